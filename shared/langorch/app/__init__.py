@@ -1,0 +1,1 @@
+"""Use-cases: functions of (command, dependencies)."""

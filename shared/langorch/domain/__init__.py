@@ -1,0 +1,1 @@
+"""Pure models and rules: blocks, workflows, runs, approvals, triggers, errors."""

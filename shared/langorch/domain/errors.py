@@ -1,0 +1,80 @@
+"""Named errors. Each carries a message a user can act on: what was wrong, where, how to fix it.
+
+They are translated to HTTP in one place and to Step Functions in one place; nothing else
+matches on AWS error codes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class LangorchError(Exception):
+    """Base of every error langorch raises on purpose."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem found in a definition or an input: where, what, and how to fix it."""
+
+    path: str
+    message: str
+    hint: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.message}" if self.path else self.message
+        return f"{text} (hint: {self.hint})" if self.hint else text
+
+
+class DefinitionError(LangorchError):
+    """A block or workflow definition is invalid; ``problems`` lists every problem found."""
+
+    def __init__(self, subject: str, problems: list[Problem]) -> None:
+        self.subject = subject
+        self.problems = problems
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{subject}: {len(problems)} problem(s)\n{lines}")
+
+
+class InputValidationError(DefinitionError):
+    """A run's input does not satisfy the workflow's inputs schema."""
+
+
+class NotFoundError(LangorchError):
+    """A definition, run or approval does not exist."""
+
+
+class ConflictError(LangorchError):
+    """A conditional write lost: someone else changed the record first."""
+
+
+class LeaseHeldError(ConflictError):
+    """Another segment holds the run's lease; this one must not touch the graph."""
+
+
+class UnknownInterruptError(LangorchError):
+    """A resume named an interrupt the run is not waiting on."""
+
+
+class StepFailedError(LangorchError):
+    """A step failed after its retries and no route handles it."""
+
+
+class StepTimeoutError(LangorchError):
+    """A step ran longer than its ``timeout_seconds``."""
+
+
+class LLMError(LangorchError):
+    """An LLM provider failed or answered with something that does not fit the block."""
+
+
+class ProviderNotAvailableError(LLMError):
+    """A provider's SDK or credentials are missing."""
+
+
+class StorageError(LangorchError):
+    """A storage backend failed (named translation of an AWS ``ClientError``)."""
+
+
+class CheckpointPayloadMissingError(StorageError):
+    """A checkpoint's offloaded payload is gone: never fall back to an older checkpoint."""

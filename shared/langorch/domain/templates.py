@@ -1,0 +1,168 @@
+"""Templates and expressions, evaluated by Jinja2's immutable sandbox — never ``eval``.
+
+Two syntaxes are accepted:
+
+* ``{{ … }}`` — Jinja2 (``{{ invoice.amount > 1000 }}``, ``{{ items | length }}``);
+* seed 000's single-brace placeholders — ``"Order from {restaurant_name}"``. A template with no
+  ``{{``/``{%`` is treated as placeholders: ``{name}`` and ``{name.attr}`` are substituted and every
+  other character, a JSON example with single braces included, is literal text.
+
+Missing names render as empty strings (seed 000's ``state.get(key, "")``); an expression over a
+missing name evaluates to ``None``.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+from jinja2 import ChainableUndefined, TemplateSyntaxError, nodes
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from langorch.domain.errors import LangorchError
+
+_PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_\.]*)\}(?!\})")
+_JINJA_MARK = re.compile(r"\{\{|\{%")
+
+MAX_RENDERED_CHARS = 200_000
+"""Bound on a rendered template: a runaway loop or filter cannot fill memory."""
+
+
+class TemplateError(LangorchError):
+    """A template or expression is malformed or failed to evaluate."""
+
+
+class _Undefined(ChainableUndefined):
+    """Missing names are empty, and attribute access on them stays empty (``a.b.c``)."""
+
+    def __str__(self) -> str:
+        return ""
+
+
+@lru_cache(maxsize=1)
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(undefined=_Undefined, autoescape=False)
+    env.filters["tojson_compact"] = lambda v: __import__("json").dumps(v, default=str)
+    return env
+
+
+def is_jinja(template: str) -> bool:
+    """True when the template uses ``{{ … }}`` or ``{% … %}``."""
+    return bool(_JINJA_MARK.search(template))
+
+
+def placeholders(template: str) -> set[str]:
+    """The top-level names a template reads (for validation of available inputs)."""
+    if not is_jinja(template):
+        return {m.group(1).split(".")[0] for m in _PLACEHOLDER.finditer(template)}
+    try:
+        ast = _environment().parse(template)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(f"bad template syntax at line {exc.lineno}: {exc.message}") from exc
+    assigned = {n.name for n in ast.find_all(nodes.Name) if n.ctx in ("store", "param")}
+    return {n.name for n in ast.find_all(nodes.Name) if n.ctx == "load"} - assigned
+
+
+def check(template: str) -> str | None:
+    """The syntax error of a template, or ``None`` when it parses."""
+    if not is_jinja(template):
+        return None
+    try:
+        _environment().parse(template)
+    except TemplateSyntaxError as exc:
+        return f"line {exc.lineno}: {exc.message}"
+    return None
+
+
+@lru_cache(maxsize=2048)
+def _compile(template: str) -> Any:
+    try:
+        return _environment().from_string(template)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(f"bad template syntax at line {exc.lineno}: {exc.message}") from exc
+
+
+def _lookup(context: dict[str, Any], dotted: str) -> Any:
+    value: Any = context
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return ""
+        value = value[part]
+    return "" if value is None else value
+
+
+def render(template: str, context: dict[str, Any]) -> str:
+    """Render a template to text.
+
+    Raises:
+        TemplateError: the template is malformed, fails, or renders past the size bound.
+    """
+    if not is_jinja(template):
+        # Seed 000 placeholders: plain lookups, no code runs; other braces are literal.
+        text = _PLACEHOLDER.sub(lambda m: str(_lookup(context, m.group(1))), template)
+    else:
+        try:
+            text = str(_compile(template).render(context))
+        except TemplateError:
+            raise
+        except Exception as exc:  # the sandbox raises SecurityError and ordinary runtime errors
+            raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from exc
+    if len(text) > MAX_RENDERED_CHARS:
+        raise TemplateError(f"template rendered {len(text)} characters (max {MAX_RENDERED_CHARS})")
+    return text
+
+
+@lru_cache(maxsize=2048)
+def _compile_expression(expression: str) -> Any:
+    try:
+        return _environment().compile_expression(expression, undefined_to_none=True)
+    except TemplateSyntaxError as exc:
+        raise TemplateError(f"bad expression {expression!r}: {exc.message}") from exc
+
+
+def strip_braces(expression: str) -> str:
+    """``"{{ a.b }}"`` -> ``"a.b"``; other strings unchanged."""
+    text = expression.strip()
+    if text.startswith("{{") and text.endswith("}}") and text.count("{{") == 1:
+        return text[2:-2].strip()
+    return text
+
+
+def evaluate(expression: str, context: dict[str, Any]) -> Any:
+    """Evaluate an expression to a Python value (``"{{ x > 3 }}"`` or ``"x > 3"``).
+
+    Raises:
+        TemplateError: the expression is malformed or fails.
+    """
+    compiled = _compile_expression(strip_braces(expression))
+    try:
+        return compiled(**context)
+    except Exception as exc:
+        raise TemplateError(f"expression {expression!r} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def check_expression(expression: str) -> str | None:
+    """The syntax error of an expression, or ``None``."""
+    try:
+        _compile_expression(strip_braces(expression))
+    except TemplateError as exc:
+        return str(exc)
+    return None
+
+
+def render_value(value: Any, context: dict[str, Any]) -> Any:
+    """Render every string inside a JSON-like value.
+
+    A string that is exactly one ``{{ expr }}`` keeps the expression's type (a list stays a list).
+    """
+    if isinstance(value, str):
+        stripped = value.strip()
+        if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
+            return evaluate(stripped, context)
+        return render(value, context)
+    if isinstance(value, dict):
+        return {k: render_value(v, context) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render_value(v, context) for v in value]
+    return value
