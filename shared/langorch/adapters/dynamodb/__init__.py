@@ -1,0 +1,1 @@
+"""DynamoDB adapters: definitions, runs, checkpointer, memory. Each takes its boto3 client."""
