@@ -1,0 +1,53 @@
+"""Outbound HTTP for ``http`` steps, on urllib3 (already shipped with botocore)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import urllib3
+
+from langorch.domain.errors import LangorchError
+
+MAX_RESPONSE_BYTES = 1_000_000
+"""Responses larger than this are refused rather than stored in the run's state."""
+
+_POOL = urllib3.PoolManager(retries=False)
+
+
+class HttpCallError(LangorchError):
+    """The call did not get an answer (connection, timeout, oversized response)."""
+
+    retryable = True
+
+
+def http_call(
+    method: str, url: str, *, headers: dict[str, str], body: Any, timeout: float
+) -> tuple[int, Any]:
+    """Make one HTTP request; returns ``(status, parsed JSON or text)``.
+
+    Raises:
+        HttpCallError: no answer in time, a connection failure, or a response past the bound.
+    """
+    if not url.startswith(("http://", "https://")):
+        raise LangorchError(f"http steps call http(s) URLs only, got {url[:60]!r}")
+    data: bytes | None = None
+    headers = dict(headers)
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers.setdefault("Content-Type", "application/json")
+    try:
+        response = _POOL.request(
+            method, url, body=data, headers=headers, timeout=timeout, preload_content=False
+        )
+        raw = response.read(MAX_RESPONSE_BYTES + 1)
+        response.release_conn()
+    except urllib3.exceptions.HTTPError as exc:
+        raise HttpCallError(f"{method} {url.split('?')[0]} failed: {type(exc).__name__}") from exc
+    if len(raw) > MAX_RESPONSE_BYTES:
+        raise HttpCallError(f"response from {url.split('?')[0]} is over {MAX_RESPONSE_BYTES} bytes")
+    text = raw.decode(errors="replace")
+    try:
+        return response.status, json.loads(text) if text else None
+    except json.JSONDecodeError:
+        return response.status, text

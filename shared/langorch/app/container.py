@@ -1,0 +1,141 @@
+"""The composition root: settings in, wired adapters and engine out.
+
+Everything is built on first use, so a function that only starts runs never imports LangGraph
+or an LLM SDK (ARCHITECTURE §2 "Cold starts"). Tests and the local stack build a container with
+their own ``Settings`` (endpoint, names) — nowhere else swaps endpoints.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import boto3
+
+from langorch.adapters.aws import make_client
+from langorch.config import Settings
+
+if TYPE_CHECKING:
+    from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
+    from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+    from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.app.memory import MemoryManager
+    from langorch.engine.compiler import GraphCompiler
+    from langorch.engine.context import HttpCaller
+    from langorch.llm import LLMRegistry
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Container:
+    """Adapters, engine and clock for one process (one Lambda sandbox, one CLI call)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        session: boto3.Session | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+        ids: Callable[[], str] = _new_id,
+        llm: LLMRegistry | None = None,
+        http: HttpCaller | None = None,
+    ) -> None:
+        self.settings = settings
+        self._session = session
+        self.clock = clock
+        self.ids = ids
+        if llm is not None:
+            self.__dict__["llm"] = llm
+        if http is not None:
+            self.__dict__["http"] = http
+
+    def client(self, service: str) -> Any:
+        """A boto3 client at the configured endpoint (cached per service)."""
+        cache: dict[str, Any] = self.__dict__.setdefault("_clients", {})
+        if service not in cache:
+            cache[service] = make_client(service, self.settings, session=self._session)
+        return cache[service]
+
+    @cached_property
+    def definitions(self) -> DefinitionsRepository:
+        from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+
+        return DefinitionsRepository(self.client("dynamodb"), self.settings.definitions_table)
+
+    @cached_property
+    def runs(self) -> RunsRepository:
+        from langorch.adapters.dynamodb.runs import RunsRepository
+
+        return RunsRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def checkpointer(self) -> DynamoCheckpointSaver:
+        from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
+
+        ttl_days = self.settings.checkpoint_ttl_days
+        return DynamoCheckpointSaver(
+            self.client("dynamodb"),
+            self.settings.checkpoints_table,
+            s3_client=self.client("s3"),
+            bucket=self.settings.bucket,
+            key_prefix=self.settings.checkpoint_prefix,
+            ttl_seconds=ttl_days * 86_400 if ttl_days else None,
+        )
+
+    @cached_property
+    def memory_store(self) -> Any:
+        from langorch.adapters.dynamodb.memory import build_memory_store
+
+        return build_memory_store(self.client("dynamodb"), self.settings.memory_table)
+
+    @cached_property
+    def memory(self) -> MemoryManager:
+        from langorch.app.memory import MemoryManager
+
+        return MemoryManager(self.memory_store)
+
+    @cached_property
+    def llm(self) -> LLMRegistry:
+        from langorch.llm import LLMRegistry
+
+        settings = self.settings
+        return LLMRegistry(
+            default_provider=settings.default_llm_provider,
+            default_model=settings.default_llm_model,
+            offline_script=settings.offline_script,
+            openai_api_key=settings.openai_api_key,
+            bedrock_client_factory=lambda: self.client("bedrock-runtime"),
+            region=settings.region,
+        )
+
+    @cached_property
+    def http(self) -> HttpCaller:
+        from langorch.adapters.http import http_call
+
+        return http_call
+
+    @cached_property
+    def compiler(self) -> GraphCompiler:
+        from langorch.engine.compiler import GraphCompiler
+
+        return GraphCompiler(self.definitions, self.checkpointer)
+
+    def ensure_resources(self) -> None:
+        """Create the tables and the bucket when missing (local stack and tests only)."""
+        from langorch.adapters.dynamodb.memory import create_memory_table
+        from langorch.adapters.s3 import ensure_bucket
+
+        self.definitions.create_table()
+        self.runs.create_table()
+        self.checkpointer.setup()
+        create_memory_table(self.client("dynamodb"), self.settings.memory_table)
+        ensure_bucket(self.client("s3"), self.settings.bucket, self.settings.region)

@@ -1,0 +1,434 @@
+"""Use-cases for runs: start one (idempotently), run one segment, drive a run to its end locally.
+
+``run_segment`` is what the ``run_segment`` Lambda calls once per Step Functions iteration: it
+takes the run's lease (one writer per run), advances the graph by one segment, records the
+timeline and the run's new status, and returns what the state machine branches on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from langorch.domain.errors import LeaseHeldError, UnknownInterruptError
+from langorch.domain.inputs import ensure_valid_input
+from langorch.domain.runs import (
+    PendingInterrupt,
+    RunError,
+    RunRecord,
+    RunStatus,
+    RunTrigger,
+    TimelineEvent,
+    TimelineEventType,
+    TokenUsage,
+    dedupe_run_id,
+    new_run_id,
+    transition,
+)
+
+if TYPE_CHECKING:
+    from langorch.app.container import Container
+
+logger = logging.getLogger(__name__)
+
+LEASE_GRACE_SECONDS = 120.0
+"""A lease outlives the segment's budget by this much, so a crashed segment's lease expires."""
+
+
+@dataclass(frozen=True)
+class StartRun:
+    """Start a run of a workflow (latest version unless pinned)."""
+
+    workflow_id: str
+    input: dict[str, Any] = field(default_factory=dict)
+    version: int | None = None
+    dedupe_key: str | None = None
+    trigger: str = "manual"
+    trigger_detail: dict[str, Any] = field(default_factory=dict)
+    user_id: str = "default"
+
+
+def start_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
+    """Create the run record; a repeated dedupe key returns the existing run and ``False``.
+
+    Raises:
+        NotFoundError: the workflow (version) does not exist.
+        InputValidationError: the input does not fit the workflow's inputs schema.
+    """
+    plan = deps.definitions.get_workflow(cmd.workflow_id, cmd.version)
+    if plan is None:
+        from langorch.domain.errors import NotFoundError
+
+        at = f"@{cmd.version}" if cmd.version else ""
+        raise NotFoundError(
+            f"workflow {cmd.workflow_id}{at} not found; register it with `langorch workflows put`"
+        )
+    ensure_valid_input(plan, cmd.input)
+    run_id = dedupe_run_id(cmd.dedupe_key) if cmd.dedupe_key else new_run_id(deps.ids)
+    now = deps.clock()
+    run = RunRecord(
+        run_id=run_id,
+        workflow_id=plan.plan_id,
+        workflow_version=plan.version,
+        status=RunStatus.queued,
+        trigger=RunTrigger(type=cmd.trigger, detail=cmd.trigger_detail),  # type: ignore[arg-type]
+        dedupe_key=cmd.dedupe_key,
+        input=cmd.input,
+        user_id=cmd.user_id,
+        created_at=now,
+        updated_at=now,
+    )
+    stored, created = deps.runs.create_run(run)
+    if created:
+        deps.runs.append_events(
+            run_id,
+            [
+                TimelineEvent(
+                    seq=1,
+                    at=now,
+                    type=TimelineEventType.run_started,
+                    detail={"workflow": f"{plan.plan_id}@{plan.version}", "trigger": cmd.trigger},
+                )
+            ],
+        )
+    logger.info(
+        "run started" if created else "duplicate start ignored",
+        extra={"run_id": run_id, "workflow_id": plan.plan_id, "workflow_version": plan.version},
+    )
+    return stored, created
+
+
+@dataclass(frozen=True)
+class RunSegment:
+    """Advance a run by one segment, optionally answering its parked interrupt."""
+
+    run_id: str
+    resume: Any = None
+    interrupt_id: str | None = None
+    owner: str | None = None
+
+
+@dataclass
+class SegmentResult:
+    """What the state machine branches on (``status``) and what it needs for the branch."""
+
+    run_id: str
+    status: str
+    segment: int
+    seconds: int | None = None
+    approval: dict[str, Any] | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Step Functions payload (JSON-serialisable)."""
+        data: dict[str, Any] = {
+            "run_id": self.run_id,
+            "status": self.status,
+            "segment": self.segment,
+        }
+        if self.seconds is not None:
+            data["seconds"] = self.seconds
+        if self.approval is not None:
+            data["approval"] = self.approval
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
+    """Run one segment of a run under its lease.
+
+    Raises:
+        LeaseHeldError: another segment of this run is running.
+        UnknownInterruptError: the resume names no pending interrupt.
+    """
+    from langorch.engine.context import EngineContext
+    from langorch.engine.segments import Resume, advance
+
+    run = deps.runs.get_run(cmd.run_id)
+    if run.is_terminal:
+        return SegmentResult(
+            run.run_id,
+            run.status.value,
+            run.segment,
+            outputs=run.outputs,
+            error=run.error.model_dump() if run.error else None,
+        )
+    if cmd.resume is None and run.pending is not None:
+        raise UnknownInterruptError(
+            f"run {run.run_id} is parked on {run.pending.kind} {run.pending.interrupt_id}; "
+            "resume it with the decision"
+        )
+    budget = deps.settings.segment_budget_seconds
+    owner = cmd.owner or deps.ids()
+    fence = deps.runs.acquire_lease(
+        run.run_id, owner, now=time.time(), ttl_seconds=budget + LEASE_GRACE_SECONDS
+    )
+    try:
+        interrupt_id = cmd.interrupt_id
+        if cmd.resume is not None and interrupt_id is None and run.pending is not None:
+            interrupt_id = run.pending.interrupt_id
+        resume = Resume(cmd.resume, interrupt_id) if cmd.resume is not None else None
+        started_at = deps.clock()
+        parked = run.pending
+        run = transition(run, RunStatus.running, now=started_at)
+        deps.runs.save_run(run, fence=fence)
+        plan = deps.compiler.workflow(run.workflow_id, run.workflow_version)
+        graph = deps.compiler.compile(plan)
+        ctx = EngineContext(
+            run_id=run.run_id,
+            workflow_id=run.workflow_id,
+            workflow_version=run.workflow_version,
+            user_id=run.user_id or "default",
+            llm=deps.llm,
+            memory=deps.memory if plan.memory or _uses_memory(plan) else None,
+            http=deps.http,
+            subflows=deps.compiler.subflow,
+            default_provider=deps.settings.default_llm_provider,
+            default_model=deps.settings.default_llm_model,
+            default_approvers=list(deps.settings.default_approvers),
+            segment=run.segment,
+        )
+        initial = {
+            "run_id": run.run_id,
+            "agent_id": run.workflow_id,
+            "user_id": run.user_id or "default",
+            "shared_context": dict(run.input),
+            "status": "running",
+        }
+        result = asyncio.run(
+            advance(graph, ctx, initial=initial, resume=resume, deadline=time.monotonic() + budget)
+        )
+        return _record(run, result, deps, fence, started_at, parked, cmd.resume)
+    finally:
+        deps.checkpointer.flush()
+        deps.runs.release_lease(cmd.run_id, fence)
+
+
+def _uses_memory(plan: Any) -> bool:
+    return any(
+        (s.kind and s.kind.value in ("query_memory", "save_memory"))
+        or s.block_id in ("query_memory", "save_memory")
+        for s in plan.steps
+    )
+
+
+def _record(
+    run: RunRecord,
+    result: Any,
+    deps: Container,
+    fence: int,
+    started_at: datetime,
+    parked: PendingInterrupt | None,
+    answer: Any,
+) -> SegmentResult:
+    now = deps.clock()
+    events = _timeline(run, result.events, started_at)
+    if parked is not None and parked.kind == "approval" and isinstance(answer, dict):
+        decided = TimelineEvent(
+            seq=1,
+            at=started_at,
+            segment=run.segment,
+            type=(
+                TimelineEventType.approval_timed_out
+                if answer.get("decision") == "timed_out"
+                else TimelineEventType.approval_decided
+            ),
+            step_id=parked.request.get("step_id"),
+            actor=answer.get("approver"),
+            detail={
+                "decision": answer.get("decision"),
+                "comment": str(answer.get("comment") or "")[:500],
+            },
+        )
+        events.insert(1, decided)
+    elif parked is not None and parked.kind == "wait":
+        events.insert(
+            1,
+            _ev(
+                run,
+                started_at,
+                TimelineEventType.wait_finished,
+                step_id=parked.request.get("step_id"),
+            ),
+        )
+    status = result.status
+    if status == "waiting_approval":
+        pending = PendingInterrupt(
+            interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
+        )
+        run = transition(run, RunStatus.waiting_approval, now=now, pending=pending)
+        events.append(
+            _ev(
+                run,
+                now,
+                TimelineEventType.approval_requested,
+                step_id=(result.request or {}).get("step_id"),
+                detail={
+                    "approvers": (result.request or {}).get("approvers", []),
+                    "iteration": (result.request or {}).get("iteration"),
+                },
+            )
+        )
+    elif status == "sleeping":
+        pending = PendingInterrupt(
+            interrupt_id=result.interrupt_id, kind="wait", request=result.request or {}
+        )
+        run = transition(run, RunStatus.sleeping, now=now, pending=pending)
+        events.append(
+            _ev(
+                run,
+                now,
+                TimelineEventType.wait_started,
+                step_id=(result.request or {}).get("step_id"),
+                detail={"seconds": (result.request or {}).get("seconds")},
+            )
+        )
+    elif status == "continue":
+        run = run.model_copy(update={"updated_at": now})
+    elif status == "succeeded":
+        run = transition(run, RunStatus.succeeded, now=now)
+        run = run.model_copy(update={"outputs": _bounded(result.outputs)})
+        events.append(_ev(run, now, TimelineEventType.run_finished, detail={"status": "succeeded"}))
+    else:
+        error = RunError(
+            step_id=(result.error or {}).get("step_id"),
+            type=(result.error or {}).get("type", "Error"),
+            message=(result.error or {}).get("message", "failed"),
+        )
+        run = transition(run, RunStatus.failed, now=now, error=error, reason=error.message)
+        events.append(
+            _ev(run, now, TimelineEventType.run_finished, detail={"status": "failed"}, error=error)
+        )
+    deps.runs.append_events(run.run_id, _numbered(run, events))
+    deps.runs.save_run(run, fence=fence)
+    logger.info(
+        "segment ended",
+        extra={
+            "run_id": run.run_id,
+            "workflow_id": run.workflow_id,
+            "workflow_version": run.workflow_version,
+            "segment": run.segment,
+            "status": status,
+        },
+    )
+    return SegmentResult(
+        run_id=run.run_id,
+        status=status,
+        segment=run.segment,
+        seconds=(result.request or {}).get("seconds") if status == "sleeping" else None,
+        approval=(
+            {**(result.request or {}), "interrupt_id": result.interrupt_id}
+            if status == "waiting_approval"
+            else None
+        ),
+        outputs=run.outputs,
+        error=run.error.model_dump() if status == "failed" and run.error else None,
+    )
+
+
+def _bounded(outputs: dict[str, Any], limit: int = 100_000) -> dict[str, Any]:
+    import json
+
+    text = json.dumps(outputs, default=str)
+    if len(text) <= limit:
+        return json.loads(text)  # type: ignore[no-any-return]
+    from langorch.domain.runs import summarize_outputs
+
+    return dict(summarize_outputs(outputs))
+
+
+_ENGINE_EVENTS = {
+    "step_started": TimelineEventType.step_started,
+    "step_finished": TimelineEventType.step_finished,
+    "step_failed": TimelineEventType.step_failed,
+    "step_retried": TimelineEventType.step_retried,
+}
+
+
+def _ev(run: RunRecord, at: datetime, type_: TimelineEventType, **fields: Any) -> TimelineEvent:
+    return TimelineEvent(seq=1, at=at, type=type_, segment=run.segment, **fields)
+
+
+def _timeline(
+    run: RunRecord, events: list[dict[str, Any]], started: datetime
+) -> list[TimelineEvent]:
+    timeline = [_ev(run, started, TimelineEventType.segment_started)]
+    for event in events:
+        type_ = _ENGINE_EVENTS.get(str(event.get("event")))
+        if type_ is None:
+            continue
+        tokens = event.get("tokens")
+        error = event.get("error")
+        detail = {k: event[k] for k in ("kind", "attempt", "branch", "routed_to") if k in event}
+        timeline.append(
+            TimelineEvent(
+                seq=1,
+                at=datetime.fromisoformat(event["at"]),
+                type=type_,
+                step_id=event.get("step_id"),
+                segment=run.segment,
+                duration_ms=event.get("duration_ms"),
+                tokens=TokenUsage(**tokens) if tokens else None,
+                outputs_summary=event.get("outputs_summary"),
+                error=RunError(
+                    **{
+                        k: error[k]
+                        for k in ("step_id", "type", "message", "attempts")
+                        if k in error
+                    }
+                )
+                if error
+                else None,
+                detail=detail,
+            )
+        )
+    return timeline
+
+
+def _numbered(run: RunRecord, events: list[TimelineEvent]) -> list[TimelineEvent]:
+    # Sequence numbers grow across segments without reading the timeline back: the segment
+    # number is the high part.
+    base = run.segment * 1_000_000
+    return [e.model_copy(update={"seq": base + i + 1}) for i, e in enumerate(events)]
+
+
+# --------------------------------------------------------------------------------------------
+# Driving a run on this machine (no Step Functions): `langorch runs start --local`, tests
+# --------------------------------------------------------------------------------------------
+
+ApprovalAnswer = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def drive(
+    run_id: str,
+    deps: Container,
+    *,
+    on_approval: ApprovalAnswer,
+    sleep: Callable[[float], None] = time.sleep,
+    max_segments: int = 1_000,
+) -> SegmentResult:
+    """Run segments until the run ends, answering approvals and sleeping through waits.
+
+    This is the state machine's loop in-process: ``continue`` runs again, ``sleeping`` sleeps,
+    ``waiting_approval`` asks ``on_approval`` for the decision.
+    """
+    result = run_segment(RunSegment(run_id), deps)
+    for _ in range(max_segments):
+        if result.status == "continue":
+            result = run_segment(RunSegment(run_id), deps)
+        elif result.status == "sleeping":
+            sleep(float(result.seconds or 0))
+            result = run_segment(RunSegment(run_id, resume={"woke": True}), deps)
+        elif result.status == "waiting_approval":
+            decision = on_approval(result.approval or {})
+            result = run_segment(RunSegment(run_id, resume=decision), deps)
+        else:
+            return result
+    raise LeaseHeldError(f"run {run_id} did not finish within {max_segments} segments")

@@ -1,0 +1,234 @@
+"""Compile a workflow version into a LangGraph ``StateGraph`` (seed 000 step 7).
+
+``START → load_memory → entry steps → … → save_memory → END``: one node per plan step, all of
+them the same generic executor (:mod:`langorch.engine.executors`) with a different
+:class:`StepSpec`. Routing is decided by each node's ``Command``; ``destinations`` make the
+possible edges visible in ``get_graph()``. ``save_memory`` is deferred, so it runs once, after
+every branch has finished.
+
+Compiled graphs are cached per workflow version (content hash included, so a test that reuses a
+version number with other content never gets a stale graph).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from threading import Lock
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import RetryPolicy
+
+from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
+from langorch.domain.errors import DefinitionError, NotFoundError, Problem
+from langorch.domain.validation import DefinitionLookup, StepGraph, step_graph
+from langorch.engine.context import EngineContext
+from langorch.engine.executors import StepSpec, is_retryable, make_step_node, summarize
+from langorch.engine.state import OrchestrationState
+
+logger = logging.getLogger(__name__)
+
+LOAD_MEMORY = "load_memory"
+SAVE_MEMORY = "save_memory"
+
+
+def resolve_blocks(plan: TaskPlan, lookup: DefinitionLookup) -> dict[str, BlockDefinition | None]:
+    """Each step's block at its pinned version (``None`` for inline control steps).
+
+    Raises:
+        DefinitionError: a referenced block or version does not exist.
+    """
+    blocks: dict[str, BlockDefinition | None] = {}
+    problems: list[Problem] = []
+    for index, step in enumerate(plan.steps):
+        if step.block_id is None:
+            blocks[step.step_id] = None
+            continue
+        block = lookup.get_block(step.block_id, step.block_version)
+        if block is None:
+            at = f"@{step.block_version}" if step.block_version else ""
+            problems.append(Problem(f"steps[{index}].block_id",
+                                    f"unknown block {step.block_id}{at}",
+                                    "register it with `langorch blocks put`"))
+        blocks[step.step_id] = block
+    if problems:
+        raise DefinitionError(f"workflow {plan.plan_id}", problems)
+    return blocks
+
+
+def step_specs(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
+               topology: StepGraph) -> list[StepSpec]:
+    """Resolve every step of ``plan`` into what the executor needs."""
+    end_node = SAVE_MEMORY if plan.memory else END
+    specs: list[StepSpec] = []
+    for step in plan.steps:
+        sid = step.step_id
+        block = blocks.get(sid)
+        node = topology.nodes[sid]
+        loop_collect: tuple[str, ...] = ()
+        if node.kind == BlockType.loop and step.loop is not None:
+            keys: list[str] = []
+            for member in step.loop.body:
+                member_block = blocks.get(member)
+                member_step = plan.step(member)
+                keys.extend(member_block.output_keys if member_block else [])
+                keys.extend((member_step.transform or {}).keys())
+            loop_collect = tuple(dict.fromkeys(keys))
+        specs.append(
+            StepSpec(
+                step=step,
+                block=block,
+                kind=node.kind,
+                successors=node.successors,
+                branch_targets=dict(node.branches),
+                loop_entries=node.loop_entries,
+                loop_parent=node.loop_parent,
+                loop_collect=loop_collect,
+                join_deps=node.join_deps,
+                on_error=step.on_error,
+                on_failure=plan.on_failure,
+                end_node=end_node,
+                provider=step.llm_provider or (block.llm_provider if block else None)
+                or plan.llm_provider,
+                model=step.llm_model or (block.llm_model if block else None) or plan.llm_model,
+                approvers=tuple(plan.approvers),
+            )
+        )
+    return specs
+
+
+def build_graph(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
+                topology: StepGraph | None = None) -> StateGraph[Any, Any, Any, Any]:
+    """The uncompiled ``StateGraph`` of a plan whose blocks are resolved."""
+    topology = topology or step_graph(plan, _BlocksLookup(blocks))
+    builder: StateGraph[Any, Any, Any, Any] = StateGraph(
+        OrchestrationState, context_schema=EngineContext
+    )
+    specs = step_specs(plan, blocks, topology)
+    for spec in specs:
+        builder.add_node(
+            spec.step_id,
+            make_step_node(spec),
+            retry_policy=RetryPolicy(
+                max_attempts=spec.max_attempts,
+                initial_interval=spec.step.retry_backoff_seconds,
+                backoff_factor=2.0,
+                max_interval=30.0,
+                retry_on=is_retryable,
+            ),
+            destinations=spec.destinations(),
+        )
+    entries = list(topology.entries)
+    if plan.memory:
+        builder.add_node(LOAD_MEMORY, load_memory)
+        builder.add_node(SAVE_MEMORY, save_memory, defer=True)
+        builder.add_edge(START, LOAD_MEMORY)
+        for entry in entries:
+            builder.add_edge(LOAD_MEMORY, entry)
+        builder.add_edge(SAVE_MEMORY, END)
+    else:
+        for entry in entries:
+            builder.add_edge(START, entry)
+    return builder
+
+
+class _BlocksLookup:
+    """A ``DefinitionLookup`` over already-resolved blocks (for the topology only)."""
+
+    def __init__(self, blocks: dict[str, BlockDefinition | None]) -> None:
+        self._blocks = {(b.block_id, b.version): b for b in blocks.values() if b is not None}
+        self._latest = {b.block_id: b for b in blocks.values() if b is not None}
+
+    def get_block(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        if version is None:
+            return self._latest.get(block_id)
+        return self._blocks.get((block_id, version))
+
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
+        return None
+
+
+async def load_memory(state: OrchestrationState, runtime: Runtime[EngineContext]) -> dict[str, Any]:
+    """Load the user's preferences and this workflow's history before the first step."""
+    ctx = runtime.context
+    if ctx.memory is None:
+        return {"status": "running"}
+    prefs, history = await asyncio.gather(
+        asyncio.to_thread(ctx.memory.get_preferences, ctx.user_id),
+        asyncio.to_thread(ctx.memory.get_history, ctx.user_id, ctx.workflow_id, 10),
+    )
+    return {"user_preferences": prefs, "user_history": history, "status": "running"}
+
+
+async def save_memory(state: OrchestrationState, runtime: Runtime[EngineContext]) -> dict[str, Any]:
+    """Record this run in the user's history for the workflow (deferred: runs once, last)."""
+    ctx = runtime.context
+    status = state.get("status") or "running"
+    final = "failed" if status == "failed" else "succeeded"
+    if ctx.memory is not None:
+        summary = {
+            "status": final,
+            "outputs": summarize(state.get("outputs") or state.get("shared_context") or {}),
+        }
+        await asyncio.to_thread(
+            ctx.memory.save_history, ctx.user_id, ctx.workflow_id, ctx.run_id, summary
+        )
+    return {"status": final}
+
+
+@dataclass(frozen=True)
+class _CacheKey:
+    workflow_id: str
+    version: int
+    content: str
+    checkpointed: bool
+
+
+class GraphCompiler:
+    """Compiles workflow versions and caches the compiled graphs for the process's lifetime."""
+
+    def __init__(self, lookup: DefinitionLookup,
+                 checkpointer: BaseCheckpointSaver[Any] | None = None) -> None:
+        self._lookup = lookup
+        self._checkpointer = checkpointer
+        self._cache: dict[_CacheKey, Any] = {}
+        self._lock = Lock()
+
+    def compile(self, plan: TaskPlan, *, checkpointed: bool = True) -> Any:
+        """The compiled graph of ``plan`` (cached per version and content)."""
+        key = _CacheKey(plan.plan_id, plan.version, plan.content_hash(), checkpointed)
+        with self._lock:
+            cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        blocks = resolve_blocks(plan, self._lookup)
+        builder = build_graph(plan, blocks)
+        # A child graph compiled without a checkpointer inherits its parent's when it runs
+        # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.
+        graph = builder.compile(checkpointer=self._checkpointer if checkpointed else None,
+                                name=plan.plan_id)
+        with self._lock:
+            self._cache[key] = graph
+        return graph
+
+    def workflow(self, workflow_id: str, version: int | None) -> TaskPlan:
+        """A pinned workflow version from the definitions store."""
+        plan = self._lookup.get_workflow(workflow_id, version)
+        if plan is None:
+            at = f"@{version}" if version else ""
+            raise NotFoundError(f"workflow {workflow_id}{at} not found")
+        return plan
+
+    def subflow(self, workflow_id: str, version: int | None) -> tuple[TaskPlan, Any]:
+        """A child workflow and its graph, for ``subflow`` steps."""
+        plan = self.workflow(workflow_id, version)
+        return plan, self.compile(plan, checkpointed=False)
+
+    def cached(self) -> Iterable[_CacheKey]:
+        """The cache's keys (for tests and diagnostics)."""
+        return list(self._cache)

@@ -1,0 +1,68 @@
+"""What a compiled graph's nodes need at run time, passed as LangGraph's runtime context.
+
+Nothing here is checkpointed: it is rebuilt by every segment from the run record and the
+container, so a resumed run in a fresh process gets fresh clients.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from langorch.domain.definitions import TaskPlan
+    from langorch.llm import LLMRequest, LLMResult
+
+
+class LLMInvoker(Protocol):
+    """The part of the LLM registry the executors use."""
+
+    def invoke(self, request: LLMRequest) -> LLMResult: ...
+
+
+class Memory(Protocol):
+    """Long-term memory (seed 000 §8), namespaced by user and workflow."""
+
+    def get_preferences(self, user_id: str) -> dict[str, Any]: ...
+
+    def update_preferences(self, user_id: str, values: dict[str, Any]) -> None: ...
+
+    def get_history(self, user_id: str, workflow_id: str, limit: int = 10) -> list[dict[str, Any]]: ...
+
+    def save_history(
+        self, user_id: str, workflow_id: str, run_id: str, summary: dict[str, Any]
+    ) -> None: ...
+
+
+class HttpCaller(Protocol):
+    """Outbound HTTP for ``http`` steps."""
+
+    def __call__(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: dict[str, str],
+        body: Any,
+        timeout: float,
+    ) -> tuple[int, Any]: ...
+
+
+@dataclass
+class EngineContext:
+    """Per-segment runtime context of a run's graph."""
+
+    run_id: str
+    workflow_id: str
+    workflow_version: int
+    user_id: str
+    llm: LLMInvoker
+    memory: Memory | None = None
+    http: HttpCaller | None = None
+    subflows: Callable[[str, int | None], tuple[TaskPlan, Any]] | None = None
+    """Resolves a pinned child workflow to (plan, compiled graph without checkpointer)."""
+    default_provider: str | None = None
+    default_model: str | None = None
+    default_approvers: list[str] = field(default_factory=list)
+    segment: int = 1

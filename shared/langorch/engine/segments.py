@@ -1,0 +1,162 @@
+"""Advance a run's graph by one segment.
+
+A segment runs from the last checkpoint until an approval, a wait, the time budget, the end or a
+failure. It resumes exactly what was parked: ``Command(resume={interrupt_id: value})`` addressed
+to a pending interrupt — never ``invoke(None)`` while one is pending (LangGraph would answer it
+with a stale value), and a resume naming an interrupt the run is not waiting on is an error
+(LangGraph would silently ignore it).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from langgraph.types import Command
+
+from langorch.domain.errors import UnknownInterruptError
+from langorch.engine.context import EngineContext
+
+SegmentStatus = Literal["continue", "sleeping", "waiting_approval", "succeeded", "failed"]
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The answer to a parked interrupt."""
+
+    value: Any
+    interrupt_id: str | None = None
+    """``None``: the run's only pending interrupt (an error when several are pending)."""
+
+
+@dataclass
+class Advance:
+    """What one segment did to the graph."""
+
+    status: SegmentStatus
+    events: list[dict[str, Any]] = field(default_factory=list)
+    interrupt_id: str | None = None
+    request: dict[str, Any] | None = None
+    """The parked interrupt's payload (approval request or wait)."""
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def _config(run_id: str) -> dict[str, Any]:
+    # thread_id == run_id (001 §8.2). Generous recursion limit: long loops are real workflows;
+    # each loop/max_iterations bound keeps them finite.
+    return {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
+
+
+async def advance(
+    graph: Any,
+    ctx: EngineContext,
+    *,
+    initial: dict[str, Any] | None,
+    resume: Resume | None,
+    deadline: float,
+) -> Advance:
+    """Run the graph of ``ctx.run_id`` until it parks, ends, fails or passes ``deadline``.
+
+    Args:
+        graph: the compiled graph (with a checkpointer).
+        ctx: the runtime context for this segment.
+        initial: the first state of the run (used only when no checkpoint exists yet).
+        resume: the answer to the pending interrupt, when the run is parked.
+        deadline: a ``time.monotonic()`` value; the segment stops at the first superstep
+            boundary after it and returns ``continue``.
+
+    Raises:
+        UnknownInterruptError: ``resume`` names no pending interrupt, or the run is parked and
+            no resume was given.
+    """
+    config = _config(ctx.run_id)
+    snapshot = await graph.aget_state(config)
+    pending = list(snapshot.interrupts)
+    graph_input: Any
+    if pending:
+        if resume is None:
+            ids = ", ".join(i.id for i in pending)
+            raise UnknownInterruptError(
+                f"run {ctx.run_id} is waiting on interrupt {ids}; resume it with a decision"
+            )
+        target = resume.interrupt_id
+        if target is None:
+            if len(pending) > 1:
+                raise UnknownInterruptError(
+                    f"run {ctx.run_id} has {len(pending)} pending interrupts; name one"
+                )
+            target = pending[0].id
+        if target not in {i.id for i in pending}:
+            raise UnknownInterruptError(
+                f"run {ctx.run_id} is not waiting on interrupt {target}; "
+                f"pending: {', '.join(i.id for i in pending)}"
+            )
+        graph_input = Command(resume={target: resume.value})
+    elif resume is not None:
+        raise UnknownInterruptError(
+            f"run {ctx.run_id} is not waiting on interrupt {resume.interrupt_id or '(any)'}"
+        )
+    elif snapshot.created_at is None:
+        graph_input = initial or {}
+    elif snapshot.next:
+        graph_input = None  # continue after a time-budget stop: nothing is pending
+    else:
+        return _finished(snapshot.values, [])
+
+    events: list[dict[str, Any]] = []
+    stopped = False
+    try:
+        async for mode, chunk in graph.astream(
+            graph_input,
+            config,
+            context=ctx,
+            stream_mode=["custom", "checkpoints"],
+            durability="sync",
+        ):
+            if mode == "custom":
+                events.append(chunk)
+            elif time.monotonic() > deadline:
+                stopped = True  # the checkpoint of this superstep is stored: stop here
+                break
+    except Exception as exc:
+        failed = [e for e in events if e.get("event") == "step_failed"]
+        error = (
+            {k: failed[-1][k] for k in ("step_id", "type", "message") if k in failed[-1].get(
+                "error", {})} | failed[-1].get("error", {})
+            if failed
+            else {"step_id": None, "type": type(exc).__name__, "message": str(exc)[:1000]}
+        )
+        return Advance(status="failed", events=events, error=dict(error))
+
+    snapshot = await graph.aget_state(config)
+    if snapshot.interrupts:
+        parked = snapshot.interrupts[0]
+        request = dict(parked.value) if isinstance(parked.value, dict) else {"value": parked.value}
+        kind = request.get("kind")
+        return Advance(
+            status="sleeping" if kind == "wait" else "waiting_approval",
+            events=events,
+            interrupt_id=parked.id,
+            request=request,
+            values=dict(snapshot.values),
+        )
+    if stopped and snapshot.next:
+        return Advance(status="continue", events=events, values=dict(snapshot.values))
+    return _finished(snapshot.values, events)
+
+
+def _finished(values: dict[str, Any], events: list[dict[str, Any]]) -> Advance:
+    outputs = values.get("outputs") or values.get("shared_context") or {}
+    if values.get("status") == "failed":
+        message = values.get("last_error") or "the workflow ended as failed"
+        return Advance(
+            status="failed",
+            events=events,
+            outputs=dict(outputs),
+            error={"step_id": None, "type": "Terminated", "message": message},
+            values=dict(values),
+        )
+    return Advance(status="succeeded", events=events, outputs=dict(outputs), values=dict(values))
