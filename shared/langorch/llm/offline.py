@@ -1,0 +1,297 @@
+"""The offline provider: deterministic answers, no network, no keys.
+
+Every example runs with it (ARCHITECTURE §3). Without a script it fills each output key with a
+value of the declared type derived from the block (or step), the key and the call index, and
+picks the first label of a decision. A script gives answers per block or step::
+
+    check_previous_order:            # a step id or a block id (the step id wins)
+      - {branch: no_preference}      # call_index 0
+      - {branch: has_preference}     # call_index 1 and later (the last answer repeats)
+    write_draft: {title: "Hello", body: "..."}          # the same answer on every call
+    flaky_block: {raise: "Service unavailable", times: 2}
+      # attempts 1..times raise a retryable LLMError, later attempts answer with "then"
+      # (or the default answer); without "times" every attempt raises.
+      # "retryable: false" makes the failure permanent.
+
+Keys a scripted answer leaves out are filled as without a script; keys the request does not ask
+for are dropped (and logged, since they are usually typos). Script entries that name no block
+or step are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from langorch.domain.errors import DefinitionError, Problem
+from langorch.llm.base import BRANCH_KEY, LLMCallError, LLMRequest, LLMResult
+
+logger = logging.getLogger(__name__)
+
+OFFLINE_MODEL = "offline"
+"""Model name reported when the request names none."""
+
+_FAILURE_KEYS = frozenset({"raise", "times", "then", "retryable"})
+
+
+class OfflineScriptError(DefinitionError):
+    """The offline script cannot be read or is not shaped as documented in this module."""
+
+
+@dataclass(frozen=True)
+class ScriptedAnswer:
+    """One scripted answer: (partial) outputs, or a failure for the first attempts."""
+
+    outputs: dict[str, Any] = field(default_factory=dict)
+    raise_message: str | None = None
+    times: int | None = None
+    """Attempts 1..times raise; ``None`` means every attempt raises."""
+    retryable: bool = True
+
+
+Script = dict[str, list[ScriptedAnswer]]
+"""Block or step id -> answers by call index (the last one repeats)."""
+
+
+def parse_script(data: Any, *, source: str = "<dict>") -> Script:
+    """Check the shape of a script and turn it into :data:`Script`.
+
+    Args:
+        data: The parsed JSON or YAML document (``None`` for an empty file).
+        source: Where it came from, for error messages.
+
+    Returns:
+        The answers per block or step id.
+
+    Raises:
+        OfflineScriptError: Listing every problem found, each with its path.
+    """
+    problems: list[Problem] = []
+    script: Script = {}
+    if data is None:
+        return script
+    if not isinstance(data, dict):
+        raise OfflineScriptError(
+            f"offline script {source}",
+            [
+                Problem(
+                    "",
+                    f"must be a mapping of block or step id to answers, not a "
+                    f"{type(data).__name__}",
+                )
+            ],
+        )
+    for name, entry in data.items():
+        if not isinstance(name, str):
+            problems.append(Problem(repr(name), "keys must be block or step ids (strings)"))
+            continue
+        if isinstance(entry, dict):
+            answers = [_parse_answer(entry, name, problems)]
+        elif isinstance(entry, list):
+            if not entry:
+                problems.append(Problem(name, "an empty list has no answer to give"))
+                continue
+            answers = [
+                _parse_answer(item, f"{name}[{i}]", problems) for i, item in enumerate(entry)
+            ]
+        else:
+            problems.append(
+                Problem(
+                    name,
+                    f"must be an answer (mapping) or a list of answers, not a "
+                    f"{type(entry).__name__}",
+                )
+            )
+            continue
+        script[name] = answers
+    if problems:
+        raise OfflineScriptError(f"offline script {source}", problems)
+    return script
+
+
+def _parse_answer(item: Any, path: str, problems: list[Problem]) -> ScriptedAnswer:
+    if not isinstance(item, dict):
+        problems.append(
+            Problem(path, f"must be a mapping of output keys, not a {type(item).__name__}")
+        )
+        return ScriptedAnswer()
+    bad_keys = [k for k in item if not isinstance(k, str)]
+    if bad_keys:
+        problems.append(Problem(path, f"output keys must be strings: {bad_keys!r}"))
+        return ScriptedAnswer()
+    if "raise" not in item:
+        return ScriptedAnswer(outputs=dict(item))
+
+    message = item["raise"]
+    if not isinstance(message, str) or not message:
+        problems.append(Problem(f"{path}.raise", "must be the error message (a non-empty string)"))
+    times = item.get("times")
+    if times is not None and (isinstance(times, bool) or not isinstance(times, int) or times < 1):
+        problems.append(Problem(f"{path}.times", f"must be a whole number >= 1, not {times!r}"))
+    retryable = item.get("retryable", True)
+    if not isinstance(retryable, bool):
+        problems.append(Problem(f"{path}.retryable", f"must be true or false, not {retryable!r}"))
+    then = item.get("then", {})
+    if not isinstance(then, dict):
+        problems.append(Problem(f"{path}.then", "must be a mapping of output keys"))
+        then = {}
+    for extra in sorted(set(item) - _FAILURE_KEYS):
+        problems.append(
+            Problem(
+                f"{path}.{extra}",
+                "unexpected beside 'raise'",
+                hint="put the answer given after the failures under 'then'",
+            )
+        )
+    return ScriptedAnswer(
+        outputs=dict(then),
+        raise_message=str(message),
+        times=times if isinstance(times, int) else None,
+        retryable=bool(retryable),
+    )
+
+
+def load_script(path: str | Path) -> Script:
+    """Read and check a script file (``.json``; anything else is read as YAML).
+
+    Args:
+        path: The file.
+
+    Returns:
+        The answers per block or step id.
+
+    Raises:
+        OfflineScriptError: The file is missing, does not parse, or is badly shaped.
+    """
+    file = Path(path)
+    subject = f"offline script {file}"
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise OfflineScriptError(subject, [Problem("", f"cannot be read: {exc.strerror}")]) from exc
+    try:
+        data = json.loads(text) if file.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (ValueError, yaml.YAMLError) as exc:
+        raise OfflineScriptError(subject, [Problem("", f"does not parse: {exc}")]) from exc
+    return parse_script(data, source=str(file))
+
+
+def default_value(kind: str, key: str, subject: str, call_index: int) -> Any:
+    """The deterministic value the offline provider gives ``key`` when nothing is scripted.
+
+    Args:
+        kind: The key's JSON type.
+        key: The output key.
+        subject: The block id, else the step id.
+        call_index: How many times the step ran before in this run.
+
+    Returns:
+        ``"<key> from <subject>"`` (with ``(call N)`` from the second call on) for strings, the
+        call index for numbers, ``True``, ``[]`` or ``{}``.
+    """
+    if kind in {"integer", "number"}:
+        return call_index
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    text = f"{key} from {subject}"
+    return text if call_index == 0 else f"{text} (call {call_index + 1})"
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token estimate: about four characters per token, at least one."""
+    return max(1, math.ceil(len(text) / 4))
+
+
+class OfflineProvider:
+    """Deterministic answers from a script or from the request itself.
+
+    Args:
+        script: A script file, an already parsed script document, or ``None``. A file is
+            read now (so a bad script fails at start-up) and read again whenever it changes,
+            so ``langorch dev`` picks up edits without a restart.
+    """
+
+    name = "offline"
+
+    def __init__(self, script: str | Path | dict[str, Any] | None = None) -> None:
+        self._path: Path | None = None
+        self._mtime_ns: int | None = None
+        self._script: Script = {}
+        if isinstance(script, dict):
+            self._script = parse_script(script)
+        elif script is not None:
+            self._path = Path(script)
+            self._reload_if_changed()
+
+    def invoke(self, request: LLMRequest) -> LLMResult:
+        """Answer deterministically; tools are ignored.
+
+        Raises:
+            LLMCallError: The script says this attempt fails.
+            OfflineScriptError: The script file changed and is now invalid.
+        """
+        self._reload_if_changed()
+        scripted = self._scripted(request)
+        outputs: dict[str, Any] = {}
+        for key in request.answer_keys():
+            if key in scripted:
+                outputs[key] = scripted[key]
+            elif key == BRANCH_KEY and request.choices is not None:
+                outputs[key] = request.choices[0] if request.choices else ""
+            else:
+                outputs[key] = default_value(
+                    request.type_of(key), key, request.subject, request.call_index
+                )
+        unused = sorted(set(scripted) - set(outputs))
+        if unused:
+            logger.warning(
+                "offline script answer for step %s has keys the step does not ask for: %s",
+                request.step_id,
+                ", ".join(unused),
+            )
+        return LLMResult(
+            outputs=outputs,
+            provider=self.name,
+            model=request.model or OFFLINE_MODEL,
+            input_tokens=estimate_tokens(request.system_prompt + request.prompt),
+            output_tokens=estimate_tokens(json.dumps(outputs, sort_keys=True, default=str)),
+        )
+
+    def _scripted(self, request: LLMRequest) -> dict[str, Any]:
+        answers = self._script.get(request.step_id)
+        if answers is None and request.block_id is not None:
+            answers = self._script.get(request.block_id)
+        if not answers:
+            return {}
+        answer = answers[min(request.call_index, len(answers) - 1)]
+        if answer.raise_message is not None and (
+            answer.times is None or request.attempt <= answer.times
+        ):
+            raise LLMCallError(
+                f"offline script: {answer.raise_message} (step {request.step_id!r}, "
+                f"attempt {request.attempt})",
+                retryable=answer.retryable,
+            )
+        return answer.outputs
+
+    def _reload_if_changed(self) -> None:
+        if self._path is None:
+            return
+        try:
+            mtime_ns = self._path.stat().st_mtime_ns
+        except OSError:
+            mtime_ns = None  # load_script reports the missing file with its path
+        if mtime_ns is not None and mtime_ns == self._mtime_ns:
+            return
+        self._script = load_script(self._path)
+        self._mtime_ns = mtime_ns

@@ -1,0 +1,132 @@
+"""The one entry point the engine calls: pick the provider, call it, check the answer."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from langorch.llm.base import LLMCallError, LLMProvider, LLMRequest, LLMResult
+from langorch.llm.offline import OfflineProvider
+from langorch.llm.schema import validate_outputs
+from langorch.llm.tools import check_tools
+
+KNOWN_PROVIDERS: frozenset[str] = frozenset({"offline", "bedrock", "openai"})
+"""The names ``llm_provider`` may use."""
+
+
+class LLMRegistry:
+    """Providers by name, built on first use, with the answer validated for every provider.
+
+    Building the registry reads the offline script (so a bad script fails at start-up) but
+    imports no LLM SDK and fetches no key: Bedrock and OpenAI are set up by their first call.
+
+    Args:
+        default_provider: Used when a request's ``provider`` is empty.
+        default_model: Used when a request names no model *and* goes to the default
+            provider (a model id of one provider means nothing to another).
+        offline_script: Scripted answers for the offline provider: a JSON or YAML file, or an
+            already parsed mapping.
+        openai_api_key: The OpenAI key, or a function returning it (read at the first call).
+        openai_base_url: An OpenAI-compatible endpoint instead of api.openai.com.
+        bedrock_client_factory: Returns a boto3 ``bedrock-runtime`` client.
+        region: Bedrock region when no client factory is given.
+
+    Raises:
+        LLMCallError: ``default_provider`` is not a known provider.
+        OfflineScriptError: The offline script cannot be read or is badly shaped.
+    """
+
+    def __init__(
+        self,
+        *,
+        default_provider: str = "offline",
+        default_model: str | None = None,
+        offline_script: str | Path | dict[str, Any] | None = None,
+        openai_api_key: Callable[[], str | None] | str | None = None,
+        openai_base_url: str | None = None,
+        bedrock_client_factory: Callable[[], Any] | None = None,
+        region: str = "us-east-1",
+    ) -> None:
+        _check_provider(default_provider)
+        self._default_provider = default_provider
+        self._default_model = default_model
+        self._openai_api_key = openai_api_key
+        self._openai_base_url = openai_base_url
+        self._bedrock_client_factory = bedrock_client_factory
+        self._region = region
+        self._providers: dict[str, LLMProvider] = {
+            "offline": OfflineProvider(offline_script),
+        }
+        self._lock = threading.Lock()
+
+    def provider(self, name: str) -> LLMProvider:
+        """The provider called ``name``, built on first use (no SDK import until it answers).
+
+        Raises:
+            LLMCallError: ``name`` is not in :data:`KNOWN_PROVIDERS`.
+        """
+        _check_provider(name)
+        with self._lock:
+            if name not in self._providers:
+                self._providers[name] = self._build(name)
+            return self._providers[name]
+
+    def invoke(self, request: LLMRequest) -> LLMResult:
+        """Answer ``request`` with its provider (or the default) and validate the answer.
+
+        Returns:
+            The result whose ``outputs`` hold exactly the output keys (plus ``branch`` for a
+            decision), each coerced to its declared type where that is safe.
+
+        Raises:
+            ProviderNotAvailableError: The provider's SDK, key or credentials are missing.
+            LLMError: The provider failed (see ``retryable``), a tool is unknown, a key is
+                missing from the answer, a value has the wrong type, or the branch is not one
+                of the choices.
+        """
+        name = request.provider or self._default_provider
+        provider = self.provider(name)
+        check_tools(request.tools)
+        if request.model is None and name == self._default_provider and self._default_model:
+            request = _with_model(request, self._default_model)
+        result = provider.invoke(request)
+        return LLMResult(
+            outputs=validate_outputs(request, result.outputs),
+            provider=result.provider,
+            model=result.model,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+        )
+
+    def _build(self, name: str) -> LLMProvider:
+        default_model = self._default_model if name == self._default_provider else None
+        if name == "openai":
+            from langorch.llm.openai import OpenAIProvider
+
+            return OpenAIProvider(
+                api_key=self._openai_api_key,
+                base_url=self._openai_base_url,
+                default_model=default_model,
+            )
+        from langorch.llm.bedrock import BedrockProvider
+
+        return BedrockProvider(
+            client_factory=self._bedrock_client_factory,
+            region=self._region,
+            default_model=default_model,
+        )
+
+
+def _check_provider(name: str) -> None:
+    if name not in KNOWN_PROVIDERS:
+        raise LLMCallError(
+            f"unknown LLM provider {name!r}; known providers: {', '.join(sorted(KNOWN_PROVIDERS))}"
+        )
+
+
+def _with_model(request: LLMRequest, model: str) -> LLMRequest:
+    from dataclasses import replace
+
+    return replace(request, model=model)
