@@ -1,0 +1,14 @@
+"""Command groups of ``langorch``: one module per group, each with ``register(subparsers)``.
+
+To add a group, write ``langorch/cli/commands/<group>.py`` (see :mod:`langorch.cli.registry`)
+and append its module to :data:`GROUPS`.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from langorch.cli.commands import blocks, workflows
+
+GROUPS: list[ModuleType] = [blocks, workflows]
+"""Registered in this order; ``langorch --help`` lists them so."""

@@ -1,0 +1,90 @@
+"""Rendering shared by ``blocks`` and ``workflows``: put results, show, ``ID@VERSION``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langorch.adapters.dynamodb.definitions import Kind, StoredDefinition
+from langorch.app.definitions import RegisterResult
+from langorch.cli.context import Context
+from langorch.cli.errors import UsageError
+from langorch.cli.output import to_yaml
+from langorch.domain.errors import NotFoundError
+
+
+def parse_ref(ref: str) -> tuple[str, int | None]:
+    """``ID`` or ``ID@VERSION`` -> ``(id, version or None)``.
+
+    Raises:
+        UsageError: the version is not a positive integer.
+    """
+    definition_id, at, version = ref.partition("@")
+    if not at:
+        return definition_id, None
+    if not version.isdigit() or int(version) < 1:
+        raise UsageError(f"bad version in {ref!r}: expected ID@N with N a positive integer")
+    return definition_id, int(version)
+
+
+def put_document(results: list[RegisterResult]) -> dict[str, Any]:
+    """The ``--json`` output of ``put``."""
+    return {
+        "results": [
+            {
+                "kind": r.kind,
+                "id": r.id,
+                "version": r.version,
+                "created": r.created,
+                "content_hash": r.content_hash,
+                "source": r.source,
+            }
+            for r in results
+        ]
+    }
+
+
+def put_text(results: list[RegisterResult]) -> str:
+    """The human output of ``put``: one line per definition."""
+    return "\n".join(
+        f"{r.kind} {r.id}: version {r.version} "
+        f"{'stored' if r.created else 'unchanged (identical content)'}"
+        for r in results
+    )
+
+
+def show(ctx: Context, kind: Kind, ref: str) -> None:
+    """Print one stored version with its version, hash and creation time.
+
+    Raises:
+        NotFoundError: no such definition or version.
+    """
+    definition_id, version = parse_ref(ref)
+    stored = ctx.definitions().get_stored(kind, definition_id, version)
+    if stored is None:
+        what = definition_id if version is None else f"{definition_id}@{version}"
+        raise NotFoundError(f"{kind} {what} not found in {ctx.target().source}")
+    ctx.out.result(stored_document(stored), lambda: _show_text(stored))
+
+
+def stored_document(stored: StoredDefinition[Any]) -> dict[str, Any]:
+    """A stored version as JSON: metadata plus the full definition."""
+    return {
+        "kind": stored.kind,
+        "id": stored.id,
+        "version": stored.version,
+        "content_hash": stored.content_hash,
+        "created_at": stored.created_at,
+        "definition": stored.definition.model_dump(mode="json"),
+    }
+
+
+def _show_text(stored: StoredDefinition[Any]) -> str:
+    header = (
+        f"# {stored.kind} {stored.id} version {stored.version}\n"
+        f"# hash {stored.content_hash}\n"
+        f"# created {stored.created_at.isoformat()}\n"
+    )
+    # Defaults left out: the same definition, and what the author wrote rather than every field.
+    body = stored.definition.model_dump(mode="json", exclude_defaults=True)
+    body["version"] = stored.version
+    return header + to_yaml(body).rstrip()

@@ -1,0 +1,68 @@
+"""``langorch blocks put | list | show``."""
+
+from __future__ import annotations
+
+import argparse
+
+from langorch.app.definitions import register_files
+from langorch.cli.commands._definitions import put_document, put_text, show
+from langorch.cli.context import Context
+from langorch.cli.output import table
+from langorch.cli.registry import Subparsers, add_command, add_group
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``blocks`` group."""
+    blocks = add_group(subparsers, "blocks", "register and inspect blocks")
+
+    put = add_command(
+        blocks,
+        "put",
+        _put,
+        "validate and store every definition in the files (new versions for changed content)",
+    )
+    put.add_argument("files", nargs="+", metavar="FILE")
+
+    listing = add_command(blocks, "list", _list, "the latest version of every block")
+    listing.add_argument("--category", help="only blocks in this category")
+    listing.add_argument(
+        "--tag", action="append", dest="tags", metavar="T", help="only blocks with this tag"
+    )
+
+    show_block = add_command(blocks, "show", _show, "one stored block version")
+    show_block.add_argument("ref", metavar="ID[@VERSION]")
+
+
+def _put(ctx: Context, args: argparse.Namespace) -> None:
+    results = register_files(ctx.definitions(), args.files)
+    ctx.out.result(put_document(results), lambda: put_text(results))
+
+
+def _list(ctx: Context, args: argparse.Namespace) -> None:
+    stored = ctx.definitions().list_stored("block", category=args.category, tags=args.tags)
+    rows = [
+        {
+            "id": s.id,
+            "version": s.version,
+            "type": s.definition.block_type.value,
+            "category": s.definition.category,
+            "tags": s.definition.tags,
+            "name": s.definition.name,
+            "content_hash": s.content_hash,
+            "created_at": s.created_at,
+        }
+        for s in stored
+    ]
+    columns = [
+        ("id", "ID"),
+        ("version", "VERSION"),
+        ("type", "TYPE"),
+        ("category", "CATEGORY"),
+        ("tags", "TAGS"),
+        ("name", "NAME"),
+    ]
+    ctx.out.result({"blocks": rows}, lambda: table(rows, columns))
+
+
+def _show(ctx: Context, args: argparse.Namespace) -> None:
+    show(ctx, "block", args.ref)

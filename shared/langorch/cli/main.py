@@ -1,0 +1,69 @@
+"""``langorch``: the command line. Builds the parser from the command groups and runs one.
+
+Exit codes and one-line error reasons come from :mod:`langorch.cli.errors`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from langorch import __version__
+from langorch.cli.commands import GROUPS
+from langorch.cli.context import Context
+from langorch.cli.errors import EXIT_FAILURE, EXIT_OK, one_line, report
+from langorch.cli.output import Output
+from langorch.cli.registry import add_common_options
+from langorch.domain.errors import LangorchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full ``langorch`` parser, with every registered command group."""
+    parser = argparse.ArgumentParser(
+        prog="langorch",
+        description="Run AI workflows on AWS: register blocks and workflows, start and "
+        "inspect runs, decide approvals.",
+    )
+    parser.add_argument("--version", action="version", version=f"langorch {__version__}")
+    add_common_options(parser, top_level=True)
+    groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True)
+    for group in GROUPS:
+        group.register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``langorch`` command.
+
+    Args:
+        argv: the arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit code: 0 on success, see :mod:`langorch.cli.errors` otherwise.
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        # argparse exits on --help, --version and usage errors; tests call main() directly.
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILURE
+    out = Output(json_mode=args.json)
+    ctx = Context(args, out)
+    try:
+        code = args.handler(ctx, args)
+    except LangorchError as exc:
+        return report(exc, out)
+    except KeyboardInterrupt:
+        out.error("interrupted")
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        out.error(f"unexpected {type(exc).__name__}: {one_line(exc)} (rerun with --debug)")
+        return EXIT_FAILURE
+    return EXIT_OK if code is None else int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

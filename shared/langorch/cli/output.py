@@ -1,0 +1,107 @@
+"""Printing results: human text or ``--json`` on stdout, reasons on stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TextIO
+
+import yaml
+
+
+class Output:
+    """Where a command's results and messages go.
+
+    Streams are looked up when used, not when built, so pytest's ``capsys`` sees them.
+
+    Args:
+        json_mode: print machine-readable JSON instead of text.
+        stdout: results (default: ``sys.stdout`` at the time of printing).
+        stderr: warnings and errors (default: ``sys.stderr`` at the time of printing).
+    """
+
+    def __init__(
+        self, *, json_mode: bool, stdout: TextIO | None = None, stderr: TextIO | None = None
+    ) -> None:
+        self.json_mode = json_mode
+        self._stdout = stdout
+        self._stderr = stderr
+
+    @property
+    def stdout(self) -> TextIO:
+        """The results stream."""
+        return self._stdout or sys.stdout
+
+    @property
+    def stderr(self) -> TextIO:
+        """The messages stream."""
+        return self._stderr or sys.stderr
+
+    def result(self, data: Any, text: str | Callable[[], str]) -> None:
+        """Print a command's result: ``data`` as JSON, or ``text`` for people.
+
+        Args:
+            data: JSON-serialisable (datetimes become ISO strings).
+            text: the human rendering, or a function producing it (only called in text mode).
+        """
+        if self.json_mode:
+            print(to_json(data), file=self.stdout)
+        else:
+            rendered = text() if callable(text) else text
+            if rendered:
+                print(rendered, file=self.stdout)
+
+    def warn(self, message: str) -> None:
+        """A one-line warning on stderr (never mixed into ``--json`` output)."""
+        print(f"warning: {message}", file=self.stderr)
+
+    def error(self, message: str) -> None:
+        """A one-line error reason on stderr."""
+        print(f"error: {message}", file=self.stderr)
+
+
+def to_json(data: Any) -> str:
+    """Stable, indented JSON for ``--json`` output."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=_default)
+
+
+def to_yaml(data: Any) -> str:
+    """Block-style YAML in the order of ``data`` (definitions read like they are written)."""
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    """A plain-text table.
+
+    Args:
+        rows: one mapping per row.
+        columns: ``(key, header)`` pairs, in order.
+
+    Returns:
+        The table, or ``"(none)"`` when there are no rows.
+    """
+    if not rows:
+        return "(none)"
+    cells = [[header for _, header in columns]]
+    cells += [[_cell(row.get(key)) for key, _ in columns] for row in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join(
+        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+        for line in cells
+    )
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")

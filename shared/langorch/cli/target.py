@@ -1,0 +1,187 @@
+"""Which langorch deployment a CLI command talks to: the CLI's composition root.
+
+The environment is read here and nowhere else in the CLI. In order of precedence:
+
+1. ``--endpoint-url URL`` or ``LANGORCH_ENDPOINT_URL``: an AWS-compatible endpoint (the local
+   emulator, a test server); resource names from ``LANGORCH_*`` settings.
+2. ``--stack NAME``: a deployed stack; resource names from its CloudFormation outputs.
+3. The local stack file ``$LANGORCH_HOME/stack.json`` (default ``.langorch/stack.json``)
+   written by ``langorch dev``: ``{"endpoint_url": ..., "settings": {<Settings fields>}}``.
+4. Otherwise: :class:`TargetError` telling how to start or name a stack.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from pydantic import ValidationError
+
+from langorch.adapters.aws import make_client
+from langorch.adapters.cloudformation import stack_outputs
+from langorch.config import Settings
+from langorch.domain.errors import LangorchError
+
+STACK_FILE = "stack.json"
+DEFAULT_HOME = ".langorch"
+
+OUTPUT_FIELDS: Mapping[str, str] = {
+    "DefinitionsTable": "definitions_table",
+    "RunsTable": "runs_table",
+    "CheckpointsTable": "checkpoints_table",
+    "MemoryTable": "memory_table",
+    "Bucket": "bucket",
+}
+"""CloudFormation output key of the deployed stack -> ``Settings`` field."""
+
+StackOutputs = Callable[[str, Settings], Mapping[str, str]]
+
+
+class TargetError(LangorchError):
+    """No deployment to talk to, or its description is unusable."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A resolved deployment.
+
+    Attributes:
+        settings: where its resources are.
+        source: how it was found, for messages (``"--endpoint-url"``, ``"stack prod"``, …).
+        explicit: True when named on the command line or in the environment, False for the
+            local stack file found by default.
+    """
+
+    settings: Settings
+    source: str
+    explicit: bool
+
+
+def _cloudformation_outputs(stack: str, settings: Settings) -> Mapping[str, str]:
+    return stack_outputs(make_client("cloudformation", settings), stack)
+
+
+def resolve_target(
+    *,
+    endpoint_url: str | None = None,
+    stack: str | None = None,
+    region: str | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    outputs: StackOutputs = _cloudformation_outputs,
+) -> Target:
+    """Find the deployment to talk to.
+
+    Args:
+        endpoint_url: ``--endpoint-url``.
+        stack: ``--stack``.
+        region: ``--region`` (default: ``LANGORCH_REGION``, else us-east-1).
+        env: the environment (default: ``os.environ``); only ``LANGORCH_*`` is read.
+        cwd: where a relative ``LANGORCH_HOME`` is resolved (default: the current directory).
+        outputs: reads a stack's outputs (injected in tests).
+
+    Raises:
+        TargetError: nothing to talk to, or the stack file / outputs are unusable.
+        NotFoundError: ``--stack`` names a stack that does not exist.
+    """
+    env = os.environ if env is None else env
+    overrides: dict[str, Any] = {"region": region} if region else {}
+    base = _settings(env, overrides)
+    if endpoint_url or base.endpoint_url:
+        url = endpoint_url or base.endpoint_url
+        source = "--endpoint-url" if endpoint_url else "LANGORCH_ENDPOINT_URL"
+        return Target(base.model_copy(update={"endpoint_url": url}), source, explicit=True)
+    if stack:
+        found = outputs(stack, base)
+        missing = [key for key in OUTPUT_FIELDS if key not in found]
+        if missing:
+            raise TargetError(
+                f"stack {stack!r} lacks the outputs {', '.join(missing)}: is it a langorch stack?"
+            )
+        fields = {field: found[key] for key, field in OUTPUT_FIELDS.items()}
+        return Target(base.model_copy(update=fields), f"stack {stack}", explicit=True)
+    stack_file = _home(env, cwd) / STACK_FILE
+    if stack_file.is_file():
+        return Target(_local_settings(stack_file, env, overrides), str(stack_file), explicit=False)
+    raise TargetError(
+        f"no local stack running ({stack_file} not found): start one with `make dev`, "
+        "or pass --stack NAME"
+    )
+
+
+def endpoint_reachable(url: str, timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections at ``url``'s host and port.
+
+    A quick probe before talking to a local stack that may have stopped; botocore would retry
+    a refused connection for seconds.
+    """
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _home(env: Mapping[str, str], cwd: Path | None) -> Path:
+    home = Path(env.get("LANGORCH_HOME") or DEFAULT_HOME)
+    return home if home.is_absolute() else (cwd or Path.cwd()) / home
+
+
+def _settings(env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
+    # Settings reads LANGORCH_* itself; passing them explicitly keeps `env` the only source.
+    prefix = "LANGORCH_"
+    from_env: dict[str, Any] = {
+        name[len(prefix) :].lower(): value
+        for name, value in env.items()
+        if name.startswith(prefix) and name != "LANGORCH_HOME"
+    }
+    try:
+        return Settings.model_validate({**_parse_lists(from_env), **overrides})
+    except ValidationError as exc:
+        raise TargetError(f"invalid LANGORCH_* setting: {_first_error(exc)}") from exc
+
+
+def _parse_lists(values: dict[str, Any]) -> dict[str, Any]:
+    # pydantic-settings parses list fields from JSON; model_validate does not, so do it here.
+    parsed = dict(values)
+    raw = parsed.get("default_approvers")
+    if isinstance(raw, str):
+        try:
+            parsed["default_approvers"] = json.loads(raw)
+        except json.JSONDecodeError:
+            parsed["default_approvers"] = [a.strip() for a in raw.split(",") if a.strip()]
+    return parsed
+
+
+def _local_settings(path: Path, env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        stack_settings = dict(document.get("settings") or {})
+        stack_settings["endpoint_url"] = document.get("endpoint_url") or stack_settings.get(
+            "endpoint_url"
+        )
+    except (OSError, ValueError, AttributeError) as exc:
+        raise TargetError(f"unreadable local stack file {path}: {exc}") from exc
+    if not stack_settings["endpoint_url"]:
+        raise TargetError(f"local stack file {path} has no endpoint_url: restart `make dev`")
+    base = _settings(env, {})
+    try:
+        return Settings.model_validate({**base.model_dump(), **stack_settings, **overrides})
+    except ValidationError as exc:
+        raise TargetError(f"invalid local stack file {path}: {_first_error(exc)}") from exc
+
+
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {error['msg']}"
