@@ -1,0 +1,409 @@
+"""Loading block and workflow definitions from JSON or YAML files.
+
+A file holds one block, one workflow, a list of them, or ``{"blocks": [...], "workflows": [...]}``.
+A mapping with ``steps`` or ``plan_id`` is a workflow; a mapping with ``block_id`` is a block.
+
+Loading checks shapes only (the pydantic models); cross-references are checked by
+:mod:`langorch.domain.validation`. Every problem of a file is reported at once, each with its path
+(``steps[3].branches.yes``) and a hint, in one :class:`~langorch.domain.errors.DefinitionError`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from langorch.domain.definitions import BlockDefinition, TaskPlan
+from langorch.domain.errors import DefinitionError, Problem
+
+Format = Literal["json", "yaml"]
+
+_SUFFIXES: dict[str, Format] = {".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+_MAX_INPUT_SHOWN = 60
+"""Bound on how much of an offending value a message repeats (values may be long or secret-ish)."""
+
+
+@dataclass
+class LoadedDefinitions:
+    """The blocks and workflows of one file, in file order."""
+
+    blocks: list[BlockDefinition] = field(default_factory=list)
+    workflows: list[TaskPlan] = field(default_factory=list)
+
+
+def load_file(path: str | Path) -> LoadedDefinitions:
+    """Load the blocks and workflows of a ``.json``, ``.yaml`` or ``.yml`` file.
+
+    Args:
+        path: The file to read.
+
+    Returns:
+        The definitions in the file.
+
+    Raises:
+        DefinitionError: The file cannot be read, is malformed, or holds invalid definitions
+            (``subject`` is the file path; ``problems`` lists every problem found).
+    """
+    source = str(path)
+    fmt = _SUFFIXES.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise DefinitionError(
+            source,
+            [
+                Problem(
+                    "",
+                    f"unsupported file type {Path(path).suffix or '(none)'!r}",
+                    "use a .json, .yaml or .yml file",
+                )
+            ],
+        )
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError(
+            source, [Problem("", f"cannot read the file: {exc}", "check the path")]
+        ) from exc
+    return load_text(text, source=source, fmt=fmt)
+
+
+def load_text(text: str, *, source: str, fmt: Format | None = None) -> LoadedDefinitions:
+    """Parse definitions from JSON or YAML text.
+
+    Args:
+        text: The document.
+        source: Where the text came from (a file path, ``<stdin>``); the error's subject.
+        fmt: ``"json"`` or ``"yaml"``; ``None`` guesses: text starting with ``{`` or ``[`` is
+            JSON, anything else YAML.
+
+    Returns:
+        The definitions in the text.
+
+    Raises:
+        DefinitionError: The text is malformed or holds invalid definitions.
+    """
+    if fmt is None:
+        fmt = "json" if text.lstrip().startswith(("{", "[")) else "yaml"
+    data: Any
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DefinitionError(
+                source,
+                [
+                    Problem(
+                        "",
+                        f"malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}",
+                        "fix the syntax there (a missing comma, quote or bracket is usual)",
+                    )
+                ],
+            ) from exc
+    else:
+        try:
+            # safe_load only: a definition file must never construct Python objects.
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise DefinitionError(source, [_yaml_problem(exc)]) from exc
+    return parse_definitions(data, source=source)
+
+
+def parse_definitions(data: Any, *, source: str) -> LoadedDefinitions:
+    """Turn parsed JSON/YAML data into blocks and workflows.
+
+    Args:
+        data: One block or workflow mapping, a list of them, or a mapping with ``blocks`` and/or
+            ``workflows`` lists.
+        source: Where the data came from; the error's subject.
+
+    Returns:
+        The definitions.
+
+    Raises:
+        DefinitionError: With every problem of the data, each with its path.
+    """
+    problems: list[Problem] = []
+    loaded = LoadedDefinitions()
+    if isinstance(data, dict) and _is_container(data):
+        for key in sorted(set(data) - {"blocks", "workflows"}):
+            problems.append(
+                Problem(
+                    str(key),
+                    f"unknown top-level field {key!r}",
+                    "a file of several definitions has only 'blocks' and 'workflows'",
+                )
+            )
+        for key, model in (("blocks", BlockDefinition), ("workflows", TaskPlan)):
+            items = data.get(key, [])
+            if not isinstance(items, list):
+                problems.append(
+                    Problem(key, f"must be a list, got {_type_name(items)}", f"write {key}: [...]")
+                )
+                continue
+            for i, item in enumerate(items):
+                _parse_one(item, f"{key}[{i}]", model, loaded, problems)
+    elif isinstance(data, list):
+        if not data:
+            problems.append(Problem("", "the list is empty", "add a block or a workflow"))
+        for i, item in enumerate(data):
+            _parse_one(item, f"[{i}]", None, loaded, problems)
+    elif data is None:
+        problems.append(Problem("", "the document is empty", "add a block or a workflow"))
+    else:
+        _parse_one(data, "", None, loaded, problems)
+    problems.extend(_duplicates(loaded))
+    if problems:
+        raise DefinitionError(source, problems)
+    return loaded
+
+
+def _is_container(data: dict[Any, Any]) -> bool:
+    """A ``{"blocks": …, "workflows": …}`` document rather than one definition."""
+    if "block_id" in data or "plan_id" in data or "steps" in data:
+        return False
+    return "blocks" in data or "workflows" in data
+
+
+def _parse_one(
+    item: Any,
+    prefix: str,
+    model: type[BlockDefinition] | type[TaskPlan] | None,
+    loaded: LoadedDefinitions,
+    problems: list[Problem],
+) -> None:
+    """Validate one definition into ``loaded`` or add its problems."""
+    if not isinstance(item, dict):
+        problems.append(
+            Problem(
+                prefix,
+                f"expected a block or workflow mapping, got {_type_name(item)}",
+                "a block has block_id; a workflow has plan_id and steps",
+            )
+        )
+        return
+    if model is None:
+        if "steps" in item or "plan_id" in item:
+            model = TaskPlan
+        elif "block_id" in item:
+            model = BlockDefinition
+        else:
+            problems.append(
+                Problem(
+                    prefix,
+                    "neither a block nor a workflow",
+                    "a block has block_id; a workflow has plan_id and steps",
+                )
+            )
+            return
+    try:
+        parsed = model.model_validate(item)
+    except ValidationError as exc:
+        problems.extend(pydantic_problems(exc, model, prefix=prefix))
+        return
+    if isinstance(parsed, TaskPlan):
+        loaded.workflows.append(parsed)
+    else:
+        loaded.blocks.append(parsed)
+
+
+def _duplicates(loaded: LoadedDefinitions) -> Iterable[Problem]:
+    """The same id twice in one file is ambiguous: which one should be stored?"""
+    seen: set[str] = set()
+    for block in loaded.blocks:
+        if block.block_id in seen:
+            yield Problem(
+                "",
+                f"block {block.block_id!r} is defined more than once",
+                "keep one definition per block id in a file",
+            )
+        seen.add(block.block_id)
+    seen = set()
+    for plan in loaded.workflows:
+        if plan.plan_id in seen:
+            yield Problem(
+                "",
+                f"workflow {plan.plan_id!r} is defined more than once",
+                "keep one definition per plan id in a file",
+            )
+        seen.add(plan.plan_id)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> Problem:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    what = getattr(exc, "problem", None) or str(exc)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return Problem(
+        "",
+        f"malformed YAML{where}: {what}",
+        "fix the syntax there (indentation and unquoted ':' or '{' are usual causes)",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Pydantic errors -> problems
+# --------------------------------------------------------------------------------------------
+
+
+def pydantic_problems(
+    exc: ValidationError, model: type[BaseModel], *, prefix: str = ""
+) -> list[Problem]:
+    """One problem per pydantic error, with a path like ``steps[3].branches.yes`` and a hint.
+
+    Errors of the members of a union (``seconds: int | str``) are merged into one problem.
+
+    Args:
+        exc: The validation error.
+        model: The model that was validated (to name the allowed fields in hints).
+        prefix: Path of the validated value inside the document (``blocks[1]``).
+
+    Returns:
+        The problems, in pydantic's order.
+    """
+    merged: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for error in exc.errors():
+        path = _resolve(model, error["loc"], prefix)
+        kind = "type" if error["type"] in _TYPE_ERRORS else error["type"]
+        # extra_forbidden's loc ends at the unknown field: its owner is the model one level up.
+        owner = _owner_of_last(model, error["loc"])
+        merged.setdefault((path, kind), []).append({**error, "_owner": owner})
+    return [_problem(path, errors) for (path, _), errors in merged.items()]
+
+
+_TYPE_ERRORS = frozenset(
+    {
+        "int_type",
+        "int_parsing",
+        "int_from_float",
+        "float_type",
+        "float_parsing",
+        "string_type",
+        "bool_type",
+        "bool_parsing",
+        "list_type",
+        "dict_type",
+        "model_type",
+        "none_required",
+        "literal_error",
+        "enum",
+    }
+)
+
+
+def _problem(path: str, errors: list[dict[str, Any]]) -> Problem:
+    first = errors[0]
+    kind: str = first["type"]
+    given = _shown(first.get("input"))
+    name = path.rsplit(".", 1)[-1] if path else "value"
+    if kind == "missing":
+        return Problem(path, f"required field {name!r} is missing", "add it")
+    if kind == "extra_forbidden":
+        owner: type[BaseModel] | None = first["_owner"]
+        allowed = sorted(owner.model_fields) if owner is not None else []
+        close = difflib.get_close_matches(name, allowed, n=1)
+        hint = "remove it, or check the spelling"
+        if close:
+            hint += f" (did you mean {close[0]!r}?)"
+        if allowed:
+            hint += f"; allowed fields are {', '.join(allowed)}"
+        return Problem(path, f"unknown field {name!r}", hint)
+    if kind == "string_pattern_mismatch":
+        return Problem(
+            path,
+            f"{given} is not a valid identifier",
+            "start with a letter, then letters, digits, '_' or '-' (at most 128 characters)",
+        )
+    if kind in ("literal_error", "enum"):
+        return Problem(
+            path, f"{_lower_first(first['msg'])}, got {given}", "use one of those values"
+        )
+    if kind in _TYPE_ERRORS:
+        messages = list(dict.fromkeys(_lower_first(e["msg"]) for e in errors))
+        return Problem(path, f"{' or '.join(messages)}, got {given}", "change the value's type")
+    return Problem(path, f"{_lower_first(first['msg'])} (got {given})", "change the value")
+
+
+def _resolve(model: type[BaseModel], loc: tuple[int | str, ...], prefix: str) -> str:
+    """A readable path for a pydantic ``loc``: ints become ``[i]``, names ``.name``.
+
+    Walks the model's annotations so that union member tags pydantic puts into ``loc``
+    (``wait.seconds.int``) are left out of the path rather than shown as fields.
+    """
+    path = prefix
+    current: Any = model
+    for part in loc:
+        current = _unwrap_optional(current)
+        if isinstance(part, int):
+            path += f"[{part}]"
+            current = _item_type(current)
+            continue
+        if _is_union(current):
+            # The tag of the union member that failed: not a place in the document.
+            current = Any
+            continue
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(part)
+            current = info.annotation if info is not None else Any
+        elif typing.get_origin(current) is dict and typing.get_args(current):
+            current = typing.get_args(current)[1]
+        else:
+            current = Any
+        path = f"{path}.{part}" if path else part
+    return path
+
+
+def _owner_of_last(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    current: Any = model
+    for part in loc[:-1]:
+        current = _unwrap_optional(current)
+        if isinstance(part, int):
+            current = _item_type(current)
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            info = current.model_fields.get(part)
+            current = info.annotation if info is not None else Any
+        elif typing.get_origin(current) is dict and typing.get_args(current):
+            current = typing.get_args(current)[1]
+        else:
+            return None
+    current = _unwrap_optional(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _is_union(tp: Any) -> bool:
+    return typing.get_origin(tp) in (Union, types.UnionType)
+
+
+def _unwrap_optional(tp: Any) -> Any:
+    """``X | None`` -> ``X``; other unions are kept."""
+    if _is_union(tp):
+        members = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            return members[0]
+    return tp
+
+
+def _item_type(tp: Any) -> Any:
+    if typing.get_origin(tp) in (list, tuple) and typing.get_args(tp):
+        return typing.get_args(tp)[0]
+    return Any
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _MAX_INPUT_SHOWN else text[: _MAX_INPUT_SHOWN - 3] + "..."
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _type_name(value: Any) -> str:
+    names = {dict: "a mapping", list: "a list", str: "a string", type(None): "nothing"}
+    return names.get(type(value), type(value).__name__)
