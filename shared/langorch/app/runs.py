@@ -160,11 +160,7 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
             outputs=run.outputs,
             error=run.error.model_dump() if run.error else None,
         )
-    if cmd.resume is None and run.pending is not None:
-        raise UnknownInterruptError(
-            f"run {run.run_id} is parked on {run.pending.kind} {run.pending.interrupt_id}; "
-            "resume it with the decision"
-        )
+    _check_resume(run, cmd)
     budget = deps.settings.segment_budget_seconds
     owner = cmd.owner or deps.ids()
     fence = deps.runs.acquire_lease(
@@ -209,6 +205,25 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
     finally:
         deps.checkpointer.flush()
         deps.runs.release_lease(cmd.run_id, fence)
+
+
+def _check_resume(run: RunRecord, cmd: RunSegment) -> None:
+    """Refuse a segment that would answer the wrong interrupt, before anything changes."""
+    pending = run.pending
+    if cmd.resume is None and pending is not None:
+        raise UnknownInterruptError(
+            f"run {run.run_id} is parked on {pending.kind} {pending.interrupt_id}; "
+            "resume it with the decision"
+        )
+    if cmd.resume is not None and pending is None:
+        raise UnknownInterruptError(f"run {run.run_id} is not waiting on any interrupt")
+    if cmd.interrupt_id is not None and pending is not None and (
+        cmd.interrupt_id != pending.interrupt_id
+    ):
+        raise UnknownInterruptError(
+            f"run {run.run_id} is not waiting on interrupt {cmd.interrupt_id}; "
+            f"it waits on {pending.interrupt_id}"
+        )
 
 
 def _uses_memory(plan: Any) -> bool:

@@ -50,6 +50,21 @@ LLM_KINDS = frozenset({BlockType.action, BlockType.extraction})
 """Kinds whose work is an LLM call with structured output."""
 
 
+def engine_outputs(step_id: str, kind: BlockType) -> frozenset[str]:
+    """``shared_context`` keys the executor itself writes for a step of this kind.
+
+    A decision records its label, an approval its decision (who, what, which round), a memory
+    save the keys it stored, a wait how long it slept — so later steps and templates can read them.
+    """
+    suffix = {
+        BlockType.decision: "_branch",
+        BlockType.approval: "_decision",
+        BlockType.save_memory: "_saved",
+        BlockType.wait: "_waited",
+    }.get(kind)
+    return frozenset({step_id + suffix}) if suffix else frozenset()
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

@@ -68,30 +68,30 @@ def step_specs(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
     specs: list[StepSpec] = []
     for step in plan.steps:
         sid = step.step_id
+        node = topology.steps[sid]
         block = blocks.get(sid)
-        node = topology.nodes[sid]
-        loop_collect: tuple[str, ...] = ()
-        if node.kind == BlockType.loop and step.loop is not None:
-            keys: list[str] = []
-            for member in step.loop.body:
-                member_block = blocks.get(member)
-                member_step = plan.step(member)
-                keys.extend(member_block.output_keys if member_block else [])
-                keys.extend((member_step.transform or {}).keys())
-            loop_collect = tuple(dict.fromkeys(keys))
+        loop = topology.loops.get(sid)
+        incoming = topology.predecessors(sid, "next", "branch", "loop_done")
+        join_deps = (
+            tuple(dict.fromkeys(e.source for e in incoming))
+            if node.join == "all" and len({e.source for e in incoming}) > 1
+            else ()
+        )
+        back = topology.successors(sid, "loop_back")
         specs.append(
             StepSpec(
                 step=step,
                 block=block,
-                kind=node.kind,
-                successors=node.successors,
+                kind=node.kind or BlockType.action,
+                successors=tuple(
+                    e.target for e in topology.successors(sid, "loop_done" if loop else "next")
+                ),
                 branch_targets=dict(node.branches),
-                loop_entries=node.loop_entries,
-                loop_parent=node.loop_parent,
-                loop_collect=loop_collect,
-                join_deps=node.join_deps,
-                on_error=step.on_error,
-                on_failure=plan.on_failure,
+                loop_entries=loop.entries if loop else (),
+                loop_parent=back[0].target if back else None,
+                loop_collect=loop.collect if loop else (),
+                join_deps=join_deps,
+                on_error=node.error_route,
                 end_node=end_node,
                 provider=step.llm_provider or (block.llm_provider if block else None)
                 or plan.llm_provider,
@@ -123,7 +123,7 @@ def build_graph(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
             ),
             destinations=spec.destinations(),
         )
-    entries = list(topology.entries)
+    entries = list(topology.entry)
     if plan.memory:
         builder.add_node(LOAD_MEMORY, load_memory)
         builder.add_node(SAVE_MEMORY, save_memory, defer=True)

@@ -70,7 +70,8 @@ class StepSpec:
     join_deps: tuple[str, ...] = ()
     """Dependencies that must all have finished before this step runs (``join: all``)."""
     on_error: str | None = None
-    on_failure: str | None = None
+    """Where a failure after the retries goes: the step's ``on_error``, else the plan's
+    ``on_failure`` (unless this step is on the failure route), else nowhere: the run fails."""
     end_node: str = END
     provider: str | None = None
     model: str | None = None
@@ -98,7 +99,7 @@ class StepSpec:
     def destinations(self) -> tuple[str, ...]:
         """Every node this step can route to (drawn as the graph's edges)."""
         targets = [*self.successors, *self.branch_targets.values(), *self.loop_entries]
-        for extra in (self.loop_parent, self.on_error, self.on_failure):
+        for extra in (self.loop_parent, self.on_error):
             if extra:
                 targets.append(extra)
         approval = self.step.approval
@@ -177,9 +178,7 @@ def make_step_node(spec: StepSpec) -> Any:
                     extra={"run_id": ctx.run_id, "step_id": spec.step_id, "attempt": attempt},
                 )
                 raise
-            route = spec.on_error or (
-                spec.on_failure if spec.on_failure != spec.step_id else None
-            )
+            route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
             emit(_event("step_failed", spec, attempt=attempt, duration_ms=duration, error=error,
                         routed_to=route))
             logger.error(
@@ -417,6 +416,8 @@ async def _query_memory(
         value = {k: prefs[k] for k in mem.keys if k in prefs} if mem.keys else prefs
     keys = spec.block.output_keys if spec.block else []
     context = {(keys[0] if keys else "memory_results"): value}
+    if mem.keys and isinstance(value, dict):
+        context.update(value)  # the named keys are also readable directly
     return Outcome(context=context, state=extra)
 
 

@@ -124,8 +124,7 @@ async def advance(
     except Exception as exc:
         failed = [e for e in events if e.get("event") == "step_failed"]
         error = (
-            {k: failed[-1][k] for k in ("step_id", "type", "message") if k in failed[-1].get(
-                "error", {})} | failed[-1].get("error", {})
+            dict(failed[-1].get("error") or {})
             if failed
             else {"step_id": None, "type": type(exc).__name__, "message": str(exc)[:1000]}
         )

@@ -3,7 +3,7 @@
 ``shared_context`` is the shared bus: each step reads its input keys from it and merges its
 output keys into it. ``block_results`` is an append-only log. The bookkeeping channels
 (``visits``, ``loops``, ``error``) merge too, so steps running in the same superstep never
-collide.
+collide; single-value channels that parallel steps may write keep the last value.
 """
 
 from __future__ import annotations
@@ -17,6 +17,11 @@ def _append_list(existing: list[Any] | None, new: list[Any] | None) -> list[Any]
 
 def _merge_dicts(existing: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
     return {**(existing or {}), **(new or {})}
+
+
+def _latest(existing: Any, new: Any) -> Any:
+    """Last write wins, also when parallel steps write in the same superstep."""
+    return new
 
 
 class StepError(TypedDict):
@@ -38,7 +43,7 @@ class OrchestrationState(TypedDict, total=False):
     user_id: str
 
     # The block of the step running now (seed 000); informational for the timeline.
-    current_block: dict[str, Any]
+    current_block: Annotated[dict[str, Any], _latest]
 
     # Results from completed steps (append reducer)
     block_results: Annotated[list[dict[str, Any]], _append_list]
@@ -47,13 +52,13 @@ class OrchestrationState(TypedDict, total=False):
     shared_context: Annotated[dict[str, Any], _merge_dicts]
 
     # Long-term memory (loaded at the start of the run)
-    user_preferences: dict[str, Any]
-    user_history: list[dict[str, Any]]
+    user_preferences: Annotated[dict[str, Any], _latest]
+    user_history: Annotated[list[dict[str, Any]], _latest]
 
     # Execution tracking
-    status: str
+    status: Annotated[str, _latest]
     retry_count: int
-    last_error: str | None
+    last_error: Annotated[str | None, _latest]
     error: Annotated[dict[str, Any], _merge_dicts]
     """The last step error, normalised (``StepError``); empty when none."""
     visits: Annotated[dict[str, int], _merge_dicts]

@@ -1,0 +1,73 @@
+"""Engine fixtures: a real container (DynamoDB, S3 on moto), the offline LLM, definitions from text."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langorch.app.container import Container
+from langorch.app.definitions import register_block, register_workflow, seed_builtins
+from langorch.app.runs import SegmentResult, StartRun, drive, start_run
+from langorch.config import Settings
+from langorch.domain.loading import load_file, load_text
+from langorch.llm import LLMRegistry
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+MakeContainer = Callable[..., Container]
+
+
+@pytest.fixture
+def make_container(aws: None) -> Iterator[MakeContainer]:
+    """Build containers that share one moto account: a new container is a new process."""
+    created = False
+
+    def make(script: dict[str, Any] | str | Path | None = None, **settings: Any) -> Container:
+        nonlocal created
+        container = Container(
+            Settings(**settings),
+            llm=LLMRegistry(default_provider="offline", offline_script=script),
+        )
+        if not created:
+            container.ensure_resources()
+            seed_builtins(container.definitions)
+            created = True
+        return container
+
+    yield make
+
+
+def register_text(container: Container, text: str) -> None:
+    """Register the blocks, then the workflows, of a YAML document."""
+    loaded = load_text(text, source="test.yaml", fmt="yaml")
+    for block in loaded.blocks:
+        register_block(container.definitions, block)
+    for plan in loaded.workflows:
+        register_workflow(container.definitions, plan)
+
+
+def register_example(container: Container, name: str) -> None:
+    loaded = load_file(EXAMPLES / name / "definitions.yaml")
+    for block in loaded.blocks:
+        register_block(container.definitions, block)
+    for plan in loaded.workflows:
+        register_workflow(container.definitions, plan)
+
+
+def approve_all(request: dict[str, Any]) -> dict[str, Any]:
+    return {"decision": "approved", "approver": "tester@example.com"}
+
+
+def run_to_end(
+    container: Container,
+    workflow_id: str,
+    data: dict[str, Any] | None = None,
+    *,
+    on_approval: Callable[[dict[str, Any]], dict[str, Any]] = approve_all,
+    user_id: str = "u1",
+) -> SegmentResult:
+    run, _ = start_run(StartRun(workflow_id, input=data or {}, user_id=user_id), container)
+    return drive(run.run_id, container, on_approval=on_approval, sleep=lambda s: None)

@@ -1,0 +1,491 @@
+"""The workflow engine, end to end on moto: seed 000's verification points and the control kinds.
+
+Each test registers definitions in the DynamoDB definitions store, starts a run and drives it
+segment by segment with the real checkpointer, runs table and memory store.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
+from langorch.domain.errors import LeaseHeldError, UnknownInterruptError
+from langorch.domain.runs import TimelineEventType
+from langorch.engine.compiler import build_graph, resolve_blocks
+from langorch.llm import LLMRequest, LLMResult, OfflineProvider
+
+from .conftest import MakeContainer, register_example, register_text, run_to_end
+
+LINEAR = """
+blocks:
+  - {block_id: b_fetch, name: Fetch, input_keys: [topic], output_keys: [facts],
+     prompt_template: "Find facts about {topic}"}
+  - {block_id: b_write, name: Write, input_keys: [facts], output_keys: [draft],
+     prompt_template: "Write about {facts}"}
+  - {block_id: b_title, name: Title, input_keys: [draft], output_keys: [title],
+     prompt_template: "Title for {draft}"}
+workflows:
+  - plan_id: linear
+    memory: false
+    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
+    steps:
+      - {step_id: fetch, block_id: b_fetch}
+      - {step_id: write, block_id: b_write, depends_on: [fetch]}
+      - {step_id: title, block_id: b_title, depends_on: [write]}
+"""
+
+
+class RecordingLLM:
+    """A fake LLM port: answers like the offline provider and keeps every request."""
+
+    def __init__(self, script: Any = None) -> None:
+        self.requests: list[LLMRequest] = []
+        self._offline = OfflineProvider(script or {})
+
+    def invoke(self, request: LLMRequest) -> LLMResult:
+        self.requests.append(request)
+        return self._offline.invoke(request)
+
+
+# --- seed 000 verification 1: the executor -------------------------------------------------
+
+
+def test_executor_reads_inputs_renders_prompt_and_writes_outputs(make_container: MakeContainer):
+    # Given a one-block plan and an LLM that records what it is asked
+    container = make_container()
+    llm = RecordingLLM({"fetch": {"facts": "LangGraph checkpoints state"}})
+    container.__dict__["llm"] = llm
+    register_text(container, LINEAR)
+
+    # When the run goes through
+    result = run_to_end(container, "linear", {"topic": "durable agents"})
+
+    # Then the first block's prompt was rendered from its input key, and outputs were merged
+    assert result.status == "succeeded"
+    assert llm.requests[0].prompt == "Find facts about durable agents"
+    assert llm.requests[0].output_keys == ["facts"]
+    assert result.outputs["facts"] == "LangGraph checkpoints state"
+
+
+# --- 2: topology ---------------------------------------------------------------------------
+
+
+def test_three_step_plan_compiles_to_the_expected_topology(make_container: MakeContainer):
+    # Given a three-step linear plan
+    container = make_container()
+    register_text(container, LINEAR)
+    plan = container.definitions.get_workflow("linear")
+    assert plan is not None
+
+    # When it is compiled
+    graph = build_graph(plan, resolve_blocks(plan, container.definitions)).compile()
+    edges = {(e.source, e.target) for e in graph.get_graph().edges}
+
+    # Then there is one node per step wired in order between START and END
+    assert {"fetch", "write", "title"} <= set(graph.get_graph().nodes)
+    assert {("__start__", "fetch"), ("fetch", "write"), ("write", "title"),
+            ("title", "__end__")} <= edges
+
+
+# --- 3: linear flow ------------------------------------------------------------------------
+
+
+def test_linear_flow_accumulates_shared_context(make_container: MakeContainer):
+    # Given the linear plan with scripted answers
+    container = make_container({"fetch": {"facts": "F"}, "write": {"draft": "D"},
+                                "title": {"title": "T"}})
+    register_text(container, LINEAR)
+
+    # When it runs
+    result = run_to_end(container, "linear", {"topic": "x"})
+
+    # Then every step's output is in the final context, alongside the input
+    assert result.outputs == {"topic": "x", "facts": "F", "draft": "D", "title": "T"}
+
+
+# --- 4: decision routing -------------------------------------------------------------------
+
+DECISION = """
+blocks:
+  - {block_id: b_triage, name: Triage, block_type: decision, input_keys: [ticket],
+     prompt_template: "Is {ticket} urgent?", branches: {urgent: page, normal: queue}}
+workflows:
+  - plan_id: triage
+    memory: false
+    inputs_schema: {properties: {ticket: {type: string}}}
+    steps:
+      - {step_id: triage, block_id: b_triage,
+         branches: {urgent: page, normal: queue}}
+      - {step_id: page, kind: transform, transform: {routed: "'paged'"}}
+      - {step_id: queue, kind: transform, transform: {routed: "'queued'"}}
+"""
+
+
+@pytest.mark.parametrize(("label", "expected"), [("urgent", "paged"), ("normal", "queued")])
+def test_llm_decision_routes_to_the_chosen_branch(
+    make_container: MakeContainer, label: str, expected: str
+):
+    # Given a decision block whose LLM answers `label`
+    container = make_container({"triage": {"branch": label}})
+    register_text(container, DECISION)
+
+    # When the run goes through
+    result = run_to_end(container, "triage", {"ticket": "db down"})
+
+    # Then only that branch ran
+    assert result.outputs["routed"] == expected
+    steps = [e.step_id for e in container.runs.get_timeline(result.run_id)
+             if e.type == TimelineEventType.step_finished]
+    assert steps == ["triage", "page" if label == "urgent" else "queue"]
+
+
+def test_llm_decision_is_constrained_to_the_branch_labels(make_container: MakeContainer):
+    # Given a decision and an LLM that records its requests
+    container = make_container()
+    llm = RecordingLLM({"triage": {"branch": "normal"}})
+    container.__dict__["llm"] = llm
+    register_text(container, DECISION)
+
+    # When the run goes through
+    run_to_end(container, "triage", {"ticket": "typo"})
+
+    # Then the LLM was asked to choose among exactly the labels
+    assert sorted(llm.requests[0].choices or []) == ["normal", "urgent"]
+
+
+# --- 5: memory round trip across two runs (the lunch order example) -------------------------
+
+
+def test_lunch_order_asks_for_a_preference_once_then_runs_automatically(
+    make_container: MakeContainer,
+):
+    # Given the lunch-order example and a user with no saved preference
+    container = make_container(script=str(_example_script("lunch_order")))
+    register_example(container, "lunch_order")
+    asked: list[dict[str, Any]] = []
+
+    def fill_in(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"decision": "approved", "approver": "me@example.com",
+                "edits": {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl"]}}
+
+    # When it runs twice
+    first = run_to_end(container, "lunch_order", {"delivery_address": "1 Main St"},
+                       on_approval=fill_in)
+    second = run_to_end(container, "lunch_order", {"delivery_address": "1 Main St"},
+                        on_approval=fill_in)
+
+    # Then the first run asked and saved the preference; the second loaded it and did not ask
+    assert first.status == second.status == "succeeded"
+    assert len(asked) == 1
+    assert container.memory.get_preferences("u1")["restaurant"] == "Chipotle"
+    assert second.outputs["restaurant"] == "Chipotle"
+    assert second.outputs["check_previous_order_branch"] == "has_preference"
+    assert second.outputs["order_confirmation_id"] == "UE-12345"
+    assert len(container.memory.get_history("u1", "lunch_order")) == 2
+
+
+def _example_script(name: str) -> Any:
+    from .conftest import EXAMPLES
+
+    return EXAMPLES / name / "offline.yaml"
+
+
+# --- 6: interrupt and resume, in a fresh process -------------------------------------------
+
+APPROVAL = """
+workflows:
+  - plan_id: gated
+    memory: false
+    approvers: [boss@example.com]
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
+      - step_id: gate
+        kind: approval
+        depends_on: [prepare]
+        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], editable_keys: [doubled],
+                   timeout_seconds: 60}
+        branches: {approved: pay, rejected: refuse, timed_out: refuse}
+      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
+      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
+"""
+
+
+def test_approval_parks_the_run_and_a_fresh_process_resumes_it(make_container: MakeContainer):
+    # Given a run parked at an approval
+    first_process = make_container()
+    register_text(first_process, APPROVAL)
+    run, _ = start_run(StartRun("gated", input={"amount": 21}), first_process)
+    parked = run_segment(RunSegment(run.run_id), first_process)
+    assert parked.status == "waiting_approval"
+    assert parked.approval is not None and parked.approval["title"] == "Pay 42?"
+    assert first_process.runs.get_run(run.run_id).status == "waiting_approval"
+
+    # When a new process (new saver, newly compiled graph; only DynamoDB shared) resumes it
+    second_process = make_container()
+    done = run_segment(
+        RunSegment(run.run_id, resume={"decision": "approved", "approver": "boss@example.com",
+                                       "edits": {"doubled": 40}}),
+        second_process,
+    )
+
+    # Then the run finishes on the approved branch with the approver's edit applied
+    assert done.status == "succeeded"
+    assert done.outputs["paid"] == 40
+    decided = [e for e in second_process.runs.get_timeline(run.run_id)
+               if e.type == TimelineEventType.approval_decided]
+    assert decided[0].actor == "boss@example.com"
+
+
+def test_a_resume_for_an_unknown_interrupt_is_rejected(make_container: MakeContainer):
+    # Given a run parked at an approval
+    container = make_container()
+    register_text(container, APPROVAL)
+    run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
+    run_segment(RunSegment(run.run_id), container)
+
+    # When a resume names an interrupt the run is not waiting on
+    with pytest.raises(UnknownInterruptError):
+        run_segment(RunSegment(run.run_id, resume={"decision": "approved"},
+                               interrupt_id="not-the-pending-one"), container)
+
+    # Then the run is still parked and nothing moved
+    assert container.runs.get_run(run.run_id).status == "waiting_approval"
+
+
+def test_a_segment_without_resume_never_answers_a_pending_interrupt(
+    make_container: MakeContainer,
+):
+    # Given a run parked at an approval
+    container = make_container()
+    register_text(container, APPROVAL)
+    run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
+    run_segment(RunSegment(run.run_id), container)
+
+    # When a segment runs with no resume (as invoke(None) would)
+    with pytest.raises(UnknownInterruptError):
+        run_segment(RunSegment(run.run_id), container)
+
+    # Then the approval is still pending
+    assert container.runs.get_run(run.run_id).pending is not None
+
+
+def test_rejection_routes_to_the_reject_branch(make_container: MakeContainer):
+    container = make_container()
+    register_text(container, APPROVAL)
+
+    result = run_to_end(container, "gated", {"amount": 5},
+                        on_approval=lambda r: {"decision": "rejected", "approver": "b@x.io"})
+
+    assert result.status == "failed"
+    assert result.error is not None and result.error["message"] == "refused"
+
+
+# --- review loop ---------------------------------------------------------------------------
+
+
+def test_review_loop_stops_at_max_iterations_and_goes_on_with_the_last_draft(
+    make_container: MakeContainer,
+):
+    # Given the blog review example (max 3 rounds) and a reviewer who always rejects
+    container = make_container(script=str(_example_script("blog_review")))
+    register_example(container, "blog_review")
+    rounds: list[int] = []
+
+    def reject(request: dict[str, Any]) -> dict[str, Any]:
+        rounds.append(request["iteration"])
+        return {"decision": "rejected", "approver": "ed@example.com",
+                "comment": f"round {request['iteration']}: tighten it"}
+
+    # When the run goes through
+    result = run_to_end(container, "blog_review", {"commit_message": "add saver"},
+                        on_approval=reject)
+
+    # Then the reviewer was asked exactly 3 times, each draft saw the feedback, and it published
+    assert rounds == [1, 2, 3]
+    assert result.status == "succeeded"
+    assert result.outputs["title"] == "Draft 3: durable checkpoints"
+    assert result.outputs["review"]["iteration"] == 3
+
+
+def test_review_loop_regenerates_with_feedback_then_publishes_on_approval(
+    make_container: MakeContainer,
+):
+    container = make_container(script=str(_example_script("blog_review")))
+    llm = RecordingLLM(_example_script("blog_review"))
+    container.__dict__["llm"] = llm
+    register_example(container, "blog_review")
+    answers = iter([{"decision": "rejected", "comment": "more code samples"},
+                    {"decision": "approved"}])
+
+    result = run_to_end(container, "blog_review", {"commit_message": "add saver"},
+                        on_approval=lambda r: next(answers))
+
+    drafts = [r for r in llm.requests if r.step_id == "draft"]
+    assert len(drafts) == 2
+    assert "more code samples" in drafts[1].prompt
+    assert result.outputs["title"] == "Draft 2: durable checkpoints"
+
+
+# --- loops and parallel joins --------------------------------------------------------------
+
+
+def test_for_each_runs_the_body_per_item_and_collects_results(make_container: MakeContainer):
+    # Given the invoice batch example with three invoices, one above the threshold
+    container = make_container(script=str(_example_script("invoice_batch")))
+    register_example(container, "invoice_batch")
+    invoices = [{"id": "A", "vendor": "v", "amount": 10},
+                {"id": "B", "vendor": "v", "amount": 5000},
+                {"id": "C", "vendor": "v", "amount": 20}]
+    asked: list[str] = []
+
+    def decide(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request["context"]["invoice"]["id"])
+        return {"decision": "rejected", "approver": "cfo@example.com"}
+
+    # When the batch runs
+    result = run_to_end(container, "invoice_batch", {"invoices": invoices, "threshold": 1000},
+                        on_approval=decide)
+
+    # Then only the large invoice needed approval, and every outcome was collected in order
+    assert asked == ["B"]
+    assert [(r["invoice_outcome"]["id"], r["invoice_outcome"]["status"])
+            for r in result.outputs["invoice_results"]] == [
+        ("A", "posted"), ("B", "rejected"), ("C", "posted")]
+    assert "report" in result.outputs
+
+
+PARALLEL = """
+workflows:
+  - plan_id: fan_out
+    memory: false
+    inputs_schema: {properties: {n: {type: integer}}}
+    steps:
+      - {step_id: start, kind: transform, transform: {base: "n"}}
+      - {step_id: left, kind: transform, depends_on: [start], transform: {l: "base + 1"}}
+      - {step_id: right, kind: transform, depends_on: [start], transform: {r: "base + 2"}}
+      - {step_id: slow, kind: transform, depends_on: [right], transform: {s: "r * 10"}}
+      - {step_id: join, kind: transform, depends_on: [left, slow], transform: {total: "l + s"}}
+"""
+
+
+def test_parallel_branches_join_once_after_all_finish(make_container: MakeContainer):
+    # Given two branches of different lengths that join
+    container = make_container()
+    register_text(container, PARALLEL)
+
+    # When it runs
+    result = run_to_end(container, "fan_out", {"n": 1})
+
+    # Then the join ran once, after both branches, with both results
+    assert result.outputs["total"] == 2 + 30
+    joins = [e for e in container.runs.get_timeline(result.run_id)
+             if e.type == TimelineEventType.step_finished and e.step_id == "join"]
+    assert len(joins) == 1
+
+
+# --- errors --------------------------------------------------------------------------------
+
+ERRORS = """
+blocks:
+  - {block_id: b_flaky, name: Flaky, input_keys: [], output_keys: [answer],
+     prompt_template: "answer", max_retries: 2}
+workflows:
+  - plan_id: with_on_error
+    memory: false
+    steps:
+      - {step_id: flaky, block_id: b_flaky, on_error: fallback, retry_backoff_seconds: 0}
+      - {step_id: fallback, kind: transform,
+         transform: {recovered: "'after ' ~ error.attempts ~ ' attempts: ' ~ error.message"}}
+  - plan_id: with_on_failure
+    memory: false
+    on_failure: cleanup
+    steps:
+      - {step_id: flaky, block_id: b_flaky, retry_backoff_seconds: 0, max_retries: 0}
+      - {step_id: next, kind: transform, depends_on: [flaky], transform: {x: "1"}}
+      - {step_id: cleanup, kind: terminate,
+         terminate: {status: failed, message: "cleaned up after {{ error.step_id }}"}}
+"""
+
+
+def test_retries_then_the_on_error_route(make_container: MakeContainer):
+    # Given a block that fails more often than its retries allow
+    container = make_container({"flaky": {"raise": "provider unavailable", "times": 5}})
+    register_text(container, ERRORS)
+
+    # When it runs
+    result = run_to_end(container, "with_on_error")
+
+    # Then it was tried 3 times and the on_error step saw the normalised error
+    assert result.status == "succeeded"
+    assert result.outputs["recovered"].startswith("after 3 attempts: ")
+    timeline = container.runs.get_timeline(result.run_id)
+    assert [e.type for e in timeline if e.step_id == "flaky"].count(
+        TimelineEventType.step_retried) == 2
+
+
+def test_a_failure_without_on_error_goes_to_on_failure(make_container: MakeContainer):
+    container = make_container({"flaky": {"raise": "boom", "times": 5}})
+    register_text(container, ERRORS)
+
+    result = run_to_end(container, "with_on_failure")
+
+    assert result.status == "failed"
+    assert result.error is not None and result.error["message"] == "cleaned up after flaky"
+
+
+def test_a_failure_with_no_route_fails_the_run_with_the_reason(make_container: MakeContainer):
+    container = make_container({"flaky": {"raise": "boom", "times": 5}})
+    register_text(container, ERRORS.replace("on_failure: cleanup", ""))
+
+    result = run_to_end(container, "with_on_failure")
+
+    assert result.status == "failed"
+    assert result.error is not None and result.error["step_id"] == "flaky"
+    assert container.runs.get_run(result.run_id).status == "failed"
+
+
+# --- one writer per run --------------------------------------------------------------------
+
+
+def test_two_concurrent_segments_for_one_run_exactly_one_proceeds(make_container: MakeContainer):
+    # Given a run ready to go
+    container = make_container()
+    register_text(container, LINEAR)
+    run, _ = start_run(StartRun("linear", input={"topic": "t"}), container)
+    outcomes: list[str] = []
+    barrier = threading.Barrier(2)
+
+    def segment() -> None:
+        process = make_container()  # each thread is its own "Lambda"
+        barrier.wait()
+        try:
+            outcomes.append(run_segment(RunSegment(run.run_id), process).status)
+        except LeaseHeldError:
+            outcomes.append("refused")
+
+    # When two segments start at once
+    threads = [threading.Thread(target=segment) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    # Then one ran the run to the end and the other was refused
+    assert sorted(outcomes) == ["refused", "succeeded"]
+
+
+def test_starting_with_the_same_dedupe_key_makes_one_run(make_container: MakeContainer):
+    container = make_container()
+    register_text(container, LINEAR)
+
+    first, created = start_run(StartRun("linear", {"topic": "a"}, dedupe_key="d-1"), container)
+    again, created_again = start_run(StartRun("linear", {"topic": "a"}, dedupe_key="d-1"),
+                                     container)
+
+    assert (created, created_again) == (True, False)
+    assert first.run_id == again.run_id
