@@ -52,6 +52,7 @@ from langorch.domain.definitions import (
     PlanStep,
     ScheduleSpec,
     TaskPlan,
+    engine_outputs,
 )
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.templates import (
@@ -1166,10 +1167,13 @@ class _Analysis:
     # -- data flow ----------------------------------------------------------------------------
 
     def _step_outputs(self, sid: str, loops: Mapping[str, LoopInfo]) -> frozenset[str]:
+        """The ``shared_context`` keys a step writes (as the engine's executors write them)."""
         step = self.plan.steps[self.index[sid]]
         block = self.blocks[sid]
         kind = self.kinds[sid]
         keys: set[str] = set(block.output_keys) if block else set()
+        if kind is not None:
+            keys |= engine_outputs(sid, kind)
         if kind is BlockType.http:
             http = step.http or (block.http if block else None)
             if http is not None and http.response_key:
@@ -1178,9 +1182,8 @@ class _Analysis:
                 keys.add(f"{sid}_response")
         elif kind is BlockType.transform:
             keys |= set(step.transform or (block.transform if block else None) or {})
-        elif kind is BlockType.query_memory:
-            memory = step.memory or (block.memory if block else None)
-            keys |= set(memory.keys if memory else ())
+        elif kind is BlockType.query_memory and not keys:
+            keys.add("memory_results")
         elif kind is BlockType.approval:
             spec = step.approval or ApprovalSpec()
             keys |= {*spec.editable_keys, spec.feedback_key}
