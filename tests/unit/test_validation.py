@@ -468,6 +468,30 @@ def test_output_of_a_parallel_step_is_not_an_available_input() -> None:
             },
             id="built-in",
         ),
+        pytest.param(
+            {
+                "step_id": "p",
+                "kind": "approval",
+                "branches": {"approved": "r", "rejected": "r"},
+            },
+            {
+                "step_id": "r",
+                "block_id": "consumer",
+                "depends_on": ["p"],
+                "input_mappings": {"fact": "p_decision"},
+            },
+            id="approval-decision-record",
+        ),
+        pytest.param(
+            {"step_id": "p", "kind": "decision", "condition": "go", "branches": {"go": "r"}},
+            {
+                "step_id": "r",
+                "block_id": "consumer",
+                "depends_on": ["p"],
+                "input_mappings": {"fact": "p_branch"},
+            },
+            id="decision-label",
+        ),
     ],
 )
 def test_inputs_provided_by_any_source_are_accepted(
@@ -995,3 +1019,72 @@ def test_error_routes_are_edges_and_each_step_knows_its_route() -> None:
 def test_step_graph_of_an_invalid_plan_raises() -> None:
     with pytest.raises(DefinitionError):
         step_graph(plan(minimal(s("a", depends_on=["ghost"]))), lookup())
+
+
+def test_loop_item_is_not_available_outside_the_loop() -> None:
+    data = minimal(
+        {"step_id": "each", "kind": "loop", "loop": {"over": "items", "body": ["b"]}},
+        s("b"),
+        s("after", depends_on=["each"], input_mappings={"text": "item"}),
+    )
+    problem = only(problems_of(data))
+    assert problem.path == "steps[2].input_mappings.text"
+
+
+def test_branch_leaving_a_loop_body_is_reported() -> None:
+    data = minimal(
+        {"step_id": "each", "kind": "loop", "loop": {"over": "items", "body": ["d"]}},
+        {"step_id": "d", "kind": "decision", "condition": "x", "branches": {"x": "out"}},
+        s("out"),
+        entry_step_id="each",
+    )
+    problem = only(problems_of(data))
+    assert problem.path == "steps[1].branches.x"
+
+
+def test_depending_on_a_terminate_step_is_reported() -> None:
+    data = minimal(s("a"), {"step_id": "end", "kind": "terminate", "depends_on": ["a"]})
+    data["steps"].append(s("b", depends_on=["end"]))
+    problem = only(problems_of(data))
+    assert problem.path == "steps[2].depends_on[0]"
+
+
+def test_input_mapping_for_a_key_the_block_does_not_read_is_reported() -> None:
+    problem = only(problems_of(minimal(s("a", input_mappings={"txt": "text"}))))
+    assert problem.path == "steps[0].input_mappings.txt"
+
+
+def test_required_input_missing_from_properties_is_reported() -> None:
+    data = minimal(s("a"))
+    data["inputs_schema"]["required"] = ["text", "colour"]
+    problem = only(problems_of(data))
+    assert problem.path == "inputs_schema.required[1]"
+
+
+def test_approver_that_is_not_an_email_is_reported() -> None:
+    problem = only(problems_of(minimal(s("a"), approvers=["ops"])))
+    assert problem.path == "approvers[0]"
+
+
+def test_workflow_running_itself_as_a_subflow_is_reported() -> None:
+    data = minimal({"step_id": "a", "kind": "subflow", "subflow": {"workflow_id": "p"}})
+    problem = only(problems_of(data))
+    assert problem.path == "steps[0].subflow.workflow_id"
+
+
+def test_join_all_on_a_review_loop_back_edge_is_reported() -> None:
+    data = minimal(
+        s("research"),
+        s("draft", depends_on=["research"], join="all"),
+        s(
+            "review",
+            kind="approval",
+            depends_on=["draft"],
+            branches={"approved": "publish", "rejected": "draft"},
+            approval={"max_iterations": 3},
+        ),
+        s("publish", depends_on=["review"]),
+    )
+    problem = only(problems_of(data))
+    assert problem.path == "steps[1].join"
+    assert "never runs the first time" in problem.message
