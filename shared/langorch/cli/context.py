@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langorch.adapters.aws import make_client
-from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 from langorch.cli.output import Output
 from langorch.cli.target import Target, TargetError, endpoint_reachable, resolve_target
 from langorch.config import Settings
+
+if TYPE_CHECKING:
+    from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 
 ClientFactory = Callable[[str, Settings], Any]
 
@@ -27,7 +28,8 @@ class Context:
         out: where results and messages go.
         env: the environment for target resolution (default: ``os.environ``).
         cwd: where ``.langorch/`` is looked for (default: the current directory).
-        client_factory: builds a boto3 client for a service and settings.
+        client_factory: builds a boto3 client for a service and settings (default:
+            :func:`langorch.adapters.aws.make_client`).
     """
 
     def __init__(
@@ -37,7 +39,7 @@ class Context:
         *,
         env: Mapping[str, str] | None = None,
         cwd: Path | None = None,
-        client_factory: ClientFactory = make_client,
+        client_factory: ClientFactory | None = None,
     ) -> None:
         self.args = args
         self.out = out
@@ -86,9 +88,17 @@ class Context:
     def client(self, service: str) -> Any:
         """A boto3 client for ``service`` at the target (built once)."""
         if service not in self._clients:
-            self._clients[service] = self._client_factory(service, self.settings)
+            factory = self._client_factory
+            if factory is None:
+                # boto3 is imported on first use so that --help and offline commands start fast.
+                from langorch.adapters.aws import make_client
+
+                factory = make_client
+            self._clients[service] = factory(service, self.settings)
         return self._clients[service]
 
     def definitions(self) -> DefinitionsRepository:
         """The definitions store of the target."""
+        from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+
         return DefinitionsRepository(self.client("dynamodb"), self.settings.definitions_table)

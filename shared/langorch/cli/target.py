@@ -23,8 +23,6 @@ from urllib.parse import urlsplit
 
 from pydantic import ValidationError
 
-from langorch.adapters.aws import make_client
-from langorch.adapters.cloudformation import stack_outputs
 from langorch.config import Settings
 from langorch.domain.errors import LangorchError
 
@@ -64,6 +62,10 @@ class Target:
 
 
 def _cloudformation_outputs(stack: str, settings: Settings) -> Mapping[str, str]:
+    # Imported here: boto3 is only needed when a deployed stack is named.
+    from langorch.adapters.aws import make_client
+    from langorch.adapters.cloudformation import stack_outputs
+
     return stack_outputs(make_client("cloudformation", settings), stack)
 
 

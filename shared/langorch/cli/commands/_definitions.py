@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from langorch.adapters.dynamodb.definitions import Kind, StoredDefinition
-from langorch.app.definitions import RegisterResult
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
 from langorch.cli.output import to_yaml
 from langorch.domain.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from langorch.adapters.dynamodb.definitions import StoredDefinition
+    from langorch.app.definitions import RegisterResult
+
+Kind = Literal["block", "workflow"]
 
 
 def parse_ref(ref: str) -> tuple[str, int | None]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from langorch.app.definitions import register_files
 from langorch.cli.commands._definitions import put_document, put_text, show
 from langorch.cli.context import Context
 from langorch.cli.output import table
@@ -34,6 +33,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.app.definitions import register_files
+
     results = register_files(ctx.definitions(), args.files)
     ctx.out.result(put_document(results), lambda: put_text(results))
 

@@ -1,0 +1,193 @@
+"""Registration use-cases against an in-memory store: validation, batches, pinning, built-ins."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from langorch.app.definitions import (
+    register_block,
+    register_files,
+    register_workflow,
+    seed_builtins,
+    validate_files,
+)
+from langorch.domain.builtins import builtin_blocks
+from langorch.domain.definitions import BlockDefinition, TaskPlan
+from langorch.domain.errors import DefinitionError
+from langorch.domain.validation import InMemoryLookup
+
+
+class InMemoryStore(InMemoryLookup):
+    """The store's contract in memory: identical content is a no-op, changes add a version."""
+
+    def put_block(self, block: BlockDefinition) -> tuple[BlockDefinition, bool]:
+        latest = self.get_block(block.block_id)
+        if latest is not None and latest.content_hash() == block.content_hash():
+            return latest, False
+        stored = block.model_copy(update={"version": 1 if latest is None else latest.version + 1})
+        self.add_block(stored)
+        return stored, True
+
+    def put_workflow(self, plan: TaskPlan) -> tuple[TaskPlan, bool]:
+        latest = self.get_workflow(plan.plan_id)
+        if latest is not None and latest.content_hash() == plan.content_hash():
+            return latest, False
+        stored = plan.model_copy(update={"version": 1 if latest is None else latest.version + 1})
+        self.add_workflow(stored)
+        return stored, True
+
+
+def _block(block_id: str = "shorten", **changes: Any) -> dict[str, Any]:
+    return {
+        "block_id": block_id,
+        "input_keys": ["text"],
+        "output_keys": ["summary"],
+        "prompt_template": "Shorten: {{ text }}",
+        **changes,
+    }
+
+
+def _workflow(plan_id: str = "digest", *steps: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "plan_id": plan_id,
+        "inputs_schema": {"properties": {"text": {"type": "string"}}},
+        "steps": list(steps) or [{"step_id": "shorten", "block_id": "shorten"}],
+    }
+
+
+def _write(path: Path, document: Any) -> str:
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return str(path)
+
+
+def test_register_block_stores_a_valid_block() -> None:
+    # Given an empty store
+    store = InMemoryStore()
+    # When a block is registered
+    result = register_block(store, BlockDefinition.model_validate(_block()))
+    # Then it is stored as version 1
+    assert (result.kind, result.id, result.version, result.created) == ("block", "shorten", 1, True)
+    assert store.get_block("shorten") is not None
+
+
+def test_an_invalid_block_is_not_stored() -> None:
+    # Given a block needing a tool nobody registered
+    block = BlockDefinition.model_validate(_block(tools_required=["no_such_tool"]))
+    store = InMemoryStore()
+    # When it is registered
+    with pytest.raises(DefinitionError) as raised:
+        register_block(store, block)
+    # Then the problem names the tool and nothing is stored
+    assert any("no_such_tool" in p.message for p in raised.value.problems)
+    assert store.get_block("shorten") is None
+
+
+def test_register_workflow_pins_the_latest_block_version() -> None:
+    # Given a block at version 2
+    store = InMemoryStore()
+    register_block(store, BlockDefinition.model_validate(_block()))
+    register_block(store, BlockDefinition.model_validate(_block(description="v2")))
+    # When a workflow naming no version is registered
+    result = register_workflow(store, TaskPlan.model_validate(_workflow()))
+    # Then the stored workflow names version 2
+    stored = store.get_workflow("digest", result.version)
+    assert stored is not None
+    assert stored.steps[0].block_version == 2
+
+
+def test_a_built_in_block_is_stored_when_a_workflow_uses_it() -> None:
+    # Given an empty store and a workflow using the built-in `summarize`
+    store = InMemoryStore()
+    plan = TaskPlan.model_validate(
+        _workflow("digest", {"step_id": "summarize", "block_id": "summarize"})
+    )
+    # When the workflow is registered
+    register_workflow(store, plan)
+    # Then the built-in is stored too, and the workflow pinned to it
+    assert store.get_block("summarize") is not None
+    stored = store.get_workflow("digest")
+    assert stored is not None and stored.steps[0].block_version == 1
+
+
+def test_seeding_built_ins_twice_stores_nothing_new() -> None:
+    # Given a store seeded with the built-in blocks
+    store = InMemoryStore()
+    first = seed_builtins(store)
+    # When seeded again
+    second = seed_builtins(store)
+    # Then every built-in was created once and found unchanged the second time
+    assert [r.id for r in first] == [b.block_id for b in builtin_blocks()]
+    assert all(r.created for r in first)
+    assert not any(r.created for r in second)
+
+
+def test_a_batch_may_pin_the_version_it_creates(tmp_path: Path) -> None:
+    # Given a block at version 1, and a batch changing it with a workflow pinned to version 2
+    store = InMemoryStore()
+    register_block(store, BlockDefinition.model_validate(_block()))
+    file = _write(
+        tmp_path / "batch.yaml",
+        {
+            "blocks": [_block(description="v2")],
+            "workflows": [
+                _workflow(
+                    "digest", {"step_id": "shorten", "block_id": "shorten", "block_version": 2}
+                )
+            ],
+        },
+    )
+    # When the batch is registered
+    results = register_files(store, [file])
+    # Then the block becomes version 2 and the workflow keeps its pin
+    assert [(r.kind, r.version) for r in results] == [("block", 2), ("workflow", 1)]
+    stored = store.get_workflow("digest")
+    assert stored is not None and stored.steps[0].block_version == 2
+
+
+def test_the_same_id_in_two_files_is_a_problem(tmp_path: Path) -> None:
+    # Given two files defining the same block differently
+    first = _write(tmp_path / "a.yaml", _block())
+    second = _write(tmp_path / "b.yaml", _block(description="other"))
+    store = InMemoryStore()
+    # When both are registered
+    with pytest.raises(DefinitionError) as raised:
+        register_files(store, [first, second])
+    # Then the duplicate is reported against the second file and nothing is stored
+    [problem] = raised.value.problems
+    assert problem.path == f"{second}: block shorten"
+    assert store.get_block("shorten") is None
+
+
+def test_a_subflow_in_the_same_batch_is_stored_first_and_pinned(tmp_path: Path) -> None:
+    # Given a parent listed before the child workflow it runs as a subflow
+    parent = _workflow(
+        "parent",
+        {"step_id": "child", "kind": "subflow", "subflow": {"workflow_id": "child"}},
+    )
+    file = _write(
+        tmp_path / "flows.yaml",
+        {"blocks": [_block()], "workflows": [parent, _workflow("child")]},
+    )
+    store = InMemoryStore()
+    # When the batch is registered
+    results = register_files(store, [file])
+    # Then the child is stored before the parent, and the parent names the child's version
+    assert [r.id for r in results] == ["shorten", "child", "parent"]
+    stored = store.get_workflow("parent")
+    assert stored is not None
+    assert stored.steps[0].subflow is not None and stored.steps[0].subflow.version == 1
+
+
+def test_validate_files_offline_resolves_built_ins(tmp_path: Path) -> None:
+    # Given a workflow using a built-in block and no store at all
+    file = _write(
+        tmp_path / "wf.yaml", _workflow("digest", {"step_id": "s", "block_id": "summarize"})
+    )
+    # When the file is validated offline
+    batch = validate_files([file])
+    # Then it is valid, with the built-in counted among the batch's blocks
+    assert [b.block_id for b in batch.blocks] == ["summarize"]
+    assert [w.plan_id for w in batch.workflows] == ["digest"]

@@ -1,0 +1,132 @@
+"""Which deployment the CLI talks to: flags, environment, deployed stack, local stack file."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+from langorch.cli.target import StackOutputs, TargetError, endpoint_reachable, resolve_target
+from langorch.config import Settings
+
+OUTPUTS = {
+    "DefinitionsTable": "prod-definitions",
+    "RunsTable": "prod-runs",
+    "CheckpointsTable": "prod-checkpoints",
+    "MemoryTable": "prod-memory",
+    "Bucket": "prod-bucket",
+}
+
+
+def _outputs(found: Mapping[str, str]) -> StackOutputs:
+    def read(stack: str, settings: Settings) -> Mapping[str, str]:
+        assert stack == "prod"
+        return found
+
+    return read
+
+
+def _stack_file(home: Path, endpoint: str = "http://127.0.0.1:5999") -> None:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "stack.json").write_text(
+        json.dumps({"endpoint_url": endpoint, "settings": {"runs_table": "dev-runs"}}),
+        encoding="utf-8",
+    )
+
+
+def test_endpoint_flag_wins_over_everything(tmp_path: Path) -> None:
+    # Given a stack file, a stack name and an endpoint in the environment
+    _stack_file(tmp_path / ".langorch")
+    env = {"LANGORCH_ENDPOINT_URL": "http://env:1"}
+    # When the endpoint flag is also given
+    target = resolve_target(endpoint_url="http://flag:2", stack="prod", env=env, cwd=tmp_path)
+    # Then the flag's endpoint is used
+    assert target.settings.endpoint_url == "http://flag:2"
+    assert (target.source, target.explicit) == ("--endpoint-url", True)
+
+
+def test_endpoint_from_the_environment(tmp_path: Path) -> None:
+    # Given LANGORCH_ENDPOINT_URL and a table name in the environment
+    env = {"LANGORCH_ENDPOINT_URL": "http://env:1", "LANGORCH_RUNS_TABLE": "env-runs"}
+    # When resolving with no flags
+    target = resolve_target(env=env, cwd=tmp_path)
+    # Then both come from the environment
+    assert target.settings.endpoint_url == "http://env:1"
+    assert target.settings.runs_table == "env-runs"
+
+
+def test_a_stack_maps_its_outputs_to_settings(tmp_path: Path) -> None:
+    # Given a deployed stack with every langorch output
+    # When it is named
+    target = resolve_target(stack="prod", env={}, cwd=tmp_path, outputs=_outputs(OUTPUTS))
+    # Then its resources are the settings, with no endpoint override
+    settings = target.settings
+    assert settings.endpoint_url is None
+    assert (settings.definitions_table, settings.runs_table, settings.bucket) == (
+        "prod-definitions",
+        "prod-runs",
+        "prod-bucket",
+    )
+    assert settings.checkpoints_table == "prod-checkpoints"
+    assert settings.memory_table == "prod-memory"
+
+
+def test_a_stack_missing_outputs_is_refused(tmp_path: Path) -> None:
+    # Given a stack without the Bucket output
+    outputs = {k: v for k, v in OUTPUTS.items() if k != "Bucket"}
+    # When it is named
+    # Then resolution fails naming the missing output
+    with pytest.raises(TargetError, match="Bucket"):
+        resolve_target(stack="prod", env={}, cwd=tmp_path, outputs=_outputs(outputs))
+
+
+def test_the_local_stack_file_is_the_default(tmp_path: Path) -> None:
+    # Given a stack file in the default home
+    _stack_file(tmp_path / ".langorch")
+    # When resolving with no flags and no environment
+    target = resolve_target(env={}, cwd=tmp_path)
+    # Then its endpoint and settings are used, and it counts as implicit
+    assert target.settings.endpoint_url == "http://127.0.0.1:5999"
+    assert target.settings.runs_table == "dev-runs"
+    assert target.explicit is False
+
+
+def test_langorch_home_moves_the_stack_file(tmp_path: Path) -> None:
+    # Given a stack file under LANGORCH_HOME
+    _stack_file(tmp_path / "elsewhere", endpoint="http://127.0.0.1:6001")
+    # When resolving
+    target = resolve_target(env={"LANGORCH_HOME": str(tmp_path / "elsewhere")}, cwd=tmp_path)
+    # Then that file is used
+    assert target.settings.endpoint_url == "http://127.0.0.1:6001"
+
+
+def test_a_corrupt_stack_file_is_a_target_error(tmp_path: Path) -> None:
+    # Given a stack file that is not JSON
+    (tmp_path / ".langorch").mkdir()
+    (tmp_path / ".langorch" / "stack.json").write_text("{not json", encoding="utf-8")
+    # When resolving
+    # Then the error names the file
+    with pytest.raises(TargetError, match=r"stack\.json"):
+        resolve_target(env={}, cwd=tmp_path)
+
+
+def test_nothing_to_talk_to_says_how_to_start_a_stack(tmp_path: Path) -> None:
+    # Given no flags, no environment and no stack file
+    # When resolving
+    with pytest.raises(TargetError) as raised:
+        resolve_target(env={}, cwd=tmp_path)
+    # Then the message tells both ways out
+    assert "make dev" in str(raised.value)
+    assert "--stack NAME" in str(raised.value)
+
+
+def test_a_closed_port_is_not_reachable() -> None:
+    # Given a port nobody listens on
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # When probed (the socket is closed again)
+    # Then it is reported unreachable
+    assert endpoint_reachable(f"http://127.0.0.1:{port}", timeout=0.2) is False
