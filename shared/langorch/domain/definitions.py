@@ -9,7 +9,7 @@ together; each step either references a block (``block_id``) or declares a contr
 inline (approval, wait, loop, subflow, terminate, transform, decision by condition).
 
 These models check shapes only. Cross-references (unknown blocks, unreachable steps, cycles,
-cron syntax, …) are checked by :mod:`langorch.engine.validation`, which reports every problem at
+cron syntax, …) are checked by :mod:`langorch.domain.validation`, which reports every problem at
 once with its path.
 """
 

@@ -1,0 +1,104 @@
+"""A run's timeline as a person reads it: steps, durations, approvals and who decided, errors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
+
+_MARK = {
+    TimelineEventType.run_started: "start",
+    TimelineEventType.segment_started: "segment",
+    TimelineEventType.step_finished: "ok",
+    TimelineEventType.step_failed: "FAILED",
+    TimelineEventType.step_retried: "retry",
+    TimelineEventType.approval_requested: "approval?",
+    TimelineEventType.approval_decided: "decided",
+    TimelineEventType.approval_timed_out: "timed out",
+    TimelineEventType.wait_started: "sleep",
+    TimelineEventType.wait_finished: "woke",
+    TimelineEventType.run_finished: "end",
+    TimelineEventType.run_cancelled: "cancelled",
+}
+
+
+def _duration(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return f"{ms} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def event_line(event: TimelineEvent) -> str | None:
+    """One line for an event (``None`` for events the text view leaves out)."""
+    kind = event.type
+    if kind == TimelineEventType.step_started:
+        return None  # the finish line carries the duration
+    at = event.at.strftime("%H:%M:%S.%f")[:-3]
+    mark = _MARK.get(kind, kind.value)
+    step = event.step_id or ""
+    detail = event.detail
+    parts: list[str] = []
+    if kind == TimelineEventType.step_finished:
+        parts.append(_duration(event.duration_ms))
+        if detail.get("branch"):
+            parts.append(f"-> {detail['branch']}")
+        if event.tokens and (event.tokens.input or event.tokens.output):
+            parts.append(f"{event.tokens.input}+{event.tokens.output} tokens")
+        if event.outputs_summary:
+            parts.append(", ".join(f"{k}={_short(v, 40)}" for k, v in
+                                   list(event.outputs_summary.items())[:3]))
+    elif kind in (TimelineEventType.step_failed, TimelineEventType.step_retried):
+        if event.error:
+            parts.append(f"{event.error.type}: {_short(event.error.message, 80)}")
+        parts.append(f"attempt {detail.get('attempt', '?')}")
+        if detail.get("routed_to"):
+            parts.append(f"-> {detail['routed_to']}")
+    elif kind == TimelineEventType.approval_requested:
+        parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
+        if detail.get("iteration"):
+            parts.append(f"round {detail['iteration']}")
+    elif kind in (TimelineEventType.approval_decided, TimelineEventType.approval_timed_out):
+        parts.append(f"{detail.get('decision')} by {event.actor or 'unknown'}")
+        if detail.get("comment"):
+            parts.append(f'"{_short(detail["comment"], 60)}"')
+    elif kind == TimelineEventType.wait_started:
+        parts.append(f"{detail.get('seconds')} s")
+    elif kind == TimelineEventType.run_started:
+        parts.append(f"{detail.get('workflow', '')} ({detail.get('trigger', '')})")
+    elif kind == TimelineEventType.run_finished:
+        parts.append(str(detail.get("status", "")))
+        if event.error:
+            parts.append(f"{event.error.type}: {_short(event.error.message, 80)}")
+    elif kind == TimelineEventType.segment_started:
+        parts.append(f"#{event.segment}")
+    body = "  ".join(p for p in parts if p)
+    return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
+
+
+def render_run(run: RunRecord, events: list[TimelineEvent]) -> str:
+    """The run's header, its timeline and its outcome."""
+    took = ""
+    if run.started_at and run.ended_at:
+        took = f", took {(run.ended_at - run.started_at).total_seconds():.1f} s"
+    lines = [
+        f"run {run.run_id}  {run.workflow_id}@{run.workflow_version}  {run.status.value}",
+        f"  trigger {run.trigger.type}, created {run.created_at:%Y-%m-%d %H:%M:%S} UTC, "
+        f"{run.segment} segment(s){took}",
+        "",
+    ]
+    lines += [line for line in map(event_line, events) if line]
+    if run.pending is not None:
+        lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
+    if run.error is not None:
+        where = f" at {run.error.step_id}" if run.error.step_id else ""
+        lines += ["", f"error{where}: {run.error.type}: {run.error.message}"]
+    if run.outputs:
+        lines += ["", "outputs:"]
+        lines += [f"  {k}: {_short(v, 100)}" for k, v in run.outputs.items()]
+    return "\n".join(lines)
