@@ -425,3 +425,25 @@ def test_json_before_the_command_applies_too(cli: Any, tmp_path: Path) -> None:
     result = cli("--json", "blocks", "list")
     # Then the output is JSON
     assert result.json()["blocks"][0]["id"] == "shorten"
+
+
+def test_validate_falls_back_to_offline_when_the_local_stack_is_down(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a local stack file left behind by a `langorch dev` that has stopped
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    home = tmp_path / "stale-home"
+    home.mkdir()
+    (home / "stack.json").write_text(
+        json.dumps({"endpoint_url": f"http://127.0.0.1:{closed_port}", "settings": {}}),
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("LANGORCH_HOME", str(home))
+    file = _write(tmp_path / "both.yaml", {"blocks": [_block()], "workflows": [_workflow()]})
+    # When a file is validated with no target options
+    result = cli("workflows", "validate", file, "--json", target=False)
+    # Then it is validated offline instead of failing
+    assert result.code == 0, result.stderr
+    assert result.json()["checked_against"] == "built-in blocks only"
