@@ -1,0 +1,691 @@
+"""Runs table: run records, dedupe markers, segment leases and timelines (one table).
+
+Layout (string keys ``pk``/``sk``; every run's items share its partition)::
+
+    item      pk                       sk            other attributes
+    run       run#<run_id>             run           run_id, workflow_id, workflow_version, status,
+                                                     created_at, updated_at, body (RunRecord JSON),
+                                                     fence (N), lease_owner, lease_expires_at (N),
+                                                     gsi1pk, gsi1sk, gsi2pk, gsi2sk
+    event     run#<run_id>             ev#<seq:015d> seq (N), body (TimelineEvent JSON)
+    dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
+
+    GSI gsi1  gsi1pk = wf#<workflow_id>   gsi1sk = <created_at>#<run_id>   (runs of a workflow)
+    GSI gsi2  gsi2pk = status#<status>    gsi2sk = <created_at>#<run_id>   (runs in a status)
+
+Only run items carry the GSI attributes, so both indexes are sparse and hold runs only
+(projection ALL: a listing needs no second read). ``created_at`` is fixed-width UTC ISO-8601
+(``2025-01-31T09:00:00.000000Z``), so the sort keys order by time; lists read them backwards
+for newest first. GSI reads are eventually consistent: a run created a moment ago may be missing
+from a list for a moment, never from :meth:`RunsRepository.get_run`.
+
+The record is stored as JSON in ``body`` rather than as a DynamoDB map because run input and
+outputs are arbitrary JSON (floats, which boto3's serializer refuses, and deep nesting); the
+attributes that conditions and indexes need are copied out next to it.
+
+Leases (ARCHITECTURE §2 "One writer per run"): a segment takes the run's lease with a conditional
+write that also increments ``fence``. Writes made under a lease carry that fence and are refused
+once a newer segment has taken over, so a segment that outlived its lease cannot overwrite the
+run.
+
+The dedupe marker is keyed by a hash of the dedupe key (an S3 bucket + key can exceed what a
+key attribute should carry); the raw key is kept beside it for people.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from botocore.exceptions import ClientError
+
+from langorch.domain.errors import (
+    ConflictError,
+    LeaseHeldError,
+    NotFoundError,
+    StorageError,
+)
+from langorch.domain.runs import (
+    TERMINAL,
+    RunRecord,
+    RunStatus,
+    TimelineEvent,
+    summarize_outputs,
+)
+
+RUN_SK = "run"
+DEDUPE_SK = "dedupe"
+EVENT_PREFIX = "ev#"
+GSI_WORKFLOW = "gsi1"
+GSI_STATUS = "gsi2"
+
+MAX_BODY_BYTES = 350_000
+"""Past this the record would come close to DynamoDB's 400 KB item limit with its other
+attributes; outputs are then replaced by a summary (the full outputs stay in the checkpoint)."""
+_TRUNCATED_OUTPUTS_CHARS = 4000
+_BATCH_WRITE_MAX = 25
+_TRANSACT_MAX = 100
+_MAX_LIST = 1000
+_CREATE_ATTEMPTS = 4
+
+# Conditions, named (habit 8).
+RUN_IS_NEW = "attribute_not_exists(pk)"
+RUN_EXISTS = "attribute_exists(pk)"
+LEASE_IS_FREE = (
+    "attribute_exists(pk) AND (attribute_not_exists(lease_owner) OR lease_expires_at <= :now)"
+)
+FENCE_IS_CURRENT = "fence = :fence"
+LEASE_IS_OURS = "attribute_exists(lease_owner) AND fence = :fence"
+NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #status = :status)"
+"""A run that has ended keeps its ending: a late segment cannot revive a cancelled run, while
+re-saving the same ending (a retried final write) is allowed."""
+
+
+def _utc_iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _run_pk(run_id: str) -> str:
+    return f"run#{run_id}"
+
+
+def _dedupe_pk(dedupe_key: str) -> str:
+    return "dedupe#" + hashlib.sha256(dedupe_key.encode("utf-8")).hexdigest()
+
+
+def _event_sk(seq: int) -> str:
+    return f"{EVENT_PREFIX}{seq:015d}"
+
+
+def _response(exc: ClientError) -> dict[str, Any]:
+    # botocore types the response as a TypedDict without ReturnValuesOnConditionCheckFailure's
+    # "Item" or a transaction's "CancellationReasons" items: read it as the plain dict it is.
+    return cast(dict[str, Any], exc.response)
+
+
+def _code(exc: ClientError) -> str:
+    return str(_response(exc).get("Error", {}).get("Code", ""))
+
+
+def _old_item(exc: ClientError) -> dict[str, Any] | None:
+    """The item as it was when a condition failed (``ReturnValuesOnConditionCheckFailure``)."""
+    return cast(dict[str, Any] | None, _response(exc).get("Item"))
+
+
+def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class RunsRepository:
+    """Run records, leases and timelines in the runs table (layout in the module docstring).
+
+    Args:
+        client: a boto3 DynamoDB client (built by :func:`langorch.adapters.aws.make_client`).
+        table_name: the runs table (``Settings.runs_table``).
+    """
+
+    def __init__(self, client: Any, table_name: str) -> None:
+        self._client = client
+        self._table = table_name
+
+    # ----------------------------------------------------------------------------------------
+    # Table
+    # ----------------------------------------------------------------------------------------
+
+    def create_table(self) -> None:
+        """Create the runs table and its two indexes (tests and the local stack; CDK in AWS).
+
+        Does nothing if the table exists.
+        """
+        string = "S"
+        try:
+            self._client.create_table(
+                TableName=self._table,
+                BillingMode="PAY_PER_REQUEST",
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                AttributeDefinitions=[
+                    {"AttributeName": name, "AttributeType": string}
+                    for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
+                ],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": index,
+                        "KeySchema": [
+                            {"AttributeName": f"{index}pk", "KeyType": "HASH"},
+                            {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
+                        ],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                    for index in (GSI_WORKFLOW, GSI_STATUS)
+                ],
+            )
+            self._client.get_waiter("table_exists").wait(TableName=self._table)
+        except ClientError as exc:
+            if _code(exc) == "ResourceInUseException":
+                return
+            raise self._storage_error("CreateTable", exc) from exc
+
+    # ----------------------------------------------------------------------------------------
+    # Records
+    # ----------------------------------------------------------------------------------------
+
+    def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Store a new run, once per dedupe key.
+
+        The dedupe marker and the run are written in one transaction, so a duplicate event
+        (same dedupe key) or a retried start (same run id) creates nothing.
+
+        Args:
+            run: the new run (``queued``).
+
+        Returns:
+            ``(run, True)`` when stored now; ``(existing run, False)`` for a duplicate.
+
+        Raises:
+            StorageError: DynamoDB failed, or the record is too large even with its outputs
+                summarised.
+        """
+        run_item = self._run_item(run, fence=0)
+        put_run = {
+            "Put": {
+                "TableName": self._table,
+                "Item": run_item,
+                "ConditionExpression": RUN_IS_NEW,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        if run.dedupe_key is None:
+            try:
+                self._client.put_item(
+                    TableName=self._table, Item=run_item, ConditionExpression=RUN_IS_NEW
+                )
+            except ClientError as exc:
+                if _code(exc) == "ConditionalCheckFailedException":
+                    return self.get_run(run.run_id), False
+                raise self._storage_error("PutItem", exc) from exc
+            return run, True
+
+        put_dedupe = {
+            "Put": {
+                "TableName": self._table,
+                "Item": {
+                    "pk": {"S": _dedupe_pk(run.dedupe_key)},
+                    "sk": {"S": DEDUPE_SK},
+                    "run_id": {"S": run.run_id},
+                    "dedupe_key": {"S": run.dedupe_key},
+                    "created_at": {"S": _utc_iso(run.created_at)},
+                },
+                "ConditionExpression": RUN_IS_NEW,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        for attempt in range(_CREATE_ATTEMPTS):
+            try:
+                self._client.transact_write_items(TransactItems=[put_dedupe, put_run])
+                return run, True
+            except ClientError as exc:
+                if _code(exc) != "TransactionCanceledException":
+                    raise self._storage_error("TransactWriteItems", exc) from exc
+                reasons = _response(exc).get("CancellationReasons", [])
+                codes = [str(reason.get("Code", "None")) for reason in reasons]
+                if "ConditionalCheckFailed" in codes:
+                    # The dedupe marker names the run it started; else the run id itself exists.
+                    marker = (
+                        reasons[0].get("Item") if codes[0] == "ConditionalCheckFailed" else None
+                    )
+                    existing_id = marker["run_id"]["S"] if marker else run.run_id
+                    return self.get_run(existing_id), False
+                if "TransactionConflict" in codes and attempt + 1 < _CREATE_ATTEMPTS:
+                    # Another start for the same key is mid-transaction: let it finish, then
+                    # either ours goes through or theirs shows up as the duplicate.
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                raise self._storage_error("TransactWriteItems", exc) from exc
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run, read consistently.
+
+        Raises:
+            NotFoundError: no run has this id.
+            StorageError: DynamoDB failed.
+        """
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise self._storage_error("GetItem", exc) from exc
+        item = response.get("Item")
+        if item is None:
+            raise NotFoundError(f"run {run_id} does not exist (check the id with `runs list`)")
+        return self._record(item)
+
+    def list_runs(
+        self,
+        workflow_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally of one workflow and/or in one status.
+
+        Args:
+            workflow_id: only runs of this workflow.
+            status: only runs in this status.
+            limit: at most this many (1-1000).
+
+        Raises:
+            ValueError: ``limit`` is out of range.
+            StorageError: DynamoDB failed.
+        """
+        if not 1 <= limit <= _MAX_LIST:
+            raise ValueError(f"limit must be between 1 and {_MAX_LIST}, not {limit}")
+        if workflow_id is not None:
+            return self._query_index(GSI_WORKFLOW, f"wf#{workflow_id}", limit, status=status)
+        statuses = [status] if status is not None else list(RunStatus)
+        # No index holds every run: read the newest `limit` of each status and merge.
+        runs = [
+            run
+            for each in statuses
+            for run in self._query_index(GSI_STATUS, f"status#{each}", limit)
+        ]
+        runs.sort(key=lambda r: (_utc_iso(r.created_at), r.run_id), reverse=True)
+        return runs[:limit]
+
+    def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
+        """Store the run's new status, outputs, pending interrupt and error.
+
+        Lease bookkeeping and ``created_at`` are left as they are.
+
+        Args:
+            run: the run as it is now.
+            fence: the fence from :meth:`acquire_lease`; the write is refused when a newer
+                segment has taken the lease since. ``None`` writes without a lease (an
+                operator's cancel).
+
+        Raises:
+            NotFoundError: the run does not exist.
+            LeaseHeldError: ``fence`` is stale: another segment owns the run now.
+            ConflictError: the run already ended with a different status.
+            StorageError: DynamoDB failed.
+        """
+        item = self._run_item(run, fence=None)
+        condition = f"{RUN_EXISTS} AND {NOT_ENDED_OTHERWISE}"
+        values: dict[str, Any] = {
+            ":body": item["body"],
+            ":status": item["status"],
+            ":updated_at": item["updated_at"],
+            ":gsi2pk": item["gsi2pk"],
+            ":succeeded": {"S": RunStatus.succeeded.value},
+            ":failed": {"S": RunStatus.failed.value},
+            ":cancelled": {"S": RunStatus.cancelled.value},
+        }
+        if fence is not None:
+            condition = f"{condition} AND {FENCE_IS_CURRENT}"
+            values[":fence"] = {"N": str(fence)}
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _run_pk(run.run_id)}, "sk": {"S": RUN_SK}},
+                UpdateExpression=(
+                    "SET body = :body, #status = :status, updated_at = :updated_at, "
+                    "gsi2pk = :gsi2pk"
+                ),
+                ConditionExpression=condition,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            raise self._refused_save(run, fence, _old_item(exc)) from exc
+
+    # ----------------------------------------------------------------------------------------
+    # Leases
+    # ----------------------------------------------------------------------------------------
+
+    def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:
+        """Take the run's lease: the one writer for a segment.
+
+        Succeeds when no lease is held or the held one has expired, and increments the fence
+        so writes of the segment that held it before are refused from now on.
+
+        Args:
+            run_id: the run.
+            owner: who takes it (e.g. the Lambda request id), shown to whoever is refused.
+            now: the clock, in epoch seconds.
+            ttl_seconds: how long the lease lasts without renewal; longer than a segment can
+                run (Lambda stops at 15 minutes).
+
+        Returns:
+            The new fence: pass it to :meth:`save_run`, :meth:`append_events`,
+            :meth:`renew_lease` and :meth:`release_lease`.
+
+        Raises:
+            LeaseHeldError: another owner's lease is still valid.
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        if ttl_seconds <= 0:
+            raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds}")
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                UpdateExpression=(
+                    "SET lease_owner = :owner, lease_expires_at = :until, "
+                    "fence = if_not_exists(fence, :zero) + :one"
+                ),
+                ConditionExpression=LEASE_IS_FREE,
+                ExpressionAttributeValues={
+                    ":owner": {"S": owner},
+                    ":until": {"N": repr(now + ttl_seconds)},
+                    ":now": {"N": repr(now)},
+                    ":zero": {"N": "0"},
+                    ":one": {"N": "1"},
+                },
+                ReturnValues="UPDATED_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            old = _old_item(exc)
+            if old is None:
+                raise NotFoundError(f"run {run_id} does not exist; no lease to take") from exc
+            raise LeaseHeldError(
+                f"run {run_id} is being run by {old.get('lease_owner', {}).get('S', '?')} "
+                f"until {self._lease_until(old)}; this segment must not touch it "
+                "(retry after that time if the other segment has stopped)"
+            ) from exc
+        return int(response["Attributes"]["fence"]["N"])
+
+    def renew_lease(self, run_id: str, fence: int, *, now: float, ttl_seconds: float) -> None:
+        """Extend the lease held with ``fence`` to ``now + ttl_seconds``.
+
+        Raises:
+            LeaseHeldError: the lease was released or taken over (the fence is stale).
+            StorageError: DynamoDB failed.
+        """
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                UpdateExpression="SET lease_expires_at = :until",
+                ConditionExpression=LEASE_IS_OURS,
+                ExpressionAttributeValues={
+                    ":until": {"N": repr(now + ttl_seconds)},
+                    ":fence": {"N": str(fence)},
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            raise LeaseHeldError(
+                f"run {run_id}: the lease with fence {fence} is no longer held; "
+                "another segment owns the run now"
+            ) from exc
+
+    def release_lease(self, run_id: str, fence: int) -> bool:
+        """Give the lease back, only if ``fence`` still holds it.
+
+        Returns:
+            ``True`` if released; ``False`` if it had already been released or taken over
+            (nothing is changed then).
+
+        Raises:
+            StorageError: DynamoDB failed.
+        """
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                UpdateExpression="REMOVE lease_owner, lease_expires_at",
+                ConditionExpression=LEASE_IS_OURS,
+                ExpressionAttributeValues={":fence": {"N": str(fence)}},
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._storage_error("UpdateItem", exc) from exc
+        return True
+
+    # ----------------------------------------------------------------------------------------
+    # Timeline
+    # ----------------------------------------------------------------------------------------
+
+    def append_events(
+        self, run_id: str, events: Sequence[TimelineEvent], *, fence: int | None = None
+    ) -> None:
+        """Add events to the run's timeline.
+
+        Writing an event again with the same ``seq`` replaces it, so a retried segment that
+        replays its events does not duplicate them.
+
+        Args:
+            run_id: the run.
+            events: in strictly increasing ``seq`` order.
+            fence: when given, each batch is written in a transaction that also checks the
+                fence, so a stale segment cannot add to the timeline.
+
+        Raises:
+            ValueError: ``seq`` is not strictly increasing.
+            LeaseHeldError: ``fence`` is stale.
+            StorageError: DynamoDB failed.
+        """
+        seqs = [event.seq for event in events]
+        if any(b <= a for a, b in itertools.pairwise(seqs)):
+            raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
+        items = [
+            {
+                "pk": {"S": _run_pk(run_id)},
+                "sk": {"S": _event_sk(event.seq)},
+                "seq": {"N": str(event.seq)},
+                "body": {"S": event.model_dump_json(exclude_none=True)},
+            }
+            for event in events
+        ]
+        if fence is None:
+            for chunk in _chunks(items, _BATCH_WRITE_MAX):
+                self._batch_put(chunk)
+            return
+        for chunk in _chunks(items, _TRANSACT_MAX - 1):
+            check = {
+                "ConditionCheck": {
+                    "TableName": self._table,
+                    "Key": {"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                    "ConditionExpression": FENCE_IS_CURRENT,
+                    "ExpressionAttributeValues": {":fence": {"N": str(fence)}},
+                }
+            }
+            puts = [{"Put": {"TableName": self._table, "Item": item}} for item in chunk]
+            try:
+                self._client.transact_write_items(TransactItems=[check, *puts])
+            except ClientError as exc:
+                reasons = _response(exc).get("CancellationReasons", [])
+                if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                    raise LeaseHeldError(
+                        f"run {run_id}: fence {fence} is stale; another segment owns the run, "
+                        "its timeline was not changed"
+                    ) from exc
+                raise self._storage_error("TransactWriteItems", exc) from exc
+
+    def get_timeline(self, run_id: str) -> list[TimelineEvent]:
+        """The run's timeline in ``seq`` order (empty for an unknown run)."""
+        return [
+            TimelineEvent.model_validate_json(item["body"]["S"])
+            for item in self._query_events(run_id, forward=True, limit=None)
+        ]
+
+    def next_event_seq(self, run_id: str) -> int:
+        """The ``seq`` for the run's next timeline event (1 for a run without events)."""
+        last = list(self._query_events(run_id, forward=False, limit=1))
+        return int(last[0]["seq"]["N"]) + 1 if last else 1
+
+    # ----------------------------------------------------------------------------------------
+    # Mapping between items and records
+    # ----------------------------------------------------------------------------------------
+
+    def _run_item(self, run: RunRecord, *, fence: int | None) -> dict[str, Any]:
+        created = _utc_iso(run.created_at)
+        item: dict[str, Any] = {
+            "pk": {"S": _run_pk(run.run_id)},
+            "sk": {"S": RUN_SK},
+            "run_id": {"S": run.run_id},
+            "workflow_id": {"S": run.workflow_id},
+            "workflow_version": {"N": str(run.workflow_version)},
+            "status": {"S": run.status.value},
+            "created_at": {"S": created},
+            "updated_at": {"S": _utc_iso(run.updated_at)},
+            "body": {"S": self._bounded_body(run)},
+            "gsi1pk": {"S": f"wf#{run.workflow_id}"},
+            "gsi1sk": {"S": f"{created}#{run.run_id}"},
+            "gsi2pk": {"S": f"status#{run.status.value}"},
+            "gsi2sk": {"S": f"{created}#{run.run_id}"},
+        }
+        if fence is not None:
+            item["fence"] = {"N": str(fence)}
+        return item
+
+    def _bounded_body(self, run: RunRecord) -> str:
+        body = run.model_dump_json()
+        if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
+            return body
+        # Outputs are the part that grows with the work done; the checkpoint keeps them whole.
+        slim = run.model_copy(
+            update={
+                "outputs": summarize_outputs(run.outputs, limit=_TRUNCATED_OUTPUTS_CHARS),
+                "outputs_truncated": True,
+            }
+        )
+        body = slim.model_dump_json()
+        if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
+            return body
+        raise StorageError(
+            f"run {run.run_id}: the record is {len(body.encode('utf-8'))} bytes even with its "
+            f"outputs summarised (limit {MAX_BODY_BYTES}); the run input is too large — pass "
+            "large data as a file (S3 key) instead"
+        )
+
+    @staticmethod
+    def _record(item: Mapping[str, Any]) -> RunRecord:
+        return RunRecord.model_validate_json(item["body"]["S"])
+
+    @staticmethod
+    def _lease_until(item: Mapping[str, Any]) -> str:
+        raw = item.get("lease_expires_at", {}).get("N")
+        if raw is None:
+            return "?"
+        return _utc_iso(datetime.fromtimestamp(float(raw), tz=UTC))
+
+    def _refused_save(
+        self, run: RunRecord, fence: int | None, old: Mapping[str, Any] | None
+    ) -> Exception:
+        if old is None:
+            return NotFoundError(f"run {run.run_id} does not exist; create it before saving")
+        current_fence = old.get("fence", {}).get("N")
+        if fence is not None and current_fence != str(fence):
+            owner = old.get("lease_owner", {}).get("S", "nobody")
+            return LeaseHeldError(
+                f"run {run.run_id}: this segment's fence {fence} is stale (now {current_fence}, "
+                f"held by {owner}); its write was refused"
+            )
+        stored = RunStatus(old["status"]["S"])
+        if stored in TERMINAL:
+            return ConflictError(
+                f"run {run.run_id} already ended as {stored}; the write of status {run.status} "
+                "was refused"
+            )
+        return ConflictError(f"run {run.run_id} changed meanwhile; read it again and retry")
+
+    # ----------------------------------------------------------------------------------------
+    # Reads and writes
+    # ----------------------------------------------------------------------------------------
+
+    def _query_index(
+        self, index: str, partition: str, limit: int, *, status: RunStatus | None = None
+    ) -> list[RunRecord]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": index,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": f"{index}pk"},
+            "ExpressionAttributeValues": {":pk": {"S": partition}},
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if status is not None:
+            # Limit counts items read before the filter: keep paging until enough match.
+            request["FilterExpression"] = "#status = :status"
+            request["ExpressionAttributeNames"]["#status"] = "status"
+            request["ExpressionAttributeValues"][":status"] = {"S": status.value}
+        runs: list[RunRecord] = []
+        for item in self._paginate("Query", request):
+            runs.append(self._record(item))
+            if len(runs) >= limit:
+                break
+        return runs
+
+    def _query_events(
+        self, run_id: str, *, forward: bool, limit: int | None
+    ) -> Iterator[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _run_pk(run_id)},
+                ":prefix": {"S": EVENT_PREFIX},
+            },
+            "ScanIndexForward": forward,
+            "ConsistentRead": True,
+        }
+        if limit is not None:
+            request["Limit"] = limit
+        for count, item in enumerate(self._paginate("Query", request), start=1):
+            yield item
+            if limit is not None and count >= limit:
+                return
+
+    def _paginate(self, operation: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        while True:
+            try:
+                response = self._client.query(**request)
+            except ClientError as exc:
+                raise self._storage_error(operation, exc) from exc
+            yield from response.get("Items", [])
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request = {**request, "ExclusiveStartKey": last}
+
+    def _batch_put(self, items: Sequence[dict[str, Any]]) -> None:
+        pending: list[dict[str, Any]] = [{"PutRequest": {"Item": item}} for item in items]
+        for attempt in range(8):
+            try:
+                response = self._client.batch_write_item(RequestItems={self._table: pending})
+            except ClientError as exc:
+                raise self._storage_error("BatchWriteItem", exc) from exc
+            pending = response.get("UnprocessedItems", {}).get(self._table, [])
+            if not pending:
+                return
+            # Unprocessed items mean throttling: back off before writing the rest.
+            time.sleep(min(0.05 * 2**attempt, 2.0))
+        raise StorageError(
+            f"BatchWriteItem on {self._table}: {len(pending)} timeline events stayed unprocessed "
+            "after retries (throttled); retry the segment"
+        )
+
+    def _storage_error(self, operation: str, exc: ClientError) -> StorageError:
+        message = _response(exc).get("Error", {}).get("Message", "")
+        return StorageError(f"DynamoDB {operation} on {self._table} failed: {_code(exc)} {message}")

@@ -1,0 +1,457 @@
+"""Runs: the record of one execution, its status rules, its ids and its timeline.
+
+Pure: no boto3, no LangGraph. The clock (``now``) and the id generator are passed in, so every
+rule here is tested without AWS.
+
+Status moves (ARCHITECTURE §1)::
+
+    queued ──► running ──► waiting_approval ──► running …
+                  │ ▲ ────► sleeping ─────────► running …
+                  │ └─ running (the next segment of a long run)
+                  └──► succeeded | failed | cancelled      (terminal: nothing leaves them)
+
+Every non-terminal status may also go straight to ``failed`` (the state machine's catch-all) or
+``cancelled`` (an operator). Entering ``running`` starts a new *segment*; entering
+``waiting_approval`` or ``sleeping`` parks an interrupt in ``pending``, and leaving them clears it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from langorch.domain.errors import LangorchError
+
+# --------------------------------------------------------------------------------------------
+# Status
+# --------------------------------------------------------------------------------------------
+
+
+class RunStatus(StrEnum):
+    """Where a run is (ARCHITECTURE §1, seed 001 §8.2)."""
+
+    queued = "queued"
+    running = "running"
+    waiting_approval = "waiting_approval"
+    sleeping = "sleeping"
+    succeeded = "succeeded"
+    failed = "failed"
+    cancelled = "cancelled"
+
+
+TERMINAL: frozenset[RunStatus] = frozenset(
+    {RunStatus.succeeded, RunStatus.failed, RunStatus.cancelled}
+)
+"""Statuses a run never leaves."""
+
+PARKED: dict[RunStatus, Literal["approval", "wait"]] = {
+    RunStatus.waiting_approval: "approval",
+    RunStatus.sleeping: "wait",
+}
+"""Statuses that park an interrupt, and the interrupt kind each one parks."""
+
+_ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.queued: frozenset({RunStatus.running, RunStatus.failed, RunStatus.cancelled}),
+    # running → running is the next segment of a run that used up its time budget.
+    RunStatus.running: frozenset(
+        {
+            RunStatus.running,
+            RunStatus.waiting_approval,
+            RunStatus.sleeping,
+            RunStatus.succeeded,
+            RunStatus.failed,
+            RunStatus.cancelled,
+        }
+    ),
+    RunStatus.waiting_approval: frozenset(
+        {RunStatus.running, RunStatus.failed, RunStatus.cancelled}
+    ),
+    RunStatus.sleeping: frozenset({RunStatus.running, RunStatus.failed, RunStatus.cancelled}),
+    RunStatus.succeeded: frozenset(),
+    RunStatus.failed: frozenset(),
+    RunStatus.cancelled: frozenset(),
+}
+
+
+class InvalidTransitionError(LangorchError):
+    """A run was asked to move to a status it cannot reach from where it is."""
+
+    def __init__(self, run_id: str, frm: RunStatus, to: RunStatus, why: str = "") -> None:
+        self.run_id = run_id
+        self.frm = frm
+        self.to = to
+        allowed = ", ".join(sorted(_ALLOWED[frm])) or "nothing (it has ended)"
+        reason = why or f"from {frm} a run can go to: {allowed}"
+        super().__init__(f"run {run_id} cannot go from {frm} to {to}: {reason}")
+
+
+def can_transition(frm: RunStatus, to: RunStatus) -> bool:
+    """Whether a run in status ``frm`` may move to ``to``."""
+    return to in _ALLOWED[frm]
+
+
+# --------------------------------------------------------------------------------------------
+# Bounding what is stored (DynamoDB items stop at 400 KB; logs and pages show these)
+# --------------------------------------------------------------------------------------------
+
+MAX_ERROR_MESSAGE_CHARS = 2000
+MAX_SUMMARY_CHARS = 500
+MAX_DETAIL_CHARS = 1000
+_SUMMARY_VALUE_CHARS = 120
+_ELLIPSIS = "…"
+_MARKER_ROOM = 16
+
+_SECRET_MARKERS = (
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "apikey",
+    "authorization",
+    "signature",
+    "credential",
+    "privatekey",
+    "cookie",
+)
+"""Output keys containing one of these (case, ``_`` and ``-`` ignored) never have their values
+copied into a summary (habit 7: never log secrets). Over-redacting is the safe mistake."""
+REDACTED = "***"
+
+
+def looks_secret(key: str) -> bool:
+    """Whether an output key names something that must not be shown (a token, a password, …)."""
+    flat = re.sub(r"[^a-z0-9]", "", key.lower())
+    return any(marker in flat for marker in _SECRET_MARKERS)
+
+
+def truncate(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, marked with an ellipsis when cut."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 1, 0)] + _ELLIPSIS
+
+
+def _short(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return truncate(text, limit)
+
+
+def summarize_outputs(
+    outputs: Mapping[str, Any] | None, *, limit: int = MAX_SUMMARY_CHARS
+) -> dict[str, str]:
+    """A bounded, secret-free summary of a step's outputs for the timeline.
+
+    Keys are kept in order with their values shortened to a line each; keys that look like
+    secrets show ``***``. When the budget runs out, the remaining keys are counted under ``"…"``.
+
+    Args:
+        outputs: the step's outputs (any JSON-like values).
+        limit: the budget in characters for all keys and values together.
+
+    Returns:
+        ``{key: short value}``, at most about ``limit`` characters in total.
+    """
+    summary: dict[str, str] = {}
+    if not outputs:
+        return summary
+    items = list(outputs.items())
+    # Room for the "+N more" marker is kept back so the whole summary stays within the limit.
+    budget = limit - _MARKER_ROOM
+    used = 0
+    for index, (key, value) in enumerate(items):
+        name = truncate(str(key), 64)
+        shown = REDACTED if looks_secret(name) else _short(value, _SUMMARY_VALUE_CHARS)
+        is_last = index == len(items) - 1
+        remaining = (limit if is_last else budget) - used - len(name)
+        if remaining < 8:  # no room for even a stub: say how many were left out
+            summary[_ELLIPSIS] = f"+{len(items) - index} more"
+            break
+        shown = truncate(shown, remaining)
+        summary[name] = shown
+        used += len(name) + len(shown)
+    return summary
+
+
+def _bound_summary(summary: Mapping[str, str], limit: int) -> dict[str, str]:
+    # A summary built elsewhere is re-bounded, not trusted: the stored event must stay small.
+    if sum(len(k) + len(v) for k, v in summary.items()) <= limit:
+        return dict(summary)
+    return summarize_outputs(summary, limit=limit)
+
+
+# --------------------------------------------------------------------------------------------
+# The run record
+# --------------------------------------------------------------------------------------------
+
+
+class _Stored(BaseModel):
+    # Stored records are read back by newer and older code: unknown fields are ignored, not fatal.
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunTrigger(_Stored):
+    """What started the run."""
+
+    type: Literal["schedule", "webhook", "s3", "manual", "subflow"]
+    detail: dict[str, Any] = Field(default_factory=dict)
+    """Trigger facts for people: schedule name and time, delivery id, bucket and key, …"""
+
+
+class RunError(_Stored):
+    """Why a run failed, in the shape templates use (``error.step_id``, ``error.type``, …)."""
+
+    step_id: str | None = None
+    type: str
+    message: str
+    attempts: int | None = None
+
+    @field_validator("message")
+    @classmethod
+    def _bounded(cls, message: str) -> str:
+        return truncate(message, MAX_ERROR_MESSAGE_CHARS)
+
+
+class PendingInterrupt(_Stored):
+    """The interrupt a parked run waits on: a resume must address exactly this one."""
+
+    interrupt_id: str
+    kind: Literal["approval", "wait"]
+    request: dict[str, Any] = Field(default_factory=dict)
+    """What the interrupt asked for: the approval's prompt and fields, or the wait's deadline."""
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError("timestamps must carry a timezone (use UTC)")
+    return value
+
+
+class RunRecord(_Stored):
+    """One execution of one pinned workflow version. ``thread_id == run_id``."""
+
+    run_id: str
+    workflow_id: str
+    workflow_version: int = Field(ge=1)
+    status: RunStatus = RunStatus.queued
+    status_reason: str | None = None
+    trigger: RunTrigger
+    dedupe_key: str | None = None
+    input: dict[str, Any] = Field(default_factory=dict)
+    user_id: str | None = None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    segment: int = Field(default=0, ge=0)
+    """How many segments have started (each entry into ``running`` starts one)."""
+    outputs: dict[str, Any] = Field(default_factory=dict)
+    outputs_truncated: bool = False
+    """The outputs were too large for the run record and were replaced by a summary; the full
+    outputs stay in the run's last checkpoint."""
+    error: RunError | None = None
+    pending: PendingInterrupt | None = None
+    execution_arn: str | None = None
+    parent_run_id: str | None = None
+
+    @field_validator("created_at", "updated_at", "started_at", "ended_at")
+    @classmethod
+    def _timezone_aware(cls, value: datetime | None) -> datetime | None:
+        return _aware(value)
+
+    @field_validator("status_reason")
+    @classmethod
+    def _bounded_reason(cls, reason: str | None) -> str | None:
+        return None if reason is None else truncate(reason, MAX_ERROR_MESSAGE_CHARS)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the run has ended."""
+        return self.status in TERMINAL
+
+
+def transition(
+    run: RunRecord,
+    to: RunStatus,
+    *,
+    now: datetime,
+    reason: str | None = None,
+    pending: PendingInterrupt | None = None,
+    error: RunError | None = None,
+) -> RunRecord:
+    """The run moved to ``to`` at ``now``; the input record is not changed.
+
+    Entering ``running`` starts a new segment (and sets ``started_at`` the first time). Entering
+    ``waiting_approval`` or ``sleeping`` needs the parked interrupt (``pending``) of the matching
+    kind; leaving them clears it, so read ``run.pending`` before resuming. Entering a terminal
+    status sets ``ended_at``.
+
+    Args:
+        run: the run as it is.
+        to: the status to move to.
+        now: the clock's time (timezone-aware).
+        reason: a short human reason, kept in ``status_reason``.
+        pending: the interrupt parked by ``waiting_approval`` / ``sleeping``.
+        error: why the run failed (kept on the record).
+
+    Returns:
+        The updated copy of the run.
+
+    Raises:
+        InvalidTransitionError: the move is not allowed (e.g. ``succeeded → running``), or the
+            parked interrupt is missing, of the wrong kind, or given for a status that parks none.
+    """
+    _aware(now)
+    if not can_transition(run.status, to):
+        raise InvalidTransitionError(run.run_id, run.status, to)
+    parked_kind = PARKED.get(to)
+    if parked_kind is not None and (pending is None or pending.kind != parked_kind):
+        raise InvalidTransitionError(
+            run.run_id, run.status, to, f"{to} needs the parked {parked_kind} interrupt"
+        )
+    if parked_kind is None and pending is not None:
+        raise InvalidTransitionError(
+            run.run_id, run.status, to, f"{to} parks no interrupt; pending must be None"
+        )
+    update: dict[str, Any] = {
+        "status": to,
+        "updated_at": now,
+        "status_reason": reason,
+        "pending": pending,
+    }
+    if to is RunStatus.running:
+        update["segment"] = run.segment + 1
+        if run.started_at is None:
+            update["started_at"] = now
+    if to in TERMINAL:
+        update["ended_at"] = now
+    if error is not None:
+        update["error"] = error
+    # model_validate (not model_copy) so the validators run on the new values too.
+    return RunRecord.model_validate({**run.model_dump(), **update})
+
+
+# --------------------------------------------------------------------------------------------
+# Run ids
+# --------------------------------------------------------------------------------------------
+
+RUN_ID_PREFIX = "run-"
+_ID_PART = re.compile(r"^[A-Za-z0-9_-]{1,76}$")
+"""What may follow the prefix: also a valid Step Functions execution name (≤ 80 characters,
+no spaces or punctuation that execution names forbid)."""
+
+
+def dedupe_run_id(dedupe_key: str) -> str:
+    """The run id for a trigger's dedupe key: the same key always yields the same id.
+
+    The execution name is the run id, so a duplicate event maps to the same run and starts
+    nothing (ARCHITECTURE §2 "Idempotent starts").
+
+    Args:
+        dedupe_key: the trigger's stable key (webhook delivery id; schedule + scheduled time;
+            bucket + key + version).
+
+    Returns:
+        ``"run-"`` followed by 26 lowercase base32 characters of the key's SHA-256 (130 bits).
+
+    Raises:
+        ValueError: the key is empty.
+    """
+    if not dedupe_key:
+        raise ValueError("a dedupe key must not be empty")
+    digest = hashlib.sha256(dedupe_key.encode("utf-8")).digest()
+    return RUN_ID_PREFIX + base64.b32encode(digest).decode("ascii").lower()[:26]
+
+
+def new_run_id(id_gen: Callable[[], str]) -> str:
+    """A fresh run id for a run without a dedupe key (a manual start).
+
+    Args:
+        id_gen: returns a unique token, e.g. ``lambda: uuid.uuid4().hex``.
+
+    Raises:
+        ValueError: the token is empty, too long or has characters an execution name forbids.
+    """
+    token = id_gen()
+    if not _ID_PART.match(token):
+        raise ValueError(f"id generator returned {token!r}: use 1-76 letters, digits, '_' or '-'")
+    return RUN_ID_PREFIX + token
+
+
+# --------------------------------------------------------------------------------------------
+# Timeline
+# --------------------------------------------------------------------------------------------
+
+
+class TimelineEventType(StrEnum):
+    """What happened in a run (``langorch runs show``)."""
+
+    run_started = "run_started"
+    segment_started = "segment_started"
+    step_started = "step_started"
+    step_finished = "step_finished"
+    step_failed = "step_failed"
+    step_retried = "step_retried"
+    step_skipped = "step_skipped"
+    approval_requested = "approval_requested"
+    approval_decided = "approval_decided"
+    approval_timed_out = "approval_timed_out"
+    wait_started = "wait_started"
+    wait_finished = "wait_finished"
+    segment_ended = "segment_ended"
+    run_finished = "run_finished"
+    run_cancelled = "run_cancelled"
+
+
+class TokenUsage(_Stored):
+    """LLM tokens a step used."""
+
+    input: int = Field(default=0, ge=0)
+    output: int = Field(default=0, ge=0)
+
+
+class TimelineEvent(_Stored):
+    """One entry of a run's timeline, small enough to store many per run.
+
+    ``outputs_summary``, ``error.message`` and ``detail`` are bounded on construction, so an
+    event never carries a whole output or a stack trace (use :func:`summarize_outputs`).
+    """
+
+    seq: int = Field(ge=1)
+    """Position in the run's timeline, strictly increasing across segments."""
+    at: datetime
+    type: TimelineEventType
+    step_id: str | None = None
+    segment: int | None = None
+    duration_ms: int | None = Field(default=None, ge=0)
+    tokens: TokenUsage | None = None
+    outputs_summary: dict[str, str] | None = None
+    error: RunError | None = None
+    actor: str | None = None
+    """Who decided an approval (or cancelled the run)."""
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("at")
+    @classmethod
+    def _timezone_aware(cls, value: datetime) -> datetime:
+        _aware(value)
+        return value
+
+    @field_validator("outputs_summary")
+    @classmethod
+    def _bounded_summary(cls, summary: dict[str, str] | None) -> dict[str, str] | None:
+        return None if summary is None else _bound_summary(summary, MAX_SUMMARY_CHARS)
+
+    @field_validator("detail")
+    @classmethod
+    def _bounded_detail(cls, detail: dict[str, Any]) -> dict[str, Any]:
+        if len(json.dumps(detail, default=str, ensure_ascii=False)) <= MAX_DETAIL_CHARS:
+            return detail
+        return dict(summarize_outputs(detail, limit=MAX_DETAIL_CHARS))

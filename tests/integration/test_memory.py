@@ -1,0 +1,219 @@
+"""Long-term memory: preferences and history survive across runs that share only DynamoDB."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from langgraph.store.base import BaseStore
+from langgraph.store.memory import InMemoryStore
+from langorch.adapters.dynamodb.memory import build_memory_store, create_memory_table
+from langorch.app.memory import (
+    MAX_VALUE_BYTES,
+    MemoryManager,
+    MemoryTooLargeError,
+    history_namespace,
+    preferences_namespace,
+)
+
+TABLE = "memory"
+T0 = datetime(2025, 3, 4, 12, 0, tzinfo=UTC)
+
+
+def ticking_clock() -> Callable[[], datetime]:
+    """A clock that moves one minute per call, so saves have a known order."""
+    ticks = itertools.count()
+    return lambda: T0 + timedelta(minutes=next(ticks))
+
+
+@pytest.fixture
+def fresh_store(aws: None) -> Callable[[], BaseStore]:
+    """Each call is a new process's store: its own client, the same DynamoDB table."""
+    create_memory_table(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
+    return lambda: build_memory_store(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
+
+
+@pytest.fixture(params=["dynamodb", "in_memory"])
+def store(request: pytest.FixtureRequest) -> Iterator[BaseStore]:
+    """MemoryManager must behave the same on any BaseStore."""
+    if request.param == "in_memory":
+        yield InMemoryStore()
+        return
+    factory = request.getfixturevalue("fresh_store")
+    yield factory()
+
+
+# --- across instances (the point of long-term memory) --------------------------------------
+
+
+def test_preferences_saved_by_one_run_are_read_by_the_next(
+    fresh_store: Callable[[], BaseStore],
+) -> None:
+    # Given a run that learned the user's preferences
+    MemoryManager(fresh_store()).update_preferences(
+        "u1", {"restaurant": "Green Bowl", "budget": 12.5}
+    )
+    # When a later run, in another process, loads them
+    prefs = MemoryManager(fresh_store()).get_preferences("u1")
+    # Then it sees exactly what was saved, numbers as plain numbers
+    assert prefs == {"restaurant": "Green Bowl", "budget": 12.5}
+    assert isinstance(prefs["budget"], float)
+
+
+def test_history_saved_by_earlier_runs_is_read_newest_first_by_the_next(
+    fresh_store: Callable[[], BaseStore],
+) -> None:
+    # Given three runs, each in its own process, that remembered what they ordered
+    clock = ticking_clock()
+    for n in range(3):
+        MemoryManager(fresh_store(), clock=clock).save_history(
+            "u1", "lunch_order", f"run-{n}", {"order": f"bowl-{n}", "total": 10 + n}
+        )
+    # When the next run reads the last two
+    history = MemoryManager(fresh_store()).get_history("u1", "lunch_order", limit=2)
+    # Then it gets the newest first, with what each run saved
+    assert [(h["run_id"], h["summary"]) for h in history] == [
+        ("run-2", {"order": "bowl-2", "total": 12}),
+        ("run-1", {"order": "bowl-1", "total": 11}),
+    ]
+
+
+def test_the_store_uses_the_client_it_is_given(aws: None) -> None:
+    # Given a client that records the operations it sends
+    client = boto3.client("dynamodb", region_name="us-east-1")
+    create_memory_table(client, TABLE)
+    sent: list[str] = []
+    client.meta.events.register("before-call.dynamodb", lambda model, **_: sent.append(model.name))
+    # When memory is read and written through a store built on it
+    manager = MemoryManager(build_memory_store(client, TABLE))
+    manager.update_preferences("u1", {"diet": "vegan"})
+    manager.get_preferences("u1")
+    # Then those calls went through that client
+    assert {"UpdateItem", "Query"} <= set(sent)
+
+
+def test_seed_namespaces_hold_the_memory(fresh_store: Callable[[], BaseStore]) -> None:
+    # Given a user's preference and a run's history saved through the manager
+    store = fresh_store()
+    manager = MemoryManager(store, clock=ticking_clock())
+    manager.update_preferences("u1", {"diet": "vegan"})
+    manager.save_history("u1", "lunch_order", "run-1", {"order": "salad"})
+    # Then they sit in seed 000's namespaces, readable by any code using the store directly
+    diet = store.get(("users", "u1", "preferences"), "diet")
+    run = store.get(("users", "u1", "agents", "lunch_order", "history"), "run-1")
+    assert diet is not None
+    assert diet.value == {"value": "vegan"}
+    assert run is not None
+    assert run.value["summary"] == {"order": "salad"}
+
+
+# --- on any BaseStore ----------------------------------------------------------------------
+
+
+def test_a_new_user_has_no_preferences_and_no_history(store: BaseStore) -> None:
+    manager = MemoryManager(store)
+    assert manager.get_preferences("nobody") == {}
+    assert manager.get_history("nobody", "lunch_order") == []
+
+
+def test_updating_some_preferences_keeps_the_others(store: BaseStore) -> None:
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"restaurant": "Green Bowl", "diet": "vegan"})
+    manager.update_preferences("u1", {"diet": "vegetarian"})
+    assert manager.get_preferences("u1") == {"restaurant": "Green Bowl", "diet": "vegetarian"}
+
+
+def test_a_none_value_forgets_a_preference(store: BaseStore) -> None:
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"restaurant": "Green Bowl", "diet": "vegan"})
+    manager.update_preferences("u1", {"diet": None})
+    assert manager.get_preferences("u1") == {"restaurant": "Green Bowl"}
+
+
+def test_preferences_keep_nested_json_values(store: BaseStore) -> None:
+    manager = MemoryManager(store)
+    value = {"days": ["tue", "thu"], "window": {"from": 12.5, "to": 13}, "ok": True, "n": None}
+    manager.update_preferences("u1", {"delivery": value})
+    assert manager.get_preferences("u1") == {"delivery": value}
+
+
+def test_an_email_address_works_as_a_user_id(store: BaseStore) -> None:
+    # Given a user id with the periods BaseStore refuses in namespace labels
+    manager = MemoryManager(store, clock=ticking_clock())
+    # When memory is saved and read for it
+    manager.update_preferences("ana.lima@example.com", {"diet": "vegan"})
+    manager.save_history("ana.lima@example.com", "lunch_order", "run-1", {"order": "salad"})
+    # Then it round-trips, and stays apart from a look-alike id
+    assert manager.get_preferences("ana.lima@example.com") == {"diet": "vegan"}
+    assert manager.get_history("ana.lima@example.com", "lunch_order")[0]["run_id"] == "run-1"
+    assert manager.get_preferences("ana%2Elima@example%2Ecom") == {}
+
+
+def test_a_plain_id_is_its_own_namespace_label() -> None:
+    assert preferences_namespace("u1") == ("users", "u1", "preferences")
+    assert history_namespace("u1", "lunch_order") == (
+        "users",
+        "u1",
+        "agents",
+        "lunch_order",
+        "history",
+    )
+
+
+def test_histories_of_different_workflows_stay_apart(store: BaseStore) -> None:
+    manager = MemoryManager(store, clock=ticking_clock())
+    manager.save_history("u1", "lunch_order", "run-1", {"order": "salad"})
+    manager.save_history("u1", "invoice", "run-2", {"amount": 40})
+    assert [h["run_id"] for h in manager.get_history("u1", "lunch_order")] == ["run-1"]
+
+
+def test_saving_a_run_twice_keeps_one_entry(store: BaseStore) -> None:
+    # Given a save_memory step that ran again after a crash
+    manager = MemoryManager(store, clock=ticking_clock())
+    manager.save_history("u1", "lunch_order", "run-1", {"order": "salad"})
+    manager.save_history("u1", "lunch_order", "run-1", {"order": "salad"})
+    # Then the run is remembered once
+    assert len(manager.get_history("u1", "lunch_order")) == 1
+
+
+def test_history_keeps_only_the_newest_runs(store: BaseStore) -> None:
+    # Given a manager that keeps three runs per user and workflow
+    manager = MemoryManager(store, clock=ticking_clock(), history_keep=3)
+    # When five runs are saved
+    for n in range(5):
+        manager.save_history("u1", "lunch_order", f"run-{n}", {"n": n})
+    # Then the two oldest were forgotten
+    history = manager.get_history("u1", "lunch_order", limit=10)
+    assert [h["run_id"] for h in history] == ["run-4", "run-3", "run-2"]
+
+
+def test_history_is_newest_first_whatever_the_key_order(store: BaseStore) -> None:
+    # Given runs whose ids sort opposite to when they ran
+    manager = MemoryManager(store, clock=ticking_clock())
+    for run_id in ["run-c", "run-b", "run-a"]:
+        manager.save_history("u1", "lunch_order", run_id, {})
+    # Then the newest run comes first
+    history = manager.get_history("u1", "lunch_order", limit=1)
+    assert [h["run_id"] for h in history] == ["run-a"]
+
+
+def test_an_oversized_summary_is_refused(store: BaseStore) -> None:
+    manager = MemoryManager(store)
+    with pytest.raises(MemoryTooLargeError, match="remember a summary"):
+        manager.save_history("u1", "lunch_order", "run-1", {"text": "x" * MAX_VALUE_BYTES})
+
+
+def test_an_empty_user_id_is_refused(store: BaseStore) -> None:
+    with pytest.raises(ValueError, match="user_id"):
+        MemoryManager(store).get_preferences("")
+
+
+def test_memory_tables_can_be_created_twice(aws: None) -> None:
+    client: Any = boto3.client("dynamodb", region_name="us-east-1")
+    create_memory_table(client, TABLE)
+    create_memory_table(client, TABLE)
+    assert TABLE in client.list_tables()["TableNames"]

@@ -1,0 +1,389 @@
+"""The runs table on moto: idempotent starts, one writer per run, timelines, listings."""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from langorch.adapters.dynamodb.runs import RunsRepository
+from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
+from langorch.domain.runs import (
+    RunRecord,
+    RunStatus,
+    RunTrigger,
+    TimelineEvent,
+    TimelineEventType,
+    dedupe_run_id,
+    transition,
+)
+
+T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
+NOW = 1_741_078_800.0  # T0 in epoch seconds: the lease clock
+TTL = 720.0
+
+
+@pytest.fixture
+def repo(dynamodb: Any) -> RunsRepository:
+    repository = RunsRepository(dynamodb, "runs")
+    repository.create_table()
+    return repository
+
+
+def a_run(
+    run_id: str = "run-1",
+    *,
+    workflow_id: str = "lunch_order",
+    created_at: datetime = T0,
+    dedupe_key: str | None = None,
+    **fields: Any,
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        workflow_id=workflow_id,
+        workflow_version=1,
+        trigger=RunTrigger(type="webhook", detail={"delivery": dedupe_key}),
+        dedupe_key=dedupe_key,
+        created_at=created_at,
+        updated_at=created_at,
+        **fields,
+    )
+
+
+def event(seq: int, type_: TimelineEventType = TimelineEventType.step_finished) -> TimelineEvent:
+    return TimelineEvent(seq=seq, at=T0 + timedelta(seconds=seq), type=type_, step_id=f"s{seq}")
+
+
+# --- idempotent create ---------------------------------------------------------------------
+
+
+def test_the_same_dedupe_key_twice_makes_one_run(repo: RunsRepository) -> None:
+    # Given a webhook delivery that started a run
+    key = "webhook:lunch_order:delivery-42"
+    first, created = repo.create_run(a_run(dedupe_run_id(key), dedupe_key=key, input={"n": 1}))
+    assert created
+    # When the same delivery arrives again (at-least-once), carrying a different body
+    again, created_again = repo.create_run(
+        a_run(dedupe_run_id(key), dedupe_key=key, input={"n": 2})
+    )
+    # Then nothing new is stored and the existing run comes back
+    assert not created_again
+    assert again == first
+    assert [r.run_id for r in repo.list_runs()] == [first.run_id]
+
+
+def test_a_dedupe_key_already_used_by_another_run_id_returns_that_run(
+    repo: RunsRepository,
+) -> None:
+    # Given a run started with a dedupe key
+    repo.create_run(a_run("run-a", dedupe_key="k"))
+    # When another start brings the same key under a different run id
+    existing, created = repo.create_run(a_run("run-b", dedupe_key="k"))
+    # Then the dedupe marker wins: the first run comes back and no second run exists
+    assert (existing.run_id, created) == ("run-a", False)
+    with pytest.raises(NotFoundError):
+        repo.get_run("run-b")
+
+
+def test_a_retried_manual_start_with_the_same_run_id_makes_one_run(repo: RunsRepository) -> None:
+    first, _ = repo.create_run(a_run("run-m"))
+    existing, created = repo.create_run(a_run("run-m", input={"other": True}))
+    assert (existing, created) == (first, False)
+
+
+def test_a_run_reads_back_as_stored(repo: RunsRepository) -> None:
+    run = a_run(input={"budget": 12.5, "items": ["soup"]}, user_id="ana@example.com")
+    repo.create_run(run)
+    assert repo.get_run("run-1") == run
+
+
+def test_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
+    with pytest.raises(NotFoundError, match="run-nope"):
+        repo.get_run("run-nope")
+
+
+# --- leases --------------------------------------------------------------------------------
+
+
+def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
+    repo: RunsRepository,
+) -> None:
+    # Given a segment holding the run's lease
+    repo.create_run(a_run())
+    assert repo.acquire_lease("run-1", "segment-a", now=NOW, ttl_seconds=TTL) == 1
+    # When a second segment tries a minute later, then it is told who holds it
+    with pytest.raises(LeaseHeldError, match="segment-a"):
+        repo.acquire_lease("run-1", "segment-b", now=NOW + 60, ttl_seconds=TTL)
+
+
+def test_an_expired_lease_is_taken_over_with_a_higher_fence(repo: RunsRepository) -> None:
+    # Given a segment that took the lease and crashed
+    repo.create_run(a_run())
+    old_fence = repo.acquire_lease("run-1", "crashed", now=NOW, ttl_seconds=TTL)
+    # When another segment comes after the lease expired
+    new_fence = repo.acquire_lease("run-1", "next", now=NOW + TTL + 1, ttl_seconds=TTL)
+    # Then it gets the lease with a fence above the old one
+    assert new_fence > old_fence
+
+
+def test_a_stale_segment_cannot_overwrite_the_run(repo: RunsRepository) -> None:
+    # Given a slow segment whose lease expired and was taken over
+    run = repo.create_run(a_run())[0]
+    stale = repo.acquire_lease("run-1", "slow", now=NOW, ttl_seconds=TTL)
+    current = repo.acquire_lease("run-1", "fresh", now=NOW + TTL + 1, ttl_seconds=TTL)
+    repo.save_run(transition(run, RunStatus.running, now=T0), fence=current)
+    # When the slow segment writes its result
+    late = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    with pytest.raises(LeaseHeldError, match="stale"):
+        repo.save_run(late, fence=stale)
+    # Then the run keeps what the current segment wrote
+    assert repo.get_run("run-1").status is RunStatus.running
+
+
+def test_the_lease_holder_saves_the_run(repo: RunsRepository) -> None:
+    run = repo.create_run(a_run())[0]
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    repo.save_run(done.model_copy(update={"outputs": {"order": "UE-1"}}), fence=fence)
+    assert repo.get_run("run-1").outputs == {"order": "UE-1"}
+
+
+def test_a_released_lease_can_be_taken_at_once(repo: RunsRepository) -> None:
+    repo.create_run(a_run())
+    fence = repo.acquire_lease("run-1", "a", now=NOW, ttl_seconds=TTL)
+    assert repo.release_lease("run-1", fence)
+    assert repo.acquire_lease("run-1", "b", now=NOW + 1, ttl_seconds=TTL) == fence + 1
+
+
+def test_a_stale_fence_does_not_release_the_new_holders_lease(repo: RunsRepository) -> None:
+    # Given a lease taken over from an expired holder
+    repo.create_run(a_run())
+    stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    # When the old holder releases, then nothing is released and the new holder keeps it
+    assert not repo.release_lease("run-1", stale)
+    with pytest.raises(LeaseHeldError, match="new"):
+        repo.acquire_lease("run-1", "third", now=NOW + TTL + 2, ttl_seconds=TTL)
+
+
+def test_a_renewed_lease_outlives_its_first_expiry(repo: RunsRepository) -> None:
+    repo.create_run(a_run())
+    fence = repo.acquire_lease("run-1", "long", now=NOW, ttl_seconds=TTL)
+    repo.renew_lease("run-1", fence, now=NOW + TTL - 1, ttl_seconds=TTL)
+    with pytest.raises(LeaseHeldError):
+        repo.acquire_lease("run-1", "other", now=NOW + TTL + 1, ttl_seconds=TTL)
+
+
+def test_a_lease_on_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
+    with pytest.raises(NotFoundError):
+        repo.acquire_lease("run-ghost", "seg", now=NOW, ttl_seconds=TTL)
+
+
+@pytest.fixture
+def item_writes_serialised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make moto apply each write atomically, as DynamoDB does.
+
+    moto checks a write's condition and applies it as separate steps with no lock between them,
+    so two threads can both pass ``attribute_not_exists(...)`` and both win (measured here: two
+    winners, sometimes with the same fence). DynamoDB serialises writes to an item. This fixture
+    restores that guarantee in the emulator only; the repository's own code is untouched, so a
+    repository that read-then-wrote would still let both threads win.
+    """
+    from moto.dynamodb.responses import DynamoHandler
+
+    lock = threading.RLock()
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        original = getattr(DynamoHandler, name)
+
+        def atomic(self: Any, _original: Any = original) -> Any:
+            with lock:
+                return _original(self)
+
+        monkeypatch.setattr(DynamoHandler, name, atomic)
+
+
+def race_for_lease(repo: RunsRepository, run_id: str) -> tuple[list[int], list[Exception]]:
+    """Two segments ask for the run's lease at the same instant."""
+    barrier = threading.Barrier(2)
+    won: list[int] = []
+    refused: list[Exception] = []
+
+    def take(owner: str) -> None:
+        barrier.wait()
+        try:
+            won.append(repo.acquire_lease(run_id, owner, now=NOW, ttl_seconds=TTL))
+        except LeaseHeldError as exc:
+            refused.append(exc)
+
+    threads = [threading.Thread(target=take, args=(f"seg-{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return won, refused
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("attempt", range(20))
+@pytest.mark.usefixtures("item_writes_serialised")
+def test_two_concurrent_segments_exactly_one_gets_the_lease(
+    repo: RunsRepository, attempt: int
+) -> None:
+    # Given a queued run
+    repo.create_run(a_run(f"run-{attempt}"))
+    # When two segments race for its lease
+    won, refused = race_for_lease(repo, f"run-{attempt}")
+    # Then exactly one wins, with the first fence, and the other is refused
+    assert (won, len(refused)) == ([1], 1)
+
+
+# --- writes without a lease ----------------------------------------------------------------
+
+
+def test_a_late_segment_cannot_revive_a_cancelled_run(repo: RunsRepository) -> None:
+    # Given a running segment, and an operator who cancels the run meanwhile
+    run = repo.create_run(a_run())[0]
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    running = transition(run, RunStatus.running, now=T0)
+    repo.save_run(running, fence=fence)
+    repo.save_run(transition(running, RunStatus.cancelled, now=T0, reason="operator"))
+    # When the segment saves its next status, then the write is refused and the run stays cancelled
+    with pytest.raises(ConflictError, match="already ended as cancelled"):
+        repo.save_run(transition(running, RunStatus.succeeded, now=T0), fence=fence)
+    assert repo.get_run("run-1").status is RunStatus.cancelled
+
+
+def test_saving_the_same_ending_twice_is_allowed(repo: RunsRepository) -> None:
+    run = repo.create_run(a_run())[0]
+    done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    repo.save_run(done)
+    repo.save_run(done)
+    assert repo.get_run("run-1").status is RunStatus.succeeded
+
+
+def test_saving_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
+    with pytest.raises(NotFoundError):
+        repo.save_run(a_run("run-ghost"))
+
+
+def test_outputs_too_large_for_an_item_are_kept_as_a_summary(repo: RunsRepository) -> None:
+    # Given a run that finished with outputs larger than a DynamoDB item
+    run = repo.create_run(a_run())[0]
+    huge = {"report": "x" * 500_000, "total": 3}
+    done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    # When it is saved
+    repo.save_run(done.model_copy(update={"outputs": huge}))
+    # Then the record is stored with a short summary and says so
+    stored = repo.get_run("run-1")
+    assert stored.outputs_truncated
+    assert stored.outputs["total"] == "3"
+    assert len(stored.outputs["report"]) < 200
+
+
+# --- timeline ------------------------------------------------------------------------------
+
+
+def test_the_timeline_reads_back_in_seq_order_across_batches(repo: RunsRepository) -> None:
+    # Given a run whose segments wrote 60 events in two appends (more than one batch each)
+    repo.create_run(a_run())
+    repo.append_events("run-1", [event(n) for n in range(31, 61)])
+    repo.append_events("run-1", [event(n) for n in range(1, 31)])
+    # When the timeline is read, then it is in seq order, whatever order it was written in
+    assert [e.seq for e in repo.get_timeline("run-1")] == list(range(1, 61))
+
+
+def test_the_timeline_orders_large_seq_numbers_numerically(repo: RunsRepository) -> None:
+    repo.create_run(a_run())
+    repo.append_events("run-1", [event(9), event(1_000_001), event(12_000_001)])
+    assert [e.seq for e in repo.get_timeline("run-1")] == [9, 1_000_001, 12_000_001]
+
+
+def test_replaying_events_does_not_duplicate_them(repo: RunsRepository) -> None:
+    repo.create_run(a_run())
+    repo.append_events("run-1", [event(1), event(2)])
+    repo.append_events("run-1", [event(1), event(2)])
+    assert len(repo.get_timeline("run-1")) == 2
+
+
+def test_events_out_of_order_are_refused(repo: RunsRepository) -> None:
+    with pytest.raises(ValueError, match="increasing"):
+        repo.append_events("run-1", [event(2), event(1)])
+
+
+def test_the_next_seq_follows_the_last_event(repo: RunsRepository) -> None:
+    repo.create_run(a_run())
+    assert repo.next_event_seq("run-1") == 1
+    repo.append_events("run-1", [event(1), event(7)])
+    assert repo.next_event_seq("run-1") == 8
+
+
+def test_a_stale_segment_cannot_add_to_the_timeline(repo: RunsRepository) -> None:
+    # Given a segment whose lease was taken over
+    repo.create_run(a_run())
+    stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    current = repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    repo.append_events("run-1", [event(1)], fence=current)
+    # When it appends with its old fence, then it is refused and the timeline is unchanged
+    with pytest.raises(LeaseHeldError, match="stale"):
+        repo.append_events("run-1", [event(2)], fence=stale)
+    assert [e.seq for e in repo.get_timeline("run-1")] == [1]
+
+
+def test_a_timeline_event_keeps_its_details(repo: RunsRepository) -> None:
+    repo.create_run(a_run())
+    decided = TimelineEvent(
+        seq=3,
+        at=T0,
+        type=TimelineEventType.approval_decided,
+        step_id="review",
+        segment=2,
+        actor="boss@example.com",
+        detail={"decision": "approved"},
+    )
+    repo.append_events("run-1", [decided])
+    assert repo.get_timeline("run-1") == [decided]
+
+
+# --- listing -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def listed(repo: RunsRepository) -> RunsRepository:
+    """Five runs of two workflows, an hour apart; two of lunch_order succeeded."""
+    for n, workflow in enumerate(
+        ["lunch_order", "invoice", "lunch_order", "invoice", "lunch_order"]
+    ):
+        run = a_run(f"run-{n}", workflow_id=workflow, created_at=T0 + timedelta(hours=n))
+        repo.create_run(run)
+        if n in (0, 2):
+            done = transition(
+                transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0
+            )
+            repo.save_run(done)
+    return repo
+
+
+def test_runs_of_a_workflow_are_listed_newest_first(listed: RunsRepository) -> None:
+    assert [r.run_id for r in listed.list_runs("lunch_order")] == ["run-4", "run-2", "run-0"]
+
+
+def test_runs_of_a_workflow_in_a_status(listed: RunsRepository) -> None:
+    runs = listed.list_runs("lunch_order", RunStatus.succeeded, limit=1)
+    assert [r.run_id for r in runs] == ["run-2"]
+
+
+def test_runs_in_a_status_across_workflows(listed: RunsRepository) -> None:
+    assert [r.run_id for r in listed.list_runs(status=RunStatus.queued)] == [
+        "run-4",
+        "run-3",
+        "run-1",
+    ]
+
+
+def test_all_runs_newest_first_up_to_the_limit(listed: RunsRepository) -> None:
+    assert [r.run_id for r in listed.list_runs(limit=4)] == ["run-4", "run-3", "run-2", "run-1"]
+
+
+def test_a_run_leaves_its_old_status_listing(listed: RunsRepository) -> None:
+    assert "run-0" not in [r.run_id for r in listed.list_runs(status=RunStatus.queued)]
