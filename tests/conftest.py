@@ -41,3 +41,13 @@ def dynamodb(aws: None) -> Any:
 @pytest.fixture
 def s3(aws: None) -> Any:
     return boto3.client("s3", region_name=REGION)
+
+
+@pytest.fixture
+def atomic_dynamodb() -> Iterator[None]:
+    """moto's conditional writes made atomic across threads, as DynamoDB's are."""
+    from langorch.local.emulator import serialise_dynamodb_writes
+
+    undo = serialise_dynamodb_writes()
+    yield
+    undo()

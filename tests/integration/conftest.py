@@ -1,4 +1,4 @@
-"""Engine fixtures: a real container (DynamoDB, S3 on moto), the offline LLM, definitions from text."""
+"""Engine fixtures: a real container (DynamoDB, S3 on moto), the offline LLM, definitions."""
 
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
+
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 from langorch.adapters.request_counter import RequestCounter
 from langorch.domain.errors import CheckpointPayloadMissingError, StorageError

@@ -24,6 +24,7 @@ from langgraph.checkpoint.conformance.capabilities import (
     EXTENDED_CAPABILITIES,
 )
 from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
+
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 
 BUCKET = "conformance-checkpoints"

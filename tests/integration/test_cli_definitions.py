@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from moto.server import ThreadedMotoServer
+
 from langorch.adapters.aws import make_client
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 from langorch.cli.main import main
 from langorch.config import Settings
-from moto.server import ThreadedMotoServer
 
 TABLE = "langorch-definitions"
 

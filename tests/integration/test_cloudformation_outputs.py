@@ -7,6 +7,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from langorch.adapters.cloudformation import stack_outputs
 from langorch.domain.errors import NotFoundError
 

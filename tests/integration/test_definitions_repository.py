@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.errors import StorageError

@@ -86,8 +86,12 @@ def test_three_step_plan_compiles_to_the_expected_topology(make_container: MakeC
 
     # Then there is one node per step wired in order between START and END
     assert {"fetch", "write", "title"} <= set(graph.get_graph().nodes)
-    assert {("__start__", "fetch"), ("fetch", "write"), ("write", "title"),
-            ("title", "__end__")} <= edges
+    assert {
+        ("__start__", "fetch"),
+        ("fetch", "write"),
+        ("write", "title"),
+        ("title", "__end__"),
+    } <= edges
 
 
 # --- 3: linear flow ------------------------------------------------------------------------
@@ -95,8 +99,9 @@ def test_three_step_plan_compiles_to_the_expected_topology(make_container: MakeC
 
 def test_linear_flow_accumulates_shared_context(make_container: MakeContainer):
     # Given the linear plan with scripted answers
-    container = make_container({"fetch": {"facts": "F"}, "write": {"draft": "D"},
-                                "title": {"title": "T"}})
+    container = make_container(
+        {"fetch": {"facts": "F"}, "write": {"draft": "D"}, "title": {"title": "T"}}
+    )
     register_text(container, LINEAR)
 
     # When it runs
@@ -137,8 +142,11 @@ def test_llm_decision_routes_to_the_chosen_branch(
 
     # Then only that branch ran
     assert result.outputs["routed"] == expected
-    steps = [e.step_id for e in container.runs.get_timeline(result.run_id)
-             if e.type == TimelineEventType.step_finished]
+    steps = [
+        e.step_id
+        for e in container.runs.get_timeline(result.run_id)
+        if e.type == TimelineEventType.step_finished
+    ]
     assert steps == ["triage", "page" if label == "urgent" else "queue"]
 
 
@@ -169,14 +177,19 @@ def test_lunch_order_asks_for_a_preference_once_then_runs_automatically(
 
     def fill_in(request: dict[str, Any]) -> dict[str, Any]:
         asked.append(request)
-        return {"decision": "approved", "approver": "me@example.com",
-                "edits": {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl"]}}
+        return {
+            "decision": "approved",
+            "approver": "me@example.com",
+            "edits": {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl"]},
+        }
 
     # When it runs twice
-    first = run_to_end(container, "lunch_order", {"delivery_address": "1 Main St"},
-                       on_approval=fill_in)
-    second = run_to_end(container, "lunch_order", {"delivery_address": "1 Main St"},
-                        on_approval=fill_in)
+    first = run_to_end(
+        container, "lunch_order", {"delivery_address": "1 Main St"}, on_approval=fill_in
+    )
+    second = run_to_end(
+        container, "lunch_order", {"delivery_address": "1 Main St"}, on_approval=fill_in
+    )
 
     # Then the first run asked and saved the preference; the second loaded it and did not ask
     assert first.status == second.status == "succeeded"
@@ -228,16 +241,25 @@ def test_approval_parks_the_run_and_a_fresh_process_resumes_it(make_container: M
     # When a new process (new saver, newly compiled graph; only DynamoDB shared) resumes it
     second_process = make_container()
     done = run_segment(
-        RunSegment(run.run_id, resume={"decision": "approved", "approver": "boss@example.com",
-                                       "edits": {"doubled": 40}}),
+        RunSegment(
+            run.run_id,
+            resume={
+                "decision": "approved",
+                "approver": "boss@example.com",
+                "edits": {"doubled": 40},
+            },
+        ),
         second_process,
     )
 
     # Then the run finishes on the approved branch with the approver's edit applied
     assert done.status == "succeeded"
     assert done.outputs["paid"] == 40
-    decided = [e for e in second_process.runs.get_timeline(run.run_id)
-               if e.type == TimelineEventType.approval_decided]
+    decided = [
+        e
+        for e in second_process.runs.get_timeline(run.run_id)
+        if e.type == TimelineEventType.approval_decided
+    ]
     assert decided[0].actor == "boss@example.com"
 
 
@@ -250,8 +272,12 @@ def test_a_resume_for_an_unknown_interrupt_is_rejected(make_container: MakeConta
 
     # When a resume names an interrupt the run is not waiting on
     with pytest.raises(UnknownInterruptError):
-        run_segment(RunSegment(run.run_id, resume={"decision": "approved"},
-                               interrupt_id="not-the-pending-one"), container)
+        run_segment(
+            RunSegment(
+                run.run_id, resume={"decision": "approved"}, interrupt_id="not-the-pending-one"
+            ),
+            container,
+        )
 
     # Then the run is still parked and nothing moved
     assert container.runs.get_run(run.run_id).status == "waiting_approval"
@@ -278,8 +304,12 @@ def test_rejection_routes_to_the_reject_branch(make_container: MakeContainer):
     container = make_container()
     register_text(container, APPROVAL)
 
-    result = run_to_end(container, "gated", {"amount": 5},
-                        on_approval=lambda r: {"decision": "rejected", "approver": "b@x.io"})
+    result = run_to_end(
+        container,
+        "gated",
+        {"amount": 5},
+        on_approval=lambda r: {"decision": "rejected", "approver": "b@x.io"},
+    )
 
     assert result.status == "failed"
     assert result.error is not None and result.error["message"] == "refused"
@@ -298,12 +328,16 @@ def test_review_loop_stops_at_max_iterations_and_goes_on_with_the_last_draft(
 
     def reject(request: dict[str, Any]) -> dict[str, Any]:
         rounds.append(request["iteration"])
-        return {"decision": "rejected", "approver": "ed@example.com",
-                "comment": f"round {request['iteration']}: tighten it"}
+        return {
+            "decision": "rejected",
+            "approver": "ed@example.com",
+            "comment": f"round {request['iteration']}: tighten it",
+        }
 
     # When the run goes through
-    result = run_to_end(container, "blog_review", {"commit_message": "add saver"},
-                        on_approval=reject)
+    result = run_to_end(
+        container, "blog_review", {"commit_message": "add saver"}, on_approval=reject
+    )
 
     # Then the reviewer was asked exactly 3 times, each draft saw the feedback, and it published
     assert rounds == [1, 2, 3]
@@ -319,11 +353,16 @@ def test_review_loop_regenerates_with_feedback_then_publishes_on_approval(
     llm = RecordingLLM(_example_script("blog_review"))
     container.__dict__["llm"] = llm
     register_example(container, "blog_review")
-    answers = iter([{"decision": "rejected", "comment": "more code samples"},
-                    {"decision": "approved"}])
+    answers = iter(
+        [{"decision": "rejected", "comment": "more code samples"}, {"decision": "approved"}]
+    )
 
-    result = run_to_end(container, "blog_review", {"commit_message": "add saver"},
-                        on_approval=lambda r: next(answers))
+    result = run_to_end(
+        container,
+        "blog_review",
+        {"commit_message": "add saver"},
+        on_approval=lambda r: next(answers),
+    )
 
     drafts = [r for r in llm.requests if r.step_id == "draft"]
     assert len(drafts) == 2
@@ -338,9 +377,11 @@ def test_for_each_runs_the_body_per_item_and_collects_results(make_container: Ma
     # Given the invoice batch example with three invoices, one above the threshold
     container = make_container(script=str(_example_script("invoice_batch")))
     register_example(container, "invoice_batch")
-    invoices = [{"id": "A", "vendor": "v", "amount": 10},
-                {"id": "B", "vendor": "v", "amount": 5000},
-                {"id": "C", "vendor": "v", "amount": 20}]
+    invoices = [
+        {"id": "A", "vendor": "v", "amount": 10},
+        {"id": "B", "vendor": "v", "amount": 5000},
+        {"id": "C", "vendor": "v", "amount": 20},
+    ]
     asked: list[str] = []
 
     def decide(request: dict[str, Any]) -> dict[str, Any]:
@@ -348,14 +389,16 @@ def test_for_each_runs_the_body_per_item_and_collects_results(make_container: Ma
         return {"decision": "rejected", "approver": "cfo@example.com"}
 
     # When the batch runs
-    result = run_to_end(container, "invoice_batch", {"invoices": invoices, "threshold": 1000},
-                        on_approval=decide)
+    result = run_to_end(
+        container, "invoice_batch", {"invoices": invoices, "threshold": 1000}, on_approval=decide
+    )
 
     # Then only the large invoice needed approval, and every outcome was collected in order
     assert asked == ["B"]
-    assert [(r["invoice_outcome"]["id"], r["invoice_outcome"]["status"])
-            for r in result.outputs["invoice_results"]] == [
-        ("A", "posted"), ("B", "rejected"), ("C", "posted")]
+    assert [
+        (r["invoice_outcome"]["id"], r["invoice_outcome"]["status"])
+        for r in result.outputs["invoice_results"]
+    ] == [("A", "posted"), ("B", "rejected"), ("C", "posted")]
     assert "report" in result.outputs
 
 
@@ -383,8 +426,11 @@ def test_parallel_branches_join_once_after_all_finish(make_container: MakeContai
 
     # Then the join ran once, after both branches, with both results
     assert result.outputs["total"] == 2 + 30
-    joins = [e for e in container.runs.get_timeline(result.run_id)
-             if e.type == TimelineEventType.step_finished and e.step_id == "join"]
+    joins = [
+        e
+        for e in container.runs.get_timeline(result.run_id)
+        if e.type == TimelineEventType.step_finished and e.step_id == "join"
+    ]
     assert len(joins) == 1
 
 
@@ -425,7 +471,8 @@ def test_retries_then_the_on_error_route(make_container: MakeContainer):
     assert result.outputs["recovered"].startswith("after 3 attempts: ")
     timeline = container.runs.get_timeline(result.run_id)
     assert [e.type for e in timeline if e.step_id == "flaky"].count(
-        TimelineEventType.step_retried) == 2
+        TimelineEventType.step_retried
+    ) == 2
 
 
 def test_a_failure_without_on_error_goes_to_on_failure(make_container: MakeContainer):
@@ -452,6 +499,7 @@ def test_a_failure_with_no_route_fails_the_run_with_the_reason(make_container: M
 # --- one writer per run --------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("atomic_dynamodb")
 def test_two_concurrent_segments_for_one_run_exactly_one_proceeds(make_container: MakeContainer):
     # Given a run ready to go
     container = make_container()
@@ -484,8 +532,9 @@ def test_starting_with_the_same_dedupe_key_makes_one_run(make_container: MakeCon
     register_text(container, LINEAR)
 
     first, created = start_run(StartRun("linear", {"topic": "a"}, dedupe_key="d-1"), container)
-    again, created_again = start_run(StartRun("linear", {"topic": "a"}, dedupe_key="d-1"),
-                                     container)
+    again, created_again = start_run(
+        StartRun("linear", {"topic": "a"}, dedupe_key="d-1"), container
+    )
 
     assert (created, created_again) == (True, False)
     assert first.run_id == again.run_id

@@ -11,6 +11,7 @@ import boto3
 import pytest
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
+
 from langorch.adapters.dynamodb.memory import build_memory_store, create_memory_table
 from langorch.app.memory import (
     MAX_VALUE_BYTES,

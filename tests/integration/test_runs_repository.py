@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+
 from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
 from langorch.domain.runs import (
@@ -180,29 +181,6 @@ def test_a_lease_on_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
         repo.acquire_lease("run-ghost", "seg", now=NOW, ttl_seconds=TTL)
 
 
-@pytest.fixture
-def item_writes_serialised(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make moto apply each write atomically, as DynamoDB does.
-
-    moto checks a write's condition and applies it as separate steps with no lock between them,
-    so two threads can both pass ``attribute_not_exists(...)`` and both win (measured here: two
-    winners, sometimes with the same fence). DynamoDB serialises writes to an item. This fixture
-    restores that guarantee in the emulator only; the repository's own code is untouched, so a
-    repository that read-then-wrote would still let both threads win.
-    """
-    from moto.dynamodb.responses import DynamoHandler
-
-    lock = threading.RLock()
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
-        original = getattr(DynamoHandler, name)
-
-        def atomic(self: Any, _original: Any = original) -> Any:
-            with lock:
-                return _original(self)
-
-        monkeypatch.setattr(DynamoHandler, name, atomic)
-
-
 def race_for_lease(repo: RunsRepository, run_id: str) -> tuple[list[int], list[Exception]]:
     """Two segments ask for the run's lease at the same instant."""
     barrier = threading.Barrier(2)
@@ -226,7 +204,7 @@ def race_for_lease(repo: RunsRepository, run_id: str) -> tuple[list[int], list[E
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(20))
-@pytest.mark.usefixtures("item_writes_serialised")
+@pytest.mark.usefixtures("atomic_dynamodb")
 def test_two_concurrent_segments_exactly_one_gets_the_lease(
     repo: RunsRepository, attempt: int
 ) -> None:

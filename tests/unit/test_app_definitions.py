@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from langorch.app.definitions import (
     register_block,
     register_files,

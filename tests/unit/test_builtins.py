@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from langorch.domain.builtins import builtin_block_ids, builtin_blocks
 from langorch.domain.definitions import BlockType
 from langorch.domain.validation import validate_block

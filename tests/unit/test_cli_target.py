@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+
 from langorch.cli.target import StackOutputs, TargetError, endpoint_reachable, resolve_target
 from langorch.config import Settings
 

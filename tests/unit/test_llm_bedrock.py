@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.stub import Stubber
+
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
 from langorch.llm import LLMRegistry, LLMRequest, is_retryable
 

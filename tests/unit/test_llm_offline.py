@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from langorch.domain.errors import LLMError
 from langorch.llm import LLMRegistry, LLMRequest, OfflineScriptError, is_retryable
 

@@ -14,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
 from langorch.llm import LLMRegistry, LLMRequest, is_retryable
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from langorch.domain.errors import LLMError
 from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS, LLMRegistry, LLMRequest, is_retryable
 from langorch.llm.schema import output_schema, validate_outputs

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+
 from langorch.domain.errors import LLMError
 from langorch.llm.tools import KNOWN_TOOLS, build_tools, calculate, current_time, http_get
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from langorch.domain.definitions import BlockType
 from langorch.domain.errors import DefinitionError
 from langorch.domain.loading import load_file, load_text, parse_definitions

@@ -7,6 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
+
 from langorch.domain.runs import (
     MAX_ERROR_MESSAGE_CHARS,
     MAX_SUMMARY_CHARS,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.validation import (

@@ -9,7 +9,9 @@ from botocore.config import Config
 
 from langorch.config import Settings
 
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30
+)
 
 
 def make_client(service: str, settings: Settings, *, session: boto3.Session | None = None) -> Any:

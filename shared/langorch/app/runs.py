@@ -217,8 +217,10 @@ def _check_resume(run: RunRecord, cmd: RunSegment) -> None:
         )
     if cmd.resume is not None and pending is None:
         raise UnknownInterruptError(f"run {run.run_id} is not waiting on any interrupt")
-    if cmd.interrupt_id is not None and pending is not None and (
-        cmd.interrupt_id != pending.interrupt_id
+    if (
+        cmd.interrupt_id is not None
+        and pending is not None
+        and (cmd.interrupt_id != pending.interrupt_id)
     ):
         raise UnknownInterruptError(
             f"run {run.run_id} is not waiting on interrupt {cmd.interrupt_id}; "

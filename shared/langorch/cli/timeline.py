@@ -51,8 +51,11 @@ def event_line(event: TimelineEvent) -> str | None:
         if event.tokens and (event.tokens.input or event.tokens.output):
             parts.append(f"{event.tokens.input}+{event.tokens.output} tokens")
         if event.outputs_summary:
-            parts.append(", ".join(f"{k}={_short(v, 40)}" for k, v in
-                                   list(event.outputs_summary.items())[:3]))
+            parts.append(
+                ", ".join(
+                    f"{k}={_short(v, 40)}" for k, v in list(event.outputs_summary.items())[:3]
+                )
+            )
     elif kind in (TimelineEventType.step_failed, TimelineEventType.step_retried):
         if event.error:
             parts.append(f"{event.error.type}: {_short(event.error.message, 80)}")

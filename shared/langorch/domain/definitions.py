@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$"
 """Block, workflow and step ids: a letter, then letters, digits, ``_`` or ``-``."""
 
-RESERVED_STEP_IDS = frozenset({"load_memory", "save_memory", "handle_error", "__start__", "__end__"})
+RESERVED_STEP_IDS = frozenset(
+    {"load_memory", "save_memory", "handle_error", "__start__", "__end__"}
+)
 """Node names the compiler adds around the plan's steps."""
 
 
@@ -198,9 +200,9 @@ class BlockDefinition(_Model):
     # --- Input/Output contract ---
     input_keys: list[str] = Field(default_factory=list)
     output_keys: list[str] = Field(default_factory=list)
-    output_types: dict[str, Literal["string", "number", "integer", "boolean", "array", "object"]] = (
-        Field(default_factory=dict)
-    )
+    output_types: dict[
+        str, Literal["string", "number", "integer", "boolean", "array", "object"]
+    ] = Field(default_factory=dict)
     """Optional JSON type per output key for structured output (default: string)."""
 
     # --- Execution config ---
@@ -336,7 +338,7 @@ class InputSchema(_Model):
     type: Literal["object"] = "object"
     properties: dict[str, dict[str, Any]] = Field(default_factory=dict)
     required: list[str] = Field(default_factory=list)
-    additionalProperties: bool = True  # noqa: N815 - JSON Schema's own spelling
+    additionalProperties: bool = True
 
 
 class TaskPlan(_Model):

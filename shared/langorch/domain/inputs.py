@@ -20,8 +20,13 @@ def _path(parts: Any) -> str:
 def input_problems(plan: TaskPlan, data: Any) -> list[Problem]:
     """Every way ``data`` fails the plan's ``inputs_schema`` (empty when it fits)."""
     if not isinstance(data, dict):
-        return [Problem("input", f"must be a JSON object, got {type(data).__name__}",
-                        'send an object such as {"key": "value"}')]
+        return [
+            Problem(
+                "input",
+                f"must be a JSON object, got {type(data).__name__}",
+                'send an object such as {"key": "value"}',
+            )
+        ]
     if plan.inputs_schema is None:
         return []
     schema = plan.inputs_schema.model_dump(mode="json")

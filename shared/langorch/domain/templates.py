@@ -139,7 +139,9 @@ def evaluate(expression: str, context: dict[str, Any]) -> Any:
     try:
         return compiled(**context)
     except Exception as exc:
-        raise TemplateError(f"expression {expression!r} failed: {type(exc).__name__}: {exc}") from exc
+        raise TemplateError(
+            f"expression {expression!r} failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def check_expression(expression: str) -> str | None:

@@ -52,17 +52,22 @@ def resolve_blocks(plan: TaskPlan, lookup: DefinitionLookup) -> dict[str, BlockD
         block = lookup.get_block(step.block_id, step.block_version)
         if block is None:
             at = f"@{step.block_version}" if step.block_version else ""
-            problems.append(Problem(f"steps[{index}].block_id",
-                                    f"unknown block {step.block_id}{at}",
-                                    "register it with `langorch blocks put`"))
+            problems.append(
+                Problem(
+                    f"steps[{index}].block_id",
+                    f"unknown block {step.block_id}{at}",
+                    "register it with `langorch blocks put`",
+                )
+            )
         blocks[step.step_id] = block
     if problems:
         raise DefinitionError(f"workflow {plan.plan_id}", problems)
     return blocks
 
 
-def step_specs(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
-               topology: StepGraph) -> list[StepSpec]:
+def step_specs(
+    plan: TaskPlan, blocks: dict[str, BlockDefinition | None], topology: StepGraph
+) -> list[StepSpec]:
     """Resolve every step of ``plan`` into what the executor needs."""
     end_node = SAVE_MEMORY if plan.memory else END
     specs: list[StepSpec] = []
@@ -93,7 +98,8 @@ def step_specs(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
                 join_deps=join_deps,
                 on_error=node.error_route,
                 end_node=end_node,
-                provider=step.llm_provider or (block.llm_provider if block else None)
+                provider=step.llm_provider
+                or (block.llm_provider if block else None)
                 or plan.llm_provider,
                 model=step.llm_model or (block.llm_model if block else None) or plan.llm_model,
                 approvers=tuple(plan.approvers),
@@ -102,8 +108,9 @@ def step_specs(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
     return specs
 
 
-def build_graph(plan: TaskPlan, blocks: dict[str, BlockDefinition | None],
-                topology: StepGraph | None = None) -> StateGraph[Any, Any, Any, Any]:
+def build_graph(
+    plan: TaskPlan, blocks: dict[str, BlockDefinition | None], topology: StepGraph | None = None
+) -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled ``StateGraph`` of a plan whose blocks are resolved."""
     topology = topology or step_graph(plan, _BlocksLookup(blocks))
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
@@ -192,8 +199,9 @@ class _CacheKey:
 class GraphCompiler:
     """Compiles workflow versions and caches the compiled graphs for the process's lifetime."""
 
-    def __init__(self, lookup: DefinitionLookup,
-                 checkpointer: BaseCheckpointSaver[Any] | None = None) -> None:
+    def __init__(
+        self, lookup: DefinitionLookup, checkpointer: BaseCheckpointSaver[Any] | None = None
+    ) -> None:
         self._lookup = lookup
         self._checkpointer = checkpointer
         self._cache: dict[_CacheKey, Any] = {}
@@ -210,8 +218,9 @@ class GraphCompiler:
         builder = build_graph(plan, blocks)
         # A child graph compiled without a checkpointer inherits its parent's when it runs
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.
-        graph = builder.compile(checkpointer=self._checkpointer if checkpointed else None,
-                                name=plan.plan_id)
+        graph = builder.compile(
+            checkpointer=self._checkpointer if checkpointed else None, name=plan.plan_id
+        )
         with self._lock:
             self._cache[key] = graph
         return graph

@@ -28,7 +28,9 @@ class Memory(Protocol):
 
     def update_preferences(self, user_id: str, values: dict[str, Any]) -> None: ...
 
-    def get_history(self, user_id: str, workflow_id: str, limit: int = 10) -> list[dict[str, Any]]: ...
+    def get_history(
+        self, user_id: str, workflow_id: str, limit: int = 10
+    ) -> list[dict[str, Any]]: ...
 
     def save_history(
         self, user_id: str, workflow_id: str, run_id: str, summary: dict[str, Any]

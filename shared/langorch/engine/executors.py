@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -172,19 +173,33 @@ def make_step_node(spec: StepSpec) -> Any:
             error = _normalise(exc, spec, attempt)
             duration = _ms(started)
             if is_retryable(exc) and attempt < spec.max_attempts:
-                emit(_event("step_retried", spec, attempt=attempt, duration_ms=duration, error=error))
+                emit(
+                    _event("step_retried", spec, attempt=attempt, duration_ms=duration, error=error)
+                )
                 logger.warning(
                     "step attempt failed; retrying",
                     extra={"run_id": ctx.run_id, "step_id": spec.step_id, "attempt": attempt},
                 )
                 raise
             route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
-            emit(_event("step_failed", spec, attempt=attempt, duration_ms=duration, error=error,
-                        routed_to=route))
+            emit(
+                _event(
+                    "step_failed",
+                    spec,
+                    attempt=attempt,
+                    duration_ms=duration,
+                    error=error,
+                    routed_to=route,
+                )
+            )
             logger.error(
                 "step failed",
-                extra={"run_id": ctx.run_id, "step_id": spec.step_id, "error_type": error["type"],
-                       "routed_to": route},
+                extra={
+                    "run_id": ctx.run_id,
+                    "step_id": spec.step_id,
+                    "error_type": error["type"],
+                    "routed_to": route,
+                },
             )
             if route is None:
                 if isinstance(exc, StepTimeoutError | StepFailedError):
@@ -214,10 +229,20 @@ def make_step_node(spec: StepSpec) -> Any:
         update: dict[str, Any] = {
             **outcome.state,
             "visits": {spec.step_id: done + 1},
-            "current_block": {"block_id": spec.block.block_id if spec.block else None,
-                              "step_id": spec.step_id, "kind": spec.kind.value},
-            "block_results": [_result(spec, success=True, output=outcome.context,
-                                      label=outcome.label, duration_ms=duration)],
+            "current_block": {
+                "block_id": spec.block.block_id if spec.block else None,
+                "step_id": spec.step_id,
+                "kind": spec.kind.value,
+            },
+            "block_results": [
+                _result(
+                    spec,
+                    success=True,
+                    output=outcome.context,
+                    label=outcome.label,
+                    duration_ms=duration,
+                )
+            ],
         }
         if outcome.context:
             update["shared_context"] = outcome.context
@@ -316,7 +341,7 @@ async def _call_llm(
         step_id=spec.step_id,
         block_id=block.block_id,
         provider=provider,
-        model=spec.model or ctx.default_model,
+        model=spec.model,  # None: the registry applies the default provider's model
         system_prompt=render(system, scope),
         prompt=prompt,
         output_keys=[k for k in block.output_keys if not (choices and k == "branch")],
@@ -377,7 +402,7 @@ async def _decision(
 
 def _label_of(value: Any, labels: list[str]) -> str:
     if isinstance(value, bool):
-        for candidate in (("true", "yes") if value else ("false", "no")):
+        for candidate in ("true", "yes") if value else ("false", "no"):
             if candidate in labels:
                 return candidate
     return str(value)
@@ -432,12 +457,15 @@ async def _save_memory(
     keys = mem.keys or (spec.block.input_keys if spec.block else [])
     values = {k: scope[k] for k in keys if k in scope and scope[k] not in ("", None)}
     if mem.scope == "history":
-        await asyncio.to_thread(memory.save_history, ctx.user_id, ctx.workflow_id, ctx.run_id, values)
+        await asyncio.to_thread(
+            memory.save_history, ctx.user_id, ctx.workflow_id, ctx.run_id, values
+        )
         return Outcome(context={f"{spec.step_id}_saved": sorted(values)})
     await asyncio.to_thread(memory.update_preferences, ctx.user_id, values)
     prefs = {**(state.get("user_preferences") or {}), **values}
-    return Outcome(context={f"{spec.step_id}_saved": sorted(values)},
-                   state={"user_preferences": prefs})
+    return Outcome(
+        context={f"{spec.step_id}_saved": sorted(values)}, state={"user_preferences": prefs}
+    )
 
 
 def idempotency_key(run_id: str, step_id: str, visit: int) -> str:
@@ -481,7 +509,9 @@ async def _approval(
     request = {
         "kind": "approval",
         "step_id": spec.step_id,
-        "title": render(approval.title, scope) if approval.title else spec.step.name or spec.step_id,
+        "title": render(approval.title, scope)
+        if approval.title
+        else spec.step.name or spec.step_id,
         "message": render(approval.message, scope) if approval.message else "",
         "context": {k: shared.get(k) for k in approval.show_keys},
         "editable": {k: shared.get(k) for k in approval.editable_keys},
@@ -500,7 +530,9 @@ async def _approval(
     edits = decision.get("edits") or {}
     unknown = sorted(set(edits) - set(approval.editable_keys))
     if unknown:
-        raise StepFailedError(f"step {spec.step_id}: edits to keys that are not editable: {unknown}")
+        raise StepFailedError(
+            f"step {spec.step_id}: edits to keys that are not editable: {unknown}"
+        )
     context: dict[str, Any] = dict(edits)
     if decision.get("comment"):
         context[approval.feedback_key] = decision["comment"]
@@ -572,8 +604,13 @@ async def _loop(
             raise StepFailedError(
                 f"loop {spec.step_id}: 'over' must give a list, got {type(items).__name__}"
             )
-        cursor = {"active": True, "index": 0, "items": items[: loop.max_iterations],
-                  "results": [], "total": len(items)}
+        cursor = {
+            "active": True,
+            "index": 0,
+            "items": items[: loop.max_iterations],
+            "results": [],
+            "total": len(items),
+        }
     else:
         collect = loop.collect or list(spec.loop_collect)
         cursor["results"] = [
@@ -585,13 +622,16 @@ async def _loop(
     if index < len(cursor["items"]):
         item = cursor["items"][index]
         context = {loop.item_key: item, loop.index_key: index}
-        return Outcome(context=context, goto=list(spec.loop_entries),
-                       state={"loops": {spec.step_id: cursor}})
+        return Outcome(
+            context=context, goto=list(spec.loop_entries), state={"loops": {spec.step_id: cursor}}
+        )
     results = cursor["results"]
     done = {"active": False, "index": index, "items": [], "results": [], "total": cursor["total"]}
-    return Outcome(context={collect_key: results},
-                   goto=list(spec.successors) or [spec.end_node],
-                   state={"loops": {spec.step_id: done}})
+    return Outcome(
+        context={collect_key: results},
+        goto=list(spec.successors) or [spec.end_node],
+        state={"loops": {spec.step_id: done}},
+    )
 
 
 async def _subflow(
@@ -602,8 +642,9 @@ async def _subflow(
         raise StepFailedError(f"step {spec.step_id}: subflow settings or resolver missing")
     plan, graph = ctx.subflows(sub.workflow_id, sub.version)
     scope = scope_of(spec, state)
-    child_input = {k: render_value(v, scope) if "{" in v else scope.get(v) for k, v in
-                   sub.inputs.items()}
+    child_input = {
+        k: render_value(v, scope) if "{" in v else scope.get(v) for k, v in sub.inputs.items()
+    }
     child_ctx = replace(ctx, workflow_id=plan.plan_id, workflow_version=plan.version)
     result = await graph.ainvoke(
         {
@@ -639,7 +680,9 @@ async def _terminate(
     return Outcome(goto=[spec.end_node], state=extra)
 
 
-_HANDLERS: dict[BlockType, Any] = {
+Handler = Callable[[StepSpec, OrchestrationState, EngineContext, int], Awaitable[Outcome]]
+
+_HANDLERS: dict[BlockType, Handler] = {
     BlockType.transform: _transform,
     BlockType.query_memory: _query_memory,
     BlockType.save_memory: _save_memory,

@@ -1,0 +1,1 @@
+"""The local stack: the AWS emulator and what it needs to behave like AWS."""

@@ -51,7 +51,10 @@ def register(subparsers: Subparsers) -> None:
         "--repeat", type=int, default=1, metavar="N", help="--local: run N times (memory persists)"
     )
     start.add_argument(
-        "--max-sleep", type=float, default=5.0, metavar="S",
+        "--max-sleep",
+        type=float,
+        default=5.0,
+        metavar="S",
         help="--local: sleep at most S seconds per wait step",
     )
 
@@ -106,9 +109,12 @@ def _answerer(ctx: Context, args: argparse.Namespace) -> Any:
         if args.approve or args.reject:
             decision = "approved" if args.approve else "rejected"
             _say(ctx, f"  -> {decision} (from the command line)")
-            return {"decision": decision, "approver": "cli", "comment": args.comment,
-                    "edits": {k: v for k, v in edits.items()
-                              if k in (request.get("editable") or {})}}
+            return {
+                "decision": decision,
+                "approver": "cli",
+                "comment": args.comment,
+                "edits": {k: v for k, v in edits.items() if k in (request.get("editable") or {})},
+            }
         if not sys.stdin.isatty():
             raise UsageError("an approval is waiting: pass --approve or --reject (no terminal)")
         return _prompt(ctx, request)
@@ -182,14 +188,21 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
         documents: list[dict[str, Any]] = []
         code = 0
         for _ in range(max(1, args.repeat)):
-            run, _created = start_run(StartRun(workflow, input=data, user_id=args.user),
-                                      container)
-            result = drive(run.run_id, container, on_approval=answer,
-                           sleep=lambda s: time.sleep(min(s, args.max_sleep)))
+            run, _created = start_run(StartRun(workflow, input=data, user_id=args.user), container)
+            result = drive(
+                run.run_id,
+                container,
+                on_approval=answer,
+                sleep=lambda s: time.sleep(min(s, args.max_sleep)),
+            )
             stored = container.runs.get_run(run.run_id)
             events = container.runs.get_timeline(run.run_id)
-            documents.append({"run": stored.model_dump(mode="json"),
-                              "timeline": [e.model_dump(mode="json") for e in events]})
+            documents.append(
+                {
+                    "run": stored.model_dump(mode="json"),
+                    "timeline": [e.model_dump(mode="json") for e in events],
+                }
+            )
             if not ctx.out.json_mode:
                 ctx.out.result(None, render_run(stored, events) + "\n")
             if result.status != "succeeded":
@@ -200,7 +213,7 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _only_workflow(results: list[Any]) -> str:
-    workflows = [r.id for r in results if r.kind == "workflow"]
+    workflows: list[str] = [r.id for r in results if r.kind == "workflow"]
     if len(workflows) != 1:
         raise UsageError(
             f"the files define {len(workflows)} workflows ({', '.join(workflows) or 'none'}): "
@@ -218,13 +231,22 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
         workflow_id=args.workflow, status=status, limit=args.limit
     )
     rows = [
-        {"run_id": r.run_id, "workflow": f"{r.workflow_id}@{r.workflow_version}",
-         "status": r.status.value, "trigger": r.trigger.type,
-         "created_at": r.created_at.isoformat(timespec="seconds")}
+        {
+            "run_id": r.run_id,
+            "workflow": f"{r.workflow_id}@{r.workflow_version}",
+            "status": r.status.value,
+            "trigger": r.trigger.type,
+            "created_at": r.created_at.isoformat(timespec="seconds"),
+        }
         for r in runs
     ]
-    columns = [("run_id", "RUN"), ("workflow", "WORKFLOW"), ("status", "STATUS"),
-               ("trigger", "TRIGGER"), ("created_at", "CREATED")]
+    columns = [
+        ("run_id", "RUN"),
+        ("workflow", "WORKFLOW"),
+        ("status", "STATUS"),
+        ("trigger", "TRIGGER"),
+        ("created_at", "CREATED"),
+    ]
     ctx.out.result({"runs": rows}, lambda: table(rows, columns))
 
 
@@ -236,7 +258,9 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     run = repo.get_run(args.run_id)
     events = repo.get_timeline(args.run_id)
     ctx.out.result(
-        {"run": run.model_dump(mode="json"), "timeline": [e.model_dump(mode="json")
-                                                          for e in events]},
+        {
+            "run": run.model_dump(mode="json"),
+            "timeline": [e.model_dump(mode="json") for e in events],
+        },
         lambda: render_run(run, events),
     )
