@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlparse
 
 import boto3
 from botocore.config import Config
@@ -14,6 +15,14 @@ _CONFIG = Config(
 )
 
 
+def is_local_endpoint(endpoint_url: str | None) -> bool:
+    """Whether the endpoint is an emulator on this machine."""
+    if not endpoint_url:
+        return False
+    host = urlparse(endpoint_url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
 def make_client(service: str, settings: Settings, *, session: boto3.Session | None = None) -> Any:
     """A boto3 client for ``service`` at the configured region and endpoint.
 
@@ -22,6 +31,14 @@ def make_client(service: str, settings: Settings, *, session: boto3.Session | No
         settings: where the resources are; ``endpoint_url`` points at the local emulator.
         session: an explicit session (tests); default: a new session from the environment.
     """
+    if session is None and is_local_endpoint(settings.endpoint_url):
+        # The local emulator accepts any credentials; fixed ones mean a developer needs no AWS
+        # account and a real profile is never sent to it.
+        session = boto3.Session(
+            aws_access_key_id="local",
+            aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
+            region_name=settings.region,
+        )
     session = session or boto3.Session()
     return session.client(
         service,  # type: ignore[call-overload]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from langorch.cli.commands import blocks, runs, workflows
+from langorch.cli.commands import blocks, dev, runs, workflows
 
-GROUPS: list[ModuleType] = [blocks, workflows, runs]
+GROUPS: list[ModuleType] = [dev, blocks, workflows, runs]
 """Registered in this order; ``langorch --help`` lists them so."""

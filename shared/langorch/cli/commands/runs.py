@@ -141,18 +141,56 @@ def _prompt(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _start(ctx: Context, args: argparse.Namespace) -> int | None:
-    if not args.local:
-        raise UsageError(
-            "runs start needs --local FILE… until the event pipeline is deployed "
-            "(`langorch dev`); e.g. langorch runs start --local examples/blog_review/"
-            "definitions.yaml --approve"
+    if args.local:
+        return _start_local(ctx, args)
+    if not args.workflow:
+        raise UsageError("name the workflow to run: langorch runs start WORKFLOW [--input JSON]")
+    from langorch.app.container import Container
+
+    # Until the event pipeline runs segments in Step Functions, this process is the runner:
+    # it starts the run in the target's tables and drives it, answering approvals here.
+    container = Container(ctx.settings)
+    return _run(ctx, args, container, args.workflow, _input(args))
+
+
+def _run(
+    ctx: Context, args: argparse.Namespace, container: Any, workflow: str, data: dict[str, Any]
+) -> int:
+    import time
+
+    from langorch.app.runs import StartRun, drive, start_run
+    from langorch.cli.timeline import render_run
+
+    answer = _answerer(ctx, args)
+    documents: list[dict[str, Any]] = []
+    code = 0
+    for _ in range(max(1, args.repeat)):
+        run, _created = start_run(StartRun(workflow, input=data, user_id=args.user), container)
+        result = drive(
+            run.run_id,
+            container,
+            on_approval=answer,
+            sleep=lambda s: time.sleep(min(s, args.max_sleep)),
         )
-    return _start_local(ctx, args)
+        stored = container.runs.get_run(run.run_id)
+        events = container.runs.get_timeline(run.run_id)
+        documents.append(
+            {
+                "run": stored.model_dump(mode="json"),
+                "timeline": [e.model_dump(mode="json") for e in events],
+            }
+        )
+        if not ctx.out.json_mode:
+            ctx.out.result(None, render_run(stored, events) + "\n")
+        if result.status != "succeeded":
+            code = 1
+    if ctx.out.json_mode:
+        ctx.out.result({"runs": documents}, "")
+    return code
 
 
 def _start_local(ctx: Context, args: argparse.Namespace) -> int:
     import os
-    import time
 
     try:
         from moto import mock_aws
@@ -161,8 +199,6 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
 
     from langorch.app.container import Container
     from langorch.app.definitions import register_files, seed_builtins
-    from langorch.app.runs import StartRun, drive, start_run
-    from langorch.cli.timeline import render_run
     from langorch.config import Settings
     from langorch.llm import LLMRegistry
 
@@ -184,32 +220,7 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
         seed_builtins(container.definitions)
         results = register_files(container.definitions, [str(f) for f in files])
         workflow = args.workflow or _only_workflow(results)
-        answer = _answerer(ctx, args)
-        documents: list[dict[str, Any]] = []
-        code = 0
-        for _ in range(max(1, args.repeat)):
-            run, _created = start_run(StartRun(workflow, input=data, user_id=args.user), container)
-            result = drive(
-                run.run_id,
-                container,
-                on_approval=answer,
-                sleep=lambda s: time.sleep(min(s, args.max_sleep)),
-            )
-            stored = container.runs.get_run(run.run_id)
-            events = container.runs.get_timeline(run.run_id)
-            documents.append(
-                {
-                    "run": stored.model_dump(mode="json"),
-                    "timeline": [e.model_dump(mode="json") for e in events],
-                }
-            )
-            if not ctx.out.json_mode:
-                ctx.out.result(None, render_run(stored, events) + "\n")
-            if result.status != "succeeded":
-                code = 1
-        if ctx.out.json_mode:
-            ctx.out.result({"runs": documents}, "")
-        return code
+        return _run(ctx, args, container, workflow, data)
 
 
 def _only_workflow(results: list[Any]) -> str:

@@ -1,0 +1,87 @@
+"""``langorch dev``: the local stack, in the foreground until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from langorch.cli.context import Context
+from langorch.cli.errors import UsageError
+from langorch.cli.registry import Subparsers, add_command
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``dev`` command."""
+    dev = add_command(subparsers, "dev", _dev, "run langorch on this machine (AWS emulator)")
+    dev.add_argument("--port", type=int, default=4566, help="the emulator's port (default 4566)")
+    dev.add_argument("--home", default=".langorch", help="where the stack file lives")
+    dev.add_argument("--examples", default="examples", help="definitions to register")
+    dev.add_argument(
+        "--ready-only", action="store_true", help="start, print where everything is, stop"
+    )
+
+
+def _dev(ctx: Context, args: argparse.Namespace) -> int:
+    import time
+
+    try:
+        from langorch.local.stack import start_local_stack
+    except ImportError as exc:  # moto ships with the `local` extra
+        raise UsageError("langorch dev needs the emulator: pip install 'langorch[local]'") from exc
+
+    started = time.monotonic()
+    home = Path(args.home)
+    if (home / "stack.json").exists():
+        import json
+
+        from langorch.cli.target import endpoint_reachable
+
+        endpoint = json.loads((home / "stack.json").read_text()).get("endpoint_url")
+        if endpoint and endpoint_reachable(endpoint):
+            raise UsageError(f"a local stack is already running at {endpoint}")
+    try:
+        stack = start_local_stack(home=home, port=args.port, examples=Path(args.examples))
+    except OSError as exc:
+        raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
+    took = time.monotonic() - started
+    settings = stack.settings
+    lines = [
+        f"langorch dev is ready in {took:.1f} s",
+        f"  emulator      {settings.endpoint_url}  (DynamoDB, S3)",
+        f"  stack file    {stack.stack_file}  (every langorch command finds it)",
+        f"  tables        {settings.definitions_table}, {settings.runs_table}, "
+        f"{settings.checkpoints_table}, {settings.memory_table}",
+        f"  bucket        {settings.bucket}",
+        f"  LLM           {settings.default_llm_provider}"
+        + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
+        f"  workflows     {', '.join(stack.examples) or '(none)'}",
+        "",
+        "try, in another terminal:",
+        "  langorch workflows list",
+        '  langorch runs start blog_review --input \'{"commit_message": "Add S3 offload"}\'',
+        "  langorch runs list",
+        "",
+        "Ctrl-C stops it.",
+    ]
+    ctx.out.result(
+        {
+            "ready_seconds": round(took, 2),
+            "endpoint_url": settings.endpoint_url,
+            "stack_file": str(stack.stack_file),
+            "workflows": stack.examples,
+        },
+        "\n".join(lines),
+    )
+    if args.ready_only:
+        stack.stop()
+        return 0
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    try:
+        stopped.wait()
+    finally:
+        stack.stop()
+    return 0
