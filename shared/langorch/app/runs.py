@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from langorch.domain.errors import LeaseHeldError, UnknownInterruptError
-from langorch.domain.inputs import ensure_valid_input
+from langorch.domain.inputs import ensure_valid_input, with_defaults
 from langorch.domain.runs import (
     PendingInterrupt,
     RunError,
@@ -68,7 +68,8 @@ def start_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
         raise NotFoundError(
             f"workflow {cmd.workflow_id}{at} not found; register it with `langorch workflows put`"
         )
-    ensure_valid_input(plan, cmd.input)
+    data = with_defaults(plan, cmd.input)
+    ensure_valid_input(plan, data)
     run_id = dedupe_run_id(cmd.dedupe_key) if cmd.dedupe_key else new_run_id(deps.ids)
     now = deps.clock()
     run = RunRecord(
@@ -78,7 +79,7 @@ def start_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
         status=RunStatus.queued,
         trigger=RunTrigger(type=cmd.trigger, detail=cmd.trigger_detail),  # type: ignore[arg-type]
         dedupe_key=cmd.dedupe_key,
-        input=cmd.input,
+        input=data,
         user_id=cmd.user_id,
         created_at=now,
         updated_at=now,

@@ -49,3 +49,14 @@ def ensure_valid_input(plan: TaskPlan, data: Any) -> None:
     problems = input_problems(plan, data)
     if problems:
         raise InputValidationError(f"input for workflow {plan.plan_id}", problems)
+
+
+def with_defaults(plan: TaskPlan, data: dict[str, Any]) -> dict[str, Any]:
+    """The input with the schema's top-level ``default`` values filled in where absent."""
+    if plan.inputs_schema is None:
+        return dict(data)
+    filled = dict(data)
+    for key, prop in plan.inputs_schema.properties.items():
+        if key not in filled and "default" in prop:
+            filled[key] = prop["default"]
+    return filled
