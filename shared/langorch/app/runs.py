@@ -312,7 +312,8 @@ def _record(
         run = run.model_copy(update={"updated_at": now})
     elif status == "succeeded":
         run = transition(run, RunStatus.succeeded, now=now)
-        run = run.model_copy(update={"outputs": _bounded(result.outputs)})
+        outputs, truncated = _bounded(result.outputs)
+        run = run.model_copy(update={"outputs": outputs, "outputs_truncated": truncated})
         events.append(_ev(run, now, TimelineEventType.run_finished, detail={"status": "succeeded"}))
     else:
         error = RunError(
@@ -351,15 +352,19 @@ def _record(
     )
 
 
-def _bounded(outputs: dict[str, Any], limit: int = 100_000) -> dict[str, Any]:
+def _bounded(outputs: dict[str, Any], limit: int = 100_000) -> tuple[dict[str, Any], bool]:
+    """Outputs small enough for the run record, and whether they had to be summarised.
+
+    The full outputs always stay in the run's last checkpoint.
+    """
     import json
+
+    from langorch.domain.runs import summarize_outputs
 
     text = json.dumps(outputs, default=str)
     if len(text) <= limit:
-        return json.loads(text)  # type: ignore[no-any-return]
-    from langorch.domain.runs import summarize_outputs
-
-    return dict(summarize_outputs(outputs))
+        return json.loads(text), False
+    return dict(summarize_outputs(outputs)), True
 
 
 _ENGINE_EVENTS = {

@@ -215,7 +215,7 @@ class GraphCompiler:
         if cached is not None:
             return cached
         blocks = resolve_blocks(plan, self._lookup)
-        builder = build_graph(plan, blocks)
+        builder = build_graph(plan, blocks, step_graph(plan, self._lookup))
         # A child graph compiled without a checkpointer inherits its parent's when it runs
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.
         graph = builder.compile(

@@ -1,0 +1,220 @@
+"""The other step kinds end to end: subflow, wait, http, timeouts; long multi-segment runs."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
+from langorch.domain.runs import TimelineEventType
+
+from .conftest import MakeContainer, register_text, run_to_end
+
+SUBFLOW = """
+workflows:
+  - plan_id: child
+    memory: false
+    inputs_schema: {properties: {n: {type: integer}}}
+    steps:
+      - {step_id: square, kind: transform, transform: {squared: "n * n"}}
+  - plan_id: parent
+    memory: false
+    inputs_schema: {properties: {x: {type: integer}}}
+    steps:
+      - {step_id: prep, kind: transform, transform: {value: "x + 1"}}
+      - step_id: call_child
+        kind: subflow
+        depends_on: [prep]
+        subflow: {workflow_id: child, inputs: {n: value}, outputs: [squared]}
+      - {step_id: after, kind: transform, depends_on: [call_child], transform: {result: "squared"}}
+"""
+
+
+def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
+    make_container: MakeContainer,
+):
+    # Given a parent that calls a child workflow
+    container = make_container()
+    register_text(container, SUBFLOW)
+    parent = container.definitions.get_workflow("parent")
+    assert parent is not None and parent.step("call_child").subflow is not None
+
+    # When the parent runs
+    result = run_to_end(container, "parent", {"x": 2})
+
+    # Then the child's output came back, and the stored parent pins the child's version
+    assert result.outputs["result"] == 9
+    assert parent.step("call_child").subflow.version == 1  # type: ignore[union-attr]
+
+
+WAIT = """
+workflows:
+  - plan_id: sleeper
+    memory: false
+    steps:
+      - {step_id: before, kind: transform, transform: {a: "1"}}
+      - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 90}}
+      - {step_id: after, kind: transform, depends_on: [nap], transform: {b: "a + 1"}}
+"""
+
+
+def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: MakeContainer):
+    # Given a workflow with a 90 s wait
+    container = make_container()
+    register_text(container, WAIT)
+    run, _ = start_run(StartRun("sleeper"), container)
+
+    # When the first segment reaches the wait
+    parked = run_segment(RunSegment(run.run_id), container)
+
+    # Then the run is sleeping, no segment is running, and the state machine is told how long
+    assert parked.status == "sleeping"
+    assert parked.seconds == 90
+    assert container.runs.get_run(run.run_id).status == "sleeping"
+
+    # And when the wake-up segment comes, the run goes on from after the wait
+    done = run_segment(RunSegment(run.run_id, resume={"woke": True}), container)
+    assert done.status == "succeeded"
+    assert done.outputs["b"] == 2
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    calls: list[dict[str, Any]] = []
+    fail_first = 0
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).calls.append({"key": self.headers["Idempotency-Key"], "body": body})
+        status = 503 if len(type(self).calls) <= type(self).fail_first else 201
+        payload = json.dumps({"id": "ord-1"}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    _Recorder.calls = []
+    _Recorder.fail_first = 2
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, server: str):
+    # Given an http step against a service that fails twice with 503
+    container = make_container()
+    register_text(
+        container,
+        f"""
+workflows:
+  - plan_id: caller
+    memory: false
+    inputs_schema: {{properties: {{sku: {{type: string}}}}}}
+    steps:
+      - step_id: order
+        kind: http
+        max_retries: 3
+        retry_backoff_seconds: 0
+        http: {{method: POST, url: "{server}/orders", body: {{sku: "{{{{ sku }}}}"}},
+                response_key: order}}
+""",
+    )
+
+    # When the run goes through
+    result = run_to_end(container, "caller", {"sku": "A-1"})
+
+    # Then three attempts reached the service with the same key, and the answer is in state
+    assert [c["body"] for c in _Recorder.calls] == [{"sku": "A-1"}] * 3
+    assert len({c["key"] for c in _Recorder.calls}) == 1
+    assert result.outputs["order"] == {"status": 201, "body": {"id": "ord-1"}}
+
+
+TIMEOUT = """
+blocks:
+  - {block_id: b_slow, name: Slow, output_keys: [x], prompt_template: "go", max_retries: 0,
+     timeout_seconds: 1}
+workflows:
+  - plan_id: slow
+    memory: false
+    steps:
+      - {step_id: slow_step, block_id: b_slow, on_error: recover}
+      - {step_id: recover, kind: transform, transform: {why: "error.type"}}
+"""
+
+
+class _SlowLLM:
+    def invoke(self, request: Any) -> Any:
+        import time
+
+        time.sleep(3)
+        raise AssertionError("the step should have timed out first")
+
+
+def test_a_step_past_its_timeout_routes_on_error(make_container: MakeContainer):
+    container = make_container()
+    container.__dict__["llm"] = _SlowLLM()
+    register_text(container, TIMEOUT)
+
+    result = run_to_end(container, "slow")
+
+    assert result.outputs["why"] == "StepTimeoutError"
+
+
+def test_compiled_graphs_are_cached_per_workflow_version(make_container: MakeContainer):
+    container = make_container()
+    register_text(container, WAIT)
+    plan = container.definitions.get_workflow("sleeper")
+    assert plan is not None
+
+    assert container.compiler.compile(plan) is container.compiler.compile(plan)
+    assert len(list(container.compiler.cached())) == 1
+
+
+def test_a_400_step_run_with_growing_state_completes_across_segments(
+    make_container: MakeContainer,
+):
+    # Given 400 steps each adding 1 KB to the state, and a segment budget far shorter than the run
+    steps = "\n".join(
+        f"      - {{step_id: s{i}, kind: transform, "
+        + (f"depends_on: [s{i - 1}], " if i else "")
+        + 'transform: {blob: "blob ~ chunk"}}'
+        for i in range(400)
+    )
+    container = make_container(segment_budget_seconds=4)
+    register_text(
+        container,
+        "workflows:\n  - plan_id: grow\n    memory: false\n"
+        "    inputs_schema: {properties: {blob: {type: string}, chunk: {type: string}}}\n"
+        f"    steps:\n{steps}\n",
+    )
+
+    # When it is driven to the end
+    result = run_to_end(container, "grow", {"blob": "", "chunk": "x" * 1024})
+
+    # Then it finished over several segments, each resuming the last one's checkpoint, with all
+    # 400 KB in the final state (offload to S3 of incompressible state: test_checkpointer.py)
+    assert result.status == "succeeded"
+    assert (
+        len(result.outputs.get("blob", "")) == 400 * 1024
+        or container.runs.get_run(result.run_id).outputs_truncated
+    )
+    assert result.segment > 1
+    finished = [
+        e
+        for e in container.runs.get_timeline(result.run_id)
+        if e.type == TimelineEventType.step_finished
+    ]
+    assert len(finished) == 400
