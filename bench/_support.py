@@ -1,0 +1,396 @@
+"""Helpers for the benchmarks: a fresh moto stack, request meters, workflow text, printing.
+
+Nothing here asserts; everything measures or formats.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+REGION = "us-east-1"
+
+# --------------------------------------------------------------------------------------------
+# Environment and stack
+# --------------------------------------------------------------------------------------------
+
+
+def fake_aws_environment() -> None:
+    """Fake credentials, so nothing here can reach a real AWS account."""
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        os.environ.pop(name, None)
+    for name in [n for n in os.environ if n.startswith("LANGORCH_")]:
+        os.environ.pop(name)
+    os.environ["AWS_ACCESS_KEY_ID"] = "testing"
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "testing"  # noqa: S105 - moto's, not a secret
+    os.environ["AWS_DEFAULT_REGION"] = REGION
+
+
+@contextmanager
+def fresh_stack(**settings: Any) -> Iterator[Any]:
+    """A new moto account with langorch's tables and bucket, and a container on it.
+
+    moto's Query scans whole tables, so every measurement gets its own (empty) tables.
+    """
+    from moto import mock_aws
+
+    with mock_aws():
+        container = new_container(**settings)
+        container.ensure_resources()
+        yield container
+
+
+def new_container(**settings: Any) -> Any:
+    """A container on the current moto account: a new container is a new process."""
+    from langorch.app.container import Container
+    from langorch.config import Settings
+    from langorch.llm import LLMRegistry
+
+    return Container(
+        Settings(endpoint_url=None, **settings),
+        llm=LLMRegistry(default_provider="offline"),
+    )
+
+
+def register_yaml(container: Any, text: str) -> None:
+    """Register the blocks, then the workflows, of a YAML document."""
+    from langorch.app.definitions import register_block, register_workflow
+    from langorch.domain.loading import load_text
+
+    loaded = load_text(text, source="bench.yaml", fmt="yaml")
+    for block in loaded.blocks:
+        register_block(container.definitions, block)
+    for plan in loaded.workflows:
+        register_workflow(container.definitions, plan)
+
+
+def linear_workflow(
+    plan_id: str, steps: Sequence[str], *, inputs: Sequence[str] = ("x0",), blocks: str = ""
+) -> str:
+    """YAML of a linear workflow: each flow-style step depends on the one before it."""
+    lines = [blocks] if blocks else []
+    properties = ", ".join(f"{name}: {{}}" for name in inputs)
+    lines += [
+        "workflows:",
+        f"  - plan_id: {plan_id}",
+        "    memory: false",
+        f"    inputs_schema: {{properties: {{{properties}}}}}",
+        "    steps:",
+    ]
+    previous: str | None = None
+    for step in steps:
+        step_id = step.split("step_id:", 1)[1].split(",", 1)[0].strip()
+        depends = f", depends_on: [{previous}]" if previous else ""
+        lines.append(f"      - {{{step.strip()}{depends}}}")
+        previous = step_id
+    return "\n".join(lines) + "\n"
+
+
+def counting_steps(n: int) -> list[str]:
+    """``x_i = x_{i-1} + 1`` transform steps (input ``x0``)."""
+    return [
+        f'step_id: s{i}, kind: transform, transform: {{x{i}: "x{i - 1} + 1"}}'
+        for i in range(1, n + 1)
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# DynamoDB request and capacity meter
+# --------------------------------------------------------------------------------------------
+
+_READS = {"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"}
+_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
+
+
+def attribute_size(value: dict[str, Any]) -> int:
+    """Approximate stored size of one attribute value in DynamoDB's wire format."""
+    kind, inner = next(iter(value.items()))
+    if kind == "S":
+        return len(str(inner).encode())
+    if kind == "B":
+        return len(inner) if isinstance(inner, bytes | bytearray) else len(str(inner))
+    if kind == "N":
+        return (len(str(inner).lstrip("-").replace(".", "")) + 1) // 2 + 1
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS", "NS", "BS"):
+        return sum(attribute_size({kind[0]: v}) for v in inner)
+    if kind == "L":
+        return 3 + sum(1 + attribute_size(v) for v in inner)
+    if kind == "M":
+        return 3 + sum(1 + len(k.encode()) + attribute_size(v) for k, v in inner.items())
+    return 0
+
+
+def item_size(item: dict[str, Any]) -> int:
+    """Approximate size of an item as DynamoDB bills it (names + values)."""
+    return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
+
+
+def write_units(size: int, *, transactional: bool = False) -> int:
+    """On-demand write request units for one item write (1 KB each, 2 in a transaction)."""
+    return max(1, math.ceil(size / 1024)) * (2 if transactional else 1)
+
+
+def read_units(size: int, *, consistent: bool, transactional: bool = False) -> float:
+    """On-demand read request units for one read of ``size`` bytes (4 KB each)."""
+    units = max(1, math.ceil(size / 4096))
+    if transactional:
+        return units * 2.0
+    return float(units) if consistent else units / 2
+
+
+@dataclass
+class TableUse:
+    """Requests and estimated request units on one table."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    write_units: float = 0.0
+    read_units: float = 0.0
+    written_bytes: int = 0
+    seconds: float = 0.0
+    """Wall time inside the client calls (botocore + moto), summed over threads."""
+    op_write_units: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def total(self) -> int:
+        return sum(self.requests.values())
+
+    @property
+    def reads(self) -> int:
+        return sum(n for op, n in self.requests.items() if op in _READS)
+
+    @property
+    def writes(self) -> int:
+        return sum(n for op, n in self.requests.items() if op in _WRITES)
+
+
+class DynamoMeter:
+    """Counts a DynamoDB client's requests per table and estimates the request units they bill.
+
+    moto's ``ReturnConsumedCapacity`` is a constant (1.0 or 0.5 whatever the size), so units
+    are estimated from item sizes: writes from the items sent (an ``UpdateItem``'s result is
+    read back through a separate, uncounted client), reads from the items returned.
+
+    Args:
+        client: The counted client (the one the adapters were given).
+        peek: An uncounted client on the same account, for sizing updated items.
+    """
+
+    def __init__(self, client: Any, peek: Any) -> None:
+        self._client = client
+        self._peek = peek
+        self._lock = threading.Lock()
+        self.tables: dict[str, TableUse] = {}
+        # Updated items are sized after the measurement (a read inside the hook would be timed).
+        self._unsized: list[tuple[str, dict[str, Any], str]] = []
+        client.meta.events.register("before-parameter-build.dynamodb", self._before)
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def detach(self) -> None:
+        self._client.meta.events.unregister("before-parameter-build.dynamodb", self._before)
+        self._client.meta.events.unregister("after-call.dynamodb", self._after)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.tables = {}
+            self._unsized = []
+
+    def use(self, table: str | None = None) -> TableUse:
+        """One table's use, or all tables summed (``None``)."""
+        self._size_updates()
+        with self._lock:
+            picked = [u for t, u in self.tables.items() if table is None or t == table]
+        total = TableUse()
+        for u in picked:
+            total.requests.update(u.requests)
+            total.write_units += u.write_units
+            total.read_units += u.read_units
+            total.written_bytes += u.written_bytes
+            total.seconds += u.seconds
+            total.op_write_units.update(u.op_write_units)
+        return total
+
+    # -- hooks
+
+    @staticmethod
+    def _before(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["bench_params"] = params
+        context["bench_started"] = time.perf_counter()
+
+    def _after(self, parsed: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        params = context.get("bench_params") or {}
+        elapsed = time.perf_counter() - context.get("bench_started", time.perf_counter())
+        op = model.name
+        for table, wru, rru, written in self._units(op, params, parsed):
+            with self._lock:
+                use = self.tables.setdefault(table, TableUse())
+                use.write_units += wru
+                use.read_units += rru
+                use.written_bytes += written
+                if wru:
+                    use.op_write_units[op] += wru
+        with self._lock:
+            tables = self._tables_of(op, params)
+            for table in tables:
+                use = self.tables.setdefault(table, TableUse())
+                use.requests[op] += 1
+                use.seconds += elapsed / len(tables)
+
+    @staticmethod
+    def _tables_of(op: str, params: dict[str, Any]) -> list[str]:
+        if "TableName" in params:
+            return [params["TableName"]]
+        if "RequestItems" in params:
+            return list(params["RequestItems"])
+        if "TransactItems" in params:
+            names = {next(iter(entry.values()))["TableName"] for entry in params["TransactItems"]}
+            return sorted(names)
+        return ["(other)"]
+
+    def _units(
+        self, op: str, params: dict[str, Any], parsed: dict[str, Any]
+    ) -> Iterator[tuple[str, float, float, int]]:
+        if op == "PutItem":
+            size = item_size(params["Item"])
+            yield params["TableName"], write_units(size), 0.0, size
+        elif op == "DeleteItem":
+            yield params["TableName"], 1.0, 0.0, 0
+        elif op == "UpdateItem":
+            self._unsized.append((params["TableName"], params["Key"], "UpdateItem"))
+        elif op == "BatchWriteItem":
+            for table, requests in params["RequestItems"].items():
+                for request in requests:
+                    item = request.get("PutRequest", {}).get("Item")
+                    size = item_size(item) if item else 0
+                    yield table, write_units(size), 0.0, size
+        elif op == "TransactWriteItems":
+            for entry in params["TransactItems"]:
+                kind, body = next(iter(entry.items()))
+                if kind == "Update":
+                    self._unsized.append((body["TableName"], body["Key"], "TransactWriteItems"))
+                    continue
+                size = item_size(body["Item"]) if kind == "Put" else 0
+                yield body["TableName"], write_units(size, transactional=True), 0.0, size
+        elif op == "GetItem":
+            size = item_size(parsed.get("Item") or {})
+            consistent = bool(params.get("ConsistentRead"))
+            yield params["TableName"], 0.0, read_units(size, consistent=consistent), 0
+        elif op in ("Query", "Scan"):
+            size = sum(item_size(item) for item in parsed.get("Items", []))
+            consistent = bool(params.get("ConsistentRead"))
+            yield params["TableName"], 0.0, read_units(size, consistent=consistent), 0
+        elif op == "BatchGetItem":
+            for table, items in (parsed.get("Responses") or {}).items():
+                consistent = bool(params["RequestItems"][table].get("ConsistentRead"))
+                for item in items:
+                    yield table, 0.0, read_units(item_size(item), consistent=consistent), 0
+        elif op == "TransactGetItems":
+            for entry in parsed.get("Responses", []):
+                size = item_size(entry.get("Item") or {})
+                yield (
+                    "(transact-get)",
+                    0.0,
+                    read_units(size, consistent=True, transactional=True),
+                    0,
+                )
+
+    def _size_updates(self) -> None:
+        with self._lock:
+            unsized, self._unsized = self._unsized, []
+        for table, key, op in unsized:
+            size = self._stored_size(table, key)
+            units = write_units(size, transactional=op == "TransactWriteItems")
+            with self._lock:
+                use = self.tables.setdefault(table, TableUse())
+                use.write_units += units
+                use.op_write_units[op] += units
+                use.written_bytes += size
+
+    def _stored_size(self, table: str, key: dict[str, Any]) -> int:
+        try:
+            item = self._peek.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+        except Exception:
+            return 1024
+        return item_size(item or key)
+
+
+def dynamo_meter(container: Any) -> DynamoMeter:
+    """A meter on the container's DynamoDB client (with a private client for sizing)."""
+    import boto3
+
+    peek = boto3.client("dynamodb", region_name=REGION)
+    return DynamoMeter(container.client("dynamodb"), peek)
+
+
+# --------------------------------------------------------------------------------------------
+# Timing and printing
+# --------------------------------------------------------------------------------------------
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    """(seconds, result) of one call."""
+    started = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - started, result
+
+
+def median(values: Sequence[float]) -> float:
+    return float(statistics.median(values))
+
+
+def table(title: str, header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table with right-aligned numbers."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(header)]
+    # Text columns (the first, and any with words in them) are left-aligned.
+    left = [i == 0 or any(" " in r[i] and "=" in r[i] for r in cells) for i in range(len(header))]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(
+            v.ljust(w) if left[i] else v.rjust(w)
+            for i, (v, w) in enumerate(zip(values, widths, strict=True))
+        )
+
+    out = [title, line(header), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        if value >= 100:
+            return f"{value:,.0f}"
+        if value >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}"
+    return str(value)
+
+
+@contextmanager
+def segment_timer() -> Iterator[list[tuple[str, float]]]:
+    """Record (status, seconds) of every ``run_segment`` call, ``drive``'s included."""
+    from langorch.app import runs
+
+    original = runs.run_segment
+    segments: list[tuple[str, float]] = []
+
+    def timed_segment(cmd: Any, deps: Any) -> Any:
+        started = time.perf_counter()
+        result = original(cmd, deps)
+        segments.append((result.status, time.perf_counter() - started))
+        return result
+
+    runs.run_segment = timed_segment  # type: ignore[assignment]
+    try:
+        yield segments
+    finally:
+        runs.run_segment = original  # type: ignore[assignment]
