@@ -218,3 +218,50 @@ def test_a_400_step_run_with_growing_state_completes_across_segments(
         if e.type == TimelineEventType.step_finished
     ]
     assert len(finished) == 400
+
+
+@pytest.mark.parametrize("failing_write", [1, 2, 3, 4, 5])
+def test_a_storage_fault_mid_segment_leaves_the_run_resumable_not_failed(
+    make_container: MakeContainer, failing_write: int
+):
+    # Given a run whose n-th checkpoint write fails once (each superstep is one write)
+    from botocore.exceptions import ClientError
+
+    from langorch.domain.errors import StorageError
+
+    container = make_container()
+    register_text(
+        container,
+        WAIT.replace("nap, kind: wait", "nap, kind: transform").replace(
+            "wait: {seconds: 90}", 'transform: {c: "2"}'
+        ),
+    )
+    run, _ = start_run(StartRun("sleeper"), container)
+    writes = {"n": 0}
+
+    def throttle_one_batch(params: dict[str, Any], **_: Any) -> None:
+        if container.settings.checkpoints_table in params.get("RequestItems", {}):
+            writes["n"] += 1
+            if writes["n"] == failing_write:
+                raise ClientError(
+                    {
+                        "Error": {
+                            "Code": "ProvisionedThroughputExceededException",
+                            "Message": "slow down",
+                        }
+                    },
+                    "BatchWriteItem",
+                )
+
+    events = container.client("dynamodb").meta.events
+    events.register("provide-client-params.dynamodb.BatchWriteItem", throttle_one_batch)
+
+    # When the segment hits the fault
+    with pytest.raises(StorageError):
+        run_segment(RunSegment(run.run_id), container)
+
+    # Then the run is not failed, and the retried segment finishes it without losing a step
+    assert container.runs.get_run(run.run_id).status == "running"
+    done = run_segment(RunSegment(run.run_id), container)
+    assert done.status == "succeeded"
+    assert done.outputs["b"] == 2

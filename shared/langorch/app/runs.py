@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from langorch.domain.errors import LeaseHeldError, UnknownInterruptError
+from langorch.domain.errors import RunNotFinishedError, UnknownInterruptError
 from langorch.domain.inputs import ensure_valid_input, with_defaults
 from langorch.domain.runs import (
     PendingInterrupt,
@@ -454,4 +454,4 @@ def drive(
             result = run_segment(RunSegment(run_id, resume=decision), deps)
         else:
             return result
-    raise LeaseHeldError(f"run {run_id} did not finish within {max_segments} segments")
+    raise RunNotFinishedError(f"run {run_id} did not finish within {max_segments} segments")

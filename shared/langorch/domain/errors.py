@@ -48,6 +48,10 @@ class ConflictError(LangorchError):
     """A conditional write lost: someone else changed the record first."""
 
 
+class RunNotFinishedError(LangorchError):
+    """A run driven in-process did not end within its segment bound."""
+
+
 class LeaseHeldError(ConflictError):
     """Another segment holds the run's lease; this one must not touch the graph."""
 
@@ -55,9 +59,13 @@ class LeaseHeldError(ConflictError):
 class UnknownInterruptError(LangorchError):
     """A resume named an interrupt the run is not waiting on."""
 
+    retryable = False
+
 
 class StepFailedError(LangorchError):
-    """A step failed after its retries and no route handles it."""
+    """A step failed in a way another attempt cannot fix, or after its retries with no route."""
+
+    retryable = False
 
 
 class StepTimeoutError(LangorchError):
@@ -73,7 +81,10 @@ class ProviderNotAvailableError(LLMError):
 
 
 class StorageError(LangorchError):
-    """A storage backend failed (named translation of an AWS ``ClientError``)."""
+    """A storage backend failed (named translation of an AWS ``ClientError``).
+
+    Transient for the run: the segment is abandoned and retried, the run does not fail.
+    """
 
 
 class CheckpointPayloadMissingError(StorageError):

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from langgraph.types import Command
 
-from langorch.domain.errors import UnknownInterruptError
+from langorch.domain.errors import ConflictError, StorageError, UnknownInterruptError
 from langorch.engine.context import EngineContext
 
 SegmentStatus = Literal["continue", "sleeping", "waiting_approval", "succeeded", "failed"]
@@ -99,10 +99,12 @@ async def advance(
         raise UnknownInterruptError(
             f"run {ctx.run_id} is not waiting on interrupt {resume.interrupt_id or '(any)'}"
         )
-    elif snapshot.created_at is None:
+    elif snapshot.created_at is None or _input_lost(snapshot):
         graph_input = initial or {}
-    elif snapshot.next:
-        graph_input = None  # continue after a time-budget stop: nothing is pending
+    elif snapshot.next or snapshot.tasks:
+        # Continue: after a time-budget stop, or after a fault that stored a task's writes
+        # but not the next checkpoint (LangGraph applies them). No interrupt is pending.
+        graph_input = None
     else:
         return _finished(snapshot.values, [])
 
@@ -121,6 +123,8 @@ async def advance(
             elif time.monotonic() > deadline:
                 stopped = True  # the checkpoint of this superstep is stored: stop here
                 break
+    except (StorageError, ConflictError):
+        raise  # infrastructure, not the workflow: the segment is retried, the run goes on
     except Exception as exc:
         failed = [e for e in events if e.get("event") == "step_failed"]
         error = (
@@ -145,6 +149,18 @@ async def advance(
     if stopped and snapshot.next:
         return Advance(status="continue", events=events, values=dict(snapshot.values))
     return _finished(snapshot.values, events)
+
+
+def _input_lost(snapshot: Any) -> bool:
+    """Only the input checkpoint was stored, without the input itself.
+
+    The input's writes travel with the next checkpoint (one request per superstep); when that
+    request failed, the run has not started. Its input is deterministic (the run record's), so
+    sending it again is safe.
+    """
+    return (snapshot.metadata or {}).get("source") == "input" and not (
+        snapshot.next or snapshot.tasks
+    )
 
 
 def _finished(values: dict[str, Any], events: list[dict[str, Any]]) -> Advance:
