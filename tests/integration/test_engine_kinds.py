@@ -193,7 +193,7 @@ def test_a_400_step_run_with_growing_state_completes_across_segments(
         + 'transform: {blob: "blob ~ chunk"}}'
         for i in range(400)
     )
-    container = make_container(segment_budget_seconds=4)
+    container = make_container(segment_budget_seconds=1)
     register_text(
         container,
         "workflows:\n  - plan_id: grow\n    memory: false\n"

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import InputValidationError, Problem
 
@@ -29,6 +27,10 @@ def input_problems(plan: TaskPlan, data: Any) -> list[Problem]:
         ]
     if plan.inputs_schema is None:
         return []
+    # Imported here: only starting a run checks inputs, and the runner's cold start should not
+    # pay for jsonschema.
+    from jsonschema import Draft202012Validator
+
     schema = plan.inputs_schema.model_dump(mode="json")
     validator = Draft202012Validator(schema)
     problems = []

@@ -145,11 +145,14 @@ def build_graph(
 
 
 class _BlocksLookup:
-    """A ``DefinitionLookup`` over already-resolved blocks (for the topology only)."""
+    """A ``DefinitionLookup`` over already-resolved blocks, workflows from the store."""
 
-    def __init__(self, blocks: dict[str, BlockDefinition | None]) -> None:
+    def __init__(
+        self, blocks: dict[str, BlockDefinition | None], workflows: DefinitionLookup | None = None
+    ) -> None:
         self._blocks = {(b.block_id, b.version): b for b in blocks.values() if b is not None}
         self._latest = {b.block_id: b for b in blocks.values() if b is not None}
+        self._workflows = workflows
 
     def get_block(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
         if version is None:
@@ -157,7 +160,9 @@ class _BlocksLookup:
         return self._blocks.get((block_id, version))
 
     def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
-        return None
+        if self._workflows is None:
+            return None
+        return self._workflows.get_workflow(workflow_id, version)
 
 
 async def load_memory(state: OrchestrationState, runtime: Runtime[EngineContext]) -> dict[str, Any]:
@@ -215,7 +220,9 @@ class GraphCompiler:
         if cached is not None:
             return cached
         blocks = resolve_blocks(plan, self._lookup)
-        builder = build_graph(plan, blocks, step_graph(plan, self._lookup))
+        # The topology reuses the blocks just resolved (no second read per block); subflow
+        # workflows still come from the store.
+        builder = build_graph(plan, blocks, step_graph(plan, _BlocksLookup(blocks, self._lookup)))
         # A child graph compiled without a checkpointer inherits its parent's when it runs
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.
         graph = builder.compile(

@@ -238,7 +238,9 @@ def make_step_node(spec: StepSpec) -> Any:
                 _result(
                     spec,
                     success=True,
-                    output=outcome.context,
+                    # A bounded summary: the full outputs are in shared_context already, and a
+                    # log that copied them would grow every checkpoint by every step's outputs.
+                    output=summarize(outcome.context),
                     label=outcome.label,
                     duration_ms=duration,
                 )
