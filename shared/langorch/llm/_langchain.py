@@ -15,12 +15,13 @@ LangChain is imported inside the functions: this module is loaded only by a real
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm.base import LLMCallError, LLMRequest
+from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
 from langorch.llm.schema import output_schema
 from langorch.llm.tools import build_tools
 
@@ -160,3 +161,51 @@ def _run_tool(tools: dict[str, Any], name: str, args: dict[str, Any]) -> str:
     if len(output) > MAX_TOOL_OUTPUT_CHARS:
         output = output[:MAX_TOOL_OUTPUT_CHARS] + " [truncated]"
     return output
+
+
+class ChatProvider:
+    """What Bedrock and OpenAI share: a chat model per (model, temperature), built on first
+    use, and one structured-answer call. Subclasses build the model and say how to ask."""
+
+    name = "chat"
+    label = "chat"
+
+    def __init__(self, default_model: str) -> None:
+        self._default_model = default_model
+        self._models: dict[tuple[str, float | None], Any] = {}
+        self._lock = threading.Lock()
+
+    def invoke(self, request: LLMRequest) -> LLMResult:
+        """Answer ``request`` with exactly the block's output keys."""
+        model = request.model or self._default_model
+        chat = self._chat(model, request.temperature)
+        result = answer(
+            chat,
+            request,
+            structured_options=self._structured_options(request),
+            translate=self._translate,
+            provider_label=self.label,
+        )
+        return LLMResult(
+            outputs=result.outputs,
+            provider=self.name,
+            model=model,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+        )
+
+    def _chat(self, model: str, temperature: float | None) -> Any:
+        key = (model, temperature)
+        with self._lock:
+            if key not in self._models:
+                self._models[key] = self._new_chat(model, temperature)
+            return self._models[key]
+
+    def _new_chat(self, model: str, temperature: float | None) -> Any:
+        raise NotImplementedError
+
+    def _structured_options(self, request: LLMRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _translate(self, exc: Exception) -> LLMError:
+        raise NotImplementedError

@@ -8,13 +8,12 @@ named.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm._langchain import answer
-from langorch.llm.base import LLMCallError, LLMRequest, LLMResult, ProviderUnavailableError
+from langorch.llm._langchain import ChatProvider
+from langorch.llm.base import LLMCallError, LLMRequest, ProviderUnavailableError
 
 DEFAULT_BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 """On-demand in most Bedrock regions and able to force a tool choice (structured output)."""
@@ -34,7 +33,7 @@ _NOT_AVAILABLE_CODES = frozenset(
 )
 
 
-class BedrockProvider:
+class BedrockProvider(ChatProvider):
     """Structured answers from Bedrock models, by forced tool use.
 
     Args:
@@ -45,6 +44,7 @@ class BedrockProvider:
     """
 
     name = "bedrock"
+    label = "Bedrock"
 
     def __init__(
         self,
@@ -53,45 +53,17 @@ class BedrockProvider:
         region: str = "us-east-1",
         default_model: str | None = None,
     ) -> None:
+        super().__init__(default_model or DEFAULT_BEDROCK_MODEL)
         self._client_factory = client_factory
         self._client: Any = None
         self._region = region
-        self._default_model = default_model or DEFAULT_BEDROCK_MODEL
-        self._models: dict[tuple[str, float | None], Any] = {}
-        self._lock = threading.Lock()
 
-    def invoke(self, request: LLMRequest) -> LLMResult:
-        """Answer ``request`` through a forced tool call whose input schema is the answer's.
+    def _structured_options(self, request: LLMRequest) -> dict[str, Any]:
+        # Forced tool use: the tool's input schema is the answer's.
+        return {"method": "function_calling"}
 
-        Raises:
-            ProviderNotAvailableError: ``langchain-aws`` is not installed, or no usable AWS
-                credentials or model access.
-            LLMCallError: The call failed (``retryable`` for throttling, 5xx and timeouts) or
-                the answer does not parse.
-        """
-        model = request.model or self._default_model
-        chat = self._chat(model, request.temperature)
-        result = answer(
-            chat,
-            request,
-            structured_options={"method": "function_calling"},
-            translate=translate_bedrock_error,
-            provider_label="Bedrock",
-        )
-        return LLMResult(
-            outputs=result.outputs,
-            provider=self.name,
-            model=model,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-        )
-
-    def _chat(self, model: str, temperature: float | None) -> Any:
-        key = (model, temperature)
-        with self._lock:
-            if key not in self._models:
-                self._models[key] = self._new_chat(model, temperature)
-            return self._models[key]
+    def _translate(self, exc: Exception) -> LLMError:
+        return translate_bedrock_error(exc)
 
     def _new_chat(self, model: str, temperature: float | None) -> Any:
         try:

@@ -6,13 +6,12 @@ time (ARCHITECTURE §2, PERFORMANCE P3).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm._langchain import answer
-from langorch.llm.base import LLMCallError, LLMRequest, LLMResult, ProviderUnavailableError
+from langorch.llm._langchain import ChatProvider
+from langorch.llm.base import LLMCallError, LLMRequest, ProviderUnavailableError
 from langorch.llm.schema import is_strict_compatible
 
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
@@ -24,7 +23,7 @@ ApiKey = Callable[[], str | None] | str | None
 """The API key, or a function that fetches it (from Secrets Manager) on first use."""
 
 
-class OpenAIProvider:
+class OpenAIProvider(ChatProvider):
     """Structured answers from OpenAI's chat-completions API.
 
     Args:
@@ -35,6 +34,7 @@ class OpenAIProvider:
     """
 
     name = "openai"
+    label = "OpenAI"
 
     def __init__(
         self,
@@ -44,45 +44,18 @@ class OpenAIProvider:
         default_model: str | None = None,
         timeout_seconds: float = OPENAI_TIMEOUT_SECONDS,
     ) -> None:
+        super().__init__(default_model or DEFAULT_OPENAI_MODEL)
         self._api_key = api_key
         self._base_url = base_url
-        self._default_model = default_model or DEFAULT_OPENAI_MODEL
         self._timeout = timeout_seconds
-        self._models: dict[tuple[str, float | None], Any] = {}
-        self._lock = threading.Lock()
 
-    def invoke(self, request: LLMRequest) -> LLMResult:
-        """Answer ``request`` with a JSON-schema response format (strict when it can be).
-
-        Raises:
-            ProviderNotAvailableError: ``langchain-openai`` is not installed, or no key.
-            LLMCallError: The call failed (``retryable`` for 408/409/429/5xx, timeouts and
-                connection errors) or the answer does not parse.
-        """
-        model = request.model or self._default_model
-        chat = self._chat(model, request.temperature)
+    def _structured_options(self, request: LLMRequest) -> dict[str, Any]:
+        # A JSON-schema response format, strict when every output is a plain scalar.
         strict = True if is_strict_compatible(request) else None
-        result = answer(
-            chat,
-            request,
-            structured_options={"method": "json_schema", "strict": strict},
-            translate=translate_openai_error,
-            provider_label="OpenAI",
-        )
-        return LLMResult(
-            outputs=result.outputs,
-            provider=self.name,
-            model=model,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-        )
+        return {"method": "json_schema", "strict": strict}
 
-    def _chat(self, model: str, temperature: float | None) -> Any:
-        key = (model, temperature)
-        with self._lock:
-            if key not in self._models:
-                self._models[key] = self._new_chat(model, temperature)
-            return self._models[key]
+    def _translate(self, exc: Exception) -> LLMError:
+        return translate_openai_error(exc)
 
     def _new_chat(self, model: str, temperature: float | None) -> Any:
         try:
