@@ -38,3 +38,28 @@ class Settings(BaseSettings):
     """A segment stops at the next step boundary after this long and returns ``continue``."""
     checkpoint_ttl_days: int | None = 30
     default_approvers: list[str] = []
+
+    # --- The event pipeline (issue 3) ---
+    state_machine_arn: str | None = None
+    """The run state machine; runs start as executions named by their run id."""
+    trigger_function_arn: str | None = None
+    """What EventBridge Scheduler schedules invoke."""
+    scheduler_group: str = "langorch"
+    scheduler_role_arn: str | None = None
+    """The role schedules assume to invoke the trigger function."""
+    public_base_url: str = "http://127.0.0.1:8787"
+    """Approval links are built from this, never from request headers."""
+    sender_email: str = "langorch@example.com"
+    ses_configuration_set: str | None = None
+    """A configuration set without click tracking (SES must not rewrite approval links)."""
+    outbox_dir: str | None = None
+    """Local mode: emails are written here (and their links printed) instead of sent."""
+    link_signing_secret: str = "langorch/link-signing-key"  # noqa: S105 - a name, not a value
+    """Secrets Manager secret: ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}``."""
+    webhook_secret_prefix: str = "langorch/webhooks/"  # noqa: S105 - a name prefix
+    """Per-workflow webhook secret: ``{"current": ..., "previous": ...}`` under this prefix."""
+    llm_api_key_secret: str | None = None
+    """Secrets Manager secret holding the OpenAI key (cloud)."""
+    webhook_max_body_bytes: int = 262_144
+    webhook_tolerance_seconds: int = 300
+    log_group_prefix: str = "/aws/lambda/"

@@ -19,9 +19,14 @@ from langorch.adapters.aws import make_client
 from langorch.config import Settings
 
 if TYPE_CHECKING:
+    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.adapters.scheduler import Schedules
+    from langorch.adapters.secrets import Secrets
+    from langorch.adapters.stepfunctions import StepFunctions
+    from langorch.app.approvals import EmailSender
     from langorch.app.memory import MemoryManager
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import HttpCaller
@@ -104,6 +109,57 @@ class Container:
         return MemoryManager(self.memory_store)
 
     @cached_property
+    def stepfunctions(self) -> StepFunctions:
+        from langorch.adapters.stepfunctions import StepFunctions
+
+        return StepFunctions(self.client("stepfunctions"), self.settings.state_machine_arn)
+
+    @cached_property
+    def secrets(self) -> Secrets:
+        from langorch.adapters.secrets import Secrets
+
+        return Secrets(self.client("secretsmanager"))
+
+    @cached_property
+    def approvals(self) -> ApprovalsRepository:
+        from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+
+        return ApprovalsRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def email(self) -> EmailSender:
+        if self.settings.outbox_dir:
+            from langorch.local.outbox import OutboxSender
+
+            return OutboxSender(self.settings.outbox_dir)
+        from langorch.adapters.ses import SesSender
+
+        return SesSender(
+            self.client("ses"),
+            sender=self.settings.sender_email,
+            configuration_set=self.settings.ses_configuration_set,
+        )
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from langorch.adapters.scheduler import Schedules
+
+        return Schedules(
+            self.client("scheduler"),
+            group=self.settings.scheduler_group,
+            role_arn=self.settings.scheduler_role_arn,
+            target_arn=self.settings.trigger_function_arn,
+        )
+
+    def _openai_key(self) -> str | None:
+        if self.settings.openai_api_key:
+            return self.settings.openai_api_key
+        if self.settings.llm_api_key_secret:
+            value = self.secrets.get_json(self.settings.llm_api_key_secret).get("api_key")
+            return str(value) if value else None
+        return None
+
+    @cached_property
     def llm(self) -> LLMRegistry:
         from langorch.llm import LLMRegistry
 
@@ -112,7 +168,7 @@ class Container:
             default_provider=settings.default_llm_provider,
             default_model=settings.default_llm_model,
             offline_script=settings.offline_script,
-            openai_api_key=settings.openai_api_key,
+            openai_api_key=self._openai_key,
             bedrock_client_factory=lambda: self.client("bedrock-runtime"),
             region=settings.region,
         )

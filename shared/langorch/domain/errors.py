@@ -89,3 +89,43 @@ class StorageError(LangorchError):
 
 class CheckpointPayloadMissingError(StorageError):
     """A checkpoint's offloaded payload is gone: never fall back to an older checkpoint."""
+
+
+class TaskClosedError(LangorchError):
+    """Step Functions no longer waits on this task token (timed out, finished or unknown)."""
+
+
+class SecretNotFoundError(NotFoundError):
+    """A Secrets Manager secret does not exist."""
+
+
+class RequestRejectedError(LangorchError):
+    """An HTTP request is refused; ``status`` is the 4xx to answer with.
+
+    Raised by webhook and approval request checks; translated to HTTP in one place
+    (:mod:`langorch.web.http`).
+    """
+
+    status = 400
+
+    def __init__(self, message: str, *, problems: list[Problem] | None = None) -> None:
+        self.problems = problems or []
+        super().__init__(message)
+
+
+class SignatureError(RequestRejectedError):
+    """A webhook signature or a signed link does not verify."""
+
+    status = 401
+
+
+class PayloadTooLargeError(RequestRejectedError):
+    """A request body is over the limit."""
+
+    status = 413
+
+
+class UnsupportedMediaTypeError(RequestRejectedError):
+    """A request body is not JSON."""
+
+    status = 415

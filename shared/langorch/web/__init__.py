@@ -1,0 +1,1 @@
+"""HTTP surfaces: webhook responses, approval pages and emails, link signing."""

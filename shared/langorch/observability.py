@@ -1,0 +1,42 @@
+"""Logs, metrics and traces for the Lambda handlers (Powertools), in one place.
+
+Every log line is JSON with ``service``, and — through ``logger.append_keys`` in the handlers and
+``extra=`` in the library — ``run_id``, ``workflow_id``, ``workflow_version``, ``step_id`` and
+``segment``. The library's own loggers (``langorch.*``) are routed through the same formatter.
+Metrics are CloudWatch EMF in the ``langorch`` namespace.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+SERVICE = "langorch"
+NAMESPACE = "langorch"
+
+
+@lru_cache(maxsize=1)
+def logger() -> Any:
+    """The process's Powertools ``Logger``; ``langorch.*`` loggers share its JSON formatter."""
+    from aws_lambda_powertools import Logger
+    from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+
+    log = Logger(service=SERVICE)
+    copy_config_to_registered_loggers(source_logger=log, include={"langorch"})
+    return log
+
+
+@lru_cache(maxsize=1)
+def metrics() -> Any:
+    """The process's Powertools ``Metrics`` (EMF)."""
+    from aws_lambda_powertools import Metrics
+
+    return Metrics(namespace=NAMESPACE, service=SERVICE)
+
+
+@lru_cache(maxsize=1)
+def tracer() -> Any:
+    """The process's Powertools ``Tracer`` (X-Ray; disabled outside Lambda)."""
+    from aws_lambda_powertools import Tracer
+
+    return Tracer(service=SERVICE)

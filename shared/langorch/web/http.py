@@ -1,0 +1,49 @@
+"""Errors become HTTP responses here and nowhere else."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langorch.domain.errors import (
+    ConflictError,
+    DefinitionError,
+    LangorchError,
+    NotFoundError,
+    RequestRejectedError,
+)
+
+
+def http_status(error: LangorchError) -> int:
+    """The status code for an error a request caused (5xx is never chosen here)."""
+    if isinstance(error, RequestRejectedError):
+        return error.status
+    if isinstance(error, DefinitionError):
+        return 422
+    if isinstance(error, NotFoundError):
+        return 404
+    if isinstance(error, ConflictError):
+        return 409
+    return 400
+
+
+def error_body(error: LangorchError) -> dict[str, Any]:
+    """The JSON body of an error response: a message and, for input problems, their paths."""
+    problems = getattr(error, "problems", None) or []
+    body: dict[str, Any] = {
+        "error": str(error).splitlines()[0] if str(error) else type(error).__name__
+    }
+    if problems:
+        body["problems"] = [
+            {"path": p.path, "message": p.message, "hint": p.hint} for p in problems
+        ]
+    return body
+
+
+def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """An API Gateway HTTP API (v2) proxy response with a JSON body."""
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json", **(headers or {})},
+        "body": json.dumps(body),
+    }
