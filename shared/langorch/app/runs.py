@@ -104,6 +104,28 @@ def start_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
     return stored, created
 
 
+def launch_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
+    """Start a run end to end: the run record, then its execution (named by the run id).
+
+    Both halves are idempotent, so a duplicate or retried event — even one that arrives after
+    the record was written but before the execution started — starts exactly one execution.
+
+    Returns:
+        The run and whether this call created it.
+    """
+    run, created = start_run(cmd, deps)
+    arn, started = deps.stepfunctions.start(run.run_id, {"run_id": run.run_id, "resume": None})
+    if started or run.execution_arn != arn:
+        run = run.model_copy(update={"execution_arn": arn})
+        if run.status == RunStatus.queued:
+            deps.runs.save_run(run)
+    logger.info(
+        "run launched" if started else "execution already exists",
+        extra={"run_id": run.run_id, "workflow_id": run.workflow_id},
+    )
+    return run, created
+
+
 @dataclass(frozen=True)
 class RunSegment:
     """Advance a run by one segment, optionally answering its parked interrupt."""
