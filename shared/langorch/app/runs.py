@@ -114,11 +114,10 @@ def launch_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
         The run and whether this call created it.
     """
     run, created = start_run(cmd, deps)
+    # The execution ARN derives from the run id; it is not written back to the record, which
+    # the first segment may already be changing.
     arn, started = deps.stepfunctions.start(run.run_id, {"run_id": run.run_id, "resume": None})
-    if started or run.execution_arn != arn:
-        run = run.model_copy(update={"execution_arn": arn})
-        if run.status == RunStatus.queued:
-            deps.runs.save_run(run)
+    run = run.model_copy(update={"execution_arn": arn})
     logger.info(
         "run launched" if started else "execution already exists",
         extra={"run_id": run.run_id, "workflow_id": run.workflow_id},
