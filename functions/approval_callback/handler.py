@@ -1,0 +1,120 @@
+"""The approval_callback Lambda: ``GET|HEAD|POST /approvals/{id}`` from API Gateway (HTTP API v2).
+
+``GET`` and ``HEAD`` show the page and never decide (mail scanners open links); only a ``POST``
+from the page's form — signed query string, nonce, and the one-time code when required —
+decides. Answers are HTML with the approval pages' security headers. The source IP is
+``requestContext.http.sourceIp``; the query string (a signed link) is never logged.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.metrics import MetricUnit
+
+from langorch import observability
+from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
+from langorch.config import Settings
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from langorch.app.container import Container
+    from langorch.web.pages import Page
+
+# Typed here so Powertools' decorators keep the handler's signature for mypy.
+logger: Logger = observability.logger()
+tracer: Tracer = observability.tracer()
+metrics: Metrics = observability.metrics()
+app = APIGatewayHttpResolver()
+
+MAX_FORM_BYTES = 512 * 1024
+FORM_TYPE = "application/x-www-form-urlencoded"
+
+_container: Container | None = None
+
+
+def container() -> Container:
+    """The sandbox's container, built on first use from the environment's settings."""
+    global _container
+    if _container is None:
+        from langorch.app.container import Container
+
+        _container = Container(Settings())
+    return _container
+
+
+def _request(approval_id: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:
+    event = app.current_event
+    http = event.request_context.http
+    return ApprovalHttpRequest(
+        approval_id=approval_id,
+        method=http.method,
+        query=dict(event.query_string_parameters or {}),
+        form=form or {},
+        source_ip=http.source_ip,
+        user_agent=http.user_agent,
+    )
+
+
+def _response(page: Page) -> Response[str]:
+    headers = {k: v for k, v in page.headers.items() if k != "Content-Type"}
+    metrics.add_metric(name=f"ApprovalPages{page.status // 100}xx", unit=MetricUnit.Count, value=1)
+    return Response(
+        status_code=page.status,
+        content_type=page.headers.get("Content-Type", "text/html; charset=utf-8"),
+        body=page.body,
+        headers=headers,
+    )
+
+
+@app.get("/approvals/<approval_id>")
+def _get(approval_id: str) -> Response[str]:
+    logger.append_keys(approval_id=approval_id)
+    return _response(view_approval(_request(approval_id), container()))
+
+
+@app.head("/approvals/<approval_id>")
+def _head(approval_id: str) -> Response[str]:
+    logger.append_keys(approval_id=approval_id)
+    return _response(view_approval(_request(approval_id), container()))
+
+
+@app.post("/approvals/<approval_id>")
+def _post(approval_id: str) -> Response[str]:
+    from langorch.web.pages import result_page
+
+    logger.append_keys(approval_id=approval_id)
+    event = app.current_event
+    content_type = (event.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if content_type != FORM_TYPE:
+        return _response(
+            result_page(
+                "The form could not be read",
+                "Decisions are sent from the approval page's form; nothing was changed.",
+                status=415,
+            )
+        )
+    body = event.decoded_body or ""
+    if len(body.encode("utf-8")) > MAX_FORM_BYTES:
+        return _response(
+            result_page(
+                "The form is too large",
+                "The form is larger than an approval accepts; nothing was changed.",
+                status=413,
+            )
+        )
+    fields = parse_qs(body, keep_blank_values=True, max_num_fields=500)
+    form = {key: values[0] for key, values in fields.items() if values}
+    return _response(decide_approval(_request(approval_id, form), container()))
+
+
+@logger.inject_lambda_context(clear_state=True, log_event=False)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Route the API Gateway v2 event to the page (GET/HEAD) or the decision (POST)."""
+    return app.resolve(event, context)

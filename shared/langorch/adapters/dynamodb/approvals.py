@@ -1,0 +1,547 @@
+"""Approvals in the runs table: the record, its server-side secrets, and its audit trail.
+
+Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
+
+    item      pk                   sk                         other attributes
+    approval  approval#<id>        approval                   approval_id, run_id, workflow_id,
+                                                              status, created_at, expires_at (N),
+                                                              decided_by, decided_at, comment,
+                                                              edits (JSON), body (request JSON),
+                                                              emailed (SS), code_failures (N),
+                                                              gsi1pk, gsi1sk, gsi2pk, gsi2sk
+    secret    approval#<id>        secret                     task_token, code#<approver_ref>
+    audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
+
+    GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
+    GSI gsi2  gsi2pk = approvals#pending  gsi2sk = <created_at>#<id>   (removed when it ends)
+
+The task token and the code hashes live in their own ``secret`` item, which carries no index
+attributes: the GSIs (projection ALL) never copy them, and only :meth:`task_token` and
+:meth:`code_hash` read them. The ``approvals`` and ``approvals#pending`` partitions cannot clash
+with run items, whose index keys start with ``wf#`` and ``status#``.
+
+Deciding is one conditional ``UpdateItem`` (pending and not expired): DynamoDB serialises writes
+to an item, so of two concurrent decisions exactly one wins and the other reads who won.
+Audit items are only ever created (``attribute_not_exists``), never updated or deleted here.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from botocore.exceptions import ClientError
+
+from langorch.domain.approvals import (
+    AlreadyDecidedError,
+    Approval,
+    ApprovalStatus,
+    AuditEntry,
+    LinkExpiredError,
+    RunEndedError,
+)
+from langorch.domain.errors import NotFoundError, StorageError
+
+APPROVAL_SK = "approval"
+SECRET_SK = "secret"  # noqa: S105 - an item name
+AUDIT_PREFIX = "audit#"
+ALL_PARTITION = "approvals"
+PENDING_PARTITION = "approvals#pending"
+GSI_ALL = "gsi1"
+GSI_PENDING = "gsi2"
+MAX_COMMENT_CHARS = 4000
+MAX_LIST = 1000
+
+# Conditions, named (habit 8).
+APPROVAL_IS_NEW = "attribute_not_exists(pk)"
+IS_DECIDABLE = "#status = :pending AND expires_at > :now"
+"""Only a pending approval that has not expired takes a decision — the decide-once rule."""
+IS_OPEN = "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled)"
+"""Timing out or cancelling applies to anything not already closed (including a decision that
+could not be delivered because the task had closed)."""
+IS_THIS_DECISION = "#status = :decision AND decided_by = :by AND decided_at = :at"
+ENTRY_IS_NEW = "attribute_not_exists(pk)"
+
+
+def _utc_iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _pk(approval_id: str) -> str:
+    return f"approval#{approval_id}"
+
+
+def _code(exc: ClientError) -> str:
+    return str(cast(dict[str, Any], exc.response).get("Error", {}).get("Code", ""))
+
+
+def _old_item(exc: ClientError) -> dict[str, Any] | None:
+    return cast(dict[str, Any] | None, cast(dict[str, Any], exc.response).get("Item"))
+
+
+def _s(item: dict[str, Any], name: str) -> str | None:
+    value = item.get(name, {}).get("S")
+    return None if value is None else str(value)
+
+
+def _new_suffix() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class ApprovalsRepository:
+    """Approvals, their task tokens and audit trails in the runs table (layout above).
+
+    Args:
+        client: a boto3 DynamoDB client.
+        table_name: the runs table (``Settings.runs_table``).
+        suffix: random part of audit sort keys (tests may fix it).
+    """
+
+    def __init__(
+        self, client: Any, table_name: str, *, suffix: Callable[[], str] = _new_suffix
+    ) -> None:
+        self._client = client
+        self._table = table_name
+        self._suffix = suffix
+
+    # ----------------------------------------------------------------------------------------
+    # Writes
+    # ----------------------------------------------------------------------------------------
+
+    def put_pending(self, approval: Approval, task_token: str) -> tuple[Approval, bool]:
+        """Store a new pending approval and its task token, once per approval id.
+
+        A retried request (same run and interrupt) stores nothing new and returns the stored
+        approval; if it is still pending its token is replaced, since Step Functions waits on
+        the newest one.
+
+        Returns:
+            The stored approval and whether this call created it.
+
+        Raises:
+            StorageError: DynamoDB failed.
+        """
+        created = _utc_iso(approval.created_at)
+        item: dict[str, Any] = {
+            "pk": {"S": _pk(approval.approval_id)},
+            "sk": {"S": APPROVAL_SK},
+            "approval_id": {"S": approval.approval_id},
+            "run_id": {"S": approval.run_id},
+            "status": {"S": ApprovalStatus.pending.value},
+            "created_at": {"S": created},
+            "expires_at": {"N": str(int(approval.expires_at.timestamp()))},
+            "body": {"S": self._request_json(approval)},
+            "code_failures": {"N": "0"},
+            "gsi1pk": {"S": ALL_PARTITION},
+            "gsi1sk": {"S": f"{created}#{approval.approval_id}"},
+            "gsi2pk": {"S": PENDING_PARTITION},
+            "gsi2sk": {"S": f"{created}#{approval.approval_id}"},
+        }
+        if approval.workflow_id:
+            item["workflow_id"] = {"S": approval.workflow_id}
+        secret = {
+            "pk": {"S": _pk(approval.approval_id)},
+            "sk": {"S": SECRET_SK},
+            "task_token": {"S": task_token},
+        }
+        try:
+            self._client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self._table,
+                            "Item": item,
+                            "ConditionExpression": APPROVAL_IS_NEW,
+                        }
+                    },
+                    {"Put": {"TableName": self._table, "Item": secret}},
+                ]
+            )
+            return approval, True
+        except ClientError as exc:
+            reasons = cast(dict[str, Any], exc.response).get("CancellationReasons") or []
+            if not (reasons and reasons[0].get("Code") == "ConditionalCheckFailed"):
+                raise self._storage_error("TransactWriteItems", exc) from exc
+        stored = self.get(approval.approval_id)
+        if stored is None:  # pragma: no cover - the condition just saw it
+            raise StorageError(f"approval {approval.approval_id} vanished while being stored")
+        if stored.is_pending:
+            self._replace_token(approval.approval_id, task_token)
+        return stored, False
+
+    def _replace_token(self, approval_id: str, task_token: str) -> None:
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _pk(approval_id)}, "sk": {"S": SECRET_SK}},
+                UpdateExpression="SET task_token = :token",
+                ExpressionAttributeValues={":token": {"S": task_token}},
+            )
+        except ClientError as exc:
+            raise self._storage_error("UpdateItem", exc) from exc
+
+    def decide(
+        self,
+        approval_id: str,
+        decision: ApprovalStatus,
+        approver: str,
+        comment: str | None,
+        edits: dict[str, Any],
+        now: datetime,
+    ) -> Approval:
+        """Record the decision, once: one conditional write (pending and not expired).
+
+        Returns:
+            The decided approval.
+
+        Raises:
+            AlreadyDecidedError: someone decided first (carries who and when).
+            LinkExpiredError: the approval expired or timed out.
+            RunEndedError: the approval was cancelled.
+            NotFoundError: no such approval.
+            StorageError: DynamoDB failed.
+        """
+        if decision not in (ApprovalStatus.approved, ApprovalStatus.rejected):
+            raise ValueError(f"a decision is approved or rejected, not {decision}")
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _pk(approval_id)}, "sk": {"S": APPROVAL_SK}},
+                UpdateExpression=(
+                    "SET #status = :decision, decided_by = :by, decided_at = :at, "
+                    "#comment = :comment, edits = :edits REMOVE gsi2pk, gsi2sk"
+                ),
+                ConditionExpression=IS_DECIDABLE,
+                ExpressionAttributeNames={"#status": "status", "#comment": "comment"},
+                ExpressionAttributeValues={
+                    ":decision": {"S": decision.value},
+                    ":by": {"S": approver},
+                    ":at": {"S": _utc_iso(now)},
+                    ":comment": {"S": (comment or "")[:MAX_COMMENT_CHARS]},
+                    ":edits": {"S": json.dumps(edits, default=str)},
+                    ":pending": {"S": ApprovalStatus.pending.value},
+                    ":now": {"N": str(int(now.timestamp()))},
+                },
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            raise self._refusal(approval_id, _old_item(exc)) from exc
+        return self._approval(response["Attributes"])
+
+    def _refusal(self, approval_id: str, old: dict[str, Any] | None) -> Exception:
+        if old is None:
+            return NotFoundError(f"approval {approval_id} does not exist")
+        approval = self._approval(old)
+        if approval.status in (ApprovalStatus.approved, ApprovalStatus.rejected):
+            return AlreadyDecidedError(
+                approval_id, approval.status, approval.decided_by, approval.decided_at
+            )
+        if approval.status is ApprovalStatus.cancelled:
+            return RunEndedError(f"approval {approval_id} was cancelled")
+        return LinkExpiredError(f"approval {approval_id} expired before the decision")
+
+    def reopen(self, approval: Approval) -> bool:
+        """Undo a decision that could not be delivered, so the approver can press again.
+
+        Only the exact decision passed in is undone (same status, approver and time), so a
+        decision made by anyone else is never touched.
+
+        Returns:
+            Whether it was reopened.
+        """
+        if approval.decided_at is None or approval.decided_by is None:
+            return False
+        created = _utc_iso(approval.created_at)
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _pk(approval.approval_id)}, "sk": {"S": APPROVAL_SK}},
+                UpdateExpression=(
+                    "SET #status = :pending, gsi2pk = :gpk, gsi2sk = :gsk "
+                    "REMOVE decided_by, decided_at, #comment, edits"
+                ),
+                ConditionExpression=IS_THIS_DECISION,
+                ExpressionAttributeNames={"#status": "status", "#comment": "comment"},
+                ExpressionAttributeValues={
+                    ":pending": {"S": ApprovalStatus.pending.value},
+                    ":gpk": {"S": PENDING_PARTITION},
+                    ":gsk": {"S": f"{created}#{approval.approval_id}"},
+                    ":decision": {"S": approval.status.value},
+                    ":by": {"S": approval.decided_by},
+                    ":at": {"S": _utc_iso(approval.decided_at)},
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._storage_error("UpdateItem", exc) from exc
+        return True
+
+    def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
+        """Close the approval as ``timed_out`` or ``cancelled`` unless it is closed already.
+
+        Returns:
+            Whether this call changed it (``False``: missing or already closed).
+        """
+        if status not in (ApprovalStatus.timed_out, ApprovalStatus.cancelled):
+            raise ValueError(f"mark closes an approval as timed_out or cancelled, not {status}")
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _pk(approval_id)}, "sk": {"S": APPROVAL_SK}},
+                UpdateExpression="SET #status = :status REMOVE gsi2pk, gsi2sk",
+                ConditionExpression=IS_OPEN,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":status": {"S": status.value},
+                    ":timed_out": {"S": ApprovalStatus.timed_out.value},
+                    ":cancelled": {"S": ApprovalStatus.cancelled.value},
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._storage_error("UpdateItem", exc) from exc
+        return True
+
+    def mark_emailed(self, approval_id: str, approver_ref: str) -> None:
+        """Remember that this approver's email went out (a retried request skips them)."""
+        self._update(
+            approval_id,
+            APPROVAL_SK,
+            "ADD emailed :ref",
+            {":ref": {"SS": [approver_ref]}},
+        )
+
+    def record_code_failure(self, approval_id: str) -> int:
+        """Count a wrong one-time code; returns the count so far."""
+        response = self._update(
+            approval_id,
+            APPROVAL_SK,
+            "ADD code_failures :one",
+            {":one": {"N": "1"}},
+            returns="UPDATED_NEW",
+        )
+        return int(response["Attributes"]["code_failures"]["N"])
+
+    def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
+        """Store the keyed hash of an approver's one-time code (never the code)."""
+        self._update(
+            approval_id,
+            SECRET_SK,
+            "SET #code = :hash",
+            {":hash": {"S": hashed}},
+            names={"#code": f"code#{approver_ref}"},
+        )
+
+    def _update(
+        self,
+        approval_id: str,
+        sk: str,
+        expression: str,
+        values: dict[str, Any],
+        *,
+        names: dict[str, str] | None = None,
+        returns: str = "NONE",
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": {"pk": {"S": _pk(approval_id)}, "sk": {"S": sk}},
+            "UpdateExpression": expression,
+            "ConditionExpression": "attribute_exists(pk)",
+            "ExpressionAttributeValues": values,
+            "ReturnValues": returns,
+        }
+        if names:
+            request["ExpressionAttributeNames"] = names
+        try:
+            return cast(dict[str, Any], self._client.update_item(**request))
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"approval {approval_id} does not exist") from exc
+            raise self._storage_error("UpdateItem", exc) from exc
+
+    # ----------------------------------------------------------------------------------------
+    # Reads
+    # ----------------------------------------------------------------------------------------
+
+    def get(self, approval_id: str) -> Approval | None:
+        """The approval, read consistently (``None`` when there is none)."""
+        item = self._get_item(approval_id, APPROVAL_SK)
+        return None if item is None else self._approval(item)
+
+    def task_token(self, approval_id: str) -> str:
+        """The task token the run waits on: read only to resume it, never shown or logged.
+
+        Raises:
+            NotFoundError: no such approval.
+        """
+        item = self._get_item(approval_id, SECRET_SK, projection="task_token")
+        token = None if item is None else _s(item, "task_token")
+        if token is None:
+            raise NotFoundError(f"approval {approval_id} has no stored task token")
+        return token
+
+    def code_hash(self, approval_id: str, approver_ref: str) -> str | None:
+        """The stored hash of an approver's one-time code (``None`` when none was issued)."""
+        name = f"code#{approver_ref}"
+        item = self._get_item(approval_id, SECRET_SK, projection="#code", names={"#code": name})
+        return None if item is None else _s(item, name)
+
+    def list(
+        self, *, pending_only: bool = False, run_id: str | None = None, limit: int = 50
+    ) -> list[Approval]:
+        """Approvals, newest first (eventually consistent: from the indexes).
+
+        Args:
+            pending_only: only those still waiting for a decision.
+            run_id: only this run's.
+            limit: at most this many (capped at 1000).
+        """
+        limit = max(1, min(limit, MAX_LIST))
+        index, partition = (
+            (GSI_PENDING, PENDING_PARTITION) if pending_only else (GSI_ALL, ALL_PARTITION)
+        )
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": index,
+            "KeyConditionExpression": "#pk = :pk",
+            "ExpressionAttributeNames": {"#pk": f"{index}pk"},
+            "ExpressionAttributeValues": {":pk": {"S": partition}},
+            "ScanIndexForward": False,
+        }
+        if run_id is not None:
+            # Limit would count items before the filter: page until enough match instead.
+            request["FilterExpression"] = "run_id = :run"
+            request["ExpressionAttributeValues"][":run"] = {"S": run_id}
+        else:
+            request["Limit"] = limit
+        found: list[Approval] = []
+        for item in self._query(request):
+            found.append(self._approval(item))
+            if len(found) >= limit:
+                break
+        return found
+
+    # ----------------------------------------------------------------------------------------
+    # Audit
+    # ----------------------------------------------------------------------------------------
+
+    def append_audit(self, entry: AuditEntry) -> None:
+        """Add one line to the approval's audit trail (create-only, never overwritten)."""
+        for _ in range(3):
+            sk = f"{AUDIT_PREFIX}{_utc_iso(entry.at)}#{self._suffix()}"
+            try:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item={
+                        "pk": {"S": _pk(entry.approval_id)},
+                        "sk": {"S": sk},
+                        "body": {"S": entry.model_dump_json(exclude_none=True)},
+                    },
+                    ConditionExpression=ENTRY_IS_NEW,
+                )
+                return
+            except ClientError as exc:
+                if _code(exc) != "ConditionalCheckFailedException":
+                    raise self._storage_error("PutItem", exc) from exc
+        raise StorageError(f"approval {entry.approval_id}: no free audit key after 3 attempts")
+
+    def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
+        """The approval's audit trail, oldest first."""
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _pk(approval_id)},
+                ":prefix": {"S": AUDIT_PREFIX},
+            },
+            "ConsistentRead": True,
+        }
+        return [AuditEntry.model_validate_json(item["body"]["S"]) for item in self._query(request)]
+
+    # ----------------------------------------------------------------------------------------
+    # Mapping and plumbing
+    # ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _request_json(approval: Approval) -> str:
+        # The parts that never change after the request; the decision lives in attributes
+        # beside it, so deciding needs no read-modify-write of this body.
+        fixed = approval.model_dump(
+            mode="json",
+            exclude={
+                "status",
+                "decided_by",
+                "decided_at",
+                "comment",
+                "edits",
+                "emailed",
+                "code_failures",
+            },
+        )
+        return json.dumps(fixed, default=str)
+
+    @staticmethod
+    def _approval(item: dict[str, Any]) -> Approval:
+        data = json.loads(item["body"]["S"])
+        decided_at = _s(item, "decided_at")
+        edits = _s(item, "edits")
+        data.update(
+            status=_s(item, "status") or ApprovalStatus.pending.value,
+            decided_by=_s(item, "decided_by"),
+            decided_at=datetime.fromisoformat(decided_at.replace("Z", "+00:00"))
+            if decided_at
+            else None,
+            comment=_s(item, "comment") or None,
+            edits=json.loads(edits) if edits else {},
+            emailed=sorted(item.get("emailed", {}).get("SS", [])),
+            code_failures=int(item.get("code_failures", {}).get("N", "0")),
+        )
+        return Approval.model_validate(data)
+
+    def _get_item(
+        self,
+        approval_id: str,
+        sk: str,
+        *,
+        projection: str | None = None,
+        names: dict[str, str] | None = None,
+    ) -> dict[str, Any] | None:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": {"pk": {"S": _pk(approval_id)}, "sk": {"S": sk}},
+            "ConsistentRead": True,
+        }
+        if projection:
+            request["ProjectionExpression"] = projection
+        if names:
+            request["ExpressionAttributeNames"] = names
+        try:
+            response = self._client.get_item(**request)
+        except ClientError as exc:
+            raise self._storage_error("GetItem", exc) from exc
+        return cast(dict[str, Any] | None, response.get("Item"))
+
+    def _query(self, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        while True:
+            try:
+                response = self._client.query(**request)
+            except ClientError as exc:
+                raise self._storage_error("Query", exc) from exc
+            yield from response.get("Items", [])
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            request = {**request, "ExclusiveStartKey": last}
+
+    def _storage_error(self, operation: str, exc: ClientError) -> StorageError:
+        message = cast(dict[str, Any], exc.response).get("Error", {}).get("Message", "")
+        return StorageError(f"DynamoDB {operation} on {self._table} failed: {_code(exc)} {message}")

@@ -1,0 +1,71 @@
+"""SES: send approval emails (text and HTML) through a configuration set without click tracking.
+
+Click tracking would rewrite the approval link through a tracking domain; the configured set must
+have it off (RELIABILITY "Approval links").
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import ClientError
+
+from langorch.domain.approvals import EmailNotSentError
+from langorch.domain.errors import StorageError
+
+if TYPE_CHECKING:
+    from langorch.web.emails import OutgoingEmail
+
+_TRANSIENT = frozenset(
+    {"Throttling", "ThrottlingException", "ServiceUnavailable", "InternalFailure", "RequestTimeout"}
+)
+
+
+class SesSender:
+    """Sends rendered emails with SES ``SendEmail``.
+
+    Args:
+        client: a boto3 ``ses`` client.
+        sender: the verified From address.
+        configuration_set: the configuration set to send through (click tracking off).
+    """
+
+    def __init__(self, client: Any, *, sender: str, configuration_set: str | None) -> None:
+        self._client = client
+        self._sender = sender
+        self._configuration_set = configuration_set
+
+    def send(self, email: OutgoingEmail) -> str:
+        """Send one email; returns SES's message id.
+
+        Raises:
+            StorageError: SES is throttling or unavailable (transient: the request is retried).
+            EmailNotSentError: SES refused the email for good (unverified sender, bad address).
+        """
+        request: dict[str, Any] = {
+            "Source": self._sender,
+            "Destination": {"ToAddresses": [email.to]},
+            "Message": {
+                "Subject": {"Data": email.subject, "Charset": "UTF-8"},
+                "Body": {
+                    "Text": {"Data": email.text, "Charset": "UTF-8"},
+                    "Html": {"Data": email.html, "Charset": "UTF-8"},
+                },
+            },
+        }
+        if self._configuration_set:
+            request["ConfigurationSetName"] = self._configuration_set
+        try:
+            response = self._client.send_email(**request)
+        except ClientError as exc:
+            error = cast(dict[str, Any], exc.response).get("Error", {})
+            code = str(error.get("Code", ""))
+            # Only the code and SES's message: the request holds the signed link.
+            message = f"SES did not send approval {email.approval_id}'s email: {code}"
+            if code in _TRANSIENT:
+                raise StorageError(message) from exc
+            raise EmailNotSentError(
+                f"{message} ({error.get('Message', '')}); check that {self._sender} is a "
+                "verified identity and the recipient address is valid"
+            ) from exc
+        return str(response["MessageId"])

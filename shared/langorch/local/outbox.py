@@ -1,0 +1,71 @@
+"""Local mode's email: every message written to a folder, and its approval link printed.
+
+This is the only place local mode shows an approval link (on stdout, for the developer); nothing
+logs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from langorch.web.emails import OutgoingEmail
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class OutboxSender:
+    """Writes each email as ``<stamp>-<approval>-<n>.json`` and ``.eml`` under ``outbox_dir``.
+
+    Args:
+        outbox_dir: the folder (created when missing).
+        sender: the From address written into the ``.eml``.
+        stdout: where the link is printed (default ``sys.stdout``).
+    """
+
+    def __init__(
+        self,
+        outbox_dir: str | Path,
+        *,
+        sender: str = "langorch@localhost",
+        stdout: TextIO | None = None,
+    ) -> None:
+        self._dir = Path(outbox_dir)
+        self._sender = sender
+        self._stdout = stdout
+
+    def send(self, email: OutgoingEmail) -> str:
+        """Write the email and print its link; returns the file stem as the message id."""
+        self._dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        base = f"{stamp}-{_SAFE.sub('_', email.approval_id)}"
+        stem = base
+        counter = 1
+        while (self._dir / f"{stem}.json").exists():
+            counter += 1
+            stem = f"{base}-{counter}"
+        record = {
+            "to": email.to,
+            "subject": email.subject,
+            "approval_id": email.approval_id,
+            "link": email.link,
+            "text": email.text,
+            "html": email.html,
+        }
+        (self._dir / f"{stem}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
+        message = EmailMessage()
+        message["From"] = self._sender
+        message["To"] = email.to
+        message["Subject"] = email.subject
+        message.set_content(email.text)
+        message.add_alternative(email.html, subtype="html")
+        (self._dir / f"{stem}.eml").write_bytes(bytes(message))
+        out = self._stdout or sys.stdout
+        print(f"approval email to {email.to}: {email.link}", file=out, flush=True)
+        return stem

@@ -1,0 +1,140 @@
+"""The approval email: a subject that cannot inject headers, escaped and bounded bodies.
+
+The email carries the approver's own signed link and, when the step requires it, their one-time
+code. It never carries the task token (which the renderer is never given).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from langorch.domain.approvals import Approval, bounded, human_time
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+MAX_SUBJECT_CHARS = 120
+MAX_TITLE_CHARS = 200
+MAX_MESSAGE_CHARS = 4000
+MAX_CONTEXT_KEYS = 20
+MAX_CONTEXT_VALUE_CHARS = 500
+SUBJECT_PREFIX = "Approval needed: "
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
+
+
+@dataclass(frozen=True)
+class OutgoingEmail:
+    """One rendered email to one approver.
+
+    ``link`` is kept apart for the local outbox, which prints it; the fields holding the link are
+    left out of ``repr`` so logging the object cannot leak a signed link.
+    """
+
+    to: str
+    subject: str
+    approval_id: str
+    text: str = field(repr=False)
+    html: str = field(repr=False)
+    link: str = field(repr=False)
+
+
+def clean_subject(text: str, limit: int = MAX_SUBJECT_CHARS) -> str:
+    """A one-line subject: CR, LF and other control characters become spaces, then bounded.
+
+    A subject is a header; a newline in it would start a new header (``Bcc:`` …).
+    """
+    one_line = " ".join(_CONTROL.sub(" ", text).split())
+    return bounded(one_line, limit)
+
+
+_TEXT = """\
+{{ title }}
+{% if message %}
+{{ message }}
+{% endif %}
+{% for key, value in context %}{{ key }}: {{ value }}
+{% endfor %}
+Open this link to review and decide (approve or reject on the page):
+{{ link }}
+{% if code %}
+Your one-time code: {{ code }}
+Type it on the page; it is needed to decide.
+{% endif %}
+The link is for you only and expires at {{ expires }}.
+Opening it decides nothing; only the buttons on the page do.
+"""
+
+_HTML = """\
+<!doctype html>
+<html><body style="font-family:sans-serif;max-width:40em">
+<h2>{{ title }}</h2>
+{% if message %}<p style="white-space:pre-wrap">{{ message }}</p>{% endif %}
+{% if context %}<table>{% for key, value in context %}
+<tr><th style="text-align:left;vertical-align:top">{{ key }}</th>
+<td style="white-space:pre-wrap">{{ value }}</td></tr>{% endfor %}
+</table>{% endif %}
+<p><a href="{{ link }}">Review and decide</a></p>
+{% if code %}<p>Your one-time code: <strong style="font-size:1.4em">{{ code }}</strong><br>
+Type it on the page; it is needed to decide.</p>{% endif %}
+<p style="color:#555">The link is for you only and expires at {{ expires }}.
+Opening it decides nothing; only the buttons on the page do.</p>
+</body></html>
+"""
+
+
+@lru_cache(maxsize=2)
+def _env(html: bool) -> Environment:
+    from jinja2 import DictLoader, Environment, StrictUndefined
+
+    # The text body is not HTML: escaping it would show "&amp;" to the reader.
+    return Environment(
+        loader=DictLoader({"email.html": _HTML, "email.txt": _TEXT}),
+        autoescape=html,  # noqa: S701 - on for the HTML body; the text body is not HTML
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,
+    )
+
+
+def _shown(value: Any) -> str:
+    import json
+
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return bounded(text, MAX_CONTEXT_VALUE_CHARS)
+
+
+def render_approval_email(
+    approval: Approval, *, to: str, link: str, code: str | None = None
+) -> OutgoingEmail:
+    """The email asking ``to`` to decide ``approval``.
+
+    Args:
+        approval: what is asked (title, message, context).
+        to: the approver's address.
+        link: their signed link.
+        code: their one-time code, when the step requires one.
+    """
+    title = bounded(approval.title, MAX_TITLE_CHARS)
+    context = [
+        (bounded(str(k), 64), _shown(v))
+        for k, v in list(approval.context.items())[:MAX_CONTEXT_KEYS]
+    ]
+    values = {
+        "title": title,
+        "message": bounded(approval.message, MAX_MESSAGE_CHARS),
+        "context": context,
+        "link": link,
+        "code": code,
+        "expires": human_time(approval.expires_at),
+    }
+    return OutgoingEmail(
+        to=to,
+        subject=clean_subject(SUBJECT_PREFIX + title),
+        approval_id=approval.approval_id,
+        text=_env(False).get_template("email.txt").render(values),
+        html=_env(True).get_template("email.html").render(values),
+        link=link,
+    )

@@ -1,0 +1,260 @@
+"""The approval page and its result pages: inert, escaped, bounded HTML.
+
+Inert means: no script, no meta refresh, no auto-submitting form. Opening the page (GET or
+HEAD — what mail scanners do) decides nothing; only the form's POST does. The form has no
+``action``, so it posts back to the same URL with the signed query string, and the signature
+itself never appears in the page body. Everything shown is escaped by Jinja2's autoescaping.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from langorch.domain.approvals import (
+    AlreadyDecidedError,
+    Approval,
+    ApprovalLinkError,
+    ApprovalStatus,
+    bounded,
+    human_time,
+)
+from langorch.web.http import http_status
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
+
+MAX_TITLE_CHARS = 200
+MAX_MESSAGE_CHARS = 10_000
+MAX_CONTEXT_KEYS = 50
+MAX_CONTEXT_VALUE_CHARS = 4_000
+MAX_EDIT_CHARS = 20_000
+"""An editable value longer than this is shown read-only (cut short, editing it would lose the
+rest)."""
+EDIT_PREFIX = "edit."
+
+SECURITY_HEADERS: dict[str, str] = {
+    "Content-Type": "text/html; charset=utf-8",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+@dataclass(frozen=True)
+class Page:
+    """An HTML response: status, body and the security headers every approval page carries."""
+
+    status: int
+    body: str
+    headers: dict[str, str] = field(default_factory=lambda: dict(SECURITY_HEADERS))
+
+
+_BASE = """\
+<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="robots" content="noindex, nofollow">
+<title>{{ heading }}</title>
+<style>
+body{font-family:system-ui,sans-serif;max-width:44em;margin:2em auto;padding:0 1em;color:#222}
+pre,.msg{white-space:pre-wrap;word-break:break-word}
+table{border-collapse:collapse}th,td{padding:.3em .6em;border-bottom:1px solid #ddd;
+text-align:left;vertical-align:top}
+textarea{width:100%;font-family:monospace}
+.error{background:#fde8e8;border:1px solid #e99;padding:.6em}
+.note{color:#555}
+button{font-size:1.1em;padding:.4em 1.2em;margin-right:1em}
+</style></head>
+<body>
+<h1>{{ heading }}</h1>
+{% block content %}{% endblock %}
+</body></html>
+"""
+
+_RESULT = """\
+{% extends "base.html" %}
+{% block content %}
+<p>{{ sentence }}</p>
+{% if details %}<table>{% for key, value in details %}
+<tr><th>{{ key }}</th><td>{{ value }}</td></tr>{% endfor %}</table>{% endif %}
+<p class="note">You can close this page.</p>
+{% endblock %}
+"""
+
+_FORM = """\
+{% extends "base.html" %}
+{% block content %}
+{% if error %}<p class="error">{{ error }}</p>{% endif %}
+{% if message %}<div class="msg">{{ message }}</div>{% endif %}
+<p class="note">Run {{ run_id }} · step {{ step_id }}{% if iteration > 1 %} · round {{ iteration
+}}{% if max_iterations %} of {{ max_iterations }}{% endif %}{% endif %} ·
+deciding as {{ approver }} · expires {{ expires }}</p>
+{% if context %}<h2>Details</h2><table>{% for key, value in context %}
+<tr><th>{{ key }}</th><td><pre>{{ value }}</pre></td></tr>{% endfor %}</table>
+{% if hidden_keys %}<p class="note">{{ hidden_keys }} more not shown.</p>{% endif %}{% endif %}
+<form method="post">
+<input type="hidden" name="nonce" value="{{ nonce }}">
+{% if editable %}<h2>You may edit</h2>{% for f in editable %}
+<p><label for="f{{ loop.index }}"><strong>{{ f.key }}</strong>{% if f.json %}
+(JSON){% endif %}</label><br>
+{% if f.too_long %}<pre>{{ f.value }}</pre><span class="note">Too long to edit here.</span>
+{% else %}<textarea id="f{{ loop.index }}" name="{{ f.name }}" rows="{{ f.rows }}">
+{{ f.value }}</textarea>{% endif %}</p>{% endfor %}{% endif %}
+<p><label for="comment"><strong>Comment</strong> (optional; a rejection's feedback)</label><br>
+<textarea id="comment" name="comment" rows="3" maxlength="4000"></textarea></p>
+{% if require_code %}<p><label for="code"><strong>One-time code</strong> from your email</label>
+<br><input id="code" name="code" inputmode="numeric" autocomplete="one-time-code"
+maxlength="6" size="8" required></p>{% endif %}
+<p><button type="submit" name="decision" value="approved">Approve</button>
+<button type="submit" name="decision" value="rejected">Reject</button></p>
+</form>
+<p class="note">Nothing happens until you press a button.</p>
+{% endblock %}
+"""
+
+
+@lru_cache(maxsize=1)
+def _env() -> Environment:
+    from jinja2 import DictLoader, Environment, StrictUndefined
+
+    return Environment(
+        loader=DictLoader({"base.html": _BASE, "result.html": _RESULT, "form.html": _FORM}),
+        autoescape=True,
+        undefined=StrictUndefined,
+    )
+
+
+def _render(template: str, status: int, **values: Any) -> Page:
+    return Page(status=status, body=_env().get_template(template).render(**values))
+
+
+def _shown(value: Any, limit: int) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+    return bounded(text, limit)
+
+
+def editable_as_text(value: Any) -> str:
+    """How an editable value appears in its text box (strings as is, anything else as JSON)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+
+
+def is_editable_here(value: Any) -> bool:
+    """Whether the page offers ``value`` for editing (not when it would have to be cut)."""
+    return len(editable_as_text(value)) <= MAX_EDIT_CHARS
+
+
+def approval_page(
+    approval: Approval,
+    *,
+    approver: str,
+    nonce: str,
+    error: str | None = None,
+    status: int = 200,
+) -> Page:
+    """The confirmation page: what is asked and why, the context, edits, comment, buttons.
+
+    Args:
+        approval: the pending approval.
+        approver: whose link this is (shown, so a forwarded link is noticed).
+        nonce: the form nonce (bound to this approval and approver).
+        error: a sentence shown above the form (e.g. a wrong code).
+        status: the HTTP status (200; 4xx when re-shown after a refused POST).
+    """
+    items = list(approval.context.items())
+    context = [
+        (bounded(str(k), 100), _shown(v, MAX_CONTEXT_VALUE_CHARS))
+        for k, v in items[:MAX_CONTEXT_KEYS]
+    ]
+    editable = []
+    for key, value in list(approval.editable.items())[:MAX_CONTEXT_KEYS]:
+        text = editable_as_text(value)
+        too_long = len(text) > MAX_EDIT_CHARS
+        editable.append(
+            {
+                "key": bounded(str(key), 100),
+                "name": EDIT_PREFIX + str(key),
+                "value": bounded(text, MAX_CONTEXT_VALUE_CHARS)
+                if len(text) > MAX_EDIT_CHARS
+                else text,
+                "json": not isinstance(value, str),
+                "too_long": too_long,
+                "rows": min(max(text.count("\n") + 2, 3), 20),
+            }
+        )
+    return _render(
+        "form.html",
+        status,
+        heading=bounded(approval.title, MAX_TITLE_CHARS),
+        message=bounded(approval.message, MAX_MESSAGE_CHARS),
+        run_id=approval.run_id,
+        step_id=approval.step_id,
+        iteration=approval.iteration,
+        max_iterations=approval.max_iterations,
+        approver=approver,
+        expires=human_time(approval.expires_at),
+        context=context,
+        hidden_keys=max(len(items) - MAX_CONTEXT_KEYS, 0),
+        editable=editable,
+        nonce=nonce,
+        require_code=approval.require_code,
+        error=error,
+    )
+
+
+def result_page(
+    heading: str, sentence: str, *, status: int, details: list[tuple[str, str]] | None = None
+) -> Page:
+    """A page that reports an outcome: one sentence and a few facts."""
+    return _render("result.html", status, heading=heading, sentence=sentence, details=details or [])
+
+
+def decided_page(approval: Approval) -> Page:
+    """After this approver's decision was recorded and the run resumed."""
+    verb = "approved" if approval.status is ApprovalStatus.approved else "rejected"
+    details = [("Step", approval.step_id), ("Run", approval.run_id)]
+    if approval.comment:
+        details.append(("Comment", bounded(approval.comment, 500)))
+    if approval.edits:
+        details.append(("Edited", ", ".join(sorted(approval.edits))))
+    return result_page(
+        f"You {verb} this request",
+        f"Thank you: you {verb} “{bounded(approval.title, MAX_TITLE_CHARS)}”. The run continues.",
+        status=200,
+        details=details,
+    )
+
+
+def already_decided_page(error: AlreadyDecidedError) -> Page:
+    """ "Already approved by X at T": an outcome to read, not an error (status 200)."""
+    return result_page(f"Already {error.outcome.value}", error.user_message, status=200)
+
+
+def refusal_page(error: ApprovalLinkError) -> Page:
+    """The page for a refused link or form: its sentence and the status from the one mapping."""
+    return result_page(error.user_title, error.user_message, status=http_status(error))
+
+
+def not_found_page() -> Page:
+    """A valid link to an approval that no longer exists."""
+    return result_page(
+        "Approval not found",
+        "This approval no longer exists; nothing was changed.",
+        status=404,
+    )
+
+
+def unavailable_page() -> Page:
+    """A decision that was recorded could not be delivered yet: try again shortly."""
+    return result_page(
+        "Please try again",
+        "Your decision could not be delivered to the run just now; nothing was changed. "
+        "Please press the button again in a minute.",
+        status=503,
+    )
