@@ -1,0 +1,166 @@
+"""``langorch approvals list | show``: parked human decisions and their audit trail.
+
+What is shown is what an operator needs — what is asked, who may decide, how it ended and the
+audit trail — never the task token or an approval link: a link decides for whoever holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from langorch.cli.context import Context
+from langorch.cli.output import table
+from langorch.cli.registry import Subparsers, add_command, add_group
+from langorch.domain.errors import NotFoundError
+
+if TYPE_CHECKING:
+    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+    from langorch.domain.approvals import Approval, AuditEntry
+
+_LIST_COLUMNS = [
+    ("approval_id", "ID"),
+    ("status", "STATUS"),
+    ("workflow_id", "WORKFLOW"),
+    ("run_id", "RUN"),
+    ("step_id", "STEP"),
+    ("title", "TITLE"),
+    ("approvers", "APPROVERS"),
+    ("created_at", "CREATED"),
+    ("expires_at", "EXPIRES"),
+    ("decided_by", "DECIDED BY"),
+]
+
+_AUDIT_COLUMNS = [
+    ("at", "AT"),
+    ("action", "ACTION"),
+    ("outcome", "OUTCOME"),
+    ("actor", "WHO"),
+    ("method", "METHOD"),
+    ("source_ip", "FROM"),
+    ("reason", "REASON"),
+]
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``approvals`` group."""
+    approvals = add_group(subparsers, "approvals", "inspect approvals and their audit trail")
+
+    listing = add_command(approvals, "list", _list, "approvals, newest first")
+    listing.add_argument("--pending", action="store_true", help="only those waiting for a decision")
+    listing.add_argument("--run", metavar="RUN_ID", help="only this run's approvals")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+
+    show = add_command(approvals, "show", _show, "what is asked, who may decide, how it ended")
+    show.add_argument("approval_id", metavar="ID")
+
+
+def _repository(ctx: Context) -> ApprovalsRepository:
+    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+
+    return ApprovalsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
+
+
+def summary(approval: Approval) -> dict[str, Any]:
+    """The fields of a listing row (JSON-ready)."""
+    return {
+        "approval_id": approval.approval_id,
+        "status": approval.status.value,
+        "workflow_id": approval.workflow_id,
+        "run_id": approval.run_id,
+        "step_id": approval.step_id,
+        "title": approval.title,
+        "approvers": list(approval.approvers),
+        "created_at": approval.created_at.isoformat(),
+        "expires_at": approval.expires_at.isoformat(),
+        "decided_by": approval.decided_by,
+        "decided_at": approval.decided_at.isoformat() if approval.decided_at else None,
+    }
+
+
+def detail(approval: Approval, audit: list[AuditEntry]) -> dict[str, Any]:
+    """Everything ``show`` prints, built field by field: nothing secret can slip in."""
+    return {
+        **summary(approval),
+        "iteration": approval.iteration,
+        "max_iterations": approval.max_iterations,
+        "message": approval.message,
+        "context": approval.context,
+        "editable": approval.editable,
+        "require_code": approval.require_code,
+        "on_timeout": approval.on_timeout,
+        "comment": approval.comment,
+        "edits": approval.edits,
+        "audit": [
+            {
+                "at": entry.at.isoformat(),
+                "action": entry.action,
+                "outcome": entry.outcome,
+                "actor": entry.actor,
+                "method": entry.method,
+                "source_ip": entry.source_ip,
+                "user_agent": entry.user_agent,
+                "reason": entry.reason,
+            }
+            for entry in audit
+        ],
+    }
+
+
+def _list(ctx: Context, args: argparse.Namespace) -> None:
+    found = _repository(ctx).list(pending_only=args.pending, run_id=args.run, limit=args.limit)
+    rows = [summary(a) for a in found]
+    ctx.out.result({"approvals": rows}, lambda: table(rows, _LIST_COLUMNS))
+
+
+def _show(ctx: Context, args: argparse.Namespace) -> None:
+    repository = _repository(ctx)
+    approval = repository.get(args.approval_id)
+    if approval is None:
+        raise NotFoundError(
+            f"approval {args.approval_id} does not exist (list them with `langorch approvals list`)"
+        )
+    document = detail(approval, repository.audit(args.approval_id))
+    ctx.out.result(document, lambda: _text(document))
+
+
+def _text(document: dict[str, Any]) -> str:
+    import json
+
+    def value(item: Any) -> str:
+        text = item if isinstance(item, str) else json.dumps(item, default=str)
+        return text if len(text) <= 200 else text[:199] + "…"
+
+    lines = [
+        f"approval   {document['approval_id']}  ({document['status']})",
+        f"title      {document['title']}",
+    ]
+    if document["message"]:
+        lines.append(f"message    {document['message']}")
+    lines += [
+        f"run        {document['run_id']}  workflow {document['workflow_id'] or '-'}  "
+        f"step {document['step_id']}  round {document['iteration']}"
+        + (f"/{document['max_iterations']}" if document["max_iterations"] else ""),
+        f"approvers  {', '.join(document['approvers']) or '-'}"
+        + ("  (one-time code required)" if document["require_code"] else ""),
+        f"created    {document['created_at']}",
+        f"expires    {document['expires_at']}"
+        + (f"  (then: {document['on_timeout']})" if document["on_timeout"] else ""),
+    ]
+    if document["decided_by"] or document["decided_at"]:
+        lines.append(
+            f"decided    {document['status']} by {document['decided_by'] or '-'} "
+            f"at {document['decided_at'] or '-'}"
+        )
+    if document["comment"]:
+        lines.append(f"comment    {value(document['comment'])}")
+    for title, mapping in (
+        ("context", document["context"]),
+        ("editable", document["editable"]),
+        ("edits", document["edits"]),
+    ):
+        if mapping:
+            lines.append(f"{title}:")
+            lines += [f"  {key}: {value(item)}" for key, item in mapping.items()]
+    lines += ["", "audit trail:", table(document["audit"], _AUDIT_COLUMNS)]
+    return "\n".join(lines)

@@ -1,0 +1,178 @@
+"""``langorch approvals`` and ``langorch files`` through ``main(argv)`` against a moto server."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from moto.server import ThreadedMotoServer
+
+from langorch.app.container import Container
+from langorch.cli.main import main
+from langorch.config import Settings
+
+TOKEN = "task-token-that-must-never-be-printed"
+NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def container(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
+    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
+    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    built = Container(Settings(endpoint_url=endpoint))
+    built.ensure_resources()
+    return built
+
+
+def langorch(capsys: pytest.CaptureFixture[str], endpoint: str, *args: str) -> tuple[int, Any, str]:
+    code = main([*args, "--endpoint-url", endpoint, "--json"])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def _decided_approval(container: Container) -> str:
+    from langorch.domain.approvals import ApprovalStatus, AuditEntry, new_approval
+
+    approval = new_approval(
+        run_id="run-1",
+        workflow_id="blog_review",
+        request={
+            "interrupt_id": "i-1",
+            "step_id": "review",
+            "title": "Review: Draft 1",
+            "approvers": ["editor@example.com"],
+            "timeout_seconds": 3600,
+            "context": {"title": "Draft 1"},
+        },
+        now=NOW,
+    )
+    container.approvals.put_pending(approval, TOKEN)
+    container.approvals.append_audit(
+        AuditEntry(
+            approval_id=approval.approval_id,
+            at=NOW + timedelta(minutes=1),
+            action="view",
+            outcome="shown",
+            actor="editor@example.com",
+            source_ip="127.0.0.1",
+            method="GET",
+        )
+    )
+    container.approvals.decide(
+        approval.approval_id,
+        ApprovalStatus.approved,
+        "editor@example.com",
+        "ship it",
+        {},
+        NOW + timedelta(minutes=2),
+    )
+    return approval.approval_id
+
+
+def test_show_has_what_who_and_the_audit_trail_but_never_the_token(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+):
+    approval_id = _decided_approval(container)
+
+    code, shown, err = langorch(capsys, endpoint, "approvals", "show", approval_id)
+
+    assert code == 0, err
+    assert shown["title"] == "Review: Draft 1"
+    assert shown["approvers"] == ["editor@example.com"]
+    assert (shown["status"], shown["decided_by"]) == ("approved", "editor@example.com")
+    assert [(e["action"], e["actor"]) for e in shown["audit"]][:1] == [
+        ("view", "editor@example.com")
+    ]
+    text_code = main(["approvals", "show", approval_id, "--endpoint-url", endpoint])
+    text = capsys.readouterr().out
+    assert text_code == 0
+    assert "editor@example.com" in text
+    for output in (json.dumps(shown), text):
+        assert TOKEN not in output
+        assert "sig=" not in output and "/approvals/" not in output
+
+
+def test_list_pending_leaves_out_decided_approvals(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+):
+    approval_id = _decided_approval(container)
+
+    _, everything, _ = langorch(capsys, endpoint, "approvals", "list")
+    _, pending, _ = langorch(capsys, endpoint, "approvals", "list", "--pending")
+
+    assert [a["approval_id"] for a in everything["approvals"]] == [approval_id]
+    assert pending["approvals"] == []
+
+
+def test_show_of_an_unknown_approval_is_exit_3(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+):
+    code, data, _ = langorch(capsys, endpoint, "approvals", "show", "apr-nope")
+
+    assert code == 3
+    assert "does not exist" in data["error"]
+
+
+def test_files_put_uploads_to_the_bucket_and_names_the_matching_workflows(
+    container: Container, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    from langorch.app.definitions import register_files, seed_builtins
+
+    seed_builtins(container.definitions)
+    definitions = tmp_path / "wf.yaml"
+    definitions.write_text(
+        """
+workflows:
+  - plan_id: csv_import
+    triggers: [{type: s3, prefix: "inbox/", suffix: ".csv"}]
+    steps:
+      - {step_id: done, kind: terminate, terminate: {status: succeeded}}
+  - plan_id: pdf_import
+    triggers: [{type: s3, prefix: "inbox/", suffix: ".pdf"}]
+    steps:
+      - {step_id: done, kind: terminate, terminate: {status: succeeded}}
+"""
+    )
+    register_files(container.definitions, [str(definitions)])
+    data = tmp_path / "orders.csv"
+    data.write_text("id,amount\n1,10\n")
+
+    code, put, err = langorch(
+        capsys, endpoint, "files", "put", str(data), "--key", "inbox/orders.csv"
+    )
+
+    assert code == 0, err
+    assert (put["bucket"], put["key"], put["size"]) == ("langorch-files", "inbox/orders.csv", 15)
+    assert put["matching_workflows"] == ["csv_import"]
+    stored = container.client("s3").get_object(Bucket="langorch-files", Key="inbox/orders.csv")
+    assert stored["Body"].read() == b"id,amount\n1,10\n"
+
+
+def test_files_put_of_a_missing_file_is_a_usage_error(
+    container: Container, endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    code, data, _ = langorch(capsys, endpoint, "files", "put", str(tmp_path / "nope.csv"))
+
+    assert code == 2
+    assert "is not a file" in data["error"]
