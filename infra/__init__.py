@@ -1,0 +1,1 @@
+"""The langorch CDK app: one stack that composes one construct per capability."""

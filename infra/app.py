@@ -1,0 +1,71 @@
+"""The CDK app: ``python -m infra.app`` synthesizes offline (no CDK CLI, no credentials).
+
+``cdk.json`` points the CDK CLI here too, so ``make synth``, ``make deploy`` and the tests
+build the same stack. Configuration: the ``langorch`` object in ``cdk.json``, overridden with
+``-c key=value`` (see ``infra.config``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import App, Environment, Tags, Validations
+from cdk_nag import AwsSolutionsChecks
+
+from infra.config import DeployConfig
+from infra.constructs.bundling import REPO_ROOT
+from infra.stack import LangorchStack
+
+
+def build_app(
+    *, outdir: str | None = None, context: dict[str, Any] | None = None
+) -> tuple[App, LangorchStack]:
+    """The app and its one stack, with cdk-nag checking every construct.
+
+    Args:
+        outdir: the cloud assembly directory (default: ``$CDK_OUTDIR`` when run by the CDK
+            CLI, else ``cdk.out``).
+        context: extra context (tests); ``cdk.json`` and ``-c`` reach the app through the
+            CLI's ``CDK_CONTEXT_JSON``.
+    """
+    app = App(
+        outdir=outdir or os.environ.get("CDK_OUTDIR") or str(REPO_ROOT / "cdk.out"),
+        context=context,
+    )
+    if app.node.try_get_context("langorch") is None:
+        # `python -m infra.app` without the CLI (make synth, tests): the CLI would have passed
+        # cdk.json's context in CDK_CONTEXT_JSON, so read it here.
+        cdk_json = json.loads((REPO_ROOT / "cdk.json").read_text(encoding="utf-8"))
+        for key, value in cdk_json.get("context", {}).items():
+            app.node.set_context(key, value)
+    config = DeployConfig.from_context(app.node.try_get_context)
+    build_dir = Path(config.build_dir) if config.build_dir else REPO_ROOT / "build" / "infra"
+    env = Environment(
+        account=config.account or os.environ.get("CDK_DEFAULT_ACCOUNT"),
+        region=config.region or os.environ.get("CDK_DEFAULT_REGION"),
+    )
+    stack = LangorchStack(
+        app,
+        config.stack_name,
+        config=config,
+        build_dir=build_dir,
+        env=env,
+        description=f"langorch {config.stage}: AI workflows as an event-driven pipeline",
+    )
+    Tags.of(stack).add("project", "langorch")
+    Tags.of(stack).add("stage", config.stage)
+    Validations.of(app).add_plugins(AwsSolutionsChecks(app, verbose=True))
+    return app, stack
+
+
+def main() -> None:
+    """Synthesize into the cloud assembly directory."""
+    app, _ = build_app()
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

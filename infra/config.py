@@ -1,0 +1,213 @@
+"""Deployment configuration: ``cdk.json`` context, overridden per command with ``-c key=value``.
+
+Every setting lives under the ``langorch`` context key of ``cdk.json``; a ``-c key=value`` on the
+command line (or ``context`` passed to the ``App`` in tests) wins over it. Values given with
+``-c`` are strings, so lists accept JSON or commas and booleans accept ``true``/``false``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+CONTEXT_KEY = "langorch"
+
+_STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+_EMAIL = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+)$")
+_PROVIDERS = ("offline", "bedrock", "openai")
+_LOG_LEVELS = ("ALL", "ERROR", "FATAL", "OFF")
+
+
+class ConfigError(ValueError):
+    """A deployment setting is missing or invalid; the message names it and how to fix it."""
+
+
+@dataclass(frozen=True)
+class DeployConfig:
+    """What differs between deployments of the same code.
+
+    Attributes:
+        stage: short name of the deployment (``dev``, ``prod``); part of the stack and
+            resource names, so several stages can share an account.
+        region: AWS region; ``None`` means the CLI's (``CDK_DEFAULT_REGION``).
+        account: AWS account; ``None`` means the CLI's (``CDK_DEFAULT_ACCOUNT``).
+        sender_email: the address approval emails come from (an SES identity).
+        ses_domain: when set, SES verifies this whole domain (DKIM) instead of the sender
+            address alone.
+        public_base_url: the base of approval links; ``None`` means the HTTP API's own URL.
+        domain_name: optional custom domain for the HTTP API (needs ``certificate_arn``).
+        certificate_arn: ACM certificate for ``domain_name``, in the stack's region.
+        default_approvers: who approves when a workflow names nobody.
+        llm_provider: the default provider of blocks that name none.
+        llm_model: the default model of blocks that name none.
+        bedrock_models: Bedrock model ids the runner may invoke (least privilege: a block
+            using a model not listed here is refused by IAM). Defaults to ``llm_model`` when
+            the provider is ``bedrock``. Cross-region inference profile ids (``us.…``) work
+            when ``bedrock_regions`` lists every region the profile routes to.
+        bedrock_regions: regions whose foundation models an inference profile may route to
+            (default: the stack's region only).
+        log_retention_days: retention of every log group.
+        checkpoint_ttl_days: checkpoints (and their offloaded S3 objects) expire after this.
+        retain_data: keep tables and the bucket when the stack is destroyed.
+        sfn_log_level: Step Functions log level (execution data is never logged).
+        api_rate_limit: HTTP API steady-state requests per second.
+        api_burst_limit: HTTP API burst.
+        alarm_email: optional address subscribed to the alarm topic.
+        bundle: build the dependency layer (``pip install`` for arm64, byte-compiled). Off
+            for ``make synth`` and tests, which must stay offline and fast; ``make deploy``
+            turns it on.
+        python312: the Python 3.12 interpreter used to byte-compile the layer; found on
+            ``PATH`` or under pyenv when unset.
+        build_dir: where assets are staged before CDK copies them into the cloud assembly.
+    """
+
+    stage: str = "dev"
+    region: str | None = None
+    account: str | None = None
+    sender_email: str = "langorch@example.com"
+    ses_domain: str | None = None
+    public_base_url: str | None = None
+    domain_name: str | None = None
+    certificate_arn: str | None = None
+    default_approvers: tuple[str, ...] = ()
+    llm_provider: str = "bedrock"
+    llm_model: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
+    bedrock_models: tuple[str, ...] = ()
+    bedrock_regions: tuple[str, ...] = ()
+    log_retention_days: int = 30
+    checkpoint_ttl_days: int = 30
+    retain_data: bool = True
+    sfn_log_level: str = "ALL"
+    api_rate_limit: int = 50
+    api_burst_limit: int = 100
+    alarm_email: str | None = None
+    bundle: bool = False
+    python312: str | None = None
+    build_dir: str | None = None
+
+    @property
+    def prefix(self) -> str:
+        """Prefix of physical names (functions, log groups, secrets): ``langorch-<stage>``."""
+        return f"langorch-{self.stage}"
+
+    @property
+    def stack_name(self) -> str:
+        """The CloudFormation stack name, what ``langorch … --stack NAME`` takes."""
+        return self.prefix
+
+    @property
+    def models_to_grant(self) -> tuple[str, ...]:
+        """Bedrock model ids the runner is allowed to invoke."""
+        if self.bedrock_models:
+            return self.bedrock_models
+        if self.llm_provider == "bedrock" and self.llm_model:
+            return (self.llm_model,)
+        return ()
+
+    @classmethod
+    def from_context(cls, get: Any) -> DeployConfig:
+        """Build the configuration from CDK context.
+
+        Args:
+            get: ``node.try_get_context``; reads the ``langorch`` object of ``cdk.json``
+                and single ``-c key=value`` overrides.
+
+        Raises:
+            ConfigError: a value is invalid.
+        """
+        base = get(CONTEXT_KEY) or {}
+        if isinstance(base, str):
+            base = json.loads(base)
+        if not isinstance(base, dict):
+            raise ConfigError(f"context {CONTEXT_KEY!r} must be an object, not {base!r}")
+        values: dict[str, Any] = dict(base)
+        for each in fields(cls):
+            override = get(each.name)
+            if override is not None:
+                values[each.name] = override
+        unknown = sorted(set(values) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ConfigError(f"unknown langorch setting(s): {', '.join(unknown)}")
+        return cls.parse(values)
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> DeployConfig:
+        """Coerce and validate raw values (JSON from ``cdk.json`` or strings from ``-c``).
+
+        Raises:
+            ConfigError: a value is invalid; the message names the setting.
+        """
+        raw = dict(values)
+        for name in ("default_approvers", "bedrock_models", "bedrock_regions"):
+            if name in raw:
+                raw[name] = tuple(_as_list(raw[name]))
+        for name in ("retain_data", "bundle"):
+            if name in raw:
+                raw[name] = _as_bool(name, raw[name])
+        for name in ("log_retention_days", "checkpoint_ttl_days", "api_rate_limit"):
+            if name in raw:
+                raw[name] = _as_int(name, raw[name])
+        if "api_burst_limit" in raw:
+            raw["api_burst_limit"] = _as_int("api_burst_limit", raw["api_burst_limit"])
+        for name, value in list(raw.items()):
+            if value == "":
+                raw[name] = None
+        config = cls(**raw)
+        config._validate()
+        return config
+
+    def _validate(self) -> None:
+        if not _STAGE.match(self.stage):
+            raise ConfigError(
+                f"stage {self.stage!r}: lowercase letters, digits and '-', at most 20, "
+                "starting with a letter"
+            )
+        if not _EMAIL.match(self.sender_email):
+            raise ConfigError(f"sender_email {self.sender_email!r} is not an email address")
+        for approver in self.default_approvers:
+            if not _EMAIL.match(approver):
+                raise ConfigError(f"default_approvers: {approver!r} is not an email address")
+        if self.llm_provider not in _PROVIDERS:
+            raise ConfigError(f"llm_provider {self.llm_provider!r}: one of {', '.join(_PROVIDERS)}")
+        if self.sfn_log_level not in _LOG_LEVELS:
+            raise ConfigError(
+                f"sfn_log_level {self.sfn_log_level!r}: one of {', '.join(_LOG_LEVELS)}"
+            )
+        if self.public_base_url and not self.public_base_url.startswith("https://"):
+            raise ConfigError(f"public_base_url {self.public_base_url!r} must be https://")
+        if bool(self.domain_name) != bool(self.certificate_arn):
+            raise ConfigError("domain_name and certificate_arn go together: set both or neither")
+        if self.checkpoint_ttl_days < 1 or self.log_retention_days < 1:
+            raise ConfigError("checkpoint_ttl_days and log_retention_days must be at least 1")
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, list | tuple):
+        return [str(v) for v in value]
+    text = str(value).strip()
+    if not text:
+        return []
+    if text.startswith("["):
+        return [str(v) for v in json.loads(text)]
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _as_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off", ""):
+        return False
+    raise ConfigError(f"{name} {value!r}: true or false")
+
+
+def _as_int(name: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name} {value!r}: a whole number") from exc

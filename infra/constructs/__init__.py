@@ -1,0 +1,1 @@
+"""One construct per capability; :class:`infra.stack.LangorchStack` only composes them."""

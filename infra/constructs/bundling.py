@@ -1,0 +1,236 @@
+"""Lambda assets built without Docker: the code asset and the dependency layer.
+
+CDK's ``PythonFunction`` bundles in a Docker container; there is no Docker here and the first
+real ``cdk deploy`` must not need one. Instead:
+
+- **code**: ``functions/`` and ``shared/langorch`` are copied side by side into one directory
+  (``/var/task/functions/...`` and ``/var/task/langorch/...`` in Lambda), so every function
+  ships the same asset and the handlers import ``langorch`` as in local mode.
+- **layer**: ``pip install --target`` with ``--platform manylinux2014_aarch64
+  --only-binary=:all: --python-version 3.12`` fetches the arm64 wheels of the runtime
+  dependencies (boto3 and botocore are left to the Lambda runtime), then the Python 3.12
+  interpreter byte-compiles them. This runs as an ``ILocalBundling`` step only when the
+  ``bundle`` setting is on (``make deploy``); synth and tests use a placeholder so they stay
+  offline and take seconds.
+
+Byte code uses ``--invalidation-mode unchecked-hash``: Lambda's ``/var/task`` and ``/opt`` are
+read-only and CDK's zips reset file times, so timestamp-checked ``.pyc`` files would be judged
+stale and recompiled in memory on every cold start.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PYTHON_VERSION = "3.12"
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+PLATFORM = "manylinux2014_aarch64"
+LAYER_EXTRAS = ("bedrock", "openai")
+"""Optional dependency groups the cloud runner needs (LLM providers are imported lazily)."""
+RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
+"""Left to the Lambda runtime (PERFORMANCE.md P4): deleted after ``pip install``."""
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache")
+
+
+class BundlingError(RuntimeError):
+    """The dependency layer cannot be built; the message says what to install or change."""
+
+
+def layer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
+    """The runtime requirements of the package and its LLM extras, minus boto3.
+
+    Read from ``pyproject.toml`` so the layer never drifts from what ``pip install -e .``
+    gives local mode.
+    """
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    requirements = list(project["dependencies"])
+    for extra in LAYER_EXTRAS:
+        requirements.extend(project["optional-dependencies"][extra])
+    return [r for r in requirements if _name(r) not in RUNTIME_PROVIDED]
+
+
+def _name(requirement: str) -> str:
+    for stop in "<>=!~[; ":
+        requirement = requirement.split(stop, 1)[0]
+    return requirement.strip().lower().replace("_", "-")
+
+
+def stage_code(build_dir: Path, *, python312: str | None = None) -> Path:
+    """Copy ``functions/`` and ``shared/langorch`` into ``build_dir/code``.
+
+    Args:
+        build_dir: the staging root (replaced on every call).
+        python312: when given, byte-compile the copy with this interpreter.
+
+    Returns:
+        The directory to hand to ``Code.from_asset``.
+    """
+    code = build_dir / "code"
+    if code.exists():
+        shutil.rmtree(code)
+    shutil.copytree(REPO_ROOT / "functions", code / "functions", ignore=_IGNORED)
+    shutil.copytree(REPO_ROOT / "shared" / "langorch", code / "langorch", ignore=_IGNORED)
+    if python312:
+        byte_compile(python312, code)
+    return code
+
+
+def stage_layer_source(build_dir: Path) -> Path:
+    """Write the layer's requirements into ``build_dir/layer-src``.
+
+    The asset hash of the layer is the hash of this directory (plus the bundling options), so
+    the layer is rebuilt exactly when the requirements change and reused otherwise.
+    """
+    source = build_dir / "layer-src"
+    source.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(layer_requirements()) + "\n"
+    target = source / "requirements.txt"
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
+    return source
+
+
+def stage_layer_placeholder(build_dir: Path) -> Path:
+    """An unbuilt layer for synth and tests: a note, no dependencies.
+
+    Deploying it would give functions without their libraries, so ``make deploy`` always
+    passes ``-c bundle=true``.
+    """
+    placeholder = build_dir / "layer-placeholder" / "python"
+    placeholder.mkdir(parents=True, exist_ok=True)
+    (placeholder / "LAYER_NOT_BUILT.txt").write_text(
+        "Placeholder: synthesize with -c bundle=true (make deploy) to build the layer.\n",
+        encoding="utf-8",
+    )
+    return placeholder.parent
+
+
+def find_python312(explicit: str | None = None) -> str:
+    """A Python 3.12 interpreter to byte-compile with (the Lambda runtime's version).
+
+    Raises:
+        BundlingError: none found.
+    """
+    candidates = [explicit] if explicit else []
+    candidates.append(shutil.which("python3.12"))
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates.extend(
+        sorted(glob.glob(str(pyenv_root / "versions" / "3.12*" / "bin" / "python3.12")))
+    )
+    for candidate in filter(None, candidates):
+        try:
+            out = subprocess.run(
+                [candidate, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.stdout.strip() == PYTHON_VERSION:
+            return candidate
+    raise BundlingError(
+        "building the layer needs a Python 3.12 interpreter to byte-compile for the Lambda "
+        "runtime: install one (e.g. `pyenv install 3.12`) or pass -c python312=/path/to/python3.12"
+    )
+
+
+def byte_compile(python312: str, directory: Path) -> None:
+    """Byte-compile ``directory`` for Python 3.12 (``unchecked-hash``, see the module doc)."""
+    subprocess.run(
+        [
+            python312,
+            "-m",
+            "compileall",
+            "-q",
+            "-j",
+            "0",
+            "--invalidation-mode",
+            "unchecked-hash",
+            str(directory),
+        ],
+        check=True,
+    )
+
+
+def build_layer(requirements: Path, output_dir: Path, *, python312: str) -> None:
+    """Install the arm64 wheels of ``requirements`` under ``output_dir/python`` and compile.
+
+    Raises:
+        BundlingError: pip failed (usually a dependency without an aarch64 wheel).
+    """
+    target = output_dir / "python"
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-compile",  # pip would compile with *this* interpreter; 3.12 does it below
+        "--target",
+        str(target),
+        "--platform",
+        PLATFORM,
+        "--implementation",
+        "cp",
+        "--python-version",
+        PYTHON_VERSION,
+        "--only-binary=:all:",
+        "--upgrade",
+        "-r",
+        str(requirements),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BundlingError(f"pip could not build the layer:\n{result.stderr[-4000:]}")
+    for pattern in RUNTIME_PROVIDED:
+        for path in target.glob(f"{pattern}*"):
+            if path.name == pattern or path.name.startswith(f"{pattern}-"):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: unused in Lambda
+    byte_compile(python312, target)
+
+
+@jsii.implements(ILocalBundling)
+class LocalLayerBundler:
+    """``ILocalBundling`` that builds the layer on this machine (no Docker)."""
+
+    def __init__(self, requirements: Path, python312: str) -> None:
+        self._requirements = requirements
+        self._python312 = python312
+
+    def try_bundle(self, output_dir: str, **_options: Any) -> bool:
+        """Build into ``output_dir``; returning True tells CDK not to try Docker."""
+        build_layer(self._requirements, Path(output_dir), python312=self._python312)
+        return True
+
+
+def layer_code(build_dir: Path, *, bundle: bool, python312: str | None) -> lambda_.Code:
+    """The dependency layer's code: built when ``bundle`` is on, else the placeholder."""
+    if not bundle:
+        return lambda_.Code.from_asset(str(stage_layer_placeholder(build_dir)))
+    source = stage_layer_source(build_dir)
+    interpreter = find_python312(python312)
+    return lambda_.Code.from_asset(
+        str(source),
+        bundling=BundlingOptions(
+            # Never pulled: the local bundler always succeeds or raises. CDK requires an image.
+            image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.12:latest-arm64"),
+            local=LocalLayerBundler(source / "requirements.txt", interpreter),
+        ),
+    )

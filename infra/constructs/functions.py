@@ -1,0 +1,276 @@
+"""The four Lambda functions: one code asset, one dependency layer, one runtime everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.constructs.bundling import ARCHITECTURE, RUNTIME, layer_code, stage_code
+from infra.constructs.email import Email
+from infra.constructs.secrets import Secrets
+from infra.constructs.storage import FilesBucket
+from infra.constructs.tables import Tables
+from infra.retention import retention_days
+
+SEGMENT_BUDGET_SECONDS = 600
+"""A segment stops at the next step boundary after this long (``Settings``)..."""
+RUNNER_TIMEOUT = Duration.minutes(15)
+"""...and the runner's timeout leaves the step in flight five more minutes to finish."""
+
+
+_PROFILE_GEOS = ("us.", "eu.", "apac.", "us-gov.", "ca.", "jp.", "au.", "global.")
+
+
+def bedrock_model_arns(
+    stack: Stack, models: tuple[str, ...], regions: tuple[str, ...]
+) -> list[str]:
+    """Exact ARNs for ``models``: a foundation model in the stack's region, or an inference
+    profile plus its foundation model in every region it may route to.
+
+    The Converse and InvokeModel APIs both authorize ``bedrock:InvokeModel`` against these.
+    """
+    arns: list[str] = []
+    for model in models:
+        geo = next((g for g in _PROFILE_GEOS if model.startswith(g)), None)
+        if geo is None:
+            arns.append(f"arn:{stack.partition}:bedrock:{stack.region}::foundation-model/{model}")
+            continue
+        arns.append(
+            f"arn:{stack.partition}:bedrock:{stack.region}:{stack.account}"
+            f":inference-profile/{model}"
+        )
+        base = model[len(geo) :]
+        arns.extend(
+            f"arn:{stack.partition}:bedrock:{region}::foundation-model/{base}" for region in regions
+        )
+    return arns
+
+
+@dataclass(frozen=True)
+class _Spec:
+    name: str
+    handler: str
+    memory: int
+    timeout: Duration
+    description: str
+
+
+_TRIGGER = _Spec(
+    "trigger",
+    "functions.trigger.handler.handler",
+    512,
+    Duration.seconds(29),  # API Gateway's integration limit: answer within it
+    "Starts runs from webhooks, schedules and file drops (deduplicated)",
+)
+_RUNNER = _Spec(
+    "run-segment",
+    "functions.run_segment.handler.handler",
+    1024,
+    RUNNER_TIMEOUT,
+    "Runs one segment of a run (LangGraph, DynamoDB checkpoints)",
+)
+_REQUEST_APPROVAL = _Spec(
+    "request-approval",
+    "functions.request_approval.handler.handler",
+    512,
+    Duration.seconds(60),
+    "Parks a run for a human: stores the task token, emails a signed link",
+)
+_APPROVAL_CALLBACK = _Spec(
+    "approval-callback",
+    "functions.approval_callback.handler.handler",
+    512,
+    Duration.seconds(29),
+    "Approval page and decision: verifies the link, decides once, resumes the run",
+)
+
+
+class Functions(Construct):
+    """The handlers in ``functions/``, their roles, log groups and permissions.
+
+    Every function: Python 3.12 on arm64, the same code asset (``functions/`` +
+    ``shared/langorch``) and dependency layer, JSON logs to a log group with retention, X-Ray
+    tracing, and a role of its own holding only what its ``grant_*`` calls give it. The
+    runner has SnapStart and is invoked through the ``live`` alias (SnapStart applies to
+    published versions only).
+
+    Args:
+        prefix: name prefix, ``langorch-<stage>``.
+        build_dir: where the assets are staged.
+        bundle: build the dependency layer (else a placeholder; see ``bundling``).
+        python312: interpreter for byte-compiling, when bundling.
+        log_retention_days: retention of the function log groups.
+        tables, files, secrets, email: the resources the handlers use.
+        bedrock_models: model or inference-profile ids the runner may invoke.
+        bedrock_regions: where inference profiles may route (default: the stack's region).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        prefix: str,
+        build_dir: Path,
+        bundle: bool,
+        python312: str | None,
+        log_retention_days: int,
+        tables: Tables,
+        files: FilesBucket,
+        secrets: Secrets,
+        email: Email,
+        bedrock_models: tuple[str, ...] = (),
+        bedrock_regions: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(scope, id)
+        self._prefix = prefix
+        self._retention = retention_days(log_retention_days)
+        self.code = lambda_.Code.from_asset(
+            str(stage_code(build_dir, python312=python312 if bundle else None))
+        )
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=layer_code(build_dir, bundle=bundle, python312=python312),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="langorch third-party dependencies (arm64, Python 3.12, byte-compiled)",
+            removal_policy=RemovalPolicy.RETAIN,  # a published SnapStart version may use it
+        )
+        self.log_groups: dict[str, logs.LogGroup] = {}
+
+        self.trigger = self._function("Trigger", _TRIGGER)
+        self.run_segment = self._function(
+            "RunSegment", _RUNNER, snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS
+        )
+        self.request_approval = self._function("RequestApproval", _REQUEST_APPROVAL)
+        self.approval_callback = self._function("ApprovalCallback", _APPROVAL_CALLBACK)
+        # Step Functions invokes the alias: SnapStart snapshots published versions only, and
+        # $LATEST would restore nothing. current_version changes with code and configuration.
+        self.runner_alias = lambda_.Alias(
+            self, "RunSegmentLive", alias_name="live", version=self.run_segment.current_version
+        )
+
+        # --- permissions: each function gets what its use-case touches, nothing more ---
+        trigger, runner = self.trigger, self.run_segment
+        request, callback = self.request_approval, self.approval_callback
+        # trigger: look up the workflow and its trigger, write the run and its dedupe marker,
+        # verify webhook signatures. StartExecution is granted with the state machine.
+        tables.definitions.grant_read_data(trigger)
+        tables.runs.grant_read_write_data(trigger)
+        secrets.grant_read_webhook_secrets(trigger)
+        # runner: pinned definitions, the run (lease, timeline), checkpoints with S3 offload,
+        # long-term memory, and the LLM key.
+        tables.definitions.grant_read_data(runner)
+        tables.runs.grant_read_write_data(runner)
+        tables.checkpoints.grant_read_write_data(runner)
+        tables.memory.grant_read_write_data(runner)
+        files.grant_checkpoint_offload(runner)
+        secrets.llm_api_key.grant_read(runner)
+        if bedrock_models:
+            iam.Grant.add_to_principal(
+                grantee=runner,
+                actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+                resource_arns=bedrock_model_arns(
+                    Stack.of(self), bedrock_models, bedrock_regions or (Stack.of(self).region,)
+                ),
+            )
+        # request_approval: the run and its approval record (runs table), the signing key for
+        # the link, SES for the email.
+        tables.definitions.grant_read_data(request)
+        tables.runs.grant_read_write_data(request)
+        secrets.link_signing_key.grant_read(request)
+        email.grant_send(request)
+        # approval_callback: verify the link, decide once (conditional write), resume the run.
+        tables.definitions.grant_read_data(callback)
+        tables.runs.grant_read_write_data(callback)
+        secrets.link_signing_key.grant_read(callback)
+        # Task tokens are not ARN-scoped: SendTaskSuccess/SendTaskFailure name no state machine
+        # in the request, so IAM cannot match them to one, and the service authorization
+        # reference lists no resource type for them. This is the stack's one wildcard
+        # resource outside X-Ray (which has no resource-level permissions either).
+        iam.Grant.add_to_principal(
+            grantee=callback,
+            actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
+            resource_arns=["*"],
+        )
+
+    @property
+    def all(self) -> dict[str, lambda_.Function]:
+        """Every function by short name, for environment, alarms and dashboards."""
+        return {
+            "trigger": self.trigger,
+            "run-segment": self.run_segment,
+            "request-approval": self.request_approval,
+            "approval-callback": self.approval_callback,
+        }
+
+    def function_name(self, short: str) -> str:
+        """The physical name of a function (its log group is ``/aws/lambda/<name>``)."""
+        return f"{self._prefix}-{short}"
+
+    @property
+    def log_group_prefix(self) -> str:
+        """What ``langorch runs logs`` searches (``Settings.log_group_prefix``)."""
+        return f"/aws/lambda/{self._prefix}-"
+
+    def add_environment(self, env: dict[str, str]) -> None:
+        """Add ``LANGORCH_*`` settings to every function."""
+        for function in self.all.values():
+            for key, value in env.items():
+                function.add_environment(key, value)
+
+    def _function(
+        self, id: str, spec: _Spec, *, snap_start: lambda_.SnapStartConf | None = None
+    ) -> lambda_.Function:
+        name = self.function_name(spec.name)
+        # The log group is created here (not by Lambda on first write) so it has retention
+        # and is deleted with the stack; the name is Lambda's default so the CLI finds it.
+        log_group = logs.LogGroup(
+            self,
+            f"{id}Logs",
+            log_group_name=f"/aws/lambda/{name}",
+            retention=self._retention,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        self.log_groups[spec.name] = log_group
+        # An explicit role: CDK's default attaches the AWSLambdaBasicExecutionRole managed
+        # policy (logs:* on every log group); this one may write to its own group only.
+        role = iam.Role(
+            self,
+            f"{id}Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"langorch {spec.name} function",
+        )
+        log_group.grant_write(role)
+        return lambda_.Function(
+            self,
+            id,
+            function_name=name,
+            description=spec.description,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=spec.handler,
+            code=self.code,
+            layers=[self.layer],
+            memory_size=spec.memory,
+            timeout=spec.timeout,
+            role=role,
+            log_group=log_group,
+            logging_format=lambda_.LoggingFormat.JSON,
+            application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
+            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            tracing=lambda_.Tracing.ACTIVE,
+            snap_start=snap_start,
+            environment={
+                "POWERTOOLS_SERVICE_NAME": "langorch",
+                "POWERTOOLS_METRICS_NAMESPACE": "langorch",
+                "LANGORCH_REGION": Stack.of(self).region,
+            },
+        )

@@ -1,0 +1,117 @@
+"""What starts runs asynchronously: EventBridge Scheduler, S3 drops via EventBridge, and DLQs."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
+from aws_cdk import aws_scheduler as scheduler
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from infra.constructs.storage import FilesBucket
+
+DLQ_RETENTION = Duration.days(14)
+"""SQS's longest: a failed start must survive a long weekend before someone looks."""
+
+
+class Triggers(Construct):
+    """The schedule group and role, the file-drop rule, and the dead-letter queues.
+
+    Schedules themselves are created by ``langorch workflows put`` (one per schedule
+    trigger) in the group, with the role and the schedule DLQ from the stack outputs.
+    Every asynchronous path into the trigger function ends in a queue when it gives up:
+
+    - ``schedules``: the Scheduler could not invoke the function (after its retries);
+    - ``file_events``: EventBridge could not deliver an object-created event;
+    - ``trigger_failures``: the function was invoked asynchronously and failed every attempt.
+
+    Args:
+        prefix: name prefix, ``langorch-<stage>``.
+        trigger: the trigger function.
+        files: the files bucket (object-created events; checkpoint offloads excluded).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        prefix: str,
+        trigger: lambda_.Function,
+        files: FilesBucket,
+    ) -> None:
+        super().__init__(scope, id)
+        self.schedule_dlq = self._queue("ScheduleDlq")
+        self.file_events_dlq = self._queue("FileEventsDlq")
+        self.trigger_dlq = self._queue("TriggerDlq")
+
+        trigger.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.trigger_dlq),
+            retry_attempts=2,
+            max_event_age=Duration.hours(6),
+        )
+
+        self.schedule_group = scheduler.ScheduleGroup(
+            self, "ScheduleGroup", schedule_group_name=prefix
+        )
+        account = Stack.of(self).account
+        # Only the account's own Scheduler may assume it (confused-deputy guard).
+        self.scheduler_role = iam.Role(
+            self,
+            "SchedulerRole",
+            assumed_by=iam.ServicePrincipal(
+                "scheduler.amazonaws.com",
+                conditions={"StringEquals": {"aws:SourceAccount": account}},
+            ),
+            description="langorch schedules: invoke the trigger function",
+        )
+        trigger.grant_invoke(self.scheduler_role)
+        self.schedule_dlq.grant_send_messages(self.scheduler_role)
+
+        # Drops only: checkpoint payloads offloaded under the checkpoint prefix are written by
+        # the runner itself and must never start runs.
+        self.file_drop_rule = events.Rule(
+            self,
+            "FileDropped",
+            description="langorch: an object created in the files bucket starts runs",
+            event_pattern=events.EventPattern(
+                source=["aws.s3"],
+                detail_type=["Object Created"],
+                detail={
+                    "bucket": {"name": [files.bucket.bucket_name]},
+                    "object": {
+                        "key": [{"anything-but": {"prefix": f"{files.checkpoint_prefix}/"}}]
+                    },
+                },
+            ),
+        )
+        self.file_drop_rule.add_target(
+            targets.LambdaFunction(
+                trigger,
+                dead_letter_queue=self.file_events_dlq,
+                retry_attempts=8,
+                max_event_age=Duration.hours(24),
+            )
+        )
+
+    @property
+    def dead_letter_queues(self) -> dict[str, sqs.Queue]:
+        """Every DLQ by what fails into it, for alarms."""
+        return {
+            "schedules": self.schedule_dlq,
+            "file-events": self.file_events_dlq,
+            "trigger": self.trigger_dlq,
+        }
+
+    def _queue(self, id: str) -> sqs.Queue:
+        return sqs.Queue(
+            self,
+            id,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=DLQ_RETENTION,
+        )

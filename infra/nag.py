@@ -1,0 +1,119 @@
+"""cdk-nag AwsSolutions acknowledgements, each with the reason it is safe.
+
+cdk-nag 3 reads CDK's ``Validations.of(construct).acknowledge(...)``; an acknowledgement on a
+construct covers its children. Wildcard findings (IAM5) are acknowledged one resource pattern
+at a time, so a new wildcard anywhere fails synthesis until someone writes down why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_cdk import Acknowledgment, Stack, Validations
+from constructs import IConstruct
+
+if TYPE_CHECKING:
+    from infra.stack import LangorchStack
+
+XRAY = (
+    "Resource::* is X-Ray only (xray:PutTraceSegments, xray:PutTelemetryRecords, added by "
+    "active tracing): X-Ray has no resource-level permissions."
+)
+L1 = (
+    "Python 3.12 on purpose: one runtime everywhere, matching the arm64 wheels and the byte "
+    "code the layer is built with, and supported by SnapStart. Moving to a newer runtime "
+    "is a deliberate change of RUNTIME and PYTHON_VERSION in infra/constructs/bundling.py."
+)
+
+
+def _ack(construct: IConstruct, rule: str, reason: str) -> None:
+    Validations.of(construct).acknowledge(Acknowledgment(id=rule, reason=reason))
+
+
+def _ref(stack: Stack, construct: IConstruct, attribute: str = "Arn") -> str:
+    # How cdk-nag prints a token in a finding id: <LogicalId.Attribute>.
+    resource = construct.node.default_child
+    assert resource is not None
+    return f"<{stack.get_logical_id(resource)}.{attribute}>"  # type: ignore[arg-type]
+
+
+def suppress(stack: LangorchStack) -> None:
+    """Acknowledge every accepted finding on the construct it applies to."""
+    functions = stack.functions
+    runs_index = f"Resource::{_ref(stack, stack.tables.runs)}/index/*"
+    for function in functions.all.values():
+        role = function.role
+        assert role is not None
+        _ack(function, "AwsSolutions-L1", L1)
+        _ack(role, "AwsSolutions-IAM5[Resource::*]", XRAY)
+        _ack(
+            role,
+            f"AwsSolutions-IAM5[{runs_index}]",
+            "grant_read_write_data on the runs table covers its own two indexes (gsi1: runs "
+            "of a workflow, gsi2: runs in a status) and no other table's.",
+        )
+    callback_role = functions.approval_callback.role
+    assert callback_role is not None
+    _ack(
+        callback_role,
+        "AwsSolutions-IAM5[Resource::*]",
+        XRAY + " Also states:SendTaskSuccess/SendTaskFailure: a task token names no state "
+        "machine, so these actions cannot be scoped to one; holding a valid token (stored "
+        "server-side, never sent to the approver) is the authorization.",
+    )
+    trigger_role = functions.trigger.role
+    assert trigger_role is not None
+    _ack(
+        trigger_role,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
+        f"<AWS::AccountId>:secret:{stack.secrets.webhook_prefix}*]",
+        "Per-workflow webhook secrets are created after deploy by `langorch workflows put`; "
+        "the grant is read-only and limited to this stage's webhook name prefix (the * also "
+        "covers the random suffix Secrets Manager appends to every secret ARN).",
+    )
+    runner_role = functions.run_segment.role
+    assert runner_role is not None
+    _ack(
+        runner_role,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.files.bucket)}"
+        f"/{stack.files.checkpoint_prefix}/*]",
+        "Object ARNs are key patterns: Get/Put/DeleteObject only under the checkpoint prefix, "
+        "where DynamoCheckpointSaver offloads payloads too large for DynamoDB.",
+    )
+    state_machine = stack.workflow.state_machine
+    _ack(state_machine, "AwsSolutions-IAM5[Resource::*]", XRAY)
+    _ack(
+        state_machine,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, functions.request_approval)}:*]",
+        "grant_invoke on request_approval also allows its versions and aliases (the :* "
+        "qualifier) of that one function.",
+    )
+    _ack(
+        stack.triggers.scheduler_role,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, functions.trigger)}:*]",
+        "grant_invoke on the trigger function also allows its versions and aliases (the :* "
+        "qualifier) of that one function.",
+    )
+    for secret in (stack.secrets.link_signing_key, stack.secrets.llm_api_key):
+        _ack(
+            secret,
+            "AwsSolutions-SMG4",
+            "No rotation Lambda: the signing key rotates by adding a key id and moving "
+            "'current' (old links stay verifiable until they expire), and the LLM key is "
+            "issued by the provider; both are rotated by the operator (README).",
+        )
+    _ack(
+        stack.api,
+        "AwsSolutions-APIG4",
+        "No authorizer on purpose: webhooks are authenticated by their HMAC signature and "
+        "approvals by signed, expiring, single-use links, both verified in the handlers; "
+        "senders and approvers have no AWS identity to authorize.",
+    )
+    for queue in stack.triggers.dead_letter_queues.values():
+        _ack(
+            queue,
+            "AwsSolutions-SQS3",
+            "This queue is itself a dead-letter queue (for the Scheduler, the EventBridge "
+            "rule or the trigger's asynchronous invocations); nothing consumes it "
+            "automatically, an alarm fires on its depth.",
+        )

@@ -1,0 +1,179 @@
+"""The langorch stack: composes one construct per capability and publishes the outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from infra.config import DeployConfig
+from infra.constructs.api import HttpApi
+from infra.constructs.email import Email
+from infra.constructs.functions import SEGMENT_BUDGET_SECONDS, Functions
+from infra.constructs.observability import Observability
+from infra.constructs.secrets import Secrets
+from infra.constructs.storage import FilesBucket
+from infra.constructs.tables import Tables
+from infra.constructs.triggers import Triggers
+from infra.constructs.workflow import RunStateMachine
+from infra.nag import suppress
+
+CHECKPOINT_PREFIX = "checkpoints"
+
+
+class LangorchStack(Stack):
+    """Everything one langorch deployment needs; no resource is defined here directly.
+
+    Args:
+        config: the deployment's settings.
+        build_dir: where Lambda assets are staged before synthesis copies them.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeployConfig,
+        build_dir: Path,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        prefix = config.prefix
+        self.tables = Tables(self, "Tables", retain_data=config.retain_data)
+        self.files = FilesBucket(
+            self,
+            "Files",
+            checkpoint_prefix=CHECKPOINT_PREFIX,
+            checkpoint_ttl_days=config.checkpoint_ttl_days,
+            log_retention_days=config.log_retention_days,
+            retain_data=config.retain_data,
+        )
+        self.secrets = Secrets(self, "Secrets", prefix=prefix)
+        self.email = Email(
+            self,
+            "Email",
+            prefix=prefix,
+            sender_email=config.sender_email,
+            domain=config.ses_domain,
+        )
+        self.functions = Functions(
+            self,
+            "Functions",
+            prefix=prefix,
+            build_dir=build_dir,
+            bundle=config.bundle,
+            python312=config.python312,
+            log_retention_days=config.log_retention_days,
+            tables=self.tables,
+            files=self.files,
+            secrets=self.secrets,
+            email=self.email,
+            bedrock_models=config.models_to_grant,
+            bedrock_regions=config.bedrock_regions,
+        )
+        self.workflow = RunStateMachine(
+            self,
+            "Runs",
+            prefix=prefix,
+            run_segment=self.functions.runner_alias,
+            request_approval=self.functions.request_approval,
+            log_level=config.sfn_log_level,
+            log_retention_days=config.log_retention_days,
+        )
+        state_machine = self.workflow.state_machine
+        state_machine.grant_start_execution(self.functions.trigger)
+        self.api = HttpApi(
+            self,
+            "Http",
+            prefix=prefix,
+            trigger=self.functions.trigger,
+            approval_callback=self.functions.approval_callback,
+            rate_limit=config.api_rate_limit,
+            burst_limit=config.api_burst_limit,
+            log_retention_days=config.log_retention_days,
+            domain_name=config.domain_name,
+            certificate_arn=config.certificate_arn,
+        )
+        self.triggers = Triggers(
+            self, "Triggers", prefix=prefix, trigger=self.functions.trigger, files=self.files
+        )
+        public_base_url = (config.public_base_url or self.api.url).rstrip("/")
+
+        self.functions.add_environment(
+            {
+                "LANGORCH_DEFINITIONS_TABLE": self.tables.definitions.table_name,
+                "LANGORCH_RUNS_TABLE": self.tables.runs.table_name,
+                "LANGORCH_CHECKPOINTS_TABLE": self.tables.checkpoints.table_name,
+                "LANGORCH_MEMORY_TABLE": self.tables.memory.table_name,
+                "LANGORCH_BUCKET": self.files.bucket.bucket_name,
+                "LANGORCH_CHECKPOINT_PREFIX": CHECKPOINT_PREFIX,
+                "LANGORCH_CHECKPOINT_TTL_DAYS": str(config.checkpoint_ttl_days),
+                "LANGORCH_SEGMENT_BUDGET_SECONDS": str(SEGMENT_BUDGET_SECONDS),
+                "LANGORCH_DEFAULT_LLM_PROVIDER": config.llm_provider,
+                "LANGORCH_DEFAULT_LLM_MODEL": config.llm_model or "",
+                # pydantic-settings parses list settings from JSON.
+                "LANGORCH_DEFAULT_APPROVERS": json.dumps(list(config.default_approvers)),
+                "LANGORCH_PUBLIC_BASE_URL": public_base_url,
+                "LANGORCH_SENDER_EMAIL": config.sender_email,
+                "LANGORCH_SES_CONFIGURATION_SET": (
+                    self.email.configuration_set.configuration_set_name
+                ),
+                # Secret ARNs, never values: the handlers read them from Secrets Manager.
+                "LANGORCH_LINK_SIGNING_SECRET": self.secrets.link_signing_key.secret_arn,
+                "LANGORCH_LLM_API_KEY_SECRET": self.secrets.llm_api_key.secret_arn,
+                "LANGORCH_WEBHOOK_SECRET_PREFIX": self.secrets.webhook_prefix,
+                "LANGORCH_SCHEDULER_GROUP": self.triggers.schedule_group.schedule_group_name,
+                "LANGORCH_LOG_GROUP_PREFIX": self.functions.log_group_prefix,
+            }
+        )
+        # Only the functions that start or resume executions get the ARN: the state machine
+        # invokes the runner and request_approval, so naming it in their environment would
+        # make a dependency cycle.
+        for function in (self.functions.trigger, self.functions.approval_callback):
+            function.add_environment("LANGORCH_STATE_MACHINE_ARN", state_machine.state_machine_arn)
+
+        self.observability = Observability(
+            self,
+            "Observability",
+            prefix=prefix,
+            functions=self.functions.all,
+            log_groups=list(self.functions.log_groups.values()),
+            state_machine=state_machine,
+            dead_letter_queues=self.triggers.dead_letter_queues,
+            alarm_email=config.alarm_email,
+        )
+        self._outputs(public_base_url)
+        suppress(self)
+
+    def _outputs(self, public_base_url: str) -> None:
+        # Read by `langorch … --stack NAME` (langorch.cli.target.OUTPUT_FIELDS): the keys are
+        # a contract, rename none of them.
+        outputs = {
+            "DefinitionsTable": self.tables.definitions.table_name,
+            "RunsTable": self.tables.runs.table_name,
+            "CheckpointsTable": self.tables.checkpoints.table_name,
+            "MemoryTable": self.tables.memory.table_name,
+            "Bucket": self.files.bucket.bucket_name,
+            "CheckpointPrefix": CHECKPOINT_PREFIX,
+            "StateMachineArn": self.workflow.state_machine.state_machine_arn,
+            "ApiUrl": self.api.url,
+            "PublicBaseUrl": public_base_url,
+            "TriggerFunctionArn": self.functions.trigger.function_arn,
+            "SchedulerGroup": self.triggers.schedule_group.schedule_group_name,
+            "SchedulerRoleArn": self.triggers.scheduler_role.role_arn,
+            "ScheduleDlqArn": self.triggers.schedule_dlq.queue_arn,
+            "LinkSigningSecret": self.secrets.link_signing_key.secret_arn,
+            "LlmApiKeySecret": self.secrets.llm_api_key.secret_arn,
+            "WebhookSecretPrefix": self.secrets.webhook_prefix,
+            "SenderEmail": self.email.sender_email,
+            "SesConfigurationSet": self.email.configuration_set.configuration_set_name,
+            "LogGroupPrefix": self.functions.log_group_prefix,
+            "AlarmTopicArn": self.observability.topic.topic_arn,
+            "DashboardName": self.observability.dashboard.dashboard_name,
+        }
+        for key, value in outputs.items():
+            CfnOutput(self, key, value=value)
