@@ -49,7 +49,7 @@ from langorch.domain.approvals import (
     sign_link,
     verify_link,
 )
-from langorch.domain.errors import NotFoundError, SecretNotFoundError, StorageError, TaskClosedError
+from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
 
 if TYPE_CHECKING:
     from langorch.adapters.secrets import Secrets
@@ -133,10 +133,10 @@ def ensure_signing_key(
     Returns:
         The current key id.
     """
-    try:
+    # Asked with ``exists`` rather than by catching SecretNotFoundError from a read: a read
+    # of a missing secret surfaces as a StorageError through Powertools' provider.
+    if secrets.exists(name):
         return load_signing_keys(secrets, name).current
-    except SecretNotFoundError:
-        pass
     kid = key_id()
     key = base64.b64encode(token_bytes(MIN_KEY_BYTES)).decode("ascii")
     secrets.put_json(
@@ -234,7 +234,7 @@ def request_approval(
             "run_id": stored.run_id,
             "workflow_id": stored.workflow_id,
             "step_id": stored.step_id,
-            "created": created,
+            "first_request": created,
             "emailed": len(emailed),
         },
     )
