@@ -183,6 +183,10 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
             error=run.error.model_dump() if run.error else None,
         )
     _check_resume(run, cmd)
+    if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
+        from langorch.app.approvals import expire_approval  # closes the page: "expired"
+
+        expire_approval(run.run_id, run.pending.interrupt_id, deps)
     budget = deps.settings.segment_budget_seconds
     owner = cmd.owner or deps.ids()
     fence = deps.runs.acquire_lease(
