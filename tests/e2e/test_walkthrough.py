@@ -311,7 +311,10 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
 
         # When the file is put with the CLI
         code = main(["files", "put", str(data), "--key", "inbox/orders.csv", "--json"])
-        put = json.loads(capsys.readouterr().out)
+        # The stack runs in this process: its log lines and outbox notices share stdout, so
+        # read the command's indented document from its opening line.
+        out = capsys.readouterr().out
+        put, _ = json.JSONDecoder().raw_decode(out[out.index("{\n") :])
         assert code == 0
         assert put["matching_workflows"] == ["e2e_csv_import"]
         wait_for("the duplicate poller to see the event", lambda: duplicate.pump() or seen)
