@@ -19,6 +19,8 @@ _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _EMAIL = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+)$")
 _PROVIDERS = ("offline", "bedrock", "openai")
 _LOG_LEVELS = ("ALL", "ERROR", "FATAL", "OFF")
+RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+"""The retention periods CloudWatch Logs offers."""
 
 
 class ConfigError(ValueError):
@@ -180,8 +182,13 @@ class DeployConfig:
             raise ConfigError(f"public_base_url {self.public_base_url!r} must be https://")
         if bool(self.domain_name) != bool(self.certificate_arn):
             raise ConfigError("domain_name and certificate_arn go together: set both or neither")
-        if self.checkpoint_ttl_days < 1 or self.log_retention_days < 1:
-            raise ConfigError("checkpoint_ttl_days and log_retention_days must be at least 1")
+        if self.checkpoint_ttl_days < 1:
+            raise ConfigError("checkpoint_ttl_days must be at least 1")
+        if self.log_retention_days not in RETENTION_DAYS:
+            allowed = ", ".join(str(d) for d in RETENTION_DAYS)
+            raise ConfigError(
+                f"log_retention_days {self.log_retention_days}: CloudWatch Logs allows {allowed}"
+            )
 
 
 def _as_list(value: Any) -> list[str]:

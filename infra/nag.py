@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from aws_cdk import Acknowledgment, Stack, Validations
+from aws_cdk import Acknowledgment, Stack, Token, Validations
 from constructs import IConstruct
 
 if TYPE_CHECKING:
@@ -35,6 +35,11 @@ def _ref(stack: Stack, construct: IConstruct, attribute: str = "Arn") -> str:
     resource = construct.node.default_child
     assert resource is not None
     return f"<{stack.get_logical_id(resource)}.{attribute}>"  # type: ignore[arg-type]
+
+
+def _pseudo(value: str, name: str) -> str:
+    # cdk-nag prints an unresolved pseudo parameter as <AWS::Name>, a known one literally.
+    return f"<AWS::{name}>" if Token.is_unresolved(value) else value
 
 
 def suppress(stack: LangorchStack) -> None:
@@ -65,8 +70,9 @@ def suppress(stack: LangorchStack) -> None:
     assert trigger_role is not None
     _ack(
         trigger_role,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:secretsmanager:<AWS::Region>:"
-        f"<AWS::AccountId>:secret:{stack.secrets.webhook_prefix}*]",
+        f"AwsSolutions-IAM5[Resource::arn:{_pseudo(stack.partition, 'Partition')}"
+        f":secretsmanager:{_pseudo(stack.region, 'Region')}"
+        f":{_pseudo(stack.account, 'AccountId')}:secret:{stack.secrets.webhook_prefix}*]",
         "Per-workflow webhook secrets are created after deploy by `langorch workflows put`; "
         "the grant is read-only and limited to this stage's webhook name prefix (the * also "
         "covers the random suffix Secrets Manager appends to every secret ARN).",
@@ -81,7 +87,13 @@ def suppress(stack: LangorchStack) -> None:
         "where DynamoCheckpointSaver offloads payloads too large for DynamoDB.",
     )
     state_machine = stack.workflow.state_machine
-    _ack(state_machine, "AwsSolutions-IAM5[Resource::*]", XRAY)
+    _ack(
+        state_machine,
+        "AwsSolutions-IAM5[Resource::*]",
+        XRAY + " Also the CloudWatch Logs delivery actions (logs:CreateLogDelivery and the "
+        "like) CDK grants for state machine logging: log delivery has no resource-level "
+        "permissions.",
+    )
     _ack(
         state_machine,
         f"AwsSolutions-IAM5[Resource::{_ref(stack, functions.request_approval)}:*]",
@@ -94,7 +106,8 @@ def suppress(stack: LangorchStack) -> None:
         "grant_invoke on the trigger function also allows its versions and aliases (the :* "
         "qualifier) of that one function.",
     )
-    for secret in (stack.secrets.link_signing_key, stack.secrets.llm_api_key):
+    secrets = stack.secrets
+    for secret in (secrets.link_signing_seed, secrets.link_signing_key, secrets.llm_api_key):
         _ack(
             secret,
             "AwsSolutions-SMG4",

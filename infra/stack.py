@@ -114,7 +114,6 @@ class LangorchStack(Stack):
                 "LANGORCH_CHECKPOINT_TTL_DAYS": str(config.checkpoint_ttl_days),
                 "LANGORCH_SEGMENT_BUDGET_SECONDS": str(SEGMENT_BUDGET_SECONDS),
                 "LANGORCH_DEFAULT_LLM_PROVIDER": config.llm_provider,
-                "LANGORCH_DEFAULT_LLM_MODEL": config.llm_model or "",
                 # pydantic-settings parses list settings from JSON.
                 "LANGORCH_DEFAULT_APPROVERS": json.dumps(list(config.default_approvers)),
                 "LANGORCH_PUBLIC_BASE_URL": public_base_url,
@@ -130,6 +129,8 @@ class LangorchStack(Stack):
                 "LANGORCH_LOG_GROUP_PREFIX": self.functions.log_group_prefix,
             }
         )
+        if config.llm_model:
+            self.functions.add_environment({"LANGORCH_DEFAULT_LLM_MODEL": config.llm_model})
         # Only the functions that start or resume executions get the ARN: the state machine
         # invokes the runner and request_approval, so naming it in their environment would
         # make a dependency cycle.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Arn, ArnComponents, ArnFormat, RemovalPolicy, SecretValue, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -14,7 +16,7 @@ LINK_KEY_ID = "k1"
 class Secrets(Construct):
     """The stack's secrets. Values never appear in the template, environment or outputs.
 
-    - link-signing key: generated at deploy time, ``{"current": "k1", "k1": "<64 chars>"}``.
+    - link-signing key: ``{"current": "k1", "keys": {"k1": <generated, base64>}}``.
     - LLM API key: created holding ``{"api_key": ""}``; the operator stores the real key
       (README, "Deploying to AWS").
     - webhook secrets: one per workflow under ``<prefix>/webhooks/``, created by the CLI when a
@@ -27,15 +29,30 @@ class Secrets(Construct):
     def __init__(self, scope: Construct, id: str, *, prefix: str) -> None:
         super().__init__(scope, id)
         self.webhook_prefix = f"{prefix}/webhooks/"
+        # The signing key's shape is nested ({"current": "k1", "keys": {"k1": base64}}, see
+        # langorch.app.approvals.load_signing_keys) and CloudFormation only generates flat
+        # JSON. So a seed secret is generated (64 letters and digits: valid base64 for 48
+        # bytes) and the key secret embeds it through a dynamic reference: the template holds
+        # `{{resolve:secretsmanager:...}}`, never key material.
+        self.link_signing_seed = secretsmanager.Secret(
+            self,
+            "LinkSigningSeed",
+            description="langorch: generated material of the first link-signing key",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                password_length=64,
+                exclude_punctuation=True,
+                include_space=False,
+            ),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        document = json.dumps({"current": LINK_KEY_ID, "keys": {LINK_KEY_ID: "@KEY@"}})
+        before, after = document.split("@KEY@")
         self.link_signing_key = secretsmanager.Secret(
             self,
             "LinkSigningKey",
-            description="langorch: HMAC key that signs approval links",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                secret_string_template=f'{{"current": "{LINK_KEY_ID}"}}',
-                generate_string_key=LINK_KEY_ID,
-                password_length=64,
-                exclude_punctuation=True,
+            description="langorch: HMAC keys that sign approval links",
+            secret_string_value=SecretValue.unsafe_plain_text(
+                before + self.link_signing_seed.secret_value.unsafe_unwrap() + after
             ),
             removal_policy=RemovalPolicy.DESTROY,
         )

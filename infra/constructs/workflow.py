@@ -59,7 +59,10 @@ class RunStateMachine(Construct):
             "StateMachine",
             state_machine_name=f"{prefix}-runs",
             state_machine_type=sfn.StateMachineType.STANDARD,
-            definition_body=sfn.DefinitionBody.from_file(str(asl_file)),
+            # from_string, not from_file: the definition goes into the template itself
+            # (DefinitionString) rather than a separate S3 asset, so the template alone shows
+            # what runs, and tests compare it with the file.
+            definition_body=sfn.DefinitionBody.from_string(asl_file.read_text(encoding="utf-8")),
             definition_substitutions={
                 "RunSegmentFunctionArn": run_segment.function_arn,
                 "RequestApprovalFunctionArn": request_approval.function_arn,

@@ -1,0 +1,83 @@
+"""The stack, synthesized once per session: every infra test reads the same template.
+
+Synthesis takes 10-20 s (a Node process runs aws-cdk-lib), so it is never repeated per test.
+Assets are staged in a temporary directory and the layer is the unbuilt placeholder: these
+tests are offline and need neither Docker nor pip downloads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# jsii warns on every start under Node 20 (end of life); silence it in test output only.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+STAGE = "test"
+CONTEXT: dict[str, Any] = {
+    "stage": STAGE,
+    "sender_email": "approvals@example.org",
+    "default_approvers": "alice@example.org,bob@example.org",
+    "llm_provider": "bedrock",
+    "llm_model": "anthropic.claude-3-haiku-20240307-v1:0",
+    "alarm_email": "ops@example.org",
+    "account": "123456789012",
+    "region": "eu-west-1",
+}
+
+
+@dataclass
+class Synth:
+    """One synthesized stack."""
+
+    stack: Any
+    template: dict[str, Any]
+    outdir: Path
+    error: Exception | None
+
+    @property
+    def resources(self) -> dict[str, dict[str, Any]]:
+        return self.template["Resources"]
+
+    def of_type(self, kind: str) -> dict[str, dict[str, Any]]:
+        """Resources of one CloudFormation type by logical id."""
+        return {k: v for k, v in self.resources.items() if v["Type"] == kind}
+
+    def logical_id(self, construct: Any) -> str:
+        """The logical id of an L2 construct's CloudFormation resource."""
+        node = construct.node.default_child or construct
+        return str(self.stack.get_logical_id(node))
+
+    def validation_report(self) -> dict[str, Any] | None:
+        path = self.outdir / "validation-report.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
+    from infra.app import build_app
+
+    root = tmp_path_factory.mktemp("cdk")
+    context = {**CONTEXT, "build_dir": str(root / "build")}
+    app, stack = build_app(outdir=str(root / "cdk.out"), context=context)
+    error: Exception | None = None
+    try:
+        app.synth()
+    except RuntimeError as exc:  # cdk-nag findings: the template is written before validation
+        error = exc
+    template = json.loads((root / "cdk.out" / f"{stack.stack_name}.template.json").read_text())
+    yield Synth(stack=stack, template=template, outdir=root / "cdk.out", error=error)
+
+
+@pytest.fixture(scope="session")
+def template(synth: Synth) -> Any:
+    """The template as a CDK ``assertions.Template`` (matchers)."""
+    from aws_cdk.assertions import Template
+
+    return Template.from_json(synth.template)

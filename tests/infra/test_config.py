@@ -1,0 +1,64 @@
+"""Deployment configuration: parsed from cdk.json context and -c overrides, validated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infra.config import ConfigError, DeployConfig
+
+
+def _context(values: dict[str, Any]) -> Any:
+    return values.get
+
+
+def test_cli_overrides_win_over_cdk_json_and_strings_are_coerced() -> None:
+    context = {
+        "langorch": {"stage": "dev", "default_approvers": ["a@example.org"], "retain_data": True},
+        "stage": "prod",
+        "default_approvers": "b@example.org, c@example.org",
+        "retain_data": "false",
+        "log_retention_days": "90",
+    }
+    config = DeployConfig.from_context(_context(context))
+    assert config.stage == "prod"
+    assert config.stack_name == "langorch-prod"
+    assert config.default_approvers == ("b@example.org", "c@example.org")
+    assert config.retain_data is False
+    assert config.log_retention_days == 90
+
+
+def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
+    assert DeployConfig.parse({"llm_provider": "bedrock"}).models_to_grant == (
+        "anthropic.claude-3-haiku-20240307-v1:0",
+    )
+    assert (
+        DeployConfig.parse({"llm_provider": "openai", "llm_model": "gpt-4o-mini"}).models_to_grant
+        == ()
+    )
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"stage": "Prod"}, "stage"),
+        ({"sender_email": "nobody"}, "sender_email"),
+        ({"default_approvers": "x"}, "default_approvers"),
+        ({"llm_provider": "llama"}, "llm_provider"),
+        ({"public_base_url": "http://example.org"}, "https://"),
+        ({"domain_name": "runs.example.org"}, "certificate_arn"),
+        ({"retain_data": "maybe"}, "retain_data"),
+        ({"log_retention_days": 31}, "log_retention_days"),
+    ],
+)
+def test_invalid_settings_are_refused_with_the_setting_named(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        DeployConfig.parse(values)
+
+
+def test_unknown_settings_are_refused() -> None:
+    with pytest.raises(ConfigError, match="unknown langorch setting"):
+        DeployConfig.from_context(_context({"langorch": {"stgae": "dev"}}))

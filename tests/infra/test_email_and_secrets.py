@@ -1,0 +1,43 @@
+"""SES without click tracking; secrets generated or empty, never in the template."""
+
+from __future__ import annotations
+
+import json
+
+from tests.infra.conftest import Synth
+
+
+def test_sender_identity_uses_a_configuration_set_without_event_destinations(
+    synth: Synth,
+) -> None:
+    (identity,) = synth.of_type("AWS::SES::EmailIdentity").values()
+    assert identity["Properties"]["EmailIdentity"] == "approvals@example.org"
+    config_set_id = synth.logical_id(synth.stack.email.configuration_set)
+    assert identity["Properties"]["ConfigurationSetAttributes"] == {
+        "ConfigurationSetName": {"Ref": config_set_id}
+    }
+    # Open/click tracking needs an event destination; none exists, so SES never rewrites
+    # approval links.
+    assert not synth.of_type("AWS::SES::ConfigurationSetEventDestination")
+    config_set = synth.resources[config_set_id]["Properties"]
+    assert "TrackingOptions" not in config_set
+    assert config_set["DeliveryOptions"] == {"TlsPolicy": "REQUIRE"}
+
+
+def test_link_signing_key_has_the_loader_shape_and_generated_material(synth: Synth) -> None:
+    secrets = synth.stack.secrets
+    key = synth.resources[synth.logical_id(secrets.link_signing_key)]["Properties"]
+    separator, parts = key["SecretString"]["Fn::Join"]
+    seed = synth.logical_id(secrets.link_signing_seed)
+    text = separator.join(p if isinstance(p, str) else "SEED" for p in parts)
+    assert parts[1] == {"Ref": seed}
+    document = json.loads(text.replace("{{resolve:secretsmanager:SEED:SecretString:::}}", "K"))
+    assert document == {"current": "k1", "keys": {"k1": "K"}}
+    generated = synth.resources[seed]["Properties"]["GenerateSecretString"]
+    # 64 letters and digits: valid base64 for 48 bytes (load_signing_keys needs >= 32).
+    assert generated == {"ExcludePunctuation": True, "IncludeSpace": False, "PasswordLength": 64}
+
+
+def test_llm_key_secret_is_created_empty(synth: Synth) -> None:
+    llm = synth.resources[synth.logical_id(synth.stack.secrets.llm_api_key)]["Properties"]
+    assert json.loads(llm["SecretString"]) == {"api_key": ""}

@@ -1,0 +1,70 @@
+"""Dashboard, alarms and Logs Insights queries."""
+
+from __future__ import annotations
+
+import json
+
+from tests.infra.conftest import STAGE, Synth
+
+METRICS = (
+    "RunsStarted",
+    "RunsSucceeded",
+    "RunsFailed",
+    "SegmentDuration",
+    "StepsRun",
+    "LLMTokens",
+    "ApprovalWait",
+    "WebhookRejected",
+)
+
+
+def _dashboard_body(synth: Synth) -> str:
+    (dashboard,) = synth.of_type("AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    if isinstance(body, str):
+        return body
+    return "".join(p if isinstance(p, str) else json.dumps(p) for p in body["Fn::Join"][1])
+
+
+def test_dashboard_shows_every_handler_metric_in_the_langorch_namespace(synth: Synth) -> None:
+    body = _dashboard_body(synth)
+    for metric in METRICS:
+        assert f'"langorch","{metric}","service","langorch"' in body, metric
+    assert '"AWS/Lambda","Errors"' in body
+
+
+def test_alarms_cover_failed_runs_dlqs_throttles_and_handler_errors(synth: Synth) -> None:
+    alarms = {
+        a["Properties"]["AlarmName"]: a["Properties"]
+        for a in synth.of_type("AWS::CloudWatch::Alarm").values()
+    }
+    prefix = f"langorch-{STAGE}-"
+    expected = {"RunsFailed", "ExecutionsThrottled"}
+    expected |= {f"Dlq-{q}" for q in ("schedules", "file-events", "trigger")}
+    for fn in ("trigger", "run-segment", "request-approval", "approval-callback"):
+        expected |= {f"Errors-{fn}", f"Throttles-{fn}"}
+    assert set(alarms) == {prefix + name for name in expected}
+    topic = next(iter(synth.of_type("AWS::SNS::Topic")))
+    for alarm in alarms.values():
+        assert alarm["AlarmActions"] == [{"Ref": topic}]
+        assert alarm["TreatMissingData"] == "notBreaching"
+    assert alarms[prefix + "RunsFailed"]["MetricName"] == "ExecutionsFailed"
+
+
+def test_alarm_email_is_subscribed(synth: Synth) -> None:
+    (topic,) = synth.of_type("AWS::SNS::Topic").values()
+    subscriptions = topic["Properties"].get("Subscription") or [
+        s["Properties"] for s in synth.of_type("AWS::SNS::Subscription").values()
+    ]
+    assert any(s.get("Endpoint") == "ops@example.org" for s in subscriptions)
+
+
+def test_saved_query_finds_a_runs_lines_in_every_function_log_group(synth: Synth) -> None:
+    queries = {
+        q["Properties"]["Name"]: q["Properties"]
+        for q in synth.of_type("AWS::Logs::QueryDefinition").values()
+    }
+    run_lines = queries[f"langorch-{STAGE}/run-lines"]
+    assert 'filter run_id = "RUN_ID"' in run_lines["QueryString"]
+    groups = {g["Ref"] for g in run_lines["LogGroupNames"]}
+    assert groups == {synth.logical_id(g) for g in synth.stack.functions.log_groups.values()}

@@ -1,0 +1,194 @@
+"""Least privilege: what each function may do, and where a wildcard is allowed and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import STAGE, Synth
+from tests.infra.helpers import actions_on, as_list, function_role, render, role_statements
+
+READ = {
+    "dynamodb:BatchGetItem",
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:Scan",
+    "dynamodb:ConditionCheckItem",
+    "dynamodb:DescribeTable",
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+}
+WRITE = {
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+}
+
+ANY_RESOURCE_ALLOWED = {
+    # X-Ray has no resource-level permissions (active tracing adds these).
+    "xray:PutTraceSegments",
+    "xray:PutTelemetryRecords",
+    "xray:GetSamplingRules",
+    "xray:GetSamplingTargets",
+    # A task token names no state machine: these cannot be scoped (documented in functions.py).
+    "states:SendTaskSuccess",
+    "states:SendTaskFailure",
+    # Step Functions' log delivery to CloudWatch Logs (vended logs) has no resource-level
+    # permissions; CDK adds these to the state machine role when logging is on.
+    "logs:CreateLogDelivery",
+    "logs:GetLogDelivery",
+    "logs:UpdateLogDelivery",
+    "logs:DeleteLogDelivery",
+    "logs:ListLogDeliveries",
+    "logs:PutResourcePolicy",
+    "logs:DescribeResourcePolicies",
+    "logs:DescribeLogGroups",
+}
+
+
+def _allowed(synth: Synth, name: str) -> dict[str, set[str]]:
+    fn = synth.stack.functions.all[name]
+    return actions_on(
+        role_statements(synth.resources, function_role(synth.resources, synth.logical_id(fn)))
+    )
+
+
+def _table(synth: Synth, name: str) -> str:
+    return f"<{synth.logical_id(getattr(synth.stack.tables, name))}.Arn>"
+
+
+def _tables_with(allowed: dict[str, set[str]], action: str) -> set[str]:
+    return {r for r in allowed.get(action, set()) if "Tables" in r and "/index/" not in r}
+
+
+@pytest.mark.parametrize(
+    ("name", "reads", "writes"),
+    [
+        ("trigger", {"definitions", "runs"}, {"runs"}),
+        (
+            "run-segment",
+            {"definitions", "runs", "checkpoints", "memory"},
+            {"runs", "checkpoints", "memory"},
+        ),
+        ("request-approval", {"definitions", "runs"}, {"runs"}),
+        ("approval-callback", {"definitions", "runs"}, {"runs"}),
+    ],
+)
+def test_each_function_reads_and_writes_only_its_tables(
+    synth: Synth, name: str, reads: set[str], writes: set[str]
+) -> None:
+    allowed = _allowed(synth, name)
+    for action in READ:
+        assert _tables_with(allowed, action) == {_table(synth, t) for t in reads}, action
+    for action in WRITE:
+        assert _tables_with(allowed, action) == {_table(synth, t) for t in writes}, action
+
+
+def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -> None:
+    machine = f"<{synth.logical_id(synth.stack.workflow.state_machine)}>"
+    assert _allowed(synth, "trigger")["states:StartExecution"] == {machine}
+    for name in ("run-segment", "request-approval", "approval-callback"):
+        assert "states:StartExecution" not in _allowed(synth, name)
+
+
+def test_only_the_callback_sends_task_results(synth: Synth) -> None:
+    allowed = _allowed(synth, "approval-callback")
+    assert allowed["states:SendTaskSuccess"] == {"*"}
+    assert allowed["states:SendTaskFailure"] == {"*"}
+    for name in ("trigger", "run-segment", "request-approval"):
+        assert not any(a.startswith("states:SendTask") for a in _allowed(synth, name))
+
+
+def test_only_request_approval_sends_email_from_the_identity_and_configuration_set(
+    synth: Synth,
+) -> None:
+    allowed = _allowed(synth, "request-approval")
+    (identity,) = synth.of_type("AWS::SES::EmailIdentity")
+    (config_set,) = synth.of_type("AWS::SES::ConfigurationSet")
+    assert allowed["ses:SendEmail"] == {
+        f"arn:aws:ses:eu-west-1:123456789012:identity/<{identity}>",
+        f"arn:aws:ses:eu-west-1:123456789012:configuration-set/<{config_set}>",
+    }
+    for name in ("trigger", "run-segment", "approval-callback"):
+        assert not any(a.startswith("ses:") for a in _allowed(synth, name))
+
+
+def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) -> None:
+    secrets = synth.stack.secrets
+    link = f"<{synth.logical_id(secrets.link_signing_key)}>"
+    llm = f"<{synth.logical_id(secrets.llm_api_key)}>"
+    readers = {
+        name: _allowed(synth, name).get("secretsmanager:GetSecretValue", set())
+        for name in synth.stack.functions.all
+    }
+    assert readers["request-approval"] == {link}
+    assert readers["approval-callback"] == {link}
+    assert readers["run-segment"] == {llm}
+    assert readers["trigger"] == {
+        f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*"
+    }
+
+
+def test_runner_touches_only_offloaded_checkpoints_in_the_bucket(synth: Synth) -> None:
+    allowed = _allowed(synth, "run-segment")
+    bucket = f"<{synth.logical_id(synth.stack.files.bucket)}.Arn>"
+    s3_actions = {a for a in allowed if a.startswith("s3:")}
+    assert s3_actions == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        assert allowed[action] == {f"{bucket}/checkpoints/*"}
+    for name in ("trigger", "request-approval", "approval-callback"):
+        assert not any(a.startswith("s3:") for a in _allowed(synth, name))
+
+
+def test_runner_invokes_only_the_configured_bedrock_model(synth: Synth) -> None:
+    allowed = _allowed(synth, "run-segment")
+    assert allowed["bedrock:InvokeModel"] == {
+        "arn:aws:bedrock:eu-west-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0"
+    }
+
+
+def _all_role_statements(synth: Synth) -> list[tuple[str, dict[str, Any]]]:
+    found = []
+    for role_id in synth.of_type("AWS::IAM::Role"):
+        found.extend((role_id, s) for s in role_statements(synth.resources, role_id))
+    return found
+
+
+def test_no_iam_action_is_a_wildcard(synth: Synth) -> None:
+    for role_id, statement in _all_role_statements(synth):
+        for action in as_list(statement["Action"]):
+            assert "*" not in action, (role_id, action)
+
+
+def test_resource_star_only_for_actions_that_cannot_be_scoped(synth: Synth) -> None:
+    for role_id, statement in _all_role_statements(synth):
+        if "*" in as_list(statement["Resource"]):
+            assert set(as_list(statement["Action"])) <= ANY_RESOURCE_ALLOWED, role_id
+
+
+def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_resources(
+    synth: Synth,
+) -> None:
+    # A * may only complete a pattern under a specific resource of this stack: the runs
+    # table's indexes, the checkpoint prefix, one function's versions, this stage's webhook
+    # secrets (plus the random suffix of secret ARNs).
+    stack = synth.stack
+    allowed_patterns = {
+        f"<{synth.logical_id(stack.tables.runs)}.Arn>/index/*",
+        f"<{synth.logical_id(stack.files.bucket)}.Arn>/checkpoints/*",
+        f"<{synth.logical_id(stack.functions.trigger)}.Arn>:*",
+        f"<{synth.logical_id(stack.functions.request_approval)}.Arn>:*",
+        f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*",
+    }
+    for role_id, statement in _all_role_statements(synth):
+        for resource in as_list(statement["Resource"]):
+            text = render(resource)
+            if "*" in text and text != "*":
+                assert text in allowed_patterns, (role_id, text)
+
+
+def test_no_role_uses_aws_managed_policies(synth: Synth) -> None:
+    for role_id, role in synth.of_type("AWS::IAM::Role").items():
+        assert not role["Properties"].get("ManagedPolicyArns"), role_id

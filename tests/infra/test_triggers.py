@@ -1,0 +1,68 @@
+"""Asynchronous triggers: schedule group and role, the S3 drop rule, and their DLQs."""
+
+from __future__ import annotations
+
+from tests.infra.conftest import STAGE, Synth
+from tests.infra.helpers import actions_on, ref_target, role_statements
+
+
+def test_schedule_group_and_role_that_may_only_invoke_the_trigger(synth: Synth) -> None:
+    groups = synth.of_type("AWS::Scheduler::ScheduleGroup")
+    assert [g["Properties"]["Name"] for g in groups.values()] == [f"langorch-{STAGE}"]
+    triggers = synth.stack.triggers
+    role_id = synth.logical_id(triggers.scheduler_role)
+    role = synth.resources[role_id]["Properties"]
+    statement = role["AssumeRolePolicyDocument"]["Statement"][0]
+    assert statement["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    allowed = actions_on(role_statements(synth.resources, role_id))
+    trigger = synth.logical_id(synth.stack.functions.trigger)
+    assert allowed["lambda:InvokeFunction"] == {f"<{trigger}.Arn>", f"<{trigger}.Arn>:*"}
+    assert set(allowed) == {
+        "lambda:InvokeFunction",
+        "sqs:SendMessage",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+    }
+
+
+def test_file_drops_start_runs_but_checkpoint_offloads_never_do(synth: Synth) -> None:
+    rules = synth.of_type("AWS::Events::Rule")
+    assert len(rules) == 1
+    rule = next(iter(rules.values()))["Properties"]
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["aws.s3"]
+    assert pattern["detail-type"] == ["Object Created"]
+    assert pattern["detail"]["bucket"]["name"] == [
+        {"Ref": synth.logical_id(synth.stack.files.bucket)}
+    ]
+    assert pattern["detail"]["object"]["key"] == [{"anything-but": {"prefix": "checkpoints/"}}]
+    (target,) = rule["Targets"]
+    assert ref_target(target["Arn"]) == synth.logical_id(synth.stack.functions.trigger)
+    assert ref_target(target["DeadLetterConfig"]["Arn"]) == synth.logical_id(
+        synth.stack.triggers.file_events_dlq
+    )
+    assert target["RetryPolicy"]["MaximumRetryAttempts"] == 8
+
+
+def test_failed_async_invocations_of_the_trigger_land_in_a_dlq(synth: Synth) -> None:
+    (config,) = synth.of_type("AWS::Lambda::EventInvokeConfig").values()
+    props = config["Properties"]
+    assert props["FunctionName"] == {"Ref": synth.logical_id(synth.stack.functions.trigger)}
+    assert props["MaximumRetryAttempts"] == 2
+    destination = props["DestinationConfig"]["OnFailure"]["Destination"]
+    assert ref_target(destination) == synth.logical_id(synth.stack.triggers.trigger_dlq)
+
+
+def test_dead_letter_queues_are_encrypted_tls_only_and_kept_14_days(synth: Synth) -> None:
+    queues = synth.of_type("AWS::SQS::Queue")
+    assert len(queues) == 3
+    for queue in queues.values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+        assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86400
+    for policy in synth.of_type("AWS::SQS::QueuePolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+            for s in statements
+        )
