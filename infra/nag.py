@@ -57,6 +57,12 @@ def suppress(stack: LangorchStack) -> None:
             "grant_read_write_data on the runs table covers its own two indexes (gsi1: runs "
             "of a workflow, gsi2: runs in a status) and no other table's.",
         )
+    _ack(
+        functions.run_segment,
+        "@aws-cdk/aws-lambda:snapStartRequirePublish",
+        "The runner is only ever invoked through its live alias on current_version, a "
+        "published version that CDK republishes whenever code or configuration changes.",
+    )
     callback_role = functions.approval_callback.role
     assert callback_role is not None
     _ack(

@@ -42,6 +42,13 @@ LAYER_EXTRAS = ("bedrock", "openai")
 """Optional dependency groups the cloud runner needs (LLM providers are imported lazily)."""
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 """Left to the Lambda runtime (PERFORMANCE.md P4): deleted after ``pip install``."""
+PRUNED = ("numpy", "numpy.libs")
+"""Installed (langchain-aws requires numpy) but never imported on the paths the runner takes:
+its chat models, langchain-openai, LangGraph and the checkpoint store import without it (only
+langchain-aws's embeddings and vector stores use it, and no step kind does). 62 MB of the
+layer's 168 MB; ``tests/infra/test_bundling.py`` proves those imports still work without it."""
+PRUNED_FILES = ("*.pyi", "zstandard/_cffi.*.so")
+"""Type stubs, and zstandard's CFFI backend (the C backend, which it prefers, stays)."""
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache")
 
 
@@ -198,12 +205,23 @@ def build_layer(requirements: Path, output_dir: Path, *, python312: str) -> None
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise BundlingError(f"pip could not build the layer:\n{result.stderr[-4000:]}")
-    for pattern in RUNTIME_PROVIDED:
-        for path in target.glob(f"{pattern}*"):
-            if path.name == pattern or path.name.startswith(f"{pattern}-"):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-    shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: unused in Lambda
+    prune_layer(target)
     byte_compile(python312, target)
+
+
+def prune_layer(target: Path) -> None:
+    """Remove what the Lambda runtime provides and what the runner never imports."""
+    for name in (*RUNTIME_PROVIDED, *PRUNED):
+        for path in target.glob(f"{name}*"):
+            if path.name == name or path.name.startswith(f"{name}-"):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for pattern in PRUNED_FILES:
+        for path in target.rglob(pattern):
+            path.unlink()
+    # Packages' own test suites, and console scripts: never run in Lambda.
+    for tests in [p for p in target.glob("*/tests") if p.is_dir()]:
+        shutil.rmtree(tests)
+    shutil.rmtree(target / "bin", ignore_errors=True)
 
 
 @jsii.implements(ILocalBundling)
@@ -214,7 +232,7 @@ class LocalLayerBundler:
         self._requirements = requirements
         self._python312 = python312
 
-    def try_bundle(self, output_dir: str, **_options: Any) -> bool:
+    def try_bundle(self, output_dir: str, options: Any = None, **_kwargs: Any) -> bool:
         """Build into ``output_dir``; returning True tells CDK not to try Docker."""
         build_layer(self._requirements, Path(output_dir), python312=self._python312)
         return True

@@ -11,7 +11,13 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.constructs.bundling import ARCHITECTURE, RUNTIME, layer_code, stage_code
+from infra.constructs.bundling import (
+    ARCHITECTURE,
+    RUNTIME,
+    find_python312,
+    layer_code,
+    stage_code,
+)
 from infra.constructs.email import Email
 from infra.constructs.secrets import Secrets
 from infra.constructs.storage import FilesBucket
@@ -131,9 +137,9 @@ class Functions(Construct):
         super().__init__(scope, id)
         self._prefix = prefix
         self._retention = retention_days(log_retention_days)
-        self.code = lambda_.Code.from_asset(
-            str(stage_code(build_dir, python312=python312 if bundle else None))
-        )
+        # Byte-compiled only when bundling: tests and synth need no Python 3.12.
+        compiler = find_python312(python312) if bundle else None
+        self.code = lambda_.Code.from_asset(str(stage_code(build_dir, python312=compiler)))
         self.layer = lambda_.LayerVersion(
             self,
             "Dependencies",

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-from infra.constructs.bundling import layer_requirements, stage_code, stage_layer_placeholder
+from infra.constructs.bundling import (
+    layer_requirements,
+    prune_layer,
+    stage_code,
+    stage_layer_placeholder,
+)
 
 
 def test_layer_requirements_are_the_runtime_deps_and_llm_extras_without_boto3() -> None:
@@ -28,3 +35,32 @@ def test_unbuilt_layer_is_a_placeholder_that_says_how_to_build(tmp_path: Path) -
     layer = stage_layer_placeholder(tmp_path)
     note = (layer / "python" / "LAYER_NOT_BUILT.txt").read_text()
     assert "bundle=true" in note
+
+
+def test_runner_imports_work_without_the_pruned_numpy() -> None:
+    # The layer drops numpy (62 MB, P4): the imports the runner needs must not reach it.
+    # A subprocess, so this test's sys.modules stays clean.
+    code = (
+        "import sys; sys.modules['numpy'] = None\n"
+        "from langchain_aws import ChatBedrockConverse\n"
+        "from langchain_openai import ChatOpenAI\n"
+        "import langgraph.graph\n"
+        "from langgraph_checkpoint_aws.store.dynamodb import DynamoDBStore\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+
+
+def test_pruning_removes_runtime_provided_and_unused_packages(tmp_path: Path) -> None:
+    for name in ("boto3", "botocore", "numpy", "numpy.libs", "langgraph", "zstandard"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "numpy-2.3.0.dist-info").mkdir()
+    (tmp_path / "zstandard" / "_cffi.cpython-312-aarch64-linux-gnu.so").write_bytes(b"")
+    (tmp_path / "zstandard" / "backend_c.cpython-312-aarch64-linux-gnu.so").write_bytes(b"")
+    (tmp_path / "langgraph" / "tests").mkdir()
+    prune_layer(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["langgraph", "zstandard"]
+    assert [p.name for p in (tmp_path / "zstandard").iterdir()] == [
+        "backend_c.cpython-312-aarch64-linux-gnu.so"
+    ]
+    assert not (tmp_path / "langgraph" / "tests").exists()
