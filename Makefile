@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 # Folders that hold Python today (an empty folder is not in git).
 PY_DIRS := $(wildcard shared functions tests bench infra)
 
-.PHONY: install dev test lint types unit bench clean
+CDK := npx --yes aws-cdk@2.1148.1
+
+.PHONY: install dev test lint types unit bench bench-pipeline synth deploy destroy clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,5 +38,19 @@ dev: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 
+bench-pipeline: $(STAMP)
+	$(BIN)/python bench/pipeline.py
+
+# Offline: no AWS account, no CDK CLI, no Docker.
+synth: $(STAMP)
+	$(BIN)/python -m infra.app
+
+# The CDK CLI is pinned: its cloud-assembly schema must match aws-cdk-lib's.
+deploy: $(STAMP)
+	$(CDK) deploy -c bundle=true $(CDK_ARGS)
+
+destroy: $(STAMP)
+	$(CDK) destroy --force $(CDK_ARGS)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .langorch
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .langorch cdk.out build/infra

@@ -36,7 +36,23 @@ OUTPUT_FIELDS: Mapping[str, str] = {
     "MemoryTable": "memory_table",
     "Bucket": "bucket",
 }
-"""CloudFormation output key of the deployed stack -> ``Settings`` field."""
+"""CloudFormation output key of the deployed stack -> ``Settings`` field (required)."""
+
+OPTIONAL_OUTPUT_FIELDS: Mapping[str, str] = {
+    "CheckpointPrefix": "checkpoint_prefix",
+    "StateMachineArn": "state_machine_arn",
+    "PublicBaseUrl": "public_base_url",
+    "TriggerFunctionArn": "trigger_function_arn",
+    "SchedulerGroup": "scheduler_group",
+    "SchedulerRoleArn": "scheduler_role_arn",
+    "LinkSigningSecret": "link_signing_secret",
+    "LlmApiKeySecret": "llm_api_key_secret",
+    "WebhookSecretPrefix": "webhook_secret_prefix",
+    "SenderEmail": "sender_email",
+    "SesConfigurationSet": "ses_configuration_set",
+    "LogGroupPrefix": "log_group_prefix",
+}
+"""Outputs the pipeline commands use; a stack without them still serves the definitions."""
 
 StackOutputs = Callable[[str, Settings], Mapping[str, str]]
 
@@ -107,6 +123,9 @@ def resolve_target(
                 f"stack {stack!r} lacks the outputs {', '.join(missing)}: is it a langorch stack?"
             )
         fields = {field: found[key] for key, field in OUTPUT_FIELDS.items()}
+        fields.update(
+            {field: found[key] for key, field in OPTIONAL_OUTPUT_FIELDS.items() if key in found}
+        )
         return Target(base.model_copy(update=fields), f"stack {stack}", explicit=True)
     stack_file = _home(env, cwd) / STACK_FILE
     if stack_file.is_file():
