@@ -146,6 +146,14 @@ class SegmentResult:
     approval: dict[str, Any] | None = None
     outputs: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
+    workflow_id: str | None = None
+    workflow_version: int | None = None
+    steps_run: int = 0
+    """Steps that finished in this segment (for metrics; not part of the payload)."""
+    llm_tokens: int = 0
+    """LLM tokens (input + output) this segment's steps used."""
+    ended: bool = False
+    """This segment ended the run (``False`` when the run had already ended before it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The Step Functions payload (JSON-serialisable)."""
@@ -181,6 +189,8 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
             run.segment,
             outputs=run.outputs,
             error=run.error.model_dump() if run.error else None,
+            workflow_id=run.workflow_id,
+            workflow_version=run.workflow_version,
         )
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
@@ -374,6 +384,11 @@ def _record(
         ),
         outputs=run.outputs,
         error=run.error.model_dump() if status == "failed" and run.error else None,
+        workflow_id=run.workflow_id,
+        workflow_version=run.workflow_version,
+        steps_run=sum(1 for e in events if e.type == TimelineEventType.step_finished),
+        llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
+        ended=run.is_terminal,
     )
 
 
@@ -445,6 +460,152 @@ def _numbered(run: RunRecord, events: list[TimelineEvent]) -> list[TimelineEvent
     # number is the high part.
     base = run.segment * 1_000_000
     return [e.model_copy(update={"seq": base + i + 1}) for i, e in enumerate(events)]
+
+
+# --------------------------------------------------------------------------------------------
+# Ending a run from outside a segment: the state machine's catch-all, an operator's cancel
+# --------------------------------------------------------------------------------------------
+
+
+def _closing_seq(run: RunRecord) -> int:
+    # The last slot of the current segment's range (see _numbered): after every event of the
+    # segment, and the same on a retry, so a repeated call replaces its event, never adds one.
+    return (run.segment + 1) * 1_000_000 - 1
+
+
+def mark_failed(run_id: str, error: RunError, deps: Container) -> bool:
+    """End the run ``failed`` with ``error``, unless it has already ended.
+
+    The state machine calls this (``MarkFailed``) when a segment failed past its retries or
+    returned something it cannot route. Step Functions retries the call, so it is idempotent:
+    a run that already ended — succeeded, failed or cancelled — keeps its status and record.
+
+    Args:
+        run_id: the run.
+        error: why it failed (shown by ``langorch runs show``).
+        deps: the container.
+
+    Returns:
+        Whether this call failed the run.
+
+    Raises:
+        NotFoundError: the run does not exist.
+        StorageError: DynamoDB failed (the state machine retries).
+    """
+    from langorch.domain.errors import ConflictError
+
+    run = deps.runs.get_run(run_id)
+    if run.is_terminal:
+        return False
+    now = deps.clock()
+    failed = transition(run, RunStatus.failed, now=now, error=error, reason=error.message)
+    # The event first: if the status write then fails, the retry rewrites the same event.
+    deps.runs.append_events(
+        run_id,
+        [
+            TimelineEvent(
+                seq=_closing_seq(run),
+                at=now,
+                type=TimelineEventType.run_finished,
+                segment=run.segment,
+                step_id=error.step_id,
+                error=error,
+                detail={"status": "failed"},
+            )
+        ],
+    )
+    try:
+        # No fence: a segment that crashed may still hold the lease; its later writes are
+        # refused because the run has ended.
+        deps.runs.save_run(failed)
+    except ConflictError:
+        return False  # it ended between the read and the write: that ending stands
+    logger.error(
+        "run failed",
+        extra={
+            "run_id": run_id,
+            "workflow_id": run.workflow_id,
+            "workflow_version": run.workflow_version,
+            "segment": run.segment,
+            "error_type": error.type,
+        },
+    )
+    return True
+
+
+def cancel_run(
+    run_id: str,
+    deps: Container,
+    *,
+    actor: str = "operator",
+    reason: str = "cancelled by an operator",
+) -> tuple[RunRecord, bool]:
+    """Cancel a run: status ``cancelled``, its execution stopped, a pending approval closed.
+
+    The record is changed first, so a segment running meanwhile is refused when it saves and
+    a later segment ends at once. Cancelling a cancelled run again repeats the (idempotent)
+    stop, in case an earlier call was cut short before it.
+
+    Args:
+        run_id: the run.
+        deps: the container.
+        actor: who cancelled (kept in the timeline).
+        reason: why (kept as the run's status reason and the execution's stop cause).
+
+    Returns:
+        The run as it is now, and whether this call cancelled it.
+
+    Raises:
+        NotFoundError: the run does not exist.
+        StorageError: DynamoDB or Step Functions failed.
+    """
+    from langorch.domain.errors import ConflictError
+
+    run = deps.runs.get_run(run_id)
+    changed = False
+    parked = run.pending
+    if not run.is_terminal:
+        now = deps.clock()
+        cancelled = transition(run, RunStatus.cancelled, now=now, reason=reason)
+        deps.runs.append_events(
+            run_id,
+            [
+                TimelineEvent(
+                    seq=_closing_seq(run),
+                    at=now,
+                    type=TimelineEventType.run_cancelled,
+                    segment=run.segment,
+                    actor=actor,
+                    detail={"reason": reason[:200]},
+                )
+            ],
+        )
+        try:
+            deps.runs.save_run(cancelled)
+            run, changed = cancelled, True
+        except ConflictError:
+            run = deps.runs.get_run(run_id)
+    if run.status is not RunStatus.cancelled:
+        return run, False  # it had already succeeded or failed: nothing to stop
+    if deps.settings.state_machine_arn:
+        deps.stepfunctions.stop(run_id, reason)
+    if parked is not None and parked.kind == "approval":
+        _close_approval(run_id, parked, deps)
+    logger.info(
+        "run cancelled" if changed else "run was already cancelled",
+        extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},
+    )
+    return run, changed
+
+
+def _close_approval(run_id: str, parked: PendingInterrupt, deps: Container) -> None:
+    try:
+        from langorch.domain.approvals import ApprovalStatus, approval_id_for
+
+        approvals = deps.approvals
+    except ImportError:
+        return  # no approvals store in this build: the parked request is only in the run
+    approvals.mark(approval_id_for(run_id, parked.interrupt_id), ApprovalStatus.cancelled)
 
 
 # --------------------------------------------------------------------------------------------

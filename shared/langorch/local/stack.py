@@ -6,20 +6,27 @@ stack through that file and talks to it exactly as it talks to AWS.
 
 from __future__ import annotations
 
+import base64
+import copy
 import json
 import logging
+import os
+import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
 from langorch.config import Settings
 
 STACK_FILE = "stack.json"
+OUTBOX_DIR = "outbox"
+SCHEDULER_ROLE = "langorch-local-scheduler"
 
 
 @dataclass
@@ -29,18 +36,22 @@ class LocalStack:
     settings: Settings
     home: Path
     examples: list[str] = field(default_factory=list)
-    _stop: Callable[[], None] | None = None
+    functions: dict[str, str] = field(default_factory=dict)
+    """Handler package -> function ARN in the emulator."""
+    gateway_url: str | None = None
+    background: list[str] = field(default_factory=list)
+    """What runs beside the emulator: ``gateway``, ``ticker``, ``s3-events``."""
+    _stops: list[Callable[[], None]] = field(default_factory=list)
 
     @property
     def stack_file(self) -> Path:
         return self.home / STACK_FILE
 
     def stop(self) -> None:
-        """Stop the emulator and forget the stack file."""
+        """Stop everything this stack started (newest first) and forget the stack file."""
         self.stack_file.unlink(missing_ok=True)
-        if self._stop is not None:
-            self._stop()
-            self._stop = None
+        while self._stops:
+            self._stops.pop()()
 
 
 def free_port() -> int:
@@ -62,23 +73,69 @@ def _wait_for(host: str, port: int, timeout: float = 10.0) -> None:
 
 
 def start_emulator(port: int) -> Callable[[], None]:
-    """Start moto's server on 127.0.0.1:``port`` in this process; returns its stop function."""
+    """Start moto's server on 127.0.0.1:``port`` in this process, executing state machines.
+
+    Returns:
+        Its stop function (which also gives moto back its own settings).
+    """
+    from moto.core.config import default_user_config
     from moto.server import ThreadedMotoServer
 
     from langorch.local.emulator import serialise_dynamodb_writes
+    from langorch.local.statemachine import enable_execution
 
+    saved_config = copy.deepcopy(default_user_config)
+    saved_port = os.environ.get("MOTO_PORT")
     undo_atomic = serialise_dynamodb_writes()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    _wait_for("127.0.0.1", port)
 
     def stop() -> None:
+        # moto's backends are this process's memory, not the server's: without a reset the
+        # next stack started in this process would see this one's tables and runs.
+        _reset_emulator(port)
         server.stop()
         undo_atomic()
+        # The server shares this process's moto: later in-process mocks get moto's defaults.
+        config = cast(dict[str, Any], default_user_config)
+        config.clear()
+        config.update(saved_config)
+        if saved_port is None:
+            os.environ.pop("MOTO_PORT", None)
+        else:
+            os.environ["MOTO_PORT"] = saved_port
 
+    # moto imports its ASL interpreter (~2 s) on the first CreateStateMachine; importing it
+    # now, while the tables are created, takes it off the path to "ready".
+    threading.Thread(target=_warm_interpreter, name="langorch-warm-asl", daemon=True).start()
+    try:
+        _wait_for("127.0.0.1", port)
+        enable_execution(f"http://127.0.0.1:{port}")
+    except BaseException:
+        stop()
+        raise
     return stop
+
+
+def _reset_emulator(port: int) -> None:
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/moto-api/reset", data=b"", method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
+            response.read()
+    except OSError:
+        logging.getLogger(__name__).warning("could not reset the emulator on port %d", port)
+
+
+def _warm_interpreter() -> None:
+    import importlib
+
+    importlib.import_module("moto.stepfunctions.parser.models")
 
 
 def merged_offline_script(example_dirs: list[Path], target: Path) -> Path | None:
@@ -101,7 +158,13 @@ def start_local_stack(
     examples: Path | None = None,
     region: str = "us-east-1",
 ) -> LocalStack:
-    """Start the emulator, create every resource, seed built-ins and register the examples.
+    """Start the emulator and provision the whole pipeline in it.
+
+    Tables and bucket, built-in blocks and the examples; the four Lambda functions (routed to
+    the handlers in ``functions/``, their log lines in the emulator's CloudWatch Logs); the run
+    state machine from the package's ASL; the link-signing key; a verified SES sender; the
+    outbox; and — when their modules are present — the HTTP gateway, the scheduler tick and
+    the S3 event poller. Everything is written to ``<home>/stack.json``.
 
     Args:
         home: where the stack file, the merged offline script and the outbox live.
@@ -109,12 +172,16 @@ def start_local_stack(
         examples: a folder of ``<name>/definitions.yaml`` to register (``None``: none).
         region: the emulated region.
     """
+    from langorch.adapters.logs import CloudWatchLogs
     from langorch.app.container import Container
     from langorch.app.definitions import register_files, seed_builtins
+    from langorch.local.lambdas import Dispatcher, function_environment
+    from langorch.local.logs import CloudWatchSink
 
     home.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    stop = start_emulator(port)
+    stack = LocalStack(settings=Settings(region=region), home=home)
+    stack._stops.append(start_emulator(port))
     try:
         example_dirs = (
             sorted(p.parent for p in examples.glob("*/definitions.yaml"))
@@ -122,31 +189,175 @@ def start_local_stack(
             else []
         )
         script = merged_offline_script(example_dirs, home / "offline.yaml")
+        gateway_port = free_port() if _has_module("langorch.local.gateway") else None
         settings = Settings(
             region=region,
             endpoint_url=f"http://127.0.0.1:{port}",
             offline_script=str(script) if script else None,
+            outbox_dir=str((home / OUTBOX_DIR).resolve()),
         )
+        if gateway_port is not None:
+            # Approval links point at the gateway, which starts once the functions exist.
+            settings = settings.model_copy(
+                update={"public_base_url": f"http://127.0.0.1:{gateway_port}"}
+            )
         container = Container(settings)
         container.ensure_resources()
         seed_builtins(container.definitions)
-        registered: list[str] = []
         if example_dirs:
             results = register_files(
                 container.definitions, [str(d / "definitions.yaml") for d in example_dirs]
             )
-            registered = [r.id for r in results if r.kind == "workflow"]
-        stack = LocalStack(settings=settings, home=home, examples=registered, _stop=stop)
-        stack.stack_file.write_text(
-            json.dumps(
-                {
-                    "endpoint_url": settings.endpoint_url,
-                    "settings": settings.model_dump(mode="json"),
-                },
-                indent=2,
-            )
-        )
+            stack.examples = [r.id for r in results if r.kind == "workflow"]
+
+        sink = CloudWatchSink(CloudWatchLogs(container.client("logs")), settings.log_group_prefix)
+        dispatcher = Dispatcher(log_sink=sink).install()
+        stack._stops.append(dispatcher.uninstall)
+        settings, stack.functions = provision_pipeline(container, settings, sink)
+        dispatcher.environment = function_environment(settings)
+        stack.settings = settings
+
+        if gateway_port is not None:
+            stack.gateway_url = start_gateway(stack, gateway_port)
+        start_ticker(stack)
+        start_s3_events(stack)
+        stack.stack_file.write_text(json.dumps(_stack_document(stack), indent=2))
         return stack
     except BaseException:
-        stop()
+        stack.stop()
         raise
+
+
+def provision_pipeline(
+    container: Any, settings: Settings, sink: Any
+) -> tuple[Settings, dict[str, str]]:
+    """Create the functions, the state machine, the signing key and the SES sender.
+
+    Returns:
+        The settings completed with what was created, and handler package -> function ARN.
+    """
+    from langorch.local.lambdas import FUNCTIONS, ensure_functions
+    from langorch.local.statemachine import ensure_state_machine
+
+    lambda_client, iam = container.client("lambda"), container.client("iam")
+    arns = ensure_functions(lambda_client, iam, settings)
+    state_machine = ensure_state_machine(container.client("stepfunctions"), iam, arns)
+    sink.ensure_groups(list(FUNCTIONS.values()))
+    _ensure_signing_key(container, settings.link_signing_secret)
+    container.client("ses").verify_email_identity(EmailAddress=settings.sender_email)
+    settings = settings.model_copy(
+        update={
+            "state_machine_arn": state_machine,
+            "trigger_function_arn": arns["trigger"],
+            "scheduler_role_arn": _ensure_scheduler_role(iam),
+        }
+    )
+    # The functions' environment carries the final settings (the state machine's ARN).
+    ensure_functions(lambda_client, iam, settings)
+    return settings, arns
+
+
+def _ensure_signing_key(container: Any, name: str) -> None:
+    """Create the approval link-signing secret when missing: one random 32-byte key, ``k1``."""
+    # Created here rather than by approvals' ensure_signing_key, which reads the secret first:
+    # a missing secret reads as a StorageError there (Secrets.get_json looks for the ClientError
+    # in __cause__, Powertools chains it as __context__), not as SecretNotFoundError.
+    if not container.secrets.exists(name):
+        key = base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+        container.secrets.put_json(
+            name,
+            {"current": "k1", "keys": {"k1": key}},
+            description="langorch approval link signing",
+        )
+    try:
+        from langorch.app.approvals import ensure_signing_key
+    except ImportError:
+        return  # built without approvals: nothing reads the key
+    ensure_signing_key(container.secrets, name)  # checks the secret is in the shape they read
+
+
+def _ensure_scheduler_role(iam: Any) -> str:
+    # EventBridge Scheduler needs a role to invoke the trigger; the emulator checks it exists.
+    try:
+        return str(iam.get_role(RoleName=SCHEDULER_ROLE)["Role"]["Arn"])
+    except iam.exceptions.NoSuchEntityException:
+        trust = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": "scheduler.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+        role = iam.create_role(RoleName=SCHEDULER_ROLE, AssumeRolePolicyDocument=json.dumps(trust))
+        return str(role["Role"]["Arn"])
+
+
+# --------------------------------------------------------------------------------------------
+# What runs beside the emulator. Each starts only when its module is part of this build. They
+# invoke the functions through the emulator's Lambda, so the dispatcher gives the handlers the
+# functions' settings and ships their log lines, as for the state machine's invocations.
+# --------------------------------------------------------------------------------------------
+
+
+def _has_module(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def start_gateway(stack: LocalStack, port: int) -> str | None:
+    """Serve the HTTP routes (``local/gateway.py``) on ``port``; returns its URL."""
+    if not _has_module("langorch.local.gateway"):
+        return None
+    from langorch.local import gateway
+
+    url, stop = gateway.start_gateway(stack.settings, port=port)
+    stack._stops.append(stop)
+    stack.background.append("gateway")
+    return url
+
+
+def start_ticker(stack: LocalStack) -> None:
+    """Fire due schedules at the trigger function (``local/ticker.py``)."""
+    if not _has_module("langorch.local.ticker"):
+        return
+    from langorch.local import ticker
+
+    stack._stops.append(ticker.start_ticker(stack.settings))
+    stack.background.append("ticker")
+
+
+def start_s3_events(stack: LocalStack) -> None:
+    """Deliver the drop bucket's object-created events (``local/s3events.py``)."""
+    if not _has_module("langorch.local.s3events"):
+        return
+    from langorch.local import s3events
+
+    stack._stops.append(s3events.start_s3_events(stack.settings))
+    stack.background.append("s3-events")
+
+
+def _stack_document(stack: LocalStack) -> dict[str, Any]:
+    settings = stack.settings
+    return {
+        "endpoint_url": settings.endpoint_url,
+        "gateway_url": stack.gateway_url,
+        "outbox_dir": settings.outbox_dir,
+        "state_machine_arn": settings.state_machine_arn,
+        "functions": stack.functions,
+        "log_groups": sorted(f"{settings.log_group_prefix}{name}" for name in _function_names()),
+        "background": stack.background,
+        "settings": settings.model_dump(mode="json"),
+    }
+
+
+def _function_names() -> list[str]:
+    from langorch.local.lambdas import FUNCTIONS
+
+    return list(FUNCTIONS.values())

@@ -49,19 +49,31 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     settings = stack.settings
     lines = [
         f"langorch dev is ready in {took:.1f} s",
-        f"  emulator      {settings.endpoint_url}  (DynamoDB, S3)",
+        f"  emulator      {settings.endpoint_url}  (DynamoDB, S3, Step Functions, Lambda, "
+        "Secrets Manager, SES, CloudWatch Logs)",
         f"  stack file    {stack.stack_file}  (every langorch command finds it)",
         f"  tables        {settings.definitions_table}, {settings.runs_table}, "
         f"{settings.checkpoints_table}, {settings.memory_table}",
         f"  bucket        {settings.bucket}",
+        f"  state machine {settings.state_machine_arn}",
+        f"  functions     {', '.join(sorted(stack.functions))}  (run in this process)",
+        f"  logs          {settings.log_group_prefix}<function>  (`langorch runs logs RUN_ID`)",
+        f"  outbox        {settings.outbox_dir}  (approval emails and their links)",
+    ]
+    if stack.gateway_url:
+        lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
+    if stack.background:
+        lines.append(f"  running       {', '.join(stack.background)}")
+    lines += [
         f"  LLM           {settings.default_llm_provider}"
         + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
         "",
         "try, in another terminal:",
         "  langorch workflows list",
-        '  langorch runs start blog_review --input \'{"commit_message": "Add S3 offload"}\'',
+        '  langorch runs start blog_review --input \'{"commit_message": "Add S3 offload"}\' --wait',
         "  langorch runs list",
+        "  langorch runs logs RUN_ID",
         "",
         "Ctrl-C stops it.",
     ]
@@ -70,6 +82,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "ready_seconds": round(took, 2),
             "endpoint_url": settings.endpoint_url,
             "stack_file": str(stack.stack_file),
+            "state_machine_arn": settings.state_machine_arn,
+            "functions": stack.functions,
+            "gateway_url": stack.gateway_url,
+            "outbox_dir": settings.outbox_dir,
+            "background": stack.background,
             "workflows": stack.examples,
         },
         "\n".join(lines),

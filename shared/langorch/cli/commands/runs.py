@@ -1,4 +1,9 @@
-"""``langorch runs start | list | show``.
+"""``langorch runs start | list | show | logs | cancel``.
+
+Against a stack with a run state machine (``langorch dev``, a deployed stack), ``runs start``
+starts the run's execution and, with ``--wait``, follows the run record until it ends or parks
+on an approval. Without one — or with ``--approve`` / ``--reject``, which answer approvals from
+this terminal — this process drives the run itself.
 
 ``runs start --local FILE…`` runs a workflow on this machine with no AWS account: the whole
 engine (definitions store, runs table, DynamoDB checkpointer, memory) runs against an in-process
@@ -46,6 +51,18 @@ def register(subparsers: Subparsers) -> None:
         help="with --approve: set an editable key (repeatable)",
     )
     start.add_argument("--comment", default="", help="with --approve/--reject: the comment")
+    start.add_argument(
+        "--wait",
+        action="store_true",
+        help="follow the run until it ends or waits on an approval (state machine stacks)",
+    )
+    start.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="--wait: give up following after S seconds (the run goes on)",
+    )
     start.add_argument("--script", metavar="FILE", help="offline LLM answers per block/step")
     start.add_argument(
         "--repeat", type=int, default=1, metavar="N", help="--local: run N times (memory persists)"
@@ -65,6 +82,13 @@ def register(subparsers: Subparsers) -> None:
 
     show = add_command(runs, "show", _show, "a run's timeline: steps, approvals, errors")
     show.add_argument("run_id", metavar="RUN_ID")
+
+    logs = add_command(runs, "logs", _logs, "the run's log lines from CloudWatch Logs")
+    logs.add_argument("run_id", metavar="RUN_ID")
+
+    cancel = add_command(runs, "cancel", _cancel, "cancel a run and stop its execution")
+    cancel.add_argument("run_id", metavar="RUN_ID")
+    cancel.add_argument("--reason", default="cancelled from the command line")
 
 
 def _input(args: argparse.Namespace) -> dict[str, Any]:
@@ -147,10 +171,120 @@ def _start(ctx: Context, args: argparse.Namespace) -> int | None:
         raise UsageError("name the workflow to run: langorch runs start WORKFLOW [--input JSON]")
     from langorch.app.container import Container
 
-    # Until the event pipeline runs segments in Step Functions, this process is the runner:
-    # it starts the run in the target's tables and drives it, answering approvals here.
     container = Container(ctx.settings)
+    if ctx.settings.state_machine_arn and not (args.approve or args.reject):
+        return _launch(ctx, args, container, args.workflow, _input(args))
+    # No state machine (or approvals answered here): this process is the runner. It starts
+    # the run in the target's tables and drives it, answering approvals itself.
     return _run(ctx, args, container, args.workflow, _input(args))
+
+
+_POLL_SECONDS = 0.5
+_PARKED_FOR_PEOPLE = frozenset({"waiting_approval"})
+"""Statuses ``--wait`` stops at: nothing happens until a person decides (a sleep goes on by
+itself, so it is waited through)."""
+
+
+def _launch(
+    ctx: Context, args: argparse.Namespace, container: Any, workflow: str, data: dict[str, Any]
+) -> int:
+    from langorch.app.runs import StartRun, launch_run
+    from langorch.cli.timeline import render_run
+
+    run, created = launch_run(StartRun(workflow, input=data, user_id=args.user), container)
+    if not created:
+        ctx.out.warn(f"run {run.run_id} already existed; its execution was not started again")
+    if not args.wait:
+        ctx.out.result(
+            {"run": run.model_dump(mode="json")},
+            f"started {run.run_id} ({run.workflow_id}@{run.workflow_version})\n"
+            f"  follow it:  langorch runs show {run.run_id}   |   langorch runs logs {run.run_id}",
+        )
+        return 0
+    run, events = _follow(ctx, container, run.run_id, timeout=args.timeout)
+    document: dict[str, Any] = {
+        "run": run.model_dump(mode="json"),
+        "timeline": [e.model_dump(mode="json") for e in events],
+    }
+    where = _approval_whereabouts(ctx, run) if run.status.value in _PARKED_FOR_PEOPLE else None
+    if where is not None:
+        document["approval"] = where
+    if ctx.out.json_mode:
+        ctx.out.result({"runs": [document]}, "")
+    else:
+        ctx.out.result(None, render_run(run, events) + "\n")
+        if where is not None:
+            _say(ctx, where["message"])
+    if run.is_terminal:
+        return 0 if run.status.value == "succeeded" else 1
+    if run.status.value in _PARKED_FOR_PEOPLE:
+        return 0
+    _say(ctx, f"still {run.status.value} after {args.timeout:.0f} s; the run goes on")
+    return 1
+
+
+def _follow(ctx: Context, container: Any, run_id: str, *, timeout: float) -> tuple[Any, list[Any]]:
+    """Poll the run record until it ends, parks for a person, or ``timeout`` passes.
+
+    New timeline events are told on stderr as they appear (stdout stays the result).
+    """
+    import time
+
+    from langorch.cli.timeline import event_line
+
+    deadline = time.monotonic() + timeout
+    shown = 0
+    while True:
+        run = container.runs.get_run(run_id)
+        events = container.runs.get_timeline(run_id)
+        if not ctx.out.json_mode:
+            for event in events[shown:]:
+                line = event_line(event)
+                if line:
+                    _say(ctx, line)
+            shown = len(events)
+        if run.is_terminal or run.status.value in _PARKED_FOR_PEOPLE:
+            return run, events
+        if time.monotonic() >= deadline:
+            return run, events
+        time.sleep(_POLL_SECONDS)
+
+
+def _approval_whereabouts(ctx: Context, run: Any) -> dict[str, Any]:
+    """Where the parked approval can be decided: the outbox locally, email in the cloud."""
+    import time
+
+    pending = run.pending
+    approval_id: str | None = None
+    if pending is not None:
+        try:
+            from langorch.domain.approvals import approval_id_for
+
+            approval_id = approval_id_for(run.run_id, pending.interrupt_id)
+        except ImportError:
+            approval_id = None
+    title = (pending.request.get("title") if pending else None) or "an approval"
+    outbox = ctx.settings.outbox_dir
+    if not outbox:
+        return {
+            "approval_id": approval_id,
+            "message": f"waiting on {title}: the approvers were emailed a link"
+            + (f" (langorch approvals show {approval_id})" if approval_id else ""),
+        }
+    # The email is written by the request_approval function just after the run parks.
+    files: list[str] = []
+    deadline = time.monotonic() + 5.0
+    while approval_id and not files and time.monotonic() < deadline:
+        files = sorted(str(p) for p in Path(outbox).glob(f"*{approval_id}*.json"))
+        if not files:
+            time.sleep(0.2)
+    found = f"the email with its link is {files[-1]}" if files else f"the email lands in {outbox}"
+    return {
+        "approval_id": approval_id,
+        "outbox_dir": outbox,
+        "email_files": files,
+        "message": f"waiting on {title}: {found}",
+    }
 
 
 def _run(
@@ -275,3 +409,61 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
         },
         lambda: render_run(run, events),
     )
+
+
+def _logs(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.adapters.logs import CloudWatchLogs
+
+    run = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table).get_run(args.run_id)
+    logs = CloudWatchLogs(ctx.client("logs"))
+    groups = logs.groups(ctx.settings.log_group_prefix)
+    # A minute of slack: a trigger's lines come just before the run record is written.
+    start_ms = int(run.created_at.timestamp() * 1000) - 60_000
+    lines = logs.lines_for_run(args.run_id, groups, start_ms=start_ms)
+    rows = [
+        {
+            "group": line.group,
+            "stream": line.stream,
+            "timestamp": line.timestamp,
+            "fields": line.fields() or {"message": line.message},
+        }
+        for line in lines
+    ]
+    ctx.out.result({"run_id": args.run_id, "lines": rows}, lambda: _render_logs(rows))
+
+
+def _render_logs(rows: list[dict[str, Any]]) -> str:
+    from datetime import UTC, datetime
+
+    if not rows:
+        return "(no log lines for this run yet)"
+    out = []
+    for row in rows:
+        fields = row["fields"]
+        at = datetime.fromtimestamp(row["timestamp"] / 1000, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
+        function = str(row["group"]).rsplit("/", 1)[-1]
+        where = " ".join(
+            f"{key}={fields[key]}" for key in ("segment", "step_id", "status") if key in fields
+        )
+        out.append(
+            f"{at}  {function:<28} {fields.get('level', ''):<7} {fields.get('message', '')}"
+            + (f"  [{where}]" if where else "")
+        )
+    return "\n".join(out)
+
+
+def _cancel(ctx: Context, args: argparse.Namespace) -> int:
+    from langorch.app.container import Container
+    from langorch.app.runs import cancel_run
+
+    run, changed = cancel_run(args.run_id, Container(ctx.settings), actor="cli", reason=args.reason)
+    cancelled = run.status.value == "cancelled"
+    if changed:
+        text = f"cancelled {run.run_id}"
+    elif cancelled:
+        text = f"{run.run_id} was already cancelled"
+    else:
+        text = f"{run.run_id} already ended as {run.status.value}: nothing to cancel"
+    ctx.out.result({"run": run.model_dump(mode="json"), "cancelled": changed}, text)
+    return 0 if cancelled else 1

@@ -1,0 +1,1 @@
+"""The run_segment Lambda (see ``handler``)."""

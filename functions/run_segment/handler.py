@@ -1,0 +1,145 @@
+"""The run_segment Lambda: one segment of a run per Step Functions iteration, and MarkFailed.
+
+Events (built by the state machine, ``statemachine.asl.json``)::
+
+    {"action": "segment", "run_id": "run-…", "resume": null | {"woke": true} | {decision…}}
+    {"action": "fail", "run_id": "run-…", "state": {…, "error": {"Error": …, "Cause": …}}}
+
+A segment answers the state machine's payload: ``run_id``, ``status`` (what ``Route`` branches
+on), ``segment``, ``seconds`` for a sleep, ``approval`` (with ``timeout_seconds``) for an
+approval, and ``resume: null`` for the next ``RunSegment``. Infrastructure errors
+(``StorageError``, ``LeaseHeldError``) are not caught: Lambda reports them under their class
+name, which the state machine's ``Retry`` matches.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from langorch.app.container import Container
+from langorch.app.runs import RunSegment, mark_failed, run_segment
+from langorch.config import Settings
+from langorch.domain.runs import RunError
+from langorch.observability import logger, metrics, tracer
+
+log: Logger = logger()
+measure: Metrics = metrics()
+trace: Tracer = tracer()
+
+
+class SegmentEvent(BaseModel):
+    """Run the next segment, answering the parked interrupt with ``resume`` if any."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["segment"]
+    run_id: str
+    resume: Any = None
+
+
+class FailEvent(BaseModel):
+    """The state machine's catch-all: the whole state, with ``error`` when a task failed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["fail"]
+    run_id: str
+    state: dict[str, Any] = Field(default_factory=dict)
+
+    def run_error(self) -> RunError:
+        """Why the run failed, from the Step Functions error (``Error`` / ``Cause``)."""
+        raw = self.state.get("error")
+        if not isinstance(raw, dict):
+            # Route's Default: the segment answered a status the state machine cannot route.
+            return RunError(
+                type="UnroutableStatus",
+                message=f"the segment answered status {self.state.get('status')!r}, "
+                "which the state machine does not route",
+            )
+        name = str(raw.get("Error") or "States.Runtime")
+        cause = str(raw.get("Cause") or "")
+        return RunError(type=name, message=_lambda_error_message(cause) or cause or name)
+
+
+Event = Annotated[SegmentEvent | FailEvent, Field(discriminator="action")]
+_EVENT: TypeAdapter[SegmentEvent | FailEvent] = TypeAdapter(Event)
+
+
+def _lambda_error_message(cause: str) -> str | None:
+    # A failed Lambda task's Cause is the function's error payload as JSON.
+    try:
+        payload = json.loads(cause)
+    except ValueError:
+        return None
+    if isinstance(payload, dict) and payload.get("errorMessage"):
+        return str(payload["errorMessage"])
+    return None
+
+
+_ENDED_METRIC = {"succeeded": "RunsSucceeded", "failed": "RunsFailed"}
+
+_container: Container | None = None
+
+
+def _deps() -> Container:
+    # Built on the first invocation of the sandbox and reused: clients and the compiled-graph
+    # cache survive across warm invocations.
+    global _container
+    if _container is None:
+        _container = Container(Settings())
+    return _container
+
+
+@log.inject_lambda_context(clear_state=True)
+@trace.capture_lambda_handler(capture_response=False)
+@measure.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Run one segment, or mark the run failed (see the module docstring for the events)."""
+    request = _EVENT.validate_python(event)
+    # Context-local keys: locally many invocations share this process (one per thread), and a
+    # line must never carry another run's id. In Lambda it is the same as append_keys.
+    log.thread_safe_clear_keys()
+    log.thread_safe_append_keys(run_id=request.run_id)
+    if isinstance(request, FailEvent):
+        return _fail(request)
+    return _segment(request)
+
+
+def _segment(request: SegmentEvent) -> dict[str, Any]:
+    started = time.perf_counter()
+    result = run_segment(RunSegment(request.run_id, resume=request.resume), _deps())
+    log.thread_safe_append_keys(
+        workflow_id=result.workflow_id,
+        workflow_version=result.workflow_version,
+        segment=result.segment,
+    )
+    measure.add_metric("SegmentDuration", MetricUnit.Milliseconds, _ms_since(started))
+    measure.add_metric("StepsRun", MetricUnit.Count, result.steps_run)
+    measure.add_metric("LLMTokens", MetricUnit.Count, result.llm_tokens)
+    ended = _ENDED_METRIC.get(result.status) if result.ended else None
+    if ended:
+        measure.add_metric(ended, MetricUnit.Count, 1)
+    log.info("segment answered", extra={"status": result.status})
+    return {**result.to_dict(), "resume": None}
+
+
+def _fail(request: FailEvent) -> dict[str, Any]:
+    error = request.run_error()
+    failed = mark_failed(request.run_id, error, _deps())
+    if failed:
+        measure.add_metric("RunsFailed", MetricUnit.Count, 1)
+    log.info(
+        "run marked failed" if failed else "run had already ended", extra={"error": error.type}
+    )
+    return {"run_id": request.run_id, "status": "failed", "marked": failed}
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 1)

@@ -1,0 +1,138 @@
+"""CloudWatch Logs: the handlers' JSON lines, written (local mode) and read back per run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from langorch.domain.errors import StorageError
+
+_PUT_MAX_EVENTS = 10_000
+_PUT_MAX_BYTES = 1_000_000
+_EVENT_OVERHEAD_BYTES = 26
+"""PutLogEvents counts each event's message plus 26 bytes against its 1 MB batch limit."""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log event: where it was written, when (epoch milliseconds) and the line itself."""
+
+    group: str
+    stream: str
+    timestamp: int
+    message: str
+
+    def fields(self) -> dict[str, Any] | None:
+        """The line as JSON (Powertools writes one object per line), else ``None``."""
+        try:
+            value = json.loads(self.message)
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+
+class CloudWatchLogs:
+    """Log groups of the Lambda functions.
+
+    Args:
+        client: a boto3 ``logs`` client.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def ensure_group(self, group: str, *, retention_days: int | None = None) -> None:
+        """Create the log group when missing (and set its retention)."""
+        try:
+            self._client.create_log_group(logGroupName=group)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+                raise StorageError(f"cannot create log group {group}: {exc}") from exc
+        if retention_days is not None:
+            try:
+                self._client.put_retention_policy(
+                    logGroupName=group, retentionInDays=retention_days
+                )
+            except ClientError as exc:
+                raise StorageError(f"cannot set retention of {group}: {exc}") from exc
+
+    def put(self, group: str, stream: str, events: Sequence[tuple[int, str]]) -> None:
+        """Write ``(epoch ms, message)`` events to a stream, creating the stream when missing."""
+        if not events:
+            return
+        try:
+            self._client.create_log_stream(logGroupName=group, logStreamName=stream)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+                raise StorageError(f"cannot create log stream {group}/{stream}: {exc}") from exc
+        # PutLogEvents wants events in time order and batches bounded in count and bytes.
+        ordered = sorted(events, key=lambda e: e[0])
+        batch: list[dict[str, Any]] = []
+        size = 0
+        for timestamp, message in ordered:
+            cost = len(message.encode("utf-8")) + _EVENT_OVERHEAD_BYTES
+            if batch and (len(batch) >= _PUT_MAX_EVENTS or size + cost > _PUT_MAX_BYTES):
+                self._put_batch(group, stream, batch)
+                batch, size = [], 0
+            batch.append({"timestamp": timestamp, "message": message})
+            size += cost
+        self._put_batch(group, stream, batch)
+
+    def _put_batch(self, group: str, stream: str, batch: list[dict[str, Any]]) -> None:
+        try:
+            self._client.put_log_events(logGroupName=group, logStreamName=stream, logEvents=batch)
+        except ClientError as exc:
+            raise StorageError(f"cannot write to {group}/{stream}: {exc}") from exc
+
+    def groups(self, prefix: str) -> list[str]:
+        """The names of the log groups starting with ``prefix``."""
+        names: list[str] = []
+        try:
+            for page in self._client.get_paginator("describe_log_groups").paginate(
+                logGroupNamePrefix=prefix
+            ):
+                names.extend(str(g["logGroupName"]) for g in page.get("logGroups", []))
+        except ClientError as exc:
+            raise StorageError(f"cannot list log groups under {prefix}: {exc}") from exc
+        return names
+
+    def lines_for_run(
+        self, run_id: str, groups: Sequence[str], *, start_ms: int | None = None
+    ) -> list[LogLine]:
+        """Every line of ``groups`` that belongs to the run, oldest first.
+
+        The filter pattern is a quoted term (which CloudWatch and the emulator both evaluate)
+        narrowing the scan server-side; the run is then matched on the line's ``run_id`` field,
+        because a JSON filter pattern (``{ $.run_id = ... }``) is not evaluated by the emulator
+        and a term also matches lines that only mention the id.
+        """
+        lines = [
+            line
+            for group in groups
+            for line in self._filter(group, f'"{run_id}"', start_ms)
+            if (line.fields() or {}).get("run_id") == run_id
+        ]
+        lines.sort(key=lambda line: line.timestamp)
+        return lines
+
+    def _filter(self, group: str, pattern: str, start_ms: int | None) -> Iterator[LogLine]:
+        request: dict[str, Any] = {"logGroupName": group, "filterPattern": pattern}
+        if start_ms is not None:
+            request["startTime"] = start_ms
+        try:
+            for page in self._client.get_paginator("filter_log_events").paginate(**request):
+                for event in page.get("events", []):
+                    yield LogLine(
+                        group=group,
+                        stream=str(event.get("logStreamName", "")),
+                        timestamp=int(event.get("timestamp", 0)),
+                        message=str(event.get("message", "")),
+                    )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+                return
+            raise StorageError(f"cannot read log group {group}: {exc}") from exc

@@ -1,0 +1,472 @@
+"""Local mode: the four Lambda functions exist in the emulator and run our real handlers.
+
+moto's Lambda without Docker only echoes its input. Its invoke entry points are plain Python
+methods, so :class:`Dispatcher` replaces them: ``LambdaSimpleBackend.invoke`` (what the Step
+Functions interpreter and ``lambda:Invoke`` reach) and ``LambdaFunction.invoke`` (what S3
+notifications and async invokes reach). Each invocation imports ``functions/<name>/handler.py``
+(at invoke time, so a handler written after the stack started is picked up), calls it with a
+``LambdaContext``-like object and answers as Lambda does: the handler's JSON result, or for an
+exception ``{"errorType": <class name>, "errorMessage": ...}`` with ``FunctionError`` set — so
+the state machine's ``Retry``/``Catch`` match on ``StorageError``, ``LeaseHeldError``, … exactly
+as they do in the cloud.
+
+Settings reach a handler the way they do in Lambda: as the function's environment variables
+(``LANGORCH_*``), applied around the invocation. Each installed dispatcher is a fresh set of
+sandboxes: the first invocation of a function re-imports its handler module (a cold start), so
+a handler's cached container never outlives the stack it was built for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from langorch.config import Settings
+from langorch.domain.errors import StorageError
+
+FUNCTIONS: Mapping[str, str] = {
+    "trigger": "langorch-trigger",
+    "run_segment": "langorch-run-segment",
+    "request_approval": "langorch-request-approval",
+    "approval_callback": "langorch-approval-callback",
+}
+"""Handler package (``functions/<package>``) -> the function's name."""
+
+PACKAGE_OF: Mapping[str, str] = {name: package for package, name in FUNCTIONS.items()}
+
+_TIMEOUTS: Mapping[str, int] = {"run_segment": 900}
+"""Seconds; a segment may run up to Lambda's limit, the others are quick."""
+_DEFAULT_TIMEOUT = 30
+_ROLE_NAME = "langorch-local-lambda"
+_RUNTIME = "python3.12"
+_PASSTHROUGH = frozenset({"LANGORCH_OPENAI_API_KEY"})
+"""Secrets are never stored in a function's configuration; locally they pass through from the
+developer's environment, as nothing else can provide them."""
+_SECRET_FIELDS = frozenset({"openai_api_key"})
+
+FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
+"""``functions/`` of this checkout (``shared/langorch/local`` -> the repository root)."""
+
+LogSink = Callable[[str, str, list[tuple[int, str]]], None]
+"""Receives ``(function name, request id, captured lines)`` after each invocation."""
+
+
+# --------------------------------------------------------------------------------------------
+# Creating the functions
+# --------------------------------------------------------------------------------------------
+
+
+def function_environment(settings: Settings) -> dict[str, str]:
+    """The ``LANGORCH_*`` variables that give a handler these settings (no secret values)."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump(mode="json").items():
+        if value is None or name in _SECRET_FIELDS:
+            continue
+        text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+        env[f"LANGORCH_{name.upper()}"] = text
+    return env
+
+
+def _dummy_zip() -> bytes:
+    # The emulator wants a deployment package; the code that runs is functions/ in this checkout.
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
+    return buffer.getvalue()
+
+
+def _ensure_role(iam: Any) -> str:
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "lambda.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    try:
+        return str(iam.get_role(RoleName=_ROLE_NAME)["Role"]["Arn"])
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NoSuchEntity":
+            raise StorageError(f"cannot read role {_ROLE_NAME}: {exc}") from exc
+    try:
+        role = iam.create_role(RoleName=_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))
+    except ClientError as exc:
+        raise StorageError(f"cannot create role {_ROLE_NAME}: {exc}") from exc
+    return str(role["Role"]["Arn"])
+
+
+def ensure_functions(lambda_client: Any, iam_client: Any, settings: Settings) -> dict[str, str]:
+    """Create the four functions in the emulator, or update their environment to ``settings``.
+
+    Returns:
+        Handler package (``run_segment``, …) -> function ARN.
+    """
+    environment = {"Variables": function_environment(settings)}
+    role = _ensure_role(iam_client)
+    arns: dict[str, str] = {}
+    for package, name in FUNCTIONS.items():
+        try:
+            found = lambda_client.get_function(FunctionName=name)["Configuration"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
+                raise StorageError(f"cannot read function {name}: {exc}") from exc
+            found = None
+        try:
+            if found is None:
+                created = lambda_client.create_function(
+                    FunctionName=name,
+                    Runtime=_RUNTIME,
+                    Role=role,
+                    Handler="handler.handler",
+                    Code={"ZipFile": _dummy_zip()},
+                    Timeout=_TIMEOUTS.get(package, _DEFAULT_TIMEOUT),
+                    MemorySize=1024,
+                    Environment=environment,
+                )
+                arns[package] = str(created["FunctionArn"])
+            else:
+                lambda_client.update_function_configuration(
+                    FunctionName=name, Environment=environment
+                )
+                arns[package] = str(found["FunctionArn"])
+        except ClientError as exc:
+            raise StorageError(f"cannot create function {name}: {exc}") from exc
+    return arns
+
+
+# --------------------------------------------------------------------------------------------
+# Invoking: the dispatcher
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LocalLambdaContext:
+    """What Lambda passes as ``context`` (the attributes Powertools and handlers read)."""
+
+    function_name: str
+    invoked_function_arn: str
+    aws_request_id: str
+    log_group_name: str
+    log_stream_name: str
+    memory_limit_in_mb: int = 1024
+    function_version: str = "$LATEST"
+    timeout_seconds: int = _DEFAULT_TIMEOUT
+    _started: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds until the function's timeout."""
+        left = self.timeout_seconds - (time.monotonic() - self._started)
+        return max(0, int(left * 1000))
+
+
+@dataclass(frozen=True)
+class Invocation:
+    """What one handler call answered: the payload and, for an exception, the error kind."""
+
+    payload: bytes
+    function_error: str | None = None
+
+
+class _ScopedEnviron:
+    """Applies a function's environment for the length of its invocations.
+
+    The process environment is shared, so it is set while at least one invocation runs and
+    restored after the last one; the CLI and tests in the same process see their own
+    environment otherwise. Every function of one local stack has the same ``LANGORCH_*``
+    values, so overlapping invocations agree.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved: dict[str, str | None] = {}
+
+    @contextmanager
+    def applied(self, env: Mapping[str, str]) -> Iterator[None]:
+        with self._lock:
+            if self._depth == 0:
+                hidden = {
+                    k for k in os.environ if k.startswith("LANGORCH_") and k not in _PASSTHROUGH
+                }
+                self._saved = {k: os.environ.get(k) for k in hidden | set(env)}
+                for key in hidden - set(env):
+                    del os.environ[key]
+                os.environ.update(env)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0:
+                    for key, value in self._saved.items():
+                        if value is None:
+                            os.environ.pop(key, None)
+                        else:
+                            os.environ[key] = value
+
+
+class Dispatcher:
+    """Routes the emulator's Lambda invocations to ``functions/<package>/handler.py``.
+
+    Args:
+        functions_dir: the ``functions`` package folder (default: this checkout's).
+        log_sink: gets each invocation's captured log lines (local CloudWatch Logs).
+        environment: the functions' environment for calls that bypass the emulator.
+    """
+
+    def __init__(
+        self,
+        *,
+        functions_dir: Path = FUNCTIONS_DIR,
+        log_sink: LogSink | None = None,
+        environment: Mapping[str, str] | None = None,
+    ) -> None:
+        self._functions_dir = functions_dir
+        self._log_sink = log_sink
+        self._modules: dict[str, ModuleType] = {}
+        self._load_lock = threading.Lock()
+        self._environ = _ScopedEnviron()
+        self.environment: dict[str, str] = dict(environment or {})
+        """The environment for calls that do not come through the emulator (``call``)."""
+        self._undo: Callable[[], None] | None = None
+
+    # -- installing ---------------------------------------------------------------------------
+
+    def install(self) -> Dispatcher:
+        """Replace moto's invoke methods with this dispatcher (undo with :meth:`uninstall`)."""
+        from moto.awslambda.models import LambdaFunction
+        from moto.awslambda_simple.models import LambdaSimpleBackend
+
+        if self._undo is not None:
+            return self
+        dispatcher = self
+        backend_invoke = LambdaSimpleBackend.invoke
+        function_invoke = LambdaFunction.invoke
+
+        def simple_invoke(
+            backend: Any,
+            function_name: str,
+            qualifier: str | None,
+            body: Any,
+            headers: Any,
+            response_headers: Any,
+        ) -> bytes:
+            fn = backend.get_function(function_name, qualifier)
+            return dispatcher._respond(fn, body, headers, response_headers)
+
+        def lambda_function_invoke(
+            fn: Any, body: str, request_headers: Any, response_headers: Any
+        ) -> bytes:
+            return dispatcher._respond(fn, body, request_headers, response_headers)
+
+        LambdaSimpleBackend.invoke = simple_invoke  # type: ignore[method-assign,assignment]
+        LambdaFunction.invoke = lambda_function_invoke  # type: ignore[method-assign,assignment]
+
+        def undo() -> None:
+            LambdaSimpleBackend.invoke = backend_invoke  # type: ignore[method-assign]
+            LambdaFunction.invoke = function_invoke  # type: ignore[method-assign]
+
+        self._undo = undo
+        return self
+
+    def uninstall(self) -> None:
+        """Give moto its own invoke methods back."""
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
+
+    def __enter__(self) -> Dispatcher:
+        return self.install()
+
+    def __exit__(self, *exc: object) -> None:
+        self.uninstall()
+
+    # -- invoking -----------------------------------------------------------------------------
+
+    def _respond(self, fn: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
+        """Answer moto's invoke request the way the Lambda service does."""
+        result = self.invoke(
+            str(fn.function_name),
+            _event_of(body),
+            arn=str(fn.function_arn),
+            env=dict(getattr(fn, "environment_vars", None) or {}),
+            timeout=int(getattr(fn, "timeout", None) or _DEFAULT_TIMEOUT),
+        )
+        if result.function_error:
+            response_headers["x-amz-function-error"] = result.function_error
+        response_headers["Content-Length"] = str(len(result.payload))
+        return result.payload
+
+    def invoke(
+        self,
+        function_name: str,
+        event: Any,
+        *,
+        arn: str = "",
+        env: Mapping[str, str] | None = None,
+        timeout: int = _DEFAULT_TIMEOUT,
+    ) -> Invocation:
+        """One Lambda invocation, answered as the Lambda service answers it.
+
+        Returns:
+            The handler's result as JSON, or — when it raised — Lambda's error payload with
+            ``"Unhandled"`` as the function error.
+        """
+        try:
+            result = self.call(function_name, event, arn=arn, env=env, timeout=timeout)
+        except Exception as exc:  # the Lambda runtime turns any exception into this shape
+            return Invocation(_error_payload(exc), function_error="Unhandled")
+        return Invocation(json.dumps(result, default=str).encode("utf-8"))
+
+    def call(
+        self,
+        function_name: str,
+        event: Any,
+        context: Any = None,
+        *,
+        arn: str = "",
+        env: Mapping[str, str] | None = None,
+        timeout: int = _DEFAULT_TIMEOUT,
+    ) -> Any:
+        """Run the function's handler on ``event`` in this process and return its result.
+
+        The function's environment is applied around the call and its log lines go to the log
+        sink. Exceptions propagate (:meth:`invoke` turns them into Lambda's error shape).
+
+        Args:
+            function_name: one of :data:`FUNCTIONS`' names.
+            event: the decoded event.
+            context: the Lambda context (default: a fresh one for this invocation).
+            arn: the function's ARN (for a fresh context).
+            env: the function's environment variables (default: :attr:`environment`).
+            timeout: the function's timeout in seconds (for a fresh context).
+        """
+        from langorch.local.logs import captured_lines, invocation_stream, log_group
+
+        if context is None:
+            request_id = str(uuid.uuid4())
+            context = LocalLambdaContext(
+                function_name=function_name,
+                invoked_function_arn=arn,
+                aws_request_id=request_id,
+                log_group_name=log_group("/aws/lambda/", function_name),
+                log_stream_name=invocation_stream(request_id),
+                timeout_seconds=timeout,
+            )
+        request_id = str(getattr(context, "aws_request_id", "") or uuid.uuid4())
+        lines: list[tuple[int, str]] = []
+        try:
+            with self._environ.applied(self.environment if env is None else env):
+                handler = self._handler(function_name)
+                with captured_lines() as lines:
+                    return handler(event, context)
+        finally:
+            if self._log_sink is not None and lines:
+                self._log_sink(function_name, request_id, lines)
+
+    def handler_for(self, function_name: str) -> Callable[..., Any]:
+        """``handler(event, context=None)`` running the function as :meth:`call` does.
+
+        For what reaches a handler without the emulator's Lambda: the local HTTP gateway,
+        the scheduler tick, the S3 event poller.
+        """
+
+        def handler(event: Any, context: Any = None) -> Any:
+            return self.call(function_name, event, context)
+
+        return handler
+
+    def _handler(self, function_name: str) -> Callable[[Any, Any], Any]:
+        package = PACKAGE_OF.get(function_name)
+        if package is None:
+            raise _RuntimeError(
+                "Runtime.HandlerNotFound", f"{function_name} is not a langorch function"
+            )
+        module = self._module(package)
+        handler = getattr(module, "handler", None) or getattr(module, "lambda_handler", None)
+        if not callable(handler):
+            raise _RuntimeError(
+                "Runtime.HandlerNotFound", f"functions/{package}/handler.py has no handler()"
+            )
+        return handler  # type: ignore[no-any-return]
+
+    def _module(self, package: str) -> ModuleType:
+        with self._load_lock:
+            if package in self._modules:
+                return self._modules[package]
+            name = f"{self._functions_dir.name}.{package}.handler"
+            if not (self._functions_dir / package / "handler.py").is_file():
+                raise _RuntimeError(
+                    "Runtime.ImportModuleError",
+                    f"Unable to import module 'handler': functions/{package}/handler.py "
+                    "does not exist yet",
+                )
+            root = str(self._functions_dir.parent)
+            if root not in sys.path:
+                # functions/ is not an installed package: it ships as Lambda code assets.
+                sys.path.append(root)
+            try:
+                loaded = sys.modules.get(name)
+                # A new dispatcher is a new set of sandboxes: re-run the module (a cold start).
+                module = (
+                    importlib.reload(loaded)
+                    if loaded is not None
+                    else importlib.import_module(name)
+                )
+            except Exception as exc:
+                raise _RuntimeError(
+                    "Runtime.ImportModuleError", f"Unable to import module 'handler': {exc}"
+                ) from exc
+            self._modules[package] = module
+            return module
+
+
+class _RuntimeError(Exception):
+    """A failure of the (emulated) Lambda runtime itself, reported under Lambda's error type."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def _event_of(body: Any) -> Any:
+    if isinstance(body, bytes):
+        body = body.decode("utf-8")
+    if not body:
+        return {}
+    if isinstance(body, str):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return body
+    return body
+
+
+def _error_payload(exc: Exception) -> bytes:
+    error_type = exc.error_type if isinstance(exc, _RuntimeError) else type(exc).__name__
+    payload = {
+        "errorType": error_type,
+        "errorMessage": str(exc),
+        "stackTrace": traceback.format_tb(exc.__traceback__)[-10:],
+    }
+    return json.dumps(payload).encode("utf-8")

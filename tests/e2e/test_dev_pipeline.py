@@ -1,0 +1,162 @@
+"""`langorch dev` runs the real pipeline: the emulator in server mode executes the run state
+machine, whose Lambda tasks run the handlers in this process; the CLI starts, follows, cancels
+runs and reads their logs back from the emulator's CloudWatch Logs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langorch.app.container import Container
+from langorch.cli.main import main
+from langorch.local.stack import LocalStack, free_port, start_local_stack
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+LINEAR = """
+workflows:
+  - plan_id: linear
+    memory: false
+    inputs_schema: {properties: {x: {type: integer}}}
+    steps:
+      - {step_id: double, kind: transform, transform: {y: "x * 2"}}
+      - {step_id: add, kind: transform, depends_on: [double], transform: {z: "y + 1"}}
+"""
+
+
+@pytest.fixture
+def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[LocalStack, float]]:
+    """`langorch dev` in this process on a free port; how long it took to be ready."""
+    monkeypatch.chdir(tmp_path)
+    began = time.monotonic()
+    running = start_local_stack(home=tmp_path / ".langorch", port=free_port(), examples=EXAMPLES)
+    took = time.monotonic() - began
+    yield running, took
+    running.stop()
+
+
+@pytest.fixture
+def stack(started: tuple[LocalStack, float]) -> LocalStack:
+    return started[0]
+
+
+def _result(out: str) -> Any:
+    # The handlers run on the emulator's threads in this process and share its stdout: their
+    # Powertools lines, EMF metrics and outbox notices are interleaved with the command's JSON.
+    decoder = json.JSONDecoder()
+    found: Any = None
+    at = 0
+    while (start := out.find("{", at)) != -1:
+        try:
+            value, end = decoder.raw_decode(out, start)
+        except ValueError:
+            at = start + 1
+            continue
+        if isinstance(value, dict) and not {"level", "_aws"} & set(value):
+            found = value
+        at = end
+    return found
+
+
+def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
+    code = main([*args, "--json"])
+    captured = capsys.readouterr()
+    return code, _result(captured.out), captured.err
+
+
+def test_the_dev_stack_is_ready_with_its_state_machine_within_ten_seconds(
+    started: tuple[LocalStack, float],
+):
+    # Given `langorch dev` started (examples registered, pipeline provisioned)
+    stack, took = started
+
+    # Then it was ready in time, and the stack file names the running state machine
+    assert took < 10.0, f"ready after {took:.1f} s"
+    document = json.loads(stack.stack_file.read_text())
+    arn = document["settings"]["state_machine_arn"]
+    machine = (
+        Container(stack.settings)
+        .client("stepfunctions")
+        .describe_state_machine(stateMachineArn=arn)
+    )
+    assert machine["status"] == "ACTIVE"
+    assert "${" not in machine["definition"]
+    assert set(document["functions"]) == {
+        "trigger",
+        "run_segment",
+        "request_approval",
+        "approval_callback",
+    }
+    assert document["outbox_dir"] == str((stack.home / "outbox").resolve())
+    assert document["settings"]["outbox_dir"] == document["outbox_dir"]
+
+
+def test_a_run_started_with_wait_runs_in_the_state_machine_and_its_logs_come_back(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # Given a workflow registered in the local stack
+    (tmp_path / "linear.yaml").write_text(LINEAR)
+    assert langorch(capsys, "workflows", "put", str(tmp_path / "linear.yaml"))[0] == 0
+
+    # When it is started and followed from the command line
+    code, data, err = langorch(capsys, "runs", "start", "linear", "--input", '{"x": 4}', "--wait")
+
+    # Then it succeeded in its execution (the state machine ran it, not this process)
+    assert code == 0, err
+    run = data["runs"][0]["run"]
+    assert run["status"] == "succeeded"
+    assert run["outputs"]["z"] == 9
+    execution = Container(stack.settings).stepfunctions.describe(run["run_id"])
+    assert execution["status"] == "SUCCEEDED"
+
+    # And `runs logs` pulls the segment's lines back from CloudWatch Logs
+    code, logs, err = langorch(capsys, "runs", "logs", run["run_id"])
+    assert code == 0, err
+    answered = [
+        line for line in logs["lines"] if line["fields"].get("message") == "segment answered"
+    ]
+    assert answered
+    assert answered[0]["group"] == "/aws/lambda/langorch-run-segment"
+    assert all(line["fields"]["run_id"] == run["run_id"] for line in logs["lines"])
+
+
+def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancelled(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+):
+    # Given a blog review run followed until it parks on its approval
+    code, data, err = langorch(
+        capsys,
+        "runs",
+        "start",
+        "blog_review",
+        "--input",
+        '{"commit_message": "Add S3 offload"}',
+        "--wait",
+    )
+    assert code == 0, err
+    document = data["runs"][0]
+    run_id = document["run"]["run_id"]
+
+    # Then it waits on the approval, and the approval's email is in the outbox
+    assert document["run"]["status"] == "waiting_approval"
+    assert document["approval"]["email_files"], document["approval"]
+    assert Path(document["approval"]["email_files"][0]).parent == Path(stack.settings.outbox_dir)
+
+    # When it is cancelled
+    code, cancelled, err = langorch(capsys, "runs", "cancel", run_id)
+
+    # Then the run is cancelled and its pending approval closed, so no click can resume it.
+    # (Its execution was told to stop; moto keeps a stopped execution RUNNING while a task
+    # token wait is pending — EMULATOR-NOTES — where AWS reports ABORTED.)
+    assert code == 0, err
+    assert cancelled["run"]["status"] == "cancelled"
+    container = Container(stack.settings)
+    approval = container.approvals.get(document["approval"]["approval_id"])
+    assert approval is not None and approval.status.value == "cancelled"
+    assert container.runs.get_run(run_id).pending is None

@@ -1,0 +1,461 @@
+"""The run state machine for real: the package's ASL executed by moto, Lambda tasks routed to
+``functions/run_segment`` (and ``request_approval``) in this process by the local dispatcher.
+
+Executions run on moto's background threads, so every test polls. Each test ends by checking
+that the run's status in the runs table agrees with its execution's status.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from langorch.adapters.logs import CloudWatchLogs
+from langorch.app.container import Container
+from langorch.app.definitions import register_workflow, seed_builtins
+from langorch.app.runs import StartRun, cancel_run, launch_run, start_run
+from langorch.config import Settings
+from langorch.domain.loading import load_text
+from langorch.domain.runs import RunRecord, TimelineEventType
+from langorch.local.lambdas import FUNCTIONS, Dispatcher, ensure_functions
+from langorch.local.logs import CloudWatchSink
+from langorch.local.statemachine import EXECUTION_CONFIG, definition_with, ensure_state_machine
+
+EXECUTION_OF = {
+    "succeeded": {"SUCCEEDED"},
+    "failed": {"FAILED"},
+    "cancelled": {"ABORTED", "SUCCEEDED"},
+    "queued": {"RUNNING"},
+    "running": {"RUNNING"},
+    "sleeping": {"RUNNING"},
+    "waiting_approval": {"RUNNING"},
+}
+"""Run status -> the execution statuses that agree with it."""
+
+
+@dataclass
+class Pipeline:
+    """The emulator with the state machine and the functions, and a container to drive it."""
+
+    container: Container
+    logs: CloudWatchLogs
+
+    def register(self, text: str) -> None:
+        for plan in load_text(text, source="test.yaml", fmt="yaml").workflows:
+            register_workflow(self.container.definitions, plan)
+
+    def launch(self, workflow_id: str, data: dict[str, Any] | None = None) -> str:
+        run, _ = launch_run(StartRun(workflow_id, input=data or {}), self.container)
+        return run.run_id
+
+    def execution(self, run_id: str) -> dict[str, Any]:
+        return self.container.stepfunctions.describe(run_id)
+
+    def history(self, run_id: str) -> list[dict[str, Any]]:
+        arn = self.container.stepfunctions.execution_arn(run_id)
+        client = self.container.client("stepfunctions")
+        return list(client.get_execution_history(executionArn=arn)["events"])
+
+    def run(self, run_id: str) -> RunRecord:
+        return self.container.runs.get_run(run_id)
+
+    def wait_for(
+        self, what: Callable[[], bool], *, timeout: float = 30.0, every: float = 0.1
+    ) -> None:
+        deadline = time.monotonic() + timeout
+        while not what():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not reached within {timeout:.0f} s")
+            time.sleep(every)
+
+    def finished(self, run_id: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        self.wait_for(lambda: self.execution(run_id)["status"] != "RUNNING", timeout=timeout)
+        return self.execution(run_id)
+
+    def assert_consistent(self, run_id: str) -> None:
+        status = self.run(run_id).status.value
+        assert self.execution(run_id)["status"] in EXECUTION_OF[status], status
+
+
+def make_pipeline(**settings: Any) -> Pipeline:
+    """Provision the pipeline in the (already started) in-process emulator."""
+    base = Settings(**settings)
+    container = Container(base)
+    container.ensure_resources()
+    seed_builtins(container.definitions)
+    iam, lam = container.client("iam"), container.client("lambda")
+    arns = ensure_functions(lam, iam, base)
+    machine = ensure_state_machine(container.client("stepfunctions"), iam, arns)
+    final = base.model_copy(update={"state_machine_arn": machine})
+    ensure_functions(lam, iam, final)  # the functions' environment names the state machine
+    container = Container(final)
+    container.secrets.put_json(
+        final.link_signing_secret, {"current": "k1", "keys": {"k1": "a" * 44}}
+    )
+    container.client("ses").verify_email_identity(EmailAddress=final.sender_email)
+    return Pipeline(container, CloudWatchLogs(container.client("logs")))
+
+
+@pytest.fixture
+def pipeline_factory(tmp_path: Any) -> Iterator[Callable[..., Pipeline]]:
+    """Pipelines in one in-process emulator that executes state machines, handlers routed."""
+    with mock_aws(config=EXECUTION_CONFIG):  # type: ignore[arg-type]
+        sink_holder: list[CloudWatchSink] = []
+
+        def sink(name: str, request_id: str, lines: list[tuple[int, str]]) -> None:
+            for each in sink_holder:
+                each(name, request_id, lines)
+
+        with Dispatcher(log_sink=sink):
+
+            def make(**settings: Any) -> Pipeline:
+                settings.setdefault("outbox_dir", str(tmp_path / "outbox"))
+                pipeline = make_pipeline(**settings)
+                cloudwatch = CloudWatchSink(
+                    pipeline.logs, pipeline.container.settings.log_group_prefix
+                )
+                cloudwatch.ensure_groups(list(FUNCTIONS.values()))
+                sink_holder[:] = [cloudwatch]
+                return pipeline
+
+            yield make
+
+
+@pytest.fixture
+def pipeline(pipeline_factory: Callable[..., Pipeline]) -> Pipeline:
+    return pipeline_factory()
+
+
+LINEAR = """
+workflows:
+  - plan_id: linear
+    memory: false
+    inputs_schema: {properties: {x: {type: integer}}}
+    steps:
+      - {step_id: double, kind: transform, transform: {y: "x * 2"}}
+      - {step_id: add, kind: transform, depends_on: [double], transform: {z: "y + 1"}}
+      - {step_id: last, kind: transform, depends_on: [add], transform: {w: "z + 1"}}
+"""
+
+
+def test_a_linear_run_succeeds_and_so_does_its_execution(pipeline: Pipeline):
+    # Given a linear workflow
+    pipeline.register(LINEAR)
+
+    # When a run is launched (run record + StartExecution)
+    run_id = pipeline.launch("linear", {"x": 2})
+
+    # Then the state machine runs its segment and the run and execution both succeed
+    assert pipeline.finished(run_id)["status"] == "SUCCEEDED"
+    run = pipeline.run(run_id)
+    assert run.status.value == "succeeded"
+    assert run.outputs["w"] == 6
+    pipeline.assert_consistent(run_id)
+
+
+def test_a_segment_writes_its_log_lines_to_the_functions_log_group(pipeline: Pipeline):
+    # Given a finished run
+    pipeline.register(LINEAR)
+    run_id = pipeline.launch("linear", {"x": 1})
+    pipeline.finished(run_id)
+
+    # When its lines are read back from CloudWatch Logs
+    groups = pipeline.logs.groups("/aws/lambda/")
+    lines = pipeline.logs.lines_for_run(run_id, groups)
+
+    # Then the segment's Powertools lines are there, with the run's keys on them
+    fields = [line.fields() or {} for line in lines]
+    assert {line.group for line in lines} == {"/aws/lambda/langorch-run-segment"}
+    answered = [f for f in fields if f.get("message") == "segment answered"]
+    assert answered and answered[0]["workflow_id"] == "linear"
+    assert answered[0]["segment"] == 1
+    assert all(f["run_id"] == run_id for f in fields)
+    pipeline.assert_consistent(run_id)
+
+
+WAIT = """
+workflows:
+  - plan_id: napper
+    memory: false
+    steps:
+      - {step_id: before, kind: transform, transform: {a: "1"}}
+      - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 2}}
+      - {step_id: after, kind: transform, depends_on: [nap], transform: {b: "a + 1"}}
+"""
+
+
+def test_a_wait_sleeps_in_the_state_machine_with_no_lambda_running(pipeline: Pipeline):
+    # Given a workflow with a 2 s wait
+    pipeline.register(WAIT)
+    run_id = pipeline.launch("napper")
+
+    # When the execution enters its Wait state
+    def in_wait() -> bool:
+        return any(e["type"] == "WaitStateEntered" for e in pipeline.history(run_id))
+
+    pipeline.wait_for(in_wait)
+
+    # Then the run is sleeping and every Lambda task that started has finished
+    events = pipeline.history(run_id)
+    assert pipeline.run(run_id).status.value == "sleeping"
+    started = sum(1 for e in events if e["type"] == "TaskStarted")
+    ended = sum(1 for e in events if e["type"] in ("TaskSucceeded", "TaskFailed"))
+    assert started == ended == 1
+    pipeline.assert_consistent(run_id)
+
+    # And after the wait the run goes on to the end
+    assert pipeline.finished(run_id)["status"] == "SUCCEEDED"
+    run = pipeline.run(run_id)
+    assert run.outputs["b"] == 2
+    assert any(
+        e.type == TimelineEventType.wait_finished
+        for e in pipeline.container.runs.get_timeline(run_id)
+    )
+    pipeline.assert_consistent(run_id)
+
+
+CHAIN = "workflows:\n  - plan_id: chain\n    memory: false\n    steps:\n" + "\n".join(
+    f"      - {{step_id: s{i}, kind: transform, "
+    + (f"depends_on: [s{i - 1}], " if i else "")
+    + f'transform: {{n{i}: "{i}"}}}}'
+    for i in range(80)
+)
+
+
+def test_a_run_longer_than_its_segment_budget_loops_through_continue(
+    pipeline_factory: Callable[..., Pipeline],
+):
+    # Given segments with a tiny time budget (a fraction of a second)
+    pipeline = pipeline_factory(segment_budget_seconds=0.25)
+    pipeline.register(CHAIN)
+
+    # When an 80-step run is launched
+    run_id = pipeline.launch("chain")
+
+    # Then it takes several segments, looping through Continue, and still runs every step
+    assert pipeline.finished(run_id, timeout=120)["status"] == "SUCCEEDED"
+    run = pipeline.run(run_id)
+    continues = [
+        e
+        for e in pipeline.history(run_id)
+        if e["type"] == "PassStateEntered" and e["stateEnteredEventDetails"]["name"] == "Continue"
+    ]
+    assert run.segment > 1
+    assert len(continues) == run.segment - 1
+    assert run.outputs["n79"] == 79
+    pipeline.assert_consistent(run_id)
+
+
+FAILING = """
+workflows:
+  - plan_id: doomed
+    memory: false
+    steps:
+      - {step_id: prep, kind: transform, transform: {a: "1"}}
+      - {step_id: stop, kind: terminate, depends_on: [prep],
+         terminate: {status: failed, message: "the invoice total is negative"}}
+"""
+
+
+def test_a_failing_workflow_ends_failed_with_its_reason_and_a_failed_execution(
+    pipeline: Pipeline,
+):
+    # Given a workflow that terminates as failed
+    pipeline.register(FAILING)
+
+    # When it runs
+    run_id = pipeline.launch("doomed")
+
+    # Then the run failed with the workflow's reason, and so did the execution
+    assert pipeline.finished(run_id)["status"] == "FAILED"
+    run = pipeline.run(run_id)
+    assert run.status.value == "failed"
+    assert run.error is not None and "negative" in run.error.message
+    pipeline.assert_consistent(run_id)
+
+
+def test_a_segment_error_that_is_not_retried_marks_the_run_failed_with_the_cause(
+    pipeline: Pipeline,
+):
+    # Given a queued run whose execution starts with a resume nothing is waiting for
+    pipeline.register(LINEAR)
+    run, _ = start_run(StartRun("linear", input={"x": 1}), pipeline.container)
+    pipeline.container.stepfunctions.start(
+        run.run_id, {"run_id": run.run_id, "resume": {"decision": "approved"}}
+    )
+
+    # When the segment refuses it (UnknownInterruptError is not in the Retry list)
+    execution = pipeline.finished(run.run_id)
+
+    # Then MarkFailed failed the run with the Lambda error's type and message
+    assert execution["status"] == "FAILED"
+    failed = pipeline.run(run.run_id)
+    assert failed.status.value == "failed"
+    assert failed.error is not None
+    assert failed.error.type == "UnknownInterruptError"
+    assert "not waiting on any interrupt" in failed.error.message
+    assert any(
+        e["type"] == "TaskStateEntered" and e["stateEnteredEventDetails"]["name"] == "MarkFailed"
+        for e in pipeline.history(run.run_id)
+    )
+    pipeline.assert_consistent(run.run_id)
+
+
+def test_a_transient_storage_error_is_retried_by_the_state_machine(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+):
+    # Given the runs table refuses the first lease write of the run_segment function once
+    import botocore.handlers
+
+    pipeline.register(LINEAR)
+    table = pipeline.container.settings.runs_table
+    refused: list[str] = []
+
+    def throttle_once(params: dict[str, Any], **_: Any) -> None:
+        if params.get("TableName") == table and not refused:
+            refused.append(params["Key"]["pk"]["S"])
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
+                "UpdateItem",
+            )
+
+    # On every session created from now on: the function's container is built on its first
+    # invocation (a cold start), after this.
+    monkeypatch.setattr(
+        botocore.handlers,
+        "BUILTIN_HANDLERS",
+        [
+            *botocore.handlers.BUILTIN_HANDLERS,
+            ("provide-client-params.dynamodb.UpdateItem", throttle_once),
+        ],
+    )
+
+    # When the run is launched
+    run_id = pipeline.launch("linear", {"x": 3})
+
+    # Then the segment failed with StorageError, was retried by the state machine, and the run
+    # succeeded
+    assert pipeline.finished(run_id, timeout=60)["status"] == "SUCCEEDED"
+    failures = [
+        e["taskFailedEventDetails"]["error"]
+        for e in pipeline.history(run_id)
+        if e["type"] == "TaskFailed"
+    ]
+    assert refused and failures == ["StorageError"]
+    assert pipeline.run(run_id).status.value == "succeeded"
+    pipeline.assert_consistent(run_id)
+
+
+APPROVAL = """
+workflows:
+  - plan_id: gated
+    memory: false
+    approvers: [boss@example.com]
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
+      - step_id: gate
+        kind: approval
+        depends_on: [prepare]
+        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], timeout_seconds: 300}
+        branches: {approved: pay, rejected: refuse}
+      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
+      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
+"""
+
+
+def _task_token(pipeline: Pipeline, run_id: str) -> str:
+    for event in pipeline.history(run_id):
+        details = event.get("taskScheduledEventDetails")
+        if details and "waitForTaskToken" in details.get("resource", ""):
+            return str(json.loads(details["parameters"])["Payload"]["task_token"])
+    raise AssertionError("no waitForTaskToken task was scheduled")
+
+
+def test_an_approval_parks_the_run_at_await_approval_with_the_execution_running(
+    pipeline: Pipeline,
+):
+    # Given a workflow with an approval
+    pipeline.register(APPROVAL)
+
+    # When a run reaches it
+    run_id = pipeline.launch("gated", {"amount": 21})
+
+    def parked() -> bool:
+        return (
+            any(
+                e["type"] == "TaskStateEntered"
+                and e["stateEnteredEventDetails"]["name"] == "AwaitApproval"
+                for e in pipeline.history(run_id)
+            )
+            and pipeline.run(run_id).status.value == "waiting_approval"
+        )
+
+    pipeline.wait_for(parked)
+
+    # Then the execution waits on the task token, and the run record agrees
+    assert pipeline.execution(run_id)["status"] == "RUNNING"
+    pipeline.assert_consistent(run_id)
+
+    # And the decision sent to the token resumes the run to its end
+    pipeline.container.stepfunctions.send_success(
+        _task_token(pipeline, run_id), {"decision": "approved", "approver": "boss@example.com"}
+    )
+    assert pipeline.finished(run_id)["status"] == "SUCCEEDED"
+    assert pipeline.run(run_id).outputs["paid"] == 42
+    pipeline.assert_consistent(run_id)
+
+
+LONG_WAIT = WAIT.replace("napper", "long_napper").replace("seconds: 2", "seconds: 3600")
+
+
+def test_cancelling_a_sleeping_run_stops_its_execution(pipeline: Pipeline):
+    # Given a run asleep in a long wait
+    pipeline.register(LONG_WAIT)
+    run_id = pipeline.launch("long_napper")
+    pipeline.wait_for(lambda: pipeline.run(run_id).status.value == "sleeping")
+
+    # When an operator cancels it
+    run, changed = cancel_run(run_id, pipeline.container, actor="ops@example.com")
+
+    # Then the run is cancelled (once), its execution aborted, and the timeline says who did it
+    assert changed and run.status.value == "cancelled"
+    assert pipeline.execution(run_id)["status"] == "ABORTED"
+    again, changed_again = cancel_run(run_id, pipeline.container)
+    assert not changed_again and again.status.value == "cancelled"
+    cancelled = [
+        e
+        for e in pipeline.container.runs.get_timeline(run_id)
+        if e.type == TimelineEventType.run_cancelled
+    ]
+    assert [e.actor for e in cancelled] == ["ops@example.com"]
+    pipeline.assert_consistent(run_id)
+
+
+def test_the_definition_fills_every_substitution_and_refuses_a_missing_one():
+    # Given the two function ARNs the ASL names
+    arns = {
+        "RunSegmentFunctionArn": "arn:aws:lambda:us-east-1:1:function:seg",
+        "RequestApprovalFunctionArn": "arn:aws:lambda:us-east-1:1:function:apr",
+    }
+
+    # When the definition is filled in
+    definition = json.loads(definition_with(arns))
+
+    # Then no variable is left and both tasks call their function
+    assert "${" not in json.dumps(definition)
+    states = definition["States"]
+    assert states["RunSegment"]["Parameters"]["FunctionName"] == arns["RunSegmentFunctionArn"]
+    assert states["MarkFailed"]["Parameters"]["FunctionName"] == arns["RunSegmentFunctionArn"]
+    assert (
+        states["AwaitApproval"]["Parameters"]["FunctionName"] == arns["RequestApprovalFunctionArn"]
+    )
+    with pytest.raises(KeyError, match="RequestApprovalFunctionArn"):
+        definition_with({"RunSegmentFunctionArn": "x"})
