@@ -42,7 +42,8 @@ class Secrets:
                 name, transform="json", max_age=self._max_age, force_fetch=fresh
             )
         except GetParameterError as exc:
-            cause = exc.__cause__
+            # Powertools re-raises inside its except block: the ClientError is the context.
+            cause = exc.__cause__ or exc.__context__
             if isinstance(cause, ClientError) and cause.response["Error"]["Code"] == (
                 "ResourceNotFoundException"
             ):
