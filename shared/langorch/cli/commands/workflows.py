@@ -1,13 +1,17 @@
-"""``langorch workflows put | validate | list | show``."""
+"""``langorch workflows put | validate | list | show | rotate-secret``."""
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from langorch.cli.commands._definitions import put_document, put_text, show
 from langorch.cli.context import Context
 from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
+
+if TYPE_CHECKING:
+    from langorch.app.triggers import TriggerSync
 
 
 def register(subparsers: Subparsers) -> None:
@@ -35,12 +39,76 @@ def register(subparsers: Subparsers) -> None:
     show_workflow = add_command(workflows, "show", _show, "one stored workflow version")
     show_workflow.add_argument("ref", metavar="ID[@VERSION]")
 
+    rotate = add_command(
+        workflows,
+        "rotate-secret",
+        _rotate_secret,
+        "give a workflow's webhook a new secret (the old one keeps working until the next "
+        "rotation); prints it once",
+    )
+    rotate.add_argument("workflow", metavar="ID")
+
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.definitions import register_files
+    from langorch.app.container import Container
+    from langorch.app.triggers import register_and_sync
 
-    results = register_files(ctx.definitions(), args.files)
-    ctx.out.result(put_document(results), lambda: put_text(results))
+    batch = register_and_sync(args.files, Container(ctx.settings))
+    results = batch.results
+    document = put_document(results)
+    document["triggers"] = [_sync_document(s) for s in batch.triggers]
+    for sync in batch.triggers:
+        for warning in sync.warnings:
+            ctx.out.warn(warning)
+    ctx.out.result(
+        document,
+        lambda: "\n".join([put_text(results), *_sync_lines(batch.triggers)]).rstrip(),
+    )
+
+
+def _sync_document(sync: TriggerSync) -> dict[str, Any]:
+    """A workflow's trigger sync as JSON; ``webhook_secret`` only when it was just created."""
+    document: dict[str, Any] = {
+        "workflow_id": sync.workflow_id,
+        "secret_name": sync.secret_name,
+        "schedules": [
+            {
+                "name": c.name,
+                "action": c.action,
+                "expression": c.expression,
+                "timezone": c.timezone,
+            }
+            for c in sync.schedules
+        ],
+    }
+    if sync.webhook_secret is not None:
+        document["webhook_secret"] = sync.webhook_secret
+    return document
+
+
+def _sync_lines(syncs: list[TriggerSync]) -> list[str]:
+    lines = []
+    for sync in syncs:
+        for change in sync.schedules:
+            when = f" {change.expression} {change.timezone}" if change.expression else ""
+            lines.append(f"schedule {change.name}: {change.action}{when}")
+        if sync.webhook_secret is not None:
+            lines.append(
+                f"webhook secret for {sync.workflow_id} (shown once): {sync.webhook_secret}"
+            )
+    return lines
+
+
+def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.app.container import Container
+    from langorch.app.triggers import rotate_webhook_secret
+
+    secret = rotate_webhook_secret(args.workflow, Container(ctx.settings))
+    ctx.out.result(
+        {"workflow_id": args.workflow, "webhook_secret": secret},
+        f"new webhook secret for {args.workflow} (shown once): {secret}\n"
+        "the previous secret keeps verifying until the next rotation",
+    )
 
 
 def _validate(ctx: Context, args: argparse.Namespace) -> None:

@@ -1,0 +1,1 @@
+"""The trigger function: webhooks, schedules and S3 drops start runs."""

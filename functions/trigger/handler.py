@@ -1,0 +1,164 @@
+"""The trigger Lambda: one function for the three things that start runs.
+
+* API Gateway HTTP API (v2) ``POST /hooks/{workflow_id}`` — a signed webhook delivery;
+* the Input of a langorch EventBridge Scheduler schedule (``source: langorch.schedule``);
+* an EventBridge ``Object Created`` event from S3 (``source: aws.s3``).
+
+An adapter only: it parses the event, calls one use-case of :mod:`langorch.app.triggers` and
+maps the result. It never imports LangGraph or LangChain (ARCHITECTURE §2 "Cold starts"), and it
+logs delivery ids and run ids, never signatures or secrets.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import single_metric
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.metrics import MetricUnit
+
+from langorch import observability
+from langorch.app.triggers import (
+    TriggerOutcome,
+    WebhookRequest,
+    handle_s3_object,
+    handle_schedule,
+    handle_webhook,
+)
+from langorch.config import Settings
+from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from langorch.app.container import Container
+
+logger = observability.logger()
+tracer = observability.tracer()
+app = APIGatewayHttpResolver()
+
+_container: Container | None = None
+
+
+def container() -> Container:
+    """The sandbox's container, built on first use from the environment's settings."""
+    global _container
+    if _container is None:
+        from langorch.app.container import Container
+
+        _container = Container(Settings())
+    return _container
+
+
+@app.post("/hooks/<workflow_id>")
+def _webhook(workflow_id: str) -> Response[str]:
+    event = app.current_event
+    try:
+        body = _raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    except (binascii.Error, ValueError):
+        return _response(400, {"error": "the body is not valid base64"})
+    request = WebhookRequest(
+        workflow_id=workflow_id,
+        headers=dict(event.headers),
+        body=body,
+        source_ip=event.request_context.http.source_ip,
+    )
+    status, answer = handle_webhook(request, container())
+    if status == 202:
+        logger.info(
+            "webhook run",
+            extra={
+                "workflow_id": workflow_id,
+                "run_id": answer["run_id"],
+                "run_created": answer["created"],
+            },
+        )
+        if answer.get("created"):
+            _count("RunsStarted", 1, trigger="webhook")
+    else:
+        _count("WebhookRejected", 1, status=str(status))
+    return _response(status, answer)
+
+
+def _raw_body(body: str | None, is_base64: bool) -> bytes:
+    """The body byte for byte as sent: the signature covers exactly these bytes."""
+    if body is None:
+        return b""
+    if is_base64:
+        return base64.b64decode(body, validate=True)
+    return body.encode("utf-8")
+
+
+def _response(status: int, body: dict[str, Any]) -> Response[str]:
+    return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+
+
+def _count(name: str, value: int, **dimensions: str) -> None:
+    # One metric with its own dimension (not the process's shared dimension set).
+    with single_metric(
+        name=name, unit=MetricUnit.Count, value=value, namespace=observability.NAMESPACE
+    ) as metric:
+        metric.add_dimension("service", observability.SERVICE)
+        for key, dim in dimensions.items():
+            metric.add_dimension(key, dim)
+
+
+def _outcome(outcome: TriggerOutcome) -> dict[str, Any]:
+    created = sum(1 for r in outcome.started if r.created)
+    if created:
+        _count("RunsStarted", created, trigger=outcome.trigger)
+    for run in outcome.started:
+        logger.info(
+            "trigger run",
+            extra={
+                "workflow_id": run.workflow_id,
+                "run_id": run.run_id,
+                "run_created": run.created,
+            },
+        )
+    return outcome.to_dict()
+
+
+def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Route the event by its shape to the matching use-case.
+
+    Args:
+        event: an API Gateway HTTP API v2 request, a schedule's Input or an S3 EventBridge
+            event.
+        context: the Lambda context.
+
+    Returns:
+        The HTTP response (webhooks), or ``{"trigger", "runs", "skipped"}``.
+    """
+    kind = event_kind(event)
+    if kind == "http":
+        return app.resolve(event, context)
+    if kind == "schedule":
+        try:
+            fired = ScheduleFired.model_validate(event)
+        except ValueError as exc:
+            # A malformed Input never gets better on retry: drop it loudly.
+            logger.error("malformed schedule event", extra={"reason": str(exc)[:300]})
+            return {"ignored": "malformed schedule event"}
+        logger.append_keys(workflow_id=fired.workflow_id, schedule=fired.schedule)
+        return _outcome(handle_schedule(fired, container()))
+    if kind == "s3":
+        try:
+            created = S3ObjectCreated.from_event(event)
+        except ValueError as exc:
+            logger.error("malformed S3 event", extra={"reason": str(exc)[:300]})
+            return {"ignored": "malformed S3 event"}
+        logger.append_keys(bucket=created.bucket, key=created.key)
+        return _outcome(handle_s3_object(created, container()))
+    logger.error("unsupported event", extra={"keys": sorted(event)[:20]})
+    return {"ignored": "unsupported event"}
+
+
+handler: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = logger.inject_lambda_context(
+    clear_state=True
+)(tracer.capture_lambda_handler(_handle))
+"""The Lambda entry point: :func:`_handle` with Powertools' logging context and tracing."""

@@ -1,0 +1,204 @@
+"""EventBridge Scheduler: the schedules that fire workflows' schedule triggers.
+
+Only I/O: which schedules a workflow needs, and their names and Input, are decided in
+:mod:`langorch.domain.triggers`. The local emulator stores schedules but never fires them; the
+local stack's tick reads them back through :meth:`Schedules.list` and :meth:`Schedules.get`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from langorch.domain.errors import NotFoundError, StorageError
+
+_MISSING = "ResourceNotFoundException"
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """A stored schedule, as read back.
+
+    Attributes:
+        name: the schedule's name.
+        expression: ``cron(…)`` (AWS form).
+        timezone: IANA name.
+        input: the target Input, parsed (``{}`` when none).
+        state: ``ENABLED`` or ``DISABLED``.
+        target_arn: what it invokes.
+        role_arn: the role it invokes with.
+        description: free text.
+    """
+
+    name: str
+    expression: str
+    timezone: str
+    input: dict[str, Any] = field(default_factory=dict)
+    state: str = "ENABLED"
+    target_arn: str | None = None
+    role_arn: str | None = None
+    description: str = ""
+
+
+class Schedules:
+    """Schedules in one schedule group that invoke one target.
+
+    Args:
+        client: a boto3 ``scheduler`` client.
+        group: the schedule group (created by :meth:`ensure_group` when missing).
+        role_arn: the role the Scheduler assumes to invoke the target.
+        target_arn: the trigger function.
+    """
+
+    def __init__(
+        self, client: Any, *, group: str, role_arn: str | None, target_arn: str | None
+    ) -> None:
+        self._client = client
+        self.group = group
+        self._role_arn = role_arn
+        self._target_arn = target_arn
+
+    @property
+    def configured(self) -> bool:
+        """Whether schedules can be written (a target and a role are configured)."""
+        return bool(self._role_arn and self._target_arn)
+
+    def ensure_group(self) -> None:
+        """Create the schedule group when it does not exist."""
+        try:
+            self._client.get_schedule_group(Name=self.group)
+            return
+        except ClientError as exc:
+            if _code(exc) != _MISSING:
+                raise StorageError(f"cannot read schedule group {self.group}: {exc}") from exc
+        try:
+            self._client.create_schedule_group(Name=self.group)
+        except ClientError as exc:
+            # Another registration created it in between: what we wanted.
+            if _code(exc) != "ConflictException":
+                raise StorageError(f"cannot create schedule group {self.group}: {exc}") from exc
+
+    def put(
+        self,
+        name: str,
+        cron: str,
+        timezone: str,
+        input: dict[str, Any],
+        *,
+        description: str = "",
+    ) -> bool:
+        """Create the schedule, or update it to these settings.
+
+        Args:
+            name: the schedule's name.
+            cron: an AWS ``cron(…)`` expression.
+            timezone: IANA name (``ScheduleExpressionTimezone``).
+            input: the target Input (JSON object; may hold Scheduler context attributes).
+            description: free text shown in the console.
+
+        Returns:
+            Whether it was created (``False``: updated).
+
+        Raises:
+            NotFoundError: no target or role is configured.
+            StorageError: the Scheduler refused.
+        """
+        if not self.configured:
+            raise NotFoundError(
+                "schedules need LANGORCH_TRIGGER_FUNCTION_ARN and LANGORCH_SCHEDULER_ROLE_ARN"
+            )
+        request: dict[str, Any] = {
+            "Name": name,
+            "GroupName": self.group,
+            "ScheduleExpression": cron,
+            "ScheduleExpressionTimezone": timezone,
+            # OFF: fire at the slot's time; the scheduled time is also the run's dedupe key.
+            "FlexibleTimeWindow": {"Mode": "OFF"},
+            "Target": {
+                "Arn": self._target_arn,
+                "RoleArn": self._role_arn,
+                "Input": json.dumps(input, sort_keys=True),
+            },
+            "State": "ENABLED",
+            "Description": description[:512],
+        }
+        try:
+            self._client.create_schedule(**request)
+            return True
+        except ClientError as exc:
+            if _code(exc) != "ConflictException":
+                raise StorageError(f"cannot create schedule {name}: {exc}") from exc
+        try:
+            self._client.update_schedule(**request)
+        except ClientError as exc:
+            raise StorageError(f"cannot update schedule {name}: {exc}") from exc
+        return False
+
+    def delete(self, name: str) -> bool:
+        """Delete the schedule; a missing one is fine.
+
+        Returns:
+            Whether a schedule was deleted.
+        """
+        try:
+            self._client.delete_schedule(Name=name, GroupName=self.group)
+            return True
+        except ClientError as exc:
+            if _code(exc) == _MISSING:
+                return False
+            raise StorageError(f"cannot delete schedule {name}: {exc}") from exc
+
+    def get(self, name: str) -> ScheduleInfo | None:
+        """The schedule, or ``None`` when it does not exist."""
+        try:
+            item = self._client.get_schedule(Name=name, GroupName=self.group)
+        except ClientError as exc:
+            if _code(exc) == _MISSING:
+                return None
+            raise StorageError(f"cannot read schedule {name}: {exc}") from exc
+        target = item.get("Target") or {}
+        try:
+            data = json.loads(target.get("Input") or "{}")
+        except json.JSONDecodeError:
+            data = {}
+        return ScheduleInfo(
+            name=str(item["Name"]),
+            expression=str(item.get("ScheduleExpression", "")),
+            timezone=str(item.get("ScheduleExpressionTimezone") or "UTC"),
+            input=data if isinstance(data, dict) else {},
+            state=str(item.get("State", "ENABLED")),
+            target_arn=target.get("Arn"),
+            role_arn=target.get("RoleArn"),
+            description=str(item.get("Description") or ""),
+        )
+
+    def list(self, prefix: str | None = None) -> list[ScheduleInfo]:
+        """Every schedule in the group (optionally whose name starts with ``prefix``), by name.
+
+        ``ListSchedules`` omits expressions and Input, so each schedule is read in full.
+        """
+        names: list[str] = []
+        request: dict[str, Any] = {"GroupName": self.group}
+        if prefix:
+            request["NamePrefix"] = prefix
+        try:
+            while True:
+                page = self._client.list_schedules(**request)
+                names.extend(str(s["Name"]) for s in page.get("Schedules", []))
+                token = page.get("NextToken")
+                if not token:
+                    break
+                request["NextToken"] = token
+        except ClientError as exc:
+            if _code(exc) == _MISSING:
+                return []
+            raise StorageError(f"cannot list schedules in {self.group}: {exc}") from exc
+        found = (self.get(name) for name in sorted(names))
+        return [s for s in found if s is not None]
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))

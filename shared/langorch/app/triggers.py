@@ -1,0 +1,687 @@
+"""Use-cases for what starts runs — webhooks, schedules, S3 drops — and for registering them.
+
+Every start goes through :func:`langorch.app.runs.launch_run` with the trigger's dedupe key
+(:mod:`langorch.domain.triggers`), so a duplicated, retried or late event starts nothing new.
+Nothing here imports LangGraph or LangChain: the trigger function's cold start stays light
+(ARCHITECTURE §2 "Cold starts").
+
+* :func:`handle_webhook` — ``POST /hooks/{workflow_id}``: checks in the order size (413), JSON
+  (415), workflow with a webhook trigger (404), signature (401), input (422); nothing is
+  started on any 4xx.
+* :func:`handle_schedule` — the Input of a langorch schedule, once per slot.
+* :func:`handle_s3_object` — an object created in a watched bucket: every matching workflow.
+* :func:`sync_triggers` / :func:`register_and_sync` — after a workflow is stored: its webhook
+  secret (created once, shown once) and its EventBridge Scheduler schedules.
+* :func:`rotate_webhook_secret` — a new current secret; the old one stays valid as previous.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from os.path import commonprefix
+from pathlib import Path
+from secrets import token_urlsafe
+from typing import TYPE_CHECKING, Any, Literal
+
+from langorch.app.runs import StartRun, launch_run
+from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
+from langorch.domain.errors import (
+    DefinitionError,
+    InputValidationError,
+    NotFoundError,
+    PayloadTooLargeError,
+    Problem,
+    RequestRejectedError,
+    SecretNotFoundError,
+    SignatureError,
+    StorageError,
+    UnsupportedMediaTypeError,
+)
+from langorch.domain.inputs import ensure_valid_input, with_defaults
+from langorch.domain.triggers import (
+    DesiredSchedule,
+    S3ObjectCreated,
+    ScheduleFired,
+    desired_schedules,
+    s3_trigger_matches,
+    schedule_name,
+    schedule_problems,
+    schedule_triggers,
+    webhook_dedupe_key,
+)
+from langorch.domain.webhooks import SignedDelivery, header, secret_values
+from langorch.web.http import error_body, http_status
+
+if TYPE_CHECKING:
+    from langorch.app.container import Container
+    from langorch.app.definitions import RegisterResult
+
+logger = logging.getLogger(__name__)
+
+CACHE_TTL_SECONDS = 30.0
+"""How long a process reuses what it read about workflows' triggers. Stored versions never
+change, so the only staleness is a newly registered version taking up to this long to count."""
+SECRET_REFRESH_SECONDS = 10.0
+"""After a signature fails, the secret is re-read (it may just have been rotated) at most this
+often per workflow, so forged requests cannot turn into a Secrets Manager call each."""
+
+_IDENTIFIER = re.compile(IDENTIFIER)
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WebhookRequest:
+    """A delivery to ``POST /hooks/{workflow_id}``.
+
+    Attributes:
+        workflow_id: from the path.
+        headers: the request headers (any case).
+        body: the raw body, byte for byte as sent (base64 already decoded).
+        source_ip: the caller's address, for the run's trigger detail.
+    """
+
+    workflow_id: str
+    headers: Mapping[str, str]
+    body: bytes
+    source_ip: str | None = None
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """A run a trigger started, or found already started (``created`` false)."""
+
+    workflow_id: str
+    run_id: str
+    created: bool
+
+
+@dataclass
+class TriggerOutcome:
+    """What one schedule or S3 event did.
+
+    Attributes:
+        trigger: ``"schedule"`` or ``"s3"``.
+        started: runs started (``created``) or found from an earlier delivery of the event.
+        skipped: ``(workflow_id, reason)`` for workflows that matched but cannot start a run
+            from this event (a retry would not help, so the event is not retried).
+    """
+
+    trigger: Literal["schedule", "s3"]
+    started: list[StartedRun] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable summary (the Lambda's return value)."""
+        return {
+            "trigger": self.trigger,
+            "runs": [
+                {"workflow_id": r.workflow_id, "run_id": r.run_id, "created": r.created}
+                for r in self.started
+            ],
+            "skipped": [{"workflow_id": w, "reason": why} for w, why in self.skipped],
+        }
+
+
+ScheduleAction = Literal["created", "updated", "unchanged", "deleted"]
+
+
+@dataclass(frozen=True)
+class ScheduleChange:
+    """What registering did to one schedule."""
+
+    name: str
+    action: ScheduleAction
+    expression: str | None = None
+    timezone: str | None = None
+
+
+@dataclass
+class TriggerSync:
+    """What :func:`sync_triggers` did for one workflow.
+
+    Attributes:
+        workflow_id: the workflow.
+        secret_name: its webhook secret's name, when it has a webhook trigger.
+        webhook_secret: the secret's value, **only** when this call created it (show it once).
+        schedules: each schedule created, updated, left unchanged or deleted.
+        warnings: what could not be done and why (e.g. schedules not configured).
+    """
+
+    workflow_id: str
+    secret_name: str | None = None
+    webhook_secret: str | None = None
+    schedules: list[ScheduleChange] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RegisteredBatch:
+    """What :func:`register_and_sync` stored and synced."""
+
+    results: list[RegisterResult]
+    triggers: list[TriggerSync]
+
+
+# --------------------------------------------------------------------------------------------
+# A per-process view of workflows' triggers
+# --------------------------------------------------------------------------------------------
+
+
+class TriggerIndex:
+    """Workflows by id and by trigger type, reread after ``ttl_seconds``.
+
+    Args:
+        definitions: anything with ``get_workflow(id)`` and ``list_workflows()``.
+        ttl_seconds: how long a read is reused.
+        monotonic: the clock (injected in tests).
+    """
+
+    def __init__(
+        self,
+        definitions: Any,
+        *,
+        ttl_seconds: float = CACHE_TTL_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._definitions = definitions
+        self._ttl = ttl_seconds
+        self._now = monotonic
+        self._by_id: dict[str, tuple[float, TaskPlan | None]] = {}
+        self._listed: tuple[float, list[TaskPlan]] | None = None
+        self._secret_refreshed: dict[str, float] = {}
+
+    def workflow(self, workflow_id: str) -> TaskPlan | None:
+        """The latest version of the workflow, or ``None`` (absences are cached too)."""
+        now = self._now()
+        hit = self._by_id.get(workflow_id)
+        if hit is not None and now - hit[0] < self._ttl:
+            return hit[1]
+        if len(self._by_id) >= 1024:
+            # Bounded: requests for random ids must not grow the sandbox's memory.
+            self._by_id.clear()
+        plan: TaskPlan | None = self._definitions.get_workflow(workflow_id)
+        self._by_id[workflow_id] = (now, plan)
+        return plan
+
+    def with_trigger(self, kind: str) -> list[TaskPlan]:
+        """The latest version of every workflow that has a trigger of this type."""
+        now = self._now()
+        if self._listed is None or now - self._listed[0] >= self._ttl:
+            self._listed = (now, list(self._definitions.list_workflows()))
+        return [p for p in self._listed[1] if any(t.type == kind for t in p.all_triggers())]
+
+    def may_refresh_secret(self, name: str) -> bool:
+        """Whether the secret may be re-read now (and note that it is)."""
+        now = self._now()
+        last = self._secret_refreshed.get(name)
+        if last is not None and now - last < SECRET_REFRESH_SECONDS:
+            return False
+        self._secret_refreshed[name] = now
+        return True
+
+
+# One index per container: a container is one process's composition root (one Lambda
+# sandbox), so the cache lives exactly as long as the sandbox does, without a global.
+_INDEXES: weakref.WeakKeyDictionary[Any, TriggerIndex] = weakref.WeakKeyDictionary()
+
+
+def trigger_index(deps: Container) -> TriggerIndex:
+    """The container's :class:`TriggerIndex` (built on first use)."""
+    index = _INDEXES.get(deps)
+    if index is None:
+        index = TriggerIndex(deps.definitions)
+        _INDEXES[deps] = index
+    return index
+
+
+# --------------------------------------------------------------------------------------------
+# Webhooks
+# --------------------------------------------------------------------------------------------
+
+
+def handle_webhook(request: WebhookRequest, deps: Container) -> tuple[int, dict[str, Any]]:
+    """Verify a webhook delivery and start its run.
+
+    Checks, in order: body size (413), JSON content type and body (415), a workflow with a
+    webhook trigger (404), the signature (401), the input against the inputs schema (422).
+    Nothing is written or started when any check fails.
+
+    Args:
+        request: the delivery.
+        deps: the container.
+
+    Returns:
+        ``(202, {"run_id", "created"})`` — ``created`` is false for a repeated delivery id,
+        which starts nothing — or ``(4xx, {"error", "problems"?})``.
+
+    Raises:
+        StorageError: a backend failed (a 5xx: the sender should retry, and may safely).
+    """
+    try:
+        started = _accept_webhook(request, deps)
+    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
+        status = http_status(exc)
+        logger.warning(
+            "webhook rejected",
+            extra={"workflow_id": request.workflow_id, "status": status, "reason": str(exc)[:200]},
+        )
+        return status, error_body(exc)
+    return 202, {"run_id": started.run_id, "created": started.created}
+
+
+def _accept_webhook(request: WebhookRequest, deps: Container) -> StartedRun:
+    settings = deps.settings
+    limit = settings.webhook_max_body_bytes
+    if len(request.body) > limit:
+        raise PayloadTooLargeError(
+            f"the body is {len(request.body)} bytes; the limit is {limit} bytes"
+        )
+    payload = _json_body(request)
+    plan, trigger = _webhook_workflow(request.workflow_id, deps)
+    delivery = _verified(request, plan.plan_id, deps)
+    data = (
+        with_defaults(plan, {**trigger.input, **payload}) if isinstance(payload, dict) else payload
+    )
+    ensure_valid_input(plan, data)
+    run, created = launch_run(
+        StartRun(
+            plan.plan_id,
+            input=data,
+            version=plan.version,
+            dedupe_key=webhook_dedupe_key(plan.plan_id, delivery.delivery_id),
+            trigger="webhook",
+            # Facts for people reading the run; the signature is never stored.
+            trigger_detail={
+                "delivery_id": delivery.delivery_id,
+                "timestamp": int(delivery.timestamp),
+                "source_ip": request.source_ip,
+            },
+        ),
+        deps,
+    )
+    logger.info(
+        "webhook accepted" if created else "duplicate webhook delivery",
+        extra={
+            "workflow_id": plan.plan_id,
+            "delivery_id": delivery.delivery_id,
+            "run_id": run.run_id,
+        },
+    )
+    return StartedRun(plan.plan_id, run.run_id, created)
+
+
+def _json_body(request: WebhookRequest) -> Any:
+    content_type = header(request.headers, "Content-Type") or ""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media != "application/json" and not media.endswith("+json"):
+        raise UnsupportedMediaTypeError(
+            f"Content-Type is {media or 'missing'}; send application/json"
+        )
+    try:
+        return json.loads(request.body)
+    except (ValueError, RecursionError) as exc:
+        raise UnsupportedMediaTypeError(f"the body is not valid JSON: {exc}") from exc
+
+
+def _webhook_workflow(workflow_id: str, deps: Container) -> tuple[TaskPlan, Trigger]:
+    plan = trigger_index(deps).workflow(workflow_id) if _IDENTIFIER.match(workflow_id) else None
+    if plan is None:
+        raise NotFoundError(f"no workflow {workflow_id!r}")
+    trigger = next((t for t in plan.all_triggers() if t.type == "webhook"), None)
+    if trigger is None:
+        raise NotFoundError(
+            f"workflow {workflow_id!r} has no webhook trigger; add `- type: webhook` to its "
+            "triggers and register it again"
+        )
+    return plan, trigger
+
+
+def _verified(request: WebhookRequest, workflow_id: str, deps: Container) -> SignedDelivery:
+    settings = deps.settings
+    delivery = SignedDelivery.from_headers(
+        request.headers,
+        now=deps.clock().timestamp(),
+        tolerance_seconds=settings.webhook_tolerance_seconds,
+    )
+    name = settings.webhook_secret_prefix + workflow_id
+    try:
+        if delivery.verifies(request.body, secret_values(deps.secrets.get_json(name))):
+            return delivery
+        # The cached secret may predate a rotation: read it again, but not for every forgery.
+        if trigger_index(deps).may_refresh_secret(name) and delivery.verifies(
+            request.body, secret_values(deps.secrets.get_json(name, fresh=True))
+        ):
+            return delivery
+    except SecretNotFoundError as exc:
+        raise SignatureError(
+            f"workflow {workflow_id!r} has no webhook secret yet; create one with "
+            f"`langorch workflows rotate-secret {workflow_id}`"
+        ) from exc
+    raise SignatureError("the webhook signature does not verify")
+
+
+# --------------------------------------------------------------------------------------------
+# Schedules and S3
+# --------------------------------------------------------------------------------------------
+
+
+def handle_schedule(event: ScheduleFired, deps: Container) -> TriggerOutcome:
+    """Start the run for one schedule slot (once, however often the slot is delivered).
+
+    Args:
+        event: the schedule's Input with the scheduled time substituted.
+        deps: the container.
+
+    Returns:
+        The run started or found; a skip when the workflow or its schedule trigger is gone or
+        the trigger's input does not fit the inputs schema.
+
+    Raises:
+        StorageError: a backend failed (the Scheduler retries the slot; the run id is stable).
+    """
+    outcome = TriggerOutcome("schedule")
+    plan = deps.definitions.get_workflow(event.workflow_id)
+    trigger = None
+    if plan is not None:
+        names = {schedule_name(plan.plan_id, i): t for i, t in enumerate(schedule_triggers(plan))}
+        trigger = names.get(event.schedule)
+    if plan is None or trigger is None:
+        reason = (
+            "workflow not found"
+            if plan is None
+            else f"schedule {event.schedule} is no longer one of the workflow's triggers"
+        )
+        logger.warning(
+            "schedule skipped",
+            extra={"workflow_id": event.workflow_id, "schedule": event.schedule, "reason": reason},
+        )
+        outcome.skipped.append((event.workflow_id, reason))
+        return outcome
+    _start(
+        outcome,
+        StartRun(
+            plan.plan_id,
+            input=dict(trigger.input),
+            version=plan.version,
+            dedupe_key=event.dedupe_key,
+            trigger="schedule",
+            trigger_detail={"schedule": event.schedule, "scheduled_time": event.scheduled_time},
+        ),
+        deps,
+    )
+    return outcome
+
+
+def handle_s3_object(event: S3ObjectCreated, deps: Container) -> TriggerOutcome:
+    """Start one run of every workflow whose s3 trigger matches the object.
+
+    A trigger matches on its bucket (default: the deployment's drop bucket), prefix and
+    suffix. Checkpoint payloads that langorch itself offloads to the drop bucket never match.
+
+    Args:
+        event: the object (key already URL-decoded).
+        deps: the container.
+
+    Returns:
+        The runs started or found, and the workflows skipped with the reason.
+
+    Raises:
+        StorageError: a backend failed for some workflow (after the others were tried; a
+            redelivery starts only what is still missing).
+    """
+    outcome = TriggerOutcome("s3")
+    settings = deps.settings
+    own_prefix = settings.checkpoint_prefix.rstrip("/") + "/"
+    if event.bucket == settings.bucket and event.key.startswith(own_prefix):
+        return outcome
+    failures: list[StorageError] = []
+    for plan in trigger_index(deps).with_trigger("s3"):
+        trigger = next(
+            (
+                t
+                for t in plan.all_triggers()
+                if s3_trigger_matches(t, event, default_bucket=settings.bucket)
+            ),
+            None,
+        )
+        if trigger is None:
+            continue
+        try:
+            dedupe_key = event.dedupe_key(plan.plan_id)
+        except ValueError as exc:
+            outcome.skipped.append((plan.plan_id, str(exc)))
+            continue
+        command = StartRun(
+            plan.plan_id,
+            input={**trigger.input, **event.run_input()},
+            version=plan.version,
+            dedupe_key=dedupe_key,
+            trigger="s3",
+            trigger_detail={
+                "bucket": event.bucket,
+                "key": event.key,
+                "version_id": event.version_id,
+                "sequencer": event.sequencer,
+            },
+        )
+        try:
+            _start(outcome, command, deps)
+        except StorageError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+    return outcome
+
+
+def _start(outcome: TriggerOutcome, command: StartRun, deps: Container) -> None:
+    """Launch one run; record a skip for what a retry cannot fix."""
+    try:
+        run, created = launch_run(command, deps)
+    except (InputValidationError, NotFoundError) as exc:
+        logger.error(
+            "trigger cannot start a run",
+            extra={
+                "workflow_id": command.workflow_id,
+                "trigger": command.trigger,
+                "reason": str(exc),
+            },
+        )
+        outcome.skipped.append((command.workflow_id, str(exc).splitlines()[0]))
+        return
+    outcome.started.append(StartedRun(command.workflow_id, run.run_id, created))
+
+
+# --------------------------------------------------------------------------------------------
+# Registering triggers
+# --------------------------------------------------------------------------------------------
+
+
+def new_webhook_secret() -> str:
+    """A fresh webhook secret: 256 random bits, URL-safe."""
+    return token_urlsafe(32)
+
+
+def sync_triggers(
+    plan: TaskPlan,
+    deps: Container,
+    *,
+    new_secret: Callable[[], str] = new_webhook_secret,
+) -> TriggerSync:
+    """Make the cloud side of a stored workflow's triggers match it.
+
+    * A webhook trigger gets a secret (``webhook_secret_prefix`` + workflow id) when it has
+      none; its value is returned once, here. An existing secret is kept, and a secret is
+      kept when the trigger is removed (adding it back keeps senders working).
+    * Each schedule trigger gets an EventBridge Scheduler schedule ``langorch-<workflow_id>``
+      (AWS cron, its timezone, ``FlexibleTimeWindow`` off, the trigger function as target);
+      changed ones are updated, and schedules of triggers that are gone are deleted.
+
+    Args:
+        plan: the stored workflow version (its latest).
+        deps: the container (settings, secrets, schedules).
+        new_secret: makes a secret's value (tests pass a fixed one).
+
+    Returns:
+        What was done.
+
+    Raises:
+        DefinitionError: a schedule trigger cannot be written as an AWS cron expression.
+        StorageError: Secrets Manager or the Scheduler failed.
+    """
+    sync = TriggerSync(plan.plan_id)
+    if any(t.type == "webhook" for t in plan.all_triggers()):
+        name = deps.settings.webhook_secret_prefix + plan.plan_id
+        sync.secret_name = name
+        if not deps.secrets.exists(name):
+            value = new_secret()
+            deps.secrets.put_json(
+                name,
+                {"current": value},
+                description=f"langorch webhook secret of workflow {plan.plan_id}",
+            )
+            sync.webhook_secret = value
+            logger.info("webhook secret created", extra={"workflow_id": plan.plan_id})
+    problems = schedule_problems(plan)
+    if problems:
+        raise DefinitionError(f"workflow {plan.plan_id}", problems)
+    _sync_schedules(plan, desired_schedules(plan), deps, sync)
+    return sync
+
+
+def _sync_schedules(
+    plan: TaskPlan, desired: list[DesiredSchedule], deps: Container, sync: TriggerSync
+) -> None:
+    schedules = deps.schedules
+    names = [schedule_name(plan.plan_id, i) for i in range(max(len(desired), 2))]
+    prefix = commonprefix(names)  # noqa: RUF071 - names, not paths: a character prefix
+    # A prefix can also match another workflow's schedules (langorch-a, langorch-ab): the
+    # Input says whose each one is.
+    existing = {
+        s.name: s for s in schedules.list(prefix) if s.input.get("workflow_id") == plan.plan_id
+    }
+    if desired and not schedules.configured:
+        sync.warnings.append(
+            f"workflow {plan.plan_id} has schedule triggers but no schedule was written: set "
+            "LANGORCH_TRIGGER_FUNCTION_ARN and LANGORCH_SCHEDULER_ROLE_ARN"
+        )
+    elif desired:
+        schedules.ensure_group()
+        for want in desired:
+            have = existing.get(want.name)
+            if have is not None and (
+                have.expression == want.expression
+                and have.timezone == want.timezone
+                and have.input == want.input
+                and have.state == "ENABLED"
+                and have.target_arn == deps.settings.trigger_function_arn
+                and have.role_arn == deps.settings.scheduler_role_arn
+            ):
+                action: ScheduleAction = "unchanged"
+            else:
+                created = schedules.put(
+                    want.name,
+                    want.expression,
+                    want.timezone,
+                    want.input,
+                    description=f"langorch workflow {plan.plan_id}: {want.cron} ({want.timezone})",
+                )
+                action = "created" if created else "updated"
+            sync.schedules.append(ScheduleChange(want.name, action, want.expression, want.timezone))
+    wanted = {d.name for d in desired}
+    for name in sorted(set(existing) - wanted):
+        schedules.delete(name)
+        sync.schedules.append(ScheduleChange(name, "deleted"))
+    for change in sync.schedules:
+        logger.info(
+            f"schedule {change.action}",
+            extra={"workflow_id": plan.plan_id, "schedule": change.name},
+        )
+
+
+def register_and_sync(paths: Sequence[str | Path], deps: Container) -> RegisteredBatch:
+    """Validate and store definition files, then sync every stored workflow's triggers.
+
+    Schedules EventBridge Scheduler cannot express are reported with the other problems,
+    before anything is stored.
+
+    Args:
+        paths: definition files (YAML or JSON).
+        deps: the container.
+
+    Returns:
+        The stored definitions and, per workflow, what its triggers' sync did.
+
+    Raises:
+        DefinitionError: any file has any problem; nothing was stored.
+        StorageError: a backend failed.
+    """
+    # Imported here: registration pulls in validation and the LLM registry's names, which the
+    # trigger function never needs.
+    from langorch.app.definitions import register_files, validate_files
+
+    batch = validate_files(paths, deps.definitions)
+    problems: list[Problem] = []
+    for plan in batch.workflows:
+        where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
+        problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
+    if problems:
+        raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
+    results = register_files(deps.definitions, paths)
+    synced = [
+        sync_triggers(r.definition, deps)
+        for r in results
+        if r.kind == "workflow" and isinstance(r.definition, TaskPlan)
+    ]
+    return RegisteredBatch(results, synced)
+
+
+def rotate_webhook_secret(
+    workflow_id: str,
+    deps: Container,
+    *,
+    new_secret: Callable[[], str] = new_webhook_secret,
+) -> str:
+    """Give a workflow's webhook a new current secret; the old current becomes previous.
+
+    Both verify until the next rotation, so senders can switch without failed deliveries.
+
+    Args:
+        workflow_id: the workflow (it must have a webhook trigger).
+        deps: the container.
+        new_secret: makes the new value.
+
+    Returns:
+        The new secret (show it once).
+
+    Raises:
+        NotFoundError: no such workflow, or it has no webhook trigger.
+    """
+    plan = deps.definitions.get_workflow(workflow_id)
+    if plan is None:
+        raise NotFoundError(f"workflow {workflow_id} not found")
+    if not any(t.type == "webhook" for t in plan.all_triggers()):
+        raise NotFoundError(f"workflow {workflow_id} has no webhook trigger")
+    name = deps.settings.webhook_secret_prefix + workflow_id
+    try:
+        current = deps.secrets.get_json(name, fresh=True).get("current")
+    except SecretNotFoundError:
+        current = None
+    value = new_secret()
+    document = {"current": value}
+    if isinstance(current, str) and current:
+        document["previous"] = current
+    deps.secrets.put_json(
+        name, document, description=f"langorch webhook secret of workflow {workflow_id}"
+    )
+    logger.info("webhook secret rotated", extra={"workflow_id": workflow_id})
+    return value

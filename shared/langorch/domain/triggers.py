@@ -1,0 +1,465 @@
+"""What starts runs, as plain rules: trigger events, dedupe keys, schedules in AWS's cron.
+
+Pure: no I/O. The use-cases in :mod:`langorch.app.triggers` apply these rules; the adapters
+talk to EventBridge Scheduler and Secrets Manager.
+
+Dedupe keys (ARCHITECTURE §2 "Idempotent starts") — the run id derives from the key and the
+execution is named by the run id, so a repeated event starts nothing:
+
+* webhook: ``webhook:<workflow_id>:<delivery id>``;
+* schedule: ``schedule:<schedule name>:<scheduled time>`` — the Scheduler's execution id
+  changes on every retry of one slot, the scheduled time does not;
+* S3: ``s3:<workflow_id>:<bucket>/<key>@<version id | sequencer | etag>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+from urllib.parse import unquote_plus
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from langorch.domain.definitions import TaskPlan, Trigger
+from langorch.domain.errors import Problem
+
+SCHEDULE_SOURCE = "langorch.schedule"
+"""``source`` of the Input every langorch schedule sends to the trigger function."""
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+"""EventBridge Scheduler replaces this context attribute in the target Input with the slot's
+time (ISO-8601, UTC), the same on every retry of the slot."""
+SCHEDULE_NAME_PREFIX = "langorch-"
+MAX_SCHEDULE_NAME = 64
+"""EventBridge Scheduler's limit on schedule names."""
+
+EventKind = Literal["http", "schedule", "s3", "unknown"]
+
+
+# --------------------------------------------------------------------------------------------
+# Events
+# --------------------------------------------------------------------------------------------
+
+
+def event_kind(event: Mapping[str, Any]) -> EventKind:
+    """Which of the trigger function's three event shapes ``event`` is.
+
+    Args:
+        event: the Lambda event.
+
+    Returns:
+        ``"http"`` (API Gateway HTTP API v2), ``"schedule"`` (a langorch schedule's Input),
+        ``"s3"`` (EventBridge ``Object Created`` from S3) or ``"unknown"``.
+    """
+    context = event.get("requestContext")
+    if isinstance(context, Mapping) and "http" in context:
+        return "http"
+    if event.get("source") == SCHEDULE_SOURCE:
+        return "schedule"
+    if event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created":
+        return "s3"
+    return "unknown"
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class ScheduleFired(_Event):
+    """The Input a langorch schedule sends (see :func:`schedule_input`)."""
+
+    source: Literal["langorch.schedule"]
+    workflow_id: str = Field(min_length=1)
+    schedule: str = Field(min_length=1)
+    scheduled_time: str
+
+    @field_validator("scheduled_time")
+    @classmethod
+    def _a_time(cls, value: str) -> str:
+        # An unsubstituted placeholder would make every slot share one dedupe key.
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return value
+
+    @property
+    def dedupe_key(self) -> str:
+        """``schedule:<name>:<scheduled time>``."""
+        return f"schedule:{self.schedule}:{self.scheduled_time}"
+
+
+class _S3Bucket(_Event):
+    name: str = Field(min_length=1)
+
+
+class _S3Object(_Event):
+    key: str = Field(min_length=1)
+    size: int | None = None
+    etag: str | None = Field(default=None, validation_alias=AliasChoices("etag", "eTag"))
+    version_id: str | None = Field(
+        default=None, validation_alias=AliasChoices("version-id", "version_id")
+    )
+    sequencer: str | None = None
+
+
+class _S3Detail(_Event):
+    bucket: _S3Bucket
+    object: _S3Object
+
+
+class _S3EventBridge(_Event):
+    id: str | None = None
+    source: Literal["aws.s3"]
+    detail_type: Literal["Object Created"] = Field(validation_alias="detail-type")
+    detail: _S3Detail
+
+
+@dataclass(frozen=True)
+class S3ObjectCreated:
+    """An object landed in a bucket (from an EventBridge ``Object Created`` event).
+
+    Attributes:
+        bucket: the bucket name.
+        key: the object key, URL-decoded (S3 events carry it URL-encoded).
+        size: bytes, when known.
+        etag: the object's ETag, when known.
+        version_id: the version id on a versioned bucket.
+        sequencer: orders events for one key; unique per write.
+        event_id: the EventBridge event id (the same on a redelivery).
+    """
+
+    bucket: str
+    key: str
+    size: int | None = None
+    etag: str | None = None
+    version_id: str | None = None
+    sequencer: str | None = None
+    event_id: str | None = None
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> S3ObjectCreated:
+        """Parse an EventBridge S3 ``Object Created`` event.
+
+        Raises:
+            ValueError: the event does not have that shape.
+        """
+        try:
+            parsed = _S3EventBridge.model_validate(event)
+        except ValidationError as exc:
+            raise ValueError(f"not an S3 Object Created event: {exc}") from exc
+        obj = parsed.detail.object
+        version = obj.version_id if obj.version_id not in (None, "", "null") else None
+        return cls(
+            bucket=parsed.detail.bucket.name,
+            key=unquote_plus(obj.key),
+            size=obj.size,
+            etag=obj.etag.strip('"') if obj.etag else None,
+            version_id=version,
+            sequencer=obj.sequencer or None,
+            event_id=parsed.id,
+        )
+
+    @property
+    def identity(self) -> str:
+        """What tells this write of the key from any other: version id, else sequencer, etag.
+
+        Raises:
+            ValueError: the event carries none of them (nor an event id).
+        """
+        for label, value in (
+            ("v", self.version_id),
+            ("seq", self.sequencer),
+            ("etag", self.etag),
+            ("event", self.event_id),
+        ):
+            if value:
+                return f"{label}={value}"
+        raise ValueError(
+            f"the event for s3://{self.bucket}/{self.key} has no version id, sequencer or etag"
+        )
+
+    def dedupe_key(self, workflow_id: str) -> str:
+        """``s3:<workflow_id>:<bucket>/<key>@<identity>`` (one run per workflow and write)."""
+        return f"s3:{workflow_id}:{self.bucket}/{self.key}@{self.identity}"
+
+    def run_input(self) -> dict[str, Any]:
+        """What a run started by this object gets, over the trigger's fixed input."""
+        return {
+            "bucket": self.bucket,
+            "key": self.key,
+            "size": self.size,
+            "etag": self.etag,
+            "version_id": self.version_id,
+        }
+
+
+def webhook_dedupe_key(workflow_id: str, delivery_id: str) -> str:
+    """``webhook:<workflow_id>:<delivery id>``."""
+    return f"webhook:{workflow_id}:{delivery_id}"
+
+
+def s3_trigger_matches(trigger: Trigger, obj: S3ObjectCreated, *, default_bucket: str) -> bool:
+    """Whether an s3 trigger watches this object (bucket, then prefix and suffix)."""
+    return (
+        trigger.type == "s3"
+        and (trigger.bucket or default_bucket) == obj.bucket
+        and obj.key.startswith(trigger.prefix)
+        and obj.key.endswith(trigger.suffix)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Schedules
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DesiredSchedule:
+    """One EventBridge Scheduler schedule a workflow's schedule trigger needs.
+
+    Attributes:
+        name: the schedule's name in the langorch group.
+        cron: the trigger's five-field cron.
+        expression: the same in AWS's form, ``cron(m h dom mon dow year)``.
+        timezone: IANA name.
+        input: the target Input (see :func:`schedule_input`).
+        trigger: the trigger it comes from.
+    """
+
+    name: str
+    cron: str
+    expression: str
+    timezone: str
+    input: dict[str, Any]
+    trigger: Trigger
+
+
+def schedule_name(workflow_id: str, index: int = 0) -> str:
+    """The schedule's name: ``langorch-<workflow_id>`` (``-2``, ``-3`` … for more triggers).
+
+    Names longer than Scheduler's 64 characters keep a readable head and a hash of the id.
+    """
+    suffix = f"-{index + 1}" if index else ""
+    name = f"{SCHEDULE_NAME_PREFIX}{workflow_id}{suffix}"
+    if len(name) <= MAX_SCHEDULE_NAME:
+        return name
+    digest = hashlib.sha256(workflow_id.encode()).hexdigest()[:8]
+    room = MAX_SCHEDULE_NAME - len(SCHEDULE_NAME_PREFIX) - len(suffix) - len(digest) - 1
+    return f"{SCHEDULE_NAME_PREFIX}{workflow_id[:room]}-{digest}{suffix}"
+
+
+def schedule_input(workflow_id: str, name: str) -> dict[str, Any]:
+    """The Input a schedule sends to the trigger function.
+
+    ``scheduled_time`` is the Scheduler's context attribute, substituted per slot.
+    """
+    return {
+        "source": SCHEDULE_SOURCE,
+        "workflow_id": workflow_id,
+        "schedule": name,
+        "scheduled_time": SCHEDULED_TIME,
+    }
+
+
+def schedule_triggers(plan: TaskPlan) -> list[Trigger]:
+    """The plan's schedule triggers, seed 000's ``schedule`` shorthand included."""
+    return [t for t in plan.all_triggers() if t.type == "schedule" and t.schedule is not None]
+
+
+def desired_schedules(plan: TaskPlan) -> list[DesiredSchedule]:
+    """The schedules the plan needs, one per schedule trigger.
+
+    Raises:
+        ValueError: a cron expression cannot be written in AWS's form (see
+            :func:`schedule_problems` to report it before storing).
+    """
+    desired = []
+    for index, trigger in enumerate(schedule_triggers(plan)):
+        assert trigger.schedule is not None  # filtered by schedule_triggers
+        name = schedule_name(plan.plan_id, index)
+        desired.append(
+            DesiredSchedule(
+                name=name,
+                cron=trigger.schedule.cron_expression,
+                expression=aws_cron(trigger.schedule.cron_expression),
+                timezone=trigger.schedule.timezone,
+                input=schedule_input(plan.plan_id, name),
+                trigger=trigger,
+            )
+        )
+    return desired
+
+
+def schedule_problems(plan: TaskPlan) -> list[Problem]:
+    """Schedule triggers EventBridge Scheduler cannot run, each with its path."""
+    located: list[tuple[str, Trigger]] = [
+        (f"triggers[{i}].schedule.cron_expression", t)
+        for i, t in enumerate(plan.triggers)
+        if t.type == "schedule"
+    ]
+    if not located and plan.schedule is not None:
+        located = [("schedule.cron_expression", Trigger(type="schedule", schedule=plan.schedule))]
+    problems = []
+    for path, trigger in located:
+        if trigger.schedule is None:
+            continue  # reported by the definition validator
+        try:
+            aws_cron(trigger.schedule.cron_expression)
+        except ValueError as exc:
+            problems.append(
+                Problem(
+                    path,
+                    str(exc),
+                    "restrict day-of-month or day-of-week, not both (use two schedule "
+                    "triggers for both)",
+                )
+            )
+    return problems
+
+
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_PLAIN_FIELD = re.compile(r"^[0-9A-Za-z,\-*/]+$")
+_DAY_OF_MONTH = re.compile(r"^[0-9A-Za-z,\-*/?]+$")
+
+
+def aws_cron(expression: str) -> str:
+    """A five-field cron as EventBridge Scheduler's ``cron(m h dom mon dow year)``.
+
+    AWS differs from classic cron: a sixth field (year); exactly one of day-of-month and
+    day-of-week must be ``?``; days of the week count 1-7 from Sunday (classic: 0-7, 0 and 7
+    Sunday) and take no ``/`` steps. Days are written as names (``MON-FRI``), which both
+    read the same.
+
+    Args:
+        expression: ``minute hour day-of-month month day-of-week`` (already valid cron).
+
+    Returns:
+        The AWS expression, e.g. ``cron(0 12 ? * TUE *)`` for ``0 12 * * 2``.
+
+    Raises:
+        ValueError: the expression restricts both day-of-month and day-of-week (classic cron
+            runs when either matches; AWS cannot say that), or uses syntax AWS has not.
+    """
+    fields = expression.split()
+    if len(fields) != 5:
+        raise ValueError(f"{expression!r} has {len(fields)} fields, not 5")
+    minute, hour, dom, month, dow = fields
+    for name, value in (("minute", minute), ("hour", hour), ("month", month)):
+        if not _PLAIN_FIELD.match(value):
+            raise ValueError(f"{name} {value!r} uses syntax EventBridge Scheduler does not accept")
+    if not _DAY_OF_MONTH.match(dom):
+        raise ValueError(f"day-of-month {dom!r} uses syntax EventBridge Scheduler does not accept")
+    days = _aws_days(dow)
+    dom_free = dom in ("*", "?")
+    if days is None:
+        dom_aws, dow_aws = (dom if not dom_free else "*"), "?"
+    elif dom_free:
+        dom_aws, dow_aws = "?", days
+    else:
+        raise ValueError(
+            f"{expression!r} restricts both day-of-month and day-of-week, "
+            "which EventBridge Scheduler cannot express"
+        )
+    # AWS documents steps from a start value (0/15); classic */15 starts at the field's first.
+    minute, hour = _from_first(minute, "0"), _from_first(hour, "0")
+    dom_aws, month = _from_first(dom_aws, "1"), _from_first(month, "1")
+    return f"cron({minute} {hour} {dom_aws} {month.upper()} {dow_aws} *)"
+
+
+def cron_from_aws(expression: str) -> str:
+    """The five-field classic cron of an AWS ``cron(…)`` expression (the local tick's view).
+
+    Args:
+        expression: ``cron(m h dom mon dow year)`` as :func:`aws_cron` writes it.
+
+    Raises:
+        ValueError: not a six-field ``cron(…)`` expression.
+    """
+    match = re.fullmatch(r"cron\((.*)\)", expression.strip())
+    fields = match.group(1).split() if match else []
+    if len(fields) != 6:
+        raise ValueError(f"{expression!r} is not an AWS cron(…) expression")
+    minute, hour, dom, month, dow, _year = fields
+    dom = "*" if dom == "?" else dom
+    if dow == "?":
+        dow = "*"
+    else:
+        # Numbers (only with # and L here) count from Sunday = 1 in AWS, 0 in classic cron.
+        dow = re.sub(r"\b([1-7])(?=[#L])", lambda m: str(int(m.group(1)) - 1), dow)
+    return f"{minute} {hour} {dom} {month} {dow}"
+
+
+def _from_first(field: str, first: str) -> str:
+    return ",".join(
+        first + item[1:] if item.startswith("*/") else item for item in field.split(",")
+    )
+
+
+def _aws_days(field: str) -> str | None:
+    """Classic day-of-week -> AWS's, or ``None`` when it does not restrict the day."""
+    if field in ("*", "?"):
+        return None
+    days: set[int] = set()
+    special: list[str] = []
+    for item in field.split(","):
+        upper = item.upper()
+        if "#" in upper:
+            day, _, nth = upper.partition("#")
+            special.append(f"{_day(day) + 1}#{nth}")
+        elif len(upper) > 1 and upper.endswith("L"):
+            special.append(f"{_day(upper[:-1]) + 1}L")
+        else:
+            days |= _expand(upper)
+    if not special and len(days) == 7:
+        return None
+    return ",".join([*_ranges(days), *special])
+
+
+def _day(token: str) -> int:
+    """A classic day token (0-7 or a name) -> 0 (Sunday) … 6 (Saturday)."""
+    if token.isdigit() and int(token) <= 7:
+        return int(token) % 7
+    if token[:3] in _DAYS:
+        return _DAYS.index(token[:3])
+    raise ValueError(f"day-of-week {token!r} is not a day (0-7 or SUN-SAT)")
+
+
+def _expand(item: str) -> set[int]:
+    body, _, step_text = item.partition("/")
+    step = int(step_text) if step_text else 1
+    if step < 1:
+        raise ValueError(f"day-of-week step {item!r} must be positive")
+    if body == "*":
+        start, end = 0, 6
+    elif "-" in body:
+        first, _, last = body.partition("-")
+        start, end = _day(first), _day(last)
+        if end < start or (end == 0 and last.strip() == "7"):
+            # 5-7 (Friday to Sunday) or a range that wraps past Saturday.
+            end += 7
+    else:
+        start = _day(body)
+        end = 6 if step_text else start
+    return {d % 7 for d in range(start, end + 1, step)}
+
+
+def _ranges(days: set[int]) -> list[str]:
+    """Sorted days as names, consecutive runs as ``MON-FRI``."""
+    ordered = sorted(days)
+    parts: list[str] = []
+    run: list[int] = []
+    for day in ordered:
+        if run and day != run[-1] + 1:
+            parts.append(_run_text(run))
+            run = []
+        run.append(day)
+    if run:
+        parts.append(_run_text(run))
+    return parts
+
+
+def _run_text(run: list[int]) -> str:
+    if len(run) >= 3:
+        return f"{_DAYS[run[0]]}-{_DAYS[run[-1]]}"
+    return ",".join(_DAYS[d] for d in run)

@@ -1,0 +1,176 @@
+"""``langorch workflows put`` prints a new webhook secret once and writes schedules;
+``workflows rotate-secret`` prints the new secret once."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from moto.server import ThreadedMotoServer
+
+from langorch.adapters.aws import make_client
+from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+from langorch.adapters.secrets import Secrets
+from langorch.cli.main import main
+from langorch.config import Settings
+
+from .triggers_support import SCHEDULER_ROLE, TRIGGER_FN
+
+HOOKED = {
+    "workflows": [
+        {
+            "plan_id": "hooked",
+            "memory": False,
+            "triggers": [{"type": "webhook"}],
+            "steps": [{"step_id": "s", "kind": "transform", "transform": {"x": "1"}}],
+        }
+    ]
+}
+SCHEDULED = {
+    "workflows": [
+        {
+            "plan_id": "weekly",
+            "memory": False,
+            "schedule": {"cron_expression": "0 12 * * 2", "timezone": "America/New_York"},
+            "steps": [{"step_id": "s", "kind": "transform", "transform": {"x": "1"}}],
+        }
+    ]
+}
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def cli(
+    endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Any:
+    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("LANGORCH_TRIGGER_FUNCTION_ARN", TRIGGER_FN)
+    monkeypatch.setenv("LANGORCH_SCHEDULER_ROLE_ARN", SCHEDULER_ROLE)
+    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    DefinitionsRepository(
+        make_client("dynamodb", Settings(endpoint_url=endpoint)), "langorch-definitions"
+    ).create_table()
+
+    def run(*argv: str) -> Result:
+        capsys.readouterr()
+        code = main([*argv, "--endpoint-url", endpoint])
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+def _write(path: Path, document: Any) -> str:
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return str(path)
+
+
+def _stored_secret(endpoint: str) -> dict[str, Any]:
+    secrets = Secrets(make_client("secretsmanager", Settings(endpoint_url=endpoint)))
+    return secrets.get_json("langorch/webhooks/hooked", fresh=True)
+
+
+def test_put_prints_a_new_webhook_secret_once(cli: Any, endpoint: str, tmp_path: Path):
+    # Given a workflow file with a webhook trigger
+    path = _write(tmp_path / "hooked.yaml", HOOKED)
+
+    # When it is put twice
+    first = cli("workflows", "put", path)
+    second = cli("workflows", "put", path)
+
+    # Then the first output shows the stored secret on a labelled line; the second does not
+    assert first.code == 0 and second.code == 0
+    secret = _stored_secret(endpoint)["current"]
+    assert f"webhook secret for hooked (shown once): {secret}" in first.stdout
+    assert "webhook secret" not in second.stdout
+    assert secret not in second.stdout
+
+
+def test_put_json_includes_the_new_secret(cli: Any, endpoint: str, tmp_path: Path):
+    # Given a workflow file with a webhook trigger
+    path = _write(tmp_path / "hooked.yaml", HOOKED)
+
+    # When it is put with --json
+    result = cli("workflows", "put", path, "--json")
+
+    # Then the document carries the secret for that workflow
+    document = json.loads(result.stdout)
+    (sync,) = document["triggers"]
+    assert sync["workflow_id"] == "hooked"
+    assert sync["webhook_secret"] == _stored_secret(endpoint)["current"]
+
+
+def test_put_writes_the_schedule_and_says_so(cli: Any, tmp_path: Path):
+    # Given a workflow with seed 000's schedule shorthand
+    path = _write(tmp_path / "weekly.yaml", SCHEDULED)
+
+    # When it is put
+    result = cli("workflows", "put", path)
+
+    # Then the schedule line shows AWS's cron and the timezone
+    assert result.code == 0, result.stderr
+    assert (
+        "schedule langorch-weekly: created cron(0 12 ? * TUE *) America/New_York" in result.stdout
+    )
+
+
+def test_rotate_secret_prints_the_new_one_and_keeps_the_old_as_previous(
+    cli: Any, endpoint: str, tmp_path: Path
+):
+    # Given a registered webhook workflow and its secret
+    cli("workflows", "put", _write(tmp_path / "hooked.yaml", HOOKED))
+    old = _stored_secret(endpoint)["current"]
+
+    # When the secret is rotated
+    result = cli("workflows", "rotate-secret", "hooked")
+
+    # Then the new secret is printed once and the old one is kept as previous
+    stored = _stored_secret(endpoint)
+    assert result.code == 0
+    assert f"(shown once): {stored['current']}" in result.stdout
+    assert stored["previous"] == old and stored["current"] != old
+
+
+def test_rotate_secret_of_a_workflow_without_a_webhook_fails_with_the_reason(
+    cli: Any, tmp_path: Path
+):
+    # Given a workflow without a webhook trigger
+    cli("workflows", "put", _write(tmp_path / "weekly.yaml", SCHEDULED))
+
+    # When its secret is rotated
+    result = cli("workflows", "rotate-secret", "weekly")
+
+    # Then it fails with a one-line reason
+    assert result.code != 0
+    assert "no webhook trigger" in result.stderr

@@ -1,0 +1,215 @@
+"""Webhooks start runs: signed, within the window, once per delivery id, and never on a 4xx."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from langorch.app.container import Container
+from langorch.app.triggers import WebhookRequest, handle_webhook, rotate_webhook_secret
+from langorch.domain.webhooks import SIGNATURE_HEADER
+
+from .triggers_support import NOW_TS, SECRET, all_runs, executions, make_deps, signed
+
+BODY = '{"amount": 42, "note": "ok"}'
+
+
+@pytest.fixture
+def deps(aws: None) -> Container:
+    return make_deps()
+
+
+def test_a_signed_delivery_starts_one_run_and_its_execution(deps: Container):
+    # Given a signed delivery for a workflow with a webhook trigger
+    request = signed(BODY, delivery="dlv-1")
+
+    # When it arrives
+    status, body = handle_webhook(request, deps)
+
+    # Then it is accepted with the new run's id, and the run's execution is named by it
+    assert status == 202
+    assert body["created"] is True
+    run = deps.runs.get_run(body["run_id"])
+    assert run.trigger.type == "webhook"
+    assert run.input == {"source": "billing", "amount": 42, "note": "ok"}
+    assert [e["name"] for e in executions(deps)] == [body["run_id"]]
+
+
+def test_the_run_records_the_delivery_but_never_the_signature(deps: Container):
+    # Given a signed delivery
+    request = signed(BODY, delivery="dlv-audit")
+    signature = request.headers[SIGNATURE_HEADER].removeprefix("v1=")
+
+    # When it starts a run
+    _, body = handle_webhook(request, deps)
+
+    # Then the trigger detail names the delivery and the signature is nowhere in the record
+    run = deps.runs.get_run(body["run_id"])
+    assert run.trigger.detail["delivery_id"] == "dlv-audit"
+    assert signature not in run.model_dump_json()
+
+
+def test_a_duplicate_delivery_returns_the_same_run_and_starts_nothing(deps: Container):
+    # Given a delivery that was accepted
+    _, first = handle_webhook(signed(BODY, delivery="dlv-dup"), deps)
+
+    # When the sender retries it (same delivery id, signed again a little later)
+    status, second = handle_webhook(signed(BODY, delivery="dlv-dup", timestamp=NOW_TS + 3), deps)
+
+    # Then the answer is the same run, not created, and there is one run and one execution
+    assert status == 202
+    assert second == {"run_id": first["run_id"], "created": False}
+    assert len(all_runs(deps)) == 1
+    assert len(executions(deps)) == 1
+
+
+def _bad_signature() -> WebhookRequest:
+    return signed(BODY, secret="not-the-secret")
+
+
+def _stale() -> WebhookRequest:
+    return signed(BODY, timestamp=NOW_TS - 301)
+
+
+def _from_the_future() -> WebhookRequest:
+    return signed(BODY, timestamp=NOW_TS + 301)
+
+
+def _unsigned() -> WebhookRequest:
+    request = signed(BODY)
+    headers = {k: v for k, v in request.headers.items() if k != SIGNATURE_HEADER}
+    return WebhookRequest(request.workflow_id, headers, request.body)
+
+
+def _tampered() -> WebhookRequest:
+    request = signed(BODY)
+    return WebhookRequest(request.workflow_id, request.headers, BODY.replace("42", "4200").encode())
+
+
+def _unknown_workflow() -> WebhookRequest:
+    return signed(BODY, workflow_id="nope")
+
+
+def _no_webhook_trigger() -> WebhookRequest:
+    return signed(BODY, workflow_id="manual_only")
+
+
+def _oversized() -> WebhookRequest:
+    return signed(json.dumps({"amount": 1, "pad": "x" * 300_000}))
+
+
+def _not_json() -> WebhookRequest:
+    return signed("amount=42")
+
+
+def _wrong_media_type() -> WebhookRequest:
+    return signed(BODY, content_type="text/plain")
+
+
+def _invalid_input() -> WebhookRequest:
+    return signed('{"amount": "lots"}')
+
+
+def _not_an_object() -> WebhookRequest:
+    return signed("[1, 2, 3]")
+
+
+@pytest.mark.parametrize(
+    ("make", "status"),
+    [
+        (_bad_signature, 401),
+        (_stale, 401),
+        (_from_the_future, 401),
+        (_unsigned, 401),
+        (_tampered, 401),
+        (_unknown_workflow, 404),
+        (_no_webhook_trigger, 404),
+        (_oversized, 413),
+        (_not_json, 415),
+        (_wrong_media_type, 415),
+        (_invalid_input, 422),
+        (_not_an_object, 422),
+    ],
+)
+def test_a_refused_delivery_gets_its_4xx_and_starts_nothing(
+    deps: Container, make: Callable[[], WebhookRequest], status: int
+):
+    # Given a delivery that fails one check
+    request = make()
+
+    # When it arrives
+    got, body = handle_webhook(request, deps)
+
+    # Then it gets that check's status with a JSON error, and no run or execution exists
+    assert got == status
+    assert isinstance(body["error"], str) and body["error"]
+    assert all_runs(deps) == []
+    assert executions(deps) == []
+
+
+def test_invalid_input_is_answered_with_the_field_paths(deps: Container):
+    # Given a delivery whose input breaks the inputs schema in two places
+    request = signed('{"note": 7}')
+
+    # When it arrives
+    status, body = handle_webhook(request, deps)
+
+    # Then the 422 names each field
+    assert status == 422
+    assert {p["path"] for p in body["problems"]} == {"input.amount", "input.note"}
+
+
+def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Container):
+    # Given an oversized, non-JSON delivery for an unknown workflow
+    request = signed("x" * 300_000, workflow_id="nope", content_type="text/plain")
+
+    # When it arrives
+    status, _ = handle_webhook(request, deps)
+
+    # Then the size is what is reported
+    assert status == 413
+
+
+def test_after_rotation_both_the_new_and_the_previous_secret_verify(deps: Container):
+    # Given a sender using the current secret (the trigger has it cached)
+    assert handle_webhook(signed(BODY, delivery="before"), deps)[0] == 202
+
+    # When the secret is rotated
+    new = rotate_webhook_secret("invoices", deps, new_secret=lambda: "whsec_rotated")
+
+    # Then the new secret verifies at once, and the previous one still does
+    assert new == "whsec_rotated"
+    assert handle_webhook(signed(BODY, delivery="new", secret=new), deps)[0] == 202
+    assert handle_webhook(signed(BODY, delivery="old", secret=SECRET), deps)[0] == 202
+    assert deps.secrets.get_json("langorch/webhooks/invoices", fresh=True) == {
+        "current": "whsec_rotated",
+        "previous": SECRET,
+    }
+
+
+def test_a_secret_rotated_twice_no_longer_accepts_the_first(deps: Container):
+    # Given two rotations
+    rotate_webhook_secret("invoices", deps, new_secret=lambda: "whsec_two")
+    rotate_webhook_secret("invoices", deps, new_secret=lambda: "whsec_three")
+
+    # When the original secret signs a delivery to a trigger function that reads the secret
+    # now (a new sandbox; a warm one may use its cached copy for up to five minutes)
+    sandbox = Container(deps.settings, clock=deps.clock)
+    status, _ = handle_webhook(signed(BODY, delivery="ancient", secret=SECRET), sandbox)
+
+    # Then it is refused
+    assert status == 401
+
+
+def test_a_webhook_workflow_without_a_secret_is_refused_with_how_to_fix_it(deps: Container):
+    # Given a workflow with a webhook trigger whose secret was never created
+    deps.secrets.delete("langorch/webhooks/invoices")
+
+    # When a delivery arrives
+    status, body = handle_webhook(signed(BODY), deps)
+
+    # Then it is a 401 that says how to create the secret
+    assert status == 401
+    assert "rotate-secret" in body["error"]
