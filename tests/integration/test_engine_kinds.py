@@ -265,3 +265,24 @@ def test_a_storage_fault_mid_segment_leaves_the_run_resumable_not_failed(
     done = run_segment(RunSegment(run.run_id), container)
     assert done.status == "succeeded"
     assert done.outputs["b"] == 2
+
+
+def test_a_segment_budget_smaller_than_any_step_still_makes_progress(
+    make_container: MakeContainer,
+):
+    # Given a segment budget far shorter than a single step
+    container = make_container(segment_budget_seconds=0.000_001)
+    register_text(
+        container,
+        WAIT.replace("nap, kind: wait", "nap, kind: transform").replace(
+            "wait: {seconds: 90}", 'transform: {c: "2"}'
+        ),
+    )
+
+    # When the run is driven
+    result = run_to_end(container, "sleeper")
+
+    # Then every segment ran at least one superstep and the run finished with all its steps
+    assert result.status == "succeeded"
+    assert result.outputs["b"] == 2
+    assert result.segment > 1

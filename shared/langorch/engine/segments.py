@@ -110,6 +110,7 @@ async def advance(
 
     events: list[dict[str, Any]] = []
     stopped = False
+    checkpoints = 0
     try:
         async for mode, chunk in graph.astream(
             graph_input,
@@ -120,7 +121,11 @@ async def advance(
         ):
             if mode == "custom":
                 events.append(chunk)
-            elif time.monotonic() > deadline:
+                continue
+            checkpoints += 1
+            # Stop at a superstep boundary once past the deadline — but only after this
+            # segment made progress (the first checkpoint of a fresh run is its input).
+            if checkpoints > 1 and time.monotonic() > deadline:
                 stopped = True  # the checkpoint of this superstep is stored: stop here
                 break
     except (StorageError, ConflictError):
@@ -146,7 +151,7 @@ async def advance(
             request=request,
             values=dict(snapshot.values),
         )
-    if stopped and snapshot.next:
+    if stopped and (snapshot.next or snapshot.tasks or _input_lost(snapshot)):
         return Advance(status="continue", events=events, values=dict(snapshot.values))
     return _finished(snapshot.values, events)
 
