@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 # Typed here so Powertools' decorators keep the handler's signature for mypy.
 logger: Logger = observability.logger()
-tracer: Tracer = observability.tracer()
+# No X-Ray SDK (as in the trigger): approvers wait on this function's cold start (P3);
+# Lambda's active tracing still records each invocation.
 metrics: Metrics = observability.metrics()
 app = APIGatewayHttpResolver()
 
@@ -113,7 +114,6 @@ def _post(approval_id: str) -> Response[str]:
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
-@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Route the API Gateway v2 event to the page (GET/HEAD) or the decision (POST)."""

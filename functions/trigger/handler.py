@@ -38,7 +38,9 @@ if TYPE_CHECKING:
     from langorch.app.container import Container
 
 logger = observability.logger()
-tracer = observability.tracer()
+# No X-Ray SDK here: it alone costs more than boto3 to import, and this function answers
+# webhooks on a cold start (PERFORMANCE P3, <= 2x boto3). Lambda's active tracing still records
+# every invocation; the runner, where the time goes, keeps full Tracer subsegments.
 app = APIGatewayHttpResolver()
 
 _container: Container | None = None
@@ -160,5 +162,5 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 handler: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = logger.inject_lambda_context(
     clear_state=True
-)(tracer.capture_lambda_handler(_handle))
-"""The Lambda entry point: :func:`_handle` with Powertools' logging context and tracing."""
+)(_handle)
+"""The Lambda entry point: :func:`_handle` with Powertools' logging context."""

@@ -174,7 +174,8 @@ def start_local_stack(
     """
     from langorch.adapters.logs import CloudWatchLogs
     from langorch.app.container import Container
-    from langorch.app.definitions import register_files, seed_builtins
+    from langorch.app.definitions import seed_builtins
+    from langorch.app.triggers import register_and_sync
     from langorch.local.lambdas import Dispatcher, function_environment
     from langorch.local.logs import CloudWatchSink
 
@@ -204,11 +205,6 @@ def start_local_stack(
         container = Container(settings)
         container.ensure_resources()
         seed_builtins(container.definitions)
-        if example_dirs:
-            results = register_files(
-                container.definitions, [str(d / "definitions.yaml") for d in example_dirs]
-            )
-            stack.examples = [r.id for r in results if r.kind == "workflow"]
 
         sink = CloudWatchSink(CloudWatchLogs(container.client("logs")), settings.log_group_prefix)
         dispatcher = Dispatcher(log_sink=sink).install()
@@ -216,6 +212,12 @@ def start_local_stack(
         settings, stack.functions = provision_pipeline(container, settings, sink)
         dispatcher.environment = function_environment(settings)
         stack.settings = settings
+        if example_dirs:
+            # Registered like `langorch workflows put`: webhook secrets and schedules too.
+            batch = register_and_sync(
+                [str(d / "definitions.yaml") for d in example_dirs], Container(settings)
+            )
+            stack.examples = [r.id for r in batch.results if r.kind == "workflow"]
 
         if gateway_port is not None:
             stack.gateway_url = start_gateway(stack, gateway_port)

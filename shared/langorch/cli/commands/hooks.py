@@ -1,0 +1,65 @@
+"""``langorch hooks send``: deliver a signed webhook, exactly as an external sender would.
+
+The secret is read from Secrets Manager (the caller needs read access to it) and never printed;
+the request goes to the stack's public URL (the local gateway, or the deployed HTTP API).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from langorch.cli.context import Context
+from langorch.cli.errors import UsageError
+from langorch.cli.registry import Subparsers, add_command, add_group
+
+TIMEOUT_SECONDS = 30
+
+
+def register(subparsers: Subparsers) -> None:
+    """Add the ``hooks`` group."""
+    hooks = add_group(subparsers, "hooks", "deliver signed webhooks")
+    send = add_command(hooks, "send", _send, "POST a signed webhook that starts a run")
+    send.add_argument("workflow", help="the workflow id (it needs a webhook trigger)")
+    send.add_argument("--input", default="{}", metavar="JSON", help="the JSON body")
+    send.add_argument("--delivery", help="delivery id (default: a new one; repeat it to dedupe)")
+
+
+def _send(ctx: Context, args: argparse.Namespace) -> int:
+    from langorch.adapters.secrets import Secrets
+    from langorch.domain.webhooks import sign
+
+    try:
+        body_value = json.loads(args.input)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--input is not JSON: {exc.msg} at column {exc.colno}") from exc
+    settings = ctx.settings
+    secret = Secrets(ctx.client("secretsmanager")).get_json(
+        settings.webhook_secret_prefix + args.workflow
+    )
+    body = json.dumps(body_value).encode()
+    delivery = args.delivery or f"cli-{uuid.uuid4().hex}"
+    headers = {
+        "Content-Type": "application/json",
+        **sign(str(secret["current"]), delivery, body, timestamp=int(time.time())),
+    }
+    url = f"{settings.public_base_url.rstrip('/')}/hooks/{args.workflow}"
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        status, text = exc.code, exc.read().decode()
+    except urllib.error.URLError as exc:
+        raise UsageError(f"cannot reach {url}: {exc.reason}") from exc
+    answer: Any = json.loads(text) if text.strip().startswith("{") else {"body": text}
+    ctx.out.result(
+        {"status": status, "delivery": delivery, **answer},
+        f"{status} {json.dumps(answer)}  (delivery {delivery})",
+    )
+    return 0 if status < 300 else 1
