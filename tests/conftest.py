@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -51,3 +52,59 @@ def atomic_dynamodb() -> Iterator[None]:
     undo = serialise_dynamodb_writes()
     yield
     undo()
+
+
+# --------------------------------------------------------------------------------------------
+# Suite-wide guard: no Step Functions task token in any log line or email written by any test.
+# --------------------------------------------------------------------------------------------
+
+
+class _EveryLogLine(logging.Handler):
+    """Keeps every record any logger emits, message and structured extras alike."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(f"{record.getMessage()} {record.__dict__!r}")
+        except Exception:  # a record that cannot render is not this guard's business
+            self.lines.append(repr(record.__dict__))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _task_tokens_never_leak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Record every task token the emulator issues; at the end, none may appear in a log line,
+    an outbox email or an approval page the suite wrote (RELIABILITY.md "Approval links")."""
+    from moto.stepfunctions.parser.asl.eval.states import ContextObject
+
+    issued: list[str] = []
+    original = ContextObject.update_task_token
+
+    def recording(self: Any) -> str:
+        token = original(self)
+        issued.append(token)
+        return token
+
+    ContextObject.update_task_token = recording  # type: ignore[method-assign]
+    lines = _EveryLogLine()
+    # Observe every record any logger handles: Powertools turns propagation off on the
+    # langorch loggers it configures, so a handler on the root logger would miss them.
+    call_handlers = logging.Logger.callHandlers
+
+    def observed(self: logging.Logger, record: logging.LogRecord) -> None:
+        lines.emit(record)
+        call_handlers(self, record)
+
+    logging.Logger.callHandlers = observed  # type: ignore[method-assign]
+    yield
+    logging.Logger.callHandlers = call_handlers  # type: ignore[method-assign]
+    ContextObject.update_task_token = original  # type: ignore[method-assign]
+    written = [
+        path.read_text(errors="replace")
+        for path in tmp_path_factory.getbasetemp().rglob("*")
+        if path.is_file() and path.suffix in (".eml", ".json", ".html", ".txt", ".log")
+    ]
+    leaks = [t for t in set(issued) if any(t in text for text in [*lines.lines, *written])]
+    assert not leaks, f"{len(leaks)} of {len(issued)} task token(s) leaked into logs or emails"
