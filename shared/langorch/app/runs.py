@@ -528,6 +528,7 @@ def mark_failed(run_id: str, error: RunError, deps: Container) -> bool:
             "workflow_version": run.workflow_version,
             "segment": run.segment,
             "error_type": error.type,
+            "error_message": error.message[:500],
         },
     )
     return True

@@ -38,3 +38,48 @@ def serialise_dynamodb_writes() -> Callable[[], None]:
             setattr(DynamoHandler, name, original)
 
     return undo
+
+
+def retry_interpreter_lambda_calls() -> Callable[[], None]:
+    """Let moto's state-machine interpreter retry its Lambda calls like an SDK client.
+
+    moto builds that client with retries off, so a single dropped loopback connection under
+    load fails the task with ``States.Runtime`` — a brittleness AWS's own Lambda integration
+    does not have. Our handlers are idempotent (leases, dedupe keys), as Lambda's at-least-once
+    delivery requires anyway, so a retried invoke is safe.
+
+    Returns:
+        A function that undoes the change.
+    """
+    from importlib import import_module
+
+    import boto3
+    from botocore.config import Config
+
+    module: Any = import_module(
+        "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
+    )
+    original = module.boto_client_for
+
+    def patient(region: str, service: str, state_credentials: Any = None) -> Any:
+        client: Any = original(region=region, service=service, state_credentials=state_credentials)
+        return boto3.client(
+            service,  # type: ignore[call-overload]
+            region_name=region,
+            endpoint_url=client.meta.endpoint_url,
+            aws_access_key_id="ak",
+            aws_secret_access_key="sk",  # noqa: S106 - the emulator's, not a secret
+            config=Config(
+                parameter_validation=False,
+                retries={"mode": "standard", "max_attempts": 4},
+                connect_timeout=client.meta.config.connect_timeout,
+                read_timeout=client.meta.config.read_timeout,
+            ),
+        )
+
+    module.boto_client_for = patient
+
+    def undo() -> None:
+        module.boto_client_for = original
+
+    return undo

@@ -81,12 +81,13 @@ def start_emulator(port: int) -> Callable[[], None]:
     from moto.core.config import default_user_config
     from moto.server import ThreadedMotoServer
 
-    from langorch.local.emulator import serialise_dynamodb_writes
+    from langorch.local.emulator import retry_interpreter_lambda_calls, serialise_dynamodb_writes
     from langorch.local.statemachine import enable_execution
 
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
     undo_atomic = serialise_dynamodb_writes()
+    undo_retry = retry_interpreter_lambda_calls()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -98,6 +99,7 @@ def start_emulator(port: int) -> Callable[[], None]:
         _reset_emulator(port)
         server.stop()
         undo_atomic()
+        undo_retry()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
