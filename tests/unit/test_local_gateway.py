@@ -6,6 +6,7 @@ import base64
 import http.client
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -195,10 +196,17 @@ def test_the_access_log_never_has_the_query_string(gateway: str, caplog: pytest.
 
     call(f"{gateway}/approvals/apr-1?ap=ref&sig=SIGNATURE-VALUE")
 
+    def lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "langorch.local.gateway"]
+
+    # The server thread logs after it has answered: wait for its line.
+    deadline = time.monotonic() + 5
+    while not any(line.startswith("GET /approvals/apr-1 200") for line in lines()):
+        assert time.monotonic() < deadline, f"no access-log line; got {lines()}"
+        time.sleep(0.01)
     gateway_logger.removeHandler(caplog.handler)
-    lines = [r.getMessage() for r in caplog.records if r.name == "langorch.local.gateway"]
-    assert any(line.startswith("GET /approvals/apr-1 200") for line in lines)
-    assert not any("SIGNATURE-VALUE" in line or "sig=" in line for line in lines)
+    assert any(line.startswith("GET /approvals/apr-1 200") for line in lines())
+    assert not any("SIGNATURE-VALUE" in line or "sig=" in line for line in lines())
 
 
 def test_a_result_without_status_code_is_a_200_json_body():
