@@ -71,3 +71,17 @@ def run_to_end(
 ) -> SegmentResult:
     run, _ = start_run(StartRun(workflow_id, input=data or {}, user_id=user_id), container)
     return drive(run.run_id, container, on_approval=on_approval, sleep=lambda s: None)
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    """The emulator in server mode on a free loopback port, for tests that go through HTTP."""
+    from moto.server import ThreadedMotoServer
+
+    from langorch.local.stack import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from moto.server import ThreadedMotoServer
 
 from langorch.app.container import Container
 from langorch.cli.main import main
@@ -19,21 +16,6 @@ from langorch.config import Settings
 
 TOKEN = "task-token-that-must-never-be-printed"
 NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import socket
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +11,6 @@ from typing import Any
 import pytest
 import requests
 import yaml
-from moto.server import ThreadedMotoServer
 
 from langorch.adapters.aws import make_client
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
@@ -50,21 +47,6 @@ class Result:
     code: int
     stdout: str
     stderr: str
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def endpoint() -> Iterator[str]:
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    yield f"http://127.0.0.1:{port}"
-    server.stop()
 
 
 @pytest.fixture
