@@ -32,11 +32,14 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
+from langorch.adapters.dynamodb._items import error_code as _code
+from langorch.adapters.dynamodb._items import old_item as _old_item
+from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
 from langorch.domain.approvals import (
     AlreadyDecidedError,
     Approval,
@@ -68,20 +71,8 @@ IS_THIS_DECISION = "#status = :decision AND decided_by = :by AND decided_at = :a
 ENTRY_IS_NEW = "attribute_not_exists(pk)"
 
 
-def _utc_iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _pk(approval_id: str) -> str:
     return f"approval#{approval_id}"
-
-
-def _code(exc: ClientError) -> str:
-    return str(cast(dict[str, Any], exc.response).get("Error", {}).get("Code", ""))
-
-
-def _old_item(exc: ClientError) -> dict[str, Any] | None:
-    return cast(dict[str, Any] | None, cast(dict[str, Any], exc.response).get("Item"))
 
 
 def _s(item: dict[str, Any], name: str) -> str | None:

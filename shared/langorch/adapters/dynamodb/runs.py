@@ -39,10 +39,14 @@ import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from botocore.exceptions import ClientError
 
+from langorch.adapters.dynamodb._items import error_code as _code
+from langorch.adapters.dynamodb._items import old_item as _old_item
+from langorch.adapters.dynamodb._items import response as _response
+from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
 from langorch.domain.errors import (
     ConflictError,
     LeaseHeldError,
@@ -85,10 +89,6 @@ NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #sta
 re-saving the same ending (a retried final write) is allowed."""
 
 
-def _utc_iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
 def _run_pk(run_id: str) -> str:
     return f"run#{run_id}"
 
@@ -99,21 +99,6 @@ def _dedupe_pk(dedupe_key: str) -> str:
 
 def _event_sk(seq: int) -> str:
     return f"{EVENT_PREFIX}{seq:015d}"
-
-
-def _response(exc: ClientError) -> dict[str, Any]:
-    # botocore types the response as a TypedDict without ReturnValuesOnConditionCheckFailure's
-    # "Item" or a transaction's "CancellationReasons" items: read it as the plain dict it is.
-    return cast(dict[str, Any], exc.response)
-
-
-def _code(exc: ClientError) -> str:
-    return str(_response(exc).get("Error", {}).get("Code", ""))
-
-
-def _old_item(exc: ClientError) -> dict[str, Any] | None:
-    """The item as it was when a condition failed (``ReturnValuesOnConditionCheckFailure``)."""
-    return cast(dict[str, Any] | None, _response(exc).get("Item"))
 
 
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
