@@ -225,18 +225,19 @@ CHAIN = "workflows:\n  - plan_id: chain\n    memory: false\n    steps:\n" + "\n"
     f"      - {{step_id: s{i}, kind: transform, "
     + (f"depends_on: [s{i - 1}], " if i else "")
     + f'transform: {{n{i}: "{i}"}}}}'
-    for i in range(80)
+    for i in range(6)
 )
 
 
 def test_a_run_longer_than_its_segment_budget_loops_through_continue(
     pipeline_factory: Callable[..., Pipeline],
 ):
-    # Given segments with a tiny time budget (a fraction of a second)
-    pipeline = pipeline_factory(segment_budget_seconds=0.25)
+    # Given a segment budget shorter than any step (each segment still runs one superstep), so
+    # the outcome does not depend on how fast this machine runs a step
+    pipeline = pipeline_factory(segment_budget_seconds=0.000_001)
     pipeline.register(CHAIN)
 
-    # When an 80-step run is launched
+    # When a 6-step run is launched
     run_id = pipeline.launch("chain")
 
     # Then it takes several segments, looping through Continue, and still runs every step
@@ -247,9 +248,9 @@ def test_a_run_longer_than_its_segment_budget_loops_through_continue(
         for e in pipeline.history(run_id)
         if e["type"] == "PassStateEntered" and e["stateEnteredEventDetails"]["name"] == "Continue"
     ]
-    assert run.segment > 1
+    assert run.segment >= 6  # at least one segment per step
     assert len(continues) == run.segment - 1
-    assert run.outputs["n79"] == 79
+    assert run.outputs["n5"] == 5
     pipeline.assert_consistent(run_id)
 
 
