@@ -47,6 +47,8 @@ class Settings(BaseSettings):
     scheduler_group: str = "langorch"
     scheduler_role_arn: str | None = None
     """The role schedules assume to invoke the trigger function."""
+    schedule_dlq_arn: str | None = None
+    """Where the Scheduler puts a schedule's event it could not deliver after its retries."""
     public_base_url: str = "http://127.0.0.1:8787"
     """Approval links are built from this, never from request headers."""
     sender_email: str = "langorch@example.com"

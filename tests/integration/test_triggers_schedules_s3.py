@@ -77,6 +77,39 @@ def test_registering_a_schedule_trigger_creates_the_schedule_in_aws_cron(deps: C
     }
 
 
+SCHEDULE_DLQ = "arn:aws:sqs:us-east-1:123456789012:langorch-prod-ScheduleDlq"
+
+
+def test_a_deployed_stacks_schedules_retry_then_dead_letter_what_they_cannot_deliver(aws: None):
+    # Given the settings of a deployed stack, which has a schedule DLQ
+    deps = make_deps(schedule_dlq_arn=SCHEDULE_DLQ)
+
+    # When a workflow's schedule is synced
+    sync_triggers(_nightly(deps), deps)
+
+    # Then the Scheduler retries delivery for hours, then puts the event in that queue
+    target = _raw_schedule(deps, "langorch-nightly")["Target"]
+    assert isinstance(target, dict)
+    assert target["DeadLetterConfig"] == {"Arn": SCHEDULE_DLQ}
+    assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 21600, "MaximumRetryAttempts": 20}
+
+
+def test_a_schedule_written_before_the_dlq_existed_gets_it_on_the_next_sync(aws: None):
+    # Given a schedule written without a DLQ
+    before = make_deps()
+    sync_triggers(_nightly(before), before)
+
+    # When the workflow is synced again by a deployment that has a DLQ
+    deps = make_deps(schedule_dlq_arn=SCHEDULE_DLQ)
+    sync = sync_triggers(_nightly(deps), deps)
+
+    # Then the schedule is updated to use it
+    assert [c.action for c in sync.schedules] == ["updated"]
+    target = _raw_schedule(deps, "langorch-nightly")["Target"]
+    assert isinstance(target, dict)
+    assert target["DeadLetterConfig"] == {"Arn": SCHEDULE_DLQ}
+
+
 def test_syncing_again_without_changes_leaves_the_schedule_alone(deps: Container):
     # Given a synced schedule
     sync_triggers(_nightly(deps), deps)

@@ -17,6 +17,11 @@ from langorch.domain.errors import NotFoundError, StorageError
 
 _MISSING = "ResourceNotFoundException"
 
+RETRY_POLICY = {"MaximumEventAgeInSeconds": 6 * 3600, "MaximumRetryAttempts": 20}
+"""The Scheduler's retries when the trigger function cannot be invoked (throttled, failing
+deploy): for up to six hours — a later start is better than none, and the run's dedupe key is
+the slot, so a retried delivery starts nothing twice. After that the event goes to the DLQ."""
+
 
 @dataclass(frozen=True)
 class ScheduleInfo:
@@ -30,6 +35,7 @@ class ScheduleInfo:
         state: ``ENABLED`` or ``DISABLED``.
         target_arn: what it invokes.
         role_arn: the role it invokes with.
+        dead_letter_arn: the queue undeliverable events go to.
         description: free text.
     """
 
@@ -40,6 +46,7 @@ class ScheduleInfo:
     state: str = "ENABLED"
     target_arn: str | None = None
     role_arn: str | None = None
+    dead_letter_arn: str | None = None
     description: str = ""
 
 
@@ -51,15 +58,24 @@ class Schedules:
         group: the schedule group (created by :meth:`ensure_group` when missing).
         role_arn: the role the Scheduler assumes to invoke the target.
         target_arn: the trigger function.
+        dead_letter_arn: the SQS queue that keeps events the Scheduler could not deliver after
+            its retries (the deployed stack's ``ScheduleDlqArn``); ``None`` in local mode.
     """
 
     def __init__(
-        self, client: Any, *, group: str, role_arn: str | None, target_arn: str | None
+        self,
+        client: Any,
+        *,
+        group: str,
+        role_arn: str | None,
+        target_arn: str | None,
+        dead_letter_arn: str | None = None,
     ) -> None:
         self._client = client
         self.group = group
         self._role_arn = role_arn
         self._target_arn = target_arn
+        self.dead_letter_arn = dead_letter_arn
 
     @property
     def configured(self) -> bool:
@@ -110,6 +126,14 @@ class Schedules:
             raise NotFoundError(
                 "schedules need LANGORCH_TRIGGER_FUNCTION_ARN and LANGORCH_SCHEDULER_ROLE_ARN"
             )
+        target: dict[str, Any] = {
+            "Arn": self._target_arn,
+            "RoleArn": self._role_arn,
+            "Input": json.dumps(input, sort_keys=True),
+            "RetryPolicy": RETRY_POLICY,
+        }
+        if self.dead_letter_arn:
+            target["DeadLetterConfig"] = {"Arn": self.dead_letter_arn}
         request: dict[str, Any] = {
             "Name": name,
             "GroupName": self.group,
@@ -117,11 +141,7 @@ class Schedules:
             "ScheduleExpressionTimezone": timezone,
             # OFF: fire at the slot's time; the scheduled time is also the run's dedupe key.
             "FlexibleTimeWindow": {"Mode": "OFF"},
-            "Target": {
-                "Arn": self._target_arn,
-                "RoleArn": self._role_arn,
-                "Input": json.dumps(input, sort_keys=True),
-            },
+            "Target": target,
             "State": "ENABLED",
             "Description": description[:512],
         }
@@ -172,6 +192,7 @@ class Schedules:
             state=str(item.get("State", "ENABLED")),
             target_arn=target.get("Arn"),
             role_arn=target.get("RoleArn"),
+            dead_letter_arn=(target.get("DeadLetterConfig") or {}).get("Arn"),
             description=str(item.get("Description") or ""),
         )
 

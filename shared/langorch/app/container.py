@@ -149,6 +149,7 @@ class Container:
             group=self.settings.scheduler_group,
             role_arn=self.settings.scheduler_role_arn,
             target_arn=self.settings.trigger_function_arn,
+            dead_letter_arn=self.settings.schedule_dlq_arn,
         )
 
     def _openai_key(self) -> str | None:

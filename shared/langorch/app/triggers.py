@@ -585,6 +585,7 @@ def _sync_schedules(
                 and have.state == "ENABLED"
                 and have.target_arn == deps.settings.trigger_function_arn
                 and have.role_arn == deps.settings.scheduler_role_arn
+                and have.dead_letter_arn == deps.settings.schedule_dlq_arn
             ):
                 action: ScheduleAction = "unchanged"
             else:

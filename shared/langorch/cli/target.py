@@ -45,6 +45,7 @@ OPTIONAL_OUTPUT_FIELDS: Mapping[str, str] = {
     "TriggerFunctionArn": "trigger_function_arn",
     "SchedulerGroup": "scheduler_group",
     "SchedulerRoleArn": "scheduler_role_arn",
+    "ScheduleDlqArn": "schedule_dlq_arn",
     "LinkSigningSecret": "link_signing_secret",
     "LlmApiKeySecret": "llm_api_key_secret",
     "WebhookSecretPrefix": "webhook_secret_prefix",
