@@ -30,8 +30,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from langorch.adapters.request_counter import RequestCounter
 from langorch.adapters.stepfunctions import StepFunctions
 from langorch.app.approvals import (
+    REDELIVERY_GRACE,
     ApprovalHttpRequest,
     RequestApproval,
     decide_approval,
@@ -756,6 +758,167 @@ def test_too_many_wrong_codes_lock_the_approval(stack: Stack, callback: Any) -> 
     locked = _call(callback, _event(parked.links[ALICE], method="POST", form=form))
     assert locked["statusCode"] == 403 and "Too many wrong codes" in locked["body"]
     assert stack.steps.sent == []
+
+
+# --------------------------------------------------------------------------------------------
+# Lost deliveries: the process dies between recording a decision and SendTaskSuccess
+# --------------------------------------------------------------------------------------------
+
+RECORDED = {
+    "decision": "approved",
+    "approver": ALICE,
+    "comment": "Looks good",
+    "edits": {"amount": 1100},
+}
+
+
+def _record_then_crash(stack: Stack, parked: Parked) -> None:
+    """Alice's approval is written, then the process dies before SendTaskSuccess."""
+    stack.container.approvals.decide(
+        parked.approval_id,
+        ApprovalStatus.approved,
+        ALICE,
+        RECORDED["comment"],
+        RECORDED["edits"],
+        stack.clock.now,
+    )
+
+
+def _send_attempts(calls: RequestCounter) -> int:
+    return calls.counts.get("SendTaskSuccess", 0)
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_later_visit_delivers_a_lost_decision_once_as_recorded(
+    stack: Stack, callback: Any, method: str
+) -> None:
+    # Given alice's approval was recorded, but the process died before it reached the run
+    parked = stack.park()
+    _record_then_crash(stack, parked)
+    stack.clock.now += REDELIVERY_GRACE + timedelta(seconds=1)
+    # When bob later opens his link (or posts a rejection), and then alice opens hers
+    form = {"nonce": "whatever", "decision": "rejected", "comment": "No"}
+    first = _call(
+        callback, _event(parked.links[BOB], method=method, form=form if method == "POST" else None)
+    )
+    later = _call(callback, _event(parked.links[ALICE]))
+    # Then the run resumed once, with alice's recorded decision (not bob's), and both read it
+    output = json.loads(stack.wait_status(parked, "SUCCEEDED")["output"])
+    assert output == RECORDED
+    assert stack.steps.sent == [RECORDED]
+    for page in (first, later):
+        assert page["statusCode"] == 200
+        assert "already approved by alice@example.com" in page["body"]
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.status is ApprovalStatus.approved
+    assert approval.delivered_at is not None
+    trail = [
+        (e.action, e.outcome, e.actor) for e in stack.container.approvals.audit(parked.approval_id)
+    ]
+    assert [entry for entry in trail if entry[0] == "redeliver"] == [
+        ("redeliver", "delivered", BOB)
+    ]
+
+
+def test_a_decision_that_may_still_be_on_its_way_is_not_sent_again(
+    stack: Stack, callback: Any
+) -> None:
+    # Given alice's approval was recorded moments ago (its own request may still deliver it)
+    parked = stack.park()
+    _record_then_crash(stack, parked)
+    stack.clock.now += REDELIVERY_GRACE - timedelta(seconds=1)
+    # When bob opens his link
+    with RequestCounter(stack.container.client("stepfunctions")) as calls:
+        page = _call(callback, _event(parked.links[BOB]))
+    # Then he reads who decided, and nothing was sent: the run still waits
+    assert page["statusCode"] == 200 and "already approved by alice" in page["body"]
+    assert _send_attempts(calls) == 0
+    assert stack.status(parked) == "RUNNING"
+
+
+def test_a_delivered_approval_opened_again_sends_nothing(stack: Stack, callback: Any) -> None:
+    # Given alice approved and the run resumed
+    parked = stack.park()
+    _open_and_decide(callback, parked.links[ALICE], "approved")
+    stack.wait_status(parked, "SUCCEEDED")
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.delivered_at is not None
+    # When, long after the grace, both open their links and bob posts a rejection
+    stack.clock.now += timedelta(minutes=2)
+    with RequestCounter(stack.container.client("stepfunctions")) as calls:
+        pages = [
+            _call(callback, _event(parked.links[ALICE])),
+            _call(callback, _event(parked.links[BOB])),
+            _call(
+                callback,
+                _event(
+                    parked.links[BOB], method="POST", form={"nonce": "x", "decision": "rejected"}
+                ),
+            ),
+        ]
+    # Then each reads who decided, and no SendTaskSuccess was even attempted
+    assert [p["statusCode"] for p in pages] == [200, 200, 200]
+    assert _send_attempts(calls) == 0
+    assert len(stack.steps.sent) == 1
+    actions = [e.action for e in stack.container.approvals.audit(parked.approval_id)]
+    assert "redeliver" not in actions
+
+
+def test_a_lost_decision_whose_task_closed_is_marked_delivered_and_left(
+    stack: Stack, callback: Any
+) -> None:
+    # Given alice's approval was recorded and lost, and the task then timed out (a real 1 s
+    # timeout; the run's own timeout path resumes it with the recorded decision)
+    parked = stack.park(timeout=1)
+    _record_then_crash(stack, parked)
+    stack.wait_status(parked, "FAILED", seconds=15)
+    stack.clock.now += REDELIVERY_GRACE + timedelta(seconds=1)
+    # When bob opens his (now expired) link twice
+    with RequestCounter(stack.container.client("stepfunctions")) as calls:
+        pages = [_call(callback, _event(parked.links[BOB])) for _ in range(2)]
+    # Then one send found the task closed, the decision stands and is marked delivered, and
+    # the second visit sent nothing
+    assert _send_attempts(calls) == 1
+    for page in pages:
+        assert page["statusCode"] == 200
+        assert "already approved by alice@example.com" in page["body"]
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.status is ApprovalStatus.approved
+    assert approval.delivered_at is not None
+    trail = [
+        (e.action, e.outcome, e.actor) for e in stack.container.approvals.audit(parked.approval_id)
+    ]
+    assert ("redeliver", "task_closed", BOB) in trail
+
+
+def test_a_delivered_decision_is_never_reopened_timed_out_or_cancelled(stack: Stack) -> None:
+    # Given alice's approval was recorded and marked delivered
+    parked = stack.park()
+    repo = stack.container.approvals
+    decided = repo.decide(
+        parked.approval_id, ApprovalStatus.approved, ALICE, None, {}, stack.clock.now
+    )
+    assert decided.delivered_at is None
+    assert repo.mark_delivered(parked.approval_id, stack.clock.now) is not None
+    # When anything tries to undo or close it
+    undone = (
+        repo.reopen(decided),
+        repo.mark(parked.approval_id, ApprovalStatus.timed_out),
+        repo.mark(parked.approval_id, ApprovalStatus.cancelled),
+    )
+    # Then nothing changed it: the run got this decision
+    assert undone == (False, False, False)
+    approval = repo.get(parked.approval_id)
+    assert approval is not None and approval.status is ApprovalStatus.approved
+
+
+def test_a_pending_approval_has_nothing_to_mark_delivered(stack: Stack) -> None:
+    # Given a pending approval
+    parked = stack.park()
+    # When it is marked delivered / Then nothing is, and it stays pending
+    assert stack.container.approvals.mark_delivered(parked.approval_id, stack.clock.now) is None
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.is_pending and approval.delivered_at is None
 
 
 # --------------------------------------------------------------------------------------------

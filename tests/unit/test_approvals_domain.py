@@ -28,10 +28,12 @@ from langorch.domain.approvals import (
     check_decidable,
     check_nonce,
     code_hash,
+    decision_output,
     form_nonce,
     link_url,
     new_approval,
     new_code,
+    redelivery_due,
     sign_link,
     verify_link,
 )
@@ -250,6 +252,42 @@ def test_an_expired_or_timed_out_approval_cannot_be_decided() -> None:
 def test_a_cancelled_approval_says_the_run_ended() -> None:
     with pytest.raises(RunEndedError):
         check_decidable(_approval(status=ApprovalStatus.cancelled), ALICE, now=NOW)
+
+
+# --- redelivery of a recorded decision ------------------------------------------------------
+
+GRACE = timedelta(seconds=30)
+
+
+def test_a_decision_never_delivered_is_due_again_only_after_the_grace() -> None:
+    # Given a decision recorded at NOW and never marked delivered
+    approval = _approval(status=ApprovalStatus.approved, decided_by=ALICE, decided_at=NOW)
+    # When asked before and after the grace / Then only after is it due
+    assert not redelivery_due(approval, now=NOW + GRACE - timedelta(seconds=1), grace=GRACE)
+    assert redelivery_due(approval, now=NOW + GRACE, grace=GRACE)
+
+
+def test_a_delivered_pending_or_closed_approval_is_never_due() -> None:
+    later = NOW + timedelta(hours=1)
+    delivered = _approval(
+        status=ApprovalStatus.rejected, decided_by=ALICE, decided_at=NOW, delivered_at=NOW
+    )
+    for approval in (delivered, _approval(), _approval(status=ApprovalStatus.timed_out)):
+        assert not redelivery_due(approval, now=later, grace=GRACE)
+
+
+def test_the_output_is_the_recorded_decision() -> None:
+    # Given a recorded rejection with no comment and an edit
+    approval = _approval(
+        status=ApprovalStatus.rejected, decided_by=ALICE, decided_at=NOW, edits={"amount": 99}
+    )
+    # When its output is built / Then it is what the run resumes with, taken from the record
+    assert decision_output(approval) == {
+        "decision": "rejected",
+        "approver": ALICE,
+        "comment": "",
+        "edits": {"amount": 99},
+    }
 
 
 # --- rendering -------------------------------------------------------------------------------

@@ -2,7 +2,12 @@
 
 ``request_approval`` is what the state machine's ``AwaitApproval`` task invokes with the task
 token; ``view_approval`` and ``decide_approval`` answer ``GET|HEAD`` and ``POST
-/approvals/{id}``; ``expire_approval`` closes an approval whose task timed out.
+/approvals/{id}``; ``resume_after_timeout`` answers a run whose approval task timed out.
+
+A decision is recorded first, then delivered with ``SendTaskSuccess``, then marked delivered. A
+crash between the write and the send would leave it recorded but lost, so every later visit that
+finds such a decision delivers it again from the record, and a run whose task times out resumes
+with it instead of ``timed_out``: the record and the run never disagree.
 
 The task token goes from the request into the approvals table and from there only into
 ``SendTaskSuccess``: never into an email, a URL, a page or a log line.
@@ -15,7 +20,7 @@ import logging
 import secrets as random_source
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.approvals import (
@@ -41,11 +46,13 @@ from langorch.domain.approvals import (
     check_decidable,
     check_nonce,
     code_hash,
+    decision_output,
     form_nonce,
     link_url,
     new_approval,
     new_code,
     parse_decision,
+    redelivery_due,
     sign_link,
     verify_link,
 )
@@ -63,6 +70,13 @@ MAX_COMMENT_CHARS = 4000
 MAX_USER_AGENT_CHARS = 256
 MIN_KEY_BYTES = 32
 HTTP_METHODS_THAT_DECIDE = frozenset({"POST"})
+REDELIVERY_GRACE = timedelta(seconds=30)
+"""How old an undelivered decision must be before a later visit delivers it again.
+
+Longer than the approval callback's 29 s Lambda timeout (API Gateway's limit), so the request
+that recorded the decision has ended, delivered or crashed. Racing it would not resume the run
+twice (Step Functions refuses a second ``SendTaskSuccess`` on a token as ``TaskTimedOut``, our
+TaskClosedError), but the slower of the two would then tell its approver "too late"."""
 
 
 class EmailSender(Protocol):
@@ -311,6 +325,7 @@ def view_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
         check_decidable(approval, opened.approver, now=deps.clock())
     except AlreadyDecidedError as exc:
         _audit_req(deps, req, approval.approval_id, "view", "already_decided", opened.approver)
+        _redeliver_if_lost(req, deps, approval, opened.approver)
         return _for_method(req, pages.already_decided_page(exc))
     except ApprovalLinkError as exc:
         _audit_req(deps, req, approval.approval_id, "view", _reason(exc), opened.approver)
@@ -326,8 +341,10 @@ def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
     """Answer ``POST``: verify link, expiry, nonce, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
-    ``{"decision", "approver", "comment", "edits"}``. A closed task (timed out) turns the
-    approval ``timed_out`` and shows "too late"; nothing resumes.
+    ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
+    delivered. A closed task (timed out) turns the approval ``timed_out`` and shows "too late";
+    nothing resumes. A visit to an approval decided earlier delivers that decision again if it
+    never reached the run (see :data:`REDELIVERY_GRACE`).
 
     Returns:
         The outcome page (decided, already decided by whom and when, or why it was refused).
@@ -346,6 +363,7 @@ def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
         edits = _edits(approval, req.form)
     except AlreadyDecidedError as exc:
         _audit_req(deps, req, approval.approval_id, "refused", "already_decided", approver)
+        _redeliver_if_lost(req, deps, approval, approver)
         return pages.already_decided_page(exc)
     except InvalidDecisionError as exc:
         _audit_req(deps, req, approval.approval_id, "refused", "invalid_form", approver)
@@ -373,11 +391,18 @@ def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
         _audit_req(deps, req, approval.approval_id, "refused", _reason(exc), approver)
         return pages.refusal_page(exc)
 
-    output = {"decision": decision, "approver": approver, "comment": comment or "", "edits": edits}
     try:
-        deps.stepfunctions.send_success(deps.approvals.task_token(approval.approval_id), output)
+        deps.stepfunctions.send_success(
+            deps.approvals.task_token(approval.approval_id), decision_output(decided)
+        )
     except TaskClosedError:
-        deps.approvals.mark(approval.approval_id, ApprovalStatus.timed_out)
+        if not deps.approvals.mark(approval.approval_id, ApprovalStatus.timed_out):
+            current = deps.approvals.get(approval.approval_id)
+            if current is not None and current.delivered_at is not None:
+                # The task timed out meanwhile and the run's timeout took this recorded
+                # decision (resume_after_timeout): it stands.
+                _audit_req(deps, req, approval.approval_id, "decide", decision, approver)
+                return pages.decided_page(current)
         _audit_req(deps, req, approval.approval_id, "too_late", "task_closed", approver)
         logger.info(
             "approval decided after its task closed",
@@ -394,6 +419,7 @@ def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
             extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
         )
         return pages.unavailable_page()
+    _mark_delivered(deps, decided)
     _audit_req(deps, req, approval.approval_id, "decide", decision, approver)
     logger.info(
         "approval decided",
@@ -407,6 +433,50 @@ def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
         },
     )
     return pages.decided_page(decided)
+
+
+def _redeliver_if_lost(
+    req: ApprovalHttpRequest, deps: Container, approval: Approval, visitor: str | None
+) -> None:
+    """Deliver a decision again that was recorded but never reached the run.
+
+    That happens when the request that recorded it died between the write and
+    ``SendTaskSuccess``. Any valid link holder's visit (even a GET: this decides nothing, it
+    delivers what a POST decided) re-sends the recorded decision, never the visitor's. A closed
+    task means it was delivered after all, or timed out, and then the run's timeout resumes
+    with this same decision (:func:`resume_after_timeout`): either way nothing is left to send.
+    A storage failure leaves it for the next visit.
+    """
+    if not redelivery_due(approval, now=deps.clock(), grace=REDELIVERY_GRACE):
+        return
+    ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
+    try:
+        token = deps.approvals.task_token(approval.approval_id)
+        deps.stepfunctions.send_success(token, decision_output(approval))
+        outcome = "delivered"
+    except TaskClosedError:
+        outcome = "task_closed"
+    except (StorageError, NotFoundError):
+        _audit_req(deps, req, approval.approval_id, "redeliver", "failed", visitor)
+        logger.warning("recorded approval decision could not be redelivered", extra=ids)
+        return
+    _mark_delivered(deps, approval)
+    _audit_req(deps, req, approval.approval_id, "redeliver", outcome, visitor)
+    logger.warning(
+        "lost approval decision redelivered",
+        extra={**ids, "decision": approval.status.value, "outcome": outcome},
+    )
+
+
+def _mark_delivered(deps: Container, approval: Approval) -> None:
+    """Note the delivery; failing to note it only costs one more send on a later visit."""
+    try:
+        deps.approvals.mark_delivered(approval.approval_id, deps.clock())
+    except StorageError:
+        logger.warning(
+            "approval decision delivered but not marked delivered",
+            extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
+        )
 
 
 def _open(req: ApprovalHttpRequest, deps: Container, *, action: str) -> _Opened | Page:
@@ -432,6 +502,7 @@ def _open(req: ApprovalHttpRequest, deps: Container, *, action: str) -> _Opened 
         who = approver_for(expired, req.query.get("ap", ""))
         if expired.status in (ApprovalStatus.approved, ApprovalStatus.rejected):
             _audit_req(deps, req, req.approval_id, audit_action, "already_decided", who)
+            _redeliver_if_lost(req, deps, expired, who)
             return pages.already_decided_page(
                 AlreadyDecidedError(
                     expired.approval_id, expired.status, expired.decided_by, expired.decided_at
@@ -552,11 +623,41 @@ def _for_method(req: ApprovalHttpRequest, page: Page) -> Page:
 # --------------------------------------------------------------------------------------------
 
 
+def resume_after_timeout(run_id: str, interrupt_id: str, deps: Container) -> dict[str, Any]:
+    """What a run whose approval task timed out resumes with (the run segment calls this).
+
+    A decision recorded while the approval was open stands: if its delivery was lost (a crash
+    between the write and ``SendTaskSuccess``), the run resumes with it, not ``timed_out``.
+    It is claimed by marking it delivered, so a decider still on its way, finding the task
+    closed, can no longer turn it into ``timed_out`` behind the run's back. Without a recorded
+    decision the approval expires (:func:`expire_approval`).
+
+    Returns:
+        The recorded decision's ``{"decision", "approver", "comment", "edits"}``, or
+        ``{"decision": "timed_out"}``.
+    """
+    approval_id = approval_id_for(run_id, interrupt_id)
+    recorded = deps.approvals.mark_delivered(approval_id, deps.clock())
+    if recorded is None:
+        expire_approval(run_id, interrupt_id, deps)
+        return {"decision": "timed_out"}
+    _audit(deps, approval_id, "redeliver", "at_timeout", actor=recorded.decided_by)
+    logger.warning(
+        "decision recovered at timeout",
+        extra={
+            "approval_id": approval_id,
+            "run_id": run_id,
+            "decision": recorded.status.value,
+        },
+    )
+    return decision_output(recorded)
+
+
 def expire_approval(run_id: str, interrupt_id: str, deps: Container) -> bool:
     """Close the approval of a run's interrupt as ``timed_out`` (its task timed out).
 
-    Called when the run resumes with ``{"decision": "timed_out"}``. A missing or already closed
-    approval is left as it is.
+    Called by :func:`resume_after_timeout` when no decision was recorded. A missing or already
+    closed approval, or a decision already delivered, is left as it is.
 
     Returns:
         Whether this call closed it.

@@ -27,7 +27,7 @@ import hmac
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -230,6 +230,10 @@ class Approval(BaseModel):
     decided_at: datetime | None = None
     comment: str | None = None
     edits: dict[str, Any] = Field(default_factory=dict)
+    delivered_at: datetime | None = None
+    """When the decision reached the run's task (or the task was found closed, so there was
+    nothing left to deliver). A decision without it may have been lost in a crash between the
+    write and ``SendTaskSuccess``: it is delivered again from this record."""
     created_at: datetime
     expires_at: datetime
     emailed: list[str] = Field(default_factory=list)
@@ -240,6 +244,11 @@ class Approval(BaseModel):
     def is_pending(self) -> bool:
         """Whether nobody has decided and it has not ended."""
         return self.status is ApprovalStatus.pending
+
+    @property
+    def is_undelivered(self) -> bool:
+        """Whether a decision was recorded but not (yet) delivered to the run."""
+        return self.status in DECISIONS and self.delivered_at is None
 
 
 def approval_id_for(run_id: str, interrupt_id: str) -> str:
@@ -505,6 +514,32 @@ def check_decidable(approval: Approval, approver: str | None, *, now: datetime) 
     return approver
 
 
+def decision_output(approval: Approval) -> dict[str, Any]:
+    """What ``SendTaskSuccess`` carries for a recorded decision (the run's resume value).
+
+    Built from the record only, so a decision delivered again is exactly the first one.
+    """
+    return {
+        "decision": approval.status.value,
+        "approver": approval.decided_by,
+        "comment": approval.comment or "",
+        "edits": approval.edits,
+    }
+
+
+def redelivery_due(approval: Approval, *, now: datetime, grace: timedelta) -> bool:
+    """Whether a recorded decision looks lost: decided, never delivered, and older than ``grace``.
+
+    ``grace`` must outlast the request that recorded it, so a decision still on its way is not
+    raced (see ``app.approvals.REDELIVERY_GRACE``).
+    """
+    return (
+        approval.is_undelivered
+        and approval.decided_at is not None
+        and now - approval.decided_at >= grace
+    )
+
+
 Decision = Literal["approved", "rejected"]
 
 
@@ -525,7 +560,9 @@ def parse_decision(value: str | None) -> Decision:
 # Audit
 # --------------------------------------------------------------------------------------------
 
-AuditAction = Literal["requested", "emailed", "view", "decide", "refused", "expired", "too_late"]
+AuditAction = Literal[
+    "requested", "emailed", "view", "decide", "redeliver", "refused", "expired", "too_late"
+]
 
 
 class AuditEntry(BaseModel):

@@ -6,7 +6,8 @@ Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
     approval  approval#<id>        approval                   approval_id, run_id, workflow_id,
                                                               status, created_at, expires_at (N),
                                                               decided_by, decided_at, comment,
-                                                              edits (JSON), body (request JSON),
+                                                              edits (JSON), delivered_at,
+                                                              body (request JSON),
                                                               emailed (SS), code_failures (N),
                                                               gsi1pk, gsi1sk, gsi2pk, gsi2sk
     secret    approval#<id>        secret                     task_token, code#<approver_ref>
@@ -22,6 +23,8 @@ with run items, whose index keys start with ``wf#`` and ``status#``.
 
 Deciding is one conditional ``UpdateItem`` (pending and not expired): DynamoDB serialises writes
 to an item, so of two concurrent decisions exactly one wins and the other reads who won.
+``delivered_at`` is set once the decision has reached the run; a delivered decision is final
+(never reopened, timed out or cancelled), and one without it can be delivered again.
 Audit items are only ever created (``attribute_not_exists``), never updated or deleted here.
 """
 
@@ -64,10 +67,17 @@ MAX_LIST = 1000
 APPROVAL_IS_NEW = "attribute_not_exists(pk)"
 IS_DECIDABLE = "#status = :pending AND expires_at > :now"
 """Only a pending approval that has not expired takes a decision — the decide-once rule."""
-IS_OPEN = "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled)"
+IS_OPEN = (
+    "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled) "
+    "AND attribute_not_exists(delivered_at)"
+)
 """Timing out or cancelling applies to anything not already closed (including a decision that
-could not be delivered because the task had closed)."""
-IS_THIS_DECISION = "#status = :decision AND decided_by = :by AND decided_at = :at"
+could not be delivered because the task had closed), but never to a decision the run got."""
+IS_THIS_DECISION = (
+    "#status = :decision AND decided_by = :by AND decided_at = :at "
+    "AND attribute_not_exists(delivered_at)"
+)
+IS_DECIDED = "#status IN (:approved, :rejected)"
 ENTRY_IS_NEW = "attribute_not_exists(pk)"
 
 
@@ -78,6 +88,11 @@ def _pk(approval_id: str) -> str:
 def _s(item: dict[str, Any], name: str) -> str | None:
     value = item.get(name, {}).get("S")
     return None if value is None else str(value)
+
+
+def _time(item: dict[str, Any], name: str) -> datetime | None:
+    value = _s(item, name)
+    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
 
 
 def _new_suffix() -> str:
@@ -277,11 +292,44 @@ class ApprovalsRepository:
             raise self._storage_error("UpdateItem", exc) from exc
         return True
 
+    def mark_delivered(self, approval_id: str, now: datetime) -> Approval | None:
+        """Note that the recorded decision reached the run (the first time noted is kept).
+
+        From then on the decision is final: :meth:`mark` and :meth:`reopen` leave it alone.
+
+        Returns:
+            The decided approval, or ``None`` when it holds no decision (pending, closed or
+            missing): then there is nothing to deliver.
+
+        Raises:
+            StorageError: DynamoDB failed.
+        """
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": _pk(approval_id)}, "sk": {"S": APPROVAL_SK}},
+                UpdateExpression="SET delivered_at = if_not_exists(delivered_at, :at)",
+                ConditionExpression=IS_DECIDED,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={
+                    ":at": {"S": _utc_iso(now)},
+                    ":approved": {"S": ApprovalStatus.approved.value},
+                    ":rejected": {"S": ApprovalStatus.rejected.value},
+                },
+                ReturnValues="ALL_NEW",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return None
+            raise self._storage_error("UpdateItem", exc) from exc
+        return self._approval(response["Attributes"])
+
     def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
         """Close the approval as ``timed_out`` or ``cancelled`` unless it is closed already.
 
         Returns:
-            Whether this call changed it (``False``: missing or already closed).
+            Whether this call changed it (``False``: missing, already closed, or a decision
+            already delivered to the run).
         """
         if status not in (ApprovalStatus.timed_out, ApprovalStatus.cancelled):
             raise ValueError(f"mark closes an approval as timed_out or cancelled, not {status}")
@@ -476,6 +524,7 @@ class ApprovalsRepository:
                 "decided_at",
                 "comment",
                 "edits",
+                "delivered_at",
                 "emailed",
                 "code_failures",
             },
@@ -485,16 +534,14 @@ class ApprovalsRepository:
     @staticmethod
     def _approval(item: dict[str, Any]) -> Approval:
         data = json.loads(item["body"]["S"])
-        decided_at = _s(item, "decided_at")
         edits = _s(item, "edits")
         data.update(
             status=_s(item, "status") or ApprovalStatus.pending.value,
             decided_by=_s(item, "decided_by"),
-            decided_at=datetime.fromisoformat(decided_at.replace("Z", "+00:00"))
-            if decided_at
-            else None,
+            decided_at=_time(item, "decided_at"),
             comment=_s(item, "comment") or None,
             edits=json.loads(edits) if edits else {},
+            delivered_at=_time(item, "delivered_at"),  # absent on items written before it
             emailed=sorted(item.get("emailed", {}).get("SS", [])),
             code_failures=int(item.get("code_failures", {}).get("N", "0")),
         )
