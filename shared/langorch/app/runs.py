@@ -194,9 +194,13 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
         )
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
-        from langorch.app.approvals import expire_approval  # closes the page: "expired"
+        from dataclasses import replace
 
-        expire_approval(run.run_id, run.pending.interrupt_id, deps)
+        from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
+
+        # A decision recorded in time but lost on its way to the task stands over the timeout.
+        answer = resume_after_timeout(run.run_id, run.pending.interrupt_id, deps)
+        cmd = replace(cmd, resume=answer)
     budget = deps.settings.segment_budget_seconds
     owner = cmd.owner or deps.ids()
     fence = deps.runs.acquire_lease(
