@@ -37,6 +37,7 @@ dev: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
+	$(BIN)/python bench/deploy.py
 
 bench-pipeline: $(STAMP)
 	$(BIN)/python bench/pipeline.py

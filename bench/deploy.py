@@ -1,0 +1,209 @@
+"""What gets deployed: the built Lambda code asset and dependency layer (P4), and each handler's
+cold import (P3).
+
+P4  The code asset (``functions/`` + ``shared/langorch``) and the layer are built exactly as
+    ``make deploy`` builds them (``infra/constructs/bundling.py``: arm64 wheels, boto3 left to
+    the runtime, pruned, byte-compiled for Python 3.12) and measured unzipped, the figure
+    Lambda's 250 MB limit and P4's 100 MB target are about. The layer is cached under
+    ``build/bench/layer`` and rebuilt only when the requirements change.
+
+P3  Each handler module is imported in a fresh interpreter (``python -c "import
+    functions.<name>.handler"``), alternated with ``python -c "import boto3"``, from a
+    byte-compiled copy of the code asset (as in Lambda, where nothing is compiled at cold
+    start); median of the rounds, as a multiple of boto3's median. The layer is built for arm64
+    and cannot be imported on this machine, so the dependencies come from the local virtual
+    environment (same versions, installed byte-compiled by pip), with the packages the layer
+    prunes blocked. The runner loads LangGraph at init on purpose (SnapStart snapshots it).
+
+Run with ``make bench`` (after ``bench/engine.py``) or ``python bench/deploy.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from _support import table  # noqa: E402
+
+from infra.constructs import bundling  # noqa: E402
+
+BUILD = REPO / "build" / "bench"
+HANDLERS = ("trigger", "approval_callback", "request_approval", "run_segment")
+IMPORT_TARGETS = {"trigger": 2.0, "approval_callback": 2.0, "run_segment": 5.5}
+"""PERFORMANCE.md P3: trigger and callback at most 2x, the runner 5.5x ``import boto3``."""
+IMPORT_ROUNDS = 7
+P4_TARGET_MB = 100.0
+HEAVY = ("langgraph", "langchain_core", "langsmith", "langchain_aws", "langchain_openai", "openai")
+"""Packages a handler's import must not load unless it needs them (the trigger path never)."""
+
+
+# ============================================================================================
+# P4: sizes
+# ============================================================================================
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of every file under ``path`` (what Lambda unzips)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def build_layer(python312: str) -> Path:
+    """The layer's ``python/`` directory, built as for deploy (cached by requirements)."""
+    requirements = "\n".join(bundling.layer_requirements()) + "\n"
+    layer = BUILD / "layer"
+    stamp = layer / "requirements.txt"
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == requirements:
+        return layer / "python"
+    shutil.rmtree(layer, ignore_errors=True)
+    layer.mkdir(parents=True)
+    source = BUILD / "layer-requirements.txt"
+    source.write_text(requirements, encoding="utf-8")
+    print(f"  building the layer (arm64 wheels, Python {bundling.PYTHON_VERSION}) ...")
+    started = time.perf_counter()
+    bundling.build_layer(source, layer, python312=python312)
+    stamp.write_text(requirements, encoding="utf-8")
+    print(f"  built in {time.perf_counter() - started:.0f} s")
+    return layer / "python"
+
+
+def bench_sizes() -> dict[str, Any]:
+    """P4: the code asset and the layer, unzipped, with the layer's largest packages."""
+    python312 = bundling.find_python312()
+    code = bundling.stage_code(BUILD, python312=python312)
+    layer = build_layer(python312)
+    code_bytes, layer_bytes = tree_bytes(code), tree_bytes(layer)
+    packages = sorted(
+        ((p.name, tree_bytes(p) if p.is_dir() else p.stat().st_size) for p in layer.iterdir()),
+        key=lambda item: -item[1],
+    )
+    total = code_bytes + layer_bytes
+    rows = [
+        ["code asset (functions/ + langorch/)", code_bytes / 1e6, code_bytes / 2**20],
+        ["dependency layer", layer_bytes / 1e6, layer_bytes / 2**20],
+        ["TOTAL unzipped", total / 1e6, total / 2**20],
+        ["P4 target", P4_TARGET_MB, P4_TARGET_MB * 1e6 / 2**20],
+    ]
+    print(table("P4  Lambda bundle, unzipped, byte-compiled", ["part", "MB", "MiB"], rows))
+    print(
+        "  largest in the layer (MB): "
+        + ", ".join(f"{name} {size / 1e6:.1f}" for name, size in packages[:8] if size > 1e6)
+    )
+    print()
+    return {
+        "code_bytes": code_bytes,
+        "layer_bytes": layer_bytes,
+        "total_bytes": total,
+        "target_bytes": int(P4_TARGET_MB * 1e6),
+        "layer_largest": dict(packages[:8]),
+    }
+
+
+# ============================================================================================
+# P3: each handler's cold import
+# ============================================================================================
+
+
+def compiled_code() -> Path:
+    """A copy of the code asset byte-compiled by this interpreter (unchecked-hash, as deployed)."""
+    code = bundling.stage_code(BUILD / "local")
+    bundling.byte_compile(sys.executable, code)
+    return code
+
+
+def _import_seconds(code: str, env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    return time.perf_counter() - started
+
+
+def _heavy_loaded(code: str, env: dict[str, str]) -> list[str]:
+    probe = (
+        f"{code}\nimport sys, json\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, env=env
+    )
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    return [m for m in HEAVY if m in loaded]
+
+
+def bench_handler_imports() -> dict[str, Any]:
+    """P3: ``import functions.<name>.handler`` per handler, alternated with ``import boto3``."""
+    code_dir = compiled_code()
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(code_dir),  # the asset's layout: /var/task/functions, /var/task/langorch
+        "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        "POWERTOOLS_SERVICE_NAME": "langorch",
+    }
+    # What the layer prunes is absent in Lambda: block it here too (the venv still has it).
+    absent = f"import sys; sys.modules.update(dict.fromkeys({bundling.PRUNED!r}))\n"
+    sets = {"boto3": "import boto3"} | {
+        name: f"{absent}import functions.{name}.handler" for name in HANDLERS
+    }
+    for source in sets.values():
+        _import_seconds(source, env)  # warm-up: the OS page cache
+    samples: dict[str, list[float]] = {name: [] for name in sets}
+    for _ in range(IMPORT_ROUNDS):
+        for name in HANDLERS:
+            samples["boto3"].append(_import_seconds(sets["boto3"], env))
+            samples[name].append(_import_seconds(sets[name], env))
+    boto3_s = median(samples["boto3"])
+    results: dict[str, Any] = {"boto3_seconds": boto3_s}
+    rows = [["import boto3", boto3_s * 1000, "1.00x", "", "-"]]
+    for name in HANDLERS:
+        seconds = median(samples[name])
+        heavy = _heavy_loaded(sets[name], env)
+        target = IMPORT_TARGETS.get(name)
+        results[name] = {
+            "median_seconds": seconds,
+            "ratio_to_boto3": seconds / boto3_s,
+            "target_ratio": target,
+            "heavy_modules_loaded": heavy,
+        }
+        rows.append(
+            [
+                f"functions.{name}.handler",
+                seconds * 1000,
+                f"{seconds / boto3_s:.2f}x",
+                f"<= {target}x" if target else "",
+                ", ".join(heavy) or "-",
+            ]
+        )
+    print(
+        table(
+            f"P3  cold import of each handler (byte-compiled asset), median of {IMPORT_ROUNDS} "
+            "rounds alternated with boto3",
+            ["module", "ms", "vs boto3", "target", "heavy packages loaded"],
+            rows,
+        )
+    )
+    print("  trigger and approval_callback must load none of langgraph, langchain_core, langsmith")
+    print()
+    return results
+
+
+def main() -> None:
+    started = time.perf_counter()
+    results = {"sizes": bench_sizes(), "imports": bench_handler_imports()}
+    results["seconds"] = time.perf_counter() - started
+    print(f"deploy bench finished in {results['seconds']:.0f} s")
+    out = BUILD / "deploy.json"
+    out.write_text(json.dumps(results, indent=2), encoding="utf-8")
+    print(f"figures written to {out.relative_to(REPO)}")
+
+
+if __name__ == "__main__":
+    main()
