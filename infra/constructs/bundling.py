@@ -42,13 +42,19 @@ LAYER_EXTRAS = ("bedrock", "openai")
 """Optional dependency groups the cloud runner needs (LLM providers are imported lazily)."""
 RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
 """Left to the Lambda runtime (PERFORMANCE.md P4): deleted after ``pip install``."""
-PRUNED = ("numpy", "numpy.libs")
-"""Installed (langchain-aws requires numpy) but never imported on the paths the runner takes:
-its chat models, langchain-openai, LangGraph and the checkpoint store import without it (only
-langchain-aws's embeddings and vector stores use it, and no step kind does). 62 MB of the
-layer's 168 MB; ``tests/infra/test_bundling.py`` proves those imports still work without it."""
-PRUNED_FILES = ("*.pyi", "zstandard/_cffi.*.so")
-"""Type stubs, and zstandard's CFFI backend (the C backend, which it prefers, stays)."""
+PRUNED = ("numpy", "numpy.libs", "zstandard")
+"""Installed as requirements of requirements, never needed on the paths the runner takes:
+
+- numpy (62 MB of the layer's 168 MB): langchain-aws requires it, but its chat models,
+  langchain-openai, LangGraph and the checkpoint store import without it (only langchain-aws's
+  embeddings and vector stores use it, and no step kind does);
+- zstandard (11 MB, a C extension): langsmith requires it to compress traces it uploads and
+  httpx to decode ``zstd`` responses; both import it optionally and fall back, and langorch
+  sends no traces to LangSmith. Without it the runner's cold start also skips loading it.
+
+``tests/infra/test_bundling.py`` proves those imports still work without them."""
+PRUNED_FILES = ("*.pyi",)
+"""Type stubs."""
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache")
 
 
