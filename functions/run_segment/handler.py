@@ -23,6 +23,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+# The engine (LangGraph, the checkpointer) loads at init, not in the first segment: every
+# invocation of this function runs it, and SnapStart's snapshot then holds it (PERFORMANCE P3).
+import langorch.adapters.dynamodb.checkpointer
+import langorch.engine.compiler
+import langorch.engine.segments  # noqa: F401
 from langorch.app.container import Container
 from langorch.app.runs import RunSegment, mark_failed, run_segment
 from langorch.config import Settings
