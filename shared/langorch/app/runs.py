@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -194,8 +194,6 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
         )
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
-        from dataclasses import replace
-
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
 
         # A decision recorded in time but lost on its way to the task stands over the timeout.
