@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from langorch.adapters.dynamodb.runs import RunsRepository
+from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
 from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
 from langorch.domain.runs import (
     RunRecord,
@@ -269,6 +269,77 @@ def test_the_timeline_reads_back_in_seq_order_across_batches(repo: RunsRepositor
     repo.append_events("run-1", [event(n) for n in range(1, 31)])
     # When the timeline is read, then it is in seq order, whatever order it was written in
     assert [e.seq for e in repo.get_timeline("run-1")] == list(range(1, 61))
+
+
+def _event_items(repo: RunsRepository, run_id: str) -> list[dict[str, Any]]:
+    items = repo._client.query(
+        TableName="runs",
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :ev)",
+        ExpressionAttributeValues={":pk": {"S": f"run#{run_id}"}, ":ev": {"S": "ev#"}},
+    )["Items"]
+    return list(items)
+
+
+def test_a_segments_events_are_stored_in_one_item(repo: RunsRepository) -> None:
+    # Given a segment that ended with 60 events
+    repo.create_run(a_run())
+
+    # When they are appended
+    repo.append_events("run-1", [event(n) for n in range(1, 61)])
+
+    # Then they take one item (one write, a few write units) and all read back
+    assert len(_event_items(repo, "run-1")) == 1
+    assert [e.seq for e in repo.get_timeline("run-1")] == list(range(1, 61))
+    assert repo.next_event_seq("run-1") == 61
+
+
+def test_events_past_a_pages_size_go_to_further_pages_and_read_back_in_order(
+    repo: RunsRepository,
+) -> None:
+    # Given 300 events of about 1 KB each (more than one page holds), under a fence
+    repo.create_run(a_run())
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    big = [
+        TimelineEvent(
+            seq=n, at=T0, type=TimelineEventType.step_finished, detail={"note": "x" * 900}
+        )
+        for n in range(1, 301)
+    ]
+
+    # When they are appended
+    repo.append_events("run-1", big, fence=fence)
+
+    # Then they span several items, each under the page size, and read back whole and in order
+    items = _event_items(repo, "run-1")
+    assert len(items) > 1
+    assert all(len(item["events"]["S"]) <= EVENT_PAGE_BYTES for item in items)
+    assert repo.get_timeline("run-1") == big
+    assert repo.next_event_seq("run-1") == 301
+
+
+def test_events_stored_one_per_item_by_an_earlier_version_still_read_back(
+    repo: RunsRepository,
+) -> None:
+    # Given a run whose first events were stored one per item (the earlier layout)
+    repo.create_run(a_run())
+    for n in (1, 2):
+        repo._client.put_item(
+            TableName="runs",
+            Item={
+                "pk": {"S": "run#run-1"},
+                "sk": {"S": f"ev#{n:015d}"},
+                "seq": {"N": str(n)},
+                "body": {"S": event(n).model_dump_json(exclude_none=True)},
+            },
+        )
+    assert repo.next_event_seq("run-1") == 3
+
+    # When a later segment appends in pages
+    repo.append_events("run-1", [event(3), event(4)])
+
+    # Then the timeline has both, in order
+    assert [e.seq for e in repo.get_timeline("run-1")] == [1, 2, 3, 4]
+    assert repo.next_event_seq("run-1") == 5
 
 
 def test_the_timeline_orders_large_seq_numbers_numerically(repo: RunsRepository) -> None:

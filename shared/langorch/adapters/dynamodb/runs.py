@@ -7,7 +7,8 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      created_at, updated_at, body (RunRecord JSON),
                                                      fence (N), lease_owner, lease_expires_at (N),
                                                      gsi1pk, gsi1sk, gsi2pk, gsi2sk
-    event     run#<run_id>             ev#<seq:015d> seq (N), body (TimelineEvent JSON)
+    events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
+                                                     events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
 
     GSI gsi1  gsi1pk = wf#<workflow_id>   gsi1sk = <created_at>#<run_id>   (runs of a workflow)
@@ -28,6 +29,13 @@ write that also increments ``fence``. Writes made under a lease carry that fence
 once a newer segment has taken over, so a segment that outlived its lease cannot overwrite the
 run.
 
+Timeline events are stored in pages: one item per append (per segment, usually), keyed by its
+first event's ``seq`` and split only when it would pass :data:`EVENT_PAGE_BYTES`. A segment's
+dozens of events cost one write and a few write units instead of one item (and one unit at
+least) each. A replayed append (a retried segment) writes the same keys and replaces its pages;
+where pages overlap, the later page's event with a ``seq`` wins. Items of the older layout (one
+event per item, its JSON in ``body``) still read back.
+
 The dedupe marker is keyed by a hash of the dedupe key (an S3 bucket + key can exceed what a
 key attribute should carry); the raw key is kept beside it for people.
 """
@@ -42,6 +50,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
+from pydantic import TypeAdapter
 
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
@@ -61,6 +70,8 @@ from langorch.domain.runs import (
     summarize_outputs,
 )
 
+_EVENT_PAGE = TypeAdapter(list[TimelineEvent])
+
 RUN_SK = "run"
 DEDUPE_SK = "dedupe"
 EVENT_PREFIX = "ev#"
@@ -72,7 +83,11 @@ MAX_BODY_BYTES = 350_000
 attributes; outputs are then replaced by a summary (the full outputs stay in the checkpoint)."""
 _TRUNCATED_OUTPUTS_CHARS = 4000
 _BATCH_WRITE_MAX = 25
-_TRANSACT_MAX = 100
+_TRANSACT_PAGES = 50
+"""Pages per fenced transaction: 50 full pages stay under TransactWriteItems' 4 MB."""
+EVENT_PAGE_BYTES = 64_000
+"""A timeline page holds events up to this much JSON (DynamoDB items stop at 400 KB; pages
+this size keep a retried write cheap). An event longer than this gets a page of its own."""
 _MAX_LIST = 1000
 _CREATE_ATTEMPTS = 4
 
@@ -104,6 +119,20 @@ def _event_sk(seq: int) -> str:
 def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _pages(events: Sequence[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
+    """``(seq, JSON)`` events in consecutive pages of at most :data:`EVENT_PAGE_BYTES`."""
+    page: list[tuple[int, str]] = []
+    size = 0
+    for seq, body in events:
+        if page and size + len(body) > EVENT_PAGE_BYTES:
+            yield page
+            page, size = [], 0
+        page.append((seq, body))
+        size += len(body) + 1
+    if page:
+        yield page
 
 
 class RunsRepository:
@@ -455,13 +484,14 @@ class RunsRepository:
     ) -> None:
         """Add events to the run's timeline.
 
-        Writing an event again with the same ``seq`` replaces it, so a retried segment that
-        replays its events does not duplicate them.
+        The events go into as few items as fit (pages, see the module docstring). Writing an
+        event again with the same ``seq`` replaces it, so a retried segment that replays its
+        events does not duplicate them.
 
         Args:
             run_id: the run.
             events: in strictly increasing ``seq`` order.
-            fence: when given, each batch is written in a transaction that also checks the
+            fence: when given, the pages are written in a transaction that also checks the
                 fence, so a stale segment cannot add to the timeline.
 
         Raises:
@@ -475,17 +505,20 @@ class RunsRepository:
         items = [
             {
                 "pk": {"S": _run_pk(run_id)},
-                "sk": {"S": _event_sk(event.seq)},
-                "seq": {"N": str(event.seq)},
-                "body": {"S": event.model_dump_json(exclude_none=True)},
+                "sk": {"S": _event_sk(page[0][0])},
+                "seq": {"N": str(page[0][0])},
+                "last_seq": {"N": str(page[-1][0])},
+                "events": {"S": "[" + ",".join(body for _, body in page) + "]"},
             }
-            for event in events
+            for page in _pages(
+                [(event.seq, event.model_dump_json(exclude_none=True)) for event in events]
+            )
         ]
         if fence is None:
             for chunk in _chunks(items, _BATCH_WRITE_MAX):
                 self._batch_put(chunk)
             return
-        for chunk in _chunks(items, _TRANSACT_MAX - 1):
+        for chunk in _chunks(items, _TRANSACT_PAGES):
             check = {
                 "ConditionCheck": {
                     "TableName": self._table,
@@ -508,15 +541,21 @@ class RunsRepository:
 
     def get_timeline(self, run_id: str) -> list[TimelineEvent]:
         """The run's timeline in ``seq`` order (empty for an unknown run)."""
-        return [
-            TimelineEvent.model_validate_json(item["body"]["S"])
-            for item in self._query_events(run_id, forward=True, limit=None)
-        ]
+        by_seq: dict[int, TimelineEvent] = {}
+        for item in self._query_events(run_id, forward=True, limit=None):
+            if "events" in item:
+                page = _EVENT_PAGE.validate_json(item["events"]["S"])
+            else:  # the one-event-per-item layout
+                page = [TimelineEvent.model_validate_json(item["body"]["S"])]
+            by_seq.update((event.seq, event) for event in page)
+        return [by_seq[seq] for seq in sorted(by_seq)]
 
     def next_event_seq(self, run_id: str) -> int:
         """The ``seq`` for the run's next timeline event (1 for a run without events)."""
         last = list(self._query_events(run_id, forward=False, limit=1))
-        return int(last[0]["seq"]["N"]) + 1 if last else 1
+        if not last:
+            return 1
+        return int((last[0].get("last_seq") or last[0]["seq"])["N"]) + 1
 
     # ----------------------------------------------------------------------------------------
     # Mapping between items and records
