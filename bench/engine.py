@@ -826,6 +826,12 @@ def _cost_model(
         "  excluded: LLM tokens, CloudWatch Logs/metrics/X-Ray, Secrets Manager, data transfer, "
         "Lambda INIT of cold starts"
     )
+    floor = per_1000["Step Functions"] + per_1000["SES"]
+    print(
+        f"  set by the design, not by request counts: Step Functions Standard (every state "
+        f"entered bills; the approval must park as a task token) + one email per approval = "
+        f"${floor:.4f}; everything else = ${total - floor:.4f}"
+    )
     print()
     return {
         "status": result.status,
