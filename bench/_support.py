@@ -5,9 +5,12 @@ Nothing here asserts; everything measures or formats.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -394,3 +397,82 @@ def segment_timer() -> Iterator[list[tuple[str, float]]]:
         yield segments
     finally:
         runs.run_segment = original  # type: ignore[assignment]
+
+
+# --------------------------------------------------------------------------------------------
+# Import times (P3)
+# --------------------------------------------------------------------------------------------
+
+
+def _import_seconds(code: str, env: dict[str, str] | None) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    return time.perf_counter() - started
+
+
+def _loaded(code: str, env: dict[str, str] | None, watched: Sequence[str]) -> list[str]:
+    probe = (
+        f"{code}\nimport sys, json\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    output = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, env=env
+    )
+    loaded = set(json.loads(output.stdout.strip().splitlines()[-1]))
+    return [m for m in watched if m in loaded]
+
+
+def import_ratios(
+    sets: dict[str, str],
+    *,
+    rounds: int,
+    targets: dict[str, float],
+    watched: Sequence[str],
+    title: str,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Whole-process import of each set as a multiple of ``import boto3``; prints a table.
+
+    Each set runs in a fresh interpreter, alternated with ``python -c "import boto3"`` so both
+    see the same machine load; the figure is the ratio of the medians over ``rounds``.
+
+    Args:
+        sets: name -> Python source that imports something.
+        rounds: how many times each set (and boto3 before it) is timed.
+        targets: name -> the ratio PERFORMANCE.md allows.
+        watched: top-level packages to report when a set loads them.
+        title: the table's title.
+        env: the subprocesses' environment (default: this one).
+    """
+    boto3 = "import boto3"
+    for code in [boto3, *sets.values()]:
+        _import_seconds(code, env)  # warm-up: the OS page cache
+    samples: dict[str, list[float]] = {name: [] for name in [boto3, *sets]}
+    for _ in range(rounds):
+        for name, code in sets.items():
+            samples[boto3].append(_import_seconds(boto3, env))
+            samples[name].append(_import_seconds(code, env))
+    boto3_s = statistics.median(samples[boto3])
+    results: dict[str, Any] = {"boto3_seconds": boto3_s}
+    rows: list[list[Any]] = [[boto3, boto3_s * 1000, "1.00x", "", "-"]]
+    for name, code in sets.items():
+        seconds = statistics.median(samples[name])
+        heavy = _loaded(code, env, watched)
+        target = targets.get(name)
+        results[name] = {
+            "median_seconds": seconds,
+            "ratio_to_boto3": seconds / boto3_s,
+            "target_ratio": target,
+            "heavy_modules_loaded": heavy,
+        }
+        rows.append(
+            [
+                name,
+                seconds * 1000,
+                f"{seconds / boto3_s:.2f}x",
+                f"<= {target}x" if target else "",
+                ", ".join(heavy) or "-",
+            ]
+        )
+    print(table(title, ["import", "ms", "vs boto3", "target", "heavy packages loaded"], rows))
+    return results

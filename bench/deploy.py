@@ -23,18 +23,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from _support import table  # noqa: E402
+from _support import import_ratios, table  # noqa: E402
 
 from infra.constructs import bundling  # noqa: E402
 
@@ -121,24 +119,6 @@ def compiled_code() -> Path:
     return code
 
 
-def _import_seconds(code: str, env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
-    return time.perf_counter() - started
-
-
-def _heavy_loaded(code: str, env: dict[str, str]) -> list[str]:
-    probe = (
-        f"{code}\nimport sys, json\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True, env=env
-    )
-    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
-    return [m for m in HEAVY if m in loaded]
-
-
 def bench_handler_imports() -> dict[str, Any]:
     """P3: ``import functions.<name>.handler`` per handler, alternated with ``import boto3``."""
     code_dir = compiled_code()
@@ -150,45 +130,17 @@ def bench_handler_imports() -> dict[str, Any]:
     }
     # What the layer prunes is absent in Lambda: block it here too (the venv still has it).
     absent = f"import sys; sys.modules.update(dict.fromkeys({bundling.PRUNED!r}))\n"
-    sets = {"boto3": "import boto3"} | {
-        name: f"{absent}import functions.{name}.handler" for name in HANDLERS
-    }
-    for source in sets.values():
-        _import_seconds(source, env)  # warm-up: the OS page cache
-    samples: dict[str, list[float]] = {name: [] for name in sets}
-    for _ in range(IMPORT_ROUNDS):
-        for name in HANDLERS:
-            samples["boto3"].append(_import_seconds(sets["boto3"], env))
-            samples[name].append(_import_seconds(sets[name], env))
-    boto3_s = median(samples["boto3"])
-    results: dict[str, Any] = {"boto3_seconds": boto3_s}
-    rows = [["import boto3", boto3_s * 1000, "1.00x", "", "-"]]
-    for name in HANDLERS:
-        seconds = median(samples[name])
-        heavy = _heavy_loaded(sets[name], env)
-        target = IMPORT_TARGETS.get(name)
-        results[name] = {
-            "median_seconds": seconds,
-            "ratio_to_boto3": seconds / boto3_s,
-            "target_ratio": target,
-            "heavy_modules_loaded": heavy,
-        }
-        rows.append(
-            [
-                f"functions.{name}.handler",
-                seconds * 1000,
-                f"{seconds / boto3_s:.2f}x",
-                f"<= {target}x" if target else "",
-                ", ".join(heavy) or "-",
-            ]
-        )
-    print(
-        table(
-            f"P3  cold import of each handler (byte-compiled asset), median of {IMPORT_ROUNDS} "
-            "rounds alternated with boto3",
-            ["module", "ms", "vs boto3", "target", "heavy packages loaded"],
-            rows,
-        )
+    results = import_ratios(
+        {
+            f"functions.{name}.handler": f"{absent}import functions.{name}.handler"
+            for name in HANDLERS
+        },
+        rounds=IMPORT_ROUNDS,
+        targets={f"functions.{name}.handler": t for name, t in IMPORT_TARGETS.items()},
+        watched=HEAVY,
+        title=f"P3  cold import of each handler (byte-compiled asset), median of {IMPORT_ROUNDS} "
+        "rounds alternated with boto3",
+        env=env,
     )
     print("  trigger and approval_callback must load none of langgraph, langchain_core, langsmith")
     print()

@@ -51,6 +51,7 @@ from _support import (
     dynamo_meter,
     fake_aws_environment,
     fresh_stack,
+    import_ratios,
     linear_workflow,
     median,
     new_container,
@@ -345,7 +346,6 @@ def _print_steps(results: dict[str, Any]) -> None:
 # ============================================================================================
 
 IMPORT_SETS = {
-    "boto3": "import boto3",
     "runner core": (
         "import langorch.app.runs, langorch.engine.compiler, langorch.engine.segments, "
         "langorch.adapters.dynamodb.checkpointer, langorch.app.container"
@@ -360,24 +360,6 @@ IMPORT_TARGETS = {"runner core": 5.5, "trigger path": 2.0}
 HEAVY_MODULES = ("langgraph", "langchain_core", "langchain_aws", "langchain_openai", "openai")
 
 
-def _import_seconds(code: str) -> float:
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - started
-
-
-def _loaded_heavy_modules(code: str) -> list[str]:
-    probe = (
-        f"{code}\nimport sys, json\n"
-        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
-    )
-    output = subprocess.run(
-        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
-    )
-    loaded = set(json.loads(output.stdout.strip().splitlines()[-1]))
-    return [m for m in HEAVY_MODULES if m in loaded]
-
-
 def bench_imports() -> dict[str, Any]:
     """P3: whole-process import times, alternated with ``import boto3`` in one run."""
     # Byte-compile langorch first, as the deployed asset is: with PYTHONDONTWRITEBYTECODE set
@@ -386,42 +368,12 @@ def bench_imports() -> dict[str, Any]:
         [sys.executable, "-m", "compileall", "-q", str(Path(__file__).parents[1] / "shared")],
         check=True,
     )
-    for code in IMPORT_SETS.values():
-        _import_seconds(code)  # warm-up: the OS page cache
-    samples: dict[str, list[float]] = {name: [] for name in IMPORT_SETS}
-    for _ in range(IMPORT_ROUNDS):
-        for name, code in IMPORT_SETS.items():
-            if name != "boto3":
-                samples["boto3"].append(_import_seconds(IMPORT_SETS["boto3"]))
-                samples[name].append(_import_seconds(code))
-    boto3_s = median(samples["boto3"])
-    results: dict[str, Any] = {}
-    rows = []
-    for name, code in IMPORT_SETS.items():
-        seconds = median(samples[name])
-        heavy = _loaded_heavy_modules(code) if name != "boto3" else []
-        target = IMPORT_TARGETS.get(name)
-        results[name] = {
-            "median_seconds": seconds,
-            "ratio_to_boto3": seconds / boto3_s,
-            "target_ratio": target,
-            "heavy_modules_loaded": heavy,
-        }
-        rows.append(
-            [
-                name,
-                seconds * 1000,
-                f"{seconds / boto3_s:.2f}x",
-                f"<= {target}x" if target else "",
-                ", ".join(heavy) or "-",
-            ]
-        )
-    print(
-        table(
-            f"P3  whole-process import, median of {IMPORT_ROUNDS} rounds alternated with boto3",
-            ["import set", "ms", "vs boto3", "target", "heavy modules loaded"],
-            rows,
-        )
+    results = import_ratios(
+        IMPORT_SETS,
+        rounds=IMPORT_ROUNDS,
+        targets=IMPORT_TARGETS,
+        watched=HEAVY_MODULES,
+        title=f"P3  whole-process import, median of {IMPORT_ROUNDS} rounds alternated with boto3",
     )
     print(
         "  trigger path must load none of langgraph, langchain_core; "
