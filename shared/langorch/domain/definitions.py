@@ -6,7 +6,8 @@ never renamed: a block or plan written as in seed 000 loads and runs unchanged.
 
 A *block* is reusable data describing one unit of work. A *workflow* (``TaskPlan``) wires steps
 together; each step either references a block (``block_id``) or declares a control ``kind``
-inline (approval, wait, loop, subflow, terminate, transform, decision by condition).
+inline (approval, wait, loop, subflow, terminate, transform, http, read_file, decision by
+condition).
 
 These models check shapes only. Cross-references (unknown blocks, unreachable steps, cycles,
 cron syntax, …) are checked by :mod:`langorch.domain.validation`, which reports every problem at
@@ -46,6 +47,7 @@ class BlockType(StrEnum):
     loop = "loop"
     subflow = "subflow"
     terminate = "terminate"
+    read_file = "read_file"
 
 
 LLM_KINDS = frozenset({BlockType.action, BlockType.extraction})
@@ -56,13 +58,15 @@ def engine_outputs(step_id: str, kind: BlockType) -> frozenset[str]:
     """``shared_context`` keys the executor itself writes for a step of this kind.
 
     A decision records its label, an approval its decision (who, what, which round), a memory
-    save the keys it stored, a wait how long it slept — so later steps and templates can read them.
+    save the keys it stored, a wait how long it slept, a file read the file's metadata
+    (``{"bucket", "key", "size", "etag"}``) — so later steps and templates can read them.
     """
     suffix = {
         BlockType.decision: "_branch",
         BlockType.approval: "_decision",
         BlockType.save_memory: "_saved",
         BlockType.wait: "_waited",
+        BlockType.read_file: "_file",
     }.get(kind)
     return frozenset({step_id + suffix}) if suffix else frozenset()
 
@@ -87,6 +91,39 @@ class HttpSpec(_Model):
     response_key: str | None = None
     """``shared_context`` key that receives ``{"status": …, "body": …}``; default: the first
     output key of the block, else ``<step_id>_response``."""
+
+
+READ_FILE_DEFAULT_BYTES = 262_144
+"""``read_file``'s default bound: 256 KiB."""
+READ_FILE_MAX_BYTES = 1_048_576
+"""``read_file``'s hard bound, 1 MiB: the parsed content lands in the run's checkpointed state."""
+
+ReadFileFormat = Literal["auto", "text", "json", "yaml", "csv", "lines"]
+
+
+class ReadFileSpec(_Model):
+    """Read one object of the files bucket into ``shared_context``.
+
+    The defaults read the file that started the run: an ``s3`` trigger's run input carries
+    ``bucket`` and ``key``. Only the deployment's files bucket can be read, never under its
+    checkpoint prefix (other runs' state), and never more than ``max_bytes``.
+
+    Formats: ``text`` (a UTF-8 string), ``lines`` (a list of strings), ``json`` / ``yaml`` (the
+    parsed document), ``csv`` (a list of dicts keyed by the header row; short rows are padded
+    with ``""``, a row longer than the header is an error). ``auto`` picks by the key's suffix:
+    ``.json`` json, ``.yaml`` / ``.yml`` yaml, ``.csv`` csv, anything else text.
+    """
+
+    bucket: str = "{{ bucket }}"
+    """The bucket (a template); it must be the deployment's files bucket."""
+    key: str = "{{ key }}"
+    """The object key (a template)."""
+    format: ReadFileFormat = "auto"
+    max_bytes: int = Field(default=READ_FILE_DEFAULT_BYTES, ge=1, le=READ_FILE_MAX_BYTES)
+    """A larger object fails the step (it is never read past this bound)."""
+    output_key: str | None = None
+    """``shared_context`` key that receives the parsed content; default: the first output key
+    of the block, else ``<step_id>_content``. The metadata always goes to ``<step_id>_file``."""
 
 
 class MemorySpec(_Model):
@@ -224,6 +261,7 @@ class BlockDefinition(_Model):
     # --- Kind-specific ---
     http: HttpSpec | None = None
     memory: MemorySpec | None = None
+    read_file: ReadFileSpec | None = None
     transform: dict[str, str] | None = None
     """Output key -> expression (``transform`` blocks)."""
 
@@ -241,7 +279,7 @@ class BlockDefinition(_Model):
 
     def content_hash(self) -> str:
         """Hash of everything but ``version``: identical content is the same block version."""
-        return _content_hash(self.model_dump(mode="json", exclude={"version"}))
+        return _content_hash(_unset_additions(self.model_dump(mode="json", exclude={"version"})))
 
 
 class BlockReference(_Model):
@@ -266,7 +304,8 @@ class PlanStep(_Model):
     block_version: int | None = Field(default=None, ge=1)
     """Pinned when the workflow is stored: ``None`` means the latest version at that moment."""
     kind: BlockType | None = None
-    """Inline control steps (approval, wait, loop, subflow, terminate, transform, decision).
+    """Inline control steps (approval, wait, loop, subflow, terminate, transform, decision,
+    http, read_file).
     When a block is referenced, its ``block_type`` is the kind."""
     name: str = ""
     depends_on: list[str] = Field(default_factory=list)
@@ -308,6 +347,8 @@ class PlanStep(_Model):
     transform: dict[str, str] | None = None
     http: HttpSpec | None = None
     memory: MemorySpec | None = None
+    read_file: ReadFileSpec | None = None
+    """``read_file`` steps (default: the file that started the run, format by its suffix)."""
 
 
 class ScheduleSpec(_Model):
@@ -389,7 +430,18 @@ class TaskPlan(_Model):
 
     def content_hash(self) -> str:
         """Hash of everything but ``version``: identical content is the same workflow version."""
-        return _content_hash(self.model_dump(mode="json", exclude={"version"}))
+        data = self.model_dump(mode="json", exclude={"version"})
+        data["steps"] = [_unset_additions(step) for step in data["steps"]]
+        return _content_hash(data)
+
+
+_ADDED_FIELDS = ("read_file",)
+"""Fields added to blocks and steps after definitions were first stored. Left out of the hash
+while unset, so upgrading langorch does not give every stored definition a new version."""
+
+
+def _unset_additions(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if not (k in _ADDED_FIELDS and v is None)}
 
 
 def _content_hash(data: Any) -> str:

@@ -129,3 +129,33 @@ class UnsupportedMediaTypeError(RequestRejectedError):
     """A request body is not JSON."""
 
     status = 415
+
+
+class FileReadError(LangorchError):
+    """A ``read_file`` step could not read or parse its file.
+
+    ``retryable`` is true only for what another attempt can fix (S3 throttling, a 5xx, a
+    dropped connection); the step's retry policy then tries again.
+    """
+
+    retryable = False
+
+    def __init__(self, message: str, *, retryable: bool = False) -> None:
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class FileMissingError(FileReadError):
+    """The object (or its bucket) does not exist."""
+
+
+class FileTooLargeError(FileReadError):
+    """The object is larger than the step's ``max_bytes``."""
+
+
+class FileRefusedError(FileReadError):
+    """The step may not read that object: another bucket, or langorch's checkpoint prefix."""
+
+
+class FileContentError(FileReadError):
+    """The object's bytes are not what its format says (bad UTF-8, JSON, YAML or CSV)."""

@@ -48,6 +48,7 @@ from langorch.domain.definitions import (
     BlockType,
     HttpSpec,
     PlanStep,
+    ReadFileSpec,
     ScheduleSpec,
     TaskPlan,
     engine_outputs,
@@ -76,6 +77,9 @@ Join = Literal["all", "any"]
 
 BUILTIN_KEYS = frozenset({"run_id", "error", "user_id", "user_preferences", "user_history"})
 """Names every step can read without any step or input providing them."""
+
+S3_INPUT_KEYS = frozenset({"bucket", "key", "size", "etag", "version_id"})
+"""What a run started by an ``s3`` trigger has in its input (the object that was dropped)."""
 
 APPROVAL_LABELS = ("approved", "rejected", "timed_out")
 """The outcomes of an approval step."""
@@ -106,6 +110,7 @@ _STEP_SETTINGS: dict[str, frozenset[BlockType]] = {
     "transform": frozenset({BlockType.transform}),
     "http": frozenset({BlockType.http}),
     "memory": frozenset({BlockType.query_memory, BlockType.save_memory}),
+    "read_file": frozenset({BlockType.read_file}),
     "condition": frozenset({BlockType.decision}),
     "cases": frozenset({BlockType.decision}),
     "default_branch": frozenset({BlockType.decision}),
@@ -116,6 +121,7 @@ _STEP_SETTINGS: dict[str, frozenset[BlockType]] = {
 _BLOCK_SETTINGS: dict[str, frozenset[BlockType]] = {
     "http": frozenset({BlockType.http}),
     "memory": frozenset({BlockType.query_memory, BlockType.save_memory}),
+    "read_file": frozenset({BlockType.read_file}),
     "transform": frozenset({BlockType.transform}),
     "branches": BRANCHING_KINDS,
 }
@@ -440,6 +446,12 @@ def _block_problems(
     if block.http is not None:
         for path, template, how in _http_templates("http", block.http):
             problems.extend(_template_reads(path, template, readable, how))
+    if kind is BlockType.read_file:
+        # Without settings the block reads the run's {{ bucket }} / {{ key }}: inputs too.
+        for path, template, how in _read_file_templates(
+            "read_file", block.read_file or ReadFileSpec()
+        ):
+            problems.extend(_template_reads(path, template, readable, how))
     for key, expression in (block.transform or {}).items():
         problems.extend(_template_reads(f"transform.{key}", expression, readable, "expression"))
     return problems
@@ -585,7 +597,8 @@ class _Analysis:
                 path,
                 f"step {sid!r} has neither block_id nor kind",
                 "set block_id to a registered block, or kind to an inline kind "
-                "(approval, wait, loop, subflow, terminate, transform, decision, http)",
+                "(approval, wait, loop, subflow, terminate, transform, decision, http, "
+                "read_file)",
             )
         elif step.kind in LLM_KINDS:
             self.add(
@@ -1117,6 +1130,12 @@ class _Analysis:
             yield f"{path}.transform.{key}", expression, "expression"
         if step.http is not None:
             yield from _http_templates(f"{path}.http", step.http)
+        if self.kinds.get(step.step_id) is BlockType.read_file:
+            read = step.read_file
+            if read is None and self.blocks.get(step.step_id) is None:
+                read = ReadFileSpec()  # an inline step's defaults read {{ bucket }}, {{ key }}
+            if read is not None:
+                yield from _read_file_templates(f"{path}.read_file", read)
         if step.approval is not None:
             yield f"{path}.approval.title", step.approval.title, "template"
             yield f"{path}.approval.message", step.approval.message, "template"
@@ -1188,6 +1207,12 @@ class _Analysis:
                 keys.add(f"{sid}_response")
         elif kind is BlockType.transform:
             keys |= set(step.transform or (block.transform if block else None) or {})
+        elif kind is BlockType.read_file:
+            read = step.read_file or (block.read_file if block else None) or ReadFileSpec()
+            if read.output_key:
+                keys.add(read.output_key)
+            elif not (block and block.output_keys):
+                keys.add(f"{sid}_content")
         elif kind is BlockType.query_memory and not keys:
             keys.add("memory_results")
         elif kind is BlockType.approval:
@@ -1221,6 +1246,8 @@ class _Analysis:
             base |= set(plan.inputs_schema.properties)
         for trigger in plan.all_triggers():
             base |= set(trigger.input)
+            if trigger.type == "s3":
+                base |= S3_INPUT_KEYS
         hint = (
             "declare it in inputs_schema.properties, produce it in an earlier step, "
             "or read it from another key with input_mappings"
@@ -1534,6 +1561,13 @@ def _http_templates(
     for name, value in http.headers.items():
         yield f"{path}.headers.{name}", value, "template"
     yield from _json_strings(f"{path}.body", http.body)
+
+
+def _read_file_templates(
+    path: str, spec: ReadFileSpec
+) -> Iterator[tuple[str, str, Literal["template", "expression"]]]:
+    yield f"{path}.bucket", spec.bucket, "template"
+    yield f"{path}.key", spec.key, "template"
 
 
 def _json_strings(
