@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.adapters.files import S3FileReader
     from langorch.adapters.scheduler import Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
@@ -181,10 +182,23 @@ class Container:
         return http_call
 
     @cached_property
+    def files(self) -> S3FileReader:
+        """What ``read_file`` steps read with: the files bucket, bounded reads."""
+        from langorch.adapters.files import S3FileReader
+
+        return S3FileReader(
+            self.client("s3"),
+            bucket=self.settings.bucket,
+            checkpoint_prefix=self.settings.checkpoint_prefix,
+        )
+
+    @cached_property
     def compiler(self) -> GraphCompiler:
         from langorch.engine.compiler import GraphCompiler
 
-        return GraphCompiler(self.definitions, self.checkpointer)
+        # The segment's EngineContext is built in app/runs.py without a file reader; the
+        # compiler hands this one to read_file steps.
+        return GraphCompiler(self.definitions, self.checkpointer, files=self.files)
 
     def ensure_resources(self) -> None:
         """Create the tables and the bucket when missing (local stack and tests only)."""

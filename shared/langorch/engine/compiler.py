@@ -27,7 +27,7 @@ from langgraph.types import RetryPolicy
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
 from langorch.domain.validation import DefinitionLookup, StepGraph, step_graph
-from langorch.engine.context import EngineContext
+from langorch.engine.context import EngineContext, FileReader
 from langorch.engine.executors import StepSpec, is_retryable, make_step_node, summarize
 from langorch.engine.state import OrchestrationState
 
@@ -109,9 +109,16 @@ def step_specs(
 
 
 def build_graph(
-    plan: TaskPlan, blocks: dict[str, BlockDefinition | None], topology: StepGraph | None = None
+    plan: TaskPlan,
+    blocks: dict[str, BlockDefinition | None],
+    topology: StepGraph | None = None,
+    *,
+    files: FileReader | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
-    """The uncompiled ``StateGraph`` of a plan whose blocks are resolved."""
+    """The uncompiled ``StateGraph`` of a plan whose blocks are resolved.
+
+    ``files`` is the reader ``read_file`` steps use when the segment's context has none.
+    """
     topology = topology or step_graph(plan, _BlocksLookup(blocks))
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
         OrchestrationState, context_schema=EngineContext
@@ -120,7 +127,7 @@ def build_graph(
     for spec in specs:
         builder.add_node(
             spec.step_id,
-            make_step_node(spec),
+            make_step_node(spec, files=files),
             retry_policy=RetryPolicy(
                 max_attempts=spec.max_attempts,
                 initial_interval=spec.step.retry_backoff_seconds,
@@ -205,10 +212,15 @@ class GraphCompiler:
     """Compiles workflow versions and caches the compiled graphs for the process's lifetime."""
 
     def __init__(
-        self, lookup: DefinitionLookup, checkpointer: BaseCheckpointSaver[Any] | None = None
+        self,
+        lookup: DefinitionLookup,
+        checkpointer: BaseCheckpointSaver[Any] | None = None,
+        *,
+        files: FileReader | None = None,
     ) -> None:
         self._lookup = lookup
         self._checkpointer = checkpointer
+        self._files = files
         self._cache: dict[_CacheKey, Any] = {}
         self._lock = Lock()
 
@@ -222,7 +234,12 @@ class GraphCompiler:
         blocks = resolve_blocks(plan, self._lookup)
         # The topology reuses the blocks just resolved (no second read per block); subflow
         # workflows still come from the store.
-        builder = build_graph(plan, blocks, step_graph(plan, _BlocksLookup(blocks, self._lookup)))
+        builder = build_graph(
+            plan,
+            blocks,
+            step_graph(plan, _BlocksLookup(blocks, self._lookup)),
+            files=self._files,
+        )
         # A child graph compiled without a checkpointer inherits its parent's when it runs
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.
         graph = builder.compile(

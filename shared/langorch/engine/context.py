@@ -51,6 +51,28 @@ class HttpCaller(Protocol):
     ) -> tuple[int, Any]: ...
 
 
+class FileReader(Protocol):
+    """Reads objects of the files bucket for ``read_file`` steps."""
+
+    @property
+    def bucket(self) -> str:
+        """The only bucket steps may read (``Settings.bucket``)."""
+        ...
+
+    @property
+    def checkpoint_prefix(self) -> str:
+        """Where checkpoints are offloaded in that bucket: never readable by steps."""
+        ...
+
+    def read(self, bucket: str, key: str, *, max_bytes: int) -> tuple[bytes, dict[str, Any]]:
+        """The object's bytes and ``{"bucket", "key", "size", "etag"}``.
+
+        Raises:
+            FileReadError: missing, larger than ``max_bytes``, or S3 failed.
+        """
+        ...
+
+
 @dataclass
 class EngineContext:
     """Per-segment runtime context of a run's graph."""
@@ -62,6 +84,9 @@ class EngineContext:
     llm: LLMInvoker
     memory: Memory | None = None
     http: HttpCaller | None = None
+    files: FileReader | None = None
+    """``read_file`` steps' reader; when ``None`` the compiler's reader (the container's) is
+    used."""
     subflows: Callable[[str, int | None], tuple[TaskPlan, Any]] | None = None
     """Resolves a pinned child workflow to (plan, compiled graph without checkpointer)."""
     default_provider: str | None = None

@@ -14,7 +14,9 @@ the last attempt (or for an error that retrying cannot fix) it routes to ``on_er
 from __future__ import annotations
 
 import asyncio
+import csv
 import hashlib
+import io
 import json
 import logging
 import time
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+import yaml
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END
 from langgraph.runtime import Runtime
@@ -34,15 +37,18 @@ from langorch.domain.definitions import (
     BlockType,
     MemorySpec,
     PlanStep,
+    ReadFileSpec,
 )
 from langorch.domain.errors import (
     DefinitionError,
+    FileContentError,
+    FileRefusedError,
     LangorchError,
     StepFailedError,
     StepTimeoutError,
 )
 from langorch.domain.templates import TemplateError, evaluate, render, render_value
-from langorch.engine.context import EngineContext
+from langorch.engine.context import EngineContext, FileReader
 from langorch.engine.state import OrchestrationState
 
 logger = logging.getLogger(__name__)
@@ -122,6 +128,9 @@ class Outcome:
     state: dict[str, Any] = field(default_factory=dict)
     """Other state channels to update (``loops``, ``status``, ``outputs``, ``usage``)."""
     tokens: dict[str, int] | None = None
+    summary: dict[str, str] | None = None
+    """What the timeline shows of the outputs; ``None``: :func:`summarize` of ``context``.
+    A file read shows the content's shape, never the content."""
 
 
 class HttpStepError(LangorchError):
@@ -148,11 +157,18 @@ def is_retryable(exc: BaseException) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def make_step_node(spec: StepSpec) -> Any:
-    """Build the LangGraph node function for one step."""
+def make_step_node(spec: StepSpec, *, files: FileReader | None = None) -> Any:
+    """Build the LangGraph node function for one step.
+
+    Args:
+        spec: the resolved step.
+        files: the reader ``read_file`` steps use when the segment's context brings none.
+    """
 
     async def node(state: OrchestrationState, runtime: Runtime[EngineContext]) -> Any:
         ctx = runtime.context
+        if files is not None and ctx.files is None and spec.kind == BlockType.read_file:
+            ctx = replace(ctx, files=files)
         visits = state.get("visits") or {}
         done = visits.get(spec.step_id, 0)
         if spec.join_deps and not all(visits.get(d, 0) > done for d in spec.join_deps):
@@ -215,6 +231,7 @@ def make_step_node(spec: StepSpec) -> Any:
                 goto=route,
             )
         duration = _ms(started)
+        shown = outcome.summary if outcome.summary is not None else summarize(outcome.context)
         emit(
             _event(
                 "step_finished",
@@ -223,7 +240,7 @@ def make_step_node(spec: StepSpec) -> Any:
                 duration_ms=duration,
                 tokens=outcome.tokens,
                 branch=outcome.label,
-                outputs_summary=summarize(outcome.context),
+                outputs_summary=shown,
             )
         )
         update: dict[str, Any] = {
@@ -240,7 +257,7 @@ def make_step_node(spec: StepSpec) -> Any:
                     success=True,
                     # A bounded summary: the full outputs are in shared_context already, and a
                     # log that copied them would grow every checkpoint by every step's outputs.
-                    output=summarize(outcome.context),
+                    output=shown,
                     label=outcome.label,
                     duration_ms=duration,
                 )
@@ -499,6 +516,146 @@ async def _http(
     return Outcome(context={key: {"status": status, "body": payload}})
 
 
+def read_file_spec(spec: StepSpec) -> ReadFileSpec:
+    """The step's ``read_file`` settings, else its block's, else the defaults."""
+    return spec.step.read_file or (spec.block.read_file if spec.block else None) or ReadFileSpec()
+
+
+def check_readable(bucket: str, key: str, files: FileReader) -> None:
+    """Refuse what a workflow may not read: another bucket, or another run's checkpoints.
+
+    Raises:
+        FileRefusedError: with what was asked and what is allowed.
+    """
+    where = f"s3://{bucket}/{key}"
+    if not key:
+        raise FileRefusedError(
+            "read_file.key rendered empty; a run started by a file drop has 'key' in its "
+            "input, other runs need read_file.key set"
+        )
+    if bucket != files.bucket:
+        raise FileRefusedError(
+            f"{where}: steps may read only the files bucket {files.bucket!r}; "
+            "drop the file there (langorch files put) or copy it there first"
+        )
+    prefix = files.checkpoint_prefix.strip("/")
+    if prefix and (key == prefix or key.startswith(prefix + "/")):
+        raise FileRefusedError(
+            f"{where}: keys under {prefix + '/'!r} hold run checkpoints and cannot be read "
+            "by steps; put files under another prefix"
+        )
+
+
+def file_format(fmt: str, key: str) -> str:
+    """The format ``auto`` stands for: by the key's suffix, else text."""
+    if fmt != "auto":
+        return fmt
+    suffix = key.rsplit("/", 1)[-1].rsplit(".", 1)[-1].lower() if "." in key else ""
+    return {"json": "json", "yaml": "yaml", "yml": "yaml", "csv": "csv"}.get(suffix, "text")
+
+
+def parse_content(data: bytes, fmt: str, where: str) -> Any:
+    """Decode ``data`` (UTF-8, a leading BOM dropped) and parse it as ``fmt``.
+
+    ``text``: the string; ``lines``: its lines; ``json`` / ``yaml``: the document (YAML dates
+    become ISO strings, so the result is JSON); ``csv``: a dict per row keyed by the header
+    row, short rows padded with ``""``.
+
+    Raises:
+        FileContentError: bad UTF-8, or the parser's complaint with its position (never the
+            content itself).
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise FileContentError(
+            f"{where} is not valid UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "save it as UTF-8"
+        ) from exc
+    if fmt == "text":
+        return text
+    if fmt == "lines":
+        return text.splitlines()
+    if fmt == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FileContentError(
+                f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from exc
+    if fmt == "yaml":
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise FileContentError(f"{where} is not valid YAML: {problem}{at}") from exc
+        return json.loads(json.dumps(document, default=str))
+    if fmt == "csv":
+        return _csv_rows(text, where)
+    raise FileContentError(f"{where}: unknown format {fmt!r}")  # pragma: no cover - validated
+
+
+def _csv_rows(text: str, where: str) -> list[dict[str, str]]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    rows: list[dict[str, str]] = []
+    try:
+        header = next(reader, None)
+        if header is None:
+            return rows
+        for record in reader:
+            if not record:
+                continue  # a blank line
+            if len(record) > len(header):
+                raise FileContentError(
+                    f"{where} is not valid CSV: line {reader.line_num} has {len(record)} "
+                    f"fields, the header has {len(header)}"
+                )
+            padded = [*record, *[""] * (len(header) - len(record))]
+            rows.append(dict(zip(header, padded, strict=True)))
+    except csv.Error as exc:
+        raise FileContentError(
+            f"{where} is not valid CSV: {exc} at line {reader.line_num}"
+        ) from exc
+    return rows
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, str):
+        return f"text, {len(value)} characters"
+    if isinstance(value, list):
+        return f"list of {len(value)} items"
+    if isinstance(value, dict):
+        return f"object with {len(value)} keys"
+    return type(value).__name__
+
+
+async def _read_file(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
+) -> Outcome:
+    files = ctx.files
+    if files is None:
+        raise StepFailedError(f"step {spec.step_id}: no file reader is configured")
+    settings = read_file_spec(spec)
+    scope = scope_of(spec, state)
+    scope.update(_inputs(spec, scope))
+    bucket = render(settings.bucket, scope).strip()
+    key = render(settings.key, scope)
+    check_readable(bucket, key, files)
+    data, meta = await asyncio.to_thread(files.read, bucket, key, max_bytes=settings.max_bytes)
+    fmt = file_format(settings.format, key)
+    content = parse_content(data, fmt, f"s3://{bucket}/{key}")
+    keys = spec.block.output_keys if spec.block else []
+    output_key = settings.output_key or (keys[0] if keys else f"{spec.step_id}_content")
+    meta_key = f"{spec.step_id}_file"
+    return Outcome(
+        context={output_key: content, meta_key: meta},
+        # The file's content stays out of the timeline: its shape and metadata only.
+        summary={output_key: f"{fmt}: {_shape(content)}", **summarize({meta_key: meta})},
+    )
+
+
 async def _approval(
     spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
 ) -> Outcome:
@@ -689,6 +846,7 @@ _HANDLERS: dict[BlockType, Handler] = {
     BlockType.query_memory: _query_memory,
     BlockType.save_memory: _save_memory,
     BlockType.http: _http,
+    BlockType.read_file: _read_file,
     BlockType.approval: _approval,
     BlockType.wait: _wait,
     BlockType.loop: _loop,
