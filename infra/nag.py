@@ -92,6 +92,13 @@ def suppress(stack: LangorchStack) -> None:
         "Object ARNs are key patterns: Get/Put/DeleteObject only under the checkpoint prefix, "
         "where DynamoCheckpointSaver offloads payloads too large for DynamoDB.",
     )
+    _ack(
+        runner_role,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.files.bucket)}/*]",
+        "read_file steps read the files dropped into this one bucket, under any prefix a "
+        "workflow's s3 trigger watches (registered after deploy): s3:GetObject only, no list, "
+        "write or delete; keys under the checkpoint prefix are refused by the executor.",
+    )
     state_machine = stack.workflow.state_machine
     _ack(
         state_machine,

@@ -172,12 +172,13 @@ class Functions(Construct):
         tables.runs.grant_read_write_data(trigger)
         secrets.grant_read_webhook_secrets(trigger)
         # runner: pinned definitions, the run (lease, timeline), checkpoints with S3 offload,
-        # long-term memory, and the LLM key.
+        # long-term memory, the LLM key, and the dropped files read_file steps read.
         tables.definitions.grant_read_data(runner)
         tables.runs.grant_read_write_data(runner)
         tables.checkpoints.grant_read_write_data(runner)
         tables.memory.grant_read_write_data(runner)
         files.grant_checkpoint_offload(runner)
+        files.grant_read_drops(runner)
         secrets.llm_api_key.grant_read(runner)
         if bedrock_models:
             iam.Grant.add_to_principal(

@@ -97,3 +97,17 @@ class FilesBucket(Construct):
             resource_arns=[self.bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{self.checkpoint_prefix}/*"]}},
         )
+
+    def grant_read_drops(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` read objects of the bucket (``read_file`` steps): GetObject only.
+
+        Object ARNs cannot exclude a prefix, so this covers the checkpoint prefix too (which
+        the runner reads anyway for offloaded checkpoints); the executor refuses keys under it.
+        No ListBucket: a missing key then answers 403 rather than 404, and the step says
+        "does not exist or the runner may not read it".
+        """
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[self.bucket.arn_for_objects("*")],
+        )
