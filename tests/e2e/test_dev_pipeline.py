@@ -160,3 +160,30 @@ def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancell
     approval = container.approvals.get(document["approval"]["approval_id"])
     assert approval is not None and approval.status.value == "cancelled"
     assert container.runs.get_run(run_id).pending is None
+
+
+def test_a_csv_dropped_with_files_put_is_read_and_counted_by_the_file_digest_example(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # Given `langorch dev` with the examples, and a CSV of three orders
+    data = tmp_path / "orders.csv"
+    data.write_text("order,amount\nA-1,10\nA-2,25\nA-3,7\n")
+
+    # When it is dropped into the inbox with the CLI
+    code, put, err = langorch(capsys, "files", "put", str(data), "--key", "inbox/orders.csv")
+
+    # Then the drop matches file_digest, whose run (started by the S3 event, run by the state
+    # machine) reads the file and ends with its row count
+    assert code == 0, err
+    assert put["matching_workflows"] == ["file_digest"]
+    container = Container(stack.settings)
+    deadline = time.monotonic() + 60
+    while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
+        r.is_terminal for r in runs
+    ):
+        assert time.monotonic() < deadline, "the file_digest run did not end within 60 s"
+        time.sleep(0.2)
+    [run] = runs
+    assert run.status.value == "succeeded", run.error
+    assert run.outputs["row_count"] == 3
+    assert run.outputs["file"]["key"] == "inbox/orders.csv"
