@@ -196,9 +196,7 @@ class Container:
     def compiler(self) -> GraphCompiler:
         from langorch.engine.compiler import GraphCompiler
 
-        # The segment's EngineContext is built in app/runs.py without a file reader; the
-        # compiler hands this one to read_file steps.
-        return GraphCompiler(self.definitions, self.checkpointer, files=self.files)
+        return GraphCompiler(self.definitions, self.checkpointer)
 
     def ensure_resources(self) -> None:
         """Create the tables and the bucket when missing (local stack and tests only)."""

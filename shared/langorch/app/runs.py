@@ -223,6 +223,7 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
             llm=deps.llm,
             memory=deps.memory if plan.memory or _uses_memory(plan) else None,
             http=deps.http,
+            files=deps.files,
             subflows=deps.compiler.subflow,
             default_provider=deps.settings.default_llm_provider,
             default_model=deps.settings.default_llm_model,

@@ -27,7 +27,7 @@ from langgraph.types import RetryPolicy
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
 from langorch.domain.validation import DefinitionLookup, StepGraph, step_graph
-from langorch.engine.context import EngineContext, FileReader
+from langorch.engine.context import EngineContext
 from langorch.engine.executors import StepSpec, is_retryable, make_step_node, summarize
 from langorch.engine.state import OrchestrationState
 
@@ -112,13 +112,8 @@ def build_graph(
     plan: TaskPlan,
     blocks: dict[str, BlockDefinition | None],
     topology: StepGraph | None = None,
-    *,
-    files: FileReader | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
-    """The uncompiled ``StateGraph`` of a plan whose blocks are resolved.
-
-    ``files`` is the reader ``read_file`` steps use when the segment's context has none.
-    """
+    """The uncompiled ``StateGraph`` of a plan whose blocks are resolved."""
     topology = topology or step_graph(plan, _BlocksLookup(blocks))
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
         OrchestrationState, context_schema=EngineContext
@@ -127,7 +122,7 @@ def build_graph(
     for spec in specs:
         builder.add_node(
             spec.step_id,
-            make_step_node(spec, files=files),
+            make_step_node(spec),
             retry_policy=RetryPolicy(
                 max_attempts=spec.max_attempts,
                 initial_interval=spec.step.retry_backoff_seconds,
@@ -215,12 +210,9 @@ class GraphCompiler:
         self,
         lookup: DefinitionLookup,
         checkpointer: BaseCheckpointSaver[Any] | None = None,
-        *,
-        files: FileReader | None = None,
     ) -> None:
         self._lookup = lookup
         self._checkpointer = checkpointer
-        self._files = files
         self._cache: dict[_CacheKey, Any] = {}
         self._lock = Lock()
 
@@ -238,7 +230,6 @@ class GraphCompiler:
             plan,
             blocks,
             step_graph(plan, _BlocksLookup(blocks, self._lookup)),
-            files=self._files,
         )
         # A child graph compiled without a checkpointer inherits its parent's when it runs
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.

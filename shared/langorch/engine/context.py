@@ -85,8 +85,7 @@ class EngineContext:
     memory: Memory | None = None
     http: HttpCaller | None = None
     files: FileReader | None = None
-    """``read_file`` steps' reader; when ``None`` the compiler's reader (the container's) is
-    used."""
+    """``read_file`` steps' reader (the files bucket); such a step fails without one."""
     subflows: Callable[[str, int | None], tuple[TaskPlan, Any]] | None = None
     """Resolves a pinned child workflow to (plan, compiled graph without checkpointer)."""
     default_provider: str | None = None

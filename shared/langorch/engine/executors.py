@@ -157,18 +157,11 @@ def is_retryable(exc: BaseException) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def make_step_node(spec: StepSpec, *, files: FileReader | None = None) -> Any:
-    """Build the LangGraph node function for one step.
-
-    Args:
-        spec: the resolved step.
-        files: the reader ``read_file`` steps use when the segment's context brings none.
-    """
+def make_step_node(spec: StepSpec) -> Any:
+    """Build the LangGraph node function for one step."""
 
     async def node(state: OrchestrationState, runtime: Runtime[EngineContext]) -> Any:
         ctx = runtime.context
-        if files is not None and ctx.files is None and spec.kind == BlockType.read_file:
-            ctx = replace(ctx, files=files)
         visits = state.get("visits") or {}
         done = visits.get(spec.step_id, 0)
         if spec.join_deps and not all(visits.get(d, 0) > done for d in spec.join_deps):
