@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from langorch.adapters.http import MAX_RESPONSE_BYTES
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import TimelineEventType
 
@@ -92,6 +93,8 @@ class _Recorder(BaseHTTPRequestHandler):
         type(self).calls.append({"key": self.headers["Idempotency-Key"], "body": body})
         status = 503 if len(type(self).calls) <= type(self).fail_first else 201
         payload = json.dumps({"id": "ord-1"}).encode()
+        if self.path == "/huge":
+            status, payload = 200, b"x" * (MAX_RESPONSE_BYTES + 1)
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -140,6 +143,38 @@ workflows:
     assert [c["body"] for c in _Recorder.calls] == [{"sku": "A-1"}] * 3
     assert len({c["key"] for c in _Recorder.calls}) == 1
     assert result.outputs["order"] == {"status": 201, "body": {"id": "ord-1"}}
+
+
+def test_an_oversized_http_response_is_not_asked_for_again(
+    make_container: MakeContainer, server: str
+):
+    # Given an http step with retries against a service whose answer is over the size bound
+    _Recorder.fail_first = 0
+    container = make_container()
+    register_text(
+        container,
+        f"""
+workflows:
+  - plan_id: greedy
+    memory: false
+    steps:
+      - step_id: fetch
+        kind: http
+        max_retries: 3
+        retry_backoff_seconds: 0
+        on_error: note
+        http: {{method: POST, url: "{server}/huge", body: {{}}}}
+      - {{step_id: note, kind: transform, transform: {{why: "error.type"}}}}
+""",
+    )
+
+    # When the run goes through
+    result = run_to_end(container, "greedy")
+
+    # Then the service was asked once (the same question gets the same answer), and the
+    # error routed on with its type
+    assert len(_Recorder.calls) == 1
+    assert result.outputs["why"] == "HttpResponseTooLargeError"
 
 
 TIMEOUT = """

@@ -16,9 +16,15 @@ _POOL = urllib3.PoolManager(retries=False)
 
 
 class HttpCallError(LangorchError):
-    """The call did not get an answer (connection, timeout, oversized response)."""
+    """The call did not get an answer (connection, timeout): worth another attempt."""
 
     retryable = True
+
+
+class HttpResponseTooLargeError(HttpCallError):
+    """The answer is past :data:`MAX_RESPONSE_BYTES`; asking again gets the same answer."""
+
+    retryable = False
 
 
 def http_call(
@@ -27,7 +33,8 @@ def http_call(
     """Make one HTTP request; returns ``(status, parsed JSON or text)``.
 
     Raises:
-        HttpCallError: no answer in time, a connection failure, or a response past the bound.
+        HttpCallError: no answer in time, or a connection failure.
+        HttpResponseTooLargeError: a response past :data:`MAX_RESPONSE_BYTES`.
     """
     if not url.startswith(("http://", "https://")):
         raise LangorchError(f"http steps call http(s) URLs only, got {url[:60]!r}")
@@ -45,7 +52,10 @@ def http_call(
     except urllib3.exceptions.HTTPError as exc:
         raise HttpCallError(f"{method} {url.split('?')[0]} failed: {type(exc).__name__}") from exc
     if len(raw) > MAX_RESPONSE_BYTES:
-        raise HttpCallError(f"response from {url.split('?')[0]} is over {MAX_RESPONSE_BYTES} bytes")
+        raise HttpResponseTooLargeError(
+            f"response from {url.split('?')[0]} is over {MAX_RESPONSE_BYTES} bytes: ask the "
+            "service for less (paging, a filter) or fetch the data in a file"
+        )
     text = raw.decode(errors="replace")
     try:
         return response.status, json.loads(text) if text else None
