@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import yaml
 from langgraph.errors import GraphBubbleUp
 from langgraph.graph import END
 from langgraph.runtime import Runtime
@@ -577,6 +576,8 @@ def parse_content(data: bytes, fmt: str, where: str) -> Any:
                 f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
             ) from exc
     if fmt == "yaml":
+        import yaml  # only read_file steps on YAML files need it (cold start, PERFORMANCE P3)
+
         try:
             document = yaml.safe_load(text)
         except yaml.YAMLError as exc:
