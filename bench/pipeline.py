@@ -29,6 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 WORKFLOW = "bench_pipeline"
@@ -99,6 +100,23 @@ def _approve(link: str) -> tuple[int, float]:
     clicked = time.time()
     status, _ = _request(link, "POST", form, {"Content-Type": "application/x-www-form-urlencoded"})
     return status, clicked
+
+
+def _explain(container: Any, run: Any, approval_id: str | None) -> None:
+    """Why a run did not end: its record, its approval's audit and its last timeline events."""
+    print(
+        f"  not ended: {run.run_id} status={run.status.value} segment={run.segment} "
+        f"error={run.error}",
+        file=sys.stderr,
+    )
+    if approval_id:
+        approval = container.approvals.get(approval_id)
+        trail = [(e.action, e.outcome) for e in container.approvals.audit(approval_id)]
+        status = approval.status.value if approval else None
+        print(f"    approval {approval_id}: {status}, audit {trail}", file=sys.stderr)
+    for event in container.runs.get_timeline(run.run_id)[-4:]:
+        step = event.step_id or ""
+        print(f"    {event.at:%H:%M:%S.%f} {event.type.value} {step}", file=sys.stderr)
 
 
 def main() -> int:
@@ -175,6 +193,9 @@ def main() -> int:
         print(
             f"{len(clicks)} approvals posted: {sum(1 for s, _ in clicks if s == 200)} answered 200"
         )
+        for approval_id, (status, _) in zip(emails, clicks, strict=True):
+            if status != 200:
+                print(f"  approval {approval_id} answered {status}", file=sys.stderr)
 
         # 4. Every run ends.
         def ended() -> bool:
@@ -228,6 +249,8 @@ def main() -> int:
             or bool(resent_new)
         )
         elapsed = finished_at - fired
+        for run_id in sorted(r for r, run in runs.items() if not run.is_terminal):
+            _explain(container, runs[run_id], approval_of.get(run_id))
         print()
         print(f"P6 local pipeline, {args.runs} webhook runs with one approval each")
         print(f"  runs started          {len(run_ids)} (stored for the workflow: {len(stored)})")
