@@ -74,13 +74,13 @@ def _response(page: Page) -> Response[str]:
 
 @app.get("/approvals/<approval_id>")
 def _get(approval_id: str) -> Response[str]:
-    logger.append_keys(approval_id=approval_id)
+    logger.thread_safe_append_keys(approval_id=approval_id)
     return _response(view_approval(_request(approval_id), container()))
 
 
 @app.head("/approvals/<approval_id>")
 def _head(approval_id: str) -> Response[str]:
-    logger.append_keys(approval_id=approval_id)
+    logger.thread_safe_append_keys(approval_id=approval_id)
     return _response(view_approval(_request(approval_id), container()))
 
 
@@ -88,7 +88,7 @@ def _head(approval_id: str) -> Response[str]:
 def _post(approval_id: str) -> Response[str]:
     from langorch.web.pages import result_page
 
-    logger.append_keys(approval_id=approval_id)
+    logger.thread_safe_append_keys(approval_id=approval_id)
     event = app.current_event
     content_type = (event.headers.get("content-type") or "").split(";")[0].strip().lower()
     if content_type != FORM_TYPE:
@@ -117,4 +117,7 @@ def _post(approval_id: str) -> Response[str]:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Route the API Gateway v2 event to the page (GET/HEAD) or the decision (POST)."""
+    # Request keys are context-local (see run_segment's handler): locally many invocations
+    # share this process, and a line must never carry another request's ids.
+    logger.thread_safe_clear_keys()
     return app.resolve(event, context)

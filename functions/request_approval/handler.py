@@ -62,7 +62,9 @@ class RequestApprovalEvent(BaseModel):
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Store the token, record the approval and email its approvers (see the module docstring)."""
     request = RequestApprovalEvent.model_validate(event)
-    logger.append_keys(run_id=request.run_id, step_id=request.approval.get("step_id"))
+    # Context-local keys, as in run_segment's handler (local mode runs invocations in threads).
+    logger.thread_safe_clear_keys()
+    logger.thread_safe_append_keys(run_id=request.run_id, step_id=request.approval.get("step_id"))
     result = request_approval(
         RequestApproval(
             run_id=request.run_id,
@@ -71,7 +73,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         ),
         container(),
     )
-    logger.append_keys(approval_id=result.approval_id)
+    logger.thread_safe_append_keys(approval_id=result.approval_id)
     if result.created:
         metrics.add_metric(name="ApprovalsRequested", unit=MetricUnit.Count, value=1)
     if result.emailed:

@@ -136,6 +136,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     Returns:
         The HTTP response (webhooks), or ``{"trigger", "runs", "skipped"}``.
     """
+    logger.thread_safe_clear_keys()  # context-local keys, as in run_segment's handler
     kind = event_kind(event)
     if kind == "http":
         return app.resolve(event, context)
@@ -146,7 +147,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             # A malformed Input never gets better on retry: drop it loudly.
             logger.error("malformed schedule event", extra={"reason": str(exc)[:300]})
             return {"ignored": "malformed schedule event"}
-        logger.append_keys(workflow_id=fired.workflow_id, schedule=fired.schedule)
+        logger.thread_safe_append_keys(workflow_id=fired.workflow_id, schedule=fired.schedule)
         return _outcome(handle_schedule(fired, container()))
     if kind == "s3":
         try:
@@ -154,7 +155,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         except ValueError as exc:
             logger.error("malformed S3 event", extra={"reason": str(exc)[:300]})
             return {"ignored": "malformed S3 event"}
-        logger.append_keys(bucket=created.bucket, key=created.key)
+        logger.thread_safe_append_keys(bucket=created.bucket, key=created.key)
         return _outcome(handle_s3_object(created, container()))
     logger.error("unsupported event", extra={"keys": sorted(event)[:20]})
     return {"ignored": "unsupported event"}

@@ -1,6 +1,7 @@
 """Logs, metrics and traces for the Lambda handlers (Powertools), in one place.
 
-Every log line is JSON with ``service``, and — through ``logger.append_keys`` in the handlers and
+Every log line is JSON with ``service``, and — through context-local keys in the handlers
+(``thread_safe_append_keys``: local mode runs many invocations in one process, one per thread) and
 ``extra=`` in the library — ``run_id``, ``workflow_id``, ``workflow_version``, ``step_id`` and
 ``segment``. The library's own loggers (``langorch.*``) are routed through the same formatter.
 Metrics are CloudWatch EMF in the ``langorch`` namespace.
