@@ -450,8 +450,7 @@ async def _query_memory(
         prefs = await asyncio.to_thread(memory.get_preferences, ctx.user_id)
         extra["user_preferences"] = prefs
         value = {k: prefs[k] for k in mem.keys if k in prefs} if mem.keys else prefs
-    keys = spec.block.output_keys if spec.block else []
-    context = {(keys[0] if keys else "memory_results"): value}
+    context = {_output_key(spec, None, "memory_results"): value}
     if mem.keys and isinstance(value, dict):
         context.update(value)  # the named keys are also readable directly
     return Outcome(context=context, state=extra)
@@ -503,9 +502,17 @@ async def _http(
     )
     if status >= 400:
         raise HttpStepError(status, url.split("/")[2] if "//" in url else url)
-    keys = spec.block.output_keys if spec.block else []
-    key = http.response_key or (keys[0] if keys else f"{spec.step_id}_response")
+    key = _output_key(spec, http.response_key, f"{spec.step_id}_response")
     return Outcome(context={key: {"status": status, "body": payload}})
+
+
+def _output_key(spec: StepSpec, explicit: str | None, default: str) -> str:
+    """Where a step's single result goes: the key it names, else its block's first output key,
+    else ``default``."""
+    if explicit:
+        return explicit
+    keys = spec.block.output_keys if spec.block else []
+    return keys[0] if keys else default
 
 
 def read_file_spec(spec: StepSpec) -> ReadFileSpec:
@@ -640,8 +647,7 @@ async def _read_file(
     data, meta = await asyncio.to_thread(files.read, bucket, key, max_bytes=settings.max_bytes)
     fmt = file_format(settings.format, key)
     content = parse_content(data, fmt, f"s3://{bucket}/{key}")
-    keys = spec.block.output_keys if spec.block else []
-    output_key = settings.output_key or (keys[0] if keys else f"{spec.step_id}_content")
+    output_key = _output_key(spec, settings.output_key, f"{spec.step_id}_content")
     meta_key = f"{spec.step_id}_file"
     return Outcome(
         context={output_key: content, meta_key: meta},
