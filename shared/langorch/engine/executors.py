@@ -34,6 +34,7 @@ from langorch.domain.definitions import (
     LLM_KINDS,
     BlockDefinition,
     BlockType,
+    KindName,
     MemorySpec,
     PlanStep,
     ReadFileSpec,
@@ -64,7 +65,7 @@ class StepSpec:
 
     step: PlanStep
     block: BlockDefinition | None
-    kind: BlockType
+    kind: BlockType | KindName
     successors: tuple[str, ...]
     """Where to go after success (for a loop: after the last iteration). Empty: the end."""
     branch_targets: dict[str, str] = field(default_factory=dict)
@@ -841,7 +842,7 @@ async def _terminate(
 
 Handler = Callable[[StepSpec, OrchestrationState, EngineContext, int], Awaitable[Outcome]]
 
-_HANDLERS: dict[BlockType, Handler] = {
+_HANDLERS: dict[str, Handler] = {
     BlockType.transform: _transform,
     BlockType.query_memory: _query_memory,
     BlockType.save_memory: _save_memory,
