@@ -1,10 +1,11 @@
 """Compile a workflow version into a LangGraph ``StateGraph`` (seed 000 step 7).
 
 ``START → load_memory → entry steps → … → save_memory → END``: one node per plan step, all of
-them the same generic executor (:mod:`langorch.engine.executors`) with a different
-:class:`StepSpec`. Routing is decided by each node's ``Command``; ``destinations`` make the
-possible edges visible in ``get_graph()``. ``save_memory`` is deferred, so it runs once, after
-every branch has finished.
+them the same generic node (:mod:`langorch.engine.executors`) with a different
+:class:`StepSpec`; what a kind means (its executor, whether it parks or ends the run) comes
+from the kind registries, never from a branch on kind names. Routing is decided by each node's
+``Command``; ``destinations`` make the possible edges visible in ``get_graph()``.
+``save_memory`` is deferred, so it runs once, after every branch has finished.
 
 Compiled graphs are cached per workflow version (content hash included, so a test that reuses a
 version number with other content never gets a stale graph).
@@ -26,9 +27,13 @@ from langgraph.types import RetryPolicy
 
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
-from langorch.domain.validation import DefinitionLookup, StepGraph, step_graph
+from langorch.domain.graph import StepGraph
+from langorch.domain.kinds import registry as kinds
+from langorch.domain.lookup import DefinitionLookup
+from langorch.domain.topology import step_graph
 from langorch.engine.context import EngineContext
-from langorch.engine.executors import StepSpec, is_retryable, make_step_node, summarize
+from langorch.engine.executors import is_retryable, make_step_node
+from langorch.engine.kinds.base import StepSpec, summarize
 from langorch.engine.state import OrchestrationState
 
 logger = logging.getLogger(__name__)
@@ -83,11 +88,13 @@ def step_specs(
             else ()
         )
         back = topology.successors(sid, "loop_back")
+        kind = node.kind or BlockType.action
+        behaviour = kinds.require(kind)
         specs.append(
             StepSpec(
                 step=step,
                 block=block,
-                kind=node.kind or BlockType.action,
+                kind=kind,
                 successors=tuple(
                     e.target for e in topology.successors(sid, "loop_done" if loop else "next")
                 ),
@@ -97,12 +104,15 @@ def step_specs(
                 loop_collect=loop.collect if loop else (),
                 join_deps=join_deps,
                 on_error=node.error_route,
+                routes=tuple(e.target for e in topology.successors(sid, "on_max_iterations")),
                 end_node=end_node,
                 provider=step.llm_provider
                 or (block.llm_provider if block else None)
                 or plan.llm_provider,
                 model=step.llm_model or (block.llm_model if block else None) or plan.llm_model,
                 approvers=tuple(plan.approvers),
+                parks=behaviour.parks,
+                ends_run=behaviour.ends_run,
             )
         )
     return specs
