@@ -97,6 +97,13 @@ class StepKind:
             return None
         return self.settings_model.model_validate(raw or {})
 
+    def valid_settings(self, step: PlanStep, block: BlockDefinition | None) -> Any:
+        """:meth:`settings`, or ``None`` when they are invalid (validation reports that)."""
+        try:
+            return self.settings(step, block)
+        except ValidationError:
+            return None
+
     # -- topology -----------------------------------------------------------------------------
 
     def loop(self, step: PlanStep) -> LoopSpec | None:
