@@ -169,6 +169,16 @@ def test_signatures_of_other_versions_or_not_base64_are_ignored():
     assert _verify(headers) == "dlv-1"
 
 
+def test_a_repeated_signature_header_joined_with_commas_still_verifies():
+    # Given two webhook-signature headers that API Gateway joined as "first, second"
+    old = official(OTHER, "dlv-1", BODY, NOW)["webhook-signature"]
+    headers = official(SECRET, "dlv-1", BODY, NOW)
+    headers["webhook-signature"] = f"{headers['webhook-signature']}, {old}"
+
+    # When verified, then the matching one counts
+    assert _verify(headers) == "dlv-1"
+
+
 @pytest.mark.parametrize("case", [str.lower, str.upper, str.title])
 def test_header_names_are_case_insensitive(case: Callable[[str], str]):
     # Given headers in lower case (API Gateway v2), upper case or title case

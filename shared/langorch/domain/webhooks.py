@@ -253,7 +253,8 @@ def _candidates(value: str | None) -> list[bytes]:
         return []
     found = []
     for part in value.split():
-        version, _, encoded = part.partition(",")
+        # rstrip: API Gateway joins a repeated header's values with ", ".
+        version, _, encoded = part.rstrip(",").partition(",")
         if version != VERSION or not encoded:
             continue
         try:
