@@ -7,7 +7,8 @@ never renamed: a block or plan written as in seed 000 loads and runs unchanged.
 A *block* is reusable data describing one unit of work. A *workflow* (``TaskPlan``) wires steps
 together; each step either references a block (``block_id``) or declares a control ``kind``
 inline (approval, wait, loop, subflow, terminate, transform, http, read_file, decision by
-condition).
+condition). Each kind's settings model lives with the kind (:mod:`langorch.domain.kinds`) and is
+re-exported here under its seed-era name.
 
 These models check shapes only. Cross-references (unknown blocks, unreachable steps, cycles,
 cron syntax, …) are checked by :mod:`langorch.domain.validation`, which reports every problem at
@@ -75,7 +76,11 @@ RESERVED_STEP_IDS = frozenset(
 
 
 class BlockType(StrEnum):
-    """What a step does. Seed 000's five kinds plus the control kinds of the orchestrator."""
+    """What a step does. Seed 000's five kinds plus the control kinds of the orchestrator.
+
+    These are the built-in kinds; a kind registered later (:mod:`langorch.domain.kinds`)
+    parses to a :class:`KindName` instead.
+    """
 
     action = "action"
     decision = "decision"

@@ -230,6 +230,26 @@ def cycle_path(start: str, members: set[str], out: Mapping[str, list[Edge]]) -> 
     return [start, start]
 
 
+def branch_tags(
+    step_ids: list[str], branches: Mapping[str, Mapping[str, str]], out: Mapping[str, list[Edge]]
+) -> dict[str, dict[str, str]]:
+    """Step -> {branching step: label} for each branching step it lies on exactly one branch of.
+
+    A step lies on a branch of ``D`` when it is downstream of exactly one of ``D``'s labels.
+    """
+    inside: dict[str, dict[str, set[str]]] = {sid: {} for sid in step_ids}
+    for d in step_ids:
+        for label, target in branches[d].items():
+            if target not in inside:
+                continue
+            for sid in reach([target], out, FORWARD, avoid=d):
+                inside[sid].setdefault(d, set()).add(label)
+    return {
+        sid: {d: next(iter(labels)) for d, labels in per.items() if len(labels) == 1}
+        for sid, per in inside.items()
+    }
+
+
 def exclusive_pair(
     incoming: list[Edge], tags: Mapping[str, Mapping[str, str]]
 ) -> tuple[str, str, str] | None:

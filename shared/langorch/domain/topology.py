@@ -54,6 +54,7 @@ from langorch.domain.graph import (
     LoopInfo,
     StepGraph,
     StepNode,
+    branch_tags,
     cycle_path,
     exclusive_pair,
     reach,
@@ -458,21 +459,7 @@ class Topology:
 
     def _joins(self, out: dict[str, list[Edge]], inc: dict[str, list[Edge]]) -> dict[str, Join]:
         """The join mode of every step, and explicit ``join: all`` that would never run."""
-        regions = {
-            (d, label): reach([target], out, FORWARD, avoid=d)
-            for d in self.index
-            for label, target in self.branches[d].items()
-            if self.known(target)
-        }
-        inside: dict[str, dict[str, set[str]]] = {sid: {} for sid in self.index}
-        for (d, label), region in regions.items():
-            for sid in region:
-                inside[sid].setdefault(d, set()).add(label)
-        # A step lies on a branch of D when it is downstream of exactly one of D's labels.
-        tags = {
-            sid: {d: next(iter(labels)) for d, labels in per.items() if len(labels) == 1}
-            for sid, per in inside.items()
-        }
+        tags = branch_tags(list(self.index), self.branches, out)
         joins: dict[str, Join] = {}
         for step in self.steps():
             sid = step.step_id
