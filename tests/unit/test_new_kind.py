@@ -13,13 +13,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import Field, ValidationError
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
+from langorch.domain.kinds import registry as specs
 from langorch.domain.kinds.base import Read, Settings, StepKind
+from langorch.domain.kinds.registry import KindRegistrationError
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.validation import validate_block, validate_workflow
 from langorch.engine.compiler import GraphCompiler
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import Outcome, StepSpec
+from langorch.engine.kinds.registry import NoExecutorError
 from langorch.engine.state import OrchestrationState
 
 TOOLS = frozenset({"browser"})
@@ -211,3 +214,24 @@ def test_a_definition_without_settings_keeps_its_content_hash() -> None:
     assert block.content_hash() == (
         "60a60c5dd3c6dc819f7fa1c02e92a5e0adbf8943c04d223b6620e22b24befb26"  # as before `settings`
     )
+
+
+def test_a_name_is_registered_once(shout: ShoutKind) -> None:
+    class Other(ShoutKind):
+        pass
+
+    with pytest.raises(KindRegistrationError, match="'shout' is already registered"):
+        registry.register(Other(), run_shout)
+
+
+def test_a_kind_without_an_executor_fails_the_compile_not_the_run() -> None:
+    # Given a kind registered for validation only (no executor)
+    specs.register(SHOUT)
+    try:
+        plan = workflow({"step_id": "yell", "kind": "shout", "settings": {"source": "text"}})
+        assert problems_of(plan) == []
+        # When it is compiled, Then the missing executor is named
+        with pytest.raises(NoExecutorError, match="no executor for step kind 'shout'"):
+            GraphCompiler(InMemoryLookup(workflows=[plan])).compile(plan, checkpointed=False)
+    finally:
+        specs.unregister(SHOUT.name)
