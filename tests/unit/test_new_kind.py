@@ -204,10 +204,13 @@ def test_it_compiles_and_runs_on_langgraph_in_memory(shout: ShoutKind) -> None:
     assert {"yell", "frame"} <= set(graph.get_graph().nodes)
 
 
-def test_a_definition_without_settings_keeps_its_content_hash() -> None:
-    # The hash is computed as before `settings` existed: stored definitions keep their version.
+def test_a_definition_without_settings_keeps_its_content_hash_and_stored_form() -> None:
+    # The hash is computed as before `settings` existed: stored definitions keep their version,
+    # and what is stored (the JSON dump) has no `settings` key while it is unset.
     plan = workflow({"step_id": "calc", "kind": "transform", "transform": {"n": "1"}})
     block = BlockDefinition(block_id="b", prompt_template="Say hi")
+    assert "settings" not in plan.model_dump(mode="json")["steps"][0]
+    assert "settings" not in block.model_dump(mode="json")
     assert plan.content_hash() == (
         "91f57c2ee6a4fe3bfc1b469e5adfdd18459d73b26f337d9241c0689acb150d4b"  # as before `settings`
     )

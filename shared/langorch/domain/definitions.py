@@ -140,6 +140,10 @@ StepKindName = Annotated[
 registered in :mod:`langorch.domain.kinds.registry`."""
 
 
+def _unset(value: Any) -> bool:
+    return value is None
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -188,8 +192,9 @@ class BlockDefinition(_Model):
     read_file: ReadFileSpec | None = None
     transform: dict[str, str] | None = None
     """Output key -> expression (``transform`` blocks)."""
-    settings: dict[str, Any] | None = None
-    """Settings of a kind registered outside the built-ins (checked by its settings model)."""
+    settings: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """Settings of a kind registered outside the built-ins (checked by its settings model).
+    Left out of dumps while unset, so stored definitions keep their format."""
 
     # --- Metadata ---
     category: str = ""
@@ -275,8 +280,9 @@ class PlanStep(_Model):
     memory: MemorySpec | None = None
     read_file: ReadFileSpec | None = None
     """``read_file`` steps (default: the file that started the run, format by its suffix)."""
-    settings: dict[str, Any] | None = None
-    """Settings of a kind registered outside the built-ins (checked by its settings model)."""
+    settings: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """Settings of a kind registered outside the built-ins (checked by its settings model).
+    Left out of dumps while unset, so stored definitions keep their format."""
 
 
 class ScheduleSpec(_Model):
