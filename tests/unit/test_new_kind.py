@@ -94,8 +94,8 @@ def workflow(*steps: dict[str, Any]) -> TaskPlan:
     )
 
 
-def problems_of(plan: TaskPlan) -> list[tuple[str, str]]:
-    found = validate_workflow(plan, InMemoryLookup(), tools=TOOLS, providers=PROVIDERS)
+def problems_of(plan: TaskPlan, *blocks: BlockDefinition) -> list[tuple[str, str]]:
+    found = validate_workflow(plan, InMemoryLookup(blocks), tools=TOOLS, providers=PROVIDERS)
     return [(p.path, p.message) for p in found]
 
 
@@ -178,6 +178,23 @@ def test_a_block_of_the_new_kind_is_checked_against_its_settings_model(shout: Sh
     )
     found = validate_block(block, tools=TOOLS, providers=PROVIDERS)
     assert [(p.path, p.message) for p in found] == [("settings.source", "Field required")]
+
+
+def test_a_step_may_take_its_settings_from_a_block_of_the_new_kind(shout: ShoutKind) -> None:
+    block = BlockDefinition.model_validate(
+        {"block_id": "yeller", "block_type": "shout", "settings": {"source": "text"}}
+    )
+    plan = workflow(
+        {"step_id": "yell", "block_id": "yeller"},
+        {
+            "step_id": "use",
+            "kind": "transform",
+            "depends_on": ["yell"],
+            "transform": {"n": "yell_shout"},
+        },
+    )
+    assert validate_block(block, tools=TOOLS, providers=PROVIDERS) == []
+    assert problems_of(plan, block) == []
 
 
 def test_it_compiles_and_runs_on_langgraph_in_memory(shout: ShoutKind) -> None:

@@ -124,18 +124,15 @@ class StepKind:
         """The kind's own problems with one step (default: its ``settings:`` against the model)."""
         if self.settings_model is None:
             return
-        raw = c.step.settings if c.step.settings is not None else None
-        if raw is None and c.block is not None:
-            raw = c.block.settings
-        if raw is None:
-            if self.settings_required:
-                yield Problem(
-                    f"{c.path}.settings",
-                    f"a {self.name} step needs settings",
-                    f"add settings: {{...}} with the fields of {self.settings_model.__name__}",
-                )
-            return
-        yield from settings_problems(f"{c.path}.settings", raw, self.settings_model)
+        if c.step.settings is not None:
+            yield from settings_problems(f"{c.path}.settings", c.step.settings, self.settings_model)
+        elif self.settings_required and (c.block is None or c.block.settings is None):
+            # A block's own settings are checked when the block is validated.
+            yield Problem(
+                f"{c.path}.settings",
+                f"a {self.name} step needs settings",
+                f"add settings: {{...}} with the fields of {self.settings_model.__name__}",
+            )
 
     def step_templates(
         self, step: PlanStep, block: BlockDefinition | None, path: str
