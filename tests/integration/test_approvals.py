@@ -45,6 +45,7 @@ from langorch.app.approvals import (
 )
 from langorch.app.container import Container
 from langorch.config import Settings
+from langorch.domain.approval_outcomes import Shown
 from langorch.domain.approvals import (
     MAX_CODE_FAILURES,
     ApprovalStatus,
@@ -322,6 +323,12 @@ def _event(
     return event
 
 
+def _page(outcome: Any) -> Any:
+    from functions.approval_callback.handler import _page as page_for
+
+    return page_for(outcome)
+
+
 def _call(callback: Any, event: dict[str, Any]) -> dict[str, Any]:
     return dict(callback.handler(event, FakeContext()))
 
@@ -514,8 +521,9 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
     parked = stack.park()
     forms = {}
     for who in (ALICE, BOB):
-        page = view_approval(_request(parked.links[who], "GET"), stack.container)
-        forms[who] = {"nonce": _nonce(page.body)}
+        shown = view_approval(_request(parked.links[who], "GET"), stack.container)
+        assert isinstance(shown, Shown)
+        forms[who] = {"nonce": shown.nonce}
     forms[ALICE]["decision"] = "approved"
     forms[BOB]["decision"] = "rejected"
     results: dict[str, str] = {}
@@ -523,8 +531,8 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
 
     def press(who: str) -> None:
         start.wait()
-        page = decide_approval(_request(parked.links[who], "POST", forms[who]), stack.container)
-        results[who] = page.body
+        outcome = decide_approval(_request(parked.links[who], "POST", forms[who]), stack.container)
+        results[who] = _page(outcome).body
 
     # When both press at the same moment
     threads = [threading.Thread(target=press, args=(who,)) for who in (ALICE, BOB)]
@@ -933,8 +941,9 @@ def test_expire_approval_closes_it_once_and_later_clicks_read_expired(
     approval = stack.container.approvals.get(parked.approval_id)
     assert approval is not None
     assert approval_id_for(approval.run_id, approval.interrupt_id) == parked.approval_id
-    assert expire_approval(approval.run_id, approval.interrupt_id, stack.container) is True
-    assert expire_approval(approval.run_id, approval.interrupt_id, stack.container) is False
+    ports = {"approvals": stack.container.approvals, "clock": stack.clock}
+    assert expire_approval(approval.run_id, approval.interrupt_id, **ports) is True
+    assert expire_approval(approval.run_id, approval.interrupt_id, **ports) is False
     page = _call(callback, _event(parked.links[ALICE]))
     assert page["statusCode"] == 410 and "expired" in page["body"]
     assert stack.steps.sent == []

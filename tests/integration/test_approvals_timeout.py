@@ -18,8 +18,9 @@ from langorch.app.approvals import (
     view_approval,
 )
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
-from langorch.domain.approvals import ApprovalStatus
+from langorch.domain.approvals import ApprovalStatus, LinkExpiredError
 from langorch.domain.runs import TimelineEventType
+from langorch.web.http import http_status
 
 from .conftest import MakeContainer, register_text
 from .test_engine import APPROVAL
@@ -47,10 +48,12 @@ def test_a_timed_out_resume_closes_the_approval(make_container: MakeContainer, t
     assert approval is not None and approval.status is ApprovalStatus.timed_out
     assert [e.action for e in container.approvals.audit(requested.approval_id)][-1] == "expired"
     url = urlsplit(json.loads(link)["link"])
-    page = view_approval(
-        ApprovalHttpRequest(requested.approval_id, "GET", dict(parse_qsl(url.query))), container
-    )
-    assert page.status == 410 and "expired" in page.body
+    with pytest.raises(LinkExpiredError) as refused:
+        view_approval(
+            ApprovalHttpRequest(requested.approval_id, "GET", dict(parse_qsl(url.query))),
+            container,
+        )
+    assert http_status(refused.value) == 410 and "expired" in refused.value.user_message
 
 
 def test_a_decision_recorded_but_lost_is_what_the_timed_out_run_resumes_with(

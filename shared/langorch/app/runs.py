@@ -197,7 +197,9 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
 
         # A decision recorded in time but lost on its way to the task stands over the timeout.
-        answer = resume_after_timeout(run.run_id, run.pending.interrupt_id, deps)
+        answer = resume_after_timeout(
+            run.run_id, run.pending.interrupt_id, approvals=deps.approvals, clock=deps.clock
+        )
         cmd = replace(cmd, resume=answer)
     budget = deps.settings.segment_budget_seconds
     owner = cmd.owner or deps.ids()
@@ -603,13 +605,9 @@ def cancel_run(
 
 
 def _close_approval(run_id: str, parked: PendingInterrupt, deps: Container) -> None:
-    try:
-        from langorch.domain.approvals import ApprovalStatus, approval_id_for
+    from langorch.app.approvals import close_for_ended_run  # the lifecycle table's "cancel"
 
-        approvals = deps.approvals
-    except ImportError:
-        return  # no approvals store in this build: the parked request is only in the run
-    approvals.mark(approval_id_for(run_id, parked.interrupt_id), ApprovalStatus.cancelled)
+    close_for_ended_run(run_id, parked.interrupt_id, approvals=deps.approvals, clock=deps.clock)
 
 
 # --------------------------------------------------------------------------------------------

@@ -561,7 +561,15 @@ def parse_decision(value: str | None) -> Decision:
 # --------------------------------------------------------------------------------------------
 
 AuditAction = Literal[
-    "requested", "emailed", "view", "decide", "redeliver", "refused", "expired", "too_late"
+    "requested",
+    "emailed",
+    "view",
+    "decide",
+    "redeliver",
+    "refused",
+    "expired",
+    "too_late",
+    "cancelled",
 ]
 
 
