@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from langorch.adapters.outbox import OutboxSender
 from langorch.adapters.ses import SesSender
-from langorch.local.outbox import OutboxSender
 from langorch.web.emails import OutgoingEmail
 from tests.fakes import RecordingEmailSender
 
