@@ -11,27 +11,14 @@ import base64
 import secrets as random_source
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from langorch.domain.errors import StorageError
 
+if TYPE_CHECKING:
+    from langorch.app.ports import SecretsStore
+
 MIN_KEY_BYTES = 32
-
-
-class SecretStore(Protocol):
-    """The secrets the keys are read from (Secrets Manager in the cloud)."""
-
-    def get_json(self, name: str, *, fresh: bool = False) -> dict[str, Any]:
-        """The secret's JSON value (cached per process unless ``fresh``)."""
-        ...
-
-    def put_json(self, name: str, value: dict[str, Any], *, description: str = "") -> bool:
-        """Create or replace the secret."""
-        ...
-
-    def exists(self, name: str) -> bool:
-        """Whether the secret exists."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +34,7 @@ class SigningKeys:
         return self.keys[self.current]
 
 
-def load_signing_keys(secrets: SecretStore, name: str) -> SigningKeys:
+def load_signing_keys(secrets: SecretsStore, name: str) -> SigningKeys:
     """Read ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}`` from the secret.
 
     Raises:
@@ -76,7 +63,7 @@ def load_signing_keys(secrets: SecretStore, name: str) -> SigningKeys:
 
 
 def ensure_signing_key(
-    secrets: SecretStore,
+    secrets: SecretsStore,
     name: str,
     *,
     key_id: Callable[[], str] = lambda: "k1",
@@ -101,7 +88,7 @@ def ensure_signing_key(
     return load_signing_keys_fresh(secrets, name).current
 
 
-def load_signing_keys_fresh(secrets: SecretStore, name: str) -> SigningKeys:
+def load_signing_keys_fresh(secrets: SecretsStore, name: str) -> SigningKeys:
     """:func:`load_signing_keys`, bypassing the per-process cache (just after a write)."""
     value = secrets.get_json(name, fresh=True)
     return SigningKeys(

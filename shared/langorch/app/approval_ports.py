@@ -3,24 +3,30 @@
 :class:`ApprovalsStore` is the approvals repository (``adapters/dynamodb/approvals.py``; the
 in-memory fake in ``tests/fakes/approvals.py`` passes the same contract suite,
 ``tests/contracts/test_approvals_store.py``). :class:`RequestPorts` and :class:`PagePorts` are
-what :func:`~langorch.app.approvals.request_approval` and the page use-cases read: the
-composition root's ``Container`` satisfies them structurally, and tests pass fakes.
+what :func:`~langorch.app.approval_requests.request_approval` and the page use-cases read, built
+from the shared ports of :mod:`langorch.app.ports` (runs, executions, secrets, email, clock):
+the composition root's ``Container`` satisfies them structurally, and tests pass fakes.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    from langorch.app.approval_keys import SecretStore
-    from langorch.domain.approvals import Approval, ApprovalStatus, AuditEntry
-    from langorch.domain.runs import RunRecord
-    from langorch.web.emails import OutgoingEmail
+from langorch.app.ports import Clock, EmailSender, Executions, RunsReader, SecretsStore
 
-Clock = Callable[[], datetime]
+if TYPE_CHECKING:
+    from langorch.domain.approvals import Approval, ApprovalStatus, AuditEntry
+
+__all__ = [
+    "ApprovalsStore",
+    "Clock",
+    "EmailSender",
+    "LinkSettings",
+    "PagePorts",
+    "RequestPorts",
+]
 
 
 class ApprovalsStore(Protocol):
@@ -108,35 +114,6 @@ class ApprovalsStore(Protocol):
         ...
 
 
-class TaskResumer(Protocol):
-    """Resumes the run's Step Functions task that waits on an approval."""
-
-    def send_success(self, task_token: str, output: dict[str, Any]) -> None:
-        """Resume the task with ``output``.
-
-        Raises:
-            TaskClosedError: the task is no longer waiting (timed out, or resumed already).
-            StorageError: Step Functions failed transiently.
-        """
-        ...
-
-
-class RunReader(Protocol):
-    """Reads a run record (to know whether it still waits on the approval)."""
-
-    def get_run(self, run_id: str) -> RunRecord:
-        """The run (raises NotFoundError)."""
-        ...
-
-
-class EmailSender(Protocol):
-    """Where approval emails go: SES in the cloud, the outbox folder locally."""
-
-    def send(self, email: OutgoingEmail) -> str:
-        """Send one email; returns a message id."""
-        ...
-
-
 class LinkSettings(Protocol):
     """The settings links are built and signed with."""
 
@@ -160,17 +137,17 @@ class PagePorts(Protocol):
         ...
 
     @property
-    def runs(self) -> RunReader:
-        """The runs repository (read only)."""
+    def runs(self) -> RunsReader:
+        """The runs (read only: whether the run still waits on the approval)."""
         ...
 
     @property
-    def stepfunctions(self) -> TaskResumer:
-        """Step Functions (``SendTaskSuccess`` only)."""
+    def executions(self) -> Executions:
+        """The run's execution (``SendTaskSuccess`` resumes its task)."""
         ...
 
     @property
-    def secrets(self) -> SecretStore:
+    def secrets(self) -> SecretsStore:
         """The secret holding the link-signing keys."""
         ...
 

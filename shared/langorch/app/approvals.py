@@ -353,7 +353,7 @@ def _record_and_deliver(
         _audit_req(ports, req, approval, "refused", _reason(exc), approver)
         raise
     try:
-        ports.stepfunctions.send_success(
+        ports.executions.send_success(
             ports.approvals.task_token(approval.approval_id), decision_output(decided)
         )
     except TaskClosedError:
@@ -424,7 +424,7 @@ def _redeliver_if_lost(
     ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
     try:
         token = ports.approvals.task_token(approval.approval_id)
-        ports.stepfunctions.send_success(token, decision_output(approval))
+        ports.executions.send_success(token, decision_output(approval))
         event = Event.redeliver
     except TaskClosedError:
         event = Event.redeliver_closed
