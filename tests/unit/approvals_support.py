@@ -39,6 +39,14 @@ class CountingExecutions(InMemoryExecutions):
         self.attempts = 0
         self.unavailable = False
 
+    def park(self, run_id: str, payload: dict[str, Any] | None = None) -> str:
+        """Park the run on a task; its token joins the suite-wide leak guard."""
+        from tests.conftest import FAKE_TASK_TOKENS
+
+        token = super().park(run_id, payload)
+        FAKE_TASK_TOKENS.append(token)
+        return token
+
     def send_success(self, task_token: str, output: dict[str, Any]) -> None:
         self.attempts += 1
         if self.unavailable:
