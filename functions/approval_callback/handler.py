@@ -31,7 +31,7 @@ from langorch.domain.approval_outcomes import (
 )
 from langorch.domain.approvals import ApprovalLinkError
 from langorch.domain.errors import LangorchError
-from langorch.web.http import http_status
+from langorch.web.http import UnreadableBodyError, http_status, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -47,6 +47,8 @@ metrics: Metrics = observability.metrics()
 app = APIGatewayHttpResolver()
 
 MAX_FORM_BYTES = 512 * 1024
+MAX_FORM_FIELDS = 500
+"""More fields than any approval page has (parse_qs raises past it: answered 400, not 500)."""
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 _container: Container | None = None
@@ -80,6 +82,17 @@ class FormNotReadableError(LangorchError):
 
     user_title = "The form could not be read"
     user_message = "Decisions are sent from the approval page's form; nothing was changed."
+
+
+class FormContentError(LangorchError):
+    """A form body that is not what an approval page sends: not UTF-8, undecodable, or more
+    fields than a page has (400)."""
+
+    user_title = "The form could not be read"
+    user_message = (
+        "The form's content is not what an approval page sends; nothing was changed. "
+        "Open the link from your email and press a button again."
+    )
 
 
 class FormTooLargeError(LangorchError):
@@ -150,6 +163,10 @@ def _too_large(error: FormTooLargeError) -> Response[str]:
     return _error_page(error, 413)
 
 
+def _unreadable(error: FormContentError) -> Response[str]:
+    return _error_page(error, 400)
+
+
 # Powertools' exception mapping: a named error raised by a use-case (or by the form checks
 # below) becomes its page here. Registered by call: the decorator form is untyped for mypy.
 app.exception_handler(ApprovalLinkError)(_refused)
@@ -157,6 +174,7 @@ app.exception_handler(ApprovalNotFoundError)(_not_found)
 app.exception_handler(DecisionNotDeliveredError)(_not_delivered)
 app.exception_handler(FormNotReadableError)(_not_a_form)
 app.exception_handler(FormTooLargeError)(_too_large)
+app.exception_handler(FormContentError)(_unreadable)
 
 
 @app.get("/approvals/<approval_id>")
@@ -178,10 +196,20 @@ def _post(approval_id: str) -> Response[str]:
     content_type = (event.headers.get("content-type") or "").split(";")[0].strip().lower()
     if content_type != FORM_TYPE:
         raise FormNotReadableError(f"approval {approval_id}: POST of {content_type or 'no type'}")
-    body = event.decoded_body or ""
-    if len(body.encode("utf-8")) > MAX_FORM_BYTES:
+    try:
+        raw = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    except UnreadableBodyError as exc:
+        raise FormContentError(f"approval {approval_id}: body not readable") from exc
+    if len(raw) > MAX_FORM_BYTES:
         raise FormTooLargeError(f"approval {approval_id}: form over {MAX_FORM_BYTES} bytes")
-    fields = parse_qs(body, keep_blank_values=True, max_num_fields=500)
+    try:
+        fields = parse_qs(
+            raw.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS
+        )
+    except (UnicodeDecodeError, ValueError) as exc:  # not UTF-8, or more fields than a page has
+        raise FormContentError(
+            f"approval {approval_id}: form not UTF-8 or too many fields"
+        ) from exc
     form = {key: values[0] for key, values in fields.items() if values}
     return _response(_page(decide_approval(_request(approval_id, form), container())))
 

@@ -502,6 +502,23 @@ def test_a_post_too_large_is_refused(stack: FakeStack, callback: Any) -> None:
     assert stack.steps.sent == []
 
 
+@pytest.mark.parametrize(
+    "body",
+    [b"\xff\xfe{not utf-8", "&".join(f"f{i}=x" for i in range(600)).encode()],
+    ids=["not-utf-8", "too-many-fields"],
+)
+def test_a_form_body_no_page_sends_is_a_400(stack: FakeStack, callback: Any, body: bytes) -> None:
+    import base64
+
+    parked = stack.park()
+    built = event(parked.links[ALICE], method="POST", form={})
+    built["body"] = base64.b64encode(body).decode()
+    built["isBase64Encoded"] = True
+    answer = call(callback, built)
+    assert answer["statusCode"] == 400 and "The form could not be read" in answer["body"]
+    assert stack.steps.sent == []
+
+
 def test_an_edit_that_is_not_json_shows_the_form_again(stack: FakeStack, callback: Any) -> None:
     parked = stack.park()
     _, answer = open_and_decide(
