@@ -93,6 +93,18 @@ ALLOWED: dict[tuple[State, Event], tuple[State, Write, str | None, str | None]] 
         "too_late",
         "run_moved_on",
     ),
+    (State.expired, Event.run_ended): (
+        State.cancelled,
+        Write.mark_cancelled,
+        "refused",
+        "run_ended",
+    ),
+    (State.expired, Event.run_moved_on): (
+        State.timed_out,
+        Write.mark_timed_out,
+        "too_late",
+        "run_moved_on",
+    ),
     (State.pending, Event.cancel): (
         State.cancelled,
         Write.mark_cancelled,

@@ -435,6 +435,32 @@ def test_a_click_after_the_run_ended_is_refused(stack: FakeStack, callback: Any)
     assert later["statusCode"] == 410 and "This run has ended" in later["body"]
 
 
+def test_an_approval_expiring_during_the_click_of_an_ended_run_is_closed(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Given a cancelled run, and a click whose approval expires between the link check and
+    # the run check
+    parked = stack.park(timeout=60)
+    page = call(callback, event(parked.links[ALICE]))
+    run = stack.container.runs.get_run(parked.run_id)
+    stack.container.runs.save_run(transition(run, RunStatus.cancelled, now=stack.clock()))
+    stack.clock.advance(59)
+    runs = stack.container.runs
+    original_get_run = runs.get_run
+
+    def get_run_a_bit_later(run_id: str) -> Any:
+        stack.clock.advance(2)
+        return original_get_run(run_id)
+
+    runs.get_run = get_run_a_bit_later  # type: ignore[method-assign]
+    # When alice posts / Then she reads that the run ended (not a server error)
+    form = {"nonce": nonce(page["body"]), "decision": "approved"}
+    answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
+    assert answer["statusCode"] == 410 and "This run has ended" in answer["body"]
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.status is ApprovalStatus.cancelled
+
+
 def test_a_click_after_the_run_moved_on_is_too_late(stack: FakeStack, callback: Any) -> None:
     # Given a run that no longer waits on this approval (it resumed otherwise)
     parked = stack.park()

@@ -34,8 +34,9 @@ Transitions (``source --event--> target: write; audit (action, outcome)``)::
     pending   --cancel-------> cancelled  mark_cancelled   cancelled/run_cancelled
     decided   --cancel-------> cancelled  mark_cancelled   cancelled/run_cancelled
 
-``expired`` behaves as ``pending`` for ``timeout``/``cancel`` and refuses a decision; a
-``view`` is allowed everywhere and only audits what the visitor was shown.
+``expired`` behaves as ``pending`` for ``timeout``, ``cancel``, ``run_ended`` and
+``run_moved_on`` and refuses a decision; a ``view`` is allowed everywhere and only audits what
+the visitor was shown.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from langorch.domain.approvals import DECISIONS, Approval, ApprovalStatus, AuditAction
+from langorch.domain.errors import LangorchError
 
 
 class State(StrEnum):
@@ -152,6 +154,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     # A decision finds the run gone or moved on: close the approval, nothing resumes.
     _t(S.pending, E.run_ended, S.cancelled, W.mark_cancelled, ("refused", "run_ended")),
     _t(S.pending, E.run_moved_on, S.timed_out, W.mark_timed_out, ("too_late", "run_moved_on")),
+    # (Expired between the link check and the run check: closed the same way.)
+    _t(S.expired, E.run_ended, S.cancelled, W.mark_cancelled, ("refused", "run_ended")),
+    _t(S.expired, E.run_moved_on, S.timed_out, W.mark_timed_out, ("too_late", "run_moved_on")),
     # The run was cancelled: anything the run did not get closes.
     _t(S.pending, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
     _t(S.expired, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
@@ -173,7 +178,7 @@ REFUSAL_REASONS: dict[State, str] = {
 """Why an event is refused in a state: the audited outcome and the refusal the visitor reads."""
 
 
-class TransitionRefusedError(Exception):
+class TransitionRefusedError(LangorchError):
     """The event is not allowed in the approval's state (nothing is written).
 
     Attributes:
