@@ -14,7 +14,7 @@ import builtins
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langorch.app.ports import Clock, EmailSender, Executions, RunsReader, SecretsStore
+from langorch.app.ports import Clock, EmailSender, Executions, RunsStore, SecretsStore
 
 if TYPE_CHECKING:
     from langorch.domain.approvals import Approval, ApprovalStatus, AuditEntry
@@ -137,7 +137,7 @@ class PagePorts(Protocol):
         ...
 
     @property
-    def runs(self) -> RunsReader:
+    def runs(self) -> RunsStore:
         """The runs (read only: whether the run still waits on the approval)."""
         ...
 
