@@ -26,6 +26,7 @@ from langorch.domain.approval_lifecycle import (
 from langorch.domain.approvals import (
     Approval,
     ApprovalStatus,
+    AuditAction,
     AuditEntry,
     approval_id_for,
     bounded,
@@ -257,13 +258,24 @@ def record(
 def audit(
     store: ApprovalsStore,
     approval_id: str,
-    action: Any,
+    action: AuditAction,
     outcome: str,
     *,
     at: datetime,
     actor: str | None = None,
     req: Visitor | None = None,
 ) -> None:
+    """Append one line to the approval's audit trail (with where it came from, over HTTP).
+
+    Args:
+        store: the approvals store.
+        approval_id: whose trail.
+        action: what happened (``view``, ``decide``, ``refused``, ...).
+        outcome: how it ended (``shown``, ``approved``, ``link_expired``, ...).
+        at: when.
+        actor: the approver's address once a link verified; the link's ref otherwise.
+        req: the request (source IP, user agent, method), if one caused it.
+    """
     user_agent = req.user_agent if req else None
     store.append_audit(
         AuditEntry(

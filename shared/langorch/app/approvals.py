@@ -64,6 +64,7 @@ from langorch.domain.approvals import (
     Approval,
     ApprovalLinkError,
     ApprovalStatus,
+    AuditAction,
     CodeLockedError,
     CodeMismatchError,
     InvalidDecisionError,
@@ -227,7 +228,7 @@ def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome
     return _record_and_deliver(req, ports, opened, form)
 
 
-def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: str) -> _Opened:
+def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAction) -> _Opened:
     """Verify the link and find the approval and approver.
 
     Raises:
@@ -494,7 +495,7 @@ def _audit_req(
     ports: PagePorts,
     req: ApprovalHttpRequest,
     approval: Approval,
-    action: Any,
+    action: AuditAction,
     outcome: str,
     actor: str | None,
 ) -> None:
