@@ -14,8 +14,9 @@ from pydantic import Field, ValidationError
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.kinds import registry as specs
-from langorch.domain.kinds.base import Read, Settings, StepKind
+from langorch.domain.kinds.base import Read, StepKind
 from langorch.domain.kinds.registry import KindRegistrationError
+from langorch.domain.kinds.settings import Settings
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.validation import validate_block, validate_workflow
 from langorch.engine.compiler import GraphCompiler
@@ -118,11 +119,21 @@ class _NoLLM:
 # --- Tests -------------------------------------------------------------------------------------
 
 
-def test_an_unregistered_kind_is_refused_with_the_registered_names() -> None:
-    with pytest.raises(ValidationError) as raised:
-        PlanStep.model_validate({"step_id": "yell", "kind": "shout"})
-    assert "unknown kind 'shout'" in str(raised.value)
-    assert "transform" in str(raised.value)
+def test_an_unregistered_kind_is_reported_with_its_path_and_the_closest_name() -> None:
+    # Given a step and a block of a kind nothing is registered under
+    plan = workflow({"step_id": "yell", "kind": "shout", "settings": {"source": "text"}})
+    block = BlockDefinition.model_validate({"block_id": "yeller", "block_type": "shoutt"})
+    # When validated, Then each is reported where it is, with what is registered
+    [(path, message)] = problems_of(plan)
+    assert (path, message) == ("steps[0].kind", "unknown kind 'shout'")
+    [problem] = validate_block(block, tools=TOOLS, providers=PROVIDERS)
+    assert (problem.path, problem.message) == ("block_type", "unknown kind 'shoutt'")
+    assert "registered kinds are action, extraction, decision" in problem.hint
+
+
+def test_a_kind_name_that_is_not_a_name_is_refused_when_loaded() -> None:
+    with pytest.raises(ValidationError, match="'Shout!' is not a kind name"):
+        PlanStep.model_validate({"step_id": "yell", "kind": "Shout!"})
 
 
 def test_a_registered_kind_validates_and_its_output_feeds_later_steps(shout: ShoutKind) -> None:

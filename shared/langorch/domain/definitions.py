@@ -19,27 +19,27 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
-from langorch.domain.kinds import registry as _kinds
-from langorch.domain.kinds.approval import ApprovalSpec
-from langorch.domain.kinds.base import IDENTIFIER
-from langorch.domain.kinds.decision import DecisionCase
-from langorch.domain.kinds.http import HttpSpec
-from langorch.domain.kinds.loop import LoopSpec
-from langorch.domain.kinds.memory import MemorySpec
-from langorch.domain.kinds.read_file import (
+from langorch.domain.kinds.settings import (
+    IDENTIFIER,
     READ_FILE_DEFAULT_BYTES,
     READ_FILE_MAX_BYTES,
+    ApprovalSpec,
+    DecisionCase,
+    HttpSpec,
+    LoopSpec,
+    MemorySpec,
     ReadFileFormat,
     ReadFileSpec,
+    SubflowSpec,
+    TerminateSpec,
+    WaitSpec,
 )
-from langorch.domain.kinds.subflow import SubflowSpec
-from langorch.domain.kinds.terminate import TerminateSpec
-from langorch.domain.kinds.wait import WaitSpec
 
 __all__ = [
     "IDENTIFIER",
@@ -101,12 +101,15 @@ LLM_KINDS = frozenset({BlockType.action, BlockType.extraction})
 """Kinds whose work is an LLM call with structured output."""
 
 
+_KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
 class KindName(str):
     """The name of a kind registered after the built-ins (a plugin's or a test's).
 
-    Built-in kinds parse to :class:`BlockType` members; a registered kind outside that enum
-    parses to a ``KindName``, which has ``value`` too, so code written for ``BlockType`` reads
-    both alike.
+    Built-in kinds parse to :class:`BlockType` members; any other kind name parses to a
+    ``KindName`` (validation reports one that is not registered), which has ``value`` too, so
+    code written for ``BlockType`` reads both alike.
     """
 
     __slots__ = ()
@@ -124,10 +127,13 @@ def _parse_kind(value: Any) -> BlockType | KindName:
         raise ValueError(f"a kind is a name, got {type(value).__name__}")
     if value in BlockType.__members__:
         return BlockType(value)
-    if _kinds.get(value) is None:
+    if not _KIND_NAME.match(value):
         raise ValueError(
-            f"unknown kind {value!r}; registered kinds are {', '.join(_kinds.names())}"
+            f"{value!r} is not a kind name; use a built-in kind "
+            f"({', '.join(BlockType.__members__)}) or a registered one"
         )
+    # Whether a kind of this name is registered is validation's question (it reports the
+    # step's path and the registered names); the model only checks the shape.
     return KindName(value)
 
 
@@ -137,7 +143,7 @@ StepKindName = Annotated[
     PlainSerializer(lambda kind: str(kind.value), return_type=str, when_used="json"),
 ]
 """A step kind: a :class:`BlockType` for built-ins, else the :class:`KindName` of a kind
-registered in :mod:`langorch.domain.kinds.registry`."""
+registered in :mod:`langorch.domain.kinds.registry` (checked by validation)."""
 
 
 def _unset(value: Any) -> bool:

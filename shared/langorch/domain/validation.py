@@ -19,7 +19,6 @@ from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec,
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.kinds import registry
-from langorch.domain.kinds.approval import APPROVAL_LABELS
 from langorch.domain.kinds.base import (
     How,
     Read,
@@ -28,6 +27,7 @@ from langorch.domain.kinds.base import (
     root_key,
     template_names,
 )
+from langorch.domain.kinds.settings import APPROVAL_LABELS
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.templates import TemplateError, check, check_expression
 from langorch.domain.topology import Topology, step_graph
@@ -87,6 +87,14 @@ def validate_block(
     if providers is not None and block.llm_provider and block.llm_provider not in providers:
         add(_unknown_provider("llm_provider", block.llm_provider, providers))
     kind = registry.get(block.block_type)
+    if kind is None:
+        add(
+            Problem(
+                "block_type",
+                f"unknown kind {block.block_type.value!r}",
+                registry.unknown_kind_hint(block.block_type.value),
+            )
+        )
     for name in _ignored(block, kind, "block_fields"):
         add(_ignored_setting(name, block.block_type.value))
     for key in block.output_types:

@@ -30,7 +30,8 @@ from langorch.domain.graph import (
 )
 from langorch.domain.kinds import registry
 from langorch.domain.kinds.base import StepKind
-from langorch.domain.kinds.loop import LoopSpec
+from langorch.domain.kinds.registry import unknown_kind_hint
+from langorch.domain.kinds.settings import LoopSpec
 from langorch.domain.lookup import DefinitionLookup
 
 
@@ -161,7 +162,7 @@ class Wiring:
             self.add(
                 f"{path}.kind",
                 f"unknown kind {kind.value!r}",
-                f"use a registered kind: {', '.join(registry.names())}",
+                unknown_kind_hint(kind.value),
             )
         elif spec is not None and spec.needs_block and step.block_id is None:
             self.add(

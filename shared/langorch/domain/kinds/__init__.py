@@ -20,6 +20,8 @@ Adding a kind touches no other module::
     langorch.engine.kinds.registry.register(Shout(), run_shout)
 
 A built-in kind is the same, with its module listed in ``registry.BUILTIN_MODULES`` and its
-settings in a field of its own on ``PlanStep`` (the stored format since seed 000).
+settings in a field of its own on ``PlanStep`` (the stored format since seed 000); those
+settings models sit in :mod:`.settings`, below ``definitions``, so that the package has no
+import cycle (definitions needs the models; a kind's checks need ``PlanStep``).
 ``tests/unit/test_new_kind.py`` is the worked example.
 """

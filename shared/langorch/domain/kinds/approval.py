@@ -4,47 +4,15 @@ rejection may route back to an earlier step, bounded by ``max_iterations`` (seed
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from langorch.domain.errors import Problem
-from langorch.domain.kinds.base import Read, Settings, StepCheck, StepKind, Template, root_key
+from langorch.domain.kinds.base import Read, StepCheck, StepKind, Template, root_key
+from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-APPROVAL_LABELS = ("approved", "rejected", "timed_out")
-"""The outcomes of an approval step."""
-
-
-class ApprovalSpec(Settings):
-    """A human decision. Branch labels: ``approved``, ``rejected``, ``timed_out``."""
-
-    approvers: list[str] = Field(default_factory=list)
-    """Email addresses allowed to decide (default: the deployment's default approvers)."""
-    timeout_seconds: int = Field(default=86_400, ge=1, le=365 * 86_400)
-    on_timeout: Literal["reject", "approve", "fail", "branch"] = "branch"
-    """What a timeout means: follow the ``timed_out`` branch (``branch``; falls back to
-    ``rejected`` when no such branch exists), decide approve/reject, or fail the run."""
-    title: str = ""
-    """What is being approved (a template)."""
-    message: str = ""
-    """Why, for the approver (a template)."""
-    show_keys: list[str] = Field(default_factory=list)
-    """``shared_context`` keys shown to the approver."""
-    editable_keys: list[str] = Field(default_factory=list)
-    """Keys the approver may change; their edits are merged into ``shared_context``."""
-    require_code: bool = False
-    """Ask for the one-time code from the email on the page (stops link-clicking scanners)."""
-    max_iterations: int | None = Field(default=None, ge=1, le=100)
-    """Review-loop bound: at most this many rounds through this approval. When a rejection
-    would start one more round, the run follows ``on_max_iterations`` instead."""
-    on_max_iterations: str | None = None
-    """Step to go to when the bound is reached (default: the ``approved`` branch target)."""
-    feedback_key: str = "feedback"
-    """``shared_context`` key that receives the approver's comment (for regeneration)."""
 
 
 class ApprovalKind(StepKind):

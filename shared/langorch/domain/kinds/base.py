@@ -13,15 +13,30 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from langorch.domain.errors import Problem
+from langorch.domain.kinds.settings import IDENTIFIER, LoopSpec, Settings
 from langorch.domain.templates import TemplateError, is_jinja, placeholders, strip_braces
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
-    from langorch.domain.kinds.loop import LoopSpec
     from langorch.domain.lookup import DefinitionLookup
+
+__all__ = [
+    "IDENTIFIER",
+    "How",
+    "Read",
+    "Settings",
+    "StepCheck",
+    "StepKind",
+    "Template",
+    "json_strings",
+    "key_or_template",
+    "root_key",
+    "settings_problems",
+    "template_names",
+]
 
 How = Literal["template", "expression"]
 Template = tuple[str, str, How]
@@ -34,16 +49,6 @@ _JINJA_NAMES = frozenset(
     {"range", "dict", "lipsum", "cycler", "joiner", "namespace", "loop", "self", "caller"}
 )
 """Names Jinja itself provides inside templates; never inputs."""
-
-
-IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$"
-"""Block, workflow and step ids: a letter, then letters, digits, ``_`` or ``-``."""
-
-
-class Settings(BaseModel):
-    """Base of a kind's settings model: unknown fields are errors, not silently ignored."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
 @dataclass(frozen=True)

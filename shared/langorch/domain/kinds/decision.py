@@ -7,18 +7,11 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from langorch.domain.errors import Problem
-from langorch.domain.kinds.base import Settings, StepCheck, StepKind, Template
+from langorch.domain.kinds.base import StepCheck, StepKind, Template
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-
-class DecisionCase(Settings):
-    """One rule of a condition decision: the first case whose ``when`` is true wins."""
-
-    when: str
-    branch: str
 
 
 class DecisionKind(StepKind):

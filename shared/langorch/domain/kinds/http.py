@@ -3,29 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import Field
+from typing import TYPE_CHECKING
 
 from langorch.domain.errors import Problem
-from langorch.domain.kinds.base import Settings, StepCheck, StepKind, Template, json_strings
+from langorch.domain.kinds.base import StepCheck, StepKind, Template, json_strings
+from langorch.domain.kinds.settings import HttpSpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-
-class HttpSpec(Settings):
-    """An outbound HTTP call. Strings are templates over the step's inputs."""
-
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict)
-    body: Any = None
-    """JSON body; strings inside are rendered as templates."""
-    response_key: str | None = None
-    """``shared_context`` key that receives ``{"status": …, "body": …}``; default: the first
-    output key of the block, else ``<step_id>_response``."""
 
 
 def http_spec(step: PlanStep, block: BlockDefinition | None) -> HttpSpec | None:

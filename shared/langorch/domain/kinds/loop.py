@@ -5,34 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
 from langorch.domain.errors import Problem
-from langorch.domain.kinds.base import Read, Settings, StepCheck, StepKind, key_or_template
+from langorch.domain.kinds.base import Read, StepCheck, StepKind, key_or_template
+from langorch.domain.kinds.settings import LoopSpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-
-class LoopSpec(Settings):
-    """For-each over a list: the ``body`` steps run once per item, in order.
-
-    Each iteration sees ``item_key`` and ``index_key`` in ``shared_context``. When the body's
-    last step finishes, the ``collect`` keys of that iteration are appended to ``collect_key``.
-    """
-
-    over: str
-    """A ``shared_context`` key or a template expression that yields the list."""
-    body: list[str] = Field(min_length=1)
-    """Step ids that form the loop body (they must depend only on the loop or on each other)."""
-    item_key: str = "item"
-    index_key: str = "index"
-    collect: list[str] = Field(default_factory=list)
-    """Keys to collect from each iteration (default: the body steps' output keys)."""
-    collect_key: str | None = None
-    """Where the list of collected results goes (default: ``<step_id>_results``)."""
-    max_iterations: int = Field(default=100, ge=1, le=10_000)
 
 
 class LoopKind(StepKind):

@@ -4,24 +4,14 @@ user and workflow (seed 000 §8)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from langorch.domain.kinds.base import Read, Settings, StepKind, root_key
+from langorch.domain.kinds.base import Read, StepKind, root_key
+from langorch.domain.kinds.settings import MemorySpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-
-class MemorySpec(Settings):
-    """How a ``query_memory`` / ``save_memory`` step addresses the long-term store."""
-
-    scope: Literal["preferences", "history"] = "preferences"
-    keys: list[str] = Field(default_factory=list)
-    """``save_memory``: the ``shared_context`` keys to store (default: the block's input keys).
-    ``query_memory``: the keys to read (default: everything in the scope)."""
 
 
 def memory_spec(step: PlanStep, block: BlockDefinition | None) -> MemorySpec:

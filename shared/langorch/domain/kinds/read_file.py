@@ -3,47 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from langorch.domain.kinds.base import Settings, StepKind, Template
+from langorch.domain.kinds.base import StepKind, Template
+from langorch.domain.kinds.settings import (
+    ReadFileSpec,
+)
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-READ_FILE_DEFAULT_BYTES = 262_144
-"""``read_file``'s default bound: 256 KiB."""
-READ_FILE_MAX_BYTES = 1_048_576
-"""``read_file``'s hard bound, 1 MiB: the parsed content lands in the run's checkpointed state."""
-
-ReadFileFormat = Literal["auto", "text", "json", "yaml", "csv", "lines"]
-
-
-class ReadFileSpec(Settings):
-    """Read one object of the files bucket into ``shared_context``.
-
-    The defaults read the file that started the run: an ``s3`` trigger's run input carries
-    ``bucket`` and ``key``. Only the deployment's files bucket can be read, never under its
-    checkpoint prefix (other runs' state), and never more than ``max_bytes``.
-
-    Formats: ``text`` (a UTF-8 string), ``lines`` (a list of strings), ``json`` / ``yaml`` (the
-    parsed document), ``csv`` (a list of dicts keyed by the header row; short rows are padded
-    with ``""``, a row longer than the header is an error). ``auto`` picks by the key's suffix:
-    ``.json`` json, ``.yaml`` / ``.yml`` yaml, ``.csv`` csv, anything else text.
-    """
-
-    bucket: str = "{{ bucket }}"
-    """The bucket (a template); it must be the deployment's files bucket."""
-    key: str = "{{ key }}"
-    """The object key (a template)."""
-    format: ReadFileFormat = "auto"
-    max_bytes: int = Field(default=READ_FILE_DEFAULT_BYTES, ge=1, le=READ_FILE_MAX_BYTES)
-    """A larger object fails the step (it is never read past this bound)."""
-    output_key: str | None = None
-    """``shared_context`` key that receives the parsed content; default: the first output key
-    of the block, else ``<step_id>_content``. The metadata always goes to ``<step_id>_file``."""
 
 
 def read_file_settings(step: PlanStep, block: BlockDefinition | None) -> ReadFileSpec:

@@ -7,6 +7,7 @@ by a plugin or a test — registers itself with :func:`register`, and
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from threading import Lock
 
@@ -95,6 +96,13 @@ def all_kinds() -> list[StepKind]:
     """Every registered kind."""
     _load_builtins()
     return list(_KINDS.values())
+
+
+def unknown_kind_hint(name: str) -> str:
+    """How to fix a kind name nothing is registered under (the closest name, if any)."""
+    close = difflib.get_close_matches(name, names(), n=1)
+    known = f"registered kinds are {', '.join(names())}"
+    return f"did you mean {close[0]!r}? {known}" if close else f"{known} (register yours first)"
 
 
 def _load_builtins() -> None:

@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pydantic import Field
-
 from langorch.domain.errors import Problem
 from langorch.domain.kinds.base import (
-    IDENTIFIER,
     Read,
-    Settings,
     StepCheck,
     StepKind,
     key_or_template,
@@ -20,18 +16,6 @@ from langorch.domain.kinds.base import (
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-
-class SubflowSpec(Settings):
-    """Run another workflow, pinned to a version, as part of this run."""
-
-    workflow_id: str = Field(pattern=IDENTIFIER)
-    version: int | None = Field(default=None, ge=1)
-    """Pinned when the parent is stored: ``None`` means the latest version at that moment."""
-    inputs: dict[str, str] = Field(default_factory=dict)
-    """Child input key -> parent ``shared_context`` key or template."""
-    outputs: list[str] = Field(default_factory=list)
-    """Child ``shared_context`` keys copied back (default: all of them)."""
 
 
 class SubflowKind(StepKind):

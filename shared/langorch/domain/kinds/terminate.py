@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from pydantic import Field
-
-from langorch.domain.kinds.base import Read, Settings, StepKind, Template, key_or_template
+from langorch.domain.kinds.base import Read, StepKind, Template, key_or_template
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
-
-
-class TerminateSpec(Settings):
-    """End the run now."""
-
-    status: Literal["succeeded", "failed"] = "succeeded"
-    message: str = ""
-    outputs: dict[str, str] = Field(default_factory=dict)
-    """Output name -> ``shared_context`` key or template."""
 
 
 class TerminateKind(StepKind):

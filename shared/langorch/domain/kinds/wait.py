@@ -7,21 +7,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from langorch.domain.errors import Problem
-from langorch.domain.kinds.base import Settings, StepCheck, StepKind, Template
+from langorch.domain.kinds.base import StepCheck, StepKind, Template
 from langorch.domain.templates import is_jinja
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
     from langorch.domain.lookup import DefinitionLookup
-
-
-class WaitSpec(Settings):
-    """Sleep without a running Lambda: exactly one of ``seconds`` or ``until``."""
-
-    seconds: int | str | None = None
-    """Seconds, or a template that renders to a number."""
-    until: str | None = None
-    """An ISO-8601 time, or a template that renders to one."""
 
 
 class WaitKind(StepKind):

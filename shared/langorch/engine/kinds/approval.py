@@ -8,7 +8,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from langorch.domain.errors import StepFailedError
-from langorch.domain.kinds.approval import APPROVAL_LABELS, ApprovalSpec
+from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
 from langorch.domain.templates import render
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of, visits_of
