@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 from urllib.parse import urlparse
 
@@ -14,6 +15,14 @@ _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30
 )
 
+# One boto3 Session per process and kind of endpoint, shared by every client: a Session loads
+# botocore's data files and credential chain, ~55 ms each on a cold start (PERFORMANCE P3), and
+# a Lambda sandbox (one container) needs only one. A Session is not thread-safe (boto3's docs),
+# and ``langorch dev`` builds clients from many threads, so building a client holds this lock;
+# the clients themselves are thread-safe.
+_LOCK = threading.Lock()
+_SESSIONS: dict[tuple[bool, str], boto3.Session] = {}
+
 
 def is_local_endpoint(endpoint_url: str | None) -> bool:
     """Whether the endpoint is an emulator on this machine."""
@@ -23,26 +32,39 @@ def is_local_endpoint(endpoint_url: str | None) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+def _shared_session(settings: Settings) -> boto3.Session:
+    # Called with _LOCK held.
+    local = is_local_endpoint(settings.endpoint_url)
+    key = (local, settings.region if local else "")
+    session = _SESSIONS.get(key)
+    if session is None:
+        if local:
+            # The local emulator accepts any credentials; fixed ones mean a developer needs no
+            # AWS account and a real profile is never sent to it.
+            session = boto3.Session(
+                aws_access_key_id="local",
+                aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
+                region_name=settings.region,
+            )
+        else:
+            session = boto3.Session()
+        _SESSIONS[key] = session
+    return session
+
+
 def make_client(service: str, settings: Settings, *, session: boto3.Session | None = None) -> Any:
     """A boto3 client for ``service`` at the configured region and endpoint.
 
     Args:
         service: boto3 service name (``"dynamodb"``, ``"s3"``, …).
         settings: where the resources are; ``endpoint_url`` points at the local emulator.
-        session: an explicit session (tests); default: a new session from the environment.
+        session: an explicit session (tests); default: the process's shared session from the
+            environment (fixed credentials for a local endpoint).
     """
-    if session is None and is_local_endpoint(settings.endpoint_url):
-        # The local emulator accepts any credentials; fixed ones mean a developer needs no AWS
-        # account and a real profile is never sent to it.
-        session = boto3.Session(
-            aws_access_key_id="local",
-            aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
+    with _LOCK:
+        return (session or _shared_session(settings)).client(
+            service,  # type: ignore[call-overload]
             region_name=settings.region,
+            endpoint_url=settings.endpoint_url,
+            config=_CONFIG,
         )
-    session = session or boto3.Session()
-    return session.client(
-        service,  # type: ignore[call-overload]
-        region_name=settings.region,
-        endpoint_url=settings.endpoint_url,
-        config=_CONFIG,
-    )
