@@ -8,7 +8,6 @@ from typing import Any
 import boto3
 import pytest
 
-from langorch.adapters.aws import make_client
 from langorch.app.bootstrap import SandboxContainer
 from langorch.app.container import Container
 from langorch.config import Settings
@@ -76,8 +75,8 @@ def test_every_handler_holds_a_sandbox_container():
         assert isinstance(module.container, SandboxContainer), module.__name__
 
 
-def test_clients_of_one_process_share_one_boto3_session(monkeypatch: pytest.MonkeyPatch):
-    # Given a count of the boto3 sessions built (an endpoint no other test uses)
+def test_the_clients_of_one_container_share_one_boto3_session(monkeypatch: pytest.MonkeyPatch):
+    # Given a count of the boto3 sessions built
     created: list[Any] = []
     original = boto3.Session.__init__
 
@@ -88,15 +87,12 @@ def test_clients_of_one_process_share_one_boto3_session(monkeypatch: pytest.Monk
     monkeypatch.setattr(boto3.Session, "__init__", counting)
     settings = Settings(region="eu-north-1", endpoint_url="http://127.0.0.1:1")
 
-    # When two containers build clients of three services
-    clients = [
-        Container(settings).client(service)
-        for _ in range(2)
-        for service in ("dynamodb", "s3", "stepfunctions")
-    ]
-    clients.append(make_client("dynamodb", settings))
+    # When two containers (two sandboxes) build clients of three services each
+    containers = [Container(settings), Container(settings)]
+    clients = [c.client(s) for c in containers for s in ("dynamodb", "s3", "stepfunctions")]
 
-    # Then one session was built, and every client is at the settings' region and endpoint
-    assert len(created) == 1
+    # Then each container built one session, and every client is at the settings' region and
+    # endpoint
+    assert len(created) == 2
     assert {c.meta.region_name for c in clients} == {"eu-north-1"}
     assert {c.meta.endpoint_url for c in clients} == {"http://127.0.0.1:1"}

@@ -15,13 +15,9 @@ _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30
 )
 
-# One boto3 Session per process and kind of endpoint, shared by every client: a Session loads
-# botocore's data files and credential chain, ~55 ms each on a cold start (PERFORMANCE P3), and
-# a Lambda sandbox (one container) needs only one. A Session is not thread-safe (boto3's docs),
-# and ``langorch dev`` builds clients from many threads, so building a client holds this lock;
-# the clients themselves are thread-safe.
+# Building a client from a Session is not thread-safe (boto3's docs) and ``langorch dev`` builds
+# clients from many threads, so it holds this lock; the clients themselves are thread-safe.
 _LOCK = threading.Lock()
-_SESSIONS: dict[tuple[bool, str], boto3.Session] = {}
 
 
 def is_local_endpoint(endpoint_url: str | None) -> bool:
@@ -32,24 +28,24 @@ def is_local_endpoint(endpoint_url: str | None) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
-def _shared_session(settings: Settings) -> boto3.Session:
-    # Called with _LOCK held.
-    local = is_local_endpoint(settings.endpoint_url)
-    key = (local, settings.region if local else "")
-    session = _SESSIONS.get(key)
-    if session is None:
-        if local:
-            # The local emulator accepts any credentials; fixed ones mean a developer needs no
-            # AWS account and a real profile is never sent to it.
-            session = boto3.Session(
-                aws_access_key_id="local",
-                aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
-                region_name=settings.region,
-            )
-        else:
-            session = boto3.Session()
-        _SESSIONS[key] = session
-    return session
+def new_session(settings: Settings) -> boto3.Session:
+    """A boto3 session for these settings, to share between all the clients of one container.
+
+    A session loads botocore's data files and credential chain (~55 ms on a cold start,
+    PERFORMANCE P3), so a container builds one and every client reuses it.
+
+    Args:
+        settings: for a local endpoint, the session gets fixed credentials.
+    """
+    if is_local_endpoint(settings.endpoint_url):
+        # The local emulator accepts any credentials; fixed ones mean a developer needs no AWS
+        # account and a real profile is never sent to it.
+        return boto3.Session(
+            aws_access_key_id="local",
+            aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
+            region_name=settings.region,
+        )
+    return boto3.Session()
 
 
 def make_client(service: str, settings: Settings, *, session: boto3.Session | None = None) -> Any:
@@ -58,11 +54,11 @@ def make_client(service: str, settings: Settings, *, session: boto3.Session | No
     Args:
         service: boto3 service name (``"dynamodb"``, ``"s3"``, …).
         settings: where the resources are; ``endpoint_url`` points at the local emulator.
-        session: an explicit session (tests); default: the process's shared session from the
-            environment (fixed credentials for a local endpoint).
+        session: the session to build it from (a container's, see :func:`new_session`);
+            default: a new one.
     """
     with _LOCK:
-        return (session or _shared_session(settings)).client(
+        return (session or new_session(settings)).client(
             service,  # type: ignore[call-overload]
             region_name=settings.region,
             endpoint_url=settings.endpoint_url,
