@@ -30,6 +30,7 @@ from langorch.app.triggers import (
     handle_schedule,
     handle_webhook,
 )
+from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
 
 if TYPE_CHECKING:
@@ -114,6 +115,21 @@ def _outcome(outcome: TriggerOutcome) -> dict[str, Any]:
     return outcome.to_dict()
 
 
+def _s3_outcomes(objects: list[S3ObjectCreated]) -> dict[str, Any]:
+    """Start the runs for each created object; one answer for the batch."""
+    answers = []
+    for created in objects:
+        logger.thread_safe_append_keys(bucket=created.bucket, key=created.key)
+        answers.append(_outcome(handle_s3_object(created, container())))
+    if len(answers) == 1:
+        return answers[0]
+    return {
+        "trigger": "s3",
+        "runs": [run for answer in answers for run in answer.get("runs", [])],
+        "skipped": [skip for answer in answers for skip in answer.get("skipped", [])],
+    }
+
+
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Route the event by its shape to the matching use-case.
 
@@ -140,12 +156,15 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return _outcome(handle_schedule(fired, container()))
     if kind == "s3":
         try:
-            created = S3ObjectCreated.from_event(event)
-        except ValueError as exc:
+            objects = objects_created(event)
+        except S3EventError as exc:
+            # A malformed event never gets better on retry: refuse it loudly, start nothing.
             logger.error("malformed S3 event", extra={"reason": str(exc)[:300]})
-            return {"ignored": "malformed S3 event"}
-        logger.thread_safe_append_keys(bucket=created.bucket, key=created.key)
-        return _outcome(handle_s3_object(created, container()))
+            return {"ignored": "malformed S3 event", "reason": str(exc)[:300]}
+        if not objects:
+            logger.info("S3 event names no created object (test event or other type)")
+            return {"trigger": "s3", "runs": [], "skipped": []}
+        return _s3_outcomes(objects)
     logger.error("unsupported event", extra={"keys": sorted(event)[:20]})
     return {"ignored": "unsupported event"}
 

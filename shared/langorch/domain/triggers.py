@@ -37,6 +37,7 @@ MAX_SCHEDULE_NAME = 64
 """EventBridge Scheduler's limit on schedule names."""
 
 EventKind = Literal["http", "schedule", "s3", "unknown"]
+_RECORD_SOURCES = ("aws:s3", "aws:sqs", "aws:sns")
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,7 +53,8 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
 
     Returns:
         ``"http"`` (API Gateway HTTP API v2), ``"schedule"`` (a langorch schedule's Input),
-        ``"s3"`` (EventBridge ``Object Created`` from S3) or ``"unknown"``.
+        ``"s3"`` (EventBridge ``Object Created`` from S3, or a classic S3 notification direct
+        or through SQS/SNS) or ``"unknown"``.
     """
     context = event.get("requestContext")
     if isinstance(context, Mapping) and "http" in context:
@@ -60,6 +62,13 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
     if event.get("source") == SCHEDULE_SOURCE:
         return "schedule"
     if event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created":
+        return "s3"
+    # Classic S3 notifications, direct or through SQS/SNS (langorch.domain.s3_notifications).
+    records = event.get("Records")
+    first = records[0] if isinstance(records, list) and records else None
+    if isinstance(first, Mapping) and first.get("eventSource", first.get("EventSource")) in (
+        _RECORD_SOURCES
+    ):
         return "s3"
     return "unknown"
 
