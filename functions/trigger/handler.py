@@ -11,8 +11,6 @@ logs delivery ids and run ids, never signatures or secrets.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -32,6 +30,7 @@ from langorch.app.triggers import (
 )
 from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
+from langorch.web.http import UnreadableBodyError, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -50,8 +49,8 @@ container = SandboxContainer()
 def _webhook(workflow_id: str) -> Response[str]:
     event = app.current_event
     try:
-        body = _raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
-    except (binascii.Error, ValueError):
+        body = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    except UnreadableBodyError:
         return _response(400, {"error": "the body is not valid base64"})
     request = WebhookRequest(
         workflow_id=workflow_id,
@@ -74,15 +73,6 @@ def _webhook(workflow_id: str) -> Response[str]:
     else:
         _count("WebhookRejected", 1, status=str(status))
     return _response(status, answer)
-
-
-def _raw_body(body: str | None, is_base64: bool) -> bytes:
-    """The body byte for byte as sent: the signature covers exactly these bytes."""
-    if body is None:
-        return b""
-    if is_base64:
-        return base64.b64decode(body, validate=True)
-    return body.encode("utf-8")
 
 
 def _response(status: int, body: dict[str, Any]) -> Response[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import unquote_plus
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -151,12 +150,11 @@ def _from_notification(notification: Mapping[str, Any], where: str) -> list[S3Ob
 
 def _created(record: _Record) -> S3ObjectCreated:
     obj = record.s3.object
-    version = obj.version_id if obj.version_id not in (None, "", "null") else None
-    return S3ObjectCreated(
-        bucket=record.s3.bucket.name,
-        key=unquote_plus(obj.key),
+    return S3ObjectCreated.from_notified(
+        record.s3.bucket.name,
+        obj.key,
         size=obj.size,
-        etag=obj.e_tag.strip('"') if obj.e_tag else None,
-        version_id=version,
-        sequencer=obj.sequencer or None,
+        etag=obj.e_tag,
+        version_id=obj.version_id,
+        sequencer=obj.sequencer,
     )

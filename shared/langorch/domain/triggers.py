@@ -158,15 +158,37 @@ class S3ObjectCreated:
         except ValidationError as exc:
             raise ValueError(f"not an S3 Object Created event: {exc}") from exc
         obj = parsed.detail.object
-        version = obj.version_id if obj.version_id not in (None, "", "null") else None
-        return cls(
-            bucket=parsed.detail.bucket.name,
-            key=unquote_plus(obj.key),
+        return cls.from_notified(
+            parsed.detail.bucket.name,
+            obj.key,
             size=obj.size,
-            etag=obj.etag.strip('"') if obj.etag else None,
-            version_id=version,
-            sequencer=obj.sequencer or None,
+            etag=obj.etag,
+            version_id=obj.version_id,
+            sequencer=obj.sequencer,
             event_id=parsed.id,
+        )
+
+    @classmethod
+    def from_notified(
+        cls,
+        bucket: str,
+        encoded_key: str,
+        *,
+        size: int | None = None,
+        etag: str | None = None,
+        version_id: str | None = None,
+        sequencer: str | None = None,
+        event_id: str | None = None,
+    ) -> S3ObjectCreated:
+        """The object as an S3 event spells it: key URL-encoded, etag quoted, ``"null"`` version."""
+        return cls(
+            bucket=bucket,
+            key=unquote_plus(encoded_key),
+            size=size,
+            etag=etag.strip('"') if etag else None,
+            version_id=version_id if version_id not in (None, "", "null") else None,
+            sequencer=sequencer or None,
+            event_id=event_id,
         )
 
     @property
