@@ -167,6 +167,26 @@ def test_webhook_commands_for_an_unknown_workflow_say_how_to_find_one(
     assert "`langorch workflows list`" in result.stderr
 
 
+def test_files_put_of_a_directory_says_it_wants_a_file(langorch: Any, tmp_path: Path):
+    result = langorch("files", "put", str(tmp_path))
+
+    assert result.code == 2
+    assert f"{tmp_path} is a directory: give the path of the file to upload" in result.stderr
+
+
+def test_a_local_run_of_a_workflow_the_files_do_not_define_names_those_they_do(
+    langorch: Any, tmp_path: Path
+):
+    path = tmp_path / "definitions.yaml"
+    path.write_text(DEFINITIONS)
+
+    result = langorch("runs", "start", "nope", "--local", str(path))
+
+    assert result.code == 2
+    assert "--local files define the workflows greet, boom, not nope" in result.stderr
+    assert "workflows put" not in result.stderr  # nothing to register: --local reads the files
+
+
 # --- flags that would be accepted and ignored are refused -----------------------------------
 
 

@@ -314,12 +314,19 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
         container.ensure_resources()
         seed_builtins(container.definitions)
         results = register_files(container.definitions, [str(f) for f in files])
-        workflow = args.workflow or _only_workflow(results)
+        workflow = _local_workflow(args.workflow, results)
         return _run(ctx, args, container, workflow, data)
 
 
-def _only_workflow(results: list[Any]) -> str:
+def _local_workflow(named: str | None, results: list[Any]) -> str:
     workflows: list[str] = [r.id for r in results if r.kind == "workflow"]
+    if named is not None:
+        if named not in workflows:
+            raise UsageError(
+                f"--local files define the workflows {', '.join(workflows) or '(none)'}, "
+                f"not {named}: name one of them, or leave the name out when there is one"
+            )
+        return named
     if len(workflows) != 1:
         raise UsageError(
             f"the files define {len(workflows)} workflows ({', '.join(workflows) or 'none'}): "
