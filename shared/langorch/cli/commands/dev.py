@@ -69,7 +69,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
         "",
-        "try, in another terminal:",
+        "try, in another terminal (`source .venv/bin/activate` first puts langorch on PATH):",
         "  langorch workflows list",
         '  langorch runs start blog_review --input \'{"commit_message": "Add S3 offload"}\' --wait',
         "  langorch runs list",
