@@ -183,6 +183,41 @@ def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancell
     assert container.runs.get_run(run_id).pending is None
 
 
+@pytest.mark.parametrize(
+    "key",
+    [
+        "inbox/orders.csv",
+        # S3 URL-encodes keys in its events; each of these once came back as another key
+        "inbox/c++ report (1) 100% ünïcode+été.csv",
+    ],
+)
+def test_a_csv_dropped_with_files_put_is_read_and_counted_by_the_file_digest_example(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path, key: str
+):
+    # Given `langorch dev` with the examples, and a CSV of three orders
+    data = tmp_path / "orders.csv"
+    data.write_text("order,amount\nA-1,10\nA-2,25\nA-3,7\n")
+
+    # When it is dropped into the inbox with the CLI
+    code, put, err = langorch(capsys, "files", "put", str(data), "--key", key)
+
+    # Then the drop matches file_digest, whose run (started by the S3 event, run by the state
+    # machine) reads the file and ends with its row count
+    assert code == 0, err
+    assert put["matching_workflows"] == ["file_digest"]
+    container = Container(stack.settings)
+    deadline = time.monotonic() + 60
+    while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
+        r.is_terminal for r in runs
+    ):
+        assert time.monotonic() < deadline, "the file_digest run did not end within 60 s"
+        time.sleep(0.2)
+    [run] = runs
+    assert run.status.value == "succeeded", run.error
+    assert run.outputs["row_count"] == 3
+    assert run.outputs["file"]["key"] == key
+
+
 def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ):
@@ -195,8 +230,7 @@ def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
     # When it is run
     code, put, err = langorch(capsys, *argv)
 
-    # Then the drop matches file_digest, whose run (started by the S3 event, run by the state
-    # machine) reads the file and ends with its row count
+    # Then the drop matches file_digest, whose run reads the shipped file and counts its rows
     assert code == 0, err
     assert put["matching_workflows"] == ["file_digest"]
     container = Container(stack.settings)

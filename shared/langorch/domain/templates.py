@@ -21,8 +21,8 @@ from functools import lru_cache
 from typing import Any
 
 from jinja2 import ChainableUndefined, TemplateSyntaxError, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from langorch.domain._sandbox import BoundedSandbox, ExpressionLimitError, check_time, time_bound
 from langorch.domain.errors import LangorchError
 
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_\.]*)\}(?!\})")
@@ -69,9 +69,9 @@ def _as_text(value: Any) -> Any:
 
 
 @lru_cache(maxsize=1)
-def _environment() -> ImmutableSandboxedEnvironment:
+def _environment() -> BoundedSandbox:
     # finalize applies to every {{ … }} output (not to expressions, which keep their types).
-    env = ImmutableSandboxedEnvironment(undefined=_Undefined, autoescape=False, finalize=_as_text)
+    env = BoundedSandbox(undefined=_Undefined, autoescape=False, finalize=_as_text)
     env.filters["tojson_compact"] = lambda v: json.dumps(v, default=str)
     return env
 
@@ -159,17 +159,38 @@ def render(
         text = _PLACEHOLDER.sub(lambda m: str(_as_text(_lookup(context, m.group(1)))), template)
     else:
         try:
-            text = str(_compile(template).render(context))
-        except TemplateError:
+            text = _bounded_render(_compile(template), context, max_chars, too_long_hint)
+        except (TemplateError, ExpressionLimitError):
             raise
         except Exception as exc:  # the sandbox raises SecurityError and ordinary runtime errors
             raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from exc
     if len(text) > max_chars:
-        raise TemplateError(
-            f"template rendered {len(text):,} characters, more than the {max_chars:,} allowed"
-            + (f": {too_long_hint}" if too_long_hint else "")
-        )
+        raise _too_long(len(text), max_chars, too_long_hint)
     return text
+
+
+def _too_long(rendered: int | None, max_chars: int, hint: str) -> TemplateError:
+    # None: rendering stopped as soon as it passed the bound, the full length is unknown.
+    what = (
+        f"more than the {max_chars:,} characters allowed"
+        if rendered is None
+        else f"{rendered:,} characters, more than the {max_chars:,} allowed"
+    )
+    return TemplateError(f"template rendered {what}" + (f": {hint}" if hint else ""))
+
+
+def _bounded_render(compiled: Any, context: dict[str, Any], max_chars: int, hint: str) -> str:
+    """Render chunk by chunk, so a runaway loop stops at the size or time bound."""
+    parts: list[str] = []
+    size = 0
+    with time_bound():
+        for chunk in compiled.generate(context):
+            check_time()
+            size += len(chunk)
+            if size > max_chars:
+                raise _too_long(None, max_chars, hint)
+            parts.append(chunk)
+    return "".join(parts)
 
 
 @lru_cache(maxsize=2048)
@@ -196,7 +217,10 @@ def evaluate(expression: str, context: dict[str, Any]) -> Any:
     """
     compiled = _compile_expression(strip_braces(expression))
     try:
-        return compiled(**context)
+        with time_bound():
+            return compiled(**context)
+    except ExpressionLimitError:
+        raise
     except Exception as exc:
         raise TemplateError(
             f"expression {expression!r} failed: {type(exc).__name__}: {exc}"
