@@ -187,6 +187,17 @@ def test_a_local_run_of_a_workflow_the_files_do_not_define_names_those_they_do(
     assert "workflows put" not in result.stderr  # nothing to register: --local reads the files
 
 
+def test_dev_with_an_examples_folder_that_does_not_exist_refuses_to_start_without_them(
+    langorch: Any, tmp_path: Path
+):
+    # (was: a stack with no workflows, the typo unmentioned)
+    result = langorch("dev", "--examples", str(tmp_path / "exmaples"), "--ready-only")
+
+    assert result.code == 2
+    assert f"--examples {tmp_path / 'exmaples'}: no such folder" in result.stderr
+    assert "langorch dev is ready" not in result.stdout
+
+
 # --- flags that would be accepted and ignored are refused -----------------------------------
 
 
