@@ -289,7 +289,7 @@ def test_approvals_list_fits_the_terminal_and_wide_shows_everything(
     assert title in wide.stdout and "run-0123456789abcdef0123456789abcdef" in wide.stdout
 
 
-def test_show_json_says_why_a_run_has_no_execution(langorch: Any, definitions: str):
+def test_start_and_show_json_say_why_a_run_has_no_execution(langorch: Any, definitions: str):
     # Given a run driven by the command that started it (this stack has no state machine)
     started = langorch("runs", "start", "greet", "--json")
     run_id = started.json()["runs"][0]["run"]["run_id"]
@@ -297,6 +297,8 @@ def test_show_json_says_why_a_run_has_no_execution(langorch: Any, definitions: s
     shown = langorch("runs", "show", run_id, "--json").json()
     text = langorch("runs", "show", run_id).stdout
 
+    assert "execution_arn" not in started.json()["runs"][0]["run"]
+    assert started.json()["runs"][0]["execution"]["reason"] in shown["execution"]["reason"]
     assert "execution_arn" not in shown["run"]
     assert shown["execution"]["arn"] is None
     assert "driven by the langorch command that started it" in shown["execution"]["reason"]

@@ -151,9 +151,10 @@ def _launch(
     run, created = launch_run(StartRun(workflow, input=data, user_id=args.user), container)
     if not created:
         ctx.out.warn(f"run {run.run_id} already existed; its execution was not started again")
+    execution = {"arn": run.execution_arn, "status": None, "reason": None}
     if not args.wait:
         ctx.out.result(
-            {"run": run.model_dump(mode="json")},
+            {"run": run_json(run), "execution": execution},
             f"started {run.run_id} ({run.workflow_id}@{run.workflow_version})\n"
             f"  follow it:  langorch runs show {run.run_id}   |   langorch runs logs {run.run_id}",
         )
@@ -161,7 +162,8 @@ def _launch(
     timeout = _DEFAULT_TIMEOUT if args.timeout is None else args.timeout
     run, events = _follow(ctx, container, run.run_id, timeout=timeout)
     document: dict[str, Any] = {
-        "run": run.model_dump(mode="json"),
+        "run": run_json(run),
+        "execution": execution,
         "timeline": [e.model_dump(mode="json") for e in events],
     }
     where = _approval_whereabouts(ctx, run) if run.status.value in _PARKED_FOR_PEOPLE else None
@@ -271,7 +273,8 @@ def _run(
         events = container.runs.get_timeline(run.run_id)
         documents.append(
             {
-                "run": stored.model_dump(mode="json"),
+                "run": run_json(stored),
+                "execution": {"arn": None, "status": None, "reason": _DRIVEN_HERE},
                 "timeline": [e.model_dump(mode="json") for e in events],
             }
         )
@@ -385,9 +388,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     run = repo.get_run(args.run_id)
     events = repo.get_timeline(args.run_id)
     execution = _execution(ctx, run.run_id)
-    document = run.model_dump(mode="json")
-    # The record never stores the ARN (it derives from the run id): say what runs it instead.
-    document.pop("execution_arn", None)
+    document = run_json(run)
 
     def text() -> str:
         where = (
@@ -408,9 +409,17 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     )
 
 
+def run_json(run: Any) -> dict[str, Any]:
+    """A run record as JSON, without ``execution_arn``: the record never stores it (it derives
+    from the run id), so it read null; the documents carry an ``execution`` object instead."""
+    document: dict[str, Any] = run.model_dump(mode="json")
+    document.pop("execution_arn", None)
+    return document
+
+
 _DRIVEN_HERE = (
     "the run was driven by the langorch command that started it "
-    "(`runs start --approve/--reject` or a stack without a state machine)"
+    "(`runs start --local`, `--approve`/`--reject`, or a stack without a state machine)"
 )
 
 
@@ -522,5 +531,5 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
         text = f"{run.run_id} was already cancelled"
     else:
         text = f"{run.run_id} already ended as {run.status.value}: nothing to cancel"
-    ctx.out.result({"run": run.model_dump(mode="json"), "cancelled": changed}, text)
+    ctx.out.result({"run": run_json(run), "cancelled": changed}, text)
     return 0 if cancelled else 1
