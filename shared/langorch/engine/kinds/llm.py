@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
-from langorch.domain.templates import render
+from langorch.domain.templates import prompt_char_limit, render
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import Executor, Outcome, StepSpec, input_scope, visits_of
 from langorch.engine.state import OrchestrationState
@@ -36,6 +36,14 @@ async def call_llm(
     if block is None:
         raise StepFailedError(f"step {spec.step_id}: an LLM step needs a block with a prompt")
     scope = input_scope(spec, state)
+    provider = spec.provider or ctx.default_provider or "offline"
+    prompt = render(
+        block.prompt_template,
+        scope,
+        max_chars=prompt_char_limit(provider, block.max_prompt_chars),
+        too_long_hint=f"the prompt limit of block {block.block_id} ({provider}); shorten its "
+        "inputs, or raise the block's max_prompt_chars (at most 4,000,000)",
+    )
     system = block.system_prompt or f"You are executing: {block.name or block.block_id}. " + (
         block.description or ""
     )
@@ -43,10 +51,10 @@ async def call_llm(
         run_id=ctx.run_id,
         step_id=spec.step_id,
         block_id=block.block_id,
-        provider=spec.provider or ctx.default_provider or "offline",
+        provider=provider,
         model=spec.model,  # None: the registry applies the default provider's model
         system_prompt=render(system, scope),
-        prompt=render(block.prompt_template, scope),
+        prompt=prompt,
         output_keys=[k for k in block.output_keys if not (choices and k == "branch")],
         output_types=dict(block.output_types),
         choices=choices,
