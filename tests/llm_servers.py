@@ -39,6 +39,7 @@ class Received:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    """Names in lower case."""
     at: float
 
 
@@ -60,7 +61,8 @@ class LoopbackServer:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 raw = self.rfile.read(length)
-                reply = server._record(self.path, raw, dict(self.headers))
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                reply = server._record(self.path, raw, headers)
                 if reply.delay and not server._hold(self.connection, reply.delay):
                     self.close_connection = True
                     return

@@ -223,4 +223,4 @@ def test_bedrock_is_never_the_emulator_nor_its_credentials() -> None:
         # Then it went to Bedrock's endpoint, signed with the caller's credential chain (the
         # environment's), not the emulator's fixed "local" ones
         assert server.calls == 1
-        assert "Credential=testing/" in server.received[0].headers["Authorization"]
+        assert "Credential=testing/" in server.received[0].headers["authorization"]

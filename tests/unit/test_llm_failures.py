@@ -230,7 +230,7 @@ def test_openai_settings_reach_the_request(openai_server: FakeOpenAI) -> None:
     # Then the defaults and the headers were sent, with the key as a bearer token
     sent = openai_server.received[0]
     assert (sent.body["max_completion_tokens"], sent.body["temperature"]) == (300, 0.3)
-    headers = {k.lower(): v for k, v in sent.headers.items()}
+    headers = sent.headers
     assert headers["openai-organization"] == "org-1"
     assert headers["openai-project"] == "proj-1"
     assert headers["authorization"] == "Bearer sk-test"
