@@ -3,6 +3,11 @@
 Everything is built on first use, so a function that only starts runs never imports LangGraph
 or an LLM SDK (ARCHITECTURE §2 "Cold starts"). Tests and the local stack build a container with
 their own ``Settings`` (endpoint, names) — nowhere else swaps endpoints.
+
+This is the only module that knows which implementation stands behind each port
+(:mod:`langorch.app.ports`): the use-cases declare the ports they need, and the container
+satisfies them structurally (``container.runs`` is a ``RunsStore``, ``container.executions`` an
+``Executions``, ...). Use-case tests pass in-memory fakes instead (``tests/fakes``).
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ if TYPE_CHECKING:
     from langorch.adapters.scheduler import Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
-    from langorch.app.approvals import EmailSender
     from langorch.app.memory import MemoryManager
+    from langorch.app.ports import EmailSender
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import HttpCaller
     from langorch.llm import LLMRegistry
@@ -54,19 +59,18 @@ class Container:
         ids: Callable[[], str] = _new_id,
         llm: LLMRegistry | None = None,
         http: HttpCaller | None = None,
-        llm_session: boto3.Session | None = None,
+        email: EmailSender | None = None,
     ) -> None:
         self.settings = settings
         self._session = session
-        # Bedrock's credentials: the standard chain unless given (``runs start --local``
-        # resolves them before its in-process emulator swaps the environment's for fake ones).
-        self._llm_session = llm_session
         self.clock = clock
         self.ids = ids
         if llm is not None:
             self.__dict__["llm"] = llm
         if http is not None:
             self.__dict__["http"] = http
+        if email is not None:
+            self.__dict__["email"] = email
 
     def client(self, service: str) -> Any:
         """A boto3 client at the configured endpoint (cached per service)."""
@@ -119,6 +123,11 @@ class Container:
 
         return StepFunctions(self.client("stepfunctions"), self.settings.state_machine_arn)
 
+    @property
+    def executions(self) -> StepFunctions:
+        """The run state machine's executions (the ``Executions`` port): :attr:`stepfunctions`."""
+        return self.stepfunctions
+
     @cached_property
     def secrets(self) -> Secrets:
         from langorch.adapters.secrets import Secrets
@@ -133,8 +142,9 @@ class Container:
 
     @cached_property
     def email(self) -> EmailSender:
+        """SES; in local mode (``outbox_dir`` set) the outbox folder instead."""
         if self.settings.outbox_dir:
-            from langorch.local.outbox import OutboxSender
+            from langorch.adapters.outbox import OutboxSender
 
             return OutboxSender(self.settings.outbox_dir)
         from langorch.adapters.ses import SesSender
@@ -194,7 +204,9 @@ class Container:
         )
 
     def _bedrock_client(self, read_timeout: float) -> Any:
-        # Not self.client(): Bedrock is never the emulator, and never its fake credentials.
+        # Not self.client(): Bedrock is never the emulator, and never its fake credentials
+        # (nor this container's session, which is the emulator's under `runs start --local`):
+        # the standard credential chain.
         from langorch.adapters.aws import bedrock_runtime_client
 
         settings = self.settings
@@ -202,7 +214,6 @@ class Container:
             region=settings.bedrock_region or settings.region,
             read_timeout=read_timeout,
             endpoint_url=settings.bedrock_endpoint_url,
-            session=self._llm_session,
         )
 
     @cached_property
