@@ -197,9 +197,9 @@ def test_openai_call_past_the_step_budget_is_cancelled_and_its_request_abandoned
     # Given a server that takes 30 s to answer
     openai_server.answer({"title": "late"}, delay=30)
 
-    # When the step has 1 s
+    # When the step has 3 s
     with pytest.raises(LLMTimeoutError) as caught:
-        _call(_openai(openai_server), _request("openai"), budget=1.0)
+        _call(_openai(openai_server), _request("openai"), budget=3.0)
 
     # Then the timeout is named and retryable, and the server saw the client hang up (the HTTP
     # request was abandoned, not left running)
@@ -313,9 +313,9 @@ def test_bedrock_call_past_the_step_budget_ends_with_the_step(
     # Given Bedrock takes 30 s
     bedrock_server.tool_answer({"title": "late"}, delay=30)
 
-    # When the step has 1 s
+    # When the step has 3 s
     with pytest.raises(LLMTimeoutError):
-        _call(_bedrock(bedrock_server), _request("bedrock"), budget=1.0)
+        _call(_bedrock(bedrock_server), _request("bedrock"), budget=3.0)
 
     # Then the HTTP request was abandoned too (the client's read timeout is the step's time)
     assert bedrock_server.wait_for(lambda: bedrock_server.hung_up == 1, timeout=5)

@@ -178,8 +178,10 @@ class BedrockProvider(ChatProvider):
 
 
 def _read_timeout(request: LLMRequest) -> int:
+    # Rounded down: botocore gives up (and closes the connection) no later than the step's
+    # own deadline, so an abandoned call never overlaps the step's next attempt.
     seconds = request.timeout_seconds or DEFAULT_READ_TIMEOUT
-    return max(1, math.ceil(seconds))
+    return max(1, math.floor(seconds))
 
 
 def _default_client_factory(region: str) -> ClientFactory:
