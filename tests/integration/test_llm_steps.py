@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import langchain_aws  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
+import langchain_openai  # noqa: F401
 import pytest
 
 from langorch.app.container import Container
