@@ -19,7 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
-from langorch.config import Settings
+from langorch.app.bootstrap import SandboxContainer
 from langorch.domain.approval_outcomes import (
     ApprovalNotFoundError,
     Decided,
@@ -36,7 +36,6 @@ from langorch.web.http import UnreadableBodyError, http_status, raw_body
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from langorch.app.container import Container
     from langorch.web.pages import Page
 
 # Typed here so Powertools' decorators keep the handler's signature for mypy.
@@ -45,23 +44,13 @@ logger: Logger = observability.logger()
 # Lambda's active tracing still records each invocation.
 metrics: Metrics = observability.metrics()
 app = APIGatewayHttpResolver()
+container = SandboxContainer()
+"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
 
 MAX_FORM_BYTES = 512 * 1024
 MAX_FORM_FIELDS = 500
 """More fields than any approval page has (parse_qs raises past it: answered 400, not 500)."""
 FORM_TYPE = "application/x-www-form-urlencoded"
-
-_container: Container | None = None
-
-
-def container() -> Container:
-    """The sandbox's container, built on first use from the environment's settings."""
-    global _container
-    if _container is None:
-        from langorch.app.container import Container
-
-        _container = Container(Settings())
-    return _container
 
 
 def _request(approval_id: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:

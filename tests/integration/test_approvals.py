@@ -63,6 +63,8 @@ from langorch.domain.runs import (
     transition,
 )
 
+from .conftest import UseContainer
+
 REGION = "us-east-1"
 ROOT = Path(__file__).resolve().parents[2]
 EVENTS = ROOT / "tests" / "fixtures" / "events"
@@ -291,11 +293,11 @@ class FakeContext:
 
 
 @pytest.fixture
-def callback(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Any:
+def callback(stack: Stack, handler_container: UseContainer) -> Any:
     """The approval_callback handler module, using the test's container."""
     from functions.approval_callback import handler
 
-    monkeypatch.setattr(handler, "_container", stack.container)
+    handler_container(handler, stack.container)
     return handler
 
 
@@ -555,7 +557,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
     callback: Any,
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    handler_container: UseContainer,
 ) -> None:
     # Everything at INFO (what runs in Lambda), ours at DEBUG; botocore's DEBUG wire dumps are
     # off in Lambda and would show any request body.
@@ -564,7 +566,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
     # Given the whole flow, with the request going through its handler
     from functions.request_approval import handler as request_handler
 
-    monkeypatch.setattr(request_handler, "_container", stack.container)
+    handler_container(request_handler, stack.container)
     stack.runs_seen += 1
     run_id = f"run-{stack.runs_seen}"
     request = {

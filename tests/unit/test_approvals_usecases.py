@@ -64,12 +64,13 @@ def stack() -> FakeStack:
 
 
 @pytest.fixture
-def callback(stack: FakeStack, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+def callback(stack: FakeStack) -> Iterator[Any]:
     """The approval_callback handler module, answering from the fakes."""
     from functions.approval_callback import handler
 
-    monkeypatch.setattr(handler, "_container", stack.container)
+    previous = handler.container.use(stack.container)
     yield handler
+    handler.container.use(previous)
 
 
 def _record_then_crash(stack: FakeStack, parked: Parked) -> None:
