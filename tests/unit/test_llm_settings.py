@@ -46,7 +46,9 @@ def test_new_llm_fields_leave_stored_content_hashes_unchanged_while_unset() -> N
     # Given a block and a workflow as stored before max_tokens / llm_temperature existed
     block = BlockDefinition(block_id="b", output_keys=["x"], prompt_template="p")
     plan = TaskPlan(plan_id="w", steps=[PlanStep(step_id="s", block_id="b")])
-    old_block = block.model_dump(mode="json", exclude={"version", "max_tokens", "read_file"})
+    old_block = block.model_dump(
+        mode="json", exclude={"version", "max_tokens", "max_prompt_chars", "read_file"}
+    )
     old_plan = plan.model_dump(
         mode="json", exclude={"version", "llm_temperature", "llm_max_tokens"}
     )
