@@ -96,7 +96,7 @@ def make_step_node(spec: StepSpec) -> Any:
         except GraphBubbleUp:
             raise  # interrupts park the run; they are not failures
         except Exception as exc:
-            return _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
+            return await _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
         return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
 
     node.__name__ = f"step_{spec.step_id}"
@@ -120,7 +120,7 @@ async def _attempt(
     return await (asyncio.wait_for(work, timeout) if timeout else work)
 
 
-def _failed(
+async def _failed(
     exc: Exception,
     spec: StepSpec,
     ctx: EngineContext,
@@ -131,19 +131,39 @@ def _failed(
     emit: Emit,
 ) -> Command[Any]:
     """Raise to retry or to fail the run; else route the error to ``on_error``/``on_failure``."""
+    from langorch.llm.calls import error_tokens, retry_delay  # light: no SDK
+
     error = _normalise(exc, spec, attempt)
     duration = _ms(started)
+    tokens = error_tokens(exc)  # a refused or cut answer is billed all the same
     if is_retryable(exc) and attempt < spec.max_attempts:
-        emit(_event("step_retried", spec, attempt=attempt, duration_ms=duration, error=error))
+        emit(
+            _event(
+                "step_retried",
+                spec,
+                attempt=attempt,
+                duration_ms=duration,
+                error=error,
+                tokens=tokens,
+            )
+        )
         logger.warning(
             "step attempt failed; retrying",
             extra={"run_id": ctx.run_id, "step_id": spec.step_id, "attempt": attempt},
         )
+        # The server's Retry-After, within the step's own time; LangGraph's backoff follows.
+        await asyncio.sleep(retry_delay(exc, limit_seconds=spec.timeout_seconds))
         raise exc
     route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
     emit(
         _event(
-            "step_failed", spec, attempt=attempt, duration_ms=duration, error=error, routed_to=route
+            "step_failed",
+            spec,
+            attempt=attempt,
+            duration_ms=duration,
+            error=error,
+            routed_to=route,
+            tokens=tokens,
         )
     )
     logger.error(

@@ -43,6 +43,10 @@ class StepSpec:
     end_node: str = END
     provider: str | None = None
     model: str | None = None
+    temperature: float | None = None
+    """LLM steps: the block's temperature, else the workflow's (``None``: the default)."""
+    max_tokens: int | None = None
+    """LLM steps: the block's output token limit, else the workflow's (``None``: the default)."""
     approvers: tuple[str, ...] = ()
     parks: bool = False
     """The kind parks or delegates (approval, wait, loop, subflow): no step timeout."""

@@ -3,7 +3,7 @@ structured output whose fields are the ``output_keys``, merge them into ``shared
 
 from __future__ import annotations
 
-import asyncio
+import time
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
@@ -30,7 +30,9 @@ async def call_llm(
         attempt: Which attempt this is (offline scripts answer per attempt).
         choices: For decisions: the labels the answer must be one of.
     """
+    started = time.monotonic()  # before the first import of langorch.llm: it takes a while
     from langorch.llm import LLMRequest  # the package is light; SDKs load per provider
+    from langorch.llm.calls import call_model
 
     block = spec.block
     if block is None:
@@ -58,12 +60,17 @@ async def call_llm(
         output_keys=[k for k in block.output_keys if not (choices and k == "branch")],
         output_types=dict(block.output_types),
         choices=choices,
-        temperature=block.temperature,
+        temperature=spec.temperature,
         tools=list(block.tools_required),
         call_index=visits_of(spec, state),
         attempt=attempt,
+        max_tokens=spec.max_tokens,
+        max_attempts=spec.max_attempts,
     )
-    result = await asyncio.to_thread(ctx.llm.invoke, request)
+    # Within the step's time, cancelled with it, every attempt's tokens counted (llm/calls.py).
+    result = await call_model(
+        ctx.llm, request, budget_seconds=spec.timeout_seconds, started=started
+    )
     tokens = {"input": result.input_tokens, "output": result.output_tokens}
     usage = {
         "step_id": spec.step_id,
