@@ -7,6 +7,7 @@ passes it where the handlers pass the container.
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +87,25 @@ class Fakes:
             from langorch.app.definitions import seed_builtins as seed
 
             seed(self.definitions)
+
+    def another_process(self) -> Fakes:
+        """The same stores seen by another process (a new Lambda sandbox): no warm caches."""
+        other = copy.copy(self)
+        other.secrets = self.secrets.another_process()
+        for cached in ("compiler", "memory"):
+            other.__dict__.pop(cached, None)
+        return other
+
+    def redeployed(self, **settings: Any) -> Fakes:
+        """The same stores seen by a process of a deployment with other settings."""
+        other = self.another_process()
+        other.settings = self.settings.model_copy(update=settings)
+        other.schedules = self.schedules.configured_as(
+            role_arn=other.settings.scheduler_role_arn,
+            target_arn=other.settings.trigger_function_arn,
+            dead_letter_arn=other.settings.schedule_dlq_arn,
+        )
+        return other
 
     @property
     def stepfunctions(self) -> InMemoryExecutions:
