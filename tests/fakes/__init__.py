@@ -11,6 +11,8 @@ import copy
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from langgraph.store.memory import InMemoryStore
+
 from langorch.config import Settings
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
@@ -81,6 +83,7 @@ class Fakes:
         self.clock = FakeClock()
         self.ids = SequentialIds()
         self.checkpointer = InMemoryCheckpoints()
+        self.memory_store = InMemoryStore()
         self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
         self.http = http
         if seed_builtins:
@@ -94,6 +97,14 @@ class Fakes:
         other.secrets = self.secrets.another_process()
         for cached in ("compiler", "memory"):
             other.__dict__.pop(cached, None)
+        return other
+
+    def with_script(self, script: dict[str, Any] | str | None) -> Fakes:
+        """Another process whose offline LLM answers from ``script``."""
+        from langorch.llm import LLMRegistry
+
+        other = self.another_process()
+        other.llm = LLMRegistry(default_provider="offline", offline_script=script)
         return other
 
     def redeployed(self, **settings: Any) -> Fakes:
@@ -121,9 +132,7 @@ class Fakes:
 
     @cached_property
     def memory(self) -> MemoryManager:
-        """Long-term memory on LangGraph's ``InMemoryStore``."""
-        from langgraph.store.memory import InMemoryStore
-
+        """Long-term memory on LangGraph's ``InMemoryStore`` (shared by every process)."""
         from langorch.app.memory import MemoryManager
 
-        return MemoryManager(InMemoryStore())
+        return MemoryManager(self.memory_store)
