@@ -80,7 +80,7 @@ def test_logs_name_the_delivery_and_run_but_never_the_signature_or_secret(
 ):
     # Given the recorded request
     event = load_event("apigw_v2_webhook.json")
-    signature = event["headers"]["x-langorch-signature"].removeprefix("v1=")
+    signature = event["headers"]["webhook-signature"].partition(",")[2]
 
     # When the function handles it
     response = _invoke(event)
@@ -99,7 +99,7 @@ def test_a_started_run_and_a_rejection_are_counted_with_their_dimension(
     # Given an accepted and a refused delivery
     good = load_event("apigw_v2_webhook.json")
     bad = load_event("apigw_v2_webhook.json")
-    bad["headers"]["x-langorch-delivery"] = "dlv-forged"
+    bad["headers"]["webhook-id"] = "dlv-forged"
 
     # When both are handled
     _invoke(good)
