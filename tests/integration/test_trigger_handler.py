@@ -88,3 +88,27 @@ def test_a_recorded_s3_event_starts_the_matching_workflow(deps: Container):
     assert [r["workflow_id"] for r in result["runs"]] == ["json_drop"]
     run = deps.runs.get_run(result["runs"][0]["run_id"])
     assert run.input["key"] == "invoices/march 2026+final (1).json"
+
+
+def test_a_classic_s3_notification_through_sqs_starts_the_run_the_eventbridge_event_started(
+    deps: Container,
+):
+    # Given one write of a key, seen first as S3's classic notification delivered through SQS
+    bridge = load_event("eventbridge_s3_object_created.json")
+    obj = bridge["detail"]["object"]
+    record = load_event("s3_notification_put.json")["Records"][0]
+    record["s3"]["bucket"]["name"] = bridge["detail"]["bucket"]["name"]
+    record["s3"]["object"].update(key=obj["key"], versionId=obj["version-id"])
+    sqs = {"Records": [{"eventSource": "aws:sqs", "body": json.dumps({"Records": [record]})}]}
+
+    # When the function gets it, and then the same write through EventBridge
+    first = _invoke(sqs)
+    second = _invoke(bridge)
+
+    # Then the classic shape started the .json watcher with the decoded key, and the
+    # EventBridge event of the same write started nothing more
+    [started] = first["runs"]
+    assert started["workflow_id"] == "json_drop" and started["created"] is True
+    assert deps.runs.get_run(started["run_id"]).input["key"] == "invoices/march 2026+final (1).json"
+    assert second["runs"] == [{**started, "created": False}]
+    assert len(executions(deps)) == 1

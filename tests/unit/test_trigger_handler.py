@@ -128,3 +128,19 @@ def test_an_unknown_route_is_a_404_and_an_unknown_event_is_ignored(deps: Fakes):
     assert response["statusCode"] == 404
     assert ignored == {"ignored": "unsupported event"}
     assert all_runs(deps) == []
+
+
+def test_a_malformed_s3_notification_is_refused_with_its_reason_and_starts_nothing(
+    deps: Fakes, log_output: io.StringIO
+):
+    # Given an SQS message whose body is not an S3 notification
+    event = {"Records": [{"eventSource": "aws:sqs", "body": json.dumps({"hello": "world"})}]}
+
+    # When the function gets it
+    answer = _invoke(event)
+
+    # Then it says why, logs it as an error, and nothing starts
+    assert answer["ignored"] == "malformed S3 event"
+    assert "Records[0].body holds no S3 'Records' list" in answer["reason"]
+    assert '"malformed S3 event"' in log_output.getvalue()
+    assert all_runs(deps) == []
