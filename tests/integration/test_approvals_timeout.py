@@ -20,9 +20,9 @@ from langorch.app.approvals import (
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.approvals import ApprovalStatus
 from langorch.domain.runs import TimelineEventType
+from tests.unit.test_engine import APPROVAL
 
 from .conftest import MakeContainer, register_text
-from .test_engine import APPROVAL
 
 
 def test_a_timed_out_resume_closes_the_approval(make_container: MakeContainer, tmp_path: Path):
