@@ -16,6 +16,7 @@ import pytest
 from langorch.app.container import Container
 from langorch.cli.main import main
 from langorch.local.stack import LocalStack, free_port, start_local_stack
+from tests.e2e.readme import REPO, langorch_commands
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -70,14 +71,12 @@ def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, 
     return code, _result(captured.out), captured.err
 
 
-def test_the_dev_stack_is_ready_with_its_state_machine_within_ten_seconds(
-    started: tuple[LocalStack, float],
-):
-    # Given `langorch dev` started (examples registered, pipeline provisioned)
-    stack, took = started
+def test_the_dev_stack_is_ready_with_its_state_machine(started: tuple[LocalStack, float]):
+    # Given `langorch dev` started (examples registered, pipeline provisioned); how long that
+    # takes is measured by `make bench-pipeline`, never asserted here (it depends on the machine)
+    stack, _ = started
 
-    # Then it was ready in time, and the stack file names the running state machine
-    assert took < 10.0, f"ready after {took:.1f} s"
+    # Then the stack file names the running state machine
     document = json.loads(stack.stack_file.read_text())
     arn = document["settings"]["state_machine_arn"]
     machine = (
@@ -124,6 +123,26 @@ def test_a_run_started_with_wait_runs_in_the_state_machine_and_its_logs_come_bac
     assert answered
     assert answered[0]["group"] == "/aws/lambda/langorch-run-segment"
     assert all(line["fields"]["run_id"] == run["run_id"] for line in logs["lines"])
+
+
+def test_a_run_followed_with_wait_tells_each_event_once_then_its_outcome(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # Given a workflow registered in the local stack
+    (tmp_path / "linear.yaml").write_text(LINEAR)
+    assert langorch(capsys, "workflows", "put", str(tmp_path / "linear.yaml"))[0] == 0
+
+    # When it is started and followed in text mode
+    code = main(["runs", "start", "linear", "--input", '{"x": 4}', "--wait"])
+    captured = capsys.readouterr()
+
+    # Then each step is told once (on stderr, as it happens) and stdout has the outcome
+    assert code == 0, captured.err
+    told = (captured.out + captured.err).splitlines()
+    assert len([line for line in told if " ok " in line and " double " in line]) == 1
+    assert len([line for line in told if " end " in line]) == 1
+    assert "linear@1  succeeded" in captured.out
+    assert "z: 9" in captured.out
 
 
 def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancelled(
@@ -195,3 +214,31 @@ def test_a_csv_dropped_with_files_put_is_read_and_counted_by_the_file_digest_exa
     assert run.status.value == "succeeded", run.error
     assert run.outputs["row_count"] == 3
     assert run.outputs["file"]["key"] == key
+
+
+def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+):
+    # Given `langorch dev` with the examples, and the README's command dropping the CSV the
+    # repository ships (its path made absolute: this stack runs in another directory)
+    [argv] = langorch_commands(("files", "put"))
+    argv = [str(REPO / a) if a.startswith("examples/") else a for a in argv]
+    rows = len((REPO / "examples" / "file_digest" / "orders.csv").read_text().splitlines()) - 1
+
+    # When it is run
+    code, put, err = langorch(capsys, *argv)
+
+    # Then the drop matches file_digest, whose run reads the shipped file and counts its rows
+    assert code == 0, err
+    assert put["matching_workflows"] == ["file_digest"]
+    container = Container(stack.settings)
+    deadline = time.monotonic() + 60
+    while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
+        r.is_terminal for r in runs
+    ):
+        assert time.monotonic() < deadline, "the file_digest run did not end within 60 s"
+        time.sleep(0.2)
+    [run] = runs
+    assert run.status.value == "succeeded", run.error
+    assert run.outputs["row_count"] == rows == 4
+    assert run.outputs["file"]["key"] == "inbox/orders.csv"

@@ -218,6 +218,7 @@ def test_compiled_graphs_are_cached_per_workflow_version(make_container: MakeCon
     assert len(list(container.compiler.cached())) == 1
 
 
+@pytest.mark.slow
 def test_a_400_step_run_with_growing_state_completes_across_segments(
     make_container: MakeContainer,
 ):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
 from langorch.app.runs import (
     RunSegment,
     StartRun,
@@ -13,7 +14,7 @@ from langorch.app.runs import (
     run_segment,
     start_run,
 )
-from langorch.domain.approvals import ApprovalStatus, approval_id_for
+from langorch.domain.approvals import ApprovalStatus
 from langorch.domain.errors import (
     InputValidationError,
     LeaseHeldError,
@@ -22,6 +23,7 @@ from langorch.domain.errors import (
 )
 from langorch.domain.runs import RunError, RunStatus, TimelineEventType, transition
 from tests.fakes import Fakes
+from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
 
 FLOW = """
@@ -43,22 +45,12 @@ workflows:
 """
 
 
-class ClosedApprovals:
-    """The approvals store as a cancel uses it: records which approvals it closed."""
-
-    def __init__(self) -> None:
-        self.marked: list[tuple[str, ApprovalStatus]] = []
-
-    def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
-        self.marked.append((approval_id, status))
-        return True
-
-
 @pytest.fixture
 def deps() -> Fakes:
     fakes = Fakes()
     register_text(fakes, FLOW)  # type: ignore[arg-type]
-    fakes.approvals = ClosedApprovals()  # type: ignore[attr-defined]
+    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    ensure_signing_key(fakes.secrets, fakes.settings.link_signing_secret)
     return fakes
 
 
@@ -193,14 +185,19 @@ def test_a_finished_run_is_not_cancelled_and_nothing_is_stopped(deps: Fakes) -> 
 
 
 def test_cancelling_a_run_parked_on_an_approval_closes_the_approval(deps: Fakes) -> None:
-    # Given a run waiting on an approval
+    # Given a run waiting on an approval whose email went out
     run, _ = launch_run(StartRun("gated"), deps)
     parked = run_segment(RunSegment(run.run_id), deps)
     assert parked.approval is not None
+    token = deps.executions.park(run.run_id)
+    requested = request_approval(
+        RequestApproval(run.run_id, parked.approval, task_token=token),
+        deps,  # type: ignore[arg-type]
+    )
     # When it is cancelled, then its approval is closed as cancelled
     cancel_run(run.run_id, deps)
-    expected = approval_id_for(run.run_id, parked.approval["interrupt_id"])
-    assert deps.approvals.marked == [(expected, ApprovalStatus.cancelled)]  # type: ignore[attr-defined]
+    closed = deps.approvals.get(requested.approval_id)  # type: ignore[attr-defined]
+    assert closed is not None and closed.status is ApprovalStatus.cancelled
 
 
 def test_an_unknown_run_cannot_be_cancelled(deps: Fakes) -> None:

@@ -28,11 +28,12 @@ class FakeContext:
 
 
 @pytest.fixture
-def deps(monkeypatch: pytest.MonkeyPatch) -> Fakes:
+def deps() -> Iterator[Fakes]:
     fakes = make_deps()
     # The sandbox's container: the fakes satisfy every port the handler's use-cases name.
-    monkeypatch.setattr(trigger, "_container", fakes)
-    return fakes
+    previous = trigger.container.use(fakes)  # type: ignore[arg-type]
+    yield fakes
+    trigger.container.use(previous)
 
 
 @pytest.fixture

@@ -36,10 +36,10 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
+    from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.container import Container
     from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
     from langorch.config import Settings
-    from langorch.domain.approvals import ApprovalStatus
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import FileReader, HttpCaller, LLMInvoker, Memory
 
@@ -83,14 +83,6 @@ class EndDeps(Protocol):
     def clock(self) -> Clock: ...
 
 
-class ApprovalCloser(Protocol):
-    """The part of the approvals store a cancel uses: close the parked approval."""
-
-    def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
-        """Set a pending approval's status; returns whether it changed."""
-        ...
-
-
 class CancelDeps(EndDeps, Protocol):
     """What :func:`cancel_run` needs: :class:`EndDeps`, the executions, the approvals."""
 
@@ -99,7 +91,7 @@ class CancelDeps(EndDeps, Protocol):
     @property
     def executions(self) -> Executions: ...
     @property
-    def approvals(self) -> ApprovalCloser: ...
+    def approvals(self) -> ApprovalsStore: ...
 
 
 class Checkpoints(Protocol):
@@ -297,9 +289,12 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
 
         # A decision recorded in time but lost on its way to the task stands over the timeout.
-        # The approvals use-cases still take the container (their ports come with the
-        # approvals port); the container is what the handler passes here.
-        answer = resume_after_timeout(run.run_id, run.pending.interrupt_id, cast("Container", deps))
+        # The approvals store is not among SegmentDeps yet; the container the handler passes
+        # has it.
+        approvals = cast("Container", deps).approvals
+        answer = resume_after_timeout(
+            run.run_id, run.pending.interrupt_id, approvals=approvals, clock=deps.clock
+        )
         cmd = replace(cmd, resume=answer)
     budget = deps.settings.segment_budget_seconds
     owner = cmd.owner or deps.ids()
@@ -708,13 +703,9 @@ def cancel_run(
 
 
 def _close_approval(run_id: str, parked: PendingInterrupt, deps: CancelDeps) -> None:
-    try:
-        from langorch.domain.approvals import ApprovalStatus, approval_id_for
+    from langorch.app.approvals import close_for_ended_run  # the lifecycle table's "cancel"
 
-        approvals = deps.approvals
-    except ImportError:
-        return  # no approvals store in this build: the parked request is only in the run
-    approvals.mark(approval_id_for(run_id, parked.interrupt_id), ApprovalStatus.cancelled)
+    close_for_ended_run(run_id, parked.interrupt_id, approvals=deps.approvals, clock=deps.clock)
 
 
 # --------------------------------------------------------------------------------------------

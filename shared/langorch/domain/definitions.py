@@ -225,6 +225,11 @@ class DecisionCase(_Model):
 # --------------------------------------------------------------------------------------------
 
 
+MAX_PROMPT_CHARS = 4_000_000
+"""The most a block may allow with ``max_prompt_chars``: ~1M tokens, the largest context windows
+today (defaults per provider: :data:`langorch.domain.templates.PROMPT_CHAR_LIMITS`)."""
+
+
 class BlockDefinition(_Model):
     """A reusable block stored in the definitions table (seed 000)."""
 
@@ -249,6 +254,9 @@ class BlockDefinition(_Model):
     llm_provider: str | None = None
     llm_model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
+    max_prompt_chars: int | None = Field(default=None, ge=1_000, le=MAX_PROMPT_CHARS)
+    """The longest prompt this block may render (default: its provider's, see
+    :data:`langorch.domain.templates.PROMPT_CHAR_LIMITS`)."""
 
     # --- Behaviour ---
     block_type: BlockType = BlockType.action
@@ -435,7 +443,7 @@ class TaskPlan(_Model):
         return _content_hash(data)
 
 
-_ADDED_FIELDS = ("read_file",)
+_ADDED_FIELDS = ("read_file", "max_prompt_chars")
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""
 

@@ -46,7 +46,13 @@ from langorch.domain.errors import (
     StepFailedError,
     StepTimeoutError,
 )
-from langorch.domain.templates import TemplateError, evaluate, render, render_value
+from langorch.domain.templates import (
+    TemplateError,
+    evaluate,
+    prompt_char_limit,
+    render,
+    render_value,
+)
 from langorch.engine.context import EngineContext, FileReader
 from langorch.engine.state import OrchestrationState
 
@@ -342,11 +348,17 @@ async def _call_llm(
         raise StepFailedError(f"step {spec.step_id}: an LLM step needs a block with a prompt")
     scope = scope_of(spec, state)
     scope.update(_inputs(spec, scope))
-    prompt = render(block.prompt_template, scope)
+    provider = spec.provider or ctx.default_provider or "offline"
+    prompt = render(
+        block.prompt_template,
+        scope,
+        max_chars=prompt_char_limit(provider, block.max_prompt_chars),
+        too_long_hint=f"the prompt limit of block {block.block_id} ({provider}); shorten its "
+        "inputs, or raise the block's max_prompt_chars (at most 4,000,000)",
+    )
     system = block.system_prompt or f"You are executing: {block.name or block.block_id}. " + (
         block.description or ""
     )
-    provider = spec.provider or ctx.default_provider or "offline"
     request = LLMRequest(
         run_id=ctx.run_id,
         step_id=spec.step_id,
