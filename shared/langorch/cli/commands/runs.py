@@ -288,17 +288,16 @@ def _run(
 
 
 def _start_local(ctx: Context, args: argparse.Namespace) -> int:
-    import os
-
     try:
         from moto import mock_aws
     except ImportError as exc:  # moto ships with the `local` extra, not in the Lambda bundle
         raise UsageError("--local needs the emulator: pip install 'langorch[local]'") from exc
 
+    import boto3
+
     from langorch.app.container import Container
     from langorch.app.definitions import register_files, seed_builtins
     from langorch.config import Settings
-    from langorch.llm import LLMRegistry
 
     data = read_input(args)
     files = [Path(f) for f in args.local]
@@ -306,14 +305,22 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
     if script is None:  # an example's scripted answers sit beside its definitions
         beside = files[0].parent / "offline.yaml"
         script = str(beside) if beside.exists() else None
-    # The emulator needs credentials of some kind; they never leave this process.
-    for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
-        os.environ.setdefault(name, value)
-    with mock_aws():
-        container = Container(
-            Settings(region="us-east-1"),
-            llm=LLMRegistry(default_provider="offline", offline_script=script),
-        )
+    # The LLM settings are the user's (LANGORCH_DEFAULT_LLM_PROVIDER, LANGORCH_OPENAI_API_KEY,
+    # LANGORCH_OPENAI_BASE_URL, …); the AWS resources are the in-process emulator's.
+    settings = Settings(region="us-east-1", offline_script=script)
+    # The emulator gets fixed fake credentials of its own; the environment's are left alone
+    # (moto's mock_credentials off) so Bedrock calls use the user's real AWS credential chain,
+    # and go to Bedrock itself (passthrough), not to the emulator.
+    emulator = boto3.Session(
+        aws_access_key_id="local",
+        aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
+        region_name=settings.region,
+    )
+    moto_config: Any = {
+        "core": {"mock_credentials": False, "passthrough": {"services": ["bedrockruntime"]}}
+    }
+    with mock_aws(config=moto_config):
+        container = Container(settings, session=emulator)
         container.ensure_resources()
         seed_builtins(container.definitions)
         results = register_files(container.definitions, [str(f) for f in files])
