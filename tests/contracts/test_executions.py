@@ -1,7 +1,9 @@
 """Contract of the executions port (``Executions``): Step Functions on moto and the fake.
 
-On moto the state machine really runs (``execute_state_machine``): its one state waits for a
-task token, sent to an SQS queue the test reads, as the run state machine's approval state does.
+For the task-token tests the state machine really runs on moto (``execute_state_machine``): its
+one state waits for a task token, sent to an SQS queue the test reads, as the run state
+machine's approval state does. The other tests use moto's default mode, where executions are
+records (moto cannot stop an execution it is running that waits on a task token).
 """
 
 from __future__ import annotations
@@ -48,11 +50,10 @@ def _waiting_machine(queue_url: str) -> str:
     )
 
 
-@pytest.fixture
-def _moto_executions() -> Iterator[tuple[StepFunctions, Park]]:
+def _moto_executions(*, execute: bool) -> Iterator[tuple[StepFunctions, Park]]:
     import boto3
 
-    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": execute}}):
         sqs = boto3.client("sqs", region_name="us-east-1")
         queue_url = sqs.create_queue(QueueName=_QUEUE)["QueueUrl"]
         client = boto3.client("stepfunctions", region_name="us-east-1")
@@ -76,12 +77,24 @@ def _moto_executions() -> Iterator[tuple[StepFunctions, Park]]:
         yield runner, park
 
 
-@pytest.fixture(params=["fake", "stepfunctions"])
-def executions(request: pytest.FixtureRequest) -> tuple[Runner, Park]:
+def _executions(request: pytest.FixtureRequest, *, execute: bool) -> Iterator[tuple[Runner, Park]]:
     if request.param == "fake":
         fake = InMemoryExecutions()
-        return fake, lambda run_id: fake.park(run_id, {"run_id": run_id})
-    return request.getfixturevalue("_moto_executions")  # type: ignore[no-any-return]
+        yield fake, lambda run_id: fake.park(run_id, {"run_id": run_id})
+        return
+    yield from _moto_executions(execute=execute)
+
+
+@pytest.fixture(params=["fake", "stepfunctions"])
+def executions(request: pytest.FixtureRequest) -> Iterator[tuple[Runner, Park]]:
+    """Executions as records (moto's default mode)."""
+    yield from _executions(request, execute=False)
+
+
+@pytest.fixture(params=["fake", "stepfunctions"])
+def running(request: pytest.FixtureRequest) -> Iterator[tuple[Runner, Park]]:
+    """Executions that run, so their tasks issue tokens."""
+    yield from _executions(request, execute=True)
 
 
 def _status(runner: Runner, run_id: str, leaving: str = "RUNNING") -> dict[str, Any]:
@@ -139,8 +152,8 @@ def test_stopping_aborts_and_stopping_again_or_unknown_is_fine(
     assert runner.describe("run-1")["status"] == "ABORTED"
 
 
-def test_a_task_token_resumes_its_execution_once(executions: tuple[Runner, Park]) -> None:
-    runner, park = executions
+def test_a_task_token_resumes_its_execution_once(running: tuple[Runner, Park]) -> None:
+    runner, park = running
     token = park("run-1")
     runner.send_success(token, {"decision": "approved"})
     described = _status(runner, "run-1")
@@ -150,7 +163,7 @@ def test_a_task_token_resumes_its_execution_once(executions: tuple[Runner, Park]
         runner.send_success(token, {"decision": "rejected"})
 
 
-def test_an_unknown_task_token_is_closed(executions: tuple[Runner, Park]) -> None:
-    runner, _ = executions
+def test_an_unknown_task_token_is_closed(running: tuple[Runner, Park]) -> None:
+    runner, _ = running
     with pytest.raises(TaskClosedError):
         runner.send_success("not-a-token", {"decision": "approved"})

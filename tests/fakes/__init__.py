@@ -7,8 +7,11 @@ passes it where the handlers pass the container.
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+
+from langgraph.store.memory import InMemoryStore
 
 from langorch.config import Settings
 from tests.fakes.checkpoints import InMemoryCheckpoints
@@ -80,12 +83,40 @@ class Fakes:
         self.clock = FakeClock()
         self.ids = SequentialIds()
         self.checkpointer = InMemoryCheckpoints()
+        self.memory_store = InMemoryStore()
         self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
         self.http = http
         if seed_builtins:
             from langorch.app.definitions import seed_builtins as seed
 
             seed(self.definitions)
+
+    def another_process(self) -> Fakes:
+        """The same stores seen by another process (a new Lambda sandbox): no warm caches."""
+        other = copy.copy(self)
+        other.secrets = self.secrets.another_process()
+        for cached in ("compiler", "memory"):
+            other.__dict__.pop(cached, None)
+        return other
+
+    def with_script(self, script: dict[str, Any] | str | None) -> Fakes:
+        """Another process whose offline LLM answers from ``script``."""
+        from langorch.llm import LLMRegistry
+
+        other = self.another_process()
+        other.llm = LLMRegistry(default_provider="offline", offline_script=script)
+        return other
+
+    def redeployed(self, **settings: Any) -> Fakes:
+        """The same stores seen by a process of a deployment with other settings."""
+        other = self.another_process()
+        other.settings = self.settings.model_copy(update=settings)
+        other.schedules = self.schedules.configured_as(
+            role_arn=other.settings.scheduler_role_arn,
+            target_arn=other.settings.trigger_function_arn,
+            dead_letter_arn=other.settings.schedule_dlq_arn,
+        )
+        return other
 
     @property
     def stepfunctions(self) -> InMemoryExecutions:
@@ -101,9 +132,7 @@ class Fakes:
 
     @cached_property
     def memory(self) -> MemoryManager:
-        """Long-term memory on LangGraph's ``InMemoryStore``."""
-        from langgraph.store.memory import InMemoryStore
-
+        """Long-term memory on LangGraph's ``InMemoryStore`` (shared by every process)."""
         from langorch.app.memory import MemoryManager
 
-        return MemoryManager(InMemoryStore())
+        return MemoryManager(self.memory_store)

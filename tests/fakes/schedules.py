@@ -33,6 +33,21 @@ class InMemorySchedules:
         self.writes = 0
         """Creates, updates and deletes (an unchanged schedule costs none)."""
 
+    def configured_as(
+        self,
+        *,
+        role_arn: str | None,
+        target_arn: str | None,
+        dead_letter_arn: str | None,
+    ) -> InMemorySchedules:
+        """The same schedules written by a deployment configured otherwise."""
+        other = InMemorySchedules(
+            role_arn=role_arn, target_arn=target_arn, dead_letter_arn=dead_letter_arn
+        )
+        other._schedules = self._schedules
+        other.group_exists = self.group_exists
+        return other
+
     @property
     def configured(self) -> bool:
         """Whether schedules can be written."""

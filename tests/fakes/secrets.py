@@ -45,6 +45,12 @@ class InMemorySecrets:
         """Delete the secret (a missing one is fine)."""
         self._values.pop(name, None)
 
+    def another_process(self) -> InMemorySecrets:
+        """The same secrets seen by another process: its own, empty, read cache."""
+        other = InMemorySecrets()
+        other._values = self._values
+        return other
+
     def stored(self, name: str) -> dict[str, Any]:
         """What is stored now, bypassing the cache (for assertions)."""
         return copy.deepcopy(self._values[name])

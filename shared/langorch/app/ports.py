@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
-    from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.runs import RunRecord, TimelineEvent
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "EmailSender",
     "Executions",
     "Ids",
-    "RunsReader",
     "RunsStore",
     "ScheduleStore",
     "SecretsStore",
@@ -99,27 +98,6 @@ class RunsStore(Protocol):
         ...
 
 
-class RunsReader(Protocol):
-    """What the read-side use-cases (``runs list``, ``runs show``) read of runs."""
-
-    def get_run(self, run_id: str) -> RunRecord:
-        """The run (``NotFoundError`` when unknown)."""
-        ...
-
-    def list_runs(
-        self,
-        workflow_id: str | None = None,
-        status: RunStatus | None = None,
-        limit: int = 50,
-    ) -> list[RunRecord]:
-        """Runs, newest first."""
-        ...
-
-    def get_timeline(self, run_id: str) -> list[TimelineEvent]:
-        """The run's timeline in ``seq`` order."""
-        ...
-
-
 class Executions(Protocol):
     """The run state machine's executions (Step Functions), one per run, named by its id."""
 
@@ -130,10 +108,6 @@ class Executions(Protocol):
 
     def stop(self, run_id: str, cause: str) -> None:
         """Stop the run's execution (a missing or ended one is fine)."""
-        ...
-
-    def describe(self, run_id: str) -> dict[str, Any]:
-        """The execution's ``status``, ``name``, ``input`` and times (``NotFoundError``)."""
         ...
 
     def send_success(self, task_token: str, output: dict[str, Any]) -> None:

@@ -1,7 +1,9 @@
-"""The workflow engine, end to end on moto: seed 000's verification points and the control kinds.
+"""The workflow engine through its use-cases: seed 000's verification points and the control kinds.
 
-Each test registers definitions in the DynamoDB definitions store, starts a run and drives it
-segment by segment with the real checkpointer, runs table and memory store.
+Each test registers definitions in the fake definitions store, starts a run and drives it
+segment by segment with the fakes of the runs table, checkpointer and memory store (each of
+which passes its adapter's contract suite). The same paths on moto are driven by the state
+machine in ``tests/integration/test_state_machine.py`` and ``tests/e2e``.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from langorch.domain.errors import LeaseHeldError, UnknownInterruptError
 from langorch.domain.runs import TimelineEventType
 from langorch.engine.compiler import build_graph, resolve_blocks
 from langorch.llm import LLMRequest, LLMResult, OfflineProvider
-
-from .conftest import MakeContainer, register_example, register_text, run_to_end
+from tests.integration.conftest import register_example, register_text, run_to_end
+from tests.unit.conftest import MakeFakes as MakeContainer
 
 LINEAR = """
 blocks:
@@ -202,7 +204,7 @@ def test_lunch_order_asks_for_a_preference_once_then_runs_automatically(
 
 
 def _example_script(name: str) -> Any:
-    from .conftest import EXAMPLES
+    from tests.integration.conftest import EXAMPLES
 
     return EXAMPLES / name / "offline.yaml"
 

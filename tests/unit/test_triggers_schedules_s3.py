@@ -1,15 +1,18 @@
 """Schedules fire once per slot and are kept in step with the workflow; S3 drops start the
-workflows that watch them, once per object version."""
+workflows that watch them, once per object version.
+
+On fakes (``tests/fakes``); what the Scheduler adapter writes is in
+``tests/contracts/test_schedule_store.py`` and ``tests/integration/test_trigger_sync.py``.
+"""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from langorch.app.container import Container
+from langorch.adapters.scheduler import ScheduleInfo
 from langorch.app.definitions import register_workflow
 from langorch.app.triggers import (
     handle_s3_object,
@@ -20,56 +23,49 @@ from langorch.app.triggers import (
 from langorch.domain.definitions import TaskPlan, Trigger
 from langorch.domain.errors import DefinitionError
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired
-
-from .triggers_support import (
-    SCHEDULER_ROLE,
-    TRIGGER_FN,
-    all_runs,
-    executions,
-    load_event,
-    make_deps,
-)
+from tests.fakes import Fakes
+from tests.integration.triggers_support import SCHEDULER_ROLE, TRIGGER_FN, load_event
+from tests.unit.triggers_support import all_runs, executions, make_deps
 
 
 @pytest.fixture
-def deps(aws: None) -> Container:
+def deps() -> Fakes:
     return make_deps()
 
 
-def _store(deps: Container, plan: TaskPlan) -> TaskPlan:
+def _store(deps: Fakes, plan: TaskPlan) -> TaskPlan:
     return register_workflow(deps.definitions, plan).definition  # type: ignore[return-value]
 
 
-def _nightly(deps: Container, **changes: object) -> TaskPlan:
+def _nightly(deps: Fakes, **changes: object) -> TaskPlan:
     plan = deps.definitions.get_workflow("nightly")
     assert plan is not None
     return plan.model_copy(update=changes)
 
 
-def _raw_schedule(deps: Container, name: str) -> dict[str, object]:
-    return dict(deps.client("scheduler").get_schedule(Name=name, GroupName="langorch"))
+def _schedule(deps: Fakes, name: str) -> ScheduleInfo:
+    stored = deps.schedules.get(name)
+    assert stored is not None, f"no schedule {name}"
+    return stored
 
 
 # --- Registering schedules -------------------------------------------------------------------
 
 
-def test_registering_a_schedule_trigger_creates_the_schedule_in_aws_cron(deps: Container):
+def test_registering_a_schedule_trigger_creates_the_schedule_in_aws_cron(deps: Fakes):
     # Given the stored workflow with "0 17 * * 1-5" in Europe/Paris
     plan = _nightly(deps)
 
     # When its triggers are synced
     sync = sync_triggers(plan, deps)
 
-    # Then the schedule exists with AWS's cron, the timezone, no flexible window and our Input
+    # Then the schedule exists with AWS's cron, the timezone, and our Input
     assert [(c.name, c.action) for c in sync.schedules] == [("langorch-nightly", "created")]
-    stored = _raw_schedule(deps, "langorch-nightly")
-    assert stored["ScheduleExpression"] == "cron(0 17 ? * MON-FRI *)"
-    assert stored["ScheduleExpressionTimezone"] == "Europe/Paris"
-    assert stored["FlexibleTimeWindow"] == {"Mode": "OFF"}
-    target = stored["Target"]
-    assert isinstance(target, dict)
-    assert target["Arn"] == TRIGGER_FN and target["RoleArn"] == SCHEDULER_ROLE
-    assert json.loads(target["Input"]) == {
+    stored = _schedule(deps, "langorch-nightly")
+    assert stored.expression == "cron(0 17 ? * MON-FRI *)"
+    assert stored.timezone == "Europe/Paris"
+    assert stored.target_arn == TRIGGER_FN and stored.role_arn == SCHEDULER_ROLE
+    assert stored.input == {
         "source": "langorch.schedule",
         "workflow_id": "nightly",
         "schedule": "langorch-nightly",
@@ -80,37 +76,21 @@ def test_registering_a_schedule_trigger_creates_the_schedule_in_aws_cron(deps: C
 SCHEDULE_DLQ = "arn:aws:sqs:us-east-1:123456789012:langorch-prod-ScheduleDlq"
 
 
-def test_a_deployed_stacks_schedules_retry_then_dead_letter_what_they_cannot_deliver(aws: None):
-    # Given the settings of a deployed stack, which has a schedule DLQ
-    deps = make_deps(schedule_dlq_arn=SCHEDULE_DLQ)
-
-    # When a workflow's schedule is synced
-    sync_triggers(_nightly(deps), deps)
-
-    # Then the Scheduler retries delivery for hours, then puts the event in that queue
-    target = _raw_schedule(deps, "langorch-nightly")["Target"]
-    assert isinstance(target, dict)
-    assert target["DeadLetterConfig"] == {"Arn": SCHEDULE_DLQ}
-    assert target["RetryPolicy"] == {"MaximumEventAgeInSeconds": 21600, "MaximumRetryAttempts": 20}
-
-
-def test_a_schedule_written_before_the_dlq_existed_gets_it_on_the_next_sync(aws: None):
+def test_a_schedule_written_before_the_dlq_existed_gets_it_on_the_next_sync() -> None:
     # Given a schedule written without a DLQ
     before = make_deps()
     sync_triggers(_nightly(before), before)
 
     # When the workflow is synced again by a deployment that has a DLQ
-    deps = make_deps(schedule_dlq_arn=SCHEDULE_DLQ)
+    deps = before.redeployed(schedule_dlq_arn=SCHEDULE_DLQ)
     sync = sync_triggers(_nightly(deps), deps)
 
     # Then the schedule is updated to use it
     assert [c.action for c in sync.schedules] == ["updated"]
-    target = _raw_schedule(deps, "langorch-nightly")["Target"]
-    assert isinstance(target, dict)
-    assert target["DeadLetterConfig"] == {"Arn": SCHEDULE_DLQ}
+    assert _schedule(deps, "langorch-nightly").dead_letter_arn == SCHEDULE_DLQ
 
 
-def test_syncing_again_without_changes_leaves_the_schedule_alone(deps: Container):
+def test_syncing_again_without_changes_leaves_the_schedule_alone(deps: Fakes):
     # Given a synced schedule
     sync_triggers(_nightly(deps), deps)
 
@@ -119,9 +99,10 @@ def test_syncing_again_without_changes_leaves_the_schedule_alone(deps: Container
 
     # Then nothing is written
     assert [c.action for c in sync.schedules] == ["unchanged"]
+    assert deps.schedules.writes == 1
 
 
-def test_changing_the_cron_updates_the_schedule(deps: Container):
+def test_changing_the_cron_updates_the_schedule(deps: Fakes):
     # Given a synced schedule
     sync_triggers(_nightly(deps), deps)
     trigger = _nightly(deps).triggers[0]
@@ -140,12 +121,12 @@ def test_changing_the_cron_updates_the_schedule(deps: Container):
 
     # Then the same schedule now has the new expression and timezone
     assert [c.action for c in sync.schedules] == ["updated"]
-    stored = _raw_schedule(deps, "langorch-nightly")
-    assert stored["ScheduleExpression"] == "cron(30 6 1 * ? *)"
-    assert stored["ScheduleExpressionTimezone"] == "America/New_York"
+    stored = _schedule(deps, "langorch-nightly")
+    assert stored.expression == "cron(30 6 1 * ? *)"
+    assert stored.timezone == "America/New_York"
 
 
-def test_removing_the_schedule_trigger_deletes_the_schedule(deps: Container):
+def test_removing_the_schedule_trigger_deletes_the_schedule(deps: Fakes):
     # Given a synced schedule
     sync_triggers(_nightly(deps), deps)
 
@@ -158,7 +139,7 @@ def test_removing_the_schedule_trigger_deletes_the_schedule(deps: Container):
     assert deps.schedules.get("langorch-nightly") is None
 
 
-def test_another_workflows_schedule_with_a_longer_name_is_left_alone(deps: Container):
+def test_another_workflows_schedule_with_a_longer_name_is_left_alone(deps: Fakes):
     # Given schedules for "nightly" and "nightly_eu" (same name prefix)
     sync_triggers(_nightly(deps), deps)
     other = _store(deps, _nightly(deps, plan_id="nightly_eu"))
@@ -172,7 +153,7 @@ def test_another_workflows_schedule_with_a_longer_name_is_left_alone(deps: Conta
     assert deps.schedules.get("langorch-nightly_eu") is not None
 
 
-def test_schedules_read_back_give_what_the_local_tick_needs(deps: Container):
+def test_schedules_read_back_give_what_the_local_tick_needs(deps: Fakes):
     # Given a synced schedule
     sync_triggers(_nightly(deps), deps)
 
@@ -186,7 +167,7 @@ def test_schedules_read_back_give_what_the_local_tick_needs(deps: Container):
     assert listed[0].input["workflow_id"] == "nightly"
 
 
-def test_without_a_target_configured_schedules_are_not_written_and_it_says_why(aws: None):
+def test_without_a_target_configured_schedules_are_not_written_and_it_says_why() -> None:
     # Given a deployment with no trigger function ARN
     deps = make_deps(trigger_function_arn=None)
 
@@ -201,7 +182,7 @@ def test_without_a_target_configured_schedules_are_not_written_and_it_says_why(a
 
 
 def test_a_cron_aws_cannot_express_is_refused_before_anything_is_stored(
-    deps: Container, tmp_path: Path
+    deps: Fakes, tmp_path: Path
 ):
     # Given a file whose schedule restricts both day-of-month and day-of-week
     path = tmp_path / "both.yaml"
@@ -229,7 +210,7 @@ def test_a_cron_aws_cannot_express_is_refused_before_anything_is_stored(
     assert deps.definitions.get_workflow("both_days") is None
 
 
-def test_the_webhook_secret_is_created_once_and_returned_once(deps: Container):
+def test_the_webhook_secret_is_created_once_and_returned_once(deps: Fakes):
     # Given a workflow with a webhook trigger and no secret yet
     deps.secrets.delete("langorch/webhooks/invoices")
     plan = deps.definitions.get_workflow("invoices")
@@ -249,7 +230,7 @@ def test_the_webhook_secret_is_created_once_and_returned_once(deps: Container):
 # --- Schedules firing ------------------------------------------------------------------------
 
 
-def test_a_slot_delivered_twice_starts_one_run(deps: Container):
+def test_a_slot_delivered_twice_starts_one_run(deps: Fakes):
     # Given the recorded Scheduler invocation for one slot
     event = ScheduleFired.model_validate(load_event("scheduler_invoke.json"))
 
@@ -267,7 +248,7 @@ def test_a_slot_delivered_twice_starts_one_run(deps: Container):
     assert len(executions(deps)) == 1
 
 
-def test_the_next_slot_starts_another_run(deps: Container):
+def test_the_next_slot_starts_another_run(deps: Fakes):
     # Given one slot that fired
     event = load_event("scheduler_invoke.json")
     handle_schedule(ScheduleFired.model_validate(event), deps)
@@ -281,7 +262,7 @@ def test_the_next_slot_starts_another_run(deps: Container):
     assert len(all_runs(deps)) == 2
 
 
-def test_a_schedule_no_longer_in_the_workflow_starts_nothing(deps: Container):
+def test_a_schedule_no_longer_in_the_workflow_starts_nothing(deps: Fakes):
     # Given a slot of a schedule the workflow does not have (a leftover after a change)
     event = ScheduleFired.model_validate(
         {**load_event("scheduler_invoke.json"), "schedule": "langorch-nightly-2"}
@@ -299,7 +280,7 @@ def test_a_schedule_no_longer_in_the_workflow_starts_nothing(deps: Container):
 # --- S3 drops --------------------------------------------------------------------------------
 
 
-def test_an_s3_drop_starts_only_the_workflows_whose_trigger_matches(deps: Container):
+def test_an_s3_drop_starts_only_the_workflows_whose_trigger_matches(deps: Fakes):
     # Given the recorded event for invoices/march 2026+final (1).json in the drop bucket
     event = S3ObjectCreated.from_event(load_event("eventbridge_s3_object_created.json"))
 
@@ -319,7 +300,7 @@ def test_an_s3_drop_starts_only_the_workflows_whose_trigger_matches(deps: Contai
     }
 
 
-def test_the_same_object_event_twice_starts_one_run(deps: Container):
+def test_the_same_object_event_twice_starts_one_run(deps: Fakes):
     # Given an object event that was handled
     event = S3ObjectCreated.from_event(load_event("eventbridge_s3_object_created.json"))
     handle_s3_object(event, deps)
@@ -333,7 +314,7 @@ def test_the_same_object_event_twice_starts_one_run(deps: Container):
     assert len(executions(deps)) == 1
 
 
-def test_a_new_version_of_the_same_key_starts_a_new_run(deps: Container):
+def test_a_new_version_of_the_same_key_starts_a_new_run(deps: Fakes):
     # Given a handled object event
     raw = load_event("eventbridge_s3_object_created.json")
     handle_s3_object(S3ObjectCreated.from_event(raw), deps)
@@ -346,7 +327,7 @@ def test_a_new_version_of_the_same_key_starts_a_new_run(deps: Container):
     assert [r.created for r in outcome.started] == [True]
 
 
-def test_an_object_in_another_bucket_starts_that_buckets_watchers_only(deps: Container):
+def test_an_object_in_another_bucket_starts_that_buckets_watchers_only(deps: Fakes):
     # Given an object event from the bucket "elsewhere"
     raw = load_event("eventbridge_s3_object_created.json")
     raw["detail"]["bucket"]["name"] = "elsewhere"
@@ -358,7 +339,7 @@ def test_an_object_in_another_bucket_starts_that_buckets_watchers_only(deps: Con
     assert [r.workflow_id for r in outcome.started] == ["elsewhere_drop"]
 
 
-def test_checkpoint_payloads_offloaded_to_the_drop_bucket_start_nothing(deps: Container):
+def test_checkpoint_payloads_offloaded_to_the_drop_bucket_start_nothing(deps: Fakes):
     # Given an event for langorch's own checkpoint offload in the drop bucket
     raw = load_event("eventbridge_s3_object_created.json")
     raw["detail"]["object"]["key"] = "checkpoints/run-abc/0001.json"

@@ -1,4 +1,6 @@
-"""Long-term memory: preferences and history survive across runs that share only DynamoDB."""
+"""Contract of the memory port (a LangGraph ``BaseStore`` as ``MemoryManager`` uses it): the
+DynamoDB store on moto and ``InMemoryStore`` pass the same tests; preferences and history also
+survive across processes that share only DynamoDB."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Webhooks start runs: signed the Standard Webhooks way, within the window, once per delivery id
-(``webhook-id``), and never on a 4xx."""
+(``webhook-id``), and never on a 4xx.
+
+On fakes (``tests/fakes``); the moto-backed wiring is in ``tests/integration/test_trigger_handler``.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,11 @@ from collections.abc import Callable
 
 import pytest
 
-from langorch.app.container import Container
 from langorch.app.triggers import WebhookRequest, handle_webhook, rotate_webhook_secret
 from langorch.domain.webhooks import SIGNATURE_HEADER, format_secret, standard_secret
-
-from .triggers_support import NOW_TS, SECRET, all_runs, executions, make_deps, signed
+from tests.fakes import Fakes
+from tests.integration.triggers_support import NOW_TS, SECRET, signed
+from tests.unit.triggers_support import all_runs, executions, make_deps
 
 BODY = '{"amount": 42, "note": "ok"}'
 OTHER_SECRET = format_secret(b"not-the-workflow-secret")
@@ -20,11 +23,11 @@ ROTATED = format_secret(b"the-rotated-secret")
 
 
 @pytest.fixture
-def deps(aws: None) -> Container:
+def deps() -> Fakes:
     return make_deps()
 
 
-def test_a_signed_delivery_starts_one_run_and_its_execution(deps: Container):
+def test_a_signed_delivery_starts_one_run_and_its_execution(deps: Fakes):
     # Given a signed delivery for a workflow with a webhook trigger
     request = signed(BODY, delivery="dlv-1")
 
@@ -40,7 +43,7 @@ def test_a_signed_delivery_starts_one_run_and_its_execution(deps: Container):
     assert [e["name"] for e in executions(deps)] == [body["run_id"]]
 
 
-def test_the_run_records_the_delivery_but_never_the_signature(deps: Container):
+def test_the_run_records_the_delivery_but_never_the_signature(deps: Fakes):
     # Given a signed delivery
     request = signed(BODY, delivery="dlv-audit")
     signature = request.headers[SIGNATURE_HEADER].partition(",")[2]
@@ -55,7 +58,7 @@ def test_the_run_records_the_delivery_but_never_the_signature(deps: Container):
     assert signature not in run.model_dump_json()
 
 
-def test_a_duplicate_delivery_returns_the_same_run_and_starts_nothing(deps: Container):
+def test_a_duplicate_delivery_returns_the_same_run_and_starts_nothing(deps: Fakes):
     # Given a delivery that was accepted
     _, first = handle_webhook(signed(BODY, delivery="dlv-dup"), deps)
 
@@ -150,7 +153,7 @@ def _not_an_object() -> WebhookRequest:
     ],
 )
 def test_a_refused_delivery_gets_its_4xx_and_starts_nothing(
-    deps: Container, make: Callable[[], WebhookRequest], status: int
+    deps: Fakes, make: Callable[[], WebhookRequest], status: int
 ):
     # Given a delivery that fails one check
     request = make()
@@ -165,7 +168,7 @@ def test_a_refused_delivery_gets_its_4xx_and_starts_nothing(
     assert executions(deps) == []
 
 
-def test_invalid_input_is_answered_with_the_field_paths(deps: Container):
+def test_invalid_input_is_answered_with_the_field_paths(deps: Fakes):
     # Given a delivery whose input breaks the inputs schema in two places
     request = signed('{"note": 7}')
 
@@ -177,7 +180,7 @@ def test_invalid_input_is_answered_with_the_field_paths(deps: Container):
     assert {p["path"] for p in body["problems"]} == {"input.amount", "input.note"}
 
 
-def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Container):
+def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Fakes):
     # Given an oversized, non-JSON delivery for an unknown workflow
     request = signed("x" * 300_000, workflow_id="nope", content_type="text/plain")
 
@@ -188,7 +191,7 @@ def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Contai
     assert status == 413
 
 
-def test_after_rotation_both_the_new_and_the_previous_secret_verify(deps: Container):
+def test_after_rotation_both_the_new_and_the_previous_secret_verify(deps: Fakes):
     # Given a sender using the current secret (the trigger has it cached)
     assert handle_webhook(signed(BODY, delivery="before"), deps)[0] == 202
 
@@ -205,21 +208,21 @@ def test_after_rotation_both_the_new_and_the_previous_secret_verify(deps: Contai
     }
 
 
-def test_a_secret_rotated_twice_no_longer_accepts_the_first(deps: Container):
+def test_a_secret_rotated_twice_no_longer_accepts_the_first(deps: Fakes):
     # Given two rotations
     rotate_webhook_secret("invoices", deps, new_secret=lambda: format_secret(b"two"))
     rotate_webhook_secret("invoices", deps, new_secret=lambda: format_secret(b"three"))
 
     # When the original secret signs a delivery to a trigger function that reads the secret
     # now (a new sandbox; a warm one may use its cached copy for up to five minutes)
-    sandbox = Container(deps.settings, clock=deps.clock)
+    sandbox = deps.another_process()
     status, _ = handle_webhook(signed(BODY, delivery="ancient", secret=SECRET), sandbox)
 
     # Then it is refused
     assert status == 401
 
 
-def test_a_webhook_workflow_without_a_secret_is_refused_with_how_to_fix_it(deps: Container):
+def test_a_webhook_workflow_without_a_secret_is_refused_with_how_to_fix_it(deps: Fakes):
     # Given a workflow with a webhook trigger whose secret was never created
     deps.secrets.delete("langorch/webhooks/invoices")
 
@@ -231,7 +234,7 @@ def test_a_webhook_workflow_without_a_secret_is_refused_with_how_to_fix_it(deps:
     assert "rotate-secret" in body["error"]
 
 
-def test_an_old_sender_is_told_the_endpoint_now_speaks_standard_webhooks(deps: Container):
+def test_an_old_sender_is_told_the_endpoint_now_speaks_standard_webhooks(deps: Fakes):
     # Given a sender still sending the X-Langorch-* headers
     request = _old_headers()
 
@@ -243,11 +246,11 @@ def test_an_old_sender_is_told_the_endpoint_now_speaks_standard_webhooks(deps: C
     assert "webhook-signature" in body["error"] and "Standard Webhooks" in body["error"]
 
 
-def test_a_secret_stored_before_standard_webhooks_keeps_working_until_rotated(deps: Container):
+def test_a_secret_stored_before_standard_webhooks_keeps_working_until_rotated(deps: Fakes):
     # Given a running stack whose stored secret predates Standard Webhooks (no whsec_ prefix)
     legacy = "pre-standard-webhooks_token_urlsafe"
     deps.secrets.put_json("langorch/webhooks/invoices", {"current": legacy})
-    sandbox = Container(deps.settings, clock=deps.clock)
+    sandbox = deps.another_process()
 
     # When a sender signs with its whsec_ form (the secret's text as the key)
     status, _ = handle_webhook(

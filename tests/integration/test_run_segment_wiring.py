@@ -1,0 +1,63 @@
+"""run_segment through the container on moto: the DynamoDB runs table, checkpointer and
+definitions, two processes sharing only AWS.
+
+The use-case's logic is proven on fakes in ``tests/unit/test_engine.py`` and
+``tests/unit/test_runs_use_cases.py``; this is its wiring to the real adapters.
+"""
+
+from __future__ import annotations
+
+from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
+from langorch.domain.runs import RunStatus, TimelineEventType
+
+from .conftest import MakeContainer, register_text
+
+APPROVAL = """
+workflows:
+  - plan_id: gated
+    memory: false
+    approvers: [boss@example.com]
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
+      - step_id: gate
+        kind: approval
+        depends_on: [prepare]
+        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], editable_keys: [doubled],
+                   timeout_seconds: 60}
+        branches: {approved: pay, rejected: refuse, timed_out: refuse}
+      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
+      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
+"""
+
+
+def test_a_run_parked_in_one_process_is_resumed_by_another_on_dynamodb(
+    make_container: MakeContainer,
+) -> None:
+    # Given a run parked at an approval by one process
+    first_process = make_container()
+    register_text(first_process, APPROVAL)
+    run, _ = start_run(StartRun("gated", input={"amount": 21}), first_process)
+    parked = run_segment(RunSegment(run.run_id), first_process)
+    assert parked.status == "waiting_approval"
+
+    # When a new process (new saver, newly compiled graph; only DynamoDB shared) resumes it
+    second_process = make_container()
+    done = run_segment(
+        RunSegment(
+            run.run_id,
+            resume={
+                "decision": "approved",
+                "approver": "boss@example.com",
+                "edits": {"doubled": 40},
+            },
+        ),
+        second_process,
+    )
+
+    # Then the run finishes from the stored checkpoint, and the record and timeline say so
+    assert (done.status, done.outputs["paid"]) == ("succeeded", 40)
+    assert second_process.runs.get_run(run.run_id).status is RunStatus.succeeded
+    types = [e.type for e in second_process.runs.get_timeline(run.run_id)]
+    assert TimelineEventType.approval_decided in types
+    assert types[-1] is TimelineEventType.run_finished
