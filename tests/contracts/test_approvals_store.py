@@ -122,7 +122,7 @@ def test_missing_approvals_read_as_none_or_not_found(store: ApprovalsStore) -> N
         store.task_token("apr-missing")
     for write in (
         lambda: store.mark_emailed("apr-missing", "ref"),
-        lambda: store.record_code_failure("apr-missing"),
+        lambda: store.claim_code_attempt("apr-missing", "ref", 5),
         lambda: store.set_code_hash("apr-missing", "ref", "h"),
         lambda: store.decide("apr-missing", ApprovalStatus.approved, ALICE, None, {}, NOW),
     ):
@@ -289,12 +289,41 @@ def test_emailed_refs_codes_and_failures_are_kept(store: ApprovalsStore) -> None
     store.mark_emailed(approval.approval_id, "ref-a")
     store.mark_emailed(approval.approval_id, "ref-a")
     store.set_code_hash(approval.approval_id, "ref-a", "hash-a")
-    assert [store.record_code_failure(approval.approval_id) for _ in range(2)] == [1, 2]
     stored = store.get(approval.approval_id)
     assert stored is not None
-    assert (stored.emailed, stored.code_failures) == (["ref-a", "ref-b"], 2)
+    assert stored.emailed == ["ref-a", "ref-b"]
     assert store.code_hash(approval.approval_id, "ref-a") == "hash-a"
     assert store.code_hash(approval.approval_id, "ref-b") is None
+
+
+def test_code_attempts_count_per_approver_up_to_the_limit(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    claims = [store.claim_code_attempt(approval.approval_id, "ref-a", 3) for _ in range(4)]
+    assert claims == [1, 2, 3, None]
+    assert store.claim_code_attempt(approval.approval_id, "ref-b", 3) == 1
+
+
+def test_concurrent_code_attempts_never_exceed_the_limit(store: ApprovalsStore) -> None:
+    # Failed before: 30 concurrent wrong codes were checked 14 times against a limit of 5
+    # (the count was read, then incremented).
+    approval = _pending(store)
+    barrier = threading.Barrier(30)
+    granted: list[int | None] = []
+    lock = threading.Lock()
+
+    def attempt() -> None:
+        barrier.wait()
+        got = store.claim_code_attempt(approval.approval_id, "ref-a", 5)
+        with lock:
+            granted.append(got)
+
+    threads = [threading.Thread(target=attempt) for _ in range(30)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(g for g in granted if g is not None) == [1, 2, 3, 4, 5]
+    assert granted.count(None) == 25
 
 
 def test_listings_are_newest_first_and_filter_by_run(store: ApprovalsStore) -> None:

@@ -42,6 +42,7 @@ class InMemoryApprovals:
         self._approvals: dict[str, Approval] = {}
         self._tokens: dict[str, str] = {}
         self._codes: dict[tuple[str, str], str] = {}
+        self._attempts: dict[tuple[str, str], int] = {}
         self._audit: dict[str, list[AuditEntry]] = {}
 
     # Writes ---------------------------------------------------------------------------------
@@ -59,7 +60,6 @@ class InMemoryApprovals:
                         "edits": {},
                         "delivered_at": None,
                         "emailed": [],
-                        "code_failures": 0,
                     },
                     deep=True,
                 )
@@ -164,12 +164,14 @@ class InMemoryApprovals:
             emailed = sorted({*stored.emailed, approver_ref})
             self._approvals[approval_id] = stored.model_copy(update={"emailed": emailed})
 
-    def record_code_failure(self, approval_id: str) -> int:
+    def claim_code_attempt(self, approval_id: str, approver_ref: str, limit: int) -> int | None:
         with self._lock:
-            stored = self._existing(approval_id)
-            failures = stored.code_failures + 1
-            self._approvals[approval_id] = stored.model_copy(update={"code_failures": failures})
-            return failures
+            self._existing(approval_id)
+            made = self._attempts.get((approval_id, approver_ref), 0)
+            if made >= limit:
+                return None
+            self._attempts[(approval_id, approver_ref)] = made + 1
+            return made + 1
 
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
         with self._lock:

@@ -21,8 +21,8 @@ from langorch.domain.approvals import (
     P_SIGNATURE,
     Approval,
     ApprovalStatus,
-    CodeLockedError,
     CodeMismatchError,
+    CodeMissingError,
     FormExpiredError,
     LinkExpiredError,
     LinkForgedError,
@@ -208,8 +208,8 @@ def test_a_one_time_code_has_six_digits_and_only_its_hash_is_kept() -> None:
     check_code(approval, claims, " 004 242 ", stored, KEY)
 
 
-@pytest.mark.parametrize("typed", ["", "123456", "00424", "abcdef"])
-def test_a_missing_or_wrong_code_is_refused(typed: str) -> None:
+@pytest.mark.parametrize("typed", ["123456", "00424", "abcdef"])
+def test_a_wrong_code_is_refused(typed: str) -> None:
     approval = _approval(require_code=True)
     claims = verify_link(approval.approval_id, _link(approval), {"k1": KEY}, now=NOW)
     stored = code_hash(approval.approval_id, claims.approver_ref, "004242", KEY)
@@ -217,12 +217,14 @@ def test_a_missing_or_wrong_code_is_refused(typed: str) -> None:
         check_code(approval, claims, typed, stored, KEY)
 
 
-def test_after_five_wrong_codes_even_the_right_one_is_refused() -> None:
-    approval = _approval(require_code=True, code_failures=5)
+@pytest.mark.parametrize("typed", ["", "  ", "\t"])
+def test_an_empty_code_is_missing_not_wrong(typed: str) -> None:
+    approval = _approval(require_code=True)
     claims = verify_link(approval.approval_id, _link(approval), {"k1": KEY}, now=NOW)
     stored = code_hash(approval.approval_id, claims.approver_ref, "004242", KEY)
-    with pytest.raises(CodeLockedError):
-        check_code(approval, claims, "004242", stored, KEY)
+    with pytest.raises(CodeMissingError):
+        check_code(approval, claims, typed, stored, KEY)
+    check_code(approval, claims, "004 242", stored, KEY)
 
 
 # --- decide once -----------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from langorch.domain.approval_outcomes import (
     Shown,
 )
 from langorch.domain.approvals import (
-    MAX_CODE_FAILURES,
+    MAX_CODE_ATTEMPTS,
     ApprovalStatus,
     LinkExpiredError,
     approval_id_for,
@@ -592,10 +592,12 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
             form={"nonce": page_nonce, "decision": "approved", "code": parked.codes[BOB]},
         ),
     )
+    # An empty code is not a guess: "enter the code", and no attempt is spent.
+    assert missing["statusCode"] == 400 and "Enter the six-digit code" in missing["body"]
+    assert wrong["statusCode"] == 403 and "does not match" in wrong["body"]
     for answer in (missing, wrong):
-        assert answer["statusCode"] == 403
-        assert "does not match" in answer["body"] and '<form method="post">' in answer["body"]
-    assert "(3 attempts left.)" in wrong["body"]
+        assert '<form method="post">' in answer["body"]
+    assert "(4 attempts left.)" in wrong["body"]
     assert stack.steps.sent == []
     right = call(
         callback,
@@ -609,20 +611,34 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
     assert len(stack.steps.sent) == 1
 
 
-def test_too_many_wrong_codes_lock_the_approval(stack: FakeStack, callback: Any) -> None:
+def test_too_many_wrong_codes_lock_only_that_approvers_link(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Failed before: five code-less submits from any mailbox locked the approval for everyone.
     parked = stack.park(require_code=True)
     page_nonce = nonce(call(callback, event(parked.links[ALICE]))["body"])
-    form = {"nonce": page_nonce, "decision": "approved", "code": "000000"}
+    empty = {"nonce": page_nonce, "decision": "approved"}
+    for _ in range(MAX_CODE_ATTEMPTS + 2):
+        answer = call(callback, event(parked.links[ALICE], method="POST", form=empty))
+        assert answer["statusCode"] == 400 and "Enter the six-digit code" in answer["body"]
+    form = {**empty, "code": "000000"}
     answers = [
         call(callback, event(parked.links[ALICE], method="POST", form=form))
-        for _ in range(MAX_CODE_FAILURES)
+        for _ in range(MAX_CODE_ATTEMPTS)
     ]
+    assert "(1 attempts left.)" in answers[-2]["body"]
     assert "Too many wrong codes" in answers[-1]["body"]
     form["code"] = parked.codes[ALICE]
     locked = call(callback, event(parked.links[ALICE], method="POST", form=form))
     assert locked["statusCode"] == 403 and "Too many wrong codes" in locked["body"]
     assert stack.steps.sent == []
     assert stack.audit(parked)[-1] == ("refused", "code_locked", ALICE)
+    # Bob's link is untouched by alice's lockout.
+    bob_nonce = nonce(call(callback, event(parked.links[BOB]))["body"])
+    bob_form = {"nonce": bob_nonce, "decision": "approved", "code": parked.codes[BOB]}
+    bob = call(callback, event(parked.links[BOB], method="POST", form=bob_form))
+    assert bob["statusCode"] == 200 and "You approved" in bob["body"]
+    assert len(stack.steps.sent) == 1
 
 
 # --------------------------------------------------------------------------------------------

@@ -79,8 +79,8 @@ class ApprovalsStore(Protocol):
         """Remember that this approver's email went out."""
         ...
 
-    def record_code_failure(self, approval_id: str) -> int:
-        """Count a wrong one-time code; the count so far."""
+    def claim_code_attempt(self, approval_id: str, approver_ref: str, limit: int) -> int | None:
+        """Count one code attempt of one approver's link atomically; ``None`` at ``limit``."""
         ...
 
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:

@@ -59,7 +59,7 @@ from langorch.domain.approval_outcomes import (
     ViewOutcome,
 )
 from langorch.domain.approvals import (
-    MAX_CODE_FAILURES,
+    MAX_CODE_ATTEMPTS,
     AlreadyDecidedError,
     Approval,
     ApprovalLinkError,
@@ -67,6 +67,7 @@ from langorch.domain.approvals import (
     AuditAction,
     CodeLockedError,
     CodeMismatchError,
+    CodeMissingError,
     InvalidDecisionError,
     LinkClaims,
     LinkExpiredError,
@@ -82,6 +83,7 @@ from langorch.domain.approvals import (
     form_nonce,
     parse_decision,
     redelivery_due,
+    typed_code,
     verify_link,
 )
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
@@ -292,23 +294,36 @@ def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _
 
 
 def _check_code(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> FormAgain | None:
-    """The form again for a wrong code; raises CodeLockedError once attempts are exhausted."""
+    """The form again for a missing or wrong code; raises CodeLockedError once this approver's
+    link has used its attempts.
+
+    An empty code is answered "enter the code" and costs nothing. Any other code first claims
+    one attempt of this approver's link (one conditional update in the store), and only a
+    granted attempt is checked: under any concurrency no more than :data:`MAX_CODE_ATTEMPTS`
+    codes are ever checked per approver, and one approver's lockout leaves the others' links.
+    """
     approval = opened.approval
     if not approval.require_code:
         return None
     approver, claims, key = opened.form_key()
+    typed = typed_code(req.form.get("code"))
+    if not typed:
+        missing = CodeMissingError(f"approval {approval.approval_id}: no code was typed")
+        return FormAgain(approval, approver, form_nonce(claims, key), missing.user_message, missing)
+    attempt = ports.approvals.claim_code_attempt(
+        approval.approval_id, claims.approver_ref, MAX_CODE_ATTEMPTS
+    )
+    if attempt is None:
+        _audit_req(ports, req, approval, "refused", "code_locked", approver)
+        raise CodeLockedError(f"approval {approval.approval_id}: code attempts exhausted")
     stored = ports.approvals.code_hash(approval.approval_id, claims.approver_ref)
     try:
-        check_code(approval, claims, req.form.get("code", ""), stored, key)
-    except CodeLockedError:
-        _audit_req(ports, req, approval, "refused", "code_locked", approver)
-        raise
+        check_code(approval, claims, typed, stored, key)
     except CodeMismatchError as exc:
-        failures = ports.approvals.record_code_failure(approval.approval_id)
         _audit_req(ports, req, approval, "refused", "wrong_code", approver)
-        if failures >= MAX_CODE_FAILURES:
+        left = MAX_CODE_ATTEMPTS - attempt
+        if left <= 0:
             raise CodeLockedError("code attempts exhausted") from exc
-        left = MAX_CODE_FAILURES - failures
         message = f"{exc.user_message} ({left} attempts left.)"
         return FormAgain(approval, approver, form_nonce(claims, key), message, exc)
     return None

@@ -43,8 +43,11 @@ from langorch.domain.errors import (
 APPROVAL_ID_PREFIX = "apr-"
 LINK_VERSION = "v1"
 CODE_DIGITS = 6
-MAX_CODE_FAILURES = 5
-"""Wrong codes allowed per approval before it refuses any more (10^6 codes, 5 guesses)."""
+MAX_CODE_ATTEMPTS = 5
+"""Codes checked per approver link before that link refuses any more (10^6 codes, 5 guesses).
+
+Counted per approver, so one mailbox's scanner cannot lock the others out; an empty code is
+not an attempt. ``langorch approvals reissue`` sends fresh links and codes."""
 
 # Query parameter names of a signed link.
 P_APPROVER = "ap"
@@ -135,14 +138,26 @@ class CodeMismatchError(ApprovalLinkError):
     )
 
 
+class CodeMissingError(ApprovalLinkError):
+    """The form came without a code: not a guess, so it costs no attempt."""
+
+    status = 400
+    user_title = "Enter the code"
+    user_message = (
+        "Enter the six-digit code from your email, then press the button again; "
+        "nothing was changed."
+    )
+
+
 class CodeLockedError(ApprovalLinkError):
-    """Too many wrong codes: the approval refuses further attempts."""
+    """Too many wrong codes from this approver's link: it refuses further attempts."""
 
     status = 403
     user_title = "Too many wrong codes"
     user_message = (
-        "Too many wrong codes were typed for this approval, so it no longer accepts any; "
-        "nothing was changed. Ask the workflow's owner to restart the step."
+        "Too many wrong codes were typed with this link, so it no longer accepts any; "
+        "nothing was changed. Ask the workflow's owner to send new links "
+        "(langorch approvals reissue)."
     )
 
 
@@ -238,7 +253,6 @@ class Approval(BaseModel):
     expires_at: datetime
     emailed: list[str] = Field(default_factory=list)
     """Approver refs whose email was sent (a retried request mails only the rest)."""
-    code_failures: int = 0
 
     @property
     def is_pending(self) -> bool:
@@ -463,22 +477,30 @@ def code_hash(approval_id: str, ref: str, code: str, key: bytes) -> str:
     return _b64(_mac(key, "code", approval_id, ref, code.strip()))
 
 
+def typed_code(code: str | None) -> str:
+    """The code as typed, without the spaces people put between digits."""
+    return re.sub(r"\s", "", code or "")
+
+
 def check_code(
     approval: Approval, claims: LinkClaims, code: str, stored_hash: str | None, key: bytes
 ) -> None:
     """Check the one-time code typed on the page (only when the step requires one).
 
+    Counting attempts is the store's (one conditional update per attempt, per approver link);
+    the caller claims an attempt before calling this, and never for an empty code.
+
     Raises:
-        CodeLockedError: too many wrong codes were typed already.
-        CodeMismatchError: the code is missing or wrong.
+        CodeMissingError: no code was typed (not a guess).
+        CodeMismatchError: the code is malformed or wrong.
     """
     if not approval.require_code:
         return
-    if approval.code_failures >= MAX_CODE_FAILURES:
-        raise CodeLockedError(f"approval {approval.approval_id}: code attempts exhausted")
-    typed = re.sub(r"\s", "", code or "")
+    typed = typed_code(code)
+    if not typed:
+        raise CodeMissingError(f"approval {approval.approval_id}: no code was typed")
     if not (stored_hash and typed.isdigit() and len(typed) == CODE_DIGITS):
-        raise CodeMismatchError(f"approval {approval.approval_id}: code missing or malformed")
+        raise CodeMismatchError(f"approval {approval.approval_id}: code malformed or not issued")
     expected = code_hash(approval.approval_id, claims.approver_ref, typed, key)
     if not hmac.compare_digest(expected.encode(), stored_hash.encode()):
         raise CodeMismatchError(f"approval {approval.approval_id}: wrong code")

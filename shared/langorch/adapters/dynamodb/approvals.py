@@ -8,9 +8,10 @@ Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
                                                               decided_by, decided_at, comment,
                                                               edits (JSON), delivered_at,
                                                               body (request JSON),
-                                                              emailed (SS), code_failures (N),
+                                                              emailed (SS),
                                                               gsi1pk, gsi1sk, gsi2pk, gsi2sk
-    secret    approval#<id>        secret                     task_token, code#<approver_ref>
+    secret    approval#<id>        secret                     task_token, code#<approver_ref>,
+                                                              attempts#<approver_ref> (N)
     audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
 
     GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
@@ -78,6 +79,8 @@ IS_THIS_DECISION = (
     "AND attribute_not_exists(delivered_at)"
 )
 IS_DECIDED = "#status IN (:approved, :rejected)"
+CODE_ATTEMPT_LEFT = "attribute_exists(pk) AND (attribute_not_exists(#att) OR #att < :limit)"
+"""An approver's link may try one more code only while its count is below the limit."""
 ENTRY_IS_NEW = "attribute_not_exists(pk)"
 
 
@@ -143,7 +146,6 @@ class ApprovalsRepository:
             "created_at": {"S": created},
             "expires_at": {"N": str(int(approval.expires_at.timestamp()))},
             "body": {"S": self._request_json(approval)},
-            "code_failures": {"N": "0"},
             "gsi1pk": {"S": ALL_PARTITION},
             "gsi1sk": {"S": f"{created}#{approval.approval_id}"},
             "gsi2pk": {"S": PENDING_PARTITION},
@@ -361,16 +363,42 @@ class ApprovalsRepository:
             {":ref": {"SS": [approver_ref]}},
         )
 
-    def record_code_failure(self, approval_id: str) -> int:
-        """Count a wrong one-time code; returns the count so far."""
-        response = self._update(
-            approval_id,
-            APPROVAL_SK,
-            "ADD code_failures :one",
-            {":one": {"N": "1"}},
-            returns="UPDATED_NEW",
-        )
-        return int(response["Attributes"]["code_failures"]["N"])
+    def claim_code_attempt(self, approval_id: str, approver_ref: str, limit: int) -> int | None:
+        """Count one code attempt of one approver's link, unless it already made ``limit``.
+
+        One conditional ``UpdateItem`` (count below the limit, then add one): DynamoDB
+        serialises writes to the item, so however many requests race, at most ``limit``
+        attempts are ever granted per approver (never read, then increment).
+
+        Returns:
+            The attempt's number (1..limit), or ``None`` when the limit was reached.
+
+        Raises:
+            NotFoundError: no such approval.
+        """
+        name = f"attempts#{approver_ref}"
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": {"pk": {"S": _pk(approval_id)}, "sk": {"S": SECRET_SK}},
+            "UpdateExpression": "SET #att = if_not_exists(#att, :zero) + :one",
+            "ConditionExpression": CODE_ATTEMPT_LEFT,
+            "ExpressionAttributeNames": {"#att": name},
+            "ExpressionAttributeValues": {
+                ":zero": {"N": "0"},
+                ":one": {"N": "1"},
+                ":limit": {"N": str(limit)},
+            },
+            "ReturnValues": "UPDATED_NEW",
+        }
+        try:
+            response = self._client.update_item(**request)
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            if self._get_item(approval_id, SECRET_SK, projection="pk") is None:
+                raise NotFoundError(f"approval {approval_id} does not exist") from exc
+            return None
+        return int(response["Attributes"][name]["N"])
 
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
         """Store the keyed hash of an approver's one-time code (never the code)."""
@@ -526,7 +554,6 @@ class ApprovalsRepository:
                 "edits",
                 "delivered_at",
                 "emailed",
-                "code_failures",
             },
         )
         return json.dumps(fixed, default=str)
@@ -543,7 +570,6 @@ class ApprovalsRepository:
             edits=json.loads(edits) if edits else {},
             delivered_at=_time(item, "delivered_at"),  # absent on items written before it
             emailed=sorted(item.get("emailed", {}).get("SS", [])),
-            code_failures=int(item.get("code_failures", {}).get("N", "0")),
         )
         return Approval.model_validate(data)
 
