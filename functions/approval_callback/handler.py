@@ -118,6 +118,7 @@ def _page(outcome: ViewOutcome | DecideOutcome) -> Page:
             approver=outcome.approver,
             nonce=outcome.nonce,
             error=outcome.message,
+            values=outcome.values,
             status=http_status(outcome.error),
         )
     if isinstance(outcome, Decided):

@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     outbox_dir: str | None = None
     """Local mode: emails are written here (and their links printed) instead of sent."""
     link_signing_secret: str = "langorch/link-signing-key"  # noqa: S105 - a name, not a value
+    approval_form_dwell_seconds: float = 2.0
+    """An approval form decides only this long after its page view (mail scanners that submit
+    forms at once are asked to press again); 0 turns the check off."""
     """Secrets Manager secret: ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}``."""
     webhook_secret_prefix: str = "langorch/webhooks/"  # noqa: S105 - a name prefix
     """Per-workflow webhook secret: ``{"current": ..., "previous": ...}`` under this prefix."""

@@ -43,6 +43,7 @@ class InMemoryApprovals:
         self._tokens: dict[str, str] = {}
         self._codes: dict[tuple[str, str], str] = {}
         self._attempts: dict[tuple[str, str], int] = {}
+        self._views: set[tuple[str, str]] = set()
         self._audit: dict[str, list[AuditEntry]] = {}
 
     # Writes ---------------------------------------------------------------------------------
@@ -172,6 +173,14 @@ class InMemoryApprovals:
                 return None
             self._attempts[(approval_id, approver_ref)] = made + 1
             return made + 1
+
+    def use_view_token(self, approval_id: str, view_id: str) -> bool:
+        with self._lock:
+            self._existing(approval_id)
+            if (approval_id, view_id) in self._views:
+                return False
+            self._views.add((approval_id, view_id))
+            return True
 
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
         with self._lock:

@@ -342,11 +342,18 @@ def _nonce(body: str) -> str:
     return found.group(1)
 
 
+def _read(callback: Any, body: str) -> str:
+    """A person reads the page: the test's clock moves past the form's dwell."""
+    container = callback.container()
+    container.clock.now += timedelta(seconds=container.settings.approval_form_dwell_seconds)
+    return _nonce(body)
+
+
 def _open_and_decide(
     callback: Any, link: str, decision: str, **fields: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     page = _call(callback, _event(link))
-    form = {"nonce": _nonce(page["body"]), "decision": decision, **fields}
+    form = {"nonce": _read(callback, page["body"]), "decision": decision, **fields}
     return page, _call(callback, _event(link, method="POST", form=form))
 
 
@@ -425,6 +432,8 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
         shown = view_approval(_request(parked.links[who], "GET"), stack.container)
         assert isinstance(shown, Shown)
         forms[who] = {"nonce": shown.nonce}
+    # and have read it (the form decides only a dwell after its page view)
+    stack.clock.now += timedelta(seconds=stack.container.settings.approval_form_dwell_seconds)
     forms[ALICE]["decision"] = "approved"
     forms[BOB]["decision"] = "rejected"
     results: dict[str, str] = {}
@@ -459,7 +468,11 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
 def test_a_click_after_the_task_timed_out_is_too_late(stack: Stack, callback: Any) -> None:
     # Given an approval whose Step Functions task timed out (a real 1 s timeout)
     parked = stack.park(timeout=1)
+    # (alice opened the page a dwell before the approval's 1 s ran out)
+    dwell = timedelta(seconds=stack.container.settings.approval_form_dwell_seconds)
+    stack.clock.now -= dwell
     page = _call(callback, _event(parked.links[ALICE]))
+    stack.clock.now += dwell
     stack.wait_status(parked, "FAILED", seconds=15)
     # When alice approves
     form = {"nonce": _nonce(page["body"]), "decision": "approved"}
@@ -593,7 +606,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
     page = _call(callback, _event(mail["link"]))
     code = re.search(r"one-time code: (\d{6})", mail["text"])
     assert code
-    form = {"nonce": _nonce(page["body"]), "decision": "approved", "code": code.group(1)}
+    form = {"nonce": _read(callback, page["body"]), "decision": "approved", "code": code.group(1)}
     post = _call(callback, _event(mail["link"], method="POST", form=form))
     assert post["statusCode"] == 200
     printed = capsys.readouterr()

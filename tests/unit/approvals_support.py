@@ -87,6 +87,10 @@ class FakeStack:
         self.runs_seen = 0
         ensure_signing_key(self.container.secrets, self.container.settings.link_signing_secret)
 
+    def read_pages(self) -> None:
+        """The people who opened pages read them: the clock moves past the form's dwell."""
+        self.clock.advance(self.container.settings.approval_form_dwell_seconds)
+
     def park(
         self,
         *,
@@ -221,12 +225,19 @@ def nonce(body: str) -> str:
     return found.group(1)
 
 
+def read(callback: Any, body: str) -> str:
+    """A person reads the page (the fake clock moves past the form's dwell): its view token."""
+    container = callback.container()
+    container.clock.advance(container.settings.approval_form_dwell_seconds)
+    return nonce(body)
+
+
 def open_and_decide(
     callback: Any, link: str, decision: str, **fields: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Open the page, then post its form with ``decision``."""
+    """Open the page, read it, then post its form with ``decision``."""
     page = call(callback, event(link))
-    form = {"nonce": nonce(page["body"]), "decision": decision, **fields}
+    form = {"nonce": read(callback, page["body"]), "decision": decision, **fields}
     return page, call(callback, event(link, method="POST", form=form))
 
 

@@ -14,6 +14,11 @@ from langorch.domain.approval_lifecycle import (
     step,
 )
 from langorch.domain.approval_outcomes import AlreadyDecided
+from langorch.domain.approval_views import (
+    SubmittedTooSoonError,
+    check_view_token,
+    issue_view_token,
+)
 from langorch.domain.approvals import (
     P_APPROVER,
     P_EXPIRES,
@@ -30,10 +35,8 @@ from langorch.domain.approvals import (
     approver_for,
     approver_ref,
     check_code,
-    check_nonce,
     code_hash,
     decision_output,
-    form_nonce,
     link_url,
     new_approval,
     new_code,
@@ -182,19 +185,35 @@ def test_a_link_with_an_unknown_key_id_is_refused() -> None:
 # --- nonce and code --------------------------------------------------------------------------
 
 
-def test_the_page_nonce_is_bound_to_approval_and_approver_and_is_not_the_signature() -> None:
+def test_a_view_token_is_bound_to_approval_approver_and_view_and_is_not_the_signature() -> None:
     approval = _approval()
     alice = verify_link(approval.approval_id, _link(approval), {"k1": KEY}, now=NOW)
     bob = verify_link(
         approval.approval_id, _link(approval, "bob@example.com"), {"k1": KEY}, now=NOW
     )
-    nonce = form_nonce(alice, KEY)
-    check_nonce(alice, KEY, nonce)
-    assert nonce != _link(approval)[P_SIGNATURE]
-    with pytest.raises(FormExpiredError):
-        check_nonce(bob, KEY, nonce)
-    with pytest.raises(FormExpiredError):
-        check_nonce(alice, KEY, "")
+    token = issue_view_token(alice, KEY, now=NOW, view_id="view-0001")
+    later = NOW + timedelta(seconds=2)
+    dwell = timedelta(seconds=2)
+    assert check_view_token(alice, KEY, token, now=later, dwell=dwell).view_id == "view-0001"
+    assert _link(approval)[P_SIGNATURE] not in token
+    assert token != issue_view_token(alice, KEY, now=NOW, view_id="view-0002")
+    tampered = token.replace("view-0001", "view-0002")
+    for other, bad in ((bob, token), (alice, ""), (alice, tampered), (alice, "1.x.y")):
+        with pytest.raises(FormExpiredError):
+            check_view_token(other, KEY, bad, now=later, dwell=dwell)
+
+
+def test_a_view_token_decides_only_after_the_dwell() -> None:
+    approval = _approval()
+    alice = verify_link(approval.approval_id, _link(approval), {"k1": KEY}, now=NOW)
+    token = issue_view_token(alice, KEY, now=NOW, view_id="view-0001")
+    dwell = timedelta(seconds=2)
+    for too_soon in (NOW, NOW + timedelta(seconds=1.999)):
+        with pytest.raises(SubmittedTooSoonError):
+            check_view_token(alice, KEY, token, now=too_soon, dwell=dwell)
+    with pytest.raises(FormExpiredError):  # issued far in the future: forged clock
+        check_view_token(alice, KEY, token, now=NOW - timedelta(minutes=1), dwell=dwell)
+    check_view_token(alice, KEY, token, now=NOW, dwell=timedelta(0))
 
 
 def test_a_one_time_code_has_six_digits_and_only_its_hash_is_kept() -> None:

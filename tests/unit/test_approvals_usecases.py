@@ -54,6 +54,7 @@ from tests.unit.approvals_support import (
     http_request,
     nonce,
     open_and_decide,
+    read,
     tampered,
 )
 
@@ -211,6 +212,53 @@ def test_view_answers_shown_with_the_form_nonce(stack: FakeStack) -> None:
     assert outcome.nonce and outcome.nonce not in parked.links[ALICE]
 
 
+def test_a_scanner_that_submits_the_form_at_once_decides_nothing(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Failed before: a scanner that parsed the page and submitted its form approved (the
+    # nonce was in the page). Now the form decides only a dwell after its page view.
+    parked = stack.park()
+    page = call(callback, event(parked.links[ALICE]))
+    form = {
+        "nonce": nonce(page["body"]),
+        "decision": "approved",
+        "comment": "Checked <b>twice</b>",
+        "edit.amount": "1100",
+    }
+    fast = call(callback, event(parked.links[ALICE], method="POST", form=form))
+    assert fast["statusCode"] == 409 and "press your button again" in fast["body"]
+    assert stack.steps.sent == []
+    assert stack.audit(parked)[-1] == ("refused", "suspected_automated_submit", ALICE)
+    # What the person typed is kept, with a fresh token
+    assert "Checked &lt;b&gt;twice&lt;/b&gt;</textarea>" in fast["body"]
+    assert ">\n1100</textarea>" in fast["body"]
+    fresh = nonce(fast["body"])
+    assert fresh != form["nonce"]
+    # The same token later still is good for one submit only after the dwell: pressing the
+    # re-shown form after reading it decides
+    form["nonce"] = read(callback, fast["body"])
+    answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
+    assert answer["statusCode"] == 200 and "You approved" in answer["body"]
+    assert stack.output(parked)["edits"] == {"amount": 1100}
+
+
+def test_a_view_token_decides_once_and_only_for_its_approver(
+    stack: FakeStack, callback: Any
+) -> None:
+    parked = stack.park(require_code=True)
+    bobs = read(callback, call(callback, event(parked.links[BOB]))["body"])
+    form = {"nonce": bobs, "decision": "approved", "code": parked.codes[ALICE]}
+    stolen = call(callback, event(parked.links[ALICE], method="POST", form=form))
+    assert stolen["statusCode"] == 400 and '<form method="post">' not in stolen["body"]
+    form = {"nonce": bobs, "decision": "approved", "code": "000000"}
+    wrong = call(callback, event(parked.links[BOB], method="POST", form=form))
+    assert wrong["statusCode"] == 403
+    replayed = call(callback, event(parked.links[BOB], method="POST", form=form))
+    assert replayed["statusCode"] == 409 and "already sent once" in replayed["body"]
+    assert stack.audit(parked)[-1] == ("refused", "view_token_reused", BOB)
+    assert stack.steps.sent == []
+
+
 # --------------------------------------------------------------------------------------------
 # Deciding
 # --------------------------------------------------------------------------------------------
@@ -277,6 +325,7 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: FakeStack) -> None
         shown = view_approval(http_request(parked.links[who], "GET"), stack.container)
         assert isinstance(shown, Shown)
         forms[who] = {"nonce": shown.nonce}
+    stack.read_pages()
     forms[ALICE]["decision"] = "approved"
     forms[BOB]["decision"] = "rejected"
     results: dict[str, Any] = {}
@@ -364,7 +413,7 @@ def test_an_expired_link_shows_the_expired_page(stack: FakeStack, callback: Any)
     parked = stack.park(timeout=300)
     page = call(callback, event(parked.links[ALICE]))
     stack.clock.advance(301)
-    form = {"nonce": nonce(page["body"]), "decision": "approved"}
+    form = {"nonce": read(callback, page["body"]), "decision": "approved"}
     answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
     later = call(callback, event(parked.links[BOB]))
     for refused in (answer, later):
@@ -383,7 +432,7 @@ def test_a_click_after_the_task_timed_out_is_too_late(stack: FakeStack, callback
     page = call(callback, event(parked.links[ALICE]))
     stack.time_out(parked)
     # When alice approves
-    form = {"nonce": nonce(page["body"]), "decision": "approved"}
+    form = {"nonce": read(callback, page["body"]), "decision": "approved"}
     answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
     # Then the closed task refused it: "too late", and the approval timed out
     assert answer["statusCode"] == 410 and "Too late" in answer["body"]
@@ -399,6 +448,7 @@ def test_a_decision_whose_task_the_timeout_took_stands(stack: FakeStack) -> None
     parked = stack.park()
     shown = view_approval(http_request(parked.links[ALICE], "GET"), stack.container)
     assert isinstance(shown, Shown)
+    stack.read_pages()
     stack.time_out(parked)
     store = stack.container.approvals
     original_decide = store.decide
@@ -577,7 +627,7 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
     assert set(parked.codes) == {ALICE, BOB}
     page = call(callback, event(parked.links[ALICE]))
     assert 'name="code"' in page["body"]
-    page_nonce = nonce(page["body"])
+    page_nonce = read(callback, page["body"])
     missing = call(
         callback,
         event(
@@ -589,7 +639,11 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
         event(
             parked.links[ALICE],
             method="POST",
-            form={"nonce": page_nonce, "decision": "approved", "code": parked.codes[BOB]},
+            form={
+                "nonce": read(callback, missing["body"]),
+                "decision": "approved",
+                "code": parked.codes[BOB],
+            },
         ),
     )
     # An empty code is not a guess: "enter the code", and no attempt is spent.
@@ -604,7 +658,11 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
         event(
             parked.links[ALICE],
             method="POST",
-            form={"nonce": page_nonce, "decision": "approved", "code": parked.codes[ALICE]},
+            form={
+                "nonce": read(callback, wrong["body"]),
+                "decision": "approved",
+                "code": parked.codes[ALICE],
+            },
         ),
     )
     assert right["statusCode"] == 200 and "You approved" in right["body"]
@@ -616,25 +674,28 @@ def test_too_many_wrong_codes_lock_only_that_approvers_link(
 ) -> None:
     # Failed before: five code-less submits from any mailbox locked the approval for everyone.
     parked = stack.park(require_code=True)
-    page_nonce = nonce(call(callback, event(parked.links[ALICE]))["body"])
-    empty = {"nonce": page_nonce, "decision": "approved"}
+    page_nonce = read(callback, call(callback, event(parked.links[ALICE]))["body"])
+    form = {"nonce": page_nonce, "decision": "approved"}
     for _ in range(MAX_CODE_ATTEMPTS + 2):
-        answer = call(callback, event(parked.links[ALICE], method="POST", form=empty))
+        answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
         assert answer["statusCode"] == 400 and "Enter the six-digit code" in answer["body"]
-    form = {**empty, "code": "000000"}
-    answers = [
-        call(callback, event(parked.links[ALICE], method="POST", form=form))
-        for _ in range(MAX_CODE_ATTEMPTS)
-    ]
+        form["nonce"] = read(callback, answer["body"])
+    form["code"] = "000000"
+    answers = []
+    for _ in range(MAX_CODE_ATTEMPTS):
+        answers.append(call(callback, event(parked.links[ALICE], method="POST", form=form)))
+        if answers[-1]["statusCode"] == 403 and "attempts left" in answers[-1]["body"]:
+            form["nonce"] = read(callback, answers[-1]["body"])
     assert "(1 attempts left.)" in answers[-2]["body"]
     assert "Too many wrong codes" in answers[-1]["body"]
     form["code"] = parked.codes[ALICE]
+    form["nonce"] = read(callback, call(callback, event(parked.links[ALICE]))["body"])
     locked = call(callback, event(parked.links[ALICE], method="POST", form=form))
     assert locked["statusCode"] == 403 and "Too many wrong codes" in locked["body"]
     assert stack.steps.sent == []
     assert stack.audit(parked)[-1] == ("refused", "code_locked", ALICE)
     # Bob's link is untouched by alice's lockout.
-    bob_nonce = nonce(call(callback, event(parked.links[BOB]))["body"])
+    bob_nonce = read(callback, call(callback, event(parked.links[BOB]))["body"])
     bob_form = {"nonce": bob_nonce, "decision": "approved", "code": parked.codes[BOB]}
     bob = call(callback, event(parked.links[BOB], method="POST", form=bob_form))
     assert bob["statusCode"] == 200 and "You approved" in bob["body"]
@@ -650,10 +711,14 @@ def test_a_decision_that_cannot_be_delivered_is_reopened(stack: FakeStack, callb
     # Given Step Functions is unavailable when alice approves
     parked = stack.park()
     page = call(callback, event(parked.links[ALICE]))
-    form = {"nonce": nonce(page["body"]), "decision": "approved"}
+    form = {"nonce": read(callback, page["body"]), "decision": "approved"}
     stack.steps.unavailable = True
     with pytest.raises(DecisionNotDeliveredError):
         decide_approval(http_request(parked.links[ALICE], "POST", form), stack.container)
+    # A form is good for one submit: the same one again is asked to press again
+    same = call(callback, event(parked.links[ALICE], method="POST", form=form))
+    assert same["statusCode"] == 409 and "already sent once" in same["body"]
+    form["nonce"] = read(callback, same["body"])
     answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
     # Then she is asked to press again, and the approval is pending again
     assert answer["statusCode"] == 503 and "Please try again" in answer["body"]
@@ -662,6 +727,7 @@ def test_a_decision_that_cannot_be_delivered_is_reopened(stack: FakeStack, callb
     assert stack.audit(parked)[-1] == ("refused", "delivery_failed", ALICE)
     # And pressing again once it is back decides
     stack.steps.unavailable = False
+    form["nonce"] = read(callback, call(callback, event(parked.links[ALICE]))["body"])
     again = call(callback, event(parked.links[ALICE], method="POST", form=form))
     assert again["statusCode"] == 200 and stack.output(parked)["approver"] == ALICE
 

@@ -83,6 +83,10 @@ class ApprovalsStore(Protocol):
         """Count one code attempt of one approver's link atomically; ``None`` at ``limit``."""
         ...
 
+    def use_view_token(self, approval_id: str, view_id: str) -> bool:
+        """Record a page view's token as used; ``False`` when it was used before."""
+        ...
+
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
         """Store the keyed hash of an approver's one-time code."""
         ...
@@ -125,6 +129,11 @@ class LinkSettings(Protocol):
     @property
     def link_signing_secret(self) -> str:
         """The name of the link-signing secret."""
+        ...
+
+    @property
+    def approval_form_dwell_seconds(self) -> float:
+        """How long after its page view an approval form may decide."""
         ...
 
 

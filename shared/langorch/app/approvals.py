@@ -24,6 +24,7 @@ The task token goes from the request into the approvals table and from there onl
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -58,6 +59,12 @@ from langorch.domain.approval_outcomes import (
     Shown,
     ViewOutcome,
 )
+from langorch.domain.approval_views import (
+    SubmittedTooSoonError,
+    ViewTokenUsedError,
+    check_view_token,
+    issue_view_token,
+)
 from langorch.domain.approvals import (
     MAX_CODE_ATTEMPTS,
     AlreadyDecidedError,
@@ -78,9 +85,7 @@ from langorch.domain.approvals import (
     approver_for,
     bounded,
     check_code,
-    check_nonce,
     decision_output,
-    form_nonce,
     parse_decision,
     redelivery_due,
     typed_code,
@@ -190,7 +195,7 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
     if opened.state is not State.pending:
         raise _refusal(approval.approval_id, opened.state)
     approver, claims, key = opened.form_key()
-    return Shown(approval, approver, form_nonce(claims, key))
+    return Shown(approval, approver, _view_token(ports, claims, key))
 
 
 def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome:
@@ -270,22 +275,66 @@ def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAc
     return _Opened(approval, approver, state, claims, keys.keys[claims.key_id])
 
 
-def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _Form | FormAgain:
-    """The decision the form carries, or the form again; refusals are raised (audited)."""
+def _view_token(ports: PagePorts, claims: LinkClaims, key: bytes) -> str:
+    """A fresh view token for one page view (or one form shown again)."""
+    return issue_view_token(claims, key, now=ports.clock(), view_id=secrets.token_urlsafe(12))
+
+
+def _again(
+    req: ApprovalHttpRequest,
+    ports: PagePorts,
+    opened: _Opened,
+    error: ApprovalLinkError,
+    message: str,
+) -> FormAgain:
+    """The form again, with a fresh view token and what the person typed kept."""
+    from langorch.web.pages import EDIT_PREFIX
+
+    approver, claims, key = opened.form_key()
+    kept = {k: v for k, v in req.form.items() if k == "comment" or k.startswith(EDIT_PREFIX)}
+    token = _view_token(ports, claims, key)
+    return FormAgain(opened.approval, approver, token, message, error, values=kept)
+
+
+def _check_view(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> FormAgain | None:
+    """Accept the form's view token once, and only after the dwell; else the form again.
+
+    Raises:
+        FormExpiredError: the POST carries no token of this approval's page (audited).
+    """
     approval = opened.approval
     approver, claims, key = opened.form_key()
+    dwell = timedelta(seconds=max(ports.settings.approval_form_dwell_seconds, 0.0))
     try:
-        check_nonce(claims, key, req.form.get("nonce", ""))
+        view = check_view_token(
+            claims, key, req.form.get("nonce", ""), now=ports.clock(), dwell=dwell
+        )
+    except SubmittedTooSoonError as exc:
+        _audit_req(ports, req, approval, "refused", "suspected_automated_submit", approver)
+        return _again(req, ports, opened, exc, exc.user_message)
     except ApprovalLinkError as exc:
         _audit_req(ports, req, approval, "refused", _reason(exc), approver)
         raise
+    if not ports.approvals.use_view_token(approval.approval_id, view.view_id):
+        used = ViewTokenUsedError(f"approval {approval.approval_id}: view token used before")
+        _audit_req(ports, req, approval, "refused", "view_token_reused", approver)
+        return _again(req, ports, opened, used, used.user_message)
+    return None
+
+
+def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _Form | FormAgain:
+    """The decision the form carries, or the form again; refusals are raised (audited)."""
+    approval = opened.approval
+    approver = opened.form_key()[0]
+    again = _check_view(req, ports, opened)
+    if again is not None:
+        return again
     try:
         decision = parse_decision(req.form.get("decision"))
         edits = _edits(approval, req.form)
     except InvalidDecisionError as exc:
         _audit_req(ports, req, approval, "refused", "invalid_form", approver)
-        nonce = form_nonce(claims, key)
-        return FormAgain(approval, approver, nonce, str(exc) or exc.user_message, exc)
+        return _again(req, ports, opened, exc, str(exc) or exc.user_message)
     again = _check_code(req, ports, opened)
     if again is not None:
         return again
@@ -309,7 +358,7 @@ def _check_code(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> 
     typed = typed_code(req.form.get("code"))
     if not typed:
         missing = CodeMissingError(f"approval {approval.approval_id}: no code was typed")
-        return FormAgain(approval, approver, form_nonce(claims, key), missing.user_message, missing)
+        return _again(req, ports, opened, missing, missing.user_message)
     attempt = ports.approvals.claim_code_attempt(
         approval.approval_id, claims.approver_ref, MAX_CODE_ATTEMPTS
     )
@@ -324,8 +373,7 @@ def _check_code(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> 
         left = MAX_CODE_ATTEMPTS - attempt
         if left <= 0:
             raise CodeLockedError("code attempts exhausted") from exc
-        message = f"{exc.user_message} ({left} attempts left.)"
-        return FormAgain(approval, approver, form_nonce(claims, key), message, exc)
+        return _again(req, ports, opened, exc, f"{exc.user_message} ({left} attempts left.)")
     return None
 
 

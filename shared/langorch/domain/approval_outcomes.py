@@ -10,7 +10,8 @@ approver reads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from langorch.domain.approvals import AlreadyDecidedError, Approval, ApprovalLinkError
 from langorch.domain.errors import LangorchError, NotFoundError
@@ -36,6 +37,8 @@ class FormAgain:
     """The sentence shown above the form."""
     error: ApprovalLinkError
     """Why (its class picks the status code at the edge)."""
+    values: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """What the person typed (comment, ``edit.*`` fields), shown again in the form."""
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,11 @@ the approval and survives key rotation (old keys stay in the secret until their 
 ``approver_ref`` is an opaque hash of the approver's address scoped to the approval: an address
 never appears in a URL, and refs of one person in two approvals cannot be linked.
 
-The page's form echoes a *nonce* derived from the same key (a different message, so it is not the
-signature): only a POST that carries it decides, so a mail scanner that fetches or blindly posts
-the link decides nothing. A step may also require a six-digit one-time code from the email; only
-its keyed hash is stored.
+The page's form carries a *view token* issued by each page view
+(:mod:`langorch.domain.approval_views`): only a POST that carries one, at least a dwell after
+that view, decides, so a mail scanner that fetches, blindly posts, or parses and submits the
+page at once decides nothing. A step may also require a six-digit one-time code from the
+email; only its keyed hash is stored.
 """
 
 from __future__ import annotations
@@ -447,24 +448,8 @@ def link_url(base_url: str, approval_id: str, params: Mapping[str, str]) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# The form nonce and the one-time code
+# The one-time code
 # --------------------------------------------------------------------------------------------
-
-
-def form_nonce(claims: LinkClaims, key: bytes) -> str:
-    """The nonce the approval page's form carries, bound to the approval and approver.
-
-    Derived (not stored) from the link's key over a message the signature never signs, so the
-    page never reveals the signature and a nonce of one approval is useless for another.
-    """
-    return _b64(_mac(key, "form", claims.approval_id, claims.approver_ref))[:32]
-
-
-def check_nonce(claims: LinkClaims, key: bytes, nonce: str) -> None:
-    """Raise :class:`FormExpiredError` unless ``nonce`` is this approval page's nonce."""
-    expected = form_nonce(claims, key)
-    if not nonce or not hmac.compare_digest(expected.encode(), nonce.encode("utf-8", "replace")):
-        raise FormExpiredError(f"approval {claims.approval_id}: POST without the page's nonce")
 
 
 def new_code(randbelow: Callable[[int], int]) -> str:

@@ -9,6 +9,7 @@ itself never appears in the page body. Everything shown is escaped by Jinja2's a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -106,7 +107,7 @@ deciding as {{ approver }} · expires {{ expires }}</p>
 {% else %}<textarea id="f{{ loop.index }}" name="{{ f.name }}" rows="{{ f.rows }}">
 {{ f.value }}</textarea>{% endif %}</p>{% endfor %}{% endif %}
 <p><label for="comment"><strong>Comment</strong> (optional; a rejection's feedback)</label><br>
-<textarea id="comment" name="comment" rows="3" maxlength="4000"></textarea></p>
+<textarea id="comment" name="comment" rows="3" maxlength="4000">{{ comment }}</textarea></p>
 {% if require_code %}<p><label for="code"><strong>One-time code</strong> from your email</label>
 <br><input id="code" name="code" inputmode="numeric" autocomplete="one-time-code"
 maxlength="6" size="8" required></p>{% endif %}
@@ -156,6 +157,7 @@ def approval_page(
     approver: str,
     nonce: str,
     error: str | None = None,
+    values: Mapping[str, str] | None = None,
     status: int = 200,
 ) -> Page:
     """The confirmation page: what is asked and why, the context, edits, comment, buttons.
@@ -165,6 +167,8 @@ def approval_page(
         approver: whose link this is (shown, so a forwarded link is noticed).
         nonce: the form nonce (bound to this approval and approver).
         error: a sentence shown above the form (e.g. a wrong code).
+        values: what the person typed before (comment, ``edit.*``), kept when the form is
+            shown again.
         status: the HTTP status (200; 4xx when re-shown after a refused POST).
     """
     items = list(approval.context.items())
@@ -172,10 +176,13 @@ def approval_page(
         (bounded(str(k), 100), _shown(v, MAX_CONTEXT_VALUE_CHARS))
         for k, v in items[:MAX_CONTEXT_KEYS]
     ]
+    typed = values or {}
     editable = []
     for key, value in list(approval.editable.items())[:MAX_CONTEXT_KEYS]:
         text = editable_as_text(value)
         too_long = len(text) > MAX_EDIT_CHARS
+        if not too_long and EDIT_PREFIX + str(key) in typed:
+            text = typed[EDIT_PREFIX + str(key)]
         editable.append(
             {
                 "key": bounded(str(key), 100),
@@ -205,6 +212,7 @@ def approval_page(
         nonce=nonce,
         require_code=approval.require_code,
         error=error,
+        comment=typed.get("comment", ""),
     )
 
 

@@ -13,6 +13,7 @@ Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
     secret    approval#<id>        secret                     task_token, code#<approver_ref>,
                                                               attempts#<approver_ref> (N)
     audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
+    view      approval#<id>        view#<view_id>             (a used page-view token)
 
     GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
     GSI gsi2  gsi2pk = approvals#pending  gsi2sk = <created_at>#<id>   (removed when it ends)
@@ -57,6 +58,7 @@ from langorch.domain.errors import NotFoundError, StorageError
 APPROVAL_SK = "approval"
 SECRET_SK = "secret"  # noqa: S105 - an item name
 AUDIT_PREFIX = "audit#"
+VIEW_PREFIX = "view#"
 ALL_PARTITION = "approvals"
 PENDING_PARTITION = "approvals#pending"
 GSI_ALL = "gsi1"
@@ -399,6 +401,26 @@ class ApprovalsRepository:
                 raise NotFoundError(f"approval {approval_id} does not exist") from exc
             return None
         return int(response["Attributes"][name]["N"])
+
+    def use_view_token(self, approval_id: str, view_id: str) -> bool:
+        """Record a page view's token as used (one conditional put); ``False`` if it was.
+
+        Raises:
+            NotFoundError: no such approval.
+        """
+        if self._get_item(approval_id, APPROVAL_SK, projection="pk") is None:
+            raise NotFoundError(f"approval {approval_id} does not exist")
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item={"pk": {"S": _pk(approval_id)}, "sk": {"S": VIEW_PREFIX + view_id}},
+                ConditionExpression=APPROVAL_IS_NEW,
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._storage_error("PutItem", exc) from exc
+        return True
 
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
         """Store the keyed hash of an approver's one-time code (never the code)."""
