@@ -326,6 +326,16 @@ def test_concurrent_code_attempts_never_exceed_the_limit(store: ApprovalsStore) 
     assert granted.count(None) == 25
 
 
+def test_a_view_token_is_used_once(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    assert store.use_view_token(approval.approval_id, "view-1")
+    assert not store.use_view_token(approval.approval_id, "view-1")
+    assert store.use_view_token(approval.approval_id, "view-2")
+    assert [e.action for e in store.audit(approval.approval_id)] == []
+    with pytest.raises(NotFoundError):
+        store.use_view_token("apr-missing", "view-1")
+
+
 def test_listings_are_newest_first_and_filter_by_run(store: ApprovalsStore) -> None:
     first = _pending(store, 1, created=NOW)
     second = _pending(store, 2, run_id="run-2", created=NOW + timedelta(seconds=1))
