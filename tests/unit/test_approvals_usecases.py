@@ -231,7 +231,7 @@ def test_a_scanner_that_submits_the_form_at_once_decides_nothing(
     assert stack.audit(parked)[-1] == ("refused", "suspected_automated_submit", ALICE)
     # What the person typed is kept, with a fresh token
     assert "Checked &lt;b&gt;twice&lt;/b&gt;</textarea>" in fast["body"]
-    assert ">\n1100</textarea>" in fast["body"]
+    assert 'name="edit.amount" type="number"\nstep="any" value="1100"' in fast["body"]
     fresh = nonce(fast["body"])
     assert fresh != form["nonce"]
     # The same token later still is good for one submit only after the dwell: pressing the
@@ -596,13 +596,87 @@ def test_a_form_body_no_page_sends_is_a_400(stack: FakeStack, callback: Any, bod
     assert stack.steps.sent == []
 
 
-def test_an_edit_that_is_not_json_shows_the_form_again(stack: FakeStack, callback: Any) -> None:
-    parked = stack.park()
-    _, answer = open_and_decide(
-        callback, parked.links[ALICE], "approved", **{"edit.amount": "{not json"}
+TYPED = {
+    "restaurant": None,
+    "note": "ok",
+    "amount": 1200,
+    "urgent": False,
+    "tags": ["a", "b"],
+    "address": {"city": "Oslo"},
+}
+
+
+def test_editable_fields_are_typed_inputs_and_read_back_typed(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Failed before: typing Chipotle into an editable field (empty so far) was refused as
+    # "not JSON" and everything typed was reset to null.
+    parked = stack.park(editable=TYPED)
+    page, answer = open_and_decide(
+        callback,
+        parked.links[ALICE],
+        "approved",
+        **{
+            "edit.restaurant": "Chipotle",
+            "edit.note": "ok",
+            "edit.amount": "1100",
+            "edit.urgent": "yes",
+            "edit.tags": "a\r\nc\r\n",
+            "edit.address": '{"city": "Bergen"}',
+        },
     )
-    assert answer["statusCode"] == 400
-    assert "must be JSON" in answer["body"] and '<form method="post">' in answer["body"]
+    body = page["body"]
+    assert 'name="edit.amount" type="number"' in body
+    assert '<select id="f4" name="edit.urgent">' in body and "(one per line)" in body
+    assert "(JSON)" in body and body.count("(JSON)") == 1
+    assert answer["statusCode"] == 200, answer["body"]
+    assert stack.output(parked)["edits"] == {
+        "restaurant": "Chipotle",
+        "amount": 1100,
+        "urgent": True,
+        "tags": ["a", "c"],
+        "address": {"city": "Bergen"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "typed", "problem"),
+    [
+        ("amount", "Chipotle", "must be a number"),
+        ("urgent", "maybe", "must be yes or no"),
+        ("address", "{not json", "must be JSON"),
+        ("address", "[1, 2]", "must be JSON an object"),
+        ("note", "x" * 300_000, "is larger than 32 KB"),
+    ],
+)
+def test_a_bad_edit_shows_the_form_again_with_what_was_typed(
+    stack: FakeStack, callback: Any, field: str, typed: str, problem: str
+) -> None:
+    # Failed before: a 300 KB edit was accepted, then broke the run.
+    parked = stack.park(editable=TYPED)
+    _, answer = open_and_decide(
+        callback,
+        parked.links[ALICE],
+        "approved",
+        comment="see edits",
+        **{f"edit.{field}": typed, "edit.restaurant": "Chipotle"},
+    )
+    assert answer["statusCode"] == 422
+    assert f"The field {field} {problem}" in answer["body"]
+    assert '<form method="post">' in answer["body"] and "Chipotle" in answer["body"]
+    assert "see edits</textarea>" in answer["body"]
+    assert stack.steps.sent == []
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.is_pending and approval.edits == {}
+    assert stack.audit(parked)[-1] == ("refused", "invalid_edit", ALICE)
+
+
+def test_all_edits_together_are_bounded(stack: FakeStack, callback: Any) -> None:
+    fields = {f"k{i}": "" for i in range(5)}
+    parked = stack.park(editable=fields)
+    typed = {f"edit.k{i}": "y" * 30_000 for i in range(5)}
+    _, answer = open_and_decide(callback, parked.links[ALICE], "approved", **typed)
+    assert answer["statusCode"] == 422 and "larger than 128 KB in all" in answer["body"]
     assert stack.steps.sent == []
 
 

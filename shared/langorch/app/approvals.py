@@ -48,6 +48,7 @@ from langorch.app.approval_keys import (
 )
 from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts
 from langorch.app.approval_requests import ApprovalRequested, RequestApproval, request_approval
+from langorch.domain.approval_edits import EDIT_PREFIX, EditRejectedError, parse_edits
 from langorch.domain.approval_lifecycle import Event, State, TransitionRefusedError, state_of, step
 from langorch.domain.approval_outcomes import (
     AlreadyDecided,
@@ -288,8 +289,6 @@ def _again(
     message: str,
 ) -> FormAgain:
     """The form again, with a fresh view token and what the person typed kept."""
-    from langorch.web.pages import EDIT_PREFIX
-
     approver, claims, key = opened.form_key()
     kept = {k: v for k, v in req.form.items() if k == "comment" or k.startswith(EDIT_PREFIX)}
     token = _view_token(ports, claims, key)
@@ -331,7 +330,10 @@ def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _
         return again
     try:
         decision = parse_decision(req.form.get("decision"))
-        edits = _edits(approval, req.form)
+        edits = parse_edits(approval.editable, req.form)
+    except EditRejectedError as exc:
+        _audit_req(ports, req, approval, "refused", "invalid_edit", approver)
+        return _again(req, ports, opened, exc, exc.user_message)
     except InvalidDecisionError as exc:
         _audit_req(ports, req, approval, "refused", "invalid_form", approver)
         return _again(req, ports, opened, exc, str(exc) or exc.user_message)
@@ -501,40 +503,6 @@ def _redeliver_if_lost(
         "lost approval decision redelivered",
         extra={**ids, "decision": approval.status.value, "outcome": event.value},
     )
-
-
-def _edits(approval: Approval, form: Mapping[str, str]) -> dict[str, Any]:
-    """The editable values the approver changed, typed like the originals.
-
-    Raises:
-        InvalidDecisionError: a non-text value was edited into something that is not JSON.
-    """
-    import json
-
-    from langorch.web.pages import EDIT_PREFIX, editable_as_text, is_editable_here
-
-    edits: dict[str, Any] = {}
-    for key, original in approval.editable.items():
-        typed = form.get(EDIT_PREFIX + key)
-        if typed is None or not is_editable_here(original):
-            continue
-        # Browsers send a textarea's line breaks as CRLF.
-        typed = typed.replace("\r\n", "\n")
-        if typed == editable_as_text(original):
-            continue
-        if isinstance(original, str):
-            edits[key] = typed
-            continue
-        if original is None and not typed.strip():
-            continue
-        try:
-            edits[key] = json.loads(typed)
-        except ValueError as exc:
-            raise InvalidDecisionError(
-                f"The field {key} must be JSON (as shown when the page opened); "
-                "nothing was changed. Correct it and press the button again."
-            ) from exc
-    return edits
 
 
 # --------------------------------------------------------------------------------------------

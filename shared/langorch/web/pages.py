@@ -14,6 +14,14 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from langorch.domain.approval_edits import (
+    EDIT_PREFIX,
+    MAX_EDIT_FIELD_BYTES,
+    EditKind,
+    as_text,
+    is_editable_here,
+    kind_of,
+)
 from langorch.domain.approvals import (
     AlreadyDecidedError,
     Approval,
@@ -31,10 +39,6 @@ MAX_TITLE_CHARS = 200
 MAX_MESSAGE_CHARS = 10_000
 MAX_CONTEXT_KEYS = 50
 MAX_CONTEXT_VALUE_CHARS = 4_000
-MAX_EDIT_CHARS = 20_000
-"""An editable value longer than this is shown read-only (cut short, editing it would lose the
-rest)."""
-EDIT_PREFIX = "edit."
 
 SECURITY_HEADERS: dict[str, str] = {
     "Content-Type": "text/html; charset=utf-8",
@@ -101,9 +105,14 @@ deciding as {{ approver }} · expires {{ expires }}</p>
 <form method="post">
 <input type="hidden" name="nonce" value="{{ nonce }}">
 {% if editable %}<h2>You may edit</h2>{% for f in editable %}
-<p><label for="f{{ loop.index }}"><strong>{{ f.key }}</strong>{% if f.json %}
-(JSON){% endif %}</label><br>
+<p><label for="f{{ loop.index }}"><strong>{{ f.key }}</strong>{% if f.hint %}
+({{ f.hint }}){% endif %}</label><br>
 {% if f.too_long %}<pre>{{ f.value }}</pre><span class="note">Too long to edit here.</span>
+{% elif f.kind == "yes_no" %}<select id="f{{ loop.index }}" name="{{ f.name }}">
+<option value="yes"{% if f.value == "yes" %} selected{% endif %}>yes</option>
+<option value="no"{% if f.value != "yes" %} selected{% endif %}>no</option></select>
+{% elif f.kind == "number" %}<input id="f{{ loop.index }}" name="{{ f.name }}" type="number"
+step="any" value="{{ f.value }}">
 {% else %}<textarea id="f{{ loop.index }}" name="{{ f.name }}" rows="{{ f.rows }}">
 {{ f.value }}</textarea>{% endif %}</p>{% endfor %}{% endif %}
 <p><label for="comment"><strong>Comment</strong> (optional; a rejection's feedback)</label><br>
@@ -140,15 +149,11 @@ def _shown(value: Any, limit: int) -> str:
 
 
 def editable_as_text(value: Any) -> str:
-    """How an editable value appears in its text box (strings as is, anything else as JSON)."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, default=str, ensure_ascii=False)
+    """How an editable value appears in its input (see :mod:`langorch.domain.approval_edits`)."""
+    return as_text(value)
 
 
-def is_editable_here(value: Any) -> bool:
-    """Whether the page offers ``value`` for editing (not when it would have to be cut)."""
-    return len(editable_as_text(value)) <= MAX_EDIT_CHARS
+_HINTS = {EditKind.lines: "one per line", EditKind.json: "JSON", EditKind.number: "a number"}
 
 
 def approval_page(
@@ -180,17 +185,18 @@ def approval_page(
     editable = []
     for key, value in list(approval.editable.items())[:MAX_CONTEXT_KEYS]:
         text = editable_as_text(value)
-        too_long = len(text) > MAX_EDIT_CHARS
+        too_long = not is_editable_here(value)
         if not too_long and EDIT_PREFIX + str(key) in typed:
-            text = typed[EDIT_PREFIX + str(key)]
+            # What the person typed (kept when the form is shown again), bounded like the edit.
+            text = bounded(typed[EDIT_PREFIX + str(key)], MAX_EDIT_FIELD_BYTES)
+        kind = kind_of(value)
         editable.append(
             {
                 "key": bounded(str(key), 100),
                 "name": EDIT_PREFIX + str(key),
-                "value": bounded(text, MAX_CONTEXT_VALUE_CHARS)
-                if len(text) > MAX_EDIT_CHARS
-                else text,
-                "json": not isinstance(value, str),
+                "value": bounded(text, MAX_CONTEXT_VALUE_CHARS) if too_long else text,
+                "kind": kind.value,
+                "hint": _HINTS.get(kind, ""),
                 "too_long": too_long,
                 "rows": min(max(text.count("\n") + 2, 3), 20),
             }
