@@ -8,6 +8,7 @@ decides. Answers are HTML with the approval pages' security headers. The source 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -110,7 +111,21 @@ def _post(approval_id: str) -> Response[str]:
         )
     fields = parse_qs(body, keep_blank_values=True, max_num_fields=500)
     form = {key: values[0] for key, values in fields.items() if values}
-    return _response(decide_approval(_request(approval_id, form), container()))
+    started = container().clock()
+    page = decide_approval(_request(approval_id, form), container())
+    if page.status == 200:
+        _approval_wait(approval_id, started)
+    return _response(page)
+
+
+def _approval_wait(approval_id: str, started: datetime) -> None:
+    # Emitted once per decision: only when the decision was recorded by this request (a
+    # later visit shows the same page for an approval decided earlier).
+    approval = container().approvals.get(approval_id)
+    if approval is None or approval.decided_at is None or approval.decided_at < started:
+        return
+    waited = (approval.decided_at - approval.created_at).total_seconds()
+    metrics.add_metric(name="ApprovalWait", unit=MetricUnit.Seconds, value=max(waited, 0.0))
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)
