@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -129,10 +129,11 @@ def main() -> int:
     from _support import fake_aws_environment
 
     fake_aws_environment()
+    from standardwebhooks import Webhook
+
     from langorch.app.container import Container
     from langorch.app.triggers import register_and_sync
     from langorch.domain.runs import TimelineEventType
-    from langorch.domain.webhooks import sign
     from langorch.local.stack import free_port, start_local_stack
 
     started = time.monotonic()
@@ -149,9 +150,18 @@ def main() -> int:
         hook = f"{settings.public_base_url}/hooks/{WORKFLOW}"
         print(f"stack ready in {time.monotonic() - started:.1f} s; gateway {hook}")
 
+        signer = Webhook(secret)
+
         def deliver(n: int) -> tuple[int, str | None, float]:
-            body = json.dumps({"n": n}).encode()
-            headers = sign(secret, f"bench-{n}", body, timestamp=int(time.time()))
+            # Signed as any Standard Webhooks sender signs, with the official library.
+            payload = json.dumps({"n": n})
+            body = payload.encode()
+            now = datetime.now(UTC)
+            headers = {
+                "webhook-id": f"bench-{n}",
+                "webhook-timestamp": str(int(now.timestamp())),
+                "webhook-signature": signer.sign(f"bench-{n}", now, payload),
+            }
             sent = time.time()
             status, answer = _request(
                 hook, "POST", body, {**headers, "Content-Type": "application/json"}

@@ -19,6 +19,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from langorch import observability
 from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
 from langorch.config import Settings
+from langorch.web.http import UnreadableBodyError, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -34,6 +35,8 @@ metrics: Metrics = observability.metrics()
 app = APIGatewayHttpResolver()
 
 MAX_FORM_BYTES = 512 * 1024
+MAX_FORM_FIELDS = 500
+"""More fields than any approval page has (parse_qs raises past it: answered 400, not 500)."""
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 _container: Container | None = None
@@ -100,8 +103,17 @@ def _post(approval_id: str) -> Response[str]:
                 status=415,
             )
         )
-    body = event.decoded_body or ""
-    if len(body.encode("utf-8")) > MAX_FORM_BYTES:
+    unreadable = result_page(
+        "The form could not be read",
+        "The form's content is not what an approval page sends; nothing was changed. "
+        "Open the link from your email and press a button again.",
+        status=400,
+    )
+    try:
+        raw = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    except UnreadableBodyError:
+        return _response(unreadable)
+    if len(raw) > MAX_FORM_BYTES:
         return _response(
             result_page(
                 "The form is too large",
@@ -109,7 +121,12 @@ def _post(approval_id: str) -> Response[str]:
                 status=413,
             )
         )
-    fields = parse_qs(body, keep_blank_values=True, max_num_fields=500)
+    try:
+        fields = parse_qs(
+            raw.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS
+        )
+    except (UnicodeDecodeError, ValueError):  # not UTF-8, or more fields than a page has
+        return _response(unreadable)
     form = {key: values[0] for key, values in fields.items() if values}
     started = container().clock()
     page = decide_approval(_request(approval_id, form), container())

@@ -11,8 +11,6 @@ logs delivery ids and run ids, never signatures or secrets.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,7 +28,9 @@ from langorch.app.triggers import (
     handle_webhook,
 )
 from langorch.config import Settings
+from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
+from langorch.web.http import UnreadableBodyError, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -60,8 +60,8 @@ def container() -> Container:
 def _webhook(workflow_id: str) -> Response[str]:
     event = app.current_event
     try:
-        body = _raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
-    except (binascii.Error, ValueError):
+        body = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    except UnreadableBodyError:
         return _response(400, {"error": "the body is not valid base64"})
     request = WebhookRequest(
         workflow_id=workflow_id,
@@ -84,15 +84,6 @@ def _webhook(workflow_id: str) -> Response[str]:
     else:
         _count("WebhookRejected", 1, status=str(status))
     return _response(status, answer)
-
-
-def _raw_body(body: str | None, is_base64: bool) -> bytes:
-    """The body byte for byte as sent: the signature covers exactly these bytes."""
-    if body is None:
-        return b""
-    if is_base64:
-        return base64.b64decode(body, validate=True)
-    return body.encode("utf-8")
 
 
 def _response(status: int, body: dict[str, Any]) -> Response[str]:
@@ -125,6 +116,21 @@ def _outcome(outcome: TriggerOutcome) -> dict[str, Any]:
     return outcome.to_dict()
 
 
+def _s3_outcomes(objects: list[S3ObjectCreated]) -> dict[str, Any]:
+    """Start the runs for each created object; one answer for the batch."""
+    answers = []
+    for created in objects:
+        logger.thread_safe_append_keys(bucket=created.bucket, key=created.key)
+        answers.append(_outcome(handle_s3_object(created, container())))
+    if len(answers) == 1:
+        return answers[0]
+    return {
+        "trigger": "s3",
+        "runs": [run for answer in answers for run in answer.get("runs", [])],
+        "skipped": [skip for answer in answers for skip in answer.get("skipped", [])],
+    }
+
+
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Route the event by its shape to the matching use-case.
 
@@ -151,12 +157,15 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return _outcome(handle_schedule(fired, container()))
     if kind == "s3":
         try:
-            created = S3ObjectCreated.from_event(event)
-        except ValueError as exc:
+            objects = objects_created(event)
+        except S3EventError as exc:
+            # A malformed event never gets better on retry: refuse it loudly, start nothing.
             logger.error("malformed S3 event", extra={"reason": str(exc)[:300]})
-            return {"ignored": "malformed S3 event"}
-        logger.thread_safe_append_keys(bucket=created.bucket, key=created.key)
-        return _outcome(handle_s3_object(created, container()))
+            return {"ignored": "malformed S3 event", "reason": str(exc)[:300]}
+        if not objects:
+            logger.info("S3 event names no created object (test event or other type)")
+            return {"trigger": "s3", "runs": [], "skipped": []}
+        return _s3_outcomes(objects)
     logger.error("unsupported event", extra={"keys": sorted(event)[:20]})
     return {"ignored": "unsupported event"}
 

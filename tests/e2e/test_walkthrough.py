@@ -24,10 +24,10 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 import pytest
+from standardwebhooks import Webhook
 
 from langorch.app.container import Container
 from langorch.domain.runs import RunRecord, TimelineEventType
-from langorch.domain.webhooks import sign
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 T = TypeVar("T")
@@ -170,16 +170,28 @@ def container(stack: LocalStack) -> Container:
     return Container(stack.settings)
 
 
+def signed_headers(secret: str, delivery: str, payload: str) -> dict[str, str]:
+    """Standard Webhooks headers made with the official library, as a sender makes them."""
+    now = datetime.now(UTC)
+    return {
+        "webhook-id": delivery,
+        "webhook-timestamp": str(int(now.timestamp())),
+        "webhook-signature": Webhook(secret).sign(delivery, now, payload),
+        "Content-Type": "application/json",
+    }
+
+
 def deliver(stack: LocalStack, container: Container, workflow: str, data: Any) -> tuple[int, Any]:
     """A signed webhook delivery to the local gateway, as a sender makes it."""
     secret = container.secrets.get_json(stack.settings.webhook_secret_prefix + workflow)
-    body = json.dumps(data).encode()
-    headers = sign(secret["current"], f"d-{uuid.uuid4().hex}", body, timestamp=int(time.time()))
+    payload = json.dumps(data)
+    body = payload.encode()
+    headers = signed_headers(secret["current"], f"d-{uuid.uuid4().hex}", payload)
     status, answer = request(
         f"{stack.settings.public_base_url}/hooks/{workflow}",
         "POST",
         body,
-        {**headers, "Content-Type": "application/json"},
+        headers,
     )
     return status, json.loads(answer or b"null")
 
@@ -265,11 +277,9 @@ def test_an_approval_nobody_decides_in_time_runs_the_timeout_branch(
 
 def test_a_repeated_delivery_starts_no_second_run(stack: LocalStack, container: Container):
     secret = container.secrets.get_json(stack.settings.webhook_secret_prefix + "e2e_review")
-    body = b'{"item": "twice"}'
-    headers = {
-        **sign(secret["current"], "delivery-twice", body, timestamp=int(time.time())),
-        "Content-Type": "application/json",
-    }
+    payload = '{"item": "twice"}'
+    body = payload.encode()
+    headers = signed_headers(secret["current"], "delivery-twice", payload)
     url = f"{stack.settings.public_base_url}/hooks/e2e_review"
 
     first = request(url, "POST", body, headers)

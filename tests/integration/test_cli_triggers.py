@@ -1,22 +1,29 @@
 """``langorch workflows put`` prints a new webhook secret once and writes schedules;
-``workflows rotate-secret`` prints the new secret once."""
+``workflows rotate-secret`` prints the new secret once; ``hooks send`` delivers a Standard
+Webhooks delivery that the official library verifies."""
 
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 import yaml
+from standardwebhooks import Webhook
 
 from langorch.adapters.aws import make_client
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 from langorch.adapters.secrets import Secrets
 from langorch.cli.main import main
 from langorch.config import Settings
+from langorch.domain.webhooks import secret_values, standard_secret, verify
 
 from .triggers_support import SCHEDULER_ROLE, TRIGGER_FN
 
@@ -156,3 +163,85 @@ def test_rotate_secret_of_a_workflow_without_a_webhook_fails_with_the_reason(
     # Then it fails with a one-line reason
     assert result.code != 0
     assert "no webhook trigger" in result.stderr
+
+
+@dataclass
+class Delivery:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Delivery]]:
+    """A stand-in for the stack's public URL: records each POST and answers 202."""
+    received: list[Delivery] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            received.append(Delivery(self.path, dict(self.headers.items()), body))
+            answer = json.dumps({"run_id": "run-1", "created": True}).encode()
+            self.send_response(202)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("LANGORCH_PUBLIC_BASE_URL", f"http://127.0.0.1:{server.server_port}")
+    yield received
+    server.shutdown()
+    server.server_close()
+
+
+def test_hooks_send_delivers_what_the_official_library_verifies(
+    cli: Any, endpoint: str, tmp_path: Path, receiver: list[Delivery]
+):
+    # Given a registered webhook workflow and its stored whsec_ secret
+    cli("workflows", "put", _write(tmp_path / "hooked.yaml", HOOKED))
+    secret = _stored_secret(endpoint)["current"]
+    assert secret.startswith("whsec_")
+
+    # When a delivery is sent with a chosen id
+    result = cli("hooks", "send", "hooked", "--input", '{"n": 1}', "--delivery", "d-1")
+
+    # Then it reached /hooks/hooked with the Standard Webhooks headers, the official library
+    # verifies it, and the secret was never printed
+    assert result.code == 0, result.stderr
+    (delivery,) = receiver
+    assert delivery.path == "/hooks/hooked"
+    headers = {k.lower(): v for k, v in delivery.headers.items()}
+    assert headers["webhook-id"] == "d-1"
+    assert headers["webhook-signature"].startswith("v1,")
+    assert Webhook(secret).verify(delivery.body, headers) == {"n": 1}
+    assert secret not in result.stdout + result.stderr
+    assert headers["webhook-signature"] not in result.stdout + result.stderr
+
+
+def test_hooks_send_signs_with_a_secret_stored_before_standard_webhooks(
+    cli: Any, endpoint: str, tmp_path: Path, receiver: list[Delivery]
+):
+    # Given a workflow whose stored secret has no whsec_ prefix (a stack from before the spec)
+    cli("workflows", "put", _write(tmp_path / "hooked.yaml", HOOKED))
+    secrets = Secrets(make_client("secretsmanager", Settings(endpoint_url=endpoint)))
+    secrets.put_json("langorch/webhooks/hooked", {"current": "legacy_token_urlsafe-value"})
+
+    # When a delivery is sent
+    result = cli("hooks", "send", "hooked", "--delivery", "d-legacy")
+
+    # Then the receiver's check accepts it with the stored secret, as does the official
+    # library with its whsec_ form
+    assert result.code == 0, result.stderr
+    (delivery,) = receiver
+    stored = secret_values(_stored_secret(endpoint))
+    now = time.time()
+    assert verify(delivery.headers, delivery.body, stored, now=now, tolerance_seconds=300) == (
+        "d-legacy"
+    )
+    Webhook(standard_secret(stored[0])).verify(delivery.body, dict(delivery.headers))

@@ -55,7 +55,7 @@ def test_an_object_put_reaches_the_trigger_as_the_eventbridge_envelope(clients):
     assert event["detail-type"] == "Object Created"
     assert event["resources"] == [f"arn:aws:s3:::{BUCKET}"]
     assert event["detail"]["bucket"]["name"] == BUCKET
-    assert event["detail"]["object"]["key"] == "inbox/report 1.csv"
+    assert event["detail"]["object"]["key"] == "inbox/report+1.csv"  # URL-encoded, as S3 sends it
     assert event["detail"]["object"]["size"] == 4
 
 

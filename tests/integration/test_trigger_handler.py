@@ -93,7 +93,7 @@ def test_logs_name_the_delivery_and_run_but_never_the_signature_or_secret(
 ):
     # Given the recorded request
     event = load_event("apigw_v2_webhook.json")
-    signature = event["headers"]["x-langorch-signature"].removeprefix("v1=")
+    signature = event["headers"]["webhook-signature"].partition(",")[2]
 
     # When the function handles it
     response = _invoke(event)
@@ -112,7 +112,7 @@ def test_a_started_run_and_a_rejection_are_counted_with_their_dimension(
     # Given an accepted and a refused delivery
     good = load_event("apigw_v2_webhook.json")
     bad = load_event("apigw_v2_webhook.json")
-    bad["headers"]["x-langorch-delivery"] = "dlv-forged"
+    bad["headers"]["webhook-id"] = "dlv-forged"
 
     # When both are handled
     _invoke(good)
@@ -167,4 +167,44 @@ def test_an_unknown_route_is_a_404_and_an_unknown_event_is_ignored(deps: Contain
     # Then nothing starts
     assert response["statusCode"] == 404
     assert ignored == {"ignored": "unsupported event"}
+    assert all_runs(deps) == []
+
+
+def test_a_classic_s3_notification_through_sqs_starts_the_run_the_eventbridge_event_started(
+    deps: Container,
+):
+    # Given one write of a key, seen first as S3's classic notification delivered through SQS
+    bridge = load_event("eventbridge_s3_object_created.json")
+    obj = bridge["detail"]["object"]
+    record = load_event("s3_notification_put.json")["Records"][0]
+    record["s3"]["bucket"]["name"] = bridge["detail"]["bucket"]["name"]
+    record["s3"]["object"].update(key=obj["key"], versionId=obj["version-id"])
+    sqs = {"Records": [{"eventSource": "aws:sqs", "body": json.dumps({"Records": [record]})}]}
+
+    # When the function gets it, and then the same write through EventBridge
+    first = _invoke(sqs)
+    second = _invoke(bridge)
+
+    # Then the classic shape started the .json watcher with the decoded key, and the
+    # EventBridge event of the same write started nothing more
+    [started] = first["runs"]
+    assert started["workflow_id"] == "json_drop" and started["created"] is True
+    assert deps.runs.get_run(started["run_id"]).input["key"] == "invoices/march 2026+final (1).json"
+    assert second["runs"] == [{**started, "created": False}]
+    assert len(executions(deps)) == 1
+
+
+def test_a_malformed_s3_notification_is_refused_with_its_reason_and_starts_nothing(
+    deps: Container, log_output: io.StringIO
+):
+    # Given an SQS message whose body is not an S3 notification
+    event = {"Records": [{"eventSource": "aws:sqs", "body": json.dumps({"hello": "world"})}]}
+
+    # When the function gets it
+    answer = _invoke(event)
+
+    # Then it says why, logs it as an error, and nothing starts
+    assert answer["ignored"] == "malformed S3 event"
+    assert "Records[0].body holds no S3 'Records' list" in answer["reason"]
+    assert '"malformed S3 event"' in log_output.getvalue()
     assert all_runs(deps) == []

@@ -1,4 +1,5 @@
-"""Webhooks start runs: signed, within the window, once per delivery id, and never on a 4xx."""
+"""Webhooks start runs: signed the Standard Webhooks way, within the window, once per delivery id
+(``webhook-id``), and never on a 4xx."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import pytest
 
 from langorch.app.container import Container
 from langorch.app.triggers import WebhookRequest, handle_webhook, rotate_webhook_secret
-from langorch.domain.webhooks import SIGNATURE_HEADER
+from langorch.domain.webhooks import SIGNATURE_HEADER, format_secret, standard_secret
 
 from .triggers_support import NOW_TS, SECRET, all_runs, executions, make_deps, signed
 
 BODY = '{"amount": 42, "note": "ok"}'
+OTHER_SECRET = format_secret(b"not-the-workflow-secret")
+ROTATED = format_secret(b"the-rotated-secret")
 
 
 @pytest.fixture
@@ -40,7 +43,8 @@ def test_a_signed_delivery_starts_one_run_and_its_execution(deps: Container):
 def test_the_run_records_the_delivery_but_never_the_signature(deps: Container):
     # Given a signed delivery
     request = signed(BODY, delivery="dlv-audit")
-    signature = request.headers[SIGNATURE_HEADER].removeprefix("v1=")
+    signature = request.headers[SIGNATURE_HEADER].partition(",")[2]
+    assert signature
 
     # When it starts a run
     _, body = handle_webhook(request, deps)
@@ -66,7 +70,7 @@ def test_a_duplicate_delivery_returns_the_same_run_and_starts_nothing(deps: Cont
 
 
 def _bad_signature() -> WebhookRequest:
-    return signed(BODY, secret="not-the-secret")
+    return signed(BODY, secret=OTHER_SECRET)
 
 
 def _stale() -> WebhookRequest:
@@ -81,6 +85,17 @@ def _unsigned() -> WebhookRequest:
     request = signed(BODY)
     headers = {k: v for k, v in request.headers.items() if k != SIGNATURE_HEADER}
     return WebhookRequest(request.workflow_id, headers, request.body)
+
+
+def _old_headers() -> WebhookRequest:
+    # A sender that still signs the pre-Standard-Webhooks way.
+    headers = {
+        "Content-Type": "application/json",
+        "X-Langorch-Delivery": "dlv-1",
+        "X-Langorch-Timestamp": str(NOW_TS),
+        "X-Langorch-Signature": "v1=" + "0" * 64,
+    }
+    return WebhookRequest("invoices", headers, BODY.encode())
 
 
 def _tampered() -> WebhookRequest:
@@ -123,6 +138,7 @@ def _not_an_object() -> WebhookRequest:
         (_stale, 401),
         (_from_the_future, 401),
         (_unsigned, 401),
+        (_old_headers, 401),
         (_tampered, 401),
         (_unknown_workflow, 404),
         (_no_webhook_trigger, 404),
@@ -177,22 +193,22 @@ def test_after_rotation_both_the_new_and_the_previous_secret_verify(deps: Contai
     assert handle_webhook(signed(BODY, delivery="before"), deps)[0] == 202
 
     # When the secret is rotated
-    new = rotate_webhook_secret("invoices", deps, new_secret=lambda: "whsec_rotated")
+    new = rotate_webhook_secret("invoices", deps, new_secret=lambda: ROTATED)
 
     # Then the new secret verifies at once, and the previous one still does
-    assert new == "whsec_rotated"
+    assert new == ROTATED
     assert handle_webhook(signed(BODY, delivery="new", secret=new), deps)[0] == 202
     assert handle_webhook(signed(BODY, delivery="old", secret=SECRET), deps)[0] == 202
     assert deps.secrets.get_json("langorch/webhooks/invoices", fresh=True) == {
-        "current": "whsec_rotated",
+        "current": ROTATED,
         "previous": SECRET,
     }
 
 
 def test_a_secret_rotated_twice_no_longer_accepts_the_first(deps: Container):
     # Given two rotations
-    rotate_webhook_secret("invoices", deps, new_secret=lambda: "whsec_two")
-    rotate_webhook_secret("invoices", deps, new_secret=lambda: "whsec_three")
+    rotate_webhook_secret("invoices", deps, new_secret=lambda: format_secret(b"two"))
+    rotate_webhook_secret("invoices", deps, new_secret=lambda: format_secret(b"three"))
 
     # When the original secret signs a delivery to a trigger function that reads the secret
     # now (a new sandbox; a warm one may use its cached copy for up to five minutes)
@@ -213,3 +229,39 @@ def test_a_webhook_workflow_without_a_secret_is_refused_with_how_to_fix_it(deps:
     # Then it is a 401 that says how to create the secret
     assert status == 401
     assert "rotate-secret" in body["error"]
+
+
+def test_an_old_sender_is_told_the_endpoint_now_speaks_standard_webhooks(deps: Container):
+    # Given a sender still sending the X-Langorch-* headers
+    request = _old_headers()
+
+    # When its delivery arrives
+    status, body = handle_webhook(request, deps)
+
+    # Then the 401 says which headers to send instead
+    assert status == 401
+    assert "webhook-signature" in body["error"] and "Standard Webhooks" in body["error"]
+
+
+def test_a_secret_stored_before_standard_webhooks_keeps_working_until_rotated(deps: Container):
+    # Given a running stack whose stored secret predates Standard Webhooks (no whsec_ prefix)
+    legacy = "pre-standard-webhooks_token_urlsafe"
+    deps.secrets.put_json("langorch/webhooks/invoices", {"current": legacy})
+    sandbox = Container(deps.settings, clock=deps.clock)
+
+    # When a sender signs with its whsec_ form (the secret's text as the key)
+    status, _ = handle_webhook(
+        signed(BODY, delivery="legacy", secret=standard_secret(legacy)), sandbox
+    )
+
+    # Then it is accepted; after a rotation the new secret works and the legacy one still does
+    assert status == 202
+    new = rotate_webhook_secret("invoices", sandbox)
+    assert new.startswith("whsec_")
+    assert handle_webhook(signed(BODY, delivery="new", secret=new), sandbox)[0] == 202
+    assert (
+        handle_webhook(signed(BODY, delivery="legacy-2", secret=standard_secret(legacy)), sandbox)[
+            0
+        ]
+        == 202
+    )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from standardwebhooks import Webhook
 
 import langorch
 from langorch.app.container import Container
@@ -15,7 +16,6 @@ from langorch.app.definitions import register_workflow
 from langorch.app.triggers import WebhookRequest
 from langorch.config import Settings
 from langorch.domain.loading import load_text
-from langorch.domain.webhooks import sign
 from langorch.llm import LLMRegistry
 
 REGION = "us-east-1"
@@ -23,8 +23,9 @@ EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "events"
 NOW_TS = 1_795_000_005
 """The clock of every test container: 5 s after the recorded deliveries were signed."""
 NOW = datetime.fromtimestamp(NOW_TS, UTC)
-SECRET = "whsec_test_current"
-"""The secret the recorded webhook fixtures are signed with."""
+SECRET = "whsec_bGFuZ29yY2gtaW50ZWdyYXRpb24tdGVzdC1zZWNyZXQ="
+"""The secret the recorded webhook fixtures are signed with (Standard Webhooks: ``whsec_`` +
+base64 of the key, here ``b"langorch-integration-test-secret"``)."""
 TRIGGER_FN = "arn:aws:lambda:us-east-1:123456789012:function:langorch-trigger"
 SCHEDULER_ROLE = "arn:aws:iam::123456789012:role/langorch-scheduler"
 
@@ -136,8 +137,14 @@ def signed(
     secret: str = SECRET,
     content_type: str = "application/json",
 ) -> WebhookRequest:
-    """A delivery signed as a sender would sign it."""
-    raw = body.encode() if isinstance(body, str) else body
-    headers = sign(secret, delivery, raw, timestamp=timestamp)
-    headers["Content-Type"] = content_type
+    """A delivery signed as a sender would sign it: with the official Standard Webhooks library."""
+    text = body.decode() if isinstance(body, bytes) else body
+    when = datetime.fromtimestamp(timestamp, UTC)
+    headers = {
+        "webhook-id": delivery,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": Webhook(secret).sign(delivery, when, text),
+        "Content-Type": content_type,
+    }
+    raw = text.encode()
     return WebhookRequest(workflow_id=workflow_id, headers=headers, body=raw)

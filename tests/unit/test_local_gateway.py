@@ -93,7 +93,7 @@ def test_a_webhook_post_becomes_a_v2_event_with_the_raw_body(gateway: str, hooks
         body,
         {
             "Content-Type": "application/json",
-            "X-Langorch-Delivery": "d-1",
+            "Webhook-Id": "d-1",
             "User-Agent": "tests/1.0",
             "Cookie": "c1=v1; c2=v2",
         },
@@ -108,7 +108,7 @@ def test_a_webhook_post_becomes_a_v2_event_with_the_raw_body(gateway: str, hooks
     assert event["rawQueryString"] == "a=1&a=2&b="
     assert event["queryStringParameters"] == {"a": "1,2", "b": ""}
     assert event["pathParameters"] == {"workflow_id": "blog_review"}
-    assert event["headers"]["x-langorch-delivery"] == "d-1"
+    assert event["headers"]["webhook-id"] == "d-1"
     assert all(name == name.lower() for name in event["headers"])
     assert "cookie" not in event["headers"]
     assert event["cookies"] == ["c1=v1", "c2=v2"]

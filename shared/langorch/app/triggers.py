@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os.path import commonprefix
 from pathlib import Path
-from secrets import token_urlsafe
+from secrets import token_bytes
 from typing import TYPE_CHECKING, Any, Literal
 
 from langorch.app.runs import StartRun, launch_run
@@ -55,7 +55,7 @@ from langorch.domain.triggers import (
     schedule_triggers,
     webhook_dedupe_key,
 )
-from langorch.domain.webhooks import SignedDelivery, header, secret_values
+from langorch.domain.webhooks import SignedDelivery, format_secret, header, secret_values
 from langorch.web.http import error_body, http_status
 
 if TYPE_CHECKING:
@@ -507,8 +507,8 @@ def _start(outcome: TriggerOutcome, command: StartRun, deps: Container) -> None:
 
 
 def new_webhook_secret() -> str:
-    """A fresh webhook secret: 256 random bits, URL-safe."""
-    return token_urlsafe(32)
+    """A fresh Standard Webhooks secret: ``whsec_`` + base64 of 256 random bits."""
+    return format_secret(token_bytes(32))
 
 
 def sync_triggers(

@@ -18,8 +18,8 @@ from functools import lru_cache
 from typing import Any
 
 from jinja2 import ChainableUndefined, TemplateSyntaxError, nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
+from langorch.domain._sandbox import BoundedSandbox, ExpressionLimitError, check_time, time_bound
 from langorch.domain.errors import LangorchError
 
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_\.]*)\}(?!\})")
@@ -41,8 +41,8 @@ class _Undefined(ChainableUndefined):
 
 
 @lru_cache(maxsize=1)
-def _environment() -> ImmutableSandboxedEnvironment:
-    env = ImmutableSandboxedEnvironment(undefined=_Undefined, autoescape=False)
+def _environment() -> BoundedSandbox:
+    env = BoundedSandbox(undefined=_Undefined, autoescape=False)
     env.filters["tojson_compact"] = lambda v: __import__("json").dumps(v, default=str)
     return env
 
@@ -103,14 +103,28 @@ def render(template: str, context: dict[str, Any]) -> str:
         text = _PLACEHOLDER.sub(lambda m: str(_lookup(context, m.group(1))), template)
     else:
         try:
-            text = str(_compile(template).render(context))
-        except TemplateError:
+            text = _bounded_render(_compile(template), context)
+        except (TemplateError, ExpressionLimitError):
             raise
         except Exception as exc:  # the sandbox raises SecurityError and ordinary runtime errors
             raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from exc
     if len(text) > MAX_RENDERED_CHARS:
         raise TemplateError(f"template rendered {len(text)} characters (max {MAX_RENDERED_CHARS})")
     return text
+
+
+def _bounded_render(compiled: Any, context: dict[str, Any]) -> str:
+    """Render chunk by chunk, so a runaway loop stops at the size or time bound."""
+    parts: list[str] = []
+    size = 0
+    with time_bound():
+        for chunk in compiled.generate(context):
+            check_time()
+            size += len(chunk)
+            if size > MAX_RENDERED_CHARS:
+                raise TemplateError(f"template rendered more than {MAX_RENDERED_CHARS} characters")
+            parts.append(chunk)
+    return "".join(parts)
 
 
 @lru_cache(maxsize=2048)
@@ -137,7 +151,10 @@ def evaluate(expression: str, context: dict[str, Any]) -> Any:
     """
     compiled = _compile_expression(strip_braces(expression))
     try:
-        return compiled(**context)
+        with time_bound():
+            return compiled(**context)
+    except ExpressionLimitError:
+        raise
     except Exception as exc:
         raise TemplateError(
             f"expression {expression!r} failed: {type(exc).__name__}: {exc}"

@@ -37,6 +37,7 @@ MAX_SCHEDULE_NAME = 64
 """EventBridge Scheduler's limit on schedule names."""
 
 EventKind = Literal["http", "schedule", "s3", "unknown"]
+_RECORD_SOURCES = ("aws:s3", "aws:sqs", "aws:sns")
 
 
 # --------------------------------------------------------------------------------------------
@@ -52,7 +53,8 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
 
     Returns:
         ``"http"`` (API Gateway HTTP API v2), ``"schedule"`` (a langorch schedule's Input),
-        ``"s3"`` (EventBridge ``Object Created`` from S3) or ``"unknown"``.
+        ``"s3"`` (EventBridge ``Object Created`` from S3, or a classic S3 notification direct
+        or through SQS/SNS) or ``"unknown"``.
     """
     context = event.get("requestContext")
     if isinstance(context, Mapping) and "http" in context:
@@ -60,6 +62,13 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
     if event.get("source") == SCHEDULE_SOURCE:
         return "schedule"
     if event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created":
+        return "s3"
+    # Classic S3 notifications, direct or through SQS/SNS (langorch.domain.s3_notifications).
+    records = event.get("Records")
+    first = records[0] if isinstance(records, list) and records else None
+    if isinstance(first, Mapping) and first.get("eventSource", first.get("EventSource")) in (
+        _RECORD_SOURCES
+    ):
         return "s3"
     return "unknown"
 
@@ -149,15 +158,37 @@ class S3ObjectCreated:
         except ValidationError as exc:
             raise ValueError(f"not an S3 Object Created event: {exc}") from exc
         obj = parsed.detail.object
-        version = obj.version_id if obj.version_id not in (None, "", "null") else None
-        return cls(
-            bucket=parsed.detail.bucket.name,
-            key=unquote_plus(obj.key),
+        return cls.from_notified(
+            parsed.detail.bucket.name,
+            obj.key,
             size=obj.size,
-            etag=obj.etag.strip('"') if obj.etag else None,
-            version_id=version,
-            sequencer=obj.sequencer or None,
+            etag=obj.etag,
+            version_id=obj.version_id,
+            sequencer=obj.sequencer,
             event_id=parsed.id,
+        )
+
+    @classmethod
+    def from_notified(
+        cls,
+        bucket: str,
+        encoded_key: str,
+        *,
+        size: int | None = None,
+        etag: str | None = None,
+        version_id: str | None = None,
+        sequencer: str | None = None,
+        event_id: str | None = None,
+    ) -> S3ObjectCreated:
+        """The object as an S3 event spells it: key URL-encoded, etag quoted, ``"null"`` version."""
+        return cls(
+            bucket=bucket,
+            key=unquote_plus(encoded_key),
+            size=size,
+            etag=etag.strip('"') if etag else None,
+            version_id=version_id if version_id not in (None, "", "null") else None,
+            sequencer=sequencer or None,
+            event_id=event_id,
         )
 
     @property

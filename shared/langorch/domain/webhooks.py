@@ -1,80 +1,107 @@
-"""The webhook signature scheme (pure: no I/O, the clock is passed in).
+"""Webhook signatures: the Standard Webhooks scheme (pure: no I/O, the clock is passed in).
 
 A sender signs each delivery of ``POST /hooks/{workflow_id}`` with the workflow's webhook
-secret and sends three headers:
+secret, as https://www.standardwebhooks.com specifies, so any Standard Webhooks library signs
+for langorch (Python: ``standardwebhooks.Webhook(secret).sign(msg_id, timestamp, payload)``).
+Three headers, any case:
 
-``X-Langorch-Delivery``
+``webhook-id``
     A delivery id the sender chooses, unique per event and **the same on every retry** of that
-    event. It is the dedupe key: a repeated delivery id starts no second run.
-``X-Langorch-Timestamp``
+    event. It is the dedupe key: a repeated id starts no second run.
+``webhook-timestamp``
     When the delivery was signed, in unix seconds. Deliveries more than the tolerance window
-    (``webhook_tolerance_seconds``, 300 s by default) away from the receiver's clock, in either
-    direction, are refused, so a captured request cannot be replayed later.
-``X-Langorch-Signature``
-    ``v1=<hex>`` where ``<hex>`` is the lowercase hex HMAC-SHA256, keyed with the secret, of
-    ``f"{delivery_id}.{timestamp}.".encode() + raw_body`` — the body exactly as sent, byte for
-    byte. Several values may be sent comma-separated (``v1=…,v1=…``) while a sender moves to a
-    new secret; one matching value is enough. Unknown schemes (``v0=…``) are ignored.
+    (``webhook_tolerance_seconds``, 300 s by default, the spec's and the library's 5 minutes)
+    away from the receiver's clock, in either direction, are refused, so a captured request
+    cannot be replayed later.
+``webhook-signature``
+    ``v1,<base64>``: the base64 HMAC-SHA256, keyed with the secret's bytes, of
+    ``f"{webhook_id}.{timestamp}.{body}"`` — the body exactly as sent. Several signatures may be
+    sent space-separated (``v1,… v1,…``) while a sender moves to a new secret; one matching
+    value is enough. Other versions (``v1a,…``) are ignored.
+
+Secrets are ``whsec_`` + base64 of random bytes, the HMAC key being the decoded bytes. A secret
+stored before langorch spoke Standard Webhooks has no prefix: it keeps verifying with its UTF-8
+text as the key, and :func:`standard_secret` gives the ``whsec_`` form a sender's library takes
+(``langorch workflows rotate-secret`` replaces it; the old one stays valid as previous).
 
 The secret is stored per workflow as ``{"current": "...", "previous": "..."}``: after a
-rotation both verify until the next rotation, so senders can switch without a gap. Signatures
-are compared with :func:`hmac.compare_digest` (constant time).
+rotation both verify until the next rotation. Signatures are compared in constant time.
 """
 
 from __future__ import annotations
 
-import hashlib
+import base64
+import binascii
 import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
+
+from standardwebhooks import Webhook
+from standardwebhooks.webhooks import EmptyWebhookSecretError
 
 from langorch.domain.errors import SignatureError
 
-DELIVERY_HEADER = "X-Langorch-Delivery"
-TIMESTAMP_HEADER = "X-Langorch-Timestamp"
-SIGNATURE_HEADER = "X-Langorch-Signature"
-SCHEME = "v1"
+ID_HEADER = "webhook-id"
+TIMESTAMP_HEADER = "webhook-timestamp"
+SIGNATURE_HEADER = "webhook-signature"
+VERSION = "v1"
+SECRET_PREFIX = "whsec_"  # noqa: S105 - the spec's prefix, not a secret
 
+LEGACY_SIGNATURE_HEADER = "X-Langorch-Signature"
+"""The signature header before Standard Webhooks: named in the refusal so old senders learn why."""
 MAX_DELIVERY_ID_LENGTH = 200
 """Delivery ids are dedupe keys stored with the run: bounded, printable ASCII."""
 MAX_SIGNATURES = 8
 """More candidate signatures than this is not a rotation, it is someone guessing."""
 
 
-def signed_payload(delivery_id: str, timestamp: int | str, body: bytes) -> bytes:
-    """The exact bytes a signature covers.
+def format_secret(key: bytes) -> str:
+    """A Standard Webhooks secret (``whsec_`` + base64) for these key bytes."""
+    return SECRET_PREFIX + base64.b64encode(key).decode("ascii")
 
-    Args:
-        delivery_id: the ``X-Langorch-Delivery`` value.
-        timestamp: the ``X-Langorch-Timestamp`` value (unix seconds).
-        body: the raw request body.
+
+def standard_secret(stored: str) -> str:
+    """The ``whsec_`` form of a stored secret, the one a sender's library takes.
+
+    A secret created before Standard Webhooks (no prefix) is the key as UTF-8 text; its
+    ``whsec_`` form signs exactly as it verifies here.
     """
-    return f"{delivery_id}.{timestamp}.".encode() + body
+    return stored if stored.startswith(SECRET_PREFIX) else format_secret(stored.encode())
 
 
-def signature(secret: str, delivery_id: str, timestamp: int | str, body: bytes) -> str:
-    """The lowercase hex HMAC-SHA256 of the signed payload (without the ``v1=`` prefix)."""
-    payload = signed_payload(delivery_id, timestamp, body)
-    return hmac.new(secret.encode(), payload, hashlib.sha256).hexdigest()
+def _webhook(stored: str) -> Webhook | None:
+    """The library's signer for a stored secret, or None when it cannot be a key."""
+    try:
+        return Webhook(standard_secret(stored))
+    except (binascii.Error, ValueError, EmptyWebhookSecretError):
+        return None
 
 
 def sign(secret: str, delivery_id: str, body: bytes, *, timestamp: int) -> dict[str, str]:
-    """The headers a sender adds to a delivery (for clients and tests).
+    """The headers a sender adds to a delivery, signed by the ``standardwebhooks`` library.
 
     Args:
-        secret: the workflow's webhook secret.
+        secret: the workflow's webhook secret (``whsec_…``, or a pre-Standard-Webhooks one).
         delivery_id: unique per event, the same on every retry of it.
-        body: the exact bytes that will be sent as the body.
+        body: the exact UTF-8 bytes that will be sent as the body.
         timestamp: unix seconds now (the sender's clock).
 
     Returns:
-        ``X-Langorch-Delivery``, ``X-Langorch-Timestamp`` and ``X-Langorch-Signature``.
+        ``webhook-id``, ``webhook-timestamp`` and ``webhook-signature``.
+
+    Raises:
+        ValueError: the secret is not valid base64 after ``whsec_``, or the body is not UTF-8.
     """
+    signer = _webhook(secret)
+    if signer is None:
+        raise ValueError(f"the webhook secret is not {SECRET_PREFIX} followed by base64")
+    when = datetime.fromtimestamp(timestamp, UTC)
     return {
-        DELIVERY_HEADER: delivery_id,
+        ID_HEADER: delivery_id,
         TIMESTAMP_HEADER: str(timestamp),
-        SIGNATURE_HEADER: f"{SCHEME}={signature(secret, delivery_id, timestamp, body)}",
+        SIGNATURE_HEADER: signer.sign(delivery_id, when, body.decode("utf-8")),
     }
 
 
@@ -94,17 +121,17 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
 
 
 def delivery_id_of(headers: Mapping[str, str]) -> str:
-    """The delivery id, checked for shape.
+    """The delivery id (``webhook-id``), checked for shape.
 
     Raises:
         SignatureError: missing, too long or not printable ASCII.
     """
-    value = header(headers, DELIVERY_HEADER)
+    value = header(headers, ID_HEADER)
     if not value:
-        raise SignatureError(f"missing {DELIVERY_HEADER} header: send a unique id per event")
+        raise SignatureError(f"missing {ID_HEADER} header: send a unique id per event")
     if len(value) > MAX_DELIVERY_ID_LENGTH or not (value.isascii() and value.isprintable()):
         raise SignatureError(
-            f"{DELIVERY_HEADER} must be at most {MAX_DELIVERY_ID_LENGTH} printable ASCII characters"
+            f"{ID_HEADER} must be at most {MAX_DELIVERY_ID_LENGTH} printable ASCII characters"
         )
     return value
 
@@ -114,9 +141,9 @@ class SignedDelivery:
     """A delivery's signature headers, checked for shape and freshness (not yet verified).
 
     Attributes:
-        delivery_id: the ``X-Langorch-Delivery`` value.
-        timestamp: the ``X-Langorch-Timestamp`` value, as sent (it is part of what is signed).
-        candidates: the ``v1=`` signatures sent, lowercase hex.
+        delivery_id: the ``webhook-id`` value.
+        timestamp: the ``webhook-timestamp`` value, unix seconds as digits.
+        candidates: the ``v1`` signatures sent, base64-decoded.
     """
 
     delivery_id: str
@@ -138,6 +165,12 @@ class SignedDelivery:
             SignatureError: a header is missing or malformed, or the timestamp is outside the
                 window.
         """
+        if header(headers, SIGNATURE_HEADER) is None and header(headers, LEGACY_SIGNATURE_HEADER):
+            raise SignatureError(
+                f"{LEGACY_SIGNATURE_HEADER} is no longer read: langorch webhooks speak Standard "
+                f"Webhooks; send {ID_HEADER}, {TIMESTAMP_HEADER} and {SIGNATURE_HEADER} "
+                "(any Standard Webhooks library signs them)"
+            )
         delivery_id = delivery_id_of(headers)
         stamp = (header(headers, TIMESTAMP_HEADER) or "").strip()
         if not stamp.isdigit() or len(stamp) > 12:
@@ -152,14 +185,34 @@ class SignedDelivery:
         candidates = _candidates(header(headers, SIGNATURE_HEADER))
         if not candidates:
             raise SignatureError(
-                f"missing {SIGNATURE_HEADER} header: send {SCHEME}=<hex HMAC-SHA256>"
+                f"missing or malformed {SIGNATURE_HEADER} header: send "
+                f"{VERSION},<base64 HMAC-SHA256>"
             )
-        return cls(delivery_id, stamp, tuple(candidates))
+        return cls(delivery_id, str(int(stamp)), tuple(candidates))
 
     def verifies(self, body: bytes, secrets: Iterable[str]) -> bool:
-        """Whether any signature sent matches ``body`` under any of ``secrets``."""
+        """Whether any signature sent matches ``body`` under any of ``secrets``.
+
+        Raises:
+            SignatureError: the body is not UTF-8 (Standard Webhooks signs the body's text).
+        """
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SignatureError(
+                "the body is not UTF-8, so no Standard Webhooks signature covers it; send UTF-8 "
+                "JSON"
+            ) from exc
+        when = datetime.fromtimestamp(int(self.timestamp), UTC)
         for secret in secrets:
-            expected = signature(secret, self.delivery_id, self.timestamp, body).encode()
+            signer = _webhook(secret)
+            if signer is None:
+                continue
+            # The library computes the signature; its own verify() is not used because it reads
+            # the wall clock with a fixed window (ours is injected and configured) and raises
+            # ValueError on malformed headers, which must be 401s here, not 500s.
+            _, _, encoded = signer.sign(self.delivery_id, when, text).partition(",")
+            expected = base64.b64decode(encoded)
             if any(hmac.compare_digest(expected, c) for c in self.candidates):
                 return True
         return False
@@ -187,7 +240,7 @@ def verify(
 
     Raises:
         SignatureError: a header is missing or malformed, the timestamp is outside the window,
-            or no signature matches any secret.
+            the body is not UTF-8, or no signature matches any secret.
     """
     delivery = SignedDelivery.from_headers(headers, now=now, tolerance_seconds=tolerance_seconds)
     if not delivery.verifies(body, secrets):
@@ -199,8 +252,13 @@ def _candidates(value: str | None) -> list[bytes]:
     if not value:
         return []
     found = []
-    for part in value.split(","):
-        scheme, _, digest = part.strip().partition("=")
-        if scheme == SCHEME and digest:
-            found.append(digest.strip().lower().encode("utf-8", "replace"))
+    for part in value.split():
+        # rstrip: API Gateway joins a repeated header's values with ", ".
+        version, _, encoded = part.rstrip(",").partition(",")
+        if version != VERSION or not encoded:
+            continue
+        try:
+            found.append(base64.b64decode(encoded, validate=True))
+        except (binascii.Error, ValueError):
+            continue  # not base64: cannot match, and must not turn into a 500
     return found[:MAX_SIGNATURES]

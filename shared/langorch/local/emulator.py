@@ -6,7 +6,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items")
+_WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
+"""Every DynamoDB write path: a BatchWriteItem outside the lock once raced a TransactWriteItems
+(moto copies whole tables while it applies one) and answered 500."""
 
 
 def serialise_dynamodb_writes() -> Callable[[], None]:

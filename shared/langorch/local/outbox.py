@@ -7,8 +7,10 @@ logs it.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -58,14 +60,27 @@ class OutboxSender:
             "text": email.text,
             "html": email.html,
         }
-        (self._dir / f"{stem}.json").write_text(json.dumps(record, indent=2), encoding="utf-8")
         message = EmailMessage()
         message["From"] = self._sender
         message["To"] = email.to
         message["Subject"] = email.subject
         message.set_content(email.text)
         message.add_alternative(email.html, subtype="html")
-        (self._dir / f"{stem}.eml").write_bytes(bytes(message))
+        # The .eml first, then the .json readers look for: each appears whole or not at all.
+        _write_atomically(self._dir / f"{stem}.eml", bytes(message))
+        _write_atomically(self._dir / f"{stem}.json", json.dumps(record, indent=2).encode("utf-8"))
         out = self._stdout or sys.stdout
         print(f"approval email to {email.to}: {email.link}", file=out, flush=True)
         return stem
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path`` and rename it into place (atomic on POSIX)."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -24,9 +24,10 @@ What was checked against moto 5.2 in server mode (``ThreadedMotoServer``, in thi
   EventBridge rule delivery to give each S3 event a fresh, growing sequencer (18 upper-case hex
   digits, like S3's) — set once per event, before it fans out to the rules, so every rule and
   every redelivery of that event carries the same value.
-- moto's EventBridge envelope carries the object key as stored (``in/a b+c.csv``), while moto's
-  S3 → SQS/Lambda notifications URL-encode it (``in%2Fa+b%2Bc.csv``). The envelope is passed on
-  as moto made it; the trigger handler decides how to read keys.
+- moto's EventBridge envelope carries the object key as stored (``in/a b+c.csv``), while S3's
+  carries it URL-encoded (``in/a+b%2Bc.csv``; moto's own S3 → SQS/Lambda notifications do encode
+  it). The same patch encodes the key as S3 does, so the trigger's decoding is exercised locally
+  exactly as in the cloud.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote_plus
 
 from langorch.config import Settings
 from langorch.local._invoke import TRIGGER, LambdaInvoker
@@ -80,13 +82,25 @@ def _next_sequencer() -> str:
     return f"{next(_counter):018X}"
 
 
-def _fresh_sequencer(event: Any) -> None:
+def _as_s3_sends(event: Any) -> None:
     if not isinstance(event, dict) or event.get("source") != "aws.s3":
         return
     obj = (event.get("detail") or {}).get("object")
     if isinstance(obj, dict) and obj.get("sequencer") == MOTO_SEQUENCER:
-        # In place: moto hands the same dict to every rule, so they all see one value.
+        # In place: moto hands the same dict to every rule, so they all see one value; the
+        # moto constant marks an event not yet seen, so the key is encoded exactly once.
         obj["sequencer"] = _next_sequencer()
+        if isinstance(obj.get("key"), str):
+            obj["key"] = aws_encoded_key(obj["key"])
+
+
+def aws_encoded_key(key: str) -> str:
+    """The key as S3 puts it in an event: form-encoded, ``/`` and ``:`` left as they are.
+
+    moto's EventBridge envelope carries the raw key, S3's is URL-encoded (see
+    :mod:`langorch.domain.s3_notifications`); the trigger decodes with ``unquote_plus``.
+    """
+    return quote_plus(key, safe="/:")
 
 
 def patch_moto_sequencer() -> Callable[[], None]:
@@ -108,7 +122,7 @@ def patch_moto_sequencer() -> Callable[[], None]:
             _original_send = original
 
             def send_to_targets(self: Any, original_event: Any, *args: Any, **kwargs: Any) -> Any:
-                _fresh_sequencer(original_event)
+                _as_s3_sends(original_event)
                 return original(self, original_event, *args, **kwargs)
 
             Rule.send_to_targets = send_to_targets  # type: ignore[method-assign]

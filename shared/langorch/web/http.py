@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from typing import Any
 
@@ -47,3 +49,23 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
         "headers": {"Content-Type": "application/json", **(headers or {})},
         "body": json.dumps(body),
     }
+
+
+class UnreadableBodyError(ValueError):
+    """A request body that is not what its envelope says (bad base64)."""
+
+
+def raw_body(body: str | None, is_base64: bool) -> bytes:
+    """A proxy event's body byte for byte as sent (a signature covers exactly these bytes).
+
+    Raises:
+        UnreadableBodyError: ``isBase64Encoded`` is set and the body is not base64.
+    """
+    if body is None:
+        return b""
+    if not is_base64:
+        return body.encode("utf-8", "surrogateescape")
+    try:
+        return base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise UnreadableBodyError("the body is not valid base64") from exc

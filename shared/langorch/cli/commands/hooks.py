@@ -1,7 +1,9 @@
 """``langorch hooks send``: deliver a signed webhook, exactly as an external sender would.
 
-The secret is read from Secrets Manager (the caller needs read access to it) and never printed;
-the request goes to the stack's public URL (the local gateway, or the deployed HTTP API).
+It signs with the ``standardwebhooks`` library, the way any Standard Webhooks sender does
+(``webhook-id``, ``webhook-timestamp``, ``webhook-signature``). The secret is read from Secrets
+Manager (the caller needs read access to it) and never printed; the request goes to the stack's
+public URL (the local gateway, or the deployed HTTP API).
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _send(ctx: Context, args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from standardwebhooks import Webhook
+
     from langorch.adapters.secrets import Secrets
-    from langorch.domain.webhooks import sign
+    from langorch.domain.webhooks import standard_secret
 
     try:
         body_value = json.loads(args.input)
@@ -42,11 +48,19 @@ def _send(ctx: Context, args: argparse.Namespace) -> int:
     secret = Secrets(ctx.client("secretsmanager")).get_json(
         settings.webhook_secret_prefix + args.workflow
     )
-    body = json.dumps(body_value).encode()
+    payload = json.dumps(body_value)
+    body = payload.encode()
     delivery = args.delivery or f"cli-{uuid.uuid4().hex}"
+    timestamp = int(time.time())
+    # standard_secret: a secret stored before Standard Webhooks has no whsec_ prefix.
+    signature = Webhook(standard_secret(str(secret["current"]))).sign(
+        delivery, datetime.fromtimestamp(timestamp, UTC), payload
+    )
     headers = {
         "Content-Type": "application/json",
-        **sign(str(secret["current"]), delivery, body, timestamp=int(time.time())),
+        "webhook-id": delivery,
+        "webhook-timestamp": str(timestamp),
+        "webhook-signature": signature,
     }
     url = f"{settings.public_base_url.rstrip('/')}/hooks/{args.workflow}"
     request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310
