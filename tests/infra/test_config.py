@@ -83,3 +83,14 @@ def test_the_shipped_placeholder_sender_is_refused_with_how_to_set_one() -> None
 def test_unknown_settings_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown langorch setting"):
         DeployConfig.from_context(_context({"langorch": {"stgae": "dev"}}))
+
+
+def test_make_synth_takes_the_same_context_arguments_as_cdk() -> None:
+    from infra.app import context_from_args
+
+    assert context_from_args(["-c", "stage=prod", "--context", "sender_email=a@b.org"]) == {
+        "stage": "prod",
+        "sender_email": "a@b.org",
+    }
+    with pytest.raises(SystemExit, match="-c key=value"):
+        context_from_args(["stage=prod"])
