@@ -8,7 +8,6 @@ decides. Answers are HTML with the approval pages' security headers. The source 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -128,18 +127,19 @@ def _post(approval_id: str) -> Response[str]:
     except (UnicodeDecodeError, ValueError):  # not UTF-8, or more fields than a page has
         return _response(unreadable)
     form = {key: values[0] for key, values in fields.items() if values}
-    started = container().clock()
+    before = container().approvals.get(approval_id)
     page = decide_approval(_request(approval_id, form), container())
-    if page.status == 200:
-        _approval_wait(approval_id, started)
+    if page.status == 200 and before is not None and before.decided_at is None:
+        _approval_wait(approval_id)
     return _response(page)
 
 
-def _approval_wait(approval_id: str, started: datetime) -> None:
-    # Emitted once per decision: only when the decision was recorded by this request (a
-    # later visit shows the same page for an approval decided earlier).
+def _approval_wait(approval_id: str) -> None:
+    # Emitted when this request saw the approval undecided and it is decided now: a later
+    # visit shows the same page for an approval decided earlier and emits nothing. (Two
+    # racing POSTs could both count it; the decision itself is still made once.)
     approval = container().approvals.get(approval_id)
-    if approval is None or approval.decided_at is None or approval.decided_at < started:
+    if approval is None or approval.decided_at is None:
         return
     waited = (approval.decided_at - approval.created_at).total_seconds()
     metrics.add_metric(name="ApprovalWait", unit=MetricUnit.Seconds, value=max(waited, 0.0))
