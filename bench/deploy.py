@@ -14,12 +14,17 @@ P3  Each handler module is imported in a fresh interpreter (``python -c "import
     and cannot be imported on this machine, so the dependencies come from the local virtual
     environment (same versions, installed byte-compiled by pip), with the packages the layer
     prunes blocked. The runner loads LangGraph at init on purpose (SnapStart snapshots it).
+    Tracing is off here as it is outside Lambda; the runner is measured a second time as
+    deployed with active tracing (``LAMBDA_TASK_ROOT`` set, so Powertools' Tracer turns on and
+    loads the X-Ray SDK), to show what tracing costs at cold start.
 
-Run with ``make bench`` (after ``bench/engine.py``) or ``python bench/deploy.py``.
+Run with ``make bench`` (after ``bench/engine.py``) or ``python bench/deploy.py``;
+``python bench/deploy.py --imports-only`` skips the bundle (P3 only).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -41,6 +46,7 @@ HANDLERS = ("trigger", "approval_callback", "request_approval", "run_segment")
 IMPORT_TARGETS = {"trigger": 2.0, "approval_callback": 2.0, "run_segment": 5.5}
 """PERFORMANCE.md P3: trigger and callback at most 2x, the runner 5.5x ``import boto3``."""
 IMPORT_ROUNDS = 7
+TRACED_RUNNER = "functions.run_segment.handler (tracing on)"
 P4_TARGET_MB = 100.0
 HEAVY = ("langgraph", "langchain_core", "langsmith", "langchain_aws", "langchain_openai", "openai")
 """Packages a handler's import must not load unless it needs them (the trigger path never)."""
@@ -130,13 +136,19 @@ def bench_handler_imports() -> dict[str, Any]:
     }
     # What the layer prunes is absent in Lambda: block it here too (the venv still has it).
     absent = f"import sys; sys.modules.update(dict.fromkeys({bundling.PRUNED!r}))\n"
+    sets = {
+        f"functions.{name}.handler": f"{absent}import functions.{name}.handler" for name in HANDLERS
+    }
+    # As deployed (Tracing.ACTIVE): Powertools sees LAMBDA_TASK_ROOT and turns tracing on.
+    traced = "import os; os.environ['LAMBDA_TASK_ROOT'] = os.getcwd()\n"
+    sets[TRACED_RUNNER] = f"{absent}{traced}import functions.run_segment.handler"
     results = import_ratios(
-        {
-            f"functions.{name}.handler": f"{absent}import functions.{name}.handler"
-            for name in HANDLERS
-        },
+        sets,
         rounds=IMPORT_ROUNDS,
-        targets={f"functions.{name}.handler": t for name, t in IMPORT_TARGETS.items()},
+        targets={
+            TRACED_RUNNER: IMPORT_TARGETS["run_segment"],
+            **{f"functions.{name}.handler": t for name, t in IMPORT_TARGETS.items()},
+        },
         watched=HEAVY,
         title=f"P3  cold import of each handler (byte-compiled asset), median of {IMPORT_ROUNDS} "
         "rounds alternated with boto3",
@@ -148,11 +160,17 @@ def bench_handler_imports() -> dict[str, Any]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--imports-only", action="store_true", help="measure P3 only (skip building the bundle)"
+    )
+    args = parser.parse_args()
     started = time.perf_counter()
-    results = {"sizes": bench_sizes(), "imports": bench_handler_imports()}
+    results: dict[str, Any] = {} if args.imports_only else {"sizes": bench_sizes()}
+    results["imports"] = bench_handler_imports()
     results["seconds"] = time.perf_counter() - started
     print(f"deploy bench finished in {results['seconds']:.0f} s")
-    out = BUILD / "deploy.json"
+    out = BUILD / ("deploy-imports.json" if args.imports_only else "deploy.json")
     out.write_text(json.dumps(results, indent=2), encoding="utf-8")
     print(f"figures written to {out.relative_to(REPO)}")
 

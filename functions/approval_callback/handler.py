@@ -2,7 +2,9 @@
 
 ``GET`` and ``HEAD`` show the page and never decide (mail scanners open links); only a ``POST``
 from the page's form — signed query string, nonce, and the one-time code when required —
-decides. Answers are HTML with the approval pages' security headers. The source IP is
+decides. The use-cases answer typed outcomes or raise named refusals; this module alone picks
+the status code for each (Powertools' exception handlers map the errors) and ``web.pages``
+renders. Answers are HTML with the approval pages' security headers. The source IP is
 ``requestContext.http.sourceIp``; the query string (a signed link) is never logged.
 """
 
@@ -17,13 +19,24 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
-from langorch.config import Settings
-from langorch.web.http import UnreadableBodyError, raw_body
+from langorch.app.bootstrap import SandboxContainer
+from langorch.domain.approval_outcomes import (
+    ApprovalNotFoundError,
+    Decided,
+    DecideOutcome,
+    DecisionNotDeliveredError,
+    FormAgain,
+    Shown,
+    ViewOutcome,
+)
+from langorch.domain.approvals import ApprovalLinkError
+from langorch.domain.errors import LangorchError
+from langorch.web.http import UnreadableBodyError, http_status, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from langorch.app.container import Container
+    from langorch.domain.approvals import Approval
     from langorch.web.pages import Page
 
 # Typed here so Powertools' decorators keep the handler's signature for mypy.
@@ -32,23 +45,13 @@ logger: Logger = observability.logger()
 # Lambda's active tracing still records each invocation.
 metrics: Metrics = observability.metrics()
 app = APIGatewayHttpResolver()
+container = SandboxContainer()
+"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
 
 MAX_FORM_BYTES = 512 * 1024
 MAX_FORM_FIELDS = 500
 """More fields than any approval page has (parse_qs raises past it: answered 400, not 500)."""
 FORM_TYPE = "application/x-www-form-urlencoded"
-
-_container: Container | None = None
-
-
-def container() -> Container:
-    """The sandbox's container, built on first use from the environment's settings."""
-    global _container
-    if _container is None:
-        from langorch.app.container import Container
-
-        _container = Container(Settings())
-    return _container
 
 
 def _request(approval_id: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:
@@ -64,82 +67,150 @@ def _request(approval_id: str, form: dict[str, str] | None = None) -> ApprovalHt
     )
 
 
+class FormNotReadableError(LangorchError):
+    """A POST whose body is not the approval page's form (415)."""
+
+    user_title = "The form could not be read"
+    user_message = "Decisions are sent from the approval page's form; nothing was changed."
+
+
+class FormContentError(LangorchError):
+    """A form body that is not what an approval page sends: not UTF-8, undecodable, or more
+    fields than a page has (400)."""
+
+    user_title = "The form could not be read"
+    user_message = (
+        "The form's content is not what an approval page sends; nothing was changed. "
+        "Open the link from your email and press a button again."
+    )
+
+
+class FormTooLargeError(LangorchError):
+    """A POST body larger than an approval accepts (413)."""
+
+    user_title = "The form is too large"
+    user_message = "The form is larger than an approval accepts; nothing was changed."
+
+
 def _response(page: Page) -> Response[str]:
     headers = {k: v for k, v in page.headers.items() if k != "Content-Type"}
     metrics.add_metric(name=f"ApprovalPages{page.status // 100}xx", unit=MetricUnit.Count, value=1)
+    # HEAD (mail scanners probing links) gets the same status and headers, and no body.
+    head = app.current_event.request_context.http.method.upper() == "HEAD"
     return Response(
         status_code=page.status,
         content_type=page.headers.get("Content-Type", "text/html; charset=utf-8"),
-        body=page.body,
+        body="" if head else page.body,
         headers=headers,
     )
+
+
+def _page(outcome: ViewOutcome | DecideOutcome) -> Page:
+    """The page and status code for a use-case's outcome (the only place that picks them)."""
+    from langorch.web import pages
+
+    if isinstance(outcome, Shown):
+        return pages.approval_page(
+            outcome.approval, approver=outcome.approver, nonce=outcome.nonce, status=200
+        )
+    if isinstance(outcome, FormAgain):
+        return pages.approval_page(
+            outcome.approval,
+            approver=outcome.approver,
+            nonce=outcome.nonce,
+            error=outcome.message,
+            status=http_status(outcome.error),
+        )
+    if isinstance(outcome, Decided):
+        return pages.decided_page(outcome.approval, status=200)
+    # Someone decided first: an outcome to read, not an error.
+    return pages.already_decided_page(outcome.notice, status=200)
+
+
+def _error_page(error: LangorchError, status: int) -> Response[str]:
+    from langorch.web.pages import refusal_page
+
+    return _response(refusal_page(error, status=status))
+
+
+def _refused(error: ApprovalLinkError) -> Response[str]:
+    return _error_page(error, http_status(error))
+
+
+def _not_found(error: ApprovalNotFoundError) -> Response[str]:
+    return _error_page(error, 404)
+
+
+def _not_delivered(error: DecisionNotDeliveredError) -> Response[str]:
+    return _error_page(error, 503)
+
+
+def _not_a_form(error: FormNotReadableError) -> Response[str]:
+    return _error_page(error, 415)
+
+
+def _too_large(error: FormTooLargeError) -> Response[str]:
+    return _error_page(error, 413)
+
+
+def _unreadable(error: FormContentError) -> Response[str]:
+    return _error_page(error, 400)
+
+
+# Powertools' exception mapping: a named error raised by a use-case (or by the form checks
+# below) becomes its page here. Registered by call: the decorator form is untyped for mypy.
+app.exception_handler(ApprovalLinkError)(_refused)
+app.exception_handler(ApprovalNotFoundError)(_not_found)
+app.exception_handler(DecisionNotDeliveredError)(_not_delivered)
+app.exception_handler(FormNotReadableError)(_not_a_form)
+app.exception_handler(FormTooLargeError)(_too_large)
+app.exception_handler(FormContentError)(_unreadable)
 
 
 @app.get("/approvals/<approval_id>")
 def _get(approval_id: str) -> Response[str]:
     logger.thread_safe_append_keys(approval_id=approval_id)
-    return _response(view_approval(_request(approval_id), container()))
+    return _response(_page(view_approval(_request(approval_id), container())))
 
 
 @app.head("/approvals/<approval_id>")
 def _head(approval_id: str) -> Response[str]:
     logger.thread_safe_append_keys(approval_id=approval_id)
-    return _response(view_approval(_request(approval_id), container()))
+    return _response(_page(view_approval(_request(approval_id), container())))
 
 
 @app.post("/approvals/<approval_id>")
 def _post(approval_id: str) -> Response[str]:
-    from langorch.web.pages import result_page
-
     logger.thread_safe_append_keys(approval_id=approval_id)
     event = app.current_event
     content_type = (event.headers.get("content-type") or "").split(";")[0].strip().lower()
     if content_type != FORM_TYPE:
-        return _response(
-            result_page(
-                "The form could not be read",
-                "Decisions are sent from the approval page's form; nothing was changed.",
-                status=415,
-            )
-        )
-    unreadable = result_page(
-        "The form could not be read",
-        "The form's content is not what an approval page sends; nothing was changed. "
-        "Open the link from your email and press a button again.",
-        status=400,
-    )
+        raise FormNotReadableError(f"approval {approval_id}: POST of {content_type or 'no type'}")
     try:
         raw = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
-    except UnreadableBodyError:
-        return _response(unreadable)
+    except UnreadableBodyError as exc:
+        raise FormContentError(f"approval {approval_id}: body not readable") from exc
     if len(raw) > MAX_FORM_BYTES:
-        return _response(
-            result_page(
-                "The form is too large",
-                "The form is larger than an approval accepts; nothing was changed.",
-                status=413,
-            )
-        )
+        raise FormTooLargeError(f"approval {approval_id}: form over {MAX_FORM_BYTES} bytes")
     try:
         fields = parse_qs(
             raw.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS
         )
-    except (UnicodeDecodeError, ValueError):  # not UTF-8, or more fields than a page has
-        return _response(unreadable)
+    except (UnicodeDecodeError, ValueError) as exc:  # not UTF-8, or more fields than a page has
+        raise FormContentError(
+            f"approval {approval_id}: form not UTF-8 or too many fields"
+        ) from exc
     form = {key: values[0] for key, values in fields.items() if values}
-    before = container().approvals.get(approval_id)
-    page = decide_approval(_request(approval_id, form), container())
-    if page.status == 200 and before is not None and before.decided_at is None:
-        _approval_wait(approval_id)
-    return _response(page)
+    outcome = decide_approval(_request(approval_id, form), container())
+    if isinstance(outcome, Decided):
+        _approval_wait(outcome.approval)
+    return _response(_page(outcome))
 
 
-def _approval_wait(approval_id: str) -> None:
-    # Emitted when this request saw the approval undecided and it is decided now: a later
-    # visit shows the same page for an approval decided earlier and emits nothing. (Two
-    # racing POSTs could both count it; the decision itself is still made once.)
-    approval = container().approvals.get(approval_id)
-    if approval is None or approval.decided_at is None:
+def _approval_wait(approval: Approval) -> None:
+    # Decided: this request made the decision (a later visit is AlreadyDecided and emits
+    # nothing), so each approval's wait is counted once.
+    if approval.decided_at is None:
         return
     waited = (approval.decided_at - approval.created_at).total_seconds()
     metrics.add_metric(name="ApprovalWait", unit=MetricUnit.Seconds, value=max(waited, 0.0))

@@ -21,30 +21,19 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from langorch import observability
 from langorch.app.approvals import RequestApproval, request_approval
-from langorch.config import Settings
+from langorch.app.bootstrap import SandboxContainer
 from langorch.domain.errors import StorageError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from langorch.app.container import Container
 
 # Typed here so Powertools' decorators keep the handler's signature for mypy.
 logger: Logger = observability.logger()
 tracer: Tracer = observability.tracer()
 metrics: Metrics = observability.metrics()
-
-_container: Container | None = None
-
-
-def container() -> Container:
-    """The sandbox's container, built on first use from the environment's settings."""
-    global _container
-    if _container is None:
-        from langorch.app.container import Container
-
-        _container = Container(Settings())
-    return _container
+container = SandboxContainer()
+"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
 
 
 class RequestApprovalEvent(BaseModel):

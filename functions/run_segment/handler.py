@@ -26,11 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 # The engine (LangGraph, the checkpointer) loads at init, not in the first segment: every
 # invocation of this function runs it, and SnapStart's snapshot then holds it (PERFORMANCE P3).
 import langorch.adapters.dynamodb.checkpointer
+import langorch.app.container
 import langorch.engine.compiler
 import langorch.engine.segments  # noqa: F401
-from langorch.app.container import Container
+from langorch.app.bootstrap import SandboxContainer
 from langorch.app.runs import RunSegment, mark_failed, run_segment
-from langorch.config import Settings
 from langorch.domain.errors import LeaseHeldError, StorageError
 from langorch.domain.runs import RunError
 from langorch.observability import logger, metrics, tracer, unexpected_error
@@ -38,6 +38,8 @@ from langorch.observability import logger, metrics, tracer, unexpected_error
 log: Logger = logger()
 measure: Metrics = metrics()
 trace: Tracer = tracer()
+container = SandboxContainer()
+"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
 
 
 class SegmentEvent(BaseModel):
@@ -93,17 +95,6 @@ _ENDED_METRIC = {"succeeded": "RunsSucceeded", "failed": "RunsFailed"}
 RETRIED = (StorageError, LeaseHeldError)
 """Errors the state machine's ``Retry`` on RunSegment absorbs on purpose: not alarming."""
 
-_container: Container | None = None
-
-
-def _deps() -> Container:
-    # Built on the first invocation of the sandbox and reused: clients and the compiled-graph
-    # cache survive across warm invocations.
-    global _container
-    if _container is None:
-        _container = Container(Settings())
-    return _container
-
 
 @log.inject_lambda_context(clear_state=True)
 @trace.capture_lambda_handler(capture_response=False)
@@ -128,7 +119,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def _segment(request: SegmentEvent) -> dict[str, Any]:
     started = time.perf_counter()
-    result = run_segment(RunSegment(request.run_id, resume=request.resume), _deps())
+    result = run_segment(RunSegment(request.run_id, resume=request.resume), container())
     log.thread_safe_append_keys(
         workflow_id=result.workflow_id,
         workflow_version=result.workflow_version,
@@ -146,7 +137,7 @@ def _segment(request: SegmentEvent) -> dict[str, Any]:
 
 def _fail(request: FailEvent) -> dict[str, Any]:
     error = request.run_error()
-    failed = mark_failed(request.run_id, error, _deps())
+    failed = mark_failed(request.run_id, error, container())
     if failed:
         measure.add_metric("RunsFailed", MetricUnit.Count, 1)
     log.info(

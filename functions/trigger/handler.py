@@ -20,6 +20,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
+from langorch.app.bootstrap import SandboxContainer
 from langorch.app.triggers import (
     TriggerOutcome,
     WebhookRequest,
@@ -27,7 +28,6 @@ from langorch.app.triggers import (
     handle_schedule,
     handle_webhook,
 )
-from langorch.config import Settings
 from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
 from langorch.web.http import UnreadableBodyError, raw_body
@@ -35,25 +35,14 @@ from langorch.web.http import UnreadableBodyError, raw_body
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from langorch.app.container import Container
 
 logger = observability.logger()
 # No X-Ray SDK here: it alone costs more than boto3 to import, and this function answers
 # webhooks on a cold start (PERFORMANCE P3, <= 2x boto3). Lambda's active tracing still records
 # every invocation; the runner, where the time goes, keeps full Tracer subsegments.
 app = APIGatewayHttpResolver()
-
-_container: Container | None = None
-
-
-def container() -> Container:
-    """The sandbox's container, built on first use from the environment's settings."""
-    global _container
-    if _container is None:
-        from langorch.app.container import Container
-
-        _container = Container(Settings())
-    return _container
+container = SandboxContainer()
+"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
 
 
 @app.post("/hooks/<workflow_id>")

@@ -9,8 +9,12 @@ Metrics are CloudWatch EMF in the ``langorch`` namespace.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 SERVICE = "langorch"
 NAMESPACE = "langorch"
@@ -57,9 +61,62 @@ def unexpected_error(function: str) -> None:
         metric.add_dimension("function", function)
 
 
+def tracing_enabled() -> bool:
+    """Whether Powertools' ``Tracer`` would trace in this process.
+
+    Powertools' own rule (``Tracer._is_tracer_disabled``), read here without constructing a
+    ``Tracer``, which imports the X-Ray SDK even when disabled: off when
+    ``POWERTOOLS_TRACE_DISABLED`` is truthy, outside Lambda (no ``LAMBDA_TASK_ROOT``), and under
+    SAM local or Chalice. A unit test holds this to Powertools' private method, so an upgrade
+    that changes the rule fails loudly.
+    """
+    from aws_lambda_powertools.shared import constants
+    from aws_lambda_powertools.shared.functions import resolve_truthy_env_var_choice
+
+    if resolve_truthy_env_var_choice(env=os.getenv(constants.TRACER_DISABLED_ENV, "false")):
+        return False
+    in_lambda = bool(os.getenv(constants.LAMBDA_TASK_ROOT_ENV))
+    emulated = bool(os.getenv(constants.SAM_LOCAL_ENV) or os.getenv(constants.CHALICE_LOCAL_ENV))
+    return in_lambda and not emulated
+
+
+class NoTracer:
+    """Stands in for Powertools' ``Tracer`` when tracing is off: decorators return the function.
+
+    The X-Ray SDK cost about a seventh of the runner handler's cold import (PERFORMANCE P3); a
+    process that does not trace never loads it.
+    """
+
+    disabled = True
+
+    def capture_lambda_handler(self, lambda_handler: F | None = None, **_options: Any) -> Any:
+        """The handler itself (used bare or with ``Tracer``'s options)."""
+        if lambda_handler is not None:
+            return lambda_handler
+        return lambda handler: handler
+
+    def capture_method(self, method: F | None = None, **_options: Any) -> Any:
+        """The method itself (used bare or with ``Tracer``'s options)."""
+        if method is not None:
+            return method
+        return lambda function: function
+
+    def put_annotation(self, key: str, value: Any) -> None:
+        """Nothing: there is no segment to annotate."""
+
+    def put_metadata(self, key: str, value: Any, namespace: str = "default") -> None:
+        """Nothing: there is no segment to annotate."""
+
+
 @lru_cache(maxsize=1)
 def tracer() -> Any:
-    """The process's Powertools ``Tracer`` (X-Ray; disabled outside Lambda)."""
+    """The process's Powertools ``Tracer`` (X-Ray) when tracing is on, else a :class:`NoTracer`.
+
+    In Lambda the functions have active tracing, so the runner traces there; outside Lambda, or
+    with ``POWERTOOLS_TRACE_DISABLED=true``, the X-Ray SDK is not imported at all.
+    """
+    if not tracing_enabled():
+        return NoTracer()
     from aws_lambda_powertools import Tracer
 
     return Tracer(service=SERVICE)

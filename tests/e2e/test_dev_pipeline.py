@@ -70,14 +70,12 @@ def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, 
     return code, _result(captured.out), captured.err
 
 
-def test_the_dev_stack_is_ready_with_its_state_machine_within_ten_seconds(
-    started: tuple[LocalStack, float],
-):
-    # Given `langorch dev` started (examples registered, pipeline provisioned)
-    stack, took = started
+def test_the_dev_stack_is_ready_with_its_state_machine(started: tuple[LocalStack, float]):
+    # Given `langorch dev` started (examples registered, pipeline provisioned); how long that
+    # takes is measured by `make bench-pipeline`, never asserted here (it depends on the machine)
+    stack, _ = started
 
-    # Then it was ready in time, and the stack file names the running state machine
-    assert took < 10.0, f"ready after {took:.1f} s"
+    # Then the stack file names the running state machine
     document = json.loads(stack.stack_file.read_text())
     arn = document["settings"]["state_machine_arn"]
     machine = (

@@ -103,14 +103,46 @@ class _Class:
     node: ast.ClassDef
     methods: dict[str, ast.FunctionDef] = field(default_factory=dict)
 
+    @property
+    def is_dataclass(self) -> bool:
+        return any("dataclass" in ast.unparse(d) for d in self.node.decorator_list)
+
+    def fields(self) -> list[str]:
+        return [
+            n.target.id
+            for n in self.node.body
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+        ]
+
     def init_params(self) -> list[str]:
         init = self.methods.get("__init__")
         if init is None:
-            return []
+            return self.fields() if self.is_dataclass else []
         return [a.arg for a in init.args.args[1:]] + [a.arg for a in init.args.kwonlyargs]
+
+    def method(self, name: str) -> ast.FunctionDef | None:
+        """The method, looked up in this class, then its bases (by name, among ours)."""
+        if name in self.methods:
+            return self.methods[name]
+        for base in self.node.bases:
+            parent = _classes(PACKAGE).get(ast.unparse(base).split("[")[0])
+            found = parent.method(name) if parent else None
+            if found is not None:
+                return found
+        return None
+
+    def public_methods(self) -> list[str]:
+        names = [m for m in self.methods if not m.startswith("_")]
+        for base in self.node.bases:
+            parent = _classes(PACKAGE).get(ast.unparse(base).split("[")[0])
+            if parent is not None:
+                names.extend(m for m in parent.public_methods() if m not in names)
+        return names
 
     def attribute_of_param(self) -> dict[str, str]:
         """``self.<attr> = <param>`` in ``__init__``: param -> attribute."""
+        if "__init__" not in self.methods and self.is_dataclass:
+            return {f: f for f in self.fields()}
         found: dict[str, str] = {}
         init = self.methods.get("__init__")
         for node in ast.walk(init) if init else ():
@@ -166,6 +198,57 @@ class Wiring:
     clients: dict[str, str]  # attribute the class keeps the client in -> boto3 service
     table: str | None  # the Settings field naming its table
     wraps: dict[str, str]  # constructor parameter -> another container property
+    parts: dict[str, tuple[str, Wiring]] = field(default_factory=dict)
+    """Helper objects the instance builds in ``__init__`` (``self.table = CheckpointTable(
+    client, ...)``): attribute -> (class, its wiring)."""
+
+
+def _instance_wiring(
+    cls: _Class, services: dict[str, str], parts: dict[str, tuple[str, Wiring]], table: str | None
+) -> tuple[dict[str, str], dict[str, tuple[str, Wiring]]]:
+    """Client attributes and helper parts of an instance, from what its parameters are."""
+    clients: dict[str, str] = {}
+    built: dict[str, tuple[str, Wiring]] = {}
+    for param, attr in cls.attribute_of_param().items():
+        if param in services:
+            clients[attr] = services[param]
+        elif param in parts:
+            built[attr] = parts[param]
+    init = cls.methods.get("__init__")
+    for node in ast.walk(init) if init else ():
+        if not (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Attribute)
+            and _is_self(node.targets[0].value)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+        ):
+            continue
+        inner = _classes(PACKAGE).get(node.value.func.id)
+        if inner is None:
+            continue
+        params = inner.init_params()
+        inner_services: dict[str, str] = {}
+        inner_parts: dict[str, tuple[str, Wiring]] = {}
+        pairs = list(zip(params, node.value.args, strict=False))
+        pairs += [(k.arg or "", k.value) for k in node.value.keywords]
+        for param, value in pairs:
+            name = value.id if isinstance(value, ast.Name) else None
+            on_self = isinstance(value, ast.Attribute) and _is_self(value.value)
+            attr = value.attr if on_self else None  # type: ignore[attr-defined]
+            if name in services:
+                inner_services[param] = services[name]
+            elif attr in built:
+                inner_parts[param] = built[attr]
+            elif attr in clients:
+                inner_services[param] = clients[attr]
+        inner_clients, inner_built = _instance_wiring(inner, inner_services, inner_parts, table)
+        built[node.targets[0].attr] = (
+            inner.name,
+            Wiring("", inner.name, inner_clients, table, {}, inner_built),
+        )
+    return clients, built
 
 
 @cache
@@ -208,9 +291,29 @@ def container_wiring() -> dict[str, Wiring]:
                 and value.attr != "settings"
             ):
                 wraps[param] = value.attr
-        attrs = cls.attribute_of_param() if cls else {}
-        clients = {attrs.get(p, p): s for p, s in clients.items()}
-        wiring[prop.name] = Wiring(prop.name, call.func.id, clients, table, wraps)  # type: ignore[attr-defined]
+        parts: dict[str, tuple[str, Wiring]] = {}
+        if cls is not None:
+            clients, parts = _instance_wiring(cls, clients, {}, table)
+        wiring[prop.name] = Wiring(prop.name, call.func.id, clients, table, wraps, parts)  # type: ignore[attr-defined]
+    # Plain properties that return another one (``executions`` is ``stepfunctions``).
+    for prop in container.body:
+        if (
+            isinstance(prop, ast.FunctionDef)
+            and any(ast.unparse(d) == "property" for d in prop.decorator_list)
+            and isinstance(prop.body[-1], ast.Return)
+            and isinstance(prop.body[-1].value, ast.Attribute)
+            and _is_self(prop.body[-1].value.value)
+            and prop.body[-1].value.attr in wiring
+        ):
+            target = wiring[prop.body[-1].value.attr]
+            wiring[prop.name] = Wiring(
+                prop.name,
+                target.class_name,
+                target.clients,
+                target.table,
+                target.wraps,
+                target.parts,
+            )
     return wiring
 
 
@@ -263,11 +366,11 @@ def adapter_calls(prop: str, method: str) -> set[Call]:
 
 
 def _public(cls: _Class) -> list[str]:
-    return [m for m in cls.methods if not m.startswith("_") and m not in SETUP_METHODS]
+    return [m for m in cls.public_methods() if m not in SETUP_METHODS]
 
 
 def _method_calls(cls: _Class, name: str, wiring: Wiring, seen: frozenset[str]) -> set[Call]:
-    method = cls.methods.get(name)
+    method = cls.method(name)
     if method is None or name in seen:
         return set()
     seen = seen | {name}
@@ -286,6 +389,16 @@ def _method_calls(cls: _Class, name: str, wiring: Wiring, seen: frozenset[str]) 
             if isinstance(func, ast.Attribute) and _is_self(func.value):
                 calls |= _method_calls(cls, func.attr, wiring, seen)  # self._helper(...)
                 calls |= _dispatched(cls, func.attr, node, wiring, kinds)
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Attribute)
+                and _is_self(func.value.value)
+                and func.value.attr in wiring.parts
+            ):
+                # self.table.query_group(...): the helper object's method, with its clients.
+                part_name, part_wiring = wiring.parts[func.value.attr]
+                part = _classes(PACKAGE)[part_name]
+                calls |= _method_calls(part, func.attr, part_wiring, frozenset())
             if (
                 isinstance(func, ast.Attribute)
                 and func.attr == "get_paginator"
@@ -389,12 +502,44 @@ _FOLLOWED = ("app", "engine")
 
 
 @cache
-def _code_functions() -> dict[str, ast.FunctionDef]:
-    found: dict[str, ast.FunctionDef] = {}
+def _code_functions() -> dict[str, list[tuple[Path, ast.FunctionDef]]]:
+    """Module-level functions of the followed packages by name (a name may recur)."""
+    found: dict[str, list[tuple[Path, ast.FunctionDef]]] = {}
     for folder in _FOLLOWED:
-        for name, node in _functions(PACKAGE / folder).items():
-            found.setdefault(name, node)
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for node in _module_tree(path).body:
+                if isinstance(node, ast.FunctionDef):
+                    found.setdefault(node.name, []).append((path, node))
     return found
+
+
+def _resolve(name: str, caller: ast.FunctionDef) -> ast.FunctionDef | None:
+    """The function ``name`` means where ``caller`` is: its own module's, else the one
+    defined under that name (ambiguous names resolve to nothing rather than a wrong one)."""
+    candidates = _code_functions().get(name, [])
+    for path, node in candidates:
+        if any(n is caller for n in ast.walk(_module_tree(path))):
+            return node
+    if len(candidates) == 1:
+        return candidates[0][1]
+    imported = [node for path, node in candidates if _imports(caller, path.stem)]
+    return imported[0] if len(imported) == 1 else None
+
+
+@cache
+def _module_tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _imports(caller: ast.FunctionDef, module_stem: str) -> bool:
+    for path, _ in [(p, n) for ns in _code_functions().values() for p, n in ns]:
+        tree = _module_tree(path)
+        if any(n is caller for n in ast.walk(tree)):
+            return any(
+                isinstance(i, ast.ImportFrom) and (i.module or "").endswith("." + module_stem)
+                for i in ast.walk(tree)
+            )
+    return False
 
 
 @cache
@@ -426,7 +571,8 @@ def handler_uses(handler: Path) -> set[tuple[str, str]]:
         ):
             walker.uses.add((node.value.attr, node.attr))
     for name in roots:
-        function = _functions(PACKAGE / "app").get(name)
+        app = [n for p, n in _code_functions().get(name, []) if "/app/" in str(p)]
+        function = app[0] if len(app) == 1 else None
         if function is not None:
             walker.function(function, {a.arg: "C" for a in _args(function) if _is_deps(a)})
     return walker.uses
@@ -437,8 +583,13 @@ def _args(function: ast.FunctionDef) -> list[ast.arg]:
 
 
 def _is_deps(arg: ast.arg) -> bool:
-    annotation = ast.unparse(arg.annotation) if arg.annotation else ""
-    return annotation.strip("'\"") == "Container" or arg.arg in ("deps", "container")
+    annotation = ast.unparse(arg.annotation).strip("'\"") if arg.annotation else ""
+    # The container, or a port Protocol it satisfies (RequestPorts, PagePorts, ...).
+    return (
+        annotation == "Container"
+        or annotation.endswith("Ports")
+        or arg.arg in ("deps", "container", "ports")
+    )
 
 
 class _Walker:
@@ -451,16 +602,38 @@ class _Walker:
         if key in self._seen or not env:
             return
         self._seen.add(key)
+        unpacked: set[int] = set()
         for node in ast.walk(function):
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 target, bound = node.targets[0], self._binding(node.value, env)
                 if isinstance(target, ast.Name) and bound and bound != "C":
                     env[target.id] = bound
-        self._body(function, env)
+                # store, now = ports.approvals, ports.clock()
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    for name, value in zip(target.elts, node.value.elts, strict=False):
+                        bound = self._binding(value, env)
+                        if isinstance(name, ast.Name) and bound and bound != "C":
+                            env[name.id] = bound
+                            unpacked.add(id(value))
+        self._body(function, env, unpacked)
 
     def _binding(self, node: ast.AST, env: dict[str, _Binding]) -> _Binding | None:
         if isinstance(node, ast.Name):
             return env.get(node.id)
+        if (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func) == "cast"
+            and len(node.args) == 2
+            and self._binding(node.args[1], env) == "C"
+        ):
+            return "C"  # cast("Container", deps)
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Call)
+            and self._binding(node.value, env) == "C"
+            and node.attr in container_wiring()
+        ):
+            return node.attr
         if isinstance(node, ast.Attribute) and _is_self(node.value):
             return env.get(f"self.{node.attr}")
         if (
@@ -472,8 +645,10 @@ class _Walker:
             return node.attr
         return None
 
-    def _body(self, function: ast.FunctionDef, env: dict[str, _Binding]) -> None:
-        handled: set[int] = set()
+    def _body(
+        self, function: ast.FunctionDef, env: dict[str, _Binding], unpacked: set[int]
+    ) -> None:
+        handled: set[int] = set(unpacked)
         for node in ast.walk(function):
             if isinstance(node, ast.Attribute):
                 bound = self._binding(node.value, env)
@@ -481,19 +656,21 @@ class _Walker:
                     self.uses.add((bound, node.attr))
                     handled.add(id(node.value))
             if isinstance(node, ast.Call):
-                handled |= self._call(node, env)
+                handled |= self._call(node, env, function)
         for parent in ast.walk(function):
             for node in _handed_on(parent):
                 bound = self._binding(node, env)
                 if bound and bound != "C" and id(node) not in handled:
                     self.uses.add((bound, "*"))  # handed on whole to code not followed
 
-    def _call(self, call: ast.Call, env: dict[str, _Binding]) -> set[int]:
+    def _call(self, call: ast.Call, env: dict[str, _Binding], caller: ast.FunctionDef) -> set[int]:
         name = call.func.id if isinstance(call.func, ast.Name) else None
         if name is None:
             return set()
-        function = _code_functions().get(name)
+        function = _resolve(name, caller)
         cls = _code_classes().get(name)
+        if cls is not None and cls.is_dataclass:
+            return set()  # a data holder (EngineContext): what it holds is handed on whole
         params = (
             [a.arg for a in _args(function)] if function else (cls.init_params() if cls else [])
         )
@@ -535,7 +712,9 @@ def _handed_on(parent: ast.AST) -> list[ast.AST]:
         return [parent.value] if parent.value is not None else []
     if isinstance(parent, ast.IfExp):
         return [parent.body, parent.orelse]
-    if isinstance(parent, ast.Tuple | ast.List | ast.Set):
+    if isinstance(parent, ast.Tuple | ast.List) and isinstance(parent.ctx, ast.Load):
+        return list(parent.elts)
+    if isinstance(parent, ast.Set):
         return list(parent.elts)
     if isinstance(parent, ast.Dict):
         return list(parent.values)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -18,6 +19,20 @@ from langorch.llm import LLMRegistry
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 MakeContainer = Callable[..., Container]
+UseContainer = Callable[[ModuleType, Container], None]
+
+
+@pytest.fixture
+def handler_container() -> Iterator[UseContainer]:
+    """Install a container as a handler module's sandbox container for one test."""
+    restore: list[tuple[ModuleType, Container | None]] = []
+
+    def use(handler: ModuleType, container: Container) -> None:
+        restore.append((handler, handler.container.use(container)))
+
+    yield use
+    for handler, previous in reversed(restore):
+        handler.container.use(previous)
 
 
 @pytest.fixture

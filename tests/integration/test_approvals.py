@@ -1,4 +1,11 @@
-"""Approvals end to end on moto, with a real Step Functions task token.
+"""Approvals end to end on moto, with a real Step Functions task token: one test per wiring path.
+
+The use-case logic (refusals, codes, redelivery, timeout and cancel, audit) is proven on fakes
+in ``tests/unit/test_approvals_usecases.py``; the store's conditional writes in
+``tests/contracts/test_approvals_store.py``. Here each path runs on the real adapters: GET/HEAD
+through the handler, a decision resuming a real execution, decide-once under concurrency on
+DynamoDB, a closed token refused by Step Functions, redelivery of a lost decision, the code
+hash at rest, and no task token anywhere a person or a log can see.
 
 A tiny state machine parks on ``lambda:invoke.waitForTaskToken`` (moto executes it; the token is
 read from the execution history's ``TaskScheduled`` event), so ``SendTaskSuccess`` — and its
@@ -30,7 +37,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from langorch.adapters.request_counter import RequestCounter
 from langorch.adapters.stepfunctions import StepFunctions
 from langorch.app.approvals import (
     REDELIVERY_GRACE,
@@ -38,20 +44,16 @@ from langorch.app.approvals import (
     RequestApproval,
     decide_approval,
     ensure_signing_key,
-    expire_approval,
     load_signing_keys,
     request_approval,
     view_approval,
 )
 from langorch.app.container import Container
 from langorch.config import Settings
+from langorch.domain.approval_outcomes import Shown
 from langorch.domain.approvals import (
-    MAX_CODE_FAILURES,
     ApprovalStatus,
-    approval_id_for,
     code_hash,
-    link_url,
-    sign_link,
 )
 from langorch.domain.runs import (
     PendingInterrupt,
@@ -60,6 +62,8 @@ from langorch.domain.runs import (
     RunTrigger,
     transition,
 )
+
+from .conftest import UseContainer
 
 REGION = "us-east-1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -289,11 +293,11 @@ class FakeContext:
 
 
 @pytest.fixture
-def callback(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> Any:
+def callback(stack: Stack, handler_container: UseContainer) -> Any:
     """The approval_callback handler module, using the test's container."""
     from functions.approval_callback import handler
 
-    monkeypatch.setattr(handler, "_container", stack.container)
+    handler_container(handler, stack.container)
     return handler
 
 
@@ -320,6 +324,12 @@ def _event(
     if form is not None:
         event["body"] = base64.b64encode(urlencode(form).encode()).decode()
     return event
+
+
+def _page(outcome: Any) -> Any:
+    from functions.approval_callback.handler import _page as page_for
+
+    return page_for(outcome)
 
 
 def _call(callback: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -353,51 +363,6 @@ def _request(link: str, method: str, form: dict[str, str] | None = None) -> Appr
 
 
 # --------------------------------------------------------------------------------------------
-# Requesting
-# --------------------------------------------------------------------------------------------
-
-
-def test_each_approver_gets_their_own_link_from_the_public_url(stack: Stack) -> None:
-    # Given a run parked on an approval for alice and bob
-    parked = stack.park()
-    # Then each got an email with a link built from the public URL, and the approval is pending
-    assert set(parked.links) == {ALICE, BOB}
-    assert parked.links[ALICE] != parked.links[BOB]
-    assert all(link.startswith(f"{BASE_URL}/approvals/apr-") for link in parked.links.values())
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.pending
-    assert approval.workflow_id == "invoices"
-    assert [a.approval_id for a in stack.container.approvals.list(pending_only=True)] == [
-        parked.approval_id
-    ]
-
-
-def test_a_retried_request_stores_and_emails_nothing_twice(stack: Stack) -> None:
-    # Given a parked approval whose request is delivered again (at-least-once)
-    parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
-    request = {**approval.model_dump(mode="json"), "interrupt_id": approval.interrupt_id}
-    mails = len(list(stack.outbox.glob("*.json")))
-    # When it is requested again
-    again = request_approval(
-        RequestApproval(run_id=approval.run_id, approval=request, task_token=parked.token),
-        stack.container,
-    )
-    # Then nothing new was created or emailed
-    assert (again.approval_id, again.created, again.emailed) == (parked.approval_id, False, [])
-    assert len(list(stack.outbox.glob("*.json"))) == mails
-
-
-def test_the_task_token_is_readable_only_through_task_token(stack: Stack) -> None:
-    parked = stack.park()
-    repo = stack.container.approvals
-    assert repo.task_token(parked.approval_id) == parked.token
-    shown = [repo.get(parked.approval_id), *repo.list(), *repo.list(pending_only=True)]
-    assert all(parked.token not in json.dumps(a.model_dump(mode="json")) for a in shown if a)
-
-
-# --------------------------------------------------------------------------------------------
 # Viewing decides nothing
 # --------------------------------------------------------------------------------------------
 
@@ -417,23 +382,6 @@ def test_get_and_head_repeated_decide_nothing(stack: Stack, callback: Any) -> No
     assert stack.status(parked) == "RUNNING"
     approval = stack.container.approvals.get(parked.approval_id)
     assert approval is not None and approval.status is ApprovalStatus.pending
-
-
-def test_the_page_shows_context_escaped_with_security_headers(stack: Stack, callback: Any) -> None:
-    parked = stack.park(title="<img src=x onerror=alert(1)>")
-    page = _call(callback, _event(parked.links[ALICE]))
-    body = page["body"]
-    assert "ACME &amp; Sons" in body and "&lt;b&gt;before&lt;/b&gt;" in body
-    assert "<img" not in body
-    assert "sig=" not in body and urlsplit(parked.links[ALICE]).query not in body
-    headers = {k.lower(): v for k, v in page["headers"].items()}
-    assert headers["content-security-policy"] == (
-        "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'"
-    )
-    assert headers["x-frame-options"] == "DENY"
-    assert headers["referrer-policy"] == "no-referrer"
-    assert headers["cache-control"] == "no-store"
-    assert headers["content-type"].startswith("text/html")
 
 
 # --------------------------------------------------------------------------------------------
@@ -468,54 +416,15 @@ def test_post_approve_resumes_the_run_with_the_decision(stack: Stack, callback: 
     assert stack.container.approvals.list(pending_only=True) == []
 
 
-def test_a_rejection_carries_the_comment(stack: Stack, callback: Any) -> None:
-    parked = stack.park()
-    _, answer = _open_and_decide(callback, parked.links[BOB], "rejected", comment="Too much")
-    assert "You rejected" in answer["body"]
-    output = json.loads(stack.wait_status(parked, "SUCCEEDED")["output"])
-    assert (output["decision"], output["approver"], output["comment"]) == (
-        "rejected",
-        BOB,
-        "Too much",
-    )
-
-
-def test_a_second_click_says_already_approved_and_resumes_nothing(
-    stack: Stack, callback: Any
-) -> None:
-    # Given alice approved
-    parked = stack.park()
-    _open_and_decide(callback, parked.links[ALICE], "approved")
-    stack.wait_status(parked, "SUCCEEDED")
-    # When alice clicks again and bob opens and rejects
-    again = _call(callback, _event(parked.links[ALICE]))
-    bob_page = _call(callback, _event(parked.links[BOB]))
-    bob_post = _call(
-        callback,
-        _event(
-            parked.links[BOB],
-            method="POST",
-            form={"nonce": "whatever", "decision": "rejected"},
-        ),
-    )
-    # Then each sees "already approved by alice at T" (not an error), and only one resume
-    for page in (again, bob_page, bob_post):
-        assert page["statusCode"] == 200
-        assert re.search(
-            r"already approved by alice@example\.com at \d{4}-\d\d-\d\d \d\d:\d\d UTC",
-            page["body"],
-        )
-    assert len(stack.steps.sent) == 1
-
-
 @pytest.mark.usefixtures("atomic_dynamodb")
 def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
     # Given alice and bob both have the page open
     parked = stack.park()
     forms = {}
     for who in (ALICE, BOB):
-        page = view_approval(_request(parked.links[who], "GET"), stack.container)
-        forms[who] = {"nonce": _nonce(page.body)}
+        shown = view_approval(_request(parked.links[who], "GET"), stack.container)
+        assert isinstance(shown, Shown)
+        forms[who] = {"nonce": shown.nonce}
     forms[ALICE]["decision"] = "approved"
     forms[BOB]["decision"] = "rejected"
     results: dict[str, str] = {}
@@ -523,8 +432,8 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
 
     def press(who: str) -> None:
         start.wait()
-        page = decide_approval(_request(parked.links[who], "POST", forms[who]), stack.container)
-        results[who] = page.body
+        outcome = decide_approval(_request(parked.links[who], "POST", forms[who]), stack.container)
+        results[who] = _page(outcome).body
 
     # When both press at the same moment
     threads = [threading.Thread(target=press, args=(who,)) for who in (ALICE, BOB)]
@@ -547,60 +456,6 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _tampered(link: str, name: str, value: str) -> str:
-    parts = urlsplit(link)
-    query = dict(parse_qsl(parts.query))
-    query[name] = value
-    return f"{parts.scheme}://{parts.netloc}{parts.path}?{urlencode(query)}"
-
-
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [("sig", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), ("kid", "k9"), ("exp", "9999999999")],
-)
-def test_a_tampered_link_is_refused_and_resumes_nothing(
-    stack: Stack, callback: Any, name: str, value: str
-) -> None:
-    parked = stack.park()
-    link = _tampered(parked.links[ALICE], name, value)
-    page = _call(callback, _event(link))
-    post = _call(callback, _event(link, method="POST", form={"decision": "approved"}))
-    for answer in (page, post):
-        assert answer["statusCode"] == 403
-        assert "This link is not valid" in answer["body"]
-    assert stack.steps.sent == [] and stack.status(parked) == "RUNNING"
-
-
-def test_a_link_without_a_signature_is_refused(stack: Stack, callback: Any) -> None:
-    parked = stack.park()
-    bare = parked.links[ALICE].split("?")[0]
-    assert _call(callback, _event(bare))["statusCode"] == 403
-    assert stack.steps.sent == []
-
-
-def test_one_approvers_link_cannot_be_moved_to_another_approval(
-    stack: Stack, callback: Any
-) -> None:
-    first, second = stack.park(), stack.park()
-    query = urlsplit(first.links[ALICE]).query
-    moved = f"{BASE_URL}/approvals/{second.approval_id}?{query}"
-    assert _call(callback, _event(moved))["statusCode"] == 403
-
-
-def test_an_expired_link_shows_the_expired_page(stack: Stack, callback: Any) -> None:
-    # Given a parked approval whose expiry has passed (by the service's clock)
-    parked = stack.park(timeout=300)
-    page = _call(callback, _event(parked.links[ALICE]))
-    stack.clock.now += timedelta(seconds=301)
-    # When alice posts the form she opened earlier
-    form = {"nonce": _nonce(page["body"]), "decision": "approved"}
-    answer = _call(callback, _event(parked.links[ALICE], method="POST", form=form))
-    # Then she reads that it expired, and nothing resumed
-    assert answer["statusCode"] == 410
-    assert "This approval has expired" in answer["body"]
-    assert stack.steps.sent == [] and stack.status(parked) == "RUNNING"
-
-
 def test_a_click_after_the_task_timed_out_is_too_late(stack: Stack, callback: Any) -> None:
     # Given an approval whose Step Functions task timed out (a real 1 s timeout)
     parked = stack.park(timeout=1)
@@ -619,115 +474,9 @@ def test_a_click_after_the_task_timed_out_is_too_late(stack: Stack, callback: An
     assert ("too_late", "task_closed") in [(e.action, e.outcome) for e in trail]
 
 
-def test_a_click_after_the_run_ended_is_refused(stack: Stack, callback: Any) -> None:
-    # Given a parked run that an operator cancelled
-    parked = stack.park()
-    run = stack.container.runs.get_run("run-1")
-    stack.container.runs.save_run(transition(run, RunStatus.cancelled, now=stack.clock.now))
-    # When alice approves
-    _, answer = _open_and_decide(callback, parked.links[ALICE], "approved")
-    # Then she reads that the run ended, and nothing resumed
-    assert answer["statusCode"] == 410
-    assert "This run has ended" in answer["body"]
-    assert stack.steps.sent == [] and stack.status(parked) == "RUNNING"
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.cancelled
-
-
-def test_a_validly_signed_link_for_someone_not_an_approver_is_refused(
-    stack: Stack, callback: Any
-) -> None:
-    # Given a correctly signed link for carol, who is not an approver of this step
-    parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
-    keys = load_signing_keys(stack.container.secrets, stack.container.settings.link_signing_secret)
-    params = sign_link(
-        approval.approval_id,
-        "carol@example.com",
-        approval.expires_at,
-        keys.current,
-        keys.current_key,
-    )
-    link = link_url(BASE_URL, approval.approval_id, params)
-    # When carol opens and posts / Then she is refused, and nothing resumed
-    assert _call(callback, _event(link))["statusCode"] == 403
-    post = _call(callback, _event(link, method="POST", form={"decision": "approved"}))
-    assert post["statusCode"] == 403 and "not an approver" in post["body"]
-    assert stack.steps.sent == []
-
-
-def test_a_post_without_the_page_nonce_decides_nothing(stack: Stack, callback: Any) -> None:
-    parked = stack.park()
-    answer = _call(
-        callback, _event(parked.links[ALICE], method="POST", form={"decision": "approved"})
-    )
-    assert answer["statusCode"] == 400
-    assert "Please use the buttons on the page" in answer["body"]
-    assert stack.steps.sent == []
-
-
-def test_a_post_that_is_not_a_form_is_refused(stack: Stack, callback: Any) -> None:
-    parked = stack.park()
-    event = _event(parked.links[ALICE], method="POST", form={"decision": "approved"})
-    event["headers"]["content-type"] = "application/json"
-    assert _call(callback, event)["statusCode"] == 415
-    assert stack.steps.sent == []
-
-
-def test_an_edit_that_is_not_json_shows_the_form_again(stack: Stack, callback: Any) -> None:
-    parked = stack.park()
-    _, answer = _open_and_decide(
-        callback, parked.links[ALICE], "approved", **{"edit.amount": "{not json"}
-    )
-    assert answer["statusCode"] == 400
-    assert "must be JSON" in answer["body"] and '<form method="post">' in answer["body"]
-    assert stack.steps.sent == []
-
-
 # --------------------------------------------------------------------------------------------
 # One-time code
 # --------------------------------------------------------------------------------------------
-
-
-def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
-    stack: Stack, callback: Any
-) -> None:
-    # Given an approval that requires the code from the email
-    parked = stack.park(require_code=True)
-    assert set(parked.codes) == {ALICE, BOB}
-    page = _call(callback, _event(parked.links[ALICE]))
-    assert 'name="code"' in page["body"]
-    nonce = _nonce(page["body"])
-    # When alice posts without a code, then with bob's code
-    missing = _call(
-        callback,
-        _event(parked.links[ALICE], method="POST", form={"nonce": nonce, "decision": "approved"}),
-    )
-    wrong = _call(
-        callback,
-        _event(
-            parked.links[ALICE],
-            method="POST",
-            form={"nonce": nonce, "decision": "approved", "code": parked.codes[BOB]},
-        ),
-    )
-    # Then both are refused with the form shown again, and nothing resumed
-    for answer in (missing, wrong):
-        assert answer["statusCode"] == 403
-        assert "does not match" in answer["body"] and '<form method="post">' in answer["body"]
-    assert stack.steps.sent == []
-    # And her own code decides
-    right = _call(
-        callback,
-        _event(
-            parked.links[ALICE],
-            method="POST",
-            form={"nonce": nonce, "decision": "approved", "code": parked.codes[ALICE]},
-        ),
-    )
-    assert right["statusCode"] == 200 and "You approved" in right["body"]
-    assert len(stack.steps.sent) == 1
 
 
 def test_only_the_hash_of_a_code_is_stored(stack: Stack) -> None:
@@ -743,21 +492,6 @@ def test_only_the_hash_of_a_code_is_stored(stack: Stack) -> None:
     ref = dict(parse_qsl(urlsplit(parked.links[ALICE]).query))["ap"]
     expected = code_hash(parked.approval_id, ref, parked.codes[ALICE], keys.current_key)
     assert stack.container.approvals.code_hash(parked.approval_id, ref) == expected
-
-
-def test_too_many_wrong_codes_lock_the_approval(stack: Stack, callback: Any) -> None:
-    parked = stack.park(require_code=True)
-    nonce = _nonce(_call(callback, _event(parked.links[ALICE]))["body"])
-    form = {"nonce": nonce, "decision": "approved", "code": "000000"}
-    answers = [
-        _call(callback, _event(parked.links[ALICE], method="POST", form=form))
-        for _ in range(MAX_CODE_FAILURES)
-    ]
-    assert "Too many wrong codes" in answers[-1]["body"]
-    form["code"] = parked.codes[ALICE]
-    locked = _call(callback, _event(parked.links[ALICE], method="POST", form=form))
-    assert locked["statusCode"] == 403 and "Too many wrong codes" in locked["body"]
-    assert stack.steps.sent == []
 
 
 # --------------------------------------------------------------------------------------------
@@ -784,23 +518,16 @@ def _record_then_crash(stack: Stack, parked: Parked) -> None:
     )
 
 
-def _send_attempts(calls: RequestCounter) -> int:
-    return calls.counts.get("SendTaskSuccess", 0)
-
-
-@pytest.mark.parametrize("method", ["GET", "POST"])
 def test_a_later_visit_delivers_a_lost_decision_once_as_recorded(
-    stack: Stack, callback: Any, method: str
+    stack: Stack, callback: Any
 ) -> None:
     # Given alice's approval was recorded, but the process died before it reached the run
     parked = stack.park()
     _record_then_crash(stack, parked)
     stack.clock.now += REDELIVERY_GRACE + timedelta(seconds=1)
-    # When bob later opens his link (or posts a rejection), and then alice opens hers
-    form = {"nonce": "whatever", "decision": "rejected", "comment": "No"}
-    first = _call(
-        callback, _event(parked.links[BOB], method=method, form=form if method == "POST" else None)
-    )
+    # When bob later opens his link, and then alice opens hers (a POST, and the other
+    # redelivery paths: tests/unit/test_approvals_usecases.py)
+    first = _call(callback, _event(parked.links[BOB]))
     later = _call(callback, _event(parked.links[ALICE]))
     # Then the run resumed once, with alice's recorded decision (not bob's), and both read it
     output = json.loads(stack.wait_status(parked, "SUCCEEDED")["output"])
@@ -820,147 +547,9 @@ def test_a_later_visit_delivers_a_lost_decision_once_as_recorded(
     ]
 
 
-def test_a_decision_that_may_still_be_on_its_way_is_not_sent_again(
-    stack: Stack, callback: Any
-) -> None:
-    # Given alice's approval was recorded moments ago (its own request may still deliver it)
-    parked = stack.park()
-    _record_then_crash(stack, parked)
-    stack.clock.now += REDELIVERY_GRACE - timedelta(seconds=1)
-    # When bob opens his link
-    with RequestCounter(stack.container.client("stepfunctions")) as calls:
-        page = _call(callback, _event(parked.links[BOB]))
-    # Then he reads who decided, and nothing was sent: the run still waits
-    assert page["statusCode"] == 200 and "already approved by alice" in page["body"]
-    assert _send_attempts(calls) == 0
-    assert stack.status(parked) == "RUNNING"
-
-
-def test_a_delivered_approval_opened_again_sends_nothing(stack: Stack, callback: Any) -> None:
-    # Given alice approved and the run resumed
-    parked = stack.park()
-    _open_and_decide(callback, parked.links[ALICE], "approved")
-    stack.wait_status(parked, "SUCCEEDED")
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.delivered_at is not None
-    # When, long after the grace, both open their links and bob posts a rejection
-    stack.clock.now += timedelta(minutes=2)
-    with RequestCounter(stack.container.client("stepfunctions")) as calls:
-        pages = [
-            _call(callback, _event(parked.links[ALICE])),
-            _call(callback, _event(parked.links[BOB])),
-            _call(
-                callback,
-                _event(
-                    parked.links[BOB], method="POST", form={"nonce": "x", "decision": "rejected"}
-                ),
-            ),
-        ]
-    # Then each reads who decided, and no SendTaskSuccess was even attempted
-    assert [p["statusCode"] for p in pages] == [200, 200, 200]
-    assert _send_attempts(calls) == 0
-    assert len(stack.steps.sent) == 1
-    actions = [e.action for e in stack.container.approvals.audit(parked.approval_id)]
-    assert "redeliver" not in actions
-
-
-def test_a_lost_decision_whose_task_closed_is_marked_delivered_and_left(
-    stack: Stack, callback: Any
-) -> None:
-    # Given alice's approval was recorded and lost, and the task then timed out (a real 1 s
-    # timeout; the run's own timeout path resumes it with the recorded decision)
-    parked = stack.park(timeout=1)
-    _record_then_crash(stack, parked)
-    stack.wait_status(parked, "FAILED", seconds=15)
-    stack.clock.now += REDELIVERY_GRACE + timedelta(seconds=1)
-    # When bob opens his (now expired) link twice
-    with RequestCounter(stack.container.client("stepfunctions")) as calls:
-        pages = [_call(callback, _event(parked.links[BOB])) for _ in range(2)]
-    # Then one send found the task closed, the decision stands and is marked delivered, and
-    # the second visit sent nothing
-    assert _send_attempts(calls) == 1
-    for page in pages:
-        assert page["statusCode"] == 200
-        assert "already approved by alice@example.com" in page["body"]
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.approved
-    assert approval.delivered_at is not None
-    trail = [
-        (e.action, e.outcome, e.actor) for e in stack.container.approvals.audit(parked.approval_id)
-    ]
-    assert ("redeliver", "task_closed", BOB) in trail
-
-
-def test_a_delivered_decision_is_never_reopened_timed_out_or_cancelled(stack: Stack) -> None:
-    # Given alice's approval was recorded and marked delivered
-    parked = stack.park()
-    repo = stack.container.approvals
-    decided = repo.decide(
-        parked.approval_id, ApprovalStatus.approved, ALICE, None, {}, stack.clock.now
-    )
-    assert decided.delivered_at is None
-    assert repo.mark_delivered(parked.approval_id, stack.clock.now) is not None
-    # When anything tries to undo or close it
-    undone = (
-        repo.reopen(decided),
-        repo.mark(parked.approval_id, ApprovalStatus.timed_out),
-        repo.mark(parked.approval_id, ApprovalStatus.cancelled),
-    )
-    # Then nothing changed it: the run got this decision
-    assert undone == (False, False, False)
-    approval = repo.get(parked.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.approved
-
-
-def test_a_pending_approval_has_nothing_to_mark_delivered(stack: Stack) -> None:
-    # Given a pending approval
-    parked = stack.park()
-    # When it is marked delivered / Then nothing is, and it stays pending
-    assert stack.container.approvals.mark_delivered(parked.approval_id, stack.clock.now) is None
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.is_pending and approval.delivered_at is None
-
-
 # --------------------------------------------------------------------------------------------
-# Timeout path, audit, secrets never leak
+# Secrets never leak
 # --------------------------------------------------------------------------------------------
-
-
-def test_expire_approval_closes_it_once_and_later_clicks_read_expired(
-    stack: Stack, callback: Any
-) -> None:
-    parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
-    assert approval_id_for(approval.run_id, approval.interrupt_id) == parked.approval_id
-    assert expire_approval(approval.run_id, approval.interrupt_id, stack.container) is True
-    assert expire_approval(approval.run_id, approval.interrupt_id, stack.container) is False
-    page = _call(callback, _event(parked.links[ALICE]))
-    assert page["statusCode"] == 410 and "expired" in page["body"]
-    assert stack.steps.sent == []
-
-
-def test_the_audit_trail_has_every_view_and_decision(stack: Stack, callback: Any) -> None:
-    # Given alice viewed, bob probed with HEAD, alice approved, bob clicked late
-    parked = stack.park()
-    _call(callback, _event(parked.links[BOB], method="HEAD", source_ip="198.51.100.1"))
-    _open_and_decide(callback, parked.links[ALICE], "approved")
-    _call(callback, _event(parked.links[BOB], source_ip="198.51.100.1"))
-    # When the trail is read
-    trail = stack.container.approvals.audit(parked.approval_id)
-    # Then it has each step in order, with who, from where and the outcome
-    seen = [(e.action, e.outcome, e.actor, e.method) for e in trail]
-    assert seen == [
-        ("requested", "pending", None, None),
-        ("emailed", "sent", ALICE, None),
-        ("emailed", "sent", BOB, None),
-        ("view", "shown", BOB, "HEAD"),
-        ("view", "shown", ALICE, "GET"),
-        ("decide", "approved", ALICE, "POST"),
-        ("view", "already_decided", BOB, "GET"),
-    ]
-    assert trail[3].source_ip == "198.51.100.1" and trail[5].source_ip == "203.0.113.7"
-    assert trail[5].user_agent and "Safari" in trail[5].user_agent
 
 
 def test_the_task_token_appears_in_no_email_url_page_or_log(
@@ -968,7 +557,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
     callback: Any,
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    handler_container: UseContainer,
 ) -> None:
     # Everything at INFO (what runs in Lambda), ours at DEBUG; botocore's DEBUG wire dumps are
     # off in Lambda and would show any request body.
@@ -977,7 +566,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
     # Given the whole flow, with the request going through its handler
     from functions.request_approval import handler as request_handler
 
-    monkeypatch.setattr(request_handler, "_container", stack.container)
+    handler_container(request_handler, stack.container)
     stack.runs_seen += 1
     run_id = f"run-{stack.runs_seen}"
     request = {

@@ -1,56 +1,25 @@
-"""The timeout path: a run resumed with ``timed_out`` closes its approval's page, unless a
-decision was recorded in time and lost on its way: then the run resumes with that decision."""
+"""The timeout path on moto: ``run_segment`` resumes a timed-out run with a decision that was
+recorded in time but lost on its way (the runs table, the approvals items and the engine wired
+for real). The timeout's other outcomes, on fakes: tests/unit/test_approvals_timeout.py."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from langorch.app.approvals import (
-    ApprovalHttpRequest,
     RequestApproval,
     ensure_signing_key,
     request_approval,
-    view_approval,
 )
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.approvals import ApprovalStatus
 from langorch.domain.runs import TimelineEventType
+from tests.unit.test_approvals_timeout import GATED as APPROVAL
 
 from .conftest import MakeContainer, register_text
-from .test_engine import APPROVAL
-
-
-def test_a_timed_out_resume_closes_the_approval(make_container: MakeContainer, tmp_path: Path):
-    # Given a run parked at an approval whose email went out
-    container = make_container(outbox_dir=str(tmp_path / "outbox"))
-    register_text(container, APPROVAL)
-    ensure_signing_key(container.secrets, container.settings.link_signing_secret)
-    run, _ = start_run(StartRun("gated", input={"amount": 2}), container)
-    parked = run_segment(RunSegment(run.run_id), container)
-    assert parked.approval is not None
-    requested = request_approval(
-        RequestApproval(run.run_id, parked.approval, task_token="token-not-used-here"), container
-    )
-    link = next(iter((tmp_path / "outbox").glob("*.json"))).read_text()
-
-    # When Step Functions times the task out and the run resumes with timed_out
-    done = run_segment(RunSegment(run.run_id, resume={"decision": "timed_out"}), container)
-
-    # Then the approval is closed as timed out, audited, and its page says it expired
-    assert done.status == "failed"  # the workflow routes timed_out to a failing terminate
-    approval = container.approvals.get(requested.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.timed_out
-    assert [e.action for e in container.approvals.audit(requested.approval_id)][-1] == "expired"
-    url = urlsplit(json.loads(link)["link"])
-    page = view_approval(
-        ApprovalHttpRequest(requested.approval_id, "GET", dict(parse_qsl(url.query))), container
-    )
-    assert page.status == 410 and "expired" in page.body
 
 
 def test_a_decision_recorded_but_lost_is_what_the_timed_out_run_resumes_with(

@@ -14,6 +14,7 @@ import pytest
 from functions.trigger import handler as trigger
 from langorch.app.container import Container
 
+from .conftest import UseContainer
 from .triggers_support import SECRET, all_runs, executions, load_event, make_deps
 
 
@@ -26,10 +27,10 @@ class FakeContext:
 
 
 @pytest.fixture
-def deps(aws: None, monkeypatch: pytest.MonkeyPatch) -> Container:
+def deps(aws: None, handler_container: UseContainer) -> Container:
     container = make_deps()
     # The sandbox's container, as the handler would build it from the environment.
-    monkeypatch.setattr(trigger, "_container", container)
+    handler_container(trigger, container)
     return container
 
 

@@ -18,27 +18,9 @@ from langorch.app.definitions import (
 from langorch.domain.builtins import builtin_blocks
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError
-from langorch.domain.validation import InMemoryLookup
+from tests.fakes import InMemoryDefinitions
 
-
-class InMemoryStore(InMemoryLookup):
-    """The store's contract in memory: identical content is a no-op, changes add a version."""
-
-    def put_block(self, block: BlockDefinition) -> tuple[BlockDefinition, bool]:
-        latest = self.get_block(block.block_id)
-        if latest is not None and latest.content_hash() == block.content_hash():
-            return latest, False
-        stored = block.model_copy(update={"version": 1 if latest is None else latest.version + 1})
-        self.add_block(stored)
-        return stored, True
-
-    def put_workflow(self, plan: TaskPlan) -> tuple[TaskPlan, bool]:
-        latest = self.get_workflow(plan.plan_id)
-        if latest is not None and latest.content_hash() == plan.content_hash():
-            return latest, False
-        stored = plan.model_copy(update={"version": 1 if latest is None else latest.version + 1})
-        self.add_workflow(stored)
-        return stored, True
+InMemoryStore = InMemoryDefinitions
 
 
 def _block(block_id: str = "shorten", **changes: Any) -> dict[str, Any]:

@@ -6,12 +6,19 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from langorch.domain.approval_lifecycle import (
+    Event,
+    State,
+    TransitionRefusedError,
+    state_of,
+    step,
+)
+from langorch.domain.approval_outcomes import AlreadyDecided
 from langorch.domain.approvals import (
     P_APPROVER,
     P_EXPIRES,
     P_KEY_ID,
     P_SIGNATURE,
-    AlreadyDecidedError,
     Approval,
     ApprovalStatus,
     CodeLockedError,
@@ -19,13 +26,10 @@ from langorch.domain.approvals import (
     FormExpiredError,
     LinkExpiredError,
     LinkForgedError,
-    NotAnApproverError,
-    RunEndedError,
     approval_id_for,
     approver_for,
     approver_ref,
     check_code,
-    check_decidable,
     check_nonce,
     code_hash,
     decision_output,
@@ -224,34 +228,35 @@ def test_after_five_wrong_codes_even_the_right_one_is_refused() -> None:
 # --- decide once -----------------------------------------------------------------------------
 
 
-def test_a_pending_approval_can_be_decided_by_an_approver() -> None:
-    assert check_decidable(_approval(), ALICE, now=NOW) == ALICE
-
-
-def test_someone_not_an_approver_cannot_decide() -> None:
-    with pytest.raises(NotAnApproverError):
-        check_decidable(_approval(), None, now=NOW)
+def test_a_pending_approval_can_be_decided() -> None:
+    assert step(state_of(_approval(), now=NOW), Event.decide).target is State.decided
 
 
 def test_a_decided_approval_says_who_decided_and_when() -> None:
     approval = _approval(status=ApprovalStatus.approved, decided_by=ALICE, decided_at=NOW)
-    with pytest.raises(AlreadyDecidedError) as caught:
-        check_decidable(approval, "bob@example.com", now=NOW + timedelta(days=9))
-    assert caught.value.user_message == (
+    later = NOW + timedelta(days=9)
+    with pytest.raises(TransitionRefusedError) as refused:
+        step(state_of(approval, now=later), Event.decide)
+    assert refused.value.reason == "already_decided"
+    assert AlreadyDecided.of(approval).notice.user_message == (
         "This approval was already approved by alice@example.com at 2025-03-01 09:00 UTC."
     )
 
 
 def test_an_expired_or_timed_out_approval_cannot_be_decided() -> None:
-    with pytest.raises(LinkExpiredError):
-        check_decidable(_approval(), ALICE, now=NOW + timedelta(hours=1))
-    with pytest.raises(LinkExpiredError):
-        check_decidable(_approval(status=ApprovalStatus.timed_out), ALICE, now=NOW)
+    for approval, now in (
+        (_approval(), NOW + timedelta(hours=1)),
+        (_approval(status=ApprovalStatus.timed_out), NOW),
+    ):
+        with pytest.raises(TransitionRefusedError) as refused:
+            step(state_of(approval, now=now), Event.decide)
+        assert refused.value.reason == "link_expired"
 
 
 def test_a_cancelled_approval_says_the_run_ended() -> None:
-    with pytest.raises(RunEndedError):
-        check_decidable(_approval(status=ApprovalStatus.cancelled), ALICE, now=NOW)
+    with pytest.raises(TransitionRefusedError) as refused:
+        step(state_of(_approval(status=ApprovalStatus.cancelled), now=NOW), Event.decide)
+    assert refused.value.reason == "run_ended"
 
 
 # --- redelivery of a recorded decision ------------------------------------------------------

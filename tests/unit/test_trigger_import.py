@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """
 import json, sys
-sys.path.insert(0, {root!r})
+sys.path[:0] = [{root!r}, {shared!r}]  # this tree's code, not the installed one
 import functions.trigger.handler as h
 
 class Context:
@@ -33,7 +33,7 @@ print(json.dumps({{"status": http["statusCode"], "ignored": ignored, "heavy": he
 def test_importing_and_invoking_the_trigger_loads_no_langgraph_or_langchain():
     # Given a fresh interpreter
     fixture = ROOT / "tests" / "fixtures" / "events" / "apigw_v2_webhook.json"
-    code = PROBE.format(root=str(ROOT), fixture=str(fixture))
+    code = PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"), fixture=str(fixture))
 
     # When it imports the handler and invokes it with an HTTP request and a schedule event
     done = subprocess.run(

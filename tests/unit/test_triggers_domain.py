@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 from croniter import croniter
 
+from langorch.domain.cron import classic_cron
 from langorch.domain.definitions import Trigger
 from langorch.domain.triggers import (
     MAX_SCHEDULE_NAME,
     S3ObjectCreated,
     ScheduleFired,
     aws_cron,
-    cron_from_aws,
     event_kind,
     s3_trigger_matches,
     schedule_name,
@@ -58,11 +58,22 @@ def test_restricting_both_day_fields_is_refused():
 
 @pytest.mark.parametrize(
     "cron",
-    ["0 12 * * 2", "0 9 * * 1-5", "*/15 * * * *", "0 0 */2 * *", "30 6 * * 5-7", "0 0 * * */2"],
+    [
+        "0 12 * * 2",
+        "0 9 * * 1-5",
+        "*/15 * * * *",
+        "0 0 */2 * *",
+        "30 6 * * 5-7",
+        "0 0 * * */2",
+        "0 0 * * 5#3",
+        "0 18 * * L5",
+        "0 12 L * *",
+        "0 12 15W * *",
+    ],
 )
 def test_the_aws_form_fires_at_the_same_times(cron: str):
     # Given a cron and its AWS form read back as classic cron (what the local tick does)
-    back = cron_from_aws(aws_cron(cron))
+    back = classic_cron(aws_cron(cron)).fields
 
     # When the next fifty times of each are computed
     start = datetime(2026, 1, 1, tzinfo=UTC)

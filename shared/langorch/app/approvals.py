@@ -1,8 +1,16 @@
 """Approval use-cases: request one (email signed links), show its page, decide it once, expire it.
 
-``request_approval`` is what the state machine's ``AwaitApproval`` task invokes with the task
-token; ``view_approval`` and ``decide_approval`` answer ``GET|HEAD`` and ``POST
-/approvals/{id}``; ``resume_after_timeout`` answers a run whose approval task timed out.
+``request_approval`` (:mod:`langorch.app.approval_requests`) is what the state machine's
+``AwaitApproval`` task invokes with the task token; ``view_approval`` and ``decide_approval``
+answer ``GET|HEAD`` and ``POST /approvals/{id}``; ``resume_after_timeout`` answers a run whose
+approval task timed out and ``close_for_ended_run`` closes the approval of a cancelled run
+(both in :mod:`langorch.app.approval_driver`).
+
+Each use-case reads the approval, asks the lifecycle table
+(:mod:`langorch.domain.approval_lifecycle`) what an event does in its state, and performs the
+write and the audit line the table names. The page use-cases answer typed outcomes
+(:mod:`langorch.domain.approval_outcomes`) or raise the named refusals; the callback handler
+picks status codes and ``web.pages`` renders: nothing here speaks HTTP.
 
 A decision is recorded first, then delivered with ``SendTaskSuccess``, then marked delivered. A
 crash between the write and the send would leave it recorded but lost, so every later visit that
@@ -15,61 +23,92 @@ The task token goes from the request into the approvals table and from there onl
 
 from __future__ import annotations
 
-import base64
 import logging
-import secrets as random_source
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import timedelta
+from typing import Any
 
+from langorch.app.approval_driver import (
+    apply_event,
+    audit,
+    close_for_ended_run,
+    expire_approval,
+    perform,
+    record,
+    resume_after_timeout,
+)
+from langorch.app.approval_keys import (
+    MIN_KEY_BYTES,
+    SigningKeys,
+    ensure_signing_key,
+    load_signing_keys,
+    load_signing_keys_fresh,
+)
+from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts
+from langorch.app.approval_requests import ApprovalRequested, RequestApproval, request_approval
+from langorch.domain.approval_lifecycle import Event, State, TransitionRefusedError, state_of, step
+from langorch.domain.approval_outcomes import (
+    AlreadyDecided,
+    ApprovalNotFoundError,
+    Decided,
+    DecideOutcome,
+    DecisionNotDeliveredError,
+    FormAgain,
+    Shown,
+    ViewOutcome,
+)
 from langorch.domain.approvals import (
     MAX_CODE_FAILURES,
     AlreadyDecidedError,
     Approval,
     ApprovalLinkError,
     ApprovalStatus,
-    AuditEntry,
+    AuditAction,
     CodeLockedError,
     CodeMismatchError,
     InvalidDecisionError,
     LinkClaims,
     LinkExpiredError,
+    LinkForgedError,
     NotAnApproverError,
     RunEndedError,
     TooLateError,
-    approval_id_for,
     approver_for,
-    approver_ref,
     bounded,
     check_code,
-    check_decidable,
     check_nonce,
-    code_hash,
     decision_output,
     form_nonce,
-    link_url,
-    new_approval,
-    new_code,
     parse_decision,
     redelivery_due,
-    sign_link,
     verify_link,
 )
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
 
-if TYPE_CHECKING:
-    from langorch.adapters.secrets import Secrets
-    from langorch.app.container import Container
-    from langorch.web.emails import OutgoingEmail
-    from langorch.web.pages import Page
+__all__ = [
+    "MIN_KEY_BYTES",
+    "REDELIVERY_GRACE",
+    "ApprovalHttpRequest",
+    "ApprovalRequested",
+    "ApprovalsStore",
+    "EmailSender",
+    "RequestApproval",
+    "SigningKeys",
+    "close_for_ended_run",
+    "decide_approval",
+    "ensure_signing_key",
+    "expire_approval",
+    "load_signing_keys",
+    "load_signing_keys_fresh",
+    "request_approval",
+    "resume_after_timeout",
+    "view_approval",
+]
 
 logger = logging.getLogger(__name__)
 
 MAX_COMMENT_CHARS = 4000
-MAX_USER_AGENT_CHARS = 256
-MIN_KEY_BYTES = 32
-HTTP_METHODS_THAT_DECIDE = frozenset({"POST"})
 REDELIVERY_GRACE = timedelta(seconds=30)
 """How old an undelivered decision must be before a later visit delivers it again.
 
@@ -77,209 +116,6 @@ Longer than the approval callback's 29 s Lambda timeout (API Gateway's limit), s
 that recorded the decision has ended, delivered or crashed. Racing it would not resume the run
 twice (Step Functions refuses a second ``SendTaskSuccess`` on a token as ``TaskTimedOut``, our
 TaskClosedError), but the slower of the two would then tell its approver "too late"."""
-
-
-class EmailSender(Protocol):
-    """Where approval emails go: SES in the cloud, the outbox folder locally."""
-
-    def send(self, email: OutgoingEmail) -> str:
-        """Send one email; returns a message id."""
-        ...
-
-
-# --------------------------------------------------------------------------------------------
-# The link-signing key (Secrets Manager)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SigningKeys:
-    """The link-signing keys: ``current`` signs new links, every key in ``keys`` verifies."""
-
-    current: str
-    keys: dict[str, bytes] = field(repr=False)
-
-    @property
-    def current_key(self) -> bytes:
-        """The key new links are signed with."""
-        return self.keys[self.current]
-
-
-def load_signing_keys(secrets: Secrets, name: str) -> SigningKeys:
-    """Read ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}`` from the secret.
-
-    Raises:
-        SecretNotFoundError: the secret does not exist (create it with
-            :func:`ensure_signing_key`).
-        StorageError: the secret is not of that shape.
-    """
-    value = secrets.get_json(name)
-    current = value.get("current")
-    raw = value.get("keys")
-    if not isinstance(current, str) or not isinstance(raw, dict) or current not in raw:
-        raise StorageError(
-            f"secret {name} must be {{'current': KEY_ID, 'keys': {{KEY_ID: base64 key}}}} "
-            "with the current key among the keys"
-        )
-    keys: dict[str, bytes] = {}
-    for key_id, encoded in raw.items():
-        try:
-            key = base64.b64decode(str(encoded), validate=True)
-        except ValueError as exc:
-            raise StorageError(f"secret {name}: key {key_id} is not base64") from exc
-        if len(key) < MIN_KEY_BYTES:
-            raise StorageError(f"secret {name}: key {key_id} is shorter than {MIN_KEY_BYTES} bytes")
-        keys[str(key_id)] = key
-    return SigningKeys(current=current, keys=keys)
-
-
-def ensure_signing_key(
-    secrets: Secrets,
-    name: str,
-    *,
-    key_id: Callable[[], str] = lambda: "k1",
-    token_bytes: Callable[[int], bytes] = random_source.token_bytes,
-) -> str:
-    """Create the link-signing secret with one fresh random key when it is missing.
-
-    Used by the local stack (CDK creates the secret in AWS). An existing secret is left as is.
-
-    Returns:
-        The current key id.
-    """
-    # Asked with ``exists`` rather than by catching SecretNotFoundError from a read: a read
-    # of a missing secret surfaces as a StorageError through Powertools' provider.
-    if secrets.exists(name):
-        return load_signing_keys(secrets, name).current
-    kid = key_id()
-    key = base64.b64encode(token_bytes(MIN_KEY_BYTES)).decode("ascii")
-    secrets.put_json(
-        name, {"current": kid, "keys": {kid: key}}, description="langorch approval link signing"
-    )
-    return load_signing_keys_fresh(secrets, name).current
-
-
-def load_signing_keys_fresh(secrets: Secrets, name: str) -> SigningKeys:
-    """:func:`load_signing_keys`, bypassing the per-process cache (just after a write)."""
-    value = secrets.get_json(name, fresh=True)
-    return SigningKeys(
-        current=str(value["current"]),
-        keys={k: base64.b64decode(str(v)) for k, v in value["keys"].items()},
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Requesting an approval (invoked by the state machine with the task token)
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RequestApproval:
-    """The ``AwaitApproval`` task's payload: the run, its approval request, the task token."""
-
-    run_id: str
-    approval: dict[str, Any]
-    task_token: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class ApprovalRequested:
-    """What ``request_approval`` did."""
-
-    approval_id: str
-    created: bool
-    emailed: list[str]
-    """Approvers emailed by this call (a retried request mails only those not mailed yet)."""
-    status: ApprovalStatus = ApprovalStatus.pending
-
-
-def request_approval(
-    cmd: RequestApproval,
-    deps: Container,
-    *,
-    randbelow: Callable[[int], int] = random_source.randbelow,
-) -> ApprovalRequested:
-    """Park the decision: store the token, record the approval, email each approver their link.
-
-    Idempotent: the approval id derives from the run and interrupt, so a retried invocation
-    stores nothing twice and emails only the approvers whose email did not go out yet.
-
-    Args:
-        cmd: the task's payload.
-        deps: the container (approvals, secrets, email, runs, settings, clock).
-        randbelow: the random source for one-time codes.
-
-    Raises:
-        ValueError: the request has no interrupt id or no approvers.
-        SecretNotFoundError: the link-signing secret is missing.
-        StorageError: DynamoDB, Secrets Manager or SES failed transiently (retry).
-        EmailNotSentError: SES refused an email for good.
-    """
-    now = deps.clock()
-    workflow_id: str | None
-    try:
-        workflow_id = deps.runs.get_run(cmd.run_id).workflow_id
-    except NotFoundError:
-        workflow_id = None  # the approval still works; only listings lose the workflow
-    approval = new_approval(
-        run_id=cmd.run_id, workflow_id=workflow_id, request=cmd.approval, now=now
-    )
-    stored, created = deps.approvals.put_pending(approval, cmd.task_token)
-    if created:
-        _audit(deps, stored.approval_id, "requested", "pending", at=now)
-    if not stored.is_pending:
-        logger.info(
-            "approval already closed; nothing to email",
-            extra={"approval_id": stored.approval_id, "run_id": stored.run_id},
-        )
-        return ApprovalRequested(stored.approval_id, created, [], stored.status)
-    keys = load_signing_keys(deps.secrets, deps.settings.link_signing_secret)
-    emailed: list[str] = []
-    for address in stored.approvers:
-        ref = approver_ref(stored.approval_id, address)
-        if ref in stored.emailed:
-            continue
-        _email_one(stored, address, ref, keys, deps, randbelow)
-        emailed.append(address)
-    logger.info(
-        "approval requested",
-        extra={
-            "approval_id": stored.approval_id,
-            "run_id": stored.run_id,
-            "workflow_id": stored.workflow_id,
-            "step_id": stored.step_id,
-            "first_request": created,
-            "emailed": len(emailed),
-        },
-    )
-    return ApprovalRequested(stored.approval_id, created, emailed)
-
-
-def _email_one(
-    approval: Approval,
-    address: str,
-    ref: str,
-    keys: SigningKeys,
-    deps: Container,
-    randbelow: Callable[[int], int],
-) -> None:
-    from langorch.web.emails import render_approval_email
-
-    code: str | None = None
-    if approval.require_code:
-        code = new_code(randbelow)
-        # The hash is stored before the email goes out, so the code in the email always works.
-        deps.approvals.set_code_hash(
-            approval.approval_id, ref, code_hash(approval.approval_id, ref, code, keys.current_key)
-        )
-    params = sign_link(
-        approval.approval_id, address, approval.expires_at, keys.current, keys.current_key
-    )
-    link = link_url(deps.settings.public_base_url, approval.approval_id, params)
-    deps.email.send(render_approval_email(approval, to=address, link=link, code=code))
-    deps.approvals.mark_emailed(approval.approval_id, ref)
-    _audit(deps, approval.approval_id, "emailed", "sent", actor=address)
-
 
 # --------------------------------------------------------------------------------------------
 # The approval page: GET/HEAD show, POST decides
@@ -301,126 +137,242 @@ class ApprovalHttpRequest:
 
 @dataclass(frozen=True)
 class _Opened:
+    """A link that verified (or verified but expired) and the approval it opens."""
+
     approval: Approval
-    claims: LinkClaims
-    approver: str
-    key: bytes
+    approver: str | None
+    state: State
+    claims: LinkClaims | None = None
+    """``None`` when the link's signature verified but it expired."""
+    key: bytes | None = field(default=None, repr=False)
+
+    def form_key(self) -> tuple[str, LinkClaims, bytes]:
+        """Approver, claims and key of a live link (what the form needs)."""
+        if self.approver is None or self.claims is None or self.key is None:
+            raise LinkExpiredError(f"approval {self.approval.approval_id}: the link expired")
+        return self.approver, self.claims, self.key
 
 
-def view_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
+@dataclass(frozen=True)
+class _Form:
+    decision: ApprovalStatus
+    edits: dict[str, Any]
+    comment: str | None
+
+
+def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
     """Answer ``GET``/``HEAD``: verify the link, audit the view, show the page. Decides nothing.
 
     Returns:
-        The confirmation page for a pending approval; otherwise the page that says why not
-        (already decided by whom and when, expired, run ended, forged link). ``HEAD`` gets the
-        same status and headers with an empty body.
+        :class:`Shown` for a pending approval, :class:`AlreadyDecided` (by whom and when) for a
+        decided one — delivering it again if it was lost (see :data:`REDELIVERY_GRACE`).
+
+    Raises:
+        ApprovalLinkError: the refusal to show (forged or expired link, not an approver, the
+            run ended).
+        ApprovalNotFoundError: a valid link to an approval that no longer exists.
     """
-    opened = _open(req, deps, action="view")
-    if not isinstance(opened, _Opened):
-        return _for_method(req, opened)
-    from langorch.web import pages
-
+    opened = _open(req, ports, refused_action="view")
     approval = opened.approval
-    try:
-        check_decidable(approval, opened.approver, now=deps.clock())
-    except AlreadyDecidedError as exc:
-        _audit_req(deps, req, approval.approval_id, "view", "already_decided", opened.approver)
-        _redeliver_if_lost(req, deps, approval, opened.approver)
-        return _for_method(req, pages.already_decided_page(exc))
-    except ApprovalLinkError as exc:
-        _audit_req(deps, req, approval.approval_id, "view", _reason(exc), opened.approver)
-        return _for_method(req, pages.refusal_page(exc))
-    _audit_req(deps, req, approval.approval_id, "view", "shown", opened.approver)
-    page = pages.approval_page(
-        approval, approver=opened.approver, nonce=form_nonce(opened.claims, opened.key)
+    record(
+        ports.approvals,
+        approval,
+        step(opened.state, Event.view),
+        at=ports.clock(),
+        actor=opened.approver,
+        req=req,
     )
-    return _for_method(req, page)
+    if opened.state in (State.decided, State.delivered):
+        _redeliver_if_lost(req, ports, approval, opened.approver)
+        return AlreadyDecided.of(approval)
+    if opened.state is not State.pending:
+        raise _refusal(approval.approval_id, opened.state)
+    approver, claims, key = opened.form_key()
+    return Shown(approval, approver, form_nonce(claims, key))
 
 
-def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
+def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome:
     """Answer ``POST``: verify link, expiry, nonce, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
     ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
-    delivered. A closed task (timed out) turns the approval ``timed_out`` and shows "too late";
-    nothing resumes. A visit to an approval decided earlier delivers that decision again if it
-    never reached the run (see :data:`REDELIVERY_GRACE`).
+    delivered. A closed task (timed out) turns the approval ``timed_out``: "too late", nothing
+    resumes. A visit to an approval decided earlier delivers that decision again if it never
+    reached the run (see :data:`REDELIVERY_GRACE`).
 
     Returns:
-        The outcome page (decided, already decided by whom and when, or why it was refused).
-    """
-    from langorch.web import pages
+        :class:`Decided`, :class:`AlreadyDecided` (by whom and when) or :class:`FormAgain`
+        (an edit that is not JSON, a wrong code).
 
-    opened = _open(req, deps, action="decide")
-    if not isinstance(opened, _Opened):
-        return opened
-    approval, approver = opened.approval, opened.approver
-    now = deps.clock()
+    Raises:
+        ApprovalLinkError: the refusal (forged or expired link, not an approver, no nonce,
+            codes locked, the run ended, too late).
+        ApprovalNotFoundError: a valid link to an approval that no longer exists.
+        DecisionNotDeliveredError: recorded but not delivered (reopened: press again).
+    """
+    opened = _open(req, ports, refused_action="refused")
+    approval = opened.approval
+    if opened.state in (State.decided, State.delivered):
+        _audit_req(ports, req, approval, "refused", "already_decided", opened.approver)
+        _redeliver_if_lost(req, ports, approval, opened.approver)
+        return AlreadyDecided.of(approval)
     try:
-        check_decidable(approval, approver, now=now)
-        check_nonce(opened.claims, opened.key, req.form.get("nonce", ""))
+        step(opened.state, Event.decide)
+    except TransitionRefusedError as refused:
+        _audit_req(ports, req, approval, "refused", refused.reason, opened.approver)
+        raise _refusal(approval.approval_id, refused.state) from None
+    form = _read_form(req, ports, opened)
+    if isinstance(form, FormAgain):
+        return form
+    _check_run(req, ports, opened)
+    return _record_and_deliver(req, ports, opened, form)
+
+
+def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAction) -> _Opened:
+    """Verify the link and find the approval and approver.
+
+    Raises:
+        LinkForgedError: the signature does not verify.
+        LinkExpiredError: it expired and there is no such approval.
+        ApprovalNotFoundError: it verified but the approval does not exist.
+        NotAnApproverError: its approver is none of the approval's.
+    """
+    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+    now = ports.clock()
+    store = ports.approvals
+    try:
+        claims = verify_link(req.approval_id, req.query, keys.keys, now=now)
+    except LinkForgedError:
+        # Audited only under an approval that exists: a forger cannot make us write to
+        # partitions of their choosing.
+        found = store.get(req.approval_id)
+        if found is not None:
+            _audit_req(ports, req, found, refused_action, "forged_link", None)
+        raise
+    except LinkExpiredError:
+        expired = store.get(req.approval_id)
+        if expired is None:
+            raise
+        # Links expire with their approval: a pending one is expired too (whatever the clock).
+        state = state_of(expired, now=now)
+        who = approver_for(expired, req.query.get("ap", ""))
+        return _Opened(expired, who, State.expired if state is State.pending else state)
+    approval = store.get(req.approval_id)
+    if approval is None:
+        raise ApprovalNotFoundError(f"approval {req.approval_id} does not exist")
+    approver = approver_for(approval, claims.approver_ref)
+    if approver is None:
+        _audit_req(ports, req, approval, refused_action, "not_an_approver", claims.approver_ref)
+        raise NotAnApproverError("the link's approver is not an approver")
+    state = state_of(approval, now=now)
+    return _Opened(approval, approver, state, claims, keys.keys[claims.key_id])
+
+
+def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _Form | FormAgain:
+    """The decision the form carries, or the form again; refusals are raised (audited)."""
+    approval = opened.approval
+    approver, claims, key = opened.form_key()
+    try:
+        check_nonce(claims, key, req.form.get("nonce", ""))
+    except ApprovalLinkError as exc:
+        _audit_req(ports, req, approval, "refused", _reason(exc), approver)
+        raise
+    try:
         decision = parse_decision(req.form.get("decision"))
         edits = _edits(approval, req.form)
-    except AlreadyDecidedError as exc:
-        _audit_req(deps, req, approval.approval_id, "refused", "already_decided", approver)
-        _redeliver_if_lost(req, deps, approval, approver)
-        return pages.already_decided_page(exc)
     except InvalidDecisionError as exc:
-        _audit_req(deps, req, approval.approval_id, "refused", "invalid_form", approver)
-        return _form_again(opened, str(exc) or exc.user_message, 400)
-    except ApprovalLinkError as exc:
-        _audit_req(deps, req, approval.approval_id, "refused", _reason(exc), approver)
-        return pages.refusal_page(exc)
-
-    refused = _check_code(req, deps, opened)
-    if refused is not None:
-        return refused
-    refused = _check_run(req, deps, opened)
-    if refused is not None:
-        return refused
-
+        _audit_req(ports, req, approval, "refused", "invalid_form", approver)
+        nonce = form_nonce(claims, key)
+        return FormAgain(approval, approver, nonce, str(exc) or exc.user_message, exc)
+    again = _check_code(req, ports, opened)
+    if again is not None:
+        return again
     comment = bounded(req.form.get("comment", "").strip(), MAX_COMMENT_CHARS) or None
+    return _Form(ApprovalStatus(decision), edits, comment)
+
+
+def _check_code(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> FormAgain | None:
+    """The form again for a wrong code; raises CodeLockedError once attempts are exhausted."""
+    approval = opened.approval
+    if not approval.require_code:
+        return None
+    approver, claims, key = opened.form_key()
+    stored = ports.approvals.code_hash(approval.approval_id, claims.approver_ref)
     try:
-        decided = deps.approvals.decide(
-            approval.approval_id, ApprovalStatus(decision), approver, comment, edits, now
+        check_code(approval, claims, req.form.get("code", ""), stored, key)
+    except CodeLockedError:
+        _audit_req(ports, req, approval, "refused", "code_locked", approver)
+        raise
+    except CodeMismatchError as exc:
+        failures = ports.approvals.record_code_failure(approval.approval_id)
+        _audit_req(ports, req, approval, "refused", "wrong_code", approver)
+        if failures >= MAX_CODE_FAILURES:
+            raise CodeLockedError("code attempts exhausted") from exc
+        left = MAX_CODE_FAILURES - failures
+        message = f"{exc.user_message} ({left} attempts left.)"
+        return FormAgain(approval, approver, form_nonce(claims, key), message, exc)
+    return None
+
+
+def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> None:
+    """Refuse (and close the approval) when the run ended or no longer waits on it.
+
+    Raises:
+        RunEndedError: the run ended (the approval is cancelled).
+        TooLateError: the run moved on (the approval timed out).
+    """
+    approval = opened.approval
+    try:
+        run = ports.runs.get_run(approval.run_id)
+    except NotFoundError:
+        run = None
+    if run is None or run.is_terminal:
+        apply_event(ports.approvals, approval, Event.run_ended, ports.clock(), opened.approver, req)
+        raise RunEndedError("the run has ended")
+    if run.pending is None or run.pending.interrupt_id != approval.interrupt_id:
+        apply_event(
+            ports.approvals, approval, Event.run_moved_on, ports.clock(), opened.approver, req
+        )
+        raise TooLateError("the run no longer waits on this approval")
+
+
+def _record_and_deliver(
+    req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened, form: _Form
+) -> DecideOutcome:
+    """Record the decision (one conditional write), then hand it to the run."""
+    approval = opened.approval
+    approver, _, _ = opened.form_key()
+    now = ports.clock()
+    try:
+        decided = ports.approvals.decide(
+            approval.approval_id, form.decision, approver, form.comment, form.edits, now
         )
     except AlreadyDecidedError as exc:
-        _audit_req(deps, req, approval.approval_id, "refused", "already_decided", approver)
-        return pages.already_decided_page(exc)
+        _audit_req(ports, req, approval, "refused", "already_decided", approver)
+        return AlreadyDecided(exc)
     except ApprovalLinkError as exc:
-        _audit_req(deps, req, approval.approval_id, "refused", _reason(exc), approver)
-        return pages.refusal_page(exc)
-
+        _audit_req(ports, req, approval, "refused", _reason(exc), approver)
+        raise
     try:
-        deps.stepfunctions.send_success(
-            deps.approvals.task_token(approval.approval_id), decision_output(decided)
+        ports.executions.send_success(
+            ports.approvals.task_token(approval.approval_id), decision_output(decided)
         )
     except TaskClosedError:
-        if not deps.approvals.mark(approval.approval_id, ApprovalStatus.timed_out):
-            current = deps.approvals.get(approval.approval_id)
-            if current is not None and current.delivered_at is not None:
-                # The task timed out meanwhile and the run's timeout took this recorded
-                # decision (resume_after_timeout): it stands.
-                _audit_req(deps, req, approval.approval_id, "decide", decision, approver)
-                return pages.decided_page(current)
-        _audit_req(deps, req, approval.approval_id, "too_late", "task_closed", approver)
-        logger.info(
-            "approval decided after its task closed",
-            extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
-        )
-        return pages.refusal_page(TooLateError("the approval's task is closed"))
+        return _task_closed(req, ports, decided, approver)
     except StorageError:
         # Recorded but not delivered: undo it so pressing again works, instead of leaving a
         # decision that never reaches the run.
-        deps.approvals.reopen(decided)
-        _audit_req(deps, req, approval.approval_id, "refused", "delivery_failed", approver)
+        apply_event(ports.approvals, decided, Event.delivery_failed, ports.clock(), approver, req)
         logger.warning(
             "approval decision could not be delivered; reopened",
             extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
         )
-        return pages.unavailable_page()
-    _mark_delivered(deps, decided)
-    _audit_req(deps, req, approval.approval_id, "decide", decision, approver)
+        raise DecisionNotDeliveredError(
+            f"approval {approval.approval_id}: the decision could not be delivered; reopened"
+        ) from None
+    apply_event(
+        ports.approvals, decided, Event.deliver, ports.clock(), approver, req, tolerant=True
+    )
     logger.info(
         "approval decided",
         extra={
@@ -428,15 +380,35 @@ def decide_approval(req: ApprovalHttpRequest, deps: Container) -> Page:
             "run_id": approval.run_id,
             "workflow_id": approval.workflow_id,
             "step_id": approval.step_id,
-            "decision": decision,
+            "decision": decided.status.value,
             "wait_seconds": int((now - approval.created_at).total_seconds()),
         },
     )
-    return pages.decided_page(decided)
+    return Decided(decided)
+
+
+def _task_closed(
+    req: ApprovalHttpRequest, ports: PagePorts, decided: Approval, approver: str
+) -> Decided:
+    """The task stopped waiting before the decision reached it: "too late", unless the run's
+    timeout took this recorded decision meanwhile (:func:`resume_after_timeout`)."""
+    store, now = ports.approvals, ports.clock()
+    closing = step(state_of(decided, now=now), Event.task_closed)
+    if perform(store, decided, closing, now) is None:
+        current = store.get(decided.approval_id)
+        if current is not None and current.delivered_at is not None:
+            record(store, current, step(State.decided, Event.deliver), at=now, actor=approver)
+            return Decided(current)
+    record(store, decided, closing, at=now, actor=approver, req=req)
+    logger.info(
+        "approval decided after its task closed",
+        extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
+    )
+    raise TooLateError("the approval's task is closed")
 
 
 def _redeliver_if_lost(
-    req: ApprovalHttpRequest, deps: Container, approval: Approval, visitor: str | None
+    req: ApprovalHttpRequest, ports: PagePorts, approval: Approval, visitor: str | None
 ) -> None:
     """Deliver a decision again that was recorded but never reached the run.
 
@@ -447,121 +419,25 @@ def _redeliver_if_lost(
     with this same decision (:func:`resume_after_timeout`): either way nothing is left to send.
     A storage failure leaves it for the next visit.
     """
-    if not redelivery_due(approval, now=deps.clock(), grace=REDELIVERY_GRACE):
+    now = ports.clock()
+    if not redelivery_due(approval, now=now, grace=REDELIVERY_GRACE):
         return
     ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
     try:
-        token = deps.approvals.task_token(approval.approval_id)
-        deps.stepfunctions.send_success(token, decision_output(approval))
-        outcome = "delivered"
+        token = ports.approvals.task_token(approval.approval_id)
+        ports.executions.send_success(token, decision_output(approval))
+        event = Event.redeliver
     except TaskClosedError:
-        outcome = "task_closed"
+        event = Event.redeliver_closed
     except (StorageError, NotFoundError):
-        _audit_req(deps, req, approval.approval_id, "redeliver", "failed", visitor)
+        apply_event(ports.approvals, approval, Event.redeliver_failed, now, visitor, req)
         logger.warning("recorded approval decision could not be redelivered", extra=ids)
         return
-    _mark_delivered(deps, approval)
-    _audit_req(deps, req, approval.approval_id, "redeliver", outcome, visitor)
+    apply_event(ports.approvals, approval, event, ports.clock(), visitor, req, tolerant=True)
     logger.warning(
         "lost approval decision redelivered",
-        extra={**ids, "decision": approval.status.value, "outcome": outcome},
+        extra={**ids, "decision": approval.status.value, "outcome": event.value},
     )
-
-
-def _mark_delivered(deps: Container, approval: Approval) -> None:
-    """Note the delivery; failing to note it only costs one more send on a later visit."""
-    try:
-        deps.approvals.mark_delivered(approval.approval_id, deps.clock())
-    except StorageError:
-        logger.warning(
-            "approval decision delivered but not marked delivered",
-            extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
-        )
-
-
-def _open(req: ApprovalHttpRequest, deps: Container, *, action: str) -> _Opened | Page:
-    """Verify the link and find the approval and approver, or the page that says why not."""
-    from langorch.domain.approvals import LinkForgedError
-    from langorch.web import pages
-
-    audit_action = "view" if action == "view" else "refused"
-    keys = load_signing_keys(deps.secrets, deps.settings.link_signing_secret)
-    now = deps.clock()
-    try:
-        claims = verify_link(req.approval_id, req.query, keys.keys, now=now)
-    except LinkForgedError as exc:
-        # Audited only under an approval that exists: a forger cannot make us write to
-        # partitions of their choosing.
-        if deps.approvals.get(req.approval_id) is not None:
-            _audit_req(deps, req, req.approval_id, audit_action, "forged_link", None)
-        return pages.refusal_page(exc)
-    except LinkExpiredError as exc:
-        expired = deps.approvals.get(req.approval_id)
-        if expired is None:
-            return pages.refusal_page(exc)
-        who = approver_for(expired, req.query.get("ap", ""))
-        if expired.status in (ApprovalStatus.approved, ApprovalStatus.rejected):
-            _audit_req(deps, req, req.approval_id, audit_action, "already_decided", who)
-            _redeliver_if_lost(req, deps, expired, who)
-            return pages.already_decided_page(
-                AlreadyDecidedError(
-                    expired.approval_id, expired.status, expired.decided_by, expired.decided_at
-                )
-            )
-        _audit_req(deps, req, req.approval_id, audit_action, "expired", who)
-        return pages.refusal_page(exc)
-    approval = deps.approvals.get(req.approval_id)
-    if approval is None:
-        return pages.not_found_page()
-    approver = approver_for(approval, claims.approver_ref)
-    if approver is None:
-        _audit_req(
-            deps, req, approval.approval_id, audit_action, "not_an_approver", claims.approver_ref
-        )
-        return pages.refusal_page(NotAnApproverError("the link's approver is not an approver"))
-    return _Opened(approval, claims, approver, keys.keys[claims.key_id])
-
-
-def _check_code(req: ApprovalHttpRequest, deps: Container, opened: _Opened) -> Page | None:
-    from langorch.web import pages
-
-    approval = opened.approval
-    if not approval.require_code:
-        return None
-    stored = deps.approvals.code_hash(approval.approval_id, opened.claims.approver_ref)
-    try:
-        check_code(approval, opened.claims, req.form.get("code", ""), stored, opened.key)
-    except CodeLockedError as exc:
-        _audit_req(deps, req, approval.approval_id, "refused", "code_locked", opened.approver)
-        return pages.refusal_page(exc)
-    except CodeMismatchError as exc:
-        failures = deps.approvals.record_code_failure(approval.approval_id)
-        _audit_req(deps, req, approval.approval_id, "refused", "wrong_code", opened.approver)
-        if failures >= MAX_CODE_FAILURES:
-            return pages.refusal_page(CodeLockedError("code attempts exhausted"))
-        left = MAX_CODE_FAILURES - failures
-        return _form_again(opened, f"{exc.user_message} ({left} attempts left.)", exc.status)
-    return None
-
-
-def _check_run(req: ApprovalHttpRequest, deps: Container, opened: _Opened) -> Page | None:
-    """Refuse when the run ended or no longer waits on this approval (nothing may resume)."""
-    from langorch.web import pages
-
-    approval = opened.approval
-    try:
-        run = deps.runs.get_run(approval.run_id)
-    except NotFoundError:
-        run = None
-    if run is None or run.is_terminal:
-        deps.approvals.mark(approval.approval_id, ApprovalStatus.cancelled)
-        _audit_req(deps, req, approval.approval_id, "refused", "run_ended", opened.approver)
-        return pages.refusal_page(RunEndedError("the run has ended"))
-    if run.pending is None or run.pending.interrupt_id != approval.interrupt_id:
-        deps.approvals.mark(approval.approval_id, ApprovalStatus.timed_out)
-        _audit_req(deps, req, approval.approval_id, "too_late", "run_moved_on", opened.approver)
-        return pages.refusal_page(TooLateError("the run no longer waits on this approval"))
-    return None
 
 
 def _edits(approval: Approval, form: Mapping[str, str]) -> dict[str, Any]:
@@ -598,81 +474,16 @@ def _edits(approval: Approval, form: Mapping[str, str]) -> dict[str, Any]:
     return edits
 
 
-def _form_again(opened: _Opened, error: str, status: int) -> Page:
-    from langorch.web import pages
-
-    return pages.approval_page(
-        opened.approval,
-        approver=opened.approver,
-        nonce=form_nonce(opened.claims, opened.key),
-        error=error,
-        status=status,
-    )
-
-
-def _for_method(req: ApprovalHttpRequest, page: Page) -> Page:
-    from langorch.web.pages import Page as PageType
-
-    if req.method.upper() == "HEAD":
-        return PageType(status=page.status, body="", headers=page.headers)
-    return page
-
-
 # --------------------------------------------------------------------------------------------
-# Timeout
+# Refusals and audit
 # --------------------------------------------------------------------------------------------
 
 
-def resume_after_timeout(run_id: str, interrupt_id: str, deps: Container) -> dict[str, Any]:
-    """What a run whose approval task timed out resumes with (the run segment calls this).
-
-    A decision recorded while the approval was open stands: if its delivery was lost (a crash
-    between the write and ``SendTaskSuccess``), the run resumes with it, not ``timed_out``.
-    It is claimed by marking it delivered, so a decider still on its way, finding the task
-    closed, can no longer turn it into ``timed_out`` behind the run's back. Without a recorded
-    decision the approval expires (:func:`expire_approval`).
-
-    Returns:
-        The recorded decision's ``{"decision", "approver", "comment", "edits"}``, or
-        ``{"decision": "timed_out"}``.
-    """
-    approval_id = approval_id_for(run_id, interrupt_id)
-    recorded = deps.approvals.mark_delivered(approval_id, deps.clock())
-    if recorded is None:
-        expire_approval(run_id, interrupt_id, deps)
-        return {"decision": "timed_out"}
-    _audit(deps, approval_id, "redeliver", "at_timeout", actor=recorded.decided_by)
-    logger.warning(
-        "decision recovered at timeout",
-        extra={
-            "approval_id": approval_id,
-            "run_id": run_id,
-            "decision": recorded.status.value,
-        },
-    )
-    return decision_output(recorded)
-
-
-def expire_approval(run_id: str, interrupt_id: str, deps: Container) -> bool:
-    """Close the approval of a run's interrupt as ``timed_out`` (its task timed out).
-
-    Called by :func:`resume_after_timeout` when no decision was recorded. A missing or already
-    closed approval, or a decision already delivered, is left as it is.
-
-    Returns:
-        Whether this call closed it.
-    """
-    approval_id = approval_id_for(run_id, interrupt_id)
-    changed = deps.approvals.mark(approval_id, ApprovalStatus.timed_out)
-    if changed:
-        _audit(deps, approval_id, "expired", "timed_out")
-        logger.info("approval timed out", extra={"approval_id": approval_id, "run_id": run_id})
-    return changed
-
-
-# --------------------------------------------------------------------------------------------
-# Audit
-# --------------------------------------------------------------------------------------------
+def _refusal(approval_id: str, state: State) -> ApprovalLinkError:
+    """The refusal an approval in ``state`` answers a visitor with."""
+    if state is State.cancelled:
+        return RunEndedError(f"approval {approval_id} was cancelled")
+    return LinkExpiredError(f"approval {approval_id} timed out")
 
 
 def _reason(exc: ApprovalLinkError) -> str:
@@ -680,43 +491,20 @@ def _reason(exc: ApprovalLinkError) -> str:
     return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
 
 
-def _audit(
-    deps: Container,
-    approval_id: str,
-    action: Any,
-    outcome: str,
-    *,
-    actor: str | None = None,
-    at: datetime | None = None,
-) -> None:
-    deps.approvals.append_audit(
-        AuditEntry(
-            approval_id=approval_id,
-            at=at or deps.clock(),
-            action=action,
-            outcome=outcome,
-            actor=actor,
-        )
-    )
-
-
 def _audit_req(
-    deps: Container,
+    ports: PagePorts,
     req: ApprovalHttpRequest,
-    approval_id: str,
-    action: Any,
+    approval: Approval,
+    action: AuditAction,
     outcome: str,
     actor: str | None,
 ) -> None:
-    deps.approvals.append_audit(
-        AuditEntry(
-            approval_id=approval_id,
-            at=deps.clock(),
-            action=action,
-            outcome=outcome,
-            actor=actor,
-            source_ip=req.source_ip,
-            user_agent=bounded(req.user_agent, MAX_USER_AGENT_CHARS) if req.user_agent else None,
-            method=req.method.upper(),
-        )
+    audit(
+        ports.approvals,
+        approval.approval_id,
+        action,
+        outcome,
+        at=ports.clock(),
+        actor=actor,
+        req=req,
     )

@@ -3,6 +3,11 @@
 Everything is built on first use, so a function that only starts runs never imports LangGraph
 or an LLM SDK (ARCHITECTURE §2 "Cold starts"). Tests and the local stack build a container with
 their own ``Settings`` (endpoint, names) — nowhere else swaps endpoints.
+
+This is the only module that knows which implementation stands behind each port
+(:mod:`langorch.app.ports`): the use-cases declare the ports they need, and the container
+satisfies them structurally (``container.runs`` is a ``RunsStore``, ``container.executions`` an
+``Executions``, ...). Use-case tests pass in-memory fakes instead (``tests/fakes``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from langorch.adapters.aws import make_client
+from langorch.adapters.aws import make_client, new_session
 from langorch.config import Settings
 
 if TYPE_CHECKING:
@@ -27,8 +32,8 @@ if TYPE_CHECKING:
     from langorch.adapters.scheduler import Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
-    from langorch.app.approvals import EmailSender
     from langorch.app.memory import MemoryManager
+    from langorch.app.ports import EmailSender
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import HttpCaller
     from langorch.llm import LLMRegistry
@@ -54,6 +59,7 @@ class Container:
         ids: Callable[[], str] = _new_id,
         llm: LLMRegistry | None = None,
         http: HttpCaller | None = None,
+        email: EmailSender | None = None,
     ) -> None:
         self.settings = settings
         self._session = session
@@ -63,11 +69,15 @@ class Container:
             self.__dict__["llm"] = llm
         if http is not None:
             self.__dict__["http"] = http
+        if email is not None:
+            self.__dict__["email"] = email
 
     def client(self, service: str) -> Any:
         """A boto3 client at the configured endpoint (cached per service)."""
         cache: dict[str, Any] = self.__dict__.setdefault("_clients", {})
         if service not in cache:
+            # One session for all of this container's clients: each costs ~55 ms (P3).
+            self._session = self._session or new_session(self.settings)
             cache[service] = make_client(service, self.settings, session=self._session)
         return cache[service]
 
@@ -115,6 +125,11 @@ class Container:
 
         return StepFunctions(self.client("stepfunctions"), self.settings.state_machine_arn)
 
+    @property
+    def executions(self) -> StepFunctions:
+        """The run state machine's executions (the ``Executions`` port): :attr:`stepfunctions`."""
+        return self.stepfunctions
+
     @cached_property
     def secrets(self) -> Secrets:
         from langorch.adapters.secrets import Secrets
@@ -129,8 +144,9 @@ class Container:
 
     @cached_property
     def email(self) -> EmailSender:
+        """SES; in local mode (``outbox_dir`` set) the outbox folder instead."""
         if self.settings.outbox_dir:
-            from langorch.local.outbox import OutboxSender
+            from langorch.adapters.outbox import OutboxSender
 
             return OutboxSender(self.settings.outbox_dir)
         from langorch.adapters.ses import SesSender

@@ -1,7 +1,7 @@
 """Rotating the approval-link signing key: a new key signs, the previous ones still verify.
 
 The secret holds ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}`` (read by
-:func:`langorch.app.approvals.load_signing_keys`). Links carry the id of the key that signed
+:func:`langorch.app.approval_keys.load_signing_keys`). Links carry the id of the key that signed
 them, so a link already emailed keeps verifying as long as its key stays in ``keys``: a
 rotation adds a fresh key, makes it current and keeps the newest ``keep`` keys. Handlers cache
 the secret for up to :data:`langorch.adapters.secrets.DEFAULT_MAX_AGE_SECONDS`, during which
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from langorch.app.approvals import MIN_KEY_BYTES, load_signing_keys
+from langorch.app.approval_keys import MIN_KEY_BYTES, load_signing_keys
 from langorch.domain.errors import LangorchError
 
 if TYPE_CHECKING:

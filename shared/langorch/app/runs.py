@@ -3,6 +3,10 @@
 ``run_segment`` is what the ``run_segment`` Lambda calls once per Step Functions iteration: it
 takes the run's lease (one writer per run), advances the graph by one segment, records the
 timeline and the run's new status, and returns what the state machine branches on.
+
+Each use-case names the ports it needs in a small ``Protocol`` (``StartDeps``, ``LaunchDeps``,
+``SegmentDeps``, ``EndDeps``, ``CancelDeps``): the container satisfies them in the handlers,
+the fakes of ``tests/fakes`` in the use-case tests.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from langorch.domain.errors import RunNotFinishedError, UnknownInterruptError
 from langorch.domain.inputs import ensure_valid_input, with_defaults
@@ -32,12 +36,100 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
+    from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.container import Container
+    from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
+    from langorch.config import Settings
+    from langorch.engine.compiler import GraphCompiler
+    from langorch.engine.context import FileReader, HttpCaller, LLMInvoker, Memory
 
 logger = logging.getLogger(__name__)
 
 LEASE_GRACE_SECONDS = 120.0
 """A lease outlives the segment's budget by this much, so a crashed segment's lease expires."""
+
+
+# --------------------------------------------------------------------------------------------
+# The ports each use-case needs
+# --------------------------------------------------------------------------------------------
+
+
+class StartDeps(Protocol):
+    """What :func:`start_run` needs: the workflows, the runs, a clock and ids."""
+
+    @property
+    def definitions(self) -> WorkflowSource: ...
+    @property
+    def runs(self) -> RunsStore: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def ids(self) -> Ids: ...
+
+
+class LaunchDeps(StartDeps, Protocol):
+    """What :func:`launch_run` needs: :class:`StartDeps` and the executions."""
+
+    @property
+    def executions(self) -> Executions: ...
+
+
+class EndDeps(Protocol):
+    """What :func:`mark_failed` needs: the runs and a clock."""
+
+    @property
+    def runs(self) -> RunsStore: ...
+    @property
+    def clock(self) -> Clock: ...
+
+
+class CancelDeps(EndDeps, Protocol):
+    """What :func:`cancel_run` needs: :class:`EndDeps`, the executions, the approvals."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def executions(self) -> Executions: ...
+    @property
+    def approvals(self) -> ApprovalsStore: ...
+
+
+class Checkpoints(Protocol):
+    """The part of the checkpointer a segment drives itself: write what it buffered."""
+
+    def flush(self) -> None:
+        """Store every buffered checkpoint write."""
+        ...
+
+
+class SegmentDeps(Protocol):
+    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def runs(self) -> RunsStore: ...
+    @property
+    def compiler(self) -> GraphCompiler: ...
+    @property
+    def checkpointer(self) -> Checkpoints: ...
+    @property
+    def llm(self) -> LLMInvoker: ...
+    @property
+    def memory(self) -> Memory: ...
+    @property
+    def http(self) -> HttpCaller | None: ...
+    @property
+    def files(self) -> FileReader: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def ids(self) -> Ids: ...
+
+
+# --------------------------------------------------------------------------------------------
+# Starting a run
+# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -53,7 +145,7 @@ class StartRun:
     user_id: str = "default"
 
 
-def start_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
+def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
     """Create the run record; a repeated dedupe key returns the existing run and ``False``.
 
     Raises:
@@ -104,7 +196,7 @@ def start_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
     return stored, created
 
 
-def launch_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
+def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
     """Start a run end to end: the run record, then its execution (named by the run id).
 
     Both halves are idempotent, so a duplicate or retried event — even one that arrives after
@@ -116,7 +208,7 @@ def launch_run(cmd: StartRun, deps: Container) -> tuple[RunRecord, bool]:
     run, created = start_run(cmd, deps)
     # The execution ARN derives from the run id; it is not written back to the record, which
     # the first segment may already be changing.
-    arn, started = deps.stepfunctions.start(run.run_id, {"run_id": run.run_id, "resume": None})
+    arn, started = deps.executions.start(run.run_id, {"run_id": run.run_id, "resume": None})
     run = run.model_copy(update={"execution_arn": arn})
     logger.info(
         "run launched" if started else "execution already exists",
@@ -171,7 +263,7 @@ class SegmentResult:
         return data
 
 
-def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
+def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
     """Run one segment of a run under its lease.
 
     Raises:
@@ -197,12 +289,20 @@ def run_segment(cmd: RunSegment, deps: Container) -> SegmentResult:
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
 
         # A decision recorded in time but lost on its way to the task stands over the timeout.
-        answer = resume_after_timeout(run.run_id, run.pending.interrupt_id, deps)
+        # The approvals store is not among SegmentDeps yet; the container the handler passes
+        # has it.
+        approvals = cast("Container", deps).approvals
+        answer = resume_after_timeout(
+            run.run_id, run.pending.interrupt_id, approvals=approvals, clock=deps.clock
+        )
         cmd = replace(cmd, resume=answer)
     budget = deps.settings.segment_budget_seconds
     owner = cmd.owner or deps.ids()
     fence = deps.runs.acquire_lease(
-        run.run_id, owner, now=time.time(), ttl_seconds=budget + LEASE_GRACE_SECONDS
+        run.run_id,
+        owner,
+        now=deps.clock().timestamp(),
+        ttl_seconds=budget + LEASE_GRACE_SECONDS,
     )
     try:
         interrupt_id = cmd.interrupt_id
@@ -278,7 +378,7 @@ def _uses_memory(plan: Any) -> bool:
 def _record(
     run: RunRecord,
     result: Any,
-    deps: Container,
+    deps: SegmentDeps,
     fence: int,
     started_at: datetime,
     parked: PendingInterrupt | None,
@@ -476,7 +576,7 @@ def _closing_seq(run: RunRecord) -> int:
     return (run.segment + 1) * 1_000_000 - 1
 
 
-def mark_failed(run_id: str, error: RunError, deps: Container) -> bool:
+def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
     """End the run ``failed`` with ``error``, unless it has already ended.
 
     The state machine calls this (``MarkFailed``) when a segment failed past its retries or
@@ -486,7 +586,7 @@ def mark_failed(run_id: str, error: RunError, deps: Container) -> bool:
     Args:
         run_id: the run.
         error: why it failed (shown by ``langorch runs show``).
-        deps: the container.
+        deps: the runs and a clock.
 
     Returns:
         Whether this call failed the run.
@@ -539,7 +639,7 @@ def mark_failed(run_id: str, error: RunError, deps: Container) -> bool:
 
 def cancel_run(
     run_id: str,
-    deps: Container,
+    deps: CancelDeps,
     *,
     actor: str = "operator",
     reason: str = "cancelled by an operator",
@@ -552,7 +652,7 @@ def cancel_run(
 
     Args:
         run_id: the run.
-        deps: the container.
+        deps: the runs, the executions and the approvals.
         actor: who cancelled (kept in the timeline).
         reason: why (kept as the run's status reason and the execution's stop cause).
 
@@ -592,7 +692,7 @@ def cancel_run(
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to stop
     if deps.settings.state_machine_arn:
-        deps.stepfunctions.stop(run_id, reason)
+        deps.executions.stop(run_id, reason)
     if parked is not None and parked.kind == "approval":
         _close_approval(run_id, parked, deps)
     logger.info(
@@ -602,14 +702,10 @@ def cancel_run(
     return run, changed
 
 
-def _close_approval(run_id: str, parked: PendingInterrupt, deps: Container) -> None:
-    try:
-        from langorch.domain.approvals import ApprovalStatus, approval_id_for
+def _close_approval(run_id: str, parked: PendingInterrupt, deps: CancelDeps) -> None:
+    from langorch.app.approvals import close_for_ended_run  # the lifecycle table's "cancel"
 
-        approvals = deps.approvals
-    except ImportError:
-        return  # no approvals store in this build: the parked request is only in the run
-    approvals.mark(approval_id_for(run_id, parked.interrupt_id), ApprovalStatus.cancelled)
+    close_for_ended_run(run_id, parked.interrupt_id, approvals=deps.approvals, clock=deps.clock)
 
 
 # --------------------------------------------------------------------------------------------
@@ -621,7 +717,7 @@ ApprovalAnswer = Callable[[dict[str, Any]], dict[str, Any]]
 
 def drive(
     run_id: str,
-    deps: Container,
+    deps: SegmentDeps,
     *,
     on_approval: ApprovalAnswer,
     sleep: Callable[[float], None] = time.sleep,

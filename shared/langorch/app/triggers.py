@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from os.path import commonprefix
 from pathlib import Path
 from secrets import token_bytes
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from langorch.app.runs import StartRun, launch_run
+from langorch.app.runs import LaunchDeps, StartRun, launch_run
 from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
 from langorch.domain.errors import (
     DefinitionError,
@@ -59,8 +59,9 @@ from langorch.domain.webhooks import SignedDelivery, format_secret, header, secr
 from langorch.web.http import error_body, http_status
 
 if TYPE_CHECKING:
-    from langorch.app.container import Container
-    from langorch.app.definitions import RegisterResult
+    from langorch.app.definitions import DefinitionsStore, RegisterResult
+    from langorch.app.ports import ScheduleStore, SecretsStore, WorkflowSource
+    from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,54 @@ SECRET_REFRESH_SECONDS = 10.0
 often per workflow, so forged requests cannot turn into a Secrets Manager call each."""
 
 _IDENTIFIER = re.compile(IDENTIFIER)
+
+
+# --------------------------------------------------------------------------------------------
+# The ports each use-case needs (the container satisfies them; tests pass fakes)
+# --------------------------------------------------------------------------------------------
+
+
+class TriggerDeps(LaunchDeps, Protocol):
+    """What schedule and S3 events need: starting runs, and the settings."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+
+class WebhookDeps(TriggerDeps, Protocol):
+    """What a webhook delivery needs: :class:`TriggerDeps` and the webhook secrets."""
+
+    @property
+    def secrets(self) -> SecretsStore: ...
+
+
+class SyncDeps(Protocol):
+    """What syncing a workflow's triggers needs: its secret and its schedules."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def secrets(self) -> SecretsStore: ...
+    @property
+    def schedules(self) -> ScheduleStore: ...
+
+
+class RegisterDeps(SyncDeps, Protocol):
+    """What registering definitions needs: :class:`SyncDeps` and the definitions store."""
+
+    @property
+    def definitions(self) -> DefinitionsStore: ...
+
+
+class RotateDeps(Protocol):
+    """What rotating a webhook secret needs: the workflow and its secret."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def definitions(self) -> WorkflowSource: ...
+    @property
+    def secrets(self) -> SecretsStore: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,7 +284,7 @@ class TriggerIndex:
 _INDEXES: weakref.WeakKeyDictionary[Any, TriggerIndex] = weakref.WeakKeyDictionary()
 
 
-def trigger_index(deps: Container) -> TriggerIndex:
+def trigger_index(deps: TriggerDeps) -> TriggerIndex:
     """The container's :class:`TriggerIndex` (built on first use)."""
     index = _INDEXES.get(deps)
     if index is None:
@@ -249,7 +298,7 @@ def trigger_index(deps: Container) -> TriggerIndex:
 # --------------------------------------------------------------------------------------------
 
 
-def handle_webhook(request: WebhookRequest, deps: Container) -> tuple[int, dict[str, Any]]:
+def handle_webhook(request: WebhookRequest, deps: WebhookDeps) -> tuple[int, dict[str, Any]]:
     """Verify a webhook delivery and start its run.
 
     Checks, in order: body size (413), JSON content type and body (415), a workflow with a
@@ -258,7 +307,7 @@ def handle_webhook(request: WebhookRequest, deps: Container) -> tuple[int, dict[
 
     Args:
         request: the delivery.
-        deps: the container.
+        deps: the ports it needs.
 
     Returns:
         ``(202, {"run_id", "created"})`` — ``created`` is false for a repeated delivery id,
@@ -279,7 +328,7 @@ def handle_webhook(request: WebhookRequest, deps: Container) -> tuple[int, dict[
     return 202, {"run_id": started.run_id, "created": started.created}
 
 
-def _accept_webhook(request: WebhookRequest, deps: Container) -> StartedRun:
+def _accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
     settings = deps.settings
     limit = settings.webhook_max_body_bytes
     if len(request.body) > limit:
@@ -333,7 +382,7 @@ def _json_body(request: WebhookRequest) -> Any:
         raise UnsupportedMediaTypeError(f"the body is not valid JSON: {exc}") from exc
 
 
-def _webhook_workflow(workflow_id: str, deps: Container) -> tuple[TaskPlan, Trigger]:
+def _webhook_workflow(workflow_id: str, deps: TriggerDeps) -> tuple[TaskPlan, Trigger]:
     plan = trigger_index(deps).workflow(workflow_id) if _IDENTIFIER.match(workflow_id) else None
     if plan is None:
         raise NotFoundError(f"no workflow {workflow_id!r}")
@@ -346,7 +395,7 @@ def _webhook_workflow(workflow_id: str, deps: Container) -> tuple[TaskPlan, Trig
     return plan, trigger
 
 
-def _verified(request: WebhookRequest, workflow_id: str, deps: Container) -> SignedDelivery:
+def _verified(request: WebhookRequest, workflow_id: str, deps: WebhookDeps) -> SignedDelivery:
     settings = deps.settings
     delivery = SignedDelivery.from_headers(
         request.headers,
@@ -375,12 +424,12 @@ def _verified(request: WebhookRequest, workflow_id: str, deps: Container) -> Sig
 # --------------------------------------------------------------------------------------------
 
 
-def handle_schedule(event: ScheduleFired, deps: Container) -> TriggerOutcome:
+def handle_schedule(event: ScheduleFired, deps: TriggerDeps) -> TriggerOutcome:
     """Start the run for one schedule slot (once, however often the slot is delivered).
 
     Args:
         event: the schedule's Input with the scheduled time substituted.
-        deps: the container.
+        deps: the ports it needs.
 
     Returns:
         The run started or found; a skip when the workflow or its schedule trigger is gone or
@@ -422,7 +471,7 @@ def handle_schedule(event: ScheduleFired, deps: Container) -> TriggerOutcome:
     return outcome
 
 
-def handle_s3_object(event: S3ObjectCreated, deps: Container) -> TriggerOutcome:
+def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcome:
     """Start one run of every workflow whose s3 trigger matches the object.
 
     A trigger matches on its bucket (default: the deployment's drop bucket), prefix and
@@ -430,7 +479,7 @@ def handle_s3_object(event: S3ObjectCreated, deps: Container) -> TriggerOutcome:
 
     Args:
         event: the object (key already URL-decoded).
-        deps: the container.
+        deps: the ports it needs.
 
     Returns:
         The runs started or found, and the workflows skipped with the reason.
@@ -483,7 +532,7 @@ def handle_s3_object(event: S3ObjectCreated, deps: Container) -> TriggerOutcome:
     return outcome
 
 
-def _start(outcome: TriggerOutcome, command: StartRun, deps: Container) -> None:
+def _start(outcome: TriggerOutcome, command: StartRun, deps: TriggerDeps) -> None:
     """Launch one run; record a skip for what a retry cannot fix."""
     try:
         run, created = launch_run(command, deps)
@@ -513,7 +562,7 @@ def new_webhook_secret() -> str:
 
 def sync_triggers(
     plan: TaskPlan,
-    deps: Container,
+    deps: SyncDeps,
     *,
     new_secret: Callable[[], str] = new_webhook_secret,
 ) -> TriggerSync:
@@ -528,7 +577,7 @@ def sync_triggers(
 
     Args:
         plan: the stored workflow version (its latest).
-        deps: the container (settings, secrets, schedules).
+        deps: the settings, the secrets and the schedules.
         new_secret: makes a secret's value (tests pass a fixed one).
 
     Returns:
@@ -559,7 +608,7 @@ def sync_triggers(
 
 
 def _sync_schedules(
-    plan: TaskPlan, desired: list[DesiredSchedule], deps: Container, sync: TriggerSync
+    plan: TaskPlan, desired: list[DesiredSchedule], deps: SyncDeps, sync: TriggerSync
 ) -> None:
     schedules = deps.schedules
     names = [schedule_name(plan.plan_id, i) for i in range(max(len(desired), 2))]
@@ -609,7 +658,7 @@ def _sync_schedules(
         )
 
 
-def register_and_sync(paths: Sequence[str | Path], deps: Container) -> RegisteredBatch:
+def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> RegisteredBatch:
     """Validate and store definition files, then sync every stored workflow's triggers.
 
     Schedules EventBridge Scheduler cannot express are reported with the other problems,
@@ -617,7 +666,7 @@ def register_and_sync(paths: Sequence[str | Path], deps: Container) -> Registere
 
     Args:
         paths: definition files (YAML or JSON).
-        deps: the container.
+        deps: the ports it needs.
 
     Returns:
         The stored definitions and, per workflow, what its triggers' sync did.
@@ -648,7 +697,7 @@ def register_and_sync(paths: Sequence[str | Path], deps: Container) -> Registere
 
 def rotate_webhook_secret(
     workflow_id: str,
-    deps: Container,
+    deps: RotateDeps,
     *,
     new_secret: Callable[[], str] = new_webhook_secret,
 ) -> str:
@@ -658,7 +707,7 @@ def rotate_webhook_secret(
 
     Args:
         workflow_id: the workflow (it must have a webhook trigger).
-        deps: the container.
+        deps: the ports it needs.
         new_secret: makes the new value.
 
     Returns:

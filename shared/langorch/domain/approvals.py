@@ -489,31 +489,6 @@ def check_code(
 # --------------------------------------------------------------------------------------------
 
 
-def check_decidable(approval: Approval, approver: str | None, *, now: datetime) -> str:
-    """The approver's address if they may decide ``approval`` now.
-
-    Order matters: a decided approval answers "already decided" even after it expired, so
-    the loser and every later click read who decided and when.
-
-    Raises:
-        NotAnApproverError: the link's approver is not one of the approval's approvers.
-        AlreadyDecidedError: it was approved or rejected already.
-        RunEndedError: it was cancelled (the run ended).
-        LinkExpiredError: it timed out or its expiry has passed.
-    """
-    if approver is None:
-        raise NotAnApproverError(f"approval {approval.approval_id}: not an approver")
-    if approval.status in DECISIONS:
-        raise AlreadyDecidedError(
-            approval.approval_id, approval.status, approval.decided_by, approval.decided_at
-        )
-    if approval.status is ApprovalStatus.cancelled:
-        raise RunEndedError(f"approval {approval.approval_id} was cancelled")
-    if approval.status is ApprovalStatus.timed_out or now >= approval.expires_at:
-        raise LinkExpiredError(f"approval {approval.approval_id} timed out")
-    return approver
-
-
 def decision_output(approval: Approval) -> dict[str, Any]:
     """What ``SendTaskSuccess`` carries for a recorded decision (the run's resume value).
 
@@ -561,7 +536,15 @@ def parse_decision(value: str | None) -> Decision:
 # --------------------------------------------------------------------------------------------
 
 AuditAction = Literal[
-    "requested", "emailed", "view", "decide", "redeliver", "refused", "expired", "too_late"
+    "requested",
+    "emailed",
+    "view",
+    "decide",
+    "redeliver",
+    "refused",
+    "expired",
+    "too_late",
+    "cancelled",
 ]
 
 

@@ -15,7 +15,6 @@ execution is named by the run id, so a repeated event starts nothing:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +23,7 @@ from urllib.parse import unquote_plus
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from langorch.domain.cron import aws_cron
 from langorch.domain.definitions import TaskPlan, Trigger
 from langorch.domain.errors import Problem
 
@@ -347,150 +347,3 @@ def schedule_problems(plan: TaskPlan) -> list[Problem]:
                 )
             )
     return problems
-
-
-_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_PLAIN_FIELD = re.compile(r"^[0-9A-Za-z,\-*/]+$")
-_DAY_OF_MONTH = re.compile(r"^[0-9A-Za-z,\-*/?]+$")
-
-
-def aws_cron(expression: str) -> str:
-    """A five-field cron as EventBridge Scheduler's ``cron(m h dom mon dow year)``.
-
-    AWS differs from classic cron: a sixth field (year); exactly one of day-of-month and
-    day-of-week must be ``?``; days of the week count 1-7 from Sunday (classic: 0-7, 0 and 7
-    Sunday) and take no ``/`` steps. Days are written as names (``MON-FRI``), which both
-    read the same.
-
-    Args:
-        expression: ``minute hour day-of-month month day-of-week`` (already valid cron).
-
-    Returns:
-        The AWS expression, e.g. ``cron(0 12 ? * TUE *)`` for ``0 12 * * 2``.
-
-    Raises:
-        ValueError: the expression restricts both day-of-month and day-of-week (classic cron
-            runs when either matches; AWS cannot say that), or uses syntax AWS has not.
-    """
-    fields = expression.split()
-    if len(fields) != 5:
-        raise ValueError(f"{expression!r} has {len(fields)} fields, not 5")
-    minute, hour, dom, month, dow = fields
-    for name, value in (("minute", minute), ("hour", hour), ("month", month)):
-        if not _PLAIN_FIELD.match(value):
-            raise ValueError(f"{name} {value!r} uses syntax EventBridge Scheduler does not accept")
-    if not _DAY_OF_MONTH.match(dom):
-        raise ValueError(f"day-of-month {dom!r} uses syntax EventBridge Scheduler does not accept")
-    days = _aws_days(dow)
-    dom_free = dom in ("*", "?")
-    if days is None:
-        dom_aws, dow_aws = (dom if not dom_free else "*"), "?"
-    elif dom_free:
-        dom_aws, dow_aws = "?", days
-    else:
-        raise ValueError(
-            f"{expression!r} restricts both day-of-month and day-of-week, "
-            "which EventBridge Scheduler cannot express"
-        )
-    # AWS documents steps from a start value (0/15); classic */15 starts at the field's first.
-    minute, hour = _from_first(minute, "0"), _from_first(hour, "0")
-    dom_aws, month = _from_first(dom_aws, "1"), _from_first(month, "1")
-    return f"cron({minute} {hour} {dom_aws} {month.upper()} {dow_aws} *)"
-
-
-def cron_from_aws(expression: str) -> str:
-    """The five-field classic cron of an AWS ``cron(…)`` expression (the local tick's view).
-
-    Args:
-        expression: ``cron(m h dom mon dow year)`` as :func:`aws_cron` writes it.
-
-    Raises:
-        ValueError: not a six-field ``cron(…)`` expression.
-    """
-    match = re.fullmatch(r"cron\((.*)\)", expression.strip())
-    fields = match.group(1).split() if match else []
-    if len(fields) != 6:
-        raise ValueError(f"{expression!r} is not an AWS cron(…) expression")
-    minute, hour, dom, month, dow, _year = fields
-    dom = "*" if dom == "?" else dom
-    if dow == "?":
-        dow = "*"
-    else:
-        # Numbers (only with # and L here) count from Sunday = 1 in AWS, 0 in classic cron.
-        dow = re.sub(r"\b([1-7])(?=[#L])", lambda m: str(int(m.group(1)) - 1), dow)
-    return f"{minute} {hour} {dom} {month} {dow}"
-
-
-def _from_first(field: str, first: str) -> str:
-    return ",".join(
-        first + item[1:] if item.startswith("*/") else item for item in field.split(",")
-    )
-
-
-def _aws_days(field: str) -> str | None:
-    """Classic day-of-week -> AWS's, or ``None`` when it does not restrict the day."""
-    if field in ("*", "?"):
-        return None
-    days: set[int] = set()
-    special: list[str] = []
-    for item in field.split(","):
-        upper = item.upper()
-        if "#" in upper:
-            day, _, nth = upper.partition("#")
-            special.append(f"{_day(day) + 1}#{nth}")
-        elif len(upper) > 1 and upper.endswith("L"):
-            special.append(f"{_day(upper[:-1]) + 1}L")
-        else:
-            days |= _expand(upper)
-    if not special and len(days) == 7:
-        return None
-    return ",".join([*_ranges(days), *special])
-
-
-def _day(token: str) -> int:
-    """A classic day token (0-7 or a name) -> 0 (Sunday) … 6 (Saturday)."""
-    if token.isdigit() and int(token) <= 7:
-        return int(token) % 7
-    if token[:3] in _DAYS:
-        return _DAYS.index(token[:3])
-    raise ValueError(f"day-of-week {token!r} is not a day (0-7 or SUN-SAT)")
-
-
-def _expand(item: str) -> set[int]:
-    body, _, step_text = item.partition("/")
-    step = int(step_text) if step_text else 1
-    if step < 1:
-        raise ValueError(f"day-of-week step {item!r} must be positive")
-    if body == "*":
-        start, end = 0, 6
-    elif "-" in body:
-        first, _, last = body.partition("-")
-        start, end = _day(first), _day(last)
-        if end < start or (end == 0 and last.strip() == "7"):
-            # 5-7 (Friday to Sunday) or a range that wraps past Saturday.
-            end += 7
-    else:
-        start = _day(body)
-        end = 6 if step_text else start
-    return {d % 7 for d in range(start, end + 1, step)}
-
-
-def _ranges(days: set[int]) -> list[str]:
-    """Sorted days as names, consecutive runs as ``MON-FRI``."""
-    ordered = sorted(days)
-    parts: list[str] = []
-    run: list[int] = []
-    for day in ordered:
-        if run and day != run[-1] + 1:
-            parts.append(_run_text(run))
-            run = []
-        run.append(day)
-    if run:
-        parts.append(_run_text(run))
-    return parts
-
-
-def _run_text(run: list[int]) -> str:
-    if len(run) >= 3:
-        return f"{_DAYS[run[0]]}-{_DAYS[run[-1]]}"
-    return ",".join(_DAYS[d] for d in run)

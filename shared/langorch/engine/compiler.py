@@ -17,7 +17,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from threading import Lock
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -26,10 +26,12 @@ from langgraph.types import RetryPolicy
 
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
-from langorch.domain.validation import DefinitionLookup, StepGraph, step_graph
 from langorch.engine.context import EngineContext
 from langorch.engine.executors import StepSpec, is_retryable, make_step_node, summarize
 from langorch.engine.state import OrchestrationState
+
+if TYPE_CHECKING:
+    from langorch.domain.validation import DefinitionLookup, StepGraph
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +116,8 @@ def build_graph(
     topology: StepGraph | None = None,
 ) -> StateGraph[Any, Any, Any, Any]:
     """The uncompiled ``StateGraph`` of a plan whose blocks are resolved."""
-    topology = topology or step_graph(plan, _BlocksLookup(blocks))
+    if topology is None:
+        topology = _step_graph(plan, _BlocksLookup(blocks))
     builder: StateGraph[Any, Any, Any, Any] = StateGraph(
         OrchestrationState, context_schema=EngineContext
     )
@@ -144,6 +147,14 @@ def build_graph(
         for entry in entries:
             builder.add_edge(START, entry)
     return builder
+
+
+def _step_graph(plan: TaskPlan, lookup: DefinitionLookup) -> StepGraph:
+    # Imported on first compile: definition validation (with Jinja's parser) stays off the
+    # runner's import path (PERFORMANCE P3); a warm sandbox compiles from its cache.
+    from langorch.domain.validation import step_graph
+
+    return step_graph(plan, lookup)
 
 
 class _BlocksLookup:
@@ -229,7 +240,7 @@ class GraphCompiler:
         builder = build_graph(
             plan,
             blocks,
-            step_graph(plan, _BlocksLookup(blocks, self._lookup)),
+            _step_graph(plan, _BlocksLookup(blocks, self._lookup)),
         )
         # A child graph compiled without a checkpointer inherits its parent's when it runs
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.

@@ -20,8 +20,8 @@ Rules that keep it honest:
 
 Scheduler's expressions are ``cron(min hour day-of-month month day-of-week year)`` with ``?``,
 ``L``, ``W`` and ``#`` and days of week numbered 1-7 from Sunday; croniter takes five fields with
-days numbered 0-6 from Sunday, so expressions are translated (:func:`to_croniter`); ``rate(...)``
-and ``at(...)`` are supported too.
+days numbered 0-6 from Sunday, so expressions are translated by the one translator,
+:func:`langorch.domain.cron.classic_cron`; ``rate(...)`` and ``at(...)`` are supported too.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langorch.config import Settings
+from langorch.domain.cron import classic_cron
 from langorch.local._invoke import ACCOUNT_ID, TRIGGER, LambdaInvoker
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,6 @@ ATTEMPT_NUMBER = "<aws.scheduler.attempt-number>"
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minutes?|hours?|days?)\s*\)$", re.IGNORECASE)
 _AT = re.compile(r"^at\(\s*([0-9T:\-]+)\s*\)$", re.IGNORECASE)
-_CRON = re.compile(r"^cron\((.*)\)$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -107,57 +107,6 @@ def render_input(schedule: Schedule, slot: datetime, *, attempt: int, execution_
 # --------------------------------------------------------------------------------------------
 
 
-def _shift_dow_token(token: str) -> str:
-    # AWS numbers days of week 1-7 from Sunday, croniter 0-6 from Sunday; names need nothing.
-    def shift(match: re.Match[str]) -> str:
-        return str(int(match.group(0)) - 1)
-
-    if "/" in token:
-        base, _, step = token.partition("/")
-        return f"{_shift_dow_token(base)}/{step}"
-    if "#" in token:
-        day, _, nth = token.partition("#")
-        return f"{_shift_dow_token(day)}#{nth}"
-    return re.sub(r"\d+", shift, token)
-
-
-def to_croniter(expression: str) -> tuple[str, str]:
-    """A Scheduler ``cron(...)`` expression as a five-field croniter expression and its year field.
-
-    Raises:
-        ValueError: not a six-field ``cron(...)`` expression.
-    """
-    found = _CRON.match(expression.strip())
-    if not found:
-        raise ValueError(f"not a cron() expression: {expression!r}")
-    fields = found.group(1).split()
-    if len(fields) != 6:
-        raise ValueError(f"cron() needs six fields (min hour dom month dow year): {expression!r}")
-    minute, hour, dom, month, dow, year = fields
-    dom = "*" if dom == "?" else dom
-    dow = "*" if dow == "?" else ",".join(_shift_dow_token(t) for t in dow.split(","))
-    return f"{minute} {hour} {dom} {month} {dow}", year
-
-
-def _year_matches(field: str, year: int) -> bool:
-    if field in ("*", "?"):
-        return True
-    for part in field.split(","):
-        body, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if body == "*":
-            low, high = 1970, 2199
-        elif "-" in body:
-            low_text, _, high_text = body.partition("-")
-            low, high = int(low_text), int(high_text)
-        else:
-            low = int(body)
-            high = low if not step_text else 2199
-        if low <= year <= high and (year - low) % step == 0:
-            return True
-    return False
-
-
 def _zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name or "UTC")
@@ -194,13 +143,13 @@ def slots_between(schedule: Schedule, after: datetime, until: datetime) -> Itera
         return
     from croniter import croniter
 
-    cron, year = to_croniter(expression)
-    iterator = croniter(cron, after.astimezone(zone))
+    cron = classic_cron(expression)
+    iterator = croniter(cron.fields, after.astimezone(zone))
     while True:
         slot = iterator.get_next(datetime)
         if slot > until:
             return
-        if _year_matches(year, slot.year):
+        if cron.year_matches(slot.year):
             yield slot.astimezone(UTC)
 
 

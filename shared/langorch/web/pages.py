@@ -21,7 +21,7 @@ from langorch.domain.approvals import (
     bounded,
     human_time,
 )
-from langorch.web.http import http_status
+from langorch.domain.errors import LangorchError
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -215,7 +215,7 @@ def result_page(
     return _render("result.html", status, heading=heading, sentence=sentence, details=details or [])
 
 
-def decided_page(approval: Approval) -> Page:
+def decided_page(approval: Approval, *, status: int) -> Page:
     """After this approver's decision was recorded and the run resumed."""
     verb = "approved" if approval.status is ApprovalStatus.approved else "rejected"
     details = [("Step", approval.step_id), ("Run", approval.run_id)]
@@ -226,35 +226,19 @@ def decided_page(approval: Approval) -> Page:
     return result_page(
         f"You {verb} this request",
         f"Thank you: you {verb} “{bounded(approval.title, MAX_TITLE_CHARS)}”. The run continues.",
-        status=200,
+        status=status,
         details=details,
     )
 
 
-def already_decided_page(error: AlreadyDecidedError) -> Page:
-    """ "Already approved by X at T": an outcome to read, not an error (status 200)."""
-    return result_page(f"Already {error.outcome.value}", error.user_message, status=200)
+def already_decided_page(notice: AlreadyDecidedError, *, status: int) -> Page:
+    """ "Already approved by X at T": an outcome to read, not an error."""
+    return result_page(f"Already {notice.outcome.value}", notice.user_message, status=status)
 
 
-def refusal_page(error: ApprovalLinkError) -> Page:
-    """The page for a refused link or form: its sentence and the status from the one mapping."""
-    return result_page(error.user_title, error.user_message, status=http_status(error))
-
-
-def not_found_page() -> Page:
-    """A valid link to an approval that no longer exists."""
-    return result_page(
-        "Approval not found",
-        "This approval no longer exists; nothing was changed.",
-        status=404,
-    )
-
-
-def unavailable_page() -> Page:
-    """A decision that was recorded could not be delivered yet: try again shortly."""
-    return result_page(
-        "Please try again",
-        "Your decision could not be delivered to the run just now; nothing was changed. "
-        "Please press the button again in a minute.",
-        status=503,
-    )
+def refusal_page(error: ApprovalLinkError | LangorchError, *, status: int) -> Page:
+    """The page for a refused link or form, or a request that cannot be served: its title and
+    sentence (``user_title`` / ``user_message``, which every such error carries)."""
+    title = getattr(error, "user_title", "This link cannot be used")
+    message = getattr(error, "user_message", "This link cannot be used.")
+    return result_page(str(title), str(message), status=status)

@@ -42,97 +42,50 @@ key attribute should carry); the raw key is kept beside it for people.
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
-from pydantic import TypeAdapter
 
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import response as _response
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
-from langorch.domain.errors import (
-    ConflictError,
-    LeaseHeldError,
-    NotFoundError,
-    StorageError,
+from langorch.adapters.dynamodb._run_items import (
+    DEDUPE_SK,
+    EVENT_PAGE_BYTES,
+    EVENT_PREFIX,
+    FENCE_IS_CURRENT,
+    GSI_STATUS,
+    GSI_WORKFLOW,
+    LEASE_IS_FREE,
+    LEASE_IS_OURS,
+    MAX_BODY_BYTES,
+    NOT_ENDED_OTHERWISE,
+    RUN_EXISTS,
+    RUN_IS_NEW,
+    RUN_SK,
+    chunks,
+    dedupe_pk,
+    event_items,
+    lease_until,
+    page_events,
+    record,
+    refused_save,
+    run_item,
+    run_pk,
 )
-from langorch.domain.runs import (
-    TERMINAL,
-    RunRecord,
-    RunStatus,
-    TimelineEvent,
-    summarize_outputs,
-)
+from langorch.domain.errors import LeaseHeldError, NotFoundError, StorageError
+from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
 
-_EVENT_PAGE = TypeAdapter(list[TimelineEvent])
+__all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
 
-RUN_SK = "run"
-DEDUPE_SK = "dedupe"
-EVENT_PREFIX = "ev#"
-GSI_WORKFLOW = "gsi1"
-GSI_STATUS = "gsi2"
-
-MAX_BODY_BYTES = 350_000
-"""Past this the record would come close to DynamoDB's 400 KB item limit with its other
-attributes; outputs are then replaced by a summary (the full outputs stay in the checkpoint)."""
-_TRUNCATED_OUTPUTS_CHARS = 4000
 _BATCH_WRITE_MAX = 25
 _TRANSACT_PAGES = 50
 """Pages per fenced transaction: 50 full pages stay under TransactWriteItems' 4 MB."""
-EVENT_PAGE_BYTES = 64_000
-"""A timeline page holds events up to this much JSON (DynamoDB items stop at 400 KB; pages
-this size keep a retried write cheap). An event longer than this gets a page of its own."""
 _MAX_LIST = 1000
 _CREATE_ATTEMPTS = 4
-
-# Conditions, named (habit 8).
-RUN_IS_NEW = "attribute_not_exists(pk)"
-RUN_EXISTS = "attribute_exists(pk)"
-LEASE_IS_FREE = (
-    "attribute_exists(pk) AND (attribute_not_exists(lease_owner) OR lease_expires_at <= :now)"
-)
-FENCE_IS_CURRENT = "fence = :fence"
-LEASE_IS_OURS = "attribute_exists(lease_owner) AND fence = :fence"
-NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #status = :status)"
-"""A run that has ended keeps its ending: a late segment cannot revive a cancelled run, while
-re-saving the same ending (a retried final write) is allowed."""
-
-
-def _run_pk(run_id: str) -> str:
-    return f"run#{run_id}"
-
-
-def _dedupe_pk(dedupe_key: str) -> str:
-    return "dedupe#" + hashlib.sha256(dedupe_key.encode("utf-8")).hexdigest()
-
-
-def _event_sk(seq: int) -> str:
-    return f"{EVENT_PREFIX}{seq:015d}"
-
-
-def _chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _pages(events: Sequence[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
-    """``(seq, JSON)`` events in consecutive pages of at most :data:`EVENT_PAGE_BYTES`."""
-    page: list[tuple[int, str]] = []
-    size = 0
-    for seq, body in events:
-        if page and size + len(body) > EVENT_PAGE_BYTES:
-            yield page
-            page, size = [], 0
-        page.append((seq, body))
-        size += len(body) + 1
-    if page:
-        yield page
 
 
 class RunsRepository:
@@ -207,11 +160,11 @@ class RunsRepository:
             StorageError: DynamoDB failed, or the record is too large even with its outputs
                 summarised.
         """
-        run_item = self._run_item(run, fence=0)
+        new_item = run_item(run, fence=0)
         put_run = {
             "Put": {
                 "TableName": self._table,
-                "Item": run_item,
+                "Item": new_item,
                 "ConditionExpression": RUN_IS_NEW,
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             }
@@ -219,7 +172,7 @@ class RunsRepository:
         if run.dedupe_key is None:
             try:
                 self._client.put_item(
-                    TableName=self._table, Item=run_item, ConditionExpression=RUN_IS_NEW
+                    TableName=self._table, Item=new_item, ConditionExpression=RUN_IS_NEW
                 )
             except ClientError as exc:
                 if _code(exc) == "ConditionalCheckFailedException":
@@ -231,7 +184,7 @@ class RunsRepository:
             "Put": {
                 "TableName": self._table,
                 "Item": {
-                    "pk": {"S": _dedupe_pk(run.dedupe_key)},
+                    "pk": {"S": dedupe_pk(run.dedupe_key)},
                     "sk": {"S": DEDUPE_SK},
                     "run_id": {"S": run.run_id},
                     "dedupe_key": {"S": run.dedupe_key},
@@ -275,7 +228,7 @@ class RunsRepository:
         try:
             response = self._client.get_item(
                 TableName=self._table,
-                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
                 ConsistentRead=True,
             )
         except ClientError as exc:
@@ -283,7 +236,7 @@ class RunsRepository:
         item = response.get("Item")
         if item is None:
             raise NotFoundError(f"run {run_id} does not exist (check the id with `runs list`)")
-        return self._record(item)
+        return record(item)
 
     def list_runs(
         self,
@@ -333,7 +286,7 @@ class RunsRepository:
             ConflictError: the run already ended with a different status.
             StorageError: DynamoDB failed.
         """
-        item = self._run_item(run, fence=None)
+        item = run_item(run, fence=None)
         condition = f"{RUN_EXISTS} AND {NOT_ENDED_OTHERWISE}"
         values: dict[str, Any] = {
             ":body": item["body"],
@@ -350,7 +303,7 @@ class RunsRepository:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": _run_pk(run.run_id)}, "sk": {"S": RUN_SK}},
+                Key={"pk": {"S": run_pk(run.run_id)}, "sk": {"S": RUN_SK}},
                 UpdateExpression=(
                     "SET body = :body, #status = :status, updated_at = :updated_at, "
                     "gsi2pk = :gsi2pk"
@@ -363,7 +316,7 @@ class RunsRepository:
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
-            raise self._refused_save(run, fence, _old_item(exc)) from exc
+            raise refused_save(run, fence, _old_item(exc)) from exc
 
     # ----------------------------------------------------------------------------------------
     # Leases
@@ -396,7 +349,7 @@ class RunsRepository:
         try:
             response = self._client.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
                 UpdateExpression=(
                     "SET lease_owner = :owner, lease_expires_at = :until, "
                     "fence = if_not_exists(fence, :zero) + :one"
@@ -420,7 +373,7 @@ class RunsRepository:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take") from exc
             raise LeaseHeldError(
                 f"run {run_id} is being run by {old.get('lease_owner', {}).get('S', '?')} "
-                f"until {self._lease_until(old)}; this segment must not touch it "
+                f"until {lease_until(old)}; this segment must not touch it "
                 "(retry after that time if the other segment has stopped)"
             ) from exc
         return int(response["Attributes"]["fence"]["N"])
@@ -435,7 +388,7 @@ class RunsRepository:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
                 UpdateExpression="SET lease_expires_at = :until",
                 ConditionExpression=LEASE_IS_OURS,
                 ExpressionAttributeValues={
@@ -464,7 +417,7 @@ class RunsRepository:
         try:
             self._client.update_item(
                 TableName=self._table,
-                Key={"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
                 UpdateExpression="REMOVE lease_owner, lease_expires_at",
                 ConditionExpression=LEASE_IS_OURS,
                 ExpressionAttributeValues={":fence": {"N": str(fence)}},
@@ -499,30 +452,16 @@ class RunsRepository:
             LeaseHeldError: ``fence`` is stale.
             StorageError: DynamoDB failed.
         """
-        seqs = [event.seq for event in events]
-        if any(b <= a for a, b in itertools.pairwise(seqs)):
-            raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
-        items = [
-            {
-                "pk": {"S": _run_pk(run_id)},
-                "sk": {"S": _event_sk(page[0][0])},
-                "seq": {"N": str(page[0][0])},
-                "last_seq": {"N": str(page[-1][0])},
-                "events": {"S": "[" + ",".join(body for _, body in page) + "]"},
-            }
-            for page in _pages(
-                [(event.seq, event.model_dump_json(exclude_none=True)) for event in events]
-            )
-        ]
+        items = event_items(run_id, events)
         if fence is None:
-            for chunk in _chunks(items, _BATCH_WRITE_MAX):
+            for chunk in chunks(items, _BATCH_WRITE_MAX):
                 self._batch_put(chunk)
             return
-        for chunk in _chunks(items, _TRANSACT_PAGES):
+        for chunk in chunks(items, _TRANSACT_PAGES):
             check = {
                 "ConditionCheck": {
                     "TableName": self._table,
-                    "Key": {"pk": {"S": _run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                    "Key": {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
                     "ConditionExpression": FENCE_IS_CURRENT,
                     "ExpressionAttributeValues": {":fence": {"N": str(fence)}},
                 }
@@ -543,11 +482,7 @@ class RunsRepository:
         """The run's timeline in ``seq`` order (empty for an unknown run)."""
         by_seq: dict[int, TimelineEvent] = {}
         for item in self._query_events(run_id, forward=True, limit=None):
-            if "events" in item:
-                page = _EVENT_PAGE.validate_json(item["events"]["S"])
-            else:  # the one-event-per-item layout
-                page = [TimelineEvent.model_validate_json(item["body"]["S"])]
-            by_seq.update((event.seq, event) for event in page)
+            by_seq.update((event.seq, event) for event in page_events(item))
         return [by_seq[seq] for seq in sorted(by_seq)]
 
     def next_event_seq(self, run_id: str) -> int:
@@ -556,82 +491,6 @@ class RunsRepository:
         if not last:
             return 1
         return int((last[0].get("last_seq") or last[0]["seq"])["N"]) + 1
-
-    # ----------------------------------------------------------------------------------------
-    # Mapping between items and records
-    # ----------------------------------------------------------------------------------------
-
-    def _run_item(self, run: RunRecord, *, fence: int | None) -> dict[str, Any]:
-        created = _utc_iso(run.created_at)
-        item: dict[str, Any] = {
-            "pk": {"S": _run_pk(run.run_id)},
-            "sk": {"S": RUN_SK},
-            "run_id": {"S": run.run_id},
-            "workflow_id": {"S": run.workflow_id},
-            "workflow_version": {"N": str(run.workflow_version)},
-            "status": {"S": run.status.value},
-            "created_at": {"S": created},
-            "updated_at": {"S": _utc_iso(run.updated_at)},
-            "body": {"S": self._bounded_body(run)},
-            "gsi1pk": {"S": f"wf#{run.workflow_id}"},
-            "gsi1sk": {"S": f"{created}#{run.run_id}"},
-            "gsi2pk": {"S": f"status#{run.status.value}"},
-            "gsi2sk": {"S": f"{created}#{run.run_id}"},
-        }
-        if fence is not None:
-            item["fence"] = {"N": str(fence)}
-        return item
-
-    def _bounded_body(self, run: RunRecord) -> str:
-        body = run.model_dump_json()
-        if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
-            return body
-        # Outputs are the part that grows with the work done; the checkpoint keeps them whole.
-        slim = run.model_copy(
-            update={
-                "outputs": summarize_outputs(run.outputs, limit=_TRUNCATED_OUTPUTS_CHARS),
-                "outputs_truncated": True,
-            }
-        )
-        body = slim.model_dump_json()
-        if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
-            return body
-        raise StorageError(
-            f"run {run.run_id}: the record is {len(body.encode('utf-8'))} bytes even with its "
-            f"outputs summarised (limit {MAX_BODY_BYTES}); the run input is too large — pass "
-            "large data as a file (S3 key) instead"
-        )
-
-    @staticmethod
-    def _record(item: Mapping[str, Any]) -> RunRecord:
-        return RunRecord.model_validate_json(item["body"]["S"])
-
-    @staticmethod
-    def _lease_until(item: Mapping[str, Any]) -> str:
-        raw = item.get("lease_expires_at", {}).get("N")
-        if raw is None:
-            return "?"
-        return _utc_iso(datetime.fromtimestamp(float(raw), tz=UTC))
-
-    def _refused_save(
-        self, run: RunRecord, fence: int | None, old: Mapping[str, Any] | None
-    ) -> Exception:
-        if old is None:
-            return NotFoundError(f"run {run.run_id} does not exist; create it before saving")
-        current_fence = old.get("fence", {}).get("N")
-        if fence is not None and current_fence != str(fence):
-            owner = old.get("lease_owner", {}).get("S", "nobody")
-            return LeaseHeldError(
-                f"run {run.run_id}: this segment's fence {fence} is stale (now {current_fence}, "
-                f"held by {owner}); its write was refused"
-            )
-        stored = RunStatus(old["status"]["S"])
-        if stored in TERMINAL:
-            return ConflictError(
-                f"run {run.run_id} already ended as {stored}; the write of status {run.status} "
-                "was refused"
-            )
-        return ConflictError(f"run {run.run_id} changed meanwhile; read it again and retry")
 
     # ----------------------------------------------------------------------------------------
     # Reads and writes
@@ -656,7 +515,7 @@ class RunsRepository:
             request["ExpressionAttributeValues"][":status"] = {"S": status.value}
         runs: list[RunRecord] = []
         for item in self._paginate("Query", request):
-            runs.append(self._record(item))
+            runs.append(record(item))
             if len(runs) >= limit:
                 break
         return runs
@@ -668,7 +527,7 @@ class RunsRepository:
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {
-                ":pk": {"S": _run_pk(run_id)},
+                ":pk": {"S": run_pk(run_id)},
                 ":prefix": {"S": EVENT_PREFIX},
             },
             "ScanIndexForward": forward,

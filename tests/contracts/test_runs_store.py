@@ -1,4 +1,6 @@
-"""The runs table on moto: idempotent starts, one writer per run, timelines, listings."""
+"""Contract of the runs store (``RunsStore``): the DynamoDB adapter on moto and the in-memory
+fake pass the same tests — idempotent starts, one writer per run (lease fencing), refused
+status changes, timelines, listings. Tests of the table's own layout run on DynamoDB only."""
 
 from __future__ import annotations
 
@@ -19,14 +21,26 @@ from langorch.domain.runs import (
     dedupe_run_id,
     transition,
 )
+from tests.fakes import InMemoryRuns
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 NOW = 1_741_078_800.0  # T0 in epoch seconds: the lease clock
 TTL = 720.0
 
 
+Runs = RunsRepository | InMemoryRuns
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def repo(request: pytest.FixtureRequest) -> Runs:
+    """The same tests run against the in-memory fake and the DynamoDB adapter."""
+    if request.param == "fake":
+        return InMemoryRuns()
+    return request.getfixturevalue("dynamo_repo")  # type: ignore[no-any-return]
+
+
 @pytest.fixture
-def repo(dynamodb: Any) -> RunsRepository:
+def dynamo_repo(dynamodb: Any) -> RunsRepository:
     repository = RunsRepository(dynamodb, "runs")
     repository.create_table()
     return repository
@@ -59,7 +73,7 @@ def event(seq: int, type_: TimelineEventType = TimelineEventType.step_finished) 
 # --- idempotent create ---------------------------------------------------------------------
 
 
-def test_the_same_dedupe_key_twice_makes_one_run(repo: RunsRepository) -> None:
+def test_the_same_dedupe_key_twice_makes_one_run(repo: Runs) -> None:
     # Given a webhook delivery that started a run
     key = "webhook:lunch_order:delivery-42"
     first, created = repo.create_run(a_run(dedupe_run_id(key), dedupe_key=key, input={"n": 1}))
@@ -75,7 +89,7 @@ def test_the_same_dedupe_key_twice_makes_one_run(repo: RunsRepository) -> None:
 
 
 def test_a_dedupe_key_already_used_by_another_run_id_returns_that_run(
-    repo: RunsRepository,
+    repo: Runs,
 ) -> None:
     # Given a run started with a dedupe key
     repo.create_run(a_run("run-a", dedupe_key="k"))
@@ -87,19 +101,19 @@ def test_a_dedupe_key_already_used_by_another_run_id_returns_that_run(
         repo.get_run("run-b")
 
 
-def test_a_retried_manual_start_with_the_same_run_id_makes_one_run(repo: RunsRepository) -> None:
+def test_a_retried_manual_start_with_the_same_run_id_makes_one_run(repo: Runs) -> None:
     first, _ = repo.create_run(a_run("run-m"))
     existing, created = repo.create_run(a_run("run-m", input={"other": True}))
     assert (existing, created) == (first, False)
 
 
-def test_a_run_reads_back_as_stored(repo: RunsRepository) -> None:
+def test_a_run_reads_back_as_stored(repo: Runs) -> None:
     run = a_run(input={"budget": 12.5, "items": ["soup"]}, user_id="ana@example.com")
     repo.create_run(run)
     assert repo.get_run("run-1") == run
 
 
-def test_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
+def test_an_unknown_run_is_not_found(repo: Runs) -> None:
     with pytest.raises(NotFoundError, match="run-nope"):
         repo.get_run("run-nope")
 
@@ -108,7 +122,7 @@ def test_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
 
 
 def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
-    repo: RunsRepository,
+    repo: Runs,
 ) -> None:
     # Given a segment holding the run's lease
     repo.create_run(a_run())
@@ -118,7 +132,7 @@ def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
         repo.acquire_lease("run-1", "segment-b", now=NOW + 60, ttl_seconds=TTL)
 
 
-def test_an_expired_lease_is_taken_over_with_a_higher_fence(repo: RunsRepository) -> None:
+def test_an_expired_lease_is_taken_over_with_a_higher_fence(repo: Runs) -> None:
     # Given a segment that took the lease and crashed
     repo.create_run(a_run())
     old_fence = repo.acquire_lease("run-1", "crashed", now=NOW, ttl_seconds=TTL)
@@ -128,7 +142,7 @@ def test_an_expired_lease_is_taken_over_with_a_higher_fence(repo: RunsRepository
     assert new_fence > old_fence
 
 
-def test_a_stale_segment_cannot_overwrite_the_run(repo: RunsRepository) -> None:
+def test_a_stale_segment_cannot_overwrite_the_run(repo: Runs) -> None:
     # Given a slow segment whose lease expired and was taken over
     run = repo.create_run(a_run())[0]
     stale = repo.acquire_lease("run-1", "slow", now=NOW, ttl_seconds=TTL)
@@ -142,7 +156,7 @@ def test_a_stale_segment_cannot_overwrite_the_run(repo: RunsRepository) -> None:
     assert repo.get_run("run-1").status is RunStatus.running
 
 
-def test_the_lease_holder_saves_the_run(repo: RunsRepository) -> None:
+def test_the_lease_holder_saves_the_run(repo: Runs) -> None:
     run = repo.create_run(a_run())[0]
     fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
@@ -150,14 +164,14 @@ def test_the_lease_holder_saves_the_run(repo: RunsRepository) -> None:
     assert repo.get_run("run-1").outputs == {"order": "UE-1"}
 
 
-def test_a_released_lease_can_be_taken_at_once(repo: RunsRepository) -> None:
+def test_a_released_lease_can_be_taken_at_once(repo: Runs) -> None:
     repo.create_run(a_run())
     fence = repo.acquire_lease("run-1", "a", now=NOW, ttl_seconds=TTL)
     assert repo.release_lease("run-1", fence)
     assert repo.acquire_lease("run-1", "b", now=NOW + 1, ttl_seconds=TTL) == fence + 1
 
 
-def test_a_stale_fence_does_not_release_the_new_holders_lease(repo: RunsRepository) -> None:
+def test_a_stale_fence_does_not_release_the_new_holders_lease(repo: Runs) -> None:
     # Given a lease taken over from an expired holder
     repo.create_run(a_run())
     stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
@@ -168,7 +182,7 @@ def test_a_stale_fence_does_not_release_the_new_holders_lease(repo: RunsReposito
         repo.acquire_lease("run-1", "third", now=NOW + TTL + 2, ttl_seconds=TTL)
 
 
-def test_a_renewed_lease_outlives_its_first_expiry(repo: RunsRepository) -> None:
+def test_a_renewed_lease_outlives_its_first_expiry(repo: Runs) -> None:
     repo.create_run(a_run())
     fence = repo.acquire_lease("run-1", "long", now=NOW, ttl_seconds=TTL)
     repo.renew_lease("run-1", fence, now=NOW + TTL - 1, ttl_seconds=TTL)
@@ -176,12 +190,12 @@ def test_a_renewed_lease_outlives_its_first_expiry(repo: RunsRepository) -> None
         repo.acquire_lease("run-1", "other", now=NOW + TTL + 1, ttl_seconds=TTL)
 
 
-def test_a_lease_on_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
+def test_a_lease_on_an_unknown_run_is_not_found(repo: Runs) -> None:
     with pytest.raises(NotFoundError):
         repo.acquire_lease("run-ghost", "seg", now=NOW, ttl_seconds=TTL)
 
 
-def race_for_lease(repo: RunsRepository, run_id: str) -> tuple[list[int], list[Exception]]:
+def race_for_lease(repo: Runs, run_id: str) -> tuple[list[int], list[Exception]]:
     """Two segments ask for the run's lease at the same instant."""
     barrier = threading.Barrier(2)
     won: list[int] = []
@@ -205,9 +219,7 @@ def race_for_lease(repo: RunsRepository, run_id: str) -> tuple[list[int], list[E
 @pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(20))
 @pytest.mark.usefixtures("atomic_dynamodb")
-def test_two_concurrent_segments_exactly_one_gets_the_lease(
-    repo: RunsRepository, attempt: int
-) -> None:
+def test_two_concurrent_segments_exactly_one_gets_the_lease(repo: Runs, attempt: int) -> None:
     # Given a queued run
     repo.create_run(a_run(f"run-{attempt}"))
     # When two segments race for its lease
@@ -219,7 +231,7 @@ def test_two_concurrent_segments_exactly_one_gets_the_lease(
 # --- writes without a lease ----------------------------------------------------------------
 
 
-def test_a_late_segment_cannot_revive_a_cancelled_run(repo: RunsRepository) -> None:
+def test_a_late_segment_cannot_revive_a_cancelled_run(repo: Runs) -> None:
     # Given a running segment, and an operator who cancels the run meanwhile
     run = repo.create_run(a_run())[0]
     fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
@@ -232,7 +244,7 @@ def test_a_late_segment_cannot_revive_a_cancelled_run(repo: RunsRepository) -> N
     assert repo.get_run("run-1").status is RunStatus.cancelled
 
 
-def test_saving_the_same_ending_twice_is_allowed(repo: RunsRepository) -> None:
+def test_saving_the_same_ending_twice_is_allowed(repo: Runs) -> None:
     run = repo.create_run(a_run())[0]
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
     repo.save_run(done)
@@ -240,12 +252,12 @@ def test_saving_the_same_ending_twice_is_allowed(repo: RunsRepository) -> None:
     assert repo.get_run("run-1").status is RunStatus.succeeded
 
 
-def test_saving_an_unknown_run_is_not_found(repo: RunsRepository) -> None:
+def test_saving_an_unknown_run_is_not_found(repo: Runs) -> None:
     with pytest.raises(NotFoundError):
         repo.save_run(a_run("run-ghost"))
 
 
-def test_outputs_too_large_for_an_item_are_kept_as_a_summary(repo: RunsRepository) -> None:
+def test_outputs_too_large_for_an_item_are_kept_as_a_summary(repo: Runs) -> None:
     # Given a run that finished with outputs larger than a DynamoDB item
     run = repo.create_run(a_run())[0]
     huge = {"report": "x" * 500_000, "total": 3}
@@ -262,7 +274,7 @@ def test_outputs_too_large_for_an_item_are_kept_as_a_summary(repo: RunsRepositor
 # --- timeline ------------------------------------------------------------------------------
 
 
-def test_the_timeline_reads_back_in_seq_order_across_batches(repo: RunsRepository) -> None:
+def test_the_timeline_reads_back_in_seq_order_across_batches(repo: Runs) -> None:
     # Given a run whose segments wrote 60 events in two appends (more than one batch each)
     repo.create_run(a_run())
     repo.append_events("run-1", [event(n) for n in range(31, 61)])
@@ -280,25 +292,25 @@ def _event_items(repo: RunsRepository, run_id: str) -> list[dict[str, Any]]:
     return list(items)
 
 
-def test_a_segments_events_are_stored_in_one_item(repo: RunsRepository) -> None:
+def test_a_segments_events_are_stored_in_one_item(dynamo_repo: RunsRepository) -> None:
     # Given a segment that ended with 60 events
-    repo.create_run(a_run())
+    dynamo_repo.create_run(a_run())
 
     # When they are appended
-    repo.append_events("run-1", [event(n) for n in range(1, 61)])
+    dynamo_repo.append_events("run-1", [event(n) for n in range(1, 61)])
 
     # Then they take one item (one write, a few write units) and all read back
-    assert len(_event_items(repo, "run-1")) == 1
-    assert [e.seq for e in repo.get_timeline("run-1")] == list(range(1, 61))
-    assert repo.next_event_seq("run-1") == 61
+    assert len(_event_items(dynamo_repo, "run-1")) == 1
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == list(range(1, 61))
+    assert dynamo_repo.next_event_seq("run-1") == 61
 
 
 def test_events_past_a_pages_size_go_to_further_pages_and_read_back_in_order(
-    repo: RunsRepository,
+    dynamo_repo: RunsRepository,
 ) -> None:
     # Given 300 events of about 1 KB each (more than one page holds), under a fence
-    repo.create_run(a_run())
-    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    dynamo_repo.create_run(a_run())
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
     big = [
         TimelineEvent(
             seq=n, at=T0, type=TimelineEventType.step_finished, detail={"note": "x" * 900}
@@ -307,23 +319,23 @@ def test_events_past_a_pages_size_go_to_further_pages_and_read_back_in_order(
     ]
 
     # When they are appended
-    repo.append_events("run-1", big, fence=fence)
+    dynamo_repo.append_events("run-1", big, fence=fence)
 
     # Then they span several items, each under the page size, and read back whole and in order
-    items = _event_items(repo, "run-1")
+    items = _event_items(dynamo_repo, "run-1")
     assert len(items) > 1
     assert all(len(item["events"]["S"]) <= EVENT_PAGE_BYTES for item in items)
-    assert repo.get_timeline("run-1") == big
-    assert repo.next_event_seq("run-1") == 301
+    assert dynamo_repo.get_timeline("run-1") == big
+    assert dynamo_repo.next_event_seq("run-1") == 301
 
 
 def test_events_stored_one_per_item_by_an_earlier_version_still_read_back(
-    repo: RunsRepository,
+    dynamo_repo: RunsRepository,
 ) -> None:
     # Given a run whose first events were stored one per item (the earlier layout)
-    repo.create_run(a_run())
+    dynamo_repo.create_run(a_run())
     for n in (1, 2):
-        repo._client.put_item(
+        dynamo_repo._client.put_item(
             TableName="runs",
             Item={
                 "pk": {"S": "run#run-1"},
@@ -332,42 +344,42 @@ def test_events_stored_one_per_item_by_an_earlier_version_still_read_back(
                 "body": {"S": event(n).model_dump_json(exclude_none=True)},
             },
         )
-    assert repo.next_event_seq("run-1") == 3
+    assert dynamo_repo.next_event_seq("run-1") == 3
 
     # When a later segment appends in pages
-    repo.append_events("run-1", [event(3), event(4)])
+    dynamo_repo.append_events("run-1", [event(3), event(4)])
 
     # Then the timeline has both, in order
-    assert [e.seq for e in repo.get_timeline("run-1")] == [1, 2, 3, 4]
-    assert repo.next_event_seq("run-1") == 5
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [1, 2, 3, 4]
+    assert dynamo_repo.next_event_seq("run-1") == 5
 
 
-def test_the_timeline_orders_large_seq_numbers_numerically(repo: RunsRepository) -> None:
+def test_the_timeline_orders_large_seq_numbers_numerically(repo: Runs) -> None:
     repo.create_run(a_run())
     repo.append_events("run-1", [event(9), event(1_000_001), event(12_000_001)])
     assert [e.seq for e in repo.get_timeline("run-1")] == [9, 1_000_001, 12_000_001]
 
 
-def test_replaying_events_does_not_duplicate_them(repo: RunsRepository) -> None:
+def test_replaying_events_does_not_duplicate_them(repo: Runs) -> None:
     repo.create_run(a_run())
     repo.append_events("run-1", [event(1), event(2)])
     repo.append_events("run-1", [event(1), event(2)])
     assert len(repo.get_timeline("run-1")) == 2
 
 
-def test_events_out_of_order_are_refused(repo: RunsRepository) -> None:
+def test_events_out_of_order_are_refused(repo: Runs) -> None:
     with pytest.raises(ValueError, match="increasing"):
         repo.append_events("run-1", [event(2), event(1)])
 
 
-def test_the_next_seq_follows_the_last_event(repo: RunsRepository) -> None:
+def test_the_next_seq_follows_the_last_event(repo: Runs) -> None:
     repo.create_run(a_run())
     assert repo.next_event_seq("run-1") == 1
     repo.append_events("run-1", [event(1), event(7)])
     assert repo.next_event_seq("run-1") == 8
 
 
-def test_a_stale_segment_cannot_add_to_the_timeline(repo: RunsRepository) -> None:
+def test_a_stale_segment_cannot_add_to_the_timeline(repo: Runs) -> None:
     # Given a segment whose lease was taken over
     repo.create_run(a_run())
     stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
@@ -379,7 +391,7 @@ def test_a_stale_segment_cannot_add_to_the_timeline(repo: RunsRepository) -> Non
     assert [e.seq for e in repo.get_timeline("run-1")] == [1]
 
 
-def test_a_timeline_event_keeps_its_details(repo: RunsRepository) -> None:
+def test_a_timeline_event_keeps_its_details(repo: Runs) -> None:
     repo.create_run(a_run())
     decided = TimelineEvent(
         seq=3,
@@ -398,7 +410,7 @@ def test_a_timeline_event_keeps_its_details(repo: RunsRepository) -> None:
 
 
 @pytest.fixture
-def listed(repo: RunsRepository) -> RunsRepository:
+def listed(repo: Runs) -> Runs:
     """Five runs of two workflows, an hour apart; two of lunch_order succeeded."""
     for n, workflow in enumerate(
         ["lunch_order", "invoice", "lunch_order", "invoice", "lunch_order"]
@@ -413,16 +425,16 @@ def listed(repo: RunsRepository) -> RunsRepository:
     return repo
 
 
-def test_runs_of_a_workflow_are_listed_newest_first(listed: RunsRepository) -> None:
+def test_runs_of_a_workflow_are_listed_newest_first(listed: Runs) -> None:
     assert [r.run_id for r in listed.list_runs("lunch_order")] == ["run-4", "run-2", "run-0"]
 
 
-def test_runs_of_a_workflow_in_a_status(listed: RunsRepository) -> None:
+def test_runs_of_a_workflow_in_a_status(listed: Runs) -> None:
     runs = listed.list_runs("lunch_order", RunStatus.succeeded, limit=1)
     assert [r.run_id for r in runs] == ["run-2"]
 
 
-def test_runs_in_a_status_across_workflows(listed: RunsRepository) -> None:
+def test_runs_in_a_status_across_workflows(listed: Runs) -> None:
     assert [r.run_id for r in listed.list_runs(status=RunStatus.queued)] == [
         "run-4",
         "run-3",
@@ -430,9 +442,80 @@ def test_runs_in_a_status_across_workflows(listed: RunsRepository) -> None:
     ]
 
 
-def test_all_runs_newest_first_up_to_the_limit(listed: RunsRepository) -> None:
+def test_all_runs_newest_first_up_to_the_limit(listed: Runs) -> None:
     assert [r.run_id for r in listed.list_runs(limit=4)] == ["run-4", "run-3", "run-2", "run-1"]
 
 
-def test_a_run_leaves_its_old_status_listing(listed: RunsRepository) -> None:
+def test_a_run_leaves_its_old_status_listing(listed: Runs) -> None:
     assert "run-0" not in [r.run_id for r in listed.list_runs(status=RunStatus.queued)]
+
+
+# --- refusals the use-cases rely on ---------------------------------------------------------
+
+
+def test_an_ended_run_refuses_another_ending_without_a_fence(repo: Runs) -> None:
+    # Given a run that failed
+    run = repo.create_run(a_run())[0]
+    running = transition(run, RunStatus.running, now=T0)
+    repo.save_run(transition(running, RunStatus.failed, now=T0, reason="boom"))
+    # When an operator's cancel (no fence) tries to end it again, then it is refused
+    with pytest.raises(ConflictError, match="already ended as failed"):
+        repo.save_run(transition(running, RunStatus.cancelled, now=T0, reason="operator"))
+    assert repo.get_run("run-1").status is RunStatus.failed
+
+
+def test_a_fence_that_never_held_the_lease_is_refused(repo: Runs) -> None:
+    run = repo.create_run(a_run())[0]
+    with pytest.raises(LeaseHeldError, match="stale"):
+        repo.save_run(transition(run, RunStatus.running, now=T0), fence=7)
+    assert repo.get_run("run-1").status is RunStatus.queued
+
+
+def test_renewing_with_a_stale_fence_is_refused(repo: Runs) -> None:
+    repo.create_run(a_run())
+    stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    with pytest.raises(LeaseHeldError):
+        repo.renew_lease("run-1", stale, now=NOW + TTL + 2, ttl_seconds=TTL)
+
+
+def test_a_released_lease_cannot_be_released_or_renewed_again(repo: Runs) -> None:
+    repo.create_run(a_run())
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    assert repo.release_lease("run-1", fence)
+    assert not repo.release_lease("run-1", fence)
+    with pytest.raises(LeaseHeldError):
+        repo.renew_lease("run-1", fence, now=NOW + 1, ttl_seconds=TTL)
+
+
+def test_a_lease_needs_a_positive_ttl(repo: Runs) -> None:
+    repo.create_run(a_run())
+    with pytest.raises(ValueError, match="positive"):
+        repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=0)
+
+
+def test_a_fenced_append_to_an_unknown_run_is_refused(repo: Runs) -> None:
+    with pytest.raises(LeaseHeldError):
+        repo.append_events("run-ghost", [event(1)], fence=1)
+    assert repo.get_timeline("run-ghost") == []
+
+
+def test_a_dedupe_key_wins_over_a_new_run_id_even_after_the_run_changed(repo: Runs) -> None:
+    # Given a deduplicated run that has since started running
+    run = repo.create_run(a_run("run-a", dedupe_key="slot-1"))[0]
+    repo.save_run(transition(run, RunStatus.running, now=T0))
+    # When the same event starts again, then the run as it is now comes back
+    existing, created = repo.create_run(a_run("run-b", dedupe_key="slot-1"))
+    assert (existing.run_id, existing.status, created) == ("run-a", RunStatus.running, False)
+
+
+def test_a_record_read_back_is_a_copy(repo: Runs) -> None:
+    repo.create_run(a_run(input={"items": ["soup"]}))
+    read = repo.get_run("run-1")
+    read.input["items"].append("cake")
+    assert repo.get_run("run-1").input == {"items": ["soup"]}
+
+
+def test_a_listing_limit_out_of_range_is_refused(repo: Runs) -> None:
+    with pytest.raises(ValueError, match="limit"):
+        repo.list_runs(limit=0)

@@ -1,4 +1,4 @@
-"""Local mode's email: every message written to a folder, and its approval link printed.
+"""Local mode's email sender: every message written to a folder, and its approval link printed.
 
 This is the only place local mode shows an approval link (on stdout, for the developer); nothing
 logs it.

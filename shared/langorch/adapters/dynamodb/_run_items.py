@@ -1,0 +1,193 @@
+"""The runs table's items: keys, conditions, and the mapping to run records and timelines.
+
+Private to :mod:`langorch.adapters.dynamodb.runs` (the layout is in its docstring); pure
+functions of items, no requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+
+from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
+from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError, StorageError
+from langorch.domain.runs import TERMINAL, RunRecord, RunStatus, TimelineEvent, summarize_outputs
+
+_EVENT_PAGE = TypeAdapter(list[TimelineEvent])
+
+RUN_SK = "run"
+DEDUPE_SK = "dedupe"
+EVENT_PREFIX = "ev#"
+GSI_WORKFLOW = "gsi1"
+GSI_STATUS = "gsi2"
+
+MAX_BODY_BYTES = 350_000
+"""Past this the record would come close to DynamoDB's 400 KB item limit with its other
+attributes; outputs are then replaced by a summary (the full outputs stay in the checkpoint)."""
+_TRUNCATED_OUTPUTS_CHARS = 4000
+EVENT_PAGE_BYTES = 64_000
+"""A timeline page holds events up to this much JSON (DynamoDB items stop at 400 KB; pages
+this size keep a retried write cheap). An event longer than this gets a page of its own."""
+
+# Conditions, named (habit 8).
+RUN_IS_NEW = "attribute_not_exists(pk)"
+RUN_EXISTS = "attribute_exists(pk)"
+LEASE_IS_FREE = (
+    "attribute_exists(pk) AND (attribute_not_exists(lease_owner) OR lease_expires_at <= :now)"
+)
+FENCE_IS_CURRENT = "fence = :fence"
+LEASE_IS_OURS = "attribute_exists(lease_owner) AND fence = :fence"
+NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #status = :status)"
+"""A run that has ended keeps its ending: a late segment cannot revive a cancelled run, while
+re-saving the same ending (a retried final write) is allowed."""
+
+
+def run_pk(run_id: str) -> str:
+    """The partition of a run's items."""
+    return f"run#{run_id}"
+
+
+def dedupe_pk(dedupe_key: str) -> str:
+    """The partition of a dedupe marker (a hash: keys can be long)."""
+    return "dedupe#" + hashlib.sha256(dedupe_key.encode("utf-8")).hexdigest()
+
+
+def event_sk(seq: int) -> str:
+    """The sort key of the timeline page starting at ``seq``."""
+    return f"{EVENT_PREFIX}{seq:015d}"
+
+
+def chunks(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """``items`` in consecutive slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _pages(events: Sequence[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]:
+    """``(seq, JSON)`` events in consecutive pages of at most :data:`EVENT_PAGE_BYTES`."""
+    page: list[tuple[int, str]] = []
+    size = 0
+    for seq, body in events:
+        if page and size + len(body) > EVENT_PAGE_BYTES:
+            yield page
+            page, size = [], 0
+        page.append((seq, body))
+        size += len(body) + 1
+    if page:
+        yield page
+
+
+def event_items(run_id: str, events: Sequence[TimelineEvent]) -> list[dict[str, Any]]:
+    """Timeline events as page items (as few as fit, see :data:`EVENT_PAGE_BYTES`).
+
+    Raises:
+        ValueError: ``seq`` is not strictly increasing.
+    """
+    seqs = [event.seq for event in events]
+    if any(b <= a for a, b in itertools.pairwise(seqs)):
+        raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
+    return [
+        {
+            "pk": {"S": run_pk(run_id)},
+            "sk": {"S": event_sk(page[0][0])},
+            "seq": {"N": str(page[0][0])},
+            "last_seq": {"N": str(page[-1][0])},
+            "events": {"S": "[" + ",".join(body for _, body in page) + "]"},
+        }
+        for page in _pages(
+            [(event.seq, event.model_dump_json(exclude_none=True)) for event in events]
+        )
+    ]
+
+
+def page_events(item: Mapping[str, Any]) -> list[TimelineEvent]:
+    """The events of a timeline item (a page, or one event in the older layout)."""
+    if "events" in item:
+        return _EVENT_PAGE.validate_json(item["events"]["S"])
+    return [TimelineEvent.model_validate_json(item["body"]["S"])]
+
+
+def run_item(run: RunRecord, *, fence: int | None) -> dict[str, Any]:
+    """The run's item: the record as JSON, with the attributes conditions and indexes read.
+
+    ``fence`` is set only when given (a new run starts at 0; a save leaves it alone).
+    """
+    created = _utc_iso(run.created_at)
+    item: dict[str, Any] = {
+        "pk": {"S": run_pk(run.run_id)},
+        "sk": {"S": RUN_SK},
+        "run_id": {"S": run.run_id},
+        "workflow_id": {"S": run.workflow_id},
+        "workflow_version": {"N": str(run.workflow_version)},
+        "status": {"S": run.status.value},
+        "created_at": {"S": created},
+        "updated_at": {"S": _utc_iso(run.updated_at)},
+        "body": {"S": bounded_body(run)},
+        "gsi1pk": {"S": f"wf#{run.workflow_id}"},
+        "gsi1sk": {"S": f"{created}#{run.run_id}"},
+        "gsi2pk": {"S": f"status#{run.status.value}"},
+        "gsi2sk": {"S": f"{created}#{run.run_id}"},
+    }
+    if fence is not None:
+        item["fence"] = {"N": str(fence)}
+    return item
+
+
+def bounded_body(run: RunRecord) -> str:
+    """The record's JSON, its outputs summarised when it would not fit an item."""
+    body = run.model_dump_json()
+    if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
+        return body
+    # Outputs are the part that grows with the work done; the checkpoint keeps them whole.
+    slim = run.model_copy(
+        update={
+            "outputs": summarize_outputs(run.outputs, limit=_TRUNCATED_OUTPUTS_CHARS),
+            "outputs_truncated": True,
+        }
+    )
+    body = slim.model_dump_json()
+    if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
+        return body
+    raise StorageError(
+        f"run {run.run_id}: the record is {len(body.encode('utf-8'))} bytes even with its "
+        f"outputs summarised (limit {MAX_BODY_BYTES}); the run input is too large — pass "
+        "large data as a file (S3 key) instead"
+    )
+
+
+def record(item: Mapping[str, Any]) -> RunRecord:
+    """The record a run item holds."""
+    return RunRecord.model_validate_json(item["body"]["S"])
+
+
+def lease_until(item: Mapping[str, Any]) -> str:
+    """When an item's lease expires, as stored times read (``?`` when it has none)."""
+    raw = item.get("lease_expires_at", {}).get("N")
+    if raw is None:
+        return "?"
+    return _utc_iso(datetime.fromtimestamp(float(raw), tz=UTC))
+
+
+def refused_save(run: RunRecord, fence: int | None, old: Mapping[str, Any] | None) -> Exception:
+    """Why a conditional save was refused, from the item as it was (``None``: no run)."""
+    if old is None:
+        return NotFoundError(f"run {run.run_id} does not exist; create it before saving")
+    current_fence = old.get("fence", {}).get("N")
+    if fence is not None and current_fence != str(fence):
+        owner = old.get("lease_owner", {}).get("S", "nobody")
+        return LeaseHeldError(
+            f"run {run.run_id}: this segment's fence {fence} is stale (now {current_fence}, "
+            f"held by {owner}); its write was refused"
+        )
+    stored = RunStatus(old["status"]["S"])
+    if stored in TERMINAL:
+        return ConflictError(
+            f"run {run.run_id} already ended as {stored}; the write of status {run.status} "
+            "was refused"
+        )
+    return ConflictError(f"run {run.run_id} changed meanwhile; read it again and retry")

@@ -1,0 +1,77 @@
+"""Durable LangGraph checkpointer on DynamoDB, with S3 offload for payloads too big for an item.
+
+Why our own saver and not ``langgraph_checkpoint_aws.DynamoDBSaver``
+-------------------------------------------------------------------
+Measured on langgraph 1.2 / langgraph-checkpoint-aws 1.2 (PERFORMANCE.md baselines):
+
+* it makes ~6 DynamoDB calls per superstep: two PutItems per checkpoint and two per write,
+  never batched, so ``durability="sync"`` costs ~37 ms and ~5.5 write units per step;
+* it reads with eventual consistency, so a segment that starts right after the previous one
+  can resume from a stale checkpoint;
+* when an offloaded payload is missing it silently moves on to an older checkpoint, which
+  replays finished steps (RELIABILITY.md: a missing payload must be a loud error);
+* it logs an INFO line per write, which floods CloudWatch and costs money.
+
+What this saver does instead
+----------------------------
+* **One request per superstep.** ``put_writes`` is buffered in memory and persisted in the same
+  ``BatchWriteItem`` as the next ``put()``. The checkpoint that ``put()`` stores already
+  contains the effect of those writes, so nothing a completed superstep produced can be lost:
+  a crash mid-superstep loses the writes of that superstep's finished tasks, and those tasks
+  run again on resume (external effects carry idempotency keys, RELIABILITY.md).
+  Writes after which no ``put()`` follows (``__interrupt__``, ``__error__``, and the writes of
+  sibling tasks finishing after those), plus ``__resume__`` (a human decision must survive a
+  crash) and a few LangGraph internals, are flushed at once with everything buffered. So are
+  writes aimed at an older checkpoint. ``get_tuple``/``list`` merge the buffer
+  (read-your-writes). A caller that stops a run some other way (a time budget, an exception
+  outside any node) calls :meth:`DynamoCheckpointSaver.flush`.
+* **BatchWriteItem, not TransactWriteItems.** A transaction costs two write units per KB
+  instead of one, caps a request at 4 MB instead of 16 MB, and buys atomicity we do not need:
+  every item is valid on its own. If only the checkpoint lands, it already holds the writes'
+  effect; if only the writes land, resuming from the previous checkpoint applies them and
+  skips their tasks. ``UnprocessedItems`` are retried with backoff; if the buffer needs more
+  than one request (over 25 items), the checkpoint goes in the last one, so it never becomes
+  visible before the writes that produced it. (If a graph ever uses LangGraph's beta
+  ``DeltaChannel``, whose value is rebuilt from writes, switch ``CheckpointTable.write_items`` to a
+  transaction; langorch's state uses plain reducers.)
+* **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` (two when it has
+  pending writes, e.g. a parked interrupt), thanks to the item layout below.
+* **S3 offload**: a payload of ``offload_threshold_bytes`` or more (after optional zlib
+  compression) goes to S3 first, then the item that references it. A referenced payload that
+  is gone raises :class:`~langorch.domain.errors.CheckpointPayloadMissingError`; there is no
+  fallback to an older checkpoint.
+* No per-write INFO logging; DEBUG lines carry ids and counts, never payloads.
+
+Item layout (one table, string ``PK``/``SK``, on-demand)
+--------------------------------------------------------
+================  ===============================================  =====================
+item              SK                                               attributes
+================  ===============================================  =====================
+checkpoint        ``C#{ns}#{checkpoint_id}``                       k="c", ns, cid, par?,
+                                                                   t, p|ref, enc?, mt, m,
+                                                                   ttl?
+task writes       ``C#{ns}#{checkpoint_id}#W#{task_id}#{slot}``    k="w", ns, cid, tid,
+                                                                   tp, t, p|ref, enc?, ttl?
+================  ===============================================  =====================
+
+``PK`` is the thread id (so ``delete_thread`` is one paged ``Query``); ``{ns}`` is the checkpoint
+namespace with ``%`` and ``#`` percent-escaped, so a namespace is always exactly the prefix
+``C#{ns}#``. Checkpoint ids are time-ordered (uuid6), so a descending ``Query`` over the prefix
+starts at the newest checkpoint's writes, then the newest checkpoint, then older ones: the
+writes of a checkpoint sort right after it. ``slot`` is ``r`` for a task's regular writes
+(stored together, one item per task) or the negative index LangGraph gives a special channel
+(``-1`` error, ``-3`` interrupt, ...), which keeps specials from overwriting regular writes.
+``p`` is the serialized payload (``t`` its serde type, ``enc="zlib"`` when compressed), or ``ref``
+its S3 key (``sz`` its stored size); ``m``/``mt`` the serialized metadata; ``par`` the parent id.
+
+Modules
+-------
+``saver`` holds :class:`DynamoCheckpointSaver`, which only sequences the helpers: ``_keys`` (item
+and object keys), ``_payload`` (items in and out: serialization, compression, S3 offload),
+``_buffer`` (the write buffer and when it must flush), ``_table`` (the table's requests) and
+``_threaded`` (the async API).
+"""
+
+from langorch.adapters.dynamodb.checkpointer.saver import DynamoCheckpointSaver
+
+__all__ = ["DynamoCheckpointSaver"]

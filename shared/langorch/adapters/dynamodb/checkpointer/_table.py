@@ -1,0 +1,287 @@
+"""The checkpoint table's requests: batched writes, grouped reads, errors named ``StorageError``.
+
+Every read is consistent. Newest-first, a checkpoint's writes sort right before it (their keys
+extend its key), which is what lets one ``Query`` return a checkpoint with its writes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from langorch.adapters.dynamodb.checkpointer._keys import (
+    Group,
+    Item,
+    Items,
+    checkpoint_sk,
+    ns_prefix,
+    text,
+)
+from langorch.domain.errors import StorageError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_BATCH_LIMIT = 25  # BatchWriteItem's hard cap on items per request.
+_MAX_ATTEMPTS = 8  # for UnprocessedItems; botocore already retries throttled requests.
+
+
+class CheckpointTable:
+    """One checkpoint table (``PK``/``SK`` strings) behind a boto3 DynamoDB client."""
+
+    def __init__(self, client: DynamoDBClient, table_name: str) -> None:
+        self.client = client
+        self.name = table_name
+
+    # ------------------------------------------------------------------ errors
+
+    def call(self, operation: str, method: Callable[..., T], **kwargs: Any) -> T:
+        """Call ``method`` (DynamoDB or S3), raising :class:`StorageError` when AWS refuses."""
+        try:
+            return method(**kwargs)
+        except ClientError as exc:
+            raise self.storage_error(operation, exc) from exc
+        except BotoCoreError as exc:
+            raise StorageError(
+                f"{operation} on checkpoint table {self.name} failed: {exc}"
+            ) from exc
+
+    def storage_error(self, operation: str, exc: ClientError) -> StorageError:
+        """The named error for a refused call, with AWS's code and message."""
+        error = exc.response.get("Error", {})
+        return StorageError(
+            f"{operation} for checkpoint table {self.name} failed: "
+            f"{error.get('Code', 'unknown')}: {error.get('Message', '')}"
+        )
+
+    # ------------------------------------------------------------------ setup
+
+    def create(self, *, ttl: bool) -> None:
+        """Create the table when missing (on-demand) and, with ``ttl``, enable TTL on ``ttl``."""
+        try:
+            self.client.describe_table(TableName=self.name)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise self.storage_error("DescribeTable", exc) from exc
+            self.call(
+                "CreateTable",
+                self.client.create_table,
+                TableName=self.name,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": "PK", "AttributeType": "S"},
+                    {"AttributeName": "SK", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "PK", "KeyType": "HASH"},
+                    {"AttributeName": "SK", "KeyType": "RANGE"},
+                ],
+            )
+            waiter = self.client.get_waiter("table_exists")
+            waiter.wait(TableName=self.name, WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+        if ttl:
+            current = self.call(
+                "DescribeTimeToLive", self.client.describe_time_to_live, TableName=self.name
+            )
+            status = current.get("TimeToLiveDescription", {}).get("TimeToLiveStatus")
+            if status not in ("ENABLED", "ENABLING"):
+                self.call(
+                    "UpdateTimeToLive",
+                    self.client.update_time_to_live,
+                    TableName=self.name,
+                    TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"},
+                )
+
+    # ------------------------------------------------------------------ writes
+
+    def write_items(self, items: Sequence[Item], *, what: str) -> None:
+        """Put items with as few BatchWriteItem requests as possible, the last item last."""
+        self.batch_write([{"PutRequest": {"Item": item}} for item in items])
+        logger.debug("stored %s (%d items)", what, len(items))
+
+    def batch_write(self, requests: Sequence[dict[str, Any]]) -> None:
+        """Send put or delete requests, 25 a call, retrying ``UnprocessedItems`` with backoff."""
+        # Chunks are cut from the end, so the last request (the checkpoint, in put()) lands in
+        # the last call and the first call is the one that may be short.
+        chunks: builtins.list[Sequence[dict[str, Any]]] = []
+        end = len(requests)
+        while end > 0:
+            start = max(0, end - _BATCH_LIMIT)
+            chunks.insert(0, requests[start:end])
+            end = start
+        for chunk in chunks:
+            pending: dict[str, Any] = {self.name: list(chunk)}
+            for attempt in range(_MAX_ATTEMPTS):
+                response = self.call(
+                    "BatchWriteItem", self.client.batch_write_item, RequestItems=pending
+                )
+                unprocessed = response.get("UnprocessedItems") or {}
+                if not unprocessed.get(self.name):
+                    break
+                pending = dict(unprocessed)
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+            else:
+                raise StorageError(
+                    f"DynamoDB kept {len(pending[self.name])} checkpoint items unprocessed "
+                    f"in table {self.name} after {_MAX_ATTEMPTS} attempts "
+                    "(hint: the table is throttled; retry the segment)"
+                )
+
+    def delete_thread(self, thread_id: str) -> int:
+        """Delete every item of a thread; returns how many there were."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": thread_id}},
+            "ProjectionExpression": "PK, SK",
+            "ConsistentRead": True,
+        }
+        keys: Items = []
+        for page in self.pages("Query", self.client.query, kwargs):
+            keys.extend({"PK": item["PK"], "SK": item["SK"]} for item in page)
+        self.batch_write([{"DeleteRequest": {"Key": key}} for key in keys])
+        return len(keys)
+
+    # ------------------------------------------------------------------ reads
+
+    def checkpoint_group(self, thread_id: str, ns: str, checkpoint_id: str) -> Group | None:
+        """One checkpoint and its stored writes: one ``Query`` (they share a key prefix)."""
+        sk = checkpoint_sk(ns, checkpoint_id)
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+            "ExpressionAttributeValues": {":pk": {"S": thread_id}, ":sk": {"S": sk}},
+            "ConsistentRead": True,
+        }
+        checkpoint_item: Item | None = None
+        writes: Items = []
+        for page in self.pages("Query", self.client.query, kwargs):
+            for item in page:
+                item_sk = text(item, "SK")
+                if item_sk == sk:
+                    checkpoint_item = item
+                elif item_sk.startswith(f"{sk}#W#"):
+                    writes.append(item)
+        return None if checkpoint_item is None else (checkpoint_item, writes)
+
+    def latest_group(self, thread_id: str, ns: str) -> Group | None:
+        """The newest checkpoint of a namespace and its writes, in one or two ``Query`` calls.
+
+        Newest-first, the first item of the namespace is either the newest checkpoint (then it
+        has no stored writes, since they would sort after it) or one of its writes, which names
+        the checkpoint to fetch whole.
+        """
+        prefix = ns_prefix(ns)
+        upper: str | None = None
+        while True:
+            if upper is None:
+                condition = "PK = :pk AND begins_with(SK, :lo)"
+                values = {":pk": {"S": thread_id}, ":lo": {"S": prefix}}
+            else:
+                condition = "PK = :pk AND SK BETWEEN :lo AND :hi"
+                values = {":pk": {"S": thread_id}, ":lo": {"S": prefix}, ":hi": {"S": upper}}
+            response = self.call(
+                "Query",
+                self.client.query,
+                TableName=self.name,
+                KeyConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ScanIndexForward=False,
+                Limit=1,
+                ConsistentRead=True,
+            )
+            items: Items = list(response.get("Items", []))
+            if upper is not None:
+                items = [item for item in items if text(item, "SK") < upper]
+            if not items:
+                return None
+            first = items[0]
+            if text(first, "k") == "c":
+                return first, []
+            group = self.checkpoint_group(thread_id, ns, text(first, "cid"))
+            if group is not None:
+                return group
+            # Writes without their checkpoint (it was never stored): look below them.
+            upper = checkpoint_sk(ns, text(first, "cid"))
+
+    def query_groups(
+        self,
+        thread_id: str,
+        ns: str | None,
+        *,
+        before_id: str | None,
+        page_limit: int | None,
+    ) -> Iterator[Group]:
+        """Checkpoints of a thread newest-first, each with its stored writes, page by page."""
+        if ns is not None and before_id is not None:
+            condition = "PK = :pk AND SK BETWEEN :lo AND :hi"
+            values = {
+                ":pk": {"S": thread_id},
+                ":lo": {"S": ns_prefix(ns)},
+                ":hi": {"S": checkpoint_sk(ns, before_id)},
+            }
+        else:
+            condition = "PK = :pk AND begins_with(SK, :lo)"
+            values = {":pk": {"S": thread_id}, ":lo": {"S": "C#" if ns is None else ns_prefix(ns)}}
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+        if page_limit is not None:
+            kwargs["Limit"] = page_limit
+        # Newest-first, a checkpoint's writes arrive just before the checkpoint itself.
+        writes: Items = []
+        for page in self.pages("Query", self.client.query, kwargs):
+            for item in page:
+                if writes and (text(writes[0], "ns"), text(writes[0], "cid")) != (
+                    text(item, "ns"),
+                    text(item, "cid"),
+                ):
+                    writes = []  # writes whose checkpoint was never stored
+                if text(item, "k") == "w":
+                    writes.append(item)
+                else:
+                    yield item, writes
+                    writes = []
+
+    def scan_groups(self) -> Iterator[Group]:
+        """Every checkpoint of the table with its writes (operators' listing; a full scan)."""
+        checkpoints: Items = []
+        writes: dict[tuple[str, str], Items] = {}
+        kwargs: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True}
+        for page in self.pages("Scan", self.client.scan, kwargs):
+            for item in page:
+                if text(item, "k") == "c":
+                    checkpoints.append(item)
+                else:
+                    key = (text(item, "PK"), text(item, "SK").split("#W#", 1)[0])
+                    writes.setdefault(key, []).append(item)
+        checkpoints.sort(key=lambda item: (text(item, "PK"), text(item, "SK")), reverse=True)
+        for item in checkpoints:
+            yield item, writes.get((text(item, "PK"), text(item, "SK")), [])
+
+    def pages(
+        self, operation: str, method: Callable[..., Any], kwargs: dict[str, Any]
+    ) -> Iterator[Items]:
+        """The items of a ``Query`` or ``Scan``, one list per page."""
+        start_key: Item | None = None
+        while True:
+            if start_key is not None:
+                kwargs = {**kwargs, "ExclusiveStartKey": start_key}
+            response = self.call(operation, method, **kwargs)
+            yield list(response.get("Items", []))
+            start_key = response.get("LastEvaluatedKey")
+            if not start_key:
+                return

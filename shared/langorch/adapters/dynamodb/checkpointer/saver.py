@@ -1,0 +1,272 @@
+""":class:`DynamoCheckpointSaver`: the design is in the package docstring."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from langorch.adapters.dynamodb.checkpointer._buffer import WriteBuffer
+from langorch.adapters.dynamodb.checkpointer._keys import Group, address, runnable_config, text
+from langorch.adapters.dynamodb.checkpointer._payload import PayloadCodec
+from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
+from langorch.adapters.dynamodb.checkpointer._threaded import ThreadedAsyncSaver
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+
+logger = logging.getLogger(__name__)
+
+
+class DynamoCheckpointSaver(ThreadedAsyncSaver):
+    """A LangGraph checkpoint saver on DynamoDB: one request per superstep, consistent reads.
+
+    Args:
+        client: A boto3 DynamoDB client (injected; the saver never builds one).
+        table_name: The checkpoints table (``PK``/``SK`` strings; see :meth:`setup`).
+        s3_client: A boto3 S3 client for payloads too large for an item; without it and
+            ``bucket``, such a payload fails with :class:`StorageError`.
+        bucket: The bucket for offloaded payloads.
+        key_prefix: Prefix of offloaded payload keys:
+            ``{key_prefix}/{thread_id}/ns={ns}/{checkpoint_id}/...`` (URL-quoted parts).
+        ttl_seconds: If set, every item carries ``ttl`` = write time + this, and :meth:`setup`
+            enables DynamoDB TTL on it. Offloaded objects need a bucket lifecycle rule.
+        offload_threshold_bytes: Payloads of this size or more (after compression) go to S3.
+        compression_min_bytes: Payloads of this size or more are zlib-compressed when that
+            saves at least 10 %; ``None`` disables compression.
+        serde: The LangGraph serializer (default: LangGraph's ``JsonPlusSerializer``).
+    """
+
+    def __init__(
+        self,
+        client: DynamoDBClient,
+        table_name: str,
+        *,
+        s3_client: S3Client | None = None,
+        bucket: str | None = None,
+        key_prefix: str = "checkpoints",
+        ttl_seconds: int | None = None,
+        offload_threshold_bytes: int = 350_000,
+        compression_min_bytes: int | None = 4_096,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        self.table = CheckpointTable(client, table_name)
+        self.codec = PayloadCodec(
+            self.table,
+            self.serde,
+            s3_client,
+            bucket,
+            key_prefix.strip("/"),
+            ttl_seconds,
+            offload_threshold_bytes,
+            compression_min_bytes,
+        )
+        self.buffer = WriteBuffer()
+
+    def setup(self) -> None:
+        """Create the table if it is missing (on-demand, ``PK``/``SK`` strings) and enable TTL.
+
+        Raises:
+            StorageError: DynamoDB refused a call.
+        """
+        self.table.create(ttl=self.codec.ttl_seconds is not None)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint, together with every buffered write, in one request.
+
+        Args:
+            config: Carries ``thread_id``, ``checkpoint_ns`` and the parent ``checkpoint_id``.
+            checkpoint: The checkpoint to store (stored whole, channel values included).
+            metadata: Its metadata.
+            new_versions: Unused: the whole checkpoint is stored.
+
+        Returns:
+            The config addressing the stored checkpoint.
+
+        Raises:
+            StorageError: DynamoDB or S3 refused the write (buffered writes stay buffered).
+        """
+        thread = address(config)
+        item = self.codec.checkpoint_item(config, checkpoint, metadata)
+        with self.buffer.lock:
+            self.table.write_items(
+                [*self.buffer.items(), item], what=f"checkpoint {checkpoint['id']}"
+            )
+            self.buffer.clear()
+            self.buffer.stored_checkpoint(thread, checkpoint["id"])
+        return runnable_config(*thread, checkpoint["id"])
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Buffer a task's writes until the next :meth:`put` (or persist them now, see below).
+
+        Persisted at once, with everything buffered, because no ``put()`` is coming to carry
+        them: writes to ``__interrupt__``, ``__error__``, ``__resume__``, ``__scheduled__``,
+        ``__pregel_push`` or the error-handler marker; writes of sibling tasks that finish after
+        an interrupt or error on the same checkpoint; writes aimed at a checkpoint other than
+        the newest one this saver stored in that namespace.
+
+        Args:
+            config: Addresses the checkpoint the writes belong to.
+            writes: ``(channel, value)`` pairs.
+            task_id: The task that produced them.
+            task_path: The task's path, used to order pending writes.
+
+        Raises:
+            StorageError: An immediate flush failed (the writes stay buffered).
+        """
+        if not writes:
+            return
+        items = self.codec.write_items(config, writes, task_id, task_path)
+        checkpoint_id = str(config["configurable"]["checkpoint_id"])
+        with self.buffer.lock:
+            channels = [channel for channel, _ in writes]
+            if self.buffer.add(address(config), checkpoint_id, channels, items):
+                self._flush_locked()
+
+    def flush(self) -> None:
+        """Persist every buffered write now (no request when nothing is buffered).
+
+        Call it when a graph run stops without a final ``put()`` for reasons LangGraph does
+        not record as a write (e.g. the process is about to exit after an exception).
+
+        Raises:
+            StorageError: DynamoDB or S3 refused the write (the writes stay buffered).
+        """
+        with self.buffer.lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        items = self.buffer.items()
+        if items:
+            self.table.write_items(items, what="pending writes")
+            self.buffer.clear()
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Fetch a checkpoint with its pending writes (buffered ones included).
+
+        Without a ``checkpoint_id`` in ``config``, the newest checkpoint of the namespace: one
+        consistent ``Query``, two when it has stored pending writes.
+
+        Args:
+            config: ``thread_id``, optional ``checkpoint_ns`` and ``checkpoint_id``.
+
+        Returns:
+            The checkpoint tuple, or ``None`` if there is none.
+
+        Raises:
+            CheckpointPayloadMissingError: Its offloaded payload is gone from S3.
+            StorageError: DynamoDB or S3 refused a read.
+        """
+        thread_id, ns = address(config)
+        checkpoint_id = get_checkpoint_id(config)
+        buffered = self.buffer.snapshot(thread_id)
+        if checkpoint_id:
+            group = self.table.checkpoint_group(thread_id, ns, checkpoint_id)
+        else:
+            group = self.table.latest_group(thread_id, ns)
+        return None if group is None else self.codec.to_tuple(*group, buffered)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoints, newest first.
+
+        Args:
+            config: ``thread_id``, optional ``checkpoint_ns`` (all namespaces when absent) and
+                optional ``checkpoint_id`` (only that checkpoint); ``None`` lists every thread
+                (a table scan: operators only).
+            filter: Metadata key/value pairs that must all match.
+            before: Only checkpoints older than this config's ``checkpoint_id``.
+            limit: At most this many tuples.
+
+        Yields:
+            Checkpoint tuples with their pending writes.
+
+        Raises:
+            CheckpointPayloadMissingError: A listed checkpoint's payload is gone from S3.
+            StorageError: DynamoDB or S3 refused a read.
+        """
+        before_id = get_checkpoint_id(before) if before else None
+        if config is None:
+            groups: Iterable[Group] = self.table.scan_groups()
+            buffered = self.buffer.snapshot(None)
+        else:
+            ns = config["configurable"].get("checkpoint_ns")
+            thread_id = str(config["configurable"]["thread_id"])
+            groups = self.table.query_groups(
+                thread_id,
+                None if ns is None else str(ns),
+                before_id=before_id,
+                page_limit=None if limit is None else max(16, 4 * limit),
+            )
+            buffered = self.buffer.snapshot(thread_id)
+        if limit is not None and limit <= 0:
+            return
+        wanted_id = get_checkpoint_id(config) if config else None
+        yielded = 0
+        for checkpoint_item, write_items in groups:
+            checkpoint_id = text(checkpoint_item, "cid")
+            if (wanted_id is not None and checkpoint_id != wanted_id) or (
+                before_id is not None and checkpoint_id >= before_id
+            ):
+                continue
+            if filter:
+                metadata = self.codec.metadata(checkpoint_item)
+                if any(metadata.get(key) != value for key, value in filter.items()):
+                    continue
+            yield self.codec.to_tuple(checkpoint_item, write_items, buffered)
+            yielded += 1
+            if limit is not None and yielded >= limit:
+                return
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of a thread, in all namespaces, and its S3 payloads.
+
+        Args:
+            thread_id: The thread (run) to delete.
+
+        Raises:
+            StorageError: DynamoDB or S3 refused a call.
+        """
+        self.buffer.forget_thread(thread_id)
+        deleted = self.table.delete_thread(thread_id)
+        self.codec.delete_thread(thread_id)
+        logger.debug("deleted thread %s (%d items)", thread_id, deleted)
+
+    async def asetup(self) -> None:
+        """Async twin of :meth:`setup`."""
+        await asyncio.to_thread(self.setup)
+
+    async def aflush(self) -> None:
+        """Async twin of :meth:`flush`."""
+        await asyncio.to_thread(self.flush)

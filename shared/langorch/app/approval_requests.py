@@ -1,0 +1,143 @@
+"""Requesting an approval: what the state machine's ``AwaitApproval`` task invokes.
+
+It stores the task token server-side (never in an email, a URL, a page or a log line), records
+the pending approval and emails each approver a link signed for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets as random_source
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langorch.app.approval_driver import audit, record
+from langorch.app.approval_keys import SigningKeys, load_signing_keys
+from langorch.app.approval_ports import RequestPorts
+from langorch.domain.approval_lifecycle import Event, State, step
+from langorch.domain.approvals import (
+    Approval,
+    ApprovalStatus,
+    approver_ref,
+    code_hash,
+    link_url,
+    new_approval,
+    new_code,
+    sign_link,
+)
+from langorch.domain.errors import NotFoundError
+
+logger = logging.getLogger(__name__)
+
+# --------------------------------------------------------------------------------------------
+# Requesting an approval (invoked by the state machine with the task token)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestApproval:
+    """The ``AwaitApproval`` task's payload: the run, its approval request, the task token."""
+
+    run_id: str
+    approval: dict[str, Any]
+    task_token: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    """What ``request_approval`` did."""
+
+    approval_id: str
+    created: bool
+    emailed: list[str]
+    """Approvers emailed by this call (a retried request mails only those not mailed yet)."""
+    status: ApprovalStatus = ApprovalStatus.pending
+
+
+def request_approval(
+    cmd: RequestApproval,
+    ports: RequestPorts,
+    *,
+    randbelow: Callable[[int], int] = random_source.randbelow,
+) -> ApprovalRequested:
+    """Park the decision: store the token, record the approval, email each approver their link.
+
+    Idempotent: the approval id derives from the run and interrupt, so a retried invocation
+    stores nothing twice and emails only the approvers whose email did not go out yet.
+
+    Args:
+        cmd: the task's payload.
+        ports: approvals, runs, secrets, email, settings and clock.
+        randbelow: the random source for one-time codes.
+
+    Raises:
+        ValueError: the request has no interrupt id or no approvers.
+        SecretNotFoundError: the link-signing secret is missing.
+        StorageError: DynamoDB, Secrets Manager or SES failed transiently (retry).
+        EmailNotSentError: SES refused an email for good.
+    """
+    now = ports.clock()
+    workflow_id: str | None
+    try:
+        workflow_id = ports.runs.get_run(cmd.run_id).workflow_id
+    except NotFoundError:
+        workflow_id = None  # the approval still works; only listings lose the workflow
+    approval = new_approval(
+        run_id=cmd.run_id, workflow_id=workflow_id, request=cmd.approval, now=now
+    )
+    stored, created = ports.approvals.put_pending(approval, cmd.task_token)
+    if created:
+        record(ports.approvals, stored, step(State.new, Event.request), at=now)
+    if not stored.is_pending:
+        logger.info(
+            "approval already closed; nothing to email",
+            extra={"approval_id": stored.approval_id, "run_id": stored.run_id},
+        )
+        return ApprovalRequested(stored.approval_id, created, [], stored.status)
+    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+    emailed: list[str] = []
+    for address in stored.approvers:
+        ref = approver_ref(stored.approval_id, address)
+        if ref in stored.emailed:
+            continue
+        _email_one(stored, address, ref, keys, ports, randbelow)
+        emailed.append(address)
+    logger.info(
+        "approval requested",
+        extra={
+            "approval_id": stored.approval_id,
+            "run_id": stored.run_id,
+            "workflow_id": stored.workflow_id,
+            "step_id": stored.step_id,
+            "first_request": created,
+            "emailed": len(emailed),
+        },
+    )
+    return ApprovalRequested(stored.approval_id, created, emailed)
+
+
+def _email_one(
+    approval: Approval,
+    address: str,
+    ref: str,
+    keys: SigningKeys,
+    ports: RequestPorts,
+    randbelow: Callable[[int], int],
+) -> None:
+    from langorch.web.emails import render_approval_email
+
+    code: str | None = None
+    if approval.require_code:
+        code = new_code(randbelow)
+        # The hash is stored before the email goes out, so the code in the email always works.
+        ports.approvals.set_code_hash(
+            approval.approval_id, ref, code_hash(approval.approval_id, ref, code, keys.current_key)
+        )
+    params = sign_link(
+        approval.approval_id, address, approval.expires_at, keys.current, keys.current_key
+    )
+    link = link_url(ports.settings.public_base_url, approval.approval_id, params)
+    ports.email.send(render_approval_email(approval, to=address, link=link, code=code))
+    ports.approvals.mark_emailed(approval.approval_id, ref)
+    audit(ports.approvals, approval.approval_id, "emailed", "sent", at=ports.clock(), actor=address)

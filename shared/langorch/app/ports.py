@@ -1,0 +1,222 @@
+"""Ports: what the use-cases need from the outside world, as ``typing.Protocol``s.
+
+Each Protocol holds only the methods the use-cases call. The composition root
+(:mod:`langorch.app.container`) wires the AWS adapters, which satisfy them structurally; tests
+wire the in-memory fakes of ``tests/fakes``. One contract suite per port (``tests/contracts``)
+runs against both, so a fake cannot drift from the adapter it stands for.
+
+Two ports live beside their only users: :class:`langorch.app.definitions.DefinitionsStore`
+(registration) and :class:`langorch.engine.context.FileReader` (``read_file`` steps). This
+module imports nothing heavy at run time, so the trigger function's cold start stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from langorch.domain.definitions import TaskPlan
+    from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+    from langorch.web.emails import OutgoingEmail
+
+__all__ = [
+    "Clock",
+    "EmailSender",
+    "Executions",
+    "Ids",
+    "RunsReader",
+    "RunsStore",
+    "ScheduleStore",
+    "SecretsStore",
+    "StoredSchedule",
+    "WorkflowSource",
+]
+
+
+class Clock(Protocol):
+    """The current time, timezone-aware UTC (a settable clock in tests)."""
+
+    def __call__(self) -> datetime: ...
+
+
+class Ids(Protocol):
+    """New unique ids (run ids, lease owners); deterministic in tests."""
+
+    def __call__(self) -> str: ...
+
+
+class WorkflowSource(Protocol):
+    """Where the use-cases that start runs read workflows (the definitions table)."""
+
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
+        """The workflow at ``version`` (``None``: latest), or ``None``."""
+        ...
+
+    def list_workflows(self) -> list[TaskPlan]:
+        """The latest version of every workflow."""
+        ...
+
+
+class RunsStore(Protocol):
+    """Run records, their leases, dedupe markers and timelines (the runs table).
+
+    Conditional semantics every implementation keeps (``tests/contracts/test_runs_store.py``):
+
+    * ``create_run`` stores a run once per dedupe key and once per run id; a repeat returns the
+      existing run and ``False``.
+    * ``acquire_lease`` succeeds only when no unexpired lease is held, and returns a fence one
+      higher than the last; writes carrying an older fence raise ``LeaseHeldError``.
+    * ``save_run`` raises ``NotFoundError`` for an unknown run and ``ConflictError`` when the run
+      already ended with another status (re-saving the same ending is allowed).
+    """
+
+    def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Store a new run, once per dedupe key; returns the stored run and whether it is new."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run (``NotFoundError`` when unknown)."""
+        ...
+
+    def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
+        """Store the run's new state, under the lease ``fence`` when given."""
+        ...
+
+    def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:
+        """Take the run's lease; returns the new fence (``LeaseHeldError`` when held)."""
+        ...
+
+    def release_lease(self, run_id: str, fence: int) -> bool:
+        """Give the lease back if ``fence`` still holds it; returns whether it did."""
+        ...
+
+    def append_events(
+        self, run_id: str, events: Sequence[TimelineEvent], *, fence: int | None = None
+    ) -> None:
+        """Add (or replace, by ``seq``) timeline events."""
+        ...
+
+
+class RunsReader(Protocol):
+    """What the read-side use-cases (``runs list``, ``runs show``) read of runs."""
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run (``NotFoundError`` when unknown)."""
+        ...
+
+    def list_runs(
+        self,
+        workflow_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        """Runs, newest first."""
+        ...
+
+    def get_timeline(self, run_id: str) -> list[TimelineEvent]:
+        """The run's timeline in ``seq`` order."""
+        ...
+
+
+class Executions(Protocol):
+    """The run state machine's executions (Step Functions), one per run, named by its id."""
+
+    def start(self, run_id: str, payload: dict[str, Any]) -> tuple[str, bool]:
+        """Start the execution named ``run_id``; returns its ARN and whether this call started
+        it (a second start of the same name starts nothing)."""
+        ...
+
+    def stop(self, run_id: str, cause: str) -> None:
+        """Stop the run's execution (a missing or ended one is fine)."""
+        ...
+
+    def describe(self, run_id: str) -> dict[str, Any]:
+        """The execution's ``status``, ``name``, ``input`` and times (``NotFoundError``)."""
+        ...
+
+    def send_success(self, task_token: str, output: dict[str, Any]) -> None:
+        """Resume the task waiting on ``task_token`` (``TaskClosedError`` when closed)."""
+        ...
+
+
+class SecretsStore(Protocol):
+    """JSON secrets (Secrets Manager): webhook secrets, link-signing keys.
+
+    Reads are cached per process; ``fresh=True`` reads the newest value.
+    """
+
+    def get_json(self, name: str, *, fresh: bool = False) -> dict[str, Any]:
+        """The secret's JSON object (``SecretNotFoundError`` when missing)."""
+        ...
+
+    def put_json(self, name: str, value: dict[str, Any], *, description: str = "") -> bool:
+        """Create or update the secret; returns whether it was created."""
+        ...
+
+    def exists(self, name: str) -> bool:
+        """Whether the secret exists (no value is read)."""
+        ...
+
+
+class EmailSender(Protocol):
+    """Where approval emails go: SES in the cloud, the outbox folder locally."""
+
+    def send(self, email: OutgoingEmail) -> str:
+        """Send one email; returns a message id."""
+        ...
+
+
+class StoredSchedule(Protocol):
+    """A schedule as read back (``langorch.adapters.scheduler.ScheduleInfo`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def expression(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def input(self) -> dict[str, Any]: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def target_arn(self) -> str | None: ...
+    @property
+    def role_arn(self) -> str | None: ...
+    @property
+    def dead_letter_arn(self) -> str | None: ...
+
+
+class ScheduleStore(Protocol):
+    """The EventBridge Scheduler schedules that fire workflows' schedule triggers."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether schedules can be written (a target and a role are configured)."""
+        ...
+
+    def ensure_group(self) -> None:
+        """Create the schedule group when missing."""
+        ...
+
+    def put(
+        self,
+        name: str,
+        cron: str,
+        timezone: str,
+        input: dict[str, Any],
+        *,
+        description: str = "",
+    ) -> bool:
+        """Create or update a schedule; returns whether it was created."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete a schedule; returns whether one was deleted."""
+        ...
+
+    def list(self, prefix: str | None = None) -> Sequence[StoredSchedule]:
+        """Every schedule whose name starts with ``prefix``, by name."""
+        ...

@@ -1,0 +1,336 @@
+"""The ``ApprovalsStore`` contract: the in-memory fake and the DynamoDB adapter (on moto).
+
+Every test runs against both, so the fake the use-case tests rely on cannot drift from the real
+store: decide once (also under concurrency), mark delivered, reopen only the exact undelivered
+decision, close (time out, cancel) only what the run did not get, and the bookkeeping around
+them (emails, codes, listings, the append-only audit).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from langorch.app.approval_ports import ApprovalsStore
+from langorch.domain.approvals import (
+    AlreadyDecidedError,
+    Approval,
+    ApprovalStatus,
+    AuditEntry,
+    LinkExpiredError,
+    RunEndedError,
+    new_approval,
+)
+from langorch.domain.errors import NotFoundError
+from tests.fakes.approvals import InMemoryApprovals
+
+NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
+ALICE = "alice@example.com"
+BOB = "bob@example.com"
+TOKEN = "token-1"
+
+
+@pytest.fixture(params=["fake", "dynamodb"])
+def store(request: pytest.FixtureRequest) -> Iterator[ApprovalsStore]:
+    """The store under contract: the fake, or the adapter on moto (writes made atomic)."""
+    if request.param == "fake":
+        yield InMemoryApprovals()
+        return
+    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+    from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.local.emulator import serialise_dynamodb_writes
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        RunsRepository(client, "runs").create_table()
+        undo = serialise_dynamodb_writes()
+        try:
+            yield ApprovalsRepository(client, "runs")
+        finally:
+            undo()
+
+
+def _approval(n: int = 1, *, run_id: str = "run-1", created: datetime = NOW) -> Approval:
+    return new_approval(
+        run_id=run_id,
+        workflow_id="wf",
+        request={
+            "interrupt_id": f"int-{n}",
+            "step_id": "review",
+            "title": "Pay",
+            "approvers": [ALICE, BOB],
+            "timeout_seconds": 3600,
+            "editable": {"amount": 1},
+        },
+        now=created,
+    )
+
+
+def _pending(store: ApprovalsStore, n: int = 1, **kwargs: Any) -> Approval:
+    approval, created = store.put_pending(_approval(n, **kwargs), TOKEN)
+    assert created
+    return approval
+
+
+def _decide(store: ApprovalsStore, approval: Approval, who: str = ALICE, **kw: Any) -> Approval:
+    return store.decide(
+        approval.approval_id,
+        kw.get("decision", ApprovalStatus.approved),
+        who,
+        kw.get("comment", "fine"),
+        kw.get("edits", {"amount": 2}),
+        kw.get("now", NOW + timedelta(minutes=1)),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Storing the request
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_pending_approval_is_stored_once_with_its_token(store: ApprovalsStore) -> None:
+    # Given a stored pending approval
+    approval = _pending(store)
+    # When the same request is stored again with a newer token
+    again, created = store.put_pending(_approval(), "token-2")
+    # Then nothing new was created, the record is the first one, and the newest token is kept
+    assert not created and again.approval_id == approval.approval_id
+    assert again.status is ApprovalStatus.pending
+    assert store.task_token(approval.approval_id) == "token-2"
+    got = store.get(approval.approval_id)
+    assert got is not None and got.approvers == [ALICE, BOB] and got.editable == {"amount": 1}
+
+
+def test_a_closed_approval_keeps_its_token_when_requested_again(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    assert store.mark(approval.approval_id, ApprovalStatus.timed_out)
+    again, created = store.put_pending(_approval(), "token-2")
+    assert not created and again.status is ApprovalStatus.timed_out
+    assert store.task_token(approval.approval_id) == TOKEN
+
+
+def test_missing_approvals_read_as_none_or_not_found(store: ApprovalsStore) -> None:
+    assert store.get("apr-missing") is None
+    assert store.code_hash("apr-missing", "ref") is None
+    with pytest.raises(NotFoundError):
+        store.task_token("apr-missing")
+    for write in (
+        lambda: store.mark_emailed("apr-missing", "ref"),
+        lambda: store.record_code_failure("apr-missing"),
+        lambda: store.set_code_hash("apr-missing", "ref", "h"),
+        lambda: store.decide("apr-missing", ApprovalStatus.approved, ALICE, None, {}, NOW),
+    ):
+        with pytest.raises(NotFoundError):
+            write()
+
+
+def test_the_token_is_not_part_of_any_approval_read(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    shown = [store.get(approval.approval_id), *store.list(), *store.list(pending_only=True)]
+    assert all(TOKEN not in a.model_dump_json() for a in shown if a)
+
+
+# --------------------------------------------------------------------------------------------
+# Decide once
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_decision_is_recorded_once_and_the_loser_reads_who_won(store: ApprovalsStore) -> None:
+    # Given alice approved
+    approval = _pending(store)
+    decided = _decide(store, approval)
+    assert (decided.status, decided.decided_by, decided.comment) == (
+        ApprovalStatus.approved,
+        ALICE,
+        "fine",
+    )
+    assert decided.edits == {"amount": 2} and decided.delivered_at is None
+    # When bob rejects / Then he is refused with who decided and when
+    with pytest.raises(AlreadyDecidedError) as lost:
+        _decide(store, approval, BOB, decision=ApprovalStatus.rejected)
+    assert (lost.value.outcome, lost.value.decided_by) == (ApprovalStatus.approved, ALICE)
+    assert lost.value.decided_at == decided.decided_at
+    assert store.list(pending_only=True) == []
+
+
+def test_concurrent_decisions_have_exactly_one_winner(store: ApprovalsStore) -> None:
+    # Given four approvers pressing at the same moment
+    approval = _pending(store)
+    start = threading.Barrier(4)
+    won: list[str] = []
+    lost: list[str] = []
+
+    def press(who: str) -> None:
+        start.wait()
+        try:
+            _decide(store, approval, who)
+            won.append(who)
+        except AlreadyDecidedError as exc:
+            lost.append(str(exc.decided_by))
+
+    threads = [threading.Thread(target=press, args=(f"{i}@example.com",)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then one decision won and every other press read that winner
+    assert len(won) == 1 and lost == won * 3
+    stored = store.get(approval.approval_id)
+    assert stored is not None and stored.decided_by == won[0]
+
+
+@pytest.mark.parametrize(
+    ("close", "refusal"),
+    [(ApprovalStatus.timed_out, LinkExpiredError), (ApprovalStatus.cancelled, RunEndedError)],
+)
+def test_a_closed_approval_takes_no_decision(
+    store: ApprovalsStore, close: ApprovalStatus, refusal: type[Exception]
+) -> None:
+    approval = _pending(store)
+    assert store.mark(approval.approval_id, close)
+    with pytest.raises(refusal):
+        _decide(store, approval)
+
+
+def test_an_expired_approval_takes_no_decision(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    with pytest.raises(LinkExpiredError):
+        _decide(store, approval, now=approval.expires_at)
+    stored = store.get(approval.approval_id)
+    assert stored is not None and stored.is_pending
+
+
+def test_only_approved_or_rejected_is_a_decision(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    with pytest.raises(ValueError, match="approved or rejected"):
+        _decide(store, approval, decision=ApprovalStatus.timed_out)
+
+
+# --------------------------------------------------------------------------------------------
+# Delivered, reopened, closed
+# --------------------------------------------------------------------------------------------
+
+
+def test_mark_delivered_keeps_the_first_time_and_needs_a_decision(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    assert store.mark_delivered(approval.approval_id, NOW) is None
+    assert store.mark_delivered("apr-missing", NOW) is None
+    _decide(store, approval)
+    first = store.mark_delivered(approval.approval_id, NOW + timedelta(minutes=2))
+    again = store.mark_delivered(approval.approval_id, NOW + timedelta(minutes=5))
+    assert first is not None and again is not None
+    assert first.delivered_at == again.delivered_at == NOW + timedelta(minutes=2)
+    assert again.decided_by == ALICE
+
+
+def test_reopen_undoes_only_the_exact_undelivered_decision(store: ApprovalsStore) -> None:
+    # Given alice's decision, recorded and not delivered
+    approval = _pending(store)
+    decided = _decide(store, approval)
+    # When someone else's decision (or one never made) is reopened / Then nothing changes
+    assert not store.reopen(decided.model_copy(update={"decided_by": BOB}))
+    assert not store.reopen(approval)
+    # When hers is reopened / Then it is pending again, listed, and can be decided anew
+    assert store.reopen(decided)
+    reopened = store.get(approval.approval_id)
+    assert reopened is not None and reopened.is_pending and reopened.decided_by is None
+    assert [a.approval_id for a in store.list(pending_only=True)] == [approval.approval_id]
+    assert _decide(store, approval, BOB).decided_by == BOB
+
+
+def test_a_delivered_decision_is_never_reopened_timed_out_or_cancelled(
+    store: ApprovalsStore,
+) -> None:
+    approval = _pending(store)
+    decided = _decide(store, approval)
+    assert store.mark_delivered(approval.approval_id, NOW) is not None
+    assert (
+        store.reopen(decided),
+        store.mark(approval.approval_id, ApprovalStatus.timed_out),
+        store.mark(approval.approval_id, ApprovalStatus.cancelled),
+    ) == (False, False, False)
+    stored = store.get(approval.approval_id)
+    assert stored is not None and stored.status is ApprovalStatus.approved
+
+
+def test_mark_closes_once_including_an_undelivered_decision(store: ApprovalsStore) -> None:
+    # Given a pending approval and one with an undelivered decision
+    pending, decided = _pending(store, 1), _pending(store, 2)
+    _decide(store, decided)
+    # When both close, twice / Then each closes once
+    assert store.mark(pending.approval_id, ApprovalStatus.timed_out)
+    assert not store.mark(pending.approval_id, ApprovalStatus.cancelled)
+    assert store.mark(decided.approval_id, ApprovalStatus.cancelled)
+    assert not store.mark("apr-missing", ApprovalStatus.cancelled)
+    statuses = {a.approval_id: a.status for a in store.list()}
+    assert statuses == {
+        pending.approval_id: ApprovalStatus.timed_out,
+        decided.approval_id: ApprovalStatus.cancelled,
+    }
+    assert store.list(pending_only=True) == []
+    with pytest.raises(ValueError, match="timed_out or cancelled"):
+        store.mark(pending.approval_id, ApprovalStatus.approved)
+
+
+# --------------------------------------------------------------------------------------------
+# Bookkeeping: emails, codes, listings, audit
+# --------------------------------------------------------------------------------------------
+
+
+def test_emailed_refs_codes_and_failures_are_kept(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    store.mark_emailed(approval.approval_id, "ref-b")
+    store.mark_emailed(approval.approval_id, "ref-a")
+    store.mark_emailed(approval.approval_id, "ref-a")
+    store.set_code_hash(approval.approval_id, "ref-a", "hash-a")
+    assert [store.record_code_failure(approval.approval_id) for _ in range(2)] == [1, 2]
+    stored = store.get(approval.approval_id)
+    assert stored is not None
+    assert (stored.emailed, stored.code_failures) == (["ref-a", "ref-b"], 2)
+    assert store.code_hash(approval.approval_id, "ref-a") == "hash-a"
+    assert store.code_hash(approval.approval_id, "ref-b") is None
+
+
+def test_listings_are_newest_first_and_filter_by_run(store: ApprovalsStore) -> None:
+    first = _pending(store, 1, created=NOW)
+    second = _pending(store, 2, run_id="run-2", created=NOW + timedelta(seconds=1))
+    third = _pending(store, 3, created=NOW + timedelta(seconds=2))
+    _decide(store, third)
+    ids = [a.approval_id for a in store.list()]
+    assert ids == [third.approval_id, second.approval_id, first.approval_id]
+    assert [a.approval_id for a in store.list(pending_only=True)] == [
+        second.approval_id,
+        first.approval_id,
+    ]
+    assert [a.approval_id for a in store.list(run_id="run-1")] == [
+        third.approval_id,
+        first.approval_id,
+    ]
+    assert len(store.list(limit=1)) == 1
+
+
+def test_the_audit_trail_is_append_only_and_oldest_first(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    lines = [
+        AuditEntry(approval_id=approval.approval_id, at=NOW, action="requested", outcome="a"),
+        AuditEntry(approval_id=approval.approval_id, at=NOW, action="view", outcome="b"),
+        AuditEntry(
+            approval_id=approval.approval_id,
+            at=NOW + timedelta(seconds=1),
+            action="decide",
+            outcome="approved",
+            actor=ALICE,
+            source_ip="203.0.113.7",
+            method="POST",
+        ),
+    ]
+    for line in lines:
+        store.append_audit(line)
+    assert store.audit(approval.approval_id) == lines
+    assert store.audit("apr-other") == []

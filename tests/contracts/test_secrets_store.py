@@ -1,0 +1,50 @@
+"""Contract of the secrets store (``SecretsStore``): Secrets Manager on moto and the fake."""
+
+from __future__ import annotations
+
+import pytest
+
+from langorch.adapters.secrets import Secrets
+from langorch.domain.errors import SecretNotFoundError
+from tests.fakes import InMemorySecrets
+
+Store = Secrets | InMemorySecrets
+
+
+@pytest.fixture(params=["fake", "secretsmanager"])
+def store(request: pytest.FixtureRequest) -> Store:
+    if request.param == "fake":
+        return InMemorySecrets()
+    import boto3
+
+    request.getfixturevalue("aws")
+    return Secrets(boto3.client("secretsmanager", region_name="us-east-1"))
+
+
+def test_a_stored_secret_reads_back(store: Store) -> None:
+    assert store.put_json("hooks/a", {"current": "s1"}) is True
+    assert store.get_json("hooks/a") == {"current": "s1"}
+    assert store.exists("hooks/a")
+
+
+def test_a_missing_secret_is_not_found_and_does_not_exist(store: Store) -> None:
+    assert not store.exists("hooks/none")
+    with pytest.raises(SecretNotFoundError, match="hooks/none"):
+        store.get_json("hooks/none")
+
+
+def test_putting_again_updates_and_says_so(store: Store) -> None:
+    store.put_json("hooks/a", {"current": "s1"})
+    assert store.put_json("hooks/a", {"current": "s2", "previous": "s1"}) is False
+    assert store.get_json("hooks/a", fresh=True) == {"current": "s2", "previous": "s1"}
+
+
+def test_a_cached_read_keeps_the_old_value_until_a_fresh_read(store: Store) -> None:
+    # Given a secret read once (cached for the process)
+    store.put_json("hooks/a", {"current": "s1"})
+    store.get_json("hooks/a")
+    # When another process rotates it
+    store.put_json("hooks/a", {"current": "s2"})
+    # Then a plain read still sees the old value, and a fresh read the new one
+    assert store.get_json("hooks/a") == {"current": "s1"}
+    assert store.get_json("hooks/a", fresh=True) == {"current": "s2"}

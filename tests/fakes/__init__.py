@@ -1,0 +1,109 @@
+"""In-memory fakes of langorch's ports, and :class:`Fakes`, a composition of them.
+
+Each fake passes the same contract suite (``tests/contracts``) as the adapter it stands for.
+:class:`Fakes` has the attributes the use-cases' dependency Protocols name, so a use-case test
+passes it where the handlers pass the container.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from langorch.config import Settings
+from tests.fakes.checkpoints import InMemoryCheckpoints
+from tests.fakes.clock import T0, FakeClock, SequentialIds
+from tests.fakes.definitions import InMemoryDefinitions
+from tests.fakes.email import RecordingEmailSender
+from tests.fakes.executions import STATE_MACHINE_ARN, InMemoryExecutions
+from tests.fakes.files import InMemoryFiles
+from tests.fakes.runs import InMemoryRuns
+from tests.fakes.schedules import InMemorySchedules
+from tests.fakes.secrets import InMemorySecrets
+
+if TYPE_CHECKING:
+    from langorch.app.memory import MemoryManager
+    from langorch.engine.compiler import GraphCompiler
+    from langorch.engine.context import HttpCaller
+    from langorch.llm import LLMRegistry
+
+__all__ = [
+    "STATE_MACHINE_ARN",
+    "T0",
+    "FakeClock",
+    "Fakes",
+    "InMemoryCheckpoints",
+    "InMemoryDefinitions",
+    "InMemoryExecutions",
+    "InMemoryFiles",
+    "InMemoryRuns",
+    "InMemorySchedules",
+    "InMemorySecrets",
+    "RecordingEmailSender",
+    "SequentialIds",
+]
+
+
+class Fakes:
+    """Every port with its in-memory fake, wired like the container wires the adapters.
+
+    Args:
+        script: the offline LLM's scripted answers.
+        seed_builtins: store the built-in blocks (as the deployed stack does).
+        http: what ``http`` steps call (``None``: such a step fails).
+        settings: ``Settings`` fields (a state machine ARN is set unless given).
+    """
+
+    def __init__(
+        self,
+        script: dict[str, Any] | str | None = None,
+        *,
+        seed_builtins: bool = True,
+        http: HttpCaller | None = None,
+        **settings: Any,
+    ) -> None:
+        from langorch.llm import LLMRegistry
+
+        settings.setdefault("state_machine_arn", STATE_MACHINE_ARN)
+        self.settings = Settings(**settings)
+        self.runs = InMemoryRuns()
+        self.definitions = InMemoryDefinitions()
+        self.executions = InMemoryExecutions(self.settings.state_machine_arn)
+        self.secrets = InMemorySecrets()
+        self.email = RecordingEmailSender()
+        self.files = InMemoryFiles(self.settings.bucket, self.settings.checkpoint_prefix)
+        self.schedules = InMemorySchedules(
+            role_arn=self.settings.scheduler_role_arn,
+            target_arn=self.settings.trigger_function_arn,
+            dead_letter_arn=self.settings.schedule_dlq_arn,
+        )
+        self.clock = FakeClock()
+        self.ids = SequentialIds()
+        self.checkpointer = InMemoryCheckpoints()
+        self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
+        self.http = http
+        if seed_builtins:
+            from langorch.app.definitions import seed_builtins as seed
+
+            seed(self.definitions)
+
+    @property
+    def stepfunctions(self) -> InMemoryExecutions:
+        """The container's older name for :attr:`executions`."""
+        return self.executions
+
+    @cached_property
+    def compiler(self) -> GraphCompiler:
+        """Graphs compiled from the fake definitions, checkpointed in memory."""
+        from langorch.engine.compiler import GraphCompiler
+
+        return GraphCompiler(self.definitions, self.checkpointer)
+
+    @cached_property
+    def memory(self) -> MemoryManager:
+        """Long-term memory on LangGraph's ``InMemoryStore``."""
+        from langgraph.store.memory import InMemoryStore
+
+        from langorch.app.memory import MemoryManager
+
+        return MemoryManager(InMemoryStore())

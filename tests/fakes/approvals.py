@@ -1,0 +1,226 @@
+"""An in-memory approvals store: the ``ApprovalsStore`` port without DynamoDB.
+
+It passes the same contract suite as the DynamoDB adapter
+(``tests/contracts/test_approvals_store.py``): decide once under concurrency, mark delivered,
+reopen only the exact undelivered decision, close (time out / cancel) only what the run did not
+get. A lock stands for DynamoDB's per-item serialisation of conditional writes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from langorch.domain.approvals import (
+    DECISIONS,
+    AlreadyDecidedError,
+    Approval,
+    ApprovalStatus,
+    AuditEntry,
+    LinkExpiredError,
+    RunEndedError,
+)
+from langorch.domain.errors import NotFoundError
+
+MAX_COMMENT_CHARS = 4000
+MAX_LIST = 1000
+
+
+def _stored_time(moment: datetime) -> datetime:
+    # The adapter stores times as UTC text to the microsecond: read back, they are UTC.
+    return moment.astimezone(UTC)
+
+
+class InMemoryApprovals:
+    """Approvals, their tokens, code hashes and audit trails in dicts (one process)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._approvals: dict[str, Approval] = {}
+        self._tokens: dict[str, str] = {}
+        self._codes: dict[tuple[str, str], str] = {}
+        self._audit: dict[str, list[AuditEntry]] = {}
+
+    # Writes ---------------------------------------------------------------------------------
+
+    def put_pending(self, approval: Approval, task_token: str) -> tuple[Approval, bool]:
+        with self._lock:
+            stored = self._approvals.get(approval.approval_id)
+            if stored is None:
+                fresh = approval.model_copy(
+                    update={
+                        "status": ApprovalStatus.pending,
+                        "decided_by": None,
+                        "decided_at": None,
+                        "comment": None,
+                        "edits": {},
+                        "delivered_at": None,
+                        "emailed": [],
+                        "code_failures": 0,
+                    },
+                    deep=True,
+                )
+                self._approvals[approval.approval_id] = fresh
+                self._tokens[approval.approval_id] = task_token
+                return fresh.model_copy(deep=True), True
+            if stored.is_pending:
+                self._tokens[approval.approval_id] = task_token
+            return stored.model_copy(deep=True), False
+
+    def decide(
+        self,
+        approval_id: str,
+        decision: ApprovalStatus,
+        approver: str,
+        comment: str | None,
+        edits: dict[str, Any],
+        now: datetime,
+    ) -> Approval:
+        if decision not in DECISIONS:
+            raise ValueError(f"a decision is approved or rejected, not {decision}")
+        with self._lock:
+            stored = self._approvals.get(approval_id)
+            if stored is None:
+                raise NotFoundError(f"approval {approval_id} does not exist")
+            decidable = stored.is_pending and int(stored.expires_at.timestamp()) > int(
+                now.timestamp()
+            )
+            if not decidable:
+                raise self._refusal(stored)
+            decided = stored.model_copy(
+                update={
+                    "status": decision,
+                    "decided_by": approver,
+                    "decided_at": _stored_time(now),
+                    "comment": (comment or "")[:MAX_COMMENT_CHARS] or None,
+                    "edits": json.loads(json.dumps(edits, default=str)),
+                }
+            )
+            self._approvals[approval_id] = decided
+            return decided.model_copy(deep=True)
+
+    @staticmethod
+    def _refusal(stored: Approval) -> Exception:
+        if stored.status in DECISIONS:
+            return AlreadyDecidedError(
+                stored.approval_id, stored.status, stored.decided_by, stored.decided_at
+            )
+        if stored.status is ApprovalStatus.cancelled:
+            return RunEndedError(f"approval {stored.approval_id} was cancelled")
+        return LinkExpiredError(f"approval {stored.approval_id} expired before the decision")
+
+    def reopen(self, approval: Approval) -> bool:
+        if approval.decided_at is None or approval.decided_by is None:
+            return False
+        with self._lock:
+            stored = self._approvals.get(approval.approval_id)
+            same = (
+                stored is not None
+                and stored.status is approval.status
+                and stored.decided_by == approval.decided_by
+                and stored.decided_at == _stored_time(approval.decided_at)
+                and stored.delivered_at is None
+            )
+            if stored is None or not same:
+                return False
+            self._approvals[approval.approval_id] = stored.model_copy(
+                update={
+                    "status": ApprovalStatus.pending,
+                    "decided_by": None,
+                    "decided_at": None,
+                    "comment": None,
+                    "edits": {},
+                }
+            )
+            return True
+
+    def mark_delivered(self, approval_id: str, now: datetime) -> Approval | None:
+        with self._lock:
+            stored = self._approvals.get(approval_id)
+            if stored is None or stored.status not in DECISIONS:
+                return None
+            if stored.delivered_at is None:
+                stored = stored.model_copy(update={"delivered_at": _stored_time(now)})
+                self._approvals[approval_id] = stored
+            return stored.model_copy(deep=True)
+
+    def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
+        if status not in (ApprovalStatus.timed_out, ApprovalStatus.cancelled):
+            raise ValueError(f"mark closes an approval as timed_out or cancelled, not {status}")
+        with self._lock:
+            stored = self._approvals.get(approval_id)
+            closed = (ApprovalStatus.timed_out, ApprovalStatus.cancelled)
+            if stored is None or stored.status in closed or stored.delivered_at is not None:
+                return False
+            self._approvals[approval_id] = stored.model_copy(update={"status": status})
+            return True
+
+    def mark_emailed(self, approval_id: str, approver_ref: str) -> None:
+        with self._lock:
+            stored = self._existing(approval_id)
+            emailed = sorted({*stored.emailed, approver_ref})
+            self._approvals[approval_id] = stored.model_copy(update={"emailed": emailed})
+
+    def record_code_failure(self, approval_id: str) -> int:
+        with self._lock:
+            stored = self._existing(approval_id)
+            failures = stored.code_failures + 1
+            self._approvals[approval_id] = stored.model_copy(update={"code_failures": failures})
+            return failures
+
+    def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
+        with self._lock:
+            self._existing(approval_id)
+            self._codes[(approval_id, approver_ref)] = hashed
+
+    def _existing(self, approval_id: str) -> Approval:
+        stored = self._approvals.get(approval_id)
+        if stored is None:
+            raise NotFoundError(f"approval {approval_id} does not exist")
+        return stored
+
+    # Reads ----------------------------------------------------------------------------------
+
+    def get(self, approval_id: str) -> Approval | None:
+        with self._lock:
+            stored = self._approvals.get(approval_id)
+            return None if stored is None else stored.model_copy(deep=True)
+
+    def task_token(self, approval_id: str) -> str:
+        with self._lock:
+            token = self._tokens.get(approval_id)
+        if token is None:
+            raise NotFoundError(f"approval {approval_id} has no stored task token")
+        return token
+
+    def code_hash(self, approval_id: str, approver_ref: str) -> str | None:
+        with self._lock:
+            return self._codes.get((approval_id, approver_ref))
+
+    def list(
+        self, *, pending_only: bool = False, run_id: str | None = None, limit: int = 50
+    ) -> builtins.list[Approval]:
+        limit = max(1, min(limit, MAX_LIST))
+        with self._lock:
+            found = [
+                a.model_copy(deep=True)
+                for a in self._approvals.values()
+                if (not pending_only or a.is_pending) and (run_id is None or a.run_id == run_id)
+            ]
+        found.sort(key=lambda a: (_stored_time(a.created_at), a.approval_id), reverse=True)
+        return found[:limit]
+
+    # Audit ----------------------------------------------------------------------------------
+
+    def append_audit(self, entry: AuditEntry) -> None:
+        with self._lock:
+            self._audit.setdefault(entry.approval_id, []).append(entry.model_copy(deep=True))
+
+    def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
+        with self._lock:
+            entries = list(self._audit.get(approval_id, []))
+        # Oldest first; entries of the same instant keep the order they were written in.
+        return sorted(entries, key=lambda e: _stored_time(e.at))

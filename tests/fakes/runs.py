@@ -1,0 +1,225 @@
+"""An in-memory runs table with the DynamoDB adapter's conditional semantics.
+
+Every refusal the adapter makes with a ``ConditionExpression`` is made here with an ``if``, in
+the same order (``tests/contracts/test_runs_store.py`` runs both): unknown run, stale fence,
+ended run. Records and events are copied through JSON on the way in and out, as the table
+stores them, so a caller can never change what is stored by mutating what it got back.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError, StorageError
+from langorch.domain.runs import (
+    TERMINAL,
+    RunRecord,
+    RunStatus,
+    TimelineEvent,
+    summarize_outputs,
+)
+
+MAX_BODY_BYTES = 350_000
+"""As the adapter: past this a record's outputs are replaced by a summary."""
+_TRUNCATED_OUTPUTS_CHARS = 4000
+_MAX_LIST = 1000
+
+
+@dataclass
+class _Row:
+    body: str
+    status: RunStatus
+    fence: int = 0
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    events: dict[int, str] = field(default_factory=dict)
+
+
+class InMemoryRuns:
+    """Run records, dedupe markers, leases and timelines in dicts (one lock: atomic writes)."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, _Row] = {}
+        self._dedupe: dict[str, str] = {}
+        self._orphan_events: dict[str, dict[int, str]] = {}
+        self._lock = threading.Lock()
+
+    # --- records -------------------------------------------------------------------------
+
+    def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """Store a new run once per dedupe key and once per run id."""
+        body = _bounded_body(run)
+        with self._lock:
+            if run.dedupe_key is not None and run.dedupe_key in self._dedupe:
+                existing = self._dedupe[run.dedupe_key]
+                return _record(self._rows[existing].body), False
+            if run.run_id in self._rows:
+                return _record(self._rows[run.run_id].body), False
+            if run.dedupe_key is not None:
+                self._dedupe[run.dedupe_key] = run.run_id
+            self._rows[run.run_id] = _Row(body=body, status=run.status)
+        return run, True
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run (``NotFoundError`` when unknown)."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist (check the id with `runs list`)")
+            return _record(row.body)
+
+    def list_runs(
+        self,
+        workflow_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        """Runs, newest first (created_at, then run id), optionally filtered."""
+        if not 1 <= limit <= _MAX_LIST:
+            raise ValueError(f"limit must be between 1 and {_MAX_LIST}, not {limit}")
+        with self._lock:
+            runs = [_record(row.body) for row in self._rows.values()]
+        runs = [
+            r
+            for r in runs
+            if (workflow_id is None or r.workflow_id == workflow_id)
+            and (status is None or r.status is status)
+        ]
+        runs.sort(key=lambda r: (r.created_at.astimezone(UTC), r.run_id), reverse=True)
+        return runs[:limit]
+
+    def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
+        """Store the run's new state; refused as the adapter refuses it."""
+        body = _bounded_body(run)
+        with self._lock:
+            row = self._rows.get(run.run_id)
+            if row is None:
+                raise NotFoundError(f"run {run.run_id} does not exist; create it before saving")
+            if fence is not None and row.fence != fence:
+                raise LeaseHeldError(
+                    f"run {run.run_id}: this segment's fence {fence} is stale (now {row.fence}, "
+                    f"held by {row.lease_owner or 'nobody'}); its write was refused"
+                )
+            if row.status in TERMINAL and row.status is not run.status:
+                raise ConflictError(
+                    f"run {run.run_id} already ended as {row.status}; the write of status "
+                    f"{run.status} was refused"
+                )
+            row.body, row.status = body, run.status
+
+    # --- leases --------------------------------------------------------------------------
+
+    def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:
+        """Take the lease when free or expired; returns the incremented fence."""
+        if ttl_seconds <= 0:
+            raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds}")
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist; no lease to take")
+            if row.lease_owner is not None and (row.lease_expires_at or 0.0) > now:
+                until = datetime.fromtimestamp(row.lease_expires_at or 0.0, tz=UTC)
+                raise LeaseHeldError(
+                    f"run {run_id} is being run by {row.lease_owner} until {until.isoformat()}; "
+                    "this segment must not touch it (retry after that time if the other "
+                    "segment has stopped)"
+                )
+            row.lease_owner, row.lease_expires_at = owner, now + ttl_seconds
+            row.fence += 1
+            return row.fence
+
+    def renew_lease(self, run_id: str, fence: int, *, now: float, ttl_seconds: float) -> None:
+        """Extend the lease held with ``fence`` (``LeaseHeldError`` when stale)."""
+        with self._lock:
+            row = self._held(run_id, fence)
+            if row is None:
+                raise LeaseHeldError(
+                    f"run {run_id}: the lease with fence {fence} is no longer held; "
+                    "another segment owns the run now"
+                )
+            row.lease_expires_at = now + ttl_seconds
+
+    def release_lease(self, run_id: str, fence: int) -> bool:
+        """Give the lease back, only if ``fence`` still holds it."""
+        with self._lock:
+            row = self._held(run_id, fence)
+            if row is None:
+                return False
+            row.lease_owner = row.lease_expires_at = None
+            return True
+
+    def _held(self, run_id: str, fence: int) -> _Row | None:
+        row = self._rows.get(run_id)
+        if row is None or row.lease_owner is None or row.fence != fence:
+            return None
+        return row
+
+    # --- timeline ------------------------------------------------------------------------
+
+    def append_events(
+        self, run_id: str, events: Sequence[TimelineEvent], *, fence: int | None = None
+    ) -> None:
+        """Add events (same ``seq`` replaces); with ``fence``, only while it is current."""
+        seqs = [event.seq for event in events]
+        if any(b <= a for a, b in itertools.pairwise(seqs)):
+            raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
+        bodies = {event.seq: event.model_dump_json(exclude_none=True) for event in events}
+        with self._lock:
+            row = self._rows.get(run_id)
+            if fence is not None and (row is None or row.fence != fence):
+                raise LeaseHeldError(
+                    f"run {run_id}: fence {fence} is stale; another segment owns the run, "
+                    "its timeline was not changed"
+                )
+            # Like a batch write, events of a run that does not exist (yet) are still stored.
+            target = row.events if row is not None else self._orphan_events.setdefault(run_id, {})
+            target.update(bodies)
+
+    def get_timeline(self, run_id: str) -> list[TimelineEvent]:
+        """The run's timeline in ``seq`` order (empty for an unknown run)."""
+        with self._lock:
+            stored = dict(self._orphan_events.get(run_id, {}))
+            row = self._rows.get(run_id)
+            if row is not None:
+                stored.update(row.events)
+        return [TimelineEvent.model_validate_json(stored[seq]) for seq in sorted(stored)]
+
+    def next_event_seq(self, run_id: str) -> int:
+        """One past the run's highest ``seq`` (1 without events)."""
+        timeline = self.get_timeline(run_id)
+        return timeline[-1].seq + 1 if timeline else 1
+
+    # --- for tests -----------------------------------------------------------------------
+
+    def lease_of(self, run_id: str) -> tuple[str | None, int]:
+        """Who holds the run's lease (``None``: nobody) and its current fence."""
+        with self._lock:
+            row = self._rows[run_id]
+            return row.lease_owner, row.fence
+
+
+def _record(body: str) -> RunRecord:
+    return RunRecord.model_validate_json(body)
+
+
+def _bounded_body(run: RunRecord) -> str:
+    body = run.model_dump_json()
+    if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
+        return body
+    slim = run.model_copy(
+        update={
+            "outputs": summarize_outputs(run.outputs, limit=_TRUNCATED_OUTPUTS_CHARS),
+            "outputs_truncated": True,
+        }
+    )
+    body = slim.model_dump_json()
+    if len(body.encode("utf-8")) > MAX_BODY_BYTES:
+        raise StorageError(
+            f"run {run.run_id}: the record is {len(body.encode('utf-8'))} bytes even with its "
+            f"outputs summarised (limit {MAX_BODY_BYTES}); pass large data as a file instead"
+        )
+    return body

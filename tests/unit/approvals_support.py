@@ -1,0 +1,251 @@
+"""A parked approval on fakes: the approval use-cases and the callback handler without AWS.
+
+:class:`FakeStack` mirrors the moto stack of ``tests/integration/test_approvals.py``: it parks a
+run on an approval (a waiting run record, an execution waiting on a task token, the request
+with its emails) and calls the real ``approval_callback`` handler with API Gateway events, all
+on the in-memory fakes of ``tests/fakes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from langorch.app.approvals import ApprovalHttpRequest, RequestApproval, ensure_signing_key
+from langorch.app.approvals import request_approval as request
+from langorch.domain.runs import PendingInterrupt, RunRecord, RunStatus, RunTrigger, transition
+from tests.fakes import Fakes, InMemoryExecutions
+from tests.fakes.approvals import InMemoryApprovals
+
+EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "events"
+BASE_URL = "https://approve.example.com"
+ALICE = "alice@example.com"
+BOB = "bob@example.com"
+
+
+class CountingExecutions(InMemoryExecutions):
+    """The executions fake, keeping every ``SendTaskSuccess`` attempt and those that landed."""
+
+    def __init__(self, state_machine_arn: str | None) -> None:
+        super().__init__(state_machine_arn)
+        self.sent: list[dict[str, Any]] = []
+        self.attempts = 0
+        self.unavailable = False
+
+    def park(self, run_id: str, payload: dict[str, Any] | None = None) -> str:
+        """Park the run on a task; its token joins the suite-wide leak guard."""
+        from tests.conftest import FAKE_TASK_TOKENS
+
+        token = super().park(run_id, payload)
+        FAKE_TASK_TOKENS.append(token)
+        return token
+
+    def send_success(self, task_token: str, output: dict[str, Any]) -> None:
+        self.attempts += 1
+        if self.unavailable:
+            from langorch.domain.errors import StorageError
+
+            raise StorageError("Step Functions SendTaskSuccess failed: ServiceUnavailable")
+        super().send_success(task_token, output)
+        self.sent.append(output)
+
+
+class ApprovalFakes(Fakes):
+    """The shared fakes plus the approvals store (what the approval use-cases read)."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(seed_builtins=False, **settings)
+        self.approvals = InMemoryApprovals()
+        self.executions = CountingExecutions(self.settings.state_machine_arn)
+
+
+@dataclass
+class Parked:
+    """One run parked on an approval: its run id, token, approval id and emailed links."""
+
+    run_id: str
+    token: str
+    approval_id: str
+    links: dict[str, str] = field(default_factory=dict)
+    codes: dict[str, str] = field(default_factory=dict)
+
+
+class FakeStack:
+    """Parks runs on approvals and answers approval pages, all on fakes."""
+
+    def __init__(self) -> None:
+        self.container = ApprovalFakes(public_base_url=BASE_URL)
+        self.clock = self.container.clock
+        self.steps = self.container.executions
+        self.runs_seen = 0
+        ensure_signing_key(self.container.secrets, self.container.settings.link_signing_secret)
+
+    def park(
+        self,
+        *,
+        timeout: int = 300,
+        require_code: bool = False,
+        approvers: list[str] | None = None,
+        editable: dict[str, Any] | None = None,
+        title: str = "Pay invoice 42",
+    ) -> Parked:
+        """A run waiting on its task token, and the approval requested for it."""
+        self.runs_seen += 1
+        run_id = f"run-{self.runs_seen}"
+        approval = {
+            "kind": "approval",
+            "step_id": "review",
+            "title": title,
+            "message": "Check the amount <b>before</b> paying.",
+            "context": {"vendor": "ACME & Sons", "amount": 1200},
+            "editable": editable if editable is not None else {"amount": 1200, "note": "ok"},
+            "approvers": approvers or [ALICE, BOB],
+            "timeout_seconds": timeout,
+            "on_timeout": "reject",
+            "require_code": require_code,
+            "iteration": 1,
+            "max_iterations": 3,
+            "interrupt_id": f"int-{self.runs_seen}",
+        }
+        waiting_run(self.container, run_id, approval, self.clock())
+        token = self.steps.park(run_id)
+        before = len(self.container.email.sent)
+        result = request(
+            RequestApproval(run_id=run_id, approval=approval, task_token=token),
+            self.container,
+            randbelow=codes(),
+        )
+        parked = Parked(run_id, token, result.approval_id)
+        for mail in self.container.email.sent[before:]:
+            parked.links[mail.to] = mail.link
+            found = re.search(r"one-time code: (\d{6})", mail.text)
+            if found:
+                parked.codes[mail.to] = found.group(1)
+        return parked
+
+    def status(self, parked: Parked) -> str:
+        """The execution's status (RUNNING until resumed)."""
+        return str(self.steps.describe(parked.run_id)["status"])
+
+    def output(self, parked: Parked) -> dict[str, Any]:
+        """What the run resumed with."""
+        described = self.steps.describe(parked.run_id)
+        assert described["status"] == "SUCCEEDED", described["status"]
+        return dict(json.loads(described["output"]))
+
+    def time_out(self, parked: Parked) -> None:
+        """The task stops waiting (its timeout): its token is closed from now on."""
+        self.steps.stop(parked.run_id, "States.Timeout")
+
+    def audit(self, parked: Parked) -> list[tuple[str, str, str | None]]:
+        """The approval's audit trail as (action, outcome, actor)."""
+        trail = self.container.approvals.audit(parked.approval_id)
+        return [(e.action, e.outcome, e.actor) for e in trail]
+
+
+def codes() -> Any:
+    values = iter([111111, 222222, 333333, 444444, 555555, 666666])
+    return lambda n: next(values)
+
+
+def waiting_run(container: Any, run_id: str, request: dict[str, Any], now: datetime) -> None:
+    """A run record parked on ``request``."""
+    run = RunRecord(
+        run_id=run_id,
+        workflow_id="invoices",
+        workflow_version=1,
+        trigger=RunTrigger(type="manual"),
+        created_at=now,
+        updated_at=now,
+    )
+    container.runs.create_run(run)
+    run = transition(run, RunStatus.running, now=now)
+    pending = PendingInterrupt(
+        interrupt_id=request["interrupt_id"], kind="approval", request=request
+    )
+    run = transition(run, RunStatus.waiting_approval, now=now, pending=pending)
+    container.runs.save_run(run)
+
+
+class FakeContext:
+    """What Powertools reads from a Lambda context."""
+
+    function_name = "approval-callback"
+    function_version = "$LATEST"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:approval-callback"
+    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
+
+
+def event(
+    link: str,
+    *,
+    method: str = "GET",
+    form: dict[str, str] | None = None,
+    source_ip: str = "203.0.113.7",
+) -> dict[str, Any]:
+    """A recorded API Gateway v2 event, pointed at ``link``."""
+    name = "approval_post.json" if method == "POST" else "approval_get.json"
+    built: dict[str, Any] = copy.deepcopy(json.loads((EVENTS / name).read_text()))
+    parts = urlsplit(link)
+    approval_id = parts.path.rsplit("/", 1)[-1]
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    built["rawPath"] = built["requestContext"]["http"]["path"] = parts.path
+    built["rawQueryString"] = parts.query
+    built["queryStringParameters"] = query or None
+    built["pathParameters"] = {"id": approval_id}
+    built["requestContext"]["http"]["method"] = method
+    built["requestContext"]["http"]["sourceIp"] = source_ip
+    built["routeKey"] = built["requestContext"]["routeKey"] = f"{method} /approvals/{{id}}"
+    if form is not None:
+        built["body"] = base64.b64encode(urlencode(form).encode()).decode()
+    return built
+
+
+def call(callback: Any, built: dict[str, Any]) -> dict[str, Any]:
+    """The handler's answer to one event."""
+    return dict(callback.handler(built, FakeContext()))
+
+
+def nonce(body: str) -> str:
+    """The form nonce on a page."""
+    found = re.search(r'name="nonce" value="([^"]+)"', body)
+    assert found, "the page has no nonce"
+    return found.group(1)
+
+
+def open_and_decide(
+    callback: Any, link: str, decision: str, **fields: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Open the page, then post its form with ``decision``."""
+    page = call(callback, event(link))
+    form = {"nonce": nonce(page["body"]), "decision": decision, **fields}
+    return page, call(callback, event(link, method="POST", form=form))
+
+
+def http_request(link: str, method: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:
+    """The use-case's request for ``link`` (without the handler)."""
+    parts = urlsplit(link)
+    return ApprovalHttpRequest(
+        approval_id=parts.path.rsplit("/", 1)[-1],
+        method=method,
+        query=dict(parse_qsl(parts.query)),
+        form=form or {},
+        source_ip="198.51.100.9",
+        user_agent="test-agent",
+    )
+
+
+def tampered(link: str, name: str, value: str) -> str:
+    """``link`` with one query parameter changed."""
+    parts = urlsplit(link)
+    query = dict(parse_qsl(parts.query))
+    query[name] = value
+    return f"{parts.scheme}://{parts.netloc}{parts.path}?{urlencode(query)}"

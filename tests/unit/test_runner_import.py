@@ -1,0 +1,53 @@
+"""The runner's cold start (PERFORMANCE P3): what importing its handler must not load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROBE = """
+import json, sys
+sys.path[:0] = [{root!r}, {shared!r}]
+import functions.run_segment.handler
+top = {{m.split(".")[0] for m in sys.modules}}
+print(json.dumps({{
+    "loaded": sorted(top & {{"aws_xray_sdk", "jsonschema", "croniter", "langgraph"}}),
+    "validation": "langorch.domain.validation" in sys.modules,
+}}))
+"""
+
+
+def _import_runner(**env: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin", **env},
+        check=True,
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_the_runner_handler_imports_no_xray_validation_jsonschema_or_croniter_when_not_tracing():
+    # Given a fresh interpreter in Lambda with tracing turned off
+    # When it imports the runner's handler
+    result = _import_runner(LAMBDA_TASK_ROOT=str(ROOT), POWERTOOLS_TRACE_DISABLED="true")
+
+    # Then the engine is loaded (on purpose, at init) but not the X-Ray SDK, definition
+    # validation, jsonschema or croniter
+    assert result == {"loaded": ["langgraph"], "validation": False}
+
+
+def test_the_runner_handler_loads_the_xray_sdk_when_tracing_is_on():
+    # Given a fresh interpreter in Lambda with active tracing (the deployed configuration)
+    # When it imports the runner's handler
+    result = _import_runner(LAMBDA_TASK_ROOT=str(ROOT))
+
+    # Then Powertools' Tracer is real, so the X-Ray SDK is loaded
+    assert result == {"loaded": ["aws_xray_sdk", "langgraph"], "validation": False}
