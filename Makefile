@@ -38,6 +38,7 @@ dev: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/deploy.py
+	$(BIN)/python bench/llm.py
 
 bench-pipeline: $(STAMP)
 	$(BIN)/python bench/pipeline.py

@@ -6,6 +6,7 @@ own endpoint and names and pass it to :func:`langorch.app.container.build_contai
 
 from __future__ import annotations
 
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -29,10 +30,40 @@ class Settings(BaseSettings):
 
     default_llm_provider: str = "offline"
     default_llm_model: str | None = None
+    """Model of the default provider for steps, blocks and workflows that name none."""
+    default_llm_max_tokens: int | None = Field(default=None, ge=1)
+    """Output token limit for LLM steps whose block and workflow set none."""
+    default_llm_temperature: float | None = Field(default=None, ge=0, le=2)
+    """Temperature for LLM steps whose block and workflow set none."""
     offline_script: str | None = None
     """Scripted answers for the offline provider (a JSON or YAML file)."""
-    openai_api_key: str | None = None
-    """Only for local use; in the cloud the key is read from Secrets Manager."""
+    openai_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "LANGORCH_OPENAI_API_KEY", "OPENAI_API_KEY", "openai_api_key"
+        ),
+        repr=False,
+    )
+    """From ``LANGORCH_OPENAI_API_KEY`` or ``OPENAI_API_KEY``; a deployment reads it from
+    Secrets Manager (``llm_api_key_secret``). Never written to disk (``stack.json``)."""
+    openai_base_url: str | None = None
+    """An OpenAI-compatible endpoint: Azure OpenAI (``https://RESOURCE.openai.azure.com/openai/v1/``),
+    vLLM, LiteLLM, a company proxy. ``None``: api.openai.com."""
+    openai_organization: str | None = None
+    openai_project: str | None = None
+    openai_timeout_seconds: float = Field(default=120.0, gt=0, le=900)
+    """Per-request timeout; a step's remaining ``timeout_seconds`` cuts it shorter."""
+    bedrock_region: str | None = None
+    """Bedrock's region (default: ``region``)."""
+    bedrock_endpoint_url: str | None = None
+    """A Bedrock VPC endpoint (or a test server). Never ``endpoint_url``: the emulator has no
+    Bedrock, and its fake credentials would replace the user's."""
+    bedrock_inference_profile: str | None = None
+    """Cross-region inference profile prefix (``us``, ``eu``, ``apac``, ``global``, …) put in
+    front of Bedrock model ids that have none."""
+    bedrock_guardrail_id: str | None = None
+    bedrock_guardrail_version: str | None = None
+    """``DRAFT`` or a version number (default ``DRAFT`` when an id is set)."""
 
     segment_budget_seconds: float = 600.0
     """A segment stops at the next step boundary after this long and returns ``continue``."""

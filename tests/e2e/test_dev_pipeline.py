@@ -16,6 +16,7 @@ import pytest
 from langorch.app.container import Container
 from langorch.cli.main import main
 from langorch.local.stack import LocalStack, free_port, start_local_stack
+from tests.e2e.readme import REPO, langorch_commands
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -124,6 +125,26 @@ def test_a_run_started_with_wait_runs_in_the_state_machine_and_its_logs_come_bac
     assert all(line["fields"]["run_id"] == run["run_id"] for line in logs["lines"])
 
 
+def test_a_run_followed_with_wait_tells_each_event_once_then_its_outcome(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # Given a workflow registered in the local stack
+    (tmp_path / "linear.yaml").write_text(LINEAR)
+    assert langorch(capsys, "workflows", "put", str(tmp_path / "linear.yaml"))[0] == 0
+
+    # When it is started and followed in text mode
+    code = main(["runs", "start", "linear", "--input", '{"x": 4}', "--wait"])
+    captured = capsys.readouterr()
+
+    # Then each step is told once (on stderr, as it happens) and stdout has the outcome
+    assert code == 0, captured.err
+    told = (captured.out + captured.err).splitlines()
+    assert len([line for line in told if " ok " in line and " double " in line]) == 1
+    assert len([line for line in told if " end " in line]) == 1
+    assert "linear@1  succeeded" in captured.out
+    assert "z: 9" in captured.out
+
+
 def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancelled(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ):
@@ -193,3 +214,31 @@ def test_a_csv_dropped_with_files_put_is_read_and_counted_by_the_file_digest_exa
     assert run.status.value == "succeeded", run.error
     assert run.outputs["row_count"] == 3
     assert run.outputs["file"]["key"] == key
+
+
+def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+):
+    # Given `langorch dev` with the examples, and the README's command dropping the CSV the
+    # repository ships (its path made absolute: this stack runs in another directory)
+    [argv] = langorch_commands(("files", "put"))
+    argv = [str(REPO / a) if a.startswith("examples/") else a for a in argv]
+    rows = len((REPO / "examples" / "file_digest" / "orders.csv").read_text().splitlines()) - 1
+
+    # When it is run
+    code, put, err = langorch(capsys, *argv)
+
+    # Then the drop matches file_digest, whose run reads the shipped file and counts its rows
+    assert code == 0, err
+    assert put["matching_workflows"] == ["file_digest"]
+    container = Container(stack.settings)
+    deadline = time.monotonic() + 60
+    while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
+        r.is_terminal for r in runs
+    ):
+        assert time.monotonic() < deadline, "the file_digest run did not end within 60 s"
+        time.sleep(0.2)
+    [run] = runs
+    assert run.status.value == "succeeded", run.error
+    assert run.outputs["row_count"] == rows == 4
+    assert run.outputs["file"]["key"] == "inbox/orders.csv"

@@ -32,6 +32,8 @@ from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 T = TypeVar("T")
 
+TRIGGER_FUNCTION = "langorch-trigger"
+
 APPROVER = "approver@example.com"
 
 DEFINITIONS = """
@@ -232,10 +234,15 @@ def test_a_webhook_run_waits_for_the_link_and_resumes_on_approve(
     run_id, link = started_waiting(stack, container, "e2e_review")
     assert link.startswith(f"{stack.settings.public_base_url}/approvals/")
 
-    # When the approver opens the link, nothing is decided: the run still waits
+    # When the approver opens the link, nothing is decided: the view is audited, the approval
+    # is still pending (a decision is one synchronous write, done before the page answers) and
+    # the run still waits
     status, page = request(link)
     assert status == 200 and b"invoice 42" in page
-    time.sleep(1.0)
+    [approval] = container.approvals.list(run_id=run_id)
+    audit = container.approvals.audit(approval.approval_id)
+    assert [(e.action, e.method) for e in audit][-1:] == [("view", "GET")]
+    assert container.approvals.get(approval.approval_id).status.value == "pending"
     assert container.runs.get_run(run_id).status.value == "waiting_approval"
 
     # When they approve on the page
@@ -307,9 +314,10 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
     seen: list[dict[str, Any]] = []
 
     def twice(event: dict[str, Any]) -> Any:
-        seen.append(event)
         trigger(event)
-        return trigger(event)
+        answer = trigger(event)
+        seen.append(event)  # after both deliveries were handled
+        return answer
 
     duplicate = connect(
         stack.settings, invoke=twice, queue_name="e2e-duplicates", rule_name="e2e-duplicates"
@@ -337,10 +345,36 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
         return runs if runs and all(r.is_terminal for r in runs) else []
 
     runs = wait_for("the csv run to end", csv_runs)
-    time.sleep(1.5)  # give a wrongly started second run the time to show up
+
+    # Every delivery of the event has been decided once the trigger logged a start decision
+    # for each: the stack's own poller's and this poller's two. Then count what they started.
+    def every_delivery_decided() -> list[str] | None:
+        found = start_decisions(stack, "e2e_csv_import")
+        return found if len(found) >= 3 else None
+
+    decisions = wait_for(
+        "a start decision for each of the three deliveries", every_delivery_decided
+    )
+    assert decisions.count("run started") == 1, decisions
     assert len(container.runs.list_runs(workflow_id="e2e_csv_import")) == 1
     assert runs[0].status.value == "succeeded"
     assert container.runs.list_runs(workflow_id="e2e_pdf_import") == []
+
+
+def start_decisions(stack: LocalStack, workflow: str) -> list[str]:
+    """The trigger's start decisions for a workflow, from its log lines in the stack's Logs."""
+    logs = Container(stack.settings).client("logs")
+    events = logs.get_paginator("filter_log_events").paginate(
+        logGroupName=f"/aws/lambda/{TRIGGER_FUNCTION}", filterPattern=f'"{workflow}"'
+    )
+    messages = [e["message"] for page in events for e in page.get("events", [])]
+    lines = [json.loads(m) for m in messages if m.startswith("{")]
+    return [
+        line["message"]
+        for line in lines
+        if line.get("workflow_id") == workflow
+        and line.get("message") in ("run started", "duplicate start ignored")
+    ]
 
 
 def test_a_due_schedule_fires_once_even_when_the_tick_repeats(

@@ -262,11 +262,16 @@ def container_wiring() -> dict[str, Wiring]:
             isinstance(d, ast.Name) and d.id == "cached_property" for d in prop.decorator_list
         ):
             continue
-        # The last constructor call that uses a boto3 client (SesSender, not the local outbox).
-        calls = [
-            n for n in ast.walk(prop) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        # What the property returns (its outermost constructor call; of several returns, the
+        # one that uses a boto3 client: SesSender, not the local outbox).
+        built = [
+            n.value
+            for n in ast.walk(prop)
+            if isinstance(n, ast.Return)
+            and isinstance(n.value, ast.Call)
+            and isinstance(n.value.func, ast.Name)
+            and n.value.func.id[:1].isupper()
         ]
-        built = [c for c in calls if c.func.id[:1].isupper()]  # type: ignore[attr-defined]
         call = next((c for c in reversed(built) if _uses_client(c)), None)
         call = call or (built[-1] if built else None)
         if call is None:

@@ -391,6 +391,7 @@ def test_buffered_writes_are_visible_to_their_saver_and_stored_by_flush(
 # --------------------------------------------------------------------------- large state
 
 
+@pytest.mark.slow
 def test_a_state_growing_1kb_per_step_for_400_steps_completes_and_reads_back(
     new_saver: Callable[..., DynamoCheckpointSaver], s3: Any
 ) -> None:

@@ -157,4 +157,7 @@ def test_files_put_of_a_missing_file_is_a_usage_error(
     code, data, _ = langorch(capsys, endpoint, "files", "put", str(tmp_path / "nope.csv"))
 
     assert code == 2
-    assert "is not a file" in data["error"]
+    assert (
+        data["error"]
+        == f"{tmp_path / 'nope.csv'} does not exist: give the path of the file to upload"
+    )

@@ -184,14 +184,16 @@ def test_show_text_is_yaml_with_a_metadata_header(cli: Any, tmp_path: Path) -> N
     assert yaml.safe_load(result.stdout)["block_id"] == "shorten"
 
 
-def test_show_of_an_unknown_version_exits_3(cli: Any, tmp_path: Path) -> None:
+def test_show_of_an_unknown_version_exits_3(cli: Any, endpoint: str, tmp_path: Path) -> None:
     # Given a block with one version
     cli("blocks", "put", _write(tmp_path / "a.yaml", _block()))
     # When version 7 is shown
     result = cli("blocks", "show", "shorten@7")
     # Then the command fails with a one-line reason
     assert result.code == 3
-    assert result.stderr.strip() == ("error: block shorten@7 not found in --endpoint-url")
+    assert result.stderr.strip() == (
+        f"error: block shorten has no version 7 in the endpoint {endpoint}: its versions are 1 to 1"
+    )
 
 
 def test_a_bad_version_reference_is_a_usage_error(cli: Any) -> None:

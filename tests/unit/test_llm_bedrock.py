@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
 from langorch.llm import LLMRegistry, LLMRequest, is_retryable
 
-MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+MODEL = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
 
 
 class StubbedBedrock:
@@ -114,7 +114,9 @@ def _request(**overrides: Any) -> LLMRequest:
 
 
 def _registry(stub: StubbedBedrock) -> LLMRegistry:
-    return LLMRegistry(default_provider="bedrock", bedrock_client_factory=lambda: stub.client)
+    return LLMRegistry(
+        default_provider="bedrock", bedrock_client_factory=lambda timeout: stub.client
+    )
 
 
 def test_bedrock_answer_is_the_forced_tool_input_with_its_token_usage(
@@ -253,7 +255,7 @@ def test_bedrock_without_credentials_is_provider_not_available(
     # When a Bedrock step runs
     # Then the error says how to give the function credentials
     with pytest.raises(ProviderNotAvailableError, match="configure AWS credentials"):
-        LLMRegistry(bedrock_client_factory=lambda: client).invoke(_request())
+        LLMRegistry(bedrock_client_factory=lambda timeout: client).invoke(_request())
 
 
 def test_bedrock_without_the_sdk_is_provider_not_available(monkeypatch: pytest.MonkeyPatch) -> None:

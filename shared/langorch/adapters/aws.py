@@ -73,3 +73,38 @@ def make_client(service: str, settings: Settings, *, session: boto3.Session | No
             endpoint_url=settings.endpoint_url,
             config=_CONFIG,
         )
+
+
+BEDROCK_CONNECT_TIMEOUT = 5.0
+
+
+def bedrock_runtime_client(
+    *,
+    region: str,
+    read_timeout: float,
+    endpoint_url: str | None = None,
+    session: boto3.Session | None = None,
+) -> Any:
+    """A bedrock-runtime client that makes exactly one attempt per call.
+
+    Never built from :class:`Settings`' ``endpoint_url``: the local emulator has no Converse,
+    and its fake credentials would replace the user's. Credentials come from ``session``, else
+    the standard chain (environment, profile, SSO, the function's role).
+
+    Args:
+        region: Bedrock's region.
+        read_timeout: Seconds to wait for the answer (the step's remaining time).
+        endpoint_url: A VPC endpoint or a test server; ``None``: Bedrock's public endpoint.
+        session: Explicit credentials; default: a new session (never a container's, which is
+            the emulator's under ``make dev`` and ``runs start --local``).
+    """
+    config = Config(
+        # The step owns retries (max_retries, backoff, Retry-After): one HTTP attempt here.
+        retries={"total_max_attempts": 1, "mode": "standard"},
+        connect_timeout=min(BEDROCK_CONNECT_TIMEOUT, read_timeout),
+        read_timeout=read_timeout,
+    )
+    with _LOCK:
+        return (session or boto3.Session()).client(
+            "bedrock-runtime", region_name=region, endpoint_url=endpoint_url, config=config
+        )

@@ -180,15 +180,42 @@ class Container:
     @cached_property
     def llm(self) -> LLMRegistry:
         from langorch.llm import LLMRegistry
+        from langorch.llm.settings import BedrockSettings, OpenAISettings
 
         settings = self.settings
         return LLMRegistry(
             default_provider=settings.default_llm_provider,
             default_model=settings.default_llm_model,
+            default_max_tokens=settings.default_llm_max_tokens,
+            default_temperature=settings.default_llm_temperature,
             offline_script=settings.offline_script,
             openai_api_key=self._openai_key,
-            bedrock_client_factory=lambda: self.client("bedrock-runtime"),
-            region=settings.region,
+            openai=OpenAISettings(
+                base_url=settings.openai_base_url,
+                organization=settings.openai_organization,
+                project=settings.openai_project,
+                timeout_seconds=settings.openai_timeout_seconds,
+            ),
+            bedrock=BedrockSettings(
+                region=settings.bedrock_region or settings.region,
+                inference_profile=settings.bedrock_inference_profile,
+                guardrail_id=settings.bedrock_guardrail_id,
+                guardrail_version=settings.bedrock_guardrail_version,
+            ),
+            bedrock_client_factory=self._bedrock_client,
+        )
+
+    def _bedrock_client(self, read_timeout: float) -> Any:
+        # Not self.client(): Bedrock is never the emulator, and never its fake credentials
+        # (nor this container's session, which is the emulator's under `runs start --local`):
+        # the standard credential chain.
+        from langorch.adapters.aws import bedrock_runtime_client
+
+        settings = self.settings
+        return bedrock_runtime_client(
+            region=settings.bedrock_region or settings.region,
+            read_timeout=read_timeout,
+            endpoint_url=settings.bedrock_endpoint_url,
         )
 
     @cached_property

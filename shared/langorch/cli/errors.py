@@ -23,6 +23,11 @@ EXIT_NOT_FOUND = 3
 EXIT_NO_TARGET = 4
 EXIT_STORAGE = 5
 EXIT_CONFLICT = 6
+EXIT_BROKEN_PIPE = 141
+"""The reader of stdout went away (``langorch runs list | head``). 128 + SIGPIPE, what a
+shell reports for ``cat``, ``git`` or ``yes`` in the same place: the command cannot tell a
+reader that had enough from one that crashed, so it does not claim success; scripts that
+already accept SIGPIPE deaths (``set -o pipefail`` with ``head``) accept this too."""
 
 
 class UsageError(LangorchError):

@@ -6,13 +6,14 @@ Exit codes and one-line error reasons come from :mod:`langorch.cli.errors`.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from langorch import __version__
 from langorch.cli.commands import GROUPS
 from langorch.cli.context import Context
-from langorch.cli.errors import EXIT_FAILURE, EXIT_OK, one_line, report
+from langorch.cli.errors import EXIT_BROKEN_PIPE, EXIT_FAILURE, EXIT_OK, one_line, report
 from langorch.cli.output import Output
 from langorch.cli.registry import add_common_options
 from langorch.domain.errors import LangorchError
@@ -42,6 +43,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The exit code: 0 on success, see :mod:`langorch.cli.errors` otherwise.
     """
+    try:
+        code = _run(argv)
+        # Flushed here, not at interpreter exit, so a reader that went away is seen below.
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_went_away()
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -57,12 +68,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         out.error("interrupted")
         return 130
+    except BrokenPipeError:
+        raise
     except Exception as exc:
         if args.debug:
             raise
         out.error(f"unexpected {type(exc).__name__}: {one_line(exc)} (rerun with --debug)")
         return EXIT_FAILURE
     return EXIT_OK if code is None else int(code)
+
+
+def _reader_went_away() -> int:
+    """``langorch … | head``: the reader closed the pipe. Stop quietly.
+
+    The Python documentation's recipe (``signal``, "Note on SIGPIPE"): point stdout at devnull
+    so the interpreter's own flush at exit does not fail a second time and print a traceback.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # stdout is not a real file (a test's capture): nothing will flush to the pipe
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

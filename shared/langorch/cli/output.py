@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
@@ -72,12 +73,31 @@ def to_yaml(data: Any) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 
-def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+def terminal_width() -> int:
+    """The width to fit text tables to: ``COLUMNS``, else the terminal's, else 100."""
+    return shutil.get_terminal_size((100, 24)).columns
+
+
+_MIN_SHRUNK = 6
+"""A shrunk column keeps at least this many characters (its header is clipped too)."""
+
+
+def table(
+    rows: Sequence[Mapping[str, Any]],
+    columns: Sequence[tuple[str, str]],
+    *,
+    max_width: int | None = None,
+    shrink: Sequence[str] = (),
+) -> str:
     """A plain-text table.
 
     Args:
         rows: one mapping per row.
         columns: ``(key, header)`` pairs, in order.
+        max_width: fit the lines to this many characters by narrowing the ``shrink`` columns
+            (widest first) and ending their clipped cells with ``…``; ``None``: no limit.
+        shrink: the keys of the columns that may be narrowed (ids stay whole: they are typed
+            back into other commands).
 
     Returns:
         The table, or ``"(none)"`` when there are no rows.
@@ -87,10 +107,34 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]])
     cells = [[header for _, header in columns]]
     cells += [[_cell(row.get(key)) for key, _ in columns] for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    if max_width is not None:
+        widths = _fit(widths, columns, max_width, shrink)
     return "\n".join(
-        "  ".join(value.ljust(width) for value, width in zip(line, widths, strict=True)).rstrip()
+        "  ".join(
+            _clip(value, width).ljust(width) for value, width in zip(line, widths, strict=True)
+        ).rstrip()
         for line in cells
     )
+
+
+def _fit(
+    widths: list[int], columns: Sequence[tuple[str, str]], max_width: int, shrink: Sequence[str]
+) -> list[int]:
+    fitted = list(widths)
+    floors = {i: _MIN_SHRUNK for i, (key, _) in enumerate(columns) if key in shrink}
+    excess = sum(fitted) + 2 * (len(fitted) - 1) - max_width
+    while excess > 0:
+        narrowable = [i for i, floor in floors.items() if fitted[i] > floor]
+        if not narrowable:
+            break  # as narrow as it goes: the terminal wraps the rest
+        widest = max(narrowable, key=lambda i: fitted[i])
+        fitted[widest] -= 1
+        excess -= 1
+    return fitted
+
+
+def _clip(value: str, width: int) -> str:
+    return value if len(value) <= width else value[: width - 1] + "…"
 
 
 def _cell(value: Any) -> str:

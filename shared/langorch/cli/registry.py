@@ -66,6 +66,36 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
     )
 
 
+def bounded_int(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a whole number in ``[low, high]``.
+
+    A value outside is a usage error naming the range (exit 2), instead of being accepted and
+    failing later with an internal message or silently meaning something else.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, not {value}")
+        return value
+
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type`` for a number of seconds greater than zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, not {text}")
+    return value
+
+
 def add_group(subparsers: Subparsers, name: str, help_text: str) -> Subparsers:
     """Add a command group (``langorch <name> …``) and return its subcommand collection."""
     group = subparsers.add_parser(name, help=help_text, description=help_text)

@@ -77,6 +77,15 @@ class Target:
     source: str
     explicit: bool
 
+    @property
+    def name(self) -> str:
+        """The deployment as a person calls it: "the local stack", "stack prod", an endpoint."""
+        if not self.explicit:
+            return "the local stack"
+        if self.source.startswith("stack "):
+            return self.source
+        return f"the endpoint {self.settings.endpoint_url}"
+
 
 def _cloudformation_outputs(stack: str, settings: Settings) -> Mapping[str, str]:
     # Imported here: boto3 is only needed when a deployed stack is named.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
@@ -34,8 +35,25 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def event_line(event: TimelineEvent) -> str | None:
-    """One line for an event (``None`` for events the text view leaves out)."""
+class AskedAt(dict[str, datetime]):
+    """When each step last asked for an approval: a timeout is told as the time it waited."""
+
+    def note(self, event: TimelineEvent) -> None:
+        """Remember an ``approval_requested`` event's time (other events are ignored)."""
+        if event.type == TimelineEventType.approval_requested and event.step_id:
+            self[event.step_id] = event.at
+
+
+def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None:
+    """One line for an event (``None`` for events the text view leaves out).
+
+    Args:
+        event: the event.
+        asked: the approvals asked so far in this timeline (updated with this event); tells
+            how long a timed-out approval waited.
+    """
+    if asked is not None:
+        asked.note(event)
     kind = event.type
     if kind == TimelineEventType.step_started:
         return None  # the finish line carries the duration
@@ -66,8 +84,11 @@ def event_line(event: TimelineEvent) -> str | None:
         parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
         if detail.get("iteration"):
             parts.append(f"round {detail['iteration']}")
-    elif kind in (TimelineEventType.approval_decided, TimelineEventType.approval_timed_out):
-        parts.append(f"{detail.get('decision')} by {event.actor or 'unknown'}")
+    elif kind == TimelineEventType.approval_timed_out:
+        parts.append(_timed_out(event, asked))
+    elif kind == TimelineEventType.approval_decided:
+        decision = detail.get("decision") or "decided"
+        parts.append(f"{decision} by {event.actor}" if event.actor else str(decision))
         if detail.get("comment"):
             parts.append(f'"{_short(detail["comment"], 60)}"')
     elif kind == TimelineEventType.wait_started:
@@ -84,8 +105,29 @@ def event_line(event: TimelineEvent) -> str | None:
     return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
 
 
-def render_run(run: RunRecord, events: list[TimelineEvent]) -> str:
-    """The run's header, its timeline and its outcome."""
+def _timed_out(event: TimelineEvent, asked: AskedAt | None) -> str:
+    since = asked.get(event.step_id or "") if asked is not None else None
+    if since is None or event.at < since:
+        return "no decision before the timeout"
+    waited = (event.at - since).total_seconds()
+    if waited < 120:
+        span = f"{waited:.0f} s"
+    elif waited < 7200:
+        span = f"{waited / 60:.0f} min"
+    else:
+        span = f"{waited / 3600:.1f} h"
+    return f"no decision: timed out after {span}"
+
+
+def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = True) -> str:
+    """The run's header, its timeline and its outcome.
+
+    Args:
+        run: the run record.
+        events: its timeline.
+        timeline: include the events (``False`` when they were already shown as they
+            happened, e.g. by ``runs start --wait``).
+    """
     took = ""
     if run.started_at and run.ended_at:
         took = f", took {(run.ended_at - run.started_at).total_seconds():.1f} s"
@@ -95,7 +137,11 @@ def render_run(run: RunRecord, events: list[TimelineEvent]) -> str:
         f"{run.segment} segment(s){took}",
         "",
     ]
-    lines += [line for line in map(event_line, events) if line]
+    if timeline:
+        asked = AskedAt()
+        lines += [line for line in (event_line(e, asked) for e in events) if line]
+    else:
+        lines.pop()  # the blank line before the events
     if run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
     if run.error is not None:

@@ -26,6 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$"
 """Block, workflow and step ids: a letter, then letters, digits, ``_`` or ``-``."""
 
+MAX_OUTPUT_TOKENS = 200_000
+"""Upper bound of ``max_tokens``: above any model's output limit, so only typos are refused."""
+
 RESERVED_STEP_IDS = frozenset(
     {"load_memory", "save_memory", "handle_error", "__start__", "__end__"}
 )
@@ -225,6 +228,11 @@ class DecisionCase(_Model):
 # --------------------------------------------------------------------------------------------
 
 
+MAX_PROMPT_CHARS = 4_000_000
+"""The most a block may allow with ``max_prompt_chars``: ~1M tokens, the largest context windows
+today (defaults per provider: :data:`langorch.domain.templates.PROMPT_CHAR_LIMITS`)."""
+
+
 class BlockDefinition(_Model):
     """A reusable block stored in the definitions table (seed 000)."""
 
@@ -249,6 +257,12 @@ class BlockDefinition(_Model):
     llm_provider: str | None = None
     llm_model: str | None = None
     temperature: float | None = Field(default=None, ge=0, le=2)
+    max_prompt_chars: int | None = Field(default=None, ge=1_000, le=MAX_PROMPT_CHARS)
+    """The longest prompt this block may render (default: its provider's, see
+    :data:`langorch.domain.templates.PROMPT_CHAR_LIMITS`)."""
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
+    """Output token limit of the block's LLM calls (default: the workflow's, else the
+    deployment's ``LANGORCH_DEFAULT_LLM_MAX_TOKENS``, else the provider's)."""
 
     # --- Behaviour ---
     block_type: BlockType = BlockType.action
@@ -401,6 +415,10 @@ class TaskPlan(_Model):
     """Step to route to when a step fails with no ``on_error`` of its own."""
     llm_provider: str | None = None
     llm_model: str | None = None
+    llm_temperature: float | None = Field(default=None, ge=0, le=2)
+    """Temperature of the LLM steps whose block sets none."""
+    llm_max_tokens: int | None = Field(default=None, ge=1, le=MAX_OUTPUT_TOKENS)
+    """Output token limit of the LLM steps whose block sets none."""
     memory: bool = True
     """Load preferences and history before the steps and save history after them."""
     approvers: list[str] = Field(default_factory=list)
@@ -430,12 +448,12 @@ class TaskPlan(_Model):
 
     def content_hash(self) -> str:
         """Hash of everything but ``version``: identical content is the same workflow version."""
-        data = self.model_dump(mode="json", exclude={"version"})
+        data = _unset_additions(self.model_dump(mode="json", exclude={"version"}))
         data["steps"] = [_unset_additions(step) for step in data["steps"]]
         return _content_hash(data)
 
 
-_ADDED_FIELDS = ("read_file",)
+_ADDED_FIELDS = ("read_file", "max_prompt_chars", "max_tokens", "llm_temperature", "llm_max_tokens")
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""
 

@@ -8,12 +8,15 @@ Two syntaxes are accepted:
   other character, a JSON example with single braces included, is literal text.
 
 Missing names render as empty strings (seed 000's ``state.get(key, "")``); an expression over a
-missing name evaluates to ``None``.
+missing name evaluates to ``None``. A list or a dict renders as JSON (``["Burrito Bowl"]``), in
+both syntaxes: a prompt shows the model data, not Python's ``repr``.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -26,7 +29,25 @@ _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_\.]*)\}(?!\})")
 _JINJA_MARK = re.compile(r"\{\{|\{%")
 
 MAX_RENDERED_CHARS = 200_000
-"""Bound on a rendered template: a runaway loop or filter cannot fill memory."""
+"""Bound on a rendered template other than a prompt (titles, messages, URLs, headers): a
+runaway loop or filter cannot fill memory."""
+
+PROMPT_CHAR_LIMITS: Mapping[str, int] = {
+    # Claude 3 on Bedrock (the default model): 200k tokens of context. At ~4 characters per
+    # token that is ~800k characters; a quarter is left for the system prompt, the structured
+    # output schema and the answer.
+    "bedrock": 600_000,
+    # gpt-4o-class models: 128k tokens, ~512k characters; a fifth is left the same way.
+    "openai": 400_000,
+    # No model behind it: bounded only so a runaway template cannot fill the runner's memory.
+    "offline": 1_000_000,
+}
+"""The longest prompt a block may render, per LLM provider; a block's ``max_prompt_chars``
+overrides it (up to :data:`langorch.domain.definitions.MAX_PROMPT_CHARS`). Characters, not
+tokens: counting tokens needs each model's tokenizer."""
+
+DEFAULT_PROMPT_CHARS = 400_000
+"""The limit for a provider not in :data:`PROMPT_CHAR_LIMITS`."""
 
 
 class TemplateError(LangorchError):
@@ -40,11 +61,34 @@ class _Undefined(ChainableUndefined):
         return ""
 
 
+def _as_text(value: Any) -> Any:
+    """What a rendered value prints as: JSON for lists and dicts, itself otherwise."""
+    if isinstance(value, list | tuple | dict):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value
+
+
 @lru_cache(maxsize=1)
 def _environment() -> BoundedSandbox:
-    env = BoundedSandbox(undefined=_Undefined, autoescape=False)
-    env.filters["tojson_compact"] = lambda v: __import__("json").dumps(v, default=str)
+    # finalize applies to every {{ … }} output (not to expressions, which keep their types).
+    env = BoundedSandbox(undefined=_Undefined, autoescape=False, finalize=_as_text)
+    env.filters["tojson_compact"] = lambda v: json.dumps(v, default=str)
     return env
+
+
+def prompt_char_limit(provider: str | None, override: int | None = None) -> int:
+    """The longest prompt a block may render.
+
+    Args:
+        provider: the block's LLM provider (``bedrock``, ``openai``, ``offline``, …).
+        override: the block's ``max_prompt_chars``, when set.
+
+    Returns:
+        ``override`` when given, else the provider's default from :data:`PROMPT_CHAR_LIMITS`.
+    """
+    if override is not None:
+        return override
+    return PROMPT_CHAR_LIMITS.get(provider or "", DEFAULT_PROMPT_CHARS)
 
 
 def is_jinja(template: str) -> bool:
@@ -92,28 +136,50 @@ def _lookup(context: dict[str, Any], dotted: str) -> Any:
     return "" if value is None else value
 
 
-def render(template: str, context: dict[str, Any]) -> str:
+def render(
+    template: str,
+    context: dict[str, Any],
+    *,
+    max_chars: int = MAX_RENDERED_CHARS,
+    too_long_hint: str = "",
+) -> str:
     """Render a template to text.
 
+    Args:
+        template: ``{{ … }}`` Jinja2 or seed 000 ``{placeholder}`` text.
+        context: the names it may read.
+        max_chars: the longest text it may render (:func:`prompt_char_limit` for prompts).
+        too_long_hint: how to fix a text past ``max_chars``, added to the error.
+
     Raises:
-        TemplateError: the template is malformed, fails, or renders past the size bound.
+        TemplateError: the template is malformed, fails, or renders past ``max_chars``.
     """
     if not is_jinja(template):
         # Seed 000 placeholders: plain lookups, no code runs; other braces are literal.
-        text = _PLACEHOLDER.sub(lambda m: str(_lookup(context, m.group(1))), template)
+        text = _PLACEHOLDER.sub(lambda m: str(_as_text(_lookup(context, m.group(1)))), template)
     else:
         try:
-            text = _bounded_render(_compile(template), context)
+            text = _bounded_render(_compile(template), context, max_chars, too_long_hint)
         except (TemplateError, ExpressionLimitError):
             raise
         except Exception as exc:  # the sandbox raises SecurityError and ordinary runtime errors
             raise TemplateError(f"template failed: {type(exc).__name__}: {exc}") from exc
-    if len(text) > MAX_RENDERED_CHARS:
-        raise TemplateError(f"template rendered {len(text)} characters (max {MAX_RENDERED_CHARS})")
+    if len(text) > max_chars:
+        raise _too_long(len(text), max_chars, too_long_hint)
     return text
 
 
-def _bounded_render(compiled: Any, context: dict[str, Any]) -> str:
+def _too_long(rendered: int | None, max_chars: int, hint: str) -> TemplateError:
+    # None: rendering stopped as soon as it passed the bound, the full length is unknown.
+    what = (
+        f"more than the {max_chars:,} characters allowed"
+        if rendered is None
+        else f"{rendered:,} characters, more than the {max_chars:,} allowed"
+    )
+    return TemplateError(f"template rendered {what}" + (f": {hint}" if hint else ""))
+
+
+def _bounded_render(compiled: Any, context: dict[str, Any], max_chars: int, hint: str) -> str:
     """Render chunk by chunk, so a runaway loop stops at the size or time bound."""
     parts: list[str] = []
     size = 0
@@ -121,8 +187,8 @@ def _bounded_render(compiled: Any, context: dict[str, Any]) -> str:
         for chunk in compiled.generate(context):
             check_time()
             size += len(chunk)
-            if size > MAX_RENDERED_CHARS:
-                raise TemplateError(f"template rendered more than {MAX_RENDERED_CHARS} characters")
+            if size > max_chars:
+                raise _too_long(None, max_chars, hint)
             parts.append(chunk)
     return "".join(parts)
 

@@ -104,10 +104,17 @@ def step_specs(
                 or (block.llm_provider if block else None)
                 or plan.llm_provider,
                 model=step.llm_model or (block.llm_model if block else None) or plan.llm_model,
+                temperature=_first(block.temperature if block else None, plan.llm_temperature),
+                max_tokens=_first(block.max_tokens if block else None, plan.llm_max_tokens),
                 approvers=tuple(plan.approvers),
             )
         )
     return specs
+
+
+def _first(*values: Any) -> Any:
+    """The first value that is set (0 and 0.0 count as set)."""
+    return next((v for v in values if v is not None), None)
 
 
 def build_graph(

@@ -46,7 +46,13 @@ from langorch.domain.errors import (
     StepFailedError,
     StepTimeoutError,
 )
-from langorch.domain.templates import TemplateError, evaluate, render, render_value
+from langorch.domain.templates import (
+    TemplateError,
+    evaluate,
+    prompt_char_limit,
+    render,
+    render_value,
+)
 from langorch.engine.context import EngineContext, FileReader
 from langorch.engine.state import OrchestrationState
 
@@ -81,6 +87,10 @@ class StepSpec:
     end_node: str = END
     provider: str | None = None
     model: str | None = None
+    temperature: float | None = None
+    """LLM steps: the block's temperature, else the workflow's (``None``: the default)."""
+    max_tokens: int | None = None
+    """LLM steps: the block's output token limit, else the workflow's (``None``: the default)."""
     approvers: tuple[str, ...] = ()
 
     @property
@@ -180,14 +190,27 @@ def make_step_node(spec: StepSpec) -> Any:
         except Exception as exc:
             error = _normalise(exc, spec, attempt)
             duration = _ms(started)
+            from langorch.llm.calls import error_tokens, retry_delay  # light: no SDK
+
+            tokens = error_tokens(exc)  # a refused or cut answer is billed all the same
             if is_retryable(exc) and attempt < spec.max_attempts:
                 emit(
-                    _event("step_retried", spec, attempt=attempt, duration_ms=duration, error=error)
+                    _event(
+                        "step_retried",
+                        spec,
+                        attempt=attempt,
+                        duration_ms=duration,
+                        error=error,
+                        tokens=tokens,
+                    )
                 )
                 logger.warning(
                     "step attempt failed; retrying",
                     extra={"run_id": ctx.run_id, "step_id": spec.step_id, "attempt": attempt},
                 )
+                # The server's Retry-After, within the step's own time; LangGraph's backoff
+                # follows.
+                await asyncio.sleep(retry_delay(exc, limit_seconds=spec.timeout_seconds))
                 raise
             route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
             emit(
@@ -198,6 +221,7 @@ def make_step_node(spec: StepSpec) -> Any:
                     duration_ms=duration,
                     error=error,
                     routed_to=route,
+                    tokens=tokens,
                 )
             )
             logger.error(
@@ -335,18 +359,26 @@ async def _call_llm(
     *,
     choices: list[str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, int], dict[str, Any]]:
+    started = time.monotonic()  # before the first import of langorch.llm: it takes a while
     from langorch.llm import LLMRequest  # the package is light; SDKs load per provider
+    from langorch.llm.calls import call_model
 
     block = spec.block
     if block is None:
         raise StepFailedError(f"step {spec.step_id}: an LLM step needs a block with a prompt")
     scope = scope_of(spec, state)
     scope.update(_inputs(spec, scope))
-    prompt = render(block.prompt_template, scope)
+    provider = spec.provider or ctx.default_provider or "offline"
+    prompt = render(
+        block.prompt_template,
+        scope,
+        max_chars=prompt_char_limit(provider, block.max_prompt_chars),
+        too_long_hint=f"the prompt limit of block {block.block_id} ({provider}); shorten its "
+        "inputs, or raise the block's max_prompt_chars (at most 4,000,000)",
+    )
     system = block.system_prompt or f"You are executing: {block.name or block.block_id}. " + (
         block.description or ""
     )
-    provider = spec.provider or ctx.default_provider or "offline"
     request = LLMRequest(
         run_id=ctx.run_id,
         step_id=spec.step_id,
@@ -358,12 +390,17 @@ async def _call_llm(
         output_keys=[k for k in block.output_keys if not (choices and k == "branch")],
         output_types=dict(block.output_types),
         choices=choices,
-        temperature=block.temperature,
+        temperature=spec.temperature,
         tools=list(block.tools_required),
         call_index=(state.get("visits") or {}).get(spec.step_id, 0),
         attempt=attempt,
+        max_tokens=spec.max_tokens,
+        max_attempts=spec.max_attempts,
     )
-    result = await asyncio.to_thread(ctx.llm.invoke, request)
+    # Within the step's time, cancelled with it, every attempt's tokens counted (llm/calls.py).
+    result = await call_model(
+        ctx.llm, request, budget_seconds=spec.timeout_seconds, started=started
+    )
     tokens = {"input": result.input_tokens, "output": result.output_tokens}
     usage = {
         "step_id": spec.step_id,

@@ -2,8 +2,15 @@
 
 1. With tools: bind them and let the model call them for at most :data:`MAX_TOOL_ROUNDS`
    rounds, running each call here.
-2. Ask for the structured answer with ``with_structured_output(..., include_raw=True)`` so the
-   raw message, and with it ``usage_metadata``, stays available.
+2. Ask for the structured answer (OpenAI: a JSON-schema response format; Bedrock: a forced
+   ``answer`` tool) and read it ourselves: the stop reason first (refusal, guardrail, output
+   limit), then the JSON, strictly. LangChain's structured-output parsers are not used: their
+   partial-JSON repair turns an answer cut mid-value into a "valid" shorter one.
+
+Every call is async (``ainvoke``): cancelling the step's task abandons the HTTP request
+(OpenAI's httpx client closes the connection; Bedrock's botocore call is bounded by a read
+timeout derived from the step's time, see ``bedrock.py``). Every billed response is counted,
+also when the answer is then refused, so a failed attempt's tokens are not lost.
 
 The tool exchange is handed to step 2 as text appended to the prompt rather than as tool-call
 messages: a structured-output call binds a different tool set (Bedrock) or none (OpenAI's
@@ -14,15 +21,18 @@ LangChain is imported inside the functions: this module is loaded only by a real
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
-from collections.abc import Callable
+import weakref
+from collections.abc import Hashable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from langorch.domain.errors import LLMError
 from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
-from langorch.llm.schema import output_schema
+from langorch.llm.errors import malformed
 from langorch.llm.tools import build_tools
 
 MAX_TOOL_ROUNDS = 3
@@ -31,121 +41,219 @@ MAX_TOOL_ROUNDS = 3
 MAX_TOOL_OUTPUT_CHARS = 4_000
 """Tool output kept in the prompt; http_get alone may return 100 KB."""
 
-Translate = Callable[[Exception], LLMError]
-"""Turns a provider SDK exception into a (possibly retryable) :class:`LLMError`."""
-
 
 @dataclass
-class Answer:
-    """The structured answer of one request and the tokens all its calls used."""
+class Tally:
+    """Tokens billed so far: per request (:class:`Answer`) or per step attempt (``calls.py``)."""
 
-    outputs: dict[str, Any]
     input_tokens: int = 0
     output_tokens: int = 0
 
-    def count(self, message: Any) -> None:
+    def add(self, input_tokens: int, output_tokens: int) -> None:
+        """Add one response's usage."""
+        self.input_tokens += input_tokens
+        self.output_tokens += output_tokens
+
+
+ATTEMPT_TALLY: ContextVar[Tally | None] = ContextVar("langorch_llm_attempt_tally", default=None)
+"""Set by :func:`langorch.llm.calls.call_model` so tokens of an abandoned call are kept."""
+
+
+@dataclass
+class Answer(Tally):
+    """The structured answer of one request and the tokens all its calls used."""
+
+    outputs: dict[str, Any] | None = None
+
+    def add(self, input_tokens: int, output_tokens: int) -> None:
+        """Add usage here and to the running attempt's tally (if any)."""
+        super().add(input_tokens, output_tokens)
+        attempt = ATTEMPT_TALLY.get()
+        if attempt is not None:
+            attempt.add(input_tokens, output_tokens)
+
+    def count(self, message: Any) -> tuple[int, int]:
         """Add the ``usage_metadata`` of a LangChain message (absent means zero)."""
         usage = getattr(message, "usage_metadata", None) or {}
-        self.input_tokens += int(usage.get("input_tokens", 0))
-        self.output_tokens += int(usage.get("output_tokens", 0))
+        tokens = (int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)))
+        self.add(*tokens)
+        return tokens
 
 
-def answer(
-    chat: Any,
-    request: LLMRequest,
-    *,
-    structured_options: dict[str, Any],
-    translate: Translate,
-    provider_label: str,
-) -> Answer:
-    """Run the tool rounds (if any) and the structured-output call.
+class ChatProvider:
+    """What Bedrock and OpenAI share: chat models built on first use, one answer flow.
 
-    Args:
-        chat: A LangChain chat model.
-        request: The call to make.
-        structured_options: Extra ``with_structured_output`` arguments (``method``, ``strict``).
-        translate: Maps the SDK's exceptions to :class:`LLMError`.
-        provider_label: ``Bedrock`` or ``OpenAI``, for messages.
-
-    Returns:
-        The raw (unvalidated) outputs and the summed token usage.
-
-    Raises:
-        LLMError: The provider failed, or its answer does not parse.
+    Subclasses build the chat model and say how to ask for, and how to read, the answer.
+    Chat models are cached per event loop: an async HTTP client belongs to the loop that
+    opened its connections, and each Lambda invocation (each ``asyncio.run``) brings a new one.
     """
-    from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-    preamble: list[BaseMessage] = []
-    if request.system_prompt:
-        preamble.append(SystemMessage(request.system_prompt))
-    result = Answer(outputs={})
-    prompt = request.prompt
-    if request.tools:
-        transcript = _tool_rounds(chat, request, preamble, result, translate)
-        if transcript:
-            prompt = f"{prompt}\n\n{transcript}"
+    name = "chat"
+    label = "chat"
 
-    structured = chat.with_structured_output(
-        output_schema(request), include_raw=True, **structured_options
-    )
-    try:
-        reply = structured.invoke([*preamble, HumanMessage(prompt)])
-    except LLMError:
-        raise
-    except Exception as exc:
-        raise translate(exc) from exc
-    raw = reply.get("raw")
-    result.count(raw)
-    parsed, error = reply.get("parsed"), reply.get("parsing_error")
-    where = f"{provider_label} answer for step {request.step_id!r}"
-    if error is not None:
-        raise LLMCallError(
-            f"{where} does not parse as the output schema: {error}", retryable=True
-        ) from error
-    if parsed is None:
-        refusal = getattr(raw, "additional_kwargs", {}).get("refusal")
-        if refusal:
-            raise LLMCallError(f"{where}: the model refused: {refusal}")
-        raise LLMCallError(f"{where}: no structured answer came back", retryable=True)
-    result.outputs = dict(parsed)
-    return result
+    def __init__(self, default_model: str) -> None:
+        self._default_model = default_model
+        self._models: dict[Hashable, Any] = {}
+        self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._lock = threading.Lock()
 
+    @property
+    def default_model(self) -> str:
+        """The model used when a request names none."""
+        return self._default_model
 
-def _tool_rounds(
-    chat: Any, request: LLMRequest, preamble: list[Any], result: Answer, translate: Translate
-) -> str:
-    """Let the model call its tools; return what happened as text for the answer prompt."""
-    from langchain_core.messages import HumanMessage, ToolMessage
+    def invoke(self, request: LLMRequest) -> LLMResult:
+        """Answer ``request`` from synchronous code (scripts, tests): runs :meth:`ainvoke`."""
+        return asyncio.run(self.ainvoke(request))
 
-    tools = {tool.name: tool for tool in build_tools(request.tools)}
-    bound = chat.bind_tools(list(tools.values()))
-    conversation: list[Any] = [*preamble, HumanMessage(request.prompt)]
-    lines: list[str] = []
-    notes = ""
-    for _ in range(MAX_TOOL_ROUNDS):
+    async def ainvoke(self, request: LLMRequest) -> LLMResult:
+        """Answer ``request`` with exactly the block's output keys (validated by the registry).
+
+        Raises:
+            LLMError: a named failure (:mod:`langorch.llm.errors`) or the provider's error,
+                carrying the tokens the failed calls were billed for.
+        """
+        model = self.resolve_model(request.model or self._default_model)
+        chat = self._chat(model, request)
+        result = Answer()
         try:
-            message = bound.invoke(conversation)
+            await self._answer(chat, request, result)
+        except LLMCallError as exc:
+            exc.input_tokens = max(exc.input_tokens, result.input_tokens)
+            exc.output_tokens = max(exc.output_tokens, result.output_tokens)
+            raise
+        return LLMResult(
+            outputs=result.outputs or {},
+            provider=self.name,
+            model=model,
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+        )
+
+    async def _answer(self, chat: Any, request: LLMRequest, result: Answer) -> None:
+        from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+
+        preamble: list[BaseMessage] = []
+        if request.system_prompt:
+            preamble.append(SystemMessage(request.system_prompt))
+        prompt = request.prompt
+        if request.tools:
+            transcript = await self._tool_rounds(chat, request, preamble, result)
+            if transcript:
+                prompt = f"{prompt}\n\n{transcript}"
+        raw = await self._call(
+            self._structured(chat, request), [*preamble, HumanMessage(prompt)], request, result
+        )
+        tokens = result.count(raw)
+        self._check_stop(raw, request, tokens)
+        result.outputs = self._outputs(raw, request, tokens)
+
+    async def _call(
+        self, runnable: Any, messages: list[Any], request: LLMRequest, result: Answer
+    ) -> Any:
+        try:
+            return await runnable.ainvoke(messages)
         except LLMError:
             raise
         except Exception as exc:
-            raise translate(exc) from exc
-        result.count(message)
-        if not message.tool_calls:
-            notes = str(message.text).strip()
-            break
-        conversation.append(message)
-        for call in message.tool_calls:
-            output = _run_tool(tools, call["name"], call["args"])
-            conversation.append(ToolMessage(output, tool_call_id=call["id"], name=call["name"]))
-            lines.append(
-                f"- {call['name']}({json.dumps(call['args'], sort_keys=True)}) -> {output}"
-            )
-    parts = []
-    if lines:
-        parts.append("Results of the tools you called:\n" + "\n".join(lines))
-    if notes:
-        parts.append(f"Your notes after using the tools:\n{notes}")
-    return "\n\n".join(parts)
+            raise self._translate(exc, request, result) from exc
+
+    async def _tool_rounds(
+        self, chat: Any, request: LLMRequest, preamble: list[Any], result: Answer
+    ) -> str:
+        """Let the model call its tools; return what happened as text for the answer prompt."""
+        from langchain_core.messages import HumanMessage, ToolMessage
+
+        tools = {tool.name: tool for tool in build_tools(request.tools)}
+        bound = chat.bind_tools(list(tools.values()))
+        conversation: list[Any] = [*preamble, HumanMessage(request.prompt)]
+        lines: list[str] = []
+        notes = ""
+        for _ in range(MAX_TOOL_ROUNDS):
+            message = await self._call(bound, conversation, request, result)
+            self._check_stop(message, request, result.count(message))
+            if not message.tool_calls:
+                notes = str(message.text).strip()
+                break
+            conversation.append(message)
+            for call in message.tool_calls:
+                # Tools block (http_get waits up to 10 s): keep the event loop free.
+                output = await asyncio.to_thread(_run_tool, tools, call["name"], call["args"])
+                conversation.append(ToolMessage(output, tool_call_id=call["id"], name=call["name"]))
+                lines.append(
+                    f"- {call['name']}({json.dumps(call['args'], sort_keys=True)}) -> {output}"
+                )
+        parts = []
+        if lines:
+            parts.append("Results of the tools you called:\n" + "\n".join(lines))
+        if notes:
+            parts.append(f"Your notes after using the tools:\n{notes}")
+        return "\n\n".join(parts)
+
+    def _chat(self, model: str, request: LLMRequest) -> Any:
+        key = self._chat_key(model, request)
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._loop is None or self._loop() is not loop:
+                self._models.clear()
+                self._loop = weakref.ref(loop)
+            if key not in self._models:
+                self._models[key] = self._new_chat(model, request)
+            return self._models[key]
+
+    # --- What subclasses say -----------------------------------------------------------------
+
+    def resolve_model(self, model: str) -> str:
+        """The model id actually sent (Bedrock adds an inference-profile prefix)."""
+        return model
+
+    def _chat_key(self, model: str, request: LLMRequest) -> Hashable:
+        return (model, request.temperature, request.max_tokens)
+
+    def _new_chat(self, model: str, request: LLMRequest) -> Any:
+        raise NotImplementedError
+
+    def _structured(self, chat: Any, request: LLMRequest) -> Any:
+        """The runnable that asks for the structured answer."""
+        raise NotImplementedError
+
+    def _check_stop(self, message: Any, request: LLMRequest, tokens: tuple[int, int]) -> None:
+        """Raise the named error when the message stopped for a failure reason."""
+        raise NotImplementedError
+
+    def _outputs(self, raw: Any, request: LLMRequest, tokens: tuple[int, int]) -> dict[str, Any]:
+        """The answer object read from the structured call's message."""
+        raise NotImplementedError
+
+    def _translate(self, exc: Exception, request: LLMRequest, result: Answer) -> LLMError:
+        raise NotImplementedError
+
+
+def parse_json_object(
+    text: str, request: LLMRequest, label: str, tokens: tuple[int, int]
+) -> dict[str, Any]:
+    """Strictly parse the answer text as one JSON object (no repair of a cut answer).
+
+    Raises:
+        MalformedOutputError: the text is not exactly one JSON object.
+    """
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise malformed(request, label, f"invalid JSON ({exc})", text, tokens) from exc
+    if not isinstance(value, dict):
+        raise malformed(
+            request, label, f"a JSON {type(value).__name__}, not an object", text, tokens
+        )
+    return value
+
+
+def message_text(message: Any) -> str:
+    """The text a LangChain message carries (its content blocks joined)."""
+    try:
+        return str(message.text).strip()
+    except Exception:  # an unusual content shape: fall back to the raw content
+        return str(getattr(message, "content", "")).strip()
 
 
 def _run_tool(tools: dict[str, Any], name: str, args: dict[str, Any]) -> str:
@@ -161,51 +269,3 @@ def _run_tool(tools: dict[str, Any], name: str, args: dict[str, Any]) -> str:
     if len(output) > MAX_TOOL_OUTPUT_CHARS:
         output = output[:MAX_TOOL_OUTPUT_CHARS] + " [truncated]"
     return output
-
-
-class ChatProvider:
-    """What Bedrock and OpenAI share: a chat model per (model, temperature), built on first
-    use, and one structured-answer call. Subclasses build the model and say how to ask."""
-
-    name = "chat"
-    label = "chat"
-
-    def __init__(self, default_model: str) -> None:
-        self._default_model = default_model
-        self._models: dict[tuple[str, float | None], Any] = {}
-        self._lock = threading.Lock()
-
-    def invoke(self, request: LLMRequest) -> LLMResult:
-        """Answer ``request`` with exactly the block's output keys."""
-        model = request.model or self._default_model
-        chat = self._chat(model, request.temperature)
-        result = answer(
-            chat,
-            request,
-            structured_options=self._structured_options(request),
-            translate=self._translate,
-            provider_label=self.label,
-        )
-        return LLMResult(
-            outputs=result.outputs,
-            provider=self.name,
-            model=model,
-            input_tokens=result.input_tokens,
-            output_tokens=result.output_tokens,
-        )
-
-    def _chat(self, model: str, temperature: float | None) -> Any:
-        key = (model, temperature)
-        with self._lock:
-            if key not in self._models:
-                self._models[key] = self._new_chat(model, temperature)
-            return self._models[key]
-
-    def _new_chat(self, model: str, temperature: float | None) -> Any:
-        raise NotImplementedError
-
-    def _structured_options(self, request: LLMRequest) -> dict[str, Any]:
-        raise NotImplementedError
-
-    def _translate(self, exc: Exception) -> LLMError:
-        raise NotImplementedError

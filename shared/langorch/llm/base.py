@@ -40,6 +40,11 @@ class LLMRequest:
         tools: Names from :data:`langorch.llm.tools.KNOWN_TOOLS` the model may call.
         call_index: How many times this step ran before in this run (0-based).
         attempt: 1-based retry attempt of this call.
+        max_tokens: Output token limit; ``None`` means the registry's default, else the
+            provider's.
+        timeout_seconds: What is left of the step's time for this call (``None``: the
+            provider's own request timeout). Set by :func:`langorch.llm.calls.call_model`.
+        max_attempts: How many attempts the step makes in all (for messages: "will retry").
     """
 
     run_id: str
@@ -56,6 +61,9 @@ class LLMRequest:
     tools: list[str] = field(default_factory=list)
     call_index: int = 0
     attempt: int = 1
+    max_tokens: int | None = None
+    timeout_seconds: float | None = None
+    max_attempts: int = 1
 
     @property
     def subject(self) -> str:
@@ -104,6 +112,10 @@ class LLMProvider(Protocol):
         """Answer ``request``; raise :class:`LLMError` on failure."""
         ...
 
+    async def ainvoke(self, request: LLMRequest) -> LLMResult:
+        """Answer ``request`` in the running event loop; cancelling it abandons the call."""
+        ...
+
 
 class LLMCallError(LLMError):
     """An LLM call failed; ``retryable`` says whether trying again may help.
@@ -111,12 +123,34 @@ class LLMCallError(LLMError):
     Retryable: throttling, 5xx answers, timeouts and dropped connections, and an answer that
     does not parse or does not fit the block (a sampled model may well answer correctly on the
     next attempt). Not retryable: a bad request, a refusal, an unknown provider, tool or
-    output type.
+    output type. The named kinds (refusal, guardrail, cut-off, throttling, timeout) are in
+    :mod:`langorch.llm.errors`.
+
+    Attributes:
+        retryable: Whether another attempt may succeed.
+        input_tokens: Prompt tokens billed for the failed attempt (0 when none or unknown).
+        output_tokens: Completion tokens billed for the failed attempt.
     """
 
-    def __init__(self, message: str, *, retryable: bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool = False,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+    ) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.input_tokens = input_tokens
+        self.output_tokens = output_tokens
+
+    @property
+    def tokens(self) -> dict[str, int] | None:
+        """``{"input": n, "output": m}`` the failed call was billed for, else ``None``."""
+        if not (self.input_tokens or self.output_tokens):
+            return None
+        return {"input": self.input_tokens, "output": self.output_tokens}
 
 
 class ProviderUnavailableError(ProviderNotAvailableError):

@@ -2,45 +2,73 @@
 
 ``langchain_aws`` is imported when the first call is made, never at import time (ARCHITECTURE
 §2, PERFORMANCE P3). The bedrock-runtime client comes from the composition root
-(``client_factory``); this module is Bedrock's adapter, so it is where botocore errors are
-named.
+(``client_factory``), built from the standard AWS credential chain and never pointed at the
+local emulator; this module is Bedrock's adapter, so it is where botocore errors are named.
+
+One HTTP request per attempt: the factory's clients make a single attempt (botocore retries
+off) because the step owns the retry policy. botocore is synchronous, so a call cannot be
+cancelled mid-flight; instead each call gets a client whose read timeout is what is left of
+the step's time, so an abandoned call ends when the step does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import replace
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm._langchain import ChatProvider
+from langorch.llm._langchain import Answer, ChatProvider, message_text
 from langorch.llm.base import LLMCallError, LLMRequest, ProviderUnavailableError
+from langorch.llm.errors import guardrail, malformed, refusal, throttled, timed_out, truncated
+from langorch.llm.schema import ANSWER_SCHEMA_NAME, output_schema
+from langorch.llm.settings import BedrockSettings
 
-DEFAULT_BEDROCK_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
-"""On-demand in most Bedrock regions and able to force a tool choice (structured output)."""
+DEFAULT_BEDROCK_MODEL = "anthropic.claude-haiku-4-5-20251001-v1:0"
+"""Claude Haiku 4.5: Active in Bedrock's model lifecycle (the old default, Claude 3 Haiku, is
+Legacy with end of life 2026-09-10), able to force a tool choice (structured output). It is
+served through cross-region inference profiles only, so it is sent with the
+:data:`DEFAULT_INFERENCE_PROFILE` prefix unless ``inference_profile`` says otherwise."""
 
+DEFAULT_INFERENCE_PROFILE = "global"
+"""Prefix of the default model: the global profile routes to any commercial region."""
+
+INFERENCE_PROFILE_PREFIXES = frozenset({"global", "us", "us-gov", "eu", "apac", "jp", "au", "ca"})
+"""Geographic prefixes of Bedrock's system-defined cross-region inference profiles."""
+
+DEFAULT_READ_TIMEOUT = 120.0
+"""Read timeout when the step gives no time limit."""
+
+_CLIENTS_KEPT = 8
 _RETRYABLE_CODES = frozenset(
     {
-        "ThrottlingException",
-        "TooManyRequestsException",
         "ServiceUnavailableException",
         "InternalServerException",
         "ModelNotReadyException",
-        "ModelTimeoutException",
     }
 )
+_THROTTLING_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"})
 _NOT_AVAILABLE_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
 )
+_MODEL_ID_HINTS = ("model identifier is invalid", "on-demand throughput", "inference profile")
+
+ClientFactory = Callable[[float], Any]
+"""Returns a bedrock-runtime client whose read timeout is the given number of seconds."""
 
 
 class BedrockProvider(ChatProvider):
     """Structured answers from Bedrock models, by forced tool use.
 
     Args:
-        client_factory: Returns a boto3 ``bedrock-runtime`` client; called at the first call.
-            ``None`` lets langchain-aws build one from the default credential chain.
-        region: Region for the client langchain-aws builds when no factory is given.
+        client_factory: Builds a bedrock-runtime client for a read timeout (seconds); called
+            on first use of each timeout. ``None``: the default credential chain.
+        region: Shorthand for ``settings.region``.
         default_model: Model id used when a request names none.
+        settings: Region, inference profile and guardrail.
     """
 
     name = "bedrock"
@@ -49,51 +77,132 @@ class BedrockProvider(ChatProvider):
     def __init__(
         self,
         *,
-        client_factory: Callable[[], Any] | None = None,
-        region: str = "us-east-1",
+        client_factory: ClientFactory | None = None,
+        region: str | None = None,
         default_model: str | None = None,
+        settings: BedrockSettings | None = None,
     ) -> None:
         super().__init__(default_model or DEFAULT_BEDROCK_MODEL)
-        self._client_factory = client_factory
-        self._client: Any = None
-        self._region = region
+        settings = settings or BedrockSettings()
+        if region is not None:
+            settings = replace(settings, region=region)
+        self._settings = settings
+        self._client_factory = client_factory or _default_client_factory(settings.region)
+        self._clients: OrderedDict[int, Any] = OrderedDict()
+        self._clients_lock = threading.Lock()
 
-    def _structured_options(self, request: LLMRequest) -> dict[str, Any]:
-        # Forced tool use: the tool's input schema is the answer's.
-        return {"method": "function_calling"}
+    def resolve_model(self, model: str) -> str:
+        """``model`` with the inference-profile prefix it needs (ARNs are left alone)."""
+        if model.startswith("arn:") or model.split(".", 1)[0] in INFERENCE_PROFILE_PREFIXES:
+            return model
+        profile = self._settings.inference_profile
+        if profile is None and model == DEFAULT_BEDROCK_MODEL:
+            profile = DEFAULT_INFERENCE_PROFILE
+        return f"{profile}.{model}" if profile else model
 
-    def _translate(self, exc: Exception) -> LLMError:
-        return translate_bedrock_error(exc)
+    def _client(self, read_timeout: int) -> Any:
+        # Whole seconds, so one step timeout reuses one client; a few are kept (LRU).
+        with self._clients_lock:
+            client = self._clients.pop(read_timeout, None)
+            if client is None:
+                client = self._client_factory(float(read_timeout))
+            self._clients[read_timeout] = client
+            while len(self._clients) > _CLIENTS_KEPT:
+                self._clients.popitem(last=False)
+            return client
 
-    def _new_chat(self, model: str, temperature: float | None) -> Any:
+    def _chat_key(self, model: str, request: LLMRequest) -> Hashable:
+        return (model, request.temperature, request.max_tokens, _read_timeout(request))
+
+    def _new_chat(self, model: str, request: LLMRequest) -> Any:
         try:
             from langchain_aws import ChatBedrockConverse
         except ImportError as exc:
             raise ProviderUnavailableError(
                 "the bedrock provider needs langchain-aws: pip install 'langorch[bedrock]'"
             ) from exc
-        if self._client is None and self._client_factory is not None:
-            self._client = self._client_factory()
-        options: dict[str, Any] = {"model": model, "region_name": self._region}
-        if self._client is not None:
-            options["client"] = self._client
-            options["region_name"] = self._client.meta.region_name
-        if temperature is not None:
-            options["temperature"] = temperature
         try:
+            client = self._client(_read_timeout(request))
+            options: dict[str, Any] = {
+                "model": model,
+                "client": client,
+                "region_name": client.meta.region_name,
+            }
+            if request.temperature is not None:
+                options["temperature"] = request.temperature
+            if request.max_tokens is not None:
+                options["max_tokens"] = request.max_tokens
+            if self._settings.guardrail_id:
+                options["guardrails"] = {
+                    "guardrailIdentifier": self._settings.guardrail_id,
+                    "guardrailVersion": self._settings.guardrail_version or "DRAFT",
+                    "trace": "enabled",
+                }
             return ChatBedrockConverse(**options)
+        except LLMError:
+            raise
         except Exception as exc:
             raise translate_bedrock_error(exc) from exc
 
+    def _structured(self, chat: Any, request: LLMRequest) -> Any:
+        # Forced tool use: the tool's input schema is the answer's, and Bedrock hands the input
+        # back already parsed (no JSON text to repair).
+        return chat.bind_tools([output_schema(request)], tool_choice=ANSWER_SCHEMA_NAME)
 
-def translate_bedrock_error(exc: Exception) -> LLMError:
+    def _check_stop(self, message: Any, request: LLMRequest, tokens: tuple[int, int]) -> None:
+        stop = (getattr(message, "response_metadata", {}) or {}).get("stopReason")
+        text = message_text(message) if stop else ""
+        if stop == "guardrail_intervened":
+            raise guardrail(request, self.label, "A Bedrock guardrail", text, tokens)
+        if stop == "content_filtered":
+            raise guardrail(request, self.label, "The model's content filter", text, tokens)
+        if stop == "refusal":
+            raise refusal(request, self.label, text or "(no text)", tokens)
+        if stop in ("max_tokens", "model_context_window_exceeded"):
+            raise truncated(request, self.label, text, tokens)
+        if stop in ("malformed_model_output", "malformed_tool_use"):
+            raise malformed(request, self.label, f"stop reason {stop}", text, tokens)
+
+    def _outputs(self, raw: Any, request: LLMRequest, tokens: tuple[int, int]) -> dict[str, Any]:
+        calls = [c for c in (raw.tool_calls or []) if c.get("name") == ANSWER_SCHEMA_NAME]
+        if calls:
+            return dict(calls[0]["args"])
+        text = message_text(raw)
+        if text:
+            # The answer tool was forced: text instead of it is the model declining.
+            raise refusal(request, self.label, text, tokens)
+        raise malformed(request, self.label, "no call of the answer tool came back", "", tokens)
+
+    def _translate(self, exc: Exception, request: LLMRequest, result: Answer) -> LLMError:
+        return translate_bedrock_error(exc, request)
+
+
+def _read_timeout(request: LLMRequest) -> int:
+    # Rounded down: botocore gives up (and closes the connection) no later than the step's
+    # own deadline, so an abandoned call never overlaps the step's next attempt.
+    seconds = request.timeout_seconds or DEFAULT_READ_TIMEOUT
+    return max(1, math.floor(seconds))
+
+
+def _default_client_factory(region: str) -> ClientFactory:
+    def build(read_timeout: float) -> Any:
+        from langorch.adapters.aws import bedrock_runtime_client
+
+        return bedrock_runtime_client(region=region, read_timeout=read_timeout)
+
+    return build
+
+
+def translate_bedrock_error(exc: Exception, request: LLMRequest | None = None) -> LLMError:
     """Name a Bedrock failure; mark the transient ones ``retryable``.
 
     Args:
         exc: What botocore (or langchain-aws around it) raised.
+        request: The call, for messages that name the block, step and model.
 
     Returns:
-        :class:`ProviderUnavailableError` for missing credentials or model access, else
+        :class:`ProviderUnavailableError` for missing credentials or model access, a named
+        error (:mod:`langorch.llm.errors`) for throttling and timeouts, else
         :class:`LLMCallError`.
     """
     from botocore.exceptions import (
@@ -112,21 +221,50 @@ def translate_bedrock_error(exc: Exception) -> LLMError:
             f"the bedrock provider has no usable AWS configuration ({exc}): give the function "
             f"a role with bedrock:InvokeModel, or configure AWS credentials and a region"
         )
+    if request is not None and isinstance(exc, ReadTimeoutError):
+        return timed_out(request, "Bedrock", request.timeout_seconds or DEFAULT_READ_TIMEOUT)
     if isinstance(
         exc,
         EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError,
     ):
         return LLMCallError(f"Bedrock unreachable: {exc}", retryable=True)
     if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        code = str(error.get("Code", ""))
-        message = str(error.get("Message", ""))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        if code in _NOT_AVAILABLE_CODES:
-            return ProviderUnavailableError(
-                f"Bedrock refused the call ({code}: {message}): check the credentials, the "
-                f"bedrock:InvokeModel permission and model access in the Bedrock console"
-            )
-        retryable = code in _RETRYABLE_CODES or status >= 500
-        return LLMCallError(f"Bedrock failed ({code}): {message}", retryable=retryable)
+        return _client_error(exc, request)
     return LLMCallError(f"Bedrock call failed: {type(exc).__name__}: {exc}")
+
+
+def _client_error(exc: Any, request: LLMRequest | None) -> LLMError:
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    message = str(error.get("Message", ""))
+    meta = exc.response.get("ResponseMetadata", {})
+    status = int(meta.get("HTTPStatusCode", 0))
+    if code in _NOT_AVAILABLE_CODES:
+        return ProviderUnavailableError(
+            f"Bedrock refused the call ({code}: {message}): check the credentials, the "
+            f"bedrock:InvokeModel permission and model access in the Bedrock console"
+        )
+    if code in _THROTTLING_CODES and request is not None:
+        return throttled(request, "Bedrock", f"{code}: {message}", _retry_after(meta))
+    if code == "ModelTimeoutException" and request is not None:
+        return timed_out(request, "Bedrock (the model itself)", request.timeout_seconds or 0.0)
+    hint = ""
+    if code == "ValidationException" and any(h in message.lower() for h in _MODEL_ID_HINTS):
+        model = request.model if request is not None else None
+        hint = (
+            f" The model id {model!r} is not usable here: set llm_model on the step, block or "
+            "workflow (or LANGORCH_DEFAULT_LLM_MODEL) to a model that is Active in Bedrock's "
+            "model lifecycle and enabled in this region; models served only through "
+            "cross-region inference need a profile prefix (us., eu., global.; see "
+            "LANGORCH_BEDROCK_INFERENCE_PROFILE)."
+        )
+    retryable = code in _RETRYABLE_CODES or code in _THROTTLING_CODES or status >= 500
+    return LLMCallError(f"Bedrock failed ({code}): {message}{hint}", retryable=retryable)
+
+
+def _retry_after(meta: dict[str, Any]) -> float | None:
+    value = (meta.get("HTTPHeaders") or {}).get("retry-after")
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None

@@ -233,6 +233,10 @@ class OfflineProvider:
             self._path = Path(script)
             self._reload_if_changed()
 
+    async def ainvoke(self, request: LLMRequest) -> LLMResult:
+        """:meth:`invoke`: nothing to wait for, so no thread either."""
+        return self.invoke(request)
+
     def invoke(self, request: LLMRequest) -> LLMResult:
         """Answer deterministically; tools are ignored.
 

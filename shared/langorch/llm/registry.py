@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from langorch.llm.base import LLMCallError, LLMProvider, LLMRequest, LLMResult
 from langorch.llm.offline import OfflineProvider
 from langorch.llm.schema import validate_outputs
+from langorch.llm.settings import BedrockSettings, OpenAISettings
 from langorch.llm.tools import check_tools
 
 KNOWN_PROVIDERS: frozenset[str] = frozenset({"offline", "bedrock", "openai"})
@@ -30,8 +32,15 @@ class LLMRegistry:
             already parsed mapping.
         openai_api_key: The OpenAI key, or a function returning it (read at the first call).
         openai_base_url: An OpenAI-compatible endpoint instead of api.openai.com.
-        bedrock_client_factory: Returns a boto3 ``bedrock-runtime`` client.
+        bedrock_client_factory: Returns a boto3 ``bedrock-runtime`` client for a read timeout
+            in seconds, making one attempt per call (``adapters.aws.bedrock_runtime_client``).
         region: Bedrock region when no client factory is given.
+        openai: OpenAI settings (base URL, organisation, project, timeout); ``openai_base_url``
+            overrides its base URL.
+        bedrock: Bedrock settings (region, inference profile, guardrail); ``region`` is used
+            when it is not given.
+        default_max_tokens: Output token limit for requests that set none.
+        default_temperature: Temperature for requests that set none.
 
     Raises:
         LLMCallError: ``default_provider`` is not a known provider.
@@ -46,16 +55,24 @@ class LLMRegistry:
         offline_script: str | Path | dict[str, Any] | None = None,
         openai_api_key: Callable[[], str | None] | str | None = None,
         openai_base_url: str | None = None,
-        bedrock_client_factory: Callable[[], Any] | None = None,
+        bedrock_client_factory: Callable[[float], Any] | None = None,
         region: str = "us-east-1",
+        openai: OpenAISettings | None = None,
+        bedrock: BedrockSettings | None = None,
+        default_max_tokens: int | None = None,
+        default_temperature: float | None = None,
     ) -> None:
         _check_provider(default_provider)
         self._default_provider = default_provider
         self._default_model = default_model
         self._openai_api_key = openai_api_key
-        self._openai_base_url = openai_base_url
+        self._openai = openai or OpenAISettings()
+        if openai_base_url is not None:
+            self._openai = replace(self._openai, base_url=openai_base_url)
+        self._bedrock = bedrock or BedrockSettings(region=region)
         self._bedrock_client_factory = bedrock_client_factory
-        self._region = region
+        self._default_max_tokens = default_max_tokens
+        self._default_temperature = default_temperature
         self._providers: dict[str, LLMProvider] = {
             "offline": OfflineProvider(offline_script),
         }
@@ -74,7 +91,14 @@ class LLMRegistry:
             return self._providers[name]
 
     def invoke(self, request: LLMRequest) -> LLMResult:
+        """Answer ``request`` from synchronous code; see :meth:`ainvoke`."""
+        name, request = self._prepare(request)
+        return self._checked(request, self.provider(name).invoke(request))
+
+    async def ainvoke(self, request: LLMRequest) -> LLMResult:
         """Answer ``request`` with its provider (or the default) and validate the answer.
+
+        Cancelling the awaiting task abandons the provider's HTTP request.
 
         Returns:
             The result whose ``outputs`` hold exactly the output keys (plus ``branch`` for a
@@ -82,18 +106,36 @@ class LLMRegistry:
 
         Raises:
             ProviderNotAvailableError: The provider's SDK, key or credentials are missing.
-            LLMError: The provider failed (see ``retryable``), a tool is unknown, a key is
-                missing from the answer, a value has the wrong type, or the branch is not one
-                of the choices.
+            LLMError: The provider failed (see ``retryable`` and :mod:`langorch.llm.errors`),
+                a tool is unknown, a key is missing from the answer, a value has the wrong
+                type, or the branch is not one of the choices.
         """
+        name, request = self._prepare(request)
+        return self._checked(request, await self.provider(name).ainvoke(request))
+
+    def _prepare(self, request: LLMRequest) -> tuple[str, LLMRequest]:
         name = request.provider or self._default_provider
-        provider = self.provider(name)
+        _check_provider(name)
         check_tools(request.tools)
+        changes: dict[str, Any] = {}
         if request.model is None and name == self._default_provider and self._default_model:
-            request = _with_model(request, self._default_model)
-        result = provider.invoke(request)
+            changes["model"] = self._default_model
+        if request.max_tokens is None and self._default_max_tokens is not None:
+            changes["max_tokens"] = self._default_max_tokens
+        if request.temperature is None and self._default_temperature is not None:
+            changes["temperature"] = self._default_temperature
+        return name, replace(request, **changes) if changes else request
+
+    @staticmethod
+    def _checked(request: LLMRequest, result: LLMResult) -> LLMResult:
+        try:
+            outputs = validate_outputs(request, result.outputs)
+        except LLMCallError as exc:
+            # The answer was billed even though it does not fit the block.
+            exc.input_tokens, exc.output_tokens = result.input_tokens, result.output_tokens
+            raise
         return LLMResult(
-            outputs=validate_outputs(request, result.outputs),
+            outputs=outputs,
             provider=result.provider,
             model=result.model,
             input_tokens=result.input_tokens,
@@ -106,16 +148,14 @@ class LLMRegistry:
             from langorch.llm.openai import OpenAIProvider
 
             return OpenAIProvider(
-                api_key=self._openai_api_key,
-                base_url=self._openai_base_url,
-                default_model=default_model,
+                api_key=self._openai_api_key, default_model=default_model, settings=self._openai
             )
         from langorch.llm.bedrock import BedrockProvider
 
         return BedrockProvider(
             client_factory=self._bedrock_client_factory,
-            region=self._region,
             default_model=default_model,
+            settings=self._bedrock,
         )
 
 
@@ -124,9 +164,3 @@ def _check_provider(name: str) -> None:
         raise LLMCallError(
             f"unknown LLM provider {name!r}; known providers: {', '.join(sorted(KNOWN_PROVIDERS))}"
         )
-
-
-def _with_model(request: LLMRequest, model: str) -> LLMRequest:
-    from dataclasses import replace
-
-    return replace(request, model=model)

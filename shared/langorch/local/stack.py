@@ -225,7 +225,7 @@ def start_local_stack(
             stack.gateway_url = start_gateway(stack, gateway_port)
         start_ticker(stack)
         start_s3_events(stack)
-        stack.stack_file.write_text(json.dumps(_stack_document(stack), indent=2))
+        write_stack_file(stack.stack_file, _stack_document(stack))
         return stack
     except BaseException:
         stack.stop()
@@ -347,6 +347,18 @@ def start_s3_events(stack: LocalStack) -> None:
     stack.background.append("s3-events")
 
 
+SECRET_SETTINGS = frozenset({"openai_api_key"})
+"""Settings never written to ``stack.json``: each process reads them from its environment."""
+
+
+def write_stack_file(path: Path, document: dict[str, Any]) -> None:
+    """Write ``stack.json`` readable by its owner only (0600), created so from the start."""
+    path.unlink(missing_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document, indent=2))
+
+
 def _stack_document(stack: LocalStack) -> dict[str, Any]:
     settings = stack.settings
     return {
@@ -357,7 +369,7 @@ def _stack_document(stack: LocalStack) -> dict[str, Any]:
         "functions": stack.functions,
         "log_groups": sorted(f"{settings.log_group_prefix}{name}" for name in _function_names()),
         "background": stack.background,
-        "settings": settings.model_dump(mode="json"),
+        "settings": settings.model_dump(mode="json", exclude=set(SECRET_SETTINGS)),
     }
 
 

@@ -12,6 +12,7 @@ from langorch.domain.errors import NotFoundError
 if TYPE_CHECKING:
     from langorch.adapters.dynamodb.definitions import StoredDefinition
     from langorch.app.definitions import RegisterResult
+    from langorch.domain.definitions import TaskPlan
 
 Kind = Literal["block", "workflow"]
 
@@ -63,11 +64,54 @@ def show(ctx: Context, kind: Kind, ref: str) -> None:
         NotFoundError: no such definition or version.
     """
     definition_id, version = parse_ref(ref)
-    stored = ctx.definitions().get_stored(kind, definition_id, version)
+    repo = ctx.definitions()
+    stored = repo.get_stored(kind, definition_id, version)
     if stored is None:
-        what = definition_id if version is None else f"{definition_id}@{version}"
-        raise NotFoundError(f"{kind} {what} not found in {ctx.target().source}")
+        latest = repo.get_stored(kind, definition_id, None) if version is not None else None
+        if latest is not None:
+            raise NotFoundError(
+                f"{kind} {definition_id} has no version {version} in {ctx.target().name}: "
+                f"its versions are 1 to {latest.version}"
+            )
+        raise NotFoundError(_not_stored(ctx, kind, definition_id))
     ctx.out.result(stored_document(stored), lambda: _show_text(stored))
+
+
+def _not_stored(ctx: Context, kind: Kind, definition_id: str) -> str:
+    return (
+        f"no {kind} {definition_id} is stored in {ctx.target().name}: "
+        f"`langorch {kind}s list` shows those that are, "
+        f"`langorch {kind}s put FILE` stores one"
+    )
+
+
+def require_workflow(ctx: Context, workflow_id: str) -> TaskPlan:
+    """The latest stored version of a workflow.
+
+    Raises:
+        NotFoundError: it is not stored, with how to list and store workflows.
+    """
+    plan = ctx.definitions().get_workflow(workflow_id)
+    if plan is None:
+        raise NotFoundError(_not_stored(ctx, "workflow", workflow_id))
+    return plan
+
+
+def require_webhook(ctx: Context, workflow_id: str) -> TaskPlan:
+    """The latest stored version of a workflow that has a webhook trigger.
+
+    Raises:
+        NotFoundError: it is not stored.
+        UsageError: it has no webhook trigger, with how to add one or start it otherwise.
+    """
+    plan = require_workflow(ctx, workflow_id)
+    if not any(t.type == "webhook" for t in plan.all_triggers()):
+        raise UsageError(
+            f"workflow {workflow_id} has no webhook trigger: add `triggers: [{{type: webhook}}]` "
+            f"to it and `langorch workflows put` its file again, or start it with "
+            f"`langorch runs start {workflow_id}`"
+        )
+    return plan
 
 
 def stored_document(stored: StoredDefinition[Any]) -> dict[str, Any]:

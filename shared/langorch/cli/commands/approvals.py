@@ -10,15 +10,15 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from langorch.cli.context import Context
-from langorch.cli.output import table
-from langorch.cli.registry import Subparsers, add_command, add_group
+from langorch.cli.output import table, terminal_width
+from langorch.cli.registry import Subparsers, add_command, add_group, bounded_int
 from langorch.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
     from langorch.adapters.dynamodb.approvals import ApprovalsRepository
     from langorch.domain.approvals import Approval, AuditEntry
 
-_LIST_COLUMNS = [
+_WIDE_COLUMNS = [
     ("approval_id", "ID"),
     ("status", "STATUS"),
     ("workflow_id", "WORKFLOW"),
@@ -30,6 +30,21 @@ _LIST_COLUMNS = [
     ("expires_at", "EXPIRES"),
     ("decided_by", "DECIDED BY"),
 ]
+"""``--wide``: every field, whole."""
+
+_LIST_COLUMNS = [
+    ("approval_id", "ID"),
+    ("status", "STATUS"),
+    ("workflow_id", "WORKFLOW"),
+    ("step_id", "STEP"),
+    ("title", "TITLE"),
+    ("approvers", "APPROVERS"),
+    ("expires", "EXPIRES (UTC)"),
+    ("decided_by", "DECIDED BY"),
+]
+"""The default: what tells approvals apart, fitted to the terminal (ids stay whole)."""
+
+_SHRINK = ("workflow_id", "step_id", "title", "approvers", "decided_by")
 
 _AUDIT_COLUMNS = [
     ("at", "AT"),
@@ -49,7 +64,12 @@ def register(subparsers: Subparsers) -> None:
     listing = add_command(approvals, "list", _list, "approvals, newest first")
     listing.add_argument("--pending", action="store_true", help="only those waiting for a decision")
     listing.add_argument("--run", metavar="RUN_ID", help="only this run's approvals")
-    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    listing.add_argument(
+        "--limit", type=bounded_int(1, 1000), default=50, help="at most this many (default 50)"
+    )
+    listing.add_argument(
+        "--wide", action="store_true", help="every column, nothing cut to the terminal's width"
+    )
 
     show = add_command(approvals, "show", _show, "what is asked, who may decide, how it ended")
     show.add_argument("approval_id", metavar="ID")
@@ -110,7 +130,14 @@ def detail(approval: Approval, audit: list[AuditEntry]) -> dict[str, Any]:
 def _list(ctx: Context, args: argparse.Namespace) -> None:
     found = _repository(ctx).list(pending_only=args.pending, run_id=args.run, limit=args.limit)
     rows = [summary(a) for a in found]
-    ctx.out.result({"approvals": rows}, lambda: table(rows, _LIST_COLUMNS))
+
+    def text() -> str:
+        if args.wide:
+            return table(rows, _WIDE_COLUMNS)
+        short = [{**row, "expires": row["expires_at"][:16].replace("T", " ")} for row in rows]
+        return table(short, _LIST_COLUMNS, max_width=terminal_width(), shrink=_SHRINK)
+
+    ctx.out.result({"approvals": rows}, text)
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:

@@ -18,7 +18,8 @@ def register(subparsers: Subparsers) -> None:
         blocks,
         "put",
         _put,
-        "validate and store every definition in the files (new versions for changed content)",
+        "validate the files and store their blocks (new versions for changed content); "
+        "workflows in them are left for `workflows put`",
     )
     put.add_argument("files", nargs="+", metavar="FILE")
 
@@ -33,10 +34,28 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.definitions import register_files
+    from dataclasses import replace
 
-    results = register_files(ctx.definitions(), args.files)
-    ctx.out.result(put_document(results), lambda: put_text(results))
+    from langorch.app.definitions import register_block, validate_files
+
+    repo = ctx.definitions()
+    # The whole files are checked (a file is one unit), but only their blocks are stored:
+    # a workflow stored here would skip its triggers' schedules and webhook secret.
+    batch = validate_files(args.files, repo)
+    results = [
+        replace(register_block(repo, block), source=batch.sources[("block", block.block_id)])
+        for block in batch.blocks
+        if ("block", block.block_id) in batch.sources  # not the built-ins workflows use
+    ]
+    skipped = [plan.plan_id for plan in batch.workflows]
+    if skipped:
+        ctx.out.warn(
+            f"not stored: workflow(s) {', '.join(skipped)} (`blocks put` stores blocks only); "
+            f"store them with `langorch workflows put {' '.join(args.files)}`"
+        )
+    document = put_document(results)
+    document["skipped_workflows"] = skipped
+    ctx.out.result(document, lambda: put_text(results) or "no blocks in the files")
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:

@@ -11,13 +11,19 @@ from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
 from langorch.cli.registry import Subparsers, add_command
 
+_EXAMPLES = "examples"
+
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``dev`` command."""
     dev = add_command(subparsers, "dev", _dev, "run langorch on this machine (AWS emulator)")
     dev.add_argument("--port", type=int, default=4566, help="the emulator's port (default 4566)")
     dev.add_argument("--home", default=".langorch", help="where the stack file lives")
-    dev.add_argument("--examples", default="examples", help="definitions to register")
+    dev.add_argument(
+        "--examples",
+        metavar="DIR",
+        help=f"a folder of <name>/definitions.yaml to register (default: ./{_EXAMPLES})",
+    )
     dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
     )
@@ -32,6 +38,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError("langorch dev needs the emulator: pip install 'langorch[local]'") from exc
 
     started = time.monotonic()
+    examples = _examples(ctx, args.examples)
     home = Path(args.home)
     if (home / "stack.json").exists():
         import json
@@ -42,7 +49,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
     try:
-        stack = start_local_stack(home=home, port=args.port, examples=Path(args.examples))
+        stack = start_local_stack(home=home, port=args.port, examples=examples)
     except OSError as exc:
         raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
     took = time.monotonic() - started
@@ -69,7 +76,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
         "",
-        "try, in another terminal:",
+        "try, in another terminal (`source .venv/bin/activate` first puts langorch on PATH):",
         "  langorch workflows list",
         '  langorch runs start blog_review --input \'{"commit_message": "Add S3 offload"}\' --wait',
         "  langorch runs list",
@@ -102,3 +109,20 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     finally:
         stack.stop()
     return 0
+
+
+def _examples(ctx: Context, named: str | None) -> Path | None:
+    """The examples folder; a named one must exist, a missing default is said, not skipped."""
+    folder = Path(named or _EXAMPLES)
+    if folder.is_dir():
+        return folder
+    if named is not None:
+        raise UsageError(
+            f"--examples {named}: no such folder; give a folder of <name>/definitions.yaml "
+            "(the repository's is examples/)"
+        )
+    ctx.out.warn(
+        f"no {_EXAMPLES}/ folder here: starting with no workflows "
+        "(run from the repository, or pass --examples DIR)"
+    )
+    return None

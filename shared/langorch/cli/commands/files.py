@@ -51,7 +51,8 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
 
     path = Path(args.path)
     if not path.is_file():
-        raise UsageError(f"{path} is not a file")
+        what = "is a directory" if path.is_dir() else "does not exist"
+        raise UsageError(f"{path} {what}: give the path of the file to upload")
     key = _key(args, path)
     bucket = ctx.settings.bucket
     put = put_file(ctx.client("s3"), bucket, key, path)

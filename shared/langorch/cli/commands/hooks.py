@@ -16,9 +16,11 @@ import urllib.request
 import uuid
 from typing import Any
 
+from langorch.cli.commands._definitions import require_webhook
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
 from langorch.cli.registry import Subparsers, add_command, add_group
+from langorch.domain.errors import NotFoundError
 
 TIMEOUT_SECONDS = 30
 
@@ -45,9 +47,17 @@ def _send(ctx: Context, args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise UsageError(f"--input is not JSON: {exc.msg} at column {exc.colno}") from exc
     settings = ctx.settings
-    secret = Secrets(ctx.client("secretsmanager")).get_json(
-        settings.webhook_secret_prefix + args.workflow
-    )
+    require_webhook(ctx, args.workflow)
+    try:
+        secret = Secrets(ctx.client("secretsmanager")).get_json(
+            settings.webhook_secret_prefix + args.workflow
+        )
+    except NotFoundError:
+        raise NotFoundError(
+            f"workflow {args.workflow} has a webhook trigger but no webhook secret in "
+            f"{ctx.target().name}: `langorch workflows put` its file (it creates the secret) "
+            f"or `langorch workflows rotate-secret {args.workflow}`"
+        ) from None
     payload = json.dumps(body_value)
     body = payload.encode()
     delivery = args.delivery or f"cli-{uuid.uuid4().hex}"

@@ -14,15 +14,31 @@ waits are slept through.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 from typing import Any
 
+from langorch.cli.commands._start_input import (
+    answerer,
+    check_answer_flags,
+    check_driven_flags,
+    check_launch_flags,
+    read_input,
+    say,
+)
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
-from langorch.cli.output import table
-from langorch.cli.registry import Subparsers, add_command, add_group
+from langorch.cli.output import table, terminal_width
+from langorch.cli.registry import (
+    Subparsers,
+    add_command,
+    add_group,
+    bounded_int,
+    positive_float,
+)
+
+_MAX_LIST = 1000
+_DEFAULT_TIMEOUT = 900.0
+_DEFAULT_MAX_SLEEP = 5.0
 
 
 def register(subparsers: Subparsers) -> None:
@@ -31,8 +47,9 @@ def register(subparsers: Subparsers) -> None:
 
     start = add_command(runs, "start", _start, "start a run of a workflow")
     start.add_argument("workflow", nargs="?", help="workflow id (default: the only one in FILE)")
-    start.add_argument("--input", default="{}", metavar="JSON", help="the run's input (JSON)")
-    start.add_argument("--input-file", metavar="FILE", help="read the input from a JSON file")
+    given = start.add_mutually_exclusive_group()
+    given.add_argument("--input", metavar="JSON", help="the run's input (JSON, default {})")
+    given.add_argument("--input-file", metavar="FILE", help="read the input from a JSON file")
     start.add_argument("--user", default="default", help="whose memory the run uses")
     start.add_argument(
         "--local",
@@ -50,35 +67,43 @@ def register(subparsers: Subparsers) -> None:
         metavar="KEY=JSON",
         help="with --approve: set an editable key (repeatable)",
     )
-    start.add_argument("--comment", default="", help="with --approve/--reject: the comment")
+    start.add_argument("--comment", help="with --approve/--reject: the comment")
     start.add_argument(
         "--wait",
         action="store_true",
-        help="follow the run until it ends or waits on an approval (state machine stacks)",
+        help="follow the run until it ends or waits on an approval (state machine stacks): "
+        "its events as they happen on stderr, then the outcome",
     )
     start.add_argument(
         "--timeout",
-        type=float,
-        default=900.0,
+        type=positive_float,
         metavar="S",
-        help="--wait: give up following after S seconds (the run goes on)",
+        help=f"with --wait: give up following after S seconds (default {_DEFAULT_TIMEOUT:.0f}; "
+        "the run goes on)",
     )
-    start.add_argument("--script", metavar="FILE", help="offline LLM answers per block/step")
     start.add_argument(
-        "--repeat", type=int, default=1, metavar="N", help="--local: run N times (memory persists)"
+        "--script", metavar="FILE", help="with --local: offline LLM answers per block/step"
+    )
+    start.add_argument(
+        "--repeat",
+        type=bounded_int(1, 100),
+        metavar="N",
+        help="run N times, memory persisting (--local, --approve or --reject)",
     )
     start.add_argument(
         "--max-sleep",
-        type=float,
-        default=5.0,
+        type=positive_float,
         metavar="S",
-        help="--local: sleep at most S seconds per wait step",
+        help=f"sleep at most S seconds per wait step (default {_DEFAULT_MAX_SLEEP:.0f}; "
+        "--local, --approve or --reject)",
     )
 
     listing = add_command(runs, "list", _list, "recent runs")
     listing.add_argument("--workflow", help="only runs of this workflow")
-    listing.add_argument("--status", help="only runs with this status")
-    listing.add_argument("--limit", type=int, default=20)
+    listing.add_argument("--status", help="only runs with this status (queued, running, …)")
+    listing.add_argument(
+        "--limit", type=bounded_int(1, _MAX_LIST), default=20, help="at most this many"
+    )
 
     show = add_command(runs, "show", _show, "a run's timeline: steps, approvals, errors")
     show.add_argument("run_id", metavar="RUN_ID")
@@ -91,92 +116,24 @@ def register(subparsers: Subparsers) -> None:
     cancel.add_argument("--reason", default="cancelled from the command line")
 
 
-def _input(args: argparse.Namespace) -> dict[str, Any]:
-    text = Path(args.input_file).read_text() if args.input_file else args.input
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--input is not JSON: {exc.msg} at column {exc.colno}") from exc
-    if not isinstance(data, dict):
-        raise UsageError('--input must be a JSON object, e.g. {"key": "value"}')
-    return data
-
-
-def _edits(pairs: list[str]) -> dict[str, Any]:
-    edits: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--edit {pair!r}: write KEY=JSON, e.g. restaurant='\"Chipotle\"'")
-        try:
-            edits[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            edits[key] = raw  # a bare word is a string
-    return edits
-
-
-def _say(ctx: Context, message: str) -> None:
-    # Conversation with the person at the terminal goes to stderr: stdout stays the result.
-    print(message, file=ctx.out.stderr)
-
-
-def _answerer(ctx: Context, args: argparse.Namespace) -> Any:
-    edits = _edits(args.edit)
-
-    def answer(request: dict[str, Any]) -> dict[str, Any]:
-        title = request.get("title") or request.get("step_id")
-        _say(ctx, f"approval needed: {title}")
-        if request.get("message"):
-            _say(ctx, f"  {request['message']}")
-        for key, value in (request.get("context") or {}).items():
-            _say(ctx, f"  {key}: {json.dumps(value, default=str)[:200]}")
-        if args.approve or args.reject:
-            decision = "approved" if args.approve else "rejected"
-            _say(ctx, f"  -> {decision} (from the command line)")
-            return {
-                "decision": decision,
-                "approver": "cli",
-                "comment": args.comment,
-                "edits": {k: v for k, v in edits.items() if k in (request.get("editable") or {})},
-            }
-        if not sys.stdin.isatty():
-            raise UsageError("an approval is waiting: pass --approve or --reject (no terminal)")
-        return _prompt(ctx, request)
-
-    return answer
-
-
-def _prompt(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
-    while True:
-        choice = input("approve or reject? [a/r] ").strip().lower()
-        if choice in ("a", "approve", "r", "reject"):
-            break
-    decision = "approved" if choice.startswith("a") else "rejected"
-    edits: dict[str, Any] = {}
-    for key, current in (request.get("editable") or {}).items():
-        raw = input(f"  {key} [{json.dumps(current, default=str)}]: ").strip()
-        if raw:
-            try:
-                edits[key] = json.loads(raw)
-            except json.JSONDecodeError:
-                edits[key] = raw
-    comment = input("  comment (optional): ").strip()
-    return {"decision": decision, "approver": "cli", "comment": comment, "edits": edits}
-
-
 def _start(ctx: Context, args: argparse.Namespace) -> int | None:
+    check_answer_flags(args)
     if args.local:
+        check_driven_flags(args)
         return _start_local(ctx, args)
     if not args.workflow:
         raise UsageError("name the workflow to run: langorch runs start WORKFLOW [--input JSON]")
     from langorch.app.container import Container
 
+    data = read_input(args)
     container = Container(ctx.settings)
     if ctx.settings.state_machine_arn and not (args.approve or args.reject):
-        return _launch(ctx, args, container, args.workflow, _input(args))
+        check_launch_flags(args)
+        return _launch(ctx, args, container, args.workflow, data)
+    check_driven_flags(args)
     # No state machine (or approvals answered here): this process is the runner. It starts
     # the run in the target's tables and drives it, answering approvals itself.
-    return _run(ctx, args, container, args.workflow, _input(args))
+    return _run(ctx, args, container, args.workflow, data)
 
 
 _POLL_SECONDS = 0.5
@@ -194,16 +151,19 @@ def _launch(
     run, created = launch_run(StartRun(workflow, input=data, user_id=args.user), container)
     if not created:
         ctx.out.warn(f"run {run.run_id} already existed; its execution was not started again")
+    execution = {"arn": run.execution_arn, "status": None, "reason": None}
     if not args.wait:
         ctx.out.result(
-            {"run": run.model_dump(mode="json")},
+            {"run": run_json(run), "execution": execution},
             f"started {run.run_id} ({run.workflow_id}@{run.workflow_version})\n"
             f"  follow it:  langorch runs show {run.run_id}   |   langorch runs logs {run.run_id}",
         )
         return 0
-    run, events = _follow(ctx, container, run.run_id, timeout=args.timeout)
+    timeout = _DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+    run, events = _follow(ctx, container, run.run_id, timeout=timeout)
     document: dict[str, Any] = {
-        "run": run.model_dump(mode="json"),
+        "run": run_json(run),
+        "execution": execution,
         "timeline": [e.model_dump(mode="json") for e in events],
     }
     where = _approval_whereabouts(ctx, run) if run.status.value in _PARKED_FOR_PEOPLE else None
@@ -212,14 +172,15 @@ def _launch(
     if ctx.out.json_mode:
         ctx.out.result({"runs": [document]}, "")
     else:
-        ctx.out.result(None, render_run(run, events) + "\n")
+        # The events were told on stderr as they happened: the result is the outcome only.
+        ctx.out.result(None, render_run(run, events, timeline=False) + "\n")
         if where is not None:
-            _say(ctx, where["message"])
+            say(ctx, where["message"])
     if run.is_terminal:
         return 0 if run.status.value == "succeeded" else 1
     if run.status.value in _PARKED_FOR_PEOPLE:
         return 0
-    _say(ctx, f"still {run.status.value} after {args.timeout:.0f} s; the run goes on")
+    say(ctx, f"still {run.status.value} after {timeout:.0f} s; the run goes on")
     return 1
 
 
@@ -230,18 +191,19 @@ def _follow(ctx: Context, container: Any, run_id: str, *, timeout: float) -> tup
     """
     import time
 
-    from langorch.cli.timeline import event_line
+    from langorch.cli.timeline import AskedAt, event_line
 
     deadline = time.monotonic() + timeout
     shown = 0
+    asked = AskedAt()
     while True:
         run = container.runs.get_run(run_id)
         events = container.runs.get_timeline(run_id)
         if not ctx.out.json_mode:
             for event in events[shown:]:
-                line = event_line(event)
+                line = event_line(event, asked)
                 if line:
-                    _say(ctx, line)
+                    say(ctx, line)
             shown = len(events)
         if run.is_terminal or run.status.value in _PARKED_FOR_PEOPLE:
             return run, events
@@ -295,22 +257,24 @@ def _run(
     from langorch.app.runs import StartRun, drive, start_run
     from langorch.cli.timeline import render_run
 
-    answer = _answerer(ctx, args)
+    answer = answerer(ctx, args)
     documents: list[dict[str, Any]] = []
     code = 0
-    for _ in range(max(1, args.repeat)):
+    max_sleep = _DEFAULT_MAX_SLEEP if args.max_sleep is None else args.max_sleep
+    for _ in range(args.repeat or 1):
         run, _created = start_run(StartRun(workflow, input=data, user_id=args.user), container)
         result = drive(
             run.run_id,
             container,
             on_approval=answer,
-            sleep=lambda s: time.sleep(min(s, args.max_sleep)),
+            sleep=lambda s: time.sleep(min(s, max_sleep)),
         )
         stored = container.runs.get_run(run.run_id)
         events = container.runs.get_timeline(run.run_id)
         documents.append(
             {
-                "run": stored.model_dump(mode="json"),
+                "run": run_json(stored),
+                "execution": {"arn": None, "status": None, "reason": _DRIVEN_HERE},
                 "timeline": [e.model_dump(mode="json") for e in events],
             }
         )
@@ -324,41 +288,55 @@ def _run(
 
 
 def _start_local(ctx: Context, args: argparse.Namespace) -> int:
-    import os
-
     try:
         from moto import mock_aws
     except ImportError as exc:  # moto ships with the `local` extra, not in the Lambda bundle
         raise UsageError("--local needs the emulator: pip install 'langorch[local]'") from exc
 
+    import boto3
+
     from langorch.app.container import Container
     from langorch.app.definitions import register_files, seed_builtins
     from langorch.config import Settings
-    from langorch.llm import LLMRegistry
 
-    data = _input(args)
+    data = read_input(args)
     files = [Path(f) for f in args.local]
     script = args.script
     if script is None:  # an example's scripted answers sit beside its definitions
         beside = files[0].parent / "offline.yaml"
         script = str(beside) if beside.exists() else None
-    # The emulator needs credentials of some kind; they never leave this process.
-    for name, value in (("AWS_ACCESS_KEY_ID", "local"), ("AWS_SECRET_ACCESS_KEY", "local")):
-        os.environ.setdefault(name, value)
-    with mock_aws():
-        container = Container(
-            Settings(region="us-east-1"),
-            llm=LLMRegistry(default_provider="offline", offline_script=script),
-        )
+    # The LLM settings are the user's (LANGORCH_DEFAULT_LLM_PROVIDER, LANGORCH_OPENAI_API_KEY,
+    # LANGORCH_OPENAI_BASE_URL, …); the AWS resources are the in-process emulator's.
+    settings = Settings(region="us-east-1", offline_script=script)
+    # The emulator gets fixed fake credentials of its own; the environment's are left alone
+    # (moto's mock_credentials off) so Bedrock calls use the user's real AWS credential chain,
+    # and go to Bedrock itself (passthrough), not to the emulator.
+    emulator = boto3.Session(
+        aws_access_key_id="local",
+        aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
+        region_name=settings.region,
+    )
+    moto_config: Any = {
+        "core": {"mock_credentials": False, "passthrough": {"services": ["bedrockruntime"]}}
+    }
+    with mock_aws(config=moto_config):
+        container = Container(settings, session=emulator)
         container.ensure_resources()
         seed_builtins(container.definitions)
         results = register_files(container.definitions, [str(f) for f in files])
-        workflow = args.workflow or _only_workflow(results)
+        workflow = _local_workflow(args.workflow, results)
         return _run(ctx, args, container, workflow, data)
 
 
-def _only_workflow(results: list[Any]) -> str:
+def _local_workflow(named: str | None, results: list[Any]) -> str:
     workflows: list[str] = [r.id for r in results if r.kind == "workflow"]
+    if named is not None:
+        if named not in workflows:
+            raise UsageError(
+                f"--local files define the workflows {', '.join(workflows) or '(none)'}, "
+                f"not {named}: name one of them, or leave the name out when there is one"
+            )
+        return named
     if len(workflows) != 1:
         raise UsageError(
             f"the files define {len(workflows)} workflows ({', '.join(workflows) or 'none'}): "
@@ -369,9 +347,8 @@ def _only_workflow(results: list[Any]) -> str:
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.adapters.dynamodb.runs import RunsRepository
-    from langorch.domain.runs import RunStatus
 
-    status = RunStatus(args.status) if args.status else None
+    status = _status(args.status)
     runs = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table).list_runs(
         workflow_id=args.workflow, status=status, limit=args.limit
     )
@@ -392,7 +369,22 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
         ("trigger", "TRIGGER"),
         ("created_at", "CREATED"),
     ]
-    ctx.out.result({"runs": rows}, lambda: table(rows, columns))
+    ctx.out.result(
+        {"runs": rows},
+        lambda: table(rows, columns, max_width=terminal_width(), shrink=("workflow",)),
+    )
+
+
+def _status(text: str | None) -> Any:
+    from langorch.domain.runs import RunStatus
+
+    if not text:
+        return None
+    try:
+        return RunStatus(text)
+    except ValueError:
+        known = ", ".join(s.value for s in RunStatus)
+        raise UsageError(f"--status {text!r} is not a run status: use one of {known}") from None
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
@@ -402,35 +394,111 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     repo = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
     run = repo.get_run(args.run_id)
     events = repo.get_timeline(args.run_id)
+    execution = _execution(ctx, run.run_id)
+    document = run_json(run)
+
+    def text() -> str:
+        where = (
+            f"  execution {execution['arn']} ({execution['status']})"
+            if execution.get("arn")
+            else f"  no Step Functions execution: {execution['reason']}"
+        )
+        head, _, rest = render_run(run, events).partition("\n\n")
+        return f"{head}\n{where}\n\n{rest}"
+
     ctx.out.result(
         {
-            "run": run.model_dump(mode="json"),
+            "run": document,
+            "execution": execution,
             "timeline": [e.model_dump(mode="json") for e in events],
         },
-        lambda: render_run(run, events),
+        text,
     )
+
+
+def run_json(run: Any) -> dict[str, Any]:
+    """A run record as JSON, without ``execution_arn``: the record never stores it (it derives
+    from the run id), so it read null; the documents carry an ``execution`` object instead."""
+    document: dict[str, Any] = run.model_dump(mode="json")
+    document.pop("execution_arn", None)
+    return document
+
+
+_DRIVEN_HERE = (
+    "the run was driven by the langorch command that started it "
+    "(`runs start --local`, `--approve`/`--reject`, or a stack without a state machine)"
+)
+
+
+def _execution(ctx: Context, run_id: str) -> dict[str, Any]:
+    """The run's Step Functions execution (ARN and status), or why there is none."""
+    from langorch.adapters.stepfunctions import StepFunctions
+    from langorch.domain.errors import NotFoundError
+
+    arn = ctx.settings.state_machine_arn
+    if not arn:
+        return {
+            "arn": None,
+            "status": None,
+            "reason": f"this stack has no state machine: {_DRIVEN_HERE}",
+        }
+    try:
+        described = StepFunctions(ctx.client("stepfunctions"), arn).describe(run_id)
+    except NotFoundError:
+        return {"arn": None, "status": None, "reason": _DRIVEN_HERE}
+    return {"arn": described["executionArn"], "status": described["status"], "reason": None}
 
 
 def _logs(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.adapters.logs import CloudWatchLogs
 
-    run = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table).get_run(args.run_id)
+    repo = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
+    run = repo.get_run(args.run_id)
     logs = CloudWatchLogs(ctx.client("logs"))
     groups = logs.groups(ctx.settings.log_group_prefix)
     # A minute of slack: a trigger's lines come just before the run record is written.
     start_ms = int(run.created_at.timestamp() * 1000) - 60_000
     lines = logs.lines_for_run(args.run_id, groups, start_ms=start_ms)
-    rows = [
-        {
+    # Log lines name a failure's type only (messages may quote the run's data); the reason is
+    # in the run's timeline, which the same caller may read: put it beside its line.
+    reasons = _failure_reasons(repo.get_timeline(args.run_id))
+    rows = []
+    for line in lines:
+        fields = line.fields() or {"message": line.message}
+        row: dict[str, Any] = {
             "group": line.group,
             "stream": line.stream,
             "timestamp": line.timestamp,
-            "fields": line.fields() or {"message": line.message},
+            "fields": fields,
         }
-        for line in lines
-    ]
+        reason = _reason_for(fields, reasons)
+        if reason:
+            row["reason"] = reason
+        rows.append(row)
     ctx.out.result({"run_id": args.run_id, "lines": rows}, lambda: _render_logs(rows))
+
+
+def _failure_reasons(events: list[Any]) -> dict[str, list[str]]:
+    """Each step's failure reasons (``Type: message``), in the order they happened."""
+    from langorch.domain.runs import TimelineEventType
+
+    failed = (TimelineEventType.step_failed, TimelineEventType.step_retried)
+    reasons: dict[str, list[str]] = {}
+    for event in events:
+        if event.type in failed and event.step_id and event.error is not None:
+            reason = f"{event.error.type}: {event.error.message}"
+            reasons.setdefault(event.step_id, []).append(reason)
+    return reasons
+
+
+def _reason_for(fields: dict[str, Any], reasons: dict[str, list[str]]) -> str | None:
+    step = fields.get("step_id")
+    if not fields.get("error_type") or not isinstance(step, str) or not reasons.get(step):
+        return None
+    # One log line per failed attempt: the attempts' reasons in turn, the last one repeating.
+    queue = reasons[step]
+    return queue.pop(0) if len(queue) > 1 else queue[0]
 
 
 def _render_logs(rows: list[dict[str, Any]]) -> str:
@@ -446,8 +514,13 @@ def _render_logs(rows: list[dict[str, Any]]) -> str:
         where = " ".join(
             f"{key}={fields[key]}" for key in ("segment", "step_id", "status") if key in fields
         )
+        message = str(fields.get("message", ""))
+        if row.get("reason"):
+            message += f": {row['reason']}"
+        elif fields.get("error_type"):
+            message += f": {fields['error_type']}"
         out.append(
-            f"{at}  {function:<28} {fields.get('level', ''):<7} {fields.get('message', '')}"
+            f"{at}  {function:<28} {fields.get('level', ''):<7} {message}"
             + (f"  [{where}]" if where else "")
         )
     return "\n".join(out)
@@ -465,5 +538,5 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
         text = f"{run.run_id} was already cancelled"
     else:
         text = f"{run.run_id} already ended as {run.status.value}: nothing to cancel"
-    ctx.out.result({"run": run.model_dump(mode="json"), "cancelled": changed}, text)
+    ctx.out.result({"run": run_json(run), "cancelled": changed}, text)
     return 0 if cancelled else 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from langorch.cli.commands._definitions import put_document, put_text, show
+from langorch.cli.commands._definitions import put_document, put_text, require_webhook, show
 from langorch.cli.context import Context
 from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
@@ -103,6 +103,7 @@ def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.container import Container
     from langorch.app.triggers import rotate_webhook_secret
 
+    require_webhook(ctx, args.workflow)  # says what is wrong and how to fix it
     secret = rotate_webhook_secret(args.workflow, Container(ctx.settings))
     ctx.out.result(
         {"workflow_id": args.workflow, "webhook_secret": secret},

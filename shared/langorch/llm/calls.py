@@ -1,0 +1,120 @@
+"""One LLM call as a step makes it: within the step's time, once, every token counted.
+
+The step owns the retry policy (``max_retries``, ``retry_backoff_seconds``, ``timeout_seconds``);
+below it nothing retries (the SDKs' retries are off, see ``openai.py`` and ``bedrock.py``). For
+one attempt, :func:`call_model`:
+
+* gives the call what is left of the step's ``timeout_seconds`` (less a small margin, so the
+  call's own, named timeout fires before the step's generic one) and cancels it when that runs
+  out: OpenAI's async client closes the connection; Bedrock's client was built with that read
+  timeout, so its request ends then too;
+* counts the tokens of every response the attempt received, and puts them on the error when the
+  attempt fails (a refused or cut answer is billed all the same);
+* leaves waiting to the step: :func:`retry_delay` is the wait the server asked for
+  (``Retry-After``, "try again in 20s"), bounded by the step's own time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+from typing import Any, Protocol
+
+from langorch.llm._langchain import ATTEMPT_TALLY, Tally
+from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
+from langorch.llm.errors import timed_out
+
+MAX_MARGIN_SECONDS = 0.25
+"""How much earlier than the step the call gives up (at most; 5% of short budgets)."""
+
+
+class Invoker(Protocol):
+    """What answers requests: the registry, or a test's fake (``invoke`` only is enough)."""
+
+    def invoke(self, request: LLMRequest) -> LLMResult: ...
+
+
+def call_budget(step_seconds: float) -> float:
+    """The seconds a call may take when the step has ``step_seconds`` left."""
+    return max(step_seconds - min(MAX_MARGIN_SECONDS, step_seconds * 0.05), 0.001)
+
+
+async def call_model(
+    llm: Invoker,
+    request: LLMRequest,
+    *,
+    budget_seconds: float | None,
+    started: float | None = None,
+) -> LLMResult:
+    """Make one attempt of ``request`` within ``budget_seconds``.
+
+    Args:
+        llm: The registry (``ainvoke`` is used when it has one, else ``invoke`` in a thread).
+        request: The call; its ``timeout_seconds`` is set here from the budget.
+        budget_seconds: The step's ``timeout_seconds``; ``None``: no limit beyond the
+            provider's own request timeout.
+        started: ``time.monotonic()`` when the step's attempt started (default: now); the
+            time since then is taken off the budget.
+
+    Returns:
+        The validated result.
+
+    Raises:
+        LLMTimeoutError: the budget ran out; the call was cancelled.
+        LLMError: any other failure, with ``input_tokens``/``output_tokens`` set to what the
+            attempt was billed for.
+    """
+    tally = Tally()
+    reset = ATTEMPT_TALLY.set(tally)
+    try:
+        if budget_seconds is None:
+            return await _invoke(llm, request)
+        spent = time.monotonic() - started if started is not None else 0.0
+        seconds = call_budget(budget_seconds - spent)
+        request = replace(request, timeout_seconds=seconds)
+        try:
+            async with asyncio.timeout(seconds) as deadline:
+                return await _invoke(llm, request)
+        except TimeoutError as exc:
+            if not deadline.expired():
+                raise
+            label = {"openai": "OpenAI", "bedrock": "Bedrock"}.get(request.provider, "The model")
+            raise timed_out(request, label, seconds) from exc
+    except LLMCallError as exc:
+        exc.input_tokens = max(exc.input_tokens, tally.input_tokens)
+        exc.output_tokens = max(exc.output_tokens, tally.output_tokens)
+        raise
+    finally:
+        ATTEMPT_TALLY.reset(reset)
+
+
+async def _invoke(llm: Any, request: LLMRequest) -> LLMResult:
+    ainvoke = getattr(llm, "ainvoke", None)
+    if ainvoke is not None:
+        result: LLMResult = await ainvoke(request)
+        return result
+    # A synchronous invoker (a test's fake): its thread cannot be cancelled.
+    return await asyncio.to_thread(llm.invoke, request)
+
+
+def retry_delay(exc: BaseException, *, limit_seconds: float | None) -> float:
+    """How long to wait before the next attempt: what the server asked for, within limits.
+
+    Args:
+        exc: The failure of this attempt (its ``retry_after``, if any, is the server's wish).
+        limit_seconds: The most the step will wait (its ``timeout_seconds``).
+
+    Returns:
+        Seconds to sleep before raising for the retry; 0 when the server said nothing.
+    """
+    wait = getattr(exc, "retry_after", None)
+    if not isinstance(wait, int | float) or wait <= 0:
+        return 0.0
+    return float(min(wait, limit_seconds)) if limit_seconds is not None else float(wait)
+
+
+def error_tokens(exc: BaseException) -> dict[str, int] | None:
+    """The tokens a failed attempt was billed for (``{"input", "output"}``), if any."""
+    tokens = getattr(exc, "tokens", None)
+    return tokens if isinstance(tokens, dict) else None

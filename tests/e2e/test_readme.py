@@ -1,0 +1,75 @@
+"""The README's copy-paste commands work as written: it stays true."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from langorch.cli.main import build_parser, main
+from tests.e2e.readme import README, REPO, bash_commands, langorch_commands
+
+PLACEHOLDERS = {"RUN_ID": "run-0", "ID": "apr-0"}
+
+
+def test_every_command_is_the_langorch_the_readme_puts_on_the_path():
+    text = README.read_text(encoding="utf-8")
+    commands = bash_commands(text)
+    activate = ["source", ".venv/bin/activate"]
+
+    # The virtualenv is activated before the first `langorch` command, and no command spells
+    # the path another way
+    assert activate in commands
+    first = next(i for i, argv in enumerate(commands) if argv[0] == "langorch")
+    assert commands.index(activate) < first
+    assert not [argv for argv in commands if argv[0].endswith("/langorch")]
+
+
+def test_every_langorch_command_parses_and_names_files_the_repository_ships():
+    commands = langorch_commands()
+    assert len(commands) >= 10
+
+    for argv in commands:
+        args = [PLACEHOLDERS.get(word, word) for word in argv]
+        try:
+            build_parser().parse_args(args)
+        except SystemExit as exc:
+            pytest.fail(f"`langorch {' '.join(argv)}` does not parse (exit {exc.code})")
+        for word in argv:
+            if word.startswith("examples/"):
+                assert (REPO / word).is_file(), f"`langorch {' '.join(argv)}`: no {word}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    langorch_commands(("runs", "start", "--local")),
+    ids=lambda argv: " ".join(a for a in argv if a.startswith("examples/") or a.startswith("--r")),
+)
+def test_each_local_example_runs_as_written(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    # Given the repository as a fresh checkout sees it (no stack running)
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
+
+    # When the README's command runs
+    main(argv)
+
+    # Then it runs the example to its end and prints its timeline, with no error
+    out, err = capsys.readouterr()
+    assert "error:" not in err
+    assert out.startswith("run run-")
+    assert "  end  " in out
+
+
+def test_the_readme_runs_every_local_example_it_describes():
+    described = {a for argv in langorch_commands(("runs", "start", "--local")) for a in argv}
+
+    assert {
+        "examples/blog_review/definitions.yaml",
+        "examples/lunch_order/definitions.yaml",
+        "examples/invoice_batch/definitions.yaml",
+    } <= described

@@ -1,0 +1,378 @@
+"""What a newcomer meets at the command line (issue 16): errors that say what to do, flags that
+are refused rather than ignored, output a person can read.
+
+Every command runs through ``main(argv)`` against a moto server found through a local stack file,
+exactly as after ``make dev``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from langorch.app.container import Container
+from langorch.cli.main import main
+from langorch.config import Settings
+from langorch.domain.runs import RunError, TimelineEvent, TimelineEventType
+
+DEFINITIONS = """
+blocks:
+  - block_id: shout
+    name: Shout
+    input_keys: [text]
+    output_keys: [loud]
+    prompt_template: "Shout {text}"
+workflows:
+  - plan_id: greet
+    memory: false
+    steps:
+      - {step_id: hello, kind: transform, transform: {greeting: "'hi'"}}
+  - plan_id: boom
+    memory: false
+    steps:
+      - {step_id: divide, kind: transform, transform: {x: "1 // 0"}, max_retries: 0}
+"""
+
+A_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:langorch-runs"
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+
+@pytest.fixture
+def home(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh emulator, and the local stack file `make dev` would have written for it."""
+    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    Container(Settings(endpoint_url=endpoint)).ensure_resources()
+    folder = tmp_path / ".langorch"
+    folder.mkdir()
+    monkeypatch.setenv("LANGORCH_HOME", str(folder))
+    use_stack(folder, endpoint)
+    return folder
+
+
+def use_stack(home: Path, endpoint: str, **settings: Any) -> None:
+    (home / "stack.json").write_text(json.dumps({"endpoint_url": endpoint, "settings": settings}))
+
+
+@pytest.fixture
+def langorch(home: Path, capsys: pytest.CaptureFixture[str]) -> Any:
+    def run(*argv: str) -> Result:
+        capsys.readouterr()
+        code = main(list(argv))
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def definitions(langorch: Any, tmp_path: Path) -> str:
+    path = tmp_path / "definitions.yaml"
+    path.write_text(DEFINITIONS)
+    assert langorch("workflows", "put", str(path)).code == 0
+    return str(path)
+
+
+def assert_no_internals(result: Result) -> None:
+    assert "unexpected" not in result.stderr
+    assert "Error:" not in result.stderr  # no exception class names leak
+    assert "stack.json" not in result.stderr
+
+
+# --- errors that say what was wrong and how to fix it -------------------------------------
+
+
+def test_a_missing_input_file_names_the_file_and_the_alternative(langorch: Any, definitions: str):
+    result = langorch("runs", "start", "greet", "--input-file", "nope.json")
+
+    assert result.code == 2
+    assert_no_internals(result)
+    assert "--input-file nope.json: no such file" in result.stderr
+    assert "--input" in result.stderr.split("no such file", 1)[1]
+
+
+def test_an_unknown_status_lists_the_statuses(langorch: Any):
+    result = langorch("runs", "list", "--status", "done")
+
+    assert result.code == 2
+    assert_no_internals(result)
+    assert "--status 'done' is not a run status" in result.stderr
+    assert "succeeded" in result.stderr and "waiting_approval" in result.stderr
+
+
+@pytest.mark.parametrize("group", ["runs", "approvals"])
+def test_a_limit_out_of_range_is_a_usage_error(langorch: Any, group: str):
+    result = langorch(group, "list", "--limit", "0")
+
+    assert result.code == 2
+    assert_no_internals(result)
+    assert "--limit: must be between 1 and 1000, not 0" in result.stderr
+
+
+def test_an_unknown_definition_names_the_local_stack_and_how_to_list(langorch: Any):
+    result = langorch("blocks", "show", "nope")
+
+    assert result.code == 3
+    assert_no_internals(result)
+    assert "no block nope is stored in the local stack" in result.stderr
+    assert "`langorch blocks list`" in result.stderr
+
+
+def test_an_unknown_version_names_the_versions_there_are(langorch: Any, definitions: str):
+    result = langorch("workflows", "show", "greet@7")
+
+    assert result.code == 3
+    assert "workflow greet has no version 7 in the local stack: its versions are 1 to 1" in (
+        result.stderr
+    )
+
+
+def test_hooks_send_to_a_workflow_without_a_webhook_trigger_says_so(
+    langorch: Any, definitions: str
+):
+    result = langorch("hooks", "send", "greet", "--input", "{}")
+
+    assert result.code == 2
+    assert_no_internals(result)
+    assert "workflow greet has no webhook trigger" in result.stderr
+    assert "secret" not in result.stderr
+    assert "triggers: [{type: webhook}]" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "argv", [["hooks", "send", "nope"], ["workflows", "rotate-secret", "nope"]]
+)
+def test_webhook_commands_for_an_unknown_workflow_say_how_to_find_one(
+    langorch: Any, argv: list[str]
+):
+    result = langorch(*argv)
+
+    assert result.code == 3
+    assert_no_internals(result)
+    assert "no workflow nope is stored in the local stack" in result.stderr
+    assert "`langorch workflows list`" in result.stderr
+
+
+def test_files_put_of_a_directory_says_it_wants_a_file(langorch: Any, tmp_path: Path):
+    result = langorch("files", "put", str(tmp_path))
+
+    assert result.code == 2
+    assert f"{tmp_path} is a directory: give the path of the file to upload" in result.stderr
+
+
+def test_a_local_run_of_a_workflow_the_files_do_not_define_names_those_they_do(
+    langorch: Any, tmp_path: Path
+):
+    path = tmp_path / "definitions.yaml"
+    path.write_text(DEFINITIONS)
+
+    result = langorch("runs", "start", "nope", "--local", str(path))
+
+    assert result.code == 2
+    assert "--local files define the workflows greet, boom, not nope" in result.stderr
+    assert "workflows put" not in result.stderr  # nothing to register: --local reads the files
+
+
+def test_dev_with_an_examples_folder_that_does_not_exist_refuses_to_start_without_them(
+    langorch: Any, tmp_path: Path
+):
+    # (was: a stack with no workflows, the typo unmentioned)
+    result = langorch("dev", "--examples", str(tmp_path / "exmaples"), "--ready-only")
+
+    assert result.code == 2
+    assert f"--examples {tmp_path / 'exmaples'}: no such folder" in result.stderr
+    assert "langorch dev is ready" not in result.stdout
+
+
+# --- flags that would be accepted and ignored are refused -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (["--edit", "x=1"], "--edit sets editable keys of an approval this command approves"),
+        (["--reject", "--edit", "x=1"], "add --approve"),
+        (["--comment", "looks good"], "--comment goes with the decision of --approve or --reject"),
+        (["--script", "answers.yaml"], "--script is for --local runs"),
+        (["--timeout", "5"], "--timeout bounds --wait"),
+        (["--approve", "--wait", "--timeout", "5"], "this command drives the run to its end"),
+    ],
+)
+def test_start_refuses_flags_that_would_do_nothing(
+    langorch: Any, definitions: str, flags: list[str], reason: str
+):
+    result = langorch("runs", "start", "greet", *flags)
+
+    assert result.code == 2
+    assert reason in result.stderr
+    assert langorch("runs", "list", "--json").json()["runs"] == []
+
+
+@pytest.mark.parametrize("flag", [["--repeat", "2"], ["--max-sleep", "1"]])
+def test_start_on_a_state_machine_refuses_the_flags_of_a_run_driven_here(
+    langorch: Any, definitions: str, home: Path, endpoint: str, flag: list[str]
+):
+    # Given a stack whose state machine runs the runs (nothing is started: the flag is refused)
+    use_stack(home, endpoint, state_machine_arn=A_MACHINE)
+
+    result = langorch("runs", "start", "greet", *flag)
+
+    assert result.code == 2
+    assert f"{flag[0]} applies when this command drives the run" in result.stderr
+
+
+def test_blocks_put_stores_only_the_blocks_and_says_where_the_workflows_go(
+    langorch: Any, tmp_path: Path
+):
+    path = tmp_path / "both.yaml"
+    path.write_text(DEFINITIONS)
+
+    result = langorch("blocks", "put", str(path), "--json")
+
+    assert result.code == 0, result.stderr
+    assert [(r["kind"], r["id"]) for r in result.json()["results"]] == [("block", "shout")]
+    assert result.json()["skipped_workflows"] == ["greet", "boom"]
+    assert f"store them with `langorch workflows put {path}`" in result.stderr
+    assert langorch("workflows", "list", "--json").json()["workflows"] == []
+
+
+# --- output a person can read ---------------------------------------------------------------
+
+
+def _pending(container: Container, title: str) -> str:
+    from langorch.domain.approvals import new_approval
+
+    approval = new_approval(
+        run_id="run-0123456789abcdef0123456789abcdef",
+        workflow_id="blog_review",
+        request={
+            "interrupt_id": "i-1",
+            "step_id": "review",
+            "title": title,
+            "approvers": ["editor@example.com", "chief.editor@example.com"],
+            "timeout_seconds": 3600,
+        },
+        now=datetime(2026, 11, 22, 9, 0, tzinfo=UTC),
+    )
+    container.approvals.put_pending(approval, "task-token")
+    return approval.approval_id
+
+
+def test_approvals_list_fits_the_terminal_and_wide_shows_everything(
+    langorch: Any, endpoint: str, monkeypatch: pytest.MonkeyPatch
+):
+    title = "Review: Draft 3 of a long post about durable checkpoints in DynamoDB and S3"
+    approval_id = _pending(Container(Settings(endpoint_url=endpoint)), title)
+    monkeypatch.setenv("COLUMNS", "100")
+
+    fitted = langorch("approvals", "list")
+    wide = langorch("approvals", "list", "--wide")
+
+    assert fitted.code == wide.code == 0
+    assert max(len(line) for line in fitted.stdout.splitlines()) <= 100, fitted.stdout
+    assert approval_id in fitted.stdout  # ids stay whole: they are typed into `approvals show`
+    assert "…" in fitted.stdout and title not in fitted.stdout
+    assert title in wide.stdout and "run-0123456789abcdef0123456789abcdef" in wide.stdout
+
+
+def test_start_and_show_json_say_why_a_run_has_no_execution(langorch: Any, definitions: str):
+    # Given a run driven by the command that started it (this stack has no state machine)
+    started = langorch("runs", "start", "greet", "--json")
+    run_id = started.json()["runs"][0]["run"]["run_id"]
+
+    shown = langorch("runs", "show", run_id, "--json").json()
+    text = langorch("runs", "show", run_id).stdout
+
+    assert "execution_arn" not in started.json()["runs"][0]["run"]
+    assert started.json()["runs"][0]["execution"]["reason"] in shown["execution"]["reason"]
+    assert "execution_arn" not in shown["run"]
+    assert shown["execution"]["arn"] is None
+    assert "driven by the langorch command that started it" in shown["execution"]["reason"]
+    assert "no Step Functions execution: this stack has no state machine" in text
+
+
+def test_logs_of_a_failed_step_give_the_reason(langorch: Any, definitions: str, endpoint: str):
+    # Given a failed run and the runner's line for its failed step, which names only the
+    # error's type (as the runner's Powertools logger writes it)
+    started = langorch("runs", "start", "boom", "--json")
+    run_id = started.json()["runs"][0]["run"]["run_id"]
+    logs = Container(Settings(endpoint_url=endpoint)).client("logs")
+    group, stream = "/aws/lambda/langorch-run-segment", "2026/11/23/[$LATEST]abc"
+    logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName=stream)
+    line = {
+        "level": "ERROR",
+        "message": "step failed",
+        "run_id": run_id,
+        "step_id": "divide",
+        "error_type": "TemplateError",
+    }
+    now_ms = int(datetime.now(UTC).timestamp() * 1000)
+    logs.put_log_events(
+        logGroupName=group,
+        logStreamName=stream,
+        logEvents=[{"timestamp": now_ms, "message": json.dumps(line)}],
+    )
+
+    text = langorch("runs", "logs", run_id)
+    document = langorch("runs", "logs", run_id, "--json").json()
+
+    assert text.code == 0, text.stderr
+    assert "step failed: TemplateError: expression '1 // 0' failed: ZeroDivisionError" in (
+        text.stdout
+    )
+    assert document["lines"][0]["reason"].startswith("TemplateError: expression '1 // 0'")
+
+
+def test_a_timed_out_approval_reads_as_no_decision_with_how_long_it_waited():
+    from langorch.cli.timeline import render_run
+    from langorch.domain.runs import RunRecord, RunStatus, RunTrigger
+
+    at = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
+    events = [
+        TimelineEvent(
+            seq=1,
+            at=at,
+            segment=1,
+            type=TimelineEventType.approval_requested,
+            step_id="review",
+            detail={"approvers": ["a@example.com"], "iteration": 1},
+        ),
+        TimelineEvent(
+            seq=2,
+            at=at + timedelta(seconds=3600),
+            segment=2,
+            type=TimelineEventType.approval_timed_out,
+            step_id="review",
+            detail={"decision": "timed_out", "comment": ""},
+        ),
+    ]
+    run = RunRecord(
+        run_id="run-1",
+        workflow_id="wf",
+        workflow_version=1,
+        status=RunStatus.failed,
+        trigger=RunTrigger(type="manual"),
+        created_at=at,
+        updated_at=at,
+        error=RunError(type="ApprovalTimedOut", message="nobody decided"),
+    )
+
+    text = render_run(run, events)
+
+    assert "by unknown" not in text
+    assert "no decision: timed out after 60 min" in text

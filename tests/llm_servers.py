@@ -1,0 +1,244 @@
+"""Loopback LLM servers for tests: an OpenAI-compatible API and a Bedrock Converse endpoint.
+
+Both are stdlib ``http.server`` in a thread on 127.0.0.1, answer from a script, and count what
+they receive, so a test drives the real SDKs (openai via langchain-openai, boto3 via
+langchain-aws) and checks how many calls were paid for. A scripted reply can be held back
+(``delay``): the handler then watches its socket and records when the client hangs up, which
+is how a test sees that a cancelled call really abandoned its HTTP request.
+"""
+
+from __future__ import annotations
+
+import json
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer."""
+
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    """Seconds to hold the answer back (the client may hang up meanwhile)."""
+
+
+@dataclass
+class Received:
+    """One request the server received."""
+
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str]
+    """Names in lower case."""
+    at: float
+
+
+class LoopbackServer:
+    """A scripted JSON server; the last reply repeats when the script runs out."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.received: list[Received] = []
+        self.hangups: list[float] = []
+        """When clients closed the connection before their (delayed) reply (monotonic)."""
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                raw = self.rfile.read(length)
+                headers = {name.lower(): value for name, value in self.headers.items()}
+                reply = server._record(self.path, raw, headers)
+                if reply.delay and not server._hold(self.connection, reply.delay):
+                    self.close_connection = True
+                    return
+                data = json.dumps(reply.body).encode()
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    self.close_connection = True
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    @property
+    def hung_up(self) -> int:
+        """Requests whose client hung up before the (delayed) reply."""
+        return len(self.hangups)
+
+    @property
+    def calls(self) -> int:
+        """How many requests arrived."""
+        return len(self.received)
+
+    def _record(self, path: str, raw: bytes, headers: dict[str, str]) -> Reply:
+        with self._lock:
+            body = json.loads(raw) if raw else {}
+            self.received.append(Received(path, body, headers, time.monotonic()))
+            if not self.replies:
+                return Reply(500, {"message": "no reply scripted"})
+            return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
+
+    def _hold(self, connection: socket.socket, seconds: float) -> bool:
+        """Wait ``seconds``; False as soon as the client hangs up (or the server stops)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self._stop.is_set():
+            readable, _, _ = select.select([connection], [], [], 0.02)
+            if readable:
+                try:
+                    gone = connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    gone = True
+                if gone:
+                    with self._lock:
+                        self.hangups.append(time.monotonic())
+                    return False
+        return not self._stop.is_set()
+
+    def wait_for(self, condition: Any, timeout: float = 10.0) -> bool:
+        """Poll ``condition()`` until it is true or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if condition():
+                return True
+            time.sleep(0.01)
+        return bool(condition())
+
+    @contextmanager
+    def running(self) -> Iterator[LoopbackServer]:
+        thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self._stop.set()
+            self.server.shutdown()
+            self.server.server_close()
+
+
+# --- OpenAI chat completions ----------------------------------------------------------------
+
+
+class FakeOpenAI(LoopbackServer):
+    """``POST /v1/chat/completions``; ``base_url`` is what ``openai_base_url`` takes."""
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def answer(
+        self,
+        content: Any,
+        *,
+        finish: str = "stop",
+        prompt_tokens: int = 10,
+        completion_tokens: int = 5,
+        delay: float = 0.0,
+        refusal: str | None = None,
+    ) -> None:
+        """Queue a completion whose message content is ``content`` (JSON-encoded unless str)."""
+        text = content if isinstance(content, str) or content is None else json.dumps(content)
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": refusal}
+        self.replies.append(
+            Reply(200, completion(message, finish, prompt_tokens, completion_tokens), delay=delay)
+        )
+
+    def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        """Queue an OpenAI-shaped error."""
+        body = {"error": {"message": message, "type": "error", "code": None}}
+        self.replies.append(Reply(status, body, headers or {}))
+
+
+def completion(
+    message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int
+) -> dict[str, Any]:
+    """A chat.completion document."""
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+# --- Bedrock Converse -------------------------------------------------------------------------
+
+
+class FakeBedrock(LoopbackServer):
+    """``POST /model/{modelId}/converse`` as bedrock-runtime answers it."""
+
+    def tool_answer(
+        self,
+        tool_input: dict[str, Any],
+        *,
+        stop: str = "tool_use",
+        input_tokens: int = 20,
+        output_tokens: int = 8,
+        delay: float = 0.0,
+    ) -> None:
+        """Queue a Converse response calling the ``answer`` tool."""
+        content = [{"toolUse": {"toolUseId": "tu-1", "name": "answer", "input": tool_input}}]
+        self.replies.append(
+            Reply(200, converse(content, stop, input_tokens, output_tokens), delay=delay)
+        )
+
+    def text(
+        self, text: str, *, stop: str = "end_turn", input_tokens: int = 20, output_tokens: int = 8
+    ) -> None:
+        """Queue a Converse response with text only."""
+        content = [{"text": text}]
+        self.replies.append(Reply(200, converse(content, stop, input_tokens, output_tokens)))
+
+    def error(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        """Queue an AWS JSON error (the code in ``x-amzn-ErrorType``, as the service sends it)."""
+        self.replies.append(
+            Reply(status, {"message": message}, {"x-amzn-ErrorType": code, **(headers or {})})
+        )
+
+
+def converse(
+    content: list[dict[str, Any]], stop: str, input_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """A Converse response document."""
+    return {
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop,
+        "usage": {
+            "inputTokens": input_tokens,
+            "outputTokens": output_tokens,
+            "totalTokens": input_tokens + output_tokens,
+        },
+        "metrics": {"latencyMs": 5},
+    }

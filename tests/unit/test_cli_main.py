@@ -1,0 +1,47 @@
+"""``langorch`` as a process: what a shell sees."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_with_sigpipe_status(tmp_path: Path):
+    # Given `langorch … | head`, where the reader has already closed its end of the pipe
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "shared"), str(REPO)]),
+        "LANGORCH_HOME": str(tmp_path / "no-stack"),
+    }
+    env.pop("LANGORCH_ENDPOINT_URL", None)
+
+    # When a command prints its result into that pipe
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "langorch.cli.main",
+                "workflows",
+                "validate",
+                str(REPO / "examples" / "blog_review" / "definitions.yaml"),
+            ],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+
+    # Then it stops without a word, with the status a shell gives a command killed by SIGPIPE
+    assert done.stderr.decode() == ""
+    assert done.returncode == 141
