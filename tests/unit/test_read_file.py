@@ -8,9 +8,10 @@ import pytest
 
 from langorch.domain.definitions import READ_FILE_MAX_BYTES, BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, FileContentError, FileRefusedError, Problem
+from langorch.domain.fileformats import file_format, parse_content
 from langorch.domain.loading import load_text
 from langorch.domain.validation import InMemoryLookup, validate_block, validate_workflow
-from langorch.engine.executors import check_readable, file_format, parse_content
+from langorch.engine.kinds.read_file import check_readable
 
 WHERE = "s3://langorch-files/inbox/x"
 

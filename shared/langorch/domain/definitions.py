@@ -7,7 +7,8 @@ never renamed: a block or plan written as in seed 000 loads and runs unchanged.
 A *block* is reusable data describing one unit of work. A *workflow* (``TaskPlan``) wires steps
 together; each step either references a block (``block_id``) or declares a control ``kind``
 inline (approval, wait, loop, subflow, terminate, transform, http, read_file, decision by
-condition).
+condition). Each kind's settings model lives with the kind (:mod:`langorch.domain.kinds`) and is
+re-exported here under its seed-era name.
 
 These models check shapes only. Cross-references (unknown blocks, unreachable steps, cycles,
 cron syntax, …) are checked by :mod:`langorch.domain.validation`, which reports every problem at
@@ -18,13 +19,55 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
-IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$"
-"""Block, workflow and step ids: a letter, then letters, digits, ``_`` or ``-``."""
+from langorch.domain.kinds.settings import (
+    IDENTIFIER,
+    READ_FILE_DEFAULT_BYTES,
+    READ_FILE_MAX_BYTES,
+    ApprovalSpec,
+    DecisionCase,
+    HttpSpec,
+    LoopSpec,
+    MemorySpec,
+    ReadFileFormat,
+    ReadFileSpec,
+    SubflowSpec,
+    TerminateSpec,
+    WaitSpec,
+)
+
+__all__ = [
+    "IDENTIFIER",
+    "LLM_KINDS",
+    "READ_FILE_DEFAULT_BYTES",
+    "READ_FILE_MAX_BYTES",
+    "RESERVED_STEP_IDS",
+    "ApprovalSpec",
+    "BlockDefinition",
+    "BlockReference",
+    "BlockType",
+    "DecisionCase",
+    "HttpSpec",
+    "InputSchema",
+    "KindName",
+    "LoopSpec",
+    "MemorySpec",
+    "PlanStep",
+    "ReadFileFormat",
+    "ReadFileSpec",
+    "ScheduleSpec",
+    "StepKindName",
+    "SubflowSpec",
+    "TaskPlan",
+    "TerminateSpec",
+    "Trigger",
+    "WaitSpec",
+]
 
 MAX_OUTPUT_TOKENS = 200_000
 """Upper bound of ``max_tokens``: above any model's output limit, so only typos are refused."""
@@ -36,7 +79,11 @@ RESERVED_STEP_IDS = frozenset(
 
 
 class BlockType(StrEnum):
-    """What a step does. Seed 000's five kinds plus the control kinds of the orchestrator."""
+    """What a step does. Seed 000's five kinds plus the control kinds of the orchestrator.
+
+    These are the built-in kinds; a kind registered later (:mod:`langorch.domain.kinds`)
+    parses to a :class:`KindName` instead.
+    """
 
     action = "action"
     decision = "decision"
@@ -57,170 +104,57 @@ LLM_KINDS = frozenset({BlockType.action, BlockType.extraction})
 """Kinds whose work is an LLM call with structured output."""
 
 
-def engine_outputs(step_id: str, kind: BlockType) -> frozenset[str]:
-    """``shared_context`` keys the executor itself writes for a step of this kind.
+_KIND_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
-    A decision records its label, an approval its decision (who, what, which round), a memory
-    save the keys it stored, a wait how long it slept, a file read the file's metadata
-    (``{"bucket", "key", "size", "etag"}``) — so later steps and templates can read them.
+
+class KindName(str):
+    """The name of a kind registered after the built-ins (a plugin's or a test's).
+
+    Built-in kinds parse to :class:`BlockType` members; any other kind name parses to a
+    ``KindName`` (validation reports one that is not registered), which has ``value`` too, so
+    code written for ``BlockType`` reads both alike.
     """
-    suffix = {
-        BlockType.decision: "_branch",
-        BlockType.approval: "_decision",
-        BlockType.save_memory: "_saved",
-        BlockType.wait: "_waited",
-        BlockType.read_file: "_file",
-    }.get(kind)
-    return frozenset({step_id + suffix}) if suffix else frozenset()
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        """The name itself (as ``BlockType.value``)."""
+        return str(self)
+
+
+def _parse_kind(value: Any) -> BlockType | KindName:
+    if isinstance(value, BlockType):
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"a kind is a name, got {type(value).__name__}")
+    if value in BlockType.__members__:
+        return BlockType(value)
+    if not _KIND_NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a kind name; use a built-in kind "
+            f"({', '.join(BlockType.__members__)}) or a registered one"
+        )
+    # Whether a kind of this name is registered is validation's question (it reports the
+    # step's path and the registered names); the model only checks the shape.
+    return KindName(value)
+
+
+StepKindName = Annotated[
+    BlockType | KindName,
+    PlainValidator(_parse_kind),
+    PlainSerializer(lambda kind: str(kind.value), return_type=str, when_used="json"),
+]
+"""A step kind: a :class:`BlockType` for built-ins, else the :class:`KindName` of a kind
+registered in :mod:`langorch.domain.kinds.registry` (checked by validation)."""
+
+
+def _unset(value: Any) -> bool:
+    return value is None
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-# --------------------------------------------------------------------------------------------
-# Kind-specific settings
-# --------------------------------------------------------------------------------------------
-
-
-class HttpSpec(_Model):
-    """An outbound HTTP call. Strings are templates over the step's inputs."""
-
-    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
-    url: str
-    headers: dict[str, str] = Field(default_factory=dict)
-    body: Any = None
-    """JSON body; strings inside are rendered as templates."""
-    response_key: str | None = None
-    """``shared_context`` key that receives ``{"status": …, "body": …}``; default: the first
-    output key of the block, else ``<step_id>_response``."""
-
-
-READ_FILE_DEFAULT_BYTES = 262_144
-"""``read_file``'s default bound: 256 KiB."""
-READ_FILE_MAX_BYTES = 1_048_576
-"""``read_file``'s hard bound, 1 MiB: the parsed content lands in the run's checkpointed state."""
-
-ReadFileFormat = Literal["auto", "text", "json", "yaml", "csv", "lines"]
-
-
-class ReadFileSpec(_Model):
-    """Read one object of the files bucket into ``shared_context``.
-
-    The defaults read the file that started the run: an ``s3`` trigger's run input carries
-    ``bucket`` and ``key``. Only the deployment's files bucket can be read, never under its
-    checkpoint prefix (other runs' state), and never more than ``max_bytes``.
-
-    Formats: ``text`` (a UTF-8 string), ``lines`` (a list of strings), ``json`` / ``yaml`` (the
-    parsed document), ``csv`` (a list of dicts keyed by the header row; short rows are padded
-    with ``""``, a row longer than the header is an error). ``auto`` picks by the key's suffix:
-    ``.json`` json, ``.yaml`` / ``.yml`` yaml, ``.csv`` csv, anything else text.
-    """
-
-    bucket: str = "{{ bucket }}"
-    """The bucket (a template); it must be the deployment's files bucket."""
-    key: str = "{{ key }}"
-    """The object key (a template)."""
-    format: ReadFileFormat = "auto"
-    max_bytes: int = Field(default=READ_FILE_DEFAULT_BYTES, ge=1, le=READ_FILE_MAX_BYTES)
-    """A larger object fails the step (it is never read past this bound)."""
-    output_key: str | None = None
-    """``shared_context`` key that receives the parsed content; default: the first output key
-    of the block, else ``<step_id>_content``. The metadata always goes to ``<step_id>_file``."""
-
-
-class MemorySpec(_Model):
-    """How a ``query_memory`` / ``save_memory`` step addresses the long-term store."""
-
-    scope: Literal["preferences", "history"] = "preferences"
-    keys: list[str] = Field(default_factory=list)
-    """``save_memory``: the ``shared_context`` keys to store (default: the block's input keys).
-    ``query_memory``: the keys to read (default: everything in the scope)."""
-
-
-class WaitSpec(_Model):
-    """Sleep without a running Lambda: exactly one of ``seconds`` or ``until``."""
-
-    seconds: int | str | None = None
-    """Seconds, or a template that renders to a number."""
-    until: str | None = None
-    """An ISO-8601 time, or a template that renders to one."""
-
-
-class LoopSpec(_Model):
-    """For-each over a list: the ``body`` steps run once per item, in order.
-
-    Each iteration sees ``item_key`` and ``index_key`` in ``shared_context``. When the body's
-    last step finishes, the ``collect`` keys of that iteration are appended to ``collect_key``.
-    """
-
-    over: str
-    """A ``shared_context`` key or a template expression that yields the list."""
-    body: list[str] = Field(min_length=1)
-    """Step ids that form the loop body (they must depend only on the loop or on each other)."""
-    item_key: str = "item"
-    index_key: str = "index"
-    collect: list[str] = Field(default_factory=list)
-    """Keys to collect from each iteration (default: the body steps' output keys)."""
-    collect_key: str | None = None
-    """Where the list of collected results goes (default: ``<step_id>_results``)."""
-    max_iterations: int = Field(default=100, ge=1, le=10_000)
-
-
-class SubflowSpec(_Model):
-    """Run another workflow, pinned to a version, as part of this run."""
-
-    workflow_id: str = Field(pattern=IDENTIFIER)
-    version: int | None = Field(default=None, ge=1)
-    """Pinned when the parent is stored: ``None`` means the latest version at that moment."""
-    inputs: dict[str, str] = Field(default_factory=dict)
-    """Child input key -> parent ``shared_context`` key or template."""
-    outputs: list[str] = Field(default_factory=list)
-    """Child ``shared_context`` keys copied back (default: all of them)."""
-
-
-class TerminateSpec(_Model):
-    """End the run now."""
-
-    status: Literal["succeeded", "failed"] = "succeeded"
-    message: str = ""
-    outputs: dict[str, str] = Field(default_factory=dict)
-    """Output name -> ``shared_context`` key or template."""
-
-
-class ApprovalSpec(_Model):
-    """A human decision. Branch labels: ``approved``, ``rejected``, ``timed_out``."""
-
-    approvers: list[str] = Field(default_factory=list)
-    """Email addresses allowed to decide (default: the deployment's default approvers)."""
-    timeout_seconds: int = Field(default=86_400, ge=1, le=365 * 86_400)
-    on_timeout: Literal["reject", "approve", "fail", "branch"] = "branch"
-    """What a timeout means: follow the ``timed_out`` branch (``branch``; falls back to
-    ``rejected`` when no such branch exists), decide approve/reject, or fail the run."""
-    title: str = ""
-    """What is being approved (a template)."""
-    message: str = ""
-    """Why, for the approver (a template)."""
-    show_keys: list[str] = Field(default_factory=list)
-    """``shared_context`` keys shown to the approver."""
-    editable_keys: list[str] = Field(default_factory=list)
-    """Keys the approver may change; their edits are merged into ``shared_context``."""
-    require_code: bool = False
-    """Ask for the one-time code from the email on the page (stops link-clicking scanners)."""
-    max_iterations: int | None = Field(default=None, ge=1, le=100)
-    """Review-loop bound: at most this many rounds through this approval. When a rejection
-    would start one more round, the run follows ``on_max_iterations`` instead."""
-    on_max_iterations: str | None = None
-    """Step to go to when the bound is reached (default: the ``approved`` branch target)."""
-    feedback_key: str = "feedback"
-    """``shared_context`` key that receives the approver's comment (for regeneration)."""
-
-
-class DecisionCase(_Model):
-    """One rule of a condition decision: the first case whose ``when`` is true wins."""
-
-    when: str
-    branch: str
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,7 +199,7 @@ class BlockDefinition(_Model):
     deployment's ``LANGORCH_DEFAULT_LLM_MAX_TOKENS``, else the provider's)."""
 
     # --- Behaviour ---
-    block_type: BlockType = BlockType.action
+    block_type: StepKindName = BlockType.action
     branches: dict[str, str] | None = None
     """Decision blocks: the labels (``{"yes": …, "no": …}``). A plan step may map the labels to
     its own step ids; the block's values are used when the step has none."""
@@ -278,6 +212,9 @@ class BlockDefinition(_Model):
     read_file: ReadFileSpec | None = None
     transform: dict[str, str] | None = None
     """Output key -> expression (``transform`` blocks)."""
+    settings: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """Settings of a kind registered outside the built-ins (checked by its settings model).
+    Left out of dumps while unset, so stored definitions keep their format."""
 
     # --- Metadata ---
     category: str = ""
@@ -317,7 +254,7 @@ class PlanStep(_Model):
     block_id: str | None = Field(default=None, pattern=IDENTIFIER)
     block_version: int | None = Field(default=None, ge=1)
     """Pinned when the workflow is stored: ``None`` means the latest version at that moment."""
-    kind: BlockType | None = None
+    kind: StepKindName | None = None
     """Inline control steps (approval, wait, loop, subflow, terminate, transform, decision,
     http, read_file).
     When a block is referenced, its ``block_type`` is the kind."""
@@ -363,6 +300,9 @@ class PlanStep(_Model):
     memory: MemorySpec | None = None
     read_file: ReadFileSpec | None = None
     """``read_file`` steps (default: the file that started the run, format by its suffix)."""
+    settings: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """Settings of a kind registered outside the built-ins (checked by its settings model).
+    Left out of dumps while unset, so stored definitions keep their format."""
 
 
 class ScheduleSpec(_Model):
@@ -453,7 +393,14 @@ class TaskPlan(_Model):
         return _content_hash(data)
 
 
-_ADDED_FIELDS = ("read_file", "max_prompt_chars", "max_tokens", "llm_temperature", "llm_max_tokens")
+_ADDED_FIELDS = (
+    "read_file",
+    "max_prompt_chars",
+    "max_tokens",
+    "llm_temperature",
+    "llm_max_tokens",
+    "settings",
+)
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""
 

@@ -1,10 +1,11 @@
 """Compile a workflow version into a LangGraph ``StateGraph`` (seed 000 step 7).
 
 ``START → load_memory → entry steps → … → save_memory → END``: one node per plan step, all of
-them the same generic executor (:mod:`langorch.engine.executors`) with a different
-:class:`StepSpec`. Routing is decided by each node's ``Command``; ``destinations`` make the
-possible edges visible in ``get_graph()``. ``save_memory`` is deferred, so it runs once, after
-every branch has finished.
+them the same generic node (:mod:`langorch.engine.executors`) with a different
+:class:`StepSpec`; what a kind means (its executor, whether it parks or ends the run) comes
+from the kind registries, never from a branch on kind names. Routing is decided by each node's
+``Command``; ``destinations`` make the possible edges visible in ``get_graph()``.
+``save_memory`` is deferred, so it runs once, after every branch has finished.
 
 Compiled graphs are cached per workflow version (content hash included, so a test that reuses a
 version number with other content never gets a stale graph).
@@ -26,12 +27,15 @@ from langgraph.types import RetryPolicy
 
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
+from langorch.domain.kinds import registry as kinds
 from langorch.engine.context import EngineContext
-from langorch.engine.executors import StepSpec, is_retryable, make_step_node, summarize
+from langorch.engine.executors import is_retryable, make_step_node
+from langorch.engine.kinds.base import StepSpec, summarize
 from langorch.engine.state import OrchestrationState
 
 if TYPE_CHECKING:
-    from langorch.domain.validation import DefinitionLookup, StepGraph
+    from langorch.domain.graph import StepGraph
+    from langorch.domain.lookup import DefinitionLookup
 
 logger = logging.getLogger(__name__)
 
@@ -85,11 +89,13 @@ def step_specs(
             else ()
         )
         back = topology.successors(sid, "loop_back")
+        kind = node.kind or BlockType.action
+        behaviour = kinds.require(kind)
         specs.append(
             StepSpec(
                 step=step,
                 block=block,
-                kind=node.kind or BlockType.action,
+                kind=kind,
                 successors=tuple(
                     e.target for e in topology.successors(sid, "loop_done" if loop else "next")
                 ),
@@ -99,6 +105,7 @@ def step_specs(
                 loop_collect=loop.collect if loop else (),
                 join_deps=join_deps,
                 on_error=node.error_route,
+                routes=tuple(e.target for e in topology.successors(sid, "on_max_iterations")),
                 end_node=end_node,
                 provider=step.llm_provider
                 or (block.llm_provider if block else None)
@@ -107,6 +114,8 @@ def step_specs(
                 temperature=_first(block.temperature if block else None, plan.llm_temperature),
                 max_tokens=_first(block.max_tokens if block else None, plan.llm_max_tokens),
                 approvers=tuple(plan.approvers),
+                parks=behaviour.parks,
+                ends_run=behaviour.ends_run,
             )
         )
     return specs
@@ -157,9 +166,9 @@ def build_graph(
 
 
 def _step_graph(plan: TaskPlan, lookup: DefinitionLookup) -> StepGraph:
-    # Imported on first compile: definition validation (with Jinja's parser) stays off the
-    # runner's import path (PERFORMANCE P3); a warm sandbox compiles from its cache.
-    from langorch.domain.validation import step_graph
+    # Imported on first compile: the topology stays off the runner's import path (PERFORMANCE
+    # P3), and definition validation (data flow, triggers, cron) is never imported by it.
+    from langorch.domain.topology import step_graph
 
     return step_graph(plan, lookup)
 

@@ -1,0 +1,60 @@
+"""``query_memory`` / ``save_memory``: the long-term store (preferences, history), namespaced by
+user and workflow (seed 000 §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from langorch.domain.kinds.base import Read, StepKind, root_key
+from langorch.domain.kinds.settings import MemorySpec
+
+if TYPE_CHECKING:
+    from langorch.domain.definitions import BlockDefinition, PlanStep
+    from langorch.domain.lookup import DefinitionLookup
+
+
+def memory_spec(step: PlanStep, block: BlockDefinition | None) -> MemorySpec:
+    """The step's memory settings, else its block's, else the defaults."""
+    return step.memory or (block.memory if block else None) or MemorySpec()
+
+
+class QueryMemoryKind(StepKind):
+    """Read preferences or history into ``shared_context``."""
+
+    name = "query_memory"
+    step_fields = frozenset({"memory"})
+    block_fields = frozenset({"memory"})
+
+    def outputs(
+        self, step_id: str, step: PlanStep, block: BlockDefinition | None, lookup: DefinitionLookup
+    ) -> set[str]:
+        """The block's first output key, else ``memory_results``."""
+        keys = super().outputs(step_id, step, block, lookup)
+        return keys or {"memory_results"}
+
+
+class SaveMemoryKind(StepKind):
+    """Store keys of ``shared_context`` as preferences or history."""
+
+    name = "save_memory"
+    step_fields = frozenset({"memory"})
+    block_fields = frozenset({"memory"})
+
+    def reads(self, step: PlanStep, block: BlockDefinition | None, path: str) -> Iterator[Read]:
+        """The keys it saves."""
+        if block is not None and block.memory is not None and not step.memory:
+            for key in block.memory.keys:
+                yield f"{path}.block_id", key, f"block {block.block_id!r} saves"
+        if step.memory is not None:
+            for j, key in enumerate(step.memory.keys):
+                yield f"{path}.memory.keys[{j}]", root_key(key), "saves"
+
+    def outputs(
+        self, step_id: str, step: PlanStep, block: BlockDefinition | None, lookup: DefinitionLookup
+    ) -> set[str]:
+        """The block's outputs and ``<step_id>_saved``, the keys it stored."""
+        return super().outputs(step_id, step, block, lookup) | {f"{step_id}_saved"}
+
+
+KINDS = (QueryMemoryKind(), SaveMemoryKind())

@@ -1,0 +1,101 @@
+"""``approval``: park the run on an interrupt carrying what the approver sees; on resume,
+apply the decision (edits, feedback) and route by its label, bounded by ``max_iterations``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.types import interrupt
+
+from langorch.domain.errors import StepFailedError
+from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
+from langorch.domain.templates import render
+from langorch.engine.context import EngineContext
+from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of, visits_of
+from langorch.engine.state import OrchestrationState
+
+
+async def run_approval(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
+) -> Outcome:
+    """Ask, then apply the answer; ``<step_id>_decision`` records who decided what."""
+    approval = spec.step.approval
+    if approval is None:
+        raise StepFailedError(f"step {spec.step_id}: approval settings missing")
+    iteration = visits_of(spec, state) + 1
+    decision = _decision_of(interrupt(_request(spec, state, ctx, approval, iteration)))
+    label = decision["decision"]
+    if label == "timed_out":
+        label = _timeout_label(spec, approval.on_timeout)
+    edits = decision.get("edits") or {}
+    unknown = sorted(set(edits) - set(approval.editable_keys))
+    if unknown:
+        raise StepFailedError(
+            f"step {spec.step_id}: edits to keys that are not editable: {unknown}"
+        )
+    context: dict[str, Any] = dict(edits)
+    if decision.get("comment"):
+        context[approval.feedback_key] = decision["comment"]
+    context[f"{spec.step_id}_decision"] = {
+        "decision": decision["decision"],
+        "approver": decision.get("approver"),
+        "comment": decision.get("comment", ""),
+        "iteration": iteration,
+    }
+    goto = None
+    if label == "rejected" and approval.max_iterations and iteration >= approval.max_iterations:
+        # The review loop is bounded: stop asking and go on with the last draft.
+        target = approval.on_max_iterations or spec.branch_targets.get("approved")
+        goto = [target] if target else [spec.end_node]
+    return Outcome(context=context, label=label, goto=goto)
+
+
+def _request(
+    spec: StepSpec,
+    state: OrchestrationState,
+    ctx: EngineContext,
+    approval: ApprovalSpec,
+    iteration: int,
+) -> dict[str, Any]:
+    scope = scope_of(spec, state)
+    shared = state.get("shared_context") or {}
+    return {
+        "kind": "approval",
+        "step_id": spec.step_id,
+        "title": render(approval.title, scope)
+        if approval.title
+        else spec.step.name or spec.step_id,
+        "message": render(approval.message, scope) if approval.message else "",
+        "context": {k: shared.get(k) for k in approval.show_keys},
+        "editable": {k: shared.get(k) for k in approval.editable_keys},
+        "approvers": list(approval.approvers or spec.approvers or ctx.default_approvers),
+        "timeout_seconds": approval.timeout_seconds,
+        "on_timeout": approval.on_timeout,
+        "require_code": approval.require_code,
+        "iteration": iteration,
+        "max_iterations": approval.max_iterations,
+    }
+
+
+def _decision_of(answer: Any) -> dict[str, Any]:
+    if isinstance(answer, str):
+        answer = {"decision": answer}
+    if not isinstance(answer, dict) or answer.get("decision") not in APPROVAL_LABELS:
+        raise StepFailedError(
+            f"an approval resume must be {{'decision': one of {list(APPROVAL_LABELS)}}}, "
+            f"got {answer!r:.200}"
+        )
+    return answer
+
+
+def _timeout_label(spec: StepSpec, on_timeout: str) -> str:
+    if on_timeout == "approve":
+        return "approved"
+    if on_timeout == "reject":
+        return "rejected"
+    if on_timeout == "fail":
+        raise StepFailedError(f"approval {spec.step_id} timed out")
+    return "timed_out" if "timed_out" in spec.branch_targets else "rejected"
+
+
+EXECUTORS: dict[str, Executor] = {"approval": run_approval}

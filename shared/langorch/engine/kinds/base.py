@@ -1,0 +1,157 @@
+"""What every executor gets and returns: the resolved step and its outcome, and the helpers
+the kinds share (the template scope, the step's inputs, where a single result goes)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.graph import END
+
+from langorch.domain.definitions import BlockDefinition, BlockType, KindName, PlanStep
+from langorch.engine.context import EngineContext
+from langorch.engine.state import OrchestrationState
+
+SUMMARY_CHARS = 300
+"""Bound on each value shown in a timeline outputs summary."""
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """A plan step resolved against its block and the plan's topology, ready to execute."""
+
+    step: PlanStep
+    block: BlockDefinition | None
+    kind: BlockType | KindName
+    successors: tuple[str, ...]
+    """Where to go after success (for a loop: after the last iteration). Empty: the end."""
+    branch_targets: dict[str, str] = field(default_factory=dict)
+    loop_entries: tuple[str, ...] = ()
+    loop_parent: str | None = None
+    """For a loop body's exit step: the loop step to return to."""
+    loop_collect: tuple[str, ...] = ()
+    """For a loop step: the body's output keys, collected per iteration by default."""
+    join_deps: tuple[str, ...] = ()
+    """Dependencies that must all have finished before this step runs (``join: all``)."""
+    on_error: str | None = None
+    """Where a failure after the retries goes: the step's ``on_error``, else the plan's
+    ``on_failure`` (unless this step is on the failure route), else nowhere: the run fails."""
+    routes: tuple[str, ...] = ()
+    """Other steps the kind may route to (an approval's ``on_max_iterations``)."""
+    end_node: str = END
+    provider: str | None = None
+    model: str | None = None
+    temperature: float | None = None
+    """LLM steps: the block's temperature, else the workflow's (``None``: the default)."""
+    max_tokens: int | None = None
+    """LLM steps: the block's output token limit, else the workflow's (``None``: the default)."""
+    approvers: tuple[str, ...] = ()
+    parks: bool = False
+    """The kind parks or delegates (approval, wait, loop, subflow): no step timeout."""
+    ends_run: bool = False
+    """The kind ends the run (terminate)."""
+
+    @property
+    def step_id(self) -> str:
+        """The step's id (its node's name)."""
+        return self.step.step_id
+
+    @property
+    def max_attempts(self) -> int:
+        """Attempts in all: the step's ``max_retries`` (else its block's) plus one."""
+        retries = self.step.max_retries
+        if retries is None:
+            retries = self.block.max_retries if self.block else 0
+        return retries + 1
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """The step's time limit (``None``: it parks or delegates; children have their own)."""
+        if self.parks:
+            return None
+        if self.step.timeout_seconds is not None:
+            return float(self.step.timeout_seconds)
+        return float(self.block.timeout_seconds) if self.block else 60.0
+
+    def destinations(self) -> tuple[str, ...]:
+        """Every node this step can route to (drawn as the graph's edges)."""
+        targets = [*self.successors, *self.branch_targets.values(), *self.loop_entries]
+        for extra in (self.loop_parent, self.on_error):
+            if extra:
+                targets.append(extra)
+        targets.extend(self.routes)
+        if not self.successors or self.ends_run:
+            targets.append(self.end_node)
+        return tuple(dict.fromkeys(targets))
+
+
+@dataclass
+class Outcome:
+    """What a kind's executor produced."""
+
+    context: dict[str, Any] = field(default_factory=dict)
+    label: str | None = None
+    goto: list[str] | None = None
+    """Explicit routing (loops, terminate); ``None``: route by label or successors."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """Other state channels to update (``loops``, ``status``, ``outputs``, ``usage``)."""
+    tokens: dict[str, int] | None = None
+    summary: dict[str, str] | None = None
+    """What the timeline shows of the outputs; ``None``: :func:`summarize` of ``context``.
+    A file read shows the content's shape, never the content."""
+
+
+Executor = Callable[[StepSpec, OrchestrationState, EngineContext, int], Awaitable[Outcome]]
+"""A kind's executor: ``(step, state, context, attempt) -> Outcome``. It raises to fail the
+attempt; the generic node retries, routes errors and records the result."""
+
+
+def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:
+    """The names templates and expressions see: ``shared_context`` plus the run's own."""
+    shared = dict(state.get("shared_context") or {})
+    scope: dict[str, Any] = {
+        **shared,
+        "user_preferences": state.get("user_preferences") or {},
+        "user_history": state.get("user_history") or [],
+        "error": state.get("error") or {},
+        "run_id": state.get("run_id", ""),
+        "user_id": state.get("user_id", ""),
+    }
+    mappings = spec.step.input_mappings if spec else None
+    if mappings:
+        for key, source in mappings.items():
+            scope[key] = shared.get(source, "")
+    return scope
+
+
+def input_scope(spec: StepSpec, state: OrchestrationState) -> dict[str, Any]:
+    """:func:`scope_of` with the block's input keys present (``""`` when unset)."""
+    scope = scope_of(spec, state)
+    keys = spec.block.input_keys if spec.block else []
+    scope.update({key: scope.get(key, "") for key in keys})
+    return scope
+
+
+def output_key(spec: StepSpec, explicit: str | None, default: str) -> str:
+    """Where a step's single result goes: the key it names, else its block's first output key,
+    else ``default``."""
+    if explicit:
+        return explicit
+    keys = spec.block.output_keys if spec.block else []
+    return keys[0] if keys else default
+
+
+def visits_of(spec: StepSpec, state: OrchestrationState) -> int:
+    """How many times this step has finished in this run before now."""
+    return (state.get("visits") or {}).get(spec.step_id, 0)
+
+
+def summarize(values: dict[str, Any]) -> dict[str, str]:
+    """A bounded, printable view of a step's outputs for the timeline."""
+    summary: dict[str, str] = {}
+    for key, value in list(values.items())[:20]:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        summary[key] = text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
+    return summary

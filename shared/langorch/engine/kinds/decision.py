@@ -1,0 +1,50 @@
+"""``decision``: pick a branch label by ``cases``, a ``condition``, or the block's LLM."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langorch.domain.errors import StepFailedError
+from langorch.domain.templates import evaluate
+from langorch.engine.context import EngineContext
+from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of
+from langorch.engine.kinds.llm import call_llm
+from langorch.engine.state import OrchestrationState
+
+
+async def run_decision(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
+) -> Outcome:
+    """Choose a label; ``<step_id>_branch`` records it."""
+    labels = list(spec.branch_targets)
+    step = spec.step
+    scope = scope_of(spec, state)
+    if step.cases:
+        label = step.default_branch
+        for case in step.cases:
+            if evaluate(case.when, scope):
+                label = case.branch
+                break
+        if label is None:
+            raise StepFailedError(f"step {spec.step_id}: no case matched and no default_branch")
+        return Outcome(label=label, context={f"{spec.step_id}_branch": label})
+    if step.condition:
+        label = _label_of(evaluate(step.condition, scope), labels)
+        return Outcome(label=label, context={f"{spec.step_id}_branch": label})
+    outputs, tokens, usage = await call_llm(spec, state, ctx, attempt, choices=labels)
+    label = str(outputs.get("branch"))
+    keys = spec.block.output_keys if spec.block else []
+    context = {k: outputs[k] for k in keys if k in outputs and k != "branch"}
+    context[f"{spec.step_id}_branch"] = label
+    return Outcome(label=label, context=context, tokens=tokens, state={"usage": [usage]})
+
+
+def _label_of(value: Any, labels: list[str]) -> str:
+    if isinstance(value, bool):
+        for candidate in ("true", "yes") if value else ("false", "no"):
+            if candidate in labels:
+                return candidate
+    return str(value)
+
+
+EXECUTORS: dict[str, Executor] = {"decision": run_decision}

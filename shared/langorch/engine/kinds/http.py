@@ -1,0 +1,61 @@
+"""``http``: render the call, send it with a stable ``Idempotency-Key``, keep the response."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+from langorch.domain.errors import LangorchError, StepFailedError
+from langorch.domain.kinds.http import http_spec
+from langorch.domain.templates import render, render_value
+from langorch.engine.context import EngineContext
+from langorch.engine.kinds.base import (
+    Executor,
+    Outcome,
+    StepSpec,
+    input_scope,
+    output_key,
+    visits_of,
+)
+from langorch.engine.state import OrchestrationState
+
+
+class HttpStepError(LangorchError):
+    """An ``http`` step got an error status."""
+
+    def __init__(self, status: int, url_host: str) -> None:
+        """Record the status; 429 and 5xx are worth another attempt."""
+        self.status = status
+        self.retryable = status == 429 or status >= 500
+        super().__init__(f"HTTP {status} from {url_host}")
+
+
+def idempotency_key(run_id: str, step_id: str, visit: int) -> str:
+    """Stable across retries and resumed segments: the same run, step and round."""
+    return hashlib.sha256(f"{run_id}:{step_id}:{visit}".encode()).hexdigest()[:32]
+
+
+async def run_http(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
+) -> Outcome:
+    """Make the call; an error status fails the attempt (retryable for 429 and 5xx)."""
+    http = http_spec(spec.step, spec.block)
+    if http is None or ctx.http is None:
+        raise StepFailedError(f"step {spec.step_id}: no http settings or no http client")
+    scope = input_scope(spec, state)
+    url = render(http.url, scope)
+    headers = {k: render(v, scope) for k, v in http.headers.items()}
+    visit = visits_of(spec, state)
+    headers.setdefault("Idempotency-Key", idempotency_key(ctx.run_id, spec.step_id, visit))
+    body = render_value(http.body, scope) if http.body is not None else None
+    timeout = spec.timeout_seconds or 30.0
+    status, payload = await asyncio.to_thread(
+        ctx.http, http.method, url, headers=headers, body=body, timeout=timeout
+    )
+    if status >= 400:
+        raise HttpStepError(status, url.split("/")[2] if "//" in url else url)
+    key = output_key(spec, http.response_key, f"{spec.step_id}_response")
+    return Outcome(context={key: {"status": status, "body": payload}})
+
+
+EXECUTORS: dict[str, Executor] = {"http": run_http}

@@ -1,0 +1,66 @@
+"""``query_memory`` / ``save_memory`` against the segment's long-term memory."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from langorch.domain.errors import StepFailedError
+from langorch.domain.kinds.memory import memory_spec
+from langorch.engine.context import EngineContext, Memory
+from langorch.engine.kinds.base import Executor, Outcome, StepSpec, output_key, scope_of
+from langorch.engine.state import OrchestrationState
+
+
+def _memory(spec: StepSpec, ctx: EngineContext) -> Memory:
+    if ctx.memory is None:
+        raise StepFailedError(f"step {spec.step_id}: long-term memory is not configured")
+    return ctx.memory
+
+
+async def run_query_memory(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
+) -> Outcome:
+    """Read the scope (or its named keys) into the step's result key."""
+    memory = _memory(spec, ctx)
+    mem = memory_spec(spec.step, spec.block)
+    value: Any
+    extra: dict[str, Any] = {}
+    if mem.scope == "history":
+        value = await asyncio.to_thread(memory.get_history, ctx.user_id, ctx.workflow_id, 10)
+        extra["user_history"] = value
+    else:
+        prefs = await asyncio.to_thread(memory.get_preferences, ctx.user_id)
+        extra["user_preferences"] = prefs
+        value = {k: prefs[k] for k in mem.keys if k in prefs} if mem.keys else prefs
+    context = {output_key(spec, None, "memory_results"): value}
+    if mem.keys and isinstance(value, dict):
+        context.update(value)  # the named keys are also readable directly
+    return Outcome(context=context, state=extra)
+
+
+async def run_save_memory(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
+) -> Outcome:
+    """Store the keys (default: the block's inputs) that have a value."""
+    memory = _memory(spec, ctx)
+    mem = memory_spec(spec.step, spec.block)
+    scope = scope_of(spec, state)
+    keys = mem.keys or (spec.block.input_keys if spec.block else [])
+    values = {k: scope[k] for k in keys if k in scope and scope[k] not in ("", None)}
+    if mem.scope == "history":
+        await asyncio.to_thread(
+            memory.save_history, ctx.user_id, ctx.workflow_id, ctx.run_id, values
+        )
+        return Outcome(context={f"{spec.step_id}_saved": sorted(values)})
+    await asyncio.to_thread(memory.update_preferences, ctx.user_id, values)
+    prefs = {**(state.get("user_preferences") or {}), **values}
+    return Outcome(
+        context={f"{spec.step_id}_saved": sorted(values)}, state={"user_preferences": prefs}
+    )
+
+
+EXECUTORS: dict[str, Executor] = {
+    "query_memory": run_query_memory,
+    "save_memory": run_save_memory,
+}
