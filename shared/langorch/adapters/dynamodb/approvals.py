@@ -42,6 +42,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
+from langorch.adapters.dynamodb import approval_guards
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
@@ -58,7 +59,6 @@ from langorch.domain.errors import NotFoundError, StorageError
 APPROVAL_SK = "approval"
 SECRET_SK = "secret"  # noqa: S105 - an item name
 AUDIT_PREFIX = "audit#"
-VIEW_PREFIX = "view#"
 ALL_PARTITION = "approvals"
 PENDING_PARTITION = "approvals#pending"
 GSI_ALL = "gsi1"
@@ -81,8 +81,6 @@ IS_THIS_DECISION = (
     "AND attribute_not_exists(delivered_at)"
 )
 IS_DECIDED = "#status IN (:approved, :rejected)"
-CODE_ATTEMPT_LEFT = "attribute_exists(pk) AND (attribute_not_exists(#att) OR #att < :limit)"
-"""An approver's link may try one more code only while its count is below the limit."""
 ENTRY_IS_NEW = "attribute_not_exists(pk)"
 
 
@@ -366,61 +364,15 @@ class ApprovalsRepository:
         )
 
     def claim_code_attempt(self, approval_id: str, approver_ref: str, limit: int) -> int | None:
-        """Count one code attempt of one approver's link, unless it already made ``limit``.
-
-        One conditional ``UpdateItem`` (count below the limit, then add one): DynamoDB
-        serialises writes to the item, so however many requests race, at most ``limit``
-        attempts are ever granted per approver (never read, then increment).
-
-        Returns:
-            The attempt's number (1..limit), or ``None`` when the limit was reached.
-
-        Raises:
-            NotFoundError: no such approval.
-        """
-        name = f"attempts#{approver_ref}"
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "Key": {"pk": {"S": _pk(approval_id)}, "sk": {"S": SECRET_SK}},
-            "UpdateExpression": "SET #att = if_not_exists(#att, :zero) + :one",
-            "ConditionExpression": CODE_ATTEMPT_LEFT,
-            "ExpressionAttributeNames": {"#att": name},
-            "ExpressionAttributeValues": {
-                ":zero": {"N": "0"},
-                ":one": {"N": "1"},
-                ":limit": {"N": str(limit)},
-            },
-            "ReturnValues": "UPDATED_NEW",
-        }
-        try:
-            response = self._client.update_item(**request)
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise self._storage_error("UpdateItem", exc) from exc
-            if self._get_item(approval_id, SECRET_SK, projection="pk") is None:
-                raise NotFoundError(f"approval {approval_id} does not exist") from exc
-            return None
-        return int(response["Attributes"][name]["N"])
+        """Count one code attempt of one approver's link, unless it made ``limit`` already
+        (one conditional update: see :func:`approval_guards.claim_code_attempt`)."""
+        return approval_guards.claim_code_attempt(
+            self._client, self._table, _pk(approval_id), approver_ref, limit
+        )
 
     def use_view_token(self, approval_id: str, view_id: str) -> bool:
-        """Record a page view's token as used (one conditional put); ``False`` if it was.
-
-        Raises:
-            NotFoundError: no such approval.
-        """
-        if self._get_item(approval_id, APPROVAL_SK, projection="pk") is None:
-            raise NotFoundError(f"approval {approval_id} does not exist")
-        try:
-            self._client.put_item(
-                TableName=self._table,
-                Item={"pk": {"S": _pk(approval_id)}, "sk": {"S": VIEW_PREFIX + view_id}},
-                ConditionExpression=APPROVAL_IS_NEW,
-            )
-        except ClientError as exc:
-            if _code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise self._storage_error("PutItem", exc) from exc
-        return True
+        """Record a page view's token as used (one conditional put); ``False`` if it was."""
+        return approval_guards.use_view_token(self._client, self._table, _pk(approval_id), view_id)
 
     def set_code_hash(self, approval_id: str, approver_ref: str, hashed: str) -> None:
         """Store the keyed hash of an approver's one-time code (never the code)."""
