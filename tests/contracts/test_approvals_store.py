@@ -326,6 +326,27 @@ def test_concurrent_code_attempts_never_exceed_the_limit(store: ApprovalsStore) 
     assert granted.count(None) == 25
 
 
+def test_reissue_raises_the_generation_and_forgets_codes_and_attempts(
+    store: ApprovalsStore,
+) -> None:
+    approval = _pending(store)
+    store.mark_emailed(approval.approval_id, "ref-a")
+    store.set_code_hash(approval.approval_id, "ref-a", "hash-a")
+    for _ in range(2):
+        store.claim_code_attempt(approval.approval_id, "ref-a", 2)
+    assert store.claim_code_attempt(approval.approval_id, "ref-a", 2) is None
+    fresh = store.reissue_links(approval.approval_id, ["ref-a", "ref-b"])
+    assert fresh is not None and (fresh.link_generation, fresh.emailed) == (1, [])
+    assert store.code_hash(approval.approval_id, "ref-a") is None
+    assert store.claim_code_attempt(approval.approval_id, "ref-a", 2) == 1
+    again = store.reissue_links(approval.approval_id, ["ref-a"])
+    assert again is not None and again.link_generation == 2
+    store.decide(approval.approval_id, ApprovalStatus.approved, ALICE, None, {}, NOW)
+    assert store.reissue_links(approval.approval_id, ["ref-a"]) is None
+    with pytest.raises(NotFoundError):
+        store.reissue_links("apr-missing", ["ref-a"])
+
+
 def test_a_view_token_is_used_once(store: ApprovalsStore) -> None:
     approval = _pending(store)
     assert store.use_view_token(approval.approval_id, "view-1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import threading
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -173,6 +174,20 @@ class InMemoryApprovals:
                 return None
             self._attempts[(approval_id, approver_ref)] = made + 1
             return made + 1
+
+    def reissue_links(self, approval_id: str, approver_refs: Sequence[str]) -> Approval | None:
+        with self._lock:
+            stored = self._existing(approval_id)
+            if not stored.is_pending:
+                return None
+            for ref in approver_refs:
+                self._codes.pop((approval_id, ref), None)
+                self._attempts.pop((approval_id, ref), None)
+            fresh = stored.model_copy(
+                update={"link_generation": stored.link_generation + 1, "emailed": []}
+            )
+            self._approvals[approval_id] = fresh
+            return fresh.model_copy(deep=True)
 
     def use_view_token(self, approval_id: str, view_id: str) -> bool:
         with self._lock:

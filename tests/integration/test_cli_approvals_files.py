@@ -11,6 +11,7 @@ import pytest
 import requests
 
 from langorch.app.container import Container
+from langorch.cli.errors import EXIT_CONFLICT
 from langorch.cli.main import main
 from langorch.config import Settings
 
@@ -161,3 +162,15 @@ def test_files_put_of_a_missing_file_is_a_usage_error(
         data["error"]
         == f"{tmp_path / 'nope.csv'} does not exist: give the path of the file to upload"
     )
+
+
+def test_reissue_refuses_a_decided_or_unknown_approval(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+):
+    approval_id = _decided_approval(container)
+
+    code, data, _ = langorch(capsys, endpoint, "approvals", "reissue", approval_id)
+    assert code == EXIT_CONFLICT
+    assert "not pending" in data["error"] and approval_id in data["error"]
+    code, data, _ = langorch(capsys, endpoint, "approvals", "reissue", "apr-nope")
+    assert code == 3 and "does not exist" in data["error"]

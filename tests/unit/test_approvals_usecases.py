@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from langorch.app.approval_requests import ApprovalNotPendingError, reissue_approval
 from langorch.app.approvals import (
     REDELIVERY_GRACE,
     RequestApproval,
@@ -774,6 +775,39 @@ def test_too_many_wrong_codes_lock_only_that_approvers_link(
     bob = call(callback, event(parked.links[BOB], method="POST", form=bob_form))
     assert bob["statusCode"] == 200 and "You approved" in bob["body"]
     assert len(stack.steps.sent) == 1
+
+
+def test_reissue_sends_fresh_links_and_codes_and_refuses_the_old_links(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Failed before: nothing could unlock an approval locked by wrong codes.
+    parked = stack.park(require_code=True)
+    form = {"nonce": read(callback, call(callback, event(parked.links[ALICE]))["body"])}
+    form.update(decision="approved", code="000000")
+    for _ in range(MAX_CODE_ATTEMPTS):
+        answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
+        if "attempts left" in answer["body"]:
+            form["nonce"] = read(callback, answer["body"])
+    assert "Too many wrong codes" in answer["body"]
+    before = len(stack.container.email.sent)
+    done = reissue_approval(parked.approval_id, stack.container, randbelow=lambda n: 424242)
+    mails = {m.to: m for m in stack.container.email.sent[before:]}
+    assert sorted(done.emailed) == sorted(mails) == sorted([ALICE, BOB])
+    assert stack.audit(parked)[-3][:2] == ("reissued", "generation 1")
+    # The old links are refused with a clear page, and audited
+    for old in (parked.links[ALICE], parked.links[BOB]):
+        refused = call(callback, event(old))
+        assert refused["statusCode"] == 410 and "New links were sent" in refused["body"]
+    assert stack.audit(parked)[-1] == ("view", "replaced_link", None)
+    # The new link and code decide (alice's attempts start again)
+    link = mails[ALICE].link
+    assert link != parked.links[ALICE] and "one-time code: 424242" in mails[ALICE].text
+    fresh = {"nonce": read(callback, call(callback, event(link))["body"])}
+    fresh.update(decision="approved", code="424242")
+    decided = call(callback, event(link, method="POST", form=fresh))
+    assert decided["statusCode"] == 200 and stack.output(parked)["approver"] == ALICE
+    with pytest.raises(ApprovalNotPendingError):
+        reissue_approval(parked.approval_id, stack.container)
 
 
 # --------------------------------------------------------------------------------------------

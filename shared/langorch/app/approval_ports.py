@@ -11,6 +11,7 @@ the composition root's ``Container`` satisfies them structurally, and tests pass
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -81,6 +82,12 @@ class ApprovalsStore(Protocol):
 
     def claim_code_attempt(self, approval_id: str, approver_ref: str, limit: int) -> int | None:
         """Count one code attempt of one approver's link atomically; ``None`` at ``limit``."""
+        ...
+
+    def reissue_links(self, approval_id: str, approver_refs: Sequence[str]) -> Approval | None:
+        """Raise a pending approval's link generation; forget its emails, codes and attempts.
+
+        Returns ``None`` (and changes nothing) unless it is pending."""
         ...
 
     def use_view_token(self, approval_id: str, view_id: str) -> bool:

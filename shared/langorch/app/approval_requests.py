@@ -15,7 +15,7 @@ from typing import Any
 from langorch.app.approval_driver import audit, record
 from langorch.app.approval_keys import SigningKeys, load_signing_keys
 from langorch.app.approval_ports import RequestPorts
-from langorch.domain.approval_lifecycle import Event, State, step
+from langorch.domain.approval_lifecycle import Event, State, state_of, step
 from langorch.domain.approvals import (
     Approval,
     ApprovalStatus,
@@ -26,7 +26,7 @@ from langorch.domain.approvals import (
     new_code,
     sign_link,
 )
-from langorch.domain.errors import NotFoundError
+from langorch.domain.errors import ConflictError, NotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +135,65 @@ def _email_one(
             approval.approval_id, ref, code_hash(approval.approval_id, ref, code, keys.current_key)
         )
     params = sign_link(
-        approval.approval_id, address, approval.expires_at, keys.current, keys.current_key
+        approval.approval_id,
+        address,
+        approval.expires_at,
+        keys.current,
+        keys.current_key,
+        generation=approval.link_generation,
     )
     link = link_url(ports.settings.public_base_url, approval.approval_id, params)
     ports.email.send(render_approval_email(approval, to=address, link=link, code=code))
     ports.approvals.mark_emailed(approval.approval_id, ref)
     audit(ports.approvals, approval.approval_id, "emailed", "sent", at=ports.clock(), actor=address)
+
+
+# --------------------------------------------------------------------------------------------
+# Reissuing links and codes (``langorch approvals reissue``)
+# --------------------------------------------------------------------------------------------
+
+
+def reissue_approval(
+    approval_id: str,
+    ports: RequestPorts,
+    *,
+    randbelow: Callable[[int], int] = random_source.randbelow,
+) -> ApprovalRequested:
+    """Send every approver a fresh link (and code): the links sent before stop working.
+
+    The approval's link generation goes up (older links are refused with "this link was
+    replaced"), every approver's code and code attempts are forgotten, and each approver is
+    emailed again. Audited as ``reissued``.
+
+    Raises:
+        NotFoundError: no such approval.
+        ApprovalNotPendingError: it was decided or ended (there is nothing left to decide).
+    """
+    approval = ports.approvals.get(approval_id)
+    if approval is None:
+        raise NotFoundError(
+            f"approval {approval_id} does not exist (list them with `langorch approvals list`)"
+        )
+    now = ports.clock()
+    refs = [approver_ref(approval_id, address) for address in approval.approvers]
+    fresh = None
+    if state_of(approval, now=now) is State.pending:
+        fresh = ports.approvals.reissue_links(approval_id, refs)
+    if fresh is None:
+        raise ApprovalNotPendingError(
+            f"approval {approval_id} is {approval.status.value}, not pending: "
+            "only a pending approval's links can be reissued"
+        )
+    audit(ports.approvals, approval_id, "reissued", f"generation {fresh.link_generation}", at=now)
+    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+    for address, ref in zip(fresh.approvers, refs, strict=True):
+        _email_one(fresh, address, ref, keys, ports, randbelow)
+    logger.info(
+        "approval links reissued",
+        extra={"approval_id": approval_id, "run_id": fresh.run_id, "emailed": len(refs)},
+    )
+    return ApprovalRequested(approval_id, False, list(fresh.approvers))
+
+
+class ApprovalNotPendingError(ConflictError):
+    """The approval was decided or ended: its links cannot be reissued."""

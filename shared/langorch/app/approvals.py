@@ -27,7 +27,7 @@ import logging
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from langorch.app.approval_driver import (
@@ -61,6 +61,7 @@ from langorch.domain.approval_outcomes import (
     ViewOutcome,
 )
 from langorch.domain.approval_views import (
+    LinkReissuedError,
     SubmittedTooSoonError,
     ViewTokenUsedError,
     check_view_token,
@@ -248,24 +249,27 @@ def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAc
     keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
     now = ports.clock()
     store = ports.approvals
+    found = store.get(req.approval_id)
+    generation = 0 if found is None else found.link_generation
     try:
-        claims = verify_link(req.approval_id, req.query, keys.keys, now=now)
+        claims = verify_link(req.approval_id, req.query, keys.keys, now=now, generation=generation)
     except LinkForgedError:
         # Audited only under an approval that exists: a forger cannot make us write to
         # partitions of their choosing.
-        found = store.get(req.approval_id)
+        if found is not None and _replaced_link(req, found, keys.keys, now):
+            _audit_req(ports, req, found, refused_action, "replaced_link", None)
+            raise LinkReissuedError(f"approval {req.approval_id}: a replaced link") from None
         if found is not None:
             _audit_req(ports, req, found, refused_action, "forged_link", None)
         raise
     except LinkExpiredError:
-        expired = store.get(req.approval_id)
-        if expired is None:
+        if found is None:
             raise
         # Links expire with their approval: a pending one is expired too (whatever the clock).
-        state = state_of(expired, now=now)
-        who = approver_for(expired, req.query.get("ap", ""))
-        return _Opened(expired, who, State.expired if state is State.pending else state)
-    approval = store.get(req.approval_id)
+        state = state_of(found, now=now)
+        who = approver_for(found, req.query.get("ap", ""))
+        return _Opened(found, who, State.expired if state is State.pending else state)
+    approval = found
     if approval is None:
         raise ApprovalNotFoundError(f"approval {req.approval_id} does not exist")
     approver = approver_for(approval, claims.approver_ref)
@@ -319,6 +323,21 @@ def _check_view(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> 
         _audit_req(ports, req, approval, "refused", "view_token_reused", approver)
         return _again(req, ports, opened, used, used.user_message)
     return None
+
+
+def _replaced_link(
+    req: ApprovalHttpRequest, approval: Approval, keys: Mapping[str, bytes], now: datetime
+) -> bool:
+    """Whether the link verifies as one of an earlier generation (replaced by a reissue)."""
+    for older in range(approval.link_generation):
+        try:
+            verify_link(req.approval_id, req.query, keys, now=now, generation=older)
+        except LinkExpiredError:
+            return True
+        except LinkForgedError:
+            continue
+        return True
+    return False
 
 
 def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _Form | FormAgain:

@@ -55,6 +55,17 @@ class ViewTokenUsedError(ApprovalLinkError):
     )
 
 
+class LinkReissuedError(ApprovalLinkError):
+    """The link is of an earlier generation: new links were sent (``approvals reissue``)."""
+
+    status = 410
+    user_title = "This link was replaced"
+    user_message = (
+        "New links were sent for this approval, so this one no longer works; nothing was "
+        "changed. Use the link (and code) in the most recent email."
+    )
+
+
 @dataclass(frozen=True)
 class ViewToken:
     """A verified page view: when it was issued and its one-time id."""

@@ -254,6 +254,8 @@ class Approval(BaseModel):
     expires_at: datetime
     emailed: list[str] = Field(default_factory=list)
     """Approver refs whose email was sent (a retried request mails only the rest)."""
+    link_generation: int = 0
+    """Raised by each ``langorch approvals reissue``: only links of this generation verify."""
 
     @property
     def is_pending(self) -> bool:
@@ -374,8 +376,20 @@ def _mac(key: bytes, *parts: str) -> bytes:
     return hmac.new(key, "\n".join(parts).encode("utf-8"), hashlib.sha256).digest()
 
 
+def _signed(approval_id: str, ref: str, exp: str, generation: int) -> tuple[str, ...]:
+    # Links of a reissue (generation > 0) sign their generation too, so older links stop
+    # verifying; generation 0 keeps the original message (links already emailed stay valid).
+    parts = (LINK_VERSION, approval_id, ref, exp)
+    return (*parts, f"g{generation}") if generation else parts
+
+
 def sign_link(
-    approval_id: str, approver: str, expires_at: datetime, key_id: str, key: bytes
+    approval_id: str,
+    approver: str,
+    expires_at: datetime,
+    key_id: str,
+    key: bytes,
+    generation: int = 0,
 ) -> dict[str, str]:
     """The query parameters of one approver's link to one approval.
 
@@ -385,6 +399,7 @@ def sign_link(
         expires_at: when the approval expires; the link dies with it.
         key_id: the signing key's id (carried, so rotated keys still verify).
         key: the signing key.
+        generation: the approval's link generation (raised by each reissue).
 
     Returns:
         ``{"ap", "exp", "kid", "sig"}``.
@@ -393,7 +408,7 @@ def sign_link(
         raise ValueError(f"key id {key_id!r} must be 1-64 letters, digits, '.', '_' or '-'")
     ref = approver_ref(approval_id, approver)
     exp = str(int(expires_at.timestamp()))
-    sig = _b64(_mac(key, LINK_VERSION, approval_id, ref, exp))
+    sig = _b64(_mac(key, *_signed(approval_id, ref, exp, generation)))
     return {P_APPROVER: ref, P_EXPIRES: exp, P_KEY_ID: key_id, P_SIGNATURE: sig}
 
 
@@ -403,6 +418,7 @@ def verify_link(
     keys: Mapping[str, bytes],
     *,
     now: datetime,
+    generation: int = 0,
 ) -> LinkClaims:
     """Check a link's signature, then its expiry.
 
@@ -411,6 +427,7 @@ def verify_link(
         params: the query parameters.
         keys: signing keys by id (current and still-valid previous ones).
         now: the clock.
+        generation: the approval's current link generation (older links do not verify).
 
     Returns:
         The verified claims.
@@ -430,7 +447,7 @@ def verify_link(
     key = keys.get(key_id)
     if key is None:
         raise LinkForgedError(f"approval {approval_id}: unknown signing key id {key_id!r:.70}")
-    expected = _b64(_mac(key, LINK_VERSION, approval_id, ref, exp))
+    expected = _b64(_mac(key, *_signed(approval_id, ref, exp, generation)))
     if not hmac.compare_digest(expected.encode("ascii"), sig.encode("utf-8", "replace")):
         raise LinkForgedError(f"approval {approval_id}: link signature does not verify")
     expires_at = datetime.fromtimestamp(int(exp), tz=UTC)
@@ -552,6 +569,7 @@ AuditAction = Literal[
     "expired",
     "too_late",
     "cancelled",
+    "reissued",
 ]
 
 

@@ -8,6 +8,7 @@ is one conditional write, so racing requests can never both pass it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 from botocore.exceptions import ClientError
@@ -80,6 +81,46 @@ def use_view_token(client: Any, table: str, pk: str, view_id: str) -> bool:
         if _code(exc) == "ConditionalCheckFailedException":
             return False
         raise _storage_error(table, "PutItem", exc) from exc
+    return True
+
+
+def reissue_links(client: Any, table: str, pk: str, approver_refs: Sequence[str]) -> bool:
+    """Raise a pending approval's link generation and forget its emails; then drop the
+    approvers' code hashes and attempt counters. ``False`` (nothing changed) unless pending.
+
+    Raises:
+        StorageError: DynamoDB failed.
+    """
+    try:
+        client.update_item(
+            TableName=table,
+            Key={"pk": {"S": pk}, "sk": {"S": APPROVAL_SK}},
+            UpdateExpression="ADD link_generation :one REMOVE emailed",
+            ConditionExpression="#status = :pending",
+            ExpressionAttributeNames={"#status": "status"},
+            ExpressionAttributeValues={
+                ":one": {"N": "1"},
+                ":pending": {"S": "pending"},
+            },
+        )
+    except ClientError as exc:
+        if _code(exc) == "ConditionalCheckFailedException":
+            return False
+        raise _storage_error(table, "UpdateItem", exc) from exc
+    names = {}
+    for n, ref in enumerate(approver_refs):
+        names[f"#c{n}"] = f"code#{ref}"
+        names[f"#a{n}"] = f"attempts#{ref}"
+    if names:
+        try:
+            client.update_item(
+                TableName=table,
+                Key={"pk": {"S": pk}, "sk": {"S": SECRET_SK}},
+                UpdateExpression="REMOVE " + ", ".join(names),
+                ExpressionAttributeNames=names,
+            )
+        except ClientError as exc:
+            raise _storage_error(table, "UpdateItem", exc) from exc
     return True
 
 

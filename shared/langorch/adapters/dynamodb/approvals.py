@@ -36,7 +36,7 @@ import builtins
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -370,6 +370,17 @@ class ApprovalsRepository:
             self._client, self._table, _pk(approval_id), approver_ref, limit
         )
 
+    def reissue_links(self, approval_id: str, approver_refs: Sequence[str]) -> Approval | None:
+        """Raise a pending approval's link generation; forget its emails, codes and attempts
+        (see :func:`approval_guards.reissue_links`). ``None`` unless it is pending."""
+        if not approval_guards.reissue_links(
+            self._client, self._table, _pk(approval_id), approver_refs
+        ):
+            if self.get(approval_id) is None:
+                raise NotFoundError(f"approval {approval_id} does not exist")
+            return None
+        return self.get(approval_id)
+
     def use_view_token(self, approval_id: str, view_id: str) -> bool:
         """Record a page view's token as used (one conditional put); ``False`` if it was."""
         return approval_guards.use_view_token(self._client, self._table, _pk(approval_id), view_id)
@@ -528,6 +539,7 @@ class ApprovalsRepository:
                 "edits",
                 "delivered_at",
                 "emailed",
+                "link_generation",
             },
         )
         return json.dumps(fixed, default=str)
@@ -544,6 +556,7 @@ class ApprovalsRepository:
             edits=json.loads(edits) if edits else {},
             delivered_at=_time(item, "delivered_at"),  # absent on items written before it
             emailed=sorted(item.get("emailed", {}).get("SS", [])),
+            link_generation=int(item.get("link_generation", {}).get("N", "0")),
         )
         return Approval.model_validate(data)
 

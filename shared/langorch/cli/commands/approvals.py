@@ -1,4 +1,4 @@
-"""``langorch approvals list | show``: parked human decisions and their audit trail.
+"""``langorch approvals list | show | reissue``: parked human decisions and their audit trail.
 
 What is shown is what an operator needs — what is asked, who may decide, how it ended and the
 audit trail — never the task token or an approval link: a link decides for whoever holds it.
@@ -73,6 +73,14 @@ def register(subparsers: Subparsers) -> None:
 
     show = add_command(approvals, "show", _show, "what is asked, who may decide, how it ended")
     show.add_argument("approval_id", metavar="ID")
+
+    reissue = add_command(
+        approvals,
+        "reissue",
+        _reissue,
+        "email every approver a fresh link and code; the links sent before stop working",
+    )
+    reissue.add_argument("approval_id", metavar="ID")
 
 
 def _repository(ctx: Context) -> ApprovalsRepository:
@@ -149,6 +157,22 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
         )
     document = detail(approval, repository.audit(args.approval_id))
     ctx.out.result(document, lambda: _text(document))
+
+
+def _reissue(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.app.approval_requests import reissue_approval
+    from langorch.app.container import Container
+
+    done = reissue_approval(args.approval_id, Container(ctx.settings))
+    # Only who was emailed: a link decides for whoever holds it, so none is printed here.
+    document = {"approval_id": done.approval_id, "emailed": done.emailed}
+    ctx.out.result(
+        document,
+        lambda: (
+            f"new links and codes sent for {done.approval_id} to {', '.join(done.emailed)}; "
+            "the links sent before no longer work"
+        ),
+    )
 
 
 def _text(document: dict[str, Any]) -> str:
