@@ -1,10 +1,10 @@
 """The approval_callback Lambda: ``GET|HEAD|POST /approvals/{id}`` from API Gateway (HTTP API v2).
 
 ``GET`` and ``HEAD`` show the page and never decide (mail scanners open links); only a ``POST``
-from the page's form — signed query string, nonce, and the one-time code when required —
-decides. The use-cases answer typed outcomes or raise named refusals; this module alone picks
-the status code for each (Powertools' exception handlers map the errors) and ``web.pages``
-renders. Answers are HTML with the approval pages' security headers. The source IP is
+from the page's form — signed query string, the page view's token, and the one-time code when
+required — decides. The use-cases answer typed outcomes or raise named refusals; this module
+alone picks the status code for each (Powertools' exception handlers map the errors) and
+``web.pages`` renders. Answers are HTML with the approval pages' security headers. The source IP is
 ``requestContext.http.sourceIp``; the query string (a signed link) is never logged.
 """
 

@@ -201,7 +201,7 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
 
 
 def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome:
-    """Answer ``POST``: verify link, expiry, nonce, approver and code; decide once; resume.
+    """Answer ``POST``: verify link, expiry, view token, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
     ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
@@ -214,7 +214,7 @@ def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome
         (an edit that is not JSON, a wrong code).
 
     Raises:
-        ApprovalLinkError: the refusal (forged or expired link, not an approver, no nonce,
+        ApprovalLinkError: the refusal (forged or expired link, not an approver, no view token,
             codes locked, the run ended, too late).
         ApprovalNotFoundError: a valid link to an approval that no longer exists.
         DecisionNotDeliveredError: recorded but not delivered (reopened: press again).

@@ -4,7 +4,7 @@ The use-cases (:mod:`langorch.app.approvals`) never pick a status code or build 
 return one of these outcomes or raise one of the errors, the approval callback handler maps
 each to a status code and ``web.pages`` renders it. Refusals are the
 :class:`~langorch.domain.approvals.ApprovalLinkError` family (forged or expired link, not an
-approver, no nonce, wrong or locked code, run ended, too late), each carrying the sentence the
+approver, no view token, wrong or locked code, run ended, too late), each carrying the sentence the
 approver reads.
 """
 
@@ -19,7 +19,7 @@ from langorch.domain.errors import LangorchError, NotFoundError
 
 @dataclass(frozen=True)
 class Shown:
-    """A pending approval's page: what is asked, and the form (with its nonce) to decide."""
+    """A pending approval's page: what is asked, and the form (with this view's token) to decide."""
 
     approval: Approval
     approver: str

@@ -1,4 +1,4 @@
-"""Approvals: the record of a parked human decision, signed links, nonces, codes, decide-once.
+"""Approvals: the record of a parked human decision, signed links, codes, decide-once.
 
 Pure: no boto3, no clock, no randomness of its own. The clock (``now``) and random sources are
 passed in, so every rule is tested without AWS (STYLE habit 4).
@@ -118,7 +118,7 @@ class NotAnApproverError(ApprovalLinkError):
 
 
 class FormExpiredError(ApprovalLinkError):
-    """The POST did not carry the nonce of this approval's page."""
+    """The POST did not carry a view token of this approval's page (for this approver)."""
 
     status = 400
     user_title = "Please use the buttons on the page"

@@ -170,7 +170,7 @@ def approval_page(
     Args:
         approval: the pending approval.
         approver: whose link this is (shown, so a forwarded link is noticed).
-        nonce: the form nonce (bound to this approval and approver).
+        nonce: the view token of this page view (the form field keeps the name ``nonce``).
         error: a sentence shown above the form (e.g. a wrong code).
         values: what the person typed before (comment, ``edit.*``), kept when the form is
             shown again.
