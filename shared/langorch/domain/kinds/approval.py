@@ -59,16 +59,8 @@ class ApprovalKind(StepKind):
                 "on_max_iterations has no effect without max_iterations",
                 "set approval.max_iterations, or remove on_max_iterations",
             )
-        if (
-            spec.max_iterations is not None
-            and spec.on_max_iterations is None
-            and "approved" not in labels
-        ):
-            yield Problem(
-                f"{path}.approval.max_iterations",
-                "when the bound is reached the run has nowhere to go",
-                "set approval.on_max_iterations, or add an approved branch",
-            )
+        # max_iterations without on_max_iterations is legal: the run fails with
+        # ReviewLoopExhaustedError when the last round is rejected (never goes on as approved).
 
     def step_templates(
         self, step: PlanStep, block: BlockDefinition | None, path: str

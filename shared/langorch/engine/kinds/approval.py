@@ -7,11 +7,18 @@ from typing import Any
 
 from langgraph.types import interrupt
 
-from langorch.domain.errors import StepFailedError
+from langorch.domain.errors import ReviewLoopExhaustedError, StepFailedError
 from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
 from langorch.domain.templates import render
 from langorch.engine.context import EngineContext
-from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of, visits_of
+from langorch.engine.kinds.base import (
+    Executor,
+    Outcome,
+    StepSpec,
+    scope_of,
+    summarize,
+    visits_of,
+)
 from langorch.engine.state import OrchestrationState
 
 
@@ -42,12 +49,34 @@ async def run_approval(
         "comment": decision.get("comment", ""),
         "iteration": iteration,
     }
-    goto = None
     if label == "rejected" and approval.max_iterations and iteration >= approval.max_iterations:
-        # The review loop is bounded: stop asking and go on with the last draft.
-        target = approval.on_max_iterations or spec.branch_targets.get("approved")
-        goto = [target] if target else [spec.end_node]
-    return Outcome(context=context, label=label, goto=goto)
+        return _exhausted(spec, approval, context, iteration)
+    return Outcome(context=context, label=label)
+
+
+def _exhausted(
+    spec: StepSpec, approval: ApprovalSpec, context: dict[str, Any], iteration: int
+) -> Outcome:
+    """The last allowed round was rejected: follow ``on_max_iterations``, else fail the run.
+
+    Going on with the rejected draft (what the approved branch would do) would let a run the
+    approver refused end as a success.
+    """
+    if approval.on_max_iterations is None:
+        raise ReviewLoopExhaustedError(
+            f"review loop exhausted after {iteration} rounds: step {spec.step_id} was rejected "
+            f"{iteration} times (max_iterations {approval.max_iterations}); declare "
+            "approval.on_max_iterations to route it"
+        )
+    decision = dict(context[f"{spec.step_id}_decision"], exhausted=True)
+    context[f"{spec.step_id}_decision"] = decision
+    summary = {
+        "exhausted": f"after {iteration} rounds -> {approval.on_max_iterations}",
+        **summarize(context),
+    }
+    return Outcome(
+        context=context, label="exhausted", goto=[approval.on_max_iterations], summary=summary
+    )
 
 
 def _request(
