@@ -428,6 +428,41 @@ def test_review_loop_regenerates_with_feedback_then_publishes_on_approval(
     assert result.outputs["title"] == "Draft 2: durable checkpoints"
 
 
+def test_round_two_of_a_review_loop_carries_the_last_feedback_and_what_changed(
+    make_container: MakeContainer,
+):
+    # Given the blog review example and a reviewer who rejects round 1, then approves
+    container = make_container(script=str(_example_script("blog_review")))
+    register_example(container, "blog_review")
+    asked: list[dict[str, Any]] = []
+    answers = iter(
+        [
+            {"decision": "rejected", "approver": "ed@example.com", "comment": "<b>shorter</b>"},
+            {"decision": "approved", "approver": "ed@example.com"},
+        ]
+    )
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return next(answers)
+
+    # When the run goes through
+    result = run_to_end(
+        container, "blog_review", {"commit_message": "add saver"}, on_approval=answer
+    )
+
+    # Then round 1 asks with no previous round, and round 2 says what the reviewer asked for
+    # and which shown keys changed (both: the draft was rewritten); before, it did not
+    assert result.status == "succeeded"
+    assert "previous" not in asked[0]
+    assert asked[1]["previous"] == {
+        "iteration": 1,
+        "approver": "ed@example.com",
+        "comment": "<b>shorter</b>",
+        "changed": ["title", "body"],
+    }
+
+
 # --- loops and parallel joins --------------------------------------------------------------
 
 
