@@ -264,6 +264,8 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         # feedback reaches the steps it sends the run back to); the step itself only when
         # it lies on a cycle.
         ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
+        if sid in t.dangling or t.dangling & set(ancestors):
+            continue  # an edge into it could not be wired (reported): what it reads is unknown
         available = set(base)
         for ancestor in ancestors:
             available |= t.outputs[ancestor]
