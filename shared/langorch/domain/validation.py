@@ -49,6 +49,7 @@ __all__ = [
     "step_graph",
     "validate_block",
     "validate_workflow",
+    "workflow_advice",
 ]
 
 BUILTIN_KEYS = frozenset({"run_id", "error", "user_id", "user_preferences", "user_history"})
@@ -159,6 +160,24 @@ def validate_workflow(
         *_input_problems(topology),
         *_registry_problems(topology, tools, providers),
     ]
+
+
+def workflow_advice(plan: TaskPlan) -> list[Problem]:
+    """What is valid in a workflow but probably not meant, e.g. a review loop with no route
+    for its last rejection. Never a reason to refuse the workflow.
+
+    Args:
+        plan: The workflow (valid or not; steps whose kind is unknown are skipped).
+
+    Returns:
+        The advice, paths relative to the workflow.
+    """
+    advice: list[Problem] = []
+    for i, step in enumerate(plan.steps):
+        kind = registry.get(step.kind) if step.kind is not None else None
+        if kind is not None:
+            advice.extend(kind.advice(step, f"steps[{i}]"))
+    return advice
 
 
 def ensure_valid_workflow(

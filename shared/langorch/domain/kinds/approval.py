@@ -62,6 +62,18 @@ class ApprovalKind(StepKind):
         # max_iterations without on_max_iterations is legal: the run fails with
         # ReviewLoopExhaustedError when the last round is rejected (never goes on as approved).
 
+    def advice(self, step: PlanStep, path: str) -> Iterator[Problem]:
+        """A bounded review loop that declares no route for its last rejection."""
+        spec = step.approval
+        if spec is not None and spec.max_iterations is not None and not spec.on_max_iterations:
+            yield Problem(
+                f"{path}.approval.max_iterations",
+                f"when round {spec.max_iterations} is rejected the run fails with "
+                "ReviewLoopExhaustedError",
+                "declare approval.on_max_iterations (e.g. a terminate step with status failed "
+                "and outputs) to route it",
+            )
+
     def step_templates(
         self, step: PlanStep, block: BlockDefinition | None, path: str
     ) -> Iterator[Template]:
