@@ -50,10 +50,10 @@ from langorch.app.approvals import (
 )
 from langorch.app.container import Container
 from langorch.config import Settings
+from langorch.domain.approval_codes import code_hash
 from langorch.domain.approval_outcomes import Shown
 from langorch.domain.approvals import (
     ApprovalStatus,
-    code_hash,
 )
 from langorch.domain.runs import (
     PendingInterrupt,

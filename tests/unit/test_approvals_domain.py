@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from langorch.domain.approval_codes import check_code, code_hash, new_code
 from langorch.domain.approval_lifecycle import (
     Event,
     State,
@@ -34,12 +35,9 @@ from langorch.domain.approvals import (
     approval_id_for,
     approver_for,
     approver_ref,
-    check_code,
-    code_hash,
     decision_output,
     link_url,
     new_approval,
-    new_code,
     redelivery_due,
     sign_link,
     verify_link,

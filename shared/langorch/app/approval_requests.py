@@ -15,15 +15,14 @@ from typing import Any
 from langorch.app.approval_driver import audit, record
 from langorch.app.approval_keys import SigningKeys, load_signing_keys
 from langorch.app.approval_ports import RequestPorts
+from langorch.domain.approval_codes import code_hash, new_code
 from langorch.domain.approval_lifecycle import Event, State, state_of, step
 from langorch.domain.approvals import (
     Approval,
     ApprovalStatus,
     approver_ref,
-    code_hash,
     link_url,
     new_approval,
-    new_code,
     sign_link,
 )
 from langorch.domain.errors import ConflictError, NotFoundError

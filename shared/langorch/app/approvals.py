@@ -48,6 +48,7 @@ from langorch.app.approval_keys import (
 )
 from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts
 from langorch.app.approval_requests import ApprovalRequested, RequestApproval, request_approval
+from langorch.domain.approval_codes import check_code, typed_code
 from langorch.domain.approval_edits import EDIT_PREFIX, EditRejectedError, parse_edits
 from langorch.domain.approval_lifecycle import Event, State, TransitionRefusedError, state_of, step
 from langorch.domain.approval_outcomes import (
@@ -86,11 +87,9 @@ from langorch.domain.approvals import (
     TooLateError,
     approver_for,
     bounded,
-    check_code,
     decision_output,
     parse_decision,
     redelivery_due,
-    typed_code,
     verify_link,
 )
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError

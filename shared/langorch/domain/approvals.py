@@ -26,7 +26,7 @@ import base64
 import hashlib
 import hmac
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -218,6 +218,17 @@ class EmailNotSentError(LangorchError):
 # --------------------------------------------------------------------------------------------
 
 
+class PreviousRound(BaseModel):
+    """The rejected round before this one: who, their comment, the shown keys changed since."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    iteration: int
+    approver: str | None = None
+    comment: str = ""
+    changed: list[str] = Field(default_factory=list)
+
+
 class Approval(BaseModel):
     """One parked human decision (what is asked, of whom, until when, and how it ended).
 
@@ -241,6 +252,8 @@ class Approval(BaseModel):
     approvers: list[str] = Field(default_factory=list)
     require_code: bool = False
     on_timeout: str | None = None
+    previous: PreviousRound | None = None
+    """From round 2 of a review loop on: the previous round's feedback and what changed."""
     status: ApprovalStatus = ApprovalStatus.pending
     decided_by: str | None = None
     decided_at: datetime | None = None
@@ -320,9 +333,20 @@ def new_approval(
         approvers=approvers,
         require_code=bool(request.get("require_code")),
         on_timeout=request.get("on_timeout"),
+        previous=_previous_round(request.get("previous")),
         created_at=now,
         expires_at=datetime.fromtimestamp(int(now.timestamp()) + timeout, tz=UTC),
     )
+
+
+def _previous_round(value: Any) -> PreviousRound | None:
+    """The request's ``previous``; malformed is left out (context, not a reason to refuse)."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return PreviousRound.model_validate(value)
+    except ValueError:
+        return None
 
 
 def _unique_addresses(values: Any) -> list[str]:
@@ -462,50 +486,6 @@ def link_url(base_url: str, approval_id: str, params: Mapping[str, str]) -> str:
     from urllib.parse import quote, urlencode
 
     return f"{base_url.rstrip('/')}/approvals/{quote(approval_id, safe='')}?{urlencode(params)}"
-
-
-# --------------------------------------------------------------------------------------------
-# The one-time code
-# --------------------------------------------------------------------------------------------
-
-
-def new_code(randbelow: Callable[[int], int]) -> str:
-    """A fresh six-digit one-time code (``randbelow``: e.g. ``secrets.randbelow``)."""
-    return f"{randbelow(10**CODE_DIGITS):0{CODE_DIGITS}d}"
-
-
-def code_hash(approval_id: str, ref: str, code: str, key: bytes) -> str:
-    """The stored form of an approver's code: keyed, so the 10^6 codes cannot be tried offline."""
-    return _b64(_mac(key, "code", approval_id, ref, code.strip()))
-
-
-def typed_code(code: str | None) -> str:
-    """The code as typed, without the spaces people put between digits."""
-    return re.sub(r"\s", "", code or "")
-
-
-def check_code(
-    approval: Approval, claims: LinkClaims, code: str, stored_hash: str | None, key: bytes
-) -> None:
-    """Check the one-time code typed on the page (only when the step requires one).
-
-    Counting attempts is the store's (one conditional update per attempt, per approver link);
-    the caller claims an attempt before calling this, and never for an empty code.
-
-    Raises:
-        CodeMissingError: no code was typed (not a guess).
-        CodeMismatchError: the code is malformed or wrong.
-    """
-    if not approval.require_code:
-        return
-    typed = typed_code(code)
-    if not typed:
-        raise CodeMissingError(f"approval {approval.approval_id}: no code was typed")
-    if not (stored_hash and typed.isdigit() and len(typed) == CODE_DIGITS):
-        raise CodeMismatchError(f"approval {approval.approval_id}: code malformed or not issued")
-    expected = code_hash(approval.approval_id, claims.approver_ref, typed, key)
-    if not hmac.compare_digest(expected.encode(), stored_hash.encode()):
-        raise CodeMismatchError(f"approval {approval.approval_id}: wrong code")
 
 
 # --------------------------------------------------------------------------------------------
