@@ -19,7 +19,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from langorch.domain.errors import RunNotFinishedError, UnknownInterruptError
+from langorch.domain.errors import (
+    RecordTooLargeError,
+    RunNotFinishedError,
+    UnknownInterruptError,
+)
 from langorch.domain.inputs import ensure_valid_input, with_defaults
 from langorch.domain.runs import (
     PendingInterrupt,
@@ -31,6 +35,7 @@ from langorch.domain.runs import (
     TimelineEventType,
     TokenUsage,
     dedupe_run_id,
+    minimal_failed,
     new_run_id,
     transition,
 )
@@ -150,7 +155,8 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
 
     Raises:
         NotFoundError: the workflow (version) does not exist.
-        InputValidationError: the input does not fit the workflow's inputs schema.
+        InputValidationError: the input does not fit the workflow's inputs schema, or is larger
+            than :data:`~langorch.domain.limits.MAX_INPUT_BYTES` (the run could not carry it).
     """
     plan = deps.definitions.get_workflow(cmd.workflow_id, cmd.version)
     if plan is None:
@@ -161,6 +167,7 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
             f"workflow {cmd.workflow_id}{at} not found; register it with `langorch workflows put`"
         )
     data = with_defaults(plan, cmd.input)
+    ensure_input_fits(plan.plan_id, data)
     ensure_valid_input(plan, data)
     run_id = dedupe_run_id(cmd.dedupe_key) if cmd.dedupe_key else new_run_id(deps.ids)
     now = deps.clock()
@@ -194,6 +201,29 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
         extra={"run_id": run_id, "workflow_id": plan.plan_id, "workflow_version": plan.version},
     )
     return stored, created
+
+
+def ensure_input_fits(workflow_id: str, data: Any) -> None:
+    """Refuse an input the run record could not carry (every door that starts a run).
+
+    Raises:
+        InputValidationError: ``data`` is over :data:`~langorch.domain.limits.MAX_INPUT_BYTES`.
+    """
+    from langorch.domain.errors import InputValidationError, Problem
+    from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
+
+    size = json_bytes(data)
+    if size > MAX_INPUT_BYTES:
+        raise InputValidationError(
+            f"input of workflow {workflow_id}",
+            [
+                Problem(
+                    "input",
+                    f"is {size} bytes of JSON; the limit is {MAX_INPUT_BYTES} bytes",
+                    "pass large data as a file (drop it in the bucket and give its S3 key)",
+                )
+            ],
+        )
 
 
 def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
@@ -415,6 +445,12 @@ def _record(
             ),
         )
     status = result.status
+    if result.request:
+        # What an approval shows is bounded where the run stores it (record and Step Functions
+        # payload alike): long values are cut with a marker, never a record that cannot be saved.
+        from langorch.domain.limits import bounded_request
+
+        result.request = bounded_request(dict(result.request))
     if status == "waiting_approval":
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
@@ -495,17 +531,18 @@ def _record(
     )
 
 
-def _bounded(outputs: dict[str, Any], limit: int = 100_000) -> tuple[dict[str, Any], bool]:
+def _bounded(outputs: dict[str, Any], limit: int | None = None) -> tuple[dict[str, Any], bool]:
     """Outputs small enough for the run record, and whether they had to be summarised.
 
     The full outputs always stay in the run's last checkpoint.
     """
     import json
 
+    from langorch.domain.limits import MAX_OUTPUTS_BYTES
     from langorch.domain.runs import summarize_outputs
 
     text = json.dumps(outputs, default=str)
-    if len(text) <= limit:
+    if len(text.encode("utf-8")) <= (MAX_OUTPUTS_BYTES if limit is None else limit):
         return json.loads(text), False
     return dict(summarize_outputs(outputs)), True
 
@@ -623,6 +660,14 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
         deps.runs.save_run(failed)
     except ConflictError:
         return False  # it ended between the read and the write: that ending stands
+    except RecordTooLargeError as exc:
+        # The full record cannot be stored (the reason the run failed, often): the smallest
+        # terminal record still can, so the run never stays non-terminal.
+        logger.error("run record too large; writing a minimal failed record", exc_info=exc)
+        try:
+            deps.runs.save_run(minimal_failed(run, error, now=now))
+        except ConflictError:
+            return False
     logger.error(
         "run failed",
         extra={

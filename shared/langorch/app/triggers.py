@@ -44,6 +44,7 @@ from langorch.domain.errors import (
     UnsupportedMediaTypeError,
 )
 from langorch.domain.inputs import ensure_valid_input, with_defaults
+from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
 from langorch.domain.triggers import (
     DesiredSchedule,
     S3ObjectCreated,
@@ -341,6 +342,7 @@ def _accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
     data = (
         with_defaults(plan, {**trigger.input, **payload}) if isinstance(payload, dict) else payload
     )
+    _ensure_body_fits(data)
     ensure_valid_input(plan, data)
     run, created = launch_run(
         StartRun(
@@ -367,6 +369,26 @@ def _accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
         },
     )
     return StartedRun(plan.plan_id, run.run_id, created)
+
+
+def _ensure_body_fits(data: Any) -> None:
+    """Refuse (413) a body whose input the run record could not carry, before anything starts.
+
+    The raw body limit (``webhook_max_body_bytes``) guards parsing; this one is the run's
+    budget (:mod:`langorch.domain.limits`), so an accepted delivery always runs.
+    """
+    size = json_bytes(data)
+    if size > MAX_INPUT_BYTES:
+        raise PayloadTooLargeError(
+            f"the run input is {size} bytes of JSON; the limit is {MAX_INPUT_BYTES} bytes",
+            problems=[
+                Problem(
+                    "body",
+                    f"is {size} bytes as JSON (limit {MAX_INPUT_BYTES})",
+                    "send large data as a file (an S3 key) instead of inline",
+                )
+            ],
+        )
 
 
 def _json_body(request: WebhookRequest) -> Any:
