@@ -14,9 +14,10 @@ import pytest
 
 from langorch.app.definitions import register_workflow
 from langorch.app.reconcile import reconcile_runs
-from langorch.app.runs import StartRun, launch_run, start_run
+from langorch.app.run_failures import note_segment_error
+from langorch.app.runs import StartRun, launch_run, mark_failed, start_run
 from langorch.app.triggers import ScheduleFired, handle_schedule, handle_webhook
-from langorch.domain.errors import InputValidationError
+from langorch.domain.errors import InputValidationError, RecordTooLargeError, UnknownInterruptError
 from langorch.domain.limits import (
     MAX_INPUT_BYTES,
     MAX_PENDING_BYTES,
@@ -25,7 +26,7 @@ from langorch.domain.limits import (
     json_bytes,
 )
 from langorch.domain.loading import load_text
-from langorch.domain.runs import RunStatus, TimelineEventType
+from langorch.domain.runs import RunError, RunStatus, TimelineEvent, TimelineEventType, transition
 from tests.fakes import Fakes
 from tests.integration.triggers_support import load_event, signed
 from tests.unit.triggers_support import all_runs, executions, make_deps
@@ -206,3 +207,53 @@ def test_reconcile_is_idempotent(deps: Fakes):
     # Then nothing is left to repair
     assert again == []
     assert deps.runs.get_run(run_id).status is RunStatus.failed
+
+
+# --- first cause ----------------------------------------------------------------------------
+
+
+def test_mark_failed_records_the_first_cause_not_the_retrys_symptom(deps: Fakes):
+    # Given a run whose segment failed (the record could not be stored), and whose retry then
+    # failed differently (before: the run ended with the retry's UnknownInterruptError)
+    run_id = _started(deps)
+    run = deps.runs.get_run(run_id)
+    deps.runs.save_run(transition(run, RunStatus.running, now=deps.clock()))
+    note_segment_error(run_id, RecordTooLargeError("run record is 450924 bytes"), deps)
+    symptom = UnknownInterruptError(f"run {run_id} is parked on approval; resume it")
+    note_segment_error(run_id, symptom, deps)
+
+    # When the state machine's MarkFailed ends it with the last error it saw
+    mark_failed(run_id, RunError(type="UnknownInterruptError", message=str(symptom)), deps)
+
+    # Then record and timeline both name the first cause
+    ended = deps.runs.get_run(run_id)
+    assert ended.error is not None
+    assert (ended.error.type, ended.error.message) == (
+        "RecordTooLargeError",
+        "run record is 450924 bytes",
+    )
+    finished = [e for e in deps.runs.get_timeline(run_id) if e.type.value == "run_finished"]
+    assert [e.error for e in finished] == [ended.error]
+
+
+def test_a_failure_after_a_segment_that_ended_well_is_its_own_first_cause(deps: Fakes):
+    # Given a segment that failed and was retried successfully, then a later segment that fails
+    run_id = _started(deps)
+    run = deps.runs.get_run(run_id)
+    running = transition(run, RunStatus.running, now=deps.clock())
+    deps.runs.save_run(running)
+    note_segment_error(run_id, RecordTooLargeError("an old, recovered failure"), deps)
+    again = transition(running, RunStatus.running, now=deps.clock())  # the retry: segment 2
+    deps.runs.save_run(again)
+    deps.runs.append_events(
+        run_id, [TimelineEvent(seq=2_000_001, at=deps.clock(), type="segment_started", segment=2)]
+    )
+    deps.runs.save_run(transition(again, RunStatus.running, now=deps.clock()))  # segment 3
+
+    # When segment 3 fails and MarkFailed ends the run
+    mark_failed(run_id, RunError(type="StepFailedError", message="step x failed"), deps)
+
+    # Then the reason is segment 3's, not the recovered failure of segment 1
+    ended = deps.runs.get_run(run_id)
+    assert ended.error is not None
+    assert ended.error.type == "StepFailedError"

@@ -97,6 +97,14 @@ class RunsStore(Protocol):
         """Add (or replace, by ``seq``) timeline events."""
         ...
 
+    def get_timeline(self, run_id: str) -> list[TimelineEvent]:
+        """The run's timeline in ``seq`` order (empty for an unknown run)."""
+        ...
+
+    def next_event_seq(self, run_id: str) -> int:
+        """The ``seq`` after the run's last timeline event (1 for none)."""
+        ...
+
     def list_runs(
         self,
         workflow_id: str | None = None,

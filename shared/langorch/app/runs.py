@@ -25,6 +25,7 @@ from langorch.domain.errors import (
     UnknownInterruptError,
 )
 from langorch.domain.inputs import ensure_valid_input, with_defaults
+from langorch.domain.limits import ensure_input_fits
 from langorch.domain.runs import (
     PendingInterrupt,
     RunError,
@@ -201,29 +202,6 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
         extra={"run_id": run_id, "workflow_id": plan.plan_id, "workflow_version": plan.version},
     )
     return stored, created
-
-
-def ensure_input_fits(workflow_id: str, data: Any) -> None:
-    """Refuse an input the run record could not carry (every door that starts a run).
-
-    Raises:
-        InputValidationError: ``data`` is over :data:`~langorch.domain.limits.MAX_INPUT_BYTES`.
-    """
-    from langorch.domain.errors import InputValidationError, Problem
-    from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
-
-    size = json_bytes(data)
-    if size > MAX_INPUT_BYTES:
-        raise InputValidationError(
-            f"input of workflow {workflow_id}",
-            [
-                Problem(
-                    "input",
-                    f"is {size} bytes of JSON; the limit is {MAX_INPUT_BYTES} bytes",
-                    "pass large data as a file (drop it in the bucket and give its S3 key)",
-                )
-            ],
-        )
 
 
 def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
@@ -637,6 +615,10 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
     run = deps.runs.get_run(run_id)
     if run.is_terminal:
         return False
+    # The first cause, not the last retry's symptom (the state machine passes the latter).
+    from langorch.app.run_failures import first_cause
+
+    error = first_cause(deps.runs.get_timeline(run_id)) or error
     now = deps.clock()
     failed = transition(run, RunStatus.failed, now=now, error=error, reason=error.message)
     # The event first: if the status write then fails, the retry rewrites the same event.

@@ -113,3 +113,25 @@ def _shorten(value: Any, chars: int) -> Any:
     if isinstance(value, list):
         return [_shorten(item, chars) for item in value]
     return value
+
+
+def ensure_input_fits(workflow_id: str, data: Any) -> None:
+    """Refuse an input the run record could not carry (every door that starts a run).
+
+    Raises:
+        InputValidationError: ``data`` is over :data:`~langorch.domain.limits.MAX_INPUT_BYTES`.
+    """
+    from langorch.domain.errors import InputValidationError, Problem
+
+    size = json_bytes(data)
+    if size > MAX_INPUT_BYTES:
+        raise InputValidationError(
+            f"input of workflow {workflow_id}",
+            [
+                Problem(
+                    "input",
+                    f"is {size} bytes of JSON; the limit is {MAX_INPUT_BYTES} bytes",
+                    "pass large data as a file (drop it in the bucket and give its S3 key)",
+                )
+            ],
+        )
