@@ -257,3 +257,56 @@ def test_a_failure_after_a_segment_that_ended_well_is_its_own_first_cause(deps: 
     ended = deps.runs.get_run(run_id)
     assert ended.error is not None
     assert ended.error.type == "StepFailedError"
+
+
+# --- an approval showing a large value, end to end on fakes ---------------------------------
+
+SHOWS_MENU = """
+workflows:
+  - plan_id: menu_gate
+    memory: false
+    approvers: [boss@example.com]
+    inputs_schema: {properties: {size: {type: integer}}, required: [size]}
+    steps:
+      - {step_id: cook, kind: transform, transform: {menu: "'m' * size"}}
+      - step_id: gate
+        kind: approval
+        depends_on: [cook]
+        approval: {title: "Order?", timeout_seconds: 60, show_keys: [menu]}
+        branches: {approved: done, rejected: done, timed_out: done}
+      - {step_id: done, kind: transform, transform: {ok: "1"}}
+"""
+
+
+def test_an_approval_showing_a_150_kb_value_parks_and_its_request_is_stored(deps: Fakes):
+    # Given a run whose approval shows a 150 KB value (before: the record was 450,924 bytes,
+    # and the run ended `failed` with a retry's UnknownInterruptError)
+    from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
+    from langorch.app.runs import RunSegment, run_segment
+    from tests.fakes.approvals import InMemoryApprovals
+    from tests.integration.conftest import register_text
+
+    register_text(deps, SHOWS_MENU)  # type: ignore[arg-type]
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
+    run, _ = launch_run(StartRun("menu_gate", input={"size": 150_000}), deps)
+
+    # When its segment runs up to the approval and the approval is requested
+    parked = run_segment(RunSegment(run.run_id), deps)
+    assert parked.status == "waiting_approval", parked.error
+    assert parked.approval is not None
+    token = deps.executions.park(run.run_id)
+    requested = request_approval(
+        RequestApproval(run.run_id, parked.approval, task_token=token),
+        deps,  # type: ignore[arg-type]
+    )
+
+    # Then the run waits with a bounded pending request (cut with a marker), the approval
+    # exists, and what travels to Step Functions is far under its payload limit
+    stored = deps.runs.get_run(run.run_id)
+    assert stored.status is RunStatus.waiting_approval
+    assert stored.pending is not None
+    assert json_bytes(stored.pending.request) <= MAX_PENDING_BYTES
+    assert "[truncated:" in json.dumps(stored.pending.request)
+    assert json_bytes(parked.to_dict()) <= MAX_PENDING_BYTES + 1_000
+    assert deps.approvals.get(requested.approval_id) is not None  # type: ignore[attr-defined]
