@@ -68,6 +68,11 @@ class StepFailedError(LangorchError):
     retryable = False
 
 
+class ReviewLoopExhaustedError(StepFailedError):
+    """An approval's review loop reached ``max_iterations`` with a rejection and declares no
+    ``on_max_iterations`` route: the run fails rather than going on with a rejected draft."""
+
+
 class StepTimeoutError(LangorchError):
     """A step ran longer than its ``timeout_seconds``."""
 
