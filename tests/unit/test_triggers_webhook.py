@@ -8,14 +8,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from langorch.app.triggers import WebhookRequest, handle_webhook, rotate_webhook_secret
+from langorch.app.trigger_sync import rotate_webhook_secret
+from langorch.app.triggers import WebhookRequest, accept_webhook
+from langorch.domain.errors import DefinitionError, NotFoundError, RequestRejectedError
 from langorch.domain.webhooks import SIGNATURE_HEADER, format_secret, standard_secret
+from langorch.web.http import error_body, http_status
 from tests.fakes import Fakes
 from tests.integration.triggers_support import NOW_TS, SECRET, signed
 from tests.unit.triggers_support import all_runs, executions, make_deps
+
+
+def handle_webhook(request: WebhookRequest, deps: Fakes) -> tuple[int, dict[str, Any]]:
+    """The delivery's answer as the trigger handler gives it (``web.http`` maps the errors)."""
+    try:
+        started = accept_webhook(request, deps)
+    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
+        return http_status(exc), error_body(exc)
+    return 202, {"run_id": started.run_id, "created": started.created}
+
 
 BODY = '{"amount": 42, "note": "ok"}'
 OTHER_SECRET = format_secret(b"not-the-workflow-secret")
