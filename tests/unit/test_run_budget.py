@@ -16,7 +16,7 @@ from langorch.app.definitions import register_workflow
 from langorch.app.reconcile import reconcile_runs
 from langorch.app.run_failures import note_segment_error
 from langorch.app.runs import StartRun, launch_run, mark_failed, start_run
-from langorch.app.triggers import ScheduleFired, handle_schedule, handle_webhook
+from langorch.app.triggers import ScheduleFired, handle_schedule
 from langorch.domain.errors import InputValidationError, RecordTooLargeError, UnknownInterruptError
 from langorch.domain.limits import (
     MAX_INPUT_BYTES,
@@ -29,7 +29,7 @@ from langorch.domain.loading import load_text
 from langorch.domain.runs import RunError, RunStatus, TimelineEvent, TimelineEventType, transition
 from tests.fakes import Fakes
 from tests.integration.triggers_support import load_event, signed
-from tests.unit.triggers_support import all_runs, executions, make_deps
+from tests.unit.triggers_support import all_runs, executions, make_deps, webhook_answer
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_a_signed_250_kb_webhook_body_is_refused_at_the_door_with_413(deps: Fake
     assert len(body) < deps.settings.webhook_max_body_bytes
 
     # When it arrives
-    status, answer = handle_webhook(signed(body, delivery="dlv-big"), deps)
+    status, answer = webhook_answer(signed(body, delivery="dlv-big"), deps)
 
     # Then it is refused with 413, the limit and the field path, and nothing started
     assert status == 413
@@ -59,7 +59,7 @@ def test_a_webhook_body_just_inside_the_budget_starts_a_run_whose_record_fits(de
     body = json.dumps({"amount": 1, "note": "x" * (MAX_INPUT_BYTES - 200)})
 
     # When it arrives
-    status, answer = handle_webhook(signed(body, delivery="dlv-fits"), deps)
+    status, answer = webhook_answer(signed(body, delivery="dlv-fits"), deps)
 
     # Then it starts a run, whose record is within the record budget
     assert status == 202

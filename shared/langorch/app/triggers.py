@@ -32,6 +32,7 @@ from langorch.domain.errors import (
     InputValidationError,
     NotFoundError,
     PayloadTooLargeError,
+    Problem,
     SecretNotFoundError,
     SignatureError,
     StorageError,
