@@ -24,6 +24,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from langorch.app.bootstrap import SandboxContainer
+from langorch.app.run_failures import note_segment_error
 from langorch.app.runs import RunSegment, mark_failed, run_segment
 from langorch.domain.errors import LeaseHeldError, StorageError
 from langorch.domain.runs import RunError
@@ -134,7 +135,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def _segment(request: SegmentEvent) -> dict[str, Any]:
     started = time.perf_counter()
-    result = run_segment(RunSegment(request.run_id, resume=request.resume), container())
+    deps = container()
+    try:
+        result = run_segment(RunSegment(request.run_id, resume=request.resume), deps)
+    except Exception as exc:
+        # Kept before the retry, so MarkFailed reports this first cause, not a retry's symptom.
+        note_segment_error(request.run_id, exc, deps)
+        raise
     log.thread_safe_append_keys(
         workflow_id=result.workflow_id,
         workflow_version=result.workflow_version,

@@ -164,3 +164,10 @@ class FileRefusedError(FileReadError):
 
 class FileContentError(FileReadError):
     """The object's bytes are not what its format says (bad UTF-8, JSON, YAML or CSV)."""
+
+
+class RecordTooLargeError(StorageError):
+    """A run record does not fit its item even with its outputs and pending request bounded.
+
+    Only an input over the budget can cause it (``domain.limits``): a door let it in.
+    """

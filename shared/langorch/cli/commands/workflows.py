@@ -11,7 +11,7 @@ from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
 
 if TYPE_CHECKING:
-    from langorch.app.triggers import TriggerSync
+    from langorch.app.trigger_sync import TriggerSync
     from langorch.domain.definitions import TaskPlan
 
 
@@ -52,7 +52,7 @@ def register(subparsers: Subparsers) -> None:
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.container import Container
-    from langorch.app.triggers import register_and_sync
+    from langorch.app.trigger_sync import register_and_sync
     from langorch.domain.definitions import TaskPlan
 
     batch = register_and_sync(args.files, Container(ctx.settings))
@@ -113,7 +113,7 @@ def _sync_lines(syncs: list[TriggerSync]) -> list[str]:
 
 def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.container import Container
-    from langorch.app.triggers import rotate_webhook_secret
+    from langorch.app.trigger_sync import rotate_webhook_secret
 
     require_webhook(ctx, args.workflow)  # says what is wrong and how to fix it
     secret = rotate_webhook_secret(args.workflow, Container(ctx.settings))
