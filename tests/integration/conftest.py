@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import requests
 
 from langorch.app.container import Container
 from langorch.app.definitions import register_block, register_workflow, seed_builtins
@@ -99,4 +100,6 @@ def endpoint() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     yield f"http://127.0.0.1:{port}"
+    # moto's backends outlive the server in this process: leave nothing for later tests.
+    requests.post(f"http://127.0.0.1:{port}/moto-api/reset", timeout=5)
     server.stop()

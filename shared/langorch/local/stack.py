@@ -114,6 +114,9 @@ def start_emulator(port: int) -> Callable[[], None]:
     threading.Thread(target=_warm_interpreter, name="langorch-warm-asl", daemon=True).start()
     try:
         _wait_for("127.0.0.1", port)
+        # The backends are this process's memory: whatever ran in it before (another stack, a
+        # test's emulator) must not show up in this stack's tables.
+        _reset_emulator(port)
         enable_execution(f"http://127.0.0.1:{port}")
     except BaseException:
         stop()
