@@ -26,8 +26,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
+# Two processes (the machines here have two cores); a file's tests stay in one process, so
+# module-scoped emulators and stacks are shared as written.
 test: $(STAMP) lint types
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
