@@ -105,6 +105,8 @@ class Container:
             bucket=self.settings.bucket,
             key_prefix=self.settings.checkpoint_prefix,
             ttl_seconds=ttl_days * 86_400 if ttl_days else None,
+            # Segments pass their lease's fence; the saver checks it on the run item.
+            runs_table=self.settings.runs_table,
         )
 
     @cached_property

@@ -1,0 +1,166 @@
+"""Fenced checkpoints (RELIABILITY.md "Runs and state", issue 8 item 6), on moto's DynamoDB.
+
+A segment's checkpoint writes carry its lease's fence: once another segment has taken the
+lease, the first one cannot write a checkpoint, so the history never forks and no step after
+the takeover runs twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
+from langorch.adapters.request_counter import RequestCounter
+from langorch.app.container import Container
+from langorch.app.definitions import seed_builtins
+from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
+from langorch.config import Settings
+from langorch.domain.errors import LeaseHeldError, LeaseLostError
+from langorch.llm import LLMRegistry
+from tests.fakes.clock import FakeClock
+from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, gated
+from tests.integration.conftest import register_text
+
+__all__ = ["gated"]  # the fixture, imported to be used here
+
+Outcome = list[Any]
+
+
+@pytest.fixture
+def processes(aws: None) -> Callable[[], Container]:
+    """Containers over one moto account and one settable clock: each is another Lambda."""
+    clock = FakeClock()
+    first: list[Container] = []
+
+    def make() -> Container:
+        container = Container(Settings(), clock=clock, llm=LLMRegistry(default_provider="offline"))
+        if not first:
+            container.ensure_resources()
+            seed_builtins(container.definitions)
+            first.append(container)
+        return container
+
+    return make
+
+
+def _in_thread(segment: Callable[[], Any]) -> tuple[threading.Thread, Outcome]:
+    outcome: Outcome = []
+
+    def target() -> None:
+        try:
+            outcome.append(segment())
+        except Exception as exc:  # the test asserts on what was raised
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, outcome
+
+
+def _history(container: Container, run_id: str) -> list[tuple[str, str | None]]:
+    """(checkpoint id, parent id) of the run's root checkpoints, newest first."""
+    config: Any = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    return [
+        (
+            t.config["configurable"]["checkpoint_id"],
+            t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
+        )
+        for t in container.checkpointer.list(config)
+    ]
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_a_segment_that_lost_its_lease_cannot_write_and_the_history_does_not_fork(
+    processes: Callable[[], Container], gated: GatedKinds
+) -> None:
+    # Given a run whose first segment ran `before` and is paused at the gate, its checkpoint
+    # after `before` stored
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    stale, stale_outcome = _in_thread(lambda: run_segment(RunSegment(run.run_id), processes()))
+    assert gated.gate.reached.wait(WAIT_SECONDS)
+    # When its lease expires and a second segment takes the run over and runs it to the end
+    setup.clock.advance(setup.settings.segment_budget_seconds + LEASE_GRACE_SECONDS + 1)  # type: ignore[attr-defined]
+    newer = run_segment(RunSegment(run.run_id), processes())
+    # And then the first segment goes on
+    gated.gate.open()
+    stale.join(WAIT_SECONDS)
+
+    # Then the newer segment finished the run, and the first one's next write was refused
+    assert newer.status == "succeeded"
+    [refused] = stale_outcome
+    assert isinstance(refused, LeaseLostError), refused
+    assert "fence 1" in str(refused)
+    # And no side effect ran twice: `before` ran in the first segment, `after` only in the newer
+    assert gated.effects == {"before": 1, "after": 1}
+    # And the history is one line: every checkpoint's parent is the one stored before it
+    history = _history(setup, run.run_id)
+    ids = [checkpoint for checkpoint, _ in history]
+    assert [parent for _, parent in history] == [*ids[1:], None]
+    assert setup.runs.get_run(run.run_id).status == "succeeded"
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
+    processes: Callable[[], Container], gated: GatedKinds
+) -> None:
+    # Given a segment paused mid-run, holding the lease
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    first, first_outcome = _in_thread(lambda: run_segment(RunSegment(run.run_id), processes()))
+    assert gated.gate.reached.wait(WAIT_SECONDS)
+    # When a second segment starts for the same run, then it is refused
+    with pytest.raises(LeaseHeldError) as refused:
+        run_segment(RunSegment(run.run_id), processes())
+    assert not isinstance(refused.value, LeaseLostError)
+    # And the first goes on to the end, each side effect once
+    gated.gate.open()
+    first.join(WAIT_SECONDS)
+    assert [r.status for r in first_outcome] == ["succeeded"]
+    assert gated.effects == {"before": 1, "after": 1}
+
+
+@pytest.mark.usefixtures("gated")
+def test_a_fenced_superstep_is_one_transaction_and_a_stale_fence_writes_nothing(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a run holding fence 1, and a saver that knows the runs table
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+    saver = DynamoCheckpointSaver(
+        setup.client("dynamodb"),
+        setup.settings.checkpoints_table,
+        runs_table=setup.settings.runs_table,
+    )
+    from tests.integration.test_checkpointer import linear_graph
+
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When a 10-step graph runs without a fence, then under the run's fence
+    unfenced: Any = {"configurable": {"thread_id": "run-unfenced"}}
+    linear_graph(saver, 10).invoke({"trail": []}, unfenced, durability="sync")
+    before = dict(counter.counts)
+    counter.reset()
+    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    result = linear_graph(saver, 10).invoke({"trail": []}, config, durability="sync")
+    # Then the fenced run made the same requests, each BatchWriteItem now a TransactWriteItems:
+    # one per superstep, within the checkpointer's budget (PERFORMANCE.md P1)
+    assert len(result["trail"]) == 10
+    assert counter.counts == {
+        "Query": before["Query"],
+        "TransactWriteItems": before["BatchWriteItem"],
+    }, (before, counter.counts)
+    assert counter.total / 10 <= 1.5, counter.counts
+    # And with a stale fence, nothing is written
+    stored = len(list(saver.list({"configurable": {"thread_id": run.run_id}})))
+    stale: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence - 1}}
+    with pytest.raises(LeaseLostError, match=f"fence {fence - 1}"):
+        linear_graph(saver, 3).invoke({"trail": []}, stale, durability="sync")
+    assert len(list(saver.list({"configurable": {"thread_id": run.run_id}}))) == stored
