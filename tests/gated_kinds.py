@@ -11,8 +11,7 @@ import asyncio
 import threading
 from collections import Counter
 from collections.abc import Iterator
-
-import pytest
+from contextlib import contextmanager
 
 from langorch.domain.definitions import BlockDefinition, PlanStep
 from langorch.domain.kinds.base import StepKind
@@ -97,12 +96,15 @@ workflows:
 """``before`` (a side effect) → ``pause`` (the gate) → ``after`` (a side effect)."""
 
 
-@pytest.fixture
-def gated() -> Iterator[GatedKinds]:
-    """Register ``gate`` and ``tally`` for one test."""
+@contextmanager
+def registered() -> Iterator[GatedKinds]:
+    """``gate`` and ``tally`` registered for the block (a test's fixture wraps it)."""
     kinds = GatedKinds()
     registry.register(GateKind(), kinds.run_gate)
     registry.register(TallyKind(), kinds.run_tally)
-    yield kinds
-    registry.unregister(GateKind.name)
-    registry.unregister(TallyKind.name)
+    try:
+        yield kinds
+    finally:
+        kinds.gate.open()  # never leave a segment parked behind a failed test
+        registry.unregister(GateKind.name)
+        registry.unregister(TallyKind.name)

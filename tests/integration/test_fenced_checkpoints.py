@@ -8,7 +8,7 @@ the takeover runs twice.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -22,12 +22,17 @@ from langorch.config import Settings
 from langorch.domain.errors import LeaseHeldError, LeaseLostError
 from langorch.llm import LLMRegistry
 from tests.fakes.clock import FakeClock
-from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, gated
+from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
 from tests.integration.conftest import register_text
 
-__all__ = ["gated"]  # the fixture, imported to be used here
-
 Outcome = list[Any]
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedKinds]:
+    """The ``gate`` and ``tally`` kinds, registered for one test."""
+    with registered() as kinds:
+        yield kinds
 
 
 @pytest.fixture
