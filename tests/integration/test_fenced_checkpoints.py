@@ -276,3 +276,17 @@ def test_an_interrupt_written_after_the_lease_was_lost_is_refused(
     # And nothing of it was stored: the run is not parked, and nothing is left to flush
     assert not graph.get_state(config).interrupts
     saver.flush()
+
+
+def test_the_state_machine_retries_a_segment_that_lost_its_lease_like_one_refused() -> None:
+    # Given the run state machine's definition (Step Functions matches errors by class name)
+    import json
+    from importlib.resources import files
+
+    definition = json.loads(files("langorch").joinpath("statemachine.asl.json").read_text())
+    retried = {
+        name for rule in definition["States"]["RunSegment"]["Retry"] for name in rule["ErrorEquals"]
+    }
+    # Then a lost lease is retried as a held one is (the retry finds the newer segment's run)
+    assert {"LeaseHeldError", "LeaseLostError"} <= retried
+    assert issubclass(LeaseLostError, LeaseHeldError)
