@@ -45,7 +45,7 @@ bench-pipeline: $(STAMP)
 
 # Offline: no AWS account, no CDK CLI, no Docker.
 synth: $(STAMP)
-	$(BIN)/python -m infra.app
+	$(BIN)/python -m infra.app $(CDK_ARGS)
 
 # The CDK CLI is pinned: its cloud-assembly schema must match aws-cdk-lib's.
 deploy: $(STAMP)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +62,27 @@ def build_app(
     return app, stack
 
 
+def context_from_args(args: list[str]) -> dict[str, str]:
+    """``-c key=value`` pairs, as the CDK CLI takes them (``make synth CDK_ARGS=...``).
+
+    Raises:
+        SystemExit: an argument is not ``-c key=value``.
+    """
+    context: dict[str, str] = {}
+    pending = list(args)
+    while pending:
+        flag = pending.pop(0)
+        pair = pending.pop(0) if flag in ("-c", "--context") and pending else flag
+        key, sep, value = pair.partition("=")
+        if flag not in ("-c", "--context") or not sep or not key:
+            raise SystemExit(f"python -m infra.app: expected -c key=value, got {flag!r}")
+        context[key] = value
+    return context
+
+
 def main() -> None:
     """Synthesize into the cloud assembly directory."""
-    app, _ = build_app()
+    app, _ = build_app(context=context_from_args(sys.argv[1:]) or None)
     app.synth()
 
 

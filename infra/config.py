@@ -18,6 +18,9 @@ CONTEXT_KEY = "langorch"
 _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _EMAIL = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+)$")
 _PROVIDERS = ("offline", "bedrock", "openai")
+_SES_IDENTITY = ("create", "existing")
+PLACEHOLDER_SENDER = "langorch@example.com"
+"""The shipped ``sender_email``: SES can never verify it, so synthesis refuses it."""
 _LOG_LEVELS = ("ALL", "ERROR", "FATAL", "OFF")
 RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 """The retention periods CloudWatch Logs offers."""
@@ -36,9 +39,13 @@ class DeployConfig:
             resource names, so several stages can share an account.
         region: AWS region; ``None`` means the CLI's (``CDK_DEFAULT_REGION``).
         account: AWS account; ``None`` means the CLI's (``CDK_DEFAULT_ACCOUNT``).
-        sender_email: the address approval emails come from (an SES identity).
+        sender_email: the address approval emails come from (an SES identity). The shipped
+            placeholder ``langorch@example.com`` is refused: set your own.
         ses_domain: when set, SES verifies this whole domain (DKIM) instead of the sender
             address alone.
+        ses_identity: ``create`` (the stack creates the identity: the address or domain is
+            new to SES in this account and region) or ``existing`` (it is verified already,
+            e.g. by another stage or by hand: the stack only grants sending from it).
         public_base_url: the base of approval links; ``None`` means the HTTP API's own URL.
         domain_name: optional custom domain for the HTTP API (needs ``certificate_arn``).
         certificate_arn: ACM certificate for ``domain_name``, in the stack's region.
@@ -51,6 +58,10 @@ class DeployConfig:
             when ``bedrock_regions`` lists every region the profile routes to.
         bedrock_regions: regions whose foundation models an inference profile may route to
             (default: the stack's region only).
+        bedrock_marketplace_products: AWS Marketplace product ids of third-party models
+            (Anthropic, Meta, ...; the Bedrock model catalog lists them): the runner may then
+            subscribe the account on the first invocation. Empty: someone with Marketplace
+            permissions invokes each model once (README, "Bedrock").
         log_retention_days: retention of every log group.
         checkpoint_ttl_days: checkpoints (and their offloaded S3 objects) expire after this.
         retain_data: keep tables and the bucket when the stack is destroyed.
@@ -58,6 +69,7 @@ class DeployConfig:
         api_rate_limit: HTTP API steady-state requests per second.
         api_burst_limit: HTTP API burst.
         alarm_email: optional address subscribed to the alarm topic.
+        snap_start: SnapStart on the runner (not offered in every region, e.g. China's).
         bundle: build the dependency layer (``pip install`` for arm64, byte-compiled). Off
             for ``make synth`` and tests, which must stay offline and fast; ``make deploy``
             turns it on.
@@ -71,6 +83,7 @@ class DeployConfig:
     account: str | None = None
     sender_email: str = "langorch@example.com"
     ses_domain: str | None = None
+    ses_identity: str = "create"
     public_base_url: str | None = None
     domain_name: str | None = None
     certificate_arn: str | None = None
@@ -79,6 +92,7 @@ class DeployConfig:
     llm_model: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
     bedrock_models: tuple[str, ...] = ()
     bedrock_regions: tuple[str, ...] = ()
+    bedrock_marketplace_products: tuple[str, ...] = ()
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
     retain_data: bool = True
@@ -86,6 +100,7 @@ class DeployConfig:
     api_rate_limit: int = 50
     api_burst_limit: int = 100
     alarm_email: str | None = None
+    snap_start: bool = True
     bundle: bool = False
     python312: str | None = None
     build_dir: str | None = None
@@ -143,10 +158,15 @@ class DeployConfig:
             ConfigError: a value is invalid; the message names the setting.
         """
         raw = dict(values)
-        for name in ("default_approvers", "bedrock_models", "bedrock_regions"):
+        for name in (
+            "default_approvers",
+            "bedrock_models",
+            "bedrock_regions",
+            "bedrock_marketplace_products",
+        ):
             if name in raw:
                 raw[name] = tuple(_as_list(raw[name]))
-        for name in ("retain_data", "bundle"):
+        for name in ("retain_data", "bundle", "snap_start"):
             if name in raw:
                 raw[name] = _as_bool(name, raw[name])
         for name in ("log_retention_days", "checkpoint_ttl_days", "api_rate_limit"):
@@ -169,6 +189,24 @@ class DeployConfig:
             )
         if not _EMAIL.match(self.sender_email):
             raise ConfigError(f"sender_email {self.sender_email!r} is not an email address")
+        if self.sender_email == PLACEHOLDER_SENDER:
+            raise ConfigError(
+                f"sender_email is still the placeholder {PLACEHOLDER_SENDER}, which SES cannot "
+                "verify: set an address you receive mail at (or one at a domain you own) in "
+                'cdk.json\'s "langorch" settings or with CDK_ARGS="-c sender_email=you@your.domain"'
+            )
+        if self.ses_identity not in _SES_IDENTITY:
+            raise ConfigError(
+                f"ses_identity {self.ses_identity!r}: 'create' (the stack creates and verifies "
+                "the identity) or 'existing' (it is already verified in this account and region)"
+            )
+        if self.ses_domain and not self.sender_email.lower().endswith(
+            "@" + self.ses_domain.lower()
+        ):
+            raise ConfigError(
+                f"sender_email {self.sender_email!r} is not at ses_domain {self.ses_domain!r}: "
+                "SES only sends from the verified domain's addresses"
+            )
         for approver in self.default_approvers:
             if not _EMAIL.match(approver):
                 raise ConfigError(f"default_approvers: {approver!r} is not an email address")

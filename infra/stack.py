@@ -59,6 +59,7 @@ class LangorchStack(Stack):
             prefix=prefix,
             sender_email=config.sender_email,
             domain=config.ses_domain,
+            create_identity=config.ses_identity == "create",
         )
         self.functions = Functions(
             self,
@@ -74,6 +75,8 @@ class LangorchStack(Stack):
             email=self.email,
             bedrock_models=config.models_to_grant,
             bedrock_regions=config.bedrock_regions,
+            bedrock_marketplace_products=config.bedrock_marketplace_products,
+            snap_start=config.snap_start,
         )
         self.workflow = RunStateMachine(
             self,
@@ -125,7 +128,7 @@ class LangorchStack(Stack):
                 "LANGORCH_LINK_SIGNING_SECRET": self.secrets.link_signing_key.secret_arn,
                 "LANGORCH_LLM_API_KEY_SECRET": self.secrets.llm_api_key.secret_arn,
                 "LANGORCH_WEBHOOK_SECRET_PREFIX": self.secrets.webhook_prefix,
-                "LANGORCH_SCHEDULER_GROUP": self.triggers.schedule_group.schedule_group_name,
+                "LANGORCH_SCHEDULER_GROUP": self.triggers.schedule_group_name,
                 "LANGORCH_LOG_GROUP_PREFIX": self.functions.log_group_prefix,
             }
         )
@@ -164,7 +167,7 @@ class LangorchStack(Stack):
             "ApiUrl": self.api.url,
             "PublicBaseUrl": public_base_url,
             "TriggerFunctionArn": self.functions.trigger.function_arn,
-            "SchedulerGroup": self.triggers.schedule_group.schedule_group_name,
+            "SchedulerGroup": self.triggers.schedule_group_name,
             "SchedulerRoleArn": self.triggers.scheduler_role.role_arn,
             "ScheduleDlqArn": self.triggers.schedule_dlq.queue_arn,
             "LinkSigningSecret": self.secrets.link_signing_key.secret_arn,

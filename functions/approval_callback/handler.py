@@ -36,6 +36,7 @@ from langorch.web.http import UnreadableBodyError, http_status, raw_body
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+    from langorch.domain.approvals import Approval
     from langorch.web.pages import Page
 
 # Typed here so Powertools' decorators keep the handler's signature for mypy.
@@ -200,7 +201,19 @@ def _post(approval_id: str) -> Response[str]:
             f"approval {approval_id}: form not UTF-8 or too many fields"
         ) from exc
     form = {key: values[0] for key, values in fields.items() if values}
-    return _response(_page(decide_approval(_request(approval_id, form), container())))
+    outcome = decide_approval(_request(approval_id, form), container())
+    if isinstance(outcome, Decided):
+        _approval_wait(outcome.approval)
+    return _response(_page(outcome))
+
+
+def _approval_wait(approval: Approval) -> None:
+    # Decided: this request made the decision (a later visit is AlreadyDecided and emits
+    # nothing), so each approval's wait is counted once.
+    if approval.decided_at is None:
+        return
+    waited = (approval.decided_at - approval.created_at).total_seconds()
+    metrics.add_metric(name="ApprovalWait", unit=MetricUnit.Seconds, value=max(waited, 0.0))
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from langorch import observability
 from langorch.app.approvals import RequestApproval, request_approval
 from langorch.app.bootstrap import SandboxContainer
+from langorch.domain.errors import StorageError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -50,6 +51,20 @@ class RequestApprovalEvent(BaseModel):
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Store the token, record the approval and email its approvers (see the module docstring)."""
+    try:
+        return _request(event)
+    except RETRIED:
+        raise
+    except Exception:
+        observability.unexpected_error("request-approval")
+        raise
+
+
+RETRIED = (StorageError,)
+"""Errors the state machine's ``Retry`` on AwaitApproval absorbs on purpose: not alarming."""
+
+
+def _request(event: dict[str, Any]) -> dict[str, Any]:
     request = RequestApprovalEvent.model_validate(event)
     # Context-local keys, as in run_segment's handler (local mode runs invocations in threads).
     logger.thread_safe_clear_keys()

@@ -31,8 +31,9 @@ import langorch.engine.compiler
 import langorch.engine.segments  # noqa: F401
 from langorch.app.bootstrap import SandboxContainer
 from langorch.app.runs import RunSegment, mark_failed, run_segment
+from langorch.domain.errors import LeaseHeldError, StorageError
 from langorch.domain.runs import RunError
-from langorch.observability import logger, metrics, tracer
+from langorch.observability import logger, metrics, tracer, unexpected_error
 
 log: Logger = logger()
 measure: Metrics = metrics()
@@ -91,6 +92,8 @@ def _lambda_error_message(cause: str) -> str | None:
 
 
 _ENDED_METRIC = {"succeeded": "RunsSucceeded", "failed": "RunsFailed"}
+RETRIED = (StorageError, LeaseHeldError)
+"""Errors the state machine's ``Retry`` on RunSegment absorbs on purpose: not alarming."""
 
 
 @log.inject_lambda_context(clear_state=True)
@@ -98,14 +101,20 @@ _ENDED_METRIC = {"succeeded": "RunsSucceeded", "failed": "RunsFailed"}
 @measure.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Run one segment, or mark the run failed (see the module docstring for the events)."""
-    request = _EVENT.validate_python(event)
-    # Context-local keys: locally many invocations share this process (one per thread), and a
-    # line must never carry another run's id. In Lambda it is the same as append_keys.
-    log.thread_safe_clear_keys()
-    log.thread_safe_append_keys(run_id=request.run_id)
-    if isinstance(request, FailEvent):
-        return _fail(request)
-    return _segment(request)
+    try:
+        request = _EVENT.validate_python(event)
+        # Context-local keys: locally many invocations share this process (one per thread),
+        # and a line must never carry another run's id. In Lambda it is append_keys.
+        log.thread_safe_clear_keys()
+        log.thread_safe_append_keys(run_id=request.run_id)
+        if isinstance(request, FailEvent):
+            return _fail(request)
+        return _segment(request)
+    except RETRIED:
+        raise
+    except Exception:
+        unexpected_error("run-segment")
+        raise
 
 
 def _segment(request: SegmentEvent) -> dict[str, Any]:

@@ -7,6 +7,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ses as ses
 from constructs import Construct
 
+SEND = ["ses:SendEmail"]
+"""``SesSender`` calls SES v1 ``SendEmail`` only (never ``SendRawEmail``)."""
+
 
 class Email(Construct):
     """The sender identity and configuration set for approval emails.
@@ -19,14 +22,24 @@ class Email(Construct):
         prefix: name prefix, ``langorch-<stage>``.
         sender_email: the From address.
         domain: verify the whole domain (DKIM records to publish) instead of the address.
+        create_identity: create the identity (``ses_identity: create``), or adopt one already
+            verified in this account and region (``existing``): SES refuses a second
+            ``EmailIdentity`` for the same address or domain, e.g. from another stage.
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, prefix: str, sender_email: str, domain: str | None
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        prefix: str,
+        sender_email: str,
+        domain: str | None,
+        create_identity: bool = True,
     ) -> None:
         super().__init__(scope, id)
         self.sender_email = sender_email
-        identity = ses.Identity.domain(domain) if domain else ses.Identity.email(sender_email)
+        self.identity_name = domain or sender_email
         self.configuration_set = ses.ConfigurationSet(
             self,
             "ConfigurationSet",
@@ -35,26 +48,42 @@ class Email(Construct):
             sending_enabled=True,
             tls_policy=ses.ConfigurationSetTlsPolicy.REQUIRE,
         )
-        self.identity = ses.EmailIdentity(
-            self, "Identity", identity=identity, configuration_set=self.configuration_set
+        self.identity: ses.EmailIdentity | None = None
+        if create_identity:
+            identity = ses.Identity.domain(domain) if domain else ses.Identity.email(sender_email)
+            self.identity = ses.EmailIdentity(
+                self, "Identity", identity=identity, configuration_set=self.configuration_set
+            )
+
+    def _arn(self, resource: str, name: str) -> str:
+        return Arn.format(
+            ArnComponents(service="ses", resource=resource, resource_name=name), Stack.of(self)
         )
 
     def grant_send(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` send from the identity through the configuration set.
 
-        SES authorizes a send against both the identity and the configuration set it names.
+        SES authorizes a send against every identity it involves: the sender's, the
+        configuration set it names, and — while the account is in the SES sandbox — each
+        recipient's (sandbox recipients must themselves be verified identities). Approvers
+        are known only at run time, so the recipient side is every identity of this account
+        and region (``identity/*``); the sender is still pinned by the ``ses:FromAddress``
+        condition, so the role cannot send as anyone else.
         """
-        self.identity.grant_send_email(grantee)
-        config_set_arn = Arn.format(
-            ArnComponents(
-                service="ses",
-                resource="configuration-set",
-                resource_name=self.configuration_set.configuration_set_name,
-            ),
-            Stack.of(self),
+        sender = (
+            self.identity.email_identity_arn
+            if self.identity is not None
+            else self._arn("identity", self.identity_name)
+        )
+        config_set = self._arn("configuration-set", self.configuration_set.configuration_set_name)
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=SEND,
+            resource_arns=[sender, config_set],
         )
         iam.Grant.add_to_principal(
             grantee=grantee,
-            actions=["ses:SendEmail", "ses:SendRawEmail"],
-            resource_arns=[config_set_arn],
+            actions=SEND,
+            resource_arns=[self._arn("identity", "*")],
+            conditions={"StringEquals": {"ses:FromAddress": self.sender_email}},
         )

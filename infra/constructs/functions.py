@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from infra.constructs.bundling import (
@@ -56,6 +58,46 @@ def bedrock_model_arns(
             f"arn:{stack.partition}:bedrock:{region}::foundation-model/{base}" for region in regions
         )
     return arns
+
+
+def grant_bedrock_first_use(grantee: iam.IGrantable, product_ids: tuple[str, ...]) -> None:
+    """Let the first invocation of a third-party (Marketplace) model subscribe the account.
+
+    Bedrock subscribes the account to a third-party model on its first invocation, with the
+    caller's permissions: ``aws-marketplace:Subscribe`` limited to the models' product ids
+    (the ``aws-marketplace:ProductId`` condition AWS documents for model access) and
+    ``aws-marketplace:ViewSubscriptions``, which has no resource or condition to scope by.
+    Our code makes neither call; Bedrock does, once per account.
+    """
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["aws-marketplace:Subscribe"],
+        resource_arns=["*"],
+        conditions={"ForAnyValue:StringEquals": {"aws-marketplace:ProductId": list(product_ids)}},
+    )
+    iam.Grant.add_to_principal(
+        grantee=grantee, actions=["aws-marketplace:ViewSubscriptions"], resource_arns=["*"]
+    )
+
+
+def _grant_table(table: dynamodb.Table, grantee: iam.IGrantable, *actions: str) -> None:
+    # Exact actions on the table alone: grant_read_data and the like add Scan, BatchGetItem,
+    # DescribeTable and stream reads, and Table.grant adds the indexes, none of which the
+    # functions call.
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=[f"dynamodb:{action}" for action in actions],
+        resource_arns=[table.table_arn],
+    )
+
+
+def _grant_secret_read(secret: secretsmanager.ISecret, grantee: iam.IGrantable) -> None:
+    # GetSecretValue only (Powertools' provider): grant_read adds DescribeSecret.
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["secretsmanager:GetSecretValue"],
+        resource_arns=[secret.secret_arn],
+    )
 
 
 @dataclass(frozen=True)
@@ -115,6 +157,10 @@ class Functions(Construct):
         tables, files, secrets, email: the resources the handlers use.
         bedrock_models: model or inference-profile ids the runner may invoke.
         bedrock_regions: where inference profiles may route (default: the stack's region).
+        bedrock_marketplace_products: AWS Marketplace product ids of the configured models,
+            letting the runner's first invocation subscribe the account (see
+            :func:`grant_bedrock_first_use`).
+        snap_start: SnapStart on the runner (the alias is used either way).
     """
 
     def __init__(
@@ -133,6 +179,8 @@ class Functions(Construct):
         email: Email,
         bedrock_models: tuple[str, ...] = (),
         bedrock_regions: tuple[str, ...] = (),
+        bedrock_marketplace_products: tuple[str, ...] = (),
+        snap_start: bool = True,
     ) -> None:
         super().__init__(scope, id)
         self._prefix = prefix
@@ -146,6 +194,8 @@ class Functions(Construct):
             code=layer_code(build_dir, bundle=bundle, python312=python312),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURE],
+            # Named so the README's tear-down can list the versions RETAIN leaves behind.
+            layer_version_name=f"{prefix}-dependencies",
             description="langorch third-party dependencies (arm64, Python 3.12, byte-compiled)",
             removal_policy=RemovalPolicy.RETAIN,  # a published SnapStart version may use it
         )
@@ -153,7 +203,9 @@ class Functions(Construct):
 
         self.trigger = self._function("Trigger", _TRIGGER)
         self.run_segment = self._function(
-            "RunSegment", _RUNNER, snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS
+            "RunSegment",
+            _RUNNER,
+            snap_start=lambda_.SnapStartConf.ON_PUBLISHED_VERSIONS if snap_start else None,
         )
         self.request_approval = self._function("RequestApproval", _REQUEST_APPROVAL)
         self.approval_callback = self._function("ApprovalCallback", _APPROVAL_CALLBACK)
@@ -163,49 +215,65 @@ class Functions(Construct):
             self, "RunSegmentLive", alias_name="live", version=self.run_segment.current_version
         )
 
-        # --- permissions: each function gets what its use-case touches, nothing more ---
+        # --- permissions: each function gets the calls its code makes, nothing more ---
+        # tests/infra/test_iam_from_code.py derives every function's AWS calls from the
+        # adapters its use-cases reach and checks these grants equal them, action for action.
         trigger, runner = self.trigger, self.run_segment
         request, callback = self.request_approval, self.approval_callback
-        # trigger: look up the workflow and its trigger, write the run and its dedupe marker,
-        # verify webhook signatures. StartExecution is granted with the state machine.
-        tables.definitions.grant_read_data(trigger)
-        tables.runs.grant_read_write_data(trigger)
+        # trigger: the workflow and its trigger (GetItem; the trigger index Scans the heads),
+        # the run and its dedupe marker (a transaction: Put + ConditionCheck; its first
+        # timeline events: BatchWrite), webhook signatures. StartExecution comes with the
+        # state machine.
+        _grant_table(tables.definitions, trigger, "GetItem", "Scan")
+        _grant_table(
+            tables.runs, trigger, "GetItem", "PutItem", "ConditionCheckItem", "BatchWriteItem"
+        )
         secrets.grant_read_webhook_secrets(trigger)
-        # runner: pinned definitions, the run (lease, timeline), checkpoints with S3 offload,
-        # long-term memory, the LLM key, and the dropped files read_file steps read.
-        tables.definitions.grant_read_data(runner)
-        tables.runs.grant_read_write_data(runner)
-        tables.checkpoints.grant_read_write_data(runner)
-        tables.memory.grant_read_write_data(runner)
+        # runner: pinned definitions, the run (lease, timeline, approvals it cancels),
+        # checkpoints (LangGraph's saver: Query, Scan for list(), BatchWrite) with S3 offload,
+        # long-term memory (langgraph-checkpoint-aws's store), the LLM key, dropped files.
+        _grant_table(tables.definitions, runner, "GetItem")
+        _grant_table(
+            tables.runs,
+            runner,
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "ConditionCheckItem",
+            "BatchWriteItem",
+        )
+        _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem")
+        _grant_table(tables.memory, runner, "GetItem", "UpdateItem", "DeleteItem", "Query", "Scan")
         files.grant_checkpoint_offload(runner)
         files.grant_read_drops(runner)
-        secrets.llm_api_key.grant_read(runner)
+        _grant_secret_read(secrets.llm_api_key, runner)
         if bedrock_models:
             iam.Grant.add_to_principal(
                 grantee=runner,
-                actions=["bedrock:InvokeModel", "bedrock:InvokeModelWithResponseStream"],
+                # Converse is authorized as InvokeModel; nothing streams.
+                actions=["bedrock:InvokeModel"],
                 resource_arns=bedrock_model_arns(
                     Stack.of(self), bedrock_models, bedrock_regions or (Stack.of(self).region,)
                 ),
             )
-        # request_approval: the run and its approval record (runs table), the signing key for
-        # the link, SES for the email.
-        tables.definitions.grant_read_data(request)
-        tables.runs.grant_read_write_data(request)
-        secrets.link_signing_key.grant_read(request)
+            if bedrock_marketplace_products:
+                grant_bedrock_first_use(runner, bedrock_marketplace_products)
+        # request_approval: the run, the approval record and its audit (runs table), the
+        # signing key for the link, SES for the email.
+        _grant_table(tables.runs, request, "GetItem", "PutItem", "UpdateItem")
+        _grant_secret_read(secrets.link_signing_key, request)
         email.grant_send(request)
         # approval_callback: verify the link, decide once (conditional write), resume the run.
-        tables.definitions.grant_read_data(callback)
-        tables.runs.grant_read_write_data(callback)
-        secrets.link_signing_key.grant_read(callback)
-        # Task tokens are not ARN-scoped: SendTaskSuccess/SendTaskFailure name no state machine
-        # in the request, so IAM cannot match them to one, and the service authorization
-        # reference lists no resource type for them. This is the stack's one wildcard
-        # resource outside X-Ray (which has no resource-level permissions either).
+        _grant_table(tables.runs, callback, "GetItem", "PutItem", "UpdateItem")
+        _grant_secret_read(secrets.link_signing_key, callback)
+        # Task tokens are not ARN-scoped: SendTaskSuccess names no state machine in the
+        # request, so IAM cannot match it to one, and the service authorization reference
+        # lists no resource type for it. This is the stack's one wildcard resource outside
+        # X-Ray (which has no resource-level permissions either). A rejection also resumes
+        # the run with SendTaskSuccess (the run decides what "rejected" means), so
+        # SendTaskFailure is never called and not granted.
         iam.Grant.add_to_principal(
-            grantee=callback,
-            actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
-            resource_arns=["*"],
+            grantee=callback, actions=["states:SendTaskSuccess"], resource_arns=["*"]
         )
 
     @property
@@ -272,9 +340,14 @@ class Functions(Construct):
             log_group=log_group,
             logging_format=lambda_.LoggingFormat.JSON,
             application_log_level_v2=lambda_.ApplicationLogLevel.INFO,
-            system_log_level_v2=lambda_.SystemLogLevel.WARN,
+            # INFO, not WARN: Lambda's REPORT line (platform.report: duration, init and
+            # SnapStart restore durations) is an INFO system event; the dashboard reads it.
+            system_log_level_v2=lambda_.SystemLogLevel.INFO,
             tracing=lambda_.Tracing.ACTIVE,
             snap_start=snap_start,
+            # A replaced version is deleted: SnapStart bills each published version's cached
+            # snapshot for as long as it exists, and only the live alias is ever invoked.
+            current_version_options=lambda_.VersionOptions(removal_policy=RemovalPolicy.DESTROY),
             environment={
                 "POWERTOOLS_SERVICE_NAME": "langorch",
                 "POWERTOOLS_METRICS_NAMESPACE": "langorch",

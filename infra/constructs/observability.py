@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_lambda as lambda_
@@ -17,18 +17,53 @@ NAMESPACE = "langorch"
 """EMF namespace of ``langorch.observability``; Powertools adds the ``service`` dimension."""
 DIMENSIONS = {"service": "langorch"}
 PERIOD = Duration.minutes(5)
+RETRIED_BY_THE_STATE_MACHINE = ("run-segment", "request-approval")
+"""Functions whose storage and lease errors the state machine retries on purpose: their alarm
+watches ``UnexpectedErrors`` (emitted by the handler), not Lambda's ``Errors``."""
 
 
-def metric(name: str, statistic: str = "Sum", label: str | None = None) -> cw.Metric:
-    """One of the handlers' EMF metrics."""
+def metric(
+    name: str,
+    statistic: str = "Sum",
+    label: str | None = None,
+    dimensions: dict[str, str] | None = None,
+) -> cw.Metric:
+    """One of the handlers' EMF metrics, with the dimensions it is emitted with."""
     return cw.Metric(
         namespace=NAMESPACE,
         metric_name=name,
-        dimensions_map=DIMENSIONS,
+        dimensions_map={**DIMENSIONS, **(dimensions or {})},
         statistic=statistic,
         period=PERIOD,
         label=label or name,
     )
+
+
+def search(name: str, dimension: str, label: str) -> cw.MathExpression:
+    """Every series of a metric emitted per value of one more dimension (``trigger`` of
+    ``RunsStarted``, ``status`` of ``WebhookRejected``): one line per value seen."""
+    return cw.MathExpression(
+        expression=(
+            f"SEARCH('{{{NAMESPACE},service,{dimension}}} MetricName=\"{name}\"', 'Sum', "
+            f"{int(PERIOD.to_seconds())})"
+        ),
+        label=label,
+        period=PERIOD,
+    )
+
+
+COLD_STARTS_QUERY = [
+    # Lambda's own REPORT line (JSON logs: platform.report) carries the init duration of a
+    # cold start and, for SnapStart, the restore duration; CloudWatch has no metric for them.
+    "fields @timestamp, @log",
+    'filter type = "platform.report"',
+    "stats count(record.metrics.initDurationMs) as cold_starts,"
+    " avg(record.metrics.initDurationMs) as init_avg_ms,"
+    " pct(record.metrics.initDurationMs, 95) as init_p95_ms,"
+    " count(record.metrics.restoreDurationMs) as restores,"
+    " avg(record.metrics.restoreDurationMs) as restore_avg_ms,"
+    " pct(record.metrics.restoreDurationMs, 95) as restore_p95_ms by @log",
+]
 
 
 class Observability(Construct):
@@ -92,11 +127,19 @@ class Observability(Construct):
                 f"Events that could not start runs are waiting in the {name} DLQ.",
             )
         for name, function in functions.items():
-            alarm(
-                f"Errors-{name}",
-                function.metric_errors(period=PERIOD, statistic="Sum"),
-                f"The {name} function failed; its log group has the error with the run id.",
-            )
+            if name in RETRIED_BY_THE_STATE_MACHINE:
+                alarm(
+                    f"UnexpectedErrors-{name}",
+                    metric("UnexpectedErrors", dimensions={"function": name}),
+                    f"The {name} function failed with an error the state machine does not "
+                    "retry; its log group has the error with the run id.",
+                )
+            else:
+                alarm(
+                    f"Errors-{name}",
+                    function.metric_errors(period=PERIOD, statistic="Sum"),
+                    f"The {name} function failed; its log group has the error with the run id.",
+                )
             alarm(
                 f"Throttles-{name}",
                 function.metric_throttles(period=PERIOD, statistic="Sum"),
@@ -134,12 +177,16 @@ class Observability(Construct):
             log_groups=log_groups,
         )
 
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=prefix)
+        # Dashboard names are global per account (not per region): the region makes one
+        # stage deployable in two regions.
+        self.dashboard = cw.Dashboard(
+            self, "Dashboard", dashboard_name=f"{prefix}-{Stack.of(self).region}"
+        )
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Runs",
                 left=[
-                    metric("RunsStarted", label="started"),
+                    search("RunsStarted", "trigger", "started"),
                     metric("RunsSucceeded", label="succeeded"),
                     metric("RunsFailed", label="failed"),
                 ],
@@ -157,17 +204,26 @@ class Observability(Construct):
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Approval wait (s)",
+                title="Approvals",
                 left=[
-                    metric("ApprovalWait", "Average", "average"),
-                    metric("ApprovalWait", "p95", "p95"),
+                    metric("ApprovalsRequested", label="requested"),
+                    metric("ApprovalEmails", label="emails sent"),
+                ],
+                right=[
+                    metric("ApprovalWait", "Average", "wait average (s)"),
+                    metric("ApprovalWait", "p95", "wait p95 (s)"),
                 ],
                 width=8,
             ),
-            cw.GraphWidget(title="LLM tokens", left=[metric("LLMTokens", label="tokens")], width=8),
             cw.GraphWidget(
-                title="Webhooks rejected",
-                left=[metric("WebhookRejected", label="rejected")],
+                title="Approval pages",
+                left=[metric(f"ApprovalPages{klass}xx", label=f"{klass}xx") for klass in (2, 4, 5)],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="LLM tokens and webhooks rejected",
+                left=[metric("LLMTokens", label="tokens")],
+                right=[search("WebhookRejected", "status", "rejected")],
                 width=8,
             ),
         )
@@ -193,6 +249,22 @@ class Observability(Construct):
                     for n, q in dead_letter_queues.items()
                 ],
                 width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Unexpected errors (not retried)",
+                left=[
+                    metric("UnexpectedErrors", label=n, dimensions={"function": n})
+                    for n in RETRIED_BY_THE_STATE_MACHINE
+                ],
+                width=8,
+            ),
+            cw.LogQueryWidget(
+                title="Cold starts: init and SnapStart restore (ms)",
+                log_group_names=[g.log_group_name for g in log_groups],
+                query_lines=COLD_STARTS_QUERY,
+                width=16,
             ),
         )
         self.dashboard.add_widgets(

@@ -17,8 +17,14 @@ class Secrets(Construct):
     """The stack's secrets. Values never appear in the template, environment or outputs.
 
     - link-signing key: ``{"current": "k1", "keys": {"k1": <generated, base64>}}``.
-    - LLM API key: created holding ``{"api_key": ""}``; the operator stores the real key
-      (README, "Deploying to AWS").
+    - LLM API key: created holding ``{"api_key": "", "placeholder": <generated>}``; the
+      operator stores the real key (README, "Deploying to AWS").
+
+    Operators own these values (``langorch keys rotate`` rewrites the signing key, the
+    operator puts the LLM key), so the template holds none of them: CloudFormation writes a
+    secret's value when it creates it and afterwards only when ``SecretString`` or
+    ``GenerateSecretString`` itself changes in the template — tests pin both, so no deploy
+    rewrites what an operator stored.
     - webhook secrets: one per workflow under ``<prefix>/webhooks/``, created by the CLI when a
       workflow with a webhook trigger is registered; the stack only grants reading them.
 
@@ -60,9 +66,15 @@ class Secrets(Construct):
             self,
             "LlmApiKey",
             description='langorch: OpenAI API key as {"api_key": "..."} (empty until set)',
-            # An empty placeholder, not a credential: the real key is put after deploy so it
-            # never passes through the template.
-            secret_object_value={"api_key": SecretValue.unsafe_plain_text("")},
+            # Generated on create, so no value is template-managed: the template's
+            # SecretString would be written again whenever it changed, over the operator's
+            # key. The generated "placeholder" is never read (Container reads "api_key").
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template=json.dumps({"api_key": ""}),
+                generate_string_key="placeholder",
+                password_length=16,
+                exclude_punctuation=True,
+            ),
             removal_policy=RemovalPolicy.DESTROY,
         )
 
@@ -83,6 +95,6 @@ class Secrets(Construct):
         )
         return iam.Grant.add_to_principal(
             grantee=grantee,
-            actions=["secretsmanager:GetSecretValue", "secretsmanager:DescribeSecret"],
+            actions=["secretsmanager:GetSecretValue"],
             resource_arns=[arn],
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -55,9 +55,13 @@ class Triggers(Construct):
             max_event_age=Duration.hours(6),
         )
 
-        self.schedule_group = scheduler.ScheduleGroup(
-            self, "ScheduleGroup", schedule_group_name=prefix
-        )
+        # Named by CloudFormation (a random suffix: the L2 construct would write a fixed
+        # generated name) and deleted with the stack, whatever `retain_data` says: deleting a
+        # group deletes its schedules, which would otherwise keep firing at a deleted
+        # function, and a fixed name collides with a group still being deleted. Schedules
+        # are derived data: `langorch workflows put` recreates them from the definitions.
+        self.schedule_group = scheduler.CfnScheduleGroup(self, "ScheduleGroup")
+        self.schedule_group.apply_removal_policy(RemovalPolicy.DESTROY)
         account = Stack.of(self).account
         # Only the account's own Scheduler may assume it (confused-deputy guard).
         self.scheduler_role = iam.Role(
@@ -97,6 +101,11 @@ class Triggers(Construct):
                 max_event_age=Duration.hours(24),
             )
         )
+
+    @property
+    def schedule_group_name(self) -> str:
+        """The group's name (``Ref``), where ``langorch workflows put`` creates schedules."""
+        return self.schedule_group.ref
 
     @property
     def dead_letter_queues(self) -> dict[str, sqs.Queue]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
@@ -15,6 +15,20 @@ from infra.retention import retention_days
 
 ASL_FILE = REPO_ROOT / "shared" / "langorch" / "statemachine.asl.json"
 """One definition of the state machine (ARCHITECTURE §2): CDK and ``langorch dev`` share it."""
+
+
+PARTITION_VARIABLE = "${Partition}"
+
+
+def definition_text(asl_file: Path, partition: str) -> str:
+    """The ASL with ``arn:${Partition}:states:::…`` filled in at synthesis.
+
+    Filled here rather than through ``DefinitionSubstitutions``: CDK knows the partition of a
+    stack with a region (``aws``, ``aws-cn``, ``aws-us-gov``) and writes it literally, which
+    cfn-lint can check; an environment-agnostic stack gets ``${AWS::Partition}``. The local
+    stack fills the same variable with ``aws`` (``langorch.local.statemachine``).
+    """
+    return asl_file.read_text(encoding="utf-8").replace(PARTITION_VARIABLE, partition)
 
 
 class RunStateMachine(Construct):
@@ -62,7 +76,9 @@ class RunStateMachine(Construct):
             # from_string, not from_file: the definition goes into the template itself
             # (DefinitionString) rather than a separate S3 asset, so the template alone shows
             # what runs, and tests compare it with the file.
-            definition_body=sfn.DefinitionBody.from_string(asl_file.read_text(encoding="utf-8")),
+            definition_body=sfn.DefinitionBody.from_string(
+                definition_text(asl_file, Stack.of(self).partition)
+            ),
             definition_substitutions={
                 "RunSegmentFunctionArn": run_segment.function_arn,
                 "RequestApprovalFunctionArn": request_approval.function_arn,

@@ -39,6 +39,28 @@ def metrics() -> Any:
     return Metrics(namespace=NAMESPACE, service=SERVICE)
 
 
+UNEXPECTED_ERRORS = "UnexpectedErrors"
+"""Errors no retry is meant to absorb (dimensions ``service``, ``function``): what alarms watch.
+Lambda's own ``Errors`` also counts the storage and lease errors the state machine retries on
+purpose."""
+
+
+def unexpected_error(function: str) -> None:
+    """Count one unexpected error of ``function`` (flushed at once: the invocation is failing).
+
+    Args:
+        function: the function's short name (``run-segment``, ``request-approval``).
+    """
+    from aws_lambda_powertools import single_metric
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    with single_metric(
+        name=UNEXPECTED_ERRORS, unit=MetricUnit.Count, value=1, namespace=NAMESPACE
+    ) as metric:
+        metric.add_dimension("service", SERVICE)
+        metric.add_dimension("function", function)
+
+
 def tracing_enabled() -> bool:
     """Whether Powertools' ``Tracer`` would trace in this process.
 

@@ -8,6 +8,8 @@ import pytest
 
 from infra.config import ConfigError, DeployConfig
 
+SENDER = {"sender_email": "approvals@example.org"}
+
 
 def _context(values: dict[str, Any]) -> Any:
     return values.get
@@ -15,7 +17,12 @@ def _context(values: dict[str, Any]) -> Any:
 
 def test_cli_overrides_win_over_cdk_json_and_strings_are_coerced() -> None:
     context = {
-        "langorch": {"stage": "dev", "default_approvers": ["a@example.org"], "retain_data": True},
+        "langorch": {
+            "stage": "dev",
+            "default_approvers": ["a@example.org"],
+            "retain_data": True,
+            **SENDER,
+        },
         "stage": "prod",
         "default_approvers": "b@example.org, c@example.org",
         "retain_data": "false",
@@ -30,11 +37,13 @@ def test_cli_overrides_win_over_cdk_json_and_strings_are_coerced() -> None:
 
 
 def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
-    assert DeployConfig.parse({"llm_provider": "bedrock"}).models_to_grant == (
+    assert DeployConfig.parse({"llm_provider": "bedrock", **SENDER}).models_to_grant == (
         "anthropic.claude-3-haiku-20240307-v1:0",
     )
     assert (
-        DeployConfig.parse({"llm_provider": "openai", "llm_model": "gpt-4o-mini"}).models_to_grant
+        DeployConfig.parse(
+            {"llm_provider": "openai", "llm_model": "gpt-4o-mini", **SENDER}
+        ).models_to_grant
         == ()
     )
 
@@ -50,15 +59,38 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"domain_name": "runs.example.org"}, "certificate_arn"),
         ({"retain_data": "maybe"}, "retain_data"),
         ({"log_retention_days": 31}, "log_retention_days"),
+        ({"ses_identity": "maybe"}, "ses_identity"),
+        ({"ses_domain": "example.com"}, "is not at ses_domain"),
     ],
 )
 def test_invalid_settings_are_refused_with_the_setting_named(
     values: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message):
-        DeployConfig.parse(values)
+        DeployConfig.parse({**SENDER, **values})
+
+
+def test_the_shipped_placeholder_sender_is_refused_with_how_to_set_one() -> None:
+    # Given cdk.json as shipped (its sender_email is the placeholder SES cannot verify)
+    with pytest.raises(ConfigError) as refused:
+        DeployConfig.from_context(_context({"langorch": {"sender_email": "langorch@example.com"}}))
+    # Then synthesis stops, naming the setting and how to set it
+    assert "sender_email" in str(refused.value)
+    assert "-c sender_email=" in str(refused.value)
+    assert DeployConfig().sender_email == "langorch@example.com"  # nothing ships a real one
 
 
 def test_unknown_settings_are_refused() -> None:
     with pytest.raises(ConfigError, match="unknown langorch setting"):
         DeployConfig.from_context(_context({"langorch": {"stgae": "dev"}}))
+
+
+def test_make_synth_takes_the_same_context_arguments_as_cdk() -> None:
+    from infra.app import context_from_args
+
+    assert context_from_args(["-c", "stage=prod", "--context", "sender_email=a@b.org"]) == {
+        "stage": "prod",
+        "sender_email": "a@b.org",
+    }
+    with pytest.raises(SystemExit, match="-c key=value"):
+        context_from_args(["stage=prod"])

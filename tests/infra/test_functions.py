@@ -104,7 +104,7 @@ def test_environment_points_at_the_stacks_resources(synth: Synth) -> None:
         "LANGORCH_DEFAULT_APPROVERS": '["alice@example.org", "bob@example.org"]',
         "LANGORCH_DEFAULT_LLM_PROVIDER": "bedrock",
         "LANGORCH_WEBHOOK_SECRET_PREFIX": f"langorch-{STAGE}/webhooks/",
-        "LANGORCH_SCHEDULER_GROUP": f"langorch-{STAGE}",
+        "LANGORCH_SCHEDULER_GROUP": {"Ref": synth.logical_id(stack.triggers.schedule_group)},
         "LANGORCH_LOG_GROUP_PREFIX": f"/aws/lambda/langorch-{STAGE}-",
     }
     for name, fn in _functions(synth).items():

@@ -34,7 +34,6 @@ ANY_RESOURCE_ALLOWED = {
     "xray:GetSamplingTargets",
     # A task token names no state machine: these cannot be scoped (documented in functions.py).
     "states:SendTaskSuccess",
-    "states:SendTaskFailure",
     # Step Functions' log delivery to CloudWatch Logs (vended logs) has no resource-level
     # permissions; CDK adds these to the state machine role when logging is on.
     "logs:CreateLogDelivery",
@@ -72,18 +71,23 @@ def _tables_with(allowed: dict[str, set[str]], action: str) -> set[str]:
             {"definitions", "runs", "checkpoints", "memory"},
             {"runs", "checkpoints", "memory"},
         ),
-        ("request-approval", {"definitions", "runs"}, {"runs"}),
-        ("approval-callback", {"definitions", "runs"}, {"runs"}),
+        ("request-approval", {"runs"}, {"runs"}),
+        ("approval-callback", {"runs"}, {"runs"}),
     ],
 )
 def test_each_function_reads_and_writes_only_its_tables(
     synth: Synth, name: str, reads: set[str], writes: set[str]
 ) -> None:
     allowed = _allowed(synth, name)
-    for action in READ:
-        assert _tables_with(allowed, action) == {_table(synth, t) for t in reads}, action
-    for action in WRITE:
-        assert _tables_with(allowed, action) == {_table(synth, t) for t in writes}, action
+    read = set().union(*(_tables_with(allowed, a) for a in READ))
+    written = set().union(*(_tables_with(allowed, a) for a in WRITE))
+    assert read == {_table(synth, t) for t in reads}
+    assert written == {_table(synth, t) for t in writes}
+    # No function reads a table's stream or asks for its description, and none reaches an
+    # index: nothing in the handlers queries one.
+    for action in ("dynamodb:DescribeTable", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
+        assert action not in allowed
+    assert not any("/index/" in r for resources in allowed.values() for r in resources)
 
 
 def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -> None:
@@ -96,7 +100,7 @@ def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -
 def test_only_the_callback_sends_task_results(synth: Synth) -> None:
     allowed = _allowed(synth, "approval-callback")
     assert allowed["states:SendTaskSuccess"] == {"*"}
-    assert allowed["states:SendTaskFailure"] == {"*"}
+    assert "states:SendTaskFailure" not in allowed  # never called: rejections resume too
     for name in ("trigger", "run-segment", "request-approval"):
         assert not any(a.startswith("states:SendTask") for a in _allowed(synth, name))
 
@@ -107,10 +111,15 @@ def test_only_request_approval_sends_email_from_the_identity_and_configuration_s
     allowed = _allowed(synth, "request-approval")
     (identity,) = synth.of_type("AWS::SES::EmailIdentity")
     (config_set,) = synth.of_type("AWS::SES::ConfigurationSet")
+    # The sender's identity and the configuration set, and (in the SES sandbox) the
+    # recipients' identities: every identity of the account and region, but only as the
+    # configured sender (see test_ses_recipient_identities_only_for_the_configured_sender).
     assert allowed["ses:SendEmail"] == {
         f"arn:aws:ses:eu-west-1:123456789012:identity/<{identity}>",
         f"arn:aws:ses:eu-west-1:123456789012:configuration-set/<{config_set}>",
+        "arn:aws:ses:eu-west-1:123456789012:identity/*",
     }
+    assert "ses:SendRawEmail" not in allowed  # SesSender calls SendEmail only
     for name in ("trigger", "run-segment", "approval-callback"):
         assert not any(a.startswith("ses:") for a in _allowed(synth, name))
 
@@ -145,6 +154,20 @@ def test_runner_writes_only_offloaded_checkpoints_and_reads_the_bucket(synth: Sy
     assert allowed["s3:ListBucket"] == {bucket}
     for name in ("trigger", "request-approval", "approval-callback"):
         assert not any(a.startswith("s3:") for a in _allowed(synth, name))
+
+
+def test_ses_recipient_identities_only_for_the_configured_sender(synth: Synth) -> None:
+    # Given request_approval's role
+    fn = synth.stack.functions.request_approval
+    statements = role_statements(
+        synth.resources, function_role(synth.resources, synth.logical_id(fn))
+    )
+    # When the statement on every identity of the account is read
+    (wide,) = [
+        s for s in statements if "identity/*" in "".join(render(r) for r in as_list(s["Resource"]))
+    ]
+    # Then it holds only as long as the From address is the configured sender
+    assert wide["Condition"] == {"StringEquals": {"ses:FromAddress": "approvals@example.org"}}
 
 
 def test_runner_invokes_only_the_configured_bedrock_model(synth: Synth) -> None:
@@ -188,6 +211,8 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
         f"<{synth.logical_id(stack.functions.trigger)}.Arn>:*",
         f"<{synth.logical_id(stack.functions.request_approval)}.Arn>:*",
         f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*",
+        # SES sandbox recipients, conditioned on the configured sender (tested above).
+        "arn:aws:ses:eu-west-1:123456789012:identity/*",
     }
     for role_id, statement in _all_role_statements(synth):
         for resource in as_list(statement["Resource"]):

@@ -43,7 +43,11 @@ def _resolved(synth: Synth) -> dict[str, Any]:
     machine = _machine(synth)
     substitutions = machine.get("DefinitionSubstitutions", {})
     tokens = {ref_target(v) or "": f"${{{k}}}" for k, v in substitutions.items()}
-    return json.loads(_definition_text(machine["DefinitionString"], tokens))
+    tokens["AWS::Partition"] = "${Partition}"  # an environment-agnostic stack
+    text = _definition_text(machine["DefinitionString"], tokens)
+    # The stack's partition, written at synthesis, back to the file's variable.
+    text = text.replace(f'"arn:{synth.stack.partition}:states:::', '"arn:${Partition}:states:::')
+    return json.loads(text)
 
 
 def _transitions(definition: dict[str, Any]) -> set[tuple[str, str, str]]:
@@ -87,6 +91,20 @@ def test_substitutions_point_at_the_runner_alias_and_request_approval(synth: Syn
     text = ASL_FILE.read_text(encoding="utf-8")
     for name in substitutions:
         assert f"${{{name}}}" in text
+
+
+def test_task_resources_name_the_stacks_partition(synth: Synth) -> None:
+    # Given the definition as deployed
+    machine = _machine(synth)
+    definition = machine["DefinitionString"]
+    text = definition if isinstance(definition, str) else json.dumps(definition)
+    # Then no task resource assumes the aws partition by a literal the file wrote: the file
+    # says ${Partition} and the stack (in eu-west-1) fills in its own
+    assert "${Partition}" not in text
+    assert text.count('"arn:aws:states:::lambda:invoke') == 3
+    file_text = ASL_FILE.read_text(encoding="utf-8")
+    assert "arn:aws:" not in file_text
+    assert file_text.count("arn:${Partition}:states:::") == 3
 
 
 def test_logging_excludes_execution_data_and_tracing_is_on(synth: Synth) -> None:

@@ -28,6 +28,15 @@ def is_local_endpoint(endpoint_url: str | None) -> bool:
     return host in ("localhost", "::1") or host.startswith("127.")
 
 
+def profile_region(profile: str | None = None) -> str | None:
+    """The region boto3 resolves for ``profile`` (its ``region`` in ``~/.aws/config``, or
+    ``AWS_DEFAULT_REGION``), ``None`` when none is configured."""
+    try:
+        return boto3.Session(profile_name=profile).region_name
+    except Exception:
+        return None
+
+
 def new_session(settings: Settings) -> boto3.Session:
     """A boto3 session for these settings, to share between all the clients of one container.
 

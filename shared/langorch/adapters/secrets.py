@@ -72,6 +72,22 @@ class Secrets:
             raise StorageError(f"cannot update secret {name}") from exc
         return False
 
+    def replace_json(self, name: str, value: dict[str, Any]) -> None:
+        """Store a new version of an existing secret (named, or by ARN as the stack outputs).
+
+        Raises:
+            SecretNotFoundError: no such secret.
+            StorageError: it cannot be written.
+        """
+        try:
+            self._client.put_secret_value(SecretId=name, SecretString=json.dumps(value))
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ResourceNotFoundException":
+                raise SecretNotFoundError(f"secret {name} does not exist") from exc
+            raise StorageError(f"cannot update secret {name}") from exc
+        if self._provider is not None:
+            self._provider.clear_cache()
+
     def exists(self, name: str) -> bool:
         """Whether the secret exists (no value is read)."""
         try:

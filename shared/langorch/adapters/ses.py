@@ -64,8 +64,41 @@ class SesSender:
             message = f"SES did not send approval {email.approval_id}'s email: {code}"
             if code in _TRANSIENT:
                 raise StorageError(message) from exc
-            raise EmailNotSentError(
-                f"{message} ({error.get('Message', '')}); check that {self._sender} is a "
-                "verified identity and the recipient address is valid"
-            ) from exc
+            detail = str(error.get("Message", ""))
+            raise EmailNotSentError(f"{message} ({detail}); {self._fix(code, detail)}") from exc
         return str(response["MessageId"])
+
+    def _fix(self, code: str, detail: str) -> str:
+        """What to do about a refusal, from SES's code and message (the real cause, not a
+        guess at the sender)."""
+        lowered = detail.lower()
+        if code in ("AccessDenied", "AccessDeniedException"):
+            if ":identity/" in detail and self._sender not in detail:
+                return (
+                    "the function's role may not send to this recipient's identity: in the SES "
+                    "sandbox a send is also authorized against each recipient, so grant "
+                    "ses:SendEmail on the account's identity/* for this sender (the stack does) "
+                    "or request SES production access"
+                )
+            return (
+                f"the function's role may not send as {self._sender} or through configuration "
+                f"set {self._configuration_set}: redeploy the stack (its grant names both)"
+            )
+        if code == "MessageRejected" and "not verified" in lowered:
+            if self._sender.lower() in lowered:
+                return (
+                    f"the sender {self._sender} is not a verified identity in this region: "
+                    "open the verification email SES sent (or publish the DKIM records), or "
+                    "deploy with ses_identity=create"
+                )
+            return (
+                "the account is in the SES sandbox, where recipients must be verified too: "
+                "verify the approver's address in SES or request production access"
+            )
+        if code == "ConfigurationSetDoesNotExist":
+            return f"configuration set {self._configuration_set} is missing: redeploy the stack"
+        if code == "AccountSendingPausedException":
+            return "SES paused sending for this account: see the SES console's reputation page"
+        return (
+            f"check that {self._sender} is a verified identity and the recipient address is valid"
+        )

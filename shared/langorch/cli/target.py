@@ -95,6 +95,24 @@ def _cloudformation_outputs(stack: str, settings: Settings) -> Mapping[str, str]
     return stack_outputs(make_client("cloudformation", settings), stack)
 
 
+def _profile_region(profile: str | None) -> str | None:
+    from langorch.adapters.aws import profile_region
+
+    return profile_region(profile)
+
+
+def aws_region(
+    env: Mapping[str, str], profile_region: Callable[[str | None], str | None] = _profile_region
+) -> str | None:
+    """The region the AWS CLI and SDKs would use: ``AWS_REGION``, ``AWS_DEFAULT_REGION``, then
+    the region of the profile (``AWS_PROFILE``, else ``default``) in ``~/.aws/config``."""
+    return (
+        env.get("AWS_REGION")
+        or env.get("AWS_DEFAULT_REGION")
+        or profile_region(env.get("AWS_PROFILE"))
+    )
+
+
 def resolve_target(
     *,
     endpoint_url: str | None = None,
@@ -103,16 +121,19 @@ def resolve_target(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     outputs: StackOutputs = _cloudformation_outputs,
+    profile_region: Callable[[str | None], str | None] = _profile_region,
 ) -> Target:
     """Find the deployment to talk to.
 
     Args:
         endpoint_url: ``--endpoint-url``.
         stack: ``--stack``.
-        region: ``--region`` (default: ``LANGORCH_REGION``, else us-east-1).
+        region: ``--region`` (default: ``LANGORCH_REGION``; with ``--stack``, then the AWS
+            SDK's own resolution, see :func:`aws_region`; else us-east-1).
         env: the environment (default: ``os.environ``); only ``LANGORCH_*`` is read.
         cwd: where a relative ``LANGORCH_HOME`` is resolved (default: the current directory).
         outputs: reads a stack's outputs (injected in tests).
+        profile_region: a profile's configured region (injected in tests).
 
     Raises:
         TargetError: nothing to talk to, or the stack file / outputs are unusable.
@@ -120,6 +141,11 @@ def resolve_target(
     """
     env = os.environ if env is None else env
     overrides: dict[str, Any] = {"region": region} if region else {}
+    if stack and not region and not env.get("LANGORCH_REGION"):
+        # A deployed stack lives where the operator's AWS configuration points.
+        found_region = aws_region(env, profile_region)
+        if found_region:
+            overrides["region"] = found_region
     base = _settings(env, overrides)
     if endpoint_url or base.endpoint_url:
         url = endpoint_url or base.endpoint_url

@@ -36,6 +36,9 @@ SUBSTITUTIONS: Mapping[str, str] = {
 }
 """ASL substitution variable -> handler package whose function ARN fills it."""
 
+LOCAL_VALUES: Mapping[str, str] = {"Partition": "aws"}
+"""Variables that are not function ARNs: CDK fills ``Partition`` with the stack's partition."""
+
 _VARIABLE = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 
@@ -57,10 +60,11 @@ def definition_with(arns: Mapping[str, str]) -> str:
         KeyError: a variable of the ASL has no value (naming the missing variables).
     """
     text = asl_text()
-    missing = sorted(set(_VARIABLE.findall(text)) - set(arns))
+    values = {**LOCAL_VALUES, **arns}
+    missing = sorted(set(_VARIABLE.findall(text)) - set(values))
     if missing:
         raise KeyError(f"no value for the state machine's {', '.join(missing)}")
-    filled = _VARIABLE.sub(lambda m: arns[m.group(1)], text)
+    filled = _VARIABLE.sub(lambda m: values[m.group(1)], text)
     json.loads(filled)  # a value that broke the JSON fails here, not at CreateStateMachine
     return filled
 

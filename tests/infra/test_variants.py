@@ -1,0 +1,199 @@
+"""The stack deploys as configured elsewhere too: a long stage name, two regions, the aws-cn
+partition, an SES identity adopted rather than created. Each variant is synthesized for real
+(cdk-nag checked) and linted by cfn-lint for its own region.
+
+Synthesis is slow (a Node process), so all variants are built once per session.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import CONTEXT
+from tests.infra.test_compliance import ACCEPTED_LINT
+
+LONG_STAGE = "a-long-stage-name-20"  # the longest a stage may be (20)
+VARIANTS: dict[str, dict[str, Any]] = {
+    "us-east-1": {"region": "us-east-1", "ses_identity": "existing"},
+    "eu-central-1": {
+        "region": "eu-central-1",
+        "ses_domain": "example.org",
+        "bedrock_marketplace_products": "prod-abc123,prod-def456",
+    },
+    "cn-northwest-1": {
+        "region": "cn-northwest-1",
+        "account": "210987654321",
+        "snap_start": "false",  # not offered in China's regions
+    },
+}
+KNOWN_GAPS = {
+    # China's regions (aws-cn) have no SES: the stack synthesizes with partition-correct
+    # ARNs, but approval emails cannot be sent there (README, "Regions").
+    "cn-northwest-1": {
+        "E3006 Resource type 'AWS::SES::ConfigurationSet' does not exist in 'cn-northwest-1'",
+        "E3006 Resource type 'AWS::SES::EmailIdentity' does not exist in 'cn-northwest-1'",
+        # cfn-lint's pattern for Step Functions task resources only knows `arn:aws:`.
+        "E3601 'arn:aws-cn:states:::lambda:invoke' does not match",
+        "E3601 'arn:aws-cn:states:::lambda:invoke.waitForTaskToken' does not match",
+    }
+}
+
+
+def _synth(root: Path, name: str, extra: dict[str, Any]) -> tuple[Any, dict[str, Any], Path]:
+    from infra.app import build_app
+
+    context = {**CONTEXT, "stage": LONG_STAGE, "build_dir": str(root / "build"), **extra}
+    outdir = root / name
+    app, stack = build_app(outdir=str(outdir), context=context)
+    app.synth()  # raises on any cdk-nag finding
+    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+    return stack, template, outdir
+
+
+@pytest.fixture(scope="session")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("variants")
+    return {name: _synth(root, name, extra)[:2] for name, extra in VARIANTS.items()}
+
+
+def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_passes_cfn_lint_in_its_region(
+    variants: dict[str, tuple[Any, dict[str, Any]]], name: str
+) -> None:
+    from cfnlint.api import ManualArgs, lint
+
+    stack, template = variants[name]
+    matches = lint(json.dumps(template), config=ManualArgs(regions=[stack.region]))
+    problems = {
+        f"{m.rule.id} {m.message}".split(" '^arn")[0]
+        for m in matches
+        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
+    }
+    assert problems == KNOWN_GAPS.get(name, set()), "\n".join(sorted(problems))
+
+
+def test_every_arn_the_stack_writes_names_its_own_partition(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given the aws-cn variant
+    stack, template = variants["cn-northwest-1"]
+    assert stack.partition == "aws-cn"
+    text = json.dumps(template)
+    # Then no ARN assumes the aws partition (the state machine's task resources included)
+    assert '"arn:aws:' not in text and "arn:aws:" not in text.replace("arn:aws-cn:", "")
+    assert "arn:aws-cn:states:::lambda:invoke" in text
+
+
+def test_names_fit_their_limits_with_the_longest_stage(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    limits = {
+        "AWS::Lambda::Function": ("FunctionName", 64),
+        "AWS::StepFunctions::StateMachine": ("StateMachineName", 80),
+        "AWS::SES::ConfigurationSet": ("Name", 64),
+        "AWS::CloudWatch::Alarm": ("AlarmName", 255),
+        "AWS::Lambda::LayerVersion": ("LayerName", 140),
+    }
+    for _, template in variants.values():
+        for kind, (prop, limit) in limits.items():
+            for resource in _of_type(template, kind).values():
+                name = resource["Properties"][prop]
+                assert isinstance(name, str) and LONG_STAGE in name, (kind, name)
+                assert len(name) <= limit, (kind, name)
+
+
+def test_global_names_differ_between_regions(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Dashboard names are global per account: one stage in two regions must not collide.
+    names = set()
+    for stack, template in variants.values():
+        (dashboard,) = _of_type(template, "AWS::CloudWatch::Dashboard").values()
+        name = dashboard["Properties"]["DashboardName"]
+        assert name == f"langorch-{LONG_STAGE}-{stack.region}"
+        names.add(name)
+    assert len(names) == len(VARIANTS)
+
+
+def test_an_existing_ses_identity_is_adopted_not_created(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given ses_identity: existing (the address is verified already, e.g. by another stage)
+    _, template = variants["us-east-1"]
+    # Then the stack creates no identity (a second EmailIdentity fails "already exists")...
+    assert not _of_type(template, "AWS::SES::EmailIdentity")
+    # ...and still grants sending from it, by its ARN
+    text = json.dumps(template)
+    assert ":identity/approvals@example.org" in text
+    # while a domain identity is created (with DKIM) when asked for
+    _, domain = variants["eu-central-1"]
+    (identity,) = _of_type(domain, "AWS::SES::EmailIdentity").values()
+    assert identity["Properties"]["EmailIdentity"] == "example.org"
+
+
+def test_bedrock_first_use_may_subscribe_only_to_the_configured_products(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    from tests.infra.helpers import as_list, function_role, role_statements
+
+    stack, template = variants["eu-central-1"]
+    runner = stack.get_logical_id(stack.functions.run_segment.node.default_child)
+    statements = role_statements(
+        template["Resources"], function_role(template["Resources"], runner)
+    )
+    subscribe = [s for s in statements if "aws-marketplace:Subscribe" in as_list(s["Action"])]
+    assert subscribe == [
+        {
+            "Action": "aws-marketplace:Subscribe",
+            "Condition": {
+                "ForAnyValue:StringEquals": {
+                    "aws-marketplace:ProductId": ["prod-abc123", "prod-def456"]
+                }
+            },
+            "Effect": "Allow",
+            "Resource": "*",
+        }
+    ]
+    assert any("aws-marketplace:ViewSubscriptions" in as_list(s["Action"]) for s in statements)
+    # Without product ids (the other variants) the runner has no Marketplace permission at all.
+    for name in ("us-east-1", "cn-northwest-1"):
+        other_stack, other = variants[name]
+        role = function_role(
+            other["Resources"],
+            other_stack.get_logical_id(other_stack.functions.run_segment.node.default_child),
+        )
+        actions = {
+            a for s in role_statements(other["Resources"], role) for a in as_list(s["Action"])
+        }
+        assert not any(a.startswith("aws-marketplace:") for a in actions)
+
+
+def test_a_replaced_runner_version_is_deleted_so_one_snapshot_is_cached(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    _, template = variants["us-east-1"]
+    versions = _of_type(template, "AWS::Lambda::Version")
+    assert versions and all(
+        v.get("DeletionPolicy", "Delete") == "Delete" for v in versions.values()
+    )
+
+
+def test_nothing_keeps_a_fixed_name_that_outlives_the_stack(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # The schedule group is named by CloudFormation and deleted with the stack (its
+    # schedules with it); secrets are named by CloudFormation.
+    for _, template in variants.values():
+        (group,) = _of_type(template, "AWS::Scheduler::ScheduleGroup").values()
+        assert "Name" not in group["Properties"]
+        assert group.get("DeletionPolicy", "Delete") == "Delete"
+        for secret in _of_type(template, "AWS::SecretsManager::Secret").values():
+            assert "Name" not in secret["Properties"]

@@ -1,0 +1,46 @@
+"""``ApprovalWait`` is emitted once, when a request decides: the dashboard's series is real."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.integration.test_approvals import (  # noqa: F401 - fixtures used by name
+    ALICE,
+    Stack,
+    _call,
+    _event,
+    _open_and_decide,
+    callback,
+    stack,
+)
+
+
+def _metric_lines(out: str, name: str) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in out.splitlines() if '"_aws"' in line]
+    return [line for line in lines if name in line]
+
+
+def test_a_decision_emits_how_long_the_approval_waited_and_a_revisit_does_not(
+    stack: Stack,  # noqa: F811 - the imported fixture
+    callback: Any,  # noqa: F811 - the imported fixture
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Given a parked approval that alice approves
+    parked = stack.park()
+    capsys.readouterr()
+    _open_and_decide(callback, parked.links[ALICE], "approved")
+    # Then one ApprovalWait in seconds, with the dimensions the dashboard asks for
+    (wait,) = _metric_lines(capsys.readouterr().out, "ApprovalWait")
+    directive = wait["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Namespace"] == "langorch"
+    assert directive["Dimensions"] == [["service"]]
+    assert {"Name": "ApprovalWait", "Unit": "Seconds"} in directive["Metrics"]
+    value = wait["ApprovalWait"]
+    values = value if isinstance(value, list) else [value]
+    assert len(values) == 1 and values[0] >= 0
+    # And a later visit to the decided approval emits none
+    _call(callback, _event(parked.links[ALICE], method="POST", form={"nonce": "x"}))
+    assert _metric_lines(capsys.readouterr().out, "ApprovalWait") == []
