@@ -16,7 +16,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
-from langorch.adapters.dynamodb.checkpointer._table import Fence, _transaction_chunks, item_size
+from langorch.adapters.dynamodb.checkpointer._fence import Fence
+from langorch.adapters.dynamodb.checkpointer._table import _transaction_chunks, item_size
 from langorch.adapters.request_counter import RequestCounter
 from langorch.app.container import Container
 from langorch.app.definitions import seed_builtins

@@ -83,7 +83,8 @@ Modules
 -------
 ``saver`` holds :class:`DynamoCheckpointSaver`, which only sequences the helpers: ``_keys`` (item
 and object keys), ``_payload`` (items in and out: serialization, compression, S3 offload),
-``_buffer`` (the write buffer and when it must flush), ``_table`` (the table's requests) and
+``_buffer`` (the write buffer and when it must flush), ``_fence`` (the lease check),
+``_table`` (the table's requests) and
 ``_threaded`` (the async API).
 """
 

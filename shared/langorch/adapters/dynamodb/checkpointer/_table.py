@@ -10,12 +10,11 @@ import builtins
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from langorch.adapters.dynamodb._run_items import RUN_SK, run_pk
+from langorch.adapters.dynamodb.checkpointer._fence import Fence
 from langorch.adapters.dynamodb.checkpointer._keys import (
     Group,
     Item,
@@ -42,21 +41,6 @@ _TRANSACT_BYTES = 3_500_000
 _RETRY_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
 )
-
-
-@dataclass(frozen=True)
-class Fence:
-    """A lease's fencing token: writes land only while the run item's ``fence`` equals it.
-
-    Attributes:
-        runs_table: the runs table, where the run item (``pk``/``sk``) carries the fence.
-        run_id: the run (its checkpoints' thread id).
-        value: the fence its segment got from ``acquire_lease``.
-    """
-
-    runs_table: str
-    run_id: str
-    value: int
 
 
 class CheckpointTable:
@@ -147,14 +131,7 @@ class CheckpointTable:
             LeaseLostError: the run's fence is no longer ``fence.value`` (or the run is gone).
             StorageError: DynamoDB refused the request for another reason.
         """
-        check = {
-            "ConditionCheck": {
-                "TableName": fence.runs_table,
-                "Key": {"pk": {"S": run_pk(fence.run_id)}, "sk": {"S": RUN_SK}},
-                "ConditionExpression": "fence = :fence",
-                "ExpressionAttributeValues": {":fence": {"N": str(fence.value)}},
-            }
-        }
+        check = fence.condition_check()
         for chunk in _transaction_chunks(items):
             puts = [{"Put": {"TableName": self.name, "Item": item}} for item in chunk]
             self._transact([check, *puts], fence)

@@ -18,6 +18,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langorch.adapters.dynamodb.checkpointer._buffer import FenceGroup, WriteBuffer
+from langorch.adapters.dynamodb.checkpointer._fence import Fence
 from langorch.adapters.dynamodb.checkpointer._keys import (
     Group,
     Items,
@@ -26,7 +27,7 @@ from langorch.adapters.dynamodb.checkpointer._keys import (
     text,
 )
 from langorch.adapters.dynamodb.checkpointer._payload import PayloadCodec
-from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable, Fence
+from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
 from langorch.adapters.dynamodb.checkpointer._threaded import ThreadedAsyncSaver
 from langorch.domain.errors import LeaseLostError
 
