@@ -132,7 +132,7 @@ def main() -> int:
     from standardwebhooks import Webhook
 
     from langorch.app.container import Container
-    from langorch.app.triggers import register_and_sync
+    from langorch.app.trigger_sync import register_and_sync
     from langorch.domain.runs import TimelineEventType
     from langorch.local.stack import free_port, start_local_stack
 

@@ -23,17 +23,33 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-# The engine (LangGraph, the checkpointer) loads at init, not in the first segment: every
-# invocation of this function runs it, and SnapStart's snapshot then holds it (PERFORMANCE P3).
-import langorch.adapters.dynamodb.checkpointer
-import langorch.app.container
-import langorch.engine.compiler
-import langorch.engine.segments  # noqa: F401
 from langorch.app.bootstrap import SandboxContainer
+from langorch.app.run_failures import note_segment_error
 from langorch.app.runs import RunSegment, mark_failed, run_segment
 from langorch.domain.errors import LeaseHeldError, StorageError
 from langorch.domain.runs import RunError
 from langorch.observability import logger, metrics, tracer, unexpected_error
+
+
+def load_engine() -> None:
+    """Import the engine — LangGraph, the compiler, the checkpointer: most of the runner's code.
+
+    Registered to run before SnapStart takes the function's snapshot, so a restored runner has
+    the engine in memory while importing this module stays light (PERFORMANCE P3); where no
+    snapshot is taken (SnapStart off, ``langorch dev``, tests) the first segment loads it.
+    """
+    import langorch.adapters.dynamodb.checkpointer
+    import langorch.app.container
+    import langorch.engine.compiler
+    import langorch.engine.segments  # noqa: F401
+
+
+try:  # AWS's runtime-hooks library, shipped in Lambda's managed Python runtimes
+    from snapshot_restore_py import register_before_snapshot
+except ImportError:  # not on Lambda: nothing takes a snapshot
+    pass
+else:
+    register_before_snapshot(load_engine)
 
 log: Logger = logger()
 measure: Metrics = metrics()
@@ -119,7 +135,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 
 def _segment(request: SegmentEvent) -> dict[str, Any]:
     started = time.perf_counter()
-    result = run_segment(RunSegment(request.run_id, resume=request.resume), container())
+    deps = container()
+    try:
+        result = run_segment(RunSegment(request.run_id, resume=request.resume), deps)
+    except Exception as exc:
+        # Kept before the retry, so MarkFailed reports this first cause, not a retry's symptom.
+        note_segment_error(request.run_id, exc, deps)
+        raise
     log.thread_safe_append_keys(
         workflow_id=result.workflow_id,
         workflow_version=result.workflow_version,

@@ -24,13 +24,14 @@ from langorch.app.bootstrap import SandboxContainer
 from langorch.app.triggers import (
     TriggerOutcome,
     WebhookRequest,
+    accept_webhook,
     handle_s3_object,
     handle_schedule,
-    handle_webhook,
 )
+from langorch.domain.errors import DefinitionError, NotFoundError, RequestRejectedError
 from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
-from langorch.web.http import UnreadableBodyError, raw_body
+from langorch.web.http import UnreadableBodyError, error_body, http_status, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -58,21 +59,27 @@ def _webhook(workflow_id: str) -> Response[str]:
         body=body,
         source_ip=event.request_context.http.source_ip,
     )
-    status, answer = handle_webhook(request, container())
-    if status == 202:
-        logger.info(
-            "webhook run",
-            extra={
-                "workflow_id": workflow_id,
-                "run_id": answer["run_id"],
-                "run_created": answer["created"],
-            },
+    try:
+        started = accept_webhook(request, container())
+    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
+        status = http_status(exc)
+        logger.warning(
+            "webhook rejected",
+            extra={"workflow_id": workflow_id, "status": status, "reason": str(exc)[:200]},
         )
-        if answer.get("created"):
-            _count("RunsStarted", 1, trigger="webhook")
-    else:
         _count("WebhookRejected", 1, status=str(status))
-    return _response(status, answer)
+        return _response(status, error_body(exc))
+    logger.info(
+        "webhook run",
+        extra={
+            "workflow_id": workflow_id,
+            "run_id": started.run_id,
+            "run_created": started.created,
+        },
+    )
+    if started.created:
+        _count("RunsStarted", 1, trigger="webhook")
+    return _response(202, {"run_id": started.run_id, "created": started.created})
 
 
 def _response(status: int, body: dict[str, Any]) -> Response[str]:

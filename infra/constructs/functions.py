@@ -229,7 +229,8 @@ class Functions(Construct):
             tables.runs, trigger, "GetItem", "PutItem", "ConditionCheckItem", "BatchWriteItem"
         )
         secrets.grant_read_webhook_secrets(trigger)
-        # runner: pinned definitions, the run (lease, timeline, approvals it cancels),
+        # runner: pinned definitions, the run (lease, timeline — Query: MarkFailed reads it
+        # for the first cause of a failing streak — approvals it cancels),
         # checkpoints (LangGraph's saver: Query, Scan for list(), BatchWrite) with S3 offload,
         # long-term memory (langgraph-checkpoint-aws's store), the LLM key, dropped files.
         _grant_table(tables.definitions, runner, "GetItem")
@@ -241,6 +242,7 @@ class Functions(Construct):
             "UpdateItem",
             "ConditionCheckItem",
             "BatchWriteItem",
+            "Query",
         )
         # PutItem: a segment's fenced supersteps are TransactWriteItems Puts (its ConditionCheck
         # is on the runs table, granted above).

@@ -242,3 +242,30 @@ def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
     assert run.status.value == "succeeded", run.error
     assert run.outputs["row_count"] == rows == 4
     assert run.outputs["file"]["key"] == "inbox/orders.csv"
+
+
+def test_a_250_kb_webhook_is_refused_at_the_door_and_reconcile_finds_nothing_stranded(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+):
+    # Given a signed 250 KB delivery to the local stack (before: 202, then the run stayed
+    # `queued` forever while its execution failed)
+    note = "x" * 250_000
+    before = Container(stack.settings).runs.list_runs(workflow_id="blog_review", limit=1000)
+
+    # When it is sent
+    code, answer, err = langorch(
+        capsys, "hooks", "send", "blog_review", "--input", json.dumps({"commit_message": note})
+    )
+
+    # Then it is refused with 413 naming the limit and the field, and no run exists for it
+    assert code == 1, err
+    assert answer["status"] == 413, answer
+    assert "100000" in answer["error"]
+    assert answer["problems"][0]["path"] == "body"
+    after = Container(stack.settings).runs.list_runs(workflow_id="blog_review", limit=1000)
+    assert len(after) == len(before)
+
+    # And reconcile, against the stack's real executions, has nothing stranded to repair
+    code, reconciled, err = langorch(capsys, "runs", "reconcile", "--dry-run")
+    assert code == 0, err
+    assert reconciled == {"dry_run": True, "runs": []}

@@ -37,7 +37,7 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    from langorch.app.triggers import register_and_sync
+    from langorch.app.trigger_sync import register_and_sync
 
     home = tmp_path_factory.mktemp("fuzz") / ".langorch"
     running = start_local_stack(home=home, port=free_port(), examples=None)

@@ -156,7 +156,7 @@ def run_in(container: Container, run_id: str, *statuses: str) -> RunRecord | Non
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """`langorch dev` in this process, with the walkthrough's workflows registered."""
-    from langorch.app.triggers import register_and_sync
+    from langorch.app.trigger_sync import register_and_sync
 
     home = tmp_path_factory.mktemp("walkthrough") / ".langorch"
     running = start_local_stack(home=home, port=free_port(), examples=None)

@@ -21,6 +21,8 @@ class _Execution:
     start_date: datetime = field(default_factory=lambda: datetime.now(UTC))
     output: str | None = None
     stop_cause: str | None = None
+    error: str | None = None
+    cause: str | None = None
 
 
 class InMemoryExecutions:
@@ -88,7 +90,17 @@ class InMemoryExecutions:
             }
             if execution.output is not None:
                 data["output"] = execution.output
+            if execution.error is not None:
+                data["error"] = execution.error
+            if execution.cause is not None:
+                data["cause"] = execution.cause
             return data
+
+    def end(self, run_id: str, status: str, *, error: str | None = None, cause: str = "") -> None:
+        """End the execution as Step Functions would after its last state (tests drive it)."""
+        with self._lock:
+            execution = self._executions[run_id]
+            execution.status, execution.error, execution.cause = status, error, cause or None
 
     def send_success(self, task_token: str, output: dict[str, Any]) -> None:
         """End the execution waiting on ``task_token`` with ``output`` (once)."""

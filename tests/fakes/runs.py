@@ -15,24 +15,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from langorch.domain.errors import (
-    ConflictError,
-    LeaseHeldError,
-    LeaseLostError,
-    NotFoundError,
-    StorageError,
-)
+from langorch.domain.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
+from langorch.domain.limits import MAX_RECORD_BODY_BYTES
 from langorch.domain.runs import (
     TERMINAL,
     RunRecord,
     RunStatus,
     TimelineEvent,
-    summarize_outputs,
+    fitted_record,
 )
 
-MAX_BODY_BYTES = 350_000
-"""As the adapter: past this a record's outputs are replaced by a summary."""
-_TRUNCATED_OUTPUTS_CHARS = 4000
+MAX_BODY_BYTES = MAX_RECORD_BODY_BYTES
+"""As the adapter: the record is bounded to this (``domain.runs.fitted_record``)."""
 _MAX_LIST = 1000
 
 
@@ -231,19 +225,5 @@ def _record(body: str) -> RunRecord:
 
 
 def _bounded_body(run: RunRecord) -> str:
-    body = run.model_dump_json()
-    if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
-        return body
-    slim = run.model_copy(
-        update={
-            "outputs": summarize_outputs(run.outputs, limit=_TRUNCATED_OUTPUTS_CHARS),
-            "outputs_truncated": True,
-        }
-    )
-    body = slim.model_dump_json()
-    if len(body.encode("utf-8")) > MAX_BODY_BYTES:
-        raise StorageError(
-            f"run {run.run_id}: the record is {len(body.encode('utf-8'))} bytes even with its "
-            f"outputs summarised (limit {MAX_BODY_BYTES}); pass large data as a file instead"
-        )
-    return body
+    # The adapter's bounding, shared (a pure function of the record).
+    return fitted_record(run, MAX_BODY_BYTES).model_dump_json()

@@ -5,6 +5,7 @@ The CLI talks HTTP to a moto server on 127.0.0.1, exactly as it talks to the loc
 
 from __future__ import annotations
 
+import copy
 import json
 import socket
 from dataclasses import dataclass
@@ -348,6 +349,41 @@ def test_validate_works_offline_against_the_same_files(cli: Any, tmp_path: Path)
         "blocks": ["shorten"],
         "workflows": ["digest"],
     }
+
+
+def test_validate_warns_about_a_review_loop_with_no_route_for_its_last_rejection(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Given a review loop bounded to 2 rounds that declares no on_max_iterations
+    review = {
+        "step_id": "review",
+        "kind": "approval",
+        "depends_on": ["shorten"],
+        "approval": {"approvers": ["ed@example.com"], "show_keys": ["summary"]},
+        "branches": {"approved": "done", "rejected": "shorten"},
+    }
+    workflow = _workflow()
+    workflow["steps"] += [review, {"step_id": "done", "kind": "terminate"}]
+    bounded = copy.deepcopy(workflow)
+    bounded["steps"][1]["approval"]["max_iterations"] = 2
+    routed = copy.deepcopy(bounded)
+    routed["steps"][1]["approval"]["on_max_iterations"] = "done"
+    files = [
+        _write(tmp_path / f"{name}.yaml", {"blocks": [_block()], "workflows": [plan]})
+        for name, plan in (("bounded", bounded), ("routed", routed))
+    ]
+
+    # When each is validated
+    warned, quiet = (cli("workflows", "validate", f, target=False) for f in files)
+
+    # Then both are valid; the one without a route is warned about on stderr, with the fix
+    assert warned.code == 0 and quiet.code == 0, (warned.stderr, quiet.stderr)
+    assert warned.stderr == (
+        "warning: workflow digest: steps[1].approval.max_iterations: when round 2 is rejected "
+        "the run fails with ReviewLoopExhaustedError (hint: declare approval.on_max_iterations "
+        "(e.g. a terminate step with status failed and outputs) to route it)\n"
+    )
+    assert quiet.stderr == ""
 
 
 def test_validate_offline_reports_an_unknown_block(cli: Any, tmp_path: Path) -> None:

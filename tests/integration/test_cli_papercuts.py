@@ -187,6 +187,36 @@ def test_a_local_run_of_a_workflow_the_files_do_not_define_names_those_they_do(
     assert "workflows put" not in result.stderr  # nothing to register: --local reads the files
 
 
+def test_a_local_review_loop_says_what_was_asked_last_round_and_ends_failed_when_exhausted(
+    langorch: Any,
+):
+    # Given the blog review example, rejected every round from the command line
+    example = Path(__file__).resolve().parents[2] / "examples" / "blog_review"
+    result = langorch(
+        "runs",
+        "start",
+        "--local",
+        str(example / "definitions.yaml"),
+        "--reject",
+        "--comment",
+        "shorter, please",
+        "--input",
+        '{"commit_message": "Add S3 offload"}',
+    )
+
+    # Then rounds 2 and 3 say what was asked and what changed, and the run ends failed at
+    # abandon with the loop shown as exhausted (before: published, succeeded)
+    assert result.code == 1, result.stderr
+    assert (
+        '  round 2: cli rejected round 1 and asked: "shorter, please"; '
+        "changed since: title, body" in result.stderr
+    )
+    assert "  round 3: cli rejected round 2" in result.stderr
+    assert "-> exhausted  exhausted=after 3 rounds -> abandon" in result.stdout
+    assert " publish " not in result.stdout
+    assert "end                               failed" in result.stdout
+
+
 def test_dev_with_an_examples_folder_that_does_not_exist_refuses_to_start_without_them(
     langorch: Any, tmp_path: Path
 ):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from langorch.app.container import Container
-from langorch.app.triggers import sync_triggers
+from langorch.app.trigger_sync import sync_triggers
 from langorch.domain.definitions import TaskPlan
 
 from .triggers_support import SCHEDULER_ROLE, TRIGGER_FN, make_deps

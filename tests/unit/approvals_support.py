@@ -95,6 +95,7 @@ class FakeStack:
         approvers: list[str] | None = None,
         editable: dict[str, Any] | None = None,
         title: str = "Pay invoice 42",
+        previous: dict[str, Any] | None = None,
     ) -> Parked:
         """A run waiting on its task token, and the approval requested for it."""
         self.runs_seen += 1
@@ -110,10 +111,12 @@ class FakeStack:
             "timeout_seconds": timeout,
             "on_timeout": "reject",
             "require_code": require_code,
-            "iteration": 1,
+            "iteration": 1 if previous is None else previous["iteration"] + 1,
             "max_iterations": 3,
             "interrupt_id": f"int-{self.runs_seen}",
         }
+        if previous is not None:
+            approval["previous"] = previous
         waiting_run(self.container, run_id, approval, self.clock())
         token = self.steps.park(run_id)
         before = len(self.container.email.sent)

@@ -203,6 +203,56 @@ def test_the_page_shows_context_escaped_with_security_headers(
     assert headers["content-type"].startswith("text/html")
 
 
+HOSTILE = '<script>alert(1)</script> & "quotes"'
+
+
+def test_round_two_shows_the_last_feedback_and_what_changed_escaped(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Given round 2 of a review loop: bob rejected round 1 with hostile text, and the amount
+    # (not the vendor) changed since
+    previous = {"iteration": 1, "approver": BOB, "comment": HOSTILE, "changed": ["amount"]}
+    parked = stack.park(previous=previous)
+
+    # When alice opens her link
+    body = call(callback, event(parked.links[ALICE]))["body"]
+
+    # Then the page says who rejected round 1 and what they asked for, escaped, and what changed
+    # (before, round 2 showed the new values only)
+    assert "Since round 1" in body
+    assert f"{BOB} rejected round 1 and" in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quotes&#34;" in body
+    assert "<script>" not in body
+    assert "Changed since: amount." in body
+    assert 'amount <span class="note">(changed)</span>' in body
+    assert "vendor <span" not in body
+
+
+def test_round_two_email_carries_the_last_feedback_and_what_changed(stack: FakeStack) -> None:
+    # Given round 2 of a review loop whose first round was rejected with hostile text
+    previous = {"iteration": 1, "approver": BOB, "comment": HOSTILE, "changed": []}
+    before = len(stack.container.email.sent)
+    parked = stack.park(previous=previous)
+
+    # Then each email says so: plain in the text body, escaped in the HTML body
+    mail = stack.container.email.sent[before]
+    assert f"Round 2: {BOB} rejected round 1 and asked:\n{HOSTILE}" in mail.text
+    assert "None of the details shown changed." in mail.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in mail.html
+    assert "<script>" not in mail.html
+    # And the stored approval keeps it for the page
+    stored = stack.container.approvals.get(parked.approval_id)
+    assert stored is not None and stored.previous is not None
+    assert stored.previous.comment == HOSTILE
+
+
+def test_round_one_shows_no_previous_round(stack: FakeStack, callback: Any) -> None:
+    parked = stack.park()
+    body = call(callback, event(parked.links[ALICE]))["body"]
+    assert "Since round" not in body and "(changed)" not in body
+    assert "rejected round" not in stack.container.email.sent[-1].text
+
+
 def test_view_answers_shown_with_the_form_nonce(stack: FakeStack) -> None:
     parked = stack.park()
     outcome = view_approval(http_request(parked.links[ALICE], "GET"), stack.container)

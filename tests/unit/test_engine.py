@@ -329,14 +329,7 @@ def test_rejection_routes_to_the_reject_branch(make_container: MakeContainer):
 # --- review loop ---------------------------------------------------------------------------
 
 
-def test_review_loop_stops_at_max_iterations_and_goes_on_with_the_last_draft(
-    make_container: MakeContainer,
-):
-    # Given the blog review example (max 3 rounds) and a reviewer who always rejects
-    container = make_container(script=str(_example_script("blog_review")))
-    register_example(container, "blog_review")
-    rounds: list[int] = []
-
+def _always_reject(rounds: list[int]) -> Any:
     def reject(request: dict[str, Any]) -> dict[str, Any]:
         rounds.append(request["iteration"])
         return {
@@ -345,16 +338,79 @@ def test_review_loop_stops_at_max_iterations_and_goes_on_with_the_last_draft(
             "comment": f"round {request['iteration']}: tighten it",
         }
 
+    return reject
+
+
+def test_an_exhausted_review_loop_takes_on_max_iterations_and_does_not_publish(
+    make_container: MakeContainer,
+):
+    # Given the blog review example (max 3 rounds, on_max_iterations: abandon) and a reviewer
+    # who always rejects (before the fix the third draft was published and the run succeeded)
+    container = make_container(script=str(_example_script("blog_review")))
+    register_example(container, "blog_review")
+    rounds: list[int] = []
+
     # When the run goes through
     result = run_to_end(
-        container, "blog_review", {"commit_message": "add saver"}, on_approval=reject
+        container,
+        "blog_review",
+        {"commit_message": "add saver"},
+        on_approval=_always_reject(rounds),
     )
 
-    # Then the reviewer was asked exactly 3 times, each draft saw the feedback, and it published
+    # Then the reviewer was asked exactly 3 times, and the run ended failed at abandon
     assert rounds == [1, 2, 3]
-    assert result.status == "succeeded"
-    assert result.outputs["title"] == "Draft 3: durable checkpoints"
-    assert result.outputs["review"]["iteration"] == 3
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error["message"] == "rejected 3 times; last feedback: round 3: tighten it"
+    events = container.runs.get_timeline(result.run_id)
+    assert not [e for e in events if e.step_id == "publish"]
+    review = [
+        e for e in events if e.type == TimelineEventType.step_finished and e.step_id == "review"
+    ]
+    # And the timeline says the loop was exhausted
+    assert review[-1].detail["branch"] == "exhausted"
+    assert review[-1].outputs_summary is not None
+    assert review[-1].outputs_summary["exhausted"] == "after 3 rounds -> abandon"
+
+
+UNROUTED_LOOP = """
+workflows:
+  - plan_id: unrouted
+    memory: false
+    approvers: [ed@example.com]
+    steps:
+      - {step_id: draft, kind: transform, transform: {text: "'draft'"}}
+      - step_id: review
+        kind: approval
+        depends_on: [draft]
+        approval: {show_keys: [text], max_iterations: 2}
+        branches: {approved: publish, rejected: draft}
+      - {step_id: publish, kind: terminate, terminate: {outputs: {text: text}}}
+"""
+
+
+def test_an_exhausted_review_loop_without_a_route_fails_the_run_with_a_named_error(
+    make_container: MakeContainer,
+):
+    # Given a review loop of at most 2 rounds that declares no on_max_iterations
+    container = make_container()
+    register_text(container, UNROUTED_LOOP)
+    rounds: list[int] = []
+
+    # When the reviewer rejects every round
+    result = run_to_end(container, "unrouted", {}, on_approval=_always_reject(rounds))
+
+    # Then the run fails, naming the exhausted loop and the fix; nothing was published
+    # (before the fix it went on along the approved branch and succeeded)
+    assert rounds == [1, 2]
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error["type"] == "ReviewLoopExhaustedError"
+    assert result.error["message"].startswith("review loop exhausted after 2 rounds")
+    assert "declare approval.on_max_iterations" in result.error["message"]
+    events = container.runs.get_timeline(result.run_id)
+    assert not [e for e in events if e.step_id == "publish"]
 
 
 def test_review_loop_regenerates_with_feedback_then_publishes_on_approval(
@@ -379,6 +435,41 @@ def test_review_loop_regenerates_with_feedback_then_publishes_on_approval(
     assert len(drafts) == 2
     assert "more code samples" in drafts[1].prompt
     assert result.outputs["title"] == "Draft 2: durable checkpoints"
+
+
+def test_round_two_of_a_review_loop_carries_the_last_feedback_and_what_changed(
+    make_container: MakeContainer,
+):
+    # Given the blog review example and a reviewer who rejects round 1, then approves
+    container = make_container(script=str(_example_script("blog_review")))
+    register_example(container, "blog_review")
+    asked: list[dict[str, Any]] = []
+    answers = iter(
+        [
+            {"decision": "rejected", "approver": "ed@example.com", "comment": "<b>shorter</b>"},
+            {"decision": "approved", "approver": "ed@example.com"},
+        ]
+    )
+
+    def answer(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return next(answers)
+
+    # When the run goes through
+    result = run_to_end(
+        container, "blog_review", {"commit_message": "add saver"}, on_approval=answer
+    )
+
+    # Then round 1 asks with no previous round, and round 2 says what the reviewer asked for
+    # and which shown keys changed (both: the draft was rewritten); before, it did not
+    assert result.status == "succeeded"
+    assert "previous" not in asked[0]
+    assert asked[1]["previous"] == {
+        "iteration": 1,
+        "approver": "ed@example.com",
+        "comment": "<b>shorter</b>",
+        "changed": ["title", "body"],
+    }
 
 
 # --- loops and parallel joins --------------------------------------------------------------

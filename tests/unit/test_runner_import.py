@@ -39,9 +39,9 @@ def test_the_runner_handler_imports_no_xray_validation_jsonschema_or_croniter_wh
     # When it imports the runner's handler
     result = _import_runner(LAMBDA_TASK_ROOT=str(ROOT), POWERTOOLS_TRACE_DISABLED="true")
 
-    # Then the engine is loaded (on purpose, at init) but not the X-Ray SDK, definition
-    # validation, jsonschema or croniter
-    assert result == {"loaded": ["langgraph"], "validation": False}
+    # Then neither the engine (it loads before SnapStart's snapshot, below) nor the X-Ray SDK,
+    # definition validation, jsonschema or croniter is loaded
+    assert result == {"loaded": [], "validation": False}
 
 
 def test_the_runner_handler_loads_the_xray_sdk_when_tracing_is_on():
@@ -50,4 +50,39 @@ def test_the_runner_handler_loads_the_xray_sdk_when_tracing_is_on():
     result = _import_runner(LAMBDA_TASK_ROOT=str(ROOT))
 
     # Then Powertools' Tracer is real, so the X-Ray SDK is loaded
-    assert result == {"loaded": ["aws_xray_sdk", "langgraph"], "validation": False}
+    assert result == {"loaded": ["aws_xray_sdk"], "validation": False}
+
+
+SNAPSHOT_PROBE = """
+import json, sys
+sys.path[:0] = [{root!r}, {shared!r}]
+import functions.run_segment.handler as runner
+from snapshot_restore_py import get_before_snapshot
+hooks = [func for func, _, _ in get_before_snapshot()]
+before = "langgraph" in sys.modules
+for func, args, kwargs in get_before_snapshot():  # what Lambda does before the snapshot
+    func(*args, **kwargs)
+print(json.dumps({{
+    "hooked": hooks == [runner.load_engine],
+    "engine_before_hooks": before,
+    "engine_after_hooks": "langgraph" in sys.modules,
+}}))
+"""
+
+
+def test_snapstart_takes_its_snapshot_with_the_engine_loaded():
+    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
+    done = subprocess.run(
+        [sys.executable, "-c", SNAPSHOT_PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+
+    # When the handler is imported and the runtime runs the before-snapshot hooks
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+
+    # Then the import left the engine out and the hook loaded it into the snapshot
+    assert result == {"hooked": True, "engine_before_hooks": False, "engine_after_hooks": True}

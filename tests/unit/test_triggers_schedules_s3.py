@@ -14,12 +14,8 @@ import yaml
 
 from langorch.adapters.scheduler import ScheduleInfo
 from langorch.app.definitions import register_workflow
-from langorch.app.triggers import (
-    handle_s3_object,
-    handle_schedule,
-    register_and_sync,
-    sync_triggers,
-)
+from langorch.app.trigger_sync import register_and_sync, sync_triggers
+from langorch.app.triggers import handle_s3_object, handle_schedule
 from langorch.domain.definitions import TaskPlan, Trigger
 from langorch.domain.errors import DefinitionError
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired

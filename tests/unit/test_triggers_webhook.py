@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 import pytest
 
-from langorch.app.triggers import WebhookRequest, handle_webhook, rotate_webhook_secret
+from langorch.app.trigger_sync import rotate_webhook_secret
+from langorch.app.triggers import WebhookRequest
 from langorch.domain.webhooks import SIGNATURE_HEADER, format_secret, standard_secret
 from tests.fakes import Fakes
 from tests.integration.triggers_support import NOW_TS, SECRET, signed
-from tests.unit.triggers_support import all_runs, executions, make_deps
+from tests.unit.triggers_support import all_runs, executions, make_deps, webhook_answer
 
 BODY = '{"amount": 42, "note": "ok"}'
 OTHER_SECRET = format_secret(b"not-the-workflow-secret")
@@ -32,7 +33,7 @@ def test_a_signed_delivery_starts_one_run_and_its_execution(deps: Fakes):
     request = signed(BODY, delivery="dlv-1")
 
     # When it arrives
-    status, body = handle_webhook(request, deps)
+    status, body = webhook_answer(request, deps)
 
     # Then it is accepted with the new run's id, and the run's execution is named by it
     assert status == 202
@@ -50,7 +51,7 @@ def test_the_run_records_the_delivery_but_never_the_signature(deps: Fakes):
     assert signature
 
     # When it starts a run
-    _, body = handle_webhook(request, deps)
+    _, body = webhook_answer(request, deps)
 
     # Then the trigger detail names the delivery and the signature is nowhere in the record
     run = deps.runs.get_run(body["run_id"])
@@ -60,10 +61,10 @@ def test_the_run_records_the_delivery_but_never_the_signature(deps: Fakes):
 
 def test_a_duplicate_delivery_returns_the_same_run_and_starts_nothing(deps: Fakes):
     # Given a delivery that was accepted
-    _, first = handle_webhook(signed(BODY, delivery="dlv-dup"), deps)
+    _, first = webhook_answer(signed(BODY, delivery="dlv-dup"), deps)
 
     # When the sender retries it (same delivery id, signed again a little later)
-    status, second = handle_webhook(signed(BODY, delivery="dlv-dup", timestamp=NOW_TS + 3), deps)
+    status, second = webhook_answer(signed(BODY, delivery="dlv-dup", timestamp=NOW_TS + 3), deps)
 
     # Then the answer is the same run, not created, and there is one run and one execution
     assert status == 202
@@ -159,7 +160,7 @@ def test_a_refused_delivery_gets_its_4xx_and_starts_nothing(
     request = make()
 
     # When it arrives
-    got, body = handle_webhook(request, deps)
+    got, body = webhook_answer(request, deps)
 
     # Then it gets that check's status with a JSON error, and no run or execution exists
     assert got == status
@@ -173,7 +174,7 @@ def test_invalid_input_is_answered_with_the_field_paths(deps: Fakes):
     request = signed('{"note": 7}')
 
     # When it arrives
-    status, body = handle_webhook(request, deps)
+    status, body = webhook_answer(request, deps)
 
     # Then the 422 names each field
     assert status == 422
@@ -185,7 +186,7 @@ def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Fakes)
     request = signed("x" * 300_000, workflow_id="nope", content_type="text/plain")
 
     # When it arrives
-    status, _ = handle_webhook(request, deps)
+    status, _ = webhook_answer(request, deps)
 
     # Then the size is what is reported
     assert status == 413
@@ -193,15 +194,15 @@ def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Fakes)
 
 def test_after_rotation_both_the_new_and_the_previous_secret_verify(deps: Fakes):
     # Given a sender using the current secret (the trigger has it cached)
-    assert handle_webhook(signed(BODY, delivery="before"), deps)[0] == 202
+    assert webhook_answer(signed(BODY, delivery="before"), deps)[0] == 202
 
     # When the secret is rotated
     new = rotate_webhook_secret("invoices", deps, new_secret=lambda: ROTATED)
 
     # Then the new secret verifies at once, and the previous one still does
     assert new == ROTATED
-    assert handle_webhook(signed(BODY, delivery="new", secret=new), deps)[0] == 202
-    assert handle_webhook(signed(BODY, delivery="old", secret=SECRET), deps)[0] == 202
+    assert webhook_answer(signed(BODY, delivery="new", secret=new), deps)[0] == 202
+    assert webhook_answer(signed(BODY, delivery="old", secret=SECRET), deps)[0] == 202
     assert deps.secrets.get_json("langorch/webhooks/invoices", fresh=True) == {
         "current": ROTATED,
         "previous": SECRET,
@@ -216,7 +217,7 @@ def test_a_secret_rotated_twice_no_longer_accepts_the_first(deps: Fakes):
     # When the original secret signs a delivery to a trigger function that reads the secret
     # now (a new sandbox; a warm one may use its cached copy for up to five minutes)
     sandbox = deps.another_process()
-    status, _ = handle_webhook(signed(BODY, delivery="ancient", secret=SECRET), sandbox)
+    status, _ = webhook_answer(signed(BODY, delivery="ancient", secret=SECRET), sandbox)
 
     # Then it is refused
     assert status == 401
@@ -227,7 +228,7 @@ def test_a_webhook_workflow_without_a_secret_is_refused_with_how_to_fix_it(deps:
     deps.secrets.delete("langorch/webhooks/invoices")
 
     # When a delivery arrives
-    status, body = handle_webhook(signed(BODY), deps)
+    status, body = webhook_answer(signed(BODY), deps)
 
     # Then it is a 401 that says how to create the secret
     assert status == 401
@@ -239,7 +240,7 @@ def test_an_old_sender_is_told_the_endpoint_now_speaks_standard_webhooks(deps: F
     request = _old_headers()
 
     # When its delivery arrives
-    status, body = handle_webhook(request, deps)
+    status, body = webhook_answer(request, deps)
 
     # Then the 401 says which headers to send instead
     assert status == 401
@@ -253,7 +254,7 @@ def test_a_secret_stored_before_standard_webhooks_keeps_working_until_rotated(de
     sandbox = deps.another_process()
 
     # When a sender signs with its whsec_ form (the secret's text as the key)
-    status, _ = handle_webhook(
+    status, _ = webhook_answer(
         signed(BODY, delivery="legacy", secret=standard_secret(legacy)), sandbox
     )
 
@@ -261,9 +262,9 @@ def test_a_secret_stored_before_standard_webhooks_keeps_working_until_rotated(de
     assert status == 202
     new = rotate_webhook_secret("invoices", sandbox)
     assert new.startswith("whsec_")
-    assert handle_webhook(signed(BODY, delivery="new", secret=new), sandbox)[0] == 202
+    assert webhook_answer(signed(BODY, delivery="new", secret=new), sandbox)[0] == 202
     assert (
-        handle_webhook(signed(BODY, delivery="legacy-2", secret=standard_secret(legacy)), sandbox)[
+        webhook_answer(signed(BODY, delivery="legacy-2", secret=standard_secret(legacy)), sandbox)[
             0
         ]
         == 202

@@ -308,7 +308,70 @@ def test_unknown_subflow_version_is_reported() -> None:
 def test_depends_on_unknown_step_is_reported() -> None:
     problem = only(problems_of(minimal(s("a"), s("b", depends_on=["aa"]))))
     assert problem.path == "steps[1].depends_on[0]"
-    assert "unknown step 'aa'" in problem.message
+    assert problem.message == "'aa' is not a step of this workflow"
+    assert problem.hint == "did you mean 'a'?"
+
+
+REVIEW_TYPO = {
+    "plan_id": "wf",
+    "approvers": ["ed@example.com"],
+    "inputs_schema": {"properties": {"topic": {}}},
+    "steps": [
+        {"step_id": "draft", "kind": "transform", "transform": {"title": "topic"}},
+        {
+            "step_id": "review",
+            "kind": "approval",
+            "depends_on": ["draft"],
+            "approval": {"show_keys": ["title"], "max_iterations": 2},
+            "branches": {"approved": "publsh", "rejected": "draft"},
+        },
+        {"step_id": "publish", "kind": "terminate", "terminate": {"outputs": {"title": "title"}}},
+    ],
+}
+
+
+def test_a_misspelt_branch_target_is_named_with_the_step_it_meant_and_reported_once() -> None:
+    # Given a review whose approved branch misspells 'publish' (publish reads 'title')
+    # When it is validated
+    problem = only(problems_of(REVIEW_TYPO))
+
+    # Then the one problem names the bad target and the step it meant; before, 'publish'
+    # (left without its incoming edge) was also reported as reading keys nothing provides
+    assert str(problem) == (
+        "steps[1].branches.approved: 'publsh' is not a step of this workflow "
+        "(hint: did you mean 'publish'?)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "path"),
+    [
+        ("on_error", "publsh", "steps[1].on_error"),
+        ("approval", {"max_iterations": 2, "on_max_iterations": "publsh"}, None),
+        ("depends_on", ["drafft"], "steps[1].depends_on[0]"),
+    ],
+)
+def test_every_reference_to_a_step_names_the_bad_target(
+    field: str, value: Any, path: str | None
+) -> None:
+    data: dict[str, Any] = {**REVIEW_TYPO, "steps": [dict(x) for x in REVIEW_TYPO["steps"]]}
+    data["steps"][1]["branches"] = {"approved": "publish", "rejected": "draft"}
+    data["steps"][1][field] = (
+        {**data["steps"][1]["approval"], **value} if field == "approval" else value
+    )
+    problem = only(problems_of(data))
+    assert problem.path == (path or "steps[1].approval.on_max_iterations")
+    bad = value[0] if isinstance(value, list) else value
+    bad = bad["on_max_iterations"] if isinstance(bad, dict) else bad
+    assert problem.message == f"{bad!r} is not a step of this workflow"
+    assert problem.hint.startswith("did you mean ")
+
+
+def test_a_reference_with_no_close_step_lists_the_steps() -> None:
+    data = minimal(s("a"), s("b", depends_on=["zzz_unrelated"]))
+    problem = only(problems_of(data))
+    assert problem.message == "'zzz_unrelated' is not a step of this workflow"
+    assert problem.hint == "use the step_id of a step of this workflow: 'a', 'b'"
 
 
 def test_branch_to_unknown_step_is_reported() -> None:

@@ -267,7 +267,7 @@ def test_a_stored_secret_that_is_not_base64_is_skipped_not_an_error():
 
 def test_new_secrets_are_whsec_base64_of_32_random_bytes():
     # Given two fresh secrets
-    from langorch.app.triggers import new_webhook_secret
+    from langorch.app.trigger_sync import new_webhook_secret
 
     first, second = new_webhook_secret(), new_webhook_secret()
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from langorch.app.definitions import register_workflow
+from langorch.app.triggers import WebhookRequest, accept_webhook
+from langorch.domain.errors import DefinitionError, NotFoundError, RequestRejectedError
 from langorch.domain.loading import load_text
+from langorch.web.http import error_body, http_status
 from tests.fakes import Fakes
 from tests.integration.triggers_support import NOW, SCHEDULER_ROLE, SECRET, TRIGGER_FN, WORKFLOWS
 
@@ -34,3 +37,12 @@ def executions(deps: Fakes) -> list[dict[str, Any]]:
 def all_runs(deps: Fakes) -> list[Any]:
     """Every run record, of any workflow."""
     return deps.runs.list_runs(limit=1000)
+
+
+def webhook_answer(request: WebhookRequest, deps: Fakes) -> tuple[int, dict[str, Any]]:
+    """A delivery's status and body as the trigger handler answers it (``web.http`` maps)."""
+    try:
+        started = accept_webhook(request, deps)
+    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
+        return http_status(exc), error_body(exc)
+    return 202, {"run_id": started.run_id, "created": started.created}

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
-    from langorch.domain.runs import RunRecord, TimelineEvent
+    from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
@@ -97,6 +97,23 @@ class RunsStore(Protocol):
         """Add (or replace, by ``seq``) timeline events."""
         ...
 
+    def get_timeline(self, run_id: str) -> list[TimelineEvent]:
+        """The run's timeline in ``seq`` order (empty for an unknown run)."""
+        ...
+
+    def next_event_seq(self, run_id: str) -> int:
+        """The ``seq`` after the run's last timeline event (1 for none)."""
+        ...
+
+    def list_runs(
+        self,
+        workflow_id: str | None = None,
+        status: RunStatus | None = None,
+        limit: int = 50,
+    ) -> list[RunRecord]:
+        """Runs, newest first, optionally of one workflow and/or in one status (1-1000)."""
+        ...
+
 
 class Executions(Protocol):
     """The run state machine's executions (Step Functions), one per run, named by its id."""
@@ -112,6 +129,12 @@ class Executions(Protocol):
 
     def send_success(self, task_token: str, output: dict[str, Any]) -> None:
         """Resume the task waiting on ``task_token`` (``TaskClosedError`` when closed)."""
+        ...
+
+    def describe(self, run_id: str) -> dict[str, Any]:
+        """``DescribeExecution`` of the run's execution: ``status`` (``RUNNING``, ``SUCCEEDED``,
+        ``FAILED``, ``TIMED_OUT``, ``ABORTED``), ``error``/``cause`` when it failed
+        (``NotFoundError`` when there is none)."""
         ...
 
 

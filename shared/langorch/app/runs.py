@@ -19,8 +19,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from langorch.domain.errors import RunNotFinishedError, UnknownInterruptError
+from langorch.domain.errors import (
+    RecordTooLargeError,
+    RunNotFinishedError,
+    UnknownInterruptError,
+)
 from langorch.domain.inputs import ensure_valid_input, with_defaults
+from langorch.domain.limits import ensure_input_fits
 from langorch.domain.runs import (
     PendingInterrupt,
     RunError,
@@ -31,6 +36,7 @@ from langorch.domain.runs import (
     TimelineEventType,
     TokenUsage,
     dedupe_run_id,
+    minimal_failed,
     new_run_id,
     transition,
 )
@@ -150,7 +156,8 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
 
     Raises:
         NotFoundError: the workflow (version) does not exist.
-        InputValidationError: the input does not fit the workflow's inputs schema.
+        InputValidationError: the input does not fit the workflow's inputs schema, or is larger
+            than :data:`~langorch.domain.limits.MAX_INPUT_BYTES` (the run could not carry it).
     """
     plan = deps.definitions.get_workflow(cmd.workflow_id, cmd.version)
     if plan is None:
@@ -161,6 +168,7 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
             f"workflow {cmd.workflow_id}{at} not found; register it with `langorch workflows put`"
         )
     data = with_defaults(plan, cmd.input)
+    ensure_input_fits(plan.plan_id, data)
     ensure_valid_input(plan, data)
     run_id = dedupe_run_id(cmd.dedupe_key) if cmd.dedupe_key else new_run_id(deps.ids)
     now = deps.clock()
@@ -424,6 +432,12 @@ def _record(
             ),
         )
     status = result.status
+    if result.request:
+        # What an approval shows is bounded where the run stores it (record and Step Functions
+        # payload alike): long values are cut with a marker, never a record that cannot be saved.
+        from langorch.domain.limits import bounded_request
+
+        result.request = bounded_request(dict(result.request))
     if status == "waiting_approval":
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
@@ -504,17 +518,18 @@ def _record(
     )
 
 
-def _bounded(outputs: dict[str, Any], limit: int = 100_000) -> tuple[dict[str, Any], bool]:
+def _bounded(outputs: dict[str, Any], limit: int | None = None) -> tuple[dict[str, Any], bool]:
     """Outputs small enough for the run record, and whether they had to be summarised.
 
     The full outputs always stay in the run's last checkpoint.
     """
     import json
 
+    from langorch.domain.limits import MAX_OUTPUTS_BYTES
     from langorch.domain.runs import summarize_outputs
 
     text = json.dumps(outputs, default=str)
-    if len(text) <= limit:
+    if len(text.encode("utf-8")) <= (MAX_OUTPUTS_BYTES if limit is None else limit):
         return json.loads(text), False
     return dict(summarize_outputs(outputs)), True
 
@@ -609,6 +624,10 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
     run = deps.runs.get_run(run_id)
     if run.is_terminal:
         return False
+    # The first cause, not the last retry's symptom (the state machine passes the latter).
+    from langorch.app.run_failures import first_cause
+
+    error = first_cause(deps.runs.get_timeline(run_id)) or error
     now = deps.clock()
     failed = transition(run, RunStatus.failed, now=now, error=error, reason=error.message)
     # The event first: if the status write then fails, the retry rewrites the same event.
@@ -632,6 +651,14 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
         deps.runs.save_run(failed)
     except ConflictError:
         return False  # it ended between the read and the write: that ending stands
+    except RecordTooLargeError as exc:
+        # The full record cannot be stored (the reason the run failed, often): the smallest
+        # terminal record still can, so the run never stays non-terminal.
+        logger.error("run record too large; writing a minimal failed record", exc_info=exc)
+        try:
+            deps.runs.save_run(minimal_failed(run, error, now=now))
+        except ConflictError:
+            return False
     logger.error(
         "run failed",
         extra={

@@ -5,7 +5,7 @@ Every start goes through :func:`langorch.app.runs.launch_run` with the trigger's
 Nothing here imports LangGraph or LangChain: the trigger function's cold start stays light
 (ARCHITECTURE §2 "Cold starts").
 
-* :func:`handle_webhook` — ``POST /hooks/{workflow_id}``: checks in the order size (413), JSON
+* :func:`accept_webhook` — ``POST /hooks/{workflow_id}``: checks in the order size (413), JSON
   (415), workflow with a webhook trigger (404), signature (401), input (422); nothing is
   started on any 4xx.
 * :func:`handle_schedule` — the Input of a langorch schedule, once per slot.
@@ -22,45 +22,36 @@ import logging
 import re
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from os.path import commonprefix
-from pathlib import Path
-from secrets import token_bytes
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from langorch.app.runs import LaunchDeps, StartRun, launch_run
 from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
 from langorch.domain.errors import (
-    DefinitionError,
     InputValidationError,
     NotFoundError,
     PayloadTooLargeError,
     Problem,
-    RequestRejectedError,
     SecretNotFoundError,
     SignatureError,
     StorageError,
     UnsupportedMediaTypeError,
 )
 from langorch.domain.inputs import ensure_valid_input, with_defaults
+from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
 from langorch.domain.triggers import (
-    DesiredSchedule,
     S3ObjectCreated,
     ScheduleFired,
-    desired_schedules,
     s3_trigger_matches,
     schedule_name,
-    schedule_problems,
     schedule_triggers,
     webhook_dedupe_key,
 )
-from langorch.domain.webhooks import SignedDelivery, format_secret, header, secret_values
-from langorch.web.http import error_body, http_status
+from langorch.domain.webhooks import SignedDelivery, header, secret_values
 
 if TYPE_CHECKING:
-    from langorch.app.definitions import DefinitionsStore, RegisterResult
-    from langorch.app.ports import ScheduleStore, SecretsStore, WorkflowSource
+    from langorch.app.ports import SecretsStore
     from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -90,35 +81,6 @@ class TriggerDeps(LaunchDeps, Protocol):
 class WebhookDeps(TriggerDeps, Protocol):
     """What a webhook delivery needs: :class:`TriggerDeps` and the webhook secrets."""
 
-    @property
-    def secrets(self) -> SecretsStore: ...
-
-
-class SyncDeps(Protocol):
-    """What syncing a workflow's triggers needs: its secret and its schedules."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def secrets(self) -> SecretsStore: ...
-    @property
-    def schedules(self) -> ScheduleStore: ...
-
-
-class RegisterDeps(SyncDeps, Protocol):
-    """What registering definitions needs: :class:`SyncDeps` and the definitions store."""
-
-    @property
-    def definitions(self) -> DefinitionsStore: ...
-
-
-class RotateDeps(Protocol):
-    """What rotating a webhook secret needs: the workflow and its secret."""
-
-    @property
-    def settings(self) -> Settings: ...
-    @property
-    def definitions(self) -> WorkflowSource: ...
     @property
     def secrets(self) -> SecretsStore: ...
 
@@ -179,46 +141,6 @@ class TriggerOutcome:
             ],
             "skipped": [{"workflow_id": w, "reason": why} for w, why in self.skipped],
         }
-
-
-ScheduleAction = Literal["created", "updated", "unchanged", "deleted"]
-
-
-@dataclass(frozen=True)
-class ScheduleChange:
-    """What registering did to one schedule."""
-
-    name: str
-    action: ScheduleAction
-    expression: str | None = None
-    timezone: str | None = None
-
-
-@dataclass
-class TriggerSync:
-    """What :func:`sync_triggers` did for one workflow.
-
-    Attributes:
-        workflow_id: the workflow.
-        secret_name: its webhook secret's name, when it has a webhook trigger.
-        webhook_secret: the secret's value, **only** when this call created it (show it once).
-        schedules: each schedule created, updated, left unchanged or deleted.
-        warnings: what could not be done and why (e.g. schedules not configured).
-    """
-
-    workflow_id: str
-    secret_name: str | None = None
-    webhook_secret: str | None = None
-    schedules: list[ScheduleChange] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class RegisteredBatch:
-    """What :func:`register_and_sync` stored and synced."""
-
-    results: list[RegisterResult]
-    triggers: list[TriggerSync]
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,37 +220,28 @@ def trigger_index(deps: TriggerDeps) -> TriggerIndex:
 # --------------------------------------------------------------------------------------------
 
 
-def handle_webhook(request: WebhookRequest, deps: WebhookDeps) -> tuple[int, dict[str, Any]]:
-    """Verify a webhook delivery and start its run.
+def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
+    """Verify a webhook delivery and start its run (once per delivery id).
 
-    Checks, in order: body size (413), JSON content type and body (415), a workflow with a
-    webhook trigger (404), the signature (401), the input against the inputs schema (422).
-    Nothing is written or started when any check fails.
+    Checks, in order: body size, JSON content type and body, a workflow with a webhook trigger,
+    the signature, the input against the inputs schema. Nothing is written or started when any
+    check fails; the trigger handler answers each refusal with its 4xx (``web.http``).
 
     Args:
         request: the delivery.
         deps: the ports it needs.
 
     Returns:
-        ``(202, {"run_id", "created"})`` — ``created`` is false for a repeated delivery id,
-        which starts nothing — or ``(4xx, {"error", "problems"?})``.
+        The run; ``created`` is false for a repeated delivery id, which starts nothing.
 
     Raises:
+        PayloadTooLargeError: the body is over the limit (413).
+        UnsupportedMediaTypeError: not JSON (415).
+        NotFoundError: no such workflow, or it has no webhook trigger (404).
+        SignatureError: the signature, its timestamp or the secret does not verify (401).
+        DefinitionError: the input does not fit the inputs schema (422, with paths).
         StorageError: a backend failed (a 5xx: the sender should retry, and may safely).
     """
-    try:
-        started = _accept_webhook(request, deps)
-    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
-        status = http_status(exc)
-        logger.warning(
-            "webhook rejected",
-            extra={"workflow_id": request.workflow_id, "status": status, "reason": str(exc)[:200]},
-        )
-        return status, error_body(exc)
-    return 202, {"run_id": started.run_id, "created": started.created}
-
-
-def _accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
     settings = deps.settings
     limit = settings.webhook_max_body_bytes
     if len(request.body) > limit:
@@ -341,6 +254,7 @@ def _accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
     data = (
         with_defaults(plan, {**trigger.input, **payload}) if isinstance(payload, dict) else payload
     )
+    _ensure_body_fits(data)
     ensure_valid_input(plan, data)
     run, created = launch_run(
         StartRun(
@@ -367,6 +281,26 @@ def _accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
         },
     )
     return StartedRun(plan.plan_id, run.run_id, created)
+
+
+def _ensure_body_fits(data: Any) -> None:
+    """Refuse (413) a body whose input the run record could not carry, before anything starts.
+
+    The raw body limit (``webhook_max_body_bytes``) guards parsing; this one is the run's
+    budget (:mod:`langorch.domain.limits`), so an accepted delivery always runs.
+    """
+    size = json_bytes(data)
+    if size > MAX_INPUT_BYTES:
+        raise PayloadTooLargeError(
+            f"the run input is {size} bytes of JSON; the limit is {MAX_INPUT_BYTES} bytes",
+            problems=[
+                Problem(
+                    "body",
+                    f"is {size} bytes as JSON (limit {MAX_INPUT_BYTES})",
+                    "send large data as a file (an S3 key) instead of inline",
+                )
+            ],
+        )
 
 
 def _json_body(request: WebhookRequest) -> Any:
@@ -553,185 +487,3 @@ def _start(outcome: TriggerOutcome, command: StartRun, deps: TriggerDeps) -> Non
 # --------------------------------------------------------------------------------------------
 # Registering triggers
 # --------------------------------------------------------------------------------------------
-
-
-def new_webhook_secret() -> str:
-    """A fresh Standard Webhooks secret: ``whsec_`` + base64 of 256 random bits."""
-    return format_secret(token_bytes(32))
-
-
-def sync_triggers(
-    plan: TaskPlan,
-    deps: SyncDeps,
-    *,
-    new_secret: Callable[[], str] = new_webhook_secret,
-) -> TriggerSync:
-    """Make the cloud side of a stored workflow's triggers match it.
-
-    * A webhook trigger gets a secret (``webhook_secret_prefix`` + workflow id) when it has
-      none; its value is returned once, here. An existing secret is kept, and a secret is
-      kept when the trigger is removed (adding it back keeps senders working).
-    * Each schedule trigger gets an EventBridge Scheduler schedule ``langorch-<workflow_id>``
-      (AWS cron, its timezone, ``FlexibleTimeWindow`` off, the trigger function as target);
-      changed ones are updated, and schedules of triggers that are gone are deleted.
-
-    Args:
-        plan: the stored workflow version (its latest).
-        deps: the settings, the secrets and the schedules.
-        new_secret: makes a secret's value (tests pass a fixed one).
-
-    Returns:
-        What was done.
-
-    Raises:
-        DefinitionError: a schedule trigger cannot be written as an AWS cron expression.
-        StorageError: Secrets Manager or the Scheduler failed.
-    """
-    sync = TriggerSync(plan.plan_id)
-    if any(t.type == "webhook" for t in plan.all_triggers()):
-        name = deps.settings.webhook_secret_prefix + plan.plan_id
-        sync.secret_name = name
-        if not deps.secrets.exists(name):
-            value = new_secret()
-            deps.secrets.put_json(
-                name,
-                {"current": value},
-                description=f"langorch webhook secret of workflow {plan.plan_id}",
-            )
-            sync.webhook_secret = value
-            logger.info("webhook secret created", extra={"workflow_id": plan.plan_id})
-    problems = schedule_problems(plan)
-    if problems:
-        raise DefinitionError(f"workflow {plan.plan_id}", problems)
-    _sync_schedules(plan, desired_schedules(plan), deps, sync)
-    return sync
-
-
-def _sync_schedules(
-    plan: TaskPlan, desired: list[DesiredSchedule], deps: SyncDeps, sync: TriggerSync
-) -> None:
-    schedules = deps.schedules
-    names = [schedule_name(plan.plan_id, i) for i in range(max(len(desired), 2))]
-    prefix = commonprefix(names)  # noqa: RUF071 - names, not paths: a character prefix
-    # A prefix can also match another workflow's schedules (langorch-a, langorch-ab): the
-    # Input says whose each one is.
-    existing = {
-        s.name: s for s in schedules.list(prefix) if s.input.get("workflow_id") == plan.plan_id
-    }
-    if desired and not schedules.configured:
-        sync.warnings.append(
-            f"workflow {plan.plan_id} has schedule triggers but no schedule was written: set "
-            "LANGORCH_TRIGGER_FUNCTION_ARN and LANGORCH_SCHEDULER_ROLE_ARN"
-        )
-    elif desired:
-        schedules.ensure_group()
-        for want in desired:
-            have = existing.get(want.name)
-            if have is not None and (
-                have.expression == want.expression
-                and have.timezone == want.timezone
-                and have.input == want.input
-                and have.state == "ENABLED"
-                and have.target_arn == deps.settings.trigger_function_arn
-                and have.role_arn == deps.settings.scheduler_role_arn
-                and have.dead_letter_arn == deps.settings.schedule_dlq_arn
-            ):
-                action: ScheduleAction = "unchanged"
-            else:
-                created = schedules.put(
-                    want.name,
-                    want.expression,
-                    want.timezone,
-                    want.input,
-                    description=f"langorch workflow {plan.plan_id}: {want.cron} ({want.timezone})",
-                )
-                action = "created" if created else "updated"
-            sync.schedules.append(ScheduleChange(want.name, action, want.expression, want.timezone))
-    wanted = {d.name for d in desired}
-    for name in sorted(set(existing) - wanted):
-        schedules.delete(name)
-        sync.schedules.append(ScheduleChange(name, "deleted"))
-    for change in sync.schedules:
-        logger.info(
-            f"schedule {change.action}",
-            extra={"workflow_id": plan.plan_id, "schedule": change.name},
-        )
-
-
-def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> RegisteredBatch:
-    """Validate and store definition files, then sync every stored workflow's triggers.
-
-    Schedules EventBridge Scheduler cannot express are reported with the other problems,
-    before anything is stored.
-
-    Args:
-        paths: definition files (YAML or JSON).
-        deps: the ports it needs.
-
-    Returns:
-        The stored definitions and, per workflow, what its triggers' sync did.
-
-    Raises:
-        DefinitionError: any file has any problem; nothing was stored.
-        StorageError: a backend failed.
-    """
-    # Imported here: registration pulls in validation and the LLM registry's names, which the
-    # trigger function never needs.
-    from langorch.app.definitions import register_files, validate_files
-
-    batch = validate_files(paths, deps.definitions)
-    problems: list[Problem] = []
-    for plan in batch.workflows:
-        where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
-        problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
-    if problems:
-        raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
-    results = register_files(deps.definitions, paths)
-    synced = [
-        sync_triggers(r.definition, deps)
-        for r in results
-        if r.kind == "workflow" and isinstance(r.definition, TaskPlan)
-    ]
-    return RegisteredBatch(results, synced)
-
-
-def rotate_webhook_secret(
-    workflow_id: str,
-    deps: RotateDeps,
-    *,
-    new_secret: Callable[[], str] = new_webhook_secret,
-) -> str:
-    """Give a workflow's webhook a new current secret; the old current becomes previous.
-
-    Both verify until the next rotation, so senders can switch without failed deliveries.
-
-    Args:
-        workflow_id: the workflow (it must have a webhook trigger).
-        deps: the ports it needs.
-        new_secret: makes the new value.
-
-    Returns:
-        The new secret (show it once).
-
-    Raises:
-        NotFoundError: no such workflow, or it has no webhook trigger.
-    """
-    plan = deps.definitions.get_workflow(workflow_id)
-    if plan is None:
-        raise NotFoundError(f"workflow {workflow_id} not found")
-    if not any(t.type == "webhook" for t in plan.all_triggers()):
-        raise NotFoundError(f"workflow {workflow_id} has no webhook trigger")
-    name = deps.settings.webhook_secret_prefix + workflow_id
-    try:
-        current = deps.secrets.get_json(name, fresh=True).get("current")
-    except SecretNotFoundError:
-        current = None
-    value = new_secret()
-    document = {"current": value}
-    if isinstance(current, str) and current:
-        document["previous"] = current
-    deps.secrets.put_json(
-        name, document, description=f"langorch webhook secret of workflow {workflow_id}"
-    )
-    logger.info("webhook secret rotated", extra={"workflow_id": workflow_id})
-    return value

@@ -202,6 +202,17 @@ class EmailNotSentError(LangorchError):
 # --------------------------------------------------------------------------------------------
 
 
+class PreviousRound(BaseModel):
+    """The rejected round before this one: who, their comment, the shown keys changed since."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    iteration: int
+    approver: str | None = None
+    comment: str = ""
+    changed: list[str] = Field(default_factory=list)
+
+
 class Approval(BaseModel):
     """One parked human decision (what is asked, of whom, until when, and how it ended).
 
@@ -225,6 +236,8 @@ class Approval(BaseModel):
     approvers: list[str] = Field(default_factory=list)
     require_code: bool = False
     on_timeout: str | None = None
+    previous: PreviousRound | None = None
+    """From round 2 of a review loop on: the previous round's feedback and what changed."""
     status: ApprovalStatus = ApprovalStatus.pending
     decided_by: str | None = None
     decided_at: datetime | None = None
@@ -303,9 +316,20 @@ def new_approval(
         approvers=approvers,
         require_code=bool(request.get("require_code")),
         on_timeout=request.get("on_timeout"),
+        previous=_previous_round(request.get("previous")),
         created_at=now,
         expires_at=datetime.fromtimestamp(int(now.timestamp()) + timeout, tz=UTC),
     )
+
+
+def _previous_round(value: Any) -> PreviousRound | None:
+    """The request's ``previous``; malformed is left out (context, not a reason to refuse)."""
+    if not isinstance(value, Mapping):
+        return None
+    try:
+        return PreviousRound.model_validate(value)
+    except ValueError:
+        return None
 
 
 def _unique_addresses(values: Any) -> list[str]:

@@ -77,6 +77,11 @@ class StepFailedError(LangorchError):
     retryable = False
 
 
+class ReviewLoopExhaustedError(StepFailedError):
+    """An approval's review loop reached ``max_iterations`` with a rejection and declares no
+    ``on_max_iterations`` route: the run fails rather than going on with a rejected draft."""
+
+
 class StepTimeoutError(LangorchError):
     """A step ran longer than its ``timeout_seconds``."""
 
@@ -168,3 +173,10 @@ class FileRefusedError(FileReadError):
 
 class FileContentError(FileReadError):
     """The object's bytes are not what its format says (bad UTF-8, JSON, YAML or CSV)."""
+
+
+class RecordTooLargeError(StorageError):
+    """A run record does not fit its item even with its outputs and pending request bounded.
+
+    Only an input over the budget can cause it (``domain.limits``): a door let it in.
+    """

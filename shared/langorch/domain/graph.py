@@ -271,13 +271,20 @@ def exclusive_pair(
 
 
 def unknown_step(step_id: str, known: Mapping[str, int]) -> tuple[str, str]:
-    """Message and hint for a reference to a step that does not exist."""
-    close = _closest(step_id, known)
-    hint = f"did you mean {close!r}?" if close else "use the step_id of a step of this workflow"
-    return f"unknown step {step_id!r}", hint
+    """Message and hint for a reference to a step that does not exist: names the bad target,
+    and the step it probably meant (else the steps there are)."""
+    close = closest_step(step_id, known)
+    if close:
+        hint = f"did you mean {close!r}?"
+    else:
+        names = list(known)
+        listed = ", ".join(repr(n) for n in names[:12]) + (", …" if len(names) > 12 else "")
+        hint = f"use the step_id of a step of this workflow: {listed or '(none)'}"
+    return f"{step_id!r} is not a step of this workflow", hint
 
 
-def _closest(name: str, candidates: Iterable[str]) -> str | None:
+def closest_step(name: str, candidates: Iterable[str]) -> str | None:
+    """The step id ``name`` most likely misspells (``None`` when none is close)."""
     matches = difflib.get_close_matches(name, list(candidates), n=1)
     return matches[0] if matches else None
 

@@ -455,3 +455,64 @@ class TimelineEvent(_Stored):
         if len(json.dumps(detail, default=str, ensure_ascii=False)) <= MAX_DETAIL_CHARS:
             return detail
         return dict(summarize_outputs(detail, limit=MAX_DETAIL_CHARS))
+
+
+def fitted_record(run: RunRecord, limit: int) -> RunRecord:
+    """``run`` with the parts that grow with the work bounded, so it fits ``limit`` bytes.
+
+    Outputs over :data:`~langorch.domain.limits.MAX_OUTPUTS_BYTES` are summarised
+    (``outputs_truncated``; the checkpoint keeps them whole); a pending request over
+    :data:`~langorch.domain.limits.MAX_PENDING_BYTES` has its long values cut with a marker.
+
+    Raises:
+        RecordTooLargeError: the bounded record is still over ``limit`` (its input is).
+    """
+    from langorch.domain.errors import RecordTooLargeError
+    from langorch.domain.limits import (
+        MAX_OUTPUTS_BYTES,
+        MAX_PENDING_BYTES,
+        bounded_request,
+        json_bytes,
+    )
+
+    update: dict[str, Any] = {}
+    if run.outputs and json_bytes(run.outputs) > MAX_OUTPUTS_BYTES:
+        update["outputs"] = summarize_outputs(run.outputs, limit=4000)
+        update["outputs_truncated"] = True
+    if run.pending is not None and json_bytes(run.pending.request) > MAX_PENDING_BYTES:
+        request = bounded_request(run.pending.request, MAX_PENDING_BYTES)
+        update["pending"] = run.pending.model_copy(update={"request": request})
+    fitted = run.model_copy(update=update) if update else run
+    size = len(fitted.model_dump_json().encode("utf-8"))
+    if size > limit:
+        raise RecordTooLargeError(
+            f"run {run.run_id}: the record is {size} bytes with its outputs and pending request "
+            f"bounded (limit {limit}); its input is {json_bytes(run.input)} bytes — pass large "
+            "data as a file (S3 key) instead"
+        )
+    return fitted
+
+
+def minimal_failed(run: RunRecord, error: RunError, *, now: datetime) -> RunRecord:
+    """The smallest terminal record of ``run``: ``failed`` with a short reason, nothing else.
+
+    Written when the full failed record cannot be (it is too large): a run must never stay
+    ``queued``/``running``/``waiting_approval`` after its execution ended. The input, outputs
+    and pending request are dropped (the checkpoint and the timeline keep what there was).
+    """
+    from langorch.domain.limits import MAX_REASON_CHARS, cut
+
+    short = RunError(step_id=error.step_id, type=error.type, message=cut(error.message, 400))
+    return run.model_copy(
+        update={
+            "status": RunStatus.failed,
+            "status_reason": cut(error.message, MAX_REASON_CHARS),
+            "error": short,
+            "input": {},
+            "outputs": {},
+            "outputs_truncated": bool(run.outputs) or run.outputs_truncated,
+            "pending": None,
+            "updated_at": now,
+            "ended_at": now,
+        }
+    )

@@ -55,7 +55,6 @@ from langorch.domain.graph import (
     exclusive_pair,
     reach,
     strongly_connected,
-    unknown_step,
 )
 from langorch.domain.lookup import DefinitionLookup
 from langorch.domain.wiring import Wiring
@@ -106,7 +105,7 @@ class Topology(Wiring):
         plan = self.plan
         if plan.entry_step_id is not None:
             if not self.known(plan.entry_step_id):
-                self.add("entry_step_id", *unknown_step(plan.entry_step_id, self.index))
+                self.unknown("entry_step_id", plan.entry_step_id)
                 return []
             if plan.entry_step_id in self.loop_of:
                 self.add(
@@ -129,7 +128,7 @@ class Topology(Wiring):
             if sources and not sources <= reach([sid], out, FORWARD):
                 continue
             entry.append(sid)
-        if not entry:
+        if not entry and not self.dangling:  # else a reference that could not be wired is why
             self.add(
                 "steps",
                 "no step can run first: every step depends on another or is a branch target",

@@ -49,6 +49,7 @@ __all__ = [
     "step_graph",
     "validate_block",
     "validate_workflow",
+    "workflow_advice",
 ]
 
 BUILTIN_KEYS = frozenset({"run_id", "error", "user_id", "user_preferences", "user_history"})
@@ -161,6 +162,24 @@ def validate_workflow(
     ]
 
 
+def workflow_advice(plan: TaskPlan) -> list[Problem]:
+    """What is valid in a workflow but probably not meant, e.g. a review loop with no route
+    for its last rejection. Never a reason to refuse the workflow.
+
+    Args:
+        plan: The workflow (valid or not; steps whose kind is unknown are skipped).
+
+    Returns:
+        The advice, paths relative to the workflow.
+    """
+    advice: list[Problem] = []
+    for i, step in enumerate(plan.steps):
+        kind = registry.get(step.kind) if step.kind is not None else None
+        if kind is not None:
+            advice.extend(kind.advice(step, f"steps[{i}]"))
+    return advice
+
+
 def ensure_valid_workflow(
     plan: TaskPlan,
     lookup: DefinitionLookup,
@@ -264,6 +283,8 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         # feedback reaches the steps it sends the run back to); the step itself only when
         # it lies on a cycle.
         ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
+        if sid in t.dangling or t.dangling & set(ancestors):
+            continue  # an edge into it could not be wired (reported): what it reads is unknown
         available = set(base)
         for ancestor in ancestors:
             available |= t.outputs[ancestor]

@@ -24,6 +24,7 @@ from langorch.domain.graph import (
     Edge,
     EdgeKind,
     LoopInfo,
+    closest_step,
     reach,
     unknown_step,
     where,
@@ -61,7 +62,9 @@ class Wiring:
         self.loop_of: dict[str, str] = {}
         self.edges: list[Edge] = []
         self.dangling: set[str] = set()
-        """Steps with a dependency that could not be wired (already reported)."""
+        """Steps with a dependency that could not be wired, and the steps an unknown reference
+        probably meant (already reported): they count as reachable, and their data flow is
+        not checked, so one typo is reported once."""
         self.loops: dict[str, LoopInfo] = {}
         self.out: dict[str, list[Edge]] = {}
         self.inc: dict[str, list[Edge]] = {}
@@ -75,6 +78,14 @@ class Wiring:
     def sp(self, step_id: str) -> str:
         """The path of a step."""
         return f"steps[{self.index[step_id]}]"
+
+    def unknown(self, path: str, target: str) -> None:
+        """Report a reference to a step that does not exist; the step it probably meant is
+        then ``dangling`` (its incoming edges are incomplete)."""
+        self.add(path, *unknown_step(target, self.index))
+        close = closest_step(target, self.index)
+        if close is not None:
+            self.dangling.add(close)
 
     def known(self, step_id: str | None) -> bool:
         """Whether ``step_id`` names a step of the plan."""
@@ -197,7 +208,7 @@ class Wiring:
                         "list only the steps to repeat",
                     )
                 elif not self.known(member):
-                    self.add(f"{path}[{j}]", *unknown_step(member, self.index))
+                    self.unknown(f"{path}[{j}]", member)
                 elif member in seen:
                     self.add(f"{path}[{j}]", f"{member!r} is listed twice", "list it once")
                 elif member in self.loop_of:
@@ -231,7 +242,7 @@ class Wiring:
             for j, dep in enumerate(step.depends_on):
                 path = f"{self.sp(sid)}.depends_on[{j}]"
                 if not self.known(dep):
-                    self.add(path, *unknown_step(dep, self.index))
+                    self.unknown(path, dep)
                     continue
                 if dep == sid:
                     self.add(path, "a step cannot depend on itself", "remove it")
@@ -285,7 +296,7 @@ class Wiring:
             for label, target in self.branches[sid].items():
                 path = f"{self.sp(sid)}.branches.{label}"
                 if not self.known(target):
-                    self.add(path, *unknown_step(target, self.index))
+                    self.unknown(path, target)
                 elif self.loop_of.get(target) != self.loop_of.get(sid):
                     self.add(
                         path,
@@ -302,20 +313,20 @@ class Wiring:
             sid = step.step_id
             if step.on_error is not None:
                 if not self.known(step.on_error):
-                    self.add(f"{self.sp(sid)}.on_error", *unknown_step(step.on_error, self.index))
+                    self.unknown(f"{self.sp(sid)}.on_error", step.on_error)
                 else:
                     self.edges.append(Edge(sid, step.on_error, "on_error"))
             kind = self.specs[sid]
             for field_path, target in kind.routes(step) if kind is not None else ():
                 if not self.known(target):
-                    self.add(f"{self.sp(sid)}.{field_path}", *unknown_step(target, self.index))
+                    self.unknown(f"{self.sp(sid)}.{field_path}", target)
                 else:
                     self.edges.append(Edge(sid, target, "on_max_iterations"))
         failure = self.plan.on_failure
         if failure is None:
             return
         if not self.known(failure):
-            self.add("on_failure", *unknown_step(failure, self.index))
+            self.unknown("on_failure", failure)
             return
         out, _ = self._adjacency()
         on_route = reach([failure], out, FORWARD | {"on_error"})

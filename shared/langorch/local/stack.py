@@ -177,7 +177,7 @@ def start_local_stack(
     from langorch.adapters.logs import CloudWatchLogs
     from langorch.app.container import Container
     from langorch.app.definitions import seed_builtins
-    from langorch.app.triggers import register_and_sync
+    from langorch.app.trigger_sync import register_and_sync
     from langorch.local.lambdas import Dispatcher, function_environment
     from langorch.local.logs import CloudWatchSink
 

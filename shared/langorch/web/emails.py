@@ -56,7 +56,12 @@ _TEXT = """\
 {% if message %}
 {{ message }}
 {% endif %}
-{% for key, value in context %}{{ key }}: {{ value }}
+{% if previous %}
+{{ previous.said }}
+{% if previous.comment %}{{ previous.comment }}
+{% endif %}{{ previous.changes }}
+
+{% endif %}{% for key, value in context %}{{ key }}: {{ value }}
 {% endfor %}
 Open this link to review and decide (approve or reject on the page):
 {{ link }}
@@ -73,6 +78,9 @@ _HTML = """\
 <html><body style="font-family:sans-serif;max-width:40em">
 <h2>{{ title }}</h2>
 {% if message %}<p style="white-space:pre-wrap">{{ message }}</p>{% endif %}
+{% if previous %}<p>{{ previous.said }}</p>{% if previous.comment %}
+<blockquote style="white-space:pre-wrap">{{ previous.comment }}</blockquote>{% endif %}
+<p>{{ previous.changes }}</p>{% endif %}
 {% if context %}<table>{% for key, value in context %}
 <tr><th style="text-align:left;vertical-align:top">{{ key }}</th>
 <td style="white-space:pre-wrap">{{ value }}</td></tr>{% endfor %}
@@ -106,6 +114,22 @@ def _shown(value: Any) -> str:
     return bounded(text, MAX_CONTEXT_VALUE_CHARS)
 
 
+def _previous(approval: Approval) -> dict[str, Any] | None:
+    previous = approval.previous
+    if previous is None:
+        return None
+    who = bounded(previous.approver, 200) if previous.approver else "The approver"
+    asked = " and asked:" if previous.comment else " without a comment."
+    changed = bounded(", ".join(previous.changed[:MAX_CONTEXT_KEYS]), 1_000)
+    return {
+        "said": f"Round {approval.iteration}: {who} rejected round {previous.iteration}{asked}",
+        "comment": bounded(previous.comment, MAX_MESSAGE_CHARS),
+        "changes": f"Changed since: {changed}."
+        if changed
+        else "None of the details shown changed.",
+    }
+
+
 def render_approval_email(
     approval: Approval, *, to: str, link: str, code: str | None = None
 ) -> OutgoingEmail:
@@ -126,6 +150,7 @@ def render_approval_email(
         "title": title,
         "message": bounded(approval.message, MAX_MESSAGE_CHARS),
         "context": context,
+        "previous": _previous(approval),
         "link": link,
         "code": code,
         "expires": human_time(approval.expires_at),

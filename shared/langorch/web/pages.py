@@ -34,6 +34,8 @@ MAX_EDIT_CHARS = 20_000
 """An editable value longer than this is shown read-only (cut short, editing it would lose the
 rest)."""
 EDIT_PREFIX = "edit."
+MAX_FEEDBACK_CHARS = 4_000
+"""The previous round's comment as shown (the form accepts comments this long)."""
 
 SECURITY_HEADERS: dict[str, str] = {
     "Content-Type": "text/html; charset=utf-8",
@@ -94,8 +96,15 @@ _FORM = """\
 <p class="note">Run {{ run_id }} · step {{ step_id }}{% if iteration > 1 %} · round {{ iteration
 }}{% if max_iterations %} of {{ max_iterations }}{% endif %}{% endif %} ·
 deciding as {{ approver }} · expires {{ expires }}</p>
-{% if context %}<h2>Details</h2><table>{% for key, value in context %}
-<tr><th>{{ key }}</th><td><pre>{{ value }}</pre></td></tr>{% endfor %}</table>
+{% if previous %}<h2>Since round {{ previous.iteration }}</h2>
+<p>{{ previous.who }} rejected round {{ previous.iteration }}{% if previous.comment %} and
+asked:</p><blockquote class="msg">{{ previous.comment }}</blockquote>{% else %} without a
+comment.</p>{% endif %}
+<p>{% if previous.changed %}Changed since: {{ previous.changed }}.{% else %}None of the details
+shown changed since round {{ previous.iteration }}.{% endif %}</p>{% endif %}
+{% if context %}<h2>Details</h2><table>{% for key, value, changed in context %}
+<tr><th>{{ key }}{% if changed %} <span class="note">(changed)</span>{% endif %}</th>
+<td><pre>{{ value }}</pre></td></tr>{% endfor %}</table>
 {% if hidden_keys %}<p class="note">{{ hidden_keys }} more not shown.</p>{% endif %}{% endif %}
 <form method="post">
 <input type="hidden" name="nonce" value="{{ nonce }}">
@@ -168,8 +177,9 @@ def approval_page(
         status: the HTTP status (200; 4xx when re-shown after a refused POST).
     """
     items = list(approval.context.items())
+    changed = set(approval.previous.changed) if approval.previous else set()
     context = [
-        (bounded(str(k), 100), _shown(v, MAX_CONTEXT_VALUE_CHARS))
+        (bounded(str(k), 100), _shown(v, MAX_CONTEXT_VALUE_CHARS), k in changed)
         for k, v in items[:MAX_CONTEXT_KEYS]
     ]
     editable = []
@@ -200,12 +210,32 @@ def approval_page(
         approver=approver,
         expires=human_time(approval.expires_at),
         context=context,
+        previous=previous_round(approval),
         hidden_keys=max(len(items) - MAX_CONTEXT_KEYS, 0),
         editable=editable,
         nonce=nonce,
         require_code=approval.require_code,
         error=error,
     )
+
+
+def previous_round(approval: Approval) -> dict[str, Any] | None:
+    """The previous round of a review loop, bounded for display (``None`` in round 1).
+
+    Returns:
+        ``iteration``, ``who`` (the approver, or "The approver"), ``comment`` (their feedback)
+        and ``changed`` (the shown keys that changed since, comma-separated); plain text, for
+        templates that escape it.
+    """
+    previous = approval.previous
+    if previous is None:
+        return None
+    return {
+        "iteration": previous.iteration,
+        "who": bounded(previous.approver, 200) if previous.approver else "The approver",
+        "comment": bounded(previous.comment, MAX_FEEDBACK_CHARS),
+        "changed": bounded(", ".join(previous.changed[:MAX_CONTEXT_KEYS]), 2_000),
+    }
 
 
 def result_page(

@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
-from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError, StorageError
-from langorch.domain.runs import TERMINAL, RunRecord, RunStatus, TimelineEvent, summarize_outputs
+from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
+from langorch.domain.limits import MAX_RECORD_BODY_BYTES
+from langorch.domain.runs import TERMINAL, RunRecord, RunStatus, TimelineEvent, fitted_record
 
 _EVENT_PAGE = TypeAdapter(list[TimelineEvent])
 
@@ -26,10 +27,9 @@ EVENT_PREFIX = "ev#"
 GSI_WORKFLOW = "gsi1"
 GSI_STATUS = "gsi2"
 
-MAX_BODY_BYTES = 350_000
-"""Past this the record would come close to DynamoDB's 400 KB item limit with its other
-attributes; outputs are then replaced by a summary (the full outputs stay in the checkpoint)."""
-_TRUNCATED_OUTPUTS_CHARS = 4000
+MAX_BODY_BYTES = MAX_RECORD_BODY_BYTES
+"""The record's JSON stays under this (derived in :mod:`langorch.domain.limits`): an update
+replacing it still fits an item, on DynamoDB and on the local stack's emulator."""
 EVENT_PAGE_BYTES = 64_000
 """A timeline page holds events up to this much JSON (DynamoDB items stop at 400 KB; pages
 this size keep a retried write cheap). An event longer than this gets a page of its own."""
@@ -139,25 +139,13 @@ def run_item(run: RunRecord, *, fence: int | None) -> dict[str, Any]:
 
 
 def bounded_body(run: RunRecord) -> str:
-    """The record's JSON, its outputs summarised when it would not fit an item."""
-    body = run.model_dump_json()
-    if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
-        return body
-    # Outputs are the part that grows with the work done; the checkpoint keeps them whole.
-    slim = run.model_copy(
-        update={
-            "outputs": summarize_outputs(run.outputs, limit=_TRUNCATED_OUTPUTS_CHARS),
-            "outputs_truncated": True,
-        }
-    )
-    body = slim.model_dump_json()
-    if len(body.encode("utf-8")) <= MAX_BODY_BYTES:
-        return body
-    raise StorageError(
-        f"run {run.run_id}: the record is {len(body.encode('utf-8'))} bytes even with its "
-        f"outputs summarised (limit {MAX_BODY_BYTES}); the run input is too large — pass "
-        "large data as a file (S3 key) instead"
-    )
+    """The record's JSON, bounded to :data:`MAX_BODY_BYTES` (see ``domain.runs.fitted_record``).
+
+    Raises:
+        RecordTooLargeError: even bounded, the record does not fit (its input is over the
+            budget: a door let it in).
+    """
+    return fitted_record(run, MAX_BODY_BYTES).model_dump_json()
 
 
 def record(item: Mapping[str, Any]) -> RunRecord:

@@ -76,7 +76,12 @@ from langorch.adapters.dynamodb._run_items import (
     run_item,
     run_pk,
 )
-from langorch.domain.errors import LeaseHeldError, NotFoundError, StorageError
+from langorch.domain.errors import (
+    LeaseHeldError,
+    NotFoundError,
+    RecordTooLargeError,
+    StorageError,
+)
 from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
@@ -571,4 +576,11 @@ class RunsRepository:
 
     def _storage_error(self, operation: str, exc: ClientError) -> StorageError:
         message = _response(exc).get("Error", {}).get("Message", "")
+        if _code(exc) == "ValidationException" and "size" in message.lower():
+            # Not transient: retrying the same write fails the same way (a distinct name, so
+            # the state machine's Retry on StorageError does not match it).
+            return RecordTooLargeError(
+                f"DynamoDB {operation} on {self._table} refused the item as too large: "
+                f"{message}; the run's data is over its budget (see langorch.domain.limits)"
+            )
         return StorageError(f"DynamoDB {operation} on {self._table} failed: {_code(exc)} {message}")

@@ -118,6 +118,9 @@ def answerer(ctx: Context, args: argparse.Namespace) -> Any:
         say(ctx, f"approval needed: {title}")
         if request.get("message"):
             say(ctx, f"  {request['message']}")
+        previous = request.get("previous")
+        if isinstance(previous, dict):
+            say(ctx, _previous_round(previous, request.get("iteration")))
         for key, value in (request.get("context") or {}).items():
             say(ctx, f"  {key}: {json.dumps(value, default=str)[:200]}")
         if args.approve or args.reject:
@@ -140,6 +143,18 @@ def answerer(ctx: Context, args: argparse.Namespace) -> Any:
         return _prompt(ctx, request)
 
     return answer
+
+
+def _previous_round(previous: dict[str, Any], iteration: Any) -> str:
+    """Round 2 on: what the approver asked for last round, and what changed since."""
+    who = previous.get("approver") or "the approver"
+    comment = str(previous.get("comment") or "")
+    asked = f" and asked: {json.dumps(comment)[:300]}" if comment else " without a comment"
+    changed = ", ".join(str(k) for k in previous.get("changed") or []) or "nothing shown"
+    return (
+        f"  round {iteration}: {who} rejected round {previous.get('iteration')}{asked}; "
+        f"changed since: {changed}"
+    )
 
 
 def _prompt(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:

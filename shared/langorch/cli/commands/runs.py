@@ -1,4 +1,4 @@
-"""``langorch runs start | list | show | logs | cancel``.
+"""``langorch runs start | list | show | logs | cancel | reconcile``.
 
 Against a stack with a run state machine (``langorch dev``, a deployed stack), ``runs start``
 starts the run's execution and, with ``--wait``, follows the run record until it ends or parks
@@ -114,6 +114,16 @@ def register(subparsers: Subparsers) -> None:
     cancel = add_command(runs, "cancel", _cancel, "cancel a run and stop its execution")
     cancel.add_argument("run_id", metavar="RUN_ID")
     cancel.add_argument("--reason", default="cancelled from the command line")
+
+    reconcile = add_command(
+        runs,
+        "reconcile",
+        _reconcile,
+        "end runs whose execution ended while their record did not (prints what it fixed)",
+    )
+    reconcile.add_argument(
+        "--dry-run", action="store_true", help="only list the stranded runs; change nothing"
+    )
 
 
 def _start(ctx: Context, args: argparse.Namespace) -> int | None:
@@ -540,3 +550,20 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
         text = f"{run.run_id} already ended as {run.status.value}: nothing to cancel"
     ctx.out.result({"run": run_json(run), "cancelled": changed}, text)
     return 0 if cancelled else 1
+
+
+def _reconcile(ctx: Context, args: argparse.Namespace) -> int:
+    from langorch.app.container import Container
+    from langorch.app.reconcile import reconcile_runs
+
+    repairs = reconcile_runs(Container(ctx.settings), dry_run=args.dry_run)
+    verb = "would end" if args.dry_run else "ended"
+    lines = [
+        f"{verb} {r.run_id} ({r.workflow_id}): record {r.record_status}, execution "
+        f"{r.execution_status} — {r.reason}"
+        for r in repairs
+        if args.dry_run or r.repaired
+    ]
+    text = "\n".join(lines) if lines else "no stranded runs"
+    ctx.out.result({"dry_run": args.dry_run, "runs": [r.to_dict() for r in repairs]}, text)
+    return 0

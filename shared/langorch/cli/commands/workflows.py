@@ -11,7 +11,8 @@ from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
 
 if TYPE_CHECKING:
-    from langorch.app.triggers import TriggerSync
+    from langorch.app.trigger_sync import TriggerSync
+    from langorch.domain.definitions import TaskPlan
 
 
 def register(subparsers: Subparsers) -> None:
@@ -51,7 +52,8 @@ def register(subparsers: Subparsers) -> None:
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.container import Container
-    from langorch.app.triggers import register_and_sync
+    from langorch.app.trigger_sync import register_and_sync
+    from langorch.domain.definitions import TaskPlan
 
     batch = register_and_sync(args.files, Container(ctx.settings))
     results = batch.results
@@ -60,10 +62,20 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
     for sync in batch.triggers:
         for warning in sync.warnings:
             ctx.out.warn(warning)
+    _advise(ctx, [r.definition for r in results if isinstance(r.definition, TaskPlan)])
     ctx.out.result(
         document,
         lambda: "\n".join([put_text(results), *_sync_lines(batch.triggers)]).rstrip(),
     )
+
+
+def _advise(ctx: Context, plans: list[TaskPlan]) -> None:
+    """Warn about what is valid but probably not meant (stderr; the result is unchanged)."""
+    from langorch.domain.validation import workflow_advice
+
+    for plan in plans:
+        for advice in workflow_advice(plan):
+            ctx.out.warn(f"workflow {plan.plan_id}: {advice}")
 
 
 def _sync_document(sync: TriggerSync) -> dict[str, Any]:
@@ -101,7 +113,7 @@ def _sync_lines(syncs: list[TriggerSync]) -> list[str]:
 
 def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.container import Container
-    from langorch.app.triggers import rotate_webhook_secret
+    from langorch.app.trigger_sync import rotate_webhook_secret
 
     require_webhook(ctx, args.workflow)  # says what is wrong and how to fix it
     secret = rotate_webhook_secret(args.workflow, Container(ctx.settings))
@@ -119,6 +131,7 @@ def _validate(ctx: Context, args: argparse.Namespace) -> None:
     lookup = None if target is None else ctx.definitions()
     against = "built-in blocks only" if target is None else f"stored definitions ({target.source})"
     batch = validate_files(args.files, lookup)
+    _advise(ctx, batch.workflows)
     document = {
         "valid": True,
         "checked_against": against,

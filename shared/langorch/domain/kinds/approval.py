@@ -59,15 +59,19 @@ class ApprovalKind(StepKind):
                 "on_max_iterations has no effect without max_iterations",
                 "set approval.max_iterations, or remove on_max_iterations",
             )
-        if (
-            spec.max_iterations is not None
-            and spec.on_max_iterations is None
-            and "approved" not in labels
-        ):
+        # max_iterations without on_max_iterations is legal: the run fails with
+        # ReviewLoopExhaustedError when the last round is rejected (never goes on as approved).
+
+    def advice(self, step: PlanStep, path: str) -> Iterator[Problem]:
+        """A bounded review loop that declares no route for its last rejection."""
+        spec = step.approval
+        if spec is not None and spec.max_iterations is not None and not spec.on_max_iterations:
             yield Problem(
                 f"{path}.approval.max_iterations",
-                "when the bound is reached the run has nowhere to go",
-                "set approval.on_max_iterations, or add an approved branch",
+                f"when round {spec.max_iterations} is rejected the run fails with "
+                "ReviewLoopExhaustedError",
+                "declare approval.on_max_iterations (e.g. a terminate step with status failed "
+                "and outputs) to route it",
             )
 
     def step_templates(

@@ -139,6 +139,10 @@ class StepKind:
                 f"add settings: {{...}} with the fields of {self.settings_model.__name__}",
             )
 
+    def advice(self, step: PlanStep, path: str) -> Iterator[Problem]:
+        """What is valid but probably not meant (shown as warnings by ``put`` / ``validate``)."""
+        return iter(())
+
     def step_templates(
         self, step: PlanStep, block: BlockDefinition | None, path: str
     ) -> Iterator[Template]:

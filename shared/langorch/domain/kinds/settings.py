@@ -155,7 +155,8 @@ class ApprovalSpec(Settings):
     """Review-loop bound: at most this many rounds through this approval. When a rejection
     would start one more round, the run follows ``on_max_iterations`` instead."""
     on_max_iterations: str | None = None
-    """Step to go to when the bound is reached (default: the ``approved`` branch target)."""
+    """Step to go to when the last round is rejected (e.g. a ``terminate`` with status
+    ``failed``). Without it the run fails with ``ReviewLoopExhaustedError``."""
     feedback_key: str = "feedback"
     """``shared_context`` key that receives the approver's comment (for regeneration)."""
 

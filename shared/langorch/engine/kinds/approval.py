@@ -3,15 +3,24 @@ apply the decision (edits, feedback) and route by its label, bounded by ``max_it
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from langgraph.types import interrupt
 
-from langorch.domain.errors import StepFailedError
+from langorch.domain.errors import ReviewLoopExhaustedError, StepFailedError
 from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
 from langorch.domain.templates import render
 from langorch.engine.context import EngineContext
-from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of, visits_of
+from langorch.engine.kinds.base import (
+    Executor,
+    Outcome,
+    StepSpec,
+    scope_of,
+    summarize,
+    visits_of,
+)
 from langorch.engine.state import OrchestrationState
 
 
@@ -23,7 +32,8 @@ async def run_approval(
     if approval is None:
         raise StepFailedError(f"step {spec.step_id}: approval settings missing")
     iteration = visits_of(spec, state) + 1
-    decision = _decision_of(interrupt(_request(spec, state, ctx, approval, iteration)))
+    request = _request(spec, state, ctx, approval, iteration)
+    decision = _decision_of(interrupt(request))
     label = decision["decision"]
     if label == "timed_out":
         label = _timeout_label(spec, approval.on_timeout)
@@ -41,13 +51,37 @@ async def run_approval(
         "approver": decision.get("approver"),
         "comment": decision.get("comment", ""),
         "iteration": iteration,
+        # What this round showed, as digests: the next round tells the approver what changed.
+        "shown": {k: _digest(v) for k, v in request["context"].items()},
     }
-    goto = None
     if label == "rejected" and approval.max_iterations and iteration >= approval.max_iterations:
-        # The review loop is bounded: stop asking and go on with the last draft.
-        target = approval.on_max_iterations or spec.branch_targets.get("approved")
-        goto = [target] if target else [spec.end_node]
-    return Outcome(context=context, label=label, goto=goto)
+        return _exhausted(spec, approval, context, iteration)
+    return Outcome(context=context, label=label)
+
+
+def _exhausted(
+    spec: StepSpec, approval: ApprovalSpec, context: dict[str, Any], iteration: int
+) -> Outcome:
+    """The last allowed round was rejected: follow ``on_max_iterations``, else fail the run.
+
+    Going on with the rejected draft (what the approved branch would do) would let a run the
+    approver refused end as a success.
+    """
+    if approval.on_max_iterations is None:
+        raise ReviewLoopExhaustedError(
+            f"review loop exhausted after {iteration} rounds: step {spec.step_id} was rejected "
+            f"{iteration} times (max_iterations {approval.max_iterations}); declare "
+            "approval.on_max_iterations to route it"
+        )
+    decision = dict(context[f"{spec.step_id}_decision"], exhausted=True)
+    context[f"{spec.step_id}_decision"] = decision
+    summary = {
+        "exhausted": f"after {iteration} rounds -> {approval.on_max_iterations}",
+        **summarize(context),
+    }
+    return Outcome(
+        context=context, label="exhausted", goto=[approval.on_max_iterations], summary=summary
+    )
 
 
 def _request(
@@ -59,14 +93,15 @@ def _request(
 ) -> dict[str, Any]:
     scope = scope_of(spec, state)
     shared = state.get("shared_context") or {}
-    return {
+    shown = {k: shared.get(k) for k in approval.show_keys}
+    request: dict[str, Any] = {
         "kind": "approval",
         "step_id": spec.step_id,
         "title": render(approval.title, scope)
         if approval.title
         else spec.step.name or spec.step_id,
         "message": render(approval.message, scope) if approval.message else "",
-        "context": {k: shared.get(k) for k in approval.show_keys},
+        "context": shown,
         "editable": {k: shared.get(k) for k in approval.editable_keys},
         "approvers": list(approval.approvers or spec.approvers or ctx.default_approvers),
         "timeout_seconds": approval.timeout_seconds,
@@ -75,6 +110,33 @@ def _request(
         "iteration": iteration,
         "max_iterations": approval.max_iterations,
     }
+    previous = _previous_round(shared.get(f"{spec.step_id}_decision"), shown, iteration)
+    if previous is not None:
+        request["previous"] = previous
+    return request
+
+
+def _previous_round(last: Any, shown: dict[str, Any], iteration: int) -> dict[str, Any] | None:
+    """What the approver said when they rejected the previous round, and which shown keys
+    changed since (``None`` in round 1, or when the previous round was not a rejection)."""
+    if not isinstance(last, dict) or iteration < 2:
+        return None
+    if last.get("iteration") != iteration - 1 or last.get("decision") != "rejected":
+        return None
+    recorded = last.get("shown")
+    before: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
+    return {
+        "iteration": iteration - 1,
+        "approver": last.get("approver"),
+        "comment": str(last.get("comment") or ""),
+        "changed": [k for k, v in shown.items() if before.get(k) != _digest(v)],
+    }
+
+
+def _digest(value: Any) -> str:
+    """A short, stable fingerprint of a shown value (the values themselves may be large)."""
+    text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _decision_of(answer: Any) -> dict[str, Any]:

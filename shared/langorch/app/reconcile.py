@@ -1,0 +1,130 @@
+"""Reconcile runs with their executions: no run stays open after its execution ended.
+
+A run's record normally follows its execution: each segment saves the status, and the state
+machine's ``MarkFailed`` ends the record when a segment fails. When even that could not happen
+(a record write refused, a function that never ran, an execution stopped from the console),
+the record would say ``queued``/``running``/``waiting_approval``/``sleeping`` forever.
+:func:`reconcile_runs` finds such runs (``DescribeExecution``) and ends them ``failed`` through
+:func:`~langorch.app.runs.mark_failed` — timeline event and record together, with a minimal
+record when the full one cannot be written — naming the execution's status and cause.
+
+``langorch runs reconcile`` calls it; the stack should also run it on a schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from langorch.app.runs import mark_failed
+from langorch.domain.errors import NotFoundError
+from langorch.domain.limits import cut
+from langorch.domain.runs import RunError, RunStatus
+
+if TYPE_CHECKING:
+    from langorch.app.ports import Clock, Executions, RunsStore
+
+logger = logging.getLogger(__name__)
+
+OPEN_STATUSES = (
+    RunStatus.queued,
+    RunStatus.running,
+    RunStatus.waiting_approval,
+    RunStatus.sleeping,
+)
+"""The statuses a run can be stranded in: not ended, though its execution may have."""
+ENDED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
+
+
+class ReconcileDeps(Protocol):
+    """What :func:`reconcile_runs` needs: the runs, the executions and a clock."""
+
+    @property
+    def runs(self) -> RunsStore: ...
+    @property
+    def executions(self) -> Executions: ...
+    @property
+    def clock(self) -> Clock: ...
+
+
+@dataclass(frozen=True)
+class Repair:
+    """One stranded run: what its record said, how its execution ended, and whether it was fixed."""
+
+    run_id: str
+    workflow_id: str
+    record_status: str
+    execution_status: str
+    reason: str
+    repaired: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """The repair as JSON (``langorch runs reconcile --json``)."""
+        return {
+            "run_id": self.run_id,
+            "workflow_id": self.workflow_id,
+            "record_status": self.record_status,
+            "execution_status": self.execution_status,
+            "reason": self.reason,
+            "repaired": self.repaired,
+        }
+
+
+def reconcile_runs(
+    deps: ReconcileDeps, *, dry_run: bool = False, limit: int = 1000
+) -> list[Repair]:
+    """End every open run whose execution has ended (``failed``, with the execution's cause).
+
+    Runs without an execution are left alone (a start still under way, or a local run).
+
+    Args:
+        deps: the runs, the executions and a clock.
+        dry_run: only report what would be repaired.
+        limit: at most this many runs read per open status (newest first).
+
+    Returns:
+        The stranded runs found, each marked whether this call repaired it.
+
+    Raises:
+        StorageError: DynamoDB or Step Functions failed (a later call picks up the rest).
+    """
+    repairs: list[Repair] = []
+    for status in OPEN_STATUSES:
+        for run in deps.runs.list_runs(status=status, limit=limit):
+            try:
+                execution = deps.executions.describe(run.run_id)
+            except NotFoundError:
+                continue
+            ended = str(execution.get("status", ""))
+            if ended not in ENDED_EXECUTION:
+                continue
+            error = _execution_error(run.status, execution)
+            repaired = False if dry_run else mark_failed(run.run_id, error, deps)
+            repairs.append(
+                Repair(
+                    run.run_id, run.workflow_id, run.status.value, ended, error.message, repaired
+                )
+            )
+            logger.warning(
+                "stranded run repaired" if repaired else "stranded run found",
+                extra={
+                    "run_id": run.run_id,
+                    "workflow_id": run.workflow_id,
+                    "record_status": run.status.value,
+                    "execution_status": ended,
+                },
+            )
+    return repairs
+
+
+def _execution_error(record_status: RunStatus, execution: dict[str, object]) -> RunError:
+    status = str(execution.get("status"))
+    error = str(execution.get("error") or f"Execution{status.title().replace('_', '')}")
+    cause = cut(str(execution.get("cause") or ""), 600)
+    message = (
+        f"the execution ended {status}"
+        + (f" ({error}: {cause})" if cause else f" ({error})")
+        + f" while the run record still said {record_status.value}; ended by runs reconcile"
+    )
+    return RunError(type=error, message=message)
