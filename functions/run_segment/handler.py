@@ -8,8 +8,8 @@ Events (built by the state machine, ``statemachine.asl.json``)::
 A segment answers the state machine's payload: ``run_id``, ``status`` (what ``Route`` branches
 on), ``segment``, ``seconds`` for a sleep, ``approval`` (with ``timeout_seconds``) for an
 approval, and ``resume: null`` for the next ``RunSegment``. Infrastructure errors
-(``StorageError``, ``LeaseHeldError``) are not caught: Lambda reports them under their class
-name, which the state machine's ``Retry`` matches.
+(``StorageError``, ``LeaseHeldError``, ``LeaseLostError``) are not caught: Lambda reports them
+under their class name, which the state machine's ``Retry`` matches.
 """
 
 from __future__ import annotations

@@ -244,7 +244,9 @@ class Functions(Construct):
             "BatchWriteItem",
             "Query",
         )
-        _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem")
+        # PutItem: a segment's fenced supersteps are TransactWriteItems Puts (its ConditionCheck
+        # is on the runs table, granted above).
+        _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem", "PutItem")
         _grant_table(tables.memory, runner, "GetItem", "UpdateItem", "DeleteItem", "Query", "Scan")
         files.grant_checkpoint_offload(runner)
         files.grant_read_drops(runner)

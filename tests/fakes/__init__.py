@@ -82,7 +82,7 @@ class Fakes:
         )
         self.clock = FakeClock()
         self.ids = SequentialIds()
-        self.checkpointer = InMemoryCheckpoints()
+        self.checkpointer = InMemoryCheckpoints(self.runs)
         self.memory_store = InMemoryStore()
         self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
         self.http = http

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
+from langorch.domain.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from langorch.domain.limits import MAX_RECORD_BODY_BYTES
 from langorch.domain.runs import (
     TERMINAL,
@@ -157,6 +158,23 @@ class InMemoryRuns:
         if row is None or row.lease_owner is None or row.fence != fence:
             return None
         return row
+
+    @contextmanager
+    def fenced(self, run_id: str, fence: int) -> Iterator[None]:
+        """Hold the table while ``fence`` is the run's: a transaction's ``ConditionCheck``.
+
+        Raises:
+            LeaseLostError: the run's fence is another (or the run is gone); the caller's
+                write must not happen.
+        """
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None or row.fence != fence:
+                raise LeaseLostError(
+                    f"run {run_id}: this segment's lease (fence {fence}) was taken over by "
+                    "another segment; its checkpoint write was refused and nothing was written"
+                )
+            yield
 
     # --- timeline ------------------------------------------------------------------------
 

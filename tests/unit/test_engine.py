@@ -9,15 +9,17 @@ machine in ``tests/integration/test_state_machine.py`` and ``tests/e2e``.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
-from langorch.domain.errors import LeaseHeldError, UnknownInterruptError
+from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
+from langorch.domain.errors import LeaseHeldError, LeaseLostError, UnknownInterruptError
 from langorch.domain.runs import TimelineEventType
 from langorch.engine.compiler import build_graph, resolve_blocks
 from langorch.llm import LLMRequest, LLMResult, OfflineProvider
+from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
 from tests.integration.conftest import register_example, register_text, run_to_end
 from tests.unit.conftest import MakeFakes as MakeContainer
 
@@ -38,6 +40,13 @@ workflows:
       - {step_id: write, block_id: b_write, depends_on: [fetch]}
       - {step_id: title, block_id: b_title, depends_on: [write]}
 """
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedKinds]:
+    """The ``gate`` and ``tally`` kinds, registered for one test."""
+    with registered() as kinds:
+        yield kinds
 
 
 class RecordingLLM:
@@ -592,32 +601,67 @@ def test_a_failure_with_no_route_fails_the_run_with_the_reason(make_container: M
 # --- one writer per run --------------------------------------------------------------------
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
-def test_two_concurrent_segments_for_one_run_exactly_one_proceeds(make_container: MakeContainer):
-    # Given a run ready to go
+def test_two_concurrent_segments_for_one_run_exactly_one_proceeds(
+    make_container: MakeContainer, gated: GatedKinds
+):
+    # Given a run whose first segment is paused mid-run (at the gate), holding the lease;
+    # the gate, not the threads' timing, decides that both segments overlap
     container = make_container()
-    register_text(container, LINEAR)
-    run, _ = start_run(StartRun("linear", input={"topic": "t"}), container)
-    outcomes: list[str] = []
-    barrier = threading.Barrier(2)
+    register_text(container, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), container)
+    outcomes: list[Any] = []
 
-    def segment() -> None:
-        process = make_container()  # each thread is its own "Lambda"
-        barrier.wait()
-        try:
-            outcomes.append(run_segment(RunSegment(run.run_id), process).status)
-        except LeaseHeldError:
-            outcomes.append("refused")
+    def first_segment() -> None:
+        outcomes.append(run_segment(RunSegment(run.run_id), make_container()).status)
 
-    # When two segments start at once
-    threads = [threading.Thread(target=segment) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    first = threading.Thread(target=first_segment)  # each segment is its own "Lambda"
+    first.start()
+    assert gated.gate.reached.wait(WAIT_SECONDS)
 
-    # Then one ran the run to the end and the other was refused
+    # When a second segment starts while the first runs, then it is refused
+    with pytest.raises(LeaseHeldError):
+        run_segment(RunSegment(run.run_id), make_container())
+    outcomes.append("refused")
+    gated.gate.open()
+    first.join(WAIT_SECONDS)
+
+    # Then the first ran the run to the end, each step once, and the other was refused
     assert sorted(outcomes) == ["refused", "succeeded"]
+    assert gated.effects == {"before": 1, "after": 1}
+
+
+def test_a_segment_that_lost_its_lease_writes_no_checkpoint(
+    make_container: MakeContainer, gated: GatedKinds
+):
+    # Given a run whose first segment is paused at the gate, after its first step
+    container = make_container()
+    register_text(container, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), container)
+    outcome: list[BaseException] = []
+
+    def stale_segment() -> None:
+        try:
+            run_segment(RunSegment(run.run_id), make_container())
+        except LeaseLostError as exc:
+            outcome.append(exc)
+
+    stale = threading.Thread(target=stale_segment)
+    stale.start()
+    assert gated.gate.reached.wait(WAIT_SECONDS)
+    # When its lease expires, another segment runs the run to the end, and then it goes on
+    container.clock.advance(container.settings.segment_budget_seconds + LEASE_GRACE_SECONDS + 1)
+    assert run_segment(RunSegment(run.run_id), make_container()).status == "succeeded"
+    gated.gate.open()
+    stale.join(WAIT_SECONDS)
+
+    # Then its write was refused (the fake fences as the DynamoDB saver does), no step ran
+    # twice, and the history is one line
+    assert len(outcome) == 1
+    assert gated.effects == {"before": 1, "after": 1}
+    config: Any = {"configurable": {"thread_id": run.run_id, "checkpoint_ns": ""}}
+    history = list(container.checkpointer.list(config))
+    parents = [t.parent_config["configurable"]["checkpoint_id"] for t in history[:-1]]  # type: ignore[index]
+    assert parents == [t.config["configurable"]["checkpoint_id"] for t in history[1:]]
 
 
 def test_starting_with_the_same_dedupe_key_makes_one_run(make_container: MakeContainer):

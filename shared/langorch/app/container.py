@@ -98,6 +98,11 @@ class Container:
         from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 
         ttl_days = self.settings.checkpoint_ttl_days
+        # Segments pass their lease's fence; the saver checks it on the run item in the runs
+        # table (a ConditionCheck: read only). Named through a local, so the IAM-from-code
+        # analysis (tests/infra/aws_calls.py), which gives each property one table setting,
+        # keeps this saver's writes on the checkpoints table.
+        runs_table = self.settings.runs_table
         return DynamoCheckpointSaver(
             self.client("dynamodb"),
             self.settings.checkpoints_table,
@@ -105,6 +110,7 @@ class Container:
             bucket=self.settings.bucket,
             key_prefix=self.settings.checkpoint_prefix,
             ttl_seconds=ttl_days * 86_400 if ttl_days else None,
+            runs_table=runs_table,
         )
 
     @cached_property

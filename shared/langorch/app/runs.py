@@ -276,6 +276,8 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
     Raises:
         LeaseHeldError: another segment of this run is running.
+        LeaseLostError: another segment took the lease while this one ran; its checkpoint
+            writes are fenced, so it wrote nothing after that.
         UnknownInterruptError: the resume names no pending interrupt.
     """
     from langorch.engine.context import EngineContext
@@ -346,7 +348,14 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             "status": "running",
         }
         result = asyncio.run(
-            advance(graph, ctx, initial=initial, resume=resume, deadline=time.monotonic() + budget)
+            advance(
+                graph,
+                ctx,
+                initial=initial,
+                resume=resume,
+                deadline=time.monotonic() + budget,
+                fence=fence,
+            )
         )
         return _record(run, result, deps, fence, started_at, parked, cmd.resume)
     finally:

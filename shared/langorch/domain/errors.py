@@ -56,6 +56,15 @@ class LeaseHeldError(ConflictError):
     """Another segment holds the run's lease; this one must not touch the graph."""
 
 
+class LeaseLostError(LeaseHeldError):
+    """This segment's lease was taken over: its checkpoint write was refused, nothing written.
+
+    A subclass of :class:`LeaseHeldError` because it is handled the same way: the segment
+    stops, the state machine retries, and the retry finds the run where the newer segment
+    left it.
+    """
+
+
 class UnknownInterruptError(LangorchError):
     """A resume named an interrupt the run is not waiting on."""
 

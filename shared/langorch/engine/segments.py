@@ -44,10 +44,18 @@ class Advance:
     values: dict[str, Any] = field(default_factory=dict)
 
 
-def _config(run_id: str) -> dict[str, Any]:
+FENCE_KEY = "langorch_fence"
+"""Where the segment's lease fence travels in the config; the checkpointer fences its writes
+with it (``adapters.dynamodb.checkpointer``), LangGraph passes it to every ``put``."""
+
+
+def _config(run_id: str, fence: int | None = None) -> dict[str, Any]:
     # thread_id == run_id (001 §8.2). Generous recursion limit: long loops are real workflows;
     # each loop/max_iterations bound keeps them finite.
-    return {"configurable": {"thread_id": run_id}, "recursion_limit": 10_000}
+    configurable: dict[str, Any] = {"thread_id": run_id}
+    if fence is not None:
+        configurable[FENCE_KEY] = fence
+    return {"configurable": configurable, "recursion_limit": 10_000}
 
 
 async def advance(
@@ -57,6 +65,7 @@ async def advance(
     initial: dict[str, Any] | None,
     resume: Resume | None,
     deadline: float,
+    fence: int | None = None,
 ) -> Advance:
     """Run the graph of ``ctx.run_id`` until it parks, ends, fails or passes ``deadline``.
 
@@ -67,12 +76,15 @@ async def advance(
         resume: the answer to the pending interrupt, when the run is parked.
         deadline: a ``time.monotonic()`` value; the segment stops at the first superstep
             boundary after it and returns ``continue``.
+        fence: the segment's lease fence; every checkpoint write carries it, so once another
+            segment has taken the lease this one cannot write (``None``: unfenced, e.g. tests).
 
     Raises:
         UnknownInterruptError: ``resume`` names no pending interrupt, or the run is parked and
             no resume was given.
+        LeaseLostError: another segment took the lease; this one's write was refused.
     """
-    config = _config(ctx.run_id)
+    config = _config(ctx.run_id, fence)
     snapshot = await graph.aget_state(config)
     pending = list(snapshot.interrupts)
     graph_input: Any

@@ -25,8 +25,9 @@ What this saver does instead
   writes aimed at an older checkpoint. ``get_tuple``/``list`` merge the buffer
   (read-your-writes). A caller that stops a run some other way (a time budget, an exception
   outside any node) calls :meth:`DynamoCheckpointSaver.flush`.
-* **BatchWriteItem, not TransactWriteItems.** A transaction costs two write units per KB
-  instead of one, caps a request at 4 MB instead of 16 MB, and buys atomicity we do not need:
+* **BatchWriteItem, unless fenced.** Unfenced writes (tests, the conformance suite, a local
+  run without a lease) are ``BatchWriteItem``: a transaction costs two write units per KB
+  instead of one, caps a request at 4 MB instead of 16 MB, and the atomicity is not needed:
   every item is valid on its own. If only the checkpoint lands, it already holds the writes'
   effect; if only the writes land, resuming from the previous checkpoint applies them and
   skips their tasks. ``UnprocessedItems`` are retried with backoff; if the buffer needs more
@@ -34,6 +35,20 @@ What this saver does instead
   visible before the writes that produced it. (If a graph ever uses LangGraph's beta
   ``DeltaChannel``, whose value is rebuilt from writes, switch ``CheckpointTable.write_items`` to a
   transaction; langorch's state uses plain reducers.)
+* **Fenced writes** (RELIABILITY.md "Runs and state": the history never forks). A segment puts
+  its lease's fence in the config (``configurable["langorch_fence"]``, see
+  ``engine.segments``); a saver built with ``runs_table`` then writes each superstep as one
+  ``TransactWriteItems``: a ``ConditionCheck`` that the run item's ``fence`` still equals it,
+  plus the puts. A segment whose lease was taken over gets
+  :class:`~langorch.domain.errors.LeaseLostError` and writes nothing, so it cannot add a
+  checkpoint beside the newer segment's, and never reaches the next step. Still one request
+  per superstep; the price is the transaction's double write units (and the check). A
+  superstep over 99 items or ~3.5 MB is cut into several transactions, the checkpoint in the
+  last, each carrying the check: they are not atomic together, which is safe for the reason
+  above (a chunk that lands was written while the lease was held, like the writes of a
+  segment that crashed there; a refused one writes nothing). Fenced buffered writes are kept
+  per ``(thread, fence)``, so a saver shared by segments never mixes a stale segment's writes
+  into a newer one's request; a refused group is dropped.
 * **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` (two when it has
   pending writes, e.g. a parked interrupt), thanks to the item layout below.
 * **S3 offload**: a payload of ``offload_threshold_bytes`` or more (after optional zlib
@@ -68,7 +83,8 @@ Modules
 -------
 ``saver`` holds :class:`DynamoCheckpointSaver`, which only sequences the helpers: ``_keys`` (item
 and object keys), ``_payload`` (items in and out: serialization, compression, S3 offload),
-``_buffer`` (the write buffer and when it must flush), ``_table`` (the table's requests) and
+``_buffer`` (the write buffer and when it must flush), ``_fence`` (the lease check),
+``_table`` (the table's requests) and
 ``_threaded`` (the async API).
 """
 

@@ -6,12 +6,18 @@ nothing a completed superstep produced can be lost: a crash mid-superstep loses 
 that superstep's finished tasks, and those tasks run again on resume (external effects carry
 idempotency keys, RELIABILITY.md). Writes after which no ``put()`` follows are flushed at once
 with everything buffered (see :meth:`WriteBuffer.add`).
+
+Fenced writes (a segment's, carrying its lease's fence) are kept apart by ``(thread id,
+fence)``: a put under a fence stores only its own group, so one saver shared by segments
+(local mode runs them as threads of one process) never writes a stale segment's items under
+a newer fence, nor the other way round.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from typing import TypeAlias
 
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT, RESUME, SCHEDULED
 
@@ -33,6 +39,9 @@ TERMINAL_CHANNELS = frozenset({ERROR, INTERRUPT})
 # from update_state() after its put(), with no put() to follow.
 FLUSH_NOW_CHANNELS = TERMINAL_CHANNELS | {RESUME, SCHEDULED, ERROR_SOURCE_NODE, PUSH}
 
+FenceGroup: TypeAlias = tuple[str, int] | None
+"""Which write carries buffered items: ``(thread id, fence)``, or ``None`` for unfenced ones."""
+
 
 class WriteBuffer:
     """Buffered write items by ``(PK, SK)``, and what decides when they must go at once.
@@ -45,6 +54,7 @@ class WriteBuffer:
         self.lock = threading.RLock()
         # A repeated put_writes replaces its item, as a PutItem would.
         self._items: dict[tuple[str, str], Item] = {}
+        self._groups: dict[tuple[str, str], FenceGroup] = {}
         # The newest checkpoint stored per (thread, ns): writes aimed at any other checkpoint
         # will not be carried by a coming put(), so they are flushed at once.
         self._latest_put: dict[Thread, str] = {}
@@ -52,16 +62,28 @@ class WriteBuffer:
         # so the writes of tasks still finishing in that superstep are persisted at once.
         self._closed: dict[Thread, str] = {}
 
-    def items(self) -> Items:
-        """Every buffered item, in the order they were buffered."""
-        return list(self._items.values())
+    def items(self, group: FenceGroup = None) -> Items:
+        """The buffered items of one group (``None``: every unfenced one), in buffered order."""
+        return [item for key, item in self._items.items() if self._groups[key] == group]
 
-    def clear(self) -> None:
-        """Forget the buffered items (they were stored)."""
-        self._items.clear()
+    def groups(self) -> list[FenceGroup]:
+        """Every group that has buffered items, unfenced first."""
+        found = dict.fromkeys(self._groups.values())
+        return sorted(found, key=lambda g: (g is not None, g or ("", 0)))
+
+    def clear(self, group: FenceGroup = None) -> None:
+        """Forget the buffered items of one group (they were stored, or can never be)."""
+        for key in [key for key, g in self._groups.items() if g == group]:
+            del self._items[key]
+            del self._groups[key]
 
     def add(
-        self, thread: Thread, checkpoint_id: str, channels: Iterable[str], items: Items
+        self,
+        thread: Thread,
+        checkpoint_id: str,
+        channels: Iterable[str],
+        items: Items,
+        group: FenceGroup = None,
     ) -> bool:
         """Buffer a task's write items; whether they (and the whole buffer) must be stored now.
 
@@ -78,7 +100,9 @@ class WriteBuffer:
             or self._closed.get(thread) == checkpoint_id
         )
         for item in items:
-            self._items[(thread[0], text(item, "SK"))] = item
+            key = (thread[0], text(item, "SK"))
+            self._items[key] = item
+            self._groups[key] = group
         return flush_now
 
     def stored_checkpoint(self, thread: Thread, checkpoint_id: str) -> None:
@@ -101,5 +125,6 @@ class WriteBuffer:
         """Drop everything known about a thread (it is being deleted)."""
         with self.lock:
             self._items = {k: v for k, v in self._items.items() if k[0] != thread_id}
+            self._groups = {k: v for k, v in self._groups.items() if k[0] != thread_id}
             self._latest_put = {k: v for k, v in self._latest_put.items() if k[0] != thread_id}
             self._closed = {k: v for k, v in self._closed.items() if k[0] != thread_id}

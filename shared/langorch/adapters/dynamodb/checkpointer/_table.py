@@ -1,4 +1,4 @@
-"""The checkpoint table's requests: batched writes, grouped reads, errors named ``StorageError``.
+"""The checkpoint table's requests: batched or fenced writes, grouped reads, named errors.
 
 Every read is consistent. Newest-first, a checkpoint's writes sort right before it (their keys
 extend its key), which is what lets one ``Query`` return a checkpoint with its writes.
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from langorch.adapters.dynamodb.checkpointer._fence import Fence
 from langorch.adapters.dynamodb.checkpointer._keys import (
     Group,
     Item,
@@ -22,7 +23,7 @@ from langorch.adapters.dynamodb.checkpointer._keys import (
     ns_prefix,
     text,
 )
-from langorch.domain.errors import StorageError
+from langorch.domain.errors import LeaseLostError, StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -33,6 +34,13 @@ T = TypeVar("T")
 
 _BATCH_LIMIT = 25  # BatchWriteItem's hard cap on items per request.
 _MAX_ATTEMPTS = 8  # for UnprocessedItems; botocore already retries throttled requests.
+_TRANSACT_LIMIT = 100  # TransactWriteItems' cap on actions per request (the check is one).
+# Under TransactWriteItems' 4 MB cap on the items of a request, less the checked run item (up
+# to 400 KB) and a margin for our estimate of an item's size (DynamoDB adds a few bytes).
+_TRANSACT_BYTES = 3_500_000
+_RETRY_REASONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
+)
 
 
 class CheckpointTable:
@@ -107,6 +115,48 @@ class CheckpointTable:
         """Put items with as few BatchWriteItem requests as possible, the last item last."""
         self.batch_write([{"PutRequest": {"Item": item}} for item in items])
         logger.debug("stored %s (%d items)", what, len(items))
+
+    def write_fenced(self, items: Sequence[Item], fence: Fence, *, what: str) -> None:
+        """Put items only while ``fence`` holds the run's lease: one transaction per chunk.
+
+        Each ``TransactWriteItems`` is a ``ConditionCheck`` on the run item (``fence =
+        :fence``) plus up to 99 puts and ~3.5 MB. When the items need more than one (rare: a
+        superstep of many tasks or big payloads), every chunk carries the check, the last item
+        (the checkpoint) in the last chunk. Chunks are not atomic together, and need not be:
+        a chunk that lands was written while the lease was held (it is valid on its own, like
+        the writes of a segment that crashed there), and a refused chunk writes nothing, so a
+        stale segment never adds a checkpoint.
+
+        Raises:
+            LeaseLostError: the run's fence is no longer ``fence.value`` (or the run is gone).
+            StorageError: DynamoDB refused the request for another reason.
+        """
+        check = fence.condition_check()
+        for chunk in _transaction_chunks(items):
+            puts = [{"Put": {"TableName": self.name, "Item": item}} for item in chunk]
+            self._transact([check, *puts], fence)
+        logger.debug("stored %s (%d items, fence %d)", what, len(items), fence.value)
+
+    def _transact(self, actions: builtins.list[dict[str, Any]], fence: Fence) -> None:
+        for attempt in range(_MAX_ATTEMPTS):
+            try:
+                self.client.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
+                return
+            except ClientError as exc:
+                reasons = [r.get("Code", "None") for r in _cancellation_reasons(exc)]
+                if reasons and reasons[0] == "ConditionalCheckFailed":
+                    raise LeaseLostError(
+                        f"run {fence.run_id}: this segment's lease (fence {fence.value}) was "
+                        "taken over by another segment; its checkpoint write was refused and "
+                        "nothing was written (the newer segment carries the run on)"
+                    ) from exc
+                if not _RETRY_REASONS.intersection(reasons) or attempt == _MAX_ATTEMPTS - 1:
+                    raise self.storage_error("TransactWriteItems", exc) from exc
+            except BotoCoreError as exc:
+                raise StorageError(
+                    f"TransactWriteItems on checkpoint table {self.name} failed: {exc}"
+                ) from exc
+            time.sleep(min(0.05 * 2**attempt, 2.0))
 
     def batch_write(self, requests: Sequence[dict[str, Any]]) -> None:
         """Send put or delete requests, 25 a call, retrying ``UnprocessedItems`` with backoff."""
@@ -285,3 +335,34 @@ class CheckpointTable:
             start_key = response.get("LastEvaluatedKey")
             if not start_key:
                 return
+
+
+def item_size(item: Item) -> int:
+    """An estimate of an item's size as DynamoDB counts it: names plus values, in bytes."""
+    size = 0
+    for name, value in item.items():
+        size += len(name.encode())
+        for kind, raw in value.items():
+            size += len(raw) if kind == "B" else len(str(raw).encode())
+    return size
+
+
+def _transaction_chunks(items: Sequence[Item]) -> builtins.list[Sequence[Item]]:
+    """``items`` cut from the end into transactions' worth (the last item in the last one)."""
+    chunks: builtins.list[Sequence[Item]] = []
+    end = len(items)
+    while end > 0:
+        start, size = end, 0
+        while start > 0 and end - start < _TRANSACT_LIMIT - 1:
+            grown = size + item_size(items[start - 1])
+            if grown > _TRANSACT_BYTES and start < end:
+                break
+            start, size = start - 1, grown
+        chunks.insert(0, items[start:end])
+        end = start
+    return chunks
+
+
+def _cancellation_reasons(exc: ClientError) -> builtins.list[dict[str, Any]]:
+    response: dict[str, Any] = dict(exc.response)
+    return list(response.get("CancellationReasons") or [])

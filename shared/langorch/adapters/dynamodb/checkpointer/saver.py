@@ -17,17 +17,28 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from langorch.adapters.dynamodb.checkpointer._buffer import WriteBuffer
-from langorch.adapters.dynamodb.checkpointer._keys import Group, address, runnable_config, text
+from langorch.adapters.dynamodb.checkpointer._buffer import FenceGroup, WriteBuffer
+from langorch.adapters.dynamodb.checkpointer._fence import Fence
+from langorch.adapters.dynamodb.checkpointer._keys import (
+    Group,
+    Items,
+    address,
+    runnable_config,
+    text,
+)
 from langorch.adapters.dynamodb.checkpointer._payload import PayloadCodec
 from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
 from langorch.adapters.dynamodb.checkpointer._threaded import ThreadedAsyncSaver
+from langorch.domain.errors import LeaseLostError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
 
 logger = logging.getLogger(__name__)
+
+FENCE_KEY = "langorch_fence"
+"""The ``configurable`` key a segment puts its lease's fence under (``engine.segments``)."""
 
 
 class DynamoCheckpointSaver(ThreadedAsyncSaver):
@@ -47,6 +58,11 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         compression_min_bytes: Payloads of this size or more are zlib-compressed when that
             saves at least 10 %; ``None`` disables compression.
         serde: The LangGraph serializer (default: LangGraph's ``JsonPlusSerializer``).
+        runs_table: The runs table, whose run items carry the lease's ``fence``. With it, a
+            config carrying ``configurable["langorch_fence"]`` has its writes fenced: each
+            superstep is one ``TransactWriteItems`` that also checks the run's fence, and a
+            segment that lost its lease gets :class:`LeaseLostError` with nothing written.
+            Without it, or without a fence in the config, writes are ``BatchWriteItem``.
     """
 
     def __init__(
@@ -61,9 +77,11 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         offload_threshold_bytes: int = 350_000,
         compression_min_bytes: int | None = 4_096,
         serde: SerializerProtocol | None = None,
+        runs_table: str | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.table = CheckpointTable(client, table_name)
+        self.runs_table = runs_table
         self.codec = PayloadCodec(
             self.table,
             self.serde,
@@ -103,15 +121,18 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             The config addressing the stored checkpoint.
 
         Raises:
+            LeaseLostError: the config's fence no longer holds the run's lease; nothing was
+                written, and the segment's buffered writes are dropped.
             StorageError: DynamoDB or S3 refused the write (buffered writes stay buffered).
         """
         thread = address(config)
         item = self.codec.checkpoint_item(config, checkpoint, metadata)
+        fence = self._fence(config)
+        group = self._group(fence)
         with self.buffer.lock:
-            self.table.write_items(
-                [*self.buffer.items(), item], what=f"checkpoint {checkpoint['id']}"
+            self._write(
+                group, fence, [*self.buffer.items(group), item], f"checkpoint {checkpoint['id']}"
             )
-            self.buffer.clear()
             self.buffer.stored_checkpoint(thread, checkpoint["id"])
         return runnable_config(*thread, checkpoint["id"])
 
@@ -137,34 +158,76 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             task_path: The task's path, used to order pending writes.
 
         Raises:
+            LeaseLostError: An immediate flush under the config's fence was refused: another
+                segment owns the run (nothing written; the buffered writes are dropped).
             StorageError: An immediate flush failed (the writes stay buffered).
         """
         if not writes:
             return
         items = self.codec.write_items(config, writes, task_id, task_path)
         checkpoint_id = str(config["configurable"]["checkpoint_id"])
+        fence = self._fence(config)
+        group = self._group(fence)
         with self.buffer.lock:
             channels = [channel for channel, _ in writes]
-            if self.buffer.add(address(config), checkpoint_id, channels, items):
-                self._flush_locked()
+            if self.buffer.add(address(config), checkpoint_id, channels, items, group):
+                # Unfenced: everything unfenced goes, as always; fenced: this segment's group.
+                self._write(group, fence, self.buffer.items(group), "pending writes")
 
     def flush(self) -> None:
         """Persist every buffered write now (no request when nothing is buffered).
 
         Call it when a graph run stops without a final ``put()`` for reasons LangGraph does
-        not record as a write (e.g. the process is about to exit after an exception).
+        not record as a write (e.g. the process is about to exit after an exception). Each
+        fenced group is written under its own fence.
 
         Raises:
+            LeaseLostError: a fenced group's lease was taken over (that group is dropped; the
+                other groups are still written).
             StorageError: DynamoDB or S3 refused the write (the writes stay buffered).
         """
+        lost: LeaseLostError | None = None
         with self.buffer.lock:
-            self._flush_locked()
+            for group in self.buffer.groups():
+                fence = None if group is None else self._fence_of(*group)
+                try:
+                    self._write(group, fence, self.buffer.items(group), "pending writes")
+                except LeaseLostError as exc:
+                    lost = lost or exc
+        if lost is not None:
+            raise lost
 
-    def _flush_locked(self) -> None:
-        items = self.buffer.items()
-        if items:
-            self.table.write_items(items, what="pending writes")
-            self.buffer.clear()
+    def _write(self, group: FenceGroup, fence: Fence | None, items: Items, what: str) -> None:
+        """Store ``items`` (buffered ones of ``group`` included) and clear ``group``.
+
+        Call with the buffer's lock held. A refused fence drops the group: its items can never
+        be written, and they must not ride along with a newer segment's write.
+        """
+        if not items:
+            return
+        if fence is None:
+            self.table.write_items(items, what=what)
+        else:
+            try:
+                self.table.write_fenced(items, fence, what=what)
+            except LeaseLostError:
+                self.buffer.clear(group)
+                raise
+        self.buffer.clear(group)
+
+    def _fence(self, config: RunnableConfig) -> Fence | None:
+        """The fence a config's writes carry: none without a runs table or a fence in it."""
+        value = config.get("configurable", {}).get(FENCE_KEY)
+        if self.runs_table is None or value is None:
+            return None
+        return self._fence_of(address(config)[0], int(value))
+
+    def _fence_of(self, thread_id: str, value: int) -> Fence:
+        return Fence(runs_table=str(self.runs_table), run_id=thread_id, value=value)
+
+    @staticmethod
+    def _group(fence: Fence | None) -> FenceGroup:
+        return None if fence is None else (fence.run_id, fence.value)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Fetch a checkpoint with its pending writes (buffered ones included).

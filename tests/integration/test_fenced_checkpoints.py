@@ -1,0 +1,293 @@
+"""Fenced checkpoints (RELIABILITY.md "Runs and state", issue 8 item 6), on moto's DynamoDB.
+
+A segment's checkpoint writes carry its lease's fence: once another segment has taken the
+lease, the first one cannot write a checkpoint, so the history never forks and no step after
+the takeover runs twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
+from langorch.adapters.dynamodb.checkpointer._fence import Fence
+from langorch.adapters.dynamodb.checkpointer._table import _transaction_chunks, item_size
+from langorch.adapters.request_counter import RequestCounter
+from langorch.app.container import Container
+from langorch.app.definitions import seed_builtins
+from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
+from langorch.config import Settings
+from langorch.domain.errors import LeaseHeldError, LeaseLostError
+from langorch.llm import LLMRegistry
+from tests.fakes.clock import FakeClock
+from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
+from tests.integration.conftest import register_text
+from tests.integration.test_checkpointer import TrailState, linear_graph
+
+Outcome = list[Any]
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedKinds]:
+    """The ``gate`` and ``tally`` kinds, registered for one test."""
+    with registered() as kinds:
+        yield kinds
+
+
+@pytest.fixture
+def processes(aws: None) -> Callable[[], Container]:
+    """Containers over one moto account and one settable clock: each is another Lambda."""
+    clock = FakeClock()
+    first: list[Container] = []
+
+    def make() -> Container:
+        container = Container(Settings(), clock=clock, llm=LLMRegistry(default_provider="offline"))
+        if not first:
+            container.ensure_resources()
+            seed_builtins(container.definitions)
+            first.append(container)
+        return container
+
+    return make
+
+
+def _in_thread(segment: Callable[[], Any]) -> tuple[threading.Thread, Outcome]:
+    outcome: Outcome = []
+
+    def target() -> None:
+        try:
+            outcome.append(segment())
+        except Exception as exc:  # the test asserts on what was raised
+            outcome.append(exc)
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, outcome
+
+
+def _history(container: Container, run_id: str) -> list[tuple[str, str | None]]:
+    """(checkpoint id, parent id) of the run's root checkpoints, newest first."""
+    config: Any = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
+    return [
+        (
+            t.config["configurable"]["checkpoint_id"],
+            t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None,
+        )
+        for t in container.checkpointer.list(config)
+    ]
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_a_segment_that_lost_its_lease_cannot_write_and_the_history_does_not_fork(
+    processes: Callable[[], Container], gated: GatedKinds
+) -> None:
+    # Given a run whose first segment ran `before` and is paused at the gate, its checkpoint
+    # after `before` stored
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    stale, stale_outcome = _in_thread(lambda: run_segment(RunSegment(run.run_id), processes()))
+    assert gated.gate.reached.wait(WAIT_SECONDS)
+    # When its lease expires and a second segment takes the run over and runs it to the end
+    setup.clock.advance(setup.settings.segment_budget_seconds + LEASE_GRACE_SECONDS + 1)  # type: ignore[attr-defined]
+    newer = run_segment(RunSegment(run.run_id), processes())
+    # And then the first segment goes on
+    gated.gate.open()
+    stale.join(WAIT_SECONDS)
+
+    # Then the newer segment finished the run, and the first one's next write was refused
+    assert newer.status == "succeeded"
+    [refused] = stale_outcome
+    assert isinstance(refused, LeaseLostError), refused
+    assert "fence 1" in str(refused)
+    # And no side effect ran twice: `before` ran in the first segment, `after` only in the newer
+    assert gated.effects == {"before": 1, "after": 1}
+    # And the history is one line: every checkpoint's parent is the one stored before it
+    history = _history(setup, run.run_id)
+    ids = [checkpoint for checkpoint, _ in history]
+    assert [parent for _, parent in history] == [*ids[1:], None]
+    assert setup.runs.get_run(run.run_id).status == "succeeded"
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
+    processes: Callable[[], Container], gated: GatedKinds
+) -> None:
+    # Given a segment paused mid-run, holding the lease
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    first, first_outcome = _in_thread(lambda: run_segment(RunSegment(run.run_id), processes()))
+    assert gated.gate.reached.wait(WAIT_SECONDS)
+    # When a second segment starts for the same run, then it is refused
+    with pytest.raises(LeaseHeldError) as refused:
+        run_segment(RunSegment(run.run_id), processes())
+    assert not isinstance(refused.value, LeaseLostError)
+    # And the first goes on to the end, each side effect once
+    gated.gate.open()
+    first.join(WAIT_SECONDS)
+    assert [r.status for r in first_outcome] == ["succeeded"]
+    assert gated.effects == {"before": 1, "after": 1}
+
+
+@pytest.mark.usefixtures("gated")
+def test_a_fenced_superstep_is_one_transaction_and_a_stale_fence_writes_nothing(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a run holding fence 1, and a saver that knows the runs table
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+    saver = DynamoCheckpointSaver(
+        setup.client("dynamodb"),
+        setup.settings.checkpoints_table,
+        runs_table=setup.settings.runs_table,
+    )
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When a 10-step graph runs without a fence, then under the run's fence
+    unfenced: Any = {"configurable": {"thread_id": "run-unfenced"}}
+    linear_graph(saver, 10).invoke({"trail": []}, unfenced, durability="sync")
+    before = dict(counter.counts)
+    counter.reset()
+    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    result = linear_graph(saver, 10).invoke({"trail": []}, config, durability="sync")
+    # Then the fenced run made no more requests, each BatchWriteItem now a TransactWriteItems:
+    # one per superstep, within the checkpointer's budget (PERFORMANCE.md P1)
+    assert len(result["trail"]) == 10
+    assert set(counter.counts) == {"Query", "TransactWriteItems"}, counter.counts
+    assert counter.counts["TransactWriteItems"] <= before["BatchWriteItem"], (
+        before,
+        counter.counts,
+    )
+    assert counter.total / 10 <= 1.5, counter.counts
+    # And with a stale fence, nothing is written
+    stored = len(list(saver.list({"configurable": {"thread_id": run.run_id}})))
+    stale: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence - 1}}
+    with pytest.raises(LeaseLostError, match=f"fence {fence - 1}"):
+        linear_graph(saver, 3).invoke({"trail": []}, stale, durability="sync")
+    assert len(list(saver.list({"configurable": {"thread_id": run.run_id}}))) == stored
+
+
+def _fenced_saver(container: Container) -> DynamoCheckpointSaver:
+    return DynamoCheckpointSaver(
+        container.client("dynamodb"),
+        container.settings.checkpoints_table,
+        runs_table=container.settings.runs_table,
+    )
+
+
+def _stored(container: Container, thread_id: str) -> int:
+    pages = (
+        container.client("dynamodb")
+        .get_paginator("query")
+        .paginate(
+            TableName=container.settings.checkpoints_table,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": thread_id}},
+            Select="COUNT",
+        )
+    )
+    return sum(page["Count"] for page in pages)
+
+
+def _put_items(run_id: str, count: int, payload: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "PK": {"S": run_id},
+            "SK": {"S": f"C#x#{i:04d}"},
+            "k": {"S": "c"},
+            "p": {"B": b"x" * payload},
+        }
+        for i in range(count)
+    ]
+
+
+@pytest.mark.usefixtures("gated")
+def test_a_superstep_too_big_for_one_transaction_is_chunked_each_chunk_fenced(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a run holding fence 1, and a superstep of 150 items (more than 99 puts) of 30 KB
+    # (4.5 MB, more than a transaction's 4 MB)
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+    saver = _fenced_saver(setup)
+    counter = RequestCounter(setup.client("dynamodb"))
+    items = _put_items(run.run_id, 150, 30_000)
+    # When they are written under the fence
+    saver.table.write_fenced(items, Fence(setup.settings.runs_table, run.run_id, fence), what="t")
+    # Then it took two transactions, each within DynamoDB's limits, and all items landed
+    assert counter.counts == {"TransactWriteItems": 2}
+    assert _stored(setup, run.run_id) == 150
+    # And under a stale fence, no chunk lands
+    stale = Fence(setup.settings.runs_table, "run-other", 7)
+    with pytest.raises(LeaseLostError):
+        saver.table.write_fenced(_put_items("run-other", 150, 30_000), stale, what="t")
+    assert _stored(setup, "run-other") == 0
+
+
+def test_chunks_keep_the_last_item_last_and_stay_within_the_limits() -> None:
+    # Given 250 small items, and 12 items of 390 KB
+    small = _put_items("r", 250, 10)
+    big = _put_items("r", 12, 390_000)
+    # When they are cut into transactions
+    small_chunks = _transaction_chunks(small)
+    big_chunks = _transaction_chunks(big)
+    # Then no chunk has more than 99 puts or 3.5 MB, order is kept, the last item is last
+    assert [len(c) for c in small_chunks] == [52, 99, 99]
+    assert [len(c) for c in big_chunks] == [4, 8]
+    for chunks, items in ((small_chunks, small), (big_chunks, big)):
+        assert [i for c in chunks for i in c] == items
+        assert all(sum(item_size(i) for i in c) <= 3_500_000 for c in chunks)
+
+
+@pytest.mark.usefixtures("gated")
+def test_an_interrupt_written_after_the_lease_was_lost_is_refused(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a graph that parks at an interrupt, whose lease is taken over just before it parks
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+
+    def approve(state: dict[str, Any]) -> dict[str, Any]:
+        setup.runs.acquire_lease(run.run_id, "newer", now=61, ttl_seconds=60)
+        interrupt({"question": "ship it?"})
+        return {"trail": ["approve"]}
+
+    builder = StateGraph(TrailState)
+    builder.add_node("approve", approve)
+    builder.add_edge(START, "approve")
+    builder.add_edge("approve", END)
+    saver = _fenced_saver(setup)
+    graph = builder.compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    # When it runs, then the interrupt's write (stored at once, no put follows) is refused
+    with pytest.raises(LeaseLostError):
+        graph.invoke({"trail": []}, config, durability="sync")
+    # And nothing of it was stored: the run is not parked, and nothing is left to flush
+    assert not graph.get_state(config).interrupts
+    saver.flush()
+
+
+def test_the_state_machine_retries_a_segment_that_lost_its_lease_like_one_refused() -> None:
+    # Given the run state machine's definition (Step Functions matches errors by class name)
+    import json
+    from importlib.resources import files
+
+    definition = json.loads(files("langorch").joinpath("statemachine.asl.json").read_text())
+    retried = {
+        name for rule in definition["States"]["RunSegment"]["Retry"] for name in rule["ErrorEquals"]
+    }
+    # Then a lost lease is retried as a held one is (the retry finds the newer segment's run)
+    assert {"LeaseHeldError", "LeaseLostError"} <= retried
+    assert issubclass(LeaseLostError, LeaseHeldError)
