@@ -16,9 +16,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from langorch.app.segment_record import (
+    EndDeps,
+    SegmentResult,
+    closing_seq,
+    record_segment,
+)
 from langorch.domain.errors import (
     RecordTooLargeError,
     RunNotFinishedError,
@@ -34,7 +39,6 @@ from langorch.domain.runs import (
     RunTrigger,
     TimelineEvent,
     TimelineEventType,
-    TokenUsage,
     dedupe_run_id,
     minimal_failed,
     new_run_id,
@@ -78,15 +82,6 @@ class LaunchDeps(StartDeps, Protocol):
 
     @property
     def executions(self) -> Executions: ...
-
-
-class EndDeps(Protocol):
-    """What :func:`mark_failed` needs: the runs and a clock."""
-
-    @property
-    def runs(self) -> RunsStore: ...
-    @property
-    def clock(self) -> Clock: ...
 
 
 class CancelDeps(EndDeps, Protocol):
@@ -235,42 +230,6 @@ class RunSegment:
     owner: str | None = None
 
 
-@dataclass
-class SegmentResult:
-    """What the state machine branches on (``status``) and what it needs for the branch."""
-
-    run_id: str
-    status: str
-    segment: int
-    seconds: int | None = None
-    approval: dict[str, Any] | None = None
-    outputs: dict[str, Any] = field(default_factory=dict)
-    error: dict[str, Any] | None = None
-    workflow_id: str | None = None
-    workflow_version: int | None = None
-    steps_run: int = 0
-    """Steps that finished in this segment (for metrics; not part of the payload)."""
-    llm_tokens: int = 0
-    """LLM tokens (input + output) this segment's steps used."""
-    ended: bool = False
-    """This segment ended the run (``False`` when the run had already ended before it)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """The Step Functions payload (JSON-serialisable)."""
-        data: dict[str, Any] = {
-            "run_id": self.run_id,
-            "status": self.status,
-            "segment": self.segment,
-        }
-        if self.seconds is not None:
-            data["seconds"] = self.seconds
-        if self.approval is not None:
-            data["approval"] = self.approval
-        if self.error is not None:
-            data["error"] = self.error
-        return data
-
-
 def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
     """Run one segment of a run under its lease.
 
@@ -357,7 +316,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
                 fence=fence,
             )
         )
-        return _record(run, result, deps, fence, started_at, parked, cmd.resume)
+        return record_segment(run, result, deps, fence, started_at, parked, cmd.resume)
     finally:
         deps.checkpointer.flush()
         deps.runs.release_lease(cmd.run_id, fence)
@@ -392,212 +351,9 @@ def _uses_memory(plan: Any) -> bool:
     )
 
 
-def _record(
-    run: RunRecord,
-    result: Any,
-    deps: SegmentDeps,
-    fence: int,
-    started_at: datetime,
-    parked: PendingInterrupt | None,
-    answer: Any,
-) -> SegmentResult:
-    now = deps.clock()
-    events = _timeline(run, result.events, started_at)
-    if parked is not None and parked.kind == "approval" and isinstance(answer, dict):
-        decided = TimelineEvent(
-            seq=1,
-            at=started_at,
-            segment=run.segment,
-            type=(
-                TimelineEventType.approval_timed_out
-                if answer.get("decision") == "timed_out"
-                else TimelineEventType.approval_decided
-            ),
-            step_id=parked.request.get("step_id"),
-            actor=answer.get("approver"),
-            detail={
-                "decision": answer.get("decision"),
-                "comment": str(answer.get("comment") or "")[:500],
-            },
-        )
-        events.insert(1, decided)
-    elif parked is not None and parked.kind == "wait":
-        events.insert(
-            1,
-            _ev(
-                run,
-                started_at,
-                TimelineEventType.wait_finished,
-                step_id=parked.request.get("step_id"),
-            ),
-        )
-    status = result.status
-    if result.request:
-        # What an approval shows is bounded where the run stores it (record and Step Functions
-        # payload alike): long values are cut with a marker, never a record that cannot be saved.
-        from langorch.domain.limits import bounded_request
-
-        result.request = bounded_request(dict(result.request))
-    if status == "waiting_approval":
-        pending = PendingInterrupt(
-            interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
-        )
-        run = transition(run, RunStatus.waiting_approval, now=now, pending=pending)
-        events.append(
-            _ev(
-                run,
-                now,
-                TimelineEventType.approval_requested,
-                step_id=(result.request or {}).get("step_id"),
-                detail={
-                    "approvers": (result.request or {}).get("approvers", []),
-                    "iteration": (result.request or {}).get("iteration"),
-                },
-            )
-        )
-    elif status == "sleeping":
-        pending = PendingInterrupt(
-            interrupt_id=result.interrupt_id, kind="wait", request=result.request or {}
-        )
-        run = transition(run, RunStatus.sleeping, now=now, pending=pending)
-        events.append(
-            _ev(
-                run,
-                now,
-                TimelineEventType.wait_started,
-                step_id=(result.request or {}).get("step_id"),
-                detail={"seconds": (result.request or {}).get("seconds")},
-            )
-        )
-    elif status == "continue":
-        run = run.model_copy(update={"updated_at": now})
-    elif status == "succeeded":
-        run = transition(run, RunStatus.succeeded, now=now)
-        outputs, truncated = _bounded(result.outputs)
-        run = run.model_copy(update={"outputs": outputs, "outputs_truncated": truncated})
-        events.append(_ev(run, now, TimelineEventType.run_finished, detail={"status": "succeeded"}))
-    else:
-        error = RunError(
-            step_id=(result.error or {}).get("step_id"),
-            type=(result.error or {}).get("type", "Error"),
-            message=(result.error or {}).get("message", "failed"),
-        )
-        run = transition(run, RunStatus.failed, now=now, error=error, reason=error.message)
-        events.append(
-            _ev(run, now, TimelineEventType.run_finished, detail={"status": "failed"}, error=error)
-        )
-    deps.runs.append_events(run.run_id, _numbered(run, events))
-    deps.runs.save_run(run, fence=fence)
-    logger.info(
-        "segment ended",
-        extra={
-            "run_id": run.run_id,
-            "workflow_id": run.workflow_id,
-            "workflow_version": run.workflow_version,
-            "segment": run.segment,
-            "status": status,
-        },
-    )
-    return SegmentResult(
-        run_id=run.run_id,
-        status=status,
-        segment=run.segment,
-        seconds=(result.request or {}).get("seconds") if status == "sleeping" else None,
-        approval=(
-            {**(result.request or {}), "interrupt_id": result.interrupt_id}
-            if status == "waiting_approval"
-            else None
-        ),
-        outputs=run.outputs,
-        error=run.error.model_dump() if status == "failed" and run.error else None,
-        workflow_id=run.workflow_id,
-        workflow_version=run.workflow_version,
-        steps_run=sum(1 for e in events if e.type == TimelineEventType.step_finished),
-        llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
-        ended=run.is_terminal,
-    )
-
-
-def _bounded(outputs: dict[str, Any], limit: int | None = None) -> tuple[dict[str, Any], bool]:
-    """Outputs small enough for the run record, and whether they had to be summarised.
-
-    The full outputs always stay in the run's last checkpoint.
-    """
-    import json
-
-    from langorch.domain.limits import MAX_OUTPUTS_BYTES
-    from langorch.domain.runs import summarize_outputs
-
-    text = json.dumps(outputs, default=str)
-    if len(text.encode("utf-8")) <= (MAX_OUTPUTS_BYTES if limit is None else limit):
-        return json.loads(text), False
-    return dict(summarize_outputs(outputs)), True
-
-
-_ENGINE_EVENTS = {
-    "step_started": TimelineEventType.step_started,
-    "step_finished": TimelineEventType.step_finished,
-    "step_failed": TimelineEventType.step_failed,
-    "step_retried": TimelineEventType.step_retried,
-}
-
-
-def _ev(run: RunRecord, at: datetime, type_: TimelineEventType, **fields: Any) -> TimelineEvent:
-    return TimelineEvent(seq=1, at=at, type=type_, segment=run.segment, **fields)
-
-
-def _timeline(
-    run: RunRecord, events: list[dict[str, Any]], started: datetime
-) -> list[TimelineEvent]:
-    timeline = [_ev(run, started, TimelineEventType.segment_started)]
-    for event in events:
-        type_ = _ENGINE_EVENTS.get(str(event.get("event")))
-        if type_ is None:
-            continue
-        tokens = event.get("tokens")
-        error = event.get("error")
-        detail = {k: event[k] for k in ("kind", "attempt", "branch", "routed_to") if k in event}
-        timeline.append(
-            TimelineEvent(
-                seq=1,
-                at=datetime.fromisoformat(event["at"]),
-                type=type_,
-                step_id=event.get("step_id"),
-                segment=run.segment,
-                duration_ms=event.get("duration_ms"),
-                tokens=TokenUsage(**tokens) if tokens else None,
-                outputs_summary=event.get("outputs_summary"),
-                error=RunError(
-                    **{
-                        k: error[k]
-                        for k in ("step_id", "type", "message", "attempts")
-                        if k in error
-                    }
-                )
-                if error
-                else None,
-                detail=detail,
-            )
-        )
-    return timeline
-
-
-def _numbered(run: RunRecord, events: list[TimelineEvent]) -> list[TimelineEvent]:
-    # Sequence numbers grow across segments without reading the timeline back: the segment
-    # number is the high part.
-    base = run.segment * 1_000_000
-    return [e.model_copy(update={"seq": base + i + 1}) for i, e in enumerate(events)]
-
-
 # --------------------------------------------------------------------------------------------
 # Ending a run from outside a segment: the state machine's catch-all, an operator's cancel
 # --------------------------------------------------------------------------------------------
-
-
-def _closing_seq(run: RunRecord) -> int:
-    # The last slot of the current segment's range (see _numbered): after every event of the
-    # segment, and the same on a retry, so a repeated call replaces its event, never adds one.
-    return (run.segment + 1) * 1_000_000 - 1
 
 
 def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
@@ -635,7 +391,7 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
         run_id,
         [
             TimelineEvent(
-                seq=_closing_seq(run),
+                seq=closing_seq(run),
                 at=now,
                 type=TimelineEventType.run_finished,
                 segment=run.segment,
@@ -711,7 +467,7 @@ def cancel_run(
             run_id,
             [
                 TimelineEvent(
-                    seq=_closing_seq(run),
+                    seq=closing_seq(run),
                     at=now,
                     type=TimelineEventType.run_cancelled,
                     segment=run.segment,

@@ -1,0 +1,299 @@
+"""A segment's outcome written down: the run record's new status and the segment's timeline.
+
+:func:`record_segment` turns what the engine answered (parked, slept, continued, ended) into
+the run record and the timeline events people read, numbered so segments never collide.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from langorch.domain.runs import (
+    PendingInterrupt,
+    RunError,
+    RunRecord,
+    RunStatus,
+    TimelineEvent,
+    TimelineEventType,
+    TokenUsage,
+    transition,
+)
+
+if TYPE_CHECKING:
+    from langorch.app.ports import Clock, RunsStore
+
+logger = logging.getLogger("langorch.app.runs")
+
+
+class EndDeps(Protocol):
+    """What :func:`mark_failed` needs: the runs and a clock."""
+
+    @property
+    def runs(self) -> RunsStore: ...
+    @property
+    def clock(self) -> Clock: ...
+
+
+@dataclass
+class SegmentResult:
+    """What the state machine branches on (``status``) and what it needs for the branch."""
+
+    run_id: str
+    status: str
+    segment: int
+    seconds: int | None = None
+    approval: dict[str, Any] | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: dict[str, Any] | None = None
+    workflow_id: str | None = None
+    workflow_version: int | None = None
+    steps_run: int = 0
+    """Steps that finished in this segment (for metrics; not part of the payload)."""
+    llm_tokens: int = 0
+    """LLM tokens (input + output) this segment's steps used."""
+    ended: bool = False
+    """This segment ended the run (``False`` when the run had already ended before it)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The Step Functions payload (JSON-serialisable)."""
+        data: dict[str, Any] = {
+            "run_id": self.run_id,
+            "status": self.status,
+            "segment": self.segment,
+        }
+        if self.seconds is not None:
+            data["seconds"] = self.seconds
+        if self.approval is not None:
+            data["approval"] = self.approval
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+def record_segment(
+    run: RunRecord,
+    result: Any,
+    deps: EndDeps,
+    fence: int,
+    started_at: datetime,
+    parked: PendingInterrupt | None,
+    answer: Any,
+) -> SegmentResult:
+    now = deps.clock()
+    events = engine_timeline(run, result.events, started_at)
+    resumed = _resumed_event(run, started_at, parked, answer)
+    if resumed is not None:
+        events.insert(1, resumed)
+    status = result.status
+    if result.request:
+        # What an approval shows is bounded where the run stores it (record and Step Functions
+        # payload alike): long values are cut with a marker, never a record that cannot be saved.
+        from langorch.domain.limits import bounded_request
+
+        result.request = bounded_request(dict(result.request))
+    run, closing = _ended(run, result, now)
+    events.extend(closing)
+    deps.runs.append_events(run.run_id, numbered(run, events))
+    deps.runs.save_run(run, fence=fence)
+    logger.info(
+        "segment ended",
+        extra={
+            "run_id": run.run_id,
+            "workflow_id": run.workflow_id,
+            "workflow_version": run.workflow_version,
+            "segment": run.segment,
+            "status": status,
+        },
+    )
+    return SegmentResult(
+        run_id=run.run_id,
+        status=status,
+        segment=run.segment,
+        seconds=(result.request or {}).get("seconds") if status == "sleeping" else None,
+        approval=(
+            {**(result.request or {}), "interrupt_id": result.interrupt_id}
+            if status == "waiting_approval"
+            else None
+        ),
+        outputs=run.outputs,
+        error=run.error.model_dump() if status == "failed" and run.error else None,
+        workflow_id=run.workflow_id,
+        workflow_version=run.workflow_version,
+        steps_run=sum(1 for e in events if e.type == TimelineEventType.step_finished),
+        llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
+        ended=run.is_terminal,
+    )
+
+
+def bounded_outputs(
+    outputs: dict[str, Any], limit: int | None = None
+) -> tuple[dict[str, Any], bool]:
+    """Outputs small enough for the run record, and whether they had to be summarised.
+
+    The full outputs always stay in the run's last checkpoint.
+    """
+    import json
+
+    from langorch.domain.limits import MAX_OUTPUTS_BYTES
+    from langorch.domain.runs import summarize_outputs
+
+    text = json.dumps(outputs, default=str)
+    if len(text.encode("utf-8")) <= (MAX_OUTPUTS_BYTES if limit is None else limit):
+        return json.loads(text), False
+    return dict(summarize_outputs(outputs)), True
+
+
+_ENGINE_EVENTS = {
+    "step_started": TimelineEventType.step_started,
+    "step_finished": TimelineEventType.step_finished,
+    "step_failed": TimelineEventType.step_failed,
+    "step_retried": TimelineEventType.step_retried,
+}
+
+
+def timeline_event(
+    run: RunRecord, at: datetime, type_: TimelineEventType, **fields: Any
+) -> TimelineEvent:
+    return TimelineEvent(seq=1, at=at, type=type_, segment=run.segment, **fields)
+
+
+def engine_timeline(
+    run: RunRecord, events: list[dict[str, Any]], started: datetime
+) -> list[TimelineEvent]:
+    timeline = [timeline_event(run, started, TimelineEventType.segment_started)]
+    for event in events:
+        type_ = _ENGINE_EVENTS.get(str(event.get("event")))
+        if type_ is None:
+            continue
+        tokens = event.get("tokens")
+        error = event.get("error")
+        detail = {k: event[k] for k in ("kind", "attempt", "branch", "routed_to") if k in event}
+        timeline.append(
+            TimelineEvent(
+                seq=1,
+                at=datetime.fromisoformat(event["at"]),
+                type=type_,
+                step_id=event.get("step_id"),
+                segment=run.segment,
+                duration_ms=event.get("duration_ms"),
+                tokens=TokenUsage(**tokens) if tokens else None,
+                outputs_summary=event.get("outputs_summary"),
+                error=RunError(
+                    **{
+                        k: error[k]
+                        for k in ("step_id", "type", "message", "attempts")
+                        if k in error
+                    }
+                )
+                if error
+                else None,
+                detail=detail,
+            )
+        )
+    return timeline
+
+
+def numbered(run: RunRecord, events: list[TimelineEvent]) -> list[TimelineEvent]:
+    # Sequence numbers grow across segments without reading the timeline back: the segment
+    # number is the high part.
+    base = run.segment * 1_000_000
+    return [e.model_copy(update={"seq": base + i + 1}) for i, e in enumerate(events)]
+
+
+def closing_seq(run: RunRecord) -> int:
+    # The last slot of the current segment's range (see _numbered): after every event of the
+    # segment, and the same on a retry, so a repeated call replaces its event, never adds one.
+    return (run.segment + 1) * 1_000_000 - 1
+
+
+def _resumed_event(
+    run: RunRecord, started_at: datetime, parked: PendingInterrupt | None, answer: Any
+) -> TimelineEvent | None:
+    """What the segment resumed from: the approval's decision, or the end of a wait."""
+    if parked is not None and parked.kind == "approval" and isinstance(answer, dict):
+        return TimelineEvent(
+            seq=1,
+            at=started_at,
+            segment=run.segment,
+            type=(
+                TimelineEventType.approval_timed_out
+                if answer.get("decision") == "timed_out"
+                else TimelineEventType.approval_decided
+            ),
+            step_id=parked.request.get("step_id"),
+            actor=answer.get("approver"),
+            detail={
+                "decision": answer.get("decision"),
+                "comment": str(answer.get("comment") or "")[:500],
+            },
+        )
+    elif parked is not None and parked.kind == "wait":
+        return timeline_event(
+            run,
+            started_at,
+            TimelineEventType.wait_finished,
+            step_id=parked.request.get("step_id"),
+        )
+    return None
+
+
+def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[TimelineEvent]]:
+    """The record after the segment's outcome, and the timeline events that outcome adds."""
+    events: list[TimelineEvent] = []
+    status = result.status
+    if status == "waiting_approval":
+        pending = PendingInterrupt(
+            interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
+        )
+        run = transition(run, RunStatus.waiting_approval, now=now, pending=pending)
+        events.append(
+            timeline_event(
+                run,
+                now,
+                TimelineEventType.approval_requested,
+                step_id=(result.request or {}).get("step_id"),
+                detail={
+                    "approvers": (result.request or {}).get("approvers", []),
+                    "iteration": (result.request or {}).get("iteration"),
+                },
+            )
+        )
+    elif status == "sleeping":
+        pending = PendingInterrupt(
+            interrupt_id=result.interrupt_id, kind="wait", request=result.request or {}
+        )
+        run = transition(run, RunStatus.sleeping, now=now, pending=pending)
+        events.append(
+            timeline_event(
+                run,
+                now,
+                TimelineEventType.wait_started,
+                step_id=(result.request or {}).get("step_id"),
+                detail={"seconds": (result.request or {}).get("seconds")},
+            )
+        )
+    elif status == "continue":
+        run = run.model_copy(update={"updated_at": now})
+    elif status == "succeeded":
+        run = transition(run, RunStatus.succeeded, now=now)
+        outputs, truncated = bounded_outputs(result.outputs)
+        run = run.model_copy(update={"outputs": outputs, "outputs_truncated": truncated})
+        events.append(
+            timeline_event(run, now, TimelineEventType.run_finished, detail={"status": "succeeded"})
+        )
+    else:
+        error = RunError(
+            step_id=(result.error or {}).get("step_id"),
+            type=(result.error or {}).get("type", "Error"),
+            message=(result.error or {}).get("message", "failed"),
+        )
+        run = transition(run, RunStatus.failed, now=now, error=error, reason=error.message)
+        events.append(
+            timeline_event(
+                run, now, TimelineEventType.run_finished, detail={"status": "failed"}, error=error
+            )
+        )
+    return run, events
