@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
     from langorch.config import Settings
     from langorch.engine.compiler import GraphCompiler
-    from langorch.engine.context import FileReader, HttpCaller, LLMInvoker, Memory
+    from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +239,6 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             writes are fenced, so it wrote nothing after that.
         UnknownInterruptError: the resume names no pending interrupt.
     """
-    from langorch.engine.context import EngineContext
     from langorch.engine.segments import Resume, advance
 
     run = deps.runs.get_run(cmd.run_id)
@@ -284,21 +283,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         deps.runs.save_run(run, fence=fence)
         plan = deps.compiler.workflow(run.workflow_id, run.workflow_version)
         graph = deps.compiler.compile(plan)
-        ctx = EngineContext(
-            run_id=run.run_id,
-            workflow_id=run.workflow_id,
-            workflow_version=run.workflow_version,
-            user_id=run.user_id or "default",
-            llm=deps.llm,
-            memory=deps.memory if plan.memory or _uses_memory(plan) else None,
-            http=deps.http,
-            files=deps.files,
-            subflows=deps.compiler.subflow,
-            default_provider=deps.settings.default_llm_provider,
-            default_model=deps.settings.default_llm_model,
-            default_approvers=list(deps.settings.default_approvers),
-            segment=run.segment,
-        )
+        ctx = _engine_context(run, plan, deps)
         initial = {
             "run_id": run.run_id,
             "agent_id": run.workflow_id,
@@ -320,6 +305,27 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
     finally:
         deps.checkpointer.flush()
         deps.runs.release_lease(cmd.run_id, fence)
+
+
+def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
+    """What the steps of this segment reach the world through (LangGraph's runtime context)."""
+    from langorch.engine.context import EngineContext
+
+    return EngineContext(
+        run_id=run.run_id,
+        workflow_id=run.workflow_id,
+        workflow_version=run.workflow_version,
+        user_id=run.user_id or "default",
+        llm=deps.llm,
+        memory=deps.memory if plan.memory or _uses_memory(plan) else None,
+        http=deps.http,
+        files=deps.files,
+        subflows=deps.compiler.subflow,
+        default_provider=deps.settings.default_llm_provider,
+        default_model=deps.settings.default_llm_model,
+        default_approvers=list(deps.settings.default_approvers),
+        segment=run.segment,
+    )
 
 
 def _check_resume(run: RunRecord, cmd: RunSegment) -> None:
