@@ -89,7 +89,7 @@ class DeployConfig:
     certificate_arn: str | None = None
     default_approvers: tuple[str, ...] = ()
     llm_provider: str = "bedrock"
-    llm_model: str | None = "anthropic.claude-3-haiku-20240307-v1:0"
+    llm_model: str | None = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     bedrock_models: tuple[str, ...] = ()
     bedrock_regions: tuple[str, ...] = ()
     bedrock_marketplace_products: tuple[str, ...] = ()

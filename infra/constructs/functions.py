@@ -57,6 +57,10 @@ def bedrock_model_arns(
         arns.extend(
             f"arn:{stack.partition}:bedrock:{region}::foundation-model/{base}" for region in regions
         )
+        if geo == "global.":
+            # A global profile routes to any commercial region: AWS documents the foundation
+            # model's region-less ARN for it.
+            arns.append(f"arn:{stack.partition}:bedrock:::foundation-model/{base}")
     return arns
 
 

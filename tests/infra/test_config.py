@@ -37,8 +37,10 @@ def test_cli_overrides_win_over_cdk_json_and_strings_are_coerced() -> None:
 
 
 def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
+    # The default is a current model (Claude 3 Haiku reached end of life on 2026-09-10), served
+    # through the global cross-region inference profile
     assert DeployConfig.parse({"llm_provider": "bedrock", **SENDER}).models_to_grant == (
-        "anthropic.claude-3-haiku-20240307-v1:0",
+        "global.anthropic.claude-haiku-4-5-20251001-v1:0",
     )
     assert (
         DeployConfig.parse(

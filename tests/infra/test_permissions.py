@@ -177,6 +177,27 @@ def test_runner_invokes_only_the_configured_bedrock_model(synth: Synth) -> None:
     }
 
 
+def test_a_global_inference_profile_is_granted_with_its_region_less_model_arn() -> None:
+    from aws_cdk import App, Environment, Stack
+
+    from infra.constructs.functions import bedrock_model_arns
+
+    stack = Stack(App(), "s", env=Environment(account="123456789012", region="eu-west-1"))
+    model = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+
+    arns = [
+        arn.replace(stack.partition, "aws")  # the partition is a deploy-time token
+        for arn in bedrock_model_arns(stack, (model,), ("eu-west-1",))
+    ]
+
+    base = "anthropic.claude-haiku-4-5-20251001-v1:0"
+    assert arns == [
+        f"arn:aws:bedrock:eu-west-1:123456789012:inference-profile/{model}",
+        f"arn:aws:bedrock:eu-west-1::foundation-model/{base}",
+        f"arn:aws:bedrock:::foundation-model/{base}",
+    ]
+
+
 def _all_role_statements(synth: Synth) -> list[tuple[str, dict[str, Any]]]:
     found = []
     for role_id in synth.of_type("AWS::IAM::Role"):
