@@ -86,38 +86,8 @@ async def advance(
     """
     config = _config(ctx.run_id, fence)
     snapshot = await graph.aget_state(config)
-    pending = list(snapshot.interrupts)
-    graph_input: Any
-    if pending:
-        if resume is None:
-            ids = ", ".join(i.id for i in pending)
-            raise UnknownInterruptError(
-                f"run {ctx.run_id} is waiting on interrupt {ids}; resume it with a decision"
-            )
-        target = resume.interrupt_id
-        if target is None:
-            if len(pending) > 1:
-                raise UnknownInterruptError(
-                    f"run {ctx.run_id} has {len(pending)} pending interrupts; name one"
-                )
-            target = pending[0].id
-        if target not in {i.id for i in pending}:
-            raise UnknownInterruptError(
-                f"run {ctx.run_id} is not waiting on interrupt {target}; "
-                f"pending: {', '.join(i.id for i in pending)}"
-            )
-        graph_input = Command(resume={target: resume.value})
-    elif resume is not None:
-        raise UnknownInterruptError(
-            f"run {ctx.run_id} is not waiting on interrupt {resume.interrupt_id or '(any)'}"
-        )
-    elif snapshot.created_at is None or _input_lost(snapshot):
-        graph_input = initial or {}
-    elif snapshot.next or snapshot.tasks:
-        # Continue: after a time-budget stop, or after a fault that stored a task's writes
-        # but not the next checkpoint (LangGraph applies them). No interrupt is pending.
-        graph_input = None
-    else:
+    graph_input = _graph_input(snapshot, resume, ctx.run_id, initial)
+    if graph_input is _NOTHING_TO_RUN:
         return _finished(snapshot.values, [])
 
     events: list[dict[str, Any]] = []
@@ -166,6 +136,51 @@ async def advance(
     if stopped and (snapshot.next or snapshot.tasks or _input_lost(snapshot)):
         return Advance(status="continue", events=events, values=dict(snapshot.values))
     return _finished(snapshot.values, events)
+
+
+_NOTHING_TO_RUN = object()
+"""What :func:`_graph_input` answers for a run whose graph has already ended."""
+
+
+def _graph_input(snapshot: Any, resume: Resume | None, run_id: str, initial: Any) -> Any:
+    """What to stream into the graph: a resume addressed to the pending interrupt, the run's
+    first state, ``None`` to continue, or :data:`_NOTHING_TO_RUN`.
+
+    Raises:
+        UnknownInterruptError: ``resume`` names no pending interrupt, or the run is parked and
+            no resume was given.
+    """
+    pending = list(snapshot.interrupts)
+    if pending:
+        if resume is None:
+            ids = ", ".join(i.id for i in pending)
+            raise UnknownInterruptError(
+                f"run {run_id} is waiting on interrupt {ids}; resume it with a decision"
+            )
+        target = resume.interrupt_id
+        if target is None:
+            if len(pending) > 1:
+                raise UnknownInterruptError(
+                    f"run {run_id} has {len(pending)} pending interrupts; name one"
+                )
+            target = pending[0].id
+        if target not in {i.id for i in pending}:
+            raise UnknownInterruptError(
+                f"run {run_id} is not waiting on interrupt {target}; "
+                f"pending: {', '.join(i.id for i in pending)}"
+            )
+        return Command(resume={target: resume.value})
+    if resume is not None:
+        raise UnknownInterruptError(
+            f"run {run_id} is not waiting on interrupt {resume.interrupt_id or '(any)'}"
+        )
+    if snapshot.created_at is None or _input_lost(snapshot):
+        return initial or {}
+    if snapshot.next or snapshot.tasks:
+        # Continue: after a time-budget stop, or after a fault that stored a task's writes
+        # but not the next checkpoint (LangGraph applies them). No interrupt is pending.
+        return None
+    return _NOTHING_TO_RUN
 
 
 def _input_lost(snapshot: Any) -> bool:
