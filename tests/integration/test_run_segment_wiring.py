@@ -9,26 +9,11 @@ from __future__ import annotations
 
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import RunStatus, TimelineEventType
+from tests.workflows import GATED_APPROVAL
 
 from .conftest import MakeContainer, register_text
 
-APPROVAL = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
-      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], editable_keys: [doubled],
-                   timeout_seconds: 60}
-        branches: {approved: pay, rejected: refuse, timed_out: refuse}
-      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
-      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
-"""
+APPROVAL = GATED_APPROVAL
 
 
 def test_a_run_parked_in_one_process_is_resumed_by_another_on_dynamodb(

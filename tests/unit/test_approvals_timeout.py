@@ -22,24 +22,9 @@ from langorch.domain.runs import TimelineEventType
 from langorch.web.http import http_status
 from tests.integration.conftest import register_text
 from tests.unit.approvals_support import FakeStack
+from tests.workflows import GATED_APPROVAL
 
-GATED = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
-      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], editable_keys: [doubled],
-                   timeout_seconds: 60}
-        branches: {approved: pay, rejected: refuse, timed_out: refuse}
-      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
-      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
-"""
+GATED = GATED_APPROVAL
 
 
 def _parked_run(stack: FakeStack) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from langorch.llm import LLMRequest, LLMResult, OfflineProvider
 from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
 from tests.integration.conftest import register_example, register_text, run_to_end
 from tests.unit.conftest import MakeFakes as MakeContainer
+from tests.workflows import GATED_APPROVAL
 
 LINEAR = """
 blocks:
@@ -220,23 +221,7 @@ def _example_script(name: str) -> Any:
 
 # --- 6: interrupt and resume, in a fresh process -------------------------------------------
 
-APPROVAL = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
-      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], editable_keys: [doubled],
-                   timeout_seconds: 60}
-        branches: {approved: pay, rejected: refuse, timed_out: refuse}
-      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
-      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
-"""
+APPROVAL = GATED_APPROVAL
 
 
 def test_approval_parks_the_run_and_a_fresh_process_resumes_it(make_container: MakeContainer):
