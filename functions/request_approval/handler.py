@@ -53,10 +53,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Store the token, record the approval and email its approvers (see the module docstring)."""
     try:
         return _request(event)
-    except RETRIED:
-        raise
-    except Exception:
-        observability.unexpected_error("request-approval")
+    except Exception as exc:
+        if not observability.retried_on_purpose(exc, RETRIED):
+            observability.unexpected_error("request-approval")
         raise
 
 

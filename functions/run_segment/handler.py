@@ -26,9 +26,15 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from langorch.app.bootstrap import SandboxContainer
 from langorch.app.run_failures import note_segment_error
 from langorch.app.runs import RunSegment, mark_failed, run_segment
-from langorch.domain.errors import LeaseHeldError, StorageError
+from langorch.domain.errors import LeaseHeldError, LeaseLostError, StorageError
 from langorch.domain.runs import RunError
-from langorch.observability import logger, metrics, tracer, unexpected_error
+from langorch.observability import (
+    logger,
+    metrics,
+    retried_on_purpose,
+    tracer,
+    unexpected_error,
+)
 
 
 def load_engine() -> None:
@@ -108,7 +114,7 @@ def _lambda_error_message(cause: str) -> str | None:
 
 
 _ENDED_METRIC = {"succeeded": "RunsSucceeded", "failed": "RunsFailed"}
-RETRIED = (StorageError, LeaseHeldError)
+RETRIED = (StorageError, LeaseHeldError, LeaseLostError)
 """Errors the state machine's ``Retry`` on RunSegment absorbs on purpose: not alarming."""
 
 
@@ -126,10 +132,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         if isinstance(request, FailEvent):
             return _fail(request)
         return _segment(request)
-    except RETRIED:
-        raise
-    except Exception:
-        unexpected_error("run-segment")
+    except Exception as exc:
+        if not retried_on_purpose(exc, RETRIED):
+            unexpected_error("run-segment")
         raise
 
 

@@ -45,6 +45,15 @@ Lambda's own ``Errors`` also counts the storage and lease errors the state machi
 purpose."""
 
 
+def retried_on_purpose(exc: BaseException, retried: tuple[type[BaseException], ...]) -> bool:
+    """Whether the state machine's ``Retry`` absorbs ``exc``: its class is one of ``retried``.
+
+    Step Functions matches the error *name* Lambda reports (the exception's class name), so a
+    subclass (``RecordTooLargeError`` of ``StorageError``) is not retried and is unexpected.
+    """
+    return type(exc) in retried
+
+
 def unexpected_error(function: str) -> None:
     """Count one unexpected error of ``function`` (flushed at once: the invocation is failing).
 

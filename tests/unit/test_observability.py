@@ -58,3 +58,17 @@ def test_the_stand_in_tracer_leaves_decorated_functions_as_they_are():
     assert decorated[1]({"n": 1}, None) == {"n": 2}
     tracer.put_annotation("run_id", "run-1")
     tracer.put_metadata("steps", 3)
+
+
+def test_only_the_exact_errors_the_state_machine_retries_are_expected():
+    from langorch.domain.errors import LeaseHeldError, RecordTooLargeError, StorageError
+    from langorch.observability import retried_on_purpose
+
+    retried = (StorageError, LeaseHeldError)
+
+    # Step Functions matches the reported class name, not the class hierarchy: a subclass of
+    # a retried error is not retried, so it must count as unexpected (and alarm)
+    assert retried_on_purpose(StorageError("x"), retried)
+    assert retried_on_purpose(LeaseHeldError("x"), retried)
+    assert not retried_on_purpose(RecordTooLargeError("x"), retried)
+    assert not retried_on_purpose(ValueError("x"), retried)
