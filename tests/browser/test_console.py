@@ -265,7 +265,7 @@ def _post(url: str, body: str, *, origin: str, cookie: str = "") -> tuple[int, s
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": origin}
     if cookie:
         headers["Cookie"] = cookie
-    request = urllib.request.Request(url, body.encode(), headers, method="POST")
+    request = urllib.request.Request(url, body.encode(), headers, method="POST")  # noqa: S310
     opener = urllib.request.build_opener(_NoRedirect)
     try:
         with opener.open(request, timeout=30) as answer:

@@ -101,7 +101,8 @@ comment.</p>{% endif %}
 shown changed since round {{ previous.iteration }}.{% endif %}</p>{% endif %}
 {% if context %}<h2>Details</h2><div class="card"><table class="kv">
 {% for key, value, changed in context %}
-<tr><th scope="row">{{ key | label }}{% if changed %} <span class="note">(changed)</span>{% endif %}</th>
+<tr><th scope="row">{{ key | label }}{% if changed %} <span class="note">(changed)</span>
+{% endif %}</th>
 <td><pre>{{ value }}</pre></td></tr>{% endfor %}</table></div>
 {% if hidden_keys %}<p class="note">{{ hidden_keys }} more not shown.</p>{% endif %}{% endif %}
 <div class="card"><form method="post">
