@@ -131,8 +131,9 @@ def graph_svg(
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="workflow graph of {len(placed)} steps">',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
-        'markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" '
-        'class="arrowhead"/></marker></defs>',
+        'markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" '
+        'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" class="arrowhead"/></marker>'
+        "</defs>",
     ]
     for edge in graph.edges:
         if edge.kind not in _DRAWN_EDGES:
