@@ -22,7 +22,7 @@ from langorch.app.container import Container
 from langorch.app.trigger_sync import register_and_sync
 from langorch.console.server import RunningConsole, serve_console
 from langorch.local.stack import LocalStack, free_port, start_local_stack
-from tests.e2e.test_walkthrough import deliver, run_in, wait_for
+from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for
 
 playwright_sync = pytest.importorskip("playwright.sync_api")
 
@@ -112,6 +112,7 @@ def page(browser: Any) -> Iterator[Any]:
 
 def shot(page: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
@@ -155,6 +156,14 @@ def test_a_webhook_run_approved_in_the_inbox_shows_succeeded_with_its_path(
     assert page.locator("svg.graph .edge.taken").count() == 2
     assert "accept" in page.locator("table.waterfall").inner_text()
     shot(page, "run")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "run-dark")
+    page.emulate_media(color_scheme="light")
+
+    # And the graph is reachable from the keyboard: a step's box links to its details
+    page.locator("svg.graph a").first.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("location.hash") == "#step-prepare"
 
     # And the runs list shows it (the live status script ran without errors)
     page.goto(f"{console.url}/runs")
@@ -206,6 +215,24 @@ def test_hostile_run_data_is_shown_as_text_and_never_runs(
     assert page.evaluate("window.__pwned") is None
     assert page.locator("main img").count() == 0
     shot(page, "hostile-approval")
+
+
+def test_the_emailed_page_shares_the_console_look_with_human_labels(
+    stack: LocalStack, container: Container, page: Any
+):
+    run_id = parked(stack, container, {"item": "looks", "amount": 3})
+    link = email_for(stack, run_id, container)["link"]
+
+    page.goto(link)
+
+    # The shared stylesheet is applied (an Approve button is not the browser's grey) and the
+    # keys read as words
+    approve = page.get_by_role("button", name="Approve")
+    colour = approve.evaluate("b => getComputedStyle(b).backgroundColor")
+    assert colour not in ("rgb(239, 239, 239)", "rgb(240, 240, 240)", "rgba(0, 0, 0, 0)")
+    headers = [t.strip() for t in page.locator("th").all_inner_texts()]
+    assert "Subject" in headers and "subject" not in headers
+    shot(page, "emailed-approval")
 
 
 def test_no_link_signature_task_token_or_secret_reaches_the_browser(

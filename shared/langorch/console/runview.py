@@ -188,6 +188,8 @@ def _spans(
             if step.state == "waiting":
                 step.state = "running"
     for (kind, key), began in opened.items():
+        if kind == "step" and ("wait", key) in opened:
+            continue  # parked: its approval or wait span says so
         # Still open: a step running now, an approval or a wait not answered yet.
         state = "running" if kind == "step" else "waiting"
         spans.append(
