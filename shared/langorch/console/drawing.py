@@ -173,7 +173,7 @@ def _edge(a: Placed, b: Placed, kind: str, label: str | None, taken: bool) -> st
     if label:
         text = (
             f'<text class="edge-label" x="{mid_x}" y="{mid_y}" text-anchor="middle">'
-            f"{escape(_short(label, 14))}</text>"
+            f"{escape(_short(label, 24))}</text>"
         )
     return f'<g class="{classes}"><path d="{path}" marker-end="url(#arrow)"/>{text}</g>'
 
