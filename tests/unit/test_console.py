@@ -1,0 +1,219 @@
+"""The console's pure parts: redaction, labels, the graph drawing, the run view, cursors,
+the start form's typing and the CSRF check. The pages in a browser: tests/browser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from langorch.console.actions import ConsoleActionError, start_input
+from langorch.console.drawing import graph_svg, layout
+from langorch.console.http import CsrfError, Request, Sessions, session_of
+from langorch.console.listing import FilterError, format_cursor, parse_cursor
+from langorch.console.redact import REDACTED, redact, shown
+from langorch.console.runview import build_run_view
+from langorch.domain.definitions import TaskPlan
+from langorch.domain.lookup import InMemoryLookup
+from langorch.domain.runs import RunRecord, RunStatus, RunTrigger, TimelineEvent
+from langorch.domain.topology import step_graph
+from langorch.web.look import human_label
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ORIGIN = "http://127.0.0.1:8765"
+
+
+def review_graph():
+    plan = TaskPlan.model_validate(
+        {
+            "plan_id": "review",
+            "approvers": ["a@example.com"],
+            "steps": [
+                {"step_id": "draft", "kind": "transform", "transform": {"x": "1"}},
+                {
+                    "step_id": "gate",
+                    "kind": "approval",
+                    "depends_on": ["draft"],
+                    "approval": {"title": "ok?", "timeout_seconds": 60, "max_iterations": 3},
+                    "branches": {"approved": "ship", "rejected": "draft", "timed_out": "drop"},
+                },
+                {"step_id": "ship", "kind": "transform", "transform": {"y": "2"}},
+                {"step_id": "drop", "kind": "transform", "transform": {"y": "3"}},
+            ],
+        }
+    )
+    return step_graph(plan, InMemoryLookup())
+
+
+# --- redaction and labels --------------------------------------------------------------------
+
+
+def test_secret_named_keys_are_redacted_at_any_depth():
+    data = {"api_key": "abc", "nested": {"webhook_secret": "s", "ok": 1}, "list": [{"token": 1}]}
+    assert redact(data) == {
+        "api_key": REDACTED,
+        "nested": {"webhook_secret": REDACTED, "ok": 1},
+        "list": [{"token": REDACTED}],
+    }
+
+
+def test_secret_looking_text_is_redacted_whatever_its_key():
+    assert redact("see https://x/approvals/a?ap=1&sig=abc") == REDACTED
+    assert redact("Bearer abcdefghijklmnop") == REDACTED
+    assert redact("sk-abcdefghijklmnopqrstu") == REDACTED
+    assert redact("an ordinary sentence") == "an ordinary sentence"
+
+
+def test_shown_values_are_cut_with_a_marker():
+    text = shown("x" * 5000, limit=100)
+    assert len(text) == 100 and text.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("key", "label"),
+    [("invoice_total", "Invoice total"), ("dueDate", "Due date"), ("API_key", "API key")],
+)
+def test_keys_read_as_words(key: str, label: str):
+    assert human_label(key) == label
+
+
+# --- the graph -------------------------------------------------------------------------------
+
+
+def test_a_review_loop_is_laid_out_top_down_with_its_back_edge_drawn_around():
+    placed = layout(review_graph())
+    assert placed["draft"].y < placed["gate"].y < placed["ship"].y
+    assert placed["ship"].y == placed["drop"].y
+    assert placed["ship"].x < placed["drop"].x
+
+
+def test_the_graph_colours_steps_and_the_path_taken():
+    svg = str(
+        graph_svg(review_graph(), {"draft": "succeeded", "gate": "waiting"}, [("draft", "gate")])
+    )
+    assert svg.count("state-succeeded") == 1 and svg.count("state-waiting") == 1
+    assert svg.count("state-pending") == 2
+    assert svg.count(" taken") == 1
+
+
+def test_step_names_in_the_graph_are_escaped():
+    plan = TaskPlan.model_validate(
+        {"plan_id": "p", "steps": [{"step_id": "a", "kind": "transform", "transform": {"x": "1"}}]}
+    )
+    svg = str(graph_svg(step_graph(plan, InMemoryLookup()), {"a": '"><script>'}))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+
+
+# --- the run view ----------------------------------------------------------------------------
+
+
+def event(seq: int, seconds: float, type_: str, step: str, **fields) -> TimelineEvent:
+    return TimelineEvent(
+        seq=seq, at=T0 + timedelta(seconds=seconds), type=type_, step_id=step, **fields
+    )
+
+
+def test_the_run_view_has_states_spans_and_the_branch_taken():
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=RunStatus.succeeded,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        ended_at=T0 + timedelta(seconds=10),
+        input={"password": "hunter2"},
+    )
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_finished", "draft", duration_ms=1000, outputs_summary={"x": "1"}),
+        event(3, 1, "step_started", "gate"),
+        event(4, 1, "approval_requested", "gate"),
+        event(
+            5, 8, "approval_decided", "gate", actor="a@example.com", detail={"decision": "approved"}
+        ),
+        event(6, 8, "step_finished", "gate", duration_ms=5, detail={"branch": "approved"}),
+        event(7, 9, "step_started", "ship"),
+        event(8, 10, "step_finished", "ship", duration_ms=900),
+    ]
+
+    view = build_run_view(run, events, review_graph(), T0 + timedelta(seconds=20))
+
+    states = {s.step_id: s.state for s in view.steps}
+    assert states == {
+        "draft": "succeeded",
+        "gate": "succeeded",
+        "ship": "succeeded",
+        "drop": "pending",
+    }
+    assert ("gate", "ship") in view.taken and ("gate", "drop") not in view.taken
+    assert ("gate", "draft") not in view.taken
+    approval = [s for s in view.spans if s.kind == "approval"]
+    assert [(s.start_s, s.end_s, s.note) for s in approval] == [
+        (1.0, 8.0, "approved by a@example.com")
+    ]
+    assert view.input == [("Password", REDACTED)]
+
+
+# --- cursors, forms, CSRF --------------------------------------------------------------------
+
+
+def test_a_cursor_reads_back_as_the_run_it_was_made_from():
+    run = RunRecord(
+        run_id="run-1",
+        workflow_id="w",
+        workflow_version=1,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+    )
+    assert parse_cursor(format_cursor(run)) == (T0, "run-1")
+    with pytest.raises(FilterError):
+        parse_cursor("not a cursor")
+
+
+def test_the_start_form_types_each_field_as_its_schema_says():
+    fields = [
+        {"name": "n", "type": "integer", "widget": "number", "required": True},
+        {"name": "tags", "type": "array", "widget": "json", "required": False},
+        {"name": "urgent", "type": "boolean", "widget": "checkbox", "required": False},
+        {"name": "note", "type": "string", "widget": "text", "required": False},
+    ]
+    form = {"in.n": ["3"], "in.tags": ['["a"]'], "in.urgent": ["on"], "in.note": [""]}
+    assert start_input(fields, form) == {"n": 3, "tags": ["a"], "urgent": True}
+    with pytest.raises(ConsoleActionError, match=r"input\.n"):
+        start_input(fields, {"in.n": ["three"]})
+    with pytest.raises(ConsoleActionError, match="required"):
+        start_input(fields, {})
+
+
+def post(session: str, token: str, **headers: str) -> Request:
+    return Request("POST", "/runs/r/cancel", {}, headers, {"csrf": [token]}, session=session)
+
+
+def test_a_post_needs_the_session_token_and_the_console_origin():
+    sessions = Sessions(b"k" * 32)
+    session = Sessions.new_id()
+    token = sessions.token(session)
+    origins = frozenset({ORIGIN})
+
+    sessions.check(post(session, token, origin=ORIGIN), origins)
+    sessions.check(post(session, token, referer=ORIGIN + "/runs/r"), origins)
+    for refused in (
+        post("", token, origin=ORIGIN),
+        post(session, "wrong", origin=ORIGIN),
+        post(session, sessions.token("another"), origin=ORIGIN),
+        post(session, token, origin="http://evil.example"),
+        post(session, token, origin="null"),
+        post(session, token),
+    ):
+        with pytest.raises(CsrfError):
+            sessions.check(refused, origins)
+
+
+def test_a_malformed_cookie_is_no_session():
+    assert session_of({"cookie": "langorch_console=<script>"}) == ""
+    assert session_of({"cookie": "\x00;;;="}) == ""
+    good = Sessions.new_id()
+    assert session_of({"cookie": f"other=1; langorch_console={good}"}) == good
