@@ -217,3 +217,74 @@ def test_a_malformed_cookie_is_no_session():
     assert session_of({"cookie": "\x00;;;="}) == ""
     good = Sessions.new_id()
     assert session_of({"cookie": f"other=1; langorch_console={good}"}) == good
+
+
+# --- the runs list over the store's contract (the in-memory fake) ----------------------------
+
+
+class _Stack:
+    """What the runs page reads: the runs store and the clock."""
+
+    def __init__(self, runs, now: datetime) -> None:
+        self.runs = runs
+        self.now = now
+
+    def clock(self) -> datetime:
+        return self.now
+
+
+def listed(count: int):
+    from tests.fakes.runs import InMemoryRuns
+
+    runs = InMemoryRuns()
+    for n in range(count):
+        at = T0 + timedelta(minutes=n)
+        runs.create_run(
+            RunRecord(
+                run_id=f"run-{n:03d}",
+                workflow_id="w",
+                workflow_version=1,
+                trigger=RunTrigger(type="webhook" if n % 2 else "schedule"),
+                created_at=at,
+                updated_at=at,
+            )
+        )
+    return _Stack(runs, T0 + timedelta(minutes=count))
+
+
+def page_of(stack: _Stack, **query: str):
+    from langorch.console.listing import runs_page
+
+    request = Request("GET", "/runs", {k: [v] for k, v in query.items()}, {})
+    return runs_page(stack, request, size=50)
+
+
+def test_the_runs_list_pages_through_every_run_once_newest_first():
+    stack = listed(120)
+    seen: list[str] = []
+    cursor = ""
+    pages = 0
+    while True:
+        page = page_of(stack, **({"before": cursor} if cursor else {}))
+        seen += [r.run_id for r in page.runs]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == 3
+    assert seen == [f"run-{n:03d}" for n in reversed(range(120))]
+
+
+def test_trigger_and_time_filters_fill_a_page_from_several_reads():
+    stack = listed(120)
+    webhooks = page_of(stack, trigger="webhook")
+    assert len(webhooks.runs) == 50
+    assert all(r.trigger.type == "webhook" for r in webhooks.runs)
+    recent = page_of(stack, since="1h")
+    assert [r.run_id for r in recent.runs][-1] == "run-070"
+    assert recent.next_cursor is not None
+    rest = page_of(stack, since="1h", before=recent.next_cursor)
+    assert [r.run_id for r in rest.runs] == [f"run-{n:03d}" for n in reversed(range(60, 70))]
+    assert rest.next_cursor is None
+    with pytest.raises(FilterError):
+        page_of(stack, status="bogus")
