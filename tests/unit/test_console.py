@@ -288,3 +288,12 @@ def test_trigger_and_time_filters_fill_a_page_from_several_reads():
     assert rest.next_cursor is None
     with pytest.raises(FilterError):
         page_of(stack, status="bogus")
+
+
+def test_redrive_without_the_recovery_use_cases_says_so_and_changes_nothing():
+    from langorch.console import actions
+
+    if actions.RECOVERY_AVAILABLE:
+        pytest.skip("the recovery use-cases are installed: this is the fallback when they are not")
+    with pytest.raises(ConsoleActionError, match="not available"):
+        actions.redrive(object(), "run-1", "", "")

@@ -11,13 +11,16 @@
   edits and its CSRF token. The form dwell that stops mail scanners is not applied here (an
   operator's console is no mail scanner, and its forms are CSRF-protected).
 
-Redrive and fork (the "Recovery" issue) are not wired yet: ``langorch.app.recovery`` is not
-on this branch. :data:`RECOVERY_AVAILABLE` is the seam: the run page shows their buttons when
-it is true, and :func:`recover` is where they will call it.
+Redrive (the "Recovery" issue) goes through ``langorch.app.recovery.redrive`` when that module
+is installed (it is being built on its own branch): :data:`RECOVERY_AVAILABLE` says so, the run
+page shows the Redrive form only then, and :func:`redrive` is the one place that calls it.
+Fork is left for when its use-case settles (``app/forks.py`` on that branch).
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,8 +42,9 @@ from langorch.web.look import human_label
 
 ACTOR = "console"
 USER_AGENT = "langorch console"
-RECOVERY_AVAILABLE = False
-"""Whether ``langorch.app.recovery`` (redrive, fork) is present to wire (not yet)."""
+RECOVERY_MODULE = "langorch.app.recovery"
+RECOVERY_AVAILABLE = importlib.util.find_spec(RECOVERY_MODULE) is not None
+"""Whether the recovery use-cases (redrive) are installed."""
 
 _HINTS = {EditKind.lines: "one per line", EditKind.json: "JSON", EditKind.number: "a number"}
 
@@ -235,12 +239,23 @@ def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[
     }
 
 
-def recover(container: Any, run_id: str, how: str) -> str:  # pragma: no cover - the seam
-    """Redrive or fork a run once ``langorch.app.recovery`` lands (see the module docstring).
+def redrive(container: Any, run_id: str, from_step: str, reason: str) -> str:
+    """Redrive a run (from a step, or from its last good checkpoint); returns its id.
 
     Raises:
-        ConsoleActionError: always, until then.
+        ConsoleActionError: the recovery use-cases are not installed.
+        LangorchError: the recovery use-case's own refusals (still running, unknown step, …).
     """
-    raise ConsoleActionError(
-        f"{how} is not available yet on this stack's langorch (run {run_id} is unchanged)"
+    if not RECOVERY_AVAILABLE:
+        raise ConsoleActionError(
+            f"redrive is not available in this langorch (run {run_id} is unchanged)"
+        )
+    recovery = importlib.import_module(RECOVERY_MODULE)
+    done = recovery.redrive(
+        container,
+        run_id,
+        from_step=from_step.strip() or None,
+        reason=(reason or "").strip()[:500] or "redriven from the console",
+        actor=ACTOR,
     )
+    return str(done.run_id)

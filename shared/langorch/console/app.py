@@ -62,6 +62,7 @@ class ConsoleApp:
             ("GET", re.compile(r"/runs"), self.runs),
             ("GET", re.compile(r"/runs/([^/]+)"), self.run),
             ("POST", re.compile(r"/runs/([^/]+)/cancel"), self.cancel),
+            ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
             ("GET", re.compile(r"/api/status"), self.status),
             ("GET", re.compile(r"/approvals"), self.approvals),
             ("GET", re.compile(r"/approvals/([^/]+)"), self.approval),
@@ -184,6 +185,12 @@ class ConsoleApp:
     def cancel(self, request: Request, match: re.Match[str]) -> Response:
         run_id = actions.cancel(self.container, match.group(1), request.field("reason"))
         return Response.redirect(f"/runs/{_quote(run_id)}?done=cancelled")
+
+    def redrive(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = actions.redrive(
+            self.container, match.group(1), request.field("from_step"), request.field("reason")
+        )
+        return Response.redirect(f"/runs/{_quote(run_id)}?done=redriven")
 
     def status(self, request: Request, _: re.Match[str]) -> Response:
         """``{run_id: status}`` for the runs a page shows (its live status, polled)."""
