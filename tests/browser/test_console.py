@@ -217,6 +217,26 @@ def test_hostile_run_data_is_shown_as_text_and_never_runs(
     shot(page, "hostile-approval")
 
 
+def test_statuses_on_the_runs_page_update_without_a_reload(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    from langorch.app.runs import cancel_run
+
+    # Given the runs page showing a run that waits on its approval
+    run_id = parked(stack, container, {"item": "live"})
+    page.goto(f"{console.url}/runs")
+    pill = page.locator(f"[data-run-id='{run_id}']")
+    assert pill.inner_text() == "waiting approval"
+    page.evaluate("window.__same_page = true")
+
+    # When the run is cancelled elsewhere
+    cancel_run(run_id, container, actor="test", reason="live status")
+
+    # Then its status changes on the page, which was not reloaded
+    pill.filter(has_text="cancelled").wait_for(timeout=20_000)
+    assert page.evaluate("window.__same_page") is True
+
+
 def test_the_emailed_page_shares_the_console_look_with_human_labels(
     stack: LocalStack, container: Container, page: Any
 ):
@@ -311,3 +331,29 @@ def _session(url: str) -> tuple[str, str]:
     token = re.search(r'name="csrf" value="([^"]+)"', body)
     assert token is not None
     return cookie, token.group(1)
+
+
+def test_langorch_dev_prints_the_console_beside_the_gateway(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    from langorch.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    port = free_port()
+    code = main(
+        [
+            "dev",
+            "--ready-only",
+            "--home",
+            str(tmp_path / ".langorch"),
+            "--port",
+            str(free_port()),
+            "--console-port",
+            str(port),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = [line.split() for line in out.splitlines()]
+    assert [w[0] for w in lines if w and w[0] == "gateway"] == ["gateway"]
+    assert ["console", f"http://127.0.0.1:{port}"] in [w[:2] for w in lines]

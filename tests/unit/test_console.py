@@ -156,6 +156,33 @@ def test_the_run_view_has_states_spans_and_the_branch_taken():
     assert view.input == [("Password", REDACTED)]
 
 
+def test_a_failed_step_shows_its_error_and_the_error_route_is_not_the_path_of_a_success():
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=RunStatus.failed,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        ended_at=T0 + timedelta(seconds=2),
+    )
+    error = {"step_id": "draft", "type": "StepTimeoutError", "message": "took <too> long"}
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_retried", "draft"),
+        event(3, 2, "step_failed", "draft", duration_ms=900, error=error),
+    ]
+
+    view = build_run_view(run, events, review_graph(), T0 + timedelta(seconds=5))
+
+    [draft] = [s for s in view.steps if s.step_id == "draft"]
+    assert draft.state == "failed" and draft.retries == 1
+    assert draft.error == "StepTimeoutError: took <too> long"
+    assert view.taken == []
+    assert [(s.label, s.state) for s in view.spans] == [("draft", "failed")]
+
+
 # --- cursors, forms, CSRF --------------------------------------------------------------------
 
 
