@@ -136,30 +136,20 @@ def _spans(
         elif event.type is _T.step_retried:
             step.retries += 1
         elif event.type in (_T.step_finished, _T.step_failed):
-            failed = event.type is _T.step_failed
-            step.state = "failed" if failed else "succeeded"
-            step.duration_ms = event.duration_ms
-            if event.tokens is not None:
-                step.tokens_in += event.tokens.input
-                step.tokens_out += event.tokens.output
-            cost = event.detail.get("cost_usd")
-            if isinstance(cost, int | float):
-                step.cost = (step.cost or 0.0) + float(cost)
-            step.branch = event.detail.get("branch") or step.branch
-            if event.outputs_summary:
-                step.outputs = [
-                    (human_label(k), shown(v, key=k)) for k, v in event.outputs_summary.items()
-                ]
-            if event.error is not None:
-                step.error = shown(f"{event.error.type}: {event.error.message}")
+            _ended(step, event)
             began = opened.pop(("step", key), None)
             if began is None and event.duration_ms is not None:
                 began = event.at - _ms(event.duration_ms)
             began = began or event.at
-            note = _note(step, event)
             spans.append(
                 Span(
-                    key, "step", step.state, seconds(began), seconds(event.at), note, f"step-{key}"
+                    key,
+                    "step",
+                    step.state,
+                    seconds(began),
+                    seconds(event.at),
+                    _note(step, event),
+                    f"step-{key}",
                 )
             )
         elif event.type is _T.step_skipped:
@@ -205,6 +195,23 @@ def _spans(
         )
     spans.sort(key=lambda s: s.start_s)
     return spans
+
+
+def _ended(step: StepView, event: TimelineEvent) -> None:
+    """A step's attempt ended: its state, duration, tokens, cost, branch, outputs, error."""
+    step.state = "failed" if event.type is _T.step_failed else "succeeded"
+    step.duration_ms = event.duration_ms
+    if event.tokens is not None:
+        step.tokens_in += event.tokens.input
+        step.tokens_out += event.tokens.output
+    cost = event.detail.get("cost_usd")
+    if isinstance(cost, int | float):
+        step.cost = (step.cost or 0.0) + float(cost)
+    step.branch = event.detail.get("branch") or step.branch
+    if event.outputs_summary:
+        step.outputs = [(human_label(k), shown(v, key=k)) for k, v in event.outputs_summary.items()]
+    if event.error is not None:
+        step.error = shown(f"{event.error.type}: {event.error.message}")
 
 
 def _ms(ms: int) -> Any:

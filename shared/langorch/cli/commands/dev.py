@@ -77,8 +77,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
-    if console_url:
-        lines.append(f"  console       {console_url}  (runs, graphs, approvals in a browser)")
+    lines += _console_line(console_url)
     if stack.background:
         lines.append(f"  running       {', '.join(stack.background)}")
     lines += [
@@ -137,6 +136,10 @@ def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
         return None
     stack._stops.append(running.stop)
     return running.url
+
+
+def _console_line(url: str | None) -> list[str]:
+    return [f"  console       {url}  (runs, graphs, approvals in a browser)"] if url else []
 
 
 def _examples(ctx: Context, named: str | None) -> Path | None:
