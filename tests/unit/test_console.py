@@ -324,3 +324,74 @@ def test_redrive_without_the_recovery_use_cases_says_so_and_changes_nothing():
         pytest.skip("the recovery use-cases are installed: this is the fallback when they are not")
     with pytest.raises(ConsoleActionError, match="not available"):
         actions.redrive(object(), "run-1", "", "")
+
+
+# --- the app's answers without a stack behind it ---------------------------------------------
+
+
+class _Clock:
+    """A stack with nothing in it but a clock: enough for refusals and error pages."""
+
+    def clock(self) -> datetime:
+        return T0
+
+
+def console_app():
+    from langorch.console.app import ConsoleApp
+
+    return ConsoleApp(_Clock(), "the test stack", frozenset({ORIGIN}), Sessions(b"k" * 32))
+
+
+def test_an_action_without_its_token_is_refused_before_anything_is_read():
+    response = console_app().handle(
+        Request("POST", "/runs/r/cancel", {}, {"origin": ORIGIN}, {}, session="s" * 24)
+    )
+    assert response.status == 403
+    assert b"token does not match" in response.body
+
+
+def test_unknown_paths_and_methods_answer_404_and_405_with_the_security_headers():
+    from langorch.console.app import headers_for
+
+    app = console_app()
+    missing = app.handle(Request("GET", "/nowhere/<script>", {}, {}))
+    assert missing.status == 404
+    assert b"<script>" not in missing.body and b"&lt;script&gt;" in missing.body
+    assert app.handle(Request("GET", "/runs/r/cancel", {}, {})).status == 405
+    headers = headers_for(missing)
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    assert "unsafe-inline" not in headers["Content-Security-Policy"]
+    assert headers["X-Frame-Options"] == "DENY"
+
+
+def test_static_files_are_served_from_the_package_only():
+    app = console_app()
+    css = app.handle(Request("GET", "/static/langorch.css", {}, {}))
+    assert css.status == 200 and css.content_type.startswith("text/css")
+    assert b"prefers-color-scheme:dark" in css.body
+    assert app.handle(Request("GET", "/static/console.js", {}, {})).status == 200
+    assert app.handle(Request("GET", "/static/..", {}, {})).status == 404
+    assert app.handle(Request("GET", "/static/app.py", {}, {})).status == 404
+
+
+def test_langorch_console_says_how_to_start_a_stack_that_is_not_answering(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    import json
+    import socket
+
+    from langorch.cli.main import main
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / ".langorch").mkdir()
+    (tmp_path / ".langorch" / "stack.json").write_text(
+        json.dumps({"endpoint_url": f"http://127.0.0.1:{port}", "settings": {}})
+    )
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["console", "--port", "0"])
+
+    assert code != 0
+    assert "make dev" in capsys.readouterr().err

@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
 DEFAULT_HOST = "127.0.0.1"
+_LOOPBACK_OR_ANY = frozenset({"127.0.0.1", "localhost", "0.0.0.0"})  # noqa: S104 - compared
 
 
 @dataclass
@@ -58,7 +59,8 @@ def serve_console(
     server = ThreadingHTTPServer((host, port), _Handler)
     server.daemon_threads = True
     bound = server.server_address[1]
-    names = {host, "127.0.0.1", "localhost"} if host in ("127.0.0.1", "localhost") else {host}
+    # The names the console answers to (the Host header is checked: DNS rebinding).
+    names = {host, "127.0.0.1", "localhost"} if host in _LOOPBACK_OR_ANY else {host}
     origins = frozenset(f"http://{name}:{bound}" for name in names)
     app = ConsoleApp(container, target, origins, Sessions())
     server.console_app = app  # type: ignore[attr-defined]

@@ -38,6 +38,11 @@ def _console(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.console.server import serve_console
 
     target = ctx.target()
+    if ctx.reachable_target() is None:
+        raise UsageError(
+            f"the local stack at {target.settings.endpoint_url} is not answering: "
+            "start it with `make dev` (which serves the console too), or pass --stack NAME"
+        )
     try:
         running = serve_console(
             Container(target.settings), target=target.name, host=args.host, port=args.port
