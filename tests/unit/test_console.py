@@ -395,3 +395,34 @@ def test_langorch_console_says_how_to_start_a_stack_that_is_not_answering(
 
     assert code != 0
     assert "make dev" in capsys.readouterr().err
+
+
+def test_the_run_page_renders_hostile_values_as_text():
+    hostile = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)> ✓"
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=RunStatus.failed,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        input={"note": hostile},
+        error={"step_id": "draft", "type": "Boom", "message": hostile},
+    )
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_failed", "draft", error={"type": "Boom", "message": hostile}),
+    ]
+    view = build_run_view(run, events, review_graph(), T0)
+    request = Request("GET", "/runs/r", {}, {}, session="s" * 24)
+
+    body = (
+        console_app()
+        .page("run.html", request, view=view, approvals=[], recovery=True, message="")
+        .body.decode()
+    )
+
+    assert "<script>alert" not in body and "<img src=x" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert 'action="/runs/r/redrive"' not in body or 'name="csrf"' in body
