@@ -96,6 +96,28 @@ def test_the_graph_colours_steps_and_the_path_taken():
     assert svg.count(" taken") == 1
 
 
+def test_branches_to_one_step_are_one_arrow_with_every_label():
+    plan = TaskPlan.model_validate(
+        {
+            "plan_id": "p",
+            "approvers": ["a@example.com"],
+            "steps": [
+                {
+                    "step_id": "gate",
+                    "kind": "approval",
+                    "approval": {"title": "ok?", "timeout_seconds": 60},
+                    "branches": {"approved": "ship", "rejected": "drop", "timed_out": "drop"},
+                },
+                {"step_id": "ship", "kind": "transform", "transform": {"y": "2"}},
+                {"step_id": "drop", "kind": "transform", "transform": {"y": "3"}},
+            ],
+        }
+    )
+    svg = str(graph_svg(step_graph(plan, InMemoryLookup())))
+    assert svg.count("edge-branch") == 2
+    assert "rejected / timed_out" in svg
+
+
 def test_step_names_in_the_graph_are_escaped():
     plan = TaskPlan.model_validate(
         {"plan_id": "p", "steps": [{"step_id": "a", "kind": "transform", "transform": {"x": "1"}}]}

@@ -135,17 +135,17 @@ def graph_svg(
         'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" class="arrowhead"/></marker>'
         "</defs>",
     ]
+    # Branches to one step (rejected and timed_out → decline) are one arrow with both labels.
+    merged: dict[tuple[str, str, str], list[str]] = {}
     for edge in graph.edges:
-        if edge.kind not in _DRAWN_EDGES:
-            continue
+        if edge.kind in _DRAWN_EDGES:
+            labels = merged.setdefault((edge.source, edge.target, edge.kind), [])
+            if edge.label:
+                labels.append(edge.label)
+    for (source, target, kind), labels in merged.items():
+        label = " / ".join(labels) or None
         parts.append(
-            _edge(
-                placed[edge.source],
-                placed[edge.target],
-                edge.kind,
-                edge.label,
-                (edge.source, edge.target) in taken_set,
-            )
+            _edge(placed[source], placed[target], kind, label, (source, target) in taken_set)
         )
     for step_id, node in graph.steps.items():
         state = "plan" if states is None else states.get(step_id, "pending")
