@@ -418,12 +418,12 @@ def test_validate_with_only_warnings_exits_0_and_prints_them_apart(
     assert result.stdout.startswith("valid (3 warning(s) above): 1 block(s), 1 workflow(s)")
     lines = result.stderr.splitlines()
     assert [line.split(" (hint: ")[0] for line in lines] == [
-        f"warning: {files[0]}: block open_uber_eats: tools_required[0]: tool 'browser', "
-        "which no tool of this deployment binds yet",
+        f"warning: {files[0]}: block open_uber_eats: tools_required[0]: tool 'browser' "
+        "is not bound in this deployment",
         f"warning: {files[1]}: workflow lunch: steps[0].block_id: block 'open_uber_eats' needs "
         "input 'uber_eats_credentials', which no input or earlier step provides",
         f"warning: {files[1]}: workflow lunch: steps[0].block_id: block 'open_uber_eats' needs "
-        "tool 'browser', which no tool of this deployment binds yet",
+        "tool 'browser', which is not bound in this deployment",
     ]
     assert all(" (hint: " in line for line in lines)
     assert "error" not in result.stderr
