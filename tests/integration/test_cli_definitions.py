@@ -469,6 +469,23 @@ def test_put_with_only_warnings_stores_and_prints_them(cli: Any, tmp_path: Path)
     assert "warning" not in result.stdout
 
 
+def test_blocks_put_prints_warnings_and_strict_refuses_them(cli: Any, tmp_path: Path) -> None:
+    # Given seed 000's open_uber_eats block (it needs `browser`, which nothing binds)
+    block_file = _seed_shaped(tmp_path)[0]
+    # When it is put strictly, Then it exits 2 and nothing is stored
+    strict = cli("blocks", "put", "--strict", block_file)
+    assert strict.code == 2
+    assert cli("blocks", "list", "--json").json()["blocks"] == []
+    # When it is put as usual, Then it is stored, with the warning on stderr and in --json
+    put = cli("blocks", "put", block_file, "--json")
+    assert put.code == 0, put.stderr
+    assert [r["id"] for r in put.json()["results"]] == ["open_uber_eats"]
+    assert [w["path"] for w in put.json()["warnings"]] == [
+        f"{block_file}: block open_uber_eats: tools_required[0]"
+    ]
+    assert put.stderr.startswith(f"warning: {block_file}: block open_uber_eats:")
+
+
 def test_validate_offline_reports_an_unknown_block(cli: Any, tmp_path: Path) -> None:
     # Given no stack and a workflow whose block is nowhere
     file = _write(tmp_path / "wf.yaml", _workflow())
