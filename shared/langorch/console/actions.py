@@ -174,7 +174,8 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
         view = view_approval(ApprovalHttpRequest(approval_id, "GET", query, {}, **seen), ports)
         if isinstance(view, AlreadyDecided):
             return Decision(done="already")
-        assert isinstance(view, Shown)
+        if not isinstance(view, Shown):
+            raise ConsoleActionError(f"approval {approval_id} cannot be decided now")
         form = {
             k: v[0]
             for k, v in request.form.items()
