@@ -65,6 +65,10 @@ class Settings(BaseSettings):
     bedrock_guardrail_version: str | None = None
     """``DRAFT`` or a version number (default ``DRAFT`` when an id is set)."""
 
+    tool_max_calls_per_step: int = Field(default=8, ge=1, le=100)
+    """Tool calls one attempt of a step may make; later calls are refused (told to the model)."""
+    tool_call_timeout_seconds: float = Field(default=30.0, gt=0, le=900)
+    """Seconds one tool call may take; a slower call is told to the model as an error."""
     segment_budget_seconds: float = 600.0
     """A segment stops at the next step boundary after this long and returns ``continue``."""
     checkpoint_ttl_days: int | None = 30

@@ -48,7 +48,16 @@ from langorch.domain.runs import (
 if TYPE_CHECKING:
     from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.container import Container
-    from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
+    from langorch.app.ports import (
+        Clock,
+        Executions,
+        Ids,
+        RunsStore,
+        SecretsStore,
+        ToolServerStore,
+        WorkflowSource,
+    )
+    from langorch.app.tasks import TaskStore
     from langorch.config import Settings
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
@@ -126,6 +135,12 @@ class SegmentDeps(Protocol):
     def clock(self) -> Clock: ...
     @property
     def ids(self) -> Ids: ...
+    @property
+    def tasks(self) -> TaskStore: ...
+    @property
+    def tool_servers(self) -> ToolServerStore: ...
+    @property
+    def secrets(self) -> SecretsStore: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -309,6 +324,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
+    from langorch.app.step_tools import RecordedSideEffects
     from langorch.engine.context import EngineContext
 
     return EngineContext(
@@ -321,6 +337,14 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         http=deps.http,
         files=deps.files,
         subflows=deps.compiler.subflow,
+        side_effects=RecordedSideEffects(
+            run.run_id,
+            tasks=deps.tasks,
+            tool_servers=deps.tool_servers,
+            secrets=deps.secrets,
+            max_calls=deps.settings.tool_max_calls_per_step,
+            call_timeout=deps.settings.tool_call_timeout_seconds,
+        ),
         default_provider=deps.settings.default_llm_provider,
         default_model=deps.settings.default_llm_model,
         default_approvers=list(deps.settings.default_approvers),

@@ -116,7 +116,8 @@ class LLMRegistry:
     def _prepare(self, request: LLMRequest) -> tuple[str, LLMRequest]:
         name = request.provider or self._default_provider
         _check_provider(name)
-        check_tools(request.tools)
+        if request.toolbox is None:  # a toolbox binds registered tools and fails unbound calls
+            check_tools(request.tools)
         changes: dict[str, Any] = {}
         if request.model is None and name == self._default_provider and self._default_model:
             changes["model"] = self._default_model
