@@ -335,7 +335,7 @@ class StepToolbox:
             extra={
                 **self._where,
                 "tool": tool,
-                "args": summary,
+                "tool_args": summary,
                 "duration_ms": duration,
                 "outcome": outcome,
                 "replayed": replayed,
