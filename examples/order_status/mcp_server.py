@@ -113,7 +113,7 @@ if __name__ == "__main__":
     parser.add_argument("--token", help="require Authorization: Bearer TOKEN")
     options = parser.parse_args()
     running = serve(options.token, options.port)
-    print(f"order desk at {running.url}")  # noqa: T201 - a script's one line of output
+    print(f"order desk at {running.url}")
     try:
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -19,8 +19,8 @@ from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import ToolServer
-from tests.integration.conftest import EXAMPLES
 from tests.fakes import Fakes, InMemoryTasks
+from tests.integration.conftest import EXAMPLES
 
 TOKEN = "tok-5f1c9d-never-shown"
 SECRET_ID = "langorch/tools/orders"
