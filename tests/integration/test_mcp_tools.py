@@ -5,11 +5,9 @@ between a tool call and the step's checkpoint replayed without calling the tool 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from collections.abc import Iterator
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -20,24 +18,15 @@ from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import Fakes, InMemoryTasks
-from tests.integration.conftest import EXAMPLES
+from tests.order_desk import load_order_desk
 
 TOKEN = "tok-5f1c9d-never-shown"
 SECRET_ID = "langorch/tools/orders"
 
 
-def _load_example_server() -> ModuleType:
-    path = EXAMPLES / "order_status" / "mcp_server.py"
-    spec = importlib.util.spec_from_file_location("order_desk_server", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def desk() -> Iterator[Any]:
-    module = _load_example_server()
+    module = load_order_desk()
     running = module.serve(TOKEN)
     running.calls = module.CALLS
     yield running

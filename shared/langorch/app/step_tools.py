@@ -97,27 +97,33 @@ class RecordedSideEffects:
             return None
         from langorch.adapters.mcp import McpConnection
 
-        return McpConnection(server.name, server.url, self._headers(server)), server
+        return McpConnection(server.name, server.url, read_headers(server, self._secrets)), server
 
-    def _headers(self, server: ToolServer) -> dict[str, str]:
-        headers: dict[str, str] = {}
-        for header, secret_id in server.headers.items():
-            if self._secrets is None:
-                raise ToolServerError(f"tool {server.name}: no secrets store to read {secret_id}")
-            try:
-                value = self._secrets.get_json(secret_id).get(SECRET_VALUE_KEY)
-            except SecretNotFoundError as exc:
-                raise ToolServerError(
-                    f"tool {server.name}: header {header} needs secret {secret_id}, which does "
-                    f'not exist; store {{"{SECRET_VALUE_KEY}": "..."}} in it'
-                ) from exc
-            if not isinstance(value, str):
-                raise ToolServerError(
-                    f"tool {server.name}: secret {secret_id} has no string "
-                    f'"{SECRET_VALUE_KEY}" for header {header}'
-                )
-            headers[header] = value
-        return headers
+
+def read_headers(server: ToolServer, secrets: SecretsStore | None) -> dict[str, str]:
+    """The request headers of ``server``, read from their secrets (never logged).
+
+    Raises:
+        ToolServerError: a secret is missing or holds no string ``value``.
+    """
+    headers: dict[str, str] = {}
+    for header, secret_id in server.headers.items():
+        if secrets is None:
+            raise ToolServerError(f"tool {server.name}: no secrets store to read {secret_id}")
+        try:
+            value = secrets.get_json(secret_id).get(SECRET_VALUE_KEY)
+        except SecretNotFoundError as exc:
+            raise ToolServerError(
+                f"tool {server.name}: header {header} needs secret {secret_id}, which does "
+                f'not exist; store {{"{SECRET_VALUE_KEY}": "..."}} in it'
+            ) from exc
+        if not isinstance(value, str):
+            raise ToolServerError(
+                f"tool {server.name}: secret {secret_id} has no string "
+                f'"{SECRET_VALUE_KEY}" for header {header}'
+            )
+        headers[header] = value
+    return headers
 
 
 class StepAttempt:

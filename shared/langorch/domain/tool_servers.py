@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langorch.domain.errors import LangorchError
+from langorch.domain.errors import LangorchError, NotFoundError
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 """A registered name: what ``tools_required`` lists and what a model's tool call may name."""
@@ -32,7 +32,7 @@ class ToolServerError(LangorchError):
     """A tool registration is invalid, or a registered tool server cannot be used."""
 
 
-class UnknownToolServerError(ToolServerError):
+class UnknownToolServerError(ToolServerError, NotFoundError):
     """No tool is registered under this name."""
 
 
