@@ -113,10 +113,11 @@ class TriggerSync:
 
 @dataclass
 class RegisteredBatch:
-    """What :func:`register_and_sync` stored and synced."""
+    """What :func:`register_and_sync` stored and synced, and the definitions' warnings."""
 
     results: list[RegisterResult]
     triggers: list[TriggerSync]
+    warnings: list[Problem] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,7 +228,9 @@ def _sync_schedules(
         )
 
 
-def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> RegisteredBatch:
+def register_and_sync(
+    paths: Sequence[str | Path], deps: RegisterDeps, *, strict: bool = False
+) -> RegisteredBatch:
     """Validate and store definition files, then sync every stored workflow's triggers.
 
     Schedules EventBridge Scheduler cannot express are reported with the other problems,
@@ -236,6 +239,7 @@ def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> Regist
     Args:
         paths: definition files (YAML or JSON).
         deps: the ports it needs.
+        strict: count the definitions' warnings as errors.
 
     Returns:
         The stored definitions and, per workflow, what its triggers' sync did.
@@ -248,7 +252,7 @@ def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> Regist
     # trigger function never needs.
     from langorch.app.definitions import register_files, validate_files
 
-    batch = validate_files(paths, deps.definitions)
+    batch = validate_files(paths, deps.definitions, strict=strict)
     problems: list[Problem] = []
     for plan in batch.workflows:
         where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
@@ -261,7 +265,7 @@ def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> Regist
         for r in results
         if r.kind == "workflow" and isinstance(r.definition, TaskPlan)
     ]
-    return RegisteredBatch(results, synced)
+    return RegisteredBatch(results, synced, batch.warnings)
 
 
 def rotate_webhook_secret(
