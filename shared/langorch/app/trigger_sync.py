@@ -34,7 +34,7 @@ from langorch.domain.webhooks import format_secret
 
 if TYPE_CHECKING:
     from langorch.app.definitions import DefinitionsStore, RegisterResult
-    from langorch.app.ports import ScheduleStore, SecretsStore, WorkflowSource
+    from langorch.app.ports import ScheduleStore, SecretsStore, ToolServerStore, WorkflowSource
     from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,10 +57,13 @@ class SyncDeps(Protocol):
 
 
 class RegisterDeps(SyncDeps, Protocol):
-    """What registering definitions needs: :class:`SyncDeps` and the definitions store."""
+    """What registering definitions needs: :class:`SyncDeps`, the definitions store and the
+    registered tools (a block may name them in ``tools_required``)."""
 
     @property
     def definitions(self) -> DefinitionsStore: ...
+    @property
+    def tool_servers(self) -> ToolServerStore: ...
 
 
 class RotateDeps(Protocol):
@@ -251,15 +254,17 @@ def register_and_sync(
     # Imported here: registration pulls in validation and the LLM registry's names, which the
     # trigger function never needs.
     from langorch.app.definitions import register_files, validate_files
+    from langorch.app.tools import known_tool_names
 
-    batch = validate_files(paths, deps.definitions, strict=strict)
+    tools = known_tool_names(deps.tool_servers)
+    batch = validate_files(paths, deps.definitions, tools=tools, strict=strict)
     problems: list[Problem] = []
     for plan in batch.workflows:
         where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
         problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
     if problems:
         raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
-    results = register_files(deps.definitions, paths)
+    results = register_files(deps.definitions, paths, tools=tools, strict=strict)
     synced = [
         sync_triggers(r.definition, deps)
         for r in results
