@@ -194,3 +194,12 @@ def test_a_crash_after_a_tool_call_replays_it_without_calling_the_server_again(
     events = _tool_events(again.runs.get_timeline(run.run_id))
     assert [(e["tool"], e.get("replayed")) for e in events] == [("lookup_order", True)]
     assert again.runs.get_run(run.run_id).status == RunStatus.succeeded
+
+
+def test_a_tool_whose_server_this_deployment_may_not_call_fails_the_step(desk: Any) -> None:
+    fakes = _fakes(desk, _script(LOOKUP), tool_server_urls=["https://tools.example.org/mcp"])
+    result, _ = _run(fakes)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert "not one this deployment may call" in result.error["message"]
+    assert dict(desk.calls) == {}

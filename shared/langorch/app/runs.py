@@ -344,6 +344,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
             secrets=deps.secrets,
             max_calls=deps.settings.tool_max_calls_per_step,
             call_timeout=deps.settings.tool_call_timeout_seconds,
+            allowed_urls=deps.settings.tool_server_urls,
         ),
         default_provider=deps.settings.default_llm_provider,
         default_model=deps.settings.default_llm_model,

@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ class RecordedSideEffects:
         secrets: Where header secrets are read.
         max_calls: Tool calls a step may make.
         call_timeout: Seconds one tool call may take.
+        allowed_urls: The server URLs this deployment may call (``None``: any).
     """
 
     def __init__(
@@ -63,8 +64,10 @@ class RecordedSideEffects:
         secrets: SecretsStore | None,
         max_calls: int,
         call_timeout: float,
+        allowed_urls: Sequence[str] | None = None,
     ) -> None:
         self._run_id = run_id
+        self._allowed_urls = None if allowed_urls is None else frozenset(allowed_urls)
         self._tasks = tasks
         self._servers = tool_servers
         self._secrets = secrets
@@ -95,6 +98,11 @@ class RecordedSideEffects:
         server = self._servers.get(name) if self._servers is not None else None
         if server is None:
             return None
+        if self._allowed_urls is not None and server.url not in self._allowed_urls:
+            raise ToolServerError(
+                f"tool {name}: its server {server.url} is not one this deployment may call; "
+                "add it to mcp_servers (cdk.json) and deploy"
+            )
         from langorch.adapters.mcp import McpConnection
 
         return McpConnection(server.name, server.url, read_headers(server, self._secrets)), server
