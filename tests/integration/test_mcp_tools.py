@@ -124,7 +124,8 @@ def test_a_tool_the_step_does_not_bind_fails_the_step_by_name(desk: Any) -> None
     assert result.error is not None
     assert "UnboundToolError" in result.error["type"] + result.error["message"]
     assert "'browser'" in result.error["message"]
-    assert "langorch tools add browser" in result.error["message"]
+    assert "not registered: browser" in result.error["message"]
+    assert "langorch tools add" in result.error["message"]
     assert [e["outcome"] for e in _tool_events(timeline)] == ["unbound"]
     assert dict(desk.calls) == {}
 
@@ -202,4 +203,17 @@ def test_a_tool_whose_server_this_deployment_may_not_call_fails_the_step(desk: A
     assert result.status == "failed"
     assert result.error is not None
     assert "not one this deployment may call" in result.error["message"]
+    assert dict(desk.calls) == {}
+
+
+def test_a_tool_outside_the_allow_list_is_unbound_and_never_reaches_the_server(desk: Any) -> None:
+    fakes = _fakes(desk, _script(ESTIMATE, LOOKUP))
+    server = fakes.tool_servers.get("orders")
+    assert server is not None
+    fakes.tool_servers.put(server.model_copy(update={"allow": ("lookup_order",)}))
+    result, _ = _run(fakes)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert "'estimate_delivery'" in result.error["message"]
+    assert "--allow" in result.error["message"]
     assert dict(desk.calls) == {}

@@ -21,6 +21,19 @@ from langorch.llm.toolbox import ToolSpec
 CONNECT_TIMEOUT_SECONDS = 10.0
 """Connecting and listing a server's tools; a call has its own timeout."""
 
+_SSL_CONTEXT: Any = None
+"""httpx2's default TLS context, built once per process: building it (the system trust store)
+takes 200-400 ms, which every step's first tool call would otherwise pay."""
+
+
+def _ssl_context() -> Any:
+    global _SSL_CONTEXT
+    if _SSL_CONTEXT is None:
+        import httpx2
+
+        _SSL_CONTEXT = httpx2.create_ssl_context()
+    return _SSL_CONTEXT
+
 
 class McpConnection:
     """A client session with one MCP server.
@@ -60,7 +73,11 @@ class McpConnection:
         stack = AsyncExitStack()
         try:
             http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self._headers, timeout=httpx2.Timeout(self._timeout))
+                httpx2.AsyncClient(
+                    headers=self._headers,
+                    timeout=httpx2.Timeout(self._timeout),
+                    verify=_ssl_context(),
+                )
             )
             self._client = await stack.enter_async_context(
                 Client(streamable_http_client(self._url, http_client=http))

@@ -192,8 +192,8 @@ class StepToolbox:
         self._timeout = call_timeout
         self._calls = 0
         self._builtins: dict[str, Any] | None = None
+        self._registered: list[tuple[McpConnection, ToolServer]] | None = None
         self._mcp: dict[str, tuple[McpConnection, ToolSpec]] | None = None
-        self._connections: list[McpConnection] = []
         self._unregistered: list[str] = []
 
     @property
@@ -244,9 +244,8 @@ class StepToolbox:
 
     async def aclose(self) -> None:
         """Close the MCP sessions."""
-        for connection in self._connections:
+        for connection, _ in self._registered or []:
             await connection.aclose()
-        self._connections.clear()
 
     async def _runner(
         self, name: str, summary: str, started: float
@@ -258,11 +257,10 @@ class StepToolbox:
                 return await self._bounded(asyncio.to_thread(builtin.invoke, args))
 
             return run_builtin
-        bound = (await self._mcp_tools()).get(name)
-        if bound is None:
+        connection = await self._owner(name)
+        if connection is None:
             self._event(name, summary, "unbound", started)
             raise UnboundToolError(self._unbound_message(name))
-        connection = bound[0]
 
         async def run_mcp(args: dict[str, Any]) -> tuple[str, bool]:
             return await self._bounded(connection.call(name, args, timeout=self._timeout))
@@ -292,39 +290,55 @@ class StepToolbox:
             }
         return self._builtins
 
-    async def _mcp_tools(self) -> dict[str, tuple[McpConnection, ToolSpec]]:
-        if self._mcp is not None:
-            return self._mcp
-        from langorch.llm.tools import TOOL_FACTORIES
+    async def _registrations(self) -> list[tuple[McpConnection, ToolServer]]:
+        """The step's registered tools with an unopened connection each (no network yet)."""
+        if self._registered is None:
+            from langorch.llm.tools import TOOL_FACTORIES
 
-        tools: dict[str, tuple[McpConnection, ToolSpec]] = {}
-        for name in self._names:
-            if name in TOOL_FACTORIES:
-                continue
-            found = await asyncio.to_thread(self._resolve, name)
-            if found is None:
-                self._unregistered.append(name)
-                continue
-            connection, server = found
-            self._connections.append(connection)
-            for spec in await connection.list_tools():
-                if server.allows(spec.name) and spec.name not in tools:
-                    tools[spec.name] = (connection, spec)
-        self._mcp = tools
-        return tools
+            self._registered = []
+            for name in self._names:
+                if name in TOOL_FACTORIES:
+                    continue
+                found = await asyncio.to_thread(self._resolve, name)
+                if found is None:
+                    self._unregistered.append(name)
+                else:
+                    self._registered.append(found)
+        return self._registered
+
+    async def _owner(self, tool: str) -> McpConnection | None:
+        """The connection serving ``tool``. A registration with an ``allow`` list answers
+        without connecting (a replayed call then never opens a session); one without is asked
+        for its tools."""
+        registered = await self._registrations()
+        for connection, server in registered:
+            if tool in server.allow:
+                return connection
+        if all(server.allow for _, server in registered):
+            return None
+        found = (await self._mcp_tools()).get(tool)
+        return found[0] if found is not None else None
+
+    async def _mcp_tools(self) -> dict[str, tuple[McpConnection, ToolSpec]]:
+        """Every registered server's allowed tools, listed from the servers."""
+        if self._mcp is None:
+            tools: dict[str, tuple[McpConnection, ToolSpec]] = {}
+            for connection, server in await self._registrations():
+                for spec in await connection.list_tools():
+                    if server.allows(spec.name) and spec.name not in tools:
+                        tools[spec.name] = (connection, spec)
+            self._mcp = tools
+        return self._mcp
 
     def _unbound_message(self, name: str) -> str:
-        bound = sorted([*self._builtin_tools(), *(self._mcp or {})])
-        hint = (
-            f"register it with `langorch tools add {name} --mcp URL`"
-            if name in self._unregistered or name not in self._names
-            else "allow it in its registration (--allow)"
-        )
+        allowed = [tool for _, server in self._registered or [] for tool in server.allow]
+        bound = sorted({*self._builtin_tools(), *(self._mcp or {}), *allowed})
         return (
             f"step {self._where['step_id']}: the model called tool {name!r}, which this step "
-            f"does not bind (bound: {', '.join(bound) or 'none'}; not registered: "
-            f"{', '.join(self._unregistered) or 'none'}); {hint}, or add it to the block's "
-            "tools_required"
+            f"does not bind (bound: {', '.join(bound) or 'none'}; named in tools_required but "
+            f"not registered: {', '.join(self._unregistered) or 'none'}); register a server "
+            "that has it (`langorch tools add NAME --mcp URL`) and list NAME in the block's "
+            "tools_required, or allow it in an existing registration (--allow)"
         )
 
     def _event(
