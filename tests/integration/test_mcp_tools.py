@@ -217,3 +217,54 @@ def test_a_tool_outside_the_allow_list_is_unbound_and_never_reaches_the_server(d
     assert "'estimate_delivery'" in result.error["message"]
     assert "--allow" in result.error["message"]
     assert dict(desk.calls) == {}
+
+
+def test_a_real_provider_binds_the_mcp_tools_and_its_rounds_are_recorded(desk: Any) -> None:
+    # Given an OpenAI-compatible model that calls lookup_order, then answers
+    from langorch.llm import LLMRegistry
+    from tests.llm_servers import FakeOpenAI, Reply, completion
+
+    fakes = _fakes(desk, {}, default_llm_provider="openai")
+    model = FakeOpenAI()
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": json.dumps({"order_id": "A101"})},
+    }
+    model.replies = [
+        Reply(
+            200,
+            completion(
+                {"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", 10, 5
+            ),
+        ),
+        Reply(200, completion({"role": "assistant", "content": "Found it."}, "stop", 10, 5)),
+        Reply(
+            200,
+            completion(
+                {
+                    "role": "assistant",
+                    "content": json.dumps({"status_text": "being prepared", "minutes": "35"}),
+                },
+                "stop",
+                10,
+                5,
+            ),
+        ),
+    ]
+    with model.running():
+        fakes.llm = LLMRegistry(
+            default_provider="openai", openai_api_key="sk-test", openai_base_url=model.base_url
+        )
+        result, timeline = _run(fakes)
+    # Then the model was offered the server's tools beside the built-in ones, the server was
+    # called once, and the step answered
+    offered = {t["function"]["name"] for t in model.received[0].body["tools"]}
+    assert {"lookup_order", "estimate_delivery", "calculator"} <= offered
+    assert model.received[1].body["messages"][-1]["content"].startswith("order A101")
+    assert (result.status, result.outputs["status_text"]) == ("succeeded", "being prepared")
+    assert desk.calls["lookup_order"] == 1
+    assert [e["tool"] for e in _tool_events(timeline)] == ["lookup_order"]
+    # and the model's rounds, the tool call and the answer were recorded in order
+    kinds = [r.kind for r in fakes.tasks.all(result.run_id)]
+    assert kinds == ["llm", "turn", "tool", "turn"]
