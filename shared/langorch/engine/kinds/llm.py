@@ -9,7 +9,7 @@ from typing import Any
 
 from langorch.domain.errors import StepFailedError
 from langorch.domain.templates import prompt_char_limit, render
-from langorch.engine.context import EngineContext
+from langorch.engine.context import EngineContext, StepEffects
 from langorch.engine.kinds.base import Executor, Outcome, StepSpec, input_scope, visits_of
 from langorch.engine.state import OrchestrationState
 
@@ -51,17 +51,7 @@ async def call_llm(
         block.description or ""
     )
     visit = visits_of(spec, state)
-    effects = None
-    if ctx.side_effects is not None:
-        from langgraph.config import get_stream_writer
-
-        effects = ctx.side_effects.begin(
-            step_id=spec.step_id,
-            visit=visit,
-            attempt=attempt,
-            tools=list(block.tools_required),
-            emit=get_stream_writer(),
-        )
+    effects = _begin(spec, ctx, visit, attempt, list(block.tools_required))
     request = LLMRequest(
         run_id=ctx.run_id,
         step_id=spec.step_id,
@@ -99,6 +89,27 @@ async def call_llm(
         finally:
             await effects.aclose()
         result = LLMResult(**recorded)
+    return dict(result.outputs), *_usage(spec, result)
+
+
+def _begin(
+    spec: StepSpec, ctx: EngineContext, visit: int, attempt: int, tools: list[str]
+) -> StepEffects | None:
+    """The attempt's recorded calls and tools (``None``: the context records nothing)."""
+    if ctx.side_effects is None:
+        return None
+    from langgraph.config import get_stream_writer
+
+    return ctx.side_effects.begin(
+        step_id=spec.step_id,
+        visit=visit,
+        attempt=attempt,
+        tools=tools,
+        emit=get_stream_writer(),  # tool calls go on the timeline with the step's events
+    )
+
+
+def _usage(spec: StepSpec, result: Any) -> tuple[dict[str, int], dict[str, Any]]:
     tokens = {"input": result.input_tokens, "output": result.output_tokens}
     usage = {
         "step_id": spec.step_id,
@@ -107,7 +118,7 @@ async def call_llm(
         "input": result.input_tokens,
         "output": result.output_tokens,
     }
-    return dict(result.outputs), tokens, usage
+    return tokens, usage
 
 
 def _digest(request: Any) -> str:
