@@ -24,6 +24,7 @@ from langorch.app.segment_record import (
     closing_seq,
     record_segment,
 )
+from langorch.app.tasks import SideEffectDeps
 from langorch.domain.errors import (
     RecordTooLargeError,
     RunNotFinishedError,
@@ -48,16 +49,7 @@ from langorch.domain.runs import (
 if TYPE_CHECKING:
     from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.container import Container
-    from langorch.app.ports import (
-        Clock,
-        Executions,
-        Ids,
-        RunsStore,
-        SecretsStore,
-        ToolServerStore,
-        WorkflowSource,
-    )
-    from langorch.app.tasks import TaskStore
+    from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
     from langorch.config import Settings
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
@@ -117,8 +109,9 @@ class Checkpoints(Protocol):
         ...
 
 
-class SegmentDeps(Protocol):
-    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports."""
+class SegmentDeps(SideEffectDeps, Protocol):
+    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports
+    (with :class:`~langorch.app.tasks.SideEffectDeps`: recorded calls and tools)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -140,12 +133,6 @@ class SegmentDeps(Protocol):
     def clock(self) -> Clock: ...
     @property
     def ids(self) -> Ids: ...
-    @property
-    def tasks(self) -> TaskStore: ...
-    @property
-    def tool_servers(self) -> ToolServerStore: ...
-    @property
-    def secrets(self) -> SecretsStore: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,15 +329,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         http=deps.http,
         files=deps.files,
         subflows=deps.compiler.subflow,
-        side_effects=RecordedSideEffects(
-            run.run_id,
-            tasks=deps.tasks,
-            tool_servers=deps.tool_servers,
-            secrets=deps.secrets,
-            max_calls=deps.settings.tool_max_calls_per_step,
-            call_timeout=deps.settings.tool_call_timeout_seconds,
-            allowed_urls=deps.settings.tool_server_urls,
-        ),
+        side_effects=RecordedSideEffects.of_run(run.run_id, deps),
         default_provider=deps.settings.default_llm_provider,
         default_model=deps.settings.default_llm_model,
         default_approvers=list(deps.settings.default_approvers),

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from langorch.app.tasks import TaskRecorder, TaskStore
+from langorch.app.tasks import SideEffectDeps, TaskRecorder, TaskStore
 from langorch.domain.errors import SecretNotFoundError
 from langorch.domain.tasks import fingerprint
 from langorch.domain.tool_servers import SECRET_VALUE_KEY, ToolServer, ToolServerError
@@ -73,6 +73,20 @@ class RecordedSideEffects:
         self._secrets = secrets
         self._max_calls = max_calls
         self._timeout = call_timeout
+
+    @classmethod
+    def of_run(cls, run_id: str, deps: SideEffectDeps) -> RecordedSideEffects:
+        """The side effects of one run's segment, wired from the deployment's ports."""
+        settings = deps.settings
+        return cls(
+            run_id,
+            tasks=deps.tasks,
+            tool_servers=deps.tool_servers,
+            secrets=deps.secrets,
+            max_calls=settings.tool_max_calls_per_step,
+            call_timeout=settings.tool_call_timeout_seconds,
+            allowed_urls=settings.tool_server_urls,
+        )
 
     def begin(
         self, *, step_id: str, visit: int, attempt: int, tools: list[str], emit: Emit

@@ -18,10 +18,14 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.limits import MAX_OUTPUTS_BYTES
 from langorch.domain.tasks import TaskRecord
+
+if TYPE_CHECKING:
+    from langorch.app.ports import SecretsStore, ToolServerStore
+    from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +44,20 @@ class TaskStore(Protocol):
     def put(self, run_id: str, record: TaskRecord) -> None:
         """Store one record (replacing one with the same key)."""
         ...
+
+
+class SideEffectDeps(Protocol):
+    """What recorded calls and tools need: where calls are recorded, the registered tools, the
+    secrets their headers come from, and the tool settings."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def tasks(self) -> TaskStore: ...
+    @property
+    def tool_servers(self) -> ToolServerStore: ...
+    @property
+    def secrets(self) -> SecretsStore: ...
 
 
 class TaskRecorder:
