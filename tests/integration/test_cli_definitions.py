@@ -418,12 +418,12 @@ def test_validate_with_only_warnings_exits_0_and_prints_them_apart(
     assert result.stdout.startswith("valid (3 warning(s) above): 1 block(s), 1 workflow(s)")
     lines = result.stderr.splitlines()
     assert [line.split(" (hint: ")[0] for line in lines] == [
-        f"warning: {files[0]}: block open_uber_eats: tools_required[0]: tool 'browser', "
-        "which no tool of this deployment binds yet",
+        f"warning: {files[0]}: block open_uber_eats: tools_required[0]: tool 'browser' "
+        "is not bound in this deployment",
         f"warning: {files[1]}: workflow lunch: steps[0].block_id: block 'open_uber_eats' needs "
         "input 'uber_eats_credentials', which no input or earlier step provides",
         f"warning: {files[1]}: workflow lunch: steps[0].block_id: block 'open_uber_eats' needs "
-        "tool 'browser', which no tool of this deployment binds yet",
+        "tool 'browser', which is not bound in this deployment",
     ]
     assert all(" (hint: " in line for line in lines)
     assert "error" not in result.stderr
@@ -467,6 +467,23 @@ def test_put_with_only_warnings_stores_and_prints_them(cli: Any, tmp_path: Path)
     assert "workflow lunch: version 1 stored" in result.stdout
     assert result.stderr.count("warning: ") == 3
     assert "warning" not in result.stdout
+
+
+def test_blocks_put_prints_warnings_and_strict_refuses_them(cli: Any, tmp_path: Path) -> None:
+    # Given seed 000's open_uber_eats block (it needs `browser`, which nothing binds)
+    block_file = _seed_shaped(tmp_path)[0]
+    # When it is put strictly, Then it exits 2 and nothing is stored
+    strict = cli("blocks", "put", "--strict", block_file)
+    assert strict.code == 2
+    assert cli("blocks", "list", "--json").json()["blocks"] == []
+    # When it is put as usual, Then it is stored, with the warning on stderr and in --json
+    put = cli("blocks", "put", block_file, "--json")
+    assert put.code == 0, put.stderr
+    assert [r["id"] for r in put.json()["results"]] == ["open_uber_eats"]
+    assert [w["path"] for w in put.json()["warnings"]] == [
+        f"{block_file}: block open_uber_eats: tools_required[0]"
+    ]
+    assert put.stderr.startswith(f"warning: {block_file}: block open_uber_eats:")
 
 
 def test_validate_offline_reports_an_unknown_block(cli: Any, tmp_path: Path) -> None:

@@ -224,3 +224,28 @@ def test_validate_files_offline_resolves_built_ins(tmp_path: Path) -> None:
     # Then it is valid, with the built-in counted among the batch's blocks
     assert [b.block_id for b in batch.blocks] == ["summarize"]
     assert [w.plan_id for w in batch.workflows] == ["digest"]
+
+
+def test_register_and_sync_returns_the_warnings_and_takes_the_bound_tools(tmp_path: Path) -> None:
+    # Given a block needing `browser` and a workflow using it
+    from langorch.app.trigger_sync import register_and_sync
+    from tests.unit.triggers_support import make_deps
+
+    file = _write(
+        tmp_path / "both.yaml",
+        {"blocks": [_block(tools_required=["browser"])], "workflows": [_workflow()]},
+    )
+    # When it is registered as `workflows put` does, with the built-in tools only
+    plain = register_and_sync([file], make_deps())
+    # Then it is stored, and both places needing the unbound tool are warned about
+    assert [r.id for r in plain.results] == ["shorten", "digest"]
+    assert [w.path.rsplit(": ", 1)[1] for w in plain.warnings] == [
+        "tools_required[0]",
+        "steps[0].block_id",
+    ]
+    # And when a tool registry binds `browser`, there is nothing to warn about
+    bound = register_and_sync([file], make_deps(), tools=frozenset({"browser"}))
+    assert bound.warnings == []
+    # And strictly, the warnings refuse the files
+    with pytest.raises(DefinitionError):
+        register_and_sync([file], make_deps(), strict=True)

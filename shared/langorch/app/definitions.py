@@ -20,7 +20,7 @@ The rules (RELIABILITY.md "Definitions and CLI input"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -206,20 +206,7 @@ def validate_files(
     batch.blocks.extend(_builtins_to_store(batch.workflows, in_batch, lookup))
     pending = _PendingLookup(lookup, batch.blocks, batch.workflows)
 
-    found: list[tuple[str, Validation]] = [
-        (
-            f"{batch.sources.get(('block', block.block_id), '<built-in>')}: block {block.block_id}",
-            check_block(block, tools=tools, providers=KNOWN_PROVIDERS),
-        )
-        for block in batch.blocks
-    ]
-    for plan in batch.workflows:
-        checked = check_workflow(plan, pending, tools=tools, providers=KNOWN_PROVIDERS)
-        advice = Validation(checked.errors, [*checked.warnings, *workflow_advice(plan)])
-        found.append(
-            (f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}", advice)
-        )
-    for where, validation in found:
+    for where, validation in _checked(batch, pending, tools):
         validation = validation.strict() if strict else validation
         problems.extend(_located(where, validation.errors, separator=": "))
         batch.warnings.extend(_located(where, validation.warnings, separator=": "))
@@ -323,6 +310,25 @@ def pin_versions(plan: TaskPlan, lookup: DefinitionLookup) -> TaskPlan:
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
+
+
+def _checked(
+    batch: ValidatedBatch, lookup: DefinitionLookup, tools: frozenset[str]
+) -> Iterator[tuple[str, Validation]]:
+    """``(where, findings)`` of each definition of the batch; a workflow's warnings include
+    :func:`~langorch.domain.validation.workflow_advice` (valid, but probably not meant)."""
+    for block in batch.blocks:
+        where = batch.sources.get(("block", block.block_id), "<built-in>")
+        yield (
+            f"{where}: block {block.block_id}",
+            check_block(block, tools=tools, providers=KNOWN_PROVIDERS),
+        )
+    for plan in batch.workflows:
+        found = check_workflow(plan, lookup, tools=tools, providers=KNOWN_PROVIDERS)
+        yield (
+            f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}",
+            Validation(found.errors, [*found.warnings, *workflow_advice(plan)]),
+        )
 
 
 def _store_block(

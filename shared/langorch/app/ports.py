@@ -112,8 +112,11 @@ class RunsStore(Protocol):
         workflow_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 50,
+        before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, optionally of one workflow and/or in one status (1-1000)."""
+        """Runs, newest first, optionally of one workflow and/or in one status (1-1000).
+
+        ``before`` is a page cursor: only runs older than this ``(created_at, run_id)``."""
         ...
 
 

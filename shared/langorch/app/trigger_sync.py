@@ -232,7 +232,11 @@ def _sync_schedules(
 
 
 def register_and_sync(
-    paths: Sequence[str | Path], deps: RegisterDeps, *, strict: bool = False
+    paths: Sequence[str | Path],
+    deps: RegisterDeps,
+    *,
+    strict: bool = False,
+    tools: frozenset[str] | None = None,
 ) -> RegisteredBatch:
     """Validate and store definition files, then sync every stored workflow's triggers.
 
@@ -243,6 +247,9 @@ def register_and_sync(
         paths: definition files (YAML or JSON).
         deps: the ports it needs.
         strict: count the definitions' warnings as errors.
+        tools: the tools bound in this deployment (``None``: the built-ins and the tools
+            registered in ``deps.tool_servers``); a block needing
+            another is a warning.
 
     Returns:
         The stored definitions and, per workflow, what its triggers' sync did.
@@ -256,15 +263,15 @@ def register_and_sync(
     from langorch.app.definitions import register_files, validate_files
     from langorch.app.tools import known_tool_names
 
-    tools = known_tool_names(deps.tool_servers)
-    batch = validate_files(paths, deps.definitions, tools=tools, strict=strict)
+    bound = known_tool_names(deps.tool_servers) if tools is None else tools
+    batch = validate_files(paths, deps.definitions, strict=strict, tools=bound)
     problems: list[Problem] = []
     for plan in batch.workflows:
         where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
         problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
     if problems:
         raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
-    results = register_files(deps.definitions, paths, tools=tools, strict=strict)
+    results = register_files(deps.definitions, paths, tools=bound)
     synced = [
         sync_triggers(r.definition, deps)
         for r in results

@@ -553,12 +553,16 @@ def _syntax_problem(path: str, how: str, error: str) -> Problem:
 
 
 def _unbound_tool(path: str, tool: str, tools: frozenset[str], *, needed_by: str = "") -> Problem:
-    who = f"block {needed_by!r} needs tool" if needed_by else "tool"
+    what = (
+        f"block {needed_by!r} needs tool {tool!r}, which is not bound in this deployment"
+        if needed_by
+        else f"tool {tool!r} is not bound in this deployment"
+    )
     return Problem(
         path,
-        f"{who} {tool!r}, which no tool of this deployment binds yet",
-        f"accepted as is: a step fails only if its model calls {tool!r} while it is unbound; "
-        f"bound tools are {', '.join(sorted(tools)) or '(none)'}",
+        what,
+        f"the block runs; a step fails only if its model calls {tool!r} while it is unbound. "
+        f"Bound tools: {', '.join(sorted(tools)) or '(none)'}",
     )
 
 

@@ -11,6 +11,7 @@ from types import ModuleType
 from langorch.cli.commands import (
     approvals,
     blocks,
+    console,
     dev,
     files,
     hooks,
@@ -20,5 +21,16 @@ from langorch.cli.commands import (
     workflows,
 )
 
-GROUPS: list[ModuleType] = [dev, blocks, workflows, tools, runs, hooks, approvals, files, keys]
+GROUPS: list[ModuleType] = [
+    dev,
+    console,
+    blocks,
+    workflows,
+    tools,
+    runs,
+    hooks,
+    approvals,
+    files,
+    keys,
+]
 """Registered in this order; ``langorch --help`` lists them so."""
