@@ -17,8 +17,20 @@ from langorch.cli.commands import (
     hooks,
     keys,
     runs,
+    tools,
     workflows,
 )
 
-GROUPS: list[ModuleType] = [dev, console, blocks, workflows, runs, hooks, approvals, files, keys]
+GROUPS: list[ModuleType] = [
+    dev,
+    console,
+    blocks,
+    workflows,
+    tools,
+    runs,
+    hooks,
+    approvals,
+    files,
+    keys,
+]
 """Registered in this order; ``langorch --help`` lists them so."""

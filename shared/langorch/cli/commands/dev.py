@@ -59,6 +59,13 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         stack = start_local_stack(home=home, port=args.port, examples=examples)
     except OSError as exc:
         raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
+    from langorch.local.example_tools import start_example_tools
+
+    try:
+        tools = start_example_tools(stack.settings, examples)
+    except BaseException:
+        stack.stop()
+        raise
     console_url = _start_console(ctx, stack, args.console_port)
     took = time.monotonic() - started
     settings = stack.settings
@@ -84,6 +91,10 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         f"  LLM           {settings.default_llm_provider}"
         + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
+        *[
+            f"  tool          {name} -> {url}  (MCP, example)"
+            for name, url in tools.registered.items()
+        ],
         "",
         "try, in another terminal (`source .venv/bin/activate` first puts langorch on PATH):",
         "  langorch workflows list",
@@ -105,10 +116,12 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "outbox_dir": settings.outbox_dir,
             "background": stack.background,
             "workflows": stack.examples,
+            "tools": tools.registered,
         },
         "\n".join(lines),
     )
     if args.ready_only:
+        tools.stop()
         stack.stop()
         return 0
     stopped = threading.Event()
@@ -117,6 +130,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     try:
         stopped.wait()
     finally:
+        tools.stop()
         stack.stop()
     return 0
 
