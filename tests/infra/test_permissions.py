@@ -138,7 +138,12 @@ def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) 
     }
     assert readers["request-approval"] == {link}
     assert readers["approval-callback"] == {link}
-    assert readers["run-segment"] == {llm}
+    # The runner: the LLM key and exactly the MCP secrets named in mcp_secrets (the -?????? is
+    # the random suffix Secrets Manager appends to a secret's ARN)
+    assert readers["run-segment"] == {
+        llm,
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-test/tools/orders-??????",
+    }
     assert readers["trigger"] == {
         f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*"
     }
