@@ -23,7 +23,7 @@ from langorch.domain.limits import cut
 from langorch.domain.runs import RunError, RunStatus
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Clock, Executions, RunsStore
+    from langorch.app.ports import Clock, Executions, ResourceLocks, RunsStore
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,8 @@ class ReconcileDeps(Protocol):
     def executions(self) -> Executions: ...
     @property
     def clock(self) -> Clock: ...
+    @property
+    def resources(self) -> ResourceLocks: ...
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,14 @@ from langorch.domain.runs import (
 if TYPE_CHECKING:
     from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.container import Container
-    from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
+    from langorch.app.ports import (
+        Clock,
+        Executions,
+        Ids,
+        ResourceLocks,
+        RunsStore,
+        WorkflowSource,
+    )
     from langorch.config import Settings
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
@@ -84,8 +91,16 @@ class LaunchDeps(StartDeps, Protocol):
     def executions(self) -> Executions: ...
 
 
-class CancelDeps(EndDeps, Protocol):
-    """What :func:`cancel_run` needs: :class:`EndDeps`, the executions, the approvals."""
+class FailDeps(EndDeps, Protocol):
+    """What :func:`mark_failed` needs: :class:`EndDeps` and the resource locks (a failed run
+    gives back what it held)."""
+
+    @property
+    def resources(self) -> ResourceLocks: ...
+
+
+class CancelDeps(FailDeps, Protocol):
+    """What :func:`cancel_run` needs: :class:`FailDeps`, the executions, the approvals."""
 
     @property
     def settings(self) -> Settings: ...
@@ -126,6 +141,8 @@ class SegmentDeps(Protocol):
     def clock(self) -> Clock: ...
     @property
     def ids(self) -> Ids: ...
+    @property
+    def resources(self) -> ResourceLocks: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -325,6 +342,8 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         default_model=deps.settings.default_llm_model,
         default_approvers=list(deps.settings.default_approvers),
         segment=run.segment,
+        resources=deps.resources,
+        resource_lease_seconds=deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS,
     )
 
 
@@ -362,7 +381,7 @@ def _uses_memory(plan: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
+def mark_failed(run_id: str, error: RunError, deps: FailDeps) -> bool:
     """End the run ``failed`` with ``error``, unless it has already ended.
 
     The state machine calls this (``MarkFailed``) when a segment failed past its retries or
@@ -372,7 +391,7 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
     Args:
         run_id: the run.
         error: why it failed (shown by ``langorch runs show``).
-        deps: the runs and a clock.
+        deps: the runs, a clock and the resource locks.
 
     Returns:
         Whether this call failed the run.
@@ -381,9 +400,13 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
         NotFoundError: the run does not exist.
         StorageError: DynamoDB failed (the state machine retries).
     """
+    from langorch.app.resources import release_ended_run
     from langorch.domain.errors import ConflictError
 
     run = deps.runs.get_run(run_id)
+    # Before the terminal check: a retried call whose first try failed the run and then
+    # stopped still gives the leases back (releasing is idempotent).
+    release_ended_run(run_id, deps.resources)
     if run.is_terminal:
         return False
     # The first cause, not the last retry's symptom (the state machine passes the latter).
@@ -489,6 +512,9 @@ def cancel_run(
             run = deps.runs.get_run(run_id)
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to stop
+    from langorch.app.resources import release_ended_run
+
+    release_ended_run(run_id, deps.resources)
     if deps.settings.state_machine_arn:
         deps.executions.stop(run_id, reason)
     if parked is not None and parked.kind == "approval":

@@ -151,7 +151,12 @@ _ENGINE_EVENTS = {
     "step_finished": TimelineEventType.step_finished,
     "step_failed": TimelineEventType.step_failed,
     "step_retried": TimelineEventType.step_retried,
+    "resource_waiting": TimelineEventType.resource_waiting,
+    "resource_acquired": TimelineEventType.resource_acquired,
+    "resource_released": TimelineEventType.resource_released,
 }
+_DETAIL = ("kind", "attempt", "branch", "routed_to", "resource", "position", "lease")
+"""What of an engine event the timeline keeps in ``detail``."""
 
 
 def timeline_event(
@@ -170,7 +175,7 @@ def engine_timeline(
             continue
         tokens = event.get("tokens")
         error = event.get("error")
-        detail = {k: event[k] for k in ("kind", "attempt", "branch", "routed_to") if k in event}
+        detail = {k: event[k] for k in _DETAIL if k in event}
         timeline.append(
             TimelineEvent(
                 seq=1,
@@ -262,19 +267,25 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
             )
         )
     elif status == "sleeping":
+        request = result.request or {}
+        # Queued for a resource: the engine's resource_waiting event already says so.
+        queued = request.get("kind") == "resource"
         pending = PendingInterrupt(
-            interrupt_id=result.interrupt_id, kind="wait", request=result.request or {}
+            interrupt_id=result.interrupt_id,
+            kind="resource" if queued else "wait",
+            request=request,
         )
         run = transition(run, RunStatus.sleeping, now=now, pending=pending)
-        events.append(
-            timeline_event(
-                run,
-                now,
-                TimelineEventType.wait_started,
-                step_id=(result.request or {}).get("step_id"),
-                detail={"seconds": (result.request or {}).get("seconds")},
+        if not queued:
+            events.append(
+                timeline_event(
+                    run,
+                    now,
+                    TimelineEventType.wait_started,
+                    step_id=(result.request or {}).get("step_id"),
+                    detail={"seconds": (result.request or {}).get("seconds")},
+                )
             )
-        )
     elif status == "continue":
         run = run.model_copy(update={"updated_at": now})
     elif status == "succeeded":

@@ -19,6 +19,9 @@ _MARK = {
     TimelineEventType.approval_timed_out: "timed out",
     TimelineEventType.wait_started: "sleep",
     TimelineEventType.wait_finished: "woke",
+    TimelineEventType.resource_waiting: "queued",
+    TimelineEventType.resource_acquired: "acquired",
+    TimelineEventType.resource_released: "released",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
 }
@@ -93,6 +96,14 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f'"{_short(detail["comment"], 60)}"')
     elif kind == TimelineEventType.wait_started:
         parts.append(f"{detail.get('seconds')} s")
+    elif kind == TimelineEventType.resource_waiting:
+        parts.append(
+            f"waiting for resource {detail.get('resource')} (position {detail.get('position')})"
+        )
+    elif kind in (TimelineEventType.resource_acquired, TimelineEventType.resource_released):
+        parts.append(f"{detail.get('resource')}")
+        if detail.get("lease"):
+            parts.append(f"lease #{detail['lease']}")
     elif kind == TimelineEventType.run_started:
         parts.append(f"{detail.get('workflow', '')} ({detail.get('trigger', '')})")
     elif kind == TimelineEventType.run_finished:

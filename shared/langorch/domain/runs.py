@@ -223,7 +223,7 @@ class PendingInterrupt(_Stored):
     """The interrupt a parked run waits on: a resume must address exactly this one."""
 
     interrupt_id: str
-    kind: Literal["approval", "wait"]
+    kind: Literal["approval", "wait", "resource"]
     request: dict[str, Any] = Field(default_factory=dict)
     """What the interrupt asked for: the approval's prompt and fields, or the wait's deadline."""
 
@@ -405,6 +405,9 @@ class TimelineEventType(StrEnum):
     approval_timed_out = "approval_timed_out"
     wait_started = "wait_started"
     wait_finished = "wait_finished"
+    resource_waiting = "resource_waiting"
+    resource_acquired = "resource_acquired"
+    resource_released = "resource_released"
     segment_ended = "segment_ended"
     run_finished = "run_finished"
     run_cancelled = "run_cancelled"

@@ -127,7 +127,8 @@ async def advance(
         request = dict(parked.value) if isinstance(parked.value, dict) else {"value": parked.value}
         kind = request.get("kind")
         return Advance(
-            status="sleeping" if kind == "wait" else "waiting_approval",
+            # A run queued for a resource sleeps like a wait: no Lambda while it waits.
+            status="sleeping" if kind in ("wait", "resource") else "waiting_approval",
             events=events,
             interrupt_id=parked.id,
             request=request,

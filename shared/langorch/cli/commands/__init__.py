@@ -8,7 +8,27 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from langorch.cli.commands import approvals, blocks, dev, files, hooks, keys, runs, workflows
+from langorch.cli.commands import (
+    approvals,
+    blocks,
+    dev,
+    files,
+    hooks,
+    keys,
+    resources,
+    runs,
+    workflows,
+)
 
-GROUPS: list[ModuleType] = [dev, blocks, workflows, runs, hooks, approvals, files, keys]
+GROUPS: list[ModuleType] = [
+    dev,
+    blocks,
+    workflows,
+    runs,
+    hooks,
+    approvals,
+    files,
+    keys,
+    resources,
+]
 """Registered in this order; ``langorch --help`` lists them so."""
