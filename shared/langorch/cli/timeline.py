@@ -153,7 +153,14 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         lines += [line for line in (event_line(e, asked) for e in events) if line]
     else:
         lines.pop()  # the blank line before the events
-    if run.pending is not None:
+    if run.pending is not None and run.pending.kind == "resource":
+        request = run.pending.request
+        lines += [
+            "",
+            f"waiting for resource {request.get('resource')} "
+            f"(position {request.get('position')}) at {request.get('step_id', '')}",
+        ]
+    elif run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
     if run.error is not None:
         where = f" at {run.error.step_id}" if run.error.step_id else ""
