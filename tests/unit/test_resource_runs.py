@@ -129,3 +129,37 @@ def test_runs_show_tells_the_queue_place_and_the_lease(deps: Fakes) -> None:
     assert f"queued     browse                 waiting for resource {RESOURCE} (position 1)" in done
     assert f"acquired   browse                 {RESOURCE}  lease #2" in done
     assert f"released   browse                 {RESOURCE}" in done
+
+
+def test_a_run_failed_by_the_state_machine_gives_back_the_lease_its_dead_segment_held(
+    deps: Fakes,
+) -> None:
+    from langorch.app.runs import mark_failed
+    from langorch.domain.runs import RunError
+
+    # Given a run whose segment took the lease and crashed (nothing gave it back)
+    run, _ = start_run(StartRun("shop"), deps)
+    holder = f"{run.run_id}/browse"
+    deps.resources.acquire(RESOURCE, holder, now=time.time(), lease_seconds=600, wait_seconds=60)
+    # When the state machine fails the run
+    assert mark_failed(run.run_id, RunError(type="Lambda.Unknown", message="crashed"), deps)
+    # Then the lease is free at once, not only when it expires
+    assert deps.resources.get(RESOURCE).leases == {}
+
+
+def test_a_resource_field_is_validated_with_its_path(deps: Fakes) -> None:
+    from langorch.domain.errors import DefinitionError
+
+    bad = """
+workflows:
+  - plan_id: bad
+    memory: false
+    steps:
+      - {step_id: pause, kind: wait, wait: {seconds: 1}, resource: "browser:s1"}
+      - {step_id: go, kind: transform, depends_on: [pause], transform: {x: "1"},
+         resource: "browser:{{ session }}"}
+"""
+    with pytest.raises(DefinitionError) as raised:
+        register_text(deps, bad)  # type: ignore[arg-type]
+    paths = sorted(p.path for p in raised.value.problems)
+    assert paths == ["steps[0].resource", "steps[1].resource"]
