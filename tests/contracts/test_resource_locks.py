@@ -112,3 +112,12 @@ def test_concurrent_acquires_never_grant_more_than_the_limit(locks: Locks) -> No
     queue = [w.holder for w in locks.get("web:pool-a").queue]
     assert sorted(queue) == sorted(h for h, g in grants.items() if not g.acquired)
     assert [grants[h].position for h in queue] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_parked_token_is_kept_with_the_place_and_its_turn_is_told(locks: Locks) -> None:
+    take(locks, "r", "run-a/step")
+    take(locks, "r", "run-b/step")
+    assert locks.park("r", "run-b/step", "tok-b", now=NOW, wait_seconds=WAIT) is False
+    assert [(w.holder, w.token) for w in locks.get("r").queue] == [("run-b/step", "tok-b")]
+    locks.release("r", "run-a/step")
+    assert locks.park("r", "run-b/step", "tok-b2", now=NOW, wait_seconds=WAIT) is True

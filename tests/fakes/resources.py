@@ -31,6 +31,14 @@ class InMemoryResourceLocks:
             self._states[name] = state
             return grant
 
+    def park(self, name: str, holder: str, token: str, *, now: float, wait_seconds: float) -> bool:
+        with self._lock:
+            state, turn = rules.park(
+                self.get(name), holder, token, now=now, wait_seconds=wait_seconds
+            )
+            self._states[name] = state
+            return turn
+
     def release(self, name: str, holder: str) -> bool:
         with self._lock:
             if name not in self._states:

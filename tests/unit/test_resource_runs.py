@@ -8,7 +8,9 @@ import time
 
 import pytest
 
+from langorch.app.resources import ParkForResource, WakingLocks, park_for_resource
 from langorch.app.runs import RunSegment, StartRun, cancel_run, drive, run_segment, start_run
+from langorch.app.segment_record import SegmentResult
 from langorch.domain.runs import RunStatus, TimelineEvent, TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
@@ -56,14 +58,14 @@ def test_three_runs_on_a_resource_of_limit_one_run_the_step_one_after_another(
     runs = [start_run(StartRun("shop"), deps)[0].run_id for _ in range(3)]
     a, b, c = runs
     first = [run_segment(RunSegment(r), deps) for r in runs]
-    # Then each parks like a wait (sleeping, no Lambda), queued at its place
-    assert [r.status for r in first] == ["sleeping"] * 3
+    # Then each parks (sleeping, no Lambda), queued at its place
+    assert [r.status for r in first] == ["waiting_resource"] * 3
     assert deps.runs.get_run(a).pending.kind == "resource"  # type: ignore[union-attr]
     # When the holder lets go and the runs wake in the wrong order (c, a, c, b, c)
     deps.resources.release(RESOURCE, OTHER)
-    assert wake(deps, c) == "sleeping"  # b and a are ahead of it
+    assert wake(deps, c) == "waiting_resource"  # b and a are ahead of it
     assert wake(deps, a) == "succeeded"
-    assert wake(deps, c) == "sleeping"  # b is still ahead of it
+    assert wake(deps, c) == "waiting_resource"  # b is still ahead of it
     assert wake(deps, b) == "succeeded"
     assert wake(deps, c) == "succeeded"
     # Then each run held the resource in turn: queued, acquired, ran, released — and the
@@ -104,7 +106,7 @@ def test_a_run_cancelled_while_queued_leaves_the_queue(deps: Fakes) -> None:
     # Given a run queued behind another holder
     deps.resources.acquire(RESOURCE, OTHER, now=time.time(), lease_seconds=600, wait_seconds=600)
     run, _ = start_run(StartRun("shop"), deps)
-    assert run_segment(RunSegment(run.run_id), deps).status == "sleeping"
+    assert run_segment(RunSegment(run.run_id), deps).status == "waiting_resource"
     assert [w.holder for w in deps.resources.get(RESOURCE).queue] == [f"{run.run_id}/browse"]
     # When it is cancelled
     cancelled, _ = cancel_run(run.run_id, deps)
@@ -163,3 +165,47 @@ workflows:
         register_text(deps, bad)  # type: ignore[arg-type]
     paths = sorted(p.path for p in raised.value.problems)
     assert paths == ["steps[0].resource", "steps[1].resource"]
+
+
+def park(deps: Fakes, result: SegmentResult) -> tuple[str, bool]:
+    """What the state machine's AwaitResource does: a task token, kept by ``park``."""
+    token = deps.executions.park(result.run_id)
+    assert result.resource is not None
+    command = ParkForResource(
+        result.run_id, result.resource["name"], result.resource["holder"], token
+    )
+    return token, park_for_resource(command, deps)
+
+
+def woken(deps: Fakes, run_id: str) -> bool:
+    return deps.executions.describe(run_id).get("output") == '{"woke": true}'
+
+
+def test_a_release_wakes_the_run_first_in_line_and_its_step_wakes_the_next(deps: Fakes) -> None:
+    # Given two runs parked on their task tokens behind another holder
+    deps.resources.acquire(RESOURCE, OTHER, now=time.time(), lease_seconds=600, wait_seconds=600)
+    a, b = (start_run(StartRun("shop"), deps)[0].run_id for _ in range(2))
+    for run_id in (a, b):
+        result = run_segment(RunSegment(run_id), deps)
+        assert result.status == "waiting_resource"
+        assert result.to_dict()["resource"] == {"name": RESOURCE, "holder": f"{run_id}/browse"}
+        assert park(deps, result)[1] is False  # not its turn: it waits to be woken
+    # When the holder gives the lease back
+    WakingLocks(deps.resources, deps.executions).release(RESOURCE, OTHER)
+    # Then only the first in line is woken; its step, giving the lease back, wakes the next
+    assert (woken(deps, a), woken(deps, b)) == (True, False)
+    assert wake(deps, a) == "succeeded"
+    assert woken(deps, b)
+    assert wake(deps, b) == "succeeded"
+
+
+def test_a_run_whose_turn_came_before_it_parked_wakes_itself(deps: Fakes) -> None:
+    # Given a run queued behind a holder that let go before the run's token was kept
+    deps.resources.acquire(RESOURCE, OTHER, now=time.time(), lease_seconds=600, wait_seconds=600)
+    run, _ = start_run(StartRun("shop"), deps)
+    result = run_segment(RunSegment(run.run_id), deps)
+    deps.resources.release(RESOURCE, OTHER)  # nobody to wake yet: no token kept
+    # When it parks
+    _, turn = park(deps, result)
+    # Then it is woken at once, not left waiting for a release that already happened
+    assert turn and woken(deps, run.run_id)

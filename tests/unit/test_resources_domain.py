@@ -7,7 +7,9 @@ from langorch.domain.resources import (
     acquire,
     check_step_resource,
     holders_of_run,
+    park,
     release,
+    tokens_to_wake,
 )
 
 LEASE, WAIT = 100.0, 60.0
@@ -109,3 +111,26 @@ def test_a_parking_step_cannot_hold_a_resource() -> None:
 
 def test_a_good_resource_name_has_no_problem() -> None:
     assert check_step_resource("desktop:vm-01:session-1", "action", False, "steps[0]") == []
+
+
+def test_a_parked_waiter_keeps_its_token_and_is_woken_when_its_turn_comes() -> None:
+    # Given a holds the lease, b and c queued and parked on their task tokens
+    state = ResourceState(name="r")
+    for holder in ("run-a/s", "run-b/s", "run-c/s"):
+        state, _, _ = take(state, holder)
+    state, b_turn = park(state, "run-b/s", "tok-b", now=0.0, wait_seconds=WAIT)
+    state, c_turn = park(state, "run-c/s", "tok-c", now=0.0, wait_seconds=WAIT)
+    assert (b_turn, c_turn) == (False, False)
+    assert tokens_to_wake(state, 0.0) == []
+    # When a releases, b (first in line) is the one to wake
+    state, _ = release(state, "run-a/s")
+    assert tokens_to_wake(state, 0.0) == ["tok-b"]
+
+
+def test_a_waiter_that_parks_after_its_turn_came_is_told_so() -> None:
+    state = ResourceState(name="r")
+    state, _, _ = take(state, "run-a/s")
+    state, _, _ = take(state, "run-b/s")
+    state, _ = release(state, "run-a/s")
+    state, turn = park(state, "run-b/s", "tok-b", now=0.0, wait_seconds=WAIT)
+    assert turn is True

@@ -244,6 +244,10 @@ class ResourceLocks(Protocol):
         """Give back ``holder``'s lease and its place in the queue; whether it had either."""
         ...
 
+    def park(self, name: str, holder: str, token: str, *, now: float, wait_seconds: float) -> bool:
+        """Keep the task token of ``holder``'s parked run; whether it is already its turn."""
+        ...
+
     def release_run(self, run_id: str) -> list[str]:
         """Release every lease and queue place of a run (it ended); the resources touched."""
         ...

@@ -8,14 +8,21 @@ are the operator's and the run's end.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from langorch.domain.errors import DefinitionError
-from langorch.domain.resources import check_limit, check_name
+from langorch.domain.errors import DefinitionError, TaskClosedError
+from langorch.domain.resources import (
+    WAITER_SECONDS,
+    Grant,
+    check_limit,
+    check_name,
+    tokens_to_wake,
+)
 
 if TYPE_CHECKING:
-    from langorch.app.ports import ResourceLocks
+    from langorch.app.ports import Executions, ResourceLocks
     from langorch.domain.resources import ResourceState
 
 logger = logging.getLogger(__name__)
@@ -74,6 +81,93 @@ def list_resources(deps: ResourceDeps, *, now: float) -> list[ResourceView]:
             )
         )
     return views
+
+
+WOKE = {"woke": True}
+"""What a parked run is woken with (the same answer as the end of a ``wait``)."""
+
+
+def wake_next(name: str, resources: ResourceLocks, executions: Executions) -> int:
+    """Wake the parked runs whose turn it now is on ``name``; how many were woken.
+
+    A token whose task has closed (woken twice, timed out into its own retry, run ended) is
+    skipped: the run is already on its way or gone.
+    """
+    woken = 0
+    for token in tokens_to_wake(resources.get(name), time.time()):
+        try:
+            executions.send_success(token, WOKE)
+            woken += 1
+        except TaskClosedError:
+            continue
+    if woken:
+        logger.info("parked runs woken", extra={"resource": name, "woken": woken})
+    return woken
+
+
+class WakingLocks:
+    """The resource locks a segment's steps use: a release wakes the next parked run(s)."""
+
+    def __init__(self, resources: ResourceLocks, executions: Executions) -> None:
+        self._resources = resources
+        self._executions = executions
+
+    def acquire(
+        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+    ) -> Grant:
+        """Take a lease, or queue (see :meth:`ResourceLocks.acquire`)."""
+        return self._resources.acquire(
+            name, holder, now=now, lease_seconds=lease_seconds, wait_seconds=wait_seconds
+        )
+
+    def release(self, name: str, holder: str) -> bool:
+        """Give back the lease, then wake whoever's turn it is."""
+        released = self._resources.release(name, holder)
+        if released:
+            wake_next(name, self._resources, self._executions)
+        return released
+
+
+@dataclass(frozen=True)
+class ParkForResource:
+    """Keep the task token a run queued for a resource waits on (the state machine's
+    ``AwaitResource``)."""
+
+    run_id: str
+    resource: str
+    holder: str
+    task_token: str
+
+
+class ParkDeps(ResourceDeps, Protocol):
+    """What :func:`park_for_resource` needs: the resource locks and the executions."""
+
+    @property
+    def executions(self) -> Executions: ...
+
+
+def park_for_resource(cmd: ParkForResource, deps: ParkDeps) -> bool:
+    """Store the token with the run's place in the queue, so a release can wake it.
+
+    If a slot freed between the segment that queued the run and this call, nobody will wake
+    it: it is woken at once (the conditional write orders this against every release).
+
+    Returns:
+        Whether the run was woken at once.
+    """
+    turn = deps.resources.park(
+        cmd.resource, cmd.holder, cmd.task_token, now=time.time(), wait_seconds=WAITER_SECONDS
+    )
+    logger.info(
+        "parked for resource",
+        extra={"run_id": cmd.run_id, "resource": cmd.resource, "its_turn": turn},
+    )
+    if turn:
+        try:
+            deps.executions.send_success(cmd.task_token, WOKE)
+        except TaskClosedError:
+            return False
+    return turn
 
 
 def release_ended_run(run_id: str, resources: ResourceLocks) -> list[str]:

@@ -143,6 +143,8 @@ class SegmentDeps(Protocol):
     def ids(self) -> Ids: ...
     @property
     def resources(self) -> ResourceLocks: ...
+    @property
+    def executions(self) -> Executions: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -326,6 +328,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
+    from langorch.app.resources import WakingLocks
     from langorch.engine.context import EngineContext
 
     return EngineContext(
@@ -342,7 +345,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         default_model=deps.settings.default_llm_model,
         default_approvers=list(deps.settings.default_approvers),
         segment=run.segment,
-        resources=deps.resources,
+        resources=WakingLocks(deps.resources, deps.executions),
         resource_lease_seconds=deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS,
     )
 
@@ -512,9 +515,10 @@ def cancel_run(
             run = deps.runs.get_run(run_id)
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to stop
-    from langorch.app.resources import release_ended_run
+    from langorch.app.resources import release_ended_run, wake_next
 
-    release_ended_run(run_id, deps.resources)
+    for name in release_ended_run(run_id, deps.resources):
+        wake_next(name, deps.resources, deps.executions)
     if deps.settings.state_machine_arn:
         deps.executions.stop(run_id, reason)
     if parked is not None and parked.kind == "approval":
@@ -556,7 +560,7 @@ def drive(
     for _ in range(max_segments):
         if result.status == "continue":
             result = run_segment(RunSegment(run_id), deps)
-        elif result.status == "sleeping":
+        elif result.status in ("sleeping", "waiting_resource"):
             sleep(float(result.seconds or 0))
             result = run_segment(RunSegment(run_id, resume={"woke": True}), deps)
         elif result.status == "waiting_approval":

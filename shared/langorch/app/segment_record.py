@@ -46,6 +46,8 @@ class SegmentResult:
     segment: int
     seconds: int | None = None
     approval: dict[str, Any] | None = None
+    resource: dict[str, Any] | None = None
+    """Queued for a resource: its ``name`` and the step's ``holder`` (``AwaitResource``)."""
     outputs: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     workflow_id: str | None = None
@@ -68,6 +70,8 @@ class SegmentResult:
             data["seconds"] = self.seconds
         if self.approval is not None:
             data["approval"] = self.approval
+        if self.resource is not None:
+            data["resource"] = self.resource
         if self.error is not None:
             data["error"] = self.error
         return data
@@ -112,12 +116,17 @@ def record_segment(
         run_id=run.run_id,
         status=status,
         segment=run.segment,
-        seconds=(result.request or {}).get("seconds") if status == "sleeping" else None,
+        seconds=(
+            (result.request or {}).get("seconds")
+            if status in ("sleeping", "waiting_resource")
+            else None
+        ),
         approval=(
             {**(result.request or {}), "interrupt_id": result.interrupt_id}
             if status == "waiting_approval"
             else None
         ),
+        resource=_queued_for(run, result) if status == "waiting_resource" else None,
         outputs=run.outputs,
         error=run.error.model_dump() if status == "failed" and run.error else None,
         workflow_id=run.workflow_id,
@@ -126,6 +135,17 @@ def record_segment(
         llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
         ended=run.is_terminal,
     )
+
+
+def _queued_for(run: RunRecord, result: Any) -> dict[str, Any]:
+    """What ``AwaitResource`` passes to ``park``: the resource and the step's holder."""
+    from langorch.domain.resources import holder_of
+
+    request = result.request or {}
+    return {
+        "name": request.get("resource"),
+        "holder": holder_of(run.run_id, str(request.get("step_id"))),
+    }
 
 
 def bounded_outputs(
@@ -266,10 +286,10 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
                 },
             )
         )
-    elif status == "sleeping":
+    elif status in ("sleeping", "waiting_resource"):
         request = result.request or {}
         # Queued for a resource: the engine's resource_waiting event already says so.
-        queued = request.get("kind") == "resource"
+        queued = status == "waiting_resource"
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id,
             kind="resource" if queued else "wait",

@@ -95,6 +95,9 @@ class Waiter:
 
     holder: str
     expires_at: float
+    token: str | None = None
+    """The Step Functions task token the parked run waits on (``None`` until it parked):
+    whoever frees a slot wakes the run with it. Never logged."""
 
 
 @dataclass(frozen=True)
@@ -160,10 +163,49 @@ def acquire(
         return granted, Grant(True, number=granted.grants, reclaimed=reclaimed)
     waiter = Waiter(holder, now + wait_seconds)
     if holder in holders:
-        queue = tuple(waiter if w.holder == holder else w for w in live.queue)
+        queue = tuple(
+            replace(w, expires_at=waiter.expires_at) if w.holder == holder else w
+            for w in live.queue
+        )
     else:
         queue = (*live.queue, waiter)
     return replace(live, queue=queue), Grant(False, position=ahead + 1, reclaimed=reclaimed)
+
+
+def park(
+    state: ResourceState, holder: str, token: str, *, now: float, wait_seconds: float
+) -> tuple[ResourceState, bool]:
+    """Keep the task token ``holder``'s parked run waits on, beside its place in the queue.
+
+    Returns:
+        The new state, and whether it is already ``holder``'s turn (a slot freed between the
+        segment that queued it and this park, so nobody will wake it: it wakes itself). A
+        holder no longer queued (its place expired) is queued again at the back.
+    """
+    live = state.live(now)
+    holders = [w.holder for w in live.queue]
+    if holder in holders:
+        queue = tuple(
+            replace(w, token=token, expires_at=now + wait_seconds) if w.holder == holder else w
+            for w in live.queue
+        )
+    else:
+        queue = (*live.queue, Waiter(holder, now + wait_seconds, token))
+    parked = replace(live, queue=queue)
+    return parked, holder in next_up(parked)
+
+
+def next_up(state: ResourceState) -> list[str]:
+    """The waiters whose turn it is: the first as many as there are free slots."""
+    free = max(0, state.limit - len(state.leases))
+    return [w.holder for w in state.queue[:free]]
+
+
+def tokens_to_wake(state: ResourceState, now: float) -> list[str]:
+    """The task tokens of the parked runs whose turn it is (to wake after a release)."""
+    live = state.live(now)
+    turn = set(next_up(live))
+    return [w.token for w in live.queue if w.holder in turn and w.token]
 
 
 def release(state: ResourceState, holder: str) -> tuple[ResourceState, bool]:

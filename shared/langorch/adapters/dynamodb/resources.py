@@ -4,7 +4,8 @@ Layout (beside the runs' items; one partition holds every resource, so listing i
 
     pk          sk       attributes
     resource    <name>   limit (N, only once declared), version (N), grants (N),
-                         leases (JSON: holder -> expires at), queue (JSON: [[holder, expires at]])
+                         leases (JSON: holder -> expires at),
+                         queue (JSON: [[holder, expires at, task token]])
 
 Every change is read, decided by :mod:`langorch.domain.resources` and written back with a
 condition on ``version`` (optimistic concurrency): two acquires racing for the last slot both
@@ -65,6 +66,14 @@ class ResourceLocksRepository:
             return rules.acquire(
                 state, holder, now=now, lease_seconds=lease_seconds, wait_seconds=wait_seconds
             )
+
+        return self._change(name, decide)
+
+    def park(self, name: str, holder: str, token: str, *, now: float, wait_seconds: float) -> bool:
+        """Keep ``holder``'s task token in its queue place (see :func:`rules.park`)."""
+
+        def decide(state: ResourceState) -> tuple[ResourceState, bool]:
+            return rules.park(state, holder, token, now=now, wait_seconds=wait_seconds)
 
         return self._change(name, decide)
 
@@ -156,7 +165,7 @@ class ResourceLocksRepository:
 
     def _write(self, state: ResourceState, version: int | None) -> bool:
         leases = {h: t for h, t in sorted(state.leases.items())}
-        queue = [[w.holder, w.expires_at] for w in state.queue]
+        queue = [[w.holder, w.expires_at, w.token] for w in state.queue]
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -202,6 +211,6 @@ def _state(item: dict[str, Any]) -> ResourceState:
         limit=int(item["limit"]["N"]) if declared else rules.DEFAULT_LIMIT,
         declared=declared,
         leases={str(h): float(t) for h, t in leases.items()},
-        queue=tuple(Waiter(str(h), float(t)) for h, t in queue),
+        queue=tuple(Waiter(str(w[0]), float(w[1]), w[2] if len(w) > 2 else None) for w in queue),
         grants=int(item["grants"]["N"]) if "grants" in item else 0,
     )
