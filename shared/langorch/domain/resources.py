@@ -31,8 +31,9 @@ MAX_LIMIT = 1000
 """The largest ``concurrency_limit`` (a bound on the lease map one item carries)."""
 
 POLL_SECONDS = 10
-"""How long a run that found its resource full sleeps (a Step Functions ``Wait``, no Lambda)
-before it asks again; its place in the queue is kept meanwhile."""
+"""The longest a run that found its resource full stays parked (a task token, no Lambda)
+before it asks again, when no release woke it first (its holder died); its place in the queue
+is kept meanwhile."""
 
 WAITER_SECONDS = 6 * POLL_SECONDS
 """A waiter that has not asked again within this long has gone (its run ended): it leaves the

@@ -1,11 +1,13 @@
 """The resource gate (seed 001 §7b): a step that names a ``resource`` runs only holding a lease.
 
 Before the step's first attempt the gate asks for a lease (``ctx.resources``, a conditional
-write). When the resource is full the run parks like a ``wait`` step — an interrupt of kind
-``resource``; the segment ends ``sleeping`` and Step Functions waits
-:data:`~langorch.domain.resources.POLL_SECONDS` with no Lambda running — keeping its place in
-the resource's FIFO queue. Woken, the step asks again; while it is not its turn it parks again,
-each time as a fresh task, so a long wait never piles interrupts onto one task.
+write). When the resource is full the run keeps its place in the resource's FIFO queue and
+parks like a ``wait`` step — an interrupt of kind ``resource``; the segment ends
+``waiting_resource`` and the state machine's ``AwaitResource`` holds a task token, with no
+Lambda running, until a release wakes it (or
+:data:`~langorch.domain.resources.POLL_SECONDS` pass). Woken, the step asks again; while it is
+not its turn it parks again, each time as a fresh task, so a long wait never piles interrupts
+onto one task.
 
 The lease is given back when the step ends: succeeded, or failed past its retries (a retry
 keeps it). A holder that dies keeps it only until it expires; the next acquirer reclaims it.
