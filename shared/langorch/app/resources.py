@@ -170,17 +170,28 @@ def park_for_resource(cmd: ParkForResource, deps: ParkDeps) -> bool:
     return turn
 
 
-def release_ended_run(run_id: str, resources: ResourceLocks) -> list[str]:
+def release_ended_run(
+    run_id: str, resources: ResourceLocks, *, wake: Executions | None = None
+) -> list[str]:
     """Give back every lease and queue place of a run that ended outside a segment.
 
     A run failed by the state machine (its segment crashed while a step held a lease) or
     cancelled while queued would otherwise block the runs behind it until its lease or its
     place expired.
 
+    Args:
+        run_id: the run.
+        resources: the resource locks.
+        wake: the executions, to wake the runs whose turn it now is (``None``: they wake when
+            their park times out).
+
     Returns:
         The resources it held or queued for.
     """
     touched = resources.release_run(run_id)
+    if wake is not None:
+        for name in touched:
+            wake_next(name, resources, wake)
     if touched:
         logger.info("resources released", extra={"run_id": run_id, "resources": touched})
     return touched

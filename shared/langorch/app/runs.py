@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from langorch.app.segment_record import (
-    EndDeps,
+    FailDeps,
     SegmentResult,
     closing_seq,
     record_segment,
@@ -91,14 +91,6 @@ class LaunchDeps(StartDeps, Protocol):
     def executions(self) -> Executions: ...
 
 
-class FailDeps(EndDeps, Protocol):
-    """What :func:`mark_failed` needs: :class:`EndDeps` and the resource locks (a failed run
-    gives back what it held)."""
-
-    @property
-    def resources(self) -> ResourceLocks: ...
-
-
 class CloseDeps(FailDeps, Protocol):
     """What ending a run from outside needs besides a stop: :class:`FailDeps`, the approvals,
     and the executions (to wake the runs queued behind a resource the run gives back)."""
@@ -114,8 +106,6 @@ class CancelDeps(CloseDeps, Protocol):
 
     @property
     def settings(self) -> Settings: ...
-    @property
-    def executions(self) -> Executions: ...
 
 
 class Checkpoints(Protocol):
@@ -551,10 +541,9 @@ def record_cancelled(
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to close
     close_pending_approval(run_id, parked, deps)
-    from langorch.app.resources import release_ended_run, wake_next
+    from langorch.app.resources import release_ended_run
 
-    for name in release_ended_run(run_id, deps.resources):
-        wake_next(name, deps.resources, deps.executions)
+    release_ended_run(run_id, deps.resources, wake=deps.executions)
     logger.info(
         "run cancelled" if changed else "run was already cancelled",
         extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},

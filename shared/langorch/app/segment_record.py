@@ -23,7 +23,7 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Clock, RunsStore
+    from langorch.app.ports import Clock, ResourceLocks, RunsStore
 
 logger = logging.getLogger("langorch.app.runs")
 
@@ -35,6 +35,14 @@ class EndDeps(Protocol):
     def runs(self) -> RunsStore: ...
     @property
     def clock(self) -> Clock: ...
+
+
+class FailDeps(EndDeps, Protocol):
+    """What :func:`langorch.app.runs.mark_failed` needs: :class:`EndDeps` and the resource
+    locks (a failed run gives back what it held)."""
+
+    @property
+    def resources(self) -> ResourceLocks: ...
 
 
 @dataclass
