@@ -92,20 +92,19 @@ class LaunchDeps(StartDeps, Protocol):
 
 
 class CloseDeps(FailDeps, Protocol):
-    """What ending a run from outside needs besides a stop: :class:`FailDeps`, the approvals,
-    and the executions (to wake the runs queued behind a resource the run gives back)."""
+    """What ending a run from outside needs besides a stop: :class:`FailDeps`, the approvals."""
 
     @property
     def approvals(self) -> ApprovalsStore: ...
-    @property
-    def executions(self) -> Executions: ...
 
 
 class CancelDeps(CloseDeps, Protocol):
-    """What :func:`cancel_run` needs: :class:`CloseDeps` and the settings."""
+    """What :func:`cancel_run` needs: :class:`CloseDeps`, the settings and the executions."""
 
     @property
     def settings(self) -> Settings: ...
+    @property
+    def executions(self) -> Executions: ...
 
 
 class Checkpoints(Protocol):
@@ -485,14 +484,14 @@ def cancel_run(
         NotFoundError: the run does not exist.
         StorageError: DynamoDB or Step Functions failed.
     """
-    run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason)
+    run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason, wake=deps.executions)
     if run.status is RunStatus.cancelled and deps.settings.state_machine_arn:
         deps.executions.stop(run_id, reason)
     return run, changed
 
 
 def record_cancelled(
-    run_id: str, deps: CloseDeps, *, actor: str, reason: str
+    run_id: str, deps: CloseDeps, *, actor: str, reason: str, wake: Executions | None = None
 ) -> tuple[RunRecord, bool]:
     """End the run ``cancelled`` and close the approval it was parked on; stop nothing.
 
@@ -504,6 +503,8 @@ def record_cancelled(
         deps: the runs, the approvals and a clock.
         actor: who cancelled (kept in the timeline).
         reason: why (kept as the run's status reason).
+        wake: the executions, to wake the runs queued behind a resource the run gives back
+            (``None``: they wake when their park times out).
 
     Returns:
         The run as it is now, and whether this call cancelled it.
@@ -543,7 +544,7 @@ def record_cancelled(
     close_pending_approval(run_id, parked, deps)
     from langorch.app.resources import release_ended_run
 
-    release_ended_run(run_id, deps.resources, wake=deps.executions)
+    release_ended_run(run_id, deps.resources, wake=wake)
     logger.info(
         "run cancelled" if changed else "run was already cancelled",
         extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},
