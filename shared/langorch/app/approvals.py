@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,8 +46,16 @@ from langorch.app.approval_keys import (
     load_signing_keys,
     load_signing_keys_fresh,
 )
-from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts
+from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts, RequestPorts
 from langorch.app.approval_requests import ApprovalRequested, RequestApproval, request_approval
+from langorch.app.approval_votes import (
+    DelegatedAwayError,
+    DelegationRefusedError,
+    cast_vote,
+    delegate_vote,
+    email_delegate,
+    recount,
+)
 from langorch.domain.approval_codes import check_code, typed_code
 from langorch.domain.approval_edits import EDIT_PREFIX, EditRejectedError, parse_edits
 from langorch.domain.approval_lifecycle import Event, State, TransitionRefusedError, state_of, step
@@ -60,7 +68,9 @@ from langorch.domain.approval_outcomes import (
     FormAgain,
     Shown,
     ViewOutcome,
+    Voted,
 )
+from langorch.domain.approval_policy import Vote, VotesChangedError
 from langorch.domain.approval_views import (
     LinkReissuedError,
     SubmittedTooSoonError,
@@ -68,6 +78,7 @@ from langorch.domain.approval_views import (
     check_view_token,
     issue_view_token,
 )
+from langorch.domain.approval_votes import check_may_vote
 from langorch.domain.approvals import (
     MAX_CODE_ATTEMPTS,
     AlreadyDecidedError,
@@ -117,6 +128,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 MAX_COMMENT_CHARS = 4000
+MAX_RECOUNTS = 64
+"""How often a completing vote counts again when other votes keep arriving before its
+decision is written (each recount sees more votes; an approval has far fewer approvers)."""
+DELEGATE = "delegate"
+"""The form's ``decision`` value that hands the vote to ``delegate_to``."""
 REDELIVERY_GRACE = timedelta(seconds=30)
 """How old an undelivered decision must be before a later visit delivers it again.
 
@@ -199,7 +215,7 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
     return Shown(approval, approver, _view_token(ports, claims, key))
 
 
-def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome:
+def decide_approval(req: ApprovalHttpRequest, ports: RequestPorts) -> DecideOutcome:
     """Answer ``POST``: verify link, expiry, view token, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
@@ -229,11 +245,98 @@ def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome
     except TransitionRefusedError as refused:
         _audit_req(ports, req, approval, "refused", refused.reason, opened.approver)
         raise _refusal(approval.approval_id, refused.state) from None
+    if req.form.get("decision") == DELEGATE and approval.policy is not None:
+        return _delegate(req, ports, opened)
     form = _read_form(req, ports, opened)
     if isinstance(form, FormAgain):
         return form
     _check_run(req, ports, opened)
+    if approval.policy is not None:
+        _check_may_vote(req, ports, opened, form)
+        if approval.policy.counts_votes:
+            return _counted(req, ports, opened, form)
     return _record_and_deliver(req, ports, opened, form)
+
+
+def _check_may_vote(
+    req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened, form: _Form
+) -> None:
+    """Separation of duties and delegated-away links: refused (audited) before any write."""
+    approver = opened.form_key()[0]
+    approval = opened.approval
+    try:
+        check_may_vote(
+            approval, approver, "approved" if form.decision.value == "approved" else "rejected"
+        )
+        if approver.lower() in {d.lower() for d in approval.delegations.values()}:
+            raise DelegatedAwayError(f"approval {approval.approval_id}: {approver} delegated")
+    except ApprovalLinkError as exc:
+        _audit_req(ports, req, approval, "refused", _reason(exc), approver)
+        raise
+
+
+def _counted(
+    req: ApprovalHttpRequest, ports: RequestPorts, opened: _Opened, form: _Form
+) -> DecideOutcome:
+    """A policy that counts votes: record this vote; decide once the votes complete it.
+
+    Of concurrent votes that each complete the policy, exactly one decision is written (the
+    decide-once write); the decision carries every vote accepted before it (its write needs
+    the vote count it read: a vote arriving meanwhile makes it count again).
+    """
+    approver = opened.form_key()[0]
+    try:
+        tallied = cast_vote(
+            ports.approvals,
+            opened.approval,
+            approver,
+            form.decision,
+            form.comment,
+            now=ports.clock(),
+            req=req,
+        )
+    except AlreadyDecidedError as exc:
+        _audit_req(ports, req, opened.approval, "refused", "already_decided", approver)
+        return AlreadyDecided(exc)
+    except ApprovalLinkError as exc:
+        _audit_req(ports, req, opened.approval, "refused", _reason(exc), approver)
+        raise
+    for _ in range(MAX_RECOUNTS):
+        outcome, deciding = tallied.progress.outcome, tallied.progress.deciding
+        if outcome is None or deciding is None:
+            return Voted(tallied.approval, tallied.progress.summary, tallied.recorded)
+        final = _Form(ApprovalStatus(outcome), {}, deciding.comment or None)
+        try:
+            return _record_and_deliver(
+                req, ports, opened, final, decider=deciding.approver, votes=tallied.votes
+            )
+        except VotesChangedError:
+            tallied = recount(ports.approvals, opened.approval.approval_id)
+    raise DecisionNotDeliveredError(
+        f"approval {opened.approval.approval_id}: votes kept arriving; press again"
+    )
+
+
+def _delegate(req: ApprovalHttpRequest, ports: RequestPorts, opened: _Opened) -> DecideOutcome:
+    """Hand this approver's vote to the person named on the page (who gets a link)."""
+    again = _check_view(req, ports, opened)
+    if again is not None:
+        return again
+    _check_run(req, ports, opened)
+    approver = opened.form_key()[0]
+    to = req.form.get("delegate_to", "").strip()
+    try:
+        after = delegate_vote(
+            ports.approvals, opened.approval, approver, to, now=ports.clock(), req=req
+        )
+    except AlreadyDecidedError as exc:
+        return AlreadyDecided(exc)
+    except DelegationRefusedError as exc:
+        _audit_req(ports, req, opened.approval, "refused", "delegation_refused", approver)
+        return _again(req, ports, opened, exc, exc.user_message)
+    email_delegate(after, approver, to, ports)
+    tallied = recount(ports.approvals, after.approval_id)
+    return Voted(tallied.approval, tallied.progress.summary, False, delegated_to=to)
 
 
 def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAction) -> _Opened:
@@ -420,15 +523,28 @@ def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> N
 
 
 def _record_and_deliver(
-    req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened, form: _Form
+    req: ApprovalHttpRequest,
+    ports: RequestPorts,
+    opened: _Opened,
+    form: _Form,
+    *,
+    decider: str | None = None,
+    votes: Sequence[Vote] = (),
 ) -> DecideOutcome:
-    """Record the decision (one conditional write), then hand it to the run."""
+    """Record the decision (one conditional write), then hand it to the run.
+
+    ``decider`` and ``votes``: a counted decision is recorded as made by the vote that
+    completed the policy, with every vote.
+
+    Raises:
+        VotesChangedError: a vote arrived after ``votes`` were read (count again).
+    """
     approval = opened.approval
-    approver, _, _ = opened.form_key()
+    approver = decider or opened.form_key()[0]
     now = ports.clock()
     try:
         decided = ports.approvals.decide(
-            approval.approval_id, form.decision, approver, form.comment, form.edits, now
+            approval.approval_id, form.decision, approver, form.comment, form.edits, now, votes
         )
     except AlreadyDecidedError as exc:
         _audit_req(ports, req, approval, "refused", "already_decided", approver)
@@ -456,6 +572,9 @@ def _record_and_deliver(
     apply_event(
         ports.approvals, decided, Event.deliver, ports.clock(), approver, req, tolerant=True
     )
+    if approval.policy is not None:
+        # The decision is reached: no reminder or escalation may follow it.
+        ports.approval_timers.cancel(approval.approval_id)
     logger.info(
         "approval decided",
         extra={

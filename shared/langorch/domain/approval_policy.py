@@ -30,7 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from langorch.domain.errors import Problem
+from langorch.domain.errors import ConflictError, Problem
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 WEEKDAYS = list(DAYS[:5])
@@ -343,3 +343,8 @@ class Vote(BaseModel):
     def slot(self) -> str:
         """Whose place in the quorum this vote fills."""
         return self.on_behalf_of or self.approver
+
+
+class VotesChangedError(ConflictError):
+    """A counted decision was not written: a vote arrived after the votes were read (count
+    again and decide with every vote)."""

@@ -181,6 +181,15 @@ def check_may_vote(approval: Approval, voter: str, decision: Outcome) -> None:
         )
 
 
+def may_be_asked(approval: Approval, address: str) -> bool:
+    """Whether ``address`` is asked to decide (not the run's starter under separation of
+    duties: their approval would be refused, so they get no email)."""
+    policy = approval.policy
+    if policy is None or not policy.separation_of_duties or not approval.started_by:
+        return True
+    return address.lower() != approval.started_by.lower()
+
+
 def slot_ref(approval: Approval, voter: str) -> str:
     """The key of a voter's single vote: their delegator's place when they are a delegate."""
     return approver_ref(approval.approval_id, approval.delegations.get(voter, voter))

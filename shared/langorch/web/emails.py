@@ -52,11 +52,14 @@ def clean_subject(text: str, limit: int = MAX_SUBJECT_CHARS) -> str:
 
 
 _TEXT = """\
-{{ title }}
+{% if reason %}{{ reason }}
+
+{% endif %}{{ title }}
 {% if message %}
 {{ message }}
 {% endif %}
-{% if previous %}
+{% if progress %}Progress: {{ progress }}
+{% endif %}{% if previous %}
 {{ previous.said }}
 {% if previous.comment %}{{ previous.comment }}
 {% endif %}{{ previous.changes }}
@@ -76,7 +79,9 @@ Opening it decides nothing; only the buttons on the page do.
 _HTML = """\
 <!doctype html>
 <html><body style="font-family:sans-serif;max-width:40em">
+{% if reason %}<p><strong>{{ reason }}</strong></p>{% endif %}
 <h2>{{ title }}</h2>
+{% if progress %}<p>Progress: {{ progress }}</p>{% endif %}
 {% if message %}<p style="white-space:pre-wrap">{{ message }}</p>{% endif %}
 {% if previous %}<p>{{ previous.said }}</p>{% if previous.comment %}
 <blockquote style="white-space:pre-wrap">{{ previous.comment }}</blockquote>{% endif %}
@@ -131,7 +136,13 @@ def _previous(approval: Approval) -> dict[str, Any] | None:
 
 
 def render_approval_email(
-    approval: Approval, *, to: str, link: str, code: str | None = None
+    approval: Approval,
+    *,
+    to: str,
+    link: str,
+    code: str | None = None,
+    reason: str | None = None,
+    progress: str | None = None,
 ) -> OutgoingEmail:
     """The email asking ``to`` to decide ``approval``.
 
@@ -140,6 +151,8 @@ def render_approval_email(
         to: the approver's address.
         link: their signed link.
         code: their one-time code, when the step requires one.
+        reason: why this email is sent again (a reminder, an escalation, a delegation).
+        progress: where the votes stand (``1 of 2 approvals; waiting for …``).
     """
     title = bounded(approval.title, MAX_TITLE_CHARS)
     context = [
@@ -154,10 +167,12 @@ def render_approval_email(
         "link": link,
         "code": code,
         "expires": human_time(approval.expires_at),
+        "reason": bounded(reason, 300) if reason else None,
+        "progress": bounded(progress, 300) if progress else None,
     }
     return OutgoingEmail(
         to=to,
-        subject=clean_subject(SUBJECT_PREFIX + title),
+        subject=clean_subject(SUBJECT_PREFIX + ("Reminder: " if reason else "") + title),
         approval_id=approval.approval_id,
         text=_env(False).get_template("email.txt").render(values),
         html=_env(True).get_template("email.html").render(values),

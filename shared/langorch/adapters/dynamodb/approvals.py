@@ -42,10 +42,14 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from langorch.adapters.dynamodb import approval_guards
+from langorch.adapters.dynamodb import approval_guards, approval_votes
+from langorch.adapters.dynamodb._approval_items import APPROVAL_SK, approval_of, request_json
+from langorch.adapters.dynamodb._approval_items import pk as _pk
+from langorch.adapters.dynamodb._approval_items import text as _s
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
+from langorch.domain.approval_policy import Vote, VotesChangedError
 from langorch.domain.approvals import (
     AlreadyDecidedError,
     Approval,
@@ -56,9 +60,7 @@ from langorch.domain.approvals import (
 )
 from langorch.domain.errors import NotFoundError, StorageError
 
-APPROVAL_SK = "approval"
 SECRET_SK = "secret"  # noqa: S105 - an item name
-AUDIT_PREFIX = "audit#"
 ALL_PARTITION = "approvals"
 PENDING_PARTITION = "approvals#pending"
 GSI_ALL = "gsi1"
@@ -70,6 +72,8 @@ MAX_LIST = 1000
 APPROVAL_IS_NEW = "attribute_not_exists(pk)"
 IS_DECIDABLE = "#status = :pending AND expires_at > :now"
 """Only a pending approval that has not expired takes a decision — the decide-once rule."""
+VOTES_UNCHANGED = "vote_count = :count"
+"""A counted decision is written with exactly the votes it read (none arrived since)."""
 IS_OPEN = (
     "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled) "
     "AND attribute_not_exists(delivered_at)"
@@ -81,21 +85,10 @@ IS_THIS_DECISION = (
     "AND attribute_not_exists(delivered_at)"
 )
 IS_DECIDED = "#status IN (:approved, :rejected)"
-ENTRY_IS_NEW = "attribute_not_exists(pk)"
 
 
-def _pk(approval_id: str) -> str:
-    return f"approval#{approval_id}"
-
-
-def _s(item: dict[str, Any], name: str) -> str | None:
-    value = item.get(name, {}).get("S")
-    return None if value is None else str(value)
-
-
-def _time(item: dict[str, Any], name: str) -> datetime | None:
-    value = _s(item, name)
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+def _still_decidable(approval: Approval, now: datetime) -> bool:
+    return approval.is_pending and int(approval.expires_at.timestamp()) > int(now.timestamp())
 
 
 def _new_suffix() -> str:
@@ -145,7 +138,7 @@ class ApprovalsRepository:
             "status": {"S": ApprovalStatus.pending.value},
             "created_at": {"S": created},
             "expires_at": {"N": str(int(approval.expires_at.timestamp()))},
-            "body": {"S": self._request_json(approval)},
+            "body": {"S": request_json(approval)},
             "gsi1pk": {"S": ALL_PARTITION},
             "gsi1sk": {"S": f"{created}#{approval.approval_id}"},
             "gsi2pk": {"S": PENDING_PARTITION},
@@ -202,8 +195,13 @@ class ApprovalsRepository:
         comment: str | None,
         edits: dict[str, Any],
         now: datetime,
+        votes: Sequence[Vote] = (),
     ) -> Approval:
         """Record the decision, once: one conditional write (pending and not expired).
+
+        ``votes``: every vote of a counted decision, recorded with it (so a decision delivered
+        again carries exactly the same votes); the write then also requires that no vote was
+        added since they were read (``vote_count``), else :class:`VotesChangedError`.
 
         Returns:
             The decided approval.
@@ -217,22 +215,30 @@ class ApprovalsRepository:
         """
         if decision not in (ApprovalStatus.approved, ApprovalStatus.rejected):
             raise ValueError(f"a decision is approved or rejected, not {decision}")
+        condition, counted = IS_DECIDABLE, {}
+        if votes:
+            condition, counted = (
+                f"{IS_DECIDABLE} AND {VOTES_UNCHANGED}",
+                {":count": {"N": str(len(votes))}},
+            )
         try:
             response = self._client.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": _pk(approval_id)}, "sk": {"S": APPROVAL_SK}},
                 UpdateExpression=(
                     "SET #status = :decision, decided_by = :by, decided_at = :at, "
-                    "#comment = :comment, edits = :edits REMOVE gsi2pk, gsi2sk"
+                    "#comment = :comment, edits = :edits, votes = :votes REMOVE gsi2pk, gsi2sk"
                 ),
-                ConditionExpression=IS_DECIDABLE,
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status", "#comment": "comment"},
                 ExpressionAttributeValues={
+                    **counted,
                     ":decision": {"S": decision.value},
                     ":by": {"S": approver},
                     ":at": {"S": _utc_iso(now)},
                     ":comment": {"S": (comment or "")[:MAX_COMMENT_CHARS]},
                     ":edits": {"S": json.dumps(edits, default=str)},
+                    ":votes": {"S": json.dumps([v.model_dump(mode="json") for v in votes])},
                     ":pending": {"S": ApprovalStatus.pending.value},
                     ":now": {"N": str(int(now.timestamp()))},
                 },
@@ -242,7 +248,12 @@ class ApprovalsRepository:
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
-            raise self._refusal(approval_id, _old_item(exc)) from exc
+            old = _old_item(exc)
+            if votes and old is not None and _still_decidable(self._approval(old), now):
+                raise VotesChangedError(
+                    f"approval {approval_id}: a vote arrived meanwhile"
+                ) from exc
+            raise self._refusal(approval_id, old) from exc
         return self._approval(response["Attributes"])
 
     def _refusal(self, approval_id: str, old: dict[str, Any] | None) -> Exception:
@@ -293,6 +304,48 @@ class ApprovalsRepository:
                 return False
             raise self._storage_error("UpdateItem", exc) from exc
         return True
+
+    # Votes, delegations and timers (adapters/dynamodb/approval_votes.py) ---------------------
+
+    def record_vote(self, approval_id: str, slot: str, vote: Vote) -> bool:
+        """Record one vote in the approver's slot; ``False`` when the slot has one already.
+
+        Raises:
+            AlreadyDecidedError: decided already (carries who and when).
+            LinkExpiredError: expired or timed out.
+            RunEndedError: cancelled.
+            NotFoundError: no such approval.
+        """
+        written = approval_votes.record_vote(self._client, self._table, approval_id, slot, vote)
+        if written == "closed":
+            raise self._refusal(approval_id, self._get_item(approval_id, APPROVAL_SK))
+        return written == "written"
+
+    def votes(self, approval_id: str) -> builtins.list[Vote]:
+        """The approval's votes, oldest first (consistent)."""
+        return approval_votes.votes(self._client, self._table, approval_id)
+
+    def delegate(self, approval_id: str, slot: str, delegator: str, to: str, now: datetime) -> bool:
+        """Hand the delegator's slot to ``to``; ``False`` when the slot was used (voted or
+        delegated) or ``to`` is a delegate already. Raises like :meth:`record_vote` when the
+        approval is no longer decidable."""
+        written = approval_votes.delegate(
+            self._client, self._table, approval_id, slot, delegator, to, now
+        )
+        if written == "closed":
+            item = self._get_item(approval_id, APPROVAL_SK)
+            if (
+                item is not None
+                and self._approval(item).is_pending
+                and now < self._approval(item).expires_at
+            ):
+                return False
+            raise self._refusal(approval_id, item)
+        return written == "written"
+
+    def advance_timer(self, approval_id: str, counter: str, seen: int) -> bool:
+        """Count a reminder or escalation once (from ``seen``); whether this call did."""
+        return approval_votes.advance_timer(self._client, self._table, approval_id, counter, seen)
 
     def mark_delivered(self, approval_id: str, now: datetime) -> Approval | None:
         """Note that the recorded decision reached the run (the first time noted is kept).
@@ -490,75 +543,19 @@ class ApprovalsRepository:
 
     def append_audit(self, entry: AuditEntry) -> None:
         """Add one line to the approval's audit trail (create-only, never overwritten)."""
-        for _ in range(3):
-            sk = f"{AUDIT_PREFIX}{_utc_iso(entry.at)}#{self._suffix()}"
-            try:
-                self._client.put_item(
-                    TableName=self._table,
-                    Item={
-                        "pk": {"S": _pk(entry.approval_id)},
-                        "sk": {"S": sk},
-                        "body": {"S": entry.model_dump_json(exclude_none=True)},
-                    },
-                    ConditionExpression=ENTRY_IS_NEW,
-                )
-                return
-            except ClientError as exc:
-                if _code(exc) != "ConditionalCheckFailedException":
-                    raise self._storage_error("PutItem", exc) from exc
-        raise StorageError(f"approval {entry.approval_id}: no free audit key after 3 attempts")
+        approval_votes.append_audit(self._client, self._table, entry, self._suffix)
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
         """The approval's audit trail, oldest first."""
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": _pk(approval_id)},
-                ":prefix": {"S": AUDIT_PREFIX},
-            },
-            "ConsistentRead": True,
-        }
-        return [AuditEntry.model_validate_json(item["body"]["S"]) for item in self._query(request)]
+        return approval_votes.audit(self._client, self._table, approval_id)
 
     # ----------------------------------------------------------------------------------------
     # Mapping and plumbing
     # ----------------------------------------------------------------------------------------
 
     @staticmethod
-    def _request_json(approval: Approval) -> str:
-        # The parts that never change after the request; the decision lives in attributes
-        # beside it, so deciding needs no read-modify-write of this body.
-        fixed = approval.model_dump(
-            mode="json",
-            exclude={
-                "status",
-                "decided_by",
-                "decided_at",
-                "comment",
-                "edits",
-                "delivered_at",
-                "emailed",
-                "link_generation",
-            },
-        )
-        return json.dumps(fixed, default=str)
-
-    @staticmethod
     def _approval(item: dict[str, Any]) -> Approval:
-        data = json.loads(item["body"]["S"])
-        edits = _s(item, "edits")
-        data.update(
-            status=_s(item, "status") or ApprovalStatus.pending.value,
-            decided_by=_s(item, "decided_by"),
-            decided_at=_time(item, "decided_at"),
-            comment=_s(item, "comment") or None,
-            edits=json.loads(edits) if edits else {},
-            delivered_at=_time(item, "delivered_at"),  # absent on items written before it
-            emailed=sorted(item.get("emailed", {}).get("SS", [])),
-            link_generation=int(item.get("link_generation", {}).get("N", "0")),
-        )
-        return Approval.model_validate(data)
+        return approval_of(item)
 
     def _get_item(
         self,
