@@ -191,8 +191,10 @@ def may_be_asked(approval: Approval, address: str) -> bool:
 
 
 def slot_ref(approval: Approval, voter: str) -> str:
-    """The key of a voter's single vote: their delegator's place when they are a delegate."""
-    return approver_ref(approval.approval_id, approval.delegations.get(voter, voter))
+    """The key of a voter's single vote (their link's ref). A delegation takes the
+    delegator's slot, so a delegator can neither vote after delegating nor delegate after
+    voting; the delegate votes in their own slot, counted in the delegator's place."""
+    return approver_ref(approval.approval_id, voter)
 
 
 # --------------------------------------------------------------------------------------------
