@@ -1,3 +1,4 @@
+# ruff: noqa: F811 - the ``stack`` fixture is imported from test_approvals
 """Approval policies on moto (issue 13): one decision, exactly once, under 30 concurrent voters.
 
 The real approvals adapter, the real Step Functions task (moto executing the state machine)
