@@ -1,7 +1,30 @@
 """How an approval is stored in the runs table: keys, and the item <-> record mapping.
 
-Shared by :mod:`langorch.adapters.dynamodb.approvals` and
-:mod:`langorch.adapters.dynamodb.approval_votes` (layout in the former's docstring).
+Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
+
+    item      pk                   sk                         other attributes
+    approval  approval#<id>        approval                   approval_id, run_id, workflow_id,
+                                                              status, created_at, expires_at (N),
+                                                              decided_by, decided_at, comment,
+                                                              edits (JSON), votes (JSON),
+                                                              delivered_at, body (request JSON),
+                                                              emailed (SS), vote_count (N),
+                                                              dg#<delegate> (delegator),
+                                                              reminders_sent, escalation_level,
+                                                              gsi1pk, gsi1sk, gsi2pk, gsi2sk
+    secret    approval#<id>        secret                     task_token, code#<approver_ref>,
+                                                              attempts#<approver_ref> (N)
+    vote      approval#<id>        vote#<approver_ref>        body (Vote JSON) | delegated_to
+    audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
+    view      approval#<id>        view#<view_id>             (a used page-view token)
+
+    GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
+    GSI gsi2  gsi2pk = approvals#pending  gsi2sk = <created_at>#<id>   (removed when it ends)
+
+The task token and the code hashes live in their own ``secret`` item, which carries no index
+attributes: the GSIs (projection ALL) never copy them, and only ``task_token`` and
+``code_hash`` read them. The ``approvals`` and ``approvals#pending`` partitions cannot clash
+with run items, whose index keys start with ``wf#`` and ``status#``.
 """
 
 from __future__ import annotations
@@ -14,6 +37,10 @@ from langorch.domain.approval_policy import Vote
 from langorch.domain.approvals import Approval, ApprovalStatus
 
 APPROVAL_SK = "approval"
+ALL_PARTITION = "approvals"
+PENDING_PARTITION = "approvals#pending"
+GSI_ALL = "gsi1"
+GSI_PENDING = "gsi2"
 DELEGATE_PREFIX = "dg#"
 """Attributes ``dg#<delegate address>`` on the approval item name who delegated to them (one
 attribute per delegate, so concurrent delegations never overwrite each other)."""
@@ -94,3 +121,25 @@ def approval_of(item: dict[str, Any]) -> Approval:
 def utc_now_n(at: datetime) -> str:
     """A time as the number ``expires_at`` is compared with (epoch seconds)."""
     return str(int(at.timestamp()))
+
+
+def list_query(table: str, *, pending_only: bool, run_id: str | None, limit: int) -> dict[str, Any]:
+    """The index query listing approvals, newest first (every one, or the pending ones)."""
+    index, partition = (
+        (GSI_PENDING, PENDING_PARTITION) if pending_only else (GSI_ALL, ALL_PARTITION)
+    )
+    request: dict[str, Any] = {
+        "TableName": table,
+        "IndexName": index,
+        "KeyConditionExpression": "#pk = :pk",
+        "ExpressionAttributeNames": {"#pk": f"{index}pk"},
+        "ExpressionAttributeValues": {":pk": {"S": partition}},
+        "ScanIndexForward": False,
+    }
+    if run_id is not None:
+        # Limit would count items before the filter: page until enough match instead.
+        request["FilterExpression"] = "run_id = :run"
+        request["ExpressionAttributeValues"][":run"] = {"S": run_id}
+    else:
+        request["Limit"] = limit
+    return request

@@ -1,33 +1,11 @@
-"""Approvals in the runs table: the record, its server-side secrets, and its audit trail.
+"""Approvals in the runs table: the record, its server-side secrets, votes and audit trail.
 
-Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
-
-    item      pk                   sk                         other attributes
-    approval  approval#<id>        approval                   approval_id, run_id, workflow_id,
-                                                              status, created_at, expires_at (N),
-                                                              decided_by, decided_at, comment,
-                                                              edits (JSON), delivered_at,
-                                                              body (request JSON),
-                                                              emailed (SS),
-                                                              gsi1pk, gsi1sk, gsi2pk, gsi2sk
-    secret    approval#<id>        secret                     task_token, code#<approver_ref>,
-                                                              attempts#<approver_ref> (N)
-    audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
-    view      approval#<id>        view#<view_id>             (a used page-view token)
-
-    GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
-    GSI gsi2  gsi2pk = approvals#pending  gsi2sk = <created_at>#<id>   (removed when it ends)
-
-The task token and the code hashes live in their own ``secret`` item, which carries no index
-attributes: the GSIs (projection ALL) never copy them, and only :meth:`task_token` and
-:meth:`code_hash` read them. The ``approvals`` and ``approvals#pending`` partitions cannot clash
-with run items, whose index keys start with ``wf#`` and ``status#``.
-
-Deciding is one conditional ``UpdateItem`` (pending and not expired): DynamoDB serialises writes
-to an item, so of two concurrent decisions exactly one wins and the other reads who won.
-``delivered_at`` is set once the decision has reached the run; a delivered decision is final
-(never reopened, timed out or cancelled), and one without it can be delivered again.
-Audit items are only ever created (``attribute_not_exists``), never updated or deleted here.
+The layout of the items is in :mod:`langorch.adapters.dynamodb._approval_items`. Deciding is one
+conditional ``UpdateItem`` (pending and not expired): DynamoDB serialises writes to an item, so
+of two concurrent decisions exactly one wins and the other reads who won. ``delivered_at`` is set
+once the decision has reached the run; a delivered decision is final (never reopened, timed out
+or cancelled), and one without it can be delivered again. Audit items are only ever created
+(``attribute_not_exists``), never updated or deleted here.
 """
 
 from __future__ import annotations
@@ -43,7 +21,14 @@ from typing import Any, cast
 from botocore.exceptions import ClientError
 
 from langorch.adapters.dynamodb import approval_guards, approval_votes
-from langorch.adapters.dynamodb._approval_items import APPROVAL_SK, approval_of, request_json
+from langorch.adapters.dynamodb._approval_items import (
+    ALL_PARTITION,
+    APPROVAL_SK,
+    PENDING_PARTITION,
+    approval_of,
+    list_query,
+    request_json,
+)
 from langorch.adapters.dynamodb._approval_items import pk as _pk
 from langorch.adapters.dynamodb._approval_items import text as _s
 from langorch.adapters.dynamodb._items import error_code as _code
@@ -61,10 +46,6 @@ from langorch.domain.approvals import (
 from langorch.domain.errors import NotFoundError, StorageError
 
 SECRET_SK = "secret"  # noqa: S105 - an item name
-ALL_PARTITION = "approvals"
-PENDING_PARTITION = "approvals#pending"
-GSI_ALL = "gsi1"
-GSI_PENDING = "gsi2"
 MAX_COMMENT_CHARS = 4000
 MAX_LIST = 1000
 
@@ -72,6 +53,8 @@ MAX_LIST = 1000
 APPROVAL_IS_NEW = "attribute_not_exists(pk)"
 IS_DECIDABLE = "#status = :pending AND expires_at > :now"
 """Only a pending approval that has not expired takes a decision — the decide-once rule."""
+AUDIT_PREFIX = "audit#"
+ENTRY_IS_NEW = "attribute_not_exists(pk)"
 VOTES_UNCHANGED = "vote_count = :count"
 """A counted decision is written with exactly the votes it read (none arrived since)."""
 IS_OPEN = (
@@ -311,41 +294,54 @@ class ApprovalsRepository:
         """Record one vote in the approver's slot; ``False`` when the slot has one already.
 
         Raises:
-            AlreadyDecidedError: decided already (carries who and when).
-            LinkExpiredError: expired or timed out.
-            RunEndedError: cancelled.
-            NotFoundError: no such approval.
+            AlreadyDecidedError, LinkExpiredError, RunEndedError, NotFoundError: the approval
+            is no longer decidable (as :meth:`decide`).
         """
-        written = approval_votes.record_vote(self._client, self._table, approval_id, slot, vote)
+        written = self._take_slot(approval_votes.vote_items(self._table, approval_id, slot, vote))
         if written == "closed":
             raise self._refusal(approval_id, self._get_item(approval_id, APPROVAL_SK))
         return written == "written"
 
     def votes(self, approval_id: str) -> builtins.list[Vote]:
         """The approval's votes, oldest first (consistent)."""
-        return approval_votes.votes(self._client, self._table, approval_id)
+        query = approval_votes.prefix_query(self._table, approval_id, approval_votes.VOTE_PREFIX)
+        return approval_votes.votes_of(list(self._query(query)))
 
     def delegate(self, approval_id: str, slot: str, delegator: str, to: str, now: datetime) -> bool:
         """Hand the delegator's slot to ``to``; ``False`` when the slot was used (voted or
         delegated) or ``to`` is a delegate already. Raises like :meth:`record_vote` when the
         approval is no longer decidable."""
-        written = approval_votes.delegate(
-            self._client, self._table, approval_id, slot, delegator, to, now
-        )
-        if written == "closed":
-            item = self._get_item(approval_id, APPROVAL_SK)
-            if (
-                item is not None
-                and self._approval(item).is_pending
-                and now < self._approval(item).expires_at
-            ):
-                return False
-            raise self._refusal(approval_id, item)
-        return written == "written"
+        items = approval_votes.delegation_items(self._table, approval_id, slot, delegator, to, now)
+        written = self._take_slot(items)
+        if written != "closed":
+            return written == "written"
+        item = self._get_item(approval_id, APPROVAL_SK)
+        current = None if item is None else self._approval(item)
+        if current is not None and current.is_pending and now < current.expires_at:
+            return False
+        raise self._refusal(approval_id, item)
+
+    def _take_slot(self, items: builtins.list[dict[str, Any]]) -> approval_votes.Written:
+        try:
+            self._client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            outcome = approval_votes.slot_outcome(exc)
+            if outcome is None:
+                raise self._storage_error("TransactWriteItems", exc) from exc
+            return outcome
+        return "written"
 
     def advance_timer(self, approval_id: str, counter: str, seen: int) -> bool:
         """Count a reminder or escalation once (from ``seen``); whether this call did."""
-        return approval_votes.advance_timer(self._client, self._table, approval_id, counter, seen)
+        try:
+            self._client.update_item(
+                **approval_votes.timer_update(self._table, approval_id, counter, seen)
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._storage_error("UpdateItem", exc) from exc
+        return True
 
     def mark_delivered(self, approval_id: str, now: datetime) -> Approval | None:
         """Note that the recorded decision reached the run (the first time noted is kept).
@@ -513,23 +509,7 @@ class ApprovalsRepository:
             limit: at most this many (capped at 1000).
         """
         limit = max(1, min(limit, MAX_LIST))
-        index, partition = (
-            (GSI_PENDING, PENDING_PARTITION) if pending_only else (GSI_ALL, ALL_PARTITION)
-        )
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": index,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": f"{index}pk"},
-            "ExpressionAttributeValues": {":pk": {"S": partition}},
-            "ScanIndexForward": False,
-        }
-        if run_id is not None:
-            # Limit would count items before the filter: page until enough match instead.
-            request["FilterExpression"] = "run_id = :run"
-            request["ExpressionAttributeValues"][":run"] = {"S": run_id}
-        else:
-            request["Limit"] = limit
+        request = list_query(self._table, pending_only=pending_only, run_id=run_id, limit=limit)
         found: list[Approval] = []
         for item in self._query(request):
             found.append(self._approval(item))
@@ -543,11 +523,28 @@ class ApprovalsRepository:
 
     def append_audit(self, entry: AuditEntry) -> None:
         """Add one line to the approval's audit trail (create-only, never overwritten)."""
-        approval_votes.append_audit(self._client, self._table, entry, self._suffix)
+        for _ in range(3):
+            sk = f"{AUDIT_PREFIX}{_utc_iso(entry.at)}#{self._suffix()}"
+            try:
+                self._client.put_item(
+                    TableName=self._table,
+                    Item={
+                        "pk": {"S": _pk(entry.approval_id)},
+                        "sk": {"S": sk},
+                        "body": {"S": entry.model_dump_json(exclude_none=True)},
+                    },
+                    ConditionExpression=ENTRY_IS_NEW,
+                )
+                return
+            except ClientError as exc:
+                if _code(exc) != "ConditionalCheckFailedException":
+                    raise self._storage_error("PutItem", exc) from exc
+        raise StorageError(f"approval {entry.approval_id}: no free audit key after 3 attempts")
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
         """The approval's audit trail, oldest first."""
-        return approval_votes.audit(self._client, self._table, approval_id)
+        query = approval_votes.prefix_query(self._table, approval_id, AUDIT_PREFIX)
+        return [AuditEntry.model_validate_json(i["body"]["S"]) for i in self._query(query)]
 
     # ----------------------------------------------------------------------------------------
     # Mapping and plumbing
