@@ -138,11 +138,11 @@ def test_reminders_and_escalation_fire_on_the_injected_clock_then_stop(stack: Fa
     assert timers.scheduled[parked.approval_id] == created + timedelta(hours=4)
     press(stack, parked.links[ANN], "approved")
     # Nothing is due before 4 h
-    assert fire_timers(parked.approval_id, stack.container, timers).fired == []
+    assert fire_timers(parked.approval_id, stack.container).fired == []
     # At 4 h the ones who have not answered are reminded, and told why
     stack.clock.advance(4 * 3600)
     before = len(stack.container.email.sent)
-    fired = fire_timers(parked.approval_id, stack.container, timers)
+    fired = fire_timers(parked.approval_id, stack.container)
     assert [t.kind for t in fired.fired] == ["reminder"]
     reminded = stack.container.email.sent[before:]
     assert sorted(m.to for m in reminded) == [BOB, CAT]
@@ -150,11 +150,11 @@ def test_reminders_and_escalation_fire_on_the_injected_clock_then_stop(stack: Fa
     assert all("1 of 2 approvals" in m.text for m in reminded)
     assert timers.scheduled[parked.approval_id] == created + timedelta(days=1)
     # A second wake-up at the same time sends nothing again
-    assert fire_timers(parked.approval_id, stack.container, timers).fired == []
+    assert fire_timers(parked.approval_id, stack.container).fired == []
     # After a day the manager joins, is told, and can decide
     stack.clock.advance(20 * 3600)
     before = len(stack.container.email.sent)
-    assert [t.kind for t in fire_timers(parked.approval_id, stack.container, timers).fired] == [
+    assert [t.kind for t in fire_timers(parked.approval_id, stack.container).fired] == [
         "escalation"
     ]
     (escalated,) = stack.container.email.sent[before:]
@@ -184,7 +184,7 @@ def test_the_decision_cancels_pending_timers(stack: FakeStack) -> None:
     # and a wake-up that was already on its way sends nothing
     stack.clock.advance(5 * 3600)
     before = len(stack.container.email.sent)
-    assert fire_timers(parked.approval_id, stack.container, timers).fired == []
+    assert fire_timers(parked.approval_id, stack.container).fired == []
     assert len(stack.container.email.sent) == before
 
 

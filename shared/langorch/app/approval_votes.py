@@ -25,7 +25,7 @@ from typing import Any
 
 from langorch.app.approval_driver import Visitor, record
 from langorch.app.approval_keys import load_signing_keys
-from langorch.app.approval_ports import ApprovalsStore, ApprovalTimers, RequestPorts
+from langorch.app.approval_ports import ApprovalsStore, RequestPorts
 from langorch.app.approval_requests import _email_one
 from langorch.domain.approval_lifecycle import Event, State, state_of, step
 from langorch.domain.approval_policy import Vote
@@ -216,7 +216,6 @@ class TimersFired:
 def fire_timers(
     approval_id: str,
     ports: RequestPorts,
-    timers: ApprovalTimers,
     *,
     randbelow: Callable[[int], int] = random_source.randbelow,
 ) -> TimersFired:
@@ -228,7 +227,7 @@ def fire_timers(
     store, now = ports.approvals, ports.clock()
     approval = store.get(approval_id)
     if approval is None or state_of(approval, now=now) is not State.pending:
-        timers.cancel(approval_id)
+        ports.approval_timers.cancel(approval_id)
         return TimersFired([], None)
     fired: list[Timer] = []
     for timer in due_timers(approval, now):
@@ -240,9 +239,9 @@ def fire_timers(
     after = store.get(approval_id)
     upcoming = next_timer(after, now) if after is not None else None
     if upcoming is None:
-        timers.cancel(approval_id)
+        ports.approval_timers.cancel(approval_id)
         return TimersFired(fired, None)
-    timers.schedule(approval_id, upcoming.due)
+    ports.approval_timers.schedule(approval_id, upcoming.due)
     return TimersFired(fired, upcoming.due)
 
 

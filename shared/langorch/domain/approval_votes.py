@@ -8,10 +8,10 @@ one that decides, whatever arrives later.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from langorch.domain.approval_policy import (
     ApprovalPolicy,
@@ -19,7 +19,7 @@ from langorch.domain.approval_policy import (
     Vote,
     next_business_time,
 )
-from langorch.domain.approvals import Approval, ApprovalLinkError, approver_ref
+from langorch.domain.approvals import Approval, ApprovalLinkError, approver_ref, new_approval
 
 Outcome = Literal["approved", "rejected"]
 
@@ -259,3 +259,29 @@ def _human(seconds: int) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def votes_answering(request: Mapping[str, Any], decision: Outcome, at: datetime) -> list[Vote]:
+    """The votes that answer a policy's approval with ``decision`` in one go (``runs start
+    --local --approve``/``--reject``): approvers vote in turn until the policy is met.
+
+    Returns:
+        The votes (one, without a policy that counts votes).
+    """
+    approval = new_approval(
+        run_id="cli",
+        workflow_id=None,
+        request={"interrupt_id": "cli", **request},
+        now=at,
+    )
+    votes: list[Vote] = []
+    counted = progress(approval, votes)
+    for who in pool(approval):
+        vote = Vote(approver=who, decision=decision, at=at + timedelta(microseconds=len(votes)))
+        after = progress(approval, [*votes, vote])
+        if after.tallies == counted.tallies and after.outcome is None:
+            continue  # their vote counts in no group: not needed
+        votes, counted = [*votes, vote], after
+        if after.outcome is not None:
+            break
+    return votes
