@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -231,6 +231,25 @@ APPROVAL_TIMER_KIND = "approval_timer"
 """The ``kind`` of a wake-up's Input: the trigger function hands it to the approval timers."""
 
 
+class ScheduleWriter(Protocol):
+    """What approval wake-ups need of :class:`Schedules` (its in-memory fake has the same)."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether schedules can be written."""
+        ...
+
+    def put(
+        self, name: str, cron: str, timezone: str, input: dict[str, Any], *, description: str = ""
+    ) -> bool:
+        """Create or update a schedule."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete a schedule (a missing one is fine)."""
+        ...
+
+
 class ApprovalTimerSchedules:
     """Reminders and escalations as one-time schedules (``at(...)``), one per approval.
 
@@ -243,7 +262,7 @@ class ApprovalTimerSchedules:
         schedules: the stack's schedules (same group, target and role as triggers').
     """
 
-    def __init__(self, schedules: Schedules) -> None:
+    def __init__(self, schedules: ScheduleWriter) -> None:
         self._schedules = schedules
 
     @staticmethod
