@@ -409,7 +409,9 @@ def _vote(who: str, decision: str = "approved", at: datetime = NOW) -> Any:
 
 def test_one_vote_per_slot_and_the_votes_read_back_oldest_first(store: ApprovalsStore) -> None:
     approval = _pending(store)
-    assert store.record_vote(approval.approval_id, "slot-b", _vote(BOB, at=NOW + timedelta(seconds=1)))
+    assert store.record_vote(
+        approval.approval_id, "slot-b", _vote(BOB, at=NOW + timedelta(seconds=1))
+    )
     assert store.record_vote(approval.approval_id, "slot-a", _vote(ALICE))
     assert not store.record_vote(approval.approval_id, "slot-a", _vote(ALICE, "rejected"))
     assert [(v.approver, v.decision) for v in store.votes(approval.approval_id)] == [

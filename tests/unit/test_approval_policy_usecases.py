@@ -204,3 +204,64 @@ def test_groups_wait_for_the_missing_group(stack: FakeStack) -> None:
     assert isinstance(waiting, Voted)
     assert waiting.progress == "legal 0 of 1, finance 2 of 2; waiting for legal"
     assert type(press(stack, parked.links[legal], "approved")) is Decided
+
+
+# --------------------------------------------------------------------------------------------
+# The run gets the decision and every vote; the page shows the policy
+# --------------------------------------------------------------------------------------------
+
+POLICY_WORKFLOW = """
+workflows:
+  - plan_id: pay
+    memory: false
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - step_id: review
+        kind: approval
+        approval:
+          approvers: [ann@example.com, bob@example.com, cat@example.com]
+          quorum: {at_least: 2}
+          show_keys: [amount]
+        branches: {approved: paid, rejected: refused}
+      - {step_id: paid, kind: terminate, terminate: {outputs: {decision: review_decision}}}
+      - {step_id: refused, kind: terminate, terminate: {outputs: {refusal: review_decision}}}
+"""
+
+
+def test_the_run_resumes_with_the_decision_and_every_vote_in_its_state(make_container: Any) -> None:
+    from tests.integration.conftest import register_text, run_to_end
+
+    container = make_container()
+    register_text(container, POLICY_WORKFLOW)
+    asked: list[dict[str, Any]] = []
+
+    def decide(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        votes = [
+            {"approver": ANN, "decision": "approved", "at": "2026-01-05T12:00:00Z"},
+            {"approver": CAT, "decision": "approved", "at": "2026-01-05T12:01:00Z"},
+        ]
+        return {"decision": "approved", "approver": CAT, "votes": votes}
+
+    result = run_to_end(container, "pay", {"amount": 12000}, on_approval=decide)
+
+    (request,) = asked
+    assert request["policy"] == {"quorum": {"at_least": 2}}
+    decision = result.outputs["decision"]
+    assert decision["decision"] == "approved" and decision["approver"] == CAT
+    assert [v["approver"] for v in decision["votes"]] == [ANN, CAT]
+
+
+def test_the_page_shows_the_policy_progress_and_the_delegate_field(stack: FakeStack) -> None:
+    from langorch.web.pages import approval_page, decided_page
+
+    parked = park(stack, {"quorum": {"at_least": 2}, "delegation": True, "reminders": ["4h"]})
+    press(stack, parked.links[ANN], "approved")
+    shown = view_approval(http_request(parked.links[BOB], "GET"), stack.container)
+    assert isinstance(shown, Shown)
+    page = approval_page(shown.approval, approver=BOB, nonce=shown.nonce).body
+    assert f"1 of 2 approvals; waiting for {BOB}, {CAT}" in page
+    assert "Needs 2 approvals." in page and "Reminders after 4h." in page
+    assert 'name="delegate_to"' in page and 'value="delegate"' in page
+    voted = decided_page(shown.approval, status=200).body
+    assert "Vote recorded" in voted and "1 of 2 approvals" in voted
