@@ -253,9 +253,8 @@ class Functions(Construct):
         )
         _grant_index_query(tables.runs, trigger)
         secrets.grant_read_webhook_secrets(trigger)
-        # ... and approvals' wake-ups (reminders, escalations: issue 13): the approval and its
-        # votes (Query), audit and counters, the link key and SES for the emails.
-        _grant_table(tables.runs, trigger, "Query", "UpdateItem")
+        # ... and approvals' wake-ups (reminders, escalations: issue 13): the approval, its votes
+        # and counters (the runs-table actions above), the link key and SES for the emails.
         _grant_secret_read(secrets.link_signing_key, trigger)
         email.grant_send(trigger)
         # runner: pinned definitions, the run (lease, timeline — Query: MarkFailed reads it
