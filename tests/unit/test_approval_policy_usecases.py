@@ -105,6 +105,7 @@ def test_delegation_hands_the_vote_over_and_is_audited(stack: FakeStack) -> None
     assert isinstance(handed, Voted) and handed.delegated_to == DEPUTY
     (mail,) = stack.container.email.sent[before:]
     assert mail.to == DEPUTY and f"{BOB} handed you their vote" in mail.text
+    assert "Reminder" not in mail.subject
     # Bob's own link no longer votes
     with pytest.raises(DelegatedAwayError):
         press(stack, parked.links[BOB], "approved")
@@ -148,6 +149,7 @@ def test_reminders_and_escalation_fire_on_the_injected_clock_then_stop(stack: Fa
     assert sorted(m.to for m in reminded) == [BOB, CAT]
     assert all("no decision 4h after the request" in m.text for m in reminded)
     assert all("1 of 2 approvals" in m.text for m in reminded)
+    assert all("Reminder: Pay invoice 42" in m.subject for m in reminded)
     assert timers.scheduled[parked.approval_id] == created + timedelta(days=1)
     # A second wake-up at the same time sends nothing again
     assert fire_timers(parked.approval_id, stack.container).fired == []

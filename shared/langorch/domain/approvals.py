@@ -34,6 +34,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from langorch.domain.approval_audit import AuditAction as AuditAction
+from langorch.domain.approval_audit import AuditEntry as AuditEntry
 from langorch.domain.approval_policy import ApprovalPolicy, Vote
 from langorch.domain.errors import (
     ConflictError,
@@ -561,40 +563,6 @@ def parse_decision(value: str | None) -> Decision:
 # --------------------------------------------------------------------------------------------
 # Audit
 # --------------------------------------------------------------------------------------------
-
-AuditAction = Literal[
-    "requested",
-    "emailed",
-    "view",
-    "decide",
-    "redeliver",
-    "refused",
-    "expired",
-    "too_late",
-    "cancelled",
-    "reissued",
-    "vote",
-    "reminded",
-    "escalated",
-    "delegated",
-]
-
-
-class AuditEntry(BaseModel):
-    """One line of an approval's append-only audit trail."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    approval_id: str
-    at: datetime
-    action: AuditAction
-    outcome: str
-    actor: str | None = None
-    """The approver's address once a link verified; the link's ref otherwise."""
-    source_ip: str | None = None
-    user_agent: str | None = None
-    reason: str | None = None
-    method: str | None = None
 
 
 def bounded(text: str | None, limit: int) -> str:

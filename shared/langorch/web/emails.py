@@ -172,9 +172,17 @@ def render_approval_email(
     }
     return OutgoingEmail(
         to=to,
-        subject=clean_subject(SUBJECT_PREFIX + ("Reminder: " if reason else "") + title),
+        subject=clean_subject(SUBJECT_PREFIX + _subject_note(reason) + title),
         approval_id=approval.approval_id,
         text=_env(False).get_template("email.txt").render(values),
         html=_env(True).get_template("email.html").render(values),
         link=link,
     )
+
+
+def _subject_note(reason: str | None) -> str:
+    """``Reminder: `` or ``Escalated: `` before the title when the email is sent again."""
+    for word in ("Reminder", "Escalated"):
+        if reason and reason.startswith(word):
+            return f"{word}: "
+    return ""
