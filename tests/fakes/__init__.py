@@ -21,6 +21,7 @@ from tests.fakes.definitions import InMemoryDefinitions
 from tests.fakes.email import RecordingEmailSender
 from tests.fakes.executions import STATE_MACHINE_ARN, InMemoryExecutions
 from tests.fakes.files import InMemoryFiles
+from tests.fakes.resources import InMemoryResourceLocks
 from tests.fakes.runs import InMemoryRuns
 from tests.fakes.schedules import InMemorySchedules
 from tests.fakes.secrets import InMemorySecrets
@@ -41,6 +42,7 @@ __all__ = [
     "InMemoryDefinitions",
     "InMemoryExecutions",
     "InMemoryFiles",
+    "InMemoryResourceLocks",
     "InMemoryRuns",
     "InMemorySchedules",
     "InMemorySecrets",
@@ -74,6 +76,7 @@ class Fakes:
         settings.setdefault("state_machine_arn", STATE_MACHINE_ARN)
         self.settings = Settings(**settings)
         self.runs = InMemoryRuns()
+        self.resources = InMemoryResourceLocks()
         self.definitions = InMemoryDefinitions()
         self.executions = InMemoryExecutions(self.settings.state_machine_arn)
         self.secrets = InMemorySecrets()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.approvals import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+    from langorch.adapters.dynamodb.resources import ResourceLocksRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.adapters.dynamodb.tasks import TasksRepository
     from langorch.adapters.dynamodb.tools import ToolServersRepository
@@ -119,6 +120,12 @@ class Container:
         from langorch.adapters.dynamodb.tasks import TasksRepository
 
         return TasksRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def resources(self) -> ResourceLocksRepository:
+        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
+
+        return ResourceLocksRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
     def checkpointer(self) -> DynamoCheckpointSaver:
