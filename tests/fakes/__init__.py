@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.memory import InMemoryStore
 
 from langorch.config import Settings
+from tests.fakes.approvals import RecordingApprovalTimers
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
 from tests.fakes.definitions import InMemoryDefinitions
@@ -89,6 +90,7 @@ class Fakes:
             dead_letter_arn=self.settings.schedule_dlq_arn,
         )
         self.clock = FakeClock()
+        self.approval_timers = RecordingApprovalTimers()
         self.ids = SequentialIds()
         self.checkpointer = InMemoryCheckpoints(self.runs)
         self.memory_store = InMemoryStore()

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.tasks import TasksRepository
     from langorch.adapters.dynamodb.tools import ToolServersRepository
     from langorch.adapters.files import S3FileReader
-    from langorch.adapters.scheduler import Schedules
+    from langorch.adapters.scheduler import ApprovalTimerSchedules, Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
     from langorch.app.memory import MemoryManager
@@ -208,6 +208,12 @@ class Container:
             target_arn=self.settings.trigger_function_arn,
             dead_letter_arn=self.settings.schedule_dlq_arn,
         )
+
+    @cached_property
+    def approval_timers(self) -> ApprovalTimerSchedules:
+        from langorch.adapters.scheduler import ApprovalTimerSchedules
+
+        return ApprovalTimerSchedules(self.schedules)
 
     def _openai_key(self) -> str | None:
         if self.settings.openai_api_key:
