@@ -9,16 +9,29 @@ from pathlib import Path
 
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
-from langorch.cli.registry import Subparsers, add_command
+from langorch.cli.registry import Subparsers, add_command, bounded_int
 
 _EXAMPLES = "examples"
+DEFAULT_GATEWAY_PORT = 4567
+DEFAULT_EMULATOR_PORT = 4566
 
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``dev`` command."""
     dev = add_command(subparsers, "dev", _dev, "run langorch on this machine (AWS emulator)")
-    dev.add_argument("--port", type=int, default=4566, help="the emulator's port (default 4566)")
-    dev.add_argument("--home", default=".langorch", help="where the stack file lives")
+    dev.add_argument(
+        "--port",
+        type=bounded_int(1, 65535),
+        default=DEFAULT_GATEWAY_PORT,
+        help="the HTTP gateway's port, the base of webhook URLs and approval links; fixed so "
+        f"emailed links keep working across restarts (default {DEFAULT_GATEWAY_PORT})",
+    )
+    dev.add_argument(
+        "--emulator-port",
+        type=bounded_int(1, 65535),
+        default=DEFAULT_EMULATOR_PORT,
+        help=f"the AWS emulator's port (default {DEFAULT_EMULATOR_PORT})",
+    )
     dev.add_argument(
         "--examples",
         metavar="DIR",
@@ -39,7 +52,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     examples = _examples(ctx, args.examples)
-    home = Path(args.home)
+    home = ctx.home()
     if (home / "stack.json").exists():
         import json
 
@@ -48,10 +61,9 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         endpoint = json.loads((home / "stack.json").read_text()).get("endpoint_url")
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
-    try:
-        stack = start_local_stack(home=home, port=args.port, examples=examples)
-    except OSError as exc:
-        raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
+    stack = start_local_stack(
+        home=home, port=args.emulator_port, gateway_port=args.port, examples=examples
+    )
     took = time.monotonic() - started
     settings = stack.settings
     lines = [
