@@ -43,6 +43,8 @@ class LocalStack:
     gateway_url: str | None = None
     background: list[str] = field(default_factory=list)
     """What runs beside the emulator: ``gateway``, ``ticker``, ``s3-events``."""
+    recovered: list[str] = field(default_factory=list)
+    """Runs that were in flight when the stack last stopped and got a new execution."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -326,6 +328,8 @@ def start_local_stack(
             )
             stack.examples = [r.id for r in batch.results if r.kind == "workflow"]
 
+        # Before the gateway opens: a click on an old link then finds the run parked again.
+        stack.recovered = recover_runs(settings)
         if has_gateway and gateway_port is not None:
             stack.gateway_url = start_gateway(stack, gateway_port)
         start_ticker(stack)
@@ -335,6 +339,24 @@ def start_local_stack(
     except BaseException:
         stack.stop()
         raise
+
+
+def recover_runs(settings: Settings) -> list[str]:
+    """Give every run that was in flight when the stack stopped a new execution.
+
+    The emulator's Step Functions executions do not survive a restart (see
+    :mod:`langorch.local.journal`); the runs' own state does (:mod:`langorch.app.restart`).
+
+    Returns:
+        The recovered run ids.
+    """
+    from langorch.app.container import Container
+    from langorch.app.restart import recover_in_flight
+
+    recovered = recover_in_flight(Container(settings))
+    if recovered:
+        logging.getLogger(__name__).info("recovered %d runs in flight", len(recovered))
+    return [r.run_id for r in recovered]
 
 
 def provision_pipeline(

@@ -81,6 +81,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
+    if stack.recovered:
+        lines.append(
+            f"  recovered     {len(stack.recovered)} runs in flight when it last stopped "
+            "(approvals stay parked, waits resume, segments continue from their checkpoint)"
+        )
     if stack.background:
         lines.append(f"  running       {', '.join(stack.background)}")
     lines += [
@@ -107,6 +112,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "outbox_dir": settings.outbox_dir,
             "background": stack.background,
             "workflows": stack.examples,
+            "recovered": stack.recovered,
         },
         "\n".join(lines),
     )
