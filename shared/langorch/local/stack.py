@@ -278,6 +278,7 @@ def start_local_stack(
     Raises:
         PortBusyError: the emulator's or the gateway's port is taken.
     """
+    from langorch.adapters.aws import new_session
     from langorch.adapters.logs import CloudWatchLogs
     from langorch.app.container import Container
     from langorch.app.definitions import seed_builtins
@@ -311,7 +312,10 @@ def start_local_stack(
             settings = settings.model_copy(
                 update={"public_base_url": f"http://127.0.0.1:{gateway_port}"}
             )
-        container = Container(settings)
+        # One boto3 session for every container of the start-up: each new session re-reads
+        # botocore's data files, and the start-up builds three containers (PERFORMANCE P6).
+        session = new_session(settings)
+        container = Container(settings, session=session)
         container.ensure_resources()
         seed_builtins(container.definitions)
 
@@ -324,12 +328,13 @@ def start_local_stack(
         if example_dirs:
             # Registered like `langorch workflows put`: webhook secrets and schedules too.
             batch = register_and_sync(
-                [str(d / "definitions.yaml") for d in example_dirs], Container(settings)
+                [str(d / "definitions.yaml") for d in example_dirs],
+                Container(settings, session=session),
             )
             stack.examples = [r.id for r in batch.results if r.kind == "workflow"]
 
         # Before the gateway opens: a click on an old link then finds the run parked again.
-        stack.recovered = recover_runs(settings)
+        stack.recovered = recover_runs(Container(settings, session=session))
         if has_gateway and gateway_port is not None:
             stack.gateway_url = start_gateway(stack, gateway_port)
         start_ticker(stack)
@@ -341,7 +346,7 @@ def start_local_stack(
         raise
 
 
-def recover_runs(settings: Settings) -> list[str]:
+def recover_runs(container: Any) -> list[str]:
     """Give every run that was in flight when the stack stopped a new execution.
 
     The emulator's Step Functions executions do not survive a restart (see
@@ -350,10 +355,9 @@ def recover_runs(settings: Settings) -> list[str]:
     Returns:
         The recovered run ids.
     """
-    from langorch.app.container import Container
     from langorch.app.restart import recover_in_flight
 
-    recovered = recover_in_flight(Container(settings))
+    recovered = recover_in_flight(container)
     if recovered:
         logging.getLogger(__name__).info("recovered %d runs in flight", len(recovered))
     return [r.run_id for r in recovered]
