@@ -100,9 +100,14 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
     """
     from moto.core.config import default_user_config
 
-    from langorch.local.emulator import retry_interpreter_lambda_calls, serialise_dynamodb_writes
+    from langorch.local.emulator import (
+        lazy_batch_package,
+        retry_interpreter_lambda_calls,
+        serialise_dynamodb_writes,
+    )
     from langorch.local.statemachine import enable_execution
 
+    lazy_batch_package()
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
     undo_atomic = serialise_dynamodb_writes()
