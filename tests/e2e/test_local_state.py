@@ -103,3 +103,34 @@ def test_a_busy_emulator_port_fails_at_once_naming_the_option(tmp_path: Path) ->
         with pytest.raises(PortBusyError) as raised:
             start_local_stack(home=tmp_path, port=port)
     assert "--emulator-port" in str(raised.value)
+
+
+def test_langorch_dev_on_a_busy_port_exits_at_once_with_the_reason_and_the_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langorch.cli.main import main
+
+    (tmp_path / "none").mkdir()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # When `langorch dev` is asked for the taken port
+        code = main(
+            [
+                "dev",
+                "--ready-only",
+                "--port",
+                str(port),
+                "--emulator-port",
+                str(free_port()),
+                "--home",
+                str(tmp_path / "home"),
+                "--examples",
+                str(tmp_path / "none"),
+            ]
+        )
+    # Then it exits non-zero, saying which port is taken and how to pick another
+    err = capsys.readouterr().err
+    assert code != 0
+    assert f"127.0.0.1:{port}" in err and "--port PORT" in err
