@@ -16,6 +16,14 @@ from there:
 
 Nothing is doubled: a run whose execution exists is left alone, so calling this twice starts
 nothing twice.
+
+Why not the recovery use-case's redrive (branch ``recovery``): a restart is not a new attempt —
+the run's execution was lost, not ended — so the same execution is started again under its own
+name and the record, timeline and checkpoints are not touched. A redrive also asks a wait again
+from its step (its whole duration), where a restart must wake the run at its time, and it
+compiles each run's graph, which a start-up with many runs in flight cannot afford. Once
+redrives exist, the name to start again is the current attempt's
+(``execution_name(run_id, run.attempt)``).
 """
 
 from __future__ import annotations

@@ -314,9 +314,9 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
     """Announce a parked run's park again, for a segment that brings no answer.
 
-    That segment is a new execution of a run that was already parked (a redrive, or the local
-    stack restarted and its executions were lost), or a retried invocation whose first answer
-    was lost. Either way the execution must wait on the same interrupt: the same approval (its
+    That segment is the execution of a parked run started again after the local stack restarted
+    (its executions were lost with the emulator's process), or a retried invocation whose first
+    answer was lost. Either way the execution must wait on the same interrupt: the same approval (its
     id derives from the run and the interrupt, so its emailed links stay valid and the new task
     token replaces the old one), or the rest of the same wait. Nothing runs, nothing is written.
     """
