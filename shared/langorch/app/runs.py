@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from langorch.app.segment_record import (
     EndDeps,
     SegmentResult,
     closing_seq,
+    parked_again,
     record_segment,
 )
 from langorch.domain.errors import (
@@ -314,44 +313,6 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
     finally:
         deps.checkpointer.flush()
         deps.runs.release_lease(cmd.run_id, fence)
-
-
-def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
-    """Announce a parked run's park again, for a segment that brings no answer.
-
-    That segment is the execution of a parked run started again after the local stack restarted
-    (its executions were lost with the emulator's process), or a retried invocation whose first
-    answer was lost. Either way the execution must wait on the same interrupt: the same approval (its
-    id derives from the run and the interrupt, so its emailed links stay valid and the new task
-    token replaces the old one), or the rest of the same wait. Nothing runs, nothing is written.
-    """
-    pending = run.pending
-    assert pending is not None  # the caller checked
-    request = dict(pending.request)
-    status = RunStatus.waiting_approval if pending.kind == "approval" else RunStatus.sleeping
-    seconds = None
-    if status is RunStatus.sleeping:
-        # The record's last change was the park itself: the wait is due that much later.
-        due = run.updated_at + timedelta(seconds=float(request.get("seconds") or 0))
-        seconds = max(0, math.ceil((due - now).total_seconds()))
-    logger.info(
-        "parked run announced again",
-        extra={"run_id": run.run_id, "status": status.value, "interrupt_id": pending.interrupt_id},
-    )
-    return SegmentResult(
-        run_id=run.run_id,
-        status=status.value,
-        segment=run.segment,
-        seconds=seconds,
-        approval=(
-            {**request, "interrupt_id": pending.interrupt_id}
-            if status is RunStatus.waiting_approval
-            else None
-        ),
-        outputs=run.outputs,
-        workflow_id=run.workflow_id,
-        workflow_version=run.workflow_version,
-    )
 
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
