@@ -107,6 +107,8 @@ class Dev:
                 str(self.emulator_port),
                 "--examples",
                 str(self.home.parent / "no-examples"),
+                "--console-port",
+                "0",
             ],
             cwd=REPO,
             stdout=log,

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.adapters.dynamodb.tasks import TasksRepository
+    from langorch.adapters.dynamodb.tools import ToolServersRepository
     from langorch.adapters.files import S3FileReader
     from langorch.adapters.scheduler import Schedules
     from langorch.adapters.secrets import Secrets
@@ -72,14 +74,25 @@ class Container:
         if email is not None:
             self.__dict__["email"] = email
 
-    def client(self, service: str) -> Any:
-        """A boto3 client at the configured endpoint (cached per service)."""
-        cache: dict[str, Any] = self.__dict__.setdefault("_clients", {})
-        if service not in cache:
-            # One session for all of this container's clients: each costs ~55 ms (P3).
-            self._session = self._session or new_session(self.settings)
-            cache[service] = make_client(service, self.settings, session=self._session)
-        return cache[service]
+    def client(self, service: str, *, role: str | None = None) -> Any:
+        """A boto3 client at the configured endpoint (cached per service and role).
+
+        Args:
+            service: boto3 service name.
+            role: a role ARN whose credentials the client uses (assumed on first use,
+                refreshed before they expire); ``None``: the process's credentials.
+        """
+        cache: dict[tuple[str, str | None], Any] = self.__dict__.setdefault("_clients", {})
+        if (service, role) not in cache:
+            if role:
+                from langorch.adapters.aws import assumed_role_session
+
+                session = assumed_role_session(self.settings, role)
+            else:
+                # One session for all of this container's clients: each costs ~55 ms (P3).
+                self._session = session = self._session or new_session(self.settings)
+            cache[service, role] = make_client(service, self.settings, session=session)
+        return cache[service, role]
 
     @cached_property
     def definitions(self) -> DefinitionsRepository:
@@ -92,6 +105,20 @@ class Container:
         from langorch.adapters.dynamodb.runs import RunsRepository
 
         return RunsRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def tool_servers(self) -> ToolServersRepository:
+        """Registered tools (MCP servers), beside the definitions."""
+        from langorch.adapters.dynamodb.tools import ToolServersRepository
+
+        return ToolServersRepository(self.client("dynamodb"), self.settings.definitions_table)
+
+    @cached_property
+    def tasks(self) -> TasksRepository:
+        """Steps' recorded calls (seed 001 §5), in the runs table."""
+        from langorch.adapters.dynamodb.tasks import TasksRepository
+
+        return TasksRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
     def checkpointer(self) -> DynamoCheckpointSaver:
@@ -232,11 +259,12 @@ class Container:
 
     @cached_property
     def files(self) -> S3FileReader:
-        """What ``read_file`` steps read with: the files bucket, bounded reads."""
+        """What ``read_file`` steps read with: the files bucket, bounded reads — with the file
+        reader role when one is set, which IAM denies every key under the checkpoint prefix."""
         from langorch.adapters.files import S3FileReader
 
         return S3FileReader(
-            self.client("s3"),
+            self.client("s3", role=self.settings.file_reader_role_arn),
             bucket=self.settings.bucket,
             checkpoint_prefix=self.settings.checkpoint_prefix,
         )
