@@ -45,3 +45,13 @@ def test_a_reader_that_goes_away_ends_the_command_quietly_with_sigpipe_status(tm
     # Then it stops without a word, with the status a shell gives a command killed by SIGPIPE
     assert done.stderr.decode() == ""
     assert done.returncode == 141
+
+
+def test_every_command_accepts_home_before_or_after_its_name() -> None:
+    from langorch.cli.main import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["--home", "/srv/a", "runs", "list"]).home == "/srv/a"
+    assert parser.parse_args(["runs", "list", "--home", "/srv/b"]).home == "/srv/b"
+    assert parser.parse_args(["dev", "--home", "/srv/c"]).home == "/srv/c"
+    assert parser.parse_args(["workflows", "list"]).home is None

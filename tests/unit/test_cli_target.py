@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from langorch.cli.target import StackOutputs, TargetError, endpoint_reachable, resolve_target
+from langorch.cli.target import (
+    StackOutputs,
+    TargetError,
+    endpoint_reachable,
+    local_home,
+    resolve_target,
+)
 from langorch.config import Settings
 
 OUTPUTS = {
@@ -101,6 +107,34 @@ def test_langorch_home_moves_the_stack_file(tmp_path: Path) -> None:
     target = resolve_target(env={"LANGORCH_HOME": str(tmp_path / "elsewhere")}, cwd=tmp_path)
     # Then that file is used
     assert target.settings.endpoint_url == "http://127.0.0.1:6001"
+
+
+def test_home_option_wins_over_langorch_home(tmp_path: Path) -> None:
+    # Given two stack files: one under LANGORCH_HOME, one under the folder given as --home
+    _stack_file(tmp_path / "from-env", endpoint="http://127.0.0.1:6001")
+    _stack_file(tmp_path / "from-option", endpoint="http://127.0.0.1:6002")
+    # When resolving with both
+    target = resolve_target(
+        home="from-option", env={"LANGORCH_HOME": str(tmp_path / "from-env")}, cwd=tmp_path
+    )
+    # Then --home (relative to the working directory) is the one used
+    assert target.settings.endpoint_url == "http://127.0.0.1:6002"
+
+
+def test_a_missing_stack_names_the_home_and_how_to_point_at_one(tmp_path: Path) -> None:
+    # Given no stack file under the home given
+    # When resolving
+    with pytest.raises(TargetError) as raised:
+        resolve_target(home=str(tmp_path / "nowhere"), env={}, cwd=tmp_path)
+    # Then the message names the file looked for and the two ways to name a home
+    message = str(raised.value)
+    assert str(tmp_path / "nowhere" / "stack.json") in message
+    assert "--home" in message and "LANGORCH_HOME" in message
+
+
+def test_local_home_defaults_to_dot_langorch_in_the_working_directory(tmp_path: Path) -> None:
+    assert local_home(None, env={}, cwd=tmp_path) == tmp_path / ".langorch"
+    assert local_home(None, env={"LANGORCH_HOME": "/srv/lo"}, cwd=tmp_path) == Path("/srv/lo")
 
 
 def test_a_corrupt_stack_file_is_a_target_error(tmp_path: Path) -> None:

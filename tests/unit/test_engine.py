@@ -16,7 +16,7 @@ import pytest
 
 from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
 from langorch.domain.errors import LeaseHeldError, LeaseLostError, UnknownInterruptError
-from langorch.domain.runs import TimelineEventType
+from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.engine.compiler import build_graph, resolve_blocks
 from langorch.llm import LLMRequest, LLMResult, OfflineProvider
 from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
@@ -288,12 +288,43 @@ def test_a_segment_without_resume_never_answers_a_pending_interrupt(
     run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
     run_segment(RunSegment(run.run_id), container)
 
-    # When a segment runs with no resume (as invoke(None) would)
-    with pytest.raises(UnknownInterruptError):
-        run_segment(RunSegment(run.run_id), container)
+    parked = container.runs.get_run(run.run_id)
 
-    # Then the approval is still pending
-    assert container.runs.get_run(run.run_id).pending is not None
+    # When a segment runs with no resume (a new execution of the run, or a retried invocation)
+    again = run_segment(RunSegment(run.run_id), container)
+
+    # Then it announces the same park instead of answering it: the approval is still pending
+    # on the same interrupt, and the graph did not move
+    assert again.status == "waiting_approval"
+    assert again.approval is not None and parked.pending is not None
+    assert again.approval["interrupt_id"] == parked.pending.interrupt_id
+    after = container.runs.get_run(run.run_id)
+    assert after.pending == parked.pending and after.segment == parked.segment
+
+
+def test_a_segment_without_resume_announces_a_park_its_record_missed(
+    make_container: MakeContainer,
+):
+    # Given a run whose graph parked at an approval, but whose record never said so (the
+    # process died between the checkpoint and the record)
+    container = make_container()
+    register_text(container, APPROVAL)
+    run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
+    run_segment(RunSegment(run.run_id), container)
+    parked = container.runs.get_run(run.run_id)
+    assert parked.pending is not None
+    container.runs.save_run(
+        parked.model_copy(update={"status": RunStatus.running, "pending": None})
+    )
+
+    # When a segment runs with no resume
+    again = run_segment(RunSegment(run.run_id), container)
+
+    # Then it parks the run on that same approval, and the record says so now
+    assert again.status == "waiting_approval"
+    assert again.approval is not None
+    assert again.approval["interrupt_id"] == parked.pending.interrupt_id
+    assert container.runs.get_run(run.run_id).pending == parked.pending
 
 
 def test_rejection_routes_to_the_reject_branch(make_container: MakeContainer):

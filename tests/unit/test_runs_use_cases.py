@@ -201,6 +201,48 @@ def test_cancelling_a_run_parked_on_an_approval_closes_the_approval(deps: Fakes)
     assert closed is not None and closed.status is ApprovalStatus.cancelled
 
 
+def test_a_new_execution_of_a_parked_run_parks_on_the_same_approval(deps: Fakes) -> None:
+    # Given a run parked on an approval, whose execution was lost (a restart of the stack)
+    run, _ = launch_run(StartRun("gated"), deps)
+    parked = run_segment(RunSegment(run.run_id), deps)
+    events = len(deps.runs.get_timeline(run.run_id))
+    # When a new execution runs its first segment, with no answer
+    again = run_segment(RunSegment(run.run_id), deps)
+    # Then it waits on the same approval (same interrupt, same request), and nothing was written
+    assert again.status == "waiting_approval"
+    assert again.approval == parked.approval
+    assert again.segment == parked.segment
+    assert len(deps.runs.get_timeline(run.run_id)) == events
+    assert deps.runs.get_run(run.run_id).status is RunStatus.waiting_approval
+
+
+WAITING = """
+workflows:
+  - plan_id: napping
+    memory: false
+    steps:
+      - {step_id: nap, kind: wait, wait: {seconds: 100}}
+      - {step_id: done, kind: transform, transform: {ok: "1"}}
+"""
+
+
+def test_a_new_execution_of_a_sleeping_run_sleeps_only_the_rest_of_its_wait(deps: Fakes) -> None:
+    # Given a run that started a 100 s wait 30 s ago
+    register_text(deps, WAITING)  # type: ignore[arg-type]
+    run, _ = launch_run(StartRun("napping"), deps)
+    asleep = run_segment(RunSegment(run.run_id), deps)
+    assert (asleep.status, asleep.seconds) == ("sleeping", 100)
+    deps.clock.advance(30)  # type: ignore[attr-defined]
+    # When a new execution runs its first segment, with no answer
+    again = run_segment(RunSegment(run.run_id), deps)
+    # Then it sleeps the 70 s that are left, then wakes the same wait
+    assert (again.status, again.seconds) == ("sleeping", 70)
+    deps.clock.advance(80)  # type: ignore[attr-defined]
+    assert run_segment(RunSegment(run.run_id), deps).seconds == 0
+    woke = run_segment(RunSegment(run.run_id, resume={"woke": True}), deps)
+    assert woke.status == "succeeded"
+
+
 def test_an_unknown_run_cannot_be_cancelled(deps: Fakes) -> None:
     with pytest.raises(NotFoundError):
         cancel_run("run-ghost", deps)

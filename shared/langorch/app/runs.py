@@ -22,6 +22,7 @@ from langorch.app.segment_record import (
     FailDeps,
     SegmentResult,
     closing_seq,
+    parked_again,
     record_segment,
 )
 from langorch.app.tasks import SideEffectDeps
@@ -270,6 +271,8 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_id=run.workflow_id,
             workflow_version=run.workflow_version,
         )
+    if cmd.resume is None and run.pending is not None and cmd.interrupt_id is None:
+        return parked_again(run, deps.clock())
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"

@@ -7,8 +7,9 @@ the run record and the timeline events people read, numbered so segments never c
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.runs import (
@@ -349,3 +350,42 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
             )
         )
     return run, events
+
+
+def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
+    """Announce a parked run's park again, for a segment that brings no answer.
+
+    That segment is the execution of a parked run started again after the local stack restarted
+    (its executions were lost with the emulator's process), or a retried invocation whose first
+    answer was lost. Either way the execution must wait on the same interrupt: the same
+    approval (its id derives from the run and the interrupt, so its emailed links stay valid and
+    the new task token replaces the old one), or the rest of the same wait. Nothing runs,
+    nothing is written.
+    """
+    pending = run.pending
+    assert pending is not None  # the caller checked
+    request = dict(pending.request)
+    status = RunStatus.waiting_approval if pending.kind == "approval" else RunStatus.sleeping
+    seconds = None
+    if status is RunStatus.sleeping:
+        # The record's last change was the park itself: the wait is due that much later.
+        due = run.updated_at + timedelta(seconds=float(request.get("seconds") or 0))
+        seconds = max(0, math.ceil((due - now).total_seconds()))
+    logger.info(
+        "parked run announced again",
+        extra={"run_id": run.run_id, "status": status.value, "interrupt_id": pending.interrupt_id},
+    )
+    return SegmentResult(
+        run_id=run.run_id,
+        status=status.value,
+        segment=run.segment,
+        seconds=seconds,
+        approval=(
+            {**request, "interrupt_id": pending.interrupt_id}
+            if status is RunStatus.waiting_approval
+            else None
+        ),
+        outputs=run.outputs,
+        workflow_id=run.workflow_id,
+        workflow_version=run.workflow_version,
+    )

@@ -8,7 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langorch.cli.output import Output
-from langorch.cli.target import Target, TargetError, endpoint_reachable, resolve_target
+from langorch.cli.target import (
+    Target,
+    TargetError,
+    endpoint_reachable,
+    local_home,
+    resolve_target,
+)
 from langorch.config import Settings
 
 if TYPE_CHECKING:
@@ -60,10 +66,15 @@ class Context:
                 endpoint_url=getattr(self.args, "endpoint_url", None),
                 stack=getattr(self.args, "stack", None),
                 region=getattr(self.args, "region", None),
+                home=getattr(self.args, "home", None),
                 env=self._env,
                 cwd=self._cwd,
             )
         return self._target
+
+    def home(self) -> Path:
+        """The local stack's folder (``--home``, ``LANGORCH_HOME``, ``./.langorch``)."""
+        return local_home(getattr(self.args, "home", None), env=self._env, cwd=self._cwd)
 
     def reachable_target(self) -> Target | None:
         """The deployment when one is available, else ``None`` (for offline-capable commands).

@@ -59,6 +59,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         "--region", default=default(None), help="AWS region (default: LANGORCH_REGION)"
     )
     parser.add_argument(
+        "--home",
+        default=default(None),
+        metavar="DIR",
+        help="the local stack's folder: its stack file, state and outbox "
+        "(default: LANGORCH_HOME, else ./.langorch)",
+    )
+    parser.add_argument(
         "--debug",
         action="store_true",
         default=default(False),

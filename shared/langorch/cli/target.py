@@ -5,8 +5,9 @@ The environment is read here and nowhere else in the CLI. In order of precedence
 1. ``--endpoint-url URL`` or ``LANGORCH_ENDPOINT_URL``: an AWS-compatible endpoint (the local
    emulator, a test server); resource names from ``LANGORCH_*`` settings.
 2. ``--stack NAME``: a deployed stack; resource names from its CloudFormation outputs.
-3. The local stack file ``$LANGORCH_HOME/stack.json`` (default ``.langorch/stack.json``)
-   written by ``langorch dev``: ``{"endpoint_url": ..., "settings": {<Settings fields>}}``.
+3. The local stack file ``<home>/stack.json`` written by ``langorch dev``, where the home is
+   ``--home DIR``, else ``LANGORCH_HOME``, else ``./.langorch``:
+   ``{"endpoint_url": ..., "settings": {<Settings fields>}}``.
 4. Otherwise: :class:`TargetError` telling how to start or name a stack.
 """
 
@@ -118,6 +119,7 @@ def resolve_target(
     endpoint_url: str | None = None,
     stack: str | None = None,
     region: str | None = None,
+    home: str | None = None,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     outputs: StackOutputs = _cloudformation_outputs,
@@ -130,8 +132,10 @@ def resolve_target(
         stack: ``--stack``.
         region: ``--region`` (default: ``LANGORCH_REGION``; with ``--stack``, then the AWS
             SDK's own resolution, see :func:`aws_region`; else us-east-1).
+        home: ``--home``: the local stack's folder (default: ``LANGORCH_HOME``, then
+            ``./.langorch``).
         env: the environment (default: ``os.environ``); only ``LANGORCH_*`` is read.
-        cwd: where a relative ``LANGORCH_HOME`` is resolved (default: the current directory).
+        cwd: where a relative home is resolved (default: the current directory).
         outputs: reads a stack's outputs (injected in tests).
         profile_region: a profile's configured region (injected in tests).
 
@@ -163,11 +167,12 @@ def resolve_target(
             {field: found[key] for key, field in OPTIONAL_OUTPUT_FIELDS.items() if key in found}
         )
         return Target(base.model_copy(update=fields), f"stack {stack}", explicit=True)
-    stack_file = _home(env, cwd) / STACK_FILE
+    stack_file = local_home(home, env=env, cwd=cwd) / STACK_FILE
     if stack_file.is_file():
         return Target(_local_settings(stack_file, env, overrides), str(stack_file), explicit=False)
     raise TargetError(
-        f"no local stack running ({stack_file} not found): start one with `make dev`, "
+        f"no local stack running ({stack_file} not found): start one with `langorch dev` "
+        "(`make dev`), point at its folder with --home DIR or LANGORCH_HOME, "
         "or pass --stack NAME"
     )
 
@@ -189,9 +194,22 @@ def endpoint_reachable(url: str, timeout: float = 0.5) -> bool:
         return False
 
 
-def _home(env: Mapping[str, str], cwd: Path | None) -> Path:
-    home = Path(env.get("LANGORCH_HOME") or DEFAULT_HOME)
-    return home if home.is_absolute() else (cwd or Path.cwd()) / home
+def local_home(
+    home: str | None = None, *, env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> Path:
+    """The local stack's folder: ``--home``, else ``LANGORCH_HOME``, else ``./.langorch``.
+
+    ``langorch dev`` and every other command resolve it here, so a stack started with
+    ``--home X`` is found by commands given ``--home X`` (or ``LANGORCH_HOME=X``).
+
+    Args:
+        home: ``--home`` as given.
+        env: the environment (default: ``os.environ``).
+        cwd: where a relative home is resolved (default: the current directory).
+    """
+    env = os.environ if env is None else env
+    folder = Path(home or env.get("LANGORCH_HOME") or DEFAULT_HOME).expanduser()
+    return folder if folder.is_absolute() else (cwd or Path.cwd()) / folder
 
 
 def _settings(env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:

@@ -88,6 +88,10 @@ async def advance(
     """
     config = _config(ctx.run_id, fence)
     snapshot = await graph.aget_state(config)
+    if resume is None and snapshot.interrupts:
+        # Parked by a segment whose answer was lost (its process died after the checkpoint,
+        # before the record): announce that park; nothing runs, nothing answers it.
+        return _parked(snapshot, [])
     graph_input = _graph_input(snapshot, resume, ctx.run_id, initial)
     if graph_input is _NOTHING_TO_RUN:
         return _finished(snapshot.values, [])
@@ -125,16 +129,7 @@ async def advance(
 
     snapshot = await graph.aget_state(config)
     if snapshot.interrupts:
-        parked = snapshot.interrupts[0]
-        request = dict(parked.value) if isinstance(parked.value, dict) else {"value": parked.value}
-        kind = request.get("kind")
-        return Advance(
-            status=_PARKED_STATUS.get(str(kind), "waiting_approval"),
-            events=events,
-            interrupt_id=parked.id,
-            request=request,
-            values=dict(snapshot.values),
-        )
+        return _parked(snapshot, events)
     if stopped and (snapshot.next or snapshot.tasks or _input_lost(snapshot)):
         return Advance(status="continue", events=events, values=dict(snapshot.values))
     return _finished(snapshot.values, events)
@@ -142,6 +137,20 @@ async def advance(
 
 _PARKED_STATUS: dict[str, SegmentStatus] = {"wait": "sleeping", "resource": "waiting_resource"}
 """What the state machine does with a parked interrupt, by its kind (else: an approval)."""
+
+
+def _parked(snapshot: Any, events: list[dict[str, Any]]) -> Advance:
+    """The graph waits on its (first) pending interrupt: an approval, a wait or a resource."""
+    parked = snapshot.interrupts[0]
+    request = dict(parked.value) if isinstance(parked.value, dict) else {"value": parked.value}
+    return Advance(
+        status=_PARKED_STATUS.get(str(request.get("kind")), "waiting_approval"),
+        events=events,
+        interrupt_id=parked.id,
+        request=request,
+        values=dict(snapshot.values),
+    )
+
 
 _NOTHING_TO_RUN = object()
 """What :func:`_graph_input` answers for a run whose graph has already ended."""

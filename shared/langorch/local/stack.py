@@ -23,9 +23,11 @@ from typing import Any, cast
 import yaml
 
 from langorch.config import Settings
+from langorch.domain.errors import LangorchError
 
 STACK_FILE = "stack.json"
 OUTBOX_DIR = "outbox"
+STATE_DIR = "state"
 SCHEDULER_ROLE = "langorch-local-scheduler"
 
 
@@ -41,6 +43,8 @@ class LocalStack:
     gateway_url: str | None = None
     background: list[str] = field(default_factory=list)
     """What runs beside the emulator: ``gateway``, ``ticker``, ``s3-events``."""
+    recovered: list[str] = field(default_factory=list)
+    """Runs that were in flight when the stack last stopped and got a new execution."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -61,37 +65,61 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for(host: str, port: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def ensure_port_free(port: int, *, what: str, option: str) -> None:
+    """Fail at once, naming the option to change, when ``port`` is taken.
+
+    Raises:
+        PortBusyError: something listens on (or holds) 127.0.0.1:``port``.
+    """
+    with socket.socket() as sock:
+        # As the servers bind: a port left in TIME_WAIT by a stopped stack is free to reuse.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            with socket.create_connection((host, port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"the emulator did not answer on {host}:{port} within {timeout:.0f} s")
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise PortBusyError(
+                f"cannot start {what} on 127.0.0.1:{port}: {exc.strerror or exc} (another "
+                f"`langorch dev`?); stop what uses it or pick another port with {option} PORT"
+            ) from exc
 
 
-def start_emulator(port: int) -> Callable[[], None]:
+def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], None]:
     """Start moto's server on 127.0.0.1:``port`` in this process, executing state machines.
+
+    Args:
+        port: the emulator's port.
+        state_dir: where the emulator's durable state lives (:mod:`langorch.local.journal`):
+            its journal is replayed before the server answers, and every successful write is
+            journaled. ``None``: in memory only.
 
     Returns:
         Its stop function (which also gives moto back its own settings).
+
+    Raises:
+        PortBusyError: something already listens on ``port``.
     """
     from moto.core.config import default_user_config
-    from moto.server import ThreadedMotoServer
 
-    from langorch.local.emulator import retry_interpreter_lambda_calls, serialise_dynamodb_writes
+    from langorch.local.emulator import (
+        lazy_batch_package,
+        retry_interpreter_lambda_calls,
+        serialise_dynamodb_writes,
+    )
     from langorch.local.statemachine import enable_execution
 
+    lazy_batch_package()
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
     undo_atomic = serialise_dynamodb_writes()
     undo_retry = retry_interpreter_lambda_calls()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    try:
+        server = _EmulatorServer(port, state_dir)
+    except BaseException:
+        undo_atomic()
+        undo_retry()
+        raise
 
     def stop() -> None:
         # moto's backends are this process's memory, not the server's: without a reset the
@@ -113,15 +141,84 @@ def start_emulator(port: int) -> Callable[[], None]:
     # now, while the tables are created, takes it off the path to "ready".
     threading.Thread(target=_warm_interpreter, name="langorch-warm-asl", daemon=True).start()
     try:
-        _wait_for("127.0.0.1", port)
         # The backends are this process's memory: whatever ran in it before (another stack, a
         # test's emulator) must not show up in this stack's tables.
         _reset_emulator(port)
+        server.restore()
         enable_execution(f"http://127.0.0.1:{port}")
     except BaseException:
         stop()
         raise
     return stop
+
+
+class PortBusyError(LangorchError):
+    """A port the local stack needs is taken by another process."""
+
+
+JOURNAL_FILE = "emulator.journal"
+
+
+class _EmulatorServer:
+    """moto's WSGI app behind werkzeug's threaded server, its writes journaled under ``state_dir``.
+
+    The socket is bound here, in the caller's thread: a busy port fails at once (moto's
+    ``ThreadedMotoServer`` binds in its thread and waits forever for a server that never came).
+    """
+
+    def __init__(self, port: int, state_dir: Path | None) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        from langorch.local.journal import JournaledApp
+
+        self.moto_app = DomainDispatcherApplication(create_backend_app)
+        self.app = JournaledApp(self.moto_app)
+        self.state_dir = state_dir
+        ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
+        try:
+            self._server = make_server(
+                "127.0.0.1", port, self.app, threaded=True, request_handler=MotoRequestHandler
+            )
+        except (OSError, SystemExit) as exc:  # werkzeug exits on EADDRINUSE (a race lost)
+            raise PortBusyError(
+                f"cannot start the AWS emulator on 127.0.0.1:{port}: {exc}; stop what uses it "
+                "or pick another port with --emulator-port PORT"
+            ) from exc
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="langorch-emulator", daemon=True
+        )
+        self._thread.start()
+
+    def restore(self) -> None:
+        """Replay the journal into the (reset) emulator, then journal every new write."""
+        if self.state_dir is None:
+            return
+        import moto
+
+        from langorch.local.journal import JOURNAL_FORMAT, Journal, read_entries, replay
+
+        path = self.state_dir / JOURNAL_FILE
+        started = time.monotonic()
+        applied, refused = replay(self.moto_app, read_entries(path))
+        logging.getLogger(__name__).info(
+            "restored %d journaled writes (%d refused) in %.1f s",
+            applied,
+            refused,
+            time.monotonic() - started,
+        )
+        self.app.journal = Journal(path, {"format": JOURNAL_FORMAT, "moto": moto.__version__})
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+        if self.app.journal is not None:
+            self.app.journal.close()
 
 
 def _reset_emulator(port: int) -> None:
@@ -160,8 +257,10 @@ def start_local_stack(
     *,
     home: Path,
     port: int | None = None,
+    gateway_port: int | None = None,
     examples: Path | None = None,
     region: str = "us-east-1",
+    durable: bool = True,
 ) -> LocalStack:
     """Start the emulator and provision the whole pipeline in it.
 
@@ -172,11 +271,19 @@ def start_local_stack(
     the S3 event poller. Everything is written to ``<home>/stack.json``.
 
     Args:
-        home: where the stack file, the merged offline script and the outbox live.
+        home: where the stack file, the merged offline script, the outbox and the emulator's
+            durable state (``<home>/state/``) live.
         port: the emulator's port (default: a free one).
+        gateway_port: the HTTP gateway's port, the base of every approval link (default: a
+            free one; ``langorch dev`` passes a fixed one so links outlive a restart).
         examples: a folder of ``<name>/definitions.yaml`` to register (``None``: none).
         region: the emulated region.
+        durable: keep the emulator's state under ``home`` across stops and crashes.
+
+    Raises:
+        PortBusyError: the emulator's or the gateway's port is taken.
     """
+    from langorch.adapters.aws import new_session
     from langorch.adapters.logs import CloudWatchLogs
     from langorch.app.container import Container
     from langorch.app.definitions import seed_builtins
@@ -186,8 +293,12 @@ def start_local_stack(
 
     home.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
+    has_gateway = _has_module("langorch.local.gateway")
+    if has_gateway:
+        gateway_port = gateway_port or free_port()
+        ensure_port_free(gateway_port, what="the HTTP gateway", option="--port")
     stack = LocalStack(settings=Settings(region=region), home=home)
-    stack._stops.append(start_emulator(port))
+    stack._stops.append(start_emulator(port, state_dir=(home / STATE_DIR) if durable else None))
     try:
         example_dirs = (
             sorted(p.parent for p in examples.glob("*/definitions.yaml"))
@@ -195,19 +306,21 @@ def start_local_stack(
             else []
         )
         script = merged_offline_script(example_dirs, home / "offline.yaml")
-        gateway_port = free_port() if _has_module("langorch.local.gateway") else None
         settings = Settings(
             region=region,
             endpoint_url=f"http://127.0.0.1:{port}",
             offline_script=str(script) if script else None,
             outbox_dir=str((home / OUTBOX_DIR).resolve()),
         )
-        if gateway_port is not None:
+        if has_gateway:
             # Approval links point at the gateway, which starts once the functions exist.
             settings = settings.model_copy(
                 update={"public_base_url": f"http://127.0.0.1:{gateway_port}"}
             )
-        container = Container(settings)
+        # One boto3 session for every container of the start-up: each new session re-reads
+        # botocore's data files, and the start-up builds three containers (PERFORMANCE P6).
+        session = new_session(settings)
+        container = Container(settings, session=session)
         container.ensure_resources()
         seed_builtins(container.definitions)
 
@@ -220,11 +333,14 @@ def start_local_stack(
         if example_dirs:
             # Registered like `langorch workflows put`: webhook secrets and schedules too.
             batch = register_and_sync(
-                [str(d / "definitions.yaml") for d in example_dirs], Container(settings)
+                [str(d / "definitions.yaml") for d in example_dirs],
+                Container(settings, session=session),
             )
             stack.examples = [r.id for r in batch.results if r.kind == "workflow"]
 
-        if gateway_port is not None:
+        # Before the gateway opens: a click on an old link then finds the run parked again.
+        stack.recovered = recover_runs(Container(settings, session=session))
+        if has_gateway and gateway_port is not None:
             stack.gateway_url = start_gateway(stack, gateway_port)
         start_ticker(stack)
         start_s3_events(stack)
@@ -233,6 +349,23 @@ def start_local_stack(
     except BaseException:
         stack.stop()
         raise
+
+
+def recover_runs(container: Any) -> list[str]:
+    """Give every run that was in flight when the stack stopped a new execution.
+
+    The emulator's Step Functions executions do not survive a restart (see
+    :mod:`langorch.local.journal`); the runs' own state does (:mod:`langorch.app.restart`).
+
+    Returns:
+        The recovered run ids.
+    """
+    from langorch.app.restart import recover_in_flight
+
+    recovered = recover_in_flight(container)
+    if recovered:
+        logging.getLogger(__name__).info("recovered %d runs in flight", len(recovered))
+    return [r.run_id for r in recovered]
 
 
 def provision_pipeline(

@@ -10,16 +10,29 @@ from typing import Any
 
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
-from langorch.cli.registry import Subparsers, add_command
+from langorch.cli.registry import Subparsers, add_command, bounded_int
 
 _EXAMPLES = "examples"
+DEFAULT_GATEWAY_PORT = 4567
+DEFAULT_EMULATOR_PORT = 4566
 
 
 def register(subparsers: Subparsers) -> None:
     """Add the ``dev`` command."""
     dev = add_command(subparsers, "dev", _dev, "run langorch on this machine (AWS emulator)")
-    dev.add_argument("--port", type=int, default=4566, help="the emulator's port (default 4566)")
-    dev.add_argument("--home", default=".langorch", help="where the stack file lives")
+    dev.add_argument(
+        "--port",
+        type=bounded_int(1, 65535),
+        default=DEFAULT_GATEWAY_PORT,
+        help="the HTTP gateway's port, the base of webhook URLs and approval links; fixed so "
+        f"emailed links keep working across restarts (default {DEFAULT_GATEWAY_PORT})",
+    )
+    dev.add_argument(
+        "--emulator-port",
+        type=bounded_int(1, 65535),
+        default=DEFAULT_EMULATOR_PORT,
+        help=f"the AWS emulator's port (default {DEFAULT_EMULATOR_PORT})",
+    )
     dev.add_argument(
         "--examples",
         metavar="DIR",
@@ -46,7 +59,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     examples = _examples(ctx, args.examples)
-    home = Path(args.home)
+    home = ctx.home()
     if (home / "stack.json").exists():
         import json
 
@@ -55,10 +68,9 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         endpoint = json.loads((home / "stack.json").read_text()).get("endpoint_url")
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
-    try:
-        stack = start_local_stack(home=home, port=args.port, examples=examples)
-    except OSError as exc:
-        raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
+    stack = start_local_stack(
+        home=home, port=args.emulator_port, gateway_port=args.port, examples=examples
+    )
     from langorch.local.example_tools import start_example_tools
 
     try:
@@ -84,6 +96,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
+    if stack.recovered:
+        lines.append(
+            f"  recovered     {len(stack.recovered)} runs in flight when it last stopped "
+            "(approvals stay parked, waits resume, segments continue from their checkpoint)"
+        )
     lines += _console_line(console_url)
     if stack.background:
         lines.append(f"  running       {', '.join(stack.background)}")
@@ -116,6 +133,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "outbox_dir": settings.outbox_dir,
             "background": stack.background,
             "workflows": stack.examples,
+            "recovered": stack.recovered,
             "tools": tools.registered,
         },
         "\n".join(lines),

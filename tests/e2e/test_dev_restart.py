@@ -1,0 +1,277 @@
+"""`langorch dev` SIGKILLed with 20 runs in flight, restarted, drives every run to its end.
+
+A real `langorch dev` process (the emulator, the handlers, the gateway) on free loopback ports;
+this test is its user: it registers workflows, starts runs, clicks approval links from the outbox
+like an approver, kills the process with SIGKILL at a moment chosen by the seed, starts it again
+on the same home and ports, and follows every run to its end. Then: every run succeeded and
+ended exactly once, every approval was emailed once and decided once through the link emailed
+before the crash, and no step finished twice.
+
+Two seeds run in ``make test``; more from the command line::
+
+    LANGORCH_RESTART_SEEDS=1,2,3,4,5,6,7,8 pytest -q tests/e2e/test_dev_restart.py
+"""
+
+from __future__ import annotations
+
+import html
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+
+from langorch.app.container import Container
+from langorch.app.runs import StartRun, launch_run
+from langorch.app.trigger_sync import register_and_sync
+from langorch.cli.target import endpoint_reachable, resolve_target
+from langorch.domain.runs import TimelineEventType
+from langorch.local.stack import free_port
+from tests.workflows import GATED_APPROVAL
+
+REPO = Path(__file__).resolve().parents[2]
+SEEDS = [int(s) for s in os.environ.get("LANGORCH_RESTART_SEEDS", "11,12").split(",") if s]
+RUNS = {"gated": 8, "napping": 6, "chain": 6}
+"""20 runs: approvals, waits and multi-step runs."""
+
+MORE = """
+workflows:
+  - plan_id: napping
+    memory: false
+    inputs_schema: {properties: {n: {type: number}}}
+    steps:
+      - {step_id: before, kind: transform, transform: {m: "n + 1"}}
+      - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 3}}
+      - {step_id: after, kind: transform, depends_on: [nap], transform: {done: "m * 10"}}
+  - plan_id: chain
+    memory: false
+    inputs_schema: {properties: {n: {type: number}}}
+    steps:
+      - {step_id: a, kind: transform, transform: {a: "n + 1"}}
+      - {step_id: b, kind: transform, depends_on: [a], transform: {b: "a + 1"}}
+      - {step_id: c, kind: transform, depends_on: [b], transform: {c: "b + 1"}}
+      - {step_id: d, kind: transform, depends_on: [c], transform: {d: "c + 1"}}
+"""
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120.0) -> T:
+    """Poll ``probe`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.2)
+
+
+@dataclass
+class Dev:
+    """A `langorch dev` process and where it listens."""
+
+    home: Path
+    gateway_port: int
+    emulator_port: int
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+
+    def start(self) -> None:
+        self.starts += 1
+        log = (self.home.parent / f"dev-{self.starts}.log").open("wb")
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "langorch.cli.main",
+                "dev",
+                "--home",
+                str(self.home),
+                "--port",
+                str(self.gateway_port),
+                "--emulator-port",
+                str(self.emulator_port),
+                "--examples",
+                str(self.home.parent / "no-examples"),
+                "--console-port",
+                "0",
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # A short dwell keeps the approver's second press quick; the rule is the same.
+            env={**os.environ, "LANGORCH_APPROVAL_FORM_DWELL_SECONDS": "0.3"},
+        )
+        wait_for("langorch dev to be ready", self._ready, timeout=180)
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            log = (self.home.parent / f"dev-{self.starts}.log").read_text(errors="replace")
+            raise AssertionError(f"langorch dev exited {self.process.returncode}:\n{log[-3000:]}")
+        log = (self.home.parent / f"dev-{self.starts}.log").read_text(errors="replace")
+        return "is ready in" in log and endpoint_reachable(f"http://127.0.0.1:{self.gateway_port}")
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def container(self) -> Container:
+        # Found the way every command finds it: --home.
+        return Container(resolve_target(home=str(self.home), env={}).settings)
+
+
+@pytest.fixture
+def dev(tmp_path: Path) -> Iterator[Dev]:
+    (tmp_path / "no-examples").mkdir()
+    running = Dev(tmp_path / "home", free_port(), free_port())
+    yield running
+    running.stop()
+
+
+def request(
+    url: str, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
+    try:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request(method, target, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def emails(home: Path) -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted((home / "outbox").glob("*.json"))]
+
+
+def approve(link: str) -> bool:
+    """Open the link and press Approve until the page takes it (the dwell refuses a quick press).
+
+    Returns:
+        Whether the decision was taken (``False``: the link answered something else).
+    """
+    status, page = request(link)
+    if status != 200:
+        return False
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        nonce = re.search(rb'name="nonce" value="([^"]*)"', page)
+        if nonce is None:
+            return b"approved" in page.lower()
+        form = {
+            "decision": "approved",
+            "comment": "restart",
+            "nonce": html.unescape(nonce[1].decode()),
+        }
+        status, page = request(link, "POST", urlencode(form).encode(), headers)
+        if status == 200:
+            return True
+        if status != 409:
+            return False
+        time.sleep(0.3)  # the approver reads the re-shown page for the form's dwell
+    return False
+
+
+def start_runs(container: Container, rng: random.Random) -> dict[str, str]:
+    """Run id -> workflow, started in a seeded order."""
+    order = [w for w, n in RUNS.items() for _ in range(n)]
+    rng.shuffle(order)
+    started: dict[str, str] = {}
+    for i, workflow in enumerate(order):
+        key = "amount" if workflow == "gated" else "n"
+        run, _ = launch_run(StartRun(workflow, input={key: i}), container)
+        started[run.run_id] = workflow
+    return started
+
+
+def approve_some(
+    home: Path,
+    container: Container,
+    runs: dict[str, str],
+    share: float,
+    rng: random.Random,
+    decided: set[str],
+) -> None:
+    """Approve a share of the approvals emailed so far, through their emailed links."""
+    for email in emails(home):
+        approval_id = email["approval_id"]
+        if approval_id in decided or rng.random() > share:
+            continue
+        if approve(email["link"]):
+            decided.add(approval_id)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: int) -> None:
+    rng = random.Random(seed)
+    # Given a dev stack with 20 runs in flight: parked on approvals, sleeping, mid-way
+    dev.start()
+    (dev.home.parent / "flows.yaml").write_text(GATED_APPROVAL + MORE.split("workflows:", 1)[1])
+    container = dev.container()
+    register_and_sync([str(dev.home.parent / "flows.yaml")], container)
+    runs = start_runs(container, rng)
+    decided: set[str] = set()
+    # ... some approvals clicked before the crash, the crash itself at the seed's moment
+    time.sleep(rng.uniform(0.0, 3.0))  # the moment is the test's input, not a wait
+    approve_some(dev.home, container, runs, 0.4, rng, decided)
+    time.sleep(rng.uniform(0.0, 2.0))
+
+    # When the process is SIGKILLed and started again on the same home and ports
+    dev.kill()
+    before = {e["approval_id"]: e["link"] for e in emails(dev.home)}
+    dev.start()
+    container = dev.container()
+
+    # Then every run is driven to its end; approvals are decided through the links emailed
+    # before the crash (and any emailed after it)
+    def all_ended() -> bool:
+        approve_some(dev.home, container, runs, 1.0, rng, decided)
+        return all(container.runs.get_run(r).is_terminal for r in runs)
+
+    wait_for("every run to end", all_ended, timeout=300)
+    for run_id, workflow in runs.items():
+        run = container.runs.get_run(run_id)
+        assert run.status.value == "succeeded", (run_id, workflow, run.error)
+        timeline = container.runs.get_timeline(run_id)
+        finished = [e for e in timeline if e.type is TimelineEventType.run_finished]
+        assert len(finished) == 1, (run_id, [e.type.value for e in timeline])
+        steps = Counter(e.step_id for e in timeline if e.type is TimelineEventType.step_finished)
+        assert all(n == 1 for n in steps.values()), (run_id, steps)
+    expected = {"gated": "paid", "napping": "done", "chain": "d"}
+    assert all(expected[w] in container.runs.get_run(r).outputs for r, w in runs.items())
+    # ... every approval was emailed once, and the links emailed before the crash still work
+    sent = Counter(e["approval_id"] for e in emails(dev.home))
+    assert len(sent) == RUNS["gated"] and set(sent.values()) == {1}, sent
+    assert set(before) <= decided
+    for approval_id in sent:
+        approval = container.approvals.get(approval_id)
+        assert approval is not None and approval.status.value == "approved"
