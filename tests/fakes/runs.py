@@ -112,6 +112,18 @@ class InMemoryRuns:
                 )
             row.body, row.status = body, run.status
 
+    def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
+        """Store the reopened run only while the stored one is on ``expected_attempt``."""
+        body = _bounded_body(run)
+        with self._lock:
+            row = self._rows.get(run.run_id)
+            if row is None:
+                raise NotFoundError(f"run {run.run_id} does not exist; nothing to reopen")
+            if _record(row.body).attempt != expected_attempt:
+                return False
+            row.body, row.status = body, run.status
+            return True
+
     # --- leases --------------------------------------------------------------------------
 
     def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:

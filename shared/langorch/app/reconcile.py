@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 from langorch.app.runs import mark_failed
 from langorch.domain.errors import NotFoundError
 from langorch.domain.limits import cut
-from langorch.domain.runs import RunError, RunStatus
+from langorch.domain.runs import RunError, RunStatus, execution_name
 
 if TYPE_CHECKING:
     from langorch.app.ports import Clock, Executions, RunsStore
@@ -93,7 +93,7 @@ def reconcile_runs(
     for status in OPEN_STATUSES:
         for run in deps.runs.list_runs(status=status, limit=limit):
             try:
-                execution = deps.executions.describe(run.run_id)
+                execution = deps.executions.describe(execution_name(run.run_id, run.attempt))
             except NotFoundError:
                 continue
             ended = str(execution.get("status", ""))

@@ -40,6 +40,7 @@ from langorch.domain.runs import (
     TimelineEvent,
     TimelineEventType,
     dedupe_run_id,
+    execution_name,
     minimal_failed,
     new_run_id,
     transition,
@@ -490,7 +491,8 @@ def cancel_run(
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to stop
     if deps.settings.state_machine_arn:
-        deps.executions.stop(run_id, reason)
+        # The current execution: a redriven run's is named by its attempt.
+        deps.executions.stop(execution_name(run_id, run.attempt), reason)
     if parked is not None and parked.kind == "approval":
         _close_approval(run_id, parked, deps)
     logger.info(

@@ -228,6 +228,43 @@ class PendingInterrupt(_Stored):
     """What the interrupt asked for: the approval's prompt and fields, or the wait's deadline."""
 
 
+MAX_LINEAGE = 20
+"""Redrives and forks a record keeps (the timeline keeps every one)."""
+
+
+class Redrive(_Stored):
+    """One redrive of a run: who, when, why, from where, onto which version."""
+
+    attempt: int = Field(ge=1)
+    at: datetime
+    actor: str | None = None
+    reason: str | None = None
+    from_step: str | None = None
+    """The step the run went back to (``None``: its last good checkpoint)."""
+    checkpoint_id: str | None = None
+    from_version: int = Field(ge=1)
+    to_version: int = Field(ge=1)
+    forced: bool = False
+    """An incompatible version move was accepted with ``--force``."""
+    problems: list[str] = Field(default_factory=list)
+    """What ``--force`` accepted (field paths and reasons)."""
+
+    @field_validator("reason")
+    @classmethod
+    def _bounded_reason(cls, reason: str | None) -> str | None:
+        return None if reason is None else truncate(reason, MAX_SUMMARY_CHARS)
+
+
+class ForkLink(_Stored):
+    """A fork between two runs: the other run, the step it forked at, when and by whom."""
+
+    run_id: str
+    at_step: str
+    checkpoint_id: str | None = None
+    at: datetime | None = None
+    actor: str | None = None
+
+
 def _aware(value: datetime | None) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise ValueError("timestamps must carry a timezone (use UTC)")
@@ -260,6 +297,15 @@ class RunRecord(_Stored):
     pending: PendingInterrupt | None = None
     execution_arn: str | None = None
     parent_run_id: str | None = None
+    attempt: int = Field(default=0, ge=0)
+    """How many times the run was redriven: its current execution is
+    :func:`execution_name` ``(run_id, attempt)``."""
+    redrives: list[Redrive] = Field(default_factory=list)
+    """The run's redrives, oldest first (the last :data:`MAX_LINEAGE` are kept)."""
+    forked_from: ForkLink | None = None
+    """The run this one was forked from (``langorch runs fork``)."""
+    forks: list[ForkLink] = Field(default_factory=list)
+    """Runs forked from this one (the last :data:`MAX_LINEAGE` are kept)."""
 
     @field_validator("created_at", "updated_at", "started_at", "ended_at")
     @classmethod
@@ -385,6 +431,67 @@ def new_run_id(id_gen: Callable[[], str]) -> str:
     return RUN_ID_PREFIX + token
 
 
+_EXECUTION_NAME_MAX = 80
+
+
+def execution_name(run_id: str, attempt: int = 0) -> str:
+    """The name of the run's Step Functions execution for ``attempt`` (0: its first).
+
+    The first execution is named by the run id (a duplicate start starts nothing); a redrive's
+    is ``<run_id>-r<attempt>``, so a repeated redrive of the same attempt starts nothing either.
+    An id too long for the suffix keeps a hash of itself, so names never collide.
+    """
+    if attempt == 0:
+        return run_id
+    suffix = f"-r{attempt}"
+    if len(run_id) + len(suffix) <= _EXECUTION_NAME_MAX:
+        return run_id + suffix
+    digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
+    keep = _EXECUTION_NAME_MAX - len(suffix) - len(digest) - 1
+    return f"{run_id[:keep]}-{digest}{suffix}"
+
+
+def reopened(
+    run: RunRecord,
+    redrive: Redrive,
+    *,
+    now: datetime,
+    pending: PendingInterrupt | None = None,
+) -> RunRecord:
+    """``run`` reopened by a redrive: ``queued`` again on attempt ``redrive.attempt``.
+
+    A redrive is the one way out of an ending (:func:`transition` never leaves one): the error,
+    the ending and the outputs are cleared, the redrive is kept in ``redrives``, and the version
+    moves to ``redrive.to_version``. ``pending`` keeps an approval parked at the redrive point
+    (the next segment parks on it again, with the same links).
+
+    Raises:
+        InvalidTransitionError: ``redrive.attempt`` is not the run's next attempt.
+    """
+    _aware(now)
+    if redrive.attempt != run.attempt + 1:
+        raise InvalidTransitionError(
+            run.run_id,
+            run.status,
+            RunStatus.queued,
+            f"a redrive must be attempt {run.attempt + 1}, not {redrive.attempt}",
+        )
+    update: dict[str, Any] = {
+        "status": RunStatus.queued,
+        "status_reason": truncate(f"redriven: {redrive.reason or 'no reason given'}", 200),
+        "updated_at": now,
+        "ended_at": None,
+        "error": None,
+        "outputs": {},
+        "outputs_truncated": False,
+        "pending": pending,
+        "attempt": redrive.attempt,
+        "workflow_version": redrive.to_version,
+        "redrives": [*run.redrives, redrive][-MAX_LINEAGE:],
+    }
+    return RunRecord.model_validate({**run.model_dump(), **update})
+
+
 # --------------------------------------------------------------------------------------------
 # Timeline
 # --------------------------------------------------------------------------------------------
@@ -408,6 +515,8 @@ class TimelineEventType(StrEnum):
     segment_ended = "segment_ended"
     run_finished = "run_finished"
     run_cancelled = "run_cancelled"
+    run_redriven = "run_redriven"
+    run_forked = "run_forked"
 
 
 class TokenUsage(_Stored):

@@ -45,6 +45,10 @@ LEASE_IS_OURS = "attribute_exists(lease_owner) AND fence = :fence"
 NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #status = :status)"
 """A run that has ended keeps its ending: a late segment cannot revive a cancelled run, while
 re-saving the same ending (a retried final write) is allowed."""
+STILL_ON_ATTEMPT = "attempt = :expected"
+"""A redrive reopens the run only from the attempt it read (one of two concurrent ones wins)."""
+STILL_ON_FIRST_ATTEMPT = "(attribute_not_exists(attempt) OR attempt = :expected)"
+"""Attempt 0: runs never redriven carry no ``attempt`` attribute."""
 
 
 def run_pk(run_id: str) -> str:

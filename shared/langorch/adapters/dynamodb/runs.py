@@ -66,6 +66,8 @@ from langorch.adapters.dynamodb._run_items import (
     RUN_EXISTS,
     RUN_IS_NEW,
     RUN_SK,
+    STILL_ON_ATTEMPT,
+    STILL_ON_FIRST_ATTEMPT,
     chunks,
     dedupe_pk,
     event_items,
@@ -76,12 +78,7 @@ from langorch.adapters.dynamodb._run_items import (
     run_item,
     run_pk,
 )
-from langorch.domain.errors import (
-    LeaseHeldError,
-    NotFoundError,
-    RecordTooLargeError,
-    StorageError,
-)
+from langorch.domain.errors import LeaseHeldError, NotFoundError, RecordTooLargeError, StorageError
 from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
@@ -291,13 +288,8 @@ class RunsRepository:
             ConflictError: the run already ended with a different status.
             StorageError: DynamoDB failed.
         """
-        item = run_item(run, fence=None)
         condition = f"{RUN_EXISTS} AND {NOT_ENDED_OTHERWISE}"
         values: dict[str, Any] = {
-            ":body": item["body"],
-            ":status": item["status"],
-            ":updated_at": item["updated_at"],
-            ":gsi2pk": item["gsi2pk"],
             ":succeeded": {"S": RunStatus.succeeded.value},
             ":failed": {"S": RunStatus.failed.value},
             ":cancelled": {"S": RunStatus.cancelled.value},
@@ -305,23 +297,65 @@ class RunsRepository:
         if fence is not None:
             condition = f"{condition} AND {FENCE_IS_CURRENT}"
             values[":fence"] = {"N": str(fence)}
+        old = self._update_record(run, condition, values)
+        if old is not None:
+            raise refused_save(run, fence, old or None)
+
+    def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
+        """Store a run reopened by a redrive, only while the stored run is on
+        ``expected_attempt`` (a conditional write on the ``attempt`` attribute): of two
+        concurrent redrives of one run, exactly one write goes through.
+
+        Returns:
+            Whether this call reopened the run (``False``: another redrive did first).
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        values = {":attempt": {"N": str(run.attempt)}, ":expected": {"N": str(expected_attempt)}}
+        on_attempt = STILL_ON_FIRST_ATTEMPT if expected_attempt == 0 else STILL_ON_ATTEMPT
+        condition = f"{RUN_EXISTS} AND {on_attempt}"
+        old = self._update_record(run, condition, values, also="attempt = :attempt")
+        if old is None:
+            return True
+        if not old:
+            raise NotFoundError(f"run {run.run_id} does not exist; nothing to reopen")
+        return False
+
+    def _update_record(
+        self, run: RunRecord, condition: str, values: dict[str, Any], *, also: str = ""
+    ) -> dict[str, Any] | None:
+        """Write the record's body and indexed attributes under ``condition``.
+
+        Returns:
+            ``None`` when written; when refused, the stored item (``{}``: there is none).
+        """
+        item = run_item(run, fence=None)
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": run_pk(run.run_id)}, "sk": {"S": RUN_SK}},
                 UpdateExpression=(
                     "SET body = :body, #status = :status, updated_at = :updated_at, "
-                    "gsi2pk = :gsi2pk"
+                    "gsi2pk = :gsi2pk" + (f", {also}" if also else "")
                 ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={
+                    ":body": item["body"],
+                    ":status": item["status"],
+                    ":updated_at": item["updated_at"],
+                    ":gsi2pk": item["gsi2pk"],
+                    **values,
+                },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
-            raise refused_save(run, fence, _old_item(exc)) from exc
+            return _old_item(exc) or {}
+        return None
 
     # ----------------------------------------------------------------------------------------
     # Leases

@@ -1,0 +1,258 @@
+"""Redriving runs (issue 10) on fakes: from the last good checkpoint, from a step, onto a new
+version, and idempotently."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from langorch.app.recovery import (
+    IncompatibleVersionError,
+    RedriveRefusedError,
+    redrive,
+)
+from langorch.app.runs import StartRun, drive, launch_run
+from langorch.domain.errors import NotFoundError
+from langorch.domain.runs import RunStatus, TimelineEventType, execution_name
+from tests.fakes import Fakes
+from tests.integration.conftest import register_text
+
+FLOW = """
+blocks:
+  - block_id: gather
+    input_keys: [topic]
+    output_keys: [notes]
+    prompt_template: "Research {{ topic }}"
+  - block_id: digest
+    input_keys: [notes]
+    output_keys: [summary]
+    prompt_template: "Summarize {{ notes }}"
+    max_retries: 1
+workflows:
+  - plan_id: brief
+    memory: false
+    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
+    steps:
+      - {step_id: gather, block_id: gather, block_version: 1}
+      - {step_id: digest, block_id: digest, block_version: 1, depends_on: [gather]}
+"""
+
+FIXED = """
+blocks:
+  - block_id: digest
+    input_keys: [notes]
+    output_keys: [summary]
+    prompt_template: "Summarize briefly: {{ notes }}"
+    max_retries: 1
+workflows:
+  - plan_id: brief
+    memory: false
+    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
+    steps:
+      - {step_id: gather, block_id: gather, block_version: 1}
+      - {step_id: digest, block_id: digest, block_version: 2, depends_on: [gather]}
+"""
+
+INCOMPATIBLE = """
+blocks:
+  - block_id: digest
+    input_keys: [notes, audience]
+    output_keys: [summary]
+    prompt_template: "Summarize {{ notes }} for {{ audience }}"
+workflows:
+  - plan_id: brief
+    memory: false
+    inputs_schema:
+      properties: {topic: {type: string}, audience: {type: string}}
+      required: [topic]
+    steps:
+      - {step_id: gather, block_id: gather, block_version: 1}
+      - {step_id: digest, block_id: digest, block_version: 2, depends_on: [gather]}
+"""
+
+BROKEN_SUMMARY = {"digest": {"raise": "model overloaded", "retryable": False}}
+
+
+class CountingLLM:
+    """The offline registry, counting calls per step (a decorator of the LLM port)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.calls: Counter[str] = Counter()
+
+    def invoke(self, request: Any) -> Any:
+        self.calls[str(getattr(request, "step_id", "?"))] += 1
+        return self._inner.invoke(request)
+
+
+def _no_approval(request: dict[str, Any]) -> dict[str, Any]:
+    raise AssertionError(f"no approval expected: {request}")
+
+
+def _failed_run(deps: Fakes) -> tuple[str, Fakes, CountingLLM]:
+    """A run whose summarize step failed past its retries; returns its id and the process."""
+    broken = deps.with_script(BROKEN_SUMMARY)
+    counting = CountingLLM(broken.llm)
+    broken.llm = counting  # type: ignore[assignment]
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), broken)
+    result = drive(run.run_id, broken, on_approval=_no_approval)
+    assert result.status == "failed"
+    return run.run_id, broken, counting
+
+
+@pytest.fixture
+def deps() -> Fakes:
+    fakes = Fakes()
+    register_text(fakes, FLOW)  # type: ignore[arg-type]
+    return fakes
+
+
+def _fixed(deps: Fakes) -> tuple[Fakes, CountingLLM]:
+    fixed = deps.with_script(None)
+    counting = CountingLLM(fixed.llm)
+    fixed.llm = counting  # type: ignore[assignment]
+    return fixed, counting
+
+
+def test_a_failed_run_redriven_on_a_fixed_version_succeeds_without_calling_earlier_steps(
+    deps: Fakes,
+) -> None:
+    # Given a run whose summarize step failed past its retries
+    run_id, _, before = _failed_run(deps)
+    assert before.calls["gather"] == 1
+    # ... and the block fixed in a new version of the workflow
+    register_text(deps, FIXED)  # type: ignore[arg-type]
+    # When it is redriven onto the latest version
+    fixed, after = _fixed(deps)
+    done = redrive(fixed, run_id, version="latest", reason="prompt fixed", actor="ops@x")
+    # Then a new execution named by the attempt started, and the run succeeds
+    assert done.started and done.attempt == 1 and (done.from_version, done.to_version) == (1, 2)
+    assert execution_name(run_id, 1) in deps.executions.names
+    result = drive(run_id, fixed, on_approval=_no_approval)
+    assert result.status == "succeeded"
+    assert "summary" in result.outputs
+    # ... without calling the research step's LLM again
+    assert after.calls == Counter({"digest": 1})
+    run = deps.runs.get_run(run_id)
+    assert (run.status, run.workflow_version, run.attempt) == (RunStatus.succeeded, 2, 1)
+    [note] = run.redrives
+    assert (note.actor, note.reason, note.from_version, note.to_version) == (
+        "ops@x",
+        "prompt fixed",
+        1,
+        2,
+    )
+    redriven = [
+        e for e in deps.runs.get_timeline(run_id) if e.type is TimelineEventType.run_redriven
+    ]
+    assert len(redriven) == 1 and redriven[0].actor == "ops@x"
+    assert redriven[0].detail["version"] == "1 -> 2"
+
+
+def test_a_redrive_onto_a_version_the_state_cannot_carry_is_refused_with_paths(
+    deps: Fakes,
+) -> None:
+    run_id, _, _ = _failed_run(deps)
+    register_text(deps, INCOMPATIBLE)  # type: ignore[arg-type]
+    with pytest.raises(IncompatibleVersionError) as refused:
+        redrive(deps, run_id, version="latest")
+    assert "steps[1].input_keys.audience" in str(refused.value)
+    assert deps.runs.get_run(run_id).status is RunStatus.failed
+    assert deps.executions.names == [run_id]
+
+
+def test_a_forced_incompatible_redrive_is_recorded_with_its_problems(deps: Fakes) -> None:
+    run_id, _, _ = _failed_run(deps)
+    register_text(deps, INCOMPATIBLE)  # type: ignore[arg-type]
+    done = redrive(deps, run_id, version="latest", force=True, actor="ops@x")
+    assert done.forced and any("audience" in p for p in done.problems)
+    assert deps.runs.get_run(run_id).redrives[-1].forced
+
+
+def test_a_redrive_from_a_step_runs_that_step_again_and_keeps_the_ones_before(
+    deps: Fakes,
+) -> None:
+    # Given a run that succeeded
+    fixed, counting = _fixed(deps)
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), fixed)
+    assert drive(run.run_id, fixed, on_approval=_no_approval).status == "succeeded"
+    assert counting.calls == Counter({"gather": 1, "digest": 1})
+    # When it is redriven from summarize
+    done = redrive(fixed, run.run_id, from_step="digest", reason="again")
+    assert done.checkpoint_id is not None
+    # Then only summarize runs again
+    assert drive(run.run_id, fixed, on_approval=_no_approval).status == "succeeded"
+    assert counting.calls == Counter({"gather": 1, "digest": 2})
+
+
+def test_a_succeeded_run_is_not_redriven_without_a_step(deps: Fakes) -> None:
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), deps)
+    drive(run.run_id, deps, on_approval=_no_approval)
+    with pytest.raises(RedriveRefusedError, match="--from"):
+        redrive(deps, run.run_id)
+
+
+def test_a_redrive_from_an_unknown_step_names_the_steps(deps: Fakes) -> None:
+    run_id, _, _ = _failed_run(deps)
+    with pytest.raises(NotFoundError, match="gather, digest"):
+        redrive(deps, run_id, from_step="nope")
+
+
+def test_a_run_whose_execution_is_still_running_is_not_redriven(deps: Fakes) -> None:
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), deps)
+    with pytest.raises(RedriveRefusedError, match="RUNNING"):
+        redrive(deps, run.run_id)
+
+
+def test_a_stranded_run_whose_execution_ended_is_redriven(deps: Fakes) -> None:
+    # Given a run whose execution ended before its record followed (it still says queued)
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), deps)
+    deps.executions.end(run.run_id, "ABORTED")
+    # When it is redriven
+    done = redrive(deps, run.run_id, reason="execution lost")
+    # Then it continues from its checkpoint in a new execution
+    assert done.started and done.checkpoint_id is None
+    assert drive(run.run_id, deps, on_approval=_no_approval).status == "succeeded"
+
+
+def test_two_concurrent_redrives_start_one_execution(deps: Fakes) -> None:
+    run_id, _, _ = _failed_run(deps)
+    barrier = threading.Barrier(2)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+
+    def go() -> None:
+        process = deps.another_process()
+        barrier.wait()
+        try:
+            results.append(redrive(process, run_id, reason="twice"))
+        except BaseException as exc:  # surfaced below with the thread's own error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(r.started for r in results) == [False, True]
+    assert {r.attempt for r in results} == {1}
+    assert deps.executions.names == [run_id, execution_name(run_id, 1)]
+    assert deps.runs.get_run(run_id).attempt == 1
+
+
+def test_reconcile_follows_the_redriven_execution_not_the_first_one(deps: Fakes) -> None:
+    from langorch.app.reconcile import reconcile_runs
+
+    # Given a failed run whose first execution ended FAILED, redriven into a running execution
+    run_id, _, _ = _failed_run(deps)
+    deps.executions.end(run_id, "FAILED", error="StepFailedError")
+    redrive(deps, run_id, reason="retry")
+    # When the reconciler looks for stranded runs
+    repairs = reconcile_runs(deps)
+    # Then the redriven run is left alone: its current execution is still running
+    assert repairs == []
+    assert deps.runs.get_run(run_id).status is RunStatus.queued
