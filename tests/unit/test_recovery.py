@@ -3,6 +3,7 @@ version, and idempotently."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from typing import Any
@@ -256,3 +257,78 @@ def test_reconcile_follows_the_redriven_execution_not_the_first_one(deps: Fakes)
     # Then the redriven run is left alone: its current execution is still running
     assert repairs == []
     assert deps.runs.get_run(run_id).status is RunStatus.queued
+
+
+GATED = """
+workflows:
+  - plan_id: gated
+    memory: false
+    approvers: [boss@example.com]
+    steps:
+      - {step_id: prepare, kind: transform, transform: {amount: "40 + 2"}}
+      - step_id: gate
+        kind: approval
+        depends_on: [prepare]
+        approval: {title: "Pay?", timeout_seconds: 600}
+        branches: {approved: done, rejected: done, timed_out: done}
+      - {step_id: done, kind: transform, transform: {paid: "amount"}}
+"""
+
+
+def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_link() -> None:
+    from langorch.app.approvals import (
+        RequestApproval,
+        Shown,
+        decide_approval,
+        ensure_signing_key,
+        request_approval,
+        view_approval,
+    )
+    from langorch.app.reconcile import reconcile_runs
+    from langorch.app.runs import RunSegment, run_segment
+    from tests.fakes.approvals import InMemoryApprovals
+    from tests.unit.approvals_support import http_request
+
+    deps = Fakes(public_base_url="https://approve.example.com")
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
+    register_text(deps, GATED)  # type: ignore[arg-type]
+    # Given a run parked on an approval whose email (and link) went out
+    run, _ = launch_run(StartRun("gated"), deps)
+    parked = run_segment(RunSegment(run.run_id), deps)
+    assert parked.approval is not None
+    first = request_approval(
+        RequestApproval(run.run_id, parked.approval, task_token=deps.executions.park(run.run_id)),
+        deps,  # type: ignore[arg-type]
+    )
+    [mail] = deps.email.sent
+    # ... whose execution was then lost, and the run reconciled to failed
+    deps.executions.end(run.run_id, "ABORTED")
+    assert [r.run_id for r in reconcile_runs(deps)] == [run.run_id]
+    # When it is redriven
+    done = redrive(deps, run.run_id, reason="execution lost")
+    assert done.approval_kept == parked.approval["interrupt_id"]
+    # Then the new execution parks on the same approval: same id, no second email
+    again = run_segment(RunSegment(run.run_id), deps)
+    assert again.status == "waiting_approval" and again.approval is not None
+    assert again.approval["interrupt_id"] == parked.approval["interrupt_id"]
+    token = deps.executions.park(execution_name(run.run_id, 1))
+    second = request_approval(
+        RequestApproval(run.run_id, again.approval, task_token=token),
+        deps,  # type: ignore[arg-type]
+    )
+    assert (second.approval_id, second.emailed) == (first.approval_id, [])
+    assert len(deps.email.sent) == 1
+    # ... and the original link decides it, resuming the new execution
+    shown = view_approval(http_request(mail.link, "GET"), deps)  # type: ignore[arg-type]
+    assert isinstance(shown, Shown)
+    deps.clock.advance(deps.settings.approval_form_dwell_seconds)
+    form = {"nonce": shown.nonce, "decision": "approved"}
+    decide_approval(http_request(mail.link, "POST", form), deps)  # type: ignore[arg-type]
+    described = deps.executions.describe(execution_name(run.run_id, 1))
+    assert described["status"] == "SUCCEEDED"
+    decision = json.loads(described["output"])
+    assert decision["decision"] == "approved"
+    # ... and the run finishes with it
+    final = run_segment(RunSegment(run.run_id, resume=decision), deps)
+    assert final.status == "succeeded" and final.outputs["paid"] == 42

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from langorch.domain.errors import ConflictError, LangorchError, NotFoundError
 from langorch.domain.runs import (
+    PendingInterrupt,
     Redrive,
     RunRecord,
     RunStatus,
@@ -26,10 +27,13 @@ from langorch.domain.runs import (
     TimelineEventType,
     execution_name,
     reopened,
+    transition,
 )
 
 if TYPE_CHECKING:
     from langorch.app.ports import Clock, Executions, Ids, RunsStore
+    from langorch.app.runs import SegmentDeps
+    from langorch.app.segment_record import SegmentResult
     from langorch.config import Settings
     from langorch.domain.definitions import BlockDefinition, TaskPlan
     from langorch.domain.version_diff import VersionDiff
@@ -177,6 +181,11 @@ def redrive(
                 diff,
             )
     kept = _kept_approval(point, diff)
+    parked_step = _parked_step(point)
+    if kept is None and parked_step is not None and not point.rewind:
+        # A wait, or an approval whose step the new version changed: ask again from its step.
+        from_step = parked_step
+        point = _redrive_point(deps, run, old_plan, from_step)
     now = deps.clock()
     note = Redrive(
         attempt=run.attempt + 1,
@@ -190,7 +199,10 @@ def redrive(
         forced=bool(force and diff and diff.problems),
         problems=[str(p) for p in diff.problems] if diff else [],
     )
-    if not deps.runs.reopen_run(reopened(run, note, now=now), expected_attempt=run.attempt):
+    pending = _pending(run, point, kept)
+    if not deps.runs.reopen_run(
+        reopened(run, note, now=now, pending=pending), expected_attempt=run.attempt
+    ):
         return _lost_race(deps, run_id, note)
     if point.rewind and point.checkpoint_id is not None:
         _rewind(deps, run, point.checkpoint_id, note)
@@ -347,6 +359,28 @@ def _diff(
     )
 
 
+def _pending(run: RunRecord, point: _Point, kept: str | None) -> PendingInterrupt | None:
+    """The approval the run parks on again after the redrive (same id, so the same links)."""
+    if kept is None:
+        return None
+    if run.pending is not None and run.pending.interrupt_id == kept:
+        return run.pending
+    from langorch.domain.limits import bounded_request
+
+    value = next(i.value for i in point.interrupts if str(i.id) == kept)
+    return PendingInterrupt(
+        interrupt_id=kept, kind="approval", request=bounded_request(dict(value))
+    )
+
+
+def _parked_step(point: _Point) -> str | None:
+    for interrupt in point.interrupts:
+        value = getattr(interrupt, "value", None)
+        if isinstance(value, dict) and value.get("step_id"):
+            return str(value["step_id"])
+    return None
+
+
 def _kept_approval(point: _Point, diff: VersionDiff | None) -> str | None:
     """The approval parked at the redrive point, unless the new version changed its step."""
     for interrupt in point.interrupts:
@@ -437,4 +471,54 @@ def _record(
                 detail=detail,
             )
         ],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The first segment after a redrive that kept an approval
+# --------------------------------------------------------------------------------------------
+
+
+def repark(run: RunRecord, deps: SegmentDeps, *, owner: str) -> SegmentResult:
+    """Park the run on the approval its redrive kept, without running the graph.
+
+    The new execution's first segment answers ``waiting_approval`` with the same interrupt, so
+    its ``AwaitApproval`` task asks for the same approval (the id derives from the run and the
+    interrupt): the approvers' links stay valid and no second email goes out; only the task
+    token is the new execution's.
+    """
+    from langorch.app.runs import LEASE_GRACE_SECONDS
+    from langorch.app.segment_record import SegmentResult, numbered, timeline_event
+
+    pending = run.pending
+    assert pending is not None  # the caller checked: only a kept approval comes here
+    fence = deps.runs.acquire_lease(
+        run.run_id, owner, now=deps.clock().timestamp(), ttl_seconds=LEASE_GRACE_SECONDS
+    )
+    try:
+        now = deps.clock()
+        parked = transition(
+            transition(run, RunStatus.running, now=now),
+            RunStatus.waiting_approval,
+            now=now,
+            pending=pending,
+        )
+        event = timeline_event(
+            parked,
+            now,
+            TimelineEventType.approval_requested,
+            step_id=pending.request.get("step_id"),
+            detail={"approvers": pending.request.get("approvers", []), "kept_by_redrive": True},
+        )
+        deps.runs.append_events(run.run_id, numbered(parked, [event]), fence=fence)
+        deps.runs.save_run(parked, fence=fence)
+    finally:
+        deps.runs.release_lease(run.run_id, fence)
+    return SegmentResult(
+        run_id=run.run_id,
+        status="waiting_approval",
+        segment=parked.segment,
+        approval={**pending.request, "interrupt_id": pending.interrupt_id},
+        workflow_id=run.workflow_id,
+        workflow_version=run.workflow_version,
     )
