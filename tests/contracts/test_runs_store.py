@@ -13,6 +13,7 @@ import pytest
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
 from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
 from langorch.domain.runs import (
+    ForkLink,
     Redrive,
     RunRecord,
     RunStatus,
@@ -586,3 +587,19 @@ def test_reopening_an_unknown_run_is_not_found(repo: Runs) -> None:
             ),
             expected_attempt=0,
         )
+
+
+def test_a_noted_fork_is_on_the_record_and_survives_its_saves(repo: Runs) -> None:
+    # Given a run, and a fork of it noted while a segment saves it
+    run, _ = repo.create_run(a_run())
+    repo.add_fork("run-1", ForkLink(run_id="run-2", at_step="draft", at=T0, actor="ops"))
+    repo.save_run(transition(run, RunStatus.running, now=T0))
+    # Then the record carries the fork, and listings show it too
+    [link] = repo.get_run("run-1").forks
+    assert (link.run_id, link.at_step, link.actor) == ("run-2", "draft", "ops")
+    assert repo.list_runs(status=RunStatus.running)[0].forks == [link]
+
+
+def test_noting_a_fork_of_an_unknown_run_is_not_found(repo: Runs) -> None:
+    with pytest.raises(NotFoundError):
+        repo.add_fork("run-ghost", ForkLink(run_id="run-2", at_step="draft"))

@@ -332,3 +332,44 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
     # ... and the run finishes with it
     final = run_segment(RunSegment(run.run_id, resume=decision), deps)
     assert final.status == "succeeded" and final.outputs["paid"] == 42
+
+
+# --- forks -----------------------------------------------------------------------------------
+
+
+def test_a_fork_with_an_edited_key_runs_from_its_step_on_the_edited_state(deps: Fakes) -> None:
+    from langorch.app.forks import fork
+
+    # Given a run that succeeded
+    fixed, counting = _fixed(deps)
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), fixed)
+    drive(run.run_id, fixed, on_approval=_no_approval)
+    # When it is forked at digest with other notes
+    forked = fork(
+        fixed, run.run_id, at_step="digest", edits={"notes": "corrected notes"}, actor="ops@x"
+    )
+    # Then a new run started at digest, on the edited state, without gathering again
+    assert forked.run_id != run.run_id and forked.edited == ("notes",)
+    assert forked.run_id in deps.executions.names
+    result = drive(forked.run_id, fixed, on_approval=_no_approval)
+    assert result.status == "succeeded"
+    assert result.outputs["notes"] == "corrected notes"
+    assert counting.calls == Counter({"gather": 1, "digest": 2})
+    # ... and both records and timelines carry the lineage
+    child = deps.runs.get_run(forked.run_id)
+    assert child.forked_from is not None
+    assert (child.forked_from.run_id, child.forked_from.at_step) == (run.run_id, "digest")
+    [link] = deps.runs.get_run(run.run_id).forks
+    assert (link.run_id, link.actor) == (forked.run_id, "ops@x")
+    original_events = [e.type for e in deps.runs.get_timeline(run.run_id)]
+    assert TimelineEventType.run_forked in original_events
+    # ... while the original keeps its own outputs
+    assert deps.runs.get_run(run.run_id).outputs["notes"] != "corrected notes"
+
+
+def test_a_fork_at_a_step_the_run_never_reached_is_refused(deps: Fakes) -> None:
+    from langorch.app.forks import fork
+
+    run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), deps)
+    with pytest.raises(NotFoundError, match="never reached"):
+        fork(deps, run.run_id, at_step="digest")

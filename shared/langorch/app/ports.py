@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
-    from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
@@ -88,6 +88,10 @@ class RunsStore(Protocol):
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
         """Store ``run`` (reopened by a redrive) only if the stored run is still on
         ``expected_attempt``; returns whether it did (``False``: another redrive won)."""
+        ...
+
+    def add_fork(self, run_id: str, link: ForkLink) -> None:
+        """Note a run forked from ``run_id`` on its record (``forks``), without rewriting it."""
         ...
 
     def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:

@@ -169,11 +169,11 @@ def redrive(
     run = deps.runs.get_run(run_id)
     _check_redrivable(run, from_step, deps)
     old_plan = deps.compiler.workflow(run.workflow_id, run.workflow_version)
-    new_plan = _target_plan(deps, run, version)
+    new_plan = target_plan(deps, run, version)
     point = _redrive_point(deps, run, old_plan, from_step)
     diff = None
     if new_plan.version != old_plan.version:
-        diff = _diff(deps, run, old_plan, new_plan, point)
+        diff = compare_at(deps, run, old_plan, new_plan, point)
         if diff.problems and not force:
             raise IncompatibleVersionError(
                 f"run {run_id} cannot move from {run.workflow_id}@{old_plan.version} "
@@ -269,7 +269,9 @@ def _check_redrivable(run: RunRecord, from_step: str | None, deps: RedriveDeps) 
 
 
 @dataclass(frozen=True)
-class _Point:
+class RedrivePoint:
+    """Where a redrive (or a fork) continues from."""
+
     checkpoint_id: str | None
     rewind: bool
     """The run goes back to ``checkpoint_id`` (a copy becomes the head); else it continues
@@ -282,7 +284,7 @@ class _Point:
 
 def _redrive_point(
     deps: RedriveDeps, run: RunRecord, plan: TaskPlan, from_step: str | None
-) -> _Point:
+) -> RedrivePoint:
     from langorch.engine import rewind
 
     graph = deps.compiler.compile(plan)
@@ -312,10 +314,10 @@ def _redrive_point(
     return _as_point(found, rewind=True)
 
 
-def _as_point(point: Point | None, *, rewind: bool) -> _Point:
+def _as_point(point: Point | None, *, rewind: bool) -> RedrivePoint:
     if point is None:
-        return _Point(None, False, {}, (), (), ())
-    return _Point(
+        return RedrivePoint(None, False, {}, (), (), ())
+    return RedrivePoint(
         point.checkpoint_id,
         rewind,
         dict(point.values),
@@ -325,7 +327,8 @@ def _as_point(point: Point | None, *, rewind: bool) -> _Point:
     )
 
 
-def _target_plan(deps: RedriveDeps, run: RunRecord, version: Version) -> TaskPlan:
+def target_plan(deps: RedriveDeps, run: RunRecord, version: Version) -> TaskPlan:
+    """The workflow version a redrive or fork moves ``run`` onto (``NotFoundError``: none)."""
     if version is None:
         return deps.compiler.workflow(run.workflow_id, run.workflow_version)
     plan = deps.definitions.get_workflow(run.workflow_id, None if version == "latest" else version)
@@ -337,9 +340,10 @@ def _target_plan(deps: RedriveDeps, run: RunRecord, version: Version) -> TaskPla
     return plan
 
 
-def _diff(
-    deps: RedriveDeps, run: RunRecord, old: TaskPlan, new: TaskPlan, point: _Point
+def compare_at(
+    deps: RedriveDeps, run: RunRecord, old: TaskPlan, new: TaskPlan, point: RedrivePoint
 ) -> VersionDiff:
+    """Compare ``old`` and ``new`` for ``run`` continuing from ``point`` (its state there)."""
     from langorch.domain.version_diff import compare_versions
     from langorch.engine.compiler import resolve_blocks
 
@@ -359,7 +363,7 @@ def _diff(
     )
 
 
-def _pending(run: RunRecord, point: _Point, kept: str | None) -> PendingInterrupt | None:
+def _pending(run: RunRecord, point: RedrivePoint, kept: str | None) -> PendingInterrupt | None:
     """The approval the run parks on again after the redrive (same id, so the same links)."""
     if kept is None:
         return None
@@ -373,7 +377,7 @@ def _pending(run: RunRecord, point: _Point, kept: str | None) -> PendingInterrup
     )
 
 
-def _parked_step(point: _Point) -> str | None:
+def _parked_step(point: RedrivePoint) -> str | None:
     for interrupt in point.interrupts:
         value = getattr(interrupt, "value", None)
         if isinstance(value, dict) and value.get("step_id"):
@@ -381,7 +385,7 @@ def _parked_step(point: _Point) -> str | None:
     return None
 
 
-def _kept_approval(point: _Point, diff: VersionDiff | None) -> str | None:
+def _kept_approval(point: RedrivePoint, diff: VersionDiff | None) -> str | None:
     """The approval parked at the redrive point, unless the new version changed its step."""
     for interrupt in point.interrupts:
         value = getattr(interrupt, "value", None)

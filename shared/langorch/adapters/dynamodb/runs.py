@@ -77,9 +77,10 @@ from langorch.adapters.dynamodb._run_items import (
     refused_save,
     run_item,
     run_pk,
+    table_definition,
 )
 from langorch.domain.errors import LeaseHeldError, NotFoundError, RecordTooLargeError, StorageError
-from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
 
@@ -111,31 +112,8 @@ class RunsRepository:
 
         Does nothing if the table exists.
         """
-        string = "S"
         try:
-            self._client.create_table(
-                TableName=self._table,
-                BillingMode="PAY_PER_REQUEST",
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                AttributeDefinitions=[
-                    {"AttributeName": name, "AttributeType": string}
-                    for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
-                ],
-                GlobalSecondaryIndexes=[
-                    {
-                        "IndexName": index,
-                        "KeySchema": [
-                            {"AttributeName": f"{index}pk", "KeyType": "HASH"},
-                            {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
-                        ],
-                        "Projection": {"ProjectionType": "ALL"},
-                    }
-                    for index in (GSI_WORKFLOW, GSI_STATUS)
-                ],
-            )
+            self._client.create_table(TableName=self._table, **table_definition())
             self._client.get_waiter("table_exists").wait(TableName=self._table)
         except ClientError as exc:
             if _code(exc) == "ResourceInUseException":
@@ -322,6 +300,30 @@ class RunsRepository:
         if not old:
             raise NotFoundError(f"run {run.run_id} does not exist; nothing to reopen")
         return False
+
+    def add_fork(self, run_id: str, link: ForkLink) -> None:
+        """Note a run forked from ``run_id``: appended to the ``forks`` attribute beside the
+        body, so it never races a segment's or a redrive's write of the record.
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                UpdateExpression="SET forks = list_append(if_not_exists(forks, :none), :link)",
+                ConditionExpression=RUN_EXISTS,
+                ExpressionAttributeValues={
+                    ":none": {"L": []},
+                    ":link": {"L": [{"S": link.model_dump_json()}]},
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"run {run_id} does not exist; no fork to note") from exc
+            raise self._storage_error("UpdateItem", exc) from exc
 
     def _update_record(
         self, run: RunRecord, condition: str, values: dict[str, Any], *, also: str = ""
