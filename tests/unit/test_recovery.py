@@ -373,3 +373,70 @@ def test_a_fork_at_a_step_the_run_never_reached_is_refused(deps: Fakes) -> None:
     run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), deps)
     with pytest.raises(NotFoundError, match="never reached"):
         fork(deps, run.run_id, at_step="digest")
+
+
+# --- bulk ------------------------------------------------------------------------------------
+
+
+def test_twenty_failed_runs_are_redriven_in_bulk_at_a_bounded_rate(deps: Fakes) -> None:
+    from langorch.app.recovery_bulk import plan_redrives, redrive_many
+
+    # Given 20 runs that failed at digest, and one that succeeded
+    broken = deps.with_script(BROKEN_SUMMARY)
+    failed = []
+    for n in range(20):
+        run, _ = launch_run(StartRun("brief", input={"topic": f"t{n}"}), broken)
+        drive(run.run_id, broken, on_approval=_no_approval)
+        failed.append(run.run_id)
+    ok, _ = launch_run(StartRun("brief", input={"topic": "fine"}), deps)
+    drive(ok.run_id, deps, on_approval=_no_approval)
+    # When they are planned and redriven at 4 a second (time as a fake clock)
+    plan = plan_redrives(deps, workflow_id="brief")
+    assert sorted(r.run_id for r in plan) == sorted(failed)
+    now = [0.0]
+    progress: list[tuple[int, int]] = []
+    items = redrive_many(
+        deps,
+        plan,
+        reason="outage over",
+        per_second=4.0,
+        on_progress=lambda done, total, item: progress.append((done, total)),
+        sleep=lambda seconds: now.__setitem__(0, now[0] + seconds),
+        monotonic=lambda: now[0],
+    )
+    # Then each was redriven once, one progress line per run, and no faster than the rate
+    assert [i.outcome for i in items] == ["redriven"] * 20
+    assert progress == [(n, 20) for n in range(1, 21)]
+    assert now[0] == pytest.approx(19 / 4.0)
+    assert {execution_name(r, 1) for r in failed} <= set(deps.executions.names)
+    fixed = deps.with_script(None)
+    for run_id in failed:
+        assert drive(run_id, fixed, on_approval=_no_approval).status == "succeeded"
+    # ... and a second bulk redrive finds nothing left to do
+    assert plan_redrives(deps) == []
+
+
+def test_a_bulk_redrive_reports_a_refused_run_and_goes_on(deps: Fakes) -> None:
+    from langorch.app.recovery_bulk import redrive_many
+
+    first, _, _ = _failed_run(deps)
+    second, _, _ = _failed_run(deps)
+    register_text(deps, INCOMPATIBLE)  # type: ignore[arg-type]
+    plan = [deps.runs.get_run(first), deps.runs.get_run(second)]
+    items = redrive_many(deps, plan, version="latest", sleep=lambda s: None)
+    assert [i.outcome for i in items] == ["refused", "refused"]
+    assert "IncompatibleVersionError" in items[0].detail
+    items = redrive_many(deps, plan, sleep=lambda s: None)
+    assert [i.outcome for i in items] == ["redriven", "redriven"]
+
+
+def test_a_plan_since_a_duration_leaves_older_failures_out(deps: Fakes) -> None:
+    from datetime import timedelta
+
+    from langorch.app.recovery_bulk import plan_redrives
+
+    old, _, _ = _failed_run(deps)
+    deps.clock.advance(3 * 3600)
+    recent, _, _ = _failed_run(deps)
+    assert [r.run_id for r in plan_redrives(deps, since=timedelta(hours=1))] == [recent]
+    assert {r.run_id for r in plan_redrives(deps)} == {old, recent}

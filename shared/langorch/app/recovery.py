@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from langorch.domain.errors import ConflictError, LangorchError, NotFoundError
+from langorch.domain.errors import ConflictError, DefinitionError, NotFoundError
 from langorch.domain.runs import (
     PendingInterrupt,
     Redrive,
@@ -58,13 +58,14 @@ class RedriveRefusedError(ConflictError):
     """The run cannot be redriven as asked (still running, nothing to go back to, …)."""
 
 
-class IncompatibleVersionError(LangorchError):
+class IncompatibleVersionError(DefinitionError):
     """The new version does not fit the run's state; ``problems`` name the field paths."""
 
-    def __init__(self, message: str, diff: VersionDiff) -> None:
+    def __init__(self, subject: str, diff: VersionDiff) -> None:
         self.diff = diff
-        lines = "\n".join(f"  {p}" for p in diff.problems)
-        super().__init__(f"{message}:\n{lines}\n(pass --force to redrive anyway; it is recorded)")
+        super().__init__(
+            f"{subject} (pass --force to move anyway; it is recorded)", list(diff.problems)
+        )
 
 
 class RecoveryDefinitions(Protocol):

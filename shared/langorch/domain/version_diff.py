@@ -13,17 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
-
-
-@dataclass(frozen=True)
-class VersionProblem:
-    """Why the run cannot move: where (a field path) and what."""
-
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.message}"
+from langorch.domain.errors import Problem
 
 
 @dataclass(frozen=True)
@@ -35,7 +25,7 @@ class VersionDiff:
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     changed: tuple[str, ...] = ()
-    problems: tuple[VersionProblem, ...] = field(default_factory=tuple)
+    problems: tuple[Problem, ...] = field(default_factory=tuple)
 
     @property
     def compatible(self) -> bool:
@@ -99,16 +89,16 @@ def compare_versions(
         and _fingerprint(old_steps[s], old_blocks.get(s))
         != _fingerprint(new_steps[s], new_blocks.get(s))
     )
-    problems: list[VersionProblem] = []
+    problems: list[Problem] = []
     remaining = list(remaining)
     index = {s.step_id: i for i, s in enumerate(new.steps)}
     for step_id in remaining:
         if step_id not in new_steps:
             problems.append(
-                VersionProblem(
+                Problem(
                     f"steps.{step_id}",
-                    f"the run is due to run step {step_id}, which version {new.version} "
-                    "removed; redrive --from a step that exists in both versions",
+                    f"the run is due to run step {step_id}, which version {new.version} removed",
+                    "redrive --from a step that exists in both versions",
                 )
             )
     provided = set(state)
@@ -120,11 +110,11 @@ def compare_versions(
         for key in needed:
             if key not in provided:
                 problems.append(
-                    VersionProblem(
+                    Problem(
                         f"steps[{index[step_id]}].input_keys.{key}",
                         f"step {step_id} needs {key!r}, which the run's state lacks and no "
-                        "earlier step provides; add it with `runs fork --set` or choose another "
-                        "version",
+                        "earlier step provides",
+                        f"fork the run with --set {key}=JSON, choose another version, or --force",
                     )
                 )
         provided |= set(_output_keys(step, new_blocks.get(step_id)))
