@@ -168,7 +168,8 @@ def redrive(
         LeaseHeldError: a segment of the run is running right now.
     """
     run = deps.runs.get_run(run_id)
-    _check_redrivable(run, from_step, deps)
+    if _already_redriven(run, from_step, deps):
+        return _lost_race(deps, run_id, None)
     old_plan = deps.compiler.workflow(run.workflow_id, run.workflow_version)
     new_plan = target_plan(deps, run, version)
     point = _redrive_point(deps, run, old_plan, from_step)
@@ -238,35 +239,39 @@ def redrive(
 # --------------------------------------------------------------------------------------------
 
 
-def _check_redrivable(run: RunRecord, from_step: str | None, deps: RedriveDeps) -> None:
+def _already_redriven(run: RunRecord, from_step: str | None, deps: RedriveDeps) -> bool:
+    """Whether a redrive of the run is already under way (its execution running or starting).
+
+    Raises:
+        RedriveRefusedError: the run may not be redriven now (see :func:`redrive`).
+    """
     if run.status is RunStatus.failed:
-        return
+        return False
     if run.status in (RunStatus.succeeded, RunStatus.cancelled):
         if from_step is None:
             raise RedriveRefusedError(
                 f"run {run.run_id} {run.status.value}; only a failed run continues from its "
                 "last checkpoint — name a step with --from to run it again from there"
             )
-        return
+        return False
     # Open: redrivable only when its execution has ended (or never existed): stranded.
     if not deps.settings.state_machine_arn:
-        return  # driven on this machine: no execution to ask; the lease guards the segment
+        return False  # driven on this machine: no execution to ask; the lease guards it
     name = execution_name(run.run_id, run.attempt)
     try:
         status = str(deps.executions.describe(name).get("status", ""))
     except NotFoundError:
+        # Reopened a moment ago and not started yet: another redrive is between its two writes.
         last = run.redrives[-1].at if run.redrives else None
-        if last is not None and deps.clock() - last < REDRIVE_IN_PROGRESS:
-            raise RedriveRefusedError(
-                f"run {run.run_id} is being redriven (attempt {run.attempt}, its execution "
-                f"{name} is starting); check `langorch runs show {run.run_id}` in a minute"
-            ) from None
-        return
-    if status not in _ENDED_EXECUTION:
-        raise RedriveRefusedError(
-            f"run {run.run_id} is {run.status.value} and its execution {name} is {status}; "
-            f"wait for it, or `langorch runs cancel {run.run_id}` first"
-        )
+        return last is not None and deps.clock() - last < REDRIVE_IN_PROGRESS
+    if status in _ENDED_EXECUTION:
+        return False
+    if run.attempt > 0:
+        return True  # a redrive's execution is running: this one is the same redrive again
+    raise RedriveRefusedError(
+        f"run {run.run_id} is {run.status.value} and its execution {name} is {status}; "
+        f"wait for it, or `langorch runs cancel {run.run_id}` first"
+    )
 
 
 @dataclass(frozen=True)
@@ -404,10 +409,12 @@ def _kept_approval(point: RedrivePoint, diff: VersionDiff | None) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _lost_race(deps: RedriveDeps, run_id: str, note: Redrive) -> Redriven:
+def _lost_race(deps: RedriveDeps, run_id: str, note: Redrive | None) -> Redriven:
     """Another redrive reopened the run first: report what it did, start nothing."""
     current = deps.runs.get_run(run_id)
     last = current.redrives[-1] if current.redrives else note
+    if last is None:
+        raise RedriveRefusedError(f"run {run_id} has no redrive to report")
     logger.info("concurrent redrive lost", extra={"run_id": run_id, "attempt": current.attempt})
     return Redriven(
         run_id=run_id,
