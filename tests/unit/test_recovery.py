@@ -160,7 +160,8 @@ def test_a_redrive_onto_a_version_the_state_cannot_carry_is_refused_with_paths(
     register_text(deps, INCOMPATIBLE)  # type: ignore[arg-type]
     with pytest.raises(IncompatibleVersionError) as refused:
         redrive(deps, run_id, version="latest")
-    assert "steps[1].input_keys.audience" in str(refused.value)
+    [problem] = refused.value.problems
+    assert (problem.path, "audience" in problem.message) == ("steps[1].block_id", True)
     assert deps.runs.get_run(run_id).status is RunStatus.failed
     assert deps.executions.names == [run_id]
 

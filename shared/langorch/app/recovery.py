@@ -366,6 +366,7 @@ def compare_at(
         resolve_blocks(new, deps.definitions),
         state={**run.input, **state},
         remaining=remaining,
+        lookup=deps.definitions,
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.errors import Problem
+from langorch.domain.lookup import DefinitionLookup
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ def compare_versions(
     *,
     state: Mapping[str, Any],
     remaining: Iterable[str],
+    lookup: DefinitionLookup,
 ) -> VersionDiff:
     """Compare ``old`` and ``new`` for a run whose ``shared_context`` is ``state``.
 
@@ -72,6 +74,7 @@ def compare_versions(
         new: the version it would move to; ``new_blocks`` likewise.
         state: the run's ``shared_context`` at the redrive point.
         remaining: the steps still to run (from the redrive point on), in order.
+        lookup: where ``new``'s blocks are found (to know what each step reads).
 
     Returns:
         The steps added, removed and changed, and the problems: a step due at the redrive point
@@ -89,35 +92,8 @@ def compare_versions(
         and _fingerprint(old_steps[s], old_blocks.get(s))
         != _fingerprint(new_steps[s], new_blocks.get(s))
     )
-    problems: list[Problem] = []
-    remaining = list(remaining)
-    index = {s.step_id: i for i, s in enumerate(new.steps)}
-    for step_id in remaining:
-        if step_id not in new_steps:
-            problems.append(
-                Problem(
-                    f"steps.{step_id}",
-                    f"the run is due to run step {step_id}, which version {new.version} removed",
-                    "redrive --from a step that exists in both versions",
-                )
-            )
-    provided = set(state)
-    for step_id in remaining:
-        step = new_steps.get(step_id)
-        if step is None:
-            continue
-        needed = _input_keys(step, new_blocks.get(step_id))
-        for key in needed:
-            if key not in provided:
-                problems.append(
-                    Problem(
-                        f"steps[{index[step_id]}].input_keys.{key}",
-                        f"step {step_id} needs {key!r}, which the run's state lacks and no "
-                        "earlier step provides",
-                        f"fork the run with --set {key}=JSON, choose another version, or --force",
-                    )
-                )
-        provided |= set(_output_keys(step, new_blocks.get(step_id)))
+    due = list(remaining)
+    problems = _removed_due(new, due) + _missing_keys(new, lookup, state, due)
     return VersionDiff(
         from_version=old.version,
         to_version=new.version,
@@ -128,16 +104,44 @@ def compare_versions(
     )
 
 
-def _input_keys(step: PlanStep, block: BlockDefinition | None) -> list[str]:
-    keys = list(block.input_keys) if block else []
-    # A mapping renames where a block input comes from: the source key is what must exist.
-    mappings = step.input_mappings or {}
-    return [mappings.get(k, k) for k in keys]
+def _removed_due(new: TaskPlan, remaining: Iterable[str]) -> list[Problem]:
+    steps = {s.step_id for s in new.steps}
+    return [
+        Problem(
+            f"steps.{step_id}",
+            f"the run is due to run step {step_id}, which version {new.version} removed",
+            "redrive --from a step that exists in both versions",
+        )
+        for step_id in remaining
+        if step_id not in steps
+    ]
 
 
-def _output_keys(step: PlanStep, block: BlockDefinition | None) -> list[str]:
-    keys = list(block.output_keys) if block else []
-    keys.extend((step.transform or {}).keys())
-    if block and block.transform:
-        keys.extend(block.transform.keys())
-    return keys
+def _missing_keys(
+    new: TaskPlan, lookup: DefinitionLookup, state: Mapping[str, Any], remaining: Iterable[str]
+) -> list[Problem]:
+    """Keys a remaining step reads that neither the state nor an earlier remaining step has."""
+    from langorch.domain.topology import Topology
+    from langorch.domain.validation import BUILTIN_KEYS, step_reads
+
+    topology = Topology(new, lookup)
+    steps = {s.step_id: s for s in new.steps}
+    provided = set(state) | BUILTIN_KEYS
+    problems: list[Problem] = []
+    for step_id in remaining:
+        step = steps.get(step_id)
+        if step is None:
+            continue
+        for path, key, what in step_reads(topology, step):
+            if key not in provided:
+                problems.append(
+                    Problem(
+                        path,
+                        f"step {step_id} {what} {key!r}, which the run's state lacks and no "
+                        "earlier step provides",
+                        f"fork the run with --set {key}=JSON, choose another version, or --force",
+                    )
+                )
+                provided.add(key)  # once per key
+        provided |= topology.outputs.get(step_id, frozenset())
+    return problems

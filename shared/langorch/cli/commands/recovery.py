@@ -123,8 +123,9 @@ def _redrive(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.container import Container
     from langorch.app.recovery import redrive
 
+    container = Container(ctx.settings)
     done = redrive(
-        Container(ctx.settings),
+        container,
         args.run_id,
         from_step=args.from_step,
         version=args.version,
@@ -132,11 +133,32 @@ def _redrive(ctx: Context, args: argparse.Namespace) -> int:
         actor=_actor(),
         force=args.force,
     )
-    ctx.out.result(done.to_dict(), lambda: _redriven_text(done))
-    return 0
+    status = _drive_here(ctx, container, done.run_id) if done.started else None
+    ctx.out.result({**done.to_dict(), "status": status}, lambda: _redriven_text(done, status))
+    return 0 if status in (None, "succeeded", "waiting_approval") else 1
 
 
-def _redriven_text(done: Any) -> str:
+def _drive_here(ctx: Context, container: Any, run_id: str) -> str | None:
+    """Without a state machine this process is the runner (as for ``runs start``): run the
+    segments until the run ends or parks on an approval; returns its status (``None``: the
+    stack's state machine runs it)."""
+    if ctx.settings.state_machine_arn:
+        return None
+    import time
+
+    from langorch.app.runs import RunSegment, run_segment
+
+    result = run_segment(RunSegment(run_id), container)
+    while result.status in ("continue", "sleeping"):
+        resume = None
+        if result.status == "sleeping":
+            time.sleep(min(float(result.seconds or 0), 5.0))
+            resume = {"woke": True}
+        result = run_segment(RunSegment(run_id, resume=resume), container)
+    return result.status
+
+
+def _redriven_text(done: Any, status: str | None) -> str:
     if not done.started:
         return (
             f"{done.run_id} was already redriven (attempt {done.attempt}, execution "
@@ -158,6 +180,8 @@ def _redriven_text(done: Any) -> str:
         lines.append("  its pending approval stays valid: the links already sent still work")
     for problem in done.problems:
         lines.append(f"  forced past: {problem}")
+    if status is not None:
+        lines.append(f"ran it here (this stack has no state machine): {status}")
     lines.append(f"follow it with: langorch runs show {done.run_id}")
     return "\n".join(lines)
 
@@ -195,6 +219,9 @@ def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
         per_second=args.rate or DEFAULT_PER_SECOND,
         on_progress=progress,
     )
+    for item in items:
+        if item.outcome == "redriven":
+            _drive_here(ctx, container, item.run_id)
     counts = {o: sum(i.outcome == o for i in items) for o in ("redriven", "already", "refused")}
     summary = ", ".join(f"{n} {o}" for o, n in counts.items())
     ctx.out.result(
@@ -214,8 +241,9 @@ def _fork(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.forks import fork
 
     edits = parse_edits(args.edits)
+    container = Container(ctx.settings)
     done = fork(
-        Container(ctx.settings),
+        container,
         args.run_id,
         at_step=args.at,
         edits=edits,
@@ -224,10 +252,12 @@ def _fork(ctx: Context, args: argparse.Namespace) -> int:
         actor=_actor(),
         force=args.force,
     )
+    status = _drive_here(ctx, container, done.run_id)
     edited = f" with {', '.join(done.edited)} set" if done.edited else ""
+    ran = f"\nran it here (this stack has no state machine): {status}" if status else ""
     ctx.out.result(
-        done.to_dict(),
+        {**done.to_dict(), "status": status},
         f"forked {done.forked_from} at {done.at_step}{edited}: new run {done.run_id} "
-        f"(version {done.workflow_version})\nfollow it with: langorch runs show {done.run_id}",
+        f"(version {done.workflow_version}){ran}\nfollow it with: langorch runs show {done.run_id}",
     )
-    return 0
+    return 0 if status in (None, "succeeded", "waiting_approval") else 1
