@@ -141,3 +141,46 @@ def test_fork_with_an_edited_key_and_bulk_redrive(langorch: Any, tmp_path: Path)
     assert "[2/2]" in done.stderr and "done: 2 redriven" in done.stdout
     for run_id in (first, second):
         assert "succeeded" in langorch("runs", "show", run_id).stdout.splitlines()[0]
+
+
+def _walkthrough() -> list[list[str]]:
+    """The `langorch` commands of the README's "When a run fails" section, in order."""
+    from tests.e2e.readme import README, bash_commands
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## When a run fails", 1)[1].split("\n## ", 1)[0]
+    return [argv[1:] for argv in bash_commands(section) if argv[0] == "langorch"]
+
+
+def test_the_readme_walkthrough_runs_as_written(langorch: Any, monkeypatch: Any) -> None:
+    from tests.e2e.readme import REPO
+
+    monkeypatch.chdir(REPO)
+    commands = [argv for argv in _walkthrough() if "--stack" not in argv]
+    assert [argv[:2] for argv in commands][:3] == [
+        ["workflows", "put"],
+        ["runs", "start"],
+        ["runs", "list"],
+    ]
+    run_id = None
+    for argv in commands:
+        # This emulator has no state machine (make dev's has): the CLI runs the run itself,
+        # where `--wait` would only follow the execution.
+        argv = [a for a in argv if a != "--wait"]
+        argv = [run_id if a == "RUN_ID" and run_id else a for a in argv]
+        result = langorch(*argv, "--json") if argv[:2] == ["runs", "start"] else langorch(*argv)
+        if argv[:2] == ["runs", "start"]:
+            [document] = result.json()["runs"]
+            assert document["run"]["status"] == "failed"
+            assert document["run"]["error"]["step_id"] == "share"
+            run_id = document["run"]["run_id"]
+            continue
+        assert result.code == 0, (argv, result.stderr)
+        if argv[:2] == ["runs", "show"]:
+            assert "succeeded" in result.stdout.splitlines()[0]
+            assert "lineage:" in result.stdout
+    shown = langorch("runs", "show", str(run_id), "--json").json()
+    finished = [e["step_id"] for e in shown["timeline"] if e["type"] == "step_finished"]
+    assert finished.count("summarize") == 1  # the LLM step never ran again
+    assert [r["attempt"] for r in shown["run"]["redrives"]] == [1, 2]
+    assert len(shown["run"]["forks"]) == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -27,13 +28,10 @@ from langorch.domain.runs import (
     TimelineEventType,
     execution_name,
     reopened,
-    transition,
 )
 
 if TYPE_CHECKING:
     from langorch.app.ports import Clock, Executions, Ids, RunsStore
-    from langorch.app.runs import SegmentDeps
-    from langorch.app.segment_record import SegmentResult
     from langorch.config import Settings
     from langorch.domain.definitions import BlockDefinition, TaskPlan
     from langorch.domain.version_diff import VersionDiff
@@ -353,6 +351,10 @@ def compare_at(
     from langorch.domain.version_diff import compare_versions
     from langorch.engine.compiler import resolve_blocks
 
+    # Only the two reads, not the store handed on whole: what a redrive may call stays what
+    # the operators' policy grants (tests/infra derive it from this code).
+    lookup = _Reads(deps.definitions.get_block, deps.definitions.get_workflow)
+
     state = point.state.get("shared_context") or {}
     ran = set(point.ran) - set(point.due)
     remaining = [s.step_id for s in new.steps if s.step_id in point.due or s.step_id not in ran]
@@ -361,12 +363,12 @@ def compare_at(
     ]
     return compare_versions(
         old,
-        resolve_blocks(old, deps.definitions),
+        resolve_blocks(old, lookup),
         new,
-        resolve_blocks(new, deps.definitions),
+        resolve_blocks(new, lookup),
         state={**run.input, **state},
         remaining=remaining,
-        lookup=deps.definitions,
+        lookup=lookup,
     )
 
 
@@ -382,6 +384,20 @@ def _pending(run: RunRecord, point: RedrivePoint, kept: str | None) -> PendingIn
     return PendingInterrupt(
         interrupt_id=kept, kind="approval", request=bounded_request(dict(value))
     )
+
+
+@dataclass(frozen=True)
+class _Reads:
+    """A ``DefinitionLookup`` made of the definitions store's two reads."""
+
+    block: Callable[[str, int | None], BlockDefinition | None]
+    workflow: Callable[[str, int | None], TaskPlan | None]
+
+    def get_block(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        return self.block(block_id, version)
+
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
+        return self.workflow(workflow_id, version)
 
 
 def _parked_step(point: RedrivePoint) -> str | None:
@@ -484,54 +500,4 @@ def _record(
                 detail=detail,
             )
         ],
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# The first segment after a redrive that kept an approval
-# --------------------------------------------------------------------------------------------
-
-
-def repark(run: RunRecord, deps: SegmentDeps, *, owner: str) -> SegmentResult:
-    """Park the run on the approval its redrive kept, without running the graph.
-
-    The new execution's first segment answers ``waiting_approval`` with the same interrupt, so
-    its ``AwaitApproval`` task asks for the same approval (the id derives from the run and the
-    interrupt): the approvers' links stay valid and no second email goes out; only the task
-    token is the new execution's.
-    """
-    from langorch.app.runs import LEASE_GRACE_SECONDS
-    from langorch.app.segment_record import SegmentResult, numbered, timeline_event
-
-    pending = run.pending
-    assert pending is not None  # the caller checked: only a kept approval comes here
-    fence = deps.runs.acquire_lease(
-        run.run_id, owner, now=deps.clock().timestamp(), ttl_seconds=LEASE_GRACE_SECONDS
-    )
-    try:
-        now = deps.clock()
-        parked = transition(
-            transition(run, RunStatus.running, now=now),
-            RunStatus.waiting_approval,
-            now=now,
-            pending=pending,
-        )
-        event = timeline_event(
-            parked,
-            now,
-            TimelineEventType.approval_requested,
-            step_id=pending.request.get("step_id"),
-            detail={"approvers": pending.request.get("approvers", []), "kept_by_redrive": True},
-        )
-        deps.runs.append_events(run.run_id, numbered(parked, [event]), fence=fence)
-        deps.runs.save_run(parked, fence=fence)
-    finally:
-        deps.runs.release_lease(run.run_id, fence)
-    return SegmentResult(
-        run_id=run.run_id,
-        status="waiting_approval",
-        segment=parked.segment,
-        approval={**pending.request, "interrupt_id": pending.interrupt_id},
-        workflow_id=run.workflow_id,
-        workflow_version=run.workflow_version,
     )

@@ -254,9 +254,10 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_version=run.workflow_version,
         )
     if run.status is RunStatus.queued and run.pending is not None and cmd.resume is None:
-        from langorch.app.recovery import repark  # a redrive kept the parked approval
+        from langorch.app.repark import repark  # a redrive kept the parked approval
 
-        return repark(run, deps, owner=cmd.owner or deps.ids())
+        lease = deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS
+        return repark(run, deps, owner=cmd.owner or deps.ids(), lease_seconds=lease)
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"

@@ -29,6 +29,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langorch.domain.errors import LangorchError
+from langorch.domain.lineage import MAX_LINEAGE as MAX_LINEAGE  # the record's lineage
+from langorch.domain.lineage import ForkLink as ForkLink
+from langorch.domain.lineage import Redrive as Redrive
 
 # --------------------------------------------------------------------------------------------
 # Status
@@ -226,43 +229,6 @@ class PendingInterrupt(_Stored):
     kind: Literal["approval", "wait"]
     request: dict[str, Any] = Field(default_factory=dict)
     """What the interrupt asked for: the approval's prompt and fields, or the wait's deadline."""
-
-
-MAX_LINEAGE = 20
-"""Redrives and forks a record keeps (the timeline keeps every one)."""
-
-
-class Redrive(_Stored):
-    """One redrive of a run: who, when, why, from where, onto which version."""
-
-    attempt: int = Field(ge=1)
-    at: datetime
-    actor: str | None = None
-    reason: str | None = None
-    from_step: str | None = None
-    """The step the run went back to (``None``: its last good checkpoint)."""
-    checkpoint_id: str | None = None
-    from_version: int = Field(ge=1)
-    to_version: int = Field(ge=1)
-    forced: bool = False
-    """An incompatible version move was accepted with ``--force``."""
-    problems: list[str] = Field(default_factory=list)
-    """What ``--force`` accepted (field paths and reasons)."""
-
-    @field_validator("reason")
-    @classmethod
-    def _bounded_reason(cls, reason: str | None) -> str | None:
-        return None if reason is None else truncate(reason, MAX_SUMMARY_CHARS)
-
-
-class ForkLink(_Stored):
-    """A fork between two runs: the other run, the step it forked at, when and by whom."""
-
-    run_id: str
-    at_step: str
-    checkpoint_id: str | None = None
-    at: datetime | None = None
-    actor: str | None = None
 
 
 def _aware(value: datetime | None) -> datetime | None:
