@@ -95,6 +95,15 @@ def _grant_table(table: dynamodb.Table, grantee: iam.IGrantable, *actions: str) 
     )
 
 
+def _grant_index_query(table: dynamodb.Table, grantee: iam.IGrantable) -> None:
+    # Query on the table's global secondary indexes (an index has its own ARN).
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["dynamodb:Query"],
+        resource_arns=[f"{table.table_arn}/index/*"],
+    )
+
+
 def _grant_secret_read(secret: secretsmanager.ISecret, grantee: iam.IGrantable) -> None:
     # GetSecretValue only (Powertools' provider): grant_read adds DescribeSecret.
     iam.Grant.add_to_principal(
@@ -229,9 +238,20 @@ class Functions(Construct):
         # timeline events: BatchWrite), webhook signatures. StartExecution comes with the
         # state machine.
         _grant_table(tables.definitions, trigger, "GetItem", "Scan")
+        # The reconcile pass lists open runs by status (an index) and ends stranded ones
+        # (UpdateItem; Query reads the timeline for the first cause); DescribeExecution is
+        # granted with the state machine.
         _grant_table(
-            tables.runs, trigger, "GetItem", "PutItem", "ConditionCheckItem", "BatchWriteItem"
+            tables.runs,
+            trigger,
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "ConditionCheckItem",
+            "BatchWriteItem",
+            "Query",
         )
+        _grant_index_query(tables.runs, trigger)
         secrets.grant_read_webhook_secrets(trigger)
         # runner: pinned definitions, the run (lease, timeline — Query: MarkFailed reads it
         # for the first cause of a failing streak — approvals it cancels),
@@ -253,7 +273,20 @@ class Functions(Construct):
         _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem", "PutItem")
         _grant_table(tables.memory, runner, "GetItem", "UpdateItem", "DeleteItem", "Query", "Scan")
         files.grant_checkpoint_offload(runner)
-        files.grant_read_drops(runner)
+        # read_file steps read with a role of their own, which may read the bucket's files and
+        # is explicitly denied the checkpoint prefix: a step can never read a run's
+        # checkpoints, whatever key it renders (the executor refuses them too).
+        assert runner.role is not None
+        self.file_reader_role = iam.Role(
+            self,
+            "FileReaderRole",
+            assumed_by=iam.ArnPrincipal(runner.role.role_arn),
+            description="langorch read_file steps: read dropped files, never checkpoints",
+        )
+        files.grant_read_drops(self.file_reader_role)
+        files.deny_checkpoints(self.file_reader_role)
+        self.file_reader_role.grant_assume_role(runner.role)
+        runner.add_environment("LANGORCH_FILE_READER_ROLE_ARN", self.file_reader_role.role_arn)
         _grant_secret_read(secrets.llm_api_key, runner)
         if bedrock_models:
             iam.Grant.add_to_principal(

@@ -83,11 +83,15 @@ def test_each_function_reads_and_writes_only_its_tables(
     written = set().union(*(_tables_with(allowed, a) for a in WRITE))
     assert read == {_table(synth, t) for t in reads}
     assert written == {_table(synth, t) for t in writes}
-    # No function reads a table's stream or asks for its description, and none reaches an
-    # index: nothing in the handlers queries one.
+    # No function reads a table's stream or asks for its description, and only the trigger
+    # reaches an index: its reconcile pass Queries the runs table's status index.
     for action in ("dynamodb:DescribeTable", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
         assert action not in allowed
-    assert not any("/index/" in r for resources in allowed.values() for r in resources)
+    indexes = {
+        (action, r) for action, resources in allowed.items() for r in resources if "/index/" in r
+    }
+    runs_indexes = {("dynamodb:Query", f"{_table(synth, 'runs')}/index/*")}
+    assert indexes == (runs_indexes if name == "trigger" else set())
 
 
 def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -> None:
@@ -145,15 +149,42 @@ def test_runner_writes_only_offloaded_checkpoints_and_reads_the_bucket(synth: Sy
     allowed = _allowed(synth, "run-segment")
     bucket = f"<{synth.logical_id(synth.stack.files.bucket)}.Arn>"
     s3_actions = {a for a in allowed if a.startswith("s3:")}
-    # Then it writes and deletes only under the checkpoint prefix, lists only that prefix,
-    # and reads objects of the files bucket (read_file steps), and no other bucket's
+    # Then it reads, writes and deletes only under the checkpoint prefix and lists only that
+    # prefix; no other function touches S3
     assert s3_actions == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
-    for action in ("s3:PutObject", "s3:DeleteObject"):
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
         assert allowed[action] == {f"{bucket}/checkpoints/*"}
-    assert allowed["s3:GetObject"] == {f"{bucket}/checkpoints/*", f"{bucket}/*"}
     assert allowed["s3:ListBucket"] == {bucket}
     for name in ("trigger", "request-approval", "approval-callback"):
         assert not any(a.startswith("s3:") for a in _allowed(synth, name))
+
+
+def test_read_file_steps_read_files_with_a_role_explicitly_denied_every_checkpoint(
+    synth: Synth,
+) -> None:
+    # Given the file reader role (before: read_file read with the runner's own s3:GetObject on
+    # the whole bucket, checkpoints included; only application code kept them out)
+    functions = synth.stack.functions
+    reader = synth.logical_id(functions.file_reader_role)
+    bucket = f"<{synth.logical_id(synth.stack.files.bucket)}.Arn>"
+    statements = role_statements(synth.resources, reader)
+    # Then it may read the bucket's objects and nothing else, and an explicit Deny (which no
+    # allow overrides) covers every key under the checkpoint prefix
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    denies = [s for s in statements if s["Effect"] == "Deny"]
+    assert [(s["Action"], [render(r) for r in as_list(s["Resource"])]) for s in allows] == [
+        ("s3:GetObject", [f"{bucket}/*"])
+    ]
+    assert [(s["Action"], [render(r) for r in as_list(s["Resource"])]) for s in denies] == [
+        ("s3:GetObject", [f"{bucket}/checkpoints/*"])
+    ]
+    # And only the runner's role may assume it, and the runner may assume only it
+    trust = synth.resources[reader]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    runner_role = function_role(synth.resources, synth.logical_id(functions.run_segment))
+    assert [render(s["Principal"]["AWS"]) for s in trust] == [f"<{runner_role}.Arn>"]
+    assert _allowed(synth, "run-segment")["sts:AssumeRole"] == {f"<{reader}.Arn>"}
+    for name in ("trigger", "request-approval", "approval-callback"):
+        assert "sts:AssumeRole" not in _allowed(synth, name)
 
 
 def test_ses_recipient_identities_only_for_the_configured_sender(synth: Synth) -> None:
@@ -221,9 +252,9 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
     synth: Synth,
 ) -> None:
     # A * may only complete a pattern under a specific resource of this stack: the runs
-    # table's indexes, the checkpoint prefix, the files bucket's objects (read, by the runner),
-    # one function's versions, this stage's webhook secrets (plus the random suffix of secret
-    # ARNs).
+    # table's indexes, the state machine's executions, the checkpoint prefix, the files
+    # bucket's objects (read, by the runner), one function's versions, this stage's webhook
+    # secrets (plus the random suffix of secret ARNs).
     stack = synth.stack
     allowed_patterns = {
         f"<{synth.logical_id(stack.tables.runs)}.Arn>/index/*",
@@ -234,6 +265,8 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
         f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*",
         # SES sandbox recipients, conditioned on the configured sender (tested above).
         "arn:aws:ses:eu-west-1:123456789012:identity/*",
+        # The reconcile pass: the executions of this stage's one state machine.
+        f"arn:aws:states:eu-west-1:123456789012:execution:langorch-{STAGE}-runs:*",
     }
     for role_id, statement in _all_role_statements(synth):
         for resource in as_list(statement["Resource"]):
