@@ -106,7 +106,10 @@ def _failed_run(deps: Fakes) -> tuple[str, Fakes, CountingLLM]:
 
 @pytest.fixture
 def deps() -> Fakes:
+    from tests.fakes.approvals import InMemoryApprovals
+
     fakes = Fakes()
+    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
     register_text(fakes, FLOW)  # type: ignore[arg-type]
     return fakes
 
@@ -285,7 +288,6 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
         request_approval,
         view_approval,
     )
-    from langorch.app.reconcile import reconcile_runs
     from langorch.app.runs import RunSegment, run_segment
     from tests.fakes.approvals import InMemoryApprovals
     from tests.unit.approvals_support import http_request
@@ -303,9 +305,8 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
         deps,  # type: ignore[arg-type]
     )
     [mail] = deps.email.sent
-    # ... whose execution was then lost, and the run reconciled to failed
-    deps.executions.end(run.run_id, "ABORTED")
-    assert [r.run_id for r in reconcile_runs(deps)] == [run.run_id]
+    # ... whose execution was then lost (the record still says waiting_approval)
+    deps.executions.end(run.run_id, "FAILED", error="States.Runtime")
     # When it is redriven
     done = redrive(deps, run.run_id, reason="execution lost")
     assert done.approval_kept == parked.approval["interrupt_id"]
@@ -441,3 +442,39 @@ def test_a_plan_since_a_duration_leaves_older_failures_out(deps: Fakes) -> None:
     recent, _, _ = _failed_run(deps)
     assert [r.run_id for r in plan_redrives(deps, since=timedelta(hours=1))] == [recent]
     assert {r.run_id for r in plan_redrives(deps)} == {old, recent}
+
+
+def test_an_approval_closed_while_the_run_was_stranded_is_asked_again_after_a_redrive() -> None:
+    from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
+    from langorch.app.reconcile import reconcile_runs
+    from langorch.app.runs import RunSegment, run_segment
+    from tests.fakes.approvals import InMemoryApprovals
+
+    deps = Fakes(public_base_url="https://approve.example.com")
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
+    register_text(deps, GATED)  # type: ignore[arg-type]
+    run, _ = launch_run(StartRun("gated"), deps)
+    parked = run_segment(RunSegment(run.run_id), deps)
+    assert parked.approval is not None
+    first = request_approval(
+        RequestApproval(run.run_id, parked.approval, task_token=deps.executions.park(run.run_id)),
+        deps,  # type: ignore[arg-type]
+    )
+    # Given the reconciler ended the stranded run, closing its approval
+    deps.executions.end(run.run_id, "FAILED", error="States.Runtime")
+    assert [r.run_id for r in reconcile_runs(deps)] == [run.run_id]
+    # When the run is redriven
+    done = redrive(deps, run.run_id, reason="execution lost")
+    # Then the approval step is asked again: a new approval, a new email
+    assert done.approval_kept is None and done.from_step == "gate"
+    again = run_segment(RunSegment(run.run_id), deps)
+    assert again.status == "waiting_approval" and again.approval is not None
+    assert again.approval["interrupt_id"] != parked.approval["interrupt_id"]
+    second = request_approval(
+        RequestApproval(
+            run.run_id, again.approval, task_token=deps.executions.park(done.execution_name)
+        ),
+        deps,  # type: ignore[arg-type]
+    )
+    assert second.approval_id != first.approval_id and second.emailed == ["boss@example.com"]

@@ -31,6 +31,7 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
+    from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.ports import Clock, Executions, Ids, RunsStore
     from langorch.config import Settings
     from langorch.domain.definitions import BlockDefinition, TaskPlan
@@ -84,6 +85,8 @@ class RedriveDeps(Protocol):
     def definitions(self) -> RecoveryDefinitions: ...
     @property
     def executions(self) -> Executions: ...
+    @property
+    def approvals(self) -> ApprovalsStore: ...
     @property
     def compiler(self) -> GraphCompiler: ...
     @property
@@ -180,7 +183,7 @@ def redrive(
                 f"to @{new_plan.version}",
                 diff,
             )
-    kept = _kept_approval(point, diff)
+    kept = _kept_approval(deps, run_id, point, diff)
     parked_step = _parked_step(point)
     if kept is None and parked_step is not None and not point.rewind:
         # A wait, or an approval whose step the new version changed: ask again from its step.
@@ -408,14 +411,24 @@ def _parked_step(point: RedrivePoint) -> str | None:
     return None
 
 
-def _kept_approval(point: RedrivePoint, diff: VersionDiff | None) -> str | None:
-    """The approval parked at the redrive point, unless the new version changed its step."""
+def _kept_approval(
+    deps: RedriveDeps, run_id: str, point: RedrivePoint, diff: VersionDiff | None
+) -> str | None:
+    """The approval parked at the redrive point, if it stays valid: its step unchanged by the
+    new version, and the approval still open (or never requested: it will be, under the same
+    id). A closed one (decided, timed out, cancelled by ``runs reconcile``) is asked again."""
+    from langorch.domain.approval_lifecycle import State, state_of
+    from langorch.domain.approvals import approval_id_for
+
     for interrupt in point.interrupts:
         value = getattr(interrupt, "value", None)
         if not isinstance(value, dict) or value.get("kind") == "wait":
             continue
         step_id = value.get("step_id")
         if diff is not None and step_id in (*diff.changed, *diff.removed):
+            return None
+        approval = deps.approvals.get(approval_id_for(run_id, str(interrupt.id)))
+        if approval is not None and state_of(approval, now=deps.clock()) is not State.pending:
             return None
         return str(interrupt.id)
     return None
