@@ -6,7 +6,8 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
     run       run#<run_id>             run           run_id, workflow_id, workflow_version, status,
                                                      created_at, updated_at, body (RunRecord JSON),
                                                      fence (N), lease_owner, lease_expires_at (N),
-                                                     gsi1pk, gsi1sk, gsi2pk, gsi2sk
+                                                     gsi1pk, gsi1sk, gsi2pk, gsi2sk,
+                                                     attempt (N, a redrive's), forks (L of JSON)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
