@@ -478,3 +478,13 @@ def test_an_approval_closed_while_the_run_was_stranded_is_asked_again_after_a_re
         deps,  # type: ignore[arg-type]
     )
     assert second.approval_id != first.approval_id and second.emailed == ["boss@example.com"]
+
+
+def test_a_run_whose_checkpoints_expired_is_not_silently_restarted(deps: Fakes) -> None:
+    # Given a failed run whose checkpoints are gone (the TTL removed them)
+    run_id, _, _ = _failed_run(deps)
+    deps.checkpointer.delete_thread(run_id)
+    # When it is redriven, then it is refused rather than run again from its input
+    with pytest.raises(RedriveRefusedError, match="no checkpoint left"):
+        redrive(deps, run_id)
+    assert deps.runs.get_run(run_id).status is RunStatus.failed

@@ -296,6 +296,12 @@ def _redrive_point(
 
     graph = deps.compiler.compile(plan)
     current = asyncio.run(rewind.head(graph, run.run_id))
+    if current is None and run.segment > 0:
+        raise RedriveRefusedError(
+            f"run {run.run_id} ran {run.segment} segment(s) but has no checkpoint left (they "
+            "expire after the stack's checkpoint TTL): it cannot continue where it stopped; "
+            f"start a new run of {run.workflow_id} instead"
+        )
     target = from_step
     if target is None:
         if current is None or not current.ended:
