@@ -23,6 +23,7 @@ from tests.fakes.files import InMemoryFiles
 from tests.fakes.runs import InMemoryRuns
 from tests.fakes.schedules import InMemorySchedules
 from tests.fakes.secrets import InMemorySecrets
+from tests.fakes.tools import InMemoryTasks, InMemoryToolServers
 
 if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
@@ -42,6 +43,8 @@ __all__ = [
     "InMemoryRuns",
     "InMemorySchedules",
     "InMemorySecrets",
+    "InMemoryTasks",
+    "InMemoryToolServers",
     "RecordingEmailSender",
     "SequentialIds",
 ]
@@ -73,6 +76,8 @@ class Fakes:
         self.definitions = InMemoryDefinitions()
         self.executions = InMemoryExecutions(self.settings.state_machine_arn)
         self.secrets = InMemorySecrets()
+        self.tool_servers = InMemoryToolServers()
+        self.tasks = InMemoryTasks()
         self.email = RecordingEmailSender()
         self.files = InMemoryFiles(self.settings.bucket, self.settings.checkpoint_prefix)
         self.schedules = InMemorySchedules(

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.tool_servers import ToolServer
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ScheduleStore",
     "SecretsStore",
     "StoredSchedule",
+    "ToolServerStore",
     "WorkflowSource",
 ]
 
@@ -121,8 +123,11 @@ class RunsStore(Protocol):
         workflow_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 50,
+        before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, optionally of one workflow and/or in one status (1-1000)."""
+        """Runs, newest first, optionally of one workflow and/or in one status (1-1000).
+
+        ``before`` is a page cursor: only runs older than this ``(created_at, run_id)``."""
         ...
 
 
@@ -227,4 +232,28 @@ class ScheduleStore(Protocol):
 
     def list(self, prefix: str | None = None) -> Sequence[StoredSchedule]:
         """Every schedule whose name starts with ``prefix``, by name."""
+        ...
+
+
+class ToolServerStore(Protocol):
+    """Registered tools: MCP servers per deployment (the definitions table).
+
+    Contract (``tests/contracts/test_tool_server_store.py``): ``put`` replaces a registration
+    of the same name and says whether it was new; ``delete`` says whether there was one.
+    """
+
+    def put(self, server: ToolServer) -> bool:
+        """Store or replace a registration; returns whether it is new."""
+        ...
+
+    def get(self, name: str) -> ToolServer | None:
+        """The registration named ``name``, or ``None``."""
+        ...
+
+    def list(self) -> list[ToolServer]:
+        """Every registration, by name."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Remove a registration; returns whether there was one."""
         ...

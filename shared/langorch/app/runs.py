@@ -24,6 +24,7 @@ from langorch.app.segment_record import (
     closing_seq,
     record_segment,
 )
+from langorch.app.tasks import SideEffectDeps
 from langorch.domain.errors import (
     RecordTooLargeError,
     RunNotFinishedError,
@@ -109,8 +110,9 @@ class Checkpoints(Protocol):
         ...
 
 
-class SegmentDeps(Protocol):
-    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports."""
+class SegmentDeps(SideEffectDeps, Protocol):
+    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports
+    (with :class:`~langorch.app.tasks.SideEffectDeps`: recorded calls and tools)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -320,6 +322,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
+    from langorch.app.step_tools import RecordedSideEffects
     from langorch.engine.context import EngineContext
 
     return EngineContext(
@@ -332,6 +335,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         http=deps.http,
         files=deps.files,
         subflows=deps.compiler.subflow,
+        side_effects=RecordedSideEffects.of_run(run.run_id, deps),
         default_provider=deps.settings.default_llm_provider,
         default_model=deps.settings.default_llm_model,
         default_approvers=list(deps.settings.default_approvers),

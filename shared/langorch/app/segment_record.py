@@ -151,7 +151,9 @@ _ENGINE_EVENTS = {
     "step_finished": TimelineEventType.step_finished,
     "step_failed": TimelineEventType.step_failed,
     "step_retried": TimelineEventType.step_retried,
+    "tool_called": TimelineEventType.tool_called,
 }
+_DETAIL_KEYS = ("kind", "attempt", "branch", "routed_to", "tool", "args", "outcome", "replayed")
 
 
 def timeline_event(
@@ -170,7 +172,7 @@ def engine_timeline(
             continue
         tokens = event.get("tokens")
         error = event.get("error")
-        detail = {k: event[k] for k in ("kind", "attempt", "branch", "routed_to") if k in event}
+        detail = {k: event[k] for k in _DETAIL_KEYS if k in event}
         timeline.append(
             TimelineEvent(
                 seq=1,

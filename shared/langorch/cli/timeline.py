@@ -14,6 +14,7 @@ _MARK = {
     TimelineEventType.step_finished: "ok",
     TimelineEventType.step_failed: "FAILED",
     TimelineEventType.step_retried: "retry",
+    TimelineEventType.tool_called: "tool",
     TimelineEventType.approval_requested: "approval?",
     TimelineEventType.approval_decided: "decided",
     TimelineEventType.approval_timed_out: "timed out",
@@ -82,6 +83,11 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(f"attempt {detail.get('attempt', '?')}")
         if detail.get("routed_to"):
             parts.append(f"-> {detail['routed_to']}")
+    elif kind == TimelineEventType.tool_called:
+        parts.append(f"{detail.get('tool', '?')}({_short(detail.get('args', ''), 50)})")
+        parts.append(_duration(event.duration_ms))
+        outcome = str(detail.get("outcome", ""))
+        parts.append(outcome + (" (recorded)" if detail.get("replayed") else ""))
     elif kind == TimelineEventType.approval_requested:
         parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
         if detail.get("iteration"):

@@ -473,6 +473,7 @@ class TimelineEventType(StrEnum):
     step_failed = "step_failed"
     step_retried = "step_retried"
     step_skipped = "step_skipped"
+    tool_called = "tool_called"
     approval_requested = "approval_requested"
     approval_decided = "approval_decided"
     approval_timed_out = "approval_timed_out"
