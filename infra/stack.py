@@ -127,6 +127,26 @@ class LangorchStack(Stack):
             reconcile_minutes=config.reconcile_minutes,
         )
         public_base_url = (config.public_base_url or self.api.url).rstrip("/")
+        # Approvals' reminders and escalations are one-time schedules aimed at the trigger
+        # function (issue 13). Its ARN is spelled from its name, not referenced: the state
+        # machine invokes request_approval and the trigger names the state machine, so a
+        # reference would close a dependency cycle.
+        trigger_arn = self.format_arn(
+            service="lambda",
+            resource="function",
+            resource_name=self.functions.function_name("trigger"),
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        for function in (
+            self.functions.trigger,
+            self.functions.request_approval,
+            self.functions.approval_callback,
+        ):
+            self.triggers.grant_approval_timers(function)
+            function.add_environment("LANGORCH_TRIGGER_FUNCTION_ARN", trigger_arn)
+            function.add_environment(
+                "LANGORCH_SCHEDULER_ROLE_ARN", self.triggers.scheduler_role.role_arn
+            )
 
         self.functions.add_environment(
             {

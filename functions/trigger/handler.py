@@ -22,6 +22,8 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
+from langorch.adapters.scheduler import APPROVAL_TIMER_KIND
+from langorch.app.approval_votes import fire_timers
 from langorch.app.bootstrap import SandboxContainer
 from langorch.app.reconcile import reconcile_runs
 from langorch.app.triggers import (
@@ -130,6 +132,19 @@ def _s3_outcomes(objects: list[S3ObjectCreated]) -> dict[str, Any]:
     }
 
 
+def _approval_timer(event: dict[str, Any]) -> dict[str, Any]:
+    """An approval's one-time wake-up (reminders, escalations): send what is due, schedule
+    the next. Safe to repeat: the Scheduler retries, and a timer sends only once."""
+    approval_id = str(event.get("approval_id") or "")
+    logger.thread_safe_append_keys(approval_id=approval_id)
+    done = fire_timers(approval_id, container())
+    return {
+        "approval_timer": approval_id,
+        "fired": [f"{t.kind} {t.index + 1}" for t in done.fired],
+        "next": done.next_at.isoformat() if done.next_at else None,
+    }
+
+
 def _reconcile() -> dict[str, Any]:
     """End the runs whose execution ended without their record following; count them."""
     repairs = reconcile_runs(container())
@@ -151,6 +166,8 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         The HTTP response (webhooks), or ``{"trigger", "runs", "skipped"}``.
     """
     logger.thread_safe_clear_keys()  # context-local keys, as in run_segment's handler
+    if event.get("kind") == APPROVAL_TIMER_KIND:
+        return _approval_timer(event)
     kind = event_kind(event)
     if kind == "http":
         return app.resolve(event, context)

@@ -253,6 +253,10 @@ class Functions(Construct):
         )
         _grant_index_query(tables.runs, trigger)
         secrets.grant_read_webhook_secrets(trigger)
+        # ... and approvals' wake-ups (reminders, escalations: issue 13): the approval, its votes
+        # and counters (the runs-table actions above), the link key and SES for the emails.
+        _grant_secret_read(secrets.link_signing_key, trigger)
+        email.grant_send(trigger)
         # runner: pinned definitions, the run (lease, timeline — Query: MarkFailed reads it
         # for the first cause of a failing streak — approvals it cancels),
         # checkpoints (LangGraph's saver: Query, Scan for list(), BatchWrite) with S3 offload,
@@ -272,6 +276,11 @@ class Functions(Construct):
         # is on the runs table, granted above).
         _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem", "PutItem")
         _grant_table(tables.memory, runner, "GetItem", "UpdateItem", "DeleteItem", "Query", "Scan")
+        # A step that gives back a resource lease wakes the run parked next in its queue
+        # (AwaitResource's task token); a task token names no state machine (see below).
+        iam.Grant.add_to_principal(
+            grantee=runner, actions=["states:SendTaskSuccess"], resource_arns=["*"]
+        )
         files.grant_checkpoint_offload(runner)
         # read_file steps read with a role of their own, which may read the bucket's files and
         # is explicitly denied the checkpoint prefix: a step can never read a run's
@@ -305,8 +314,10 @@ class Functions(Construct):
         _grant_secret_read(secrets.link_signing_key, request)
         email.grant_send(request)
         # approval_callback: verify the link, decide once (conditional write), resume the run.
-        _grant_table(tables.runs, callback, "GetItem", "PutItem", "UpdateItem")
+        # Votes are counted with a Query; a delegate is emailed a link of their own.
+        _grant_table(tables.runs, callback, "GetItem", "PutItem", "UpdateItem", "Query")
         _grant_secret_read(secrets.link_signing_key, callback)
+        email.grant_send(callback)
         # Task tokens are not ARN-scoped: SendTaskSuccess names no state machine in the
         # request, so IAM cannot match it to one, and the service authorization reference
         # lists no resource type for it. This is the stack's one wildcard resource outside

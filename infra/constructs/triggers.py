@@ -17,6 +17,10 @@ from constructs import Construct
 from infra.constructs.storage import FilesBucket
 from langorch.domain.triggers import RECONCILE_SOURCE
 
+APPROVAL_TIMER_PREFIX = "approval-timer-"
+"""Names of approvals' wake-up schedules (``langorch.adapters.scheduler``; infra imports no
+langorch code, so the prefix is repeated here and pinned by tests/infra)."""
+
 DLQ_RETENTION = Duration.days(14)
 """SQS's longest: a failed start must survive a long weekend before someone looks."""
 
@@ -108,6 +112,28 @@ class Triggers(Construct):
                 max_event_age=Duration.hours(24),
             )
         )
+
+    def grant_approval_timers(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` create, update and delete approvals' one-time wake-ups (reminders
+        and escalations, named ``approval-timer-<approval id>``) and hand the Scheduler its
+        role for them."""
+        stack = Stack.of(self)
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=[
+                "scheduler:CreateSchedule",
+                "scheduler:UpdateSchedule",
+                "scheduler:DeleteSchedule",
+            ],
+            resource_arns=[
+                stack.format_arn(
+                    service="scheduler",
+                    resource="schedule",
+                    resource_name=f"*/{APPROVAL_TIMER_PREFIX}*",
+                )
+            ],
+        )
+        self.scheduler_role.grant_pass_role(grantee)
 
     def _reconcile_schedule(self, trigger: lambda_.Function, minutes: int) -> scheduler.CfnSchedule:
         """The trigger's reconcile pass every ``minutes``: no run stays open after its execution

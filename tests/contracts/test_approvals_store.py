@@ -394,3 +394,98 @@ def test_the_audit_trail_is_append_only_and_oldest_first(store: ApprovalsStore) 
         store.append_audit(line)
     assert store.audit(approval.approval_id) == lines
     assert store.audit("apr-other") == []
+
+
+# --------------------------------------------------------------------------------------------
+# Votes, delegations and timers (issue 13)
+# --------------------------------------------------------------------------------------------
+
+
+def _vote(who: str, decision: str = "approved", at: datetime = NOW) -> Any:
+    from langorch.domain.approval_policy import Vote
+
+    return Vote(approver=who, decision=decision, at=at)  # type: ignore[arg-type]
+
+
+def test_one_vote_per_slot_and_the_votes_read_back_oldest_first(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    assert store.record_vote(
+        approval.approval_id, "slot-b", _vote(BOB, at=NOW + timedelta(seconds=1))
+    )
+    assert store.record_vote(approval.approval_id, "slot-a", _vote(ALICE))
+    assert not store.record_vote(approval.approval_id, "slot-a", _vote(ALICE, "rejected"))
+    assert [(v.approver, v.decision) for v in store.votes(approval.approval_id)] == [
+        (ALICE, "approved"),
+        (BOB, "approved"),
+    ]
+
+
+def test_no_vote_is_taken_after_the_decision(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    _decide(store, approval)
+    with pytest.raises(AlreadyDecidedError):
+        store.record_vote(approval.approval_id, "slot-a", _vote(ALICE))
+    assert store.votes(approval.approval_id) == []
+
+
+def test_a_counted_decision_needs_the_vote_count_it_read(store: ApprovalsStore) -> None:
+    from langorch.domain.approval_policy import VotesChangedError
+
+    approval = _pending(store)
+    first = _vote(ALICE)
+    store.record_vote(approval.approval_id, "slot-a", first)
+    store.record_vote(approval.approval_id, "slot-b", _vote(BOB))
+    # Decided with one vote while two were recorded: refused, nothing written
+    with pytest.raises(VotesChangedError):
+        store.decide(approval.approval_id, ApprovalStatus.approved, ALICE, None, {}, NOW, [first])
+    assert store.get(approval.approval_id).is_pending  # type: ignore[union-attr]
+    votes = store.votes(approval.approval_id)
+    decided = store.decide(approval.approval_id, ApprovalStatus.approved, BOB, None, {}, NOW, votes)
+    assert [v.approver for v in decided.votes] == [ALICE, BOB]
+    assert [v.approver for v in store.get(approval.approval_id).votes] == [ALICE, BOB]  # type: ignore[union-attr]
+
+
+def test_a_delegation_takes_the_delegators_slot_once(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    carol = "carol@example.com"
+    assert store.delegate(approval.approval_id, "slot-b", BOB, carol, NOW)
+    assert store.get(approval.approval_id).delegations == {carol: BOB}  # type: ignore[union-attr]
+    # Bob's slot is used: he can neither vote nor delegate again
+    assert not store.record_vote(approval.approval_id, "slot-b", _vote(BOB))
+    assert not store.delegate(approval.approval_id, "slot-b", BOB, "dan@example.com", NOW)
+    # Alice voted first: she cannot delegate afterwards
+    store.record_vote(approval.approval_id, "slot-a", _vote(ALICE))
+    assert not store.delegate(approval.approval_id, "slot-a", ALICE, "eve@example.com", NOW)
+    assert store.votes(approval.approval_id) == [_vote(ALICE)]
+
+
+def test_a_timer_counter_moves_once_from_the_value_seen(store: ApprovalsStore) -> None:
+    approval = _pending(store)
+    assert store.advance_timer(approval.approval_id, "reminders_sent", 0)
+    assert not store.advance_timer(approval.approval_id, "reminders_sent", 0)
+    assert store.advance_timer(approval.approval_id, "escalation_level", 0)
+    fresh = store.get(approval.approval_id)
+    assert fresh is not None and (fresh.reminders_sent, fresh.escalation_level) == (1, 1)
+    _decide(store, fresh)
+    assert not store.advance_timer(approval.approval_id, "reminders_sent", 1)
+
+
+@pytest.mark.parametrize("voters", [12])
+def test_concurrent_votes_take_one_slot_each(store: ApprovalsStore, voters: int) -> None:
+    approval = _pending(store)
+    start = threading.Barrier(voters * 2)
+    taken: list[bool] = []
+
+    def vote(n: int) -> None:
+        start.wait()
+        taken.append(
+            store.record_vote(approval.approval_id, f"slot-{n % voters}", _vote(f"p{n}@x.io"))
+        )
+
+    threads = [threading.Thread(target=vote, args=(n,)) for n in range(voters * 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert taken.count(True) == voters
+    assert len(store.votes(approval.approval_id)) == voters

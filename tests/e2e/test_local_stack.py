@@ -157,3 +157,29 @@ def test_an_approval_without_a_terminal_or_flag_is_a_clear_error(
 
     assert code == 2
     assert "pass --approve or --reject" in err
+
+
+def test_local_run_answers_every_finance_approver_the_policy_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # Given an invoice above the second threshold (two approvals from finance)
+    monkeypatch.chdir(tmp_path)
+    invoices = [{"id": "C", "vendor": "v", "amount": 12000}]
+
+    # When the batch runs with --approve
+    code, data, err = langorch(
+        capsys,
+        "runs",
+        "start",
+        "--local",
+        str(EXAMPLES / "invoice_batch" / "definitions.yaml"),
+        "--input",
+        json.dumps({"invoices": invoices}),
+        "--approve",
+    )
+
+    # Then two finance approvers answered, and the invoice was posted in one command
+    assert code == 0, err
+    outcomes = data["runs"][0]["run"]["outputs"]["invoice_results"]
+    assert [o["invoice_outcome"]["status"] for o in outcomes] == ["posted"]
+    assert "approved for ana@example.com, ben@example.com" in err

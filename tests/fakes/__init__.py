@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.memory import InMemoryStore
 
 from langorch.config import Settings
+from tests.fakes.approvals import RecordingApprovalTimers
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
 from tests.fakes.definitions import InMemoryDefinitions
 from tests.fakes.email import RecordingEmailSender
 from tests.fakes.executions import STATE_MACHINE_ARN, InMemoryExecutions
 from tests.fakes.files import InMemoryFiles
+from tests.fakes.resources import InMemoryResourceLocks
 from tests.fakes.runs import InMemoryRuns
 from tests.fakes.schedules import InMemorySchedules
 from tests.fakes.secrets import InMemorySecrets
@@ -40,6 +42,7 @@ __all__ = [
     "InMemoryDefinitions",
     "InMemoryExecutions",
     "InMemoryFiles",
+    "InMemoryResourceLocks",
     "InMemoryRuns",
     "InMemorySchedules",
     "InMemorySecrets",
@@ -73,6 +76,7 @@ class Fakes:
         settings.setdefault("state_machine_arn", STATE_MACHINE_ARN)
         self.settings = Settings(**settings)
         self.runs = InMemoryRuns()
+        self.resources = InMemoryResourceLocks()
         self.definitions = InMemoryDefinitions()
         self.executions = InMemoryExecutions(self.settings.state_machine_arn)
         self.secrets = InMemorySecrets()
@@ -86,6 +90,7 @@ class Fakes:
             dead_letter_arn=self.settings.schedule_dlq_arn,
         )
         self.clock = FakeClock()
+        self.approval_timers = RecordingApprovalTimers()
         self.ids = SequentialIds()
         self.checkpointer = InMemoryCheckpoints(self.runs)
         self.memory_store = InMemoryStore()

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from langorch.domain.approval_policy import Vote, VotesChangedError
 from langorch.domain.approvals import (
     DECISIONS,
     AlreadyDecidedError,
@@ -46,6 +47,9 @@ class InMemoryApprovals:
         self._attempts: dict[tuple[str, str], int] = {}
         self._views: set[tuple[str, str]] = set()
         self._audit: dict[str, list[AuditEntry]] = {}
+        self._slots: dict[tuple[str, str], Vote | str] = {}
+        """(approval, slot) -> the vote in it, or the delegate it was handed to."""
+        self._vote_counts: dict[str, int] = {}
 
     # Writes ---------------------------------------------------------------------------------
 
@@ -80,6 +84,7 @@ class InMemoryApprovals:
         comment: str | None,
         edits: dict[str, Any],
         now: datetime,
+        votes: Sequence[Vote] = (),
     ) -> Approval:
         if decision not in DECISIONS:
             raise ValueError(f"a decision is approved or rejected, not {decision}")
@@ -92,6 +97,8 @@ class InMemoryApprovals:
             )
             if not decidable:
                 raise self._refusal(stored)
+            if votes and self._vote_counts.get(approval_id, 0) != len(votes):
+                raise VotesChangedError(f"approval {approval_id}: a vote arrived meanwhile")
             decided = stored.model_copy(
                 update={
                     "status": decision,
@@ -99,6 +106,7 @@ class InMemoryApprovals:
                     "decided_at": _stored_time(now),
                     "comment": (comment or "")[:MAX_COMMENT_CHARS] or None,
                     "edits": json.loads(json.dumps(edits, default=str)),
+                    "votes": [v.model_copy() for v in votes],
                 }
             )
             self._approvals[approval_id] = decided
@@ -113,6 +121,51 @@ class InMemoryApprovals:
         if stored.status is ApprovalStatus.cancelled:
             return RunEndedError(f"approval {stored.approval_id} was cancelled")
         return LinkExpiredError(f"approval {stored.approval_id} expired before the decision")
+
+    def _decidable(self, approval_id: str, now: datetime) -> Approval:
+        stored = self._existing(approval_id)
+        if not (stored.is_pending and int(stored.expires_at.timestamp()) > int(now.timestamp())):
+            raise self._refusal(stored)
+        return stored
+
+    def record_vote(self, approval_id: str, slot: str, vote: Vote) -> bool:
+        with self._lock:
+            self._decidable(approval_id, vote.at)
+            if (approval_id, slot) in self._slots:
+                return False
+            self._slots[(approval_id, slot)] = vote.model_copy()
+            self._vote_counts[approval_id] = self._vote_counts.get(approval_id, 0) + 1
+            return True
+
+    def votes(self, approval_id: str) -> builtins.list[Vote]:
+        with self._lock:
+            found = [
+                v.model_copy()
+                for (aid, _), v in self._slots.items()
+                if aid == approval_id and isinstance(v, Vote)
+            ]
+        return sorted(found, key=lambda v: v.at)
+
+    def delegate(self, approval_id: str, slot: str, delegator: str, to: str, now: datetime) -> bool:
+        with self._lock:
+            stored = self._decidable(approval_id, now)
+            key = to.strip().lower()
+            if (approval_id, slot) in self._slots or key in stored.delegations:
+                return False
+            self._slots[(approval_id, slot)] = to
+            delegations = {**stored.delegations, key: delegator}
+            self._approvals[approval_id] = stored.model_copy(update={"delegations": delegations})
+            return True
+
+    def advance_timer(self, approval_id: str, counter: str, seen: int) -> bool:
+        if counter not in ("reminders_sent", "escalation_level"):
+            raise ValueError(f"no timer counter {counter!r}")
+        with self._lock:
+            stored = self._approvals.get(approval_id)
+            if stored is None or not stored.is_pending or getattr(stored, counter) != seen:
+                return False
+            self._approvals[approval_id] = stored.model_copy(update={counter: seen + 1})
+            return True
 
     def reopen(self, approval: Approval) -> bool:
         if approval.decided_at is None or approval.decided_by is None:
@@ -250,3 +303,19 @@ class InMemoryApprovals:
             entries = list(self._audit.get(approval_id, []))
         # Oldest first; entries of the same instant keep the order they were written in.
         return sorted(entries, key=lambda e: _stored_time(e.at))
+
+
+class RecordingApprovalTimers:
+    """The ``ApprovalTimers`` port in memory: the one wake-up per approval, and what was
+    cancelled (the cloud's one-time schedules, without the Scheduler)."""
+
+    def __init__(self) -> None:
+        self.scheduled: dict[str, datetime] = {}
+        self.cancelled: list[str] = []
+
+    def schedule(self, approval_id: str, at: datetime) -> None:
+        self.scheduled[approval_id] = at
+
+    def cancel(self, approval_id: str) -> None:
+        if self.scheduled.pop(approval_id, None) is not None:
+            self.cancelled.append(approval_id)

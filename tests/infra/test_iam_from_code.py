@@ -33,6 +33,12 @@ NOT_FROM_CODE = {
     "xray:GetSamplingTargets",
 }
 STARTED_WITH_THE_STATE_MACHINE = {"trigger": {"states:StartExecution"}}
+PASSED_TO_THE_SCHEDULER = {
+    # CreateSchedule/UpdateSchedule hand the Scheduler its role (approvals' wake-ups): IAM
+    # authorizes that as iam:PassRole, which no client call names.
+    name: {"iam:PassRole"}
+    for name in ("trigger", "request-approval", "approval-callback")
+}
 LAMBDA_ON_THE_FUNCTIONS_BEHALF = {
     # The trigger's asynchronous invocations that fail every attempt go to its DLQ: Lambda
     # sends them with the function's role (an on-failure destination), not our code.
@@ -71,6 +77,7 @@ def test_role_allows_exactly_the_calls_the_code_makes(synth: Synth, name: str) -
     # Given the calls derived from the handler's code and the role CDK synthesized
     needed = {a for c in _calls(name) for a in c.actions}
     needed |= STARTED_WITH_THE_STATE_MACHINE.get(name, set())
+    needed |= PASSED_TO_THE_SCHEDULER.get(name, set())
     granted = set(_granted(synth, name)) - NOT_FROM_CODE
     granted -= LAMBDA_ON_THE_FUNCTIONS_BEHALF.get(name, set())
     # Then every call is allowed, and nothing else is (Bedrock's first-use Marketplace

@@ -101,18 +101,26 @@ def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -
         assert "states:StartExecution" not in _allowed(synth, name)
 
 
-def test_only_the_callback_sends_task_results(synth: Synth) -> None:
-    allowed = _allowed(synth, "approval-callback")
-    assert allowed["states:SendTaskSuccess"] == {"*"}
-    assert "states:SendTaskFailure" not in allowed  # never called: rejections resume too
-    for name in ("trigger", "run-segment", "request-approval"):
+def test_only_the_callback_and_the_runner_send_task_results(synth: Synth) -> None:
+    # The callback resumes approvals; the runner wakes runs queued for a resource it released.
+    for name in ("approval-callback", "run-segment"):
+        allowed = _allowed(synth, name)
+        assert allowed["states:SendTaskSuccess"] == {"*"}
+        assert "states:SendTaskFailure" not in allowed  # never called: every wake resumes
+    for name in ("trigger", "request-approval"):
         assert not any(a.startswith("states:SendTask") for a in _allowed(synth, name))
 
 
-def test_only_request_approval_sends_email_from_the_identity_and_configuration_set(
-    synth: Synth,
+@pytest.mark.parametrize(
+    "name",
+    # request_approval emails the approvers; the trigger (approvals' reminders and
+    # escalations, issue 13) and the callback (a delegate's link) email them too.
+    ["request-approval", "trigger", "approval-callback"],
+)
+def test_only_the_approval_emailers_send_email_from_the_identity_and_configuration_set(
+    synth: Synth, name: str
 ) -> None:
-    allowed = _allowed(synth, "request-approval")
+    allowed = _allowed(synth, name)
     (identity,) = synth.of_type("AWS::SES::EmailIdentity")
     (config_set,) = synth.of_type("AWS::SES::ConfigurationSet")
     # The sender's identity and the configuration set, and (in the SES sandbox) the
@@ -124,8 +132,7 @@ def test_only_request_approval_sends_email_from_the_identity_and_configuration_s
         "arn:aws:ses:eu-west-1:123456789012:identity/*",
     }
     assert "ses:SendRawEmail" not in allowed  # SesSender calls SendEmail only
-    for name in ("trigger", "run-segment", "approval-callback"):
-        assert not any(a.startswith("ses:") for a in _allowed(synth, name))
+    assert not any(a.startswith("ses:") for a in _allowed(synth, "run-segment"))
 
 
 def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) -> None:
@@ -138,9 +145,15 @@ def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) 
     }
     assert readers["request-approval"] == {link}
     assert readers["approval-callback"] == {link}
-    assert readers["run-segment"] == {llm}
+    # The runner: the LLM key and exactly the MCP secrets named in mcp_secrets (the -?????? is
+    # the random suffix Secrets Manager appends to a secret's ARN)
+    assert readers["run-segment"] == {
+        llm,
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-test/tools/orders-??????",
+    }
     assert readers["trigger"] == {
-        f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*"
+        f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*",
+        link,  # approvals' reminders and escalations carry signed links
     }
 
 
@@ -265,6 +278,8 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
         f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*",
         # SES sandbox recipients, conditioned on the configured sender (tested above).
         "arn:aws:ses:eu-west-1:123456789012:identity/*",
+        # Approvals' one-time wake-ups, by name prefix (the group's name is generated).
+        "arn:aws:scheduler:eu-west-1:123456789012:schedule/*/approval-timer-*",
         # The reconcile pass: the executions of this stage's one state machine.
         f"arn:aws:states:eu-west-1:123456789012:execution:langorch-{STAGE}-runs:*",
     }

@@ -174,3 +174,51 @@ def test_reissue_refuses_a_decided_or_unknown_approval(
     assert "not pending" in data["error"] and approval_id in data["error"]
     code, data, _ = langorch(capsys, endpoint, "approvals", "reissue", "apr-nope")
     assert code == 3 and "does not exist" in data["error"]
+
+
+def test_show_prints_the_policy_its_votes_and_what_happens_next(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+):
+    # Given a pending approval needing 2 of 3, with one vote and a reminder ahead
+    from langorch.domain.approval_policy import Vote
+    from langorch.domain.approvals import approver_ref, new_approval
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    approval = new_approval(
+        run_id="run-2",
+        workflow_id="invoice_batch",
+        request={
+            "interrupt_id": "i-2",
+            "step_id": "finance_review",
+            "title": "Pay 12000",
+            "approvers": ["fay@example.com", "fin@example.com", "fox@example.com"],
+            "timeout_seconds": 3 * 86400,
+            "on_timeout": "reject",
+            "policy": {
+                "quorum": {"at_least": 2},
+                "reminders": {"after": ["4h"]},
+                "escalation": [{"after": "1d", "approvers": ["boss@example.com"]}],
+            },
+        },
+        now=now,
+    )
+    container.approvals.put_pending(approval, TOKEN)
+    vote = Vote(approver="fay@example.com", decision="approved", at=now)
+    slot = approver_ref(approval.approval_id, "fay@example.com")
+    assert container.approvals.record_vote(approval.approval_id, slot, vote)
+
+    # When an operator shows it
+    code, shown, err = langorch(capsys, endpoint, "approvals", "show", approval.approval_id)
+
+    # Then the votes, the progress and the next timer are there
+    assert code == 0, err
+    policy = shown["policy"]
+    assert policy["progress"] == "1 of 2 approvals; waiting for fin@example.com, fox@example.com"
+    assert [v["approver"] for v in policy["votes"]] == ["fay@example.com"]
+    assert policy["next"]["kind"] == "reminder"
+    assert policy["next"]["at"] == (now + timedelta(hours=4)).isoformat()
+    assert "Needs 2 approvals." in policy["rules"]
+    main(["approvals", "show", approval.approval_id, "--endpoint-url", endpoint])
+    text = capsys.readouterr().out
+    assert "next       reminder at" in text and "no decision 4h after the request" in text
+    assert "then       at" in text and "reject" in text

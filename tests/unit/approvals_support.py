@@ -100,6 +100,8 @@ class FakeStack:
         editable: dict[str, Any] | None = None,
         title: str = "Pay invoice 42",
         previous: dict[str, Any] | None = None,
+        policy: dict[str, Any] | None = None,
+        started_by: str | None = None,
     ) -> Parked:
         """A run waiting on its task token, and the approval requested for it."""
         self.runs_seen += 1
@@ -121,7 +123,9 @@ class FakeStack:
         }
         if previous is not None:
             approval["previous"] = previous
-        waiting_run(self.container, run_id, approval, self.clock())
+        if policy is not None:
+            approval["policy"] = policy
+        waiting_run(self.container, run_id, approval, self.clock(), started_by=started_by)
         token = self.steps.park(run_id)
         before = len(self.container.email.sent)
         result = request(
@@ -162,13 +166,21 @@ def codes() -> Any:
     return lambda n: next(values)
 
 
-def waiting_run(container: Any, run_id: str, request: dict[str, Any], now: datetime) -> None:
-    """A run record parked on ``request``."""
+def waiting_run(
+    container: Any,
+    run_id: str,
+    request: dict[str, Any],
+    now: datetime,
+    *,
+    started_by: str | None = None,
+) -> None:
+    """A run record parked on ``request`` (started by ``started_by``, when known)."""
+    detail = {"started_by": started_by} if started_by else {}
     run = RunRecord(
         run_id=run_id,
         workflow_id="invoices",
         workflow_version=1,
-        trigger=RunTrigger(type="manual"),
+        trigger=RunTrigger(type="manual", detail=detail),
         created_at=now,
         updated_at=now,
     )

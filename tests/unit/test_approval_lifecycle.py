@@ -123,6 +123,12 @@ ALLOWED: dict[tuple[State, Event], tuple[State, Write, str | None, str | None]] 
         "cancelled",
         "run_cancelled",
     ),
+    # Policies (issue 13): votes, delegations and timers only while pending; the use-case
+    # fills the outcome (the vote, the delegate, why the timer fired).
+    (State.pending, Event.vote): (State.pending, Write.record_vote, "vote", "{detail}"),
+    (State.pending, Event.delegate): (State.pending, Write.delegate, "delegated", "{detail}"),
+    (State.pending, Event.remind): (State.pending, Write.advance_timer, "reminded", "{detail}"),
+    (State.pending, Event.escalate): (State.pending, Write.advance_timer, "escalated", "{detail}"),
 }
 
 REFUSED = sorted(

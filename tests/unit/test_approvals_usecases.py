@@ -226,8 +226,8 @@ def test_round_two_shows_the_last_feedback_and_what_changed_escaped(
     assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#34;quotes&#34;" in body
     assert "<script>" not in body
     assert "Changed since: amount." in body
-    assert 'amount <span class="note">(changed)</span>' in body
-    assert "vendor <span" not in body
+    assert 'Amount <span class="note">(changed)</span>' in body
+    assert "Vendor <span" not in body
 
 
 def test_round_two_email_carries_the_last_feedback_and_what_changed(stack: FakeStack) -> None:

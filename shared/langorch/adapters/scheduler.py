@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
@@ -223,3 +224,66 @@ class Schedules:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+APPROVAL_TIMER_PREFIX = "approval-timer-"
+APPROVAL_TIMER_KIND = "approval_timer"
+"""The ``kind`` of a wake-up's Input: the trigger function hands it to the approval timers."""
+
+
+class ScheduleWriter(Protocol):
+    """What approval wake-ups need of :class:`Schedules` (its in-memory fake has the same)."""
+
+    @property
+    def configured(self) -> bool:
+        """Whether schedules can be written."""
+        ...
+
+    def put(
+        self, name: str, cron: str, timezone: str, input: dict[str, Any], *, description: str = ""
+    ) -> bool:
+        """Create or update a schedule."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Delete a schedule (a missing one is fine)."""
+        ...
+
+
+class ApprovalTimerSchedules:
+    """Reminders and escalations as one-time schedules (``at(...)``), one per approval.
+
+    No polling Lambda: each pending approval with timers has at most one schedule, due when its
+    next reminder or escalation is; firing it sends what is due and schedules the next. It is
+    deleted when the decision is reached. Without a configured target (no Scheduler), nothing
+    is scheduled and the local ticker's scan stands in.
+
+    Args:
+        schedules: the stack's schedules (same group, target and role as triggers').
+    """
+
+    def __init__(self, schedules: ScheduleWriter) -> None:
+        self._schedules = schedules
+
+    @staticmethod
+    def name(approval_id: str) -> str:
+        """The schedule's name (at most 64 characters: approval ids are 30)."""
+        return f"{APPROVAL_TIMER_PREFIX}{approval_id}"[:64]
+
+    def schedule(self, approval_id: str, at: datetime) -> None:
+        """Wake the approval's timers at ``at`` (an earlier wake-up is replaced)."""
+        if not self._schedules.configured:
+            return
+        moment = at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        self._schedules.put(
+            self.name(approval_id),
+            f"at({moment})",
+            "UTC",
+            {"kind": APPROVAL_TIMER_KIND, "approval_id": approval_id},
+            description="approval reminder/escalation",
+        )
+
+    def cancel(self, approval_id: str) -> None:
+        """Delete the approval's wake-up (a missing one is fine)."""
+        if self._schedules.configured:
+            self._schedules.delete(self.name(approval_id))

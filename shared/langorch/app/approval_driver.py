@@ -239,8 +239,10 @@ def record(
     at: datetime,
     actor: str | None = None,
     req: Visitor | None = None,
+    detail: str | None = None,
 ) -> None:
-    """Write the audit line ``transition`` names (if any)."""
+    """Write the audit line ``transition`` names (if any); ``detail`` fills a
+    :data:`~langorch.domain.approval_lifecycle.DETAIL_OUTCOME`."""
     if transition.audit is None:
         return
     line = transition.audit
@@ -248,7 +250,7 @@ def record(
         store,
         approval.approval_id,
         line.action,
-        line.outcome_for(approval),
+        line.outcome_for(approval, detail),
         at=at,
         actor=actor,
         req=req,

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langorch.app.ports import Clock, EmailSender, Executions, RunsStore, SecretsStore
 
 if TYPE_CHECKING:
+    from langorch.domain.approval_policy import Vote
     from langorch.domain.approvals import Approval, ApprovalStatus, AuditEntry
 
 __all__ = [
+    "ApprovalTimers",
     "ApprovalsStore",
     "Clock",
     "EmailSender",
@@ -53,8 +55,9 @@ class ApprovalsStore(Protocol):
         comment: str | None,
         edits: dict[str, Any],
         now: datetime,
+        votes: Sequence[Vote] = (),
     ) -> Approval:
-        """Record the decision once (pending and not expired).
+        """Record the decision once (pending and not expired), with the votes that reached it.
 
         Raises:
             AlreadyDecidedError: someone decided first.
@@ -62,6 +65,38 @@ class ApprovalsStore(Protocol):
             RunEndedError: cancelled.
             NotFoundError: no such approval.
         """
+        ...
+
+    def record_vote(self, approval_id: str, slot: str, vote: Vote) -> bool:
+        """Record one vote in an approver's slot, only while the approval is decidable.
+
+        Returns:
+            ``False`` when the slot holds a vote or a delegation already.
+
+        Raises:
+            AlreadyDecidedError, LinkExpiredError, RunEndedError, NotFoundError: as
+            :meth:`decide`, when the approval is no longer decidable.
+        """
+        ...
+
+    def votes(self, approval_id: str) -> builtins.list[Vote]:
+        """Every vote recorded, oldest first."""
+        ...
+
+    def delegate(self, approval_id: str, slot: str, delegator: str, to: str, now: datetime) -> bool:
+        """Hand the delegator's slot to ``to`` (recorded on the approval as ``delegations``).
+
+        Returns:
+            ``False`` when the slot was used (voted or delegated) or ``to`` is a delegate.
+
+        Raises:
+            AlreadyDecidedError, LinkExpiredError, RunEndedError, NotFoundError: not decidable.
+        """
+        ...
+
+    def advance_timer(self, approval_id: str, counter: str, seen: int) -> bool:
+        """Move ``reminders_sent``/``escalation_level`` from ``seen`` to ``seen + 1`` while
+        pending; whether this call moved it (a timer fired twice sends once)."""
         ...
 
     def reopen(self, approval: Approval) -> bool:
@@ -178,10 +213,28 @@ class PagePorts(Protocol):
         ...
 
 
+class ApprovalTimers(Protocol):
+    """One-time wake-ups of an approval's reminders and escalations (EventBridge Scheduler
+    one-time schedules in the cloud; the local ticker in ``langorch dev``)."""
+
+    def schedule(self, approval_id: str, at: datetime) -> None:
+        """Wake the approval's timers at ``at`` (replacing an earlier wake-up)."""
+        ...
+
+    def cancel(self, approval_id: str) -> None:
+        """Forget the approval's wake-up (none: nothing happens)."""
+        ...
+
+
 class RequestPorts(PagePorts, Protocol):
     """What :func:`~langorch.app.approvals.request_approval` reads: the page ports and email."""
 
     @property
     def email(self) -> EmailSender:
         """Where approval emails go."""
+        ...
+
+    @property
+    def approval_timers(self) -> ApprovalTimers:
+        """Where reminders and escalations are scheduled (and cancelled)."""
         ...

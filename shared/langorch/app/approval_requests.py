@@ -17,6 +17,7 @@ from langorch.app.approval_keys import SigningKeys, load_signing_keys
 from langorch.app.approval_ports import RequestPorts
 from langorch.domain.approval_codes import code_hash, new_code
 from langorch.domain.approval_lifecycle import Event, State, state_of, step
+from langorch.domain.approval_votes import may_be_asked, next_timer
 from langorch.domain.approvals import (
     Approval,
     ApprovalStatus,
@@ -78,13 +79,16 @@ def request_approval(
     """
     now = ports.clock()
     workflow_id: str | None
+    request = dict(cmd.approval)
     try:
-        workflow_id = ports.runs.get_run(cmd.run_id).workflow_id
+        run = ports.runs.get_run(cmd.run_id)
+        workflow_id = run.workflow_id
+        # Who started the run, when the trigger knows (a signed webhook's sender field, the
+        # CLI user): separation of duties keeps them from approving it.
+        request.setdefault("started_by", run.trigger.detail.get("started_by"))
     except NotFoundError:
         workflow_id = None  # the approval still works; only listings lose the workflow
-    approval = new_approval(
-        run_id=cmd.run_id, workflow_id=workflow_id, request=cmd.approval, now=now
-    )
+    approval = new_approval(run_id=cmd.run_id, workflow_id=workflow_id, request=request, now=now)
     stored, created = ports.approvals.put_pending(approval, cmd.task_token)
     if created:
         record(ports.approvals, stored, step(State.new, Event.request), at=now)
@@ -98,10 +102,14 @@ def request_approval(
     emailed: list[str] = []
     for address in stored.approvers:
         ref = approver_ref(stored.approval_id, address)
-        if ref in stored.emailed:
+        if ref in stored.emailed or not may_be_asked(stored, address):
             continue
         _email_one(stored, address, ref, keys, ports, randbelow)
         emailed.append(address)
+    upcoming = next_timer(stored, now)
+    if upcoming is not None:
+        # Its first reminder or escalation: a one-time wake-up, not a polling function.
+        ports.approval_timers.schedule(stored.approval_id, upcoming.due)
     logger.info(
         "approval requested",
         extra={
@@ -123,6 +131,9 @@ def _email_one(
     keys: SigningKeys,
     ports: RequestPorts,
     randbelow: Callable[[int], int],
+    *,
+    reason: str | None = None,
+    progress: str | None = None,
 ) -> None:
     from langorch.web.emails import render_approval_email
 
@@ -142,9 +153,16 @@ def _email_one(
         generation=approval.link_generation,
     )
     link = link_url(ports.settings.public_base_url, approval.approval_id, params)
-    ports.email.send(render_approval_email(approval, to=address, link=link, code=code))
+    ports.email.send(
+        render_approval_email(
+            approval, to=address, link=link, code=code, reason=reason, progress=progress
+        )
+    )
     ports.approvals.mark_emailed(approval.approval_id, ref)
-    audit(ports.approvals, approval.approval_id, "emailed", "sent", at=ports.clock(), actor=address)
+    outcome = "sent" if reason is None else f"sent: {reason}"
+    audit(
+        ports.approvals, approval.approval_id, "emailed", outcome, at=ports.clock(), actor=address
+    )
 
 
 # --------------------------------------------------------------------------------------------

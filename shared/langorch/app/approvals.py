@@ -24,15 +24,11 @@ The task token goes from the request into the approvals table and from there onl
 from __future__ import annotations
 
 import logging
-import secrets
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Sequence
+from datetime import timedelta
 
 from langorch.app.approval_driver import (
     apply_event,
-    audit,
     close_for_ended_run,
     expire_approval,
     perform,
@@ -46,51 +42,51 @@ from langorch.app.approval_keys import (
     load_signing_keys,
     load_signing_keys_fresh,
 )
-from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts
+from langorch.app.approval_page import (
+    ApprovalHttpRequest,
+    Form,
+    Opened,
+    audit_req,
+    check_view,
+    form_again,
+    open_link,
+    read_form,
+    reason,
+    refusal,
+    view_token,
+)
+from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts, RequestPorts
 from langorch.app.approval_requests import ApprovalRequested, RequestApproval, request_approval
-from langorch.domain.approval_codes import check_code, typed_code
-from langorch.domain.approval_edits import EDIT_PREFIX, EditRejectedError, parse_edits
+from langorch.app.approval_votes import (
+    DelegatedAwayError,
+    DelegationRefusedError,
+    cast_vote,
+    delegate_vote,
+    email_delegate,
+    recount,
+)
 from langorch.domain.approval_lifecycle import Event, State, TransitionRefusedError, state_of, step
 from langorch.domain.approval_outcomes import (
     AlreadyDecided,
-    ApprovalNotFoundError,
     Decided,
     DecideOutcome,
     DecisionNotDeliveredError,
     FormAgain,
     Shown,
     ViewOutcome,
+    Voted,
 )
-from langorch.domain.approval_views import (
-    LinkReissuedError,
-    SubmittedTooSoonError,
-    ViewTokenUsedError,
-    check_view_token,
-    issue_view_token,
-)
+from langorch.domain.approval_policy import Vote, VotesChangedError
+from langorch.domain.approval_votes import check_may_vote
 from langorch.domain.approvals import (
-    MAX_CODE_ATTEMPTS,
     AlreadyDecidedError,
     Approval,
     ApprovalLinkError,
     ApprovalStatus,
-    AuditAction,
-    CodeLockedError,
-    CodeMismatchError,
-    CodeMissingError,
-    InvalidDecisionError,
-    LinkClaims,
-    LinkExpiredError,
-    LinkForgedError,
-    NotAnApproverError,
     RunEndedError,
     TooLateError,
-    approver_for,
-    bounded,
     decision_output,
-    parse_decision,
     redelivery_due,
-    verify_link,
 )
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
 
@@ -116,7 +112,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MAX_COMMENT_CHARS = 4000
+MAX_RECOUNTS = 64
+"""How often a completing vote counts again when other votes keep arriving before its
+decision is written (each recount sees more votes; an approval has far fewer approvers)."""
+DELEGATE = "delegate"
+"""The form's ``decision`` value that hands the vote to ``delegate_to``."""
 REDELIVERY_GRACE = timedelta(seconds=30)
 """How old an undelivered decision must be before a later visit delivers it again.
 
@@ -128,44 +128,6 @@ TaskClosedError), but the slower of the two would then tell its approver "too la
 # --------------------------------------------------------------------------------------------
 # The approval page: GET/HEAD show, POST decides
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ApprovalHttpRequest:
-    """One request on ``/approvals/{id}``, parsed by the callback handler."""
-
-    approval_id: str
-    method: str
-    query: Mapping[str, str] = field(repr=False)
-    """The signed link's parameters (never logged)."""
-    form: Mapping[str, str] = field(default_factory=dict, repr=False)
-    source_ip: str | None = None
-    user_agent: str | None = None
-
-
-@dataclass(frozen=True)
-class _Opened:
-    """A link that verified (or verified but expired) and the approval it opens."""
-
-    approval: Approval
-    approver: str | None
-    state: State
-    claims: LinkClaims | None = None
-    """``None`` when the link's signature verified but it expired."""
-    key: bytes | None = field(default=None, repr=False)
-
-    def form_key(self) -> tuple[str, LinkClaims, bytes]:
-        """Approver, claims and key of a live link (what the form needs)."""
-        if self.approver is None or self.claims is None or self.key is None:
-            raise LinkExpiredError(f"approval {self.approval.approval_id}: the link expired")
-        return self.approver, self.claims, self.key
-
-
-@dataclass(frozen=True)
-class _Form:
-    decision: ApprovalStatus
-    edits: dict[str, Any]
-    comment: str | None
 
 
 def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
@@ -180,7 +142,7 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
             run ended).
         ApprovalNotFoundError: a valid link to an approval that no longer exists.
     """
-    opened = _open(req, ports, refused_action="view")
+    opened = open_link(req, ports, refused_action="view")
     approval = opened.approval
     record(
         ports.approvals,
@@ -194,12 +156,17 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
         _redeliver_if_lost(req, ports, approval, opened.approver)
         return AlreadyDecided.of(approval)
     if opened.state is not State.pending:
-        raise _refusal(approval.approval_id, opened.state)
+        raise refusal(approval.approval_id, opened.state)
     approver, claims, key = opened.form_key()
-    return Shown(approval, approver, _view_token(ports, claims, key))
+    if approval.policy is not None and approval.policy.counts_votes:
+        # The page shows the votes so far ("1 of 3 approvals; waiting for …").
+        approval = approval.model_copy(
+            update={"votes": ports.approvals.votes(approval.approval_id)}
+        )
+    return Shown(approval, approver, view_token(ports, claims, key))
 
 
-def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome:
+def decide_approval(req: ApprovalHttpRequest, ports: RequestPorts) -> DecideOutcome:
     """Answer ``POST``: verify link, expiry, view token, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
@@ -218,186 +185,110 @@ def decide_approval(req: ApprovalHttpRequest, ports: PagePorts) -> DecideOutcome
         ApprovalNotFoundError: a valid link to an approval that no longer exists.
         DecisionNotDeliveredError: recorded but not delivered (reopened: press again).
     """
-    opened = _open(req, ports, refused_action="refused")
+    opened = open_link(req, ports, refused_action="refused")
     approval = opened.approval
     if opened.state in (State.decided, State.delivered):
-        _audit_req(ports, req, approval, "refused", "already_decided", opened.approver)
+        audit_req(ports, req, approval, "refused", "already_decided", opened.approver)
         _redeliver_if_lost(req, ports, approval, opened.approver)
         return AlreadyDecided.of(approval)
     try:
         step(opened.state, Event.decide)
     except TransitionRefusedError as refused:
-        _audit_req(ports, req, approval, "refused", refused.reason, opened.approver)
-        raise _refusal(approval.approval_id, refused.state) from None
-    form = _read_form(req, ports, opened)
+        audit_req(ports, req, approval, "refused", refused.reason, opened.approver)
+        raise refusal(approval.approval_id, refused.state) from None
+    if req.form.get("decision") == DELEGATE and approval.policy is not None:
+        return _delegate(req, ports, opened)
+    form = read_form(req, ports, opened)
     if isinstance(form, FormAgain):
         return form
     _check_run(req, ports, opened)
+    if approval.policy is not None:
+        _check_may_vote(req, ports, opened, form)
+        if approval.policy.counts_votes:
+            return _counted(req, ports, opened, form)
     return _record_and_deliver(req, ports, opened, form)
 
 
-def _open(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAction) -> _Opened:
-    """Verify the link and find the approval and approver.
-
-    Raises:
-        LinkForgedError: the signature does not verify.
-        LinkExpiredError: it expired and there is no such approval.
-        ApprovalNotFoundError: it verified but the approval does not exist.
-        NotAnApproverError: its approver is none of the approval's.
-    """
-    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
-    now = ports.clock()
-    store = ports.approvals
-    found = store.get(req.approval_id)
-    generation = 0 if found is None else found.link_generation
-    try:
-        claims = verify_link(req.approval_id, req.query, keys.keys, now=now, generation=generation)
-    except LinkForgedError:
-        # Audited only under an approval that exists: a forger cannot make us write to
-        # partitions of their choosing.
-        if found is not None and _replaced_link(req, found, keys.keys, now):
-            _audit_req(ports, req, found, refused_action, "replaced_link", None)
-            raise LinkReissuedError(f"approval {req.approval_id}: a replaced link") from None
-        if found is not None:
-            _audit_req(ports, req, found, refused_action, "forged_link", None)
-        raise
-    except LinkExpiredError:
-        if found is None:
-            raise
-        # Links expire with their approval: a pending one is expired too (whatever the clock).
-        state = state_of(found, now=now)
-        who = approver_for(found, req.query.get("ap", ""))
-        return _Opened(found, who, State.expired if state is State.pending else state)
-    approval = found
-    if approval is None:
-        raise ApprovalNotFoundError(f"approval {req.approval_id} does not exist")
-    approver = approver_for(approval, claims.approver_ref)
-    if approver is None:
-        _audit_req(ports, req, approval, refused_action, "not_an_approver", claims.approver_ref)
-        raise NotAnApproverError("the link's approver is not an approver")
-    state = state_of(approval, now=now)
-    return _Opened(approval, approver, state, claims, keys.keys[claims.key_id])
-
-
-def _view_token(ports: PagePorts, claims: LinkClaims, key: bytes) -> str:
-    """A fresh view token for one page view (or one form shown again)."""
-    return issue_view_token(claims, key, now=ports.clock(), view_id=secrets.token_urlsafe(12))
-
-
-def _again(
-    req: ApprovalHttpRequest,
-    ports: PagePorts,
-    opened: _Opened,
-    error: ApprovalLinkError,
-    message: str,
-) -> FormAgain:
-    """The form again, with a fresh view token and what the person typed kept."""
-    approver, claims, key = opened.form_key()
-    kept = {k: v for k, v in req.form.items() if k == "comment" or k.startswith(EDIT_PREFIX)}
-    token = _view_token(ports, claims, key)
-    return FormAgain(opened.approval, approver, token, message, error, values=kept)
-
-
-def _check_view(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> FormAgain | None:
-    """Accept the form's view token once, and only after the dwell; else the form again.
-
-    Raises:
-        FormExpiredError: the POST carries no token of this approval's page (audited).
-    """
-    approval = opened.approval
-    approver, claims, key = opened.form_key()
-    dwell = timedelta(seconds=max(ports.settings.approval_form_dwell_seconds, 0.0))
-    try:
-        view = check_view_token(
-            claims, key, req.form.get("nonce", ""), now=ports.clock(), dwell=dwell
-        )
-    except SubmittedTooSoonError as exc:
-        _audit_req(ports, req, approval, "refused", "suspected_automated_submit", approver)
-        return _again(req, ports, opened, exc, exc.user_message)
-    except ApprovalLinkError as exc:
-        _audit_req(ports, req, approval, "refused", _reason(exc), approver)
-        raise
-    if not ports.approvals.use_view_token(approval.approval_id, view.view_id):
-        used = ViewTokenUsedError(f"approval {approval.approval_id}: view token used before")
-        _audit_req(ports, req, approval, "refused", "view_token_reused", approver)
-        return _again(req, ports, opened, used, used.user_message)
-    return None
-
-
-def _replaced_link(
-    req: ApprovalHttpRequest, approval: Approval, keys: Mapping[str, bytes], now: datetime
-) -> bool:
-    """Whether the link verifies as one of an earlier generation (replaced by a reissue)."""
-    for older in range(approval.link_generation):
-        try:
-            verify_link(req.approval_id, req.query, keys, now=now, generation=older)
-        except LinkExpiredError:
-            return True
-        except LinkForgedError:
-            continue
-        return True
-    return False
-
-
-def _read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> _Form | FormAgain:
-    """The decision the form carries, or the form again; refusals are raised (audited)."""
-    approval = opened.approval
+def _check_may_vote(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened, form: Form) -> None:
+    """Separation of duties and delegated-away links: refused (audited) before any write."""
     approver = opened.form_key()[0]
-    again = _check_view(req, ports, opened)
-    if again is not None:
-        return again
-    try:
-        decision = parse_decision(req.form.get("decision"))
-        edits = parse_edits(approval.editable, req.form)
-    except EditRejectedError as exc:
-        _audit_req(ports, req, approval, "refused", "invalid_edit", approver)
-        return _again(req, ports, opened, exc, exc.user_message)
-    except InvalidDecisionError as exc:
-        _audit_req(ports, req, approval, "refused", "invalid_form", approver)
-        return _again(req, ports, opened, exc, str(exc) or exc.user_message)
-    again = _check_code(req, ports, opened)
-    if again is not None:
-        return again
-    comment = bounded(req.form.get("comment", "").strip(), MAX_COMMENT_CHARS) or None
-    return _Form(ApprovalStatus(decision), edits, comment)
-
-
-def _check_code(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> FormAgain | None:
-    """The form again for a missing or wrong code; raises CodeLockedError once this approver's
-    link has used its attempts.
-
-    An empty code is answered "enter the code" and costs nothing. Any other code first claims
-    one attempt of this approver's link (one conditional update in the store), and only a
-    granted attempt is checked: under any concurrency no more than :data:`MAX_CODE_ATTEMPTS`
-    codes are ever checked per approver, and one approver's lockout leaves the others' links.
-    """
     approval = opened.approval
-    if not approval.require_code:
-        return None
-    approver, claims, key = opened.form_key()
-    typed = typed_code(req.form.get("code"))
-    if not typed:
-        missing = CodeMissingError(f"approval {approval.approval_id}: no code was typed")
-        return _again(req, ports, opened, missing, missing.user_message)
-    attempt = ports.approvals.claim_code_attempt(
-        approval.approval_id, claims.approver_ref, MAX_CODE_ATTEMPTS
-    )
-    if attempt is None:
-        _audit_req(ports, req, approval, "refused", "code_locked", approver)
-        raise CodeLockedError(f"approval {approval.approval_id}: code attempts exhausted")
-    stored = ports.approvals.code_hash(approval.approval_id, claims.approver_ref)
     try:
-        check_code(approval, claims, typed, stored, key)
-    except CodeMismatchError as exc:
-        _audit_req(ports, req, approval, "refused", "wrong_code", approver)
-        left = MAX_CODE_ATTEMPTS - attempt
-        if left <= 0:
-            raise CodeLockedError("code attempts exhausted") from exc
-        return _again(req, ports, opened, exc, f"{exc.user_message} ({left} attempts left.)")
-    return None
+        check_may_vote(
+            approval, approver, "approved" if form.decision.value == "approved" else "rejected"
+        )
+        if approver.lower() in {d.lower() for d in approval.delegations.values()}:
+            raise DelegatedAwayError(f"approval {approval.approval_id}: {approver} delegated")
+    except ApprovalLinkError as exc:
+        audit_req(ports, req, approval, "refused", reason(exc), approver)
+        raise
 
 
-def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> None:
+def _counted(
+    req: ApprovalHttpRequest, ports: RequestPorts, opened: Opened, form: Form
+) -> DecideOutcome:
+    """A policy that counts votes: record this vote; decide once the votes complete it.
+
+    Of concurrent votes that each complete the policy, exactly one decision is written (the
+    decide-once write); the decision carries every vote accepted before it (its write needs
+    the vote count it read: a vote arriving meanwhile makes it count again).
+    """
+    approver = opened.form_key()[0]
+    try:
+        tallied = cast_vote(
+            ports.approvals,
+            opened.approval,
+            approver,
+            form.decision,
+            form.comment,
+            now=ports.clock(),
+            req=req,
+        )
+    except AlreadyDecidedError as exc:
+        audit_req(ports, req, opened.approval, "refused", "already_decided", approver)
+        return AlreadyDecided(exc)
+    except ApprovalLinkError as exc:
+        audit_req(ports, req, opened.approval, "refused", reason(exc), approver)
+        raise
+    for _ in range(MAX_RECOUNTS):
+        outcome, deciding = tallied.progress.outcome, tallied.progress.deciding
+        if outcome is None or deciding is None:
+            return Voted(tallied.approval, tallied.progress.summary, tallied.recorded)
+        final = Form(ApprovalStatus(outcome), {}, deciding.comment or None)
+        try:
+            return _record_and_deliver(
+                req, ports, opened, final, decider=deciding.approver, votes=tallied.votes
+            )
+        except VotesChangedError:
+            tallied = recount(ports.approvals, opened.approval.approval_id)
+    raise DecisionNotDeliveredError(
+        f"approval {opened.approval.approval_id}: votes kept arriving; press again"
+    )
+
+
+def _delegate(req: ApprovalHttpRequest, ports: RequestPorts, opened: Opened) -> DecideOutcome:
+    """Hand this approver's vote to the person named on the page (who gets a link)."""
+    again = check_view(req, ports, opened)
+    if again is not None:
+        return again
+    _check_run(req, ports, opened)
+    approver = opened.form_key()[0]
+    to = req.form.get("delegate_to", "").strip()
+    try:
+        after = delegate_vote(
+            ports.approvals, opened.approval, approver, to, now=ports.clock(), req=req
+        )
+    except AlreadyDecidedError as exc:
+        return AlreadyDecided(exc)
+    except DelegationRefusedError as exc:
+        audit_req(ports, req, opened.approval, "refused", "delegation_refused", approver)
+        return form_again(req, ports, opened, exc, exc.user_message)
+    email_delegate(after, approver, to, ports)
+    tallied = recount(ports.approvals, after.approval_id)
+    return Voted(tallied.approval, tallied.progress.summary, False, delegated_to=to)
+
+
+def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> None:
     """Refuse (and close the approval) when the run ended or no longer waits on it.
 
     Raises:
@@ -420,21 +311,34 @@ def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened) -> N
 
 
 def _record_and_deliver(
-    req: ApprovalHttpRequest, ports: PagePorts, opened: _Opened, form: _Form
+    req: ApprovalHttpRequest,
+    ports: RequestPorts,
+    opened: Opened,
+    form: Form,
+    *,
+    decider: str | None = None,
+    votes: Sequence[Vote] = (),
 ) -> DecideOutcome:
-    """Record the decision (one conditional write), then hand it to the run."""
+    """Record the decision (one conditional write), then hand it to the run.
+
+    ``decider`` and ``votes``: a counted decision is recorded as made by the vote that
+    completed the policy, with every vote.
+
+    Raises:
+        VotesChangedError: a vote arrived after ``votes`` were read (count again).
+    """
     approval = opened.approval
-    approver, _, _ = opened.form_key()
+    approver = decider or opened.form_key()[0]
     now = ports.clock()
     try:
         decided = ports.approvals.decide(
-            approval.approval_id, form.decision, approver, form.comment, form.edits, now
+            approval.approval_id, form.decision, approver, form.comment, form.edits, now, votes
         )
     except AlreadyDecidedError as exc:
-        _audit_req(ports, req, approval, "refused", "already_decided", approver)
+        audit_req(ports, req, approval, "refused", "already_decided", approver)
         return AlreadyDecided(exc)
     except ApprovalLinkError as exc:
-        _audit_req(ports, req, approval, "refused", _reason(exc), approver)
+        audit_req(ports, req, approval, "refused", reason(exc), approver)
         raise
     try:
         ports.executions.send_success(
@@ -456,6 +360,9 @@ def _record_and_deliver(
     apply_event(
         ports.approvals, decided, Event.deliver, ports.clock(), approver, req, tolerant=True
     )
+    if approval.policy is not None:
+        # The decision is reached: no reminder or escalation may follow it.
+        ports.approval_timers.cancel(approval.approval_id)
     logger.info(
         "approval decided",
         extra={
@@ -520,40 +427,4 @@ def _redeliver_if_lost(
     logger.warning(
         "lost approval decision redelivered",
         extra={**ids, "decision": approval.status.value, "outcome": event.value},
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Refusals and audit
-# --------------------------------------------------------------------------------------------
-
-
-def _refusal(approval_id: str, state: State) -> ApprovalLinkError:
-    """The refusal an approval in ``state`` answers a visitor with."""
-    if state is State.cancelled:
-        return RunEndedError(f"approval {approval_id} was cancelled")
-    return LinkExpiredError(f"approval {approval_id} timed out")
-
-
-def _reason(exc: ApprovalLinkError) -> str:
-    name = type(exc).__name__.removesuffix("Error")
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
-
-
-def _audit_req(
-    ports: PagePorts,
-    req: ApprovalHttpRequest,
-    approval: Approval,
-    action: AuditAction,
-    outcome: str,
-    actor: str | None,
-) -> None:
-    audit(
-        ports.approvals,
-        approval.approval_id,
-        action,
-        outcome,
-        at=ports.clock(),
-        actor=actor,
-        req=req,
     )

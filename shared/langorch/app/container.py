@@ -27,11 +27,12 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.approvals import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+    from langorch.adapters.dynamodb.resources import ResourceLocksRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.adapters.dynamodb.tasks import TasksRepository
     from langorch.adapters.dynamodb.tools import ToolServersRepository
     from langorch.adapters.files import S3FileReader
-    from langorch.adapters.scheduler import Schedules
+    from langorch.adapters.scheduler import ApprovalTimerSchedules, Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
     from langorch.app.memory import MemoryManager
@@ -121,6 +122,12 @@ class Container:
         return TasksRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
+    def resources(self) -> ResourceLocksRepository:
+        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
+
+        return ResourceLocksRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
     def checkpointer(self) -> DynamoCheckpointSaver:
         from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 
@@ -201,6 +208,12 @@ class Container:
             target_arn=self.settings.trigger_function_arn,
             dead_letter_arn=self.settings.schedule_dlq_arn,
         )
+
+    @cached_property
+    def approval_timers(self) -> ApprovalTimerSchedules:
+        from langorch.adapters.scheduler import ApprovalTimerSchedules
+
+        return ApprovalTimerSchedules(self.schedules)
 
     def _openai_key(self) -> str | None:
         if self.settings.openai_api_key:

@@ -428,8 +428,8 @@ def _kept_approval(
 
     for interrupt in point.interrupts:
         value = getattr(interrupt, "value", None)
-        if not isinstance(value, dict) or value.get("kind") == "wait":
-            continue
+        if not isinstance(value, dict) or value.get("kind", "approval") != "approval":
+            continue  # a wait or a resource queue place is asked again from its step
         step_id = value.get("step_id")
         if diff is not None and step_id in (*diff.changed, *diff.removed):
             return None

@@ -20,6 +20,9 @@ _MARK = {
     TimelineEventType.approval_timed_out: "timed out",
     TimelineEventType.wait_started: "sleep",
     TimelineEventType.wait_finished: "woke",
+    TimelineEventType.resource_waiting: "queued",
+    TimelineEventType.resource_acquired: "acquired",
+    TimelineEventType.resource_released: "released",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
     TimelineEventType.run_redriven: "redrive",
@@ -101,6 +104,14 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f'"{_short(detail["comment"], 60)}"')
     elif kind == TimelineEventType.wait_started:
         parts.append(f"{detail.get('seconds')} s")
+    elif kind == TimelineEventType.resource_waiting:
+        parts.append(
+            f"waiting for resource {detail.get('resource')} (position {detail.get('position')})"
+        )
+    elif kind in (TimelineEventType.resource_acquired, TimelineEventType.resource_released):
+        parts.append(f"{detail.get('resource')}")
+        if detail.get("lease"):
+            parts.append(f"lease #{detail['lease']}")
     elif kind == TimelineEventType.run_started:
         parts.append(f"{detail.get('workflow', '')} ({detail.get('trigger', '')})")
     elif kind == TimelineEventType.run_finished:
@@ -197,7 +208,14 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         lines.pop()  # the blank line before the events
     if lineage(run):
         lines += ["", *lineage(run)]
-    if run.pending is not None:
+    if run.pending is not None and run.pending.kind == "resource":
+        request = run.pending.request
+        lines += [
+            "",
+            f"waiting for resource {request.get('resource')} "
+            f"(position {request.get('position')}) at {request.get('step_id', '')}",
+        ]
+    elif run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
     if run.error is not None:
         where = f" at {run.error.step_id}" if run.error.step_id else ""

@@ -34,6 +34,14 @@ Transitions (``source --event--> target: write; audit (action, outcome)``)::
     pending   --cancel-------> cancelled  mark_cancelled   cancelled/run_cancelled
     decided   --cancel-------> cancelled  mark_cancelled   cancelled/run_cancelled
 
+Policies (issue 13: :mod:`langorch.domain.approval_policy`) stay in ``pending`` until a vote
+completes the policy; then that vote's request takes ``decide`` like a single decision::
+
+    pending   --vote---------> pending    record_vote      vote/<approved|rejected>
+    pending   --delegate-----> pending    delegate         delegated/<to address>
+    pending   --remind-------> pending    advance_timer    reminded/<reminder n: why>
+    pending   --escalate-----> pending    advance_timer    escalated/<level n: why>
+
 ``expired`` behaves as ``pending`` for ``timeout``, ``cancel``, ``run_ended`` and
 ``run_moved_on`` and refuses a decision; a ``view`` is allowed everywhere and only audits what
 the visitor was shown.
@@ -77,6 +85,10 @@ class Event(StrEnum):
     run_ended = "run_ended"
     run_moved_on = "run_moved_on"
     cancel = "cancel"
+    vote = "vote"
+    delegate = "delegate"
+    remind = "remind"
+    escalate = "escalate"
 
 
 class Write(StrEnum):
@@ -89,10 +101,15 @@ class Write(StrEnum):
     reopen = "reopen"
     mark_timed_out = "mark_timed_out"
     mark_cancelled = "mark_cancelled"
+    record_vote = "record_vote"
+    delegate = "delegate"
+    advance_timer = "advance_timer"
 
 
 DECISION_OUTCOME = "{decision}"
 """An audit outcome filled with the decision (``approved`` / ``rejected``) when written."""
+DETAIL_OUTCOME = "{detail}"
+"""An audit outcome filled by the use-case (the vote, the delegate, why a timer fired)."""
 
 
 @dataclass(frozen=True)
@@ -102,10 +119,13 @@ class Audit:
     action: AuditAction
     outcome: str
 
-    def outcome_for(self, approval: Approval) -> str:
-        """The outcome, with :data:`DECISION_OUTCOME` replaced by the recorded decision."""
+    def outcome_for(self, approval: Approval, detail: str | None = None) -> str:
+        """The outcome, with :data:`DECISION_OUTCOME` replaced by the recorded decision and
+        :data:`DETAIL_OUTCOME` by ``detail``."""
         if self.outcome == DECISION_OUTCOME:
             return approval.status.value
+        if self.outcome == DETAIL_OUTCOME:
+            return detail or ""
         return self.outcome
 
 
@@ -161,6 +181,11 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(S.pending, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
     _t(S.expired, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
     _t(S.decided, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
+    # Policies: votes, delegations and timers keep it pending until a vote completes it.
+    _t(S.pending, E.vote, S.pending, W.record_vote, ("vote", DETAIL_OUTCOME)),
+    _t(S.pending, E.delegate, S.pending, W.delegate, ("delegated", DETAIL_OUTCOME)),
+    _t(S.pending, E.remind, S.pending, W.advance_timer, ("reminded", DETAIL_OUTCOME)),
+    _t(S.pending, E.escalate, S.pending, W.advance_timer, ("escalated", DETAIL_OUTCOME)),
 )
 del S, E, W
 

@@ -49,6 +49,21 @@ class Decided:
 
 
 @dataclass(frozen=True)
+class Voted(Decided):
+    """This approver's vote (or delegation) was recorded; the policy needs more votes.
+
+    A :class:`Decided` whose approval is still pending (its ``votes`` are the current ones):
+    the page thanks the voter and shows the progress; nothing has resumed yet.
+    """
+
+    progress: str = ""
+    """``1 of 3 approvals; waiting for …``."""
+    recorded: bool = True
+    """``False``: this approver had voted before; the earlier vote stands."""
+    delegated_to: str | None = None
+
+
+@dataclass(frozen=True)
 class AlreadyDecided:
     """Someone decided first: "already approved by X at T" (an outcome, not an error)."""
 

@@ -34,6 +34,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from langorch.domain.approval_audit import AuditAction as AuditAction
+from langorch.domain.approval_audit import AuditEntry as AuditEntry
+from langorch.domain.approval_policy import ApprovalPolicy, Vote
 from langorch.domain.errors import (
     ConflictError,
     LangorchError,
@@ -269,6 +272,23 @@ class Approval(BaseModel):
     """Approver refs whose email was sent (a retried request mails only the rest)."""
     link_generation: int = 0
     """Raised by each ``langorch approvals reissue``: only links of this generation verify."""
+    policy: ApprovalPolicy | None = None
+    """Quorum, reminders, escalation… (``None``: the first decision wins, as before)."""
+    started_by: str | None = None
+    """Who started the run, when known (``separation_of_duties`` keeps them from approving)."""
+    votes: list[Vote] = Field(default_factory=list)
+    """The votes a counted decision was reached with (recorded with the decision)."""
+    delegations: dict[str, str] = Field(default_factory=dict)
+    """Delegate's address -> the approver who handed them their vote."""
+    escalation_level: int = 0
+    """How many escalation levels have joined."""
+    reminders_sent: int = 0
+
+    def deciders(self) -> list[str]:
+        """Everyone whose link opens this approval: approvers, escalated levels, delegates."""
+        levels = self.policy.escalation[: self.escalation_level] if self.policy else []
+        joined = [who for level in levels for who in level.approvers]
+        return _unique_addresses([*self.approvers, *joined, *self.delegations])
 
     @property
     def is_pending(self) -> bool:
@@ -334,6 +354,8 @@ def new_approval(
         require_code=bool(request.get("require_code")),
         on_timeout=request.get("on_timeout"),
         previous=_previous_round(request.get("previous")),
+        policy=ApprovalPolicy.model_validate(request["policy"]) if request.get("policy") else None,
+        started_by=request.get("started_by") or None,
         created_at=now,
         expires_at=datetime.fromtimestamp(int(now.timestamp()) + timeout, tz=UTC),
     )
@@ -371,7 +393,7 @@ def approver_ref(approval_id: str, approver: str) -> str:
 
 def approver_for(approval: Approval, ref: str) -> str | None:
     """The approver address a link's ref stands for, or ``None`` if it is none of them."""
-    for address in approval.approvers:
+    for address in approval.deciders():
         if hmac.compare_digest(approver_ref(approval.approval_id, address), ref):
             return address
     return None
@@ -498,12 +520,15 @@ def decision_output(approval: Approval) -> dict[str, Any]:
 
     Built from the record only, so a decision delivered again is exactly the first one.
     """
-    return {
+    output: dict[str, Any] = {
         "decision": approval.status.value,
         "approver": approval.decided_by,
         "comment": approval.comment or "",
         "edits": approval.edits,
     }
+    if approval.votes:
+        output["votes"] = [v.model_dump(mode="json", exclude_none=True) for v in approval.votes]
+    return output
 
 
 def redelivery_due(approval: Approval, *, now: datetime, grace: timedelta) -> bool:
@@ -538,36 +563,6 @@ def parse_decision(value: str | None) -> Decision:
 # --------------------------------------------------------------------------------------------
 # Audit
 # --------------------------------------------------------------------------------------------
-
-AuditAction = Literal[
-    "requested",
-    "emailed",
-    "view",
-    "decide",
-    "redeliver",
-    "refused",
-    "expired",
-    "too_late",
-    "cancelled",
-    "reissued",
-]
-
-
-class AuditEntry(BaseModel):
-    """One line of an approval's append-only audit trail."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    approval_id: str
-    at: datetime
-    action: AuditAction
-    outcome: str
-    actor: str | None = None
-    """The approver's address once a link verified; the link's ref otherwise."""
-    source_ip: str | None = None
-    user_agent: str | None = None
-    reason: str | None = None
-    method: str | None = None
 
 
 def bounded(text: str | None, limit: int) -> str:

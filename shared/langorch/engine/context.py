@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.resources import Grant
     from langorch.llm import LLMRequest, LLMResult
 
 
@@ -108,6 +109,16 @@ class SideEffects(Protocol):
         ...
 
 
+class ResourceGate(Protocol):
+    """The part of the resource locks (``app.ports.ResourceLocks``) a step's gate uses."""
+
+    def acquire(
+        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+    ) -> Grant: ...
+
+    def release(self, name: str, holder: str) -> bool: ...
+
+
 @dataclass
 class EngineContext:
     """Per-segment runtime context of a run's graph."""
@@ -130,3 +141,8 @@ class EngineContext:
     default_model: str | None = None
     default_approvers: list[str] = field(default_factory=list)
     segment: int = 1
+    resources: ResourceGate | None = None
+    """Leases for steps that name a ``resource``; such a step fails without it."""
+    resource_lease_seconds: float = 1020.0
+    """How long a step's lease lasts: longer than the segment that took it can run, so only a
+    dead holder's lease expires."""

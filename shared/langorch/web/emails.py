@@ -52,11 +52,14 @@ def clean_subject(text: str, limit: int = MAX_SUBJECT_CHARS) -> str:
 
 
 _TEXT = """\
-{{ title }}
+{% if reason %}{{ reason }}
+
+{% endif %}{{ title }}
 {% if message %}
 {{ message }}
 {% endif %}
-{% if previous %}
+{% if progress %}Progress: {{ progress }}
+{% endif %}{% if previous %}
 {{ previous.said }}
 {% if previous.comment %}{{ previous.comment }}
 {% endif %}{{ previous.changes }}
@@ -80,7 +83,9 @@ font:15px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,'Noto Sans',Ubuntu,sans-
 <div style="max-width:40em;margin:0 auto;background:#fff;border:1px solid #e2e4e7;
 border-radius:10px;padding:20px 24px">
 <p style="margin:0 0 8px;font-weight:700;color:#5d6670">langorch</p>
+{% if reason %}<p style="margin:0 0 8px"><strong>{{ reason }}</strong></p>{% endif %}
 <h2 style="margin:0 0 12px;font-size:20px">{{ title }}</h2>
+{% if progress %}<p>Progress: {{ progress }}</p>{% endif %}
 {% if message %}<p style="white-space:pre-wrap">{{ message }}</p>{% endif %}
 {% if previous %}<p>{{ previous.said }}</p>{% if previous.comment %}
 <blockquote style="white-space:pre-wrap;margin:8px 0;padding:4px 12px;border-left:3px solid
@@ -144,7 +149,13 @@ def _previous(approval: Approval) -> dict[str, Any] | None:
 
 
 def render_approval_email(
-    approval: Approval, *, to: str, link: str, code: str | None = None
+    approval: Approval,
+    *,
+    to: str,
+    link: str,
+    code: str | None = None,
+    reason: str | None = None,
+    progress: str | None = None,
 ) -> OutgoingEmail:
     """The email asking ``to`` to decide ``approval``.
 
@@ -153,6 +164,8 @@ def render_approval_email(
         to: the approver's address.
         link: their signed link.
         code: their one-time code, when the step requires one.
+        reason: why this email is sent again (a reminder, an escalation, a delegation).
+        progress: where the votes stand (``1 of 2 approvals; waiting for …``).
     """
     title = bounded(approval.title, MAX_TITLE_CHARS)
     context = [
@@ -167,12 +180,22 @@ def render_approval_email(
         "link": link,
         "code": code,
         "expires": human_time(approval.expires_at),
+        "reason": bounded(reason, 300) if reason else None,
+        "progress": bounded(progress, 300) if progress else None,
     }
     return OutgoingEmail(
         to=to,
-        subject=clean_subject(SUBJECT_PREFIX + title),
+        subject=clean_subject(SUBJECT_PREFIX + _subject_note(reason) + title),
         approval_id=approval.approval_id,
         text=_env(False).get_template("email.txt").render(values),
         html=_env(True).get_template("email.html").render(values),
         link=link,
     )
+
+
+def _subject_note(reason: str | None) -> str:
+    """``Reminder: `` or ``Escalated: `` before the title when the email is sent again."""
+    for word in ("Reminder", "Escalated"):
+        if reason and reason.startswith(word):
+            return f"{word}: "
+    return ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -85,6 +86,22 @@ _RESULT = """\
 {% endblock %}
 """
 
+# The policy's parts of the page (issue 13), as partials of their own: the form includes them,
+# so restyling the form and changing what a policy shows do not touch the same lines.
+_POLICY = """\
+{% if policy %}<div class="policy"><h2>Approval policy</h2>
+<p><strong>{{ policy.progress }}</strong></p>
+<ul>{% for line in policy.rules %}<li>{{ line }}</li>{% endfor %}</ul>
+{% if policy.next %}<p class="note">Next: {{ policy.next }}</p>{% endif %}</div>{% endif %}
+"""
+
+_DELEGATE = """\
+{% if policy and policy.delegation %}<p><label for="delegate_to"><strong>Hand your vote to
+</strong> (their email; they get a link of their own)</label><br>
+<input id="delegate_to" name="delegate_to" type="email" maxlength="254" size="30">
+<button type="submit" name="decision" value="delegate">Delegate</button></p>{% endif %}
+"""
+
 _FORM = """\
 {% extends "base.html" %}
 {% block content %}
@@ -93,6 +110,7 @@ _FORM = """\
 <p class="note">Run {{ run_id }} · step {{ step_id }}{% if iteration > 1 %} · round {{ iteration
 }}{% if max_iterations %} of {{ max_iterations }}{% endif %}{% endif %} ·
 deciding as {{ approver }} · expires {{ expires }}</p>
+{% include "policy.html" %}
 {% if previous %}<h2>Since round {{ previous.iteration }}</h2>
 <p>{{ previous.who }} rejected round {{ previous.iteration }}{% if previous.comment %} and
 asked:</p><blockquote class="msg">{{ previous.comment }}</blockquote>{% else %} without a
@@ -126,6 +144,7 @@ email</span></label><input id="code" name="code" inputmode="numeric" autocomplet
 maxlength="6" size="8" required></p>{% endif %}
 <p class="actions"><button type="submit" name="decision" value="approved">Approve</button>
 <button type="submit" name="decision" value="rejected">Reject</button></p>
+{% include "delegate.html" %}
 </form></div>
 <p class="note">Nothing happens until you press a button.</p>
 {% endblock %}
@@ -140,7 +159,15 @@ def _env() -> Environment:
     from langorch.web.look import human_label, stylesheet
 
     env = Environment(
-        loader=DictLoader({"base.html": _BASE, "result.html": _RESULT, "form.html": _FORM}),
+        loader=DictLoader(
+            {
+                "base.html": _BASE,
+                "result.html": _RESULT,
+                "form.html": _FORM,
+                "policy.html": _POLICY,
+                "delegate.html": _DELEGATE,
+            }
+        ),
         autoescape=True,
         undefined=StrictUndefined,
     )
@@ -175,8 +202,10 @@ def approval_page(
     error: str | None = None,
     values: Mapping[str, str] | None = None,
     status: int = 200,
+    now: datetime | None = None,
 ) -> Page:
-    """The confirmation page: what is asked and why, the context, edits, comment, buttons.
+    """The confirmation page: what is asked and why, the context, edits, comment, buttons,
+    and under a policy its progress and rules (``approval.votes``: the votes so far).
 
     Args:
         approval: the pending approval.
@@ -186,6 +215,7 @@ def approval_page(
         values: what the person typed before (comment, ``edit.*``), kept when the form is
             shown again.
         status: the HTTP status (200; 4xx when re-shown after a refused POST).
+        now: the clock, for what happens next (default: the approval's creation).
     """
     items = list(approval.context.items())
     changed = set(approval.previous.changed) if approval.previous else set()
@@ -232,6 +262,7 @@ def approval_page(
         require_code=approval.require_code,
         error=error,
         comment=typed.get("comment", ""),
+        policy=policy_view(approval, now=now),
     )
 
 
@@ -261,8 +292,99 @@ def result_page(
     return _render("result.html", status, heading=heading, sentence=sentence, details=details or [])
 
 
+def policy_view(approval: Approval, *, now: datetime | None = None) -> dict[str, Any] | None:
+    """What the page shows of a policy: progress ("2 of 3 approvals; waiting for legal"),
+    its rules in words, and what happens next (``None`` without a policy)."""
+    from langorch.domain.approval_votes import next_timer, progress
+
+    policy = approval.policy
+    if policy is None:
+        return None
+    counted = progress(approval, approval.votes)
+    upcoming = next_timer(approval, now or approval.created_at)
+    return {
+        "progress": bounded(counted.summary, 500),
+        "rules": [bounded(line, 300) for line in policy_lines(approval)],
+        "next": None
+        if upcoming is None
+        else f"{upcoming.kind} at {human_time(upcoming.due)} ({upcoming.why})",
+        "delegation": policy.delegation,
+    }
+
+
+def policy_lines(approval: Approval) -> list[str]:
+    """A policy in plain sentences (page, email and ``approvals show``)."""
+    policy = approval.policy
+    if policy is None:
+        return []
+    quorum = policy.quorum
+    lines = []
+    if quorum == "any":
+        lines.append("One approval decides.")
+    elif quorum == "all":
+        lines.append("Every approver must approve.")
+    elif quorum.groups:
+        groups = ", ".join(f"{g.at_least} from {name}" for name, g in quorum.groups.items())
+        lines.append(f"Needs {groups}.")
+    else:
+        lines.append(f"Needs {quorum.at_least} approvals.")
+    lines.append(
+        "One rejection rejects."
+        if policy.rejection == "any_reject"
+        else "Rejected once the approvals needed can no longer be reached."
+    )
+    if policy.reminder_delays():
+        lines.append(f"Reminders after {', '.join(_delay(d) for d in policy.reminder_delays())}.")
+    for n, level in enumerate(policy.escalation, 1):
+        lines.append(
+            f"Escalation {n} after {_delay(policy.escalation_delays()[n - 1])}: "
+            f"{', '.join(level.approvers)}."
+        )
+    if policy.business_hours is not None:
+        hours = policy.business_hours
+        lines.append(
+            f"Reminders and escalations only {', '.join(hours.days)} {hours.start}-{hours.end} "
+            f"({hours.timezone})."
+        )
+    if policy.separation_of_duties:
+        lines.append("Whoever started the run may not approve it.")
+    if approval.on_timeout:
+        lines.append(
+            f"At {human_time(approval.expires_at)} without a decision: {approval.on_timeout}."
+        )
+    return lines
+
+
+def _delay(seconds: int) -> str:
+    for unit, size in (("d", 86_400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def voted_page(approval: Approval, progress_text: str, *, recorded: bool, status: int) -> Page:
+    """After a vote that did not (yet) decide: thanks, and where the votes stand."""
+    title = bounded(approval.title, MAX_TITLE_CHARS)
+    sentence = (
+        f"Your vote on “{title}” is recorded." if recorded else f"You already voted on “{title}”."
+    )
+    return result_page(
+        "Vote recorded" if recorded else "Already voted",
+        f"{sentence} The run continues once the approval policy is met.",
+        status=status,
+        details=[("Progress", bounded(progress_text, 500)), ("Run", approval.run_id)],
+    )
+
+
 def decided_page(approval: Approval, *, status: int) -> Page:
-    """After this approver's decision was recorded and the run resumed."""
+    """After this approver's decision was recorded and the run resumed (a vote that did not
+    decide yet: :func:`voted_page`, shown for a still-pending approval)."""
+    if approval.is_pending:
+        from langorch.domain.approval_votes import progress
+
+        return voted_page(
+            approval, progress(approval, approval.votes).summary, recorded=True, status=status
+        )
     verb = "approved" if approval.status is ApprovalStatus.approved else "rejected"
     details = [("Step", approval.step_id), ("Run", approval.run_id)]
     if approval.comment:

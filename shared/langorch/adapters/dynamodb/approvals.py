@@ -1,33 +1,11 @@
-"""Approvals in the runs table: the record, its server-side secrets, and its audit trail.
+"""Approvals in the runs table: the record, its server-side secrets, votes and audit trail.
 
-Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
-
-    item      pk                   sk                         other attributes
-    approval  approval#<id>        approval                   approval_id, run_id, workflow_id,
-                                                              status, created_at, expires_at (N),
-                                                              decided_by, decided_at, comment,
-                                                              edits (JSON), delivered_at,
-                                                              body (request JSON),
-                                                              emailed (SS),
-                                                              gsi1pk, gsi1sk, gsi2pk, gsi2sk
-    secret    approval#<id>        secret                     task_token, code#<approver_ref>,
-                                                              attempts#<approver_ref> (N)
-    audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
-    view      approval#<id>        view#<view_id>             (a used page-view token)
-
-    GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
-    GSI gsi2  gsi2pk = approvals#pending  gsi2sk = <created_at>#<id>   (removed when it ends)
-
-The task token and the code hashes live in their own ``secret`` item, which carries no index
-attributes: the GSIs (projection ALL) never copy them, and only :meth:`task_token` and
-:meth:`code_hash` read them. The ``approvals`` and ``approvals#pending`` partitions cannot clash
-with run items, whose index keys start with ``wf#`` and ``status#``.
-
-Deciding is one conditional ``UpdateItem`` (pending and not expired): DynamoDB serialises writes
-to an item, so of two concurrent decisions exactly one wins and the other reads who won.
-``delivered_at`` is set once the decision has reached the run; a delivered decision is final
-(never reopened, timed out or cancelled), and one without it can be delivered again.
-Audit items are only ever created (``attribute_not_exists``), never updated or deleted here.
+The layout of the items is in :mod:`langorch.adapters.dynamodb._approval_items`. Deciding is one
+conditional ``UpdateItem`` (pending and not expired): DynamoDB serialises writes to an item, so
+of two concurrent decisions exactly one wins and the other reads who won. ``delivered_at`` is set
+once the decision has reached the run; a delivered decision is final (never reopened, timed out
+or cancelled), and one without it can be delivered again. Audit items are only ever created
+(``attribute_not_exists``), never updated or deleted here.
 """
 
 from __future__ import annotations
@@ -42,10 +20,21 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
-from langorch.adapters.dynamodb import approval_guards
+from langorch.adapters.dynamodb import approval_guards, approval_votes
+from langorch.adapters.dynamodb._approval_items import (
+    ALL_PARTITION,
+    APPROVAL_SK,
+    PENDING_PARTITION,
+    approval_of,
+    list_query,
+    request_json,
+)
+from langorch.adapters.dynamodb._approval_items import pk as _pk
+from langorch.adapters.dynamodb._approval_items import text as _s
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
+from langorch.domain.approval_policy import Vote, VotesChangedError
 from langorch.domain.approvals import (
     AlreadyDecidedError,
     Approval,
@@ -56,13 +45,7 @@ from langorch.domain.approvals import (
 )
 from langorch.domain.errors import NotFoundError, StorageError
 
-APPROVAL_SK = "approval"
 SECRET_SK = "secret"  # noqa: S105 - an item name
-AUDIT_PREFIX = "audit#"
-ALL_PARTITION = "approvals"
-PENDING_PARTITION = "approvals#pending"
-GSI_ALL = "gsi1"
-GSI_PENDING = "gsi2"
 MAX_COMMENT_CHARS = 4000
 MAX_LIST = 1000
 
@@ -70,6 +53,10 @@ MAX_LIST = 1000
 APPROVAL_IS_NEW = "attribute_not_exists(pk)"
 IS_DECIDABLE = "#status = :pending AND expires_at > :now"
 """Only a pending approval that has not expired takes a decision — the decide-once rule."""
+AUDIT_PREFIX = "audit#"
+ENTRY_IS_NEW = "attribute_not_exists(pk)"
+VOTES_UNCHANGED = "vote_count = :count"
+"""A counted decision is written with exactly the votes it read (none arrived since)."""
 IS_OPEN = (
     "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled) "
     "AND attribute_not_exists(delivered_at)"
@@ -81,21 +68,10 @@ IS_THIS_DECISION = (
     "AND attribute_not_exists(delivered_at)"
 )
 IS_DECIDED = "#status IN (:approved, :rejected)"
-ENTRY_IS_NEW = "attribute_not_exists(pk)"
 
 
-def _pk(approval_id: str) -> str:
-    return f"approval#{approval_id}"
-
-
-def _s(item: dict[str, Any], name: str) -> str | None:
-    value = item.get(name, {}).get("S")
-    return None if value is None else str(value)
-
-
-def _time(item: dict[str, Any], name: str) -> datetime | None:
-    value = _s(item, name)
-    return datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+def _still_decidable(approval: Approval, now: datetime) -> bool:
+    return approval.is_pending and int(approval.expires_at.timestamp()) > int(now.timestamp())
 
 
 def _new_suffix() -> str:
@@ -145,7 +121,7 @@ class ApprovalsRepository:
             "status": {"S": ApprovalStatus.pending.value},
             "created_at": {"S": created},
             "expires_at": {"N": str(int(approval.expires_at.timestamp()))},
-            "body": {"S": self._request_json(approval)},
+            "body": {"S": request_json(approval)},
             "gsi1pk": {"S": ALL_PARTITION},
             "gsi1sk": {"S": f"{created}#{approval.approval_id}"},
             "gsi2pk": {"S": PENDING_PARTITION},
@@ -202,8 +178,13 @@ class ApprovalsRepository:
         comment: str | None,
         edits: dict[str, Any],
         now: datetime,
+        votes: Sequence[Vote] = (),
     ) -> Approval:
         """Record the decision, once: one conditional write (pending and not expired).
+
+        ``votes``: every vote of a counted decision, recorded with it (so a decision delivered
+        again carries exactly the same votes); the write then also requires that no vote was
+        added since they were read (``vote_count``), else :class:`VotesChangedError`.
 
         Returns:
             The decided approval.
@@ -217,22 +198,30 @@ class ApprovalsRepository:
         """
         if decision not in (ApprovalStatus.approved, ApprovalStatus.rejected):
             raise ValueError(f"a decision is approved or rejected, not {decision}")
+        condition, counted = IS_DECIDABLE, {}
+        if votes:
+            condition, counted = (
+                f"{IS_DECIDABLE} AND {VOTES_UNCHANGED}",
+                {":count": {"N": str(len(votes))}},
+            )
         try:
             response = self._client.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": _pk(approval_id)}, "sk": {"S": APPROVAL_SK}},
                 UpdateExpression=(
                     "SET #status = :decision, decided_by = :by, decided_at = :at, "
-                    "#comment = :comment, edits = :edits REMOVE gsi2pk, gsi2sk"
+                    "#comment = :comment, edits = :edits, votes = :votes REMOVE gsi2pk, gsi2sk"
                 ),
-                ConditionExpression=IS_DECIDABLE,
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status", "#comment": "comment"},
                 ExpressionAttributeValues={
+                    **counted,
                     ":decision": {"S": decision.value},
                     ":by": {"S": approver},
                     ":at": {"S": _utc_iso(now)},
                     ":comment": {"S": (comment or "")[:MAX_COMMENT_CHARS]},
                     ":edits": {"S": json.dumps(edits, default=str)},
+                    ":votes": {"S": json.dumps([v.model_dump(mode="json") for v in votes])},
                     ":pending": {"S": ApprovalStatus.pending.value},
                     ":now": {"N": str(int(now.timestamp()))},
                 },
@@ -242,7 +231,12 @@ class ApprovalsRepository:
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
-            raise self._refusal(approval_id, _old_item(exc)) from exc
+            old = _old_item(exc)
+            if votes and old is not None and _still_decidable(self._approval(old), now):
+                raise VotesChangedError(
+                    f"approval {approval_id}: a vote arrived meanwhile"
+                ) from exc
+            raise self._refusal(approval_id, old) from exc
         return self._approval(response["Attributes"])
 
     def _refusal(self, approval_id: str, old: dict[str, Any] | None) -> Exception:
@@ -287,6 +281,61 @@ class ApprovalsRepository:
                     ":by": {"S": approval.decided_by},
                     ":at": {"S": _utc_iso(approval.decided_at)},
                 },
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise self._storage_error("UpdateItem", exc) from exc
+        return True
+
+    # Votes, delegations and timers (adapters/dynamodb/approval_votes.py) ---------------------
+
+    def record_vote(self, approval_id: str, slot: str, vote: Vote) -> bool:
+        """Record one vote in the approver's slot; ``False`` when the slot has one already.
+
+        Raises:
+            AlreadyDecidedError, LinkExpiredError, RunEndedError, NotFoundError: the approval
+            is no longer decidable (as :meth:`decide`).
+        """
+        written = self._take_slot(approval_votes.vote_items(self._table, approval_id, slot, vote))
+        if written == "closed":
+            raise self._refusal(approval_id, self._get_item(approval_id, APPROVAL_SK))
+        return written == "written"
+
+    def votes(self, approval_id: str) -> builtins.list[Vote]:
+        """The approval's votes, oldest first (consistent)."""
+        query = approval_votes.prefix_query(self._table, approval_id, approval_votes.VOTE_PREFIX)
+        return approval_votes.votes_of(list(self._query(query)))
+
+    def delegate(self, approval_id: str, slot: str, delegator: str, to: str, now: datetime) -> bool:
+        """Hand the delegator's slot to ``to``; ``False`` when the slot was used (voted or
+        delegated) or ``to`` is a delegate already. Raises like :meth:`record_vote` when the
+        approval is no longer decidable."""
+        items = approval_votes.delegation_items(self._table, approval_id, slot, delegator, to, now)
+        written = self._take_slot(items)
+        if written != "closed":
+            return written == "written"
+        item = self._get_item(approval_id, APPROVAL_SK)
+        current = None if item is None else self._approval(item)
+        if current is not None and current.is_pending and now < current.expires_at:
+            return False
+        raise self._refusal(approval_id, item)
+
+    def _take_slot(self, items: builtins.list[dict[str, Any]]) -> approval_votes.Written:
+        try:
+            self._client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            outcome = approval_votes.slot_outcome(exc)
+            if outcome is None:
+                raise self._storage_error("TransactWriteItems", exc) from exc
+            return outcome
+        return "written"
+
+    def advance_timer(self, approval_id: str, counter: str, seen: int) -> bool:
+        """Count a reminder or escalation once (from ``seen``); whether this call did."""
+        try:
+            self._client.update_item(
+                **approval_votes.timer_update(self._table, approval_id, counter, seen)
             )
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
@@ -460,23 +509,7 @@ class ApprovalsRepository:
             limit: at most this many (capped at 1000).
         """
         limit = max(1, min(limit, MAX_LIST))
-        index, partition = (
-            (GSI_PENDING, PENDING_PARTITION) if pending_only else (GSI_ALL, ALL_PARTITION)
-        )
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "IndexName": index,
-            "KeyConditionExpression": "#pk = :pk",
-            "ExpressionAttributeNames": {"#pk": f"{index}pk"},
-            "ExpressionAttributeValues": {":pk": {"S": partition}},
-            "ScanIndexForward": False,
-        }
-        if run_id is not None:
-            # Limit would count items before the filter: page until enough match instead.
-            request["FilterExpression"] = "run_id = :run"
-            request["ExpressionAttributeValues"][":run"] = {"S": run_id}
-        else:
-            request["Limit"] = limit
+        request = list_query(self._table, pending_only=pending_only, run_id=run_id, limit=limit)
         found: list[Approval] = []
         for item in self._query(request):
             found.append(self._approval(item))
@@ -510,55 +543,16 @@ class ApprovalsRepository:
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
         """The approval's audit trail, oldest first."""
-        request: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {
-                ":pk": {"S": _pk(approval_id)},
-                ":prefix": {"S": AUDIT_PREFIX},
-            },
-            "ConsistentRead": True,
-        }
-        return [AuditEntry.model_validate_json(item["body"]["S"]) for item in self._query(request)]
+        query = approval_votes.prefix_query(self._table, approval_id, AUDIT_PREFIX)
+        return [AuditEntry.model_validate_json(i["body"]["S"]) for i in self._query(query)]
 
     # ----------------------------------------------------------------------------------------
     # Mapping and plumbing
     # ----------------------------------------------------------------------------------------
 
     @staticmethod
-    def _request_json(approval: Approval) -> str:
-        # The parts that never change after the request; the decision lives in attributes
-        # beside it, so deciding needs no read-modify-write of this body.
-        fixed = approval.model_dump(
-            mode="json",
-            exclude={
-                "status",
-                "decided_by",
-                "decided_at",
-                "comment",
-                "edits",
-                "delivered_at",
-                "emailed",
-                "link_generation",
-            },
-        )
-        return json.dumps(fixed, default=str)
-
-    @staticmethod
     def _approval(item: dict[str, Any]) -> Approval:
-        data = json.loads(item["body"]["S"])
-        edits = _s(item, "edits")
-        data.update(
-            status=_s(item, "status") or ApprovalStatus.pending.value,
-            decided_by=_s(item, "decided_by"),
-            decided_at=_time(item, "decided_at"),
-            comment=_s(item, "comment") or None,
-            edits=json.loads(edits) if edits else {},
-            delivered_at=_time(item, "delivered_at"),  # absent on items written before it
-            emailed=sorted(item.get("emailed", {}).get("SS", [])),
-            link_generation=int(item.get("link_generation", {}).get("N", "0")),
-        )
-        return Approval.model_validate(data)
+        return approval_of(item)
 
     def _get_item(
         self,

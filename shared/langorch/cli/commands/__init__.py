@@ -16,6 +16,7 @@ from langorch.cli.commands import (
     files,
     hooks,
     keys,
+    resources,
     runs,
     tools,
     workflows,
@@ -32,5 +33,6 @@ GROUPS: list[ModuleType] = [
     approvals,
     files,
     keys,
+    resources,
 ]
 """Registered in this order; ``langorch --help`` lists them so."""

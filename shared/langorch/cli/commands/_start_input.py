@@ -132,17 +132,36 @@ def answerer(ctx: Context, args: argparse.Namespace) -> Any:
                     f"--edit {key}: not an editable key of approval {request.get('step_id')} "
                     f"(editable: {', '.join(editable) or 'none'}); not applied there"
                 )
-            return {
+            reply: dict[str, Any] = {
                 "decision": decision,
                 "approver": "cli",
                 "comment": args.comment or "",
                 "edits": {k: v for k, v in edits.items() if k in editable},
             }
+            if request.get("policy"):
+                reply.update(_policy_votes(ctx, request, args.approve))
+            return reply
         if not sys.stdin.isatty():
             raise UsageError("an approval is waiting: pass --approve or --reject (no terminal)")
         return _prompt(ctx, request)
 
     return answer
+
+
+def _policy_votes(ctx: Context, request: dict[str, Any], approve: bool) -> dict[str, Any]:
+    """Answer for every approver an approval policy needs (quorum, groups), so one command
+    still drives the run: the decision carries their votes, as a decided policy's does."""
+    from datetime import UTC, datetime
+
+    from langorch.domain.approval_votes import votes_answering
+
+    votes = votes_answering(request, "approved" if approve else "rejected", datetime.now(UTC))
+    decision = "approved" if approve else "rejected"
+    say(ctx, f"  -> {decision} for {', '.join(v.approver for v in votes)} (the policy's quorum)")
+    return {
+        "approver": votes[-1].approver if votes else "cli",
+        "votes": [v.model_dump(mode="json", exclude_none=True) for v in votes],
+    }
 
 
 def _previous_round(previous: dict[str, Any], iteration: Any) -> str:

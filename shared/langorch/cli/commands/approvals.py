@@ -7,6 +7,7 @@ audit trail — never the task token or an approval link: a link decides for who
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from langorch.cli.context import Context
@@ -16,6 +17,7 @@ from langorch.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
     from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+    from langorch.domain.approval_policy import Vote
     from langorch.domain.approvals import Approval, AuditEntry
 
 _WIDE_COLUMNS = [
@@ -156,7 +158,36 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
             f"approval {args.approval_id} does not exist (list them with `langorch approvals list`)"
         )
     document = detail(approval, repository.audit(args.approval_id))
+    if approval.policy is not None:
+        votes = (
+            approval.votes if not approval.is_pending else repository.votes(approval.approval_id)
+        )
+        document["policy"] = policy_detail(approval, votes, now=datetime.now(UTC))
     ctx.out.result(document, lambda: _text(document))
+
+
+def policy_detail(approval: Approval, votes: list[Vote], *, now: datetime) -> dict[str, Any]:
+    """The policy, its votes, and what happens next and when (issue 13)."""
+    from langorch.app.approval_votes import next_step_text
+    from langorch.web.pages import policy_lines
+
+    return {
+        "rules": policy_lines(approval),
+        "votes": [
+            {
+                "approver": v.approver,
+                "decision": v.decision,
+                "at": v.at.isoformat(),
+                "on_behalf_of": v.on_behalf_of,
+                "comment": v.comment,
+            }
+            for v in votes
+        ],
+        "delegations": dict(approval.delegations),
+        "escalation_level": approval.escalation_level,
+        "reminders_sent": approval.reminders_sent,
+        **next_step_text(approval.model_copy(update={"votes": votes}), votes, now),
+    }
 
 
 def _reissue(ctx: Context, args: argparse.Namespace) -> None:
@@ -213,5 +244,24 @@ def _text(document: dict[str, Any]) -> str:
         if mapping:
             lines.append(f"{title}:")
             lines += [f"  {key}: {value(item)}" for key, item in mapping.items()]
+    if document.get("policy"):
+        lines += _policy_text(document["policy"], document["status"])
     lines += ["", "audit trail:", table(document["audit"], _AUDIT_COLUMNS)]
     return "\n".join(lines)
+
+
+def _policy_text(policy: dict[str, Any], status: str) -> list[str]:
+    lines = ["", "policy:"] + [f"  {rule}" for rule in policy["rules"]]
+    lines.append(f"progress   {policy['progress']}")
+    for vote in policy["votes"]:
+        behalf = f" (for {vote['on_behalf_of']})" if vote["on_behalf_of"] else ""
+        lines.append(f"  vote     {vote['decision']} by {vote['approver']}{behalf} at {vote['at']}")
+    for delegate, delegator in policy["delegations"].items():
+        lines.append(f"  handed   {delegator} -> {delegate}")
+    if status == "pending":
+        upcoming = policy["next"]
+        if upcoming:
+            lines.append(f"next       {upcoming['kind']} at {upcoming['at']}: {upcoming['why']}")
+        timeout = policy["on_timeout"]
+        lines.append(f"then       at {timeout['at']} without a decision: {timeout['then']}")
+    return lines

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from langorch.domain.approval_policy import policy_problems
 from langorch.domain.errors import Problem
 from langorch.domain.kinds.base import Read, StepCheck, StepKind, Template, root_key
 from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
@@ -45,6 +46,14 @@ class ApprovalKind(StepKind):
                     f"use {', '.join(APPROVAL_LABELS)}",
                 )
         yield from _approver_problems(c, spec)
+        policy = spec.policy()
+        yield from policy_problems(policy, spec.approvers or c.plan.approvers, f"{path}.approval")
+        if policy.counts_votes and spec.editable_keys:
+            yield Problem(
+                f"{path}.approval.editable_keys",
+                "edits need one decider, but this quorum counts several votes",
+                "remove editable_keys, or use quorum: any",
+            )
         timeout_target = labels.get("timed_out") or labels.get("rejected")
         if spec.on_timeout == "branch" and labels and timeout_target is None:
             yield Problem(
@@ -98,7 +107,7 @@ class ApprovalKind(StepKind):
 
 
 def _approver_problems(c: StepCheck, spec: ApprovalSpec) -> Iterator[Problem]:
-    if not spec.approvers and not c.plan.approvers:
+    if not spec.approvers and not c.plan.approvers and not spec.policy().group_approvers():
         yield Problem(
             f"{c.path}.approval.approvers",
             f"approval step {c.step.step_id!r} has no approvers",

@@ -10,6 +10,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from langorch.domain.approval_policy import (
+    ApprovalPolicy,
+    BusinessHours,
+    Duration,
+    EscalationLevel,
+    QuorumSpec,
+    RejectionRule,
+    Reminders,
+    policy_of,
+)
+
 IDENTIFIER = r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$"
 """Block, workflow and step ids: a letter, then letters, digits, ``_`` or ``-``."""
 
@@ -159,6 +170,27 @@ class ApprovalSpec(Settings):
     ``failed``). Without it the run fails with ``ReviewLoopExhaustedError``."""
     feedback_key: str = "feedback"
     """``shared_context`` key that receives the approver's comment (for regeneration)."""
+    # The policy (domain/approval_policy.py): how many must approve, when to remind and
+    # escalate, who may hand over their vote, and whether the run's starter may approve.
+    quorum: QuorumSpec = "any"
+    rejection: RejectionRule = "any_reject"
+    reminders: Reminders | list[Duration] | None = None
+    escalation: list[EscalationLevel] = Field(default_factory=list)
+    business_hours: BusinessHours | None = None
+    delegation: bool = False
+    separation_of_duties: bool = False
+
+    def policy(self) -> ApprovalPolicy:
+        """The step's approval policy."""
+        return policy_of(
+            quorum=self.quorum,
+            rejection=self.rejection,
+            reminders=self.reminders,
+            escalation=self.escalation,
+            business_hours=self.business_hours,
+            delegation=self.delegation,
+            separation_of_duties=self.separation_of_duties,
+        )
 
 
 class DecisionCase(Settings):

@@ -54,6 +54,9 @@ async def run_approval(
         # What this round showed, as digests: the next round tells the approver what changed.
         "shown": {k: _digest(v) for k, v in request["context"].items()},
     }
+    if decision.get("votes"):
+        # Every vote of a counted decision, for the next steps (who approved, who rejected).
+        context[f"{spec.step_id}_decision"]["votes"] = list(decision["votes"])
     if label == "rejected" and approval.max_iterations and iteration >= approval.max_iterations:
         return _exhausted(spec, approval, context, iteration)
     return Outcome(context=context, label=label)
@@ -103,17 +106,29 @@ def _request(
         "message": render(approval.message, scope) if approval.message else "",
         "context": shown,
         "editable": {k: shared.get(k) for k in approval.editable_keys},
-        "approvers": list(approval.approvers or spec.approvers or ctx.default_approvers),
+        "approvers": _approvers(approval, spec, ctx),
         "timeout_seconds": approval.timeout_seconds,
         "on_timeout": approval.on_timeout,
         "require_code": approval.require_code,
         "iteration": iteration,
         "max_iterations": approval.max_iterations,
     }
+    policy = approval.policy()
+    if policy != type(policy)():
+        # Only a non-default policy travels: requests of plain steps stay as they were.
+        request["policy"] = policy.model_dump(mode="json", exclude_defaults=True)
     previous = _previous_round(shared.get(f"{spec.step_id}_decision"), shown, iteration)
     if previous is not None:
         request["previous"] = previous
     return request
+
+
+def _approvers(approval: ApprovalSpec, spec: StepSpec, ctx: EngineContext) -> list[str]:
+    """The step's approvers, then its quorum groups' (each once)."""
+    groups = approval.policy().group_approvers()
+    defaults = [] if groups else ctx.default_approvers
+    base = list(approval.approvers or spec.approvers or defaults)
+    return base + [a for a in dict.fromkeys(groups) if a not in base]
 
 
 def _previous_round(last: Any, shown: dict[str, Any], iteration: int) -> dict[str, Any] | None:
