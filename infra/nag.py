@@ -175,6 +175,7 @@ def suppress(stack: LangorchStack) -> None:
         "grant_invoke on the trigger function also allows its versions and aliases (the :* "
         "qualifier) of that one function.",
     )
+    _operators(stack)
     secrets = stack.secrets
     for secret in (secrets.link_signing_seed, secrets.link_signing_key, secrets.llm_api_key):
         _ack(
@@ -199,3 +200,31 @@ def suppress(stack: LangorchStack) -> None:
             "rule or the trigger's asynchronous invocations); nothing consumes it "
             "automatically, an alarm fires on its depth.",
         )
+
+
+def _operators(stack: LangorchStack) -> None:
+    """The operators' recovery policy: three key or name patterns, each of one resource."""
+    policy = stack.operators.policy
+    runs = _ref(stack, stack.tables.runs)
+    _ack(
+        policy,
+        f"AwsSolutions-IAM5[Resource::{runs}/index/*]",
+        "dynamodb:Query only, on the runs table's two indexes (runs by status, by workflow): "
+        "the bulk redrive's plan and `runs list`.",
+    )
+    _ack(
+        policy,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.files.bucket)}"
+        f"/{stack.files.checkpoint_prefix}/*]",
+        "Object ARNs are key patterns: Get/Put/DeleteObject only under the checkpoint prefix, "
+        "where offloaded checkpoints are read and a redrive's copied checkpoint is written.",
+    )
+    machine = stack.workflow.state_machine
+    _ack(
+        policy,
+        f"AwsSolutions-IAM5[Resource::arn:{_pseudo(stack.partition, 'Partition')}:states:"
+        f"{_pseudo(stack.region, 'Region')}:{_pseudo(stack.account, 'AccountId')}:execution:"
+        f"{_ref(stack, machine, 'Name')}:*]",
+        "states:DescribeExecution only, on the executions of this one state machine: an "
+        "execution's name (the run id, or run id and attempt) is only known at run time.",
+    )

@@ -15,6 +15,7 @@ from infra.constructs.api import HttpApi
 from infra.constructs.email import Email
 from infra.constructs.functions import SEGMENT_BUDGET_SECONDS, Functions
 from infra.constructs.observability import Observability
+from infra.constructs.operators import RecoveryOperatorPolicy
 from infra.constructs.secrets import Secrets
 from infra.constructs.storage import FilesBucket
 from infra.constructs.tables import Tables
@@ -197,6 +198,13 @@ class LangorchStack(Stack):
             dead_letter_queues=self.triggers.dead_letter_queues,
             alarm_email=config.alarm_email,
         )
+        self.operators = RecoveryOperatorPolicy(
+            self,
+            "Operators",
+            tables=self.tables,
+            files=self.files,
+            state_machine=state_machine,
+        )
         self._outputs(public_base_url)
         suppress(self)
 
@@ -225,6 +233,8 @@ class LangorchStack(Stack):
             "LogGroupPrefix": self.functions.log_group_prefix,
             "AlarmTopicArn": self.observability.topic.topic_arn,
             "DashboardName": self.observability.dashboard.dashboard_name,
+            # Attach to the people who run `langorch runs redrive | fork --stack …`.
+            "OperatorRecoveryPolicyArn": self.operators.policy.managed_policy_arn,
         }
         for key, value in outputs.items():
             CfnOutput(self, key, value=value)

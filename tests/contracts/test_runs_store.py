@@ -13,12 +13,15 @@ import pytest
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
 from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
 from langorch.domain.runs import (
+    ForkLink,
+    Redrive,
     RunRecord,
     RunStatus,
     RunTrigger,
     TimelineEvent,
     TimelineEventType,
     dedupe_run_id,
+    reopened,
     transition,
 )
 from tests.fakes import InMemoryRuns
@@ -532,3 +535,84 @@ def test_a_record_read_back_is_a_copy(repo: Runs) -> None:
 def test_a_listing_limit_out_of_range_is_refused(repo: Runs) -> None:
     with pytest.raises(ValueError, match="limit"):
         repo.list_runs(limit=0)
+
+
+# --- reopening by a redrive ----------------------------------------------------------------
+
+
+def _failed(repo: Runs, run_id: str = "run-1") -> RunRecord:
+    run, _ = repo.create_run(a_run(run_id))
+    running = transition(run, RunStatus.running, now=T0)
+    repo.save_run(running)
+    failed = transition(running, RunStatus.failed, now=T0, reason="boom")
+    repo.save_run(failed)
+    return failed
+
+
+def _redrive_note(run: RunRecord) -> Redrive:
+    return Redrive(attempt=run.attempt + 1, at=T0, from_version=1, to_version=1)
+
+
+def test_a_reopened_failed_run_is_queued_on_its_next_attempt(repo: Runs) -> None:
+    # Given a failed run
+    failed = _failed(repo)
+    # When a redrive reopens it
+    assert repo.reopen_run(reopened(failed, _redrive_note(failed), now=T0), expected_attempt=0)
+    # Then it is queued again on attempt 1, and a segment may save it again
+    stored = repo.get_run("run-1")
+    assert (stored.status, stored.attempt, stored.error) == (RunStatus.queued, 1, None)
+    repo.save_run(transition(stored, RunStatus.running, now=T0))
+    assert repo.list_runs(status=RunStatus.queued) == []
+
+
+def test_a_reopen_expecting_a_past_attempt_writes_nothing(repo: Runs) -> None:
+    failed = _failed(repo)
+    assert repo.reopen_run(reopened(failed, _redrive_note(failed), now=T0), expected_attempt=0)
+    # A second redrive that read the run before the first reopened it loses
+    assert not repo.reopen_run(reopened(failed, _redrive_note(failed), now=T0), expected_attempt=0)
+    assert repo.get_run("run-1").attempt == 1
+
+
+def test_concurrent_reopens_of_one_run_have_one_winner(repo: Runs, atomic_dynamodb: None) -> None:
+    failed = _failed(repo)
+    barrier = threading.Barrier(8)
+    wins: list[bool] = []
+
+    def reopen() -> None:
+        barrier.wait()
+        wins.append(
+            repo.reopen_run(reopened(failed, _redrive_note(failed), now=T0), expected_attempt=0)
+        )
+
+    threads = [threading.Thread(target=reopen) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(wins) == [False] * 7 + [True]
+
+
+def test_reopening_an_unknown_run_is_not_found(repo: Runs) -> None:
+    with pytest.raises(NotFoundError):
+        repo.reopen_run(
+            reopened(
+                a_run("run-x"), Redrive(attempt=1, at=T0, from_version=1, to_version=1), now=T0
+            ),
+            expected_attempt=0,
+        )
+
+
+def test_a_noted_fork_is_on_the_record_and_survives_its_saves(repo: Runs) -> None:
+    # Given a run, and a fork of it noted while a segment saves it
+    run, _ = repo.create_run(a_run())
+    repo.add_fork("run-1", ForkLink(run_id="run-2", at_step="draft", at=T0, actor="ops"))
+    repo.save_run(transition(run, RunStatus.running, now=T0))
+    # Then the record carries the fork, and listings show it too
+    [link] = repo.get_run("run-1").forks
+    assert (link.run_id, link.at_step, link.actor) == ("run-2", "draft", "ops")
+    assert repo.list_runs(status=RunStatus.running)[0].forks == [link]
+
+
+def test_noting_a_fork_of_an_unknown_run_is_not_found(repo: Runs) -> None:
+    with pytest.raises(NotFoundError):
+        repo.add_fork("run-ghost", ForkLink(run_id="run-2", at_step="draft"))

@@ -18,7 +18,9 @@ from datetime import UTC, datetime
 from langorch.domain.errors import ConflictError, LeaseHeldError, LeaseLostError, NotFoundError
 from langorch.domain.limits import MAX_RECORD_BODY_BYTES
 from langorch.domain.runs import (
+    MAX_LINEAGE,
     TERMINAL,
+    ForkLink,
     RunRecord,
     RunStatus,
     TimelineEvent,
@@ -38,6 +40,7 @@ class _Row:
     lease_owner: str | None = None
     lease_expires_at: float | None = None
     events: dict[int, str] = field(default_factory=dict)
+    forks: list[str] = field(default_factory=list)
 
 
 class InMemoryRuns:
@@ -57,9 +60,9 @@ class InMemoryRuns:
         with self._lock:
             if run.dedupe_key is not None and run.dedupe_key in self._dedupe:
                 existing = self._dedupe[run.dedupe_key]
-                return _record(self._rows[existing].body), False
+                return _full(self._rows[existing]), False
             if run.run_id in self._rows:
-                return _record(self._rows[run.run_id].body), False
+                return _full(self._rows[run.run_id]), False
             if run.dedupe_key is not None:
                 self._dedupe[run.dedupe_key] = run.run_id
             self._rows[run.run_id] = _Row(body=body, status=run.status)
@@ -71,7 +74,7 @@ class InMemoryRuns:
             row = self._rows.get(run_id)
             if row is None:
                 raise NotFoundError(f"run {run_id} does not exist (check the id with `runs list`)")
-            return _record(row.body)
+            return _full(row)
 
     def list_runs(
         self,
@@ -84,7 +87,7 @@ class InMemoryRuns:
         if not 1 <= limit <= _MAX_LIST:
             raise ValueError(f"limit must be between 1 and {_MAX_LIST}, not {limit}")
         with self._lock:
-            runs = [_record(row.body) for row in self._rows.values()]
+            runs = [_full(row) for row in self._rows.values()]
         runs = [
             r
             for r in runs
@@ -113,6 +116,26 @@ class InMemoryRuns:
                     f"{run.status} was refused"
                 )
             row.body, row.status = body, run.status
+
+    def add_fork(self, run_id: str, link: ForkLink) -> None:
+        """Note a run forked from ``run_id`` (beside the body, as the adapter keeps it)."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist; no fork to note")
+            row.forks.append(link.model_dump_json())
+
+    def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
+        """Store the reopened run only while the stored one is on ``expected_attempt``."""
+        body = _bounded_body(run)
+        with self._lock:
+            row = self._rows.get(run.run_id)
+            if row is None:
+                raise NotFoundError(f"run {run.run_id} does not exist; nothing to reopen")
+            if _record(row.body).attempt != expected_attempt:
+                return False
+            row.body, row.status = body, run.status
+            return True
 
     # --- leases --------------------------------------------------------------------------
 
@@ -224,6 +247,15 @@ class InMemoryRuns:
 
 def _record(body: str) -> RunRecord:
     return RunRecord.model_validate_json(body)
+
+
+def _full(row: _Row) -> RunRecord:
+    """The record with the forks noted beside its body, as the adapter reads it."""
+    run = _record(row.body)
+    if not row.forks:
+        return run
+    links = [ForkLink.model_validate_json(f) for f in row.forks][-MAX_LINEAGE:]
+    return run.model_copy(update={"forks": links})
 
 
 def _bounded_body(run: RunRecord) -> str:

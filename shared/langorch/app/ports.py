@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant, ResourceState
-    from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
     from langorch.domain.tool_servers import ToolServer
     from langorch.web.emails import OutgoingEmail
 
@@ -73,6 +73,8 @@ class RunsStore(Protocol):
       higher than the last; writes carrying an older fence raise ``LeaseHeldError``.
     * ``save_run`` raises ``NotFoundError`` for an unknown run and ``ConflictError`` when the run
       already ended with another status (re-saving the same ending is allowed).
+    * ``reopen_run`` writes only while the stored run's ``attempt`` is the expected one: of two
+      concurrent redrives of one run, exactly one reopens it.
     """
 
     def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
@@ -85,6 +87,15 @@ class RunsStore(Protocol):
 
     def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
         """Store the run's new state, under the lease ``fence`` when given."""
+        ...
+
+    def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
+        """Store ``run`` (reopened by a redrive) only if the stored run is still on
+        ``expected_attempt``; returns whether it did (``False``: another redrive won)."""
+        ...
+
+    def add_fork(self, run_id: str, link: ForkLink) -> None:
+        """Note a run forked from ``run_id`` on its record (``forks``), without rewriting it."""
         ...
 
     def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:

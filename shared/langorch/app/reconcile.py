@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from langorch.app.runs import CloseDeps, close_pending_approval, mark_failed, record_cancelled
 from langorch.domain.errors import NotFoundError
 from langorch.domain.limits import cut
-from langorch.domain.runs import RunError, RunRecord, RunStatus
+from langorch.domain.runs import RunError, RunRecord, RunStatus, execution_name
 
 if TYPE_CHECKING:
     from langorch.app.ports import Executions
@@ -92,7 +92,7 @@ def reconcile_runs(
     for status in OPEN_STATUSES:
         for run in deps.runs.list_runs(status=status, limit=limit):
             try:
-                execution = deps.executions.describe(run.run_id)
+                execution = deps.executions.describe(execution_name(run.run_id, run.attempt))
             except NotFoundError:
                 continue
             ended = str(execution.get("status", ""))

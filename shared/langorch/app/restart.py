@@ -21,9 +21,9 @@ Why not the recovery use-case's redrive (branch ``recovery``): a restart is not 
 the run's execution was lost, not ended — so the same execution is started again under its own
 name and the record, timeline and checkpoints are not touched. A redrive also asks a wait again
 from its step (its whole duration), where a restart must wake the run at its time, and it
-compiles each run's graph, which a start-up with many runs in flight cannot afford. Once
-redrives exist, the name to start again is the current attempt's
-(``execution_name(run_id, run.attempt)``).
+compiles each run's graph, which a start-up with many runs in flight cannot afford. The name
+started again is the current attempt's (``execution_name(run_id, run.attempt)``), so a run lost
+after a redrive gets its redrive's execution back.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Protocol
 from langorch.app.reconcile import OPEN_STATUSES
 from langorch.app.runs import LEASE_GRACE_SECONDS
 from langorch.domain.errors import NotFoundError
+from langorch.domain.runs import execution_name
 
 if TYPE_CHECKING:
     from langorch.app.ports import Clock, Executions, RunsStore
@@ -87,13 +88,14 @@ def recover_in_flight(deps: RestartDeps, *, limit: int = 1000) -> list[Recovered
     recovered: list[Recovered] = []
     for status in OPEN_STATUSES:
         for run in deps.runs.list_runs(status=status, limit=limit):
+            name = execution_name(run.run_id, run.attempt)  # the current attempt's
             try:
-                deps.executions.describe(run.run_id)
+                deps.executions.describe(name)
                 continue  # it has one: nothing was lost
             except NotFoundError:
                 pass
             _take_over_lease(deps, run.run_id)
-            deps.executions.start(run.run_id, {"run_id": run.run_id, "resume": None})
+            deps.executions.start(name, {"run_id": run.run_id, "resume": None})
             recovered.append(Recovered(run.run_id, run.status.value))
             logger.info(
                 "run in flight recovered",

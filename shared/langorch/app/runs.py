@@ -42,6 +42,7 @@ from langorch.domain.runs import (
     TimelineEvent,
     TimelineEventType,
     dedupe_run_id,
+    execution_name,
     minimal_failed,
     new_run_id,
     transition,
@@ -271,8 +272,13 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_id=run.workflow_id,
             workflow_version=run.workflow_version,
         )
+    if run.status is RunStatus.queued and run.pending is not None and cmd.resume is None:
+        from langorch.app.repark import repark  # a redrive kept the parked approval
+
+        lease = deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS
+        return repark(run, deps, owner=cmd.owner or deps.ids(), lease_seconds=lease)
     if cmd.resume is None and run.pending is not None and cmd.interrupt_id is None:
-        return parked_again(run, deps.clock())
+        return parked_again(run, deps.clock())  # a restart re-announces the park
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
         from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
@@ -493,7 +499,8 @@ def cancel_run(
     """
     run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason, wake=deps.executions)
     if run.status is RunStatus.cancelled and deps.settings.state_machine_arn:
-        deps.executions.stop(run_id, reason)
+        # The current execution: a redriven run's is named by its attempt.
+        deps.executions.stop(execution_name(run_id, run.attempt), reason)
     return run, changed
 
 

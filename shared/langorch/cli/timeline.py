@@ -25,6 +25,8 @@ _MARK = {
     TimelineEventType.resource_released: "released",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
+    TimelineEventType.run_redriven: "redrive",
+    TimelineEventType.run_forked: "fork",
 }
 
 
@@ -118,8 +120,53 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f"{event.error.type}: {_short(event.error.message, 80)}")
     elif kind == TimelineEventType.segment_started:
         parts.append(f"#{event.segment}")
+    elif kind in (TimelineEventType.run_redriven, TimelineEventType.run_forked):
+        parts.extend(_recovery_parts(event))
     body = "  ".join(p for p in parts if p)
     return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
+
+
+def _recovery_parts(event: TimelineEvent) -> list[str]:
+    """A redrive's or a fork's line: the other run, the version move, who and why."""
+    detail = event.detail
+    parts = []
+    if detail.get("attempt"):
+        parts.append(f"attempt {detail['attempt']}")
+    if detail.get("into_run"):
+        parts.append(f"into {detail['into_run']}")
+    if detail.get("from_run"):
+        parts.append(f"from {detail['from_run']}")
+    if detail.get("version"):
+        parts.append(f"version {detail['version']}")
+    if detail.get("edited"):
+        parts.append("edited " + ", ".join(detail["edited"]))
+    if detail.get("forced"):
+        parts.append("FORCED")
+    if event.actor:
+        parts.append(f"by {event.actor}")
+    if detail.get("reason"):
+        parts.append(f'"{_short(detail["reason"], 60)}"')
+    return parts
+
+
+def lineage(run: RunRecord) -> list[str]:
+    """The run's lineage for people: what it was forked from, its redrives, its forks."""
+    lines = []
+    if run.forked_from is not None:
+        link = run.forked_from
+        lines.append(f"  forked from {link.run_id} at {link.at_step}")
+    for note in run.redrives:
+        where = f"from {note.from_step}" if note.from_step else "from its last checkpoint"
+        who = f" by {note.actor}" if note.actor else ""
+        forced = " (forced)" if note.forced else ""
+        lines.append(
+            f"  redrive #{note.attempt} {note.at:%Y-%m-%d %H:%M:%S}{who} {where}, "
+            f"version {note.from_version} -> {note.to_version}{forced}"
+            + (f': "{_short(note.reason, 60)}"' if note.reason else "")
+        )
+    for link in run.forks:
+        lines.append(f"  forked into {link.run_id} at {link.at_step}")
+    return (["lineage:", *lines]) if lines else []
 
 
 def _timed_out(event: TimelineEvent, asked: AskedAt | None) -> str:
@@ -159,6 +206,8 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         lines += [line for line in (event_line(e, asked) for e in events) if line]
     else:
         lines.pop()  # the blank line before the events
+    if lineage(run):
+        lines += ["", *lineage(run)]
     if run.pending is not None and run.pending.kind == "resource":
         request = run.pending.request
         lines += [

@@ -29,6 +29,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langorch.domain.errors import LangorchError
+from langorch.domain.lineage import MAX_LINEAGE as MAX_LINEAGE  # the record's lineage
+from langorch.domain.lineage import ForkLink as ForkLink
+from langorch.domain.lineage import Redrive as Redrive
 
 # --------------------------------------------------------------------------------------------
 # Status
@@ -261,6 +264,15 @@ class RunRecord(_Stored):
     pending: PendingInterrupt | None = None
     execution_arn: str | None = None
     parent_run_id: str | None = None
+    attempt: int = Field(default=0, ge=0)
+    """How many times the run was redriven: its current execution is
+    :func:`execution_name` ``(run_id, attempt)``."""
+    redrives: list[Redrive] = Field(default_factory=list)
+    """The run's redrives, oldest first (the last :data:`MAX_LINEAGE` are kept)."""
+    forked_from: ForkLink | None = None
+    """The run this one was forked from (``langorch runs fork``)."""
+    forks: list[ForkLink] = Field(default_factory=list)
+    """Runs forked from this one (the last :data:`MAX_LINEAGE` are kept)."""
 
     @field_validator("created_at", "updated_at", "started_at", "ended_at")
     @classmethod
@@ -389,6 +401,67 @@ def new_run_id(id_gen: Callable[[], str]) -> str:
     return RUN_ID_PREFIX + token
 
 
+_EXECUTION_NAME_MAX = 80
+
+
+def execution_name(run_id: str, attempt: int = 0) -> str:
+    """The name of the run's Step Functions execution for ``attempt`` (0: its first).
+
+    The first execution is named by the run id (a duplicate start starts nothing); a redrive's
+    is ``<run_id>-r<attempt>``, so a repeated redrive of the same attempt starts nothing either.
+    An id too long for the suffix keeps a hash of itself, so names never collide.
+    """
+    if attempt == 0:
+        return run_id
+    suffix = f"-r{attempt}"
+    if len(run_id) + len(suffix) <= _EXECUTION_NAME_MAX:
+        return run_id + suffix
+    digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
+    keep = _EXECUTION_NAME_MAX - len(suffix) - len(digest) - 1
+    return f"{run_id[:keep]}-{digest}{suffix}"
+
+
+def reopened(
+    run: RunRecord,
+    redrive: Redrive,
+    *,
+    now: datetime,
+    pending: PendingInterrupt | None = None,
+) -> RunRecord:
+    """``run`` reopened by a redrive: ``queued`` again on attempt ``redrive.attempt``.
+
+    A redrive is the one way out of an ending (:func:`transition` never leaves one): the error,
+    the ending and the outputs are cleared, the redrive is kept in ``redrives``, and the version
+    moves to ``redrive.to_version``. ``pending`` keeps an approval parked at the redrive point
+    (the next segment parks on it again, with the same links).
+
+    Raises:
+        InvalidTransitionError: ``redrive.attempt`` is not the run's next attempt.
+    """
+    _aware(now)
+    if redrive.attempt != run.attempt + 1:
+        raise InvalidTransitionError(
+            run.run_id,
+            run.status,
+            RunStatus.queued,
+            f"a redrive must be attempt {run.attempt + 1}, not {redrive.attempt}",
+        )
+    update: dict[str, Any] = {
+        "status": RunStatus.queued,
+        "status_reason": truncate(f"redriven: {redrive.reason or 'no reason given'}", 200),
+        "updated_at": now,
+        "ended_at": None,
+        "error": None,
+        "outputs": {},
+        "outputs_truncated": False,
+        "pending": pending,
+        "attempt": redrive.attempt,
+        "workflow_version": redrive.to_version,
+        "redrives": [*run.redrives, redrive][-MAX_LINEAGE:],
+    }
+    return RunRecord.model_validate({**run.model_dump(), **update})
+
+
 # --------------------------------------------------------------------------------------------
 # Timeline
 # --------------------------------------------------------------------------------------------
@@ -416,6 +489,8 @@ class TimelineEventType(StrEnum):
     segment_ended = "segment_ended"
     run_finished = "run_finished"
     run_cancelled = "run_cancelled"
+    run_redriven = "run_redriven"
+    run_forked = "run_forked"
 
 
 class TokenUsage(_Stored):

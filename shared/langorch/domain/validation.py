@@ -391,6 +391,12 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
                 )
 
 
+def step_reads(t: Topology, step: PlanStep) -> Iterator[Read]:
+    """(field path, key, description) for every ``shared_context`` key ``step`` reads
+    (public for :mod:`langorch.domain.version_diff`)."""
+    return _reads(t, step)
+
+
 def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
     """(path, key, description) for every ``shared_context`` key a step reads."""
     sid = step.step_id

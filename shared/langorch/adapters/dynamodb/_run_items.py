@@ -17,7 +17,15 @@ from pydantic import TypeAdapter
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
 from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
 from langorch.domain.limits import MAX_RECORD_BODY_BYTES
-from langorch.domain.runs import TERMINAL, RunRecord, RunStatus, TimelineEvent, fitted_record
+from langorch.domain.runs import (
+    MAX_LINEAGE,
+    TERMINAL,
+    ForkLink,
+    RunRecord,
+    RunStatus,
+    TimelineEvent,
+    fitted_record,
+)
 
 _EVENT_PAGE = TypeAdapter(list[TimelineEvent])
 
@@ -45,6 +53,10 @@ LEASE_IS_OURS = "attribute_exists(lease_owner) AND fence = :fence"
 NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #status = :status)"
 """A run that has ended keeps its ending: a late segment cannot revive a cancelled run, while
 re-saving the same ending (a retried final write) is allowed."""
+STILL_ON_ATTEMPT = "attempt = :expected"
+"""A redrive reopens the run only from the attempt it read (one of two concurrent ones wins)."""
+STILL_ON_FIRST_ATTEMPT = "(attribute_not_exists(attempt) OR attempt = :expected)"
+"""Attempt 0: runs never redriven carry no ``attempt`` attribute."""
 
 
 def run_pk(run_id: str) -> str:
@@ -149,8 +161,39 @@ def bounded_body(run: RunRecord) -> str:
 
 
 def record(item: Mapping[str, Any]) -> RunRecord:
-    """The record a run item holds."""
-    return RunRecord.model_validate_json(item["body"]["S"])
+    """The record a run item holds (with the forks noted beside its body)."""
+    run = RunRecord.model_validate_json(item["body"]["S"])
+    forks = item.get("forks", {}).get("L")
+    if not forks:
+        return run
+    links = [ForkLink.model_validate_json(f["S"]) for f in forks]
+    return run.model_copy(update={"forks": links[-MAX_LINEAGE:]})
+
+
+def table_definition() -> dict[str, Any]:
+    """The runs table's keys and its two sparse indexes (``CreateTable`` without the name)."""
+    return {
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": [
+            {"AttributeName": "pk", "KeyType": "HASH"},
+            {"AttributeName": "sk", "KeyType": "RANGE"},
+        ],
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"}
+            for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": index,
+                "KeySchema": [
+                    {"AttributeName": f"{index}pk", "KeyType": "HASH"},
+                    {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for index in (GSI_WORKFLOW, GSI_STATUS)
+        ],
+    }
 
 
 def lease_until(item: Mapping[str, Any]) -> str:

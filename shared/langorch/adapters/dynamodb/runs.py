@@ -6,7 +6,8 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
     run       run#<run_id>             run           run_id, workflow_id, workflow_version, status,
                                                      created_at, updated_at, body (RunRecord JSON),
                                                      fence (N), lease_owner, lease_expires_at (N),
-                                                     gsi1pk, gsi1sk, gsi2pk, gsi2sk
+                                                     gsi1pk, gsi1sk, gsi2pk, gsi2sk,
+                                                     attempt (N, a redrive's), forks (L of JSON)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
@@ -67,6 +68,8 @@ from langorch.adapters.dynamodb._run_items import (
     RUN_EXISTS,
     RUN_IS_NEW,
     RUN_SK,
+    STILL_ON_ATTEMPT,
+    STILL_ON_FIRST_ATTEMPT,
     chunks,
     dedupe_pk,
     event_items,
@@ -76,14 +79,10 @@ from langorch.adapters.dynamodb._run_items import (
     refused_save,
     run_item,
     run_pk,
+    table_definition,
 )
-from langorch.domain.errors import (
-    LeaseHeldError,
-    NotFoundError,
-    RecordTooLargeError,
-    StorageError,
-)
-from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+from langorch.domain.errors import LeaseHeldError, NotFoundError, RecordTooLargeError, StorageError
+from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
 
@@ -115,31 +114,8 @@ class RunsRepository:
 
         Does nothing if the table exists.
         """
-        string = "S"
         try:
-            self._client.create_table(
-                TableName=self._table,
-                BillingMode="PAY_PER_REQUEST",
-                KeySchema=[
-                    {"AttributeName": "pk", "KeyType": "HASH"},
-                    {"AttributeName": "sk", "KeyType": "RANGE"},
-                ],
-                AttributeDefinitions=[
-                    {"AttributeName": name, "AttributeType": string}
-                    for name in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
-                ],
-                GlobalSecondaryIndexes=[
-                    {
-                        "IndexName": index,
-                        "KeySchema": [
-                            {"AttributeName": f"{index}pk", "KeyType": "HASH"},
-                            {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
-                        ],
-                        "Projection": {"ProjectionType": "ALL"},
-                    }
-                    for index in (GSI_WORKFLOW, GSI_STATUS)
-                ],
-            )
+            self._client.create_table(TableName=self._table, **table_definition())
             self._client.get_waiter("table_exists").wait(TableName=self._table)
         except ClientError as exc:
             if _code(exc) == "ResourceInUseException":
@@ -298,13 +274,8 @@ class RunsRepository:
             ConflictError: the run already ended with a different status.
             StorageError: DynamoDB failed.
         """
-        item = run_item(run, fence=None)
         condition = f"{RUN_EXISTS} AND {NOT_ENDED_OTHERWISE}"
         values: dict[str, Any] = {
-            ":body": item["body"],
-            ":status": item["status"],
-            ":updated_at": item["updated_at"],
-            ":gsi2pk": item["gsi2pk"],
             ":succeeded": {"S": RunStatus.succeeded.value},
             ":failed": {"S": RunStatus.failed.value},
             ":cancelled": {"S": RunStatus.cancelled.value},
@@ -312,23 +283,89 @@ class RunsRepository:
         if fence is not None:
             condition = f"{condition} AND {FENCE_IS_CURRENT}"
             values[":fence"] = {"N": str(fence)}
+        old = self._update_record(run, condition, values)
+        if old is not None:
+            raise refused_save(run, fence, old or None)
+
+    def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
+        """Store a run reopened by a redrive, only while the stored run is on
+        ``expected_attempt`` (a conditional write on the ``attempt`` attribute): of two
+        concurrent redrives of one run, exactly one write goes through.
+
+        Returns:
+            Whether this call reopened the run (``False``: another redrive did first).
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        values = {":attempt": {"N": str(run.attempt)}, ":expected": {"N": str(expected_attempt)}}
+        on_attempt = STILL_ON_FIRST_ATTEMPT if expected_attempt == 0 else STILL_ON_ATTEMPT
+        condition = f"{RUN_EXISTS} AND {on_attempt}"
+        old = self._update_record(run, condition, values, also="attempt = :attempt")
+        if old is None:
+            return True
+        if not old:
+            raise NotFoundError(f"run {run.run_id} does not exist; nothing to reopen")
+        return False
+
+    def add_fork(self, run_id: str, link: ForkLink) -> None:
+        """Note a run forked from ``run_id``: appended to the ``forks`` attribute beside the
+        body, so it never races a segment's or a redrive's write of the record.
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
+                UpdateExpression="SET forks = list_append(if_not_exists(forks, :none), :link)",
+                ConditionExpression=RUN_EXISTS,
+                ExpressionAttributeValues={
+                    ":none": {"L": []},
+                    ":link": {"L": [{"S": link.model_dump_json()}]},
+                },
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"run {run_id} does not exist; no fork to note") from exc
+            raise self._storage_error("UpdateItem", exc) from exc
+
+    def _update_record(
+        self, run: RunRecord, condition: str, values: dict[str, Any], *, also: str = ""
+    ) -> dict[str, Any] | None:
+        """Write the record's body and indexed attributes under ``condition``.
+
+        Returns:
+            ``None`` when written; when refused, the stored item (``{}``: there is none).
+        """
+        item = run_item(run, fence=None)
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": run_pk(run.run_id)}, "sk": {"S": RUN_SK}},
                 UpdateExpression=(
                     "SET body = :body, #status = :status, updated_at = :updated_at, "
-                    "gsi2pk = :gsi2pk"
+                    "gsi2pk = :gsi2pk" + (f", {also}" if also else "")
                 ),
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={
+                    ":body": item["body"],
+                    ":status": item["status"],
+                    ":updated_at": item["updated_at"],
+                    ":gsi2pk": item["gsi2pk"],
+                    **values,
+                },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
-            raise refused_save(run, fence, _old_item(exc)) from exc
+            return _old_item(exc) or {}
+        return None
 
     # ----------------------------------------------------------------------------------------
     # Leases

@@ -125,6 +125,10 @@ def register(subparsers: Subparsers) -> None:
         "--dry-run", action="store_true", help="only list the stranded runs; change nothing"
     )
 
+    from langorch.cli.commands import recovery  # redrive and fork: their own module
+
+    recovery.register_into(runs)
+
 
 def _start(ctx: Context, args: argparse.Namespace) -> int | None:
     check_answer_flags(args)
@@ -400,11 +404,12 @@ def _status(text: str | None) -> Any:
 def _show(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.cli.timeline import render_run
+    from langorch.domain.runs import execution_name
 
     repo = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
     run = repo.get_run(args.run_id)
     events = repo.get_timeline(args.run_id)
-    execution = _execution(ctx, run.run_id)
+    execution = _execution(ctx, execution_name(run.run_id, run.attempt))
     document = run_json(run)
 
     def text() -> str:

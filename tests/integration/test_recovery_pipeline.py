@@ -1,0 +1,160 @@
+"""Recovery on the real pipeline: the package's ASL executed by moto, segments run by the real
+``run_segment`` function, the runs and checkpoints in moto's DynamoDB (issue 10)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from langorch.app.container import Container
+from langorch.app.definitions import register_block
+from langorch.app.forks import fork
+from langorch.app.recovery import redrive
+from langorch.domain.loading import load_text
+from langorch.domain.runs import TimelineEventType, execution_name
+from langorch.local.lambdas import Dispatcher
+from langorch.local.statemachine import EXECUTION_CONFIG
+from tests.integration.test_state_machine import Pipeline, make_pipeline
+
+V1 = """
+blocks:
+  - block_id: gather_notes
+    input_keys: [topic]
+    output_keys: [notes]
+    prompt_template: "Notes on {{ topic }}"
+workflows:
+  - plan_id: report
+    memory: false
+    inputs_schema: {properties: {topic: {type: string}, count: {type: integer}}}
+    steps:
+      - {step_id: gather, block_id: gather_notes}
+      - step_id: ratio
+        kind: transform
+        depends_on: [gather]
+        max_retries: 0
+        transform: {per_item: "10 / count"}
+"""
+
+V2 = """
+workflows:
+  - plan_id: report
+    memory: false
+    inputs_schema: {properties: {topic: {type: string}, count: {type: integer}}}
+    steps:
+      - {step_id: gather, block_id: gather_notes}
+      - step_id: ratio
+        kind: transform
+        depends_on: [gather]
+        max_retries: 0
+        transform: {per_item: "10 / (count or 1)"}
+"""
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
+    """The emulator executing the state machine, its Lambda tasks routed to the handlers."""
+    with mock_aws(config=EXECUTION_CONFIG), Dispatcher():  # type: ignore[arg-type]
+        yield make_pipeline(outbox_dir=str(tmp_path / "outbox"))
+
+
+def _register(pipeline: Pipeline, text: str) -> None:
+    loaded = load_text(text, source="test.yaml", fmt="yaml")
+    for block in loaded.blocks:
+        register_block(pipeline.container.definitions, block)
+    pipeline.register(text)
+
+
+def _failed_run(pipeline: Pipeline) -> str:
+    _register(pipeline, V1)
+    run_id = pipeline.launch("report", {"topic": "otters", "count": 0})
+    assert pipeline.finished(run_id)["status"] == "FAILED"
+    assert pipeline.run(run_id).status.value == "failed"
+    return run_id
+
+
+def _finished(pipeline: Pipeline, name: str) -> dict[str, Any]:
+    steps = pipeline.container.stepfunctions
+    pipeline.wait_for(lambda: steps.describe(name)["status"] != "RUNNING")
+    return steps.describe(name)
+
+
+def _ran(pipeline: Pipeline, run_id: str, step_id: str) -> int:
+    timeline = pipeline.container.runs.get_timeline(run_id)
+    return sum(
+        1 for e in timeline if e.type is TimelineEventType.step_finished and e.step_id == step_id
+    )
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_a_failed_run_redriven_on_a_fixed_version_succeeds_in_a_new_execution(
+    pipeline: Pipeline,
+) -> None:
+    # Given a run whose transform failed past its retries after its LLM step ran
+    run_id = _failed_run(pipeline)
+    assert _ran(pipeline, run_id, "gather") == 1
+    # When the transform is fixed in version 2 and the run redriven onto it
+    _register(pipeline, V2)
+    done = redrive(pipeline.container, run_id, version="latest", reason="fixed", actor="ops")
+    # Then a new execution, named by the attempt, ran it to success on version 2
+    assert done.started and done.execution_name == execution_name(run_id, 1)
+    assert _finished(pipeline, done.execution_name)["status"] == "SUCCEEDED"
+    run = pipeline.run(run_id)
+    assert (run.status.value, run.workflow_version, run.attempt) == ("succeeded", 2, 1)
+    assert run.outputs["per_item"] == 10
+    # ... and the LLM step before the redrive point was not run again
+    assert _ran(pipeline, run_id, "gather") == 1
+    assert _ran(pipeline, run_id, "ratio") == 1
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_two_concurrent_redrives_start_one_execution(pipeline: Pipeline) -> None:
+    run_id = _failed_run(pipeline)
+    _register(pipeline, V2)
+    barrier = threading.Barrier(2)
+    results: list[Any] = []
+    errors: list[BaseException] = []
+    settings = pipeline.container.settings
+
+    def operator() -> None:
+        container = Container(settings)  # each operator is its own process
+        barrier.wait()
+        try:
+            results.append(redrive(container, run_id, version="latest", reason="race"))
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=operator) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(r.started for r in results) == [False, True]
+    client = pipeline.container.client("stepfunctions")
+    names = [
+        e["name"]
+        for e in client.list_executions(stateMachineArn=settings.state_machine_arn)["executions"]
+    ]
+    assert sorted(names) == sorted([run_id, execution_name(run_id, 1)])
+    assert _finished(pipeline, execution_name(run_id, 1))["status"] == "SUCCEEDED"
+    assert pipeline.run(run_id).attempt == 1
+
+
+@pytest.mark.usefixtures("atomic_dynamodb")
+def test_a_fork_with_an_edited_key_runs_in_its_own_execution(pipeline: Pipeline) -> None:
+    # Given a failed run
+    run_id = _failed_run(pipeline)
+    # When it is forked at the failing step with the bad key corrected
+    forked = fork(pipeline.container, run_id, at_step="ratio", edits={"count": 5}, actor="ops")
+    # Then the fork succeeds in its own execution, without running the LLM step again
+    assert _finished(pipeline, forked.run_id)["status"] == "SUCCEEDED"
+    child = pipeline.run(forked.run_id)
+    assert child.outputs["per_item"] == 2
+    assert _ran(pipeline, forked.run_id, "gather") == 0
+    assert child.forked_from is not None and child.forked_from.run_id == run_id
+    assert [f.run_id for f in pipeline.run(run_id).forks] == [forked.run_id]
