@@ -42,13 +42,38 @@ def serialise_dynamodb_writes() -> Callable[[], None]:
     return undo
 
 
-def retry_interpreter_lambda_calls() -> Callable[[], None]:
-    """Let moto's state-machine interpreter retry its Lambda calls like an SDK client.
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues for a local server before refusing: a burst of 100 clicks,
+each fanning out into several AWS calls, overflowed werkzeug's 128 (1-3 s retransmit stalls)."""
 
-    moto builds that client with retries off, so a single dropped loopback connection under
-    load fails the task with ``States.Runtime`` — a brittleness AWS's own Lambda integration
-    does not have. Our handlers are idempotent (leases, dedupe keys), as Lambda's at-least-once
-    delivery requires anyway, so a retried invoke is safe.
+
+def wide_listen_backlog() -> Callable[[], None]:
+    """Give the werkzeug servers started from now on (the emulator's) a burst-sized backlog.
+
+    Returns:
+        A function that undoes the change.
+    """
+    from werkzeug.serving import BaseWSGIServer
+
+    original = BaseWSGIServer.request_queue_size
+    BaseWSGIServer.request_queue_size = LISTEN_BACKLOG
+
+    def undo() -> None:
+        BaseWSGIServer.request_queue_size = original
+
+    return undo
+
+
+def retry_interpreter_lambda_calls() -> Callable[[], None]:
+    """Let moto's state-machine interpreter reuse one retrying Lambda client, like an SDK user.
+
+    moto builds a new client for every Lambda task (~55-63 ms of botocore data each, a fifth of
+    the emulator's CPU under load) with retries off, so a single dropped loopback connection
+    fails the task with ``States.Runtime`` — a brittleness AWS's own Lambda integration does not
+    have. One client per region, service and endpoint is built once (clients are thread-safe;
+    sessions are not, hence the lock) and retries like a standard SDK client. Our handlers are
+    idempotent (leases, dedupe keys), as Lambda's at-least-once delivery requires anyway, so a
+    retried invoke is safe.
 
     Returns:
         A function that undoes the change.
@@ -57,31 +82,49 @@ def retry_interpreter_lambda_calls() -> Callable[[], None]:
 
     import boto3
     from botocore.config import Config
+    from moto.core.models import botocore_stubber
+    from moto.settings import moto_server_port
 
     module: Any = import_module(
         "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
     )
     original = module.boto_client_for
+    clients: dict[tuple[str, str, str | None], Any] = {}
+    lock = threading.Lock()
+    # moto's own timeout for these calls (its interpreter waits as long for a Lambda task).
+    timeout = import_module(
+        "moto.stepfunctions.parser.asl.component.common.timeouts.timeout"
+    ).TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS
 
-    def patient(region: str, service: str, state_credentials: Any = None) -> Any:
-        client: Any = original(region=region, service=service, state_credentials=state_credentials)
-        return boto3.client(
-            service,  # type: ignore[call-overload]
-            region_name=region,
-            endpoint_url=client.meta.endpoint_url,
-            aws_access_key_id="ak",
-            aws_secret_access_key="sk",  # noqa: S106 - the emulator's, not a secret
-            config=Config(
-                parameter_validation=False,
-                retries={"mode": "standard", "max_attempts": 4},
-                connect_timeout=client.meta.config.connect_timeout,
-                read_timeout=client.meta.config.read_timeout,
-            ),
-        )
+    def reused(region: str, service: str, state_credentials: Any = None) -> Any:
+        # As moto decides: in-process mocks intercept botocore, a server is called over HTTP.
+        endpoint = None if botocore_stubber.enabled else f"http://localhost:{moto_server_port()}"
+        key = (region, service, endpoint)
+        client = clients.get(key)
+        if client is not None:
+            return client
+        with lock:
+            if key not in clients:
+                clients[key] = boto3.Session().client(
+                    service,  # type: ignore[call-overload]
+                    region_name=region,
+                    endpoint_url=endpoint,
+                    aws_access_key_id="ak",
+                    aws_secret_access_key="sk",  # noqa: S106 - the emulator's, not a secret
+                    config=Config(
+                        parameter_validation=False,
+                        retries={"mode": "standard", "max_attempts": 4},
+                        connect_timeout=timeout,
+                        read_timeout=timeout,
+                        max_pool_connections=256,
+                    ),
+                )
+            return clients[key]
 
-    module.boto_client_for = patient
+    module.boto_client_for = reused
 
     def undo() -> None:
         module.boto_client_for = original
+        clients.clear()
 
     return undo

@@ -81,13 +81,18 @@ def start_emulator(port: int) -> Callable[[], None]:
     from moto.core.config import default_user_config
     from moto.server import ThreadedMotoServer
 
-    from langorch.local.emulator import retry_interpreter_lambda_calls, serialise_dynamodb_writes
+    from langorch.local.emulator import (
+        retry_interpreter_lambda_calls,
+        serialise_dynamodb_writes,
+        wide_listen_backlog,
+    )
     from langorch.local.statemachine import enable_execution
 
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
     undo_atomic = serialise_dynamodb_writes()
     undo_retry = retry_interpreter_lambda_calls()
+    undo_backlog = wide_listen_backlog()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -100,6 +105,7 @@ def start_emulator(port: int) -> Callable[[], None]:
         server.stop()
         undo_atomic()
         undo_retry()
+        undo_backlog()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
@@ -162,6 +168,8 @@ def start_local_stack(
     port: int | None = None,
     examples: Path | None = None,
     region: str = "us-east-1",
+    console: bool = False,
+    verbose: bool = False,
 ) -> LocalStack:
     """Start the emulator and provision the whole pipeline in it.
 
@@ -176,6 +184,10 @@ def start_local_stack(
         port: the emulator's port (default: a free one).
         examples: a folder of ``<name>/definitions.yaml`` to register (``None``: none).
         region: the emulated region.
+        console: for a person at a terminal (``langorch dev``): one human line per event on
+            stdout, the functions' JSON lines in ``<home>/logs/functions.jsonl`` (see
+            :mod:`langorch.local.terminal`); otherwise everything goes to stdout.
+        verbose: with ``console``, the JSON lines on stdout as well.
     """
     from langorch.adapters.logs import CloudWatchLogs
     from langorch.app.container import Container
@@ -212,7 +224,7 @@ def start_local_stack(
         seed_builtins(container.definitions)
 
         sink = CloudWatchSink(CloudWatchLogs(container.client("logs")), settings.log_group_prefix)
-        dispatcher = Dispatcher(log_sink=sink).install()
+        dispatcher = Dispatcher(**_console_options(home, sink, console, verbose)).install()
         stack._stops.append(dispatcher.uninstall)
         settings, stack.functions = provision_pipeline(container, settings, sink)
         dispatcher.environment = function_environment(settings)
@@ -233,6 +245,21 @@ def start_local_stack(
     except BaseException:
         stack.stop()
         raise
+
+
+LOG_FILE = "logs/functions.jsonl"
+"""The functions' JSON log lines, under the home, when ``langorch dev`` runs for a person."""
+
+
+def _console_options(home: Path, sink: Any, console: bool, verbose: bool) -> dict[str, Any]:
+    """The dispatcher's log sink and output routing (see ``start_local_stack``'s ``console``)."""
+    if not console:
+        return {"log_sink": sink}
+    from langorch.local._sandbox import OutputRouting
+    from langorch.local.terminal import TerminalSink, both
+
+    routing = OutputRouting(json_file=str((home / LOG_FILE).resolve()), echo_json=verbose)
+    return {"log_sink": both(sink, TerminalSink()), "output": routing}
 
 
 def provision_pipeline(

@@ -25,6 +25,11 @@ def register(subparsers: Subparsers) -> None:
         help=f"a folder of <name>/definitions.yaml to register (default: ./{_EXAMPLES})",
     )
     dev.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show the functions' JSON log lines (always in <home>/logs/functions.jsonl)",
+    )
+    dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
     )
 
@@ -33,7 +38,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     import time
 
     try:
-        from langorch.local.stack import start_local_stack
+        from langorch.local.stack import LOG_FILE, start_local_stack
     except ImportError as exc:  # moto ships with the `local` extra
         raise UsageError("langorch dev needs the emulator: pip install 'langorch[local]'") from exc
 
@@ -49,7 +54,9 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
     try:
-        stack = start_local_stack(home=home, port=args.port, examples=examples)
+        stack = start_local_stack(
+            home=home, port=args.port, examples=examples, console=True, verbose=args.verbose
+        )
     except OSError as exc:
         raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
     took = time.monotonic() - started
@@ -63,9 +70,12 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         f"{settings.checkpoints_table}, {settings.memory_table}",
         f"  bucket        {settings.bucket}",
         f"  state machine {settings.state_machine_arn}",
-        f"  functions     {', '.join(sorted(stack.functions))}  (run in this process)",
+        f"  functions     {', '.join(sorted(stack.functions))}  (Lambda-like sandboxes: "
+        "worker processes, one invocation at a time each)",
         f"  logs          {settings.log_group_prefix}<function>  (`langorch runs logs RUN_ID`)",
         f"  outbox        {settings.outbox_dir}  (approval emails and their links)",
+        f"  JSON logs     {home / LOG_FILE}"
+        + ("  (shown here too: --verbose)" if args.verbose else "  (--verbose shows them here)"),
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
