@@ -128,3 +128,100 @@ def retry_interpreter_lambda_calls() -> Callable[[], None]:
         clients.clear()
 
     return undo
+
+
+def narrow_transaction_backups() -> Callable[[], None]:
+    """Back up only the items a TransactWriteItems touches, not whole tables.
+
+    moto deep-copies every table a transaction names before applying it, to roll back on a
+    failed condition: the cost grows with the table (14 % of the emulator's CPU with 100 runs in
+    flight, and more as the runs table grows). This keeps moto's transaction code and its
+    rollback points, but makes its table copy free and restores the touched items from their
+    own copies instead — the same outcome, since a transaction changes nothing else. When the
+    items cannot be read up front (a malformed request), moto's own full copy is used.
+
+    Returns:
+        A function that undoes the change.
+    """
+    import copy as copy_module
+    import types
+    from importlib import import_module
+
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    narrowing = threading.local()
+    real_deepcopy = copy_module.deepcopy
+
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        if isinstance(value, Table) and getattr(narrowing, "on", False):
+            return value  # the touched items are backed up one by one instead
+        return real_deepcopy(value, memo)
+
+    shim = types.SimpleNamespace(**{**vars(copy_module), "deepcopy": deepcopy})
+    # moto's models module uses ``copy.deepcopy`` for the table backups; it gets this shim.
+    models: Any = import_module("moto.dynamodb.models")
+    original_module_copy = models.copy
+    original = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        try:
+            backups = _item_backups(self, transact_items)
+        except Exception:  # moto's own validation reports it; keep its full backup
+            return original(self, transact_items)
+        narrowing.on = True
+        try:
+            return original(self, transact_items)
+        except Exception:
+            _restore_items(backups)
+            raise
+        finally:
+            narrowing.on = False
+
+    models.copy = shim
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+    def undo() -> None:
+        models.copy = original_module_copy
+        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+
+    return undo
+
+
+_Backup = tuple[Any, Any, Any, Any]
+"""(table, hash key, range key or None, a copy of the item before, or None when absent)."""
+
+
+def _item_backups(backend: Any, transact_items: list[dict[str, Any]]) -> list[_Backup]:
+    import copy
+
+    backups: list[_Backup] = []
+    for entry in transact_items:
+        _, op = next(iter(entry.items()))
+        table = backend.get_table(op["TableName"])
+        if "Item" in op:
+            attrs = op["Item"]
+            key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = attrs[table.range_key_attr]
+        else:
+            key = op["Key"]
+        hash_key, range_key = backend.get_keys_value(table, key)
+        before = table.get_item(hash_key, range_key)
+        backups.append((table, hash_key, range_key, copy.deepcopy(before)))
+    return backups
+
+
+def _restore_items(backups: list[_Backup]) -> None:
+    # Newest first: an item named twice (moto refuses that, after applying) ends as it began.
+    for table, hash_key, range_key, before in reversed(backups):
+        if before is None:
+            if range_key is not None:
+                if hash_key in table.items:
+                    table.items[hash_key].pop(range_key, None)
+            else:
+                table.items.pop(hash_key, None)
+        elif range_key is not None:
+            table.items[hash_key][range_key] = before
+        else:
+            table.items[hash_key] = before

@@ -82,6 +82,7 @@ def start_emulator(port: int) -> Callable[[], None]:
     from moto.server import ThreadedMotoServer
 
     from langorch.local.emulator import (
+        narrow_transaction_backups,
         retry_interpreter_lambda_calls,
         serialise_dynamodb_writes,
         wide_listen_backlog,
@@ -93,6 +94,7 @@ def start_emulator(port: int) -> Callable[[], None]:
     undo_atomic = serialise_dynamodb_writes()
     undo_retry = retry_interpreter_lambda_calls()
     undo_backlog = wide_listen_backlog()
+    undo_narrow = narrow_transaction_backups()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
@@ -106,6 +108,7 @@ def start_emulator(port: int) -> Callable[[], None]:
         undo_atomic()
         undo_retry()
         undo_backlog()
+        undo_narrow()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
