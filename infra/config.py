@@ -65,6 +65,8 @@ class DeployConfig:
         log_retention_days: retention of every log group.
         checkpoint_ttl_days: checkpoints (and their offloaded S3 objects) expire after this.
         retain_data: keep tables and the bucket when the stack is destroyed.
+        reconcile_minutes: how often the stack's schedule ends runs whose execution ended
+            without their record following (``langorch runs reconcile``); 0 turns it off.
         sfn_log_level: Step Functions log level (execution data is never logged).
         api_rate_limit: HTTP API steady-state requests per second.
         api_burst_limit: HTTP API burst.
@@ -96,6 +98,7 @@ class DeployConfig:
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
     retain_data: bool = True
+    reconcile_minutes: int = 15
     sfn_log_level: str = "ALL"
     api_rate_limit: int = 50
     api_burst_limit: int = 100
@@ -169,7 +172,12 @@ class DeployConfig:
         for name in ("retain_data", "bundle", "snap_start"):
             if name in raw:
                 raw[name] = _as_bool(name, raw[name])
-        for name in ("log_retention_days", "checkpoint_ttl_days", "api_rate_limit"):
+        for name in (
+            "log_retention_days",
+            "checkpoint_ttl_days",
+            "api_rate_limit",
+            "reconcile_minutes",
+        ):
             if name in raw:
                 raw[name] = _as_int(name, raw[name])
         if "api_burst_limit" in raw:
@@ -222,6 +230,11 @@ class DeployConfig:
             raise ConfigError("domain_name and certificate_arn go together: set both or neither")
         if self.checkpoint_ttl_days < 1:
             raise ConfigError("checkpoint_ttl_days must be at least 1")
+        if not 0 <= self.reconcile_minutes <= 1440:
+            raise ConfigError(
+                f"reconcile_minutes {self.reconcile_minutes}: between 1 and 1440 (a day), "
+                "or 0 for no reconcile schedule"
+            )
         if self.log_retention_days not in RETENTION_DAYS:
             allowed = ", ".join(str(d) for d in RETENTION_DAYS)
             raise ConfigError(

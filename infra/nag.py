@@ -88,6 +88,19 @@ def suppress(stack: LangorchStack) -> None:
         "the grant is read-only and limited to this stage's webhook name prefix (the * also "
         "covers the random suffix Secrets Manager appends to every secret ARN).",
     )
+    _ack(
+        trigger_role,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.tables.runs)}/index/*]",
+        "The reconcile pass lists open runs by status: Query on this one table's indexes.",
+    )
+    _ack(
+        trigger_role,
+        f"AwsSolutions-IAM5[Resource::arn:{_pseudo(stack.partition, 'Partition')}"
+        f":states:{_pseudo(stack.region, 'Region')}:{_pseudo(stack.account, 'AccountId')}"
+        f":execution:{stack.config.prefix}-runs:*]",
+        "The reconcile pass reads how each open run's execution ended: DescribeExecution on "
+        "the executions of this stage's one state machine (named by run id at run time).",
+    )
     runner_role = functions.run_segment.role
     assert runner_role is not None
     _ack(

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import ArnFormat, CfnOutput, Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from infra.config import DeployConfig
@@ -42,6 +43,7 @@ class LangorchStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
+        self.config = config
         prefix = config.prefix
         self.tables = Tables(self, "Tables", retain_data=config.retain_data)
         self.files = FilesBucket(
@@ -89,6 +91,20 @@ class LangorchStack(Stack):
         )
         state_machine = self.workflow.state_machine
         state_machine.grant_start_execution(self.functions.trigger)
+        # The reconcile pass reads how each open run's execution ended: DescribeExecution on
+        # this state machine's executions (named by the run id), by name rather than through
+        # grant_execution, whose ARN is a split of the state machine's.
+        self.executions_arn = self.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{prefix}-runs:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        iam.Grant.add_to_principal(
+            grantee=self.functions.trigger,
+            actions=["states:DescribeExecution"],
+            resource_arns=[self.executions_arn],
+        )
         self.api = HttpApi(
             self,
             "Http",
@@ -102,7 +118,12 @@ class LangorchStack(Stack):
             certificate_arn=config.certificate_arn,
         )
         self.triggers = Triggers(
-            self, "Triggers", prefix=prefix, trigger=self.functions.trigger, files=self.files
+            self,
+            "Triggers",
+            prefix=prefix,
+            trigger=self.functions.trigger,
+            files=self.files,
+            reconcile_minutes=config.reconcile_minutes,
         )
         public_base_url = (config.public_base_url or self.api.url).rstrip("/")
 

@@ -2,7 +2,9 @@
 
 * API Gateway HTTP API (v2) ``POST /hooks/{workflow_id}`` — a signed webhook delivery;
 * the Input of a langorch EventBridge Scheduler schedule (``source: langorch.schedule``);
-* an EventBridge ``Object Created`` event from S3 (``source: aws.s3``).
+* an EventBridge ``Object Created`` event from S3 (``source: aws.s3``);
+* the stack's reconcile schedule (``source: langorch.reconcile``), which ends runs whose
+  execution ended without their record following (:mod:`langorch.app.reconcile`).
 
 An adapter only: it parses the event, calls one use-case of :mod:`langorch.app.triggers` and
 maps the result. It never imports LangGraph or LangChain (ARCHITECTURE §2 "Cold starts"), and it
@@ -21,6 +23,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.app.bootstrap import SandboxContainer
+from langorch.app.reconcile import reconcile_runs
 from langorch.app.triggers import (
     TriggerOutcome,
     WebhookRequest,
@@ -127,6 +130,15 @@ def _s3_outcomes(objects: list[S3ObjectCreated]) -> dict[str, Any]:
     }
 
 
+def _reconcile() -> dict[str, Any]:
+    """End the runs whose execution ended without their record following; count them."""
+    repairs = reconcile_runs(container())
+    repaired = sum(1 for repair in repairs if repair.repaired)
+    _count("RunsReconciled", repaired)
+    logger.info("reconcile done", extra={"found": len(repairs), "repaired": repaired})
+    return {"reconciled": [repair.to_dict() for repair in repairs]}
+
+
 def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """Route the event by its shape to the matching use-case.
 
@@ -151,6 +163,8 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             return {"ignored": "malformed schedule event"}
         logger.thread_safe_append_keys(workflow_id=fired.workflow_id, schedule=fired.schedule)
         return _outcome(handle_schedule(fired, container()))
+    if kind == "reconcile":
+        return _reconcile()
     if kind == "s3":
         try:
             objects = objects_created(event)

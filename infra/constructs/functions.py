@@ -95,6 +95,15 @@ def _grant_table(table: dynamodb.Table, grantee: iam.IGrantable, *actions: str) 
     )
 
 
+def _grant_index_query(table: dynamodb.Table, grantee: iam.IGrantable) -> None:
+    # Query on the table's global secondary indexes (an index has its own ARN).
+    iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["dynamodb:Query"],
+        resource_arns=[f"{table.table_arn}/index/*"],
+    )
+
+
 def _grant_secret_read(secret: secretsmanager.ISecret, grantee: iam.IGrantable) -> None:
     # GetSecretValue only (Powertools' provider): grant_read adds DescribeSecret.
     iam.Grant.add_to_principal(
@@ -229,9 +238,20 @@ class Functions(Construct):
         # timeline events: BatchWrite), webhook signatures. StartExecution comes with the
         # state machine.
         _grant_table(tables.definitions, trigger, "GetItem", "Scan")
+        # The reconcile pass lists open runs by status (an index) and ends stranded ones
+        # (UpdateItem; Query reads the timeline for the first cause); DescribeExecution is
+        # granted with the state machine.
         _grant_table(
-            tables.runs, trigger, "GetItem", "PutItem", "ConditionCheckItem", "BatchWriteItem"
+            tables.runs,
+            trigger,
+            "GetItem",
+            "PutItem",
+            "UpdateItem",
+            "ConditionCheckItem",
+            "BatchWriteItem",
+            "Query",
         )
+        _grant_index_query(tables.runs, trigger)
         secrets.grant_read_webhook_secrets(trigger)
         # runner: pinned definitions, the run (lease, timeline — Query: MarkFailed reads it
         # for the first cause of a failing streak — approvals it cancels),

@@ -189,6 +189,7 @@ class Observability(Construct):
                     search("RunsStarted", "trigger", "started"),
                     metric("RunsSucceeded", label="succeeded"),
                     metric("RunsFailed", label="failed"),
+                    metric("RunsReconciled", label="stranded, ended by reconcile"),
                 ],
                 width=12,
             ),

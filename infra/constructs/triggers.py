@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -13,6 +15,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.constructs.storage import FilesBucket
+from langorch.domain.triggers import RECONCILE_SOURCE
 
 DLQ_RETENTION = Duration.days(14)
 """SQS's longest: a failed start must survive a long weekend before someone looks."""
@@ -43,6 +46,7 @@ class Triggers(Construct):
         prefix: str,
         trigger: lambda_.Function,
         files: FilesBucket,
+        reconcile_minutes: int = 15,
     ) -> None:
         super().__init__(scope, id)
         self.schedule_dlq = self._queue("ScheduleDlq")
@@ -75,6 +79,9 @@ class Triggers(Construct):
         )
         trigger.grant_invoke(self.scheduler_role)
         self.schedule_dlq.grant_send_messages(self.scheduler_role)
+        self.reconcile_schedule = (
+            self._reconcile_schedule(trigger, reconcile_minutes) if reconcile_minutes else None
+        )
 
         # Drops only: checkpoint payloads offloaded under the checkpoint prefix are written by
         # the runner itself and must never start runs.
@@ -100,6 +107,30 @@ class Triggers(Construct):
                 retry_attempts=8,
                 max_event_age=Duration.hours(24),
             )
+        )
+
+    def _reconcile_schedule(self, trigger: lambda_.Function, minutes: int) -> scheduler.CfnSchedule:
+        """The trigger's reconcile pass every ``minutes``: no run stays open after its execution
+        ended (``langorch runs reconcile``). Missed slots are harmless (the next pass finds the
+        same runs), so the retry policy is short and failures land in the schedule DLQ."""
+        return scheduler.CfnSchedule(
+            self,
+            "Reconcile",
+            group_name=self.schedule_group.ref,
+            description="langorch: end runs whose execution ended without their record",
+            schedule_expression=f"rate({minutes} minute{'s' if minutes > 1 else ''})",
+            flexible_time_window=scheduler.CfnSchedule.FlexibleTimeWindowProperty(mode="OFF"),
+            target=scheduler.CfnSchedule.TargetProperty(
+                arn=trigger.function_arn,
+                role_arn=self.scheduler_role.role_arn,
+                input=json.dumps({"source": RECONCILE_SOURCE}),
+                retry_policy=scheduler.CfnSchedule.RetryPolicyProperty(
+                    maximum_retry_attempts=2, maximum_event_age_in_seconds=60 * minutes
+                ),
+                dead_letter_config=scheduler.CfnSchedule.DeadLetterConfigProperty(
+                    arn=self.schedule_dlq.queue_arn
+                ),
+            ),
         )
 
     @property

@@ -269,3 +269,24 @@ def test_a_250_kb_webhook_is_refused_at_the_door_and_reconcile_finds_nothing_str
     code, reconciled, err = langorch(capsys, "runs", "reconcile", "--dry-run")
     assert code == 0, err
     assert reconciled == {"dry_run": True, "runs": []}
+
+
+def test_the_trigger_function_runs_the_reconcile_pass_the_stacks_schedule_sends(
+    stack: LocalStack,
+):
+    # Given the Input of the deployed stack's reconcile schedule (infra: Triggers.Reconcile)
+    from langorch.domain.triggers import RECONCILE_SOURCE
+
+    document = json.loads(stack.stack_file.read_text())
+    client = Container(stack.settings).client("lambda")
+
+    # When the Scheduler would deliver it to the trigger function
+    answer = client.invoke(
+        FunctionName=document["functions"]["trigger"],
+        Payload=json.dumps({"source": RECONCILE_SOURCE}).encode(),
+    )
+
+    # Then the function ran the pass (before: `{"ignored": "unsupported event"}`), against
+    # the stack's real executions, and found nothing stranded
+    assert "FunctionError" not in answer, answer["Payload"].read()
+    assert json.loads(answer["Payload"].read()) == {"reconciled": []}

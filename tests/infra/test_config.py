@@ -63,6 +63,7 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"log_retention_days": 31}, "log_retention_days"),
         ({"ses_identity": "maybe"}, "ses_identity"),
         ({"ses_domain": "example.com"}, "is not at ses_domain"),
+        ({"reconcile_minutes": 2000}, "reconcile_minutes 2000: between 1 and 1440"),
     ],
 )
 def test_invalid_settings_are_refused_with_the_setting_named(

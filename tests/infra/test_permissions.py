@@ -83,11 +83,15 @@ def test_each_function_reads_and_writes_only_its_tables(
     written = set().union(*(_tables_with(allowed, a) for a in WRITE))
     assert read == {_table(synth, t) for t in reads}
     assert written == {_table(synth, t) for t in writes}
-    # No function reads a table's stream or asks for its description, and none reaches an
-    # index: nothing in the handlers queries one.
+    # No function reads a table's stream or asks for its description, and only the trigger
+    # reaches an index: its reconcile pass Queries the runs table's status index.
     for action in ("dynamodb:DescribeTable", "dynamodb:GetRecords", "dynamodb:GetShardIterator"):
         assert action not in allowed
-    assert not any("/index/" in r for resources in allowed.values() for r in resources)
+    indexes = {
+        (action, r) for action, resources in allowed.items() for r in resources if "/index/" in r
+    }
+    runs_indexes = {("dynamodb:Query", f"{_table(synth, 'runs')}/index/*")}
+    assert indexes == (runs_indexes if name == "trigger" else set())
 
 
 def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -> None:
@@ -221,9 +225,9 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
     synth: Synth,
 ) -> None:
     # A * may only complete a pattern under a specific resource of this stack: the runs
-    # table's indexes, the checkpoint prefix, the files bucket's objects (read, by the runner),
-    # one function's versions, this stage's webhook secrets (plus the random suffix of secret
-    # ARNs).
+    # table's indexes, the state machine's executions, the checkpoint prefix, the files
+    # bucket's objects (read, by the runner), one function's versions, this stage's webhook
+    # secrets (plus the random suffix of secret ARNs).
     stack = synth.stack
     allowed_patterns = {
         f"<{synth.logical_id(stack.tables.runs)}.Arn>/index/*",
@@ -234,6 +238,8 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
         f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*",
         # SES sandbox recipients, conditioned on the configured sender (tested above).
         "arn:aws:ses:eu-west-1:123456789012:identity/*",
+        # The reconcile pass: the executions of this stage's one state machine.
+        f"arn:aws:states:eu-west-1:123456789012:execution:langorch-{STAGE}-runs:*",
     }
     for role_id, statement in _all_role_statements(synth):
         for resource in as_list(statement["Resource"]):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
+from langorch.domain.triggers import RECONCILE_SOURCE
 from tests.infra.conftest import Synth
 from tests.infra.helpers import actions_on, ref_target, role_statements
 
@@ -69,3 +72,24 @@ def test_dead_letter_queues_are_encrypted_tls_only_and_kept_14_days(synth: Synth
             s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
             for s in statements
         )
+
+
+def test_the_reconcile_pass_runs_on_a_schedule_in_the_stacks_group(synth: Synth) -> None:
+    # Every 15 minutes (reconcile_minutes) the trigger function ends runs whose execution
+    # ended without their record following, through the schedule role, failures in the DLQ
+    triggers = synth.stack.triggers
+    (schedule,) = synth.of_type("AWS::Scheduler::Schedule").values()
+    properties = schedule["Properties"]
+    assert properties["ScheduleExpression"] == "rate(15 minutes)"
+    assert properties["GroupName"] == {"Ref": synth.logical_id(triggers.schedule_group)}
+    target = properties["Target"]
+    assert json.loads(target["Input"]) == {"source": RECONCILE_SOURCE}
+    assert ref_target(target["Arn"]) == synth.logical_id(synth.stack.functions.trigger)
+    assert ref_target(target["RoleArn"]) == synth.logical_id(triggers.scheduler_role)
+    assert ref_target(target["DeadLetterConfig"]["Arn"]) == synth.logical_id(triggers.schedule_dlq)
+    # And the trigger may read how executions ended, of this stage's state machine only
+    statements = role_statements(
+        synth.resources, synth.logical_id(synth.stack.functions.trigger.role)
+    )
+    described = actions_on(statements)["states:DescribeExecution"]
+    assert described == {"arn:aws:states:eu-west-1:123456789012:execution:langorch-test-runs:*"}

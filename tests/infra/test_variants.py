@@ -23,6 +23,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "region": "eu-central-1",
         "ses_domain": "example.org",
         "bedrock_marketplace_products": "prod-abc123,prod-def456",
+        "reconcile_minutes": "0",
     },
     "cn-northwest-1": {
         "region": "cn-northwest-1",
@@ -186,6 +187,24 @@ def test_a_replaced_runner_version_is_deleted_so_one_snapshot_is_cached(
     )
 
 
+def test_the_reconcile_schedule_follows_reconcile_minutes(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # On by default (every 15 minutes); reconcile_minutes=0 turns it off
+    schedules = {
+        name: [
+            s["Properties"]["ScheduleExpression"]
+            for s in _of_type(t, "AWS::Scheduler::Schedule").values()
+        ]
+        for name, (_, t) in variants.items()
+    }
+    assert schedules == {
+        "us-east-1": ["rate(15 minutes)"],
+        "eu-central-1": [],
+        "cn-northwest-1": ["rate(15 minutes)"],
+    }
+
+
 def test_nothing_keeps_a_fixed_name_that_outlives_the_stack(
     variants: dict[str, tuple[Any, dict[str, Any]]],
 ) -> None:
@@ -194,6 +213,8 @@ def test_nothing_keeps_a_fixed_name_that_outlives_the_stack(
     for _, template in variants.values():
         (group,) = _of_type(template, "AWS::Scheduler::ScheduleGroup").values()
         assert "Name" not in group["Properties"]
+        for schedule in _of_type(template, "AWS::Scheduler::Schedule").values():
+            assert "Name" not in schedule["Properties"]
         assert group.get("DeletionPolicy", "Delete") == "Delete"
         for secret in _of_type(template, "AWS::SecretsManager::Secret").values():
             assert "Name" not in secret["Properties"]

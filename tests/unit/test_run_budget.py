@@ -198,7 +198,7 @@ def test_reconcile_leaves_live_runs_and_runs_without_an_execution_alone(deps: Fa
 def test_reconcile_is_idempotent(deps: Fakes):
     # Given a stranded run that was repaired
     run_id = _started(deps)
-    deps.executions.end(run_id, "ABORTED")
+    deps.executions.end(run_id, "TIMED_OUT")
     assert [r.repaired for r in reconcile_runs(deps)] == [True]
 
     # When reconciled again

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
+from langorch.app.reconcile import reconcile_runs
 from langorch.app.runs import (
     RunSegment,
     StartRun,
@@ -203,3 +204,62 @@ def test_cancelling_a_run_parked_on_an_approval_closes_the_approval(deps: Fakes)
 def test_an_unknown_run_cannot_be_cancelled(deps: Fakes) -> None:
     with pytest.raises(NotFoundError):
         cancel_run("run-ghost", deps)
+
+
+# --- reconciling runs whose execution ended without them ------------------------------------
+
+
+def _parked_on_approval(deps: Fakes) -> tuple[str, str]:
+    run, _ = launch_run(StartRun("gated"), deps)
+    parked = run_segment(RunSegment(run.run_id), deps)
+    assert parked.approval is not None
+    token = deps.executions.park(run.run_id)
+    requested = request_approval(
+        RequestApproval(run.run_id, parked.approval, task_token=token),
+        deps,  # type: ignore[arg-type]
+    )
+    return run.run_id, requested.approval_id
+
+
+def test_reconcile_fails_a_run_parked_on_an_approval_and_closes_the_approval(deps: Fakes):
+    # Given a run waiting on an approval whose execution then ended FAILED (before: the run
+    # ended failed, but its approval stayed pending and its emailed links still offered to
+    # decide a run that was gone)
+    run_id, approval_id = _parked_on_approval(deps)
+    deps.executions.end(run_id, "FAILED", error="States.Timeout", cause="heartbeat")
+
+    # When the runs are reconciled
+    (repair,) = reconcile_runs(deps)
+
+    # Then the run failed with the execution's cause and its approval is closed
+    assert (repair.run_id, repair.record_status, repair.repaired) == (
+        run_id,
+        "waiting_approval",
+        True,
+    )
+    assert deps.runs.get_run(run_id).status is RunStatus.failed
+    closed = deps.approvals.get(approval_id)  # type: ignore[attr-defined]
+    assert closed is not None and closed.status is ApprovalStatus.cancelled
+
+
+def test_reconcile_cancels_a_run_whose_execution_was_stopped_from_outside(deps: Fakes):
+    # Given a run parked on an approval whose execution someone stopped in the console
+    # (before: reconcile called that a failure)
+    run_id, approval_id = _parked_on_approval(deps)
+    deps.executions.end(run_id, "ABORTED", cause="stopped in the console")
+
+    # When the runs are reconciled
+    (repair,) = reconcile_runs(deps)
+
+    # Then the run is cancelled by "reconcile", naming the execution's end, and its approval
+    # is closed; the stopped execution keeps its own cause (it is not stopped again)
+    run = deps.runs.get_run(run_id)
+    assert (repair.repaired, run.status) == (True, RunStatus.cancelled)
+    last = deps.runs.get_timeline(run_id)[-1]
+    assert (last.type, last.actor) == (TimelineEventType.run_cancelled, "reconcile")
+    assert "ended ABORTED" in last.detail["reason"]
+    assert deps.executions.describe(run_id).get("cause") == "stopped in the console"
+    closed = deps.approvals.get(approval_id)  # type: ignore[attr-defined]
+    assert closed is not None and closed.status is ApprovalStatus.cancelled
+    # And a second pass finds nothing left to repair
+    assert reconcile_runs(deps) == []

@@ -4,11 +4,14 @@ A run's record normally follows its execution: each segment saves the status, an
 machine's ``MarkFailed`` ends the record when a segment fails. When even that could not happen
 (a record write refused, a function that never ran, an execution stopped from the console),
 the record would say ``queued``/``running``/``waiting_approval``/``sleeping`` forever.
-:func:`reconcile_runs` finds such runs (``DescribeExecution``) and ends them ``failed`` through
-:func:`~langorch.app.runs.mark_failed` — timeline event and record together, with a minimal
-record when the full one cannot be written — naming the execution's status and cause.
+:func:`reconcile_runs` finds such runs (``DescribeExecution``) and ends them: ``cancelled``
+when the execution was stopped (ABORTED: someone stopped it on purpose), else ``failed``
+through :func:`~langorch.app.runs.mark_failed` — timeline event and record together, with a
+minimal record when the full one cannot be written — naming the execution's status and
+cause. An approval the run was parked on is closed, so its emailed links decide nothing.
 
-``langorch runs reconcile`` calls it; the stack should also run it on a schedule.
+``langorch runs reconcile`` calls it, and the deployed stack every ``reconcile_minutes``
+(a Scheduler schedule invoking the trigger function with ``source: langorch.reconcile``).
 """
 
 from __future__ import annotations
@@ -17,13 +20,13 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from langorch.app.runs import mark_failed
+from langorch.app.runs import CloseDeps, close_pending_approval, mark_failed, record_cancelled
 from langorch.domain.errors import NotFoundError
 from langorch.domain.limits import cut
-from langorch.domain.runs import RunError, RunStatus
+from langorch.domain.runs import RunError, RunRecord, RunStatus
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Clock, Executions, RunsStore
+    from langorch.app.ports import Executions
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +40,11 @@ OPEN_STATUSES = (
 ENDED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 
 
-class ReconcileDeps(Protocol):
-    """What :func:`reconcile_runs` needs: the runs, the executions and a clock."""
+class ReconcileDeps(CloseDeps, Protocol):
+    """What :func:`reconcile_runs` needs: the runs, the executions, the approvals, a clock."""
 
     @property
-    def runs(self) -> RunsStore: ...
-    @property
     def executions(self) -> Executions: ...
-    @property
-    def clock(self) -> Clock: ...
 
 
 @dataclass(frozen=True)
@@ -100,7 +99,7 @@ def reconcile_runs(
             if ended not in ENDED_EXECUTION:
                 continue
             error = _execution_error(run.status, execution)
-            repaired = False if dry_run else mark_failed(run.run_id, error, deps)
+            repaired = False if dry_run else _end(run, ended, error, deps)
             repairs.append(
                 Repair(
                     run.run_id, run.workflow_id, run.status.value, ended, error.message, repaired
@@ -116,6 +115,17 @@ def reconcile_runs(
                 },
             )
     return repairs
+
+
+def _end(run: RunRecord, ended: str, error: RunError, deps: ReconcileDeps) -> bool:
+    if ended == "ABORTED":
+        # Stopped on purpose (the console, an operator's script): a cancellation, not a failure.
+        _, changed = record_cancelled(run.run_id, deps, actor="reconcile", reason=error.message)
+        return changed
+    failed = mark_failed(run.run_id, error, deps)
+    if failed:
+        close_pending_approval(run.run_id, run.pending, deps)
+    return failed
 
 
 def _execution_error(record_status: RunStatus, execution: dict[str, object]) -> RunError:

@@ -84,15 +84,20 @@ class LaunchDeps(StartDeps, Protocol):
     def executions(self) -> Executions: ...
 
 
-class CancelDeps(EndDeps, Protocol):
-    """What :func:`cancel_run` needs: :class:`EndDeps`, the executions, the approvals."""
+class CloseDeps(EndDeps, Protocol):
+    """What ending a run from outside needs besides a stop: :class:`EndDeps`, the approvals."""
+
+    @property
+    def approvals(self) -> ApprovalsStore: ...
+
+
+class CancelDeps(CloseDeps, Protocol):
+    """What :func:`cancel_run` needs: :class:`CloseDeps`, the settings and the executions."""
 
     @property
     def settings(self) -> Settings: ...
     @property
     def executions(self) -> Executions: ...
-    @property
-    def approvals(self) -> ApprovalsStore: ...
 
 
 class Checkpoints(Protocol):
@@ -461,6 +466,33 @@ def cancel_run(
         NotFoundError: the run does not exist.
         StorageError: DynamoDB or Step Functions failed.
     """
+    run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason)
+    if run.status is RunStatus.cancelled and deps.settings.state_machine_arn:
+        deps.executions.stop(run_id, reason)
+    return run, changed
+
+
+def record_cancelled(
+    run_id: str, deps: CloseDeps, *, actor: str, reason: str
+) -> tuple[RunRecord, bool]:
+    """End the run ``cancelled`` and close the approval it was parked on; stop nothing.
+
+    :func:`cancel_run` stops the execution after this; ``runs reconcile`` calls it alone for
+    a run whose execution was already stopped from outside langorch.
+
+    Args:
+        run_id: the run.
+        deps: the runs, the approvals and a clock.
+        actor: who cancelled (kept in the timeline).
+        reason: why (kept as the run's status reason).
+
+    Returns:
+        The run as it is now, and whether this call cancelled it.
+
+    Raises:
+        NotFoundError: the run does not exist.
+        StorageError: DynamoDB failed.
+    """
     from langorch.domain.errors import ConflictError
 
     run = deps.runs.get_run(run_id)
@@ -488,11 +520,8 @@ def cancel_run(
         except ConflictError:
             run = deps.runs.get_run(run_id)
     if run.status is not RunStatus.cancelled:
-        return run, False  # it had already succeeded or failed: nothing to stop
-    if deps.settings.state_machine_arn:
-        deps.executions.stop(run_id, reason)
-    if parked is not None and parked.kind == "approval":
-        _close_approval(run_id, parked, deps)
+        return run, False  # it had already succeeded or failed: nothing to close
+    close_pending_approval(run_id, parked, deps)
     logger.info(
         "run cancelled" if changed else "run was already cancelled",
         extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},
@@ -500,7 +529,16 @@ def cancel_run(
     return run, changed
 
 
-def _close_approval(run_id: str, parked: PendingInterrupt, deps: CancelDeps) -> None:
+def close_pending_approval(run_id: str, parked: PendingInterrupt | None, deps: CloseDeps) -> None:
+    """Close the approval an ended run was parked on, so its links no longer decide anything.
+
+    Args:
+        run_id: the run, which has ended.
+        parked: what it was parked on (nothing to do unless an approval).
+        deps: the approvals and a clock.
+    """
+    if parked is None or parked.kind != "approval":
+        return
     from langorch.app.approvals import close_for_ended_run  # the lifecycle table's "cancel"
 
     close_for_ended_run(run_id, parked.interrupt_id, approvals=deps.approvals, clock=deps.clock)

@@ -32,11 +32,13 @@ SCHEDULE_SOURCE = "langorch.schedule"
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 """EventBridge Scheduler replaces this context attribute in the target Input with the slot's
 time (ISO-8601, UTC), the same on every retry of the slot."""
+RECONCILE_SOURCE = "langorch.reconcile"
+"""``source`` of the Input of the stack's own schedule that runs ``reconcile_runs``."""
 SCHEDULE_NAME_PREFIX = "langorch-"
 MAX_SCHEDULE_NAME = 64
 """EventBridge Scheduler's limit on schedule names."""
 
-EventKind = Literal["http", "schedule", "s3", "unknown"]
+EventKind = Literal["http", "schedule", "reconcile", "s3", "unknown"]
 _RECORD_SOURCES = ("aws:s3", "aws:sqs", "aws:sns")
 
 
@@ -53,6 +55,7 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
 
     Returns:
         ``"http"`` (API Gateway HTTP API v2), ``"schedule"`` (a langorch schedule's Input),
+        ``"reconcile"`` (the stack's reconcile schedule),
         ``"s3"`` (EventBridge ``Object Created`` from S3, or a classic S3 notification direct
         or through SQS/SNS) or ``"unknown"``.
     """
@@ -61,6 +64,8 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
         return "http"
     if event.get("source") == SCHEDULE_SOURCE:
         return "schedule"
+    if event.get("source") == RECONCILE_SOURCE:
+        return "reconcile"
     if event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created":
         return "s3"
     # Classic S3 notifications, direct or through SQS/SNS (langorch.domain.s3_notifications).
