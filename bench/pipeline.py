@@ -66,7 +66,8 @@ def _request(
     url: str, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None
 ) -> tuple[int, bytes]:
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=120)
+    # Generous: on a saturated machine a click may queue for minutes; a figure beats a crash.
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=600)
     try:
         target = parts.path + (f"?{parts.query}" if parts.query else "")
         connection.request(method, target, body=body, headers=headers or {})
@@ -381,15 +382,15 @@ def main() -> int:
             )
             _print_round(number, figures)
             rounds.append(figures)
-        if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
-            print(f"profile of this process written to {args.profile}")
         met = _summary(rounds, args.runs)
         complete = all(r["succeeded"] == args.runs for r in rounds)
         print(f"  total                          {time.monotonic() - started:.1f} s")
         return 0 if met and complete else 1
     finally:
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(args.profile)
+            print(f"profile of this process written to {args.profile}")
         stack.stop()
         os.environ.pop("MOTO_PORT", None)
 

@@ -65,9 +65,11 @@ PACKAGE_OF: Mapping[str, str] = {name: package for package, name in FUNCTIONS.it
 _TIMEOUTS: Mapping[str, int] = {"run_segment": 900}
 """Seconds; a segment may run up to Lambda's limit, the others are quick."""
 _DEFAULT_TIMEOUT = 30
-DEFAULT_SANDBOXES = 4
-"""Concurrent sandboxes per function: enough to keep two cores busy while some invocations
-wait on the emulator; each is a process (~100 MB), so not Lambda's thousand."""
+DEFAULT_SANDBOXES = 8
+"""Concurrent sandboxes per function (started on demand): an invocation mostly waits on the
+emulator, so several overlap on two cores — with 4, 100 simultaneous clicks queued for minutes on
+a busy machine; each is a process (~100 MB, most of it shared with the fork server), so not
+Lambda's thousand."""
 _ROLE_NAME = "langorch-local-lambda"
 _RUNTIME = "python3.12"
 _PASSTHROUGH = frozenset({"LANGORCH_OPENAI_API_KEY"})
