@@ -12,7 +12,7 @@ delivery that started something). Everything stays on 127.0.0.1.
 
 Repeats that in consecutive rounds on one stack (P6 asks for five) and prints each round and
 the figures over all rounds against P6's targets. The sandboxes are processes of their own;
-``--profile FILE`` profiles this one (the emulator, its Step Functions interpreter, the gateway).
+``--profile`` samples this one (the emulator, its Step Functions interpreter, the gateway).
 
 Run: ``.venv/bin/python bench/pipeline.py [--runs 100] [--resend 10] [--rounds 5]``.
 """
@@ -286,6 +286,78 @@ def _click(link: str, page: tuple[int, str | None]) -> tuple[int, float]:
     return status, clicked
 
 
+class Sampler:
+    """Samples every thread's stack in this process (cProfile sees only the thread it runs in,
+    and the emulator's work happens on its request threads); prints where the time goes.
+
+    A hand-written sampler: py-spy is not part of the project's dependencies.
+    """
+
+    def __init__(self, interval: float = 0.005) -> None:
+        import threading
+
+        self._interval = interval
+        self._stop = threading.Event()
+        self.samples = 0
+        self.inclusive: dict[str, int] = {}
+        self.innermost: dict[str, int] = {}
+        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        import threading
+
+        me = threading.get_ident()
+        while not self._stop.wait(self._interval):
+            for ident, frame in sys._current_frames().items():
+                if ident == me:
+                    continue
+                self._sample(frame)
+
+    def _sample(self, frame: Any) -> None:
+        seen: set[str] = set()
+        first = True
+        busy = False
+        while frame is not None:
+            code = frame.f_code
+            name = f"{Path(code.co_filename).name}:{code.co_name}"
+            if first:
+                # A thread blocked in a wait or a socket read is idle, not spending CPU.
+                busy = code.co_name not in {
+                    "wait",
+                    "select",
+                    "poll",
+                    "accept",
+                    "readinto",
+                    "_wait_for_tstate_lock",
+                    "recv",
+                    "recv_bytes",
+                    "sleep",
+                }
+                if busy:
+                    self.innermost[name] = self.innermost.get(name, 0) + 1
+                first = False
+            if busy and name not in seen:
+                seen.add(name)
+                self.inclusive[name] = self.inclusive.get(name, 0) + 1
+            frame = frame.f_back
+        if busy:
+            self.samples += 1
+
+    def report(self, top: int = 30) -> None:
+        total = max(self.samples, 1)
+        print(f"\nwhere this process's busy threads were ({self.samples} samples):")
+        ranked = sorted(self.inclusive.items(), key=lambda kv: -kv[1])
+        for name, count in ranked[:top]:
+            print(f"  {count / total:6.1%}  {name}")
+
+
 def _print_round(number: int, figures: dict[str, Any]) -> None:
     print(
         f"  round {number}: {figures['runs']} runs, {figures['succeeded']} succeeded, "
@@ -342,7 +414,9 @@ def main() -> int:
     parser.add_argument("--resend", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5, help="consecutive rounds on one stack")
     parser.add_argument(
-        "--profile", metavar="FILE", help="cProfile this process (emulator, gateway) to FILE"
+        "--profile",
+        action="store_true",
+        help="sample this process's threads (emulator, interpreter, gateway) and print the top",
     )
     args = parser.parse_args()
 
@@ -354,11 +428,7 @@ def main() -> int:
     from langorch.app.trigger_sync import register_and_sync
     from langorch.local.stack import free_port, start_local_stack
 
-    profiler = None
-    if args.profile:
-        import cProfile
-
-        profiler = cProfile.Profile()
+    profiler = Sampler() if args.profile else None
     started = time.monotonic()
     home = Path(tempfile.mkdtemp(prefix="langorch-bench-")) / ".langorch"
     stack = start_local_stack(home=home, port=free_port(), examples=None)
@@ -372,7 +442,7 @@ def main() -> int:
         hook = f"{settings.public_base_url}/hooks/{WORKFLOW}"
         print(f"stack ready in {time.monotonic() - started:.1f} s; gateway {hook}")
         if profiler is not None:
-            profiler.enable()
+            profiler.start()
         rounds: list[dict[str, Any]] = []
         known: set[str] = set()
         for number in range(1, args.rounds + 1):
@@ -388,9 +458,8 @@ def main() -> int:
         return 0 if met and complete else 1
     finally:
         if profiler is not None:
-            profiler.disable()
-            profiler.dump_stats(args.profile)
-            print(f"profile of this process written to {args.profile}")
+            profiler.stop()
+            profiler.report()
         stack.stop()
         os.environ.pop("MOTO_PORT", None)
 
