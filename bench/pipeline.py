@@ -336,6 +336,8 @@ class Sampler:
                     "accept",
                     "readinto",
                     "_wait_for_tstate_lock",
+                    "_worker",  # innermost only when blocked in its queue's C-level get
+                    "serve_forever",
                     "recv",
                     "recv_bytes",
                     "sleep",
