@@ -118,11 +118,12 @@ def suppress(stack: LangorchStack) -> None:
         "where DynamoCheckpointSaver offloads payloads too large for DynamoDB.",
     )
     _ack(
-        runner_role,
+        functions.file_reader_role,
         f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.files.bucket)}/*]",
         "read_file steps read the files dropped into this one bucket, under any prefix a "
         "workflow's s3 trigger watches (registered after deploy): s3:GetObject only, no list, "
-        "write or delete; keys under the checkpoint prefix are refused by the executor.",
+        "write or delete; an explicit Deny on the checkpoint prefix keeps every run's "
+        "checkpoints out (and the executor refuses those keys too).",
     )
     state_machine = stack.workflow.state_machine
     _ack(

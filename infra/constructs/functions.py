@@ -273,7 +273,20 @@ class Functions(Construct):
         _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem", "PutItem")
         _grant_table(tables.memory, runner, "GetItem", "UpdateItem", "DeleteItem", "Query", "Scan")
         files.grant_checkpoint_offload(runner)
-        files.grant_read_drops(runner)
+        # read_file steps read with a role of their own, which may read the bucket's files and
+        # is explicitly denied the checkpoint prefix: a step can never read a run's
+        # checkpoints, whatever key it renders (the executor refuses them too).
+        assert runner.role is not None
+        self.file_reader_role = iam.Role(
+            self,
+            "FileReaderRole",
+            assumed_by=iam.ArnPrincipal(runner.role.role_arn),
+            description="langorch read_file steps: read dropped files, never checkpoints",
+        )
+        files.grant_read_drops(self.file_reader_role)
+        files.deny_checkpoints(self.file_reader_role)
+        self.file_reader_role.grant_assume_role(runner.role)
+        runner.add_environment("LANGORCH_FILE_READER_ROLE_ARN", self.file_reader_role.role_arn)
         _grant_secret_read(secrets.llm_api_key, runner)
         if bedrock_models:
             iam.Grant.add_to_principal(

@@ -101,8 +101,7 @@ class FilesBucket(Construct):
     def grant_read_drops(self, grantee: iam.IGrantable) -> None:
         """Let ``grantee`` read objects of the bucket (``read_file`` steps): GetObject only.
 
-        Object ARNs cannot exclude a prefix, so this covers the checkpoint prefix too (which
-        the runner reads anyway for offloaded checkpoints); the executor refuses keys under it.
+        Object ARNs cannot exclude a prefix, so pair this with :meth:`deny_checkpoints`.
         No ListBucket: a missing key then answers 403 rather than 404, and the step says
         "does not exist or the runner may not read it".
         """
@@ -110,4 +109,15 @@ class FilesBucket(Construct):
             grantee=grantee,
             actions=["s3:GetObject"],
             resource_arns=[self.bucket.arn_for_objects("*")],
+        )
+
+    def deny_checkpoints(self, role: iam.Role) -> None:
+        """Explicitly deny ``role`` every object under the checkpoint prefix (a deny wins over
+        any allow, :meth:`grant_read_drops`'s included)."""
+        role.add_to_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.DENY,
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects(f"{self.checkpoint_prefix}/*")],
+            )
         )

@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     bucket: str = "langorch-files"
     """Drop bucket; checkpoint payloads too large for DynamoDB are offloaded under
     ``checkpoint_prefix``."""
+    file_reader_role_arn: str | None = None
+    """A role ``read_file`` steps read the bucket with (the deployed stack's: it may read
+    files and is explicitly denied the checkpoint prefix). Unset: the process's credentials."""
     checkpoint_prefix: str = "checkpoints"
 
     default_llm_provider: str = "offline"

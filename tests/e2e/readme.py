@@ -33,3 +33,12 @@ def langorch_commands(prefix: tuple[str, ...] = ()) -> list[list[str]]:
         for argv in bash_commands()
         if argv[0] == "langorch" and tuple(argv[1 : 1 + len(prefix)]) == prefix
     ]
+
+
+def definition_snippets(section: str) -> list[str]:
+    """The ```yaml blocks of one ``## section`` of the README (its subsections included)."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {section}\n")
+    end = text.find("\n## ", start + 1)
+    body = text[start : end if end != -1 else len(text)]
+    return re.findall(r"```yaml\n(.*?)```", body, re.DOTALL)

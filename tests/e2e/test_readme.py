@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from langorch.app.definitions import validate_files
 from langorch.cli.main import build_parser, main
-from tests.e2e.readme import README, REPO, bash_commands, langorch_commands
+from tests.e2e.readme import README, REPO, bash_commands, definition_snippets, langorch_commands
 
 PLACEHOLDERS = {"RUN_ID": "run-0", "ID": "apr-0"}
 
@@ -73,3 +74,40 @@ def test_the_readme_runs_every_local_example_it_describes():
         "examples/lunch_order/definitions.yaml",
         "examples/invoice_batch/definitions.yaml",
     } <= described
+
+
+def test_the_writing_workflows_examples_validate_without_errors_or_warnings(tmp_path: Path):
+    # Given the definition snippets of the README's "Writing workflows" section
+    snippets = definition_snippets("Writing workflows")
+    assert len(snippets) >= 2
+
+    for i, snippet in enumerate(snippets):
+        file = tmp_path / f"snippet{i}.yaml"
+        file.write_text(snippet, encoding="utf-8")
+        # When each is validated offline, strictly (a warning would raise)
+        batch = validate_files([file], strict=True)
+        # Then it defines a workflow and nothing is wrong with it
+        assert batch.workflows, snippet
+        assert batch.warnings == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    langorch_commands(("workflows", "validate")),
+    ids=lambda argv: " ".join(a.rsplit("/", 1)[-1] for a in argv if a.startswith("examples/")),
+)
+def test_each_validate_command_succeeds_as_written(
+    argv: list[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    # Given the repository as a fresh checkout sees it (no stack running)
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
+
+    # When the README's command runs, Then it exits 0 and says the files are valid
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("valid")
+    assert "error:" not in err

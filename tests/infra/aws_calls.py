@@ -41,6 +41,7 @@ SERVICE_PREFIX = {
     "ses": "ses",
     "bedrock-runtime": "bedrock",
     "scheduler": "scheduler",
+    "sts": "sts",
 }
 SPECIAL_ACTIONS = {
     # S3 authorizes these under other actions' names.
@@ -201,6 +202,9 @@ class Wiring:
     parts: dict[str, tuple[str, Wiring]] = field(default_factory=dict)
     """Helper objects the instance builds in ``__init__`` (``self.table = CheckpointTable(
     client, ...)``): attribute -> (class, its wiring)."""
+    assumes_role: bool = False
+    """Its client holds a role's credentials (``self.client("s3", role=...)``): the function
+    calls ``sts:AssumeRole`` for them."""
 
 
 def _instance_wiring(
@@ -299,7 +303,19 @@ def container_wiring() -> dict[str, Wiring]:
         parts: dict[str, tuple[str, Wiring]] = {}
         if cls is not None:
             clients, parts = _instance_wiring(cls, clients, {}, table)
-        wiring[prop.name] = Wiring(prop.name, call.func.id, clients, table, wraps, parts)  # type: ignore[attr-defined]
+        assumes = any(
+            _client_service(a) and any(k.arg == "role" for k in a.keywords)  # type: ignore[attr-defined]
+            for a in [*call.args, *(k.value for k in call.keywords)]
+        )
+        wiring[prop.name] = Wiring(
+            prop.name,
+            call.func.id,  # type: ignore[attr-defined]
+            clients,
+            table,
+            wraps,
+            parts,
+            assumes,
+        )
     # Plain properties that return another one (``executions`` is ``stepfunctions``).
     for prop in container.body:
         if (
@@ -364,7 +380,7 @@ def adapter_calls(prop: str, method: str) -> set[Call]:
     if cls is None:
         return set()
     methods = _public(cls) if method == "*" else [method]
-    calls: set[Call] = set()
+    calls: set[Call] = {Call("sts", "assume_role")} if wiring.assumes_role else set()
     for name in methods:
         calls |= _method_calls(cls, name, wiring, frozenset())
     return calls

@@ -149,15 +149,42 @@ def test_runner_writes_only_offloaded_checkpoints_and_reads_the_bucket(synth: Sy
     allowed = _allowed(synth, "run-segment")
     bucket = f"<{synth.logical_id(synth.stack.files.bucket)}.Arn>"
     s3_actions = {a for a in allowed if a.startswith("s3:")}
-    # Then it writes and deletes only under the checkpoint prefix, lists only that prefix,
-    # and reads objects of the files bucket (read_file steps), and no other bucket's
+    # Then it reads, writes and deletes only under the checkpoint prefix and lists only that
+    # prefix; no other function touches S3
     assert s3_actions == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
-    for action in ("s3:PutObject", "s3:DeleteObject"):
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
         assert allowed[action] == {f"{bucket}/checkpoints/*"}
-    assert allowed["s3:GetObject"] == {f"{bucket}/checkpoints/*", f"{bucket}/*"}
     assert allowed["s3:ListBucket"] == {bucket}
     for name in ("trigger", "request-approval", "approval-callback"):
         assert not any(a.startswith("s3:") for a in _allowed(synth, name))
+
+
+def test_read_file_steps_read_files_with_a_role_explicitly_denied_every_checkpoint(
+    synth: Synth,
+) -> None:
+    # Given the file reader role (before: read_file read with the runner's own s3:GetObject on
+    # the whole bucket, checkpoints included; only application code kept them out)
+    functions = synth.stack.functions
+    reader = synth.logical_id(functions.file_reader_role)
+    bucket = f"<{synth.logical_id(synth.stack.files.bucket)}.Arn>"
+    statements = role_statements(synth.resources, reader)
+    # Then it may read the bucket's objects and nothing else, and an explicit Deny (which no
+    # allow overrides) covers every key under the checkpoint prefix
+    allows = [s for s in statements if s["Effect"] == "Allow"]
+    denies = [s for s in statements if s["Effect"] == "Deny"]
+    assert [(s["Action"], [render(r) for r in as_list(s["Resource"])]) for s in allows] == [
+        ("s3:GetObject", [f"{bucket}/*"])
+    ]
+    assert [(s["Action"], [render(r) for r in as_list(s["Resource"])]) for s in denies] == [
+        ("s3:GetObject", [f"{bucket}/checkpoints/*"])
+    ]
+    # And only the runner's role may assume it, and the runner may assume only it
+    trust = synth.resources[reader]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    runner_role = function_role(synth.resources, synth.logical_id(functions.run_segment))
+    assert [render(s["Principal"]["AWS"]) for s in trust] == [f"<{runner_role}.Arn>"]
+    assert _allowed(synth, "run-segment")["sts:AssumeRole"] == {f"<{reader}.Arn>"}
+    for name in ("trigger", "request-approval", "approval-callback"):
+        assert "sts:AssumeRole" not in _allowed(synth, name)
 
 
 def test_ses_recipient_identities_only_for_the_configured_sender(synth: Synth) -> None:

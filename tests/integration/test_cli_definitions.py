@@ -348,6 +348,7 @@ def test_validate_works_offline_against_the_same_files(cli: Any, tmp_path: Path)
         "checked_against": "built-in blocks only",
         "blocks": ["shorten"],
         "workflows": ["digest"],
+        "warnings": [],
     }
 
 
@@ -379,11 +380,110 @@ def test_validate_warns_about_a_review_loop_with_no_route_for_its_last_rejection
     # Then both are valid; the one without a route is warned about on stderr, with the fix
     assert warned.code == 0 and quiet.code == 0, (warned.stderr, quiet.stderr)
     assert warned.stderr == (
-        "warning: workflow digest: steps[1].approval.max_iterations: when round 2 is rejected "
+        f"warning: {files[0]}: workflow digest: steps[1].approval.max_iterations: "
+        "when round 2 is rejected "
         "the run fails with ReviewLoopExhaustedError (hint: declare approval.on_max_iterations "
         "(e.g. a terminate step with status failed and outputs) to route it)\n"
     )
     assert quiet.stderr == ""
+
+
+def _seed_shaped(tmp_path: Path) -> list[str]:
+    """Seed 000's open_uber_eats block and a plan using it, as the seed writes them."""
+    block = {
+        "block_id": "open_uber_eats",
+        "name": "Open Uber Eats",
+        "description": "Navigate to Uber Eats and log in",
+        "input_keys": ["uber_eats_credentials"],
+        "output_keys": ["session_active", "logged_in"],
+        "prompt_template": "Log in using credentials: {uber_eats_credentials}.",
+        "tools_required": ["browser"],
+        "block_type": "action",
+    }
+    plan = {"plan_id": "lunch", "steps": [{"step_id": "open", "block_id": "open_uber_eats"}]}
+    return [_write(tmp_path / "block.yaml", block), _write(tmp_path / "plan.yaml", plan)]
+
+
+def test_validate_with_only_warnings_exits_0_and_prints_them_apart(
+    cli: Any, tmp_path: Path
+) -> None:
+    # Given a seed-000 block needing `browser` (bound by nothing) and a plan whose input
+    # comes from the user's preferences
+    files = _seed_shaped(tmp_path)
+    # When validated
+    result = cli("workflows", "validate", *files, target=False)
+    # Then it is valid: the result on stdout, one `warning:` line per warning on stderr, each
+    # with its path and hint
+    assert result.code == 0, result.stderr
+    assert result.stdout.startswith("valid (3 warning(s) above): 1 block(s), 1 workflow(s)")
+    lines = result.stderr.splitlines()
+    assert [line.split(" (hint: ")[0] for line in lines] == [
+        f"warning: {files[0]}: block open_uber_eats: tools_required[0]: tool 'browser' "
+        "is not bound in this deployment",
+        f"warning: {files[1]}: workflow lunch: steps[0].block_id: block 'open_uber_eats' needs "
+        "input 'uber_eats_credentials', which no input or earlier step provides",
+        f"warning: {files[1]}: workflow lunch: steps[0].block_id: block 'open_uber_eats' needs "
+        "tool 'browser', which is not bound in this deployment",
+    ]
+    assert all(" (hint: " in line for line in lines)
+    assert "error" not in result.stderr
+
+
+def test_validate_json_lists_the_warnings(cli: Any, tmp_path: Path) -> None:
+    # Given the seed-shaped files, When validated with --json
+    result = cli("workflows", "validate", *_seed_shaped(tmp_path), "--json", target=False)
+    # Then the document is valid and carries each warning's path, message and hint
+    assert result.code == 0
+    document = result.json()
+    assert document["valid"] is True
+    assert [w["path"].rsplit(": ", 1)[1] for w in document["warnings"]] == [
+        "tools_required[0]",
+        "steps[0].block_id",
+        "steps[0].block_id",
+    ]
+    assert all(w["hint"] for w in document["warnings"])
+
+
+def test_strict_turns_warnings_into_errors(cli: Any, tmp_path: Path) -> None:
+    # Given the seed-shaped files, When validated and put with --strict
+    files = _seed_shaped(tmp_path)
+    validated = cli("workflows", "validate", "--strict", *files, target=False)
+    put = cli("workflows", "put", "--strict", *files)
+    # Then both exit 2 with the warnings as problems, and nothing is stored
+    for result in (validated, put):
+        assert result.code == 2
+        assert result.stderr.startswith("error: 2 files: 3 problem(s)")
+        assert "warning:" not in result.stderr
+    assert cli("workflows", "list", "--json").json()["workflows"] == []
+    assert cli("blocks", "list", "--json").json()["blocks"] == []
+
+
+def test_put_with_only_warnings_stores_and_prints_them(cli: Any, tmp_path: Path) -> None:
+    # Given the seed-shaped files, When put without --strict
+    result = cli("workflows", "put", *_seed_shaped(tmp_path))
+    # Then both are stored, exit 0, and the warnings are on stderr apart from the result
+    assert result.code == 0, result.stderr
+    assert "block open_uber_eats: version 1 stored" in result.stdout
+    assert "workflow lunch: version 1 stored" in result.stdout
+    assert result.stderr.count("warning: ") == 3
+    assert "warning" not in result.stdout
+
+
+def test_blocks_put_prints_warnings_and_strict_refuses_them(cli: Any, tmp_path: Path) -> None:
+    # Given seed 000's open_uber_eats block (it needs `browser`, which nothing binds)
+    block_file = _seed_shaped(tmp_path)[0]
+    # When it is put strictly, Then it exits 2 and nothing is stored
+    strict = cli("blocks", "put", "--strict", block_file)
+    assert strict.code == 2
+    assert cli("blocks", "list", "--json").json()["blocks"] == []
+    # When it is put as usual, Then it is stored, with the warning on stderr and in --json
+    put = cli("blocks", "put", block_file, "--json")
+    assert put.code == 0, put.stderr
+    assert [r["id"] for r in put.json()["results"]] == ["open_uber_eats"]
+    assert [w["path"] for w in put.json()["warnings"]] == [
+        f"{block_file}: block open_uber_eats: tools_required[0]"
+    ]
+    assert put.stderr.startswith(f"warning: {block_file}: block open_uber_eats:")
 
 
 def test_validate_offline_reports_an_unknown_block(cli: Any, tmp_path: Path) -> None:

@@ -261,3 +261,29 @@ def test_a_csv_dropped_in_the_inbox_starts_file_digest_which_counts_its_rows(aws
     assert result.outputs["columns"] == ["order", "amount"]
     assert result.outputs["file"]["key"] == "inbox/orders 2026.csv"
     assert result.outputs["summary"]
+
+
+def test_with_a_file_reader_role_files_are_read_with_that_roles_credentials(
+    make_container: MakeContainer,
+):
+    # Given the deployed stack's setting: read_file steps read with the file reader role (IAM
+    # denies that role every checkpoint; the runner's own role may not read files at all)
+    role = "arn:aws:iam::123456789012:role/langorch-file-reader"
+    container = make_container(file_reader_role_arn=role)
+    register_text(container, READERS)
+    _put(container, "inbox/orders.csv", b"id\n1\n2\n")
+
+    # When a run reads a file
+    result = _read(container, "inbox/orders.csv")
+
+    # Then it was read, with credentials STS issued for that role (not the process's own)
+    assert result.status == "succeeded", result.error
+    assert result.outputs["count"] == 2
+    # (botocore keeps a client's credentials on its request signer)
+    reader_key = container.files._client._request_signer._credentials.access_key
+    own_key = container.client("s3")._request_signer._credentials.access_key
+    assert reader_key != own_key
+    identity = container.client("sts", role=role).get_caller_identity()["Arn"]
+    assert identity == (
+        "arn:aws:sts::123456789012:assumed-role/langorch-file-reader/langorch-file-reader"
+    )

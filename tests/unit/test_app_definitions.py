@@ -57,15 +57,65 @@ def test_register_block_stores_a_valid_block() -> None:
 
 
 def test_an_invalid_block_is_not_stored() -> None:
-    # Given a block needing a tool nobody registered
-    block = BlockDefinition.model_validate(_block(tools_required=["no_such_tool"]))
+    # Given a block naming an LLM provider that does not exist
+    block = BlockDefinition.model_validate(_block(llm_provider="no_such_provider"))
     store = InMemoryStore()
     # When it is registered
     with pytest.raises(DefinitionError) as raised:
         register_block(store, block)
-    # Then the problem names the tool and nothing is stored
-    assert any("no_such_tool" in p.message for p in raised.value.problems)
+    # Then the problem names the provider and nothing is stored
+    assert any("no_such_provider" in p.message for p in raised.value.problems)
     assert store.get_block("shorten") is None
+
+
+def test_a_block_needing_an_unbound_tool_is_stored() -> None:
+    # Given a block needing a tool no registry binds yet (seed 000's `browser`)
+    block = BlockDefinition.model_validate(_block(tools_required=["browser"]))
+    store = InMemoryStore()
+    # When it is registered
+    result = register_block(store, block)
+    # Then it is stored: the tool is a warning at validation, not an error
+    assert (result.id, result.created) == ("shorten", True)
+
+
+def test_validate_files_returns_warnings_apart_and_strict_refuses_them(tmp_path: Path) -> None:
+    # Given a file whose block needs an unbound tool and whose workflow reads an input
+    # nothing provides
+    file = _write(
+        tmp_path / "both.yaml",
+        {
+            "blocks": [_block(tools_required=["browser"])],
+            "workflows": [_workflow() | {"inputs_schema": None}],
+        },
+    )
+    # When it is validated, Then it is valid with both warnings, each located in its file
+    batch = validate_files([file])
+    assert [w.path for w in batch.warnings] == [
+        f"{file}: block shorten: tools_required[0]",
+        f"{file}: workflow digest: steps[0].block_id",  # reads `text`
+        f"{file}: workflow digest: steps[0].block_id",  # needs `browser`
+    ]
+    # And with strict, the same findings are the errors that refuse it
+    with pytest.raises(DefinitionError) as raised:
+        validate_files([file], strict=True)
+    assert raised.value.problems == batch.warnings
+    # And with `browser` bound by the caller (a tool registry), only the input is left
+    bound = validate_files([file], tools=frozenset({"browser"}))
+    assert [w.message for w in bound.warnings] == [
+        "block 'shorten' needs input 'text', which no input or earlier step provides"
+    ]
+
+
+def test_register_files_strict_stores_nothing_when_there_are_warnings(tmp_path: Path) -> None:
+    # Given a block needing an unbound tool
+    file = _write(tmp_path / "block.yaml", _block(tools_required=["browser"]))
+    store = InMemoryStore()
+    # When it is registered strictly, Then nothing is stored
+    with pytest.raises(DefinitionError):
+        register_files(store, [file], strict=True)
+    assert store.get_block("shorten") is None
+    # And without strict it is stored
+    assert [r.id for r in register_files(store, [file])] == ["shorten"]
 
 
 def test_register_workflow_pins_the_latest_block_version() -> None:
@@ -174,3 +224,28 @@ def test_validate_files_offline_resolves_built_ins(tmp_path: Path) -> None:
     # Then it is valid, with the built-in counted among the batch's blocks
     assert [b.block_id for b in batch.blocks] == ["summarize"]
     assert [w.plan_id for w in batch.workflows] == ["digest"]
+
+
+def test_register_and_sync_returns_the_warnings_and_takes_the_bound_tools(tmp_path: Path) -> None:
+    # Given a block needing `browser` and a workflow using it
+    from langorch.app.trigger_sync import register_and_sync
+    from tests.unit.triggers_support import make_deps
+
+    file = _write(
+        tmp_path / "both.yaml",
+        {"blocks": [_block(tools_required=["browser"])], "workflows": [_workflow()]},
+    )
+    # When it is registered as `workflows put` does, with the built-in tools only
+    plain = register_and_sync([file], make_deps())
+    # Then it is stored, and both places needing the unbound tool are warned about
+    assert [r.id for r in plain.results] == ["shorten", "digest"]
+    assert [w.path.rsplit(": ", 1)[1] for w in plain.warnings] == [
+        "tools_required[0]",
+        "steps[0].block_id",
+    ]
+    # And when a tool registry binds `browser`, there is nothing to warn about
+    bound = register_and_sync([file], make_deps(), tools=frozenset({"browser"}))
+    assert bound.warnings == []
+    # And strictly, the warnings refuse the files
+    with pytest.raises(DefinitionError):
+        register_and_sync([file], make_deps(), strict=True)

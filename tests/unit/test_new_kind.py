@@ -18,7 +18,7 @@ from langorch.domain.kinds.base import Read, StepKind
 from langorch.domain.kinds.registry import KindRegistrationError
 from langorch.domain.kinds.settings import Settings
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
-from langorch.domain.validation import validate_block, validate_workflow
+from langorch.domain.validation import check_workflow, validate_block, validate_workflow
 from langorch.engine.compiler import GraphCompiler
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
@@ -157,7 +157,9 @@ def test_missing_settings_are_reported_on_settings(shout: ShoutKind) -> None:
 
 def test_what_it_reads_is_checked_by_the_data_flow(shout: ShoutKind) -> None:
     plan = workflow({"step_id": "yell", "kind": "shout", "settings": {"source": "nope"}})
-    [(path, message)] = problems_of(plan)
+    found = check_workflow(plan, InMemoryLookup(), tools=TOOLS, providers=PROVIDERS)
+    assert found.errors == []
+    [(path, message)] = [(p.path, p.message) for p in found.warnings]
     assert path == "steps[0].settings.source"
     assert message.startswith("shouts 'nope', which no input or earlier step provides")
 

@@ -10,7 +10,7 @@ from langorch.domain.definitions import READ_FILE_MAX_BYTES, BlockDefinition, Ta
 from langorch.domain.errors import DefinitionError, FileContentError, FileRefusedError, Problem
 from langorch.domain.fileformats import file_format, parse_content
 from langorch.domain.loading import load_text
-from langorch.domain.validation import InMemoryLookup, validate_block, validate_workflow
+from langorch.domain.validation import InMemoryLookup, Validation, check_workflow, validate_block
 from langorch.engine.kinds.read_file import check_readable
 
 WHERE = "s3://langorch-files/inbox/x"
@@ -180,11 +180,17 @@ def test_an_empty_key_is_refused_with_what_to_set():
 # --- Validation ------------------------------------------------------------------------------
 
 
-def _problems(text: str, *blocks: BlockDefinition) -> list[Problem]:
+def _checked(text: str, *blocks: BlockDefinition) -> Validation:
     loaded = load_text(text, source="test.yaml", fmt="yaml")
     lookup = InMemoryLookup([*blocks, *loaded.blocks], loaded.workflows)
     plan: TaskPlan = loaded.workflows[0]
-    return validate_workflow(plan, lookup, tools=None, providers=None)
+    return check_workflow(plan, lookup, tools=None, providers=None)
+
+
+def _problems(text: str, *blocks: BlockDefinition) -> list[Problem]:
+    """Errors and warnings alike."""
+    found = _checked(text, *blocks)
+    return [*found.errors, *found.warnings]
 
 
 def _load_problems(text: str) -> list[Problem]:
@@ -218,9 +224,10 @@ workflows:
     steps:
       - {step_id: csv, kind: read_file}
 """
-    # When validated, Then the default templates' reads are reported where they are
-    problems = _problems(text)
-    assert [(p.path, p.message) for p in problems] == [
+    # When validated, Then the default templates' reads are warned about where they are
+    found = _checked(text)
+    assert found.errors == []
+    assert [(p.path, p.message) for p in found.warnings] == [
         (
             "steps[0].read_file.bucket",
             "reads 'bucket', which no input or earlier step provides",

@@ -10,6 +10,9 @@ from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.validation import (
     InMemoryLookup,
+    Validation,
+    check_block,
+    check_workflow,
     ensure_valid_block,
     ensure_valid_workflow,
     step_graph,
@@ -138,6 +141,17 @@ def plan(data: dict[str, Any]) -> TaskPlan:
 
 def problems_of(data: dict[str, Any], *extra: BlockDefinition, **kw: Any) -> list[Problem]:
     return validate_workflow(plan(data), lookup(*extra, **kw), tools=TOOLS, providers=PROVIDERS)
+
+
+def checked(data: dict[str, Any], *extra: BlockDefinition, **kw: Any) -> Validation:
+    return check_workflow(plan(data), lookup(*extra, **kw), tools=TOOLS, providers=PROVIDERS)
+
+
+def warnings_of(data: dict[str, Any], *extra: BlockDefinition, **kw: Any) -> list[Problem]:
+    """The warnings of a workflow that has no error (asserted)."""
+    found = checked(data, *extra, **kw)
+    assert found.errors == [], [str(p) for p in found.errors]
+    return found.warnings
 
 
 def paths(problems: list[Problem]) -> list[str]:
@@ -420,20 +434,32 @@ def test_on_max_iterations_to_unknown_step_is_reported() -> None:
     assert problem.path == "steps[1].approval.on_max_iterations"
 
 
-def test_block_input_no_step_or_schema_provides_is_reported_on_the_step() -> None:
+def test_block_input_no_step_or_schema_provides_is_a_warning_on_the_step() -> None:
     # Given a summarize step whose `text` input is declared nowhere
     data = minimal(s("a")) | {"inputs_schema": {"properties": {"other": {}}}}
     # When validated
-    problem = only(problems_of(data))
-    # Then the step's block reference carries the problem
+    problem = only(warnings_of(data))
+    # Then the step's block reference carries a warning (not an error: seed 000 reads such an
+    # input from the user's preferences), saying how it resolves and how to provide it
     assert problem.path == "steps[0].block_id"
     assert "'text'" in problem.message
+    assert "else the user's preference 'text', else empty" in problem.hint
     assert "inputs_schema.properties" in problem.hint
+
+
+def test_a_workflow_whose_only_findings_are_warnings_is_valid_unless_strict() -> None:
+    # Given a workflow whose one finding is an input nothing provides
+    found = checked(minimal(s("a")) | {"inputs_schema": {"properties": {"other": {}}}})
+    # Then it is valid, and --strict's view of it is not
+    assert found.ok and len(found.warnings) == 1
+    strict = found.strict()
+    assert not strict.ok
+    assert strict.errors == found.warnings and strict.warnings == []
 
 
 def test_mapped_input_is_checked_under_its_mapping() -> None:
     data = minimal(s("a", input_mappings={"text": "article"}))
-    problem = only(problems_of(data))
+    problem = only(warnings_of(data))
     assert problem.path == "steps[0].input_mappings.text"
     assert "'article'" in problem.message
 
@@ -441,7 +467,7 @@ def test_mapped_input_is_checked_under_its_mapping() -> None:
 def test_missing_input_is_reported_even_without_an_inputs_schema() -> None:
     data = minimal(s("a"))
     del data["inputs_schema"]
-    problem = only(problems_of(data))
+    problem = only(warnings_of(data))
     assert problem.path == "steps[0].block_id"
     assert "declare it in inputs_schema" in problem.hint
 
@@ -458,7 +484,7 @@ def test_template_reading_an_unprovided_key_is_reported_on_the_template() -> Non
         ),
         s("b", depends_on=["d"]),
     )
-    problem = only(problems_of(data))
+    problem = only(warnings_of(data))
     assert problem.path == "steps[1].condition"
     assert "'score'" in problem.message
 
@@ -469,7 +495,7 @@ def test_output_of_a_parallel_step_is_not_an_available_input() -> None:
     consumer = block("consumer", input_keys=["fact"], output_keys=["done"])
     data = minimal(s("a", block_id="producer"), s("b", block_id="consumer"))
     # When validated
-    problem = only(problems_of(data, producer, consumer))
+    problem = only(warnings_of(data, producer, consumer))
     # Then the read is reported: `a` may not have run yet
     assert problem.path == "steps[1].block_id"
 
@@ -695,11 +721,22 @@ def test_depending_on_a_decision_without_being_its_branch_target_is_reported() -
     assert "not one of its branch targets" in problem.message
 
 
-def test_unknown_tool_of_a_referenced_block_is_reported_on_the_step() -> None:
+def test_unbound_tool_of_a_referenced_block_is_a_warning_on_the_step() -> None:
     scraper = block("scraper", input_keys=["text"], output_keys=["page"], tools_required=["ftp"])
-    problem = only(problems_of(minimal(s("a", block_id="scraper")), scraper))
+    problem = only(warnings_of(minimal(s("a", block_id="scraper")), scraper))
     assert problem.path == "steps[0].block_id"
-    assert "unknown tool 'ftp'" in problem.message
+    assert "block 'scraper' needs tool 'ftp'" in problem.message
+    assert "fails only if its model calls 'ftp'" in problem.hint
+
+
+def test_tools_are_checked_against_the_names_the_caller_binds() -> None:
+    # Given a block needing `ftp`, and a deployment whose registry binds it
+    scraper = block("scraper", input_keys=["text"], output_keys=["page"], tools_required=["ftp"])
+    data = minimal(s("a", block_id="scraper"))
+    # When validated with the bound names passed in
+    found = check_workflow(plan(data), lookup(scraper), tools=TOOLS | {"ftp"}, providers=PROVIDERS)
+    # Then nothing is found
+    assert found == Validation()
 
 
 def test_unknown_provider_of_a_step_is_reported() -> None:
@@ -919,11 +956,16 @@ def test_ensure_valid_workflow_raises_with_every_problem() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_block_with_unknown_tool_is_reported_on_tools_required() -> None:
-    problems = validate_block(
-        block("b", tools_required=["browser", "fax"]), tools=TOOLS, providers=PROVIDERS
-    )
-    assert only(problems).path == "tools_required[1]"
+def test_block_with_unbound_tool_is_a_warning_on_tools_required() -> None:
+    # Given a block needing a bound tool and one nothing binds
+    unbound = block("b", tools_required=["browser", "fax"])
+    # When checked
+    found = check_block(unbound, tools=TOOLS, providers=PROVIDERS)
+    # Then the unbound one is a warning with its path, and the block is valid
+    assert found.errors == []
+    assert only(found.warnings).path == "tools_required[1]"
+    assert "tool 'fax'" in found.warnings[0].message
+    assert validate_block(unbound, tools=TOOLS, providers=PROVIDERS) == []
 
 
 def test_block_with_unknown_provider_is_reported() -> None:
@@ -952,7 +994,7 @@ def test_http_block_without_http_settings_is_reported() -> None:
 
 def test_ensure_valid_block_raises_naming_the_block() -> None:
     with pytest.raises(DefinitionError) as raised:
-        ensure_valid_block(block("b", tools_required=["fax"]), tools=TOOLS, providers=PROVIDERS)
+        ensure_valid_block(block("b", llm_provider="fax"), tools=TOOLS, providers=PROVIDERS)
     assert raised.value.subject == "block b"
 
 
@@ -1091,7 +1133,7 @@ def test_loop_item_is_not_available_outside_the_loop() -> None:
         s("b"),
         s("after", depends_on=["each"], input_mappings={"text": "item"}),
     )
-    problem = only(problems_of(data))
+    problem = only(warnings_of(data))
     assert problem.path == "steps[2].input_mappings.text"
 
 

@@ -57,6 +57,44 @@ def new_session(settings: Settings) -> boto3.Session:
     return boto3.Session()
 
 
+def assumed_role_session(
+    settings: Settings, role_arn: str, *, session_name: str = "langorch-file-reader"
+) -> boto3.Session:
+    """A session holding ``role_arn``'s credentials: fetched on first use, refreshed before
+    they expire (a Lambda sandbox outlives one set), never at import or SnapStart snapshot.
+
+    Args:
+        settings: region and endpoint of the STS call.
+        role_arn: the role to assume.
+        session_name: shown in CloudTrail for every call made with the role.
+    """
+    from botocore.credentials import CredentialProvider, DeferredRefreshableCredentials
+    from botocore.session import get_session
+
+    sts = make_client("sts", settings)
+
+    def fetch() -> dict[str, str]:
+        issued = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name)["Credentials"]
+        return {
+            "access_key": issued["AccessKeyId"],
+            "secret_key": issued["SecretAccessKey"],
+            "token": issued["SessionToken"],
+            "expiry_time": issued["Expiration"].isoformat(),
+        }
+
+    class AssumedRole(CredentialProvider):  # type: ignore[misc]
+        METHOD = "langorch-assume-role"
+
+        def load(self) -> DeferredRefreshableCredentials:
+            return DeferredRefreshableCredentials(refresh_using=fetch, method=self.METHOD)
+
+    core = get_session()
+    # First in botocore's own resolver chain (a public hook): the session's clients sign with
+    # the role's refreshable credentials, as an assume-role profile would.
+    core.get_component("credential_provider").insert_before("env", AssumedRole())
+    return boto3.Session(botocore_session=core, region_name=settings.region)
+
+
 def make_client(service: str, settings: Settings, *, session: boto3.Session | None = None) -> Any:
     """A boto3 client for ``service`` at the configured region and endpoint.
 

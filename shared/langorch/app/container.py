@@ -72,14 +72,25 @@ class Container:
         if email is not None:
             self.__dict__["email"] = email
 
-    def client(self, service: str) -> Any:
-        """A boto3 client at the configured endpoint (cached per service)."""
-        cache: dict[str, Any] = self.__dict__.setdefault("_clients", {})
-        if service not in cache:
-            # One session for all of this container's clients: each costs ~55 ms (P3).
-            self._session = self._session or new_session(self.settings)
-            cache[service] = make_client(service, self.settings, session=self._session)
-        return cache[service]
+    def client(self, service: str, *, role: str | None = None) -> Any:
+        """A boto3 client at the configured endpoint (cached per service and role).
+
+        Args:
+            service: boto3 service name.
+            role: a role ARN whose credentials the client uses (assumed on first use,
+                refreshed before they expire); ``None``: the process's credentials.
+        """
+        cache: dict[tuple[str, str | None], Any] = self.__dict__.setdefault("_clients", {})
+        if (service, role) not in cache:
+            if role:
+                from langorch.adapters.aws import assumed_role_session
+
+                session = assumed_role_session(self.settings, role)
+            else:
+                # One session for all of this container's clients: each costs ~55 ms (P3).
+                self._session = session = self._session or new_session(self.settings)
+            cache[service, role] = make_client(service, self.settings, session=session)
+        return cache[service, role]
 
     @cached_property
     def definitions(self) -> DefinitionsRepository:
@@ -232,11 +243,12 @@ class Container:
 
     @cached_property
     def files(self) -> S3FileReader:
-        """What ``read_file`` steps read with: the files bucket, bounded reads."""
+        """What ``read_file`` steps read with: the files bucket, bounded reads — with the file
+        reader role when one is set, which IAM denies every key under the checkpoint prefix."""
         from langorch.adapters.files import S3FileReader
 
         return S3FileReader(
-            self.client("s3"),
+            self.client("s3", role=self.settings.file_reader_role_arn),
             bucket=self.settings.bucket,
             checkpoint_prefix=self.settings.checkpoint_prefix,
         )

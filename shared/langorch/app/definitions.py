@@ -6,7 +6,9 @@ in-memory fake or moto and the CLI uses DynamoDB.
 The rules (RELIABILITY.md "Definitions and CLI input"):
 
 * A definition is validated before it is stored; every problem is reported at once, and a
-  definition with any problem is never stored.
+  definition with any error is never stored. Warnings (an input resolved at run time from the
+  user's preferences, a tool no registry binds yet, a review loop with no route for its last
+  rejection) are returned beside the stored definitions; ``strict`` makes them errors.
 * A batch of files is all-or-nothing for validation: every file is loaded and checked before
   the first write, blocks are stored before the workflows that use them, and a workflow may
   use a block (or a subflow) defined in the same batch.
@@ -18,7 +20,7 @@ The rules (RELIABILITY.md "Definitions and CLI input"):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -27,7 +29,13 @@ from langorch.domain.builtins import builtin_blocks
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.loading import load_file
-from langorch.domain.validation import DefinitionLookup, validate_block, validate_workflow
+from langorch.domain.validation import (
+    DefinitionLookup,
+    Validation,
+    check_block,
+    check_workflow,
+    workflow_advice,
+)
 from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS
 
 Kind = Literal["block", "workflow"]
@@ -84,11 +92,14 @@ class ValidatedBatch:
         blocks: blocks from the files, plus built-ins the workflows use that are not stored.
         workflows: workflows, each after the workflows it uses as subflows.
         sources: ``(kind, id)`` -> the file the definition came from.
+        warnings: what is accepted but worth a look, each path prefixed with its file and
+            definition (empty with ``strict``: warnings are errors then).
     """
 
     blocks: list[BlockDefinition] = field(default_factory=list)
     workflows: list[TaskPlan] = field(default_factory=list)
     sources: dict[tuple[Kind, str], str] = field(default_factory=dict)
+    warnings: list[Problem] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,41 +107,48 @@ class ValidatedBatch:
 # --------------------------------------------------------------------------------------------
 
 
-def register_block(repo: DefinitionsStore, block: BlockDefinition) -> RegisterResult:
-    """Validate and store one block.
+def register_block(
+    repo: DefinitionsStore, block: BlockDefinition, *, tools: frozenset[str] = KNOWN_TOOLS
+) -> RegisterResult:
+    """Validate and store one block (its warnings do not stop it).
 
     Args:
         repo: the definitions store.
         block: the block; its ``version`` is assigned by the store.
+        tools: the tools bound in this deployment (default: the built-ins).
 
     Returns:
         What was stored (or found identical).
 
     Raises:
-        DefinitionError: the block is invalid; nothing was stored.
+        DefinitionError: the block has errors; nothing was stored.
     """
-    problems = validate_block(block, tools=KNOWN_TOOLS, providers=KNOWN_PROVIDERS)
+    problems = check_block(block, tools=tools, providers=KNOWN_PROVIDERS).errors
     if problems:
         raise DefinitionError(f"block {block.block_id}", problems)
     return _store_block(repo, block, source=None)
 
 
-def register_workflow(repo: DefinitionsStore, plan: TaskPlan) -> RegisterResult:
-    """Validate one workflow against the stored blocks, pin its versions and store it.
+def register_workflow(
+    repo: DefinitionsStore, plan: TaskPlan, *, tools: frozenset[str] = KNOWN_TOOLS
+) -> RegisterResult:
+    """Validate one workflow against the stored blocks, pin its versions and store it (its
+    warnings do not stop it).
 
     Args:
         repo: the definitions store; it is also the lookup for blocks and subflows.
         plan: the workflow; its ``version`` is assigned by the store.
+        tools: the tools bound in this deployment (default: the built-ins).
 
     Returns:
         What was stored (or found identical).
 
     Raises:
-        DefinitionError: the workflow is invalid; nothing was stored.
+        DefinitionError: the workflow has errors; nothing was stored.
     """
     builtins = _builtins_to_store([plan], set(), repo)
     lookup = _PendingLookup(repo, builtins, [])
-    problems = validate_workflow(plan, lookup, tools=KNOWN_TOOLS, providers=KNOWN_PROVIDERS)
+    problems = check_workflow(plan, lookup, tools=tools, providers=KNOWN_PROVIDERS).errors
     if problems:
         raise DefinitionError(f"workflow {plan.plan_id}", problems)
     for block in builtins:
@@ -139,7 +157,11 @@ def register_workflow(repo: DefinitionsStore, plan: TaskPlan) -> RegisterResult:
 
 
 def validate_files(
-    paths: Sequence[str | Path], lookup: DefinitionLookup | None = None
+    paths: Sequence[str | Path],
+    lookup: DefinitionLookup | None = None,
+    *,
+    tools: frozenset[str] = KNOWN_TOOLS,
+    strict: bool = False,
 ) -> ValidatedBatch:
     """Load and validate a batch of files without storing anything.
 
@@ -149,13 +171,16 @@ def validate_files(
     Args:
         paths: definition files (YAML or JSON).
         lookup: stored definitions; ``None`` validates offline.
+        tools: the tools bound in this deployment (default: the built-ins of
+            :mod:`langorch.llm.tools`); a block needing another is a warning.
+        strict: count warnings as errors.
 
     Returns:
-        The batch, ready to store.
+        The batch, ready to store, with its warnings.
 
     Raises:
-        DefinitionError: any file has any problem; ``problems`` lists all of them, each path
-            prefixed with its file and definition.
+        DefinitionError: any file has any error (with ``strict``: any warning);
+            ``problems`` lists all of them, each path prefixed with its file and definition.
     """
     problems: list[Problem] = []
     batch = ValidatedBatch()
@@ -181,16 +206,10 @@ def validate_files(
     batch.blocks.extend(_builtins_to_store(batch.workflows, in_batch, lookup))
     pending = _PendingLookup(lookup, batch.blocks, batch.workflows)
 
-    for block in batch.blocks:
-        where = (
-            f"{batch.sources.get(('block', block.block_id), '<built-in>')}: block {block.block_id}"
-        )
-        found = validate_block(block, tools=KNOWN_TOOLS, providers=KNOWN_PROVIDERS)
-        problems.extend(_located(where, found, separator=": "))
-    for plan in batch.workflows:
-        where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}"
-        found = validate_workflow(plan, pending, tools=KNOWN_TOOLS, providers=KNOWN_PROVIDERS)
-        problems.extend(_located(where, found, separator=": "))
+    for where, validation in _checked(batch, pending, tools):
+        validation = validation.strict() if strict else validation
+        problems.extend(_located(where, validation.errors, separator=": "))
+        batch.warnings.extend(_located(where, validation.warnings, separator=": "))
 
     if problems:
         raise DefinitionError(_subject(paths), problems)
@@ -198,20 +217,29 @@ def validate_files(
     return batch
 
 
-def register_files(repo: DefinitionsStore, paths: Sequence[str | Path]) -> list[RegisterResult]:
+def register_files(
+    repo: DefinitionsStore,
+    paths: Sequence[str | Path],
+    *,
+    tools: frozenset[str] = KNOWN_TOOLS,
+    strict: bool = False,
+) -> list[RegisterResult]:
     """Validate every file, then store blocks, then workflows (with pinned versions).
 
     Args:
         repo: the definitions store; also the lookup for references outside the batch.
         paths: definition files (YAML or JSON).
+        tools: the tools bound in this deployment (default: the built-ins).
+        strict: count warnings as errors (:func:`validate_files` returns the warnings).
 
     Returns:
         One result per stored definition: blocks first, then workflows.
 
     Raises:
-        DefinitionError: any file has any problem; nothing was stored.
+        DefinitionError: any file has any error (with ``strict``: any warning); nothing was
+            stored.
     """
-    batch = validate_files(paths, repo)
+    batch = validate_files(paths, repo, tools=tools, strict=strict)
     results = [
         _store_block(repo, block, source=batch.sources.get(("block", block.block_id)))
         for block in batch.blocks
@@ -282,6 +310,25 @@ def pin_versions(plan: TaskPlan, lookup: DefinitionLookup) -> TaskPlan:
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
+
+
+def _checked(
+    batch: ValidatedBatch, lookup: DefinitionLookup, tools: frozenset[str]
+) -> Iterator[tuple[str, Validation]]:
+    """``(where, findings)`` of each definition of the batch; a workflow's warnings include
+    :func:`~langorch.domain.validation.workflow_advice` (valid, but probably not meant)."""
+    for block in batch.blocks:
+        where = batch.sources.get(("block", block.block_id), "<built-in>")
+        yield (
+            f"{where}: block {block.block_id}",
+            check_block(block, tools=tools, providers=KNOWN_PROVIDERS),
+        )
+    for plan in batch.workflows:
+        found = check_workflow(plan, lookup, tools=tools, providers=KNOWN_PROVIDERS)
+        yield (
+            f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}",
+            Validation(found.errors, [*found.warnings, *workflow_advice(plan)]),
+        )
 
 
 def _store_block(

@@ -113,10 +113,11 @@ class TriggerSync:
 
 @dataclass
 class RegisteredBatch:
-    """What :func:`register_and_sync` stored and synced."""
+    """What :func:`register_and_sync` stored and synced, and the definitions' warnings."""
 
     results: list[RegisterResult]
     triggers: list[TriggerSync]
+    warnings: list[Problem] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,7 +228,13 @@ def _sync_schedules(
         )
 
 
-def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> RegisteredBatch:
+def register_and_sync(
+    paths: Sequence[str | Path],
+    deps: RegisterDeps,
+    *,
+    strict: bool = False,
+    tools: frozenset[str] | None = None,
+) -> RegisteredBatch:
     """Validate and store definition files, then sync every stored workflow's triggers.
 
     Schedules EventBridge Scheduler cannot express are reported with the other problems,
@@ -236,6 +243,9 @@ def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> Regist
     Args:
         paths: definition files (YAML or JSON).
         deps: the ports it needs.
+        strict: count the definitions' warnings as errors.
+        tools: the tools bound in this deployment (``None``: the built-ins); a block needing
+            another is a warning.
 
     Returns:
         The stored definitions and, per workflow, what its triggers' sync did.
@@ -247,21 +257,23 @@ def register_and_sync(paths: Sequence[str | Path], deps: RegisterDeps) -> Regist
     # Imported here: registration pulls in validation and the LLM registry's names, which the
     # trigger function never needs.
     from langorch.app.definitions import register_files, validate_files
+    from langorch.llm import KNOWN_TOOLS
 
-    batch = validate_files(paths, deps.definitions)
+    bound = KNOWN_TOOLS if tools is None else tools
+    batch = validate_files(paths, deps.definitions, strict=strict, tools=bound)
     problems: list[Problem] = []
     for plan in batch.workflows:
         where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
         problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
     if problems:
         raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
-    results = register_files(deps.definitions, paths)
+    results = register_files(deps.definitions, paths, tools=bound)
     synced = [
         sync_triggers(r.definition, deps)
         for r in results
         if r.kind == "workflow" and isinstance(r.definition, TaskPlan)
     ]
-    return RegisteredBatch(results, synced)
+    return RegisteredBatch(results, synced, batch.warnings)
 
 
 def rotate_webhook_secret(

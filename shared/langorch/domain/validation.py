@@ -9,11 +9,18 @@ references, reachability, cycles, branches, joins), each step's kind (its own ch
 reads and writes: :mod:`langorch.domain.kinds`), and the plan-level checks here (data flow:
 every key a step reads is provided before it; triggers and schedules; tools and providers).
 The runner needs only the topology (:func:`step_graph`), so it never imports this module.
+
+A finding is an **error** (the definition is refused) or a **warning** (it is stored and runs;
+``--strict`` refuses it too). Two findings are warnings because seed 000 gives them a meaning at
+run time: an input that neither the inputs schema nor an earlier step provides is read from
+``shared_context``, else the user's stored preference of that name, else empty; and a tool no
+registry binds yet (``browser``) fails a step only if its model calls it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
@@ -44,6 +51,9 @@ __all__ = [
     "LoopInfo",
     "StepGraph",
     "StepNode",
+    "Validation",
+    "check_block",
+    "check_workflow",
     "ensure_valid_block",
     "ensure_valid_workflow",
     "step_graph",
@@ -67,24 +77,69 @@ _GENERIC_SETTINGS = "settings"
 # --------------------------------------------------------------------------------------------
 
 
-def validate_block(
-    block: BlockDefinition, *, tools: frozenset[str], providers: frozenset[str]
-) -> list[Problem]:
-    """Every problem of a block on its own.
+@dataclass(frozen=True)
+class Validation:
+    """What validating a definition found, errors and warnings apart.
+
+    Attributes:
+        errors: Problems that refuse the definition.
+        warnings: Findings that do not (an input resolved at run time, an unbound tool).
+    """
+
+    errors: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the definition may be stored (no errors; warnings allowed)."""
+        return not self.errors
+
+    def strict(self) -> Validation:
+        """The same findings with every warning counted as an error (``--strict``)."""
+        return Validation(errors=[*self.errors, *self.warnings])
+
+
+def check_block(
+    block: BlockDefinition, *, tools: frozenset[str] | None, providers: frozenset[str] | None
+) -> Validation:
+    """Every error and warning of a block on its own.
 
     Args:
         block: The block.
-        tools: Names of the registered tools.
+        tools: Names of the tools bound in this deployment (built-in and registered); a
+            ``tools_required`` entry outside them is a warning. ``None`` skips the check.
+        providers: Names of the available LLM providers; ``None`` skips the check.
+
+    Returns:
+        The findings, paths relative to the block.
+    """
+    warnings = [
+        _unbound_tool(f"tools_required[{j}]", tool, tools)
+        for j, tool in enumerate(block.tools_required)
+        if tools is not None and tool not in tools
+    ]
+    return Validation(errors=_block_errors(block, providers), warnings=warnings)
+
+
+def validate_block(
+    block: BlockDefinition, *, tools: frozenset[str] | None, providers: frozenset[str] | None
+) -> list[Problem]:
+    """The errors of a block on its own (:func:`check_block` has its warnings too).
+
+    Args:
+        block: The block.
+        tools: Names of the bound tools (unbound ones are only warnings).
         providers: Names of the available LLM providers.
 
     Returns:
         The problems (empty when the block is valid), paths relative to the block.
     """
+    return check_block(block, tools=tools, providers=providers).errors
+
+
+def _block_errors(block: BlockDefinition, providers: frozenset[str] | None) -> list[Problem]:
     problems: list[Problem] = []
     add = problems.append
-    for j, tool in enumerate(block.tools_required):
-        if tools is not None and tool not in tools:
-            add(_unknown_tool(f"tools_required[{j}]", tool, tools))
     if providers is not None and block.llm_provider and block.llm_provider not in providers:
         add(_unknown_provider("llm_provider", block.llm_provider, providers))
     kind = registry.get(block.block_type)
@@ -122,7 +177,7 @@ def validate_block(
 
 
 def ensure_valid_block(
-    block: BlockDefinition, *, tools: frozenset[str], providers: frozenset[str]
+    block: BlockDefinition, *, tools: frozenset[str] | None, providers: frozenset[str] | None
 ) -> None:
     """Raise when a block has problems.
 
@@ -134,32 +189,57 @@ def ensure_valid_block(
         raise DefinitionError(f"block {block.block_id}", problems)
 
 
-def validate_workflow(
+def check_workflow(
     plan: TaskPlan,
     lookup: DefinitionLookup,
     *,
-    tools: frozenset[str],
-    providers: frozenset[str],
-) -> list[Problem]:
-    """Every problem of a workflow, with the blocks and workflows it refers to.
+    tools: frozenset[str] | None,
+    providers: frozenset[str] | None,
+) -> Validation:
+    """Every error and warning of a workflow, with the blocks and workflows it refers to.
 
     Args:
         plan: The workflow.
         lookup: Where referenced blocks and subflow workflows are found.
-        tools: Names of the registered tools.
+        tools: Names of the tools bound in this deployment (built-in and registered); a block
+            needing another is a warning. ``None`` skips the check.
+        providers: Names of the available LLM providers; ``None`` skips the check.
+
+    Returns:
+        The findings, paths relative to the workflow. Inputs nothing provides and unbound
+        tools are warnings; :func:`workflow_advice` is not included.
+    """
+    topology = Topology(plan, lookup)
+    return Validation(
+        errors=[
+            *topology.problems,
+            *_kind_problems(topology),
+            *_plan_problems(plan),
+            *_provider_problems(topology, providers),
+        ],
+        warnings=[*_input_problems(topology), *_tool_warnings(topology, tools)],
+    )
+
+
+def validate_workflow(
+    plan: TaskPlan,
+    lookup: DefinitionLookup,
+    *,
+    tools: frozenset[str] | None,
+    providers: frozenset[str] | None,
+) -> list[Problem]:
+    """The errors of a workflow (:func:`check_workflow` has its warnings too).
+
+    Args:
+        plan: The workflow.
+        lookup: Where referenced blocks and subflow workflows are found.
+        tools: Names of the bound tools (unbound ones are only warnings).
         providers: Names of the available LLM providers.
 
     Returns:
         The problems (empty when the workflow is valid), paths relative to the workflow.
     """
-    topology = Topology(plan, lookup)
-    return [
-        *topology.problems,
-        *_kind_problems(topology),
-        *_plan_problems(plan),
-        *_input_problems(topology),
-        *_registry_problems(topology, tools, providers),
-    ]
+    return check_workflow(plan, lookup, tools=tools, providers=providers).errors
 
 
 def workflow_advice(plan: TaskPlan) -> list[Problem]:
@@ -184,8 +264,8 @@ def ensure_valid_workflow(
     plan: TaskPlan,
     lookup: DefinitionLookup,
     *,
-    tools: frozenset[str],
-    providers: frozenset[str],
+    tools: frozenset[str] | None,
+    providers: frozenset[str] | None,
 ) -> None:
     """Raise when a workflow has problems.
 
@@ -262,7 +342,12 @@ def _template_reads(path: str, text: str, readable: frozenset[str], how: How) ->
 
 
 def _input_problems(t: Topology) -> Iterator[Problem]:
-    """Every key a step reads must be provided before it (001 §4.1)."""
+    """Warnings for the keys a step reads that nothing provides before it (001 §4.1).
+
+    Seed 000 reads such a key from ``shared_context``, else the user's stored preference of that
+    name, else empty (``engine.kinds.base.scope_of``): a warning, since a preference may well
+    hold it, but a typo looks the same.
+    """
     plan = t.plan
     base: set[str] = set(BUILTIN_KEYS)
     if plan.inputs_schema is not None:
@@ -296,7 +381,11 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         for path, key, what in _reads(t, step):
             if key not in available:
                 yield Problem(
-                    path, f"{what} {key!r}, which no input or earlier step provides", hint
+                    path,
+                    f"{what} {key!r}, which no input or earlier step provides",
+                    f"at run time it is read from shared_context (an undeclared run input "
+                    f"counts), else the user's preference {key!r}, else empty; to be sure of "
+                    f"it, {hint}",
                 )
 
 
@@ -372,25 +461,16 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
                 )
 
 
-def _registry_problems(
-    t: Topology, tools: frozenset[str] | None, providers: frozenset[str] | None
-) -> Iterator[Problem]:
-    """Tools and providers the steps, their blocks and the plan name must be registered.
+def _provider_problems(t: Topology, providers: frozenset[str] | None) -> Iterator[Problem]:
+    """LLM providers the steps, their blocks and the plan name must be available.
 
-    ``None`` for a registry skips its checks (what ``step_graph`` checked before: nothing).
+    ``None`` skips the check (what ``step_graph`` checked before: nothing).
     """
+    if providers is None:
+        return
     for step in t.steps():
         path = f"{t.sp(step.step_id)}.block_id"
         block = t.blocks[step.step_id]
-        if block is not None and tools is not None:
-            for tool in block.tools_required:
-                if tool not in tools:
-                    problem = _unknown_tool(path, tool, tools)
-                    yield Problem(
-                        path, f"block {block.block_id!r} needs {problem.message}", problem.hint
-                    )
-        if providers is None:
-            continue
         if block is not None and block.llm_provider and block.llm_provider not in providers:
             problem = _unknown_provider(path, block.llm_provider, providers)
             yield Problem(path, f"block {block.block_id!r} uses {problem.message}", problem.hint)
@@ -398,8 +478,22 @@ def _registry_problems(
             yield _unknown_provider(
                 f"{t.sp(step.step_id)}.llm_provider", step.llm_provider, providers
             )
-    if providers is not None and t.plan.llm_provider and t.plan.llm_provider not in providers:
+    if t.plan.llm_provider and t.plan.llm_provider not in providers:
         yield _unknown_provider("llm_provider", t.plan.llm_provider, providers)
+
+
+def _tool_warnings(t: Topology, tools: frozenset[str] | None) -> Iterator[Problem]:
+    """Tools the steps' blocks need that nothing binds yet (``None``: no check)."""
+    if tools is None:
+        return
+    for step in t.steps():
+        block = t.blocks[step.step_id]
+        if block is None:
+            continue
+        for tool in block.tools_required:
+            if tool not in tools:
+                path = f"{t.sp(step.step_id)}.block_id"
+                yield _unbound_tool(path, tool, tools, needed_by=block.block_id)
 
 
 def _cron_is_valid(expression: str) -> bool:
@@ -458,11 +552,17 @@ def _syntax_problem(path: str, how: str, error: str) -> Problem:
     )
 
 
-def _unknown_tool(path: str, tool: str, tools: frozenset[str]) -> Problem:
+def _unbound_tool(path: str, tool: str, tools: frozenset[str], *, needed_by: str = "") -> Problem:
+    what = (
+        f"block {needed_by!r} needs tool {tool!r}, which is not bound in this deployment"
+        if needed_by
+        else f"tool {tool!r} is not bound in this deployment"
+    )
     return Problem(
         path,
-        f"unknown tool {tool!r}",
-        f"registered tools are {', '.join(sorted(tools)) or '(none)'}",
+        what,
+        f"the block runs; a step fails only if its model calls {tool!r} while it is unbound. "
+        f"Bound tools: {', '.join(sorted(tools)) or '(none)'}",
     )
 
 

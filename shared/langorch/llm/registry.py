@@ -12,7 +12,6 @@ from langorch.llm.base import LLMCallError, LLMProvider, LLMRequest, LLMResult
 from langorch.llm.offline import OfflineProvider
 from langorch.llm.schema import validate_outputs
 from langorch.llm.settings import BedrockSettings, OpenAISettings
-from langorch.llm.tools import check_tools
 
 KNOWN_PROVIDERS: frozenset[str] = frozenset({"offline", "bedrock", "openai"})
 """The names ``llm_provider`` may use."""
@@ -107,8 +106,8 @@ class LLMRegistry:
         Raises:
             ProviderNotAvailableError: The provider's SDK, key or credentials are missing.
             LLMError: The provider failed (see ``retryable`` and :mod:`langorch.llm.errors`),
-                a tool is unknown, a key is missing from the answer, a value has the wrong
-                type, or the branch is not one of the choices.
+                a key is missing from the answer, a value has the wrong type, or the branch is
+                not one of the choices.
         """
         name, request = self._prepare(request)
         return self._checked(request, await self.provider(name).ainvoke(request))
@@ -116,7 +115,9 @@ class LLMRegistry:
     def _prepare(self, request: LLMRequest) -> tuple[str, LLMRequest]:
         name = request.provider or self._default_provider
         _check_provider(name)
-        check_tools(request.tools)
+        # Tool names are not refused here: a block may name a tool nothing binds yet (seed
+        # 000's `browser`, accepted with a warning at `put`). Binding them is the provider's
+        # tool loop's business; the offline provider calls no tool, so such a block runs.
         changes: dict[str, Any] = {}
         if request.model is None and name == self._default_provider and self._default_model:
             changes["model"] = self._default_model

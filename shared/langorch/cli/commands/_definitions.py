@@ -10,9 +10,12 @@ from langorch.cli.output import to_yaml
 from langorch.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
+    import argparse
+
     from langorch.adapters.dynamodb.definitions import StoredDefinition
     from langorch.app.definitions import RegisterResult
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.errors import Problem
 
 Kind = Literal["block", "workflow"]
 
@@ -29,6 +32,27 @@ def parse_ref(ref: str) -> tuple[str, int | None]:
     if not version.isdigit() or int(version) < 1:
         raise UsageError(f"bad version in {ref!r}: expected ID@N with N a positive integer")
     return definition_id, int(version)
+
+
+def add_strict(parser: argparse.ArgumentParser) -> None:
+    """The ``--strict`` flag of ``put`` and ``validate``."""
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="treat warnings (inputs left to the user's preferences, unbound tools, …) as "
+        "errors: exit 2 and store nothing",
+    )
+
+
+def warn_each(ctx: Context, warnings: list[Problem]) -> None:
+    """Print each warning on its own ``warning:`` line (stderr, apart from the result)."""
+    for warning in warnings:
+        ctx.out.warn(str(warning))
+
+
+def problem_documents(problems: list[Problem]) -> list[dict[str, str]]:
+    """Problems as ``--json`` (the shape of the error document's ``problems``)."""
+    return [{"path": p.path, "message": p.message, "hint": p.hint} for p in problems]
 
 
 def put_document(results: list[RegisterResult]) -> dict[str, Any]:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import argparse
 
-from langorch.cli.commands._definitions import put_document, put_text, show
+from langorch.cli.commands._definitions import (
+    add_strict,
+    problem_documents,
+    put_document,
+    put_text,
+    show,
+    warn_each,
+)
 from langorch.cli.context import Context
 from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
@@ -22,6 +29,7 @@ def register(subparsers: Subparsers) -> None:
         "workflows in them are left for `workflows put`",
     )
     put.add_argument("files", nargs="+", metavar="FILE")
+    add_strict(put)
 
     listing = add_command(blocks, "list", _list, "the latest version of every block")
     listing.add_argument("--category", help="only blocks in this category")
@@ -41,7 +49,8 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
     repo = ctx.definitions()
     # The whole files are checked (a file is one unit), but only their blocks are stored:
     # a workflow stored here would skip its triggers' schedules and webhook secret.
-    batch = validate_files(args.files, repo)
+    batch = validate_files(args.files, repo, strict=args.strict)
+    warn_each(ctx, batch.warnings)
     results = [
         replace(register_block(repo, block), source=batch.sources[("block", block.block_id)])
         for block in batch.blocks
@@ -55,6 +64,7 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
         )
     document = put_document(results)
     document["skipped_workflows"] = skipped
+    document["warnings"] = problem_documents(batch.warnings)
     ctx.out.result(document, lambda: put_text(results) or "no blocks in the files")
 
 

@@ -5,14 +5,21 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from langorch.cli.commands._definitions import put_document, put_text, require_webhook, show
+from langorch.cli.commands._definitions import (
+    add_strict,
+    problem_documents,
+    put_document,
+    put_text,
+    require_webhook,
+    show,
+    warn_each,
+)
 from langorch.cli.context import Context
 from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
 
 if TYPE_CHECKING:
     from langorch.app.trigger_sync import TriggerSync
-    from langorch.domain.definitions import TaskPlan
 
 
 def register(subparsers: Subparsers) -> None:
@@ -26,6 +33,7 @@ def register(subparsers: Subparsers) -> None:
         "validate and store every definition in the files, pinning block versions",
     )
     put.add_argument("files", nargs="+", metavar="FILE")
+    add_strict(put)
 
     validate = add_command(
         workflows,
@@ -34,6 +42,7 @@ def register(subparsers: Subparsers) -> None:
         "check files without storing anything (offline when no stack is running)",
     )
     validate.add_argument("files", nargs="+", metavar="FILE")
+    add_strict(validate)
 
     add_command(workflows, "list", _list, "the latest version of every workflow")
 
@@ -53,29 +62,20 @@ def register(subparsers: Subparsers) -> None:
 def _put(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.container import Container
     from langorch.app.trigger_sync import register_and_sync
-    from langorch.domain.definitions import TaskPlan
 
-    batch = register_and_sync(args.files, Container(ctx.settings))
+    batch = register_and_sync(args.files, Container(ctx.settings), strict=args.strict)
     results = batch.results
     document = put_document(results)
     document["triggers"] = [_sync_document(s) for s in batch.triggers]
+    document["warnings"] = problem_documents(batch.warnings)
+    warn_each(ctx, batch.warnings)
     for sync in batch.triggers:
         for warning in sync.warnings:
             ctx.out.warn(warning)
-    _advise(ctx, [r.definition for r in results if isinstance(r.definition, TaskPlan)])
     ctx.out.result(
         document,
         lambda: "\n".join([put_text(results), *_sync_lines(batch.triggers)]).rstrip(),
     )
-
-
-def _advise(ctx: Context, plans: list[TaskPlan]) -> None:
-    """Warn about what is valid but probably not meant (stderr; the result is unchanged)."""
-    from langorch.domain.validation import workflow_advice
-
-    for plan in plans:
-        for advice in workflow_advice(plan):
-            ctx.out.warn(f"workflow {plan.plan_id}: {advice}")
 
 
 def _sync_document(sync: TriggerSync) -> dict[str, Any]:
@@ -130,16 +130,18 @@ def _validate(ctx: Context, args: argparse.Namespace) -> None:
     target = ctx.reachable_target()
     lookup = None if target is None else ctx.definitions()
     against = "built-in blocks only" if target is None else f"stored definitions ({target.source})"
-    batch = validate_files(args.files, lookup)
-    _advise(ctx, batch.workflows)
+    batch = validate_files(args.files, lookup, strict=args.strict)
+    warn_each(ctx, batch.warnings)
     document = {
         "valid": True,
         "checked_against": against,
         "blocks": [b.block_id for b in batch.blocks],
         "workflows": [w.plan_id for w in batch.workflows],
+        "warnings": problem_documents(batch.warnings),
     }
+    warned = f" ({len(batch.warnings)} warning(s) above)" if batch.warnings else ""
     text = (
-        f"valid: {len(batch.blocks)} block(s), {len(batch.workflows)} workflow(s), "
+        f"valid{warned}: {len(batch.blocks)} block(s), {len(batch.workflows)} workflow(s), "
         f"checked against {against}"
     )
     ctx.out.result(document, text)

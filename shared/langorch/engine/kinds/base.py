@@ -109,11 +109,19 @@ attempt; the generic node retries, routes errors and records the result."""
 
 
 def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:
-    """The names templates and expressions see: ``shared_context`` plus the run's own."""
+    """The names templates and expressions see: ``shared_context`` plus the run's own.
+
+    A name resolves as seed 000 says: from ``shared_context``, else the user's stored
+    preference of that name (loaded before the first step), else empty (missing names render
+    as ``""``). Validation warns about the names this is needed for. The run's own names
+    (``run_id``, ``user_preferences``, …) come last: no preference can shadow them.
+    """
     shared = dict(state.get("shared_context") or {})
+    preferences = state.get("user_preferences") or {}
     scope: dict[str, Any] = {
+        **preferences,
         **shared,
-        "user_preferences": state.get("user_preferences") or {},
+        "user_preferences": preferences,
         "user_history": state.get("user_history") or [],
         "error": state.get("error") or {},
         "run_id": state.get("run_id", ""),
@@ -122,12 +130,28 @@ def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]
     mappings = spec.step.input_mappings if spec else None
     if mappings:
         for key, source in mappings.items():
-            scope[key] = shared.get(source, "")
+            scope[key] = resolve_input(source, shared, preferences)
     return scope
 
 
+def resolve_input(key: str, shared: dict[str, Any], preferences: dict[str, Any]) -> Any:
+    """One input as seed 000 resolves it: ``shared_context``, else the preference, else ``""``.
+
+    Args:
+        key: The ``shared_context`` key (an input key, or the source of an input mapping).
+        shared: The run's ``shared_context``.
+        preferences: The user's stored preferences.
+
+    Returns:
+        The value; ``""`` when neither holds the key.
+    """
+    if key in shared:
+        return shared[key]
+    return preferences.get(key, "")
+
+
 def input_scope(spec: StepSpec, state: OrchestrationState) -> dict[str, Any]:
-    """:func:`scope_of` with the block's input keys present (``""`` when unset)."""
+    """:func:`scope_of` with the block's input keys present (``""`` when nothing holds them)."""
     scope = scope_of(spec, state)
     keys = spec.block.input_keys if spec.block else []
     scope.update({key: scope.get(key, "") for key in keys})
