@@ -9,7 +9,7 @@ PY_DIRS := $(wildcard shared functions tests bench infra)
 
 CDK := npx --yes aws-cdk@2.1148.1
 
-.PHONY: install dev test lint types unit bench bench-pipeline synth deploy destroy clean
+.PHONY: install dev test lint types unit bench bench-pipeline synth deploy destroy clean chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ types: $(STAMP)
 
 # Two processes (the machines here have two cores); a file's tests stay in one process, so
 # module-scoped emulators and stacks are shared as written.
-test: $(STAMP) lint types
+test: $(STAMP) lint types chromium
 	$(BIN)/pytest -q -n 2 --dist loadfile
+
+# The browser tests (tests/browser) drive Debian's chromium with Playwright; Playwright's own
+# browser download needs the network, the distribution's package does not. Quiet, idempotent.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -41,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/engine.py
 	$(BIN)/python bench/deploy.py
 	$(BIN)/python bench/llm.py
+	$(BIN)/python bench/console.py
 
 bench-pipeline: $(STAMP)
 	$(BIN)/python bench/pipeline.py

@@ -18,6 +18,8 @@ CONTEXT_KEY = "langorch"
 _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _EMAIL = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+)$")
 _PROVIDERS = ("offline", "bedrock", "openai")
+_MCP_URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 _SES_IDENTITY = ("create", "existing")
 PLACEHOLDER_SENDER = "langorch@example.com"
 """The shipped ``sender_email``: SES can never verify it, so synthesis refuses it."""
@@ -62,6 +64,11 @@ class DeployConfig:
             (Anthropic, Meta, ...; the Bedrock model catalog lists them): the runner may then
             subscribe the account on the first invocation. Empty: someone with Marketplace
             permissions invokes each model once (README, "Bedrock").
+        mcp_servers: URLs of the MCP tool servers the runner may call (``langorch tools add``
+            registers them; a registered tool whose URL is not listed here is refused at run
+            time). Empty: no registered tool may be called.
+        mcp_secrets: names of the Secrets Manager secrets that hold the tool servers' header
+            values (``--header NAME=secret:ID``); the runner may read exactly these.
         log_retention_days: retention of every log group.
         checkpoint_ttl_days: checkpoints (and their offloaded S3 objects) expire after this.
         retain_data: keep tables and the bucket when the stack is destroyed.
@@ -95,6 +102,8 @@ class DeployConfig:
     bedrock_models: tuple[str, ...] = ()
     bedrock_regions: tuple[str, ...] = ()
     bedrock_marketplace_products: tuple[str, ...] = ()
+    mcp_servers: tuple[str, ...] = ()
+    mcp_secrets: tuple[str, ...] = ()
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
     retain_data: bool = True
@@ -107,6 +116,20 @@ class DeployConfig:
     bundle: bool = False
     python312: str | None = None
     build_dir: str | None = None
+
+    def _validate_mcp(self) -> None:
+        for url in self.mcp_servers:
+            if not _MCP_URL.match(url):
+                raise ConfigError(
+                    f"mcp_servers: {url!r} is not an http(s) URL without credentials (put "
+                    "credentials in a secret listed in mcp_secrets)"
+                )
+        for name in self.mcp_secrets:
+            if not _SECRET_NAME.match(name):
+                raise ConfigError(
+                    f"mcp_secrets: {name!r} is not a Secrets Manager secret name (letters, "
+                    "digits and /_+=.@-, at most 512)"
+                )
 
     @property
     def prefix(self) -> str:
@@ -166,6 +189,8 @@ class DeployConfig:
             "bedrock_models",
             "bedrock_regions",
             "bedrock_marketplace_products",
+            "mcp_servers",
+            "mcp_secrets",
         ):
             if name in raw:
                 raw[name] = tuple(_as_list(raw[name]))
@@ -190,6 +215,7 @@ class DeployConfig:
         return config
 
     def _validate(self) -> None:
+        self._validate_mcp()
         if not _STAGE.match(self.stage):
             raise ConfigError(
                 f"stage {self.stage!r}: lowercase letters, digits and '-', at most 20, "

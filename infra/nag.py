@@ -108,7 +108,10 @@ def suppress(stack: LangorchStack) -> None:
         "AwsSolutions-IAM5[Resource::*]",
         XRAY + " With bedrock_marketplace_products set, also aws-marketplace:Subscribe "
         "(conditioned on those product ids) and ViewSubscriptions: Marketplace subscriptions "
-        "have no resource ARNs, AWS documents the product-id condition as the scope.",
+        "have no resource ARNs, AWS documents the product-id condition as the scope. Also "
+        "states:SendTaskSuccess: releasing a resource lease wakes the next queued run with "
+        "the task token kept in the resource's queue; a task token names no state machine, "
+        "so the action cannot be scoped to one.",
     )
     _ack(
         runner_role,

@@ -160,6 +160,12 @@ class LangorchStack(Stack):
         # make a dependency cycle.
         for function in (self.functions.trigger, self.functions.approval_callback):
             function.add_environment("LANGORCH_STATE_MACHINE_ARN", state_machine.state_machine_arn)
+        # Tools over MCP: the runner calls only the configured servers and reads only the
+        # configured header secrets (least privilege; `langorch tools add` registers them).
+        self.functions.run_segment.add_environment(
+            "LANGORCH_TOOL_SERVER_URLS", json.dumps(list(config.mcp_servers))
+        )
+        self.secrets.grant_read_tool_secrets(self.functions.run_segment, config.mcp_secrets)
 
         self.observability = Observability(
             self,

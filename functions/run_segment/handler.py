@@ -4,12 +4,15 @@ Events (built by the state machine, ``statemachine.asl.json``)::
 
     {"action": "segment", "run_id": "run-…", "resume": null | {"woke": true} | {decision…}}
     {"action": "fail", "run_id": "run-…", "state": {…, "error": {"Error": …, "Cause": …}}}
+    {"action": "park", "run_id": "run-…", "resource": {"name": …, "holder": …}, "task_token": …}
 
 A segment answers the state machine's payload: ``run_id``, ``status`` (what ``Route`` branches
 on), ``segment``, ``seconds`` for a sleep, ``approval`` (with ``timeout_seconds``) for an
-approval, and ``resume: null`` for the next ``RunSegment``. Infrastructure errors
-(``StorageError``, ``LeaseHeldError``, ``LeaseLostError``) are not caught: Lambda reports them
-under their class name, which the state machine's ``Retry`` matches.
+approval, ``resource`` (with ``seconds``) for a run queued for a resource, and ``resume: null``
+for the next ``RunSegment``. ``park`` keeps a queued run's task token with its place in the
+resource's queue, so the release that makes it its turn wakes it (``AwaitResource``).
+Infrastructure errors (``StorageError``, ``LeaseHeldError``, ``LeaseLostError``) are not
+caught: Lambda reports them under their class name, which the state machine's ``Retry`` matches.
 """
 
 from __future__ import annotations
@@ -98,8 +101,19 @@ class FailEvent(BaseModel):
         return RunError(type=name, message=_lambda_error_message(cause) or cause or name)
 
 
-Event = Annotated[SegmentEvent | FailEvent, Field(discriminator="action")]
-_EVENT: TypeAdapter[SegmentEvent | FailEvent] = TypeAdapter(Event)
+class ParkEvent(BaseModel):
+    """A run queued for a resource parks on a task token (``AwaitResource``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["park"]
+    run_id: str
+    resource: dict[str, str]
+    task_token: str = Field(repr=False)
+
+
+Event = Annotated[SegmentEvent | FailEvent | ParkEvent, Field(discriminator="action")]
+_EVENT: TypeAdapter[SegmentEvent | FailEvent | ParkEvent] = TypeAdapter(Event)
 
 
 def _lambda_error_message(cause: str) -> str | None:
@@ -131,6 +145,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         log.thread_safe_append_keys(run_id=request.run_id)
         if isinstance(request, FailEvent):
             return _fail(request)
+        if isinstance(request, ParkEvent):
+            return _park(request)
         return _segment(request)
     except Exception as exc:
         if not retried_on_purpose(exc, RETRIED):
@@ -171,6 +187,19 @@ def _fail(request: FailEvent) -> dict[str, Any]:
         "run marked failed" if failed else "run had already ended", extra={"error": error.type}
     )
     return {"run_id": request.run_id, "status": "failed", "marked": failed}
+
+
+def _park(request: ParkEvent) -> dict[str, Any]:
+    from langorch.app.resources import ParkForResource, park_for_resource
+
+    command = ParkForResource(
+        request.run_id,
+        request.resource.get("name", ""),
+        request.resource.get("holder", ""),
+        request.task_token,
+    )
+    woken = park_for_resource(command, container())
+    return {"run_id": request.run_id, "parked": True, "woken": woken}
 
 
 def _ms_since(started: float) -> float:

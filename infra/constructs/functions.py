@@ -272,6 +272,11 @@ class Functions(Construct):
         # is on the runs table, granted above).
         _grant_table(tables.checkpoints, runner, "Query", "Scan", "BatchWriteItem", "PutItem")
         _grant_table(tables.memory, runner, "GetItem", "UpdateItem", "DeleteItem", "Query", "Scan")
+        # A step that gives back a resource lease wakes the run parked next in its queue
+        # (AwaitResource's task token); a task token names no state machine (see below).
+        iam.Grant.add_to_principal(
+            grantee=runner, actions=["states:SendTaskSuccess"], resource_arns=["*"]
+        )
         files.grant_checkpoint_offload(runner)
         # read_file steps read with a role of their own, which may read the bucket's files and
         # is explicitly denied the checkpoint prefix: a step can never read a run's

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from aws_cdk import Arn, ArnComponents, ArnFormat, RemovalPolicy, SecretValue, Stack
 from aws_cdk import aws_iam as iam
@@ -76,6 +77,31 @@ class Secrets(Construct):
                 exclude_punctuation=True,
             ),
             removal_policy=RemovalPolicy.DESTROY,
+        )
+
+    def grant_read_tool_secrets(self, grantee: iam.IGrantable, names: Sequence[str]) -> None:
+        """Let ``grantee`` read exactly the named tool-header secrets (``mcp_secrets``).
+
+        The operator creates them (``{"value": "..."}``) before ``langorch tools add``; each
+        ARN ends in Secrets Manager's random ``-XXXXXX``, matched by six ``?``.
+        """
+        if not names:
+            return
+        stack = Stack.of(self)
+        arns = [
+            Arn.format(
+                ArnComponents(
+                    service="secretsmanager",
+                    resource="secret",
+                    resource_name=f"{name}-??????",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                ),
+                stack,
+            )
+            for name in names
+        ]
+        iam.Grant.add_to_principal(
+            grantee=grantee, actions=["secretsmanager:GetSecretValue"], resource_arns=arns
         )
 
     def grant_read_webhook_secrets(self, grantee: iam.IGrantable) -> iam.Grant:

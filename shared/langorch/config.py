@@ -68,6 +68,13 @@ class Settings(BaseSettings):
     bedrock_guardrail_version: str | None = None
     """``DRAFT`` or a version number (default ``DRAFT`` when an id is set)."""
 
+    tool_max_calls_per_step: int = Field(default=8, ge=1, le=100)
+    """Tool calls one attempt of a step may make; later calls are refused (told to the model)."""
+    tool_server_urls: list[str] | None = None
+    """The MCP server URLs registered tools may use (the deployed stack's ``mcp_servers``);
+    ``None``: any (local mode). A registered tool with another URL is refused at run time."""
+    tool_call_timeout_seconds: float = Field(default=30.0, gt=0, le=900)
+    """Seconds one tool call may take; a slower call is told to the model as an error."""
     segment_budget_seconds: float = 600.0
     """A segment stops at the next step boundary after this long and returns ``continue``."""
     checkpoint_ttl_days: int | None = 30

@@ -7,7 +7,7 @@ forever; and an approval showing a 150 KB value made the record too large to sav
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +27,7 @@ from langorch.domain.runs import (
     TimelineEventType,
     transition,
 )
-from tests.fakes import InMemoryRuns
+from tests.fakes import InMemoryResourceLocks, InMemoryRuns
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 
@@ -99,6 +99,7 @@ def test_a_record_over_the_budget_is_refused_before_it_is_stored(repo: Runs) -> 
 class _EndDeps:
     runs: Any
     clock: Any
+    resources: Any = field(default_factory=InMemoryResourceLocks)
 
 
 def test_mark_failed_writes_a_minimal_record_when_the_full_one_does_not_fit(dynamodb: Any):

@@ -446,6 +446,19 @@ def test_all_runs_newest_first_up_to_the_limit(listed: Runs) -> None:
     assert [r.run_id for r in listed.list_runs(limit=4)] == ["run-4", "run-3", "run-2", "run-1"]
 
 
+def test_a_listing_pages_on_from_the_last_run_of_the_previous_page(listed: Runs) -> None:
+    first = listed.list_runs(limit=2)
+    last = first[-1]
+    second = listed.list_runs(limit=2, before=(last.created_at, last.run_id))
+    assert [r.run_id for r in second] == ["run-2", "run-1"]
+    assert [
+        r.run_id for r in listed.list_runs("lunch_order", before=(T0 + timedelta(hours=4), "run-4"))
+    ] == [
+        "run-2",
+        "run-0",
+    ]
+
+
 def test_a_run_leaves_its_old_status_listing(listed: Runs) -> None:
     assert "run-0" not in [r.run_id for r in listed.list_runs(status=RunStatus.queued)]
 

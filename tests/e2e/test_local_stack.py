@@ -39,13 +39,14 @@ def test_dev_stack_registers_the_examples(stack: LocalStack, capsys: pytest.Capt
     # When the user lists workflows (no endpoint given: the stack file is found)
     code, data, _ = langorch(capsys, "workflows", "list")
 
-    # Then the four examples are there
+    # Then the five examples are there
     assert code == 0
     assert {w["id"] for w in data["workflows"]} == {
         "blog_review",
         "file_digest",
         "invoice_batch",
         "lunch_order",
+        "order_status",
     }
 
 

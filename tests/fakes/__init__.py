@@ -20,9 +20,11 @@ from tests.fakes.definitions import InMemoryDefinitions
 from tests.fakes.email import RecordingEmailSender
 from tests.fakes.executions import STATE_MACHINE_ARN, InMemoryExecutions
 from tests.fakes.files import InMemoryFiles
+from tests.fakes.resources import InMemoryResourceLocks
 from tests.fakes.runs import InMemoryRuns
 from tests.fakes.schedules import InMemorySchedules
 from tests.fakes.secrets import InMemorySecrets
+from tests.fakes.tools import InMemoryTasks, InMemoryToolServers
 
 if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
@@ -39,9 +41,12 @@ __all__ = [
     "InMemoryDefinitions",
     "InMemoryExecutions",
     "InMemoryFiles",
+    "InMemoryResourceLocks",
     "InMemoryRuns",
     "InMemorySchedules",
     "InMemorySecrets",
+    "InMemoryTasks",
+    "InMemoryToolServers",
     "RecordingEmailSender",
     "SequentialIds",
 ]
@@ -70,9 +75,12 @@ class Fakes:
         settings.setdefault("state_machine_arn", STATE_MACHINE_ARN)
         self.settings = Settings(**settings)
         self.runs = InMemoryRuns()
+        self.resources = InMemoryResourceLocks()
         self.definitions = InMemoryDefinitions()
         self.executions = InMemoryExecutions(self.settings.state_machine_arn)
         self.secrets = InMemorySecrets()
+        self.tool_servers = InMemoryToolServers()
+        self.tasks = InMemoryTasks()
         self.email = RecordingEmailSender()
         self.files = InMemoryFiles(self.settings.bucket, self.settings.checkpoint_prefix)
         self.schedules = InMemorySchedules(

@@ -78,8 +78,9 @@ class InMemoryRuns:
         workflow_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 50,
+        before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first (created_at, then run id), optionally filtered."""
+        """Runs, newest first (created_at, then run id), optionally filtered and paged."""
         if not 1 <= limit <= _MAX_LIST:
             raise ValueError(f"limit must be between 1 and {_MAX_LIST}, not {limit}")
         with self._lock:
@@ -89,6 +90,7 @@ class InMemoryRuns:
             for r in runs
             if (workflow_id is None or r.workflow_id == workflow_id)
             and (status is None or r.status is status)
+            and (before is None or _cursor(r) < (before[0].astimezone(UTC), before[1]))
         ]
         runs.sort(key=lambda r: (r.created_at.astimezone(UTC), r.run_id), reverse=True)
         return runs[:limit]
@@ -227,3 +229,8 @@ def _record(body: str) -> RunRecord:
 def _bounded_body(run: RunRecord) -> str:
     # The adapter's bounding, shared (a pure function of the record).
     return fitted_record(run, MAX_BODY_BYTES).model_dump_json()
+
+
+def _cursor(run: RunRecord) -> tuple[datetime, str]:
+    """Where a run sorts in a listing (the adapter's index sort key)."""
+    return (run.created_at.astimezone(UTC), run.run_id)

@@ -29,6 +29,8 @@ CONTEXT: dict[str, Any] = {
     "alarm_email": "ops@example.org",
     "account": "123456789012",
     "region": "eu-west-1",
+    "mcp_servers": "https://tools.example.org/mcp",
+    "mcp_secrets": "langorch-test/tools/orders",
 }
 
 

@@ -101,11 +101,13 @@ def test_only_the_trigger_starts_executions_of_the_state_machine(synth: Synth) -
         assert "states:StartExecution" not in _allowed(synth, name)
 
 
-def test_only_the_callback_sends_task_results(synth: Synth) -> None:
-    allowed = _allowed(synth, "approval-callback")
-    assert allowed["states:SendTaskSuccess"] == {"*"}
-    assert "states:SendTaskFailure" not in allowed  # never called: rejections resume too
-    for name in ("trigger", "run-segment", "request-approval"):
+def test_only_the_callback_and_the_runner_send_task_results(synth: Synth) -> None:
+    # The callback resumes approvals; the runner wakes runs queued for a resource it released.
+    for name in ("approval-callback", "run-segment"):
+        allowed = _allowed(synth, name)
+        assert allowed["states:SendTaskSuccess"] == {"*"}
+        assert "states:SendTaskFailure" not in allowed  # never called: every wake resumes
+    for name in ("trigger", "request-approval"):
         assert not any(a.startswith("states:SendTask") for a in _allowed(synth, name))
 
 
@@ -138,7 +140,12 @@ def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) 
     }
     assert readers["request-approval"] == {link}
     assert readers["approval-callback"] == {link}
-    assert readers["run-segment"] == {llm}
+    # The runner: the LLM key and exactly the MCP secrets named in mcp_secrets (the -?????? is
+    # the random suffix Secrets Manager appends to a secret's ARN)
+    assert readers["run-segment"] == {
+        llm,
+        "arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-test/tools/orders-??????",
+    }
     assert readers["trigger"] == {
         f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:langorch-{STAGE}/webhooks/*"
     }

@@ -101,10 +101,10 @@ def test_task_resources_name_the_stacks_partition(synth: Synth) -> None:
     # Then no task resource assumes the aws partition by a literal the file wrote: the file
     # says ${Partition} and the stack (in eu-west-1) fills in its own
     assert "${Partition}" not in text
-    assert text.count('"arn:aws:states:::lambda:invoke') == 3
+    assert text.count('"arn:aws:states:::lambda:invoke') == 4  # the four Task states
     file_text = ASL_FILE.read_text(encoding="utf-8")
     assert "arn:aws:" not in file_text
-    assert file_text.count("arn:${Partition}:states:::") == 3
+    assert file_text.count("arn:${Partition}:states:::") == 4
 
 
 def test_logging_excludes_execution_data_and_tracing_is_on(synth: Synth) -> None:

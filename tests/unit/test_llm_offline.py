@@ -294,3 +294,30 @@ def test_missing_script_file_is_reported_with_its_path(tmp_path: Path) -> None:
     # Then the error names the file
     with pytest.raises(OfflineScriptError, match=r"(?s)nope\.yaml.*cannot be read"):
         LLMRegistry(offline_script=tmp_path / "nope.yaml")
+
+
+def test_a_script_may_list_tool_calls_beside_the_answer() -> None:
+    from langorch.llm.offline import ScriptedToolCall, parse_script
+
+    script = parse_script(
+        {
+            "look": {
+                "tool_calls": [
+                    {"tool": "calculator", "args": {"expression": "1+1"}, "result_key": "total"}
+                ],
+                "note": "done",
+            }
+        }
+    )
+    (answer,) = script["look"]
+    assert answer.tool_calls == (ScriptedToolCall("calculator", {"expression": "1+1"}, "total"),)
+    assert answer.outputs == {"note": "done"}
+
+
+def test_badly_shaped_tool_calls_are_reported_with_their_paths() -> None:
+    from langorch.llm.offline import OfflineScriptError, parse_script
+
+    with pytest.raises(OfflineScriptError) as caught:
+        parse_script({"look": {"tool_calls": [{"args": {}}, {"tool": "x", "args": [1], "to": 1}]}})
+    paths = [p.path for p in caught.value.problems]
+    assert paths == ["look.tool_calls[0]", "look.tool_calls[1].to", "look.tool_calls[1].args"]

@@ -27,7 +27,10 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.approvals import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+    from langorch.adapters.dynamodb.resources import ResourceLocksRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
+    from langorch.adapters.dynamodb.tasks import TasksRepository
+    from langorch.adapters.dynamodb.tools import ToolServersRepository
     from langorch.adapters.files import S3FileReader
     from langorch.adapters.scheduler import Schedules
     from langorch.adapters.secrets import Secrets
@@ -103,6 +106,26 @@ class Container:
         from langorch.adapters.dynamodb.runs import RunsRepository
 
         return RunsRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def tool_servers(self) -> ToolServersRepository:
+        """Registered tools (MCP servers), beside the definitions."""
+        from langorch.adapters.dynamodb.tools import ToolServersRepository
+
+        return ToolServersRepository(self.client("dynamodb"), self.settings.definitions_table)
+
+    @cached_property
+    def tasks(self) -> TasksRepository:
+        """Steps' recorded calls (seed 001 §5), in the runs table."""
+        from langorch.adapters.dynamodb.tasks import TasksRepository
+
+        return TasksRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def resources(self) -> ResourceLocksRepository:
+        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
+
+        return ResourceLocksRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
     def checkpointer(self) -> DynamoCheckpointSaver:

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.resources import Grant, ResourceState
     from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.tool_servers import ToolServer
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
@@ -26,10 +28,12 @@ __all__ = [
     "EmailSender",
     "Executions",
     "Ids",
+    "ResourceLocks",
     "RunsStore",
     "ScheduleStore",
     "SecretsStore",
     "StoredSchedule",
+    "ToolServerStore",
     "WorkflowSource",
 ]
 
@@ -110,8 +114,11 @@ class RunsStore(Protocol):
         workflow_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 50,
+        before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
-        """Runs, newest first, optionally of one workflow and/or in one status (1-1000)."""
+        """Runs, newest first, optionally of one workflow and/or in one status (1-1000).
+
+        ``before`` is a page cursor: only runs older than this ``(created_at, run_id)``."""
         ...
 
 
@@ -216,4 +223,72 @@ class ScheduleStore(Protocol):
 
     def list(self, prefix: str | None = None) -> Sequence[StoredSchedule]:
         """Every schedule whose name starts with ``prefix``, by name."""
+        ...
+
+
+class ToolServerStore(Protocol):
+    """Registered tools: MCP servers per deployment (the definitions table).
+
+    Contract (``tests/contracts/test_tool_server_store.py``): ``put`` replaces a registration
+    of the same name and says whether it was new; ``delete`` says whether there was one.
+    """
+
+    def put(self, server: ToolServer) -> bool:
+        """Store or replace a registration; returns whether it is new."""
+        ...
+
+    def get(self, name: str) -> ToolServer | None:
+        """The registration named ``name``, or ``None``."""
+        ...
+
+    def list(self) -> list[ToolServer]:
+        """Every registration, by name."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Remove a registration; returns whether there was one."""
+        ...
+
+
+class ResourceLocks(Protocol):
+    """Resource leases and their FIFO queues (seed 001 §7b), and each resource's limit.
+
+    Conditional semantics every implementation keeps (``tests/contracts/test_resource_locks.py``):
+
+    * ``acquire`` and ``release`` apply :mod:`langorch.domain.resources`' rules to the state
+      as stored and write the result only if nobody changed it meanwhile (a conditional write;
+      a lost race reads again and retries), so concurrent acquires never grant more than the
+      limit and never reorder the queue.
+    * Expired leases and waiters are dropped by the next write (reclaimed).
+    * An undeclared resource has limit 1.
+    """
+
+    def acquire(
+        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+    ) -> Grant:
+        """Take a lease for ``holder``, or queue it (``Grant.position``)."""
+        ...
+
+    def release(self, name: str, holder: str) -> bool:
+        """Give back ``holder``'s lease and its place in the queue; whether it had either."""
+        ...
+
+    def park(self, name: str, holder: str, token: str, *, now: float, wait_seconds: float) -> bool:
+        """Keep the task token of ``holder``'s parked run; whether it is already its turn."""
+        ...
+
+    def release_run(self, run_id: str) -> list[str]:
+        """Release every lease and queue place of a run (it ended); the resources touched."""
+        ...
+
+    def set_limit(self, name: str, limit: int) -> None:
+        """Declare the resource's ``concurrency_limit`` (leases already held are kept)."""
+        ...
+
+    def get(self, name: str) -> ResourceState:
+        """The resource as stored (an unknown one: undeclared, limit 1, nothing held)."""
+        ...
+
+    def list(self) -> Sequence[ResourceState]:
+        """Every resource declared or used, by name."""
         ...

@@ -19,11 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from langorch.app.segment_record import (
-    EndDeps,
+    FailDeps,
     SegmentResult,
     closing_seq,
     record_segment,
 )
+from langorch.app.tasks import SideEffectDeps
 from langorch.domain.errors import (
     RecordTooLargeError,
     RunNotFinishedError,
@@ -48,7 +49,14 @@ from langorch.domain.runs import (
 if TYPE_CHECKING:
     from langorch.app.approval_ports import ApprovalsStore
     from langorch.app.container import Container
-    from langorch.app.ports import Clock, Executions, Ids, RunsStore, WorkflowSource
+    from langorch.app.ports import (
+        Clock,
+        Executions,
+        Ids,
+        ResourceLocks,
+        RunsStore,
+        WorkflowSource,
+    )
     from langorch.config import Settings
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
@@ -84,8 +92,8 @@ class LaunchDeps(StartDeps, Protocol):
     def executions(self) -> Executions: ...
 
 
-class CloseDeps(EndDeps, Protocol):
-    """What ending a run from outside needs besides a stop: :class:`EndDeps`, the approvals."""
+class CloseDeps(FailDeps, Protocol):
+    """What ending a run from outside needs besides a stop: :class:`FailDeps`, the approvals."""
 
     @property
     def approvals(self) -> ApprovalsStore: ...
@@ -108,8 +116,9 @@ class Checkpoints(Protocol):
         ...
 
 
-class SegmentDeps(Protocol):
-    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports."""
+class SegmentDeps(SideEffectDeps, Protocol):
+    """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports
+    (with :class:`~langorch.app.tasks.SideEffectDeps`: recorded calls and tools)."""
 
     @property
     def settings(self) -> Settings: ...
@@ -131,6 +140,10 @@ class SegmentDeps(Protocol):
     def clock(self) -> Clock: ...
     @property
     def ids(self) -> Ids: ...
+    @property
+    def resources(self) -> ResourceLocks: ...
+    @property
+    def executions(self) -> Executions: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,6 +327,8 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
+    from langorch.app.resources import WakingLocks
+    from langorch.app.step_tools import RecordedSideEffects
     from langorch.engine.context import EngineContext
 
     return EngineContext(
@@ -326,10 +341,13 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         http=deps.http,
         files=deps.files,
         subflows=deps.compiler.subflow,
+        side_effects=RecordedSideEffects.of_run(run.run_id, deps),
         default_provider=deps.settings.default_llm_provider,
         default_model=deps.settings.default_llm_model,
         default_approvers=list(deps.settings.default_approvers),
         segment=run.segment,
+        resources=WakingLocks(deps.resources, deps.executions),
+        resource_lease_seconds=deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS,
     )
 
 
@@ -367,7 +385,7 @@ def _uses_memory(plan: Any) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
+def mark_failed(run_id: str, error: RunError, deps: FailDeps) -> bool:
     """End the run ``failed`` with ``error``, unless it has already ended.
 
     The state machine calls this (``MarkFailed``) when a segment failed past its retries or
@@ -377,7 +395,7 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
     Args:
         run_id: the run.
         error: why it failed (shown by ``langorch runs show``).
-        deps: the runs and a clock.
+        deps: the runs, a clock and the resource locks.
 
     Returns:
         Whether this call failed the run.
@@ -386,9 +404,13 @@ def mark_failed(run_id: str, error: RunError, deps: EndDeps) -> bool:
         NotFoundError: the run does not exist.
         StorageError: DynamoDB failed (the state machine retries).
     """
+    from langorch.app.resources import release_ended_run
     from langorch.domain.errors import ConflictError
 
     run = deps.runs.get_run(run_id)
+    # Before the terminal check: a retried call whose first try failed the run and then
+    # stopped still gives the leases back (releasing is idempotent).
+    release_ended_run(run_id, deps.resources)
     if run.is_terminal:
         return False
     # The first cause, not the last retry's symptom (the state machine passes the latter).
@@ -466,14 +488,14 @@ def cancel_run(
         NotFoundError: the run does not exist.
         StorageError: DynamoDB or Step Functions failed.
     """
-    run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason)
+    run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason, wake=deps.executions)
     if run.status is RunStatus.cancelled and deps.settings.state_machine_arn:
         deps.executions.stop(run_id, reason)
     return run, changed
 
 
 def record_cancelled(
-    run_id: str, deps: CloseDeps, *, actor: str, reason: str
+    run_id: str, deps: CloseDeps, *, actor: str, reason: str, wake: Executions | None = None
 ) -> tuple[RunRecord, bool]:
     """End the run ``cancelled`` and close the approval it was parked on; stop nothing.
 
@@ -485,6 +507,8 @@ def record_cancelled(
         deps: the runs, the approvals and a clock.
         actor: who cancelled (kept in the timeline).
         reason: why (kept as the run's status reason).
+        wake: the executions, to wake the runs queued behind a resource the run gives back
+            (``None``: they wake when their park times out).
 
     Returns:
         The run as it is now, and whether this call cancelled it.
@@ -522,6 +546,9 @@ def record_cancelled(
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to close
     close_pending_approval(run_id, parked, deps)
+    from langorch.app.resources import release_ended_run
+
+    release_ended_run(run_id, deps.resources, wake=wake)
     logger.info(
         "run cancelled" if changed else "run was already cancelled",
         extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},
@@ -568,7 +595,7 @@ def drive(
     for _ in range(max_segments):
         if result.status == "continue":
             result = run_segment(RunSegment(run_id), deps)
-        elif result.status == "sleeping":
+        elif result.status in ("sleeping", "waiting_resource"):
             sleep(float(result.seconds or 0))
             result = run_segment(RunSegment(run_id, resume={"woke": True}), deps)
         elif result.status == "waiting_approval":

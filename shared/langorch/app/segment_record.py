@@ -23,7 +23,7 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Clock, RunsStore
+    from langorch.app.ports import Clock, ResourceLocks, RunsStore
 
 logger = logging.getLogger("langorch.app.runs")
 
@@ -37,6 +37,14 @@ class EndDeps(Protocol):
     def clock(self) -> Clock: ...
 
 
+class FailDeps(EndDeps, Protocol):
+    """What :func:`langorch.app.runs.mark_failed` needs: :class:`EndDeps` and the resource
+    locks (a failed run gives back what it held)."""
+
+    @property
+    def resources(self) -> ResourceLocks: ...
+
+
 @dataclass
 class SegmentResult:
     """What the state machine branches on (``status``) and what it needs for the branch."""
@@ -46,6 +54,8 @@ class SegmentResult:
     segment: int
     seconds: int | None = None
     approval: dict[str, Any] | None = None
+    resource: dict[str, Any] | None = None
+    """Queued for a resource: its ``name`` and the step's ``holder`` (``AwaitResource``)."""
     outputs: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     workflow_id: str | None = None
@@ -68,6 +78,8 @@ class SegmentResult:
             data["seconds"] = self.seconds
         if self.approval is not None:
             data["approval"] = self.approval
+        if self.resource is not None:
+            data["resource"] = self.resource
         if self.error is not None:
             data["error"] = self.error
         return data
@@ -112,12 +124,17 @@ def record_segment(
         run_id=run.run_id,
         status=status,
         segment=run.segment,
-        seconds=(result.request or {}).get("seconds") if status == "sleeping" else None,
+        seconds=(
+            (result.request or {}).get("seconds")
+            if status in ("sleeping", "waiting_resource")
+            else None
+        ),
         approval=(
             {**(result.request or {}), "interrupt_id": result.interrupt_id}
             if status == "waiting_approval"
             else None
         ),
+        resource=_queued_for(run, result) if status == "waiting_resource" else None,
         outputs=run.outputs,
         error=run.error.model_dump() if status == "failed" and run.error else None,
         workflow_id=run.workflow_id,
@@ -126,6 +143,17 @@ def record_segment(
         llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
         ended=run.is_terminal,
     )
+
+
+def _queued_for(run: RunRecord, result: Any) -> dict[str, Any]:
+    """What ``AwaitResource`` passes to ``park``: the resource and the step's holder."""
+    from langorch.domain.resources import holder_of
+
+    request = result.request or {}
+    return {
+        "name": request.get("resource"),
+        "holder": holder_of(run.run_id, str(request.get("step_id"))),
+    }
 
 
 def bounded_outputs(
@@ -151,7 +179,25 @@ _ENGINE_EVENTS = {
     "step_finished": TimelineEventType.step_finished,
     "step_failed": TimelineEventType.step_failed,
     "step_retried": TimelineEventType.step_retried,
+    "tool_called": TimelineEventType.tool_called,
+    "resource_waiting": TimelineEventType.resource_waiting,
+    "resource_acquired": TimelineEventType.resource_acquired,
+    "resource_released": TimelineEventType.resource_released,
 }
+_DETAIL = (
+    "kind",
+    "attempt",
+    "branch",
+    "routed_to",
+    "tool",
+    "args",
+    "outcome",
+    "replayed",
+    "resource",
+    "position",
+    "lease",
+)
+"""What of an engine event the timeline keeps in ``detail``."""
 
 
 def timeline_event(
@@ -170,7 +216,7 @@ def engine_timeline(
             continue
         tokens = event.get("tokens")
         error = event.get("error")
-        detail = {k: event[k] for k in ("kind", "attempt", "branch", "routed_to") if k in event}
+        detail = {k: event[k] for k in _DETAIL if k in event}
         timeline.append(
             TimelineEvent(
                 seq=1,
@@ -261,20 +307,26 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
                 },
             )
         )
-    elif status == "sleeping":
+    elif status in ("sleeping", "waiting_resource"):
+        request = result.request or {}
+        # Queued for a resource: the engine's resource_waiting event already says so.
+        queued = status == "waiting_resource"
         pending = PendingInterrupt(
-            interrupt_id=result.interrupt_id, kind="wait", request=result.request or {}
+            interrupt_id=result.interrupt_id,
+            kind="resource" if queued else "wait",
+            request=request,
         )
         run = transition(run, RunStatus.sleeping, now=now, pending=pending)
-        events.append(
-            timeline_event(
-                run,
-                now,
-                TimelineEventType.wait_started,
-                step_id=(result.request or {}).get("step_id"),
-                detail={"seconds": (result.request or {}).get("seconds")},
+        if not queued:
+            events.append(
+                timeline_event(
+                    run,
+                    now,
+                    TimelineEventType.wait_started,
+                    step_id=(result.request or {}).get("step_id"),
+                    detail={"seconds": (result.request or {}).get("seconds")},
+                )
             )
-        )
     elif status == "continue":
         run = run.model_copy(update={"updated_at": now})
     elif status == "succeeded":

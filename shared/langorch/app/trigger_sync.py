@@ -34,7 +34,7 @@ from langorch.domain.webhooks import format_secret
 
 if TYPE_CHECKING:
     from langorch.app.definitions import DefinitionsStore, RegisterResult
-    from langorch.app.ports import ScheduleStore, SecretsStore, WorkflowSource
+    from langorch.app.ports import ScheduleStore, SecretsStore, ToolServerStore, WorkflowSource
     from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,10 +57,13 @@ class SyncDeps(Protocol):
 
 
 class RegisterDeps(SyncDeps, Protocol):
-    """What registering definitions needs: :class:`SyncDeps` and the definitions store."""
+    """What registering definitions needs: :class:`SyncDeps`, the definitions store and the
+    registered tools (a block may name them in ``tools_required``)."""
 
     @property
     def definitions(self) -> DefinitionsStore: ...
+    @property
+    def tool_servers(self) -> ToolServerStore: ...
 
 
 class RotateDeps(Protocol):
@@ -244,7 +247,8 @@ def register_and_sync(
         paths: definition files (YAML or JSON).
         deps: the ports it needs.
         strict: count the definitions' warnings as errors.
-        tools: the tools bound in this deployment (``None``: the built-ins); a block needing
+        tools: the tools bound in this deployment (``None``: the built-ins and the tools
+            registered in ``deps.tool_servers``); a block needing
             another is a warning.
 
     Returns:
@@ -257,9 +261,9 @@ def register_and_sync(
     # Imported here: registration pulls in validation and the LLM registry's names, which the
     # trigger function never needs.
     from langorch.app.definitions import register_files, validate_files
-    from langorch.llm import KNOWN_TOOLS
+    from langorch.app.tools import known_tool_names
 
-    bound = KNOWN_TOOLS if tools is None else tools
+    bound = known_tool_names(deps.tool_servers) if tools is None else tools
     batch = validate_files(paths, deps.definitions, strict=strict, tools=bound)
     problems: list[Problem] = []
     for plan in batch.workflows:

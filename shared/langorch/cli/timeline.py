@@ -14,11 +14,15 @@ _MARK = {
     TimelineEventType.step_finished: "ok",
     TimelineEventType.step_failed: "FAILED",
     TimelineEventType.step_retried: "retry",
+    TimelineEventType.tool_called: "tool",
     TimelineEventType.approval_requested: "approval?",
     TimelineEventType.approval_decided: "decided",
     TimelineEventType.approval_timed_out: "timed out",
     TimelineEventType.wait_started: "sleep",
     TimelineEventType.wait_finished: "woke",
+    TimelineEventType.resource_waiting: "queued",
+    TimelineEventType.resource_acquired: "acquired",
+    TimelineEventType.resource_released: "released",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
 }
@@ -80,6 +84,11 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(f"attempt {detail.get('attempt', '?')}")
         if detail.get("routed_to"):
             parts.append(f"-> {detail['routed_to']}")
+    elif kind == TimelineEventType.tool_called:
+        parts.append(f"{detail.get('tool', '?')}({_short(detail.get('args', ''), 50)})")
+        parts.append(_duration(event.duration_ms))
+        outcome = str(detail.get("outcome", ""))
+        parts.append(outcome + (" (recorded)" if detail.get("replayed") else ""))
     elif kind == TimelineEventType.approval_requested:
         parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
         if detail.get("iteration"):
@@ -93,6 +102,14 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f'"{_short(detail["comment"], 60)}"')
     elif kind == TimelineEventType.wait_started:
         parts.append(f"{detail.get('seconds')} s")
+    elif kind == TimelineEventType.resource_waiting:
+        parts.append(
+            f"waiting for resource {detail.get('resource')} (position {detail.get('position')})"
+        )
+    elif kind in (TimelineEventType.resource_acquired, TimelineEventType.resource_released):
+        parts.append(f"{detail.get('resource')}")
+        if detail.get("lease"):
+            parts.append(f"lease #{detail['lease']}")
     elif kind == TimelineEventType.run_started:
         parts.append(f"{detail.get('workflow', '')} ({detail.get('trigger', '')})")
     elif kind == TimelineEventType.run_finished:
@@ -142,7 +159,14 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         lines += [line for line in (event_line(e, asked) for e in events) if line]
     else:
         lines.pop()  # the blank line before the events
-    if run.pending is not None:
+    if run.pending is not None and run.pending.kind == "resource":
+        request = run.pending.request
+        lines += [
+            "",
+            f"waiting for resource {request.get('resource')} "
+            f"(position {request.get('position')}) at {request.get('step_id', '')}",
+        ]
+    elif run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
     if run.error is not None:
         where = f" at {run.error.step_id}" if run.error.step_id else ""

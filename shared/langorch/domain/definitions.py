@@ -284,6 +284,10 @@ class PlanStep(_Model):
     timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     on_error: str | None = None
     """Step to route to when this step still fails after its retries."""
+    resource: str | None = Field(default=None, exclude_if=_unset)
+    """A resource the step holds a lease on while it runs (``browser:session-1``; seed 001
+    §7b): a literal name whose ``concurrency_limit`` is declared per deployment
+    (``langorch resources set``, default 1). Left out of dumps while unset."""
 
     # --- LLM overrides ---
     llm_provider: str | None = None
@@ -400,6 +404,7 @@ _ADDED_FIELDS = (
     "llm_temperature",
     "llm_max_tokens",
     "settings",
+    "resource",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

@@ -52,11 +52,12 @@ TERMINAL: frozenset[RunStatus] = frozenset(
 )
 """Statuses a run never leaves."""
 
-PARKED: dict[RunStatus, Literal["approval", "wait"]] = {
-    RunStatus.waiting_approval: "approval",
-    RunStatus.sleeping: "wait",
+PARKED: dict[RunStatus, frozenset[str]] = {
+    RunStatus.waiting_approval: frozenset({"approval"}),
+    # A run queued for a resource sleeps like a wait (seed 001 §7b).
+    RunStatus.sleeping: frozenset({"wait", "resource"}),
 }
-"""Statuses that park an interrupt, and the interrupt kind each one parks."""
+"""Statuses that park an interrupt, and the interrupt kinds each one parks."""
 
 _ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.queued: frozenset({RunStatus.running, RunStatus.failed, RunStatus.cancelled}),
@@ -223,7 +224,7 @@ class PendingInterrupt(_Stored):
     """The interrupt a parked run waits on: a resume must address exactly this one."""
 
     interrupt_id: str
-    kind: Literal["approval", "wait"]
+    kind: Literal["approval", "wait", "resource"]
     request: dict[str, Any] = Field(default_factory=dict)
     """What the interrupt asked for: the approval's prompt and fields, or the wait's deadline."""
 
@@ -311,12 +312,15 @@ def transition(
     _aware(now)
     if not can_transition(run.status, to):
         raise InvalidTransitionError(run.run_id, run.status, to)
-    parked_kind = PARKED.get(to)
-    if parked_kind is not None and (pending is None or pending.kind != parked_kind):
+    parked_kinds = PARKED.get(to)
+    if parked_kinds is not None and (pending is None or pending.kind not in parked_kinds):
         raise InvalidTransitionError(
-            run.run_id, run.status, to, f"{to} needs the parked {parked_kind} interrupt"
+            run.run_id,
+            run.status,
+            to,
+            f"{to} needs the parked {'/'.join(sorted(parked_kinds))} interrupt",
         )
-    if parked_kind is None and pending is not None:
+    if parked_kinds is None and pending is not None:
         raise InvalidTransitionError(
             run.run_id, run.status, to, f"{to} parks no interrupt; pending must be None"
         )
@@ -400,11 +404,15 @@ class TimelineEventType(StrEnum):
     step_failed = "step_failed"
     step_retried = "step_retried"
     step_skipped = "step_skipped"
+    tool_called = "tool_called"
     approval_requested = "approval_requested"
     approval_decided = "approval_decided"
     approval_timed_out = "approval_timed_out"
     wait_started = "wait_started"
     wait_finished = "wait_finished"
+    resource_waiting = "resource_waiting"
+    resource_acquired = "resource_acquired"
+    resource_released = "resource_released"
     segment_ended = "segment_ended"
     run_finished = "run_finished"
     run_cancelled = "run_cancelled"

@@ -36,6 +36,7 @@ from langorch.domain.kinds.base import (
 )
 from langorch.domain.kinds.settings import APPROVAL_LABELS
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
+from langorch.domain.resources import check_step_resource
 from langorch.domain.templates import TemplateError, check, check_expression
 from langorch.domain.topology import Topology, step_graph
 
@@ -306,6 +307,7 @@ def _kind_problems(t: Topology) -> Iterator[Problem]:
             continue
         for name in _ignored(step, kind, "step_fields"):
             yield _ignored_setting(f"{path}.{name}", kind.name)
+        yield from check_step_resource(step.resource, kind.name, kind.parks, path)
         yield from kind.check_step(StepCheck(step, block, path, t.branches[sid], t.plan, t.lookup))
         if step.input_mappings and block is not None:
             for key in step.input_mappings:

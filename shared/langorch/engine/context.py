@@ -6,12 +6,13 @@ container, so a resumed run in a fresh process gets fresh clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.resources import Grant
     from langorch.llm import LLMRequest, LLMResult
 
 
@@ -73,6 +74,51 @@ class FileReader(Protocol):
         ...
 
 
+class StepEffects(Protocol):
+    """One attempt of one step's external calls, recorded so a replay does not repeat them."""
+
+    @property
+    def toolbox(self) -> Any:
+        """The step's bound tools (a :class:`langorch.llm.toolbox.Toolbox`), or ``None``."""
+        ...
+
+    async def once(
+        self, kind: str, digest: str, call: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> tuple[dict[str, Any], bool]:
+        """Make ``call`` unless recorded; returns ``(result, replayed)``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close what the attempt opened (MCP sessions)."""
+        ...
+
+
+class SideEffects(Protocol):
+    """Opens the recorded calls (and tools) of one attempt of one step."""
+
+    def begin(
+        self,
+        *,
+        step_id: str,
+        visit: int,
+        attempt: int,
+        tools: list[str],
+        emit: Callable[[Any], None],
+    ) -> StepEffects:
+        """The effects of this attempt; ``emit`` takes timeline events (tool calls)."""
+        ...
+
+
+class ResourceGate(Protocol):
+    """The part of the resource locks (``app.ports.ResourceLocks``) a step's gate uses."""
+
+    def acquire(
+        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+    ) -> Grant: ...
+
+    def release(self, name: str, holder: str) -> bool: ...
+
+
 @dataclass
 class EngineContext:
     """Per-segment runtime context of a run's graph."""
@@ -88,7 +134,15 @@ class EngineContext:
     """``read_file`` steps' reader (the files bucket); such a step fails without one."""
     subflows: Callable[[str, int | None], tuple[TaskPlan, Any]] | None = None
     """Resolves a pinned child workflow to (plan, compiled graph without checkpointer)."""
+    side_effects: SideEffects | None = None
+    """Recorded LLM and tool calls (seed 001 §5); ``None``: calls are made, not recorded, and
+    only the built-in tools bind."""
     default_provider: str | None = None
     default_model: str | None = None
     default_approvers: list[str] = field(default_factory=list)
     segment: int = 1
+    resources: ResourceGate | None = None
+    """Leases for steps that name a ``resource``; such a step fails without it."""
+    resource_lease_seconds: float = 1020.0
+    """How long a step's lease lasts: longer than the segment that took it can run, so only a
+    dead holder's lease expires."""

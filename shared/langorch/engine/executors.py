@@ -30,6 +30,7 @@ from langorch.domain.errors import (
     StepTimeoutError,
 )
 from langorch.domain.templates import TemplateError
+from langorch.engine import resources
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import (
@@ -88,6 +89,9 @@ def make_step_node(spec: StepSpec) -> Any:
         info = runtime.execution_info
         attempt = info.node_attempt if info is not None else 1
         emit = runtime.stream_writer
+        queued = resources.enter(spec, ctx, attempt, emit, _event)
+        if queued is not None:
+            return queued  # woken while still queued for the step's resource: ask again
         started = time.monotonic()
         if attempt == 1:
             emit(_event("step_started", spec, segment=ctx.segment))
@@ -96,8 +100,16 @@ def make_step_node(spec: StepSpec) -> Any:
         except GraphBubbleUp:
             raise  # interrupts park the run; they are not failures
         except Exception as exc:
-            return await _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
-        return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
+            final = not (is_retryable(exc) and attempt < spec.max_attempts)
+            try:
+                return await _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
+            finally:
+                if final:
+                    resources.leave(spec, ctx, emit, _event)
+        try:
+            return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
+        finally:
+            resources.leave(spec, ctx, emit, _event)
 
     node.__name__ = f"step_{spec.step_id}"
     return node

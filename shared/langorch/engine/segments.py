@@ -18,7 +18,9 @@ from langgraph.types import Command
 from langorch.domain.errors import ConflictError, StorageError, UnknownInterruptError
 from langorch.engine.context import EngineContext
 
-SegmentStatus = Literal["continue", "sleeping", "waiting_approval", "succeeded", "failed"]
+SegmentStatus = Literal[
+    "continue", "sleeping", "waiting_resource", "waiting_approval", "succeeded", "failed"
+]
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ async def advance(
         request = dict(parked.value) if isinstance(parked.value, dict) else {"value": parked.value}
         kind = request.get("kind")
         return Advance(
-            status="sleeping" if kind == "wait" else "waiting_approval",
+            status=_PARKED_STATUS.get(str(kind), "waiting_approval"),
             events=events,
             interrupt_id=parked.id,
             request=request,
@@ -137,6 +139,9 @@ async def advance(
         return Advance(status="continue", events=events, values=dict(snapshot.values))
     return _finished(snapshot.values, events)
 
+
+_PARKED_STATUS: dict[str, SegmentStatus] = {"wait": "sleeping", "resource": "waiting_resource"}
+"""What the state machine does with a parked interrupt, by its kind (else: an approval)."""
 
 _NOTHING_TO_RUN = object()
 """What :func:`_graph_input` answers for a run whose graph has already ended."""

@@ -137,7 +137,11 @@ class ChatProvider:
         if request.system_prompt:
             preamble.append(SystemMessage(request.system_prompt))
         prompt = request.prompt
-        if request.tools:
+        if request.toolbox is not None:
+            transcript = await self._toolbox_rounds(chat, request, preamble, result)
+            if transcript:
+                prompt = f"{prompt}\n\n{transcript}"
+        elif request.tools:
             transcript = await self._tool_rounds(chat, request, preamble, result)
             if transcript:
                 prompt = f"{prompt}\n\n{transcript}"
@@ -183,6 +187,55 @@ class ChatProvider:
                 lines.append(
                     f"- {call['name']}({json.dumps(call['args'], sort_keys=True)}) -> {output}"
                 )
+        parts = []
+        if lines:
+            parts.append("Results of the tools you called:\n" + "\n".join(lines))
+        if notes:
+            parts.append(f"Your notes after using the tools:\n{notes}")
+        return "\n\n".join(parts)
+
+    async def _toolbox_rounds(
+        self, chat: Any, request: LLMRequest, preamble: list[Any], result: Answer
+    ) -> str:
+        """:meth:`_tool_rounds` through the step's toolbox: bound built-in and MCP tools, calls
+        bounded per step, each model round and tool call recorded (a replay repeats neither)."""
+        from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+        from langorch.domain.tasks import fingerprint
+
+        toolbox = request.toolbox
+        specs = await toolbox.specs()
+        bound = chat.bind_tools([spec.as_openai_tool() for spec in specs]) if specs else chat
+        conversation: list[Any] = [*preamble, HumanMessage(request.prompt)]
+        lines: list[str] = []
+        notes = ""
+        for number in range(toolbox.max_calls + 1):
+
+            async def ask(messages: list[Any] = conversation) -> dict[str, Any]:
+                message = await self._call(bound, messages, request, result)
+                self._check_stop(message, request, result.count(message))
+                return {
+                    "text": message_text(message),
+                    "tool_calls": [
+                        {"name": c["name"], "args": c["args"], "id": c["id"]}
+                        for c in message.tool_calls
+                    ],
+                }
+
+            turn = await toolbox.turn(fingerprint("turn", number, request.prompt), ask)
+            calls = turn.get("tool_calls") or []
+            if not calls:
+                notes = str(turn.get("text") or "")
+                break
+            conversation.append(AIMessage(content=turn.get("text") or "", tool_calls=calls))
+            for call in calls:
+                output = await toolbox.call(call["name"], call["args"])
+                conversation.append(ToolMessage(output, tool_call_id=call["id"], name=call["name"]))
+                lines.append(
+                    f"- {call['name']}({json.dumps(call['args'], sort_keys=True)}) -> {output}"
+                )
+            if toolbox.exhausted:
+                break
         parts = []
         if lines:
             parts.append("Results of the tools you called:\n" + "\n".join(lines))

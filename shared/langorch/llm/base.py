@@ -45,6 +45,9 @@ class LLMRequest:
         timeout_seconds: What is left of the step's time for this call (``None``: the
             provider's own request timeout). Set by :func:`langorch.llm.calls.call_model`.
         max_attempts: How many attempts the step makes in all (for messages: "will retry").
+        toolbox: The step's bound tools (a :class:`langorch.llm.toolbox.Toolbox`): calls to
+            them are bounded and recorded. ``None``: a provider binds the built-in ``tools``
+            itself.
     """
 
     run_id: str
@@ -64,6 +67,7 @@ class LLMRequest:
     max_tokens: int | None = None
     timeout_seconds: float | None = None
     max_attempts: int = 1
+    toolbox: Any = field(default=None, compare=False, repr=False)
 
     @property
     def subject(self) -> str:

@@ -12,6 +12,14 @@ picks the first label of a decision. A script gives answers per block or step::
       # attempts 1..times raise a retryable LLMError, later attempts answer with "then"
       # (or the default answer); without "times" every attempt raises.
       # "retryable: false" makes the failure permanent.
+    look_up_order:                  # scripted tool calls, made in order before answering
+      tool_calls:
+        - {tool: calculator, args: {expression: "2*21"}, result_key: total}
+        - {tool: lookup_order, args: {order_id: "A1"}}   # a registered MCP tool
+      status: found                 # the answer's other keys, as usual
+      # result_key: the output key that takes the call's result (text as the tool answered).
+      # Calls go through the step's toolbox: bounded, recorded, on the timeline; a tool the
+      # step does not bind fails the step (UnboundToolError).
 
 Keys a scripted answer leaves out are filled as without a script; keys the request does not ask
 for are dropped (and logged, since they are usually typos). Script entries that name no block
@@ -38,6 +46,8 @@ OFFLINE_MODEL = "offline"
 """Model name reported when the request names none."""
 
 _FAILURE_KEYS = frozenset({"raise", "times", "then", "retryable"})
+TOOL_CALLS_KEY = "tool_calls"
+_TOOL_CALL_KEYS = frozenset({"tool", "args", "result_key"})
 
 
 class OfflineScriptError(DefinitionError):
@@ -45,10 +55,21 @@ class OfflineScriptError(DefinitionError):
 
 
 @dataclass(frozen=True)
+class ScriptedToolCall:
+    """One tool call the offline model makes before it answers."""
+
+    tool: str
+    args: dict[str, Any] = field(default_factory=dict)
+    result_key: str | None = None
+    """The output key that takes the call's result."""
+
+
+@dataclass(frozen=True)
 class ScriptedAnswer:
     """One scripted answer: (partial) outputs, or a failure for the first attempts."""
 
     outputs: dict[str, Any] = field(default_factory=dict)
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
     raise_message: str | None = None
     times: int | None = None
     """Attempts 1..times raise; ``None`` means every attempt raises."""
@@ -126,7 +147,11 @@ def _parse_answer(item: Any, path: str, problems: list[Problem]) -> ScriptedAnsw
         problems.append(Problem(path, f"output keys must be strings: {bad_keys!r}"))
         return ScriptedAnswer()
     if "raise" not in item:
-        return ScriptedAnswer(outputs=dict(item))
+        outputs = dict(item)
+        calls = _parse_tool_calls(
+            outputs.pop(TOOL_CALLS_KEY, []), f"{path}.{TOOL_CALLS_KEY}", problems
+        )
+        return ScriptedAnswer(outputs=outputs, tool_calls=calls)
 
     message = item["raise"]
     if not isinstance(message, str) or not message:
@@ -155,6 +180,32 @@ def _parse_answer(item: Any, path: str, problems: list[Problem]) -> ScriptedAnsw
         times=times if isinstance(times, int) else None,
         retryable=bool(retryable),
     )
+
+
+def _parse_tool_calls(
+    data: Any, path: str, problems: list[Problem]
+) -> tuple[ScriptedToolCall, ...]:
+    if not isinstance(data, list):
+        problems.append(Problem(path, "must be a list of {tool, args, result_key} mappings"))
+        return ()
+    calls: list[ScriptedToolCall] = []
+    for index, item in enumerate(data):
+        where = f"{path}[{index}]"
+        if not isinstance(item, dict) or not isinstance(item.get("tool"), str):
+            problems.append(Problem(where, "must be a mapping with a 'tool' name"))
+            continue
+        for extra in sorted(set(item) - _TOOL_CALL_KEYS):
+            problems.append(Problem(f"{where}.{extra}", "unexpected; use tool, args, result_key"))
+        args = item.get("args", {})
+        if not isinstance(args, dict):
+            problems.append(Problem(f"{where}.args", "must be a mapping of argument values"))
+            args = {}
+        result_key = item.get("result_key")
+        if result_key is not None and not isinstance(result_key, str):
+            problems.append(Problem(f"{where}.result_key", "must be an output key (a string)"))
+            result_key = None
+        calls.append(ScriptedToolCall(item["tool"], dict(args), result_key))
+    return tuple(calls)
 
 
 def load_script(path: str | Path) -> Script:
@@ -234,18 +285,43 @@ class OfflineProvider:
             self._reload_if_changed()
 
     async def ainvoke(self, request: LLMRequest) -> LLMResult:
-        """:meth:`invoke`: nothing to wait for, so no thread either."""
-        return self.invoke(request)
+        """:meth:`invoke`, after making the scripted tool calls through the request's toolbox.
+
+        Raises:
+            UnboundToolError: A scripted call names a tool the step does not bind.
+        """
+        self._reload_if_changed()
+        answer = self._answer(request)
+        results: dict[str, Any] = {}
+        if answer is not None and answer.tool_calls:
+            toolbox = request.toolbox
+            if toolbox is None:
+                raise LLMCallError(
+                    f"offline script: step {request.step_id!r} scripts tool calls but has no "
+                    "tools bound; list them in the block's tools_required"
+                )
+            for call in answer.tool_calls:
+                output = await toolbox.call(call.tool, call.args)
+                if call.result_key is not None:
+                    results[call.result_key] = output
+                if toolbox.exhausted:
+                    break
+        return self._result(request, answer, results)
 
     def invoke(self, request: LLMRequest) -> LLMResult:
-        """Answer deterministically; tools are ignored.
+        """Answer deterministically; scripted tool calls are not made (see :meth:`ainvoke`).
 
         Raises:
             LLMCallError: The script says this attempt fails.
             OfflineScriptError: The script file changed and is now invalid.
         """
         self._reload_if_changed()
-        scripted = self._scripted(request)
+        return self._result(request, self._answer(request), {})
+
+    def _result(
+        self, request: LLMRequest, answer: ScriptedAnswer | None, results: dict[str, Any]
+    ) -> LLMResult:
+        scripted = {**self._outputs(request, answer), **results}
         outputs: dict[str, Any] = {}
         for key in request.answer_keys():
             if key in scripted:
@@ -271,13 +347,17 @@ class OfflineProvider:
             output_tokens=estimate_tokens(json.dumps(outputs, sort_keys=True, default=str)),
         )
 
-    def _scripted(self, request: LLMRequest) -> dict[str, Any]:
+    def _answer(self, request: LLMRequest) -> ScriptedAnswer | None:
         answers = self._script.get(request.step_id)
         if answers is None and request.block_id is not None:
             answers = self._script.get(request.block_id)
         if not answers:
+            return None
+        return answers[min(request.call_index, len(answers) - 1)]
+
+    def _outputs(self, request: LLMRequest, answer: ScriptedAnswer | None) -> dict[str, Any]:
+        if answer is None:
             return {}
-        answer = answers[min(request.call_index, len(answers) - 1)]
         if answer.raise_message is not None and (
             answer.times is None or request.attempt <= answer.times
         ):

@@ -116,8 +116,8 @@ class LLMRegistry:
         name = request.provider or self._default_provider
         _check_provider(name)
         # Tool names are not refused here: a block may name a tool nothing binds yet (seed
-        # 000's `browser`, accepted with a warning at `put`). Binding them is the provider's
-        # tool loop's business; the offline provider calls no tool, so such a block runs.
+        # 000's `browser`, accepted with a warning at `put`). The step's toolbox binds the
+        # built-in and registered tools and fails the step if the model calls another.
         changes: dict[str, Any] = {}
         if request.model is None and name == self._default_provider and self._default_model:
             changes["model"] = self._default_model

@@ -75,22 +75,31 @@ Opening it decides nothing; only the buttons on the page do.
 
 _HTML = """\
 <!doctype html>
-<html><body style="font-family:sans-serif;max-width:40em">
-<h2>{{ title }}</h2>
+<html><body style="margin:0;padding:24px 12px;background:#f7f7f5;color:#1d2125;
+font:15px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,'Noto Sans',Ubuntu,sans-serif">
+<div style="max-width:40em;margin:0 auto;background:#fff;border:1px solid #e2e4e7;
+border-radius:10px;padding:20px 24px">
+<p style="margin:0 0 8px;font-weight:700;color:#5d6670">langorch</p>
+<h2 style="margin:0 0 12px;font-size:20px">{{ title }}</h2>
 {% if message %}<p style="white-space:pre-wrap">{{ message }}</p>{% endif %}
 {% if previous %}<p>{{ previous.said }}</p>{% if previous.comment %}
-<blockquote style="white-space:pre-wrap">{{ previous.comment }}</blockquote>{% endif %}
+<blockquote style="white-space:pre-wrap;margin:8px 0;padding:4px 12px;border-left:3px solid
+#e2e4e7;color:#5d6670">{{ previous.comment }}</blockquote>{% endif %}
 <p>{{ previous.changes }}</p>{% endif %}
-{% if context %}<table>{% for key, value in context %}
-<tr><th style="text-align:left;vertical-align:top">{{ key }}</th>
-<td style="white-space:pre-wrap">{{ value }}</td></tr>{% endfor %}
-</table>{% endif %}
-<p><a href="{{ link }}">Review and decide</a></p>
-{% if code %}<p>Your one-time code: <strong style="font-size:1.4em">{{ code }}</strong><br>
-Type it on the page; it is needed to decide.</p>{% endif %}
-<p style="color:#555">The link is for you only and expires at {{ expires }}.
+{% if context %}<table style="border-collapse:collapse;width:100%">{% for key, value in context %}
+<tr><th style="text-align:left;vertical-align:top;padding:6px 10px 6px 0;border-bottom:1px solid
+#e2e4e7">{{ key | label }}</th>
+<td style="white-space:pre-wrap;padding:6px 0;border-bottom:1px solid #e2e4e7;
+font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px">{{ value }}</td></tr>
+{% endfor %}</table>{% endif %}
+<p style="margin:20px 0"><a href="{{ link }}" style="display:inline-block;background:#3559d6;
+color:#fff;text-decoration:none;font-weight:600;padding:10px 18px;border-radius:8px">Review and
+decide</a></p>
+{% if code %}<p>Your one-time code: <strong style="font-size:1.4em;letter-spacing:.1em">{{ code
+}}</strong><br>Type it on the page; it is needed to decide.</p>{% endif %}
+<p style="color:#5d6670;font-size:13px">The link is for you only and expires at {{ expires }}.
 Opening it decides nothing; only the buttons on the page do.</p>
-</body></html>
+</div></body></html>
 """
 
 
@@ -98,13 +107,17 @@ Opening it decides nothing; only the buttons on the page do.</p>
 def _env(html: bool) -> Environment:
     from jinja2 import DictLoader, Environment, StrictUndefined
 
+    from langorch.web.look import human_label
+
     # The text body is not HTML: escaping it would show "&amp;" to the reader.
-    return Environment(
+    env = Environment(
         loader=DictLoader({"email.html": _HTML, "email.txt": _TEXT}),
         autoescape=html,  # noqa: S701 - on for the HTML body; the text body is not HTML
         undefined=StrictUndefined,
         keep_trailing_newline=True,
     )
+    env.filters["label"] = human_label
+    return env
 
 
 def _shown(value: Any) -> str:

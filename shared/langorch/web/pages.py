@@ -67,28 +67,20 @@ _BASE = """\
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex, nofollow">
 <title>{{ heading }}</title>
-<style>
-body{font-family:system-ui,sans-serif;max-width:44em;margin:2em auto;padding:0 1em;color:#222}
-pre,.msg{white-space:pre-wrap;word-break:break-word}
-table{border-collapse:collapse}th,td{padding:.3em .6em;border-bottom:1px solid #ddd;
-text-align:left;vertical-align:top}
-textarea{width:100%;font-family:monospace}
-.error{background:#fde8e8;border:1px solid #e99;padding:.6em}
-.note{color:#555}
-button{font-size:1.1em;padding:.4em 1.2em;margin-right:1em}
-</style></head>
-<body>
+<style>{{ css }}</style></head>
+<body><div class="page">
+<p class="brand">langorch</p>
 <h1>{{ heading }}</h1>
 {% block content %}{% endblock %}
-</body></html>
+</div></body></html>
 """
 
 _RESULT = """\
 {% extends "base.html" %}
 {% block content %}
-<p>{{ sentence }}</p>
-{% if details %}<table>{% for key, value in details %}
-<tr><th>{{ key }}</th><td>{{ value }}</td></tr>{% endfor %}</table>{% endif %}
+<div class="card"><p>{{ sentence }}</p>
+{% if details %}<table class="kv">{% for key, value in details %}
+<tr><th scope="row">{{ key }}</th><td>{{ value }}</td></tr>{% endfor %}</table>{% endif %}</div>
 <p class="note">You can close this page.</p>
 {% endblock %}
 """
@@ -97,7 +89,7 @@ _FORM = """\
 {% extends "base.html" %}
 {% block content %}
 {% if error %}<p class="error">{{ error }}</p>{% endif %}
-{% if message %}<div class="msg">{{ message }}</div>{% endif %}
+{% if message %}<div class="card msg">{{ message }}</div>{% endif %}
 <p class="note">Run {{ run_id }} · step {{ step_id }}{% if iteration > 1 %} · round {{ iteration
 }}{% if max_iterations %} of {{ max_iterations }}{% endif %}{% endif %} ·
 deciding as {{ approver }} · expires {{ expires }}</p>
@@ -107,15 +99,17 @@ asked:</p><blockquote class="msg">{{ previous.comment }}</blockquote>{% else %} 
 comment.</p>{% endif %}
 <p>{% if previous.changed %}Changed since: {{ previous.changed }}.{% else %}None of the details
 shown changed since round {{ previous.iteration }}.{% endif %}</p>{% endif %}
-{% if context %}<h2>Details</h2><table>{% for key, value, changed in context %}
-<tr><th>{{ key }}{% if changed %} <span class="note">(changed)</span>{% endif %}</th>
-<td><pre>{{ value }}</pre></td></tr>{% endfor %}</table>
+{% if context %}<h2>Details</h2><div class="card"><table class="kv">
+{% for key, value, changed in context %}
+<tr><th scope="row">{{ key | label }}{% if changed %} <span class="note">(changed)</span>
+{% endif %}</th>
+<td><pre>{{ value }}</pre></td></tr>{% endfor %}</table></div>
 {% if hidden_keys %}<p class="note">{{ hidden_keys }} more not shown.</p>{% endif %}{% endif %}
-<form method="post">
+<div class="card"><form method="post">
 <input type="hidden" name="nonce" value="{{ nonce }}">
 {% if editable %}<h2>You may edit</h2>{% for f in editable %}
-<p><label for="f{{ loop.index }}"><strong>{{ f.key }}</strong>{% if f.hint %}
-({{ f.hint }}){% endif %}</label><br>
+<p><label for="f{{ loop.index }}">{{ f.key | label }}{% if f.hint %}
+<span class="hint note">({{ f.hint }})</span>{% endif %}</label>
 {% if f.too_long %}<pre>{{ f.value }}</pre><span class="note">Too long to edit here.</span>
 {% elif f.kind == "yes_no" %}<select id="f{{ loop.index }}" name="{{ f.name }}">
 <option value="yes"{% if f.value == "yes" %} selected{% endif %}>yes</option>
@@ -124,14 +118,15 @@ shown changed since round {{ previous.iteration }}.{% endif %}</p>{% endif %}
 step="any" value="{{ f.value }}">
 {% else %}<textarea id="f{{ loop.index }}" name="{{ f.name }}" rows="{{ f.rows }}">
 {{ f.value }}</textarea>{% endif %}</p>{% endfor %}{% endif %}
-<p><label for="comment"><strong>Comment</strong> (optional; a rejection's feedback)</label><br>
+<p><label for="comment">Comment <span class="hint note">(optional; a rejection's feedback)</span>
+</label>
 <textarea id="comment" name="comment" rows="3" maxlength="4000">{{ comment }}</textarea></p>
-{% if require_code %}<p><label for="code"><strong>One-time code</strong> from your email</label>
-<br><input id="code" name="code" inputmode="numeric" autocomplete="one-time-code"
+{% if require_code %}<p><label for="code">One-time code <span class="hint note">from your
+email</span></label><input id="code" name="code" inputmode="numeric" autocomplete="one-time-code"
 maxlength="6" size="8" required></p>{% endif %}
-<p><button type="submit" name="decision" value="approved">Approve</button>
+<p class="actions"><button type="submit" name="decision" value="approved">Approve</button>
 <button type="submit" name="decision" value="rejected">Reject</button></p>
-</form>
+</form></div>
 <p class="note">Nothing happens until you press a button.</p>
 {% endblock %}
 """
@@ -140,12 +135,19 @@ maxlength="6" size="8" required></p>{% endif %}
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     from jinja2 import DictLoader, Environment, StrictUndefined
+    from markupsafe import Markup
 
-    return Environment(
+    from langorch.web.look import human_label, stylesheet
+
+    env = Environment(
         loader=DictLoader({"base.html": _BASE, "result.html": _RESULT, "form.html": _FORM}),
         autoescape=True,
         undefined=StrictUndefined,
     )
+    env.filters["label"] = human_label
+    # The shared look, inline: the page's CSP allows inline styles only. Our own file.
+    env.globals["css"] = Markup(stylesheet())  # noqa: S704 - our packaged stylesheet
+    return env
 
 
 def _render(template: str, status: int, **values: Any) -> Page:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -248,6 +249,7 @@ class RunsRepository:
         workflow_id: str | None = None,
         status: RunStatus | None = None,
         limit: int = 50,
+        before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
         """Runs, newest first, optionally of one workflow and/or in one status.
 
@@ -255,6 +257,7 @@ class RunsRepository:
             workflow_id: only runs of this workflow.
             status: only runs in this status.
             limit: at most this many (1-1000).
+            before: a page cursor, the last ``(created_at, run_id)`` of the previous page.
 
         Raises:
             ValueError: ``limit`` is out of range.
@@ -262,14 +265,18 @@ class RunsRepository:
         """
         if not 1 <= limit <= _MAX_LIST:
             raise ValueError(f"limit must be between 1 and {_MAX_LIST}, not {limit}")
+        # The indexes' sort key is `<created_at>#<run_id>`: a cursor is a key condition.
+        below = None if before is None else f"{_utc_iso(before[0])}#{before[1]}"
         if workflow_id is not None:
-            return self._query_index(GSI_WORKFLOW, f"wf#{workflow_id}", limit, status=status)
+            return self._query_index(
+                GSI_WORKFLOW, f"wf#{workflow_id}", limit, status=status, below=below
+            )
         statuses = [status] if status is not None else list(RunStatus)
         # No index holds every run: read the newest `limit` of each status and merge.
         runs = [
             run
             for each in statuses
-            for run in self._query_index(GSI_STATUS, f"status#{each}", limit)
+            for run in self._query_index(GSI_STATUS, f"status#{each}", limit, below=below)
         ]
         runs.sort(key=lambda r: (_utc_iso(r.created_at), r.run_id), reverse=True)
         return runs[:limit]
@@ -502,17 +509,26 @@ class RunsRepository:
     # ----------------------------------------------------------------------------------------
 
     def _query_index(
-        self, index: str, partition: str, limit: int, *, status: RunStatus | None = None
+        self,
+        index: str,
+        partition: str,
+        limit: int,
+        *,
+        status: RunStatus | None = None,
+        below: str | None = None,
     ) -> list[RunRecord]:
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": index,
-            "KeyConditionExpression": "#pk = :pk",
+            "KeyConditionExpression": "#pk = :pk" + (" AND #sk < :below" if below else ""),
             "ExpressionAttributeNames": {"#pk": f"{index}pk"},
             "ExpressionAttributeValues": {":pk": {"S": partition}},
             "ScanIndexForward": False,
             "Limit": limit,
         }
+        if below:
+            request["ExpressionAttributeNames"]["#sk"] = f"{index}sk"
+            request["ExpressionAttributeValues"][":below"] = {"S": below}
         if status is not None:
             # Limit counts items read before the filter: keep paging until enough match.
             request["FilterExpression"] = "#status = :status"

@@ -8,7 +8,31 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from langorch.cli.commands import approvals, blocks, dev, files, hooks, keys, runs, workflows
+from langorch.cli.commands import (
+    approvals,
+    blocks,
+    console,
+    dev,
+    files,
+    hooks,
+    keys,
+    resources,
+    runs,
+    tools,
+    workflows,
+)
 
-GROUPS: list[ModuleType] = [dev, blocks, workflows, runs, hooks, approvals, files, keys]
+GROUPS: list[ModuleType] = [
+    dev,
+    console,
+    blocks,
+    workflows,
+    tools,
+    runs,
+    hooks,
+    approvals,
+    files,
+    keys,
+    resources,
+]
 """Registered in this order; ``langorch --help`` lists them so."""

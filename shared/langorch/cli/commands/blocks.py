@@ -49,7 +49,12 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
     repo = ctx.definitions()
     # The whole files are checked (a file is one unit), but only their blocks are stored:
     # a workflow stored here would skip its triggers' schedules and webhook secret.
-    batch = validate_files(args.files, repo, strict=args.strict)
+    from langorch.adapters.dynamodb.tools import ToolServersRepository
+    from langorch.app.tools import known_tool_names
+
+    registered = ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)
+    tools = known_tool_names(registered)
+    batch = validate_files(args.files, repo, tools=tools, strict=args.strict)
     warn_each(ctx, batch.warnings)
     results = [
         replace(register_block(repo, block), source=batch.sources[("block", block.block_id)])

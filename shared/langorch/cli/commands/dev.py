@@ -6,6 +6,7 @@ import argparse
 import signal
 import threading
 from pathlib import Path
+from typing import Any
 
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
@@ -28,6 +29,12 @@ def register(subparsers: Subparsers) -> None:
         "--verbose",
         action="store_true",
         help="also show the functions' JSON log lines (always in <home>/logs/functions.jsonl)",
+    )
+    dev.add_argument(
+        "--console-port",
+        type=int,
+        default=8765,
+        help="the run console's port (default 8765; 0: none)",
     )
     dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
@@ -59,6 +66,14 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         )
     except OSError as exc:
         raise UsageError(f"cannot start the emulator on port {args.port}: {exc}") from exc
+    from langorch.local.example_tools import start_example_tools
+
+    try:
+        tools = start_example_tools(stack.settings, examples)
+    except BaseException:
+        stack.stop()
+        raise
+    console_url = _start_console(ctx, stack, args.console_port)
     took = time.monotonic() - started
     settings = stack.settings
     lines = [
@@ -79,12 +94,17 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
+    lines += _console_line(console_url)
     if stack.background:
         lines.append(f"  running       {', '.join(stack.background)}")
     lines += [
         f"  LLM           {settings.default_llm_provider}"
         + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
+        *[
+            f"  tool          {name} -> {url}  (MCP, example)"
+            for name, url in tools.registered.items()
+        ],
         "",
         "try, in another terminal (`source .venv/bin/activate` first puts langorch on PATH):",
         "  langorch workflows list",
@@ -102,13 +122,16 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "state_machine_arn": settings.state_machine_arn,
             "functions": stack.functions,
             "gateway_url": stack.gateway_url,
+            "console_url": console_url,
             "outbox_dir": settings.outbox_dir,
             "background": stack.background,
             "workflows": stack.examples,
+            "tools": tools.registered,
         },
         "\n".join(lines),
     )
     if args.ready_only:
+        tools.stop()
         stack.stop()
         return 0
     stopped = threading.Event()
@@ -117,8 +140,30 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     try:
         stopped.wait()
     finally:
+        tools.stop()
         stack.stop()
     return 0
+
+
+def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
+    """The run console beside the stack (stopped with it); ``None`` when off or its port is
+    taken (said, not fatal: the stack works without it)."""
+    if not port:
+        return None
+    from langorch.app.container import Container
+    from langorch.console.server import serve_console
+
+    try:
+        running = serve_console(Container(stack.settings), target="the local stack", port=port)
+    except OSError as exc:
+        ctx.out.warn(f"no console: port {port} is taken ({exc}); pass --console-port")
+        return None
+    stack._stops.append(running.stop)
+    return running.url
+
+
+def _console_line(url: str | None) -> list[str]:
+    return [f"  console       {url}  (runs, graphs, approvals in a browser)"] if url else []
 
 
 def _examples(ctx: Context, named: str | None) -> Path | None:

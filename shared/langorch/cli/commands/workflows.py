@@ -124,13 +124,26 @@ def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
     )
 
 
+def _known_tools(ctx: Context, target: Any) -> frozenset[str]:
+    """Built-in tools, plus the target's registered ones when a stack is reachable."""
+    from langorch.app.tools import known_tool_names
+
+    if target is None:
+        return known_tool_names(None)
+    from langorch.adapters.dynamodb.tools import ToolServersRepository
+
+    return known_tool_names(
+        ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)
+    )
+
+
 def _validate(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.definitions import validate_files
 
     target = ctx.reachable_target()
     lookup = None if target is None else ctx.definitions()
     against = "built-in blocks only" if target is None else f"stored definitions ({target.source})"
-    batch = validate_files(args.files, lookup, strict=args.strict)
+    batch = validate_files(args.files, lookup, tools=_known_tools(ctx, target), strict=args.strict)
     warn_each(ctx, batch.warnings)
     document = {
         "valid": True,

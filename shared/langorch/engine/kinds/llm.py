@@ -4,11 +4,12 @@ structured output whose fields are the ``output_keys``, merge them into ``shared
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
 from langorch.domain.templates import prompt_char_limit, render
-from langorch.engine.context import EngineContext
+from langorch.engine.context import EngineContext, StepEffects
 from langorch.engine.kinds.base import Executor, Outcome, StepSpec, input_scope, visits_of
 from langorch.engine.state import OrchestrationState
 
@@ -31,7 +32,7 @@ async def call_llm(
         choices: For decisions: the labels the answer must be one of.
     """
     started = time.monotonic()  # before the first import of langorch.llm: it takes a while
-    from langorch.llm import LLMRequest  # the package is light; SDKs load per provider
+    from langorch.llm import LLMRequest, LLMResult  # light; SDKs load per provider
     from langorch.llm.calls import call_model
 
     block = spec.block
@@ -49,6 +50,8 @@ async def call_llm(
     system = block.system_prompt or f"You are executing: {block.name or block.block_id}. " + (
         block.description or ""
     )
+    visit = visits_of(spec, state)
+    effects = _begin(spec, ctx, visit, attempt, list(block.tools_required))
     request = LLMRequest(
         run_id=ctx.run_id,
         step_id=spec.step_id,
@@ -62,15 +65,51 @@ async def call_llm(
         choices=choices,
         temperature=spec.temperature,
         tools=list(block.tools_required),
-        call_index=visits_of(spec, state),
+        call_index=visit,
         attempt=attempt,
         max_tokens=spec.max_tokens,
         max_attempts=spec.max_attempts,
+        toolbox=effects.toolbox if effects is not None else None,
     )
-    # Within the step's time, cancelled with it, every attempt's tokens counted (llm/calls.py).
-    result = await call_model(
-        ctx.llm, request, budget_seconds=spec.timeout_seconds, started=started
+
+    async def answer() -> dict[str, Any]:
+        # Within the step's time, cancelled with it, every attempt's tokens counted.
+        made = await call_model(
+            ctx.llm, request, budget_seconds=spec.timeout_seconds, started=started
+        )
+        return asdict(made)
+
+    if effects is None:
+        result = LLMResult(**await answer())
+    else:
+        # Recorded (seed 001 §5): a step run again after a crash reuses the answer, and the
+        # tool calls made on the way to it, instead of making them again.
+        try:
+            recorded, _ = await effects.once("llm", _digest(request), answer)
+        finally:
+            await effects.aclose()
+        result = LLMResult(**recorded)
+    return dict(result.outputs), *_usage(spec, result)
+
+
+def _begin(
+    spec: StepSpec, ctx: EngineContext, visit: int, attempt: int, tools: list[str]
+) -> StepEffects | None:
+    """The attempt's recorded calls and tools (``None``: the context records nothing)."""
+    if ctx.side_effects is None:
+        return None
+    from langgraph.config import get_stream_writer
+
+    return ctx.side_effects.begin(
+        step_id=spec.step_id,
+        visit=visit,
+        attempt=attempt,
+        tools=tools,
+        emit=get_stream_writer(),  # tool calls go on the timeline with the step's events
     )
+
+
+def _usage(spec: StepSpec, result: Any) -> tuple[dict[str, int], dict[str, Any]]:
     tokens = {"input": result.input_tokens, "output": result.output_tokens}
     usage = {
         "step_id": spec.step_id,
@@ -79,7 +118,21 @@ async def call_llm(
         "input": result.input_tokens,
         "output": result.output_tokens,
     }
-    return dict(result.outputs), tokens, usage
+    return tokens, usage
+
+
+def _digest(request: Any) -> str:
+    from langorch.domain.tasks import fingerprint
+
+    return fingerprint(
+        request.provider,
+        request.model,
+        request.system_prompt,
+        request.prompt,
+        request.output_keys,
+        request.choices,
+        request.tools,
+    )
 
 
 async def run_llm(

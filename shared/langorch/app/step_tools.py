@@ -1,0 +1,396 @@
+"""A step's tools and recorded calls: what :class:`~langorch.engine.context.SideEffects` is.
+
+For each attempt of an LLM step, :meth:`RecordedSideEffects.begin` opens a :class:`TaskRecorder`
+(seed 001 §5) and, when the block lists ``tools_required``, a :class:`StepToolbox` binding the
+built-in tools (:mod:`langorch.llm.tools`) and the registered MCP tools it names. The MCP SDK is
+imported only when a step names a registered tool (``langorch.adapters.mcp``).
+
+Every tool call is bounded (``tool_max_calls_per_step``, ``tool_call_timeout_seconds``), told to
+the model as text when it fails, recorded, put on the timeline (tool, argument summary, duration,
+outcome) and logged with the run and step ids. Header secrets are read here and handed to the
+MCP connection only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langorch.app.tasks import SideEffectDeps, TaskRecorder, TaskStore
+from langorch.domain.errors import SecretNotFoundError
+from langorch.domain.tasks import fingerprint
+from langorch.domain.tool_servers import SECRET_VALUE_KEY, ToolServer, ToolServerError
+from langorch.llm.toolbox import ToolSpec, UnboundToolError
+
+if TYPE_CHECKING:
+    from langorch.adapters.mcp import McpConnection
+    from langorch.app.ports import SecretsStore, ToolServerStore
+
+logger = logging.getLogger(__name__)
+
+MAX_TOOL_OUTPUT_CHARS = 4_000
+"""Tool output the model is told (and the record keeps); http_get alone may return 100 KB."""
+
+ARGS_SUMMARY_CHARS = 200
+"""What the timeline and logs show of a call's arguments."""
+
+Emit = Callable[[Any], None]
+
+
+class RecordedSideEffects:
+    """Opens each LLM step attempt's recorder and tools (the engine's ``SideEffects``).
+
+    Args:
+        run_id: The run.
+        tasks: Where calls are recorded (``None``: in memory for the attempt only).
+        tool_servers: Registered tools (``None``: only built-in tools bind).
+        secrets: Where header secrets are read.
+        max_calls: Tool calls a step may make.
+        call_timeout: Seconds one tool call may take.
+        allowed_urls: The server URLs this deployment may call (``None``: any).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        tasks: TaskStore | None,
+        tool_servers: ToolServerStore | None,
+        secrets: SecretsStore | None,
+        max_calls: int,
+        call_timeout: float,
+        allowed_urls: Sequence[str] | None = None,
+    ) -> None:
+        self._run_id = run_id
+        self._allowed_urls = None if allowed_urls is None else frozenset(allowed_urls)
+        self._tasks = tasks
+        self._servers = tool_servers
+        self._secrets = secrets
+        self._max_calls = max_calls
+        self._timeout = call_timeout
+
+    @classmethod
+    def of_run(cls, run_id: str, deps: SideEffectDeps) -> RecordedSideEffects:
+        """The side effects of one run's segment, wired from the deployment's ports."""
+        settings = deps.settings
+        return cls(
+            run_id,
+            tasks=deps.tasks,
+            tool_servers=deps.tool_servers,
+            secrets=deps.secrets,
+            max_calls=settings.tool_max_calls_per_step,
+            call_timeout=settings.tool_call_timeout_seconds,
+            allowed_urls=settings.tool_server_urls,
+        )
+
+    def begin(
+        self, *, step_id: str, visit: int, attempt: int, tools: list[str], emit: Emit
+    ) -> StepAttempt:
+        """The recorder (and toolbox, when ``tools``) of one attempt of one step."""
+        recorder = TaskRecorder(self._tasks, self._run_id, step_id, visit, attempt)
+        toolbox = None
+        if tools:
+            toolbox = StepToolbox(
+                list(dict.fromkeys(tools)),
+                recorder=recorder,
+                resolve=self._resolve,
+                emit=emit,
+                where={"run_id": self._run_id, "step_id": step_id, "attempt": attempt},
+                max_calls=self._max_calls,
+                call_timeout=self._timeout,
+            )
+        return StepAttempt(recorder, toolbox)
+
+    def _resolve(self, name: str) -> tuple[McpConnection, ToolServer] | None:
+        """The MCP server registered as ``name`` and a connection to it (``None``: not
+        registered)."""
+        server = self._servers.get(name) if self._servers is not None else None
+        if server is None:
+            return None
+        if self._allowed_urls is not None and server.url not in self._allowed_urls:
+            raise ToolServerError(
+                f"tool {name}: its server {server.url} is not one this deployment may call; "
+                "add it to mcp_servers (cdk.json) and deploy"
+            )
+        from langorch.adapters.mcp import McpConnection
+
+        return McpConnection(server.name, server.url, read_headers(server, self._secrets)), server
+
+
+def read_headers(server: ToolServer, secrets: SecretsStore | None) -> dict[str, str]:
+    """The request headers of ``server``, read from their secrets (never logged).
+
+    Raises:
+        ToolServerError: a secret is missing or holds no string ``value``.
+    """
+    headers: dict[str, str] = {}
+    for header, secret_id in server.headers.items():
+        if secrets is None:
+            raise ToolServerError(f"tool {server.name}: no secrets store to read {secret_id}")
+        try:
+            value = secrets.get_json(secret_id).get(SECRET_VALUE_KEY)
+        except SecretNotFoundError as exc:
+            raise ToolServerError(
+                f"tool {server.name}: header {header} needs secret {secret_id}, which does "
+                f'not exist; store {{"{SECRET_VALUE_KEY}": "..."}} in it'
+            ) from exc
+        if not isinstance(value, str):
+            raise ToolServerError(
+                f"tool {server.name}: secret {secret_id} has no string "
+                f'"{SECRET_VALUE_KEY}" for header {header}'
+            )
+        headers[header] = value
+    return headers
+
+
+class StepAttempt:
+    """One attempt's recorder and toolbox (the engine's ``StepEffects``)."""
+
+    def __init__(self, recorder: TaskRecorder, toolbox: StepToolbox | None) -> None:
+        self._recorder = recorder
+        self._toolbox = toolbox
+
+    @property
+    def toolbox(self) -> StepToolbox | None:
+        """The step's tools, or ``None`` when it lists none."""
+        return self._toolbox
+
+    async def once(
+        self, kind: str, digest: str, call: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> tuple[dict[str, Any], bool]:
+        """See :meth:`TaskRecorder.once`."""
+        return await self._recorder.once(kind, digest, call)
+
+    async def aclose(self) -> None:
+        """Close the MCP sessions the attempt opened."""
+        if self._toolbox is not None:
+            await self._toolbox.aclose()
+
+
+class StepToolbox:
+    """The tools of one attempt of one step (a :class:`langorch.llm.toolbox.Toolbox`).
+
+    Args:
+        names: The block's ``tools_required``: built-in names and registered names.
+        recorder: Records each call.
+        resolve: Registered name -> its MCP server and a connection (``None``: not
+            registered).
+        emit: Takes the ``tool_called`` timeline events.
+        where: ``run_id``, ``step_id``, ``attempt`` for events, logs and messages.
+        max_calls: Calls the step may make; later calls are refused (told to the model).
+        call_timeout: Seconds per call.
+    """
+
+    def __init__(
+        self,
+        names: list[str],
+        *,
+        recorder: TaskRecorder,
+        resolve: Callable[[str], tuple[McpConnection, ToolServer] | None],
+        emit: Emit,
+        where: dict[str, Any],
+        max_calls: int,
+        call_timeout: float,
+    ) -> None:
+        self._names = names
+        self._recorder = recorder
+        self._resolve = resolve
+        self._emit = emit
+        self._where = where
+        self._max_calls = max_calls
+        self._timeout = call_timeout
+        self._calls = 0
+        self._builtins: dict[str, Any] | None = None
+        self._registered: list[tuple[McpConnection, ToolServer]] | None = None
+        self._mcp: dict[str, tuple[McpConnection, ToolSpec]] | None = None
+        self._unregistered: list[str] = []
+
+    @property
+    def max_calls(self) -> int:
+        """Tool calls the step may make in all."""
+        return self._max_calls
+
+    @property
+    def exhausted(self) -> bool:
+        """Whether every allowed call was used."""
+        return self._calls >= self._max_calls
+
+    async def specs(self) -> list[ToolSpec]:
+        """The bound tools: built-in ones, then each registered server's allowed tools."""
+        specs = [_builtin_spec(tool) for tool in self._builtin_tools().values()]
+        return specs + [spec for _, spec in (await self._mcp_tools()).values()]
+
+    async def turn(
+        self, digest: str, ask: Callable[[], Awaitable[dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """One recorded model round."""
+        result, _ = await self._recorder.once("turn", digest, ask)
+        return result
+
+    async def call(self, name: str, args: dict[str, Any]) -> str:
+        """Run (or replay) one call; see :meth:`langorch.llm.toolbox.Toolbox.call`."""
+        started = time.monotonic()
+        summary = _summary(args)
+        if self.exhausted:
+            self._event(name, summary, "refused", started)
+            return (
+                f"error: this step may call tools {self._max_calls} times and has; answer with "
+                "what you have"
+            )
+        self._calls += 1
+        run = await self._runner(name, summary, started)
+
+        async def make() -> dict[str, Any]:
+            output, failed = await run(args)
+            if len(output) > MAX_TOOL_OUTPUT_CHARS:
+                output = output[:MAX_TOOL_OUTPUT_CHARS] + " [truncated]"
+            return {"output": output, "error": failed}
+
+        result, replayed = await self._recorder.once("tool", fingerprint(name, args), make)
+        outcome = "error" if result.get("error") else "ok"
+        self._event(name, summary, outcome, started, replayed=replayed)
+        return str(result.get("output", ""))
+
+    async def aclose(self) -> None:
+        """Close the MCP sessions."""
+        for connection, _ in self._registered or []:
+            await connection.aclose()
+
+    async def _runner(
+        self, name: str, summary: str, started: float
+    ) -> Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]]:
+        builtin = self._builtin_tools().get(name)
+        if builtin is not None:
+
+            async def run_builtin(args: dict[str, Any]) -> tuple[str, bool]:
+                return await self._bounded(asyncio.to_thread(builtin.invoke, args))
+
+            return run_builtin
+        connection = await self._owner(name)
+        if connection is None:
+            self._event(name, summary, "unbound", started)
+            raise UnboundToolError(self._unbound_message(name))
+
+        async def run_mcp(args: dict[str, Any]) -> tuple[str, bool]:
+            return await self._bounded(connection.call(name, args, timeout=self._timeout))
+
+        return run_mcp
+
+    async def _bounded(self, work: Awaitable[Any]) -> tuple[str, bool]:
+        """The call's text and whether it failed; a failure is told to the model, not raised."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                value = await work
+        except TimeoutError:
+            return f"error: the tool took longer than {self._timeout:g} s", True
+        except Exception as exc:
+            return f"error: {type(exc).__name__}: {exc}", True
+        if isinstance(value, tuple):
+            text, failed = value
+            return (f"error: {text}" if failed else str(text)), bool(failed)
+        return str(value), False
+
+    def _builtin_tools(self) -> dict[str, Any]:
+        if self._builtins is None:
+            from langorch.llm.tools import TOOL_FACTORIES
+
+            self._builtins = {
+                name: TOOL_FACTORIES[name]() for name in self._names if name in TOOL_FACTORIES
+            }
+        return self._builtins
+
+    async def _registrations(self) -> list[tuple[McpConnection, ToolServer]]:
+        """The step's registered tools with an unopened connection each (no network yet)."""
+        if self._registered is None:
+            from langorch.llm.tools import TOOL_FACTORIES
+
+            self._registered = []
+            for name in self._names:
+                if name in TOOL_FACTORIES:
+                    continue
+                found = await asyncio.to_thread(self._resolve, name)
+                if found is None:
+                    self._unregistered.append(name)
+                else:
+                    self._registered.append(found)
+        return self._registered
+
+    async def _owner(self, tool: str) -> McpConnection | None:
+        """The connection serving ``tool``. A registration with an ``allow`` list answers
+        without connecting (a replayed call then never opens a session); one without is asked
+        for its tools."""
+        registered = await self._registrations()
+        for connection, server in registered:
+            if tool in server.allow:
+                return connection
+        if all(server.allow for _, server in registered):
+            return None
+        found = (await self._mcp_tools()).get(tool)
+        return found[0] if found is not None else None
+
+    async def _mcp_tools(self) -> dict[str, tuple[McpConnection, ToolSpec]]:
+        """Every registered server's allowed tools, listed from the servers."""
+        if self._mcp is None:
+            tools: dict[str, tuple[McpConnection, ToolSpec]] = {}
+            for connection, server in await self._registrations():
+                for spec in await connection.list_tools():
+                    if server.allows(spec.name) and spec.name not in tools:
+                        tools[spec.name] = (connection, spec)
+            self._mcp = tools
+        return self._mcp
+
+    def _unbound_message(self, name: str) -> str:
+        allowed = [tool for _, server in self._registered or [] for tool in server.allow]
+        bound = sorted({*self._builtin_tools(), *(self._mcp or {}), *allowed})
+        return (
+            f"step {self._where['step_id']}: the model called tool {name!r}, which this step "
+            f"does not bind (bound: {', '.join(bound) or 'none'}; named in tools_required but "
+            f"not registered: {', '.join(self._unregistered) or 'none'}); register a server "
+            "that has it (`langorch tools add NAME --mcp URL`) and list NAME in the block's "
+            "tools_required, or allow it in an existing registration (--allow)"
+        )
+
+    def _event(
+        self, tool: str, summary: str, outcome: str, started: float, *, replayed: bool = False
+    ) -> None:
+        duration = int((time.monotonic() - started) * 1000)
+        event: dict[str, Any] = {
+            "event": "tool_called",
+            "step_id": self._where["step_id"],
+            "at": datetime.now(UTC).isoformat(),
+            "attempt": self._where["attempt"],
+            "tool": tool,
+            "args": summary,
+            "duration_ms": duration,
+            "outcome": outcome,
+        }
+        if replayed:
+            event["replayed"] = True
+        self._emit(event)
+        logger.info(
+            "tool called",
+            extra={
+                **self._where,
+                "tool": tool,
+                "tool_args": summary,
+                "duration_ms": duration,
+                "outcome": outcome,
+                "replayed": replayed,
+            },
+        )
+
+
+def _builtin_spec(tool: Any) -> ToolSpec:
+    schema = tool.tool_call_schema.model_json_schema()
+    schema.pop("title", None)
+    return ToolSpec(name=tool.name, description=tool.description, parameters=schema)
+
+
+def _summary(args: dict[str, Any]) -> str:
+    text = json.dumps(args, sort_keys=True, default=str)
+    return text if len(text) <= ARGS_SUMMARY_CHARS else text[: ARGS_SUMMARY_CHARS - 1] + "…"

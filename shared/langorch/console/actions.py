@@ -1,0 +1,262 @@
+"""What the console's buttons do, through the same use-cases as every other entry point.
+
+- Cancel: :func:`langorch.app.runs.cancel_run`.
+- Start a run: :func:`langorch.app.runs.launch_run` (trigger ``manual``).
+- Decide an approval: the approval page's own decide-once use-case
+  (:func:`~langorch.app.approvals.view_approval` then
+  :func:`~langorch.app.approvals.decide_approval`). The console signs the approver's link
+  itself, server-side, with the link-signing key from Secrets Manager — which the operator's
+  IAM permissions may or may not allow: IAM decides. The link, its signature and the page's
+  view token never leave this process; the browser only sends the decision, the comment, the
+  edits and its CSRF token. The form dwell that stops mail scanners is not applied here (an
+  operator's console is no mail scanner, and its forms are CSRF-protected).
+
+Redrive (the "Recovery" issue) goes through ``langorch.app.recovery.redrive`` when that module
+is installed (it is being built on its own branch): :data:`RECOVERY_AVAILABLE` says so, the run
+page shows the Redrive form only then, and :func:`redrive` is the one place that calls it.
+Fork is left for when its use-case settles (``app/forks.py`` on that branch).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langorch.console.http import Request
+from langorch.console.redact import shown
+from langorch.domain.approval_edits import (
+    EDIT_PREFIX,
+    MAX_EDIT_FIELD_BYTES,
+    EditKind,
+    as_text,
+    is_editable_here,
+    kind_of,
+)
+from langorch.domain.approvals import AlreadyDecidedError, Approval, ApprovalLinkError, bounded
+from langorch.domain.errors import LangorchError
+from langorch.web.look import human_label
+
+ACTOR = "console"
+USER_AGENT = "langorch console"
+RECOVERY_MODULE = "langorch.app.recovery"
+RECOVERY_AVAILABLE = importlib.util.find_spec(RECOVERY_MODULE) is not None
+"""Whether the recovery use-cases (redrive) are installed."""
+
+_HINTS = {EditKind.lines: "one per line", EditKind.json: "JSON", EditKind.number: "a number"}
+
+
+class ConsoleActionError(LangorchError):
+    """A console action that cannot be done as asked (the message says why and what to do)."""
+
+
+def cancel(container: Any, run_id: str, reason: str) -> str:
+    """Cancel a run (its execution stopped, a pending approval closed); returns its id."""
+    from langorch.app.runs import cancel_run
+
+    text = (reason or "").strip()[:500] or "cancelled from the console"
+    run, _ = cancel_run(run_id, container, actor=ACTOR, reason=text)
+    return str(run.run_id)
+
+
+def start(container: Any, workflow_id: str, request: Request) -> str:
+    """Start a run from the workflow page's form; returns the run id.
+
+    Raises:
+        ConsoleActionError: a field is not what the inputs schema asks for.
+        ConsoleActionError: the stack cannot run it (no state machine).
+    """
+    from langorch.app.runs import StartRun, launch_run
+    from langorch.console.listing import input_fields
+
+    if not container.settings.state_machine_arn:
+        raise ConsoleActionError(
+            "this stack has no run state machine: start runs with `langorch runs start`"
+        )
+    plan = container.definitions.get_workflow(workflow_id)
+    if plan is None:
+        from langorch.domain.errors import NotFoundError
+
+        raise NotFoundError(f"workflow {workflow_id} does not exist")
+    data = start_input(input_fields(plan), request.form)
+    run, _ = launch_run(
+        StartRun(workflow_id, input=data, trigger="manual", trigger_detail={"by": ACTOR}),
+        container,
+    )
+    return str(run.run_id)
+
+
+def start_input(fields: list[dict[str, Any]], form: Mapping[str, list[str]]) -> dict[str, Any]:
+    """The run's input from the form: each field typed as its schema says.
+
+    Raises:
+        ConsoleActionError: a number, a JSON value or a required field is wrong.
+    """
+    if not fields:
+        raw = (form.get("input") or ["{}"])[0].strip() or "{}"
+        try:
+            value = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ConsoleActionError(f"input: not JSON ({exc.msg}); give an object") from None
+        if not isinstance(value, dict):
+            raise ConsoleActionError('input: give a JSON object, e.g. {"key": "value"}')
+        return value
+    data: dict[str, Any] = {}
+    for f in fields:
+        name = f["name"]
+        raw = (form.get(f"in.{name}") or [""])[0]
+        if f["widget"] == "checkbox":
+            data[name] = raw == "on"
+            continue
+        if raw.strip() == "":
+            if f["required"]:
+                raise ConsoleActionError(f"input.{name}: required; fill it in")
+            continue
+        data[name] = _typed(name, f["type"], f["widget"], raw)
+    return data
+
+
+def _typed(name: str, kind: str, widget: str, raw: str) -> Any:
+    try:
+        if kind == "integer":
+            return int(raw)
+        if kind == "number":
+            return float(raw)
+        if widget == "json":
+            return json.loads(raw)
+    except ValueError:
+        raise ConsoleActionError(f"input.{name}: {raw[:40]!r} is not a {kind}") from None
+    return raw
+
+
+@dataclass(frozen=True)
+class Decision:
+    """How a decision went: ``done`` (approved, rejected, already) or the form again."""
+
+    done: str = ""
+    again: str | None = None
+    values: Mapping[str, str] | None = None
+
+
+def decide(container: Any, approval_id: str, request: Request) -> Decision:
+    """Decide an approval as one of its approvers, through the decide-once use-case."""
+    from langorch.app.approval_keys import load_signing_keys
+    from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
+    from langorch.domain.approval_outcomes import AlreadyDecided, Decided, Shown
+    from langorch.domain.approvals import sign_link
+
+    approval = container.approvals.get(approval_id)
+    if approval is None:
+        from langorch.domain.errors import NotFoundError
+
+        raise NotFoundError(f"approval {approval_id} does not exist")
+    approver = request.field("approver")
+    if approver not in approval.approvers:
+        raise ConsoleActionError(
+            f"approver: choose one of this approval's approvers ({', '.join(approval.approvers)})"
+        )
+    ports = _console_ports(container)
+    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+    query = sign_link(
+        approval_id,
+        approver,
+        approval.expires_at,
+        keys.current,
+        keys.current_key,
+        generation=approval.link_generation,
+    )
+    seen = {"source_ip": "127.0.0.1", "user_agent": USER_AGENT}
+    # The form decides; the GET before it is the page view the decide-once use-case expects.
+    try:
+        view = view_approval(ApprovalHttpRequest(approval_id, "GET", query, {}, **seen), ports)
+        if isinstance(view, AlreadyDecided):
+            return Decision(done="already")
+        if not isinstance(view, Shown):
+            raise ConsoleActionError(f"approval {approval_id} cannot be decided now")
+        form = {
+            k: v[0]
+            for k, v in request.form.items()
+            if k in ("decision", "comment", "code") or k.startswith(EDIT_PREFIX)
+        }
+        form["nonce"] = view.nonce
+        outcome = decide_approval(
+            ApprovalHttpRequest(approval_id, "POST", query, form, **seen), ports
+        )
+    except AlreadyDecidedError:
+        return Decision(done="already")
+    except ApprovalLinkError as exc:
+        raise ConsoleActionError(str(getattr(exc, "user_message", exc))) from exc
+    if isinstance(outcome, Decided):
+        return Decision(done=outcome.approval.status.value)
+    if isinstance(outcome, AlreadyDecided):
+        return Decision(done="already")
+    kept = {k: v for k, v in form.items() if k != "nonce"}
+    return Decision(again=outcome.message, values=kept)
+
+
+def _console_ports(container: Any) -> Any:
+    """The container with the form dwell off (see the module docstring)."""
+    from langorch.app.container import Container
+
+    if not isinstance(container, Container):
+        return container
+    settings = container.settings.model_copy(update={"approval_form_dwell_seconds": 0.0})
+    return Container(settings, session=container._session, clock=container.clock)
+
+
+def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[str, Any]:
+    """The console's decision form: context shown, typed edit fields, approvers to act as."""
+    typed = values or {}
+    editable = []
+    for key, value in list(approval.editable.items())[:50]:
+        text = as_text(value)
+        name = EDIT_PREFIX + str(key)
+        if is_editable_here(value) and name in typed:
+            text = bounded(typed[name], MAX_EDIT_FIELD_BYTES)
+        kind = kind_of(value)
+        editable.append(
+            {
+                "key": str(key),
+                "label": human_label(str(key)),
+                "name": name,
+                "value": text,
+                "kind": kind.value,
+                "hint": _HINTS.get(kind, ""),
+                "too_long": not is_editable_here(value),
+                "rows": min(max(text.count("\n") + 2, 3), 20),
+            }
+        )
+    return {
+        "context": [
+            (human_label(str(k)), shown(v, key=str(k)))
+            for k, v in list(approval.context.items())[:50]
+        ],
+        "editable": editable,
+        "comment": typed.get("comment", ""),
+        "pending": approval.is_pending,
+    }
+
+
+def redrive(container: Any, run_id: str, from_step: str, reason: str) -> str:
+    """Redrive a run (from a step, or from its last good checkpoint); returns its id.
+
+    Raises:
+        ConsoleActionError: the recovery use-cases are not installed.
+        LangorchError: the recovery use-case's own refusals (still running, unknown step, …).
+    """
+    if not RECOVERY_AVAILABLE:
+        raise ConsoleActionError(
+            f"redrive is not available in this langorch (run {run_id} is unchanged)"
+        )
+    recovery = importlib.import_module(RECOVERY_MODULE)
+    done = recovery.redrive(
+        container,
+        run_id,
+        from_step=from_step.strip() or None,
+        reason=(reason or "").strip()[:500] or "redriven from the console",
+        actor=ACTOR,
+    )
+    return str(done.run_id)

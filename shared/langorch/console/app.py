@@ -1,0 +1,314 @@
+"""The console's routes: one function per page or action, over the stack's stores.
+
+Pages read through the same adapters the CLI uses (:class:`~langorch.app.container.Container`)
+with the operator's credentials, so IAM decides what the console may see and do. Actions go
+through the same use-cases as everything else: ``cancel_run``, ``launch_run`` and the
+approval page's ``view_approval``/``decide_approval`` (:mod:`.actions`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from importlib.resources import files
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from langorch.console import actions, listing
+from langorch.console.http import (
+    CSRF_FIELD,
+    SECURITY_HEADERS,
+    CsrfError,
+    Request,
+    Response,
+    Sessions,
+)
+from langorch.console.runview import build_run_view
+from langorch.domain.errors import LangorchError, NotFoundError
+from langorch.web.look import human_label, stylesheet
+
+Route = Callable[[Request, re.Match[str]], Response]
+
+STATIC_TYPES = {
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+}
+
+
+class ConsoleApp:
+    """Answers console requests against one stack.
+
+    Args:
+        container: the stack's composition root (stores, executions, secrets, clock).
+        target: how the stack is named on every page ("the local stack", "stack prod").
+        origins: the console's own origins (``http://127.0.0.1:PORT``), for the CSRF check.
+        sessions: session ids and CSRF tokens (default: a fresh key for this process).
+    """
+
+    def __init__(
+        self, container: Any, target: str, origins: frozenset[str], sessions: Sessions | None = None
+    ) -> None:
+        self.container = container
+        self.target = target
+        self.origins = origins
+        self.sessions = sessions or Sessions()
+        self._routes: list[tuple[str, re.Pattern[str], Route]] = [
+            ("GET", re.compile(r"/"), lambda r, m: Response.redirect("/runs")),
+            ("GET", re.compile(r"/runs"), self.runs),
+            ("GET", re.compile(r"/runs/([^/]+)"), self.run),
+            ("POST", re.compile(r"/runs/([^/]+)/cancel"), self.cancel),
+            ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
+            ("GET", re.compile(r"/api/status"), self.status),
+            ("GET", re.compile(r"/approvals"), self.approvals),
+            ("GET", re.compile(r"/approvals/([^/]+)"), self.approval),
+            ("POST", re.compile(r"/approvals/([^/]+)"), self.decide),
+            ("GET", re.compile(r"/workflows"), self.workflows),
+            ("GET", re.compile(r"/workflows/([^/]+)"), self.workflow),
+            ("POST", re.compile(r"/workflows/([^/]+)/runs"), self.start),
+            ("GET", re.compile(r"/static/([a-z0-9_.-]+)"), self.static),
+        ]
+
+    # ---------------------------------------------------------------------------------------
+    # Dispatch
+    # ---------------------------------------------------------------------------------------
+
+    def handle(self, request: Request) -> Response:
+        """Route one request; named errors become pages, CSRF failures a 403."""
+        allowed: list[str] = []
+        for method, pattern, route in self._routes:
+            match = pattern.fullmatch(request.path)
+            if match is None:
+                continue
+            if method != request.method and not (method == "GET" and request.method == "HEAD"):
+                allowed.append(method)
+                continue
+            try:
+                if method == "POST":
+                    self.sessions.check(request, self.origins)
+                return route(request, match)
+            except CsrfError as exc:
+                return self.page(
+                    "error.html", request, status=403, heading="Refused", message=str(exc)
+                )
+            except NotFoundError as exc:
+                return self.page(
+                    "error.html", request, status=404, heading="Not found", message=str(exc)
+                )
+            except LangorchError as exc:
+                return self.page(
+                    "error.html", request, status=400, heading="Cannot do that", message=str(exc)
+                )
+        if allowed:
+            return Response(405, b"method not allowed", "text/plain", {"Allow": ", ".join(allowed)})
+        return self.page(
+            "error.html",
+            request,
+            status=404,
+            heading="Not found",
+            message=f"nothing at {request.path}",
+        )
+
+    @cached_property
+    def env(self) -> Environment:
+        env = Environment(
+            loader=PackageLoader("langorch.console", "templates"),
+            autoescape=True,
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        env.filters["label"] = human_label
+        env.filters["when"] = _when
+        env.filters["ago"] = _ago
+        env.filters["seconds"] = _seconds
+        env.globals["nav"] = [
+            ("/runs", "Runs"),
+            ("/approvals", "Approvals"),
+            ("/workflows", "Workflows"),
+        ]
+        return env
+
+    def page(
+        self, template: str, request: Request, *, status: int = 200, **values: Any
+    ) -> Response:
+        """A rendered page with the session's CSRF token for its forms."""
+        body = self.env.get_template(template).render(
+            target=self.target,
+            path=request.path,
+            csrf_field=CSRF_FIELD,
+            csrf=self.sessions.token(request.session) if request.session else "",
+            now=self.container.clock(),
+            **values,
+        )
+        return Response(status, body.encode("utf-8"))
+
+    # ---------------------------------------------------------------------------------------
+    # Runs
+    # ---------------------------------------------------------------------------------------
+
+    def runs(self, request: Request, _: re.Match[str]) -> Response:
+        found = listing.runs_page(self.container, request)
+        workflows = sorted(p.plan_id for p in self.container.definitions.list_workflows())
+        return self.page(
+            "runs.html",
+            request,
+            listing=found,
+            workflows=workflows,
+            statuses=listing.STATUSES,
+            triggers=listing.TRIGGERS,
+        )
+
+    def run(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = match.group(1)
+        run = self.container.runs.get_run(run_id)
+        events = self.container.runs.get_timeline(run_id)
+        graph = listing.graph_of(self.container, run.workflow_id, run.workflow_version)
+        view = build_run_view(run, events, graph, self.container.clock())
+        approvals = [
+            (a, self.container.approvals.audit(a.approval_id))
+            for a in self.container.approvals.list(run_id=run_id, limit=50)
+        ]
+        return self.page(
+            "run.html",
+            request,
+            view=view,
+            approvals=approvals,
+            recovery=actions.RECOVERY_AVAILABLE,
+            message=request.arg("done"),
+        )
+
+    def cancel(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = actions.cancel(self.container, match.group(1), request.field("reason"))
+        return Response.redirect(f"/runs/{_quote(run_id)}?done=cancelled")
+
+    def redrive(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = actions.redrive(
+            self.container, match.group(1), request.field("from_step"), request.field("reason")
+        )
+        return Response.redirect(f"/runs/{_quote(run_id)}?done=redriven")
+
+    def status(self, request: Request, _: re.Match[str]) -> Response:
+        """``{run_id: status}`` for the runs a page shows (its live status, polled)."""
+        ids = [i for i in request.query.get("id", [])[:200] if i]
+        found: dict[str, str] = {}
+        for run_id in ids:
+            try:
+                found[run_id] = self.container.runs.get_run(run_id).status.value
+            except NotFoundError:
+                continue
+        return Response(200, json.dumps(found).encode(), "application/json")
+
+    # ---------------------------------------------------------------------------------------
+    # Approvals
+    # ---------------------------------------------------------------------------------------
+
+    def approvals(self, request: Request, _: re.Match[str]) -> Response:
+        pending = self.container.approvals.list(pending_only=True, limit=200)
+        recent = [a for a in self.container.approvals.list(limit=30) if not a.is_pending]
+        return self.page("approvals.html", request, pending=pending, recent=recent[:15])
+
+    def approval(self, request: Request, match: re.Match[str], **again: Any) -> Response:
+        approval = self.container.approvals.get(match.group(1))
+        if approval is None:
+            raise NotFoundError(f"approval {match.group(1)} does not exist")
+        form = actions.approval_form(approval, again.pop("values", None))
+        return self.page(
+            "approval.html",
+            request,
+            status=again.pop("status", 200),
+            approval=approval,
+            form=form,
+            audit=self.container.approvals.audit(approval.approval_id),
+            error=again.pop("error", None),
+            message=request.arg("done"),
+        )
+
+    def decide(self, request: Request, match: re.Match[str]) -> Response:
+        outcome = actions.decide(self.container, match.group(1), request)
+        if outcome.again is not None:
+            return self.approval(
+                request, match, status=409, error=outcome.again, values=outcome.values
+            )
+        return Response.redirect(f"/approvals/{_quote(match.group(1))}?done={outcome.done}")
+
+    # ---------------------------------------------------------------------------------------
+    # Workflows
+    # ---------------------------------------------------------------------------------------
+
+    def workflows(self, request: Request, _: re.Match[str]) -> Response:
+        plans = sorted(self.container.definitions.list_workflows(), key=lambda p: p.plan_id)
+        return self.page("workflows.html", request, plans=plans)
+
+    def workflow(self, request: Request, match: re.Match[str]) -> Response:
+        view = listing.workflow_view(self.container, match.group(1), request)
+        return self.page("workflow.html", request, **view)
+
+    def start(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = actions.start(self.container, match.group(1), request)
+        return Response.redirect(f"/runs/{_quote(run_id)}?done=started")
+
+    # ---------------------------------------------------------------------------------------
+    # Files
+    # ---------------------------------------------------------------------------------------
+
+    def static(self, request: Request, match: re.Match[str]) -> Response:
+        name = match.group(1)
+        suffix = name[name.rfind(".") :]
+        if name == "langorch.css":
+            body = stylesheet().encode()
+        else:
+            resource = files("langorch.console").joinpath("static", name)
+            if suffix not in STATIC_TYPES or not resource.is_file():
+                return Response(404, b"not found", "text/plain")
+            body = resource.read_bytes()
+        headers = {"Cache-Control": "max-age=300"}
+        return Response(200, body, STATIC_TYPES.get(suffix, "text/plain"), headers)
+
+
+def headers_for(response: Response) -> dict[str, str]:
+    """The response's headers with the security headers every answer carries."""
+    merged = dict(SECURITY_HEADERS)
+    merged.update(response.headers)
+    merged["Content-Type"] = response.content_type
+    return merged
+
+
+def _quote(value: str) -> str:
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def _when(moment: datetime | None) -> str:
+    if moment is None:
+        return "—"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _ago(moment: datetime | None, now: datetime | None = None) -> str:
+    if moment is None:
+        return "—"
+    delta = (now or datetime.now(UTC)) - moment
+    if delta < timedelta(seconds=60):
+        return f"{max(int(delta.total_seconds()), 0)} s ago"
+    if delta < timedelta(hours=1):
+        return f"{int(delta.total_seconds() // 60)} min ago"
+    if delta < timedelta(days=1):
+        return f"{int(delta.total_seconds() // 3600)} h ago"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d")
+
+
+def _seconds(value: float | int | None) -> str:
+    if value is None:
+        return "—"
+    value = float(value)
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 120:
+        return f"{value:.1f} s"
+    return f"{value / 60:.1f} min"

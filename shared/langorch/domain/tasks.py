@@ -1,0 +1,47 @@
+"""A step's recorded side effect (seed 001 §5): what one LLM, tool or HTTP call returned.
+
+Records are keyed by run, step, visit (how many times the step finished before), attempt and
+call index. When the step runs again after a crash or a retry, the recorder
+(:mod:`langorch.app.tasks`) hands back the recorded result instead of repeating the call.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+TaskKind = Literal["llm", "turn", "tool"]
+"""``llm``: a step's structured answer; ``turn``: one model round of a tool loop; ``tool``:
+one tool call."""
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One recorded call of one attempt of one visit of a step.
+
+    Attributes:
+        step_id: The step.
+        visit: How many times the step had finished in the run before this visit.
+        attempt: The step's attempt (1-based).
+        index: The call's position among the attempt's calls (0-based).
+        kind: What was called.
+        fingerprint: A digest of what was asked (tool and arguments): a replay reuses a
+            record only for the same question.
+        result: What came back, JSON (bounded by the recorder).
+    """
+
+    step_id: str
+    visit: int
+    attempt: int
+    index: int
+    kind: str
+    fingerprint: str
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+def fingerprint(*parts: Any) -> str:
+    """A short, stable digest of JSON-able ``parts`` (never reversible to secrets)."""
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

@@ -1,0 +1,111 @@
+"""Registered tools: MCP servers a deployment lets its blocks use (``langorch tools add``).
+
+A registration names a tool (the name a block's ``tools_required`` uses), the server's
+streamable-HTTP URL, which of its tools are allowed (empty: all), and request headers whose
+values live in Secrets Manager, referenced by secret id only. A registration never holds a
+credential, so it can be shown, logged and stored beside the definitions.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from langorch.domain.errors import LangorchError, NotFoundError
+
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
+"""A registered name: what ``tools_required`` lists and what a model's tool call may name."""
+
+SECRET_REF = "secret:"  # noqa: S105 - a prefix, not a value
+"""How a header value refers to a secret: ``secret:<Secrets Manager id>``."""
+
+SECRET_VALUE_KEY = "value"  # noqa: S105 - a key name
+"""The key of the secret's JSON object that holds the header value."""
+
+_HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+
+
+class ToolServerError(LangorchError):
+    """A tool registration is invalid, or a registered tool server cannot be used."""
+
+
+class UnknownToolServerError(ToolServerError, NotFoundError):
+    """No tool is registered under this name."""
+
+
+class ToolServer(BaseModel):
+    """An MCP server registered as a tool.
+
+    Attributes:
+        name: The name blocks list in ``tools_required``.
+        url: The server's streamable-HTTP endpoint (``http(s)://host/mcp``).
+        allow: The server's tools a model may call; empty means every tool it lists.
+        headers: Header name -> Secrets Manager id holding ``{"value": "<header value>"}``.
+        description: Free text shown by ``langorch tools list``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=NAME_PATTERN)
+    url: str
+    allow: tuple[str, ...] = ()
+    headers: dict[str, str] = Field(default_factory=dict)
+    description: str = Field(default="", max_length=500)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in {"http", "https"} or not parts.hostname:
+            raise ValueError(f"must be an http(s) URL with a host, not {url!r}")
+        if parts.username or parts.password:
+            # A credential in the URL would be stored and shown: headers take secrets.
+            raise ValueError("must not carry a user or password; use --header NAME=secret:ID")
+        return url
+
+    @field_validator("allow")
+    @classmethod
+    def _tool_names(cls, allow: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [name for name in allow if not re.match(NAME_PATTERN, name)]
+        if bad:
+            raise ValueError(f"tool names must match {NAME_PATTERN}: {bad}")
+        return tuple(dict.fromkeys(allow))
+
+    @field_validator("headers")
+    @classmethod
+    def _secret_ids(cls, headers: dict[str, str]) -> dict[str, str]:
+        for header, secret_id in headers.items():
+            if not _HEADER_NAME.match(header):
+                raise ValueError(f"header name {header!r} is not a valid HTTP header name")
+            if not secret_id or secret_id.startswith(SECRET_REF) or len(secret_id) > 512:
+                raise ValueError(f"header {header}: give the secret id, not {secret_id!r}")
+        return headers
+
+    def allows(self, tool: str) -> bool:
+        """Whether a model may call the server's tool ``tool``."""
+        return not self.allow or tool in self.allow
+
+    def public(self) -> dict[str, Any]:
+        """What ``tools show`` prints: the registration (secret ids, never values)."""
+        return self.model_dump(mode="json")
+
+
+def parse_header(option: str) -> tuple[str, str]:
+    """Read ``--header NAME=secret:ID`` into ``(NAME, ID)``.
+
+    Raises:
+        ToolServerError: The option is not ``NAME=secret:ID`` (a literal value is refused:
+            it would be stored in the registration).
+    """
+    name, sep, value = option.partition("=")
+    if not sep or not name.strip():
+        raise ToolServerError(f"--header {option!r}: expected NAME=secret:ID")
+    if not value.startswith(SECRET_REF) or not value[len(SECRET_REF) :]:
+        raise ToolServerError(
+            f"--header {name.strip()}: the value must be secret:<Secrets Manager id>; store "
+            f'the header value in a secret as {{"{SECRET_VALUE_KEY}": "..."}} first'
+        )
+    return name.strip(), value[len(SECRET_REF) :]

@@ -1,0 +1,358 @@
+"""The run console in a real browser: Debian's Chromium driven by Playwright.
+
+One local stack, one console and one browser for the module. A signed webhook starts a run,
+it parks on an approval, the approval is decided in the console's inbox, and the run page
+shows it succeeded with the path it took. Hostile run data (markup, quotes, unicode) is shown
+as text, never run; actions without the page's CSRF token or from another origin do nothing.
+A screenshot of each page is kept in ``artifacts/console/`` (gitignored) to be looked at.
+"""
+
+from __future__ import annotations
+
+import shutil
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright import sync_api as playwright_sync
+
+from langorch.app.container import Container
+from langorch.app.trigger_sync import register_and_sync
+from langorch.console.server import RunningConsole, serve_console
+from langorch.local.stack import LocalStack, free_port, start_local_stack
+from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "console"
+HOSTILE = (
+    '<script>window.__pwned=1</script>"\'><img src=x onerror="window.__pwned=2"> Ünïcødé ✓ 注文'
+)
+
+DEFINITIONS = """
+workflows:
+  - plan_id: console_review
+    name: Review an invoice
+    description: A webhook starts it; a person approves the invoice; it is paid or declined.
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com, second@example.com]
+    memory: false
+    inputs_schema:
+      properties:
+        item: {type: string}
+        amount: {type: number}
+      required: [item]
+    steps:
+      - step_id: prepare
+        kind: transform
+        transform: {subject: "item", total: "amount"}
+      - step_id: review
+        kind: approval
+        depends_on: [prepare]
+        approval:
+          title: "Approve {{ item }}"
+          show_keys: [subject, total]
+          editable_keys: [total]
+          timeout_seconds: 3600
+        branches: {approved: accept, rejected: decline, timed_out: decline}
+      - {step_id: accept, kind: transform, transform: {outcome: "'accepted'"}}
+      - {step_id: decline, kind: transform, transform: {outcome: "'declined'"}}
+"""
+
+# No skip when the browser is missing: `make test` installs Debian's chromium first, and a
+# browser test that skips would let the console go untested while the suite stays green.
+assert Path(CHROMIUM).exists(), "Debian's chromium is missing: run `make chromium` (make test does)"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    home = tmp_path_factory.mktemp("console") / ".langorch"
+    running = start_local_stack(home=home, port=free_port(), examples=None)
+    definitions = home / "console.yaml"
+    definitions.write_text(DEFINITIONS)
+    register_and_sync([str(definitions)], Container(running.settings))
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def container(stack: LocalStack) -> Container:
+    return Container(stack.settings)
+
+
+@pytest.fixture(scope="module")
+def console(container: Container) -> Iterator[RunningConsole]:
+    running = serve_console(container, target="the local stack", port=0)
+    yield running
+    running.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_sync.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    yield opened
+    context.close()
+    assert errors == [], f"the page logged errors: {errors}"
+
+
+def shot(page: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def parked(stack: LocalStack, container: Container, data: dict[str, Any]) -> str:
+    status, answer = deliver(stack, container, "console_review", data)
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to park", lambda: run_in(container, run_id, "waiting_approval"))
+    wait_for("its approval", lambda: container.approvals.list(run_id=run_id) or None)
+    return run_id
+
+
+def test_a_webhook_run_approved_in_the_inbox_shows_succeeded_with_its_path(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run started by a signed webhook, parked on its approval
+    run_id = parked(stack, container, {"item": "invoice 42", "amount": 120})
+
+    # When the operator opens the inbox, picks the approval and approves with an edit
+    page.goto(f"{console.url}/approvals")
+    shot(page, "approvals")
+    page.get_by_role("link", name="Approve invoice 42").first.click()
+    page.get_by_label("Total").fill("99")
+    page.get_by_label("Comment").fill("ok, paid less")
+    shot(page, "approval")
+    page.get_by_role("button", name="Approve").click()
+
+    # Then the console says so, the decision went through the decide-once use-case
+    assert "You approved this request" in page.locator(".notice").inner_text()
+    [approval] = container.approvals.list(run_id=run_id)
+    assert approval.status.value == "approved"
+    assert approval.decided_by == "approver@example.com"
+    assert approval.edits == {"total": 99}
+
+    # And the run page shows it succeeded along prepare → review → accept
+    wait_for("the run to succeed", lambda: run_in(container, run_id, "succeeded"))
+    page.goto(f"{console.url}/runs/{run_id}")
+    assert page.locator("h1 .pill").inner_text() == "succeeded"
+    assert page.locator("svg.graph .node.state-succeeded").count() == 3
+    assert page.locator("svg.graph .node.state-pending").count() == 1
+    assert page.locator("svg.graph .edge.taken").count() == 2
+    assert "accept" in page.locator("table.waterfall").inner_text()
+    shot(page, "run")
+    page.emulate_media(color_scheme="dark")
+    shot(page, "run-dark")
+    page.emulate_media(color_scheme="light")
+
+    # And the graph is reachable from the keyboard: a step's box links to its details
+    page.locator("svg.graph a").first.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("location.hash") == "#step-prepare"
+
+    # And the runs list shows it (the live status script ran without errors)
+    page.goto(f"{console.url}/runs")
+    row = page.locator("tr", has=page.locator(f"a:text-is('{run_id}')"))
+    assert row.locator(".pill").inner_text() == "succeeded"
+    shot(page, "runs")
+
+
+def test_the_workflow_page_starts_a_run_from_its_inputs_form(
+    console: RunningConsole, container: Container, page: Any
+):
+    page.goto(f"{console.url}/workflows")
+    shot(page, "workflows")
+    page.get_by_role("link", name="console_review").click()
+    assert page.locator("svg.graph .node").count() == 4
+    page.get_by_label("Item").fill("from the form")
+    page.get_by_label("Amount").fill("7.5")
+    shot(page, "workflow")
+    page.get_by_role("button", name="Start run").click()
+
+    assert "Run started" in page.locator(".notice").inner_text()
+    run_id = page.locator("h1 .mono").inner_text()
+    run = container.runs.get_run(run_id)
+    assert run.input == {"item": "from the form", "amount": 7.5}
+    assert run.trigger.type == "manual"
+
+
+def test_hostile_run_data_is_shown_as_text_and_never_runs(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run whose input is markup, quotes and unicode, and a secret-named key
+    run_id = parked(
+        stack, container, {"item": HOSTILE, "amount": 1, "api_key": "sk-live-0123456789abcdef"}
+    )
+
+    # When its run page and its approval are shown
+    page.goto(f"{console.url}/runs/{run_id}")
+    shot(page, "hostile-run")
+    html = page.content()
+
+    # Then nothing ran, no element was injected, and the text reads as sent
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main script, main img").count() == 0
+    assert HOSTILE in page.locator("main").inner_text()
+    # And the secret-named value is redacted
+    assert "sk-live-0123456789abcdef" not in html
+    page.goto(f"{console.url}/approvals")
+    page.locator("a", has_text="Ünïcødé").first.click()
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("main img").count() == 0
+    shot(page, "hostile-approval")
+
+
+def test_statuses_on_the_runs_page_update_without_a_reload(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    from langorch.app.runs import cancel_run
+
+    # Given the runs page showing a run that waits on its approval
+    run_id = parked(stack, container, {"item": "live"})
+    page.goto(f"{console.url}/runs")
+    pill = page.locator(f"[data-run-id='{run_id}']")
+    assert pill.inner_text() == "waiting approval"
+    page.evaluate("window.__same_page = true")
+
+    # When the run is cancelled elsewhere
+    cancel_run(run_id, container, actor="test", reason="live status")
+
+    # Then its status changes on the page, which was not reloaded
+    pill.filter(has_text="cancelled").wait_for(timeout=20_000)
+    assert page.evaluate("window.__same_page") is True
+
+
+def test_the_emailed_page_shares_the_console_look_with_human_labels(
+    stack: LocalStack, container: Container, page: Any
+):
+    run_id = parked(stack, container, {"item": "looks", "amount": 3})
+    link = email_for(stack, run_id, container)["link"]
+
+    page.goto(link)
+
+    # The shared stylesheet is applied (an Approve button is not the browser's grey) and the
+    # keys read as words
+    approve = page.get_by_role("button", name="Approve")
+    colour = approve.evaluate("b => getComputedStyle(b).backgroundColor")
+    assert colour not in ("rgb(239, 239, 239)", "rgb(240, 240, 240)", "rgba(0, 0, 0, 0)")
+    headers = [t.strip() for t in page.locator("th").all_inner_texts()]
+    assert "Subject" in headers and "subject" not in headers
+    shot(page, "emailed-approval")
+
+
+def test_no_link_signature_task_token_or_secret_reaches_the_browser(
+    stack: LocalStack, container: Container, console: RunningConsole
+):
+    run_id = parked(stack, container, {"item": "secret check"})
+    [approval] = container.approvals.list(run_id=run_id)
+    secret = container.secrets.get_json(stack.settings.webhook_secret_prefix + "console_review")
+    pages = [
+        f"/runs/{run_id}",
+        "/approvals",
+        f"/approvals/{approval.approval_id}",
+        "/runs",
+        "/workflows/console_review",
+    ]
+    for path in pages:
+        body = _get(console.url + path)[1]
+        assert "sig=" not in body and "&amp;sig" not in body
+        assert secret["current"] not in body
+        assert "taskToken" not in body and "task_token" not in body
+
+
+def test_an_action_without_the_page_token_or_from_another_site_does_nothing(
+    stack: LocalStack, container: Container, console: RunningConsole
+):
+    run_id = parked(stack, container, {"item": "csrf check"})
+    status, _ = _post(console.url + f"/runs/{run_id}/cancel", "reason=x", origin=console.url)
+    assert status == 403
+    cookie, token = _session(console.url)
+    status, _ = _post(
+        console.url + f"/runs/{run_id}/cancel",
+        f"csrf={token}",
+        origin="http://evil.example",
+        cookie=cookie,
+    )
+    assert status == 403
+    assert container.runs.get_run(run_id).status.value == "waiting_approval"
+    # The same form from the console's own origin cancels it
+    status, _ = _post(
+        console.url + f"/runs/{run_id}/cancel", f"csrf={token}", origin=console.url, cookie=cookie
+    )
+    assert status == 303
+    assert container.runs.get_run(run_id).status.value == "cancelled"
+
+
+def _get(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 - the local console
+        return answer.status, answer.read().decode()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _post(url: str, body: str, *, origin: str, cookie: str = "") -> tuple[int, str]:
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": origin}
+    if cookie:
+        headers["Cookie"] = cookie
+    request = urllib.request.Request(url, body.encode(), headers, method="POST")  # noqa: S310
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(request, timeout=30) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _session(url: str) -> tuple[str, str]:
+    """A session cookie and its CSRF token, as a page of the console hands them out."""
+    import re
+
+    with urllib.request.urlopen(url + "/workflows/console_review", timeout=30) as answer:  # noqa: S310
+        cookie = answer.headers["Set-Cookie"].split(";")[0]
+        body = answer.read().decode()
+    token = re.search(r'name="csrf" value="([^"]+)"', body)
+    assert token is not None
+    return cookie, token.group(1)
+
+
+def test_langorch_dev_prints_the_console_beside_the_gateway(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+):
+    from langorch.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    port = free_port()
+    code = main(
+        [
+            "dev",
+            "--ready-only",
+            "--home",
+            str(tmp_path / ".langorch"),
+            "--port",
+            str(free_port()),
+            "--console-port",
+            str(port),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    lines = [line.split() for line in out.splitlines()]
+    assert [w[0] for w in lines if w and w[0] == "gateway"] == ["gateway"]
+    assert ["console", f"http://127.0.0.1:{port}"] in [w[:2] for w in lines]

@@ -1,0 +1,91 @@
+"""The order_status example as `make dev` runs it: the example's MCP server started and
+registered as the tool ``orders`` (its token in the local Secrets Manager), then a run started
+from the CLI calls it through the tool loop, and ``runs show`` tells each call."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from langorch.app.container import Container
+from langorch.cli.main import main
+from langorch.local.example_tools import ExampleTools, start_example_tools
+from langorch.local.stack import LocalStack, free_port, start_local_stack
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalStack, ExampleTools]]:
+    # `langorch dev` in this process; the CLI finds its stack file from the working directory.
+    home = tmp_path_factory.mktemp("order_status") / ".langorch"
+    cwd = os.getcwd()
+    os.chdir(home.parent)
+    stack = start_local_stack(home=home, port=free_port(), examples=EXAMPLES)
+    tools = start_example_tools(stack.settings, EXAMPLES)
+    yield stack, tools
+    tools.stop()
+    stack.stop()
+    os.chdir(cwd)
+
+
+def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[Any, str]:
+    """The command's JSON document, and everything printed (the handlers run in this process
+    and print their log lines to the same stdout)."""
+    code = main([*args, "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    return _result(captured.out), captured.out + captured.err
+
+
+def _result(out: str) -> Any:
+    decoder = json.JSONDecoder()
+    found: Any = None
+    at = 0
+    while (start := out.find("{", at)) != -1:
+        try:
+            value, end = decoder.raw_decode(out, start)
+        except ValueError:
+            at = start + 1
+            continue
+        if isinstance(value, dict) and not {"level", "_aws"} & set(value):
+            found = value
+        at = end
+    return found
+
+
+def test_the_example_run_calls_the_order_desk_and_shows_each_call(
+    dev: tuple[LocalStack, ExampleTools], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack, tools = dev
+    assert list(tools.registered) == ["orders"]
+    container = Container(stack.settings)
+    assert [s.name for s in container.tool_servers.list()] == ["orders"]
+
+    started, printed = langorch(capsys, "runs", "start", "order_status", "--wait")
+    run_id = started["runs"][0]["run"]["run_id"]
+    shown, shown_text = langorch(capsys, "runs", "show", run_id)
+
+    assert shown["run"]["status"] == "succeeded"
+    assert shown["run"]["outputs"]["status_text"].startswith("order A100: out for delivery")
+    calls = [e["detail"] for e in shown["timeline"] if e["type"] == "tool_called"]
+    assert [(c["tool"], c["outcome"]) for c in calls] == [
+        ("lookup_order", "ok"),
+        ("estimate_delivery", "ok"),
+    ]
+    logged = [
+        json.loads(line)
+        for line in printed.splitlines()
+        if line.startswith("{") and '"tool called"' in line
+    ]
+    assert [(e["run_id"], e["step_id"], e["tool"]) for e in logged] == [
+        (run_id, "track", "lookup_order"),
+        (run_id, "track", "estimate_delivery"),
+    ]
+    token = container.secrets.get_json("langorch/tools/orders")["value"].split()[-1]
+    assert token not in printed + shown_text

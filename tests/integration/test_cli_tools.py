@@ -1,0 +1,94 @@
+"""``langorch tools add | list | show | remove`` through ``main(argv)`` against a moto server,
+with the order_status example's MCP server for ``show --probe``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from langorch.app.container import Container
+from langorch.cli.main import main
+from langorch.config import Settings
+from tests.order_desk import load_order_desk
+
+TOKEN = "cli-token-never-printed"
+
+
+@pytest.fixture
+def container(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
+    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
+    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    built = Container(Settings(endpoint_url=endpoint))
+    built.ensure_resources()
+    return built
+
+
+@pytest.fixture(scope="module")
+def desk() -> Iterator[Any]:
+    running = load_order_desk().serve(TOKEN)
+    yield running
+    running.stop()
+
+
+def langorch(capsys: pytest.CaptureFixture[str], endpoint: str, *args: str) -> tuple[int, Any, str]:
+    code = main([*args, "--endpoint-url", endpoint, "--json"])
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def test_add_list_show_probe_and_remove_a_tool(
+    container: Container, desk: Any, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given the header's value stored as a secret
+    container.secrets.put_json("langorch/tools/orders", {"value": f"Bearer {TOKEN}"})
+    # When the server is registered with only one of its tools allowed
+    code, added, _ = langorch(
+        capsys,
+        endpoint,
+        *("tools", "add", "orders", "--mcp", desk.url, "--allow", "lookup_order"),
+        *("--header", "Authorization=secret:langorch/tools/orders"),
+    )
+    assert (code, added["new"], added["headers"]) == (
+        0,
+        True,
+        {"Authorization": "langorch/tools/orders"},
+    )
+    # Then it is listed beside the built-in tools, shown, and probed through the secret
+    code, rows, _ = langorch(capsys, endpoint, "tools", "list")
+    assert {(r["name"], r["kind"]) for r in rows} >= {("orders", "mcp"), ("calculator", "built-in")}
+    code, shown, _ = langorch(capsys, endpoint, "tools", "show", "orders", "--probe")
+    assert [t["name"] for t in shown["tools"]] == ["lookup_order"]
+    assert TOKEN not in json.dumps(shown)
+    # And once removed it is gone
+    assert langorch(capsys, endpoint, "tools", "remove", "orders")[0] == 0
+    code, _, err = langorch(capsys, endpoint, "tools", "show", "orders")
+    assert code != 0 and "no tool registered as 'orders'" in err
+
+
+def test_a_header_with_a_literal_value_or_a_missing_secret_stores_nothing(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = "http://127.0.0.1:9/mcp"
+    code, _, err = langorch(
+        capsys, endpoint, "tools", "add", "orders", "--mcp", url, "--header", "X-Key=abc123"
+    )
+    assert code != 0 and "secret:<Secrets Manager id>" in err and "abc123" not in err
+    code, _, err = langorch(
+        capsys, endpoint, "tools", "add", "orders", "--mcp", url, "--header", "X-Key=secret:nope"
+    )
+    assert code != 0 and "secret(s) nope do not exist" in err
+    assert container.tool_servers.list() == []
+
+
+def test_a_built_in_name_cannot_be_registered(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = langorch(
+        capsys, endpoint, "tools", "add", "calculator", "--mcp", "http://127.0.0.1:9/mcp"
+    )
+    assert code != 0 and "built-in tool" in err

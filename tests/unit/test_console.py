@@ -1,0 +1,450 @@
+"""The console's pure parts: redaction, labels, the graph drawing, the run view, cursors,
+the start form's typing and the CSRF check. The pages in a browser: tests/browser."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from langorch.console.actions import ConsoleActionError, start_input
+from langorch.console.drawing import graph_svg, layout
+from langorch.console.http import CsrfError, Request, Sessions, session_of
+from langorch.console.listing import FilterError, format_cursor, parse_cursor
+from langorch.console.redact import REDACTED, redact, shown
+from langorch.console.runview import build_run_view
+from langorch.domain.definitions import TaskPlan
+from langorch.domain.lookup import InMemoryLookup
+from langorch.domain.runs import RunRecord, RunStatus, RunTrigger, TimelineEvent
+from langorch.domain.topology import step_graph
+from langorch.web.look import human_label
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+ORIGIN = "http://127.0.0.1:8765"
+
+
+def review_graph():
+    plan = TaskPlan.model_validate(
+        {
+            "plan_id": "review",
+            "approvers": ["a@example.com"],
+            "steps": [
+                {"step_id": "draft", "kind": "transform", "transform": {"x": "1"}},
+                {
+                    "step_id": "gate",
+                    "kind": "approval",
+                    "depends_on": ["draft"],
+                    "approval": {"title": "ok?", "timeout_seconds": 60, "max_iterations": 3},
+                    "branches": {"approved": "ship", "rejected": "draft", "timed_out": "drop"},
+                },
+                {"step_id": "ship", "kind": "transform", "transform": {"y": "2"}},
+                {"step_id": "drop", "kind": "transform", "transform": {"y": "3"}},
+            ],
+        }
+    )
+    return step_graph(plan, InMemoryLookup())
+
+
+# --- redaction and labels --------------------------------------------------------------------
+
+
+def test_secret_named_keys_are_redacted_at_any_depth():
+    data = {"api_key": "abc", "nested": {"webhook_secret": "s", "ok": 1}, "list": [{"token": 1}]}
+    assert redact(data) == {
+        "api_key": REDACTED,
+        "nested": {"webhook_secret": REDACTED, "ok": 1},
+        "list": [{"token": REDACTED}],
+    }
+
+
+def test_secret_looking_text_is_redacted_whatever_its_key():
+    assert redact("see https://x/approvals/a?ap=1&sig=abc") == REDACTED
+    assert redact("Bearer abcdefghijklmnop") == REDACTED
+    assert redact("sk-abcdefghijklmnopqrstu") == REDACTED
+    assert redact("an ordinary sentence") == "an ordinary sentence"
+
+
+def test_shown_values_are_cut_with_a_marker():
+    text = shown("x" * 5000, limit=100)
+    assert len(text) == 100 and text.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("key", "label"),
+    [("invoice_total", "Invoice total"), ("dueDate", "Due date"), ("API_key", "API key")],
+)
+def test_keys_read_as_words(key: str, label: str):
+    assert human_label(key) == label
+
+
+# --- the graph -------------------------------------------------------------------------------
+
+
+def test_a_review_loop_is_laid_out_top_down_with_its_back_edge_drawn_around():
+    placed = layout(review_graph())
+    assert placed["draft"].y < placed["gate"].y < placed["ship"].y
+    assert placed["ship"].y == placed["drop"].y
+    assert placed["ship"].x < placed["drop"].x
+
+
+def test_the_graph_colours_steps_and_the_path_taken():
+    svg = str(
+        graph_svg(review_graph(), {"draft": "succeeded", "gate": "waiting"}, [("draft", "gate")])
+    )
+    assert svg.count("state-succeeded") == 1 and svg.count("state-waiting") == 1
+    assert svg.count("state-pending") == 2
+    assert svg.count(" taken") == 1
+
+
+def test_branches_to_one_step_are_one_arrow_with_every_label():
+    plan = TaskPlan.model_validate(
+        {
+            "plan_id": "p",
+            "approvers": ["a@example.com"],
+            "steps": [
+                {
+                    "step_id": "gate",
+                    "kind": "approval",
+                    "approval": {"title": "ok?", "timeout_seconds": 60},
+                    "branches": {"approved": "ship", "rejected": "drop", "timed_out": "drop"},
+                },
+                {"step_id": "ship", "kind": "transform", "transform": {"y": "2"}},
+                {"step_id": "drop", "kind": "transform", "transform": {"y": "3"}},
+            ],
+        }
+    )
+    svg = str(graph_svg(step_graph(plan, InMemoryLookup())))
+    assert svg.count("edge-branch") == 2
+    assert "rejected / timed_out" in svg
+
+
+def test_step_names_in_the_graph_are_escaped():
+    plan = TaskPlan.model_validate(
+        {"plan_id": "p", "steps": [{"step_id": "a", "kind": "transform", "transform": {"x": "1"}}]}
+    )
+    svg = str(graph_svg(step_graph(plan, InMemoryLookup()), {"a": '"><script>'}))
+    assert "<script>" not in svg and "&lt;script&gt;" in svg
+
+
+# --- the run view ----------------------------------------------------------------------------
+
+
+def event(seq: int, seconds: float, type_: str, step: str, **fields) -> TimelineEvent:
+    return TimelineEvent(
+        seq=seq, at=T0 + timedelta(seconds=seconds), type=type_, step_id=step, **fields
+    )
+
+
+def test_the_run_view_has_states_spans_and_the_branch_taken():
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=RunStatus.succeeded,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        ended_at=T0 + timedelta(seconds=10),
+        input={"password": "hunter2"},
+    )
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_finished", "draft", duration_ms=1000, outputs_summary={"x": "1"}),
+        event(3, 1, "step_started", "gate"),
+        event(4, 1, "approval_requested", "gate"),
+        event(
+            5, 8, "approval_decided", "gate", actor="a@example.com", detail={"decision": "approved"}
+        ),
+        event(6, 8, "step_finished", "gate", duration_ms=5, detail={"branch": "approved"}),
+        event(7, 9, "step_started", "ship"),
+        event(8, 10, "step_finished", "ship", duration_ms=900),
+    ]
+
+    view = build_run_view(run, events, review_graph(), T0 + timedelta(seconds=20))
+
+    states = {s.step_id: s.state for s in view.steps}
+    assert states == {
+        "draft": "succeeded",
+        "gate": "succeeded",
+        "ship": "succeeded",
+        "drop": "pending",
+    }
+    assert ("gate", "ship") in view.taken and ("gate", "drop") not in view.taken
+    assert ("gate", "draft") not in view.taken
+    approval = [s for s in view.spans if s.kind == "approval"]
+    assert [(s.start_s, s.end_s, s.note) for s in approval] == [
+        (1.0, 8.0, "approved by a@example.com")
+    ]
+    assert view.input == [("Password", REDACTED)]
+
+
+def test_a_failed_step_shows_its_error_and_the_error_route_is_not_the_path_of_a_success():
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=RunStatus.failed,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        ended_at=T0 + timedelta(seconds=2),
+    )
+    error = {"step_id": "draft", "type": "StepTimeoutError", "message": "took <too> long"}
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_retried", "draft"),
+        event(3, 2, "step_failed", "draft", duration_ms=900, error=error),
+    ]
+
+    view = build_run_view(run, events, review_graph(), T0 + timedelta(seconds=5))
+
+    [draft] = [s for s in view.steps if s.step_id == "draft"]
+    assert draft.state == "failed" and draft.retries == 1
+    assert draft.error == "StepTimeoutError: took <too> long"
+    assert view.taken == []
+    assert [(s.label, s.state) for s in view.spans] == [("draft", "failed")]
+
+
+# --- cursors, forms, CSRF --------------------------------------------------------------------
+
+
+def test_a_cursor_reads_back_as_the_run_it_was_made_from():
+    run = RunRecord(
+        run_id="run-1",
+        workflow_id="w",
+        workflow_version=1,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+    )
+    assert parse_cursor(format_cursor(run)) == (T0, "run-1")
+    with pytest.raises(FilterError):
+        parse_cursor("not a cursor")
+
+
+def test_the_start_form_types_each_field_as_its_schema_says():
+    fields = [
+        {"name": "n", "type": "integer", "widget": "number", "required": True},
+        {"name": "tags", "type": "array", "widget": "json", "required": False},
+        {"name": "urgent", "type": "boolean", "widget": "checkbox", "required": False},
+        {"name": "note", "type": "string", "widget": "text", "required": False},
+    ]
+    form = {"in.n": ["3"], "in.tags": ['["a"]'], "in.urgent": ["on"], "in.note": [""]}
+    assert start_input(fields, form) == {"n": 3, "tags": ["a"], "urgent": True}
+    with pytest.raises(ConsoleActionError, match=r"input\.n"):
+        start_input(fields, {"in.n": ["three"]})
+    with pytest.raises(ConsoleActionError, match="required"):
+        start_input(fields, {})
+
+
+def post(session: str, token: str, **headers: str) -> Request:
+    return Request("POST", "/runs/r/cancel", {}, headers, {"csrf": [token]}, session=session)
+
+
+def test_a_post_needs_the_session_token_and_the_console_origin():
+    sessions = Sessions(b"k" * 32)
+    session = Sessions.new_id()
+    token = sessions.token(session)
+    origins = frozenset({ORIGIN})
+
+    sessions.check(post(session, token, origin=ORIGIN), origins)
+    sessions.check(post(session, token, referer=ORIGIN + "/runs/r"), origins)
+    for refused in (
+        post("", token, origin=ORIGIN),
+        post(session, "wrong", origin=ORIGIN),
+        post(session, sessions.token("another"), origin=ORIGIN),
+        post(session, token, origin="http://evil.example"),
+        post(session, token, origin="null"),
+        post(session, token),
+    ):
+        with pytest.raises(CsrfError):
+            sessions.check(refused, origins)
+
+
+def test_a_malformed_cookie_is_no_session():
+    assert session_of({"cookie": "langorch_console=<script>"}) == ""
+    assert session_of({"cookie": "\x00;;;="}) == ""
+    good = Sessions.new_id()
+    assert session_of({"cookie": f"other=1; langorch_console={good}"}) == good
+
+
+# --- the runs list over the store's contract (the in-memory fake) ----------------------------
+
+
+class _Stack:
+    """What the runs page reads: the runs store and the clock."""
+
+    def __init__(self, runs, now: datetime) -> None:
+        self.runs = runs
+        self.now = now
+
+    def clock(self) -> datetime:
+        return self.now
+
+
+def listed(count: int):
+    from tests.fakes.runs import InMemoryRuns
+
+    runs = InMemoryRuns()
+    for n in range(count):
+        at = T0 + timedelta(minutes=n)
+        runs.create_run(
+            RunRecord(
+                run_id=f"run-{n:03d}",
+                workflow_id="w",
+                workflow_version=1,
+                trigger=RunTrigger(type="webhook" if n % 2 else "schedule"),
+                created_at=at,
+                updated_at=at,
+            )
+        )
+    return _Stack(runs, T0 + timedelta(minutes=count))
+
+
+def page_of(stack: _Stack, **query: str):
+    from langorch.console.listing import runs_page
+
+    request = Request("GET", "/runs", {k: [v] for k, v in query.items()}, {})
+    return runs_page(stack, request, size=50)
+
+
+def test_the_runs_list_pages_through_every_run_once_newest_first():
+    stack = listed(120)
+    seen: list[str] = []
+    cursor = ""
+    pages = 0
+    while True:
+        page = page_of(stack, **({"before": cursor} if cursor else {}))
+        seen += [r.run_id for r in page.runs]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == 3
+    assert seen == [f"run-{n:03d}" for n in reversed(range(120))]
+
+
+def test_trigger_and_time_filters_fill_a_page_from_several_reads():
+    stack = listed(120)
+    webhooks = page_of(stack, trigger="webhook")
+    assert len(webhooks.runs) == 50
+    assert all(r.trigger.type == "webhook" for r in webhooks.runs)
+    recent = page_of(stack, since="1h")
+    assert [r.run_id for r in recent.runs][-1] == "run-070"
+    assert recent.next_cursor is not None
+    rest = page_of(stack, since="1h", before=recent.next_cursor)
+    assert [r.run_id for r in rest.runs] == [f"run-{n:03d}" for n in reversed(range(60, 70))]
+    assert rest.next_cursor is None
+    with pytest.raises(FilterError):
+        page_of(stack, status="bogus")
+
+
+def test_redrive_without_the_recovery_use_cases_says_so_and_changes_nothing():
+    from langorch.console import actions
+
+    if actions.RECOVERY_AVAILABLE:
+        pytest.skip("the recovery use-cases are installed: this is the fallback when they are not")
+    with pytest.raises(ConsoleActionError, match="not available"):
+        actions.redrive(object(), "run-1", "", "")
+
+
+# --- the app's answers without a stack behind it ---------------------------------------------
+
+
+class _Clock:
+    """A stack with nothing in it but a clock: enough for refusals and error pages."""
+
+    def clock(self) -> datetime:
+        return T0
+
+
+def console_app():
+    from langorch.console.app import ConsoleApp
+
+    return ConsoleApp(_Clock(), "the test stack", frozenset({ORIGIN}), Sessions(b"k" * 32))
+
+
+def test_an_action_without_its_token_is_refused_before_anything_is_read():
+    response = console_app().handle(
+        Request("POST", "/runs/r/cancel", {}, {"origin": ORIGIN}, {}, session="s" * 24)
+    )
+    assert response.status == 403
+    assert b"token does not match" in response.body
+
+
+def test_unknown_paths_and_methods_answer_404_and_405_with_the_security_headers():
+    from langorch.console.app import headers_for
+
+    app = console_app()
+    missing = app.handle(Request("GET", "/nowhere/<script>", {}, {}))
+    assert missing.status == 404
+    assert b"<script>" not in missing.body and b"&lt;script&gt;" in missing.body
+    assert app.handle(Request("GET", "/runs/r/cancel", {}, {})).status == 405
+    headers = headers_for(missing)
+    assert "script-src 'self'" in headers["Content-Security-Policy"]
+    assert "unsafe-inline" not in headers["Content-Security-Policy"]
+    assert headers["X-Frame-Options"] == "DENY"
+
+
+def test_static_files_are_served_from_the_package_only():
+    app = console_app()
+    css = app.handle(Request("GET", "/static/langorch.css", {}, {}))
+    assert css.status == 200 and css.content_type.startswith("text/css")
+    assert b"prefers-color-scheme:dark" in css.body
+    assert app.handle(Request("GET", "/static/console.js", {}, {})).status == 200
+    assert app.handle(Request("GET", "/static/..", {}, {})).status == 404
+    assert app.handle(Request("GET", "/static/app.py", {}, {})).status == 404
+
+
+def test_langorch_console_says_how_to_start_a_stack_that_is_not_answering(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    import json
+    import socket
+
+    from langorch.cli.main import main
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (tmp_path / ".langorch").mkdir()
+    (tmp_path / ".langorch" / "stack.json").write_text(
+        json.dumps({"endpoint_url": f"http://127.0.0.1:{port}", "settings": {}})
+    )
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["console", "--port", "0"])
+
+    assert code != 0
+    assert "make dev" in capsys.readouterr().err
+
+
+def test_the_run_page_renders_hostile_values_as_text():
+    hostile = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)> ✓"
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=RunStatus.failed,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        input={"note": hostile},
+        error={"step_id": "draft", "type": "Boom", "message": hostile},
+    )
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_failed", "draft", error={"type": "Boom", "message": hostile}),
+    ]
+    view = build_run_view(run, events, review_graph(), T0)
+    request = Request("GET", "/runs/r", {}, {}, session="s" * 24)
+
+    body = (
+        console_app()
+        .page("run.html", request, view=view, approvals=[], recovery=True, message="")
+        .body.decode()
+    )
+
+    assert "<script>alert" not in body and "<img src=x" not in body
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
+    assert 'action="/runs/r/redrive"' not in body or 'name="csrf"' in body
