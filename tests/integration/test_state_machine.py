@@ -113,7 +113,8 @@ def pipeline_factory(tmp_path: Any) -> Iterator[Callable[..., Pipeline]]:
             for each in sink_holder:
                 each(name, request_id, lines)
 
-        with Dispatcher(log_sink=sink):
+        # Inline: the emulator is this process's memory, which a sandbox process cannot reach.
+        with Dispatcher(log_sink=sink, isolation="inline"):
 
             def make(**settings: Any) -> Pipeline:
                 settings.setdefault("outbox_dir", str(tmp_path / "outbox"))

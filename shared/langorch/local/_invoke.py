@@ -16,6 +16,7 @@ they receive.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -108,6 +109,7 @@ class LambdaInvoker:
         self.settings = settings
         self.name = function_name
         self._client = client
+        self._lock = threading.Lock()
 
     def __call__(self, event: Any, context: Any = None) -> Any:
         """Invoke the function with ``event`` and return its decoded result.
@@ -115,9 +117,14 @@ class LambdaInvoker:
         Raises:
             FunctionError: the handler raised (its error type and message are in the text).
         """
-        if self._client is None:
-            self._client = lambda_client(self.settings)
-        response = self._client.invoke(
+        client = self._client
+        if client is None:
+            # Built once: a burst of first requests must not each build one (~60 ms apiece).
+            with self._lock:
+                if self._client is None:
+                    self._client = lambda_client(self.settings)
+                client = self._client
+        response = client.invoke(
             FunctionName=self.name,
             InvocationType="RequestResponse",
             Payload=json.dumps(event).encode("utf-8"),

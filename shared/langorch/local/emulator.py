@@ -42,13 +42,38 @@ def serialise_dynamodb_writes() -> Callable[[], None]:
     return undo
 
 
-def retry_interpreter_lambda_calls() -> Callable[[], None]:
-    """Let moto's state-machine interpreter retry its Lambda calls like an SDK client.
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues for a local server before refusing: a burst of 100 clicks,
+each fanning out into several AWS calls, overflowed werkzeug's 128 (1-3 s retransmit stalls)."""
 
-    moto builds that client with retries off, so a single dropped loopback connection under
-    load fails the task with ``States.Runtime`` — a brittleness AWS's own Lambda integration
-    does not have. Our handlers are idempotent (leases, dedupe keys), as Lambda's at-least-once
-    delivery requires anyway, so a retried invoke is safe.
+
+def wide_listen_backlog() -> Callable[[], None]:
+    """Give the werkzeug servers started from now on (the emulator's) a burst-sized backlog.
+
+    Returns:
+        A function that undoes the change.
+    """
+    from werkzeug.serving import BaseWSGIServer
+
+    original = BaseWSGIServer.request_queue_size
+    BaseWSGIServer.request_queue_size = LISTEN_BACKLOG
+
+    def undo() -> None:
+        BaseWSGIServer.request_queue_size = original
+
+    return undo
+
+
+def retry_interpreter_lambda_calls() -> Callable[[], None]:
+    """Let moto's state-machine interpreter reuse one retrying Lambda client, like an SDK user.
+
+    moto builds a new client for every Lambda task (~55-63 ms of botocore data each, a fifth of
+    the emulator's CPU under load) with retries off, so a single dropped loopback connection
+    fails the task with ``States.Runtime`` — a brittleness AWS's own Lambda integration does not
+    have. One client per region, service and endpoint is built once (clients are thread-safe;
+    sessions are not, hence the lock) and retries like a standard SDK client. Our handlers are
+    idempotent (leases, dedupe keys), as Lambda's at-least-once delivery requires anyway, so a
+    retried invoke is safe.
 
     Returns:
         A function that undoes the change.
@@ -57,32 +82,50 @@ def retry_interpreter_lambda_calls() -> Callable[[], None]:
 
     import boto3
     from botocore.config import Config
+    from moto.core.models import botocore_stubber
+    from moto.settings import moto_server_port
 
     module: Any = import_module(
         "moto.stepfunctions.parser.asl.component.state.exec.state_task.lambda_eval_utils"
     )
     original = module.boto_client_for
+    clients: dict[tuple[str, str, str | None], Any] = {}
+    lock = threading.Lock()
+    # moto's own timeout for these calls (its interpreter waits as long for a Lambda task).
+    timeout = import_module(
+        "moto.stepfunctions.parser.asl.component.common.timeouts.timeout"
+    ).TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS
 
-    def patient(region: str, service: str, state_credentials: Any = None) -> Any:
-        client: Any = original(region=region, service=service, state_credentials=state_credentials)
-        return boto3.client(
-            service,  # type: ignore[call-overload]
-            region_name=region,
-            endpoint_url=client.meta.endpoint_url,
-            aws_access_key_id="ak",
-            aws_secret_access_key="sk",  # noqa: S106 - the emulator's, not a secret
-            config=Config(
-                parameter_validation=False,
-                retries={"mode": "standard", "max_attempts": 4},
-                connect_timeout=client.meta.config.connect_timeout,
-                read_timeout=client.meta.config.read_timeout,
-            ),
-        )
+    def reused(region: str, service: str, state_credentials: Any = None) -> Any:
+        # As moto decides: in-process mocks intercept botocore, a server is called over HTTP.
+        endpoint = None if botocore_stubber.enabled else f"http://localhost:{moto_server_port()}"
+        key = (region, service, endpoint)
+        client = clients.get(key)
+        if client is not None:
+            return client
+        with lock:
+            if key not in clients:
+                clients[key] = boto3.Session().client(
+                    service,  # type: ignore[call-overload]
+                    region_name=region,
+                    endpoint_url=endpoint,
+                    aws_access_key_id="ak",
+                    aws_secret_access_key="sk",  # noqa: S106 - the emulator's, not a secret
+                    config=Config(
+                        parameter_validation=False,
+                        retries={"mode": "standard", "max_attempts": 4},
+                        connect_timeout=timeout,
+                        read_timeout=timeout,
+                        max_pool_connections=256,
+                    ),
+                )
+            return clients[key]
 
-    module.boto_client_for = patient
+    module.boto_client_for = reused
 
     def undo() -> None:
         module.boto_client_for = original
+        clients.clear()
 
     return undo
 
@@ -114,3 +157,146 @@ def lazy_batch_package() -> None:
 
     package.__getattr__ = __getattr__  # type: ignore[method-assign]
     sys.modules["moto.batch"] = package
+
+
+def narrow_transaction_backups() -> Callable[[], None]:
+    """Back up only the items a TransactWriteItems touches, not whole tables.
+
+    moto deep-copies every table a transaction names before applying it, to roll back on a
+    failed condition: the cost grows with the table (14 % of the emulator's CPU with 100 runs in
+    flight, and more as the runs table grows). This keeps moto's transaction code and its
+    rollback points, but makes its table copy free and restores the touched items from their
+    own copies instead — the same outcome, since a transaction changes nothing else. When the
+    items cannot be read up front (a malformed request), moto's own full copy is used.
+
+    Returns:
+        A function that undoes the change.
+    """
+    import copy as copy_module
+    import types
+    from importlib import import_module
+
+    from moto.dynamodb.models import DynamoDBBackend
+    from moto.dynamodb.models.table import Table
+
+    narrowing = threading.local()
+    real_deepcopy = copy_module.deepcopy
+
+    def deepcopy(value: Any, memo: Any = None) -> Any:
+        if isinstance(value, Table) and getattr(narrowing, "on", False):
+            return value  # the touched items are backed up one by one instead
+        return real_deepcopy(value, memo)
+
+    shim = types.SimpleNamespace(**{**vars(copy_module), "deepcopy": deepcopy})
+    # moto's models module uses ``copy.deepcopy`` for the table backups; it gets this shim.
+    models: Any = import_module("moto.dynamodb.models")
+    original_module_copy = models.copy
+    original = DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+        try:
+            backups = _item_backups(self, transact_items)
+        except Exception:  # moto's own validation reports it; keep its full backup
+            return original(self, transact_items)
+        narrowing.on = True
+        try:
+            return original(self, transact_items)
+        except Exception:
+            _restore_items(backups)
+            raise
+        finally:
+            narrowing.on = False
+
+    models.copy = shim
+    DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+    def undo() -> None:
+        models.copy = original_module_copy
+        DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
+
+    return undo
+
+
+_Backup = tuple[Any, Any, Any, Any]
+"""(table, hash key, range key or None, a copy of the item before, or None when absent)."""
+
+
+def _item_backups(backend: Any, transact_items: list[dict[str, Any]]) -> list[_Backup]:
+    import copy
+
+    backups: list[_Backup] = []
+    for entry in transact_items:
+        _, op = next(iter(entry.items()))
+        table = backend.get_table(op["TableName"])
+        if "Item" in op:
+            attrs = op["Item"]
+            key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = attrs[table.range_key_attr]
+        else:
+            key = op["Key"]
+        hash_key, range_key = backend.get_keys_value(table, key)
+        before = table.get_item(hash_key, range_key)
+        backups.append((table, hash_key, range_key, copy.deepcopy(before)))
+    return backups
+
+
+def _restore_items(backups: list[_Backup]) -> None:
+    # Newest first: an item named twice (moto refuses that, after applying) ends as it began.
+    for table, hash_key, range_key, before in reversed(backups):
+        if before is None:
+            if range_key is not None:
+                if hash_key in table.items:
+                    table.items[hash_key].pop(range_key, None)
+            else:
+                table.items.pop(hash_key, None)
+        elif range_key is not None:
+            table.items[hash_key][range_key] = before
+        else:
+            table.items[hash_key] = before
+
+
+def route_outside_the_lock(app: Any) -> Any:
+    """Route each request to its service without holding moto's dispatcher lock.
+
+    moto's ``DomainDispatcherApplication.get_application`` finds a request's service under one
+    lock — and may read the request body from the socket inside it — so every emulator request
+    queues behind every other one: ~63 % of the stack's busy samples with 100 runs in flight
+    (``bench/pipeline.py --profile``). Finding the service reads only the request, so it runs
+    unlocked here; the lock is kept for what it protects, creating a service's app once.
+
+    Args:
+        app: moto's dispatcher application.
+
+    Returns:
+        The same application, routing unlocked.
+    """
+    from moto.moto_server.werkzeug_app import DEFAULT_SERVICE_REGION
+
+    def get_application(environ: dict[str, Any]) -> Any:
+        path_info = environ.get("PATH_INFO", "")
+        if isinstance(path_info, bytes):
+            path_info = path_info.decode("utf-8")
+        if path_info.startswith("/moto-api") or path_info == "/favicon.ico":
+            host: str | None = "moto_api"
+        elif path_info.startswith(("/latest/meta-data/", "/latest/api/")):
+            host = "instance_metadata"
+        else:
+            host = None
+        backend = app.get_backend_for_host(host)
+        if not backend:
+            host = app.infer_service_region_host(environ, path_info)
+            if host is None:
+                service, region = DEFAULT_SERVICE_REGION
+                host = f"{service}.{region}.amazonaws.com"
+            backend = app.get_backend_for_host(host)
+        found = app.app_instances.get(backend)
+        if found is not None:
+            return found
+        with app.lock:
+            if backend not in app.app_instances:
+                app.app_instances[backend] = app.create_app(backend)
+            return app.app_instances[backend]
+
+    app.get_application = get_application
+    return app

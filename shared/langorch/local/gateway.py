@@ -53,6 +53,7 @@ from langorch.local._invoke import (
     LambdaContext,
     LambdaInvoker,
 )
+from langorch.local.emulator import LISTEN_BACKLOG
 
 logger = logging.getLogger(__name__)
 
@@ -234,8 +235,8 @@ class _TooLargeError(Exception):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     # A burst of concurrent webhook deliveries (the pipeline bench sends 100 at once) must queue
-    # in the kernel, not be refused: the default backlog is 5.
-    request_queue_size = 256
+    # in the kernel, not be refused or retransmitted: the default backlog is 5.
+    request_queue_size = LISTEN_BACKLOG
 
     def __init__(
         self,

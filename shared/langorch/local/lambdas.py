@@ -3,17 +3,23 @@
 moto's Lambda without Docker only echoes its input. Its invoke entry points are plain Python
 methods, so :class:`Dispatcher` replaces them: ``LambdaSimpleBackend.invoke`` (what the Step
 Functions interpreter and ``lambda:Invoke`` reach) and ``LambdaFunction.invoke`` (what S3
-notifications and async invokes reach). Each invocation imports ``functions/<name>/handler.py``
-(at invoke time, so a handler written after the stack started is picked up), calls it with a
-``LambdaContext``-like object and answers as Lambda does: the handler's JSON result, or for an
-exception ``{"errorType": <class name>, "errorMessage": ...}`` with ``FunctionError`` set — so
-the state machine's ``Retry``/``Catch`` match on ``StorageError``, ``LeaseHeldError``, … exactly
-as they do in the cloud.
+notifications and async invokes reach). Each invocation runs ``functions/<name>/handler.py``
+with a ``LambdaContext``-like object and answers as Lambda does: the handler's JSON result, or
+for an exception ``{"errorType": <class name>, "errorMessage": ...}`` with ``FunctionError`` set
+— so the state machine's ``Retry``/``Catch`` match on ``StorageError``, ``LeaseHeldError``, …
+exactly as they do in the cloud.
 
-Settings reach a handler the way they do in Lambda: as the function's environment variables
-(``LANGORCH_*``), applied around the invocation. Each installed dispatcher is a fresh set of
-sandboxes: the first invocation of a function re-imports its handler module (a cold start), so
-a handler's cached container never outlives the stack it was built for.
+Where a handler runs: by default in a Lambda-like sandbox (:mod:`langorch.local._sandbox`), a
+worker process serving one invocation at a time, a pool of them per function, so no two
+invocations share a module global (Powertools' ``app.current_event``, the logger's Lambda
+context keys). Settings reach a handler the way they do in Lambda: as the function's
+environment variables (``LANGORCH_*``), the sandbox's environment for the invocation. Each
+installed dispatcher is a fresh set of sandboxes: the first invocation of each builds the
+handler's container (a cold start), so a cached container never outlives its stack.
+
+``isolation="inline"`` runs handlers in this process instead, on the caller's thread, with the
+environment applied around the call: only for an in-process emulator (``moto.mock_aws``), which
+a sandbox in another process cannot reach.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -33,12 +38,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
 from langorch.config import Settings
 from langorch.domain.errors import StorageError
+from langorch.local._sandbox import (
+    OutputRouting,
+    SandboxError,
+    SandboxPool,
+    error_payload,
+    function_environ,
+)
 
 FUNCTIONS: Mapping[str, str] = {
     "trigger": "langorch-trigger",
@@ -53,6 +65,11 @@ PACKAGE_OF: Mapping[str, str] = {name: package for package, name in FUNCTIONS.it
 _TIMEOUTS: Mapping[str, int] = {"run_segment": 900}
 """Seconds; a segment may run up to Lambda's limit, the others are quick."""
 _DEFAULT_TIMEOUT = 30
+DEFAULT_SANDBOXES = 8
+"""Concurrent sandboxes per function (started on demand): an invocation mostly waits on the
+emulator, so several overlap on two cores — with 4, 100 simultaneous clicks queued for minutes on
+a busy machine; each is a process (~100 MB, most of it shared with the fork server), so not
+Lambda's thousand."""
 _ROLE_NAME = "langorch-local-lambda"
 _RUNTIME = "python3.12"
 _PASSTHROUGH = frozenset({"LANGORCH_OPENAI_API_KEY"})
@@ -232,6 +249,10 @@ class Dispatcher:
         functions_dir: the ``functions`` package folder (default: this checkout's).
         log_sink: gets each invocation's captured log lines (local CloudWatch Logs).
         environment: the functions' environment for calls that bypass the emulator.
+        isolation: ``"process"`` (Lambda-like sandboxes, the default) or ``"inline"`` (this
+            process, for an in-process emulator only; see the module's docstring).
+        sandboxes: the most concurrent sandboxes of each function; more invocations wait.
+        output: where the sandboxes' standard output goes (default: this process's).
     """
 
     def __init__(
@@ -240,9 +261,16 @@ class Dispatcher:
         functions_dir: Path = FUNCTIONS_DIR,
         log_sink: LogSink | None = None,
         environment: Mapping[str, str] | None = None,
+        isolation: Literal["process", "inline"] = "process",
+        sandboxes: int = DEFAULT_SANDBOXES,
+        output: OutputRouting | None = None,
     ) -> None:
         self._functions_dir = functions_dir
         self._log_sink = log_sink
+        self._isolation = isolation
+        self._sandboxes = sandboxes
+        self._output = output
+        self._pools: dict[str, SandboxPool] = {}
         self._modules: dict[str, ModuleType] = {}
         self._load_lock = threading.Lock()
         self._environ = _ScopedEnviron()
@@ -287,13 +315,27 @@ class Dispatcher:
             LambdaFunction.invoke = function_invoke  # type: ignore[method-assign]
 
         self._undo = undo
+        if self._isolation == "process":
+            # The fork server imports the handlers once (~2-3 s): off the path to "ready".
+            threading.Thread(target=self._warm, name="langorch-warm-sandboxes", daemon=True).start()
         return self
+
+    def _warm(self) -> None:
+        for package in FUNCTIONS:
+            try:
+                self._pool(package).warm()
+            except (OSError, SandboxError, ValueError):
+                return  # stopped meanwhile, or nothing to warm: the first invocation starts one
 
     def uninstall(self) -> None:
         """Give moto its own invoke methods back."""
         if self._undo is not None:
             self._undo()
             self._undo = None
+        with self._load_lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.close()
 
     def __enter__(self) -> Dispatcher:
         return self.install()
@@ -325,6 +367,7 @@ class Dispatcher:
         arn: str = "",
         env: Mapping[str, str] | None = None,
         timeout: int = _DEFAULT_TIMEOUT,
+        context: Any = None,
     ) -> Invocation:
         """One Lambda invocation, answered as the Lambda service answers it.
 
@@ -332,11 +375,26 @@ class Dispatcher:
             The handler's result as JSON, or — when it raised — Lambda's error payload with
             ``"Unhandled"`` as the function error.
         """
+        context = context or _fresh_context(function_name, arn, timeout)
+        if self._isolation == "inline":
+            try:
+                result = self._call_inline(function_name, event, context, env)
+            except Exception as exc:  # the Lambda runtime turns any exception into this shape
+                return Invocation(_error_payload(exc), function_error="Unhandled")
+            return Invocation(json.dumps(result, default=str).encode("utf-8"))
+        request_id = str(getattr(context, "aws_request_id", "") or uuid.uuid4())
         try:
-            result = self.call(function_name, event, arn=arn, env=env, timeout=timeout)
-        except Exception as exc:  # the Lambda runtime turns any exception into this shape
+            reply = self._pool(_package_of(function_name)).invoke(
+                event,
+                _context_fields(context, timeout),
+                function_environ(self.environment if env is None else env),
+                timeout=float(getattr(context, "timeout_seconds", timeout) or timeout),
+            )
+        except (_RuntimeError, SandboxError) as exc:
             return Invocation(_error_payload(exc), function_error="Unhandled")
-        return Invocation(json.dumps(result, default=str).encode("utf-8"))
+        if self._log_sink is not None and reply.lines:
+            self._log_sink(function_name, request_id, reply.lines)
+        return Invocation(reply.payload, reply.function_error)
 
     def call(
         self,
@@ -348,10 +406,9 @@ class Dispatcher:
         env: Mapping[str, str] | None = None,
         timeout: int = _DEFAULT_TIMEOUT,
     ) -> Any:
-        """Run the function's handler on ``event`` in this process and return its result.
+        """Run the function's handler on ``event`` and return its result.
 
-        The function's environment is applied around the call and its log lines go to the log
-        sink. Exceptions propagate (:meth:`invoke` turns them into Lambda's error shape).
+        The function's environment is the invocation's and its log lines go to the log sink.
 
         Args:
             function_name: one of :data:`FUNCTIONS`' names.
@@ -360,19 +417,28 @@ class Dispatcher:
             arn: the function's ARN (for a fresh context).
             env: the function's environment variables (default: :attr:`environment`).
             timeout: the function's timeout in seconds (for a fresh context).
-        """
-        from langorch.local.logs import captured_lines, invocation_stream, log_group
 
-        if context is None:
-            request_id = str(uuid.uuid4())
-            context = LocalLambdaContext(
-                function_name=function_name,
-                invoked_function_arn=arn,
-                aws_request_id=request_id,
-                log_group_name=log_group("/aws/lambda/", function_name),
-                log_stream_name=invocation_stream(request_id),
-                timeout_seconds=timeout,
+        Raises:
+            Exception: inline, what the handler raised; in a sandbox, a ``_RuntimeError`` with
+                the error type and message Lambda reports.
+        """
+        context = context or _fresh_context(function_name, arn, timeout)
+        if self._isolation == "inline":
+            return self._call_inline(function_name, event, context, env)
+        answer = self.invoke(function_name, event, env=env, timeout=timeout, context=context)
+        payload = json.loads(answer.payload) if answer.payload else None
+        if answer.function_error:
+            detail = payload if isinstance(payload, dict) else {}
+            raise _RuntimeError(
+                str(detail.get("errorType", "Unhandled")), str(detail.get("errorMessage", ""))
             )
+        return payload
+
+    def _call_inline(
+        self, function_name: str, event: Any, context: Any, env: Mapping[str, str] | None
+    ) -> Any:
+        from langorch.local.logs import captured_lines
+
         request_id = str(getattr(context, "aws_request_id", "") or uuid.uuid4())
         lines: list[tuple[int, str]] = []
         try:
@@ -383,6 +449,31 @@ class Dispatcher:
         finally:
             if self._log_sink is not None and lines:
                 self._log_sink(function_name, request_id, lines)
+
+    def _pool(self, package: str) -> SandboxPool:
+        with self._load_lock:
+            pool = self._pools.get(package)
+            if pool is None:
+                pool = SandboxPool(
+                    package,
+                    self._functions_dir,
+                    size=self._sandboxes,
+                    stdout=self._output,
+                    preload=self._preload(),
+                )
+                self._pools[package] = pool
+            return pool
+
+    def _preload(self) -> list[str]:
+        root = str(self._functions_dir.parent)
+        if root not in sys.path:
+            # functions/ is not an installed package: it ships as Lambda code assets.
+            sys.path.append(root)
+        return [
+            f"{self._functions_dir.name}.{package}.handler"
+            for package in FUNCTIONS
+            if (self._functions_dir / package / "handler.py").is_file()
+        ]
 
     def handler_for(self, function_name: str) -> Callable[..., Any]:
         """``handler(event, context=None)`` running the function as :meth:`call` does.
@@ -397,11 +488,7 @@ class Dispatcher:
         return handler
 
     def _handler(self, function_name: str) -> Callable[[Any, Any], Any]:
-        package = PACKAGE_OF.get(function_name)
-        if package is None:
-            raise _RuntimeError(
-                "Runtime.HandlerNotFound", f"{function_name} is not a langorch function"
-            )
+        package = _package_of(function_name)
         module = self._module(package)
         handler = getattr(module, "handler", None) or getattr(module, "lambda_handler", None)
         if not callable(handler):
@@ -449,6 +536,43 @@ class _RuntimeError(Exception):
         self.error_type = error_type
 
 
+def _package_of(function_name: str) -> str:
+    package = PACKAGE_OF.get(function_name)
+    if package is None:
+        raise _RuntimeError(
+            "Runtime.HandlerNotFound", f"{function_name} is not a langorch function"
+        )
+    return package
+
+
+def _fresh_context(function_name: str, arn: str, timeout: int) -> LocalLambdaContext:
+    from langorch.local.logs import invocation_stream, log_group
+
+    request_id = str(uuid.uuid4())
+    return LocalLambdaContext(
+        function_name=function_name,
+        invoked_function_arn=arn,
+        aws_request_id=request_id,
+        log_group_name=log_group("/aws/lambda/", function_name),
+        log_stream_name=invocation_stream(request_id),
+        timeout_seconds=timeout,
+    )
+
+
+def _context_fields(context: Any, timeout: int) -> dict[str, Any]:
+    """What a sandbox needs to rebuild ``context`` (a context object does not cross processes)."""
+    return {
+        "function_name": str(context.function_name),
+        "invoked_function_arn": str(getattr(context, "invoked_function_arn", "")),
+        "aws_request_id": str(context.aws_request_id),
+        "log_group_name": str(getattr(context, "log_group_name", "")),
+        "log_stream_name": str(getattr(context, "log_stream_name", "")),
+        "memory_limit_in_mb": int(getattr(context, "memory_limit_in_mb", 1024)),
+        "function_version": str(getattr(context, "function_version", "$LATEST")),
+        "timeout_seconds": int(getattr(context, "timeout_seconds", timeout) or timeout),
+    }
+
+
 def _event_of(body: Any) -> Any:
     if isinstance(body, bytes):
         body = body.decode("utf-8")
@@ -463,10 +587,4 @@ def _event_of(body: Any) -> Any:
 
 
 def _error_payload(exc: Exception) -> bytes:
-    error_type = exc.error_type if isinstance(exc, _RuntimeError) else type(exc).__name__
-    payload = {
-        "errorType": error_type,
-        "errorMessage": str(exc),
-        "stackTrace": traceback.format_tb(exc.__traceback__)[-10:],
-    }
-    return json.dumps(payload).encode("utf-8")
+    return error_payload(exc)

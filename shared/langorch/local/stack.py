@@ -102,8 +102,10 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
 
     from langorch.local.emulator import (
         lazy_batch_package,
+        narrow_transaction_backups,
         retry_interpreter_lambda_calls,
         serialise_dynamodb_writes,
+        wide_listen_backlog,
     )
     from langorch.local.statemachine import enable_execution
 
@@ -112,13 +114,15 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
     saved_port = os.environ.get("MOTO_PORT")
     undo_atomic = serialise_dynamodb_writes()
     undo_retry = retry_interpreter_lambda_calls()
+    undo_backlog = wide_listen_backlog()
+    undo_narrow = narrow_transaction_backups()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         server = _EmulatorServer(port, state_dir)
     except BaseException:
-        undo_atomic()
-        undo_retry()
+        for undo in (undo_atomic, undo_retry, undo_backlog, undo_narrow):
+            undo()
         raise
 
     def stop() -> None:
@@ -128,6 +132,8 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
         server.stop()
         undo_atomic()
         undo_retry()
+        undo_backlog()
+        undo_narrow()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
@@ -174,9 +180,10 @@ class _EmulatorServer:
         )
         from werkzeug.serving import make_server
 
+        from langorch.local.emulator import route_outside_the_lock
         from langorch.local.journal import JournaledApp
 
-        self.moto_app = DomainDispatcherApplication(create_backend_app)
+        self.moto_app = route_outside_the_lock(DomainDispatcherApplication(create_backend_app))
         self.app = JournaledApp(self.moto_app)
         self.state_dir = state_dir
         ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
@@ -261,6 +268,8 @@ def start_local_stack(
     examples: Path | None = None,
     region: str = "us-east-1",
     durable: bool = True,
+    console: bool = False,
+    verbose: bool = False,
 ) -> LocalStack:
     """Start the emulator and provision the whole pipeline in it.
 
@@ -279,6 +288,10 @@ def start_local_stack(
         examples: a folder of ``<name>/definitions.yaml`` to register (``None``: none).
         region: the emulated region.
         durable: keep the emulator's state under ``home`` across stops and crashes.
+        console: for a person at a terminal (``langorch dev``): one human line per event on
+            stdout, the functions' JSON lines in ``<home>/logs/functions.jsonl`` (see
+            :mod:`langorch.local.terminal`); otherwise everything goes to stdout.
+        verbose: with ``console``, the JSON lines on stdout as well.
 
     Raises:
         PortBusyError: the emulator's or the gateway's port is taken.
@@ -325,7 +338,7 @@ def start_local_stack(
         seed_builtins(container.definitions)
 
         sink = CloudWatchSink(CloudWatchLogs(container.client("logs")), settings.log_group_prefix)
-        dispatcher = Dispatcher(log_sink=sink).install()
+        dispatcher = Dispatcher(**_console_options(home, sink, console, verbose)).install()
         stack._stops.append(dispatcher.uninstall)
         settings, stack.functions = provision_pipeline(container, settings, sink)
         dispatcher.environment = function_environment(settings)
@@ -366,6 +379,21 @@ def recover_runs(container: Any) -> list[str]:
     if recovered:
         logging.getLogger(__name__).info("recovered %d runs in flight", len(recovered))
     return [r.run_id for r in recovered]
+
+
+LOG_FILE = "logs/functions.jsonl"
+"""The functions' JSON log lines, under the home, when ``langorch dev`` runs for a person."""
+
+
+def _console_options(home: Path, sink: Any, console: bool, verbose: bool) -> dict[str, Any]:
+    """The dispatcher's log sink and output routing (see ``start_local_stack``'s ``console``)."""
+    if not console:
+        return {"log_sink": sink}
+    from langorch.local._sandbox import OutputRouting
+    from langorch.local.terminal import TerminalSink, both
+
+    routing = OutputRouting(json_file=str((home / LOG_FILE).resolve()), echo_json=verbose)
+    return {"log_sink": both(sink, TerminalSink()), "output": routing}
 
 
 def provision_pipeline(

@@ -39,6 +39,11 @@ def register(subparsers: Subparsers) -> None:
         help=f"a folder of <name>/definitions.yaml to register (default: ./{_EXAMPLES})",
     )
     dev.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show the functions' JSON log lines (always in <home>/logs/functions.jsonl)",
+    )
+    dev.add_argument(
         "--console-port",
         type=int,
         default=8765,
@@ -53,7 +58,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     import time
 
     try:
-        from langorch.local.stack import start_local_stack
+        from langorch.local.stack import LOG_FILE, start_local_stack
     except ImportError as exc:  # moto ships with the `local` extra
         raise UsageError("langorch dev needs the emulator: pip install 'langorch[local]'") from exc
 
@@ -69,7 +74,12 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
     stack = start_local_stack(
-        home=home, port=args.emulator_port, gateway_port=args.port, examples=examples
+        home=home,
+        port=args.emulator_port,
+        gateway_port=args.port,
+        examples=examples,
+        console=True,
+        verbose=args.verbose,
     )
     from langorch.local.example_tools import start_example_tools
 
@@ -90,9 +100,12 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         f"{settings.checkpoints_table}, {settings.memory_table}",
         f"  bucket        {settings.bucket}",
         f"  state machine {settings.state_machine_arn}",
-        f"  functions     {', '.join(sorted(stack.functions))}  (run in this process)",
+        f"  functions     {', '.join(sorted(stack.functions))}  (Lambda-like sandboxes: "
+        "worker processes, one invocation at a time each)",
         f"  logs          {settings.log_group_prefix}<function>  (`langorch runs logs RUN_ID`)",
         f"  outbox        {settings.outbox_dir}  (approval emails and their links)",
+        f"  JSON logs     {home / LOG_FILE}"
+        + ("  (shown here too: --verbose)" if args.verbose else "  (--verbose shows them here)"),
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
