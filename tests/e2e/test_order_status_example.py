@@ -5,7 +5,6 @@ from the CLI calls it through the tool loop, and ``runs show`` tells each call."
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,9 +62,7 @@ def _result(out: str) -> Any:
 def test_the_example_run_calls_the_order_desk_and_shows_each_call(
     dev: tuple[LocalStack, ExampleTools],
     capsys: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO)
     stack, tools = dev
     assert list(tools.registered) == ["orders"]
     container = Container(stack.settings)
@@ -82,12 +79,15 @@ def test_the_example_run_calls_the_order_desk_and_shows_each_call(
         ("lookup_order", "ok"),
         ("estimate_delivery", "ok"),
     ]
-    # The log records themselves (which stream a handler's JSON lines reach depends on which
-    # test first built the shared Powertools logger, so the records are read, not stdout)
-    logged = [r.__dict__ for r in caplog.records if r.getMessage() == "tool called"]
+    # And the function's log lines, read back as a person would (`runs logs`: the handlers run
+    # in sandbox processes, their lines in the emulator's CloudWatch Logs), name each call
+    logs, logs_text = langorch(capsys, "runs", "logs", run_id)
+    logged = [
+        row["fields"] for row in logs["lines"] if row["fields"].get("message") == "tool called"
+    ]
     assert [(e["run_id"], e["step_id"], e["tool"]) for e in logged] == [
         (run_id, "track", "lookup_order"),
         (run_id, "track", "estimate_delivery"),
     ]
     token = container.secrets.get_json("langorch/tools/orders")["value"].split()[-1]
-    assert token not in printed + shown_text
+    assert token not in printed + shown_text + logs_text

@@ -58,7 +58,7 @@ workflows:
 @pytest.fixture
 def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
     """The emulator executing the state machine, its Lambda tasks routed to the handlers."""
-    with mock_aws(config=EXECUTION_CONFIG), Dispatcher():  # type: ignore[arg-type]
+    with mock_aws(config=EXECUTION_CONFIG), Dispatcher(isolation="inline"):  # type: ignore[arg-type]
         yield make_pipeline(outbox_dir=str(tmp_path / "outbox"))
 
 

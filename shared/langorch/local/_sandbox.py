@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
@@ -409,6 +410,24 @@ def _load(functions_package: str, package: str) -> Any:
 
 
 def _context_from(fields: Mapping[str, Any]) -> Any:
-    from langorch.local.lambdas import LocalLambdaContext
-
     return LocalLambdaContext(**fields)
+
+
+@dataclass
+class LocalLambdaContext:
+    """What Lambda passes as ``context`` (the attributes Powertools and handlers read)."""
+
+    function_name: str
+    invoked_function_arn: str
+    aws_request_id: str
+    log_group_name: str
+    log_stream_name: str
+    memory_limit_in_mb: int = 1024
+    function_version: str = "$LATEST"
+    timeout_seconds: int = 30
+    _started: float = field(default_factory=time.monotonic)
+
+    def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds until the function's timeout."""
+        left = self.timeout_seconds - (time.monotonic() - self._started)
+        return max(0, int(left * 1000))

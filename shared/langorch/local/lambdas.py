@@ -30,12 +30,11 @@ import json
 import os
 import sys
 import threading
-import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
@@ -45,6 +44,7 @@ from botocore.exceptions import ClientError
 from langorch.config import Settings
 from langorch.domain.errors import StorageError
 from langorch.local._sandbox import (
+    LocalLambdaContext,
     OutputRouting,
     SandboxError,
     SandboxPool,
@@ -173,26 +173,6 @@ def ensure_functions(lambda_client: Any, iam_client: Any, settings: Settings) ->
 # --------------------------------------------------------------------------------------------
 # Invoking: the dispatcher
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class LocalLambdaContext:
-    """What Lambda passes as ``context`` (the attributes Powertools and handlers read)."""
-
-    function_name: str
-    invoked_function_arn: str
-    aws_request_id: str
-    log_group_name: str
-    log_stream_name: str
-    memory_limit_in_mb: int = 1024
-    function_version: str = "$LATEST"
-    timeout_seconds: int = _DEFAULT_TIMEOUT
-    _started: float = field(default_factory=time.monotonic)
-
-    def get_remaining_time_in_millis(self) -> int:
-        """Milliseconds until the function's timeout."""
-        left = self.timeout_seconds - (time.monotonic() - self._started)
-        return max(0, int(left * 1000))
 
 
 @dataclass(frozen=True)
