@@ -190,6 +190,37 @@ def test_the_workflow_page_starts_a_run_from_its_inputs_form(
     assert run.trigger.type == "manual"
 
 
+def test_an_ended_run_is_forked_from_its_page_with_an_edited_key(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run its approver approved, which ended
+    run_id = parked(stack, container, {"item": "invoice 7", "amount": 70})
+    [approval] = container.approvals.list(run_id=run_id)
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+    page.get_by_role("button", name="Approve").click()
+    wait_for("the run to end", lambda: run_in(container, run_id, "succeeded"))
+
+    # When the operator forks it at the accept step with the total set
+    page.goto(f"{console.url}/runs/{run_id}")
+    page.get_by_text("Fork…").click()
+    page.get_by_label("Start a new run at").select_option("accept")
+    page.get_by_label("with these keys set").fill("total=65")
+    shot(page, "fork")
+    page.get_by_role("button", name="Fork").click()
+
+    # Then the new run's page opens, linked to the original, and it ran accept on the edit
+    forked = page.locator("h1 .mono").inner_text()
+    assert forked != run_id
+    wait_for("the fork to succeed", lambda: run_in(container, forked, "succeeded"))
+    run = container.runs.get_run(forked)
+    assert run.outputs["outcome"] == "accepted" and run.outputs["total"] == 65
+    page.reload()
+    assert run_id in page.locator("body").inner_text()  # lineage names the original
+    assert [(f.run_id, f.at_step) for f in container.runs.get_run(run_id).forks] == [
+        (forked, "accept")
+    ]
+
+
 def test_hostile_run_data_is_shown_as_text_and_never_runs(
     stack: LocalStack, container: Container, console: RunningConsole, page: Any
 ):

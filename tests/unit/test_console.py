@@ -339,13 +339,18 @@ def test_trigger_and_time_filters_fill_a_page_from_several_reads():
         page_of(stack, status="bogus")
 
 
-def test_redrive_without_the_recovery_use_cases_says_so_and_changes_nothing():
+def test_fork_edits_are_key_json_lines_and_a_bad_line_is_named():
     from langorch.console import actions
 
-    if actions.RECOVERY_AVAILABLE:
-        pytest.skip("the recovery use-cases are installed: this is the fallback when they are not")
-    with pytest.raises(ConsoleActionError, match="not available"):
-        actions.redrive(object(), "run-1", "", "")
+    assert actions.fork_edits('amount=120\n\nnote="late"\nitems=["a", "b"]') == {
+        "amount": 120,
+        "note": "late",
+        "items": ["a", "b"],
+    }
+    with pytest.raises(ConsoleActionError, match="line 2: the value of 'note' is not JSON"):
+        actions.fork_edits("amount=1\nnote=late")
+    with pytest.raises(ConsoleActionError, match="line 1: write KEY=JSON"):
+        actions.fork_edits("just text")
 
 
 # --- the app's answers without a stack behind it ---------------------------------------------

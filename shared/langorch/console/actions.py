@@ -11,16 +11,12 @@
   edits and its CSRF token. The form dwell that stops mail scanners is not applied here (an
   operator's console is no mail scanner, and its forms are CSRF-protected).
 
-Redrive (the "Recovery" issue) goes through ``langorch.app.recovery.redrive`` when that module
-is installed (it is being built on its own branch): :data:`RECOVERY_AVAILABLE` says so, the run
-page shows the Redrive form only then, and :func:`redrive` is the one place that calls it.
-Fork is left for when its use-case settles (``app/forks.py`` on that branch).
+- Redrive and fork an ended run: :func:`langorch.app.recovery.redrive` and
+  :func:`langorch.app.forks.fork`, as ``langorch runs redrive | fork`` call them.
 """
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,9 +38,6 @@ from langorch.web.look import human_label
 
 ACTOR = "console"
 USER_AGENT = "langorch console"
-RECOVERY_MODULE = "langorch.app.recovery"
-RECOVERY_AVAILABLE = importlib.util.find_spec(RECOVERY_MODULE) is not None
-"""Whether the recovery use-cases (redrive) are installed."""
 
 _HINTS = {EditKind.lines: "one per line", EditKind.json: "JSON", EditKind.number: "a number"}
 
@@ -244,19 +237,66 @@ def redrive(container: Any, run_id: str, from_step: str, reason: str) -> str:
     """Redrive a run (from a step, or from its last good checkpoint); returns its id.
 
     Raises:
-        ConsoleActionError: the recovery use-cases are not installed.
         LangorchError: the recovery use-case's own refusals (still running, unknown step, …).
     """
-    if not RECOVERY_AVAILABLE:
-        raise ConsoleActionError(
-            f"redrive is not available in this langorch (run {run_id} is unchanged)"
-        )
-    recovery = importlib.import_module(RECOVERY_MODULE)
-    done = recovery.redrive(
+    from langorch.app.recovery import redrive as redrive_run
+
+    done = redrive_run(
         container,
         run_id,
         from_step=from_step.strip() or None,
         reason=(reason or "").strip()[:500] or "redriven from the console",
+        actor=ACTOR,
+    )
+    return str(done.run_id)
+
+
+def fork_edits(text: str) -> dict[str, Any]:
+    """The ``KEY=JSON`` lines of the fork form as state edits (``langorch runs fork --set``).
+
+    Raises:
+        ConsoleActionError: a line without ``=``, an empty key, or a value that is not JSON,
+            naming the line and how to write it.
+    """
+    edits: dict[str, Any] = {}
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        if not line.strip():
+            continue
+        key, equals, value = line.partition("=")
+        if not equals or not key.strip():
+            raise ConsoleActionError(
+                f'edits line {number}: write KEY=JSON, e.g. amount=120 or note="late"'
+            )
+        try:
+            edits[key.strip()] = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ConsoleActionError(
+                f"edits line {number}: the value of {bounded(key.strip(), 100)!r} is not JSON "
+                f'({exc.msg}); quote text: {key.strip()}="…"'
+            ) from exc
+    return edits
+
+
+def fork(container: Any, run_id: str, at_step: str, edits: str, reason: str) -> str:
+    """Start a new run from ``run_id``'s checkpoint before ``at_step``, with edited state.
+
+    Returns:
+        The new run's id.
+
+    Raises:
+        ConsoleActionError: the edits cannot be read, or no step was chosen.
+        LangorchError: the fork use-case's own refusals (unknown step, never reached, …).
+    """
+    from langorch.app.forks import fork as fork_run
+
+    if not at_step.strip():
+        raise ConsoleActionError(f"choose the step the fork of {run_id} starts at")
+    done = fork_run(
+        container,
+        run_id,
+        at_step=at_step.strip(),
+        edits=fork_edits(edits),
+        reason=(reason or "").strip()[:500] or "forked from the console",
         actor=ACTOR,
     )
     return str(done.run_id)

@@ -63,6 +63,7 @@ class ConsoleApp:
             ("GET", re.compile(r"/runs/([^/]+)"), self.run),
             ("POST", re.compile(r"/runs/([^/]+)/cancel"), self.cancel),
             ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
+            ("POST", re.compile(r"/runs/([^/]+)/fork"), self.fork),
             ("GET", re.compile(r"/api/status"), self.status),
             ("GET", re.compile(r"/approvals"), self.approvals),
             ("GET", re.compile(r"/approvals/([^/]+)"), self.approval),
@@ -178,7 +179,7 @@ class ConsoleApp:
             request,
             view=view,
             approvals=approvals,
-            recovery=actions.RECOVERY_AVAILABLE,
+            recovery=True,
             message=request.arg("done"),
         )
 
@@ -191,6 +192,16 @@ class ConsoleApp:
             self.container, match.group(1), request.field("from_step"), request.field("reason")
         )
         return Response.redirect(f"/runs/{_quote(run_id)}?done=redriven")
+
+    def fork(self, request: Request, match: re.Match[str]) -> Response:
+        forked = actions.fork(
+            self.container,
+            match.group(1),
+            request.field("at_step"),
+            request.field("edits"),
+            request.field("reason"),
+        )
+        return Response.redirect(f"/runs/{_quote(forked)}?done=forked")
 
     def status(self, request: Request, _: re.Match[str]) -> Response:
         """``{run_id: status}`` for the runs a page shows (its live status, polled)."""
