@@ -406,3 +406,21 @@ def test_a_timed_out_approval_reads_as_no_decision_with_how_long_it_waited():
 
     assert "by unknown" not in text
     assert "no decision: timed out after 60 min" in text
+
+
+def test_runs_start_records_who_started_it_and_refuses_what_is_not_an_address(
+    langorch: Any, tmp_path: Path
+):
+    # (separation of duties needs the run's starter; before, the CLI recorded none)
+    path = tmp_path / "definitions.yaml"
+    path.write_text(DEFINITIONS)
+
+    refused = langorch("runs", "start", "greet", "--local", str(path), "--started-by", "ann")
+    started = langorch(
+        "runs", "start", "greet", "--local", str(path), "--started-by", "ann@example.com", "--json"
+    )
+
+    assert refused.code == 2
+    assert "--started-by 'ann' is not an email address" in refused.stderr
+    assert started.code == 0, started.stderr
+    assert '"started_by": "ann@example.com"' in started.stdout

@@ -268,6 +268,7 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
                 "delivery_id": delivery.delivery_id,
                 "timestamp": int(delivery.timestamp),
                 "source_ip": request.source_ip,
+                **_sender(trigger, payload),
             },
         ),
         deps,
@@ -281,6 +282,20 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
         },
     )
     return StartedRun(plan.plan_id, run.run_id, created)
+
+
+def _sender(trigger: Trigger, payload: Any) -> dict[str, str]:
+    """``{"started_by": …}`` when the trigger names the body's sender field and it holds an
+    address (signed with the body, so it can be trusted as who started the run)."""
+    field = (trigger.sender_field or "").strip()
+    value = payload.get(field) if field and isinstance(payload, dict) else None
+    if isinstance(value, str) and "@" in value and len(value) <= MAX_SENDER_CHARS:
+        return {"started_by": value.strip()}
+    return {}
+
+
+MAX_SENDER_CHARS = 254
+"""The longest email address SMTP carries."""
 
 
 def _ensure_body_fits(data: Any) -> None:

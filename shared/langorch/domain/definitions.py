@@ -329,6 +329,10 @@ class Trigger(_Model):
     suffix: str = ""
     input: dict[str, Any] = Field(default_factory=dict)
     """Fixed input merged under the event's input (schedules have no other)."""
+    sender_field: str | None = Field(default=None, exclude_if=_unset)
+    """webhook: the body's key naming who sent the delivery (an email address). It is covered by
+    the signature, so it is recorded as the run's starter, whom an approval with
+    ``separation_of_duties`` does not ask. Left out of dumps while unset."""
 
 
 class InputSchema(_Model):

@@ -452,6 +452,14 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
             for name in ("bucket", "prefix", "suffix"):
                 if getattr(trigger, name):
                     yield _ignored_trigger(f"{path}.{name}", trigger.type)
+        if trigger.sender_field is not None and trigger.type != "webhook":
+            yield _ignored_trigger(f"{path}.sender_field", trigger.type)
+        elif trigger.sender_field is not None and not trigger.sender_field.strip():
+            yield Problem(
+                f"{path}.sender_field",
+                "sender_field is empty",
+                "name the body's key holding the sender's email, e.g. sender_field: requested_by",
+            )
     if plan.schedule is not None:
         yield from _schedule_problems("schedule", plan.schedule)
     for j, who in enumerate(plan.approvers):

@@ -14,6 +14,7 @@ waits are slept through.
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,13 @@ def register(subparsers: Subparsers) -> None:
     given.add_argument("--input", metavar="JSON", help="the run's input (JSON, default {})")
     given.add_argument("--input-file", metavar="FILE", help="read the input from a JSON file")
     start.add_argument("--user", default="default", help="whose memory the run uses")
+    start.add_argument(
+        "--started-by",
+        metavar="EMAIL",
+        default=os.environ.get("LANGORCH_STARTED_BY") or None,
+        help="who starts the run (default: $LANGORCH_STARTED_BY); an approval with "
+        "separation_of_duties does not ask them",
+    )
     start.add_argument(
         "--local",
         nargs="+",
@@ -162,7 +170,9 @@ def _launch(
     from langorch.app.runs import StartRun, launch_run
     from langorch.cli.timeline import render_run
 
-    run, created = launch_run(StartRun(workflow, input=data, user_id=args.user), container)
+    run, created = launch_run(
+        StartRun(workflow, input=data, user_id=args.user, trigger_detail=_starter(args)), container
+    )
     if not created:
         ctx.out.warn(f"run {run.run_id} already existed; its execution was not started again")
     execution = {"arn": run.execution_arn, "status": None, "reason": None}
@@ -276,7 +286,10 @@ def _run(
     code = 0
     max_sleep = _DEFAULT_MAX_SLEEP if args.max_sleep is None else args.max_sleep
     for _ in range(args.repeat or 1):
-        run, _created = start_run(StartRun(workflow, input=data, user_id=args.user), container)
+        run, _created = start_run(
+            StartRun(workflow, input=data, user_id=args.user, trigger_detail=_starter(args)),
+            container,
+        )
         result = drive(
             run.run_id,
             container,
@@ -555,6 +568,16 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
         text = f"{run.run_id} already ended as {run.status.value}: nothing to cancel"
     ctx.out.result({"run": run_json(run), "cancelled": changed}, text)
     return 0 if cancelled else 1
+
+
+def _starter(args: argparse.Namespace) -> dict[str, str]:
+    """The run's ``started_by`` (``--started-by``), checked to be an address."""
+    who = (args.started_by or "").strip()
+    if not who:
+        return {}
+    if "@" not in who or len(who) > 254:
+        raise UsageError(f"--started-by {who[:80]!r} is not an email address")
+    return {"started_by": who}
 
 
 def _reconcile(ctx: Context, args: argparse.Namespace) -> int:
