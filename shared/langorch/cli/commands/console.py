@@ -8,8 +8,6 @@ machine unless ``--host`` says so.
 from __future__ import annotations
 
 import argparse
-import signal
-import threading
 
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
@@ -53,11 +51,10 @@ def _console(ctx: Context, args: argparse.Namespace) -> int:
         {"console_url": running.url, "target": target.name},
         f"langorch console for {target.name}\n  console       {running.url}\n\nCtrl-C stops it.",
     )
-    stopped = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopped.set())
+    from langorch.cli.commands.dev import wait_until_stopped
+
     try:
-        stopped.wait()
+        wait_until_stopped()
     finally:
         running.stop()
     return 0

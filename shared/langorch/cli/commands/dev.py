@@ -155,15 +155,21 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         tools.stop()
         stack.stop()
         return 0
-    stopped = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stopped.set())
     try:
-        stopped.wait()
+        wait_until_stopped()
     finally:
         tools.stop()
         stack.stop()
     return 0
+
+
+def wait_until_stopped() -> None:
+    """Block until Ctrl-C or SIGTERM (``langorch dev`` and ``langorch console`` in the
+    foreground); the caller stops what it started."""
+    stopped = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopped.set())
+    stopped.wait()
 
 
 def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
