@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 _WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
@@ -11,35 +12,96 @@ _WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "ba
 (moto copies whole tables while it applies one) and answered 500."""
 
 
+_READS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
+"""Every DynamoDB read path: a read that walks an item while a write changes it fails inside moto
+("dictionary changed size during iteration"), where DynamoDB would answer."""
+
+
 def serialise_dynamodb_writes() -> Callable[[], None]:
-    """Make moto apply each DynamoDB write atomically, as DynamoDB does.
+    """Make moto apply each DynamoDB write atomically, as DynamoDB does, and never read an item
+    while a write changes it.
 
     moto checks a write's condition and applies it as separate steps with no lock between
     them, so two threads can both pass ``attribute_not_exists(...)`` and both win (measured:
     two winners, sometimes with the same fence). DynamoDB serialises writes to an item; this
     restores that in the emulator only — our code is untouched, so code that read-then-wrote
-    would still let both threads win.
+    would still let both threads win. Reads share the lock (many at once, none during a write),
+    so 30 voters reading and writing at once no longer crash moto's item walk.
 
     Returns:
         A function that undoes the change.
     """
     from moto.dynamodb.responses import DynamoHandler
 
-    lock = threading.RLock()
-    originals = {name: getattr(DynamoHandler, name) for name in _WRITES}
+    lock = _ReadWriteLock()
+    originals = {name: getattr(DynamoHandler, name) for name in (*_WRITES, *_READS)}
     for name, original in originals.items():
+        guard = lock.writing if name in _WRITES else lock.reading
 
-        def atomic(self: Any, _original: Any = original) -> Any:
-            with lock:
+        def guarded(self: Any, _original: Any = original, _guard: Any = guard) -> Any:
+            with _guard():
                 return _original(self)
 
-        setattr(DynamoHandler, name, atomic)
+        setattr(DynamoHandler, name, guarded)
 
     def undo() -> None:
         for name, original in originals.items():
             setattr(DynamoHandler, name, original)
 
     return undo
+
+
+class _ReadWriteLock:
+    """Many readers or one (re-entrant) writer; a waiting writer goes before new readers.
+
+    The standard library has no readers-writer lock; this one is only the emulator's.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer: int | None = None
+        self._depth = 0
+        self._waiting_writers = 0
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            inside_own_write = self._writer == me
+            if not inside_own_write:
+                while self._writer is not None or self._waiting_writers:
+                    self._cond.wait()
+                self._readers += 1
+        try:
+            yield
+        finally:
+            if not inside_own_write:
+                with self._cond:
+                    self._readers -= 1
+                    if not self._readers:
+                        self._cond.notify_all()
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        me = threading.get_ident()
+        with self._cond:
+            if self._writer == me:
+                self._depth += 1
+            else:
+                self._waiting_writers += 1
+                while self._writer is not None or self._readers:
+                    self._cond.wait()
+                self._waiting_writers -= 1
+                self._writer, self._depth = me, 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._depth -= 1
+                if not self._depth:
+                    self._writer = None
+                    self._cond.notify_all()
 
 
 LISTEN_BACKLOG = 1024
