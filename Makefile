@@ -27,9 +27,10 @@ types: $(STAMP)
 	$(BIN)/mypy
 
 # Two processes (the machines here have two cores); a file's tests stay in one process, so
-# module-scoped emulators and stacks are shared as written.
+# module-scoped emulators and stacks are shared as written. The 15 slowest tests are listed, to
+# keep an eye on the suite's time (PERFORMANCE P8).
 test: $(STAMP) lint types chromium
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15
 
 # The browser tests (tests/browser) drive Debian's chromium with Playwright; Playwright's own
 # browser download needs the network, the distribution's package does not. Quiet, idempotent.
