@@ -41,14 +41,21 @@ def fake_aws_environment() -> None:
 def fresh_stack(**settings: Any) -> Iterator[Any]:
     """A new moto account with langorch's tables and bucket, and a container on it.
 
-    moto's Query scans whole tables, so every measurement gets its own (empty) tables.
+    DynamoDB is moto as ``langorch dev`` runs it (``local_dynamodb``): the figures are the
+    local stack's. Every measurement gets its own (empty) tables.
     """
     from moto import mock_aws
 
+    from langorch.local.emulator import local_dynamodb
+
     with mock_aws():
-        container = new_container(**settings)
-        container.ensure_resources()
-        yield container
+        undo = local_dynamodb()
+        try:
+            container = new_container(**settings)
+            container.ensure_resources()
+            yield container
+        finally:
+            undo()
 
 
 def new_container(**settings: Any) -> Any:

@@ -29,9 +29,17 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def aws() -> Iterator[None]:
-    """Every AWS call in the test goes to moto, in-process."""
+    """Every AWS call in the test goes to moto, in-process — DynamoDB's Queries through the
+    local stack's partition index (``tests/integration/test_indexed_query.py`` holds it to
+    moto's own answers)."""
+    from langorch.local.indexed_query import indexed_queries
+
     with mock_aws():
-        yield
+        undo = indexed_queries()
+        try:
+            yield
+        finally:
+            undo()
 
 
 @pytest.fixture

@@ -17,6 +17,25 @@ _READS = ("get_item", "query", "scan", "batch_get_item", "transact_get_items")
 ("dictionary changed size during iteration"), where DynamoDB would answer."""
 
 
+def local_dynamodb() -> Callable[[], None]:
+    """moto's DynamoDB as the local stack runs it: atomic writes, reads that never see a write
+    half done, transactions that back up only their items, and Queries that read only their
+    partition (``langorch.local.indexed_query``).
+
+    Returns:
+        A function that undoes all of it.
+    """
+    from langorch.local.indexed_query import indexed_queries
+
+    undos = [serialise_dynamodb_writes(), narrow_transaction_backups(), indexed_queries()]
+
+    def undo() -> None:
+        for each in reversed(undos):
+            each()
+
+    return undo
+
+
 def serialise_dynamodb_writes() -> Callable[[], None]:
     """Make moto apply each DynamoDB write atomically, as DynamoDB does, and never read an item
     while a write changes it.
@@ -304,8 +323,11 @@ def _item_backups(backend: Any, transact_items: list[dict[str, Any]]) -> list[_B
 
 
 def _restore_items(backups: list[_Backup]) -> None:
+    from langorch.local.indexed_query import touched
+
     # Newest first: an item named twice (moto refuses that, after applying) ends as it began.
     for table, hash_key, range_key, before in reversed(backups):
+        touched(table, hash_key, range_key)
         if before is None:
             if range_key is not None:
                 if hash_key in table.items:

@@ -102,9 +102,8 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
 
     from langorch.local.emulator import (
         lazy_batch_package,
-        narrow_transaction_backups,
+        local_dynamodb,
         retry_interpreter_lambda_calls,
-        serialise_dynamodb_writes,
         wide_listen_backlog,
     )
     from langorch.local.statemachine import enable_execution
@@ -112,16 +111,15 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
     lazy_batch_package()
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
-    undo_atomic = serialise_dynamodb_writes()
+    undo_dynamodb = local_dynamodb()
     undo_retry = retry_interpreter_lambda_calls()
     undo_backlog = wide_listen_backlog()
-    undo_narrow = narrow_transaction_backups()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         server = _EmulatorServer(port, state_dir)
     except BaseException:
-        for undo in (undo_atomic, undo_retry, undo_backlog, undo_narrow):
+        for undo in (undo_dynamodb, undo_retry, undo_backlog):
             undo()
         raise
 
@@ -130,10 +128,9 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
         # next stack started in this process would see this one's tables and runs.
         _reset_emulator(port)
         server.stop()
-        undo_atomic()
+        undo_dynamodb()
         undo_retry()
         undo_backlog()
-        undo_narrow()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
