@@ -18,6 +18,9 @@ class Settings(BaseSettings):
     region: str = "us-east-1"
     endpoint_url: str | None = None
     """AWS endpoint override: the local emulator in dev mode and tests; ``None`` in the cloud."""
+    dynamodb_endpoint_url: str | None = None
+    """DynamoDB's endpoint when it is not ``endpoint_url``: the local stack serves DynamoDB
+    from a process of its own (``langorch.local.dynamodb_process``); ``None`` elsewhere."""
 
     definitions_table: str = "langorch-definitions"
     runs_table: str = "langorch-runs"

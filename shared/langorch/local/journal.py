@@ -129,6 +129,13 @@ class Journal:
         os.close(self._fd)
 
 
+def open_journal(path: Path) -> Journal:
+    """The journal at ``path``, opened for appending (a new one starts with its header)."""
+    import moto
+
+    return Journal(path, {"format": JOURNAL_FORMAT, "moto": moto.__version__})
+
+
 def read_entries(path: Path) -> Iterator[dict[str, Any]]:
     """The journal's request entries, oldest first (a torn last line is skipped)."""
     if not path.exists():

@@ -24,6 +24,11 @@ import yaml
 
 from langorch.config import Settings
 from langorch.domain.errors import LangorchError
+from langorch.local.dynamodb_process import (
+    DynamoDBForward,
+    DynamoDBProcess,
+    start_dynamodb_process,
+)
 
 STACK_FILE = "stack.json"
 OUTBOX_DIR = "outbox"
@@ -83,7 +88,9 @@ def ensure_port_free(port: int, *, what: str, option: str) -> None:
             ) from exc
 
 
-def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], None]:
+def start_emulator(
+    port: int, *, state_dir: Path | None = None, dynamodb: DynamoDBProcess | None = None
+) -> Callable[[], None]:
     """Start moto's server on 127.0.0.1:``port`` in this process, executing state machines.
 
     Args:
@@ -91,6 +98,8 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
         state_dir: where the emulator's durable state lives (:mod:`langorch.local.journal`):
             its journal is replayed before the server answers, and every successful write is
             journaled. ``None``: in memory only.
+        dynamodb: the process that serves DynamoDB (its requests are forwarded there, and its
+            journal entries are that process's to replay); ``None``: moto here serves it.
 
     Returns:
         Its stop function (which also gives moto back its own settings).
@@ -117,7 +126,7 @@ def start_emulator(port: int, *, state_dir: Path | None = None) -> Callable[[], 
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
-        server = _EmulatorServer(port, state_dir)
+        server = _EmulatorServer(port, state_dir, dynamodb)
     except BaseException:
         for undo in (undo_dynamodb, undo_retry, undo_backlog):
             undo()
@@ -169,7 +178,9 @@ class _EmulatorServer:
     ``ThreadedMotoServer`` binds in its thread and waits forever for a server that never came).
     """
 
-    def __init__(self, port: int, state_dir: Path | None) -> None:
+    def __init__(
+        self, port: int, state_dir: Path | None, dynamodb: DynamoDBProcess | None = None
+    ) -> None:
         from moto.moto_server.werkzeug_app import (
             DomainDispatcherApplication,
             MotoRequestHandler,
@@ -183,10 +194,14 @@ class _EmulatorServer:
         self.moto_app = route_outside_the_lock(DomainDispatcherApplication(create_backend_app))
         self.app = JournaledApp(self.moto_app)
         self.state_dir = state_dir
+        self.dynamodb = dynamodb
+        served: Any = self.app
+        if dynamodb is not None:
+            served = DynamoDBForward(self.app, lambda: dynamodb.endpoint_url)
         ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
         try:
             self._server = make_server(
-                "127.0.0.1", port, self.app, threaded=True, request_handler=MotoRequestHandler
+                "127.0.0.1", port, served, threaded=True, request_handler=MotoRequestHandler
             )
         except (OSError, SystemExit) as exc:  # werkzeug exits on EADDRINUSE (a race lost)
             raise PortBusyError(
@@ -202,20 +217,21 @@ class _EmulatorServer:
         """Replay the journal into the (reset) emulator, then journal every new write."""
         if self.state_dir is None:
             return
-        import moto
-
-        from langorch.local.journal import JOURNAL_FORMAT, Journal, read_entries, replay
+        from langorch.local.journal import open_journal, read_entries, replay, service_of
 
         path = self.state_dir / JOURNAL_FILE
         started = time.monotonic()
-        applied, refused = replay(self.moto_app, read_entries(path))
+        entries = read_entries(path)
+        if self.dynamodb is not None:  # the DynamoDB process replays its own
+            entries = (e for e in entries if service_of(e["environ"]) != "dynamodb")
+        applied, refused = replay(self.moto_app, entries)
         logging.getLogger(__name__).info(
             "restored %d journaled writes (%d refused) in %.1f s",
             applied,
             refused,
             time.monotonic() - started,
         )
-        self.app.journal = Journal(path, {"format": JOURNAL_FORMAT, "moto": moto.__version__})
+        self.app.journal = open_journal(path)
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -308,8 +324,11 @@ def start_local_stack(
         gateway_port = gateway_port or free_port()
         ensure_port_free(gateway_port, what="the HTTP gateway", option="--port")
     stack = LocalStack(settings=Settings(region=region), home=home)
-    stack._stops.append(start_emulator(port, state_dir=(home / STATE_DIR) if durable else None))
+    state_dir = (home / STATE_DIR) if durable else None
+    dynamodb = start_dynamodb_process(state_dir)  # starts while the emulator starts
+    stack._stops.append(dynamodb.stop)
     try:
+        stack._stops.append(start_emulator(port, state_dir=state_dir, dynamodb=dynamodb))
         example_dirs = (
             sorted(p.parent for p in examples.glob("*/definitions.yaml"))
             if (examples is not None and examples.is_dir())
@@ -319,6 +338,7 @@ def start_local_stack(
         settings = Settings(
             region=region,
             endpoint_url=f"http://127.0.0.1:{port}",
+            dynamodb_endpoint_url=dynamodb.wait_ready(),
             offline_script=str(script) if script else None,
             outbox_dir=str((home / OUTBOX_DIR).resolve()),
         )

@@ -1,0 +1,236 @@
+"""DynamoDB in a process of its own, beside the local emulator.
+
+Under 100 concurrent runs the emulator's process was the local stack's bottleneck: one core at
+100 % while the other idled (the handlers already run in sandbox processes). Python runs one
+thread at a time per process, and moto's DynamoDB — about 60 % of the emulator's requests, a
+run reads and writes its record, timeline, checkpoints and approvals dozens of times — shared
+that one interpreter with Step Functions, Lambda, S3, Logs and the gateway. DynamoDB in moto
+needs nothing from the other services (no stream, no Step Functions integration reads it), so
+it is served here, by a child process with its own interpreter, on its own port:
+
+- ``start_dynamodb_process`` spawns it (``python -m langorch.local.dynamodb_process``); it binds
+  a free port, replays the DynamoDB writes of the shared journal (:mod:`langorch.local.journal`)
+  and prints ``ready <port>``. It journals its own writes to the same file (one ``write`` per
+  line on an ``O_APPEND`` descriptor: lines from two processes never interleave).
+- Our clients reach it through ``Settings.dynamodb_endpoint_url`` (in ``stack.json`` and every
+  function's environment); a request that still reaches the emulator's port (``aws
+  --endpoint-url``, ``langorch --endpoint-url``) is forwarded here by :class:`DynamoDBForward`,
+  so the emulator still answers for every service.
+- It stops with its stack, and on its own within a second when the process that started it
+  dies (``kill -9`` of ``langorch dev``): it watches its parent, since Linux's parent-death
+  signal follows the *thread* that spawned a child, not the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from langorch.domain.errors import LangorchError
+
+READY_TIMEOUT = 120.0
+"""Seconds to wait for the process to replay its journal and answer (a large home replays for
+tens of seconds)."""
+
+PARENT_CHECK_SECONDS = 0.5
+
+_log = logging.getLogger(__name__)
+
+
+class DynamoDBProcessError(LangorchError):
+    """The local DynamoDB process did not start."""
+
+
+class DynamoDBProcess:
+    """A running ``python -m langorch.local.dynamodb_process``.
+
+    Args:
+        state_dir: the stack's state folder (its journal is shared), or None: memory only.
+    """
+
+    def __init__(self, state_dir: Path | None) -> None:
+        command = [sys.executable, "-m", __name__, "--parent", str(os.getpid())]
+        if state_dir is not None:
+            command += ["--state-dir", str(state_dir)]
+        self._process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+        )
+        self.endpoint_url: str | None = None
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> str:
+        """Wait until it answers; returns its endpoint URL.
+
+        Raises:
+            DynamoDBProcessError: it exited or said nothing within ``timeout`` seconds.
+        """
+        if self.endpoint_url is not None:
+            return self.endpoint_url
+        found: list[str] = []
+        reader = threading.Thread(target=lambda: found.append(self._readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        line = found[0] if found else ""
+        if not line.startswith("ready "):
+            self.stop()
+            raise DynamoDBProcessError(
+                f"the local DynamoDB process did not start within {timeout:.0f} s "
+                f"(exit code {self._process.poll()}); its errors are above"
+            )
+        self.endpoint_url = f"http://127.0.0.1:{int(line.split()[1])}"
+        return self.endpoint_url
+
+    def _readline(self) -> str:
+        stream = self._process.stdout
+        return stream.readline().strip() if stream is not None else ""
+
+    def stop(self) -> None:
+        """Stop it (its journal is flushed on the way out)."""
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
+
+
+def start_dynamodb_process(state_dir: Path | None) -> DynamoDBProcess:
+    """Spawn the process (it starts while the caller goes on; see ``wait_ready``)."""
+    return DynamoDBProcess(state_dir)
+
+
+# --------------------------------------------------------------------------------------------
+# The emulator's side: requests for DynamoDB that reach its port
+# --------------------------------------------------------------------------------------------
+
+
+class DynamoDBForward:
+    """WSGI middleware: DynamoDB requests go to the DynamoDB process, the rest to ``app``.
+
+    Forwarded as received (method, path, headers, body): the signature still verifies, and the
+    answer comes back as the process gave it. One keep-alive connection per emulator thread.
+    """
+
+    def __init__(self, app: Callable[..., Iterable[bytes]], endpoint: Callable[[], str | None]):
+        self._app = app
+        self._endpoint = endpoint
+        self._local = threading.local()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        from langorch.local.journal import service_of
+
+        endpoint = self._endpoint()
+        if endpoint is None or service_of(environ) != "dynamodb":
+            return self._app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        headers = {
+            key[5:].replace("_", "-").title(): str(value)
+            for key, value in environ.items()
+            if key.startswith("HTTP_") and key not in ("HTTP_CONNECTION", "HTTP_HOST")
+        }
+        if environ.get("CONTENT_TYPE"):
+            headers["Content-Type"] = environ["CONTENT_TYPE"]
+        headers["Host"] = str(environ.get("HTTP_HOST") or "")
+        path = environ.get("PATH_INFO", "/") + (
+            "?" + environ["QUERY_STRING"] if environ.get("QUERY_STRING") else ""
+        )
+        response = self._send(endpoint, environ["REQUEST_METHOD"], path, body, headers)
+        data = response.read()
+        kept = [
+            (name, value)
+            for name, value in response.getheaders()
+            if name.lower() not in ("connection", "transfer-encoding", "keep-alive")
+        ]
+        start_response(f"{response.status} {response.reason}", kept)
+        return [data]
+
+    def _send(
+        self, endpoint: str, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> http.client.HTTPResponse:
+        for attempt in (1, 2):
+            connection = getattr(self._local, "connection", None)
+            if connection is None:
+                port = int(endpoint.rsplit(":", 1)[1])
+                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
+                self._local.connection = connection
+            try:
+                connection.request(method, path, body=body, headers=headers)
+                return connection.getresponse()
+            except (ConnectionError, http.client.HTTPException):
+                connection.close()
+                self._local.connection = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+
+# --------------------------------------------------------------------------------------------
+# The process itself
+# --------------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve moto's DynamoDB on a free port until SIGTERM/SIGINT or the parent's death."""
+    parser = argparse.ArgumentParser(prog="python -m langorch.local.dynamodb_process")
+    parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--state-dir", type=Path)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="dynamodb: %(message)s")
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    from langorch.local.emulator import local_dynamodb, route_outside_the_lock, wide_listen_backlog
+    from langorch.local.journal import JournaledApp, open_journal, read_entries, replay, service_of
+
+    local_dynamodb()
+    wide_listen_backlog()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    moto_app = route_outside_the_lock(DomainDispatcherApplication(create_backend_app))
+    app = JournaledApp(moto_app)
+    if args.state_dir is not None:
+        path = args.state_dir / "emulator.journal"
+        entries = (e for e in read_entries(path) if service_of(e["environ"]) == "dynamodb")
+        replay(moto_app, entries)
+        app.journal = open_journal(path)
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    stopping = threading.Event()
+
+    def stop(*_: Any) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    threading.Thread(target=server.serve_forever, name="dynamodb", daemon=True).start()
+    print(f"ready {server.server_port}", flush=True)
+    while not stopping.wait(PARENT_CHECK_SECONDS):
+        if os.getppid() != args.parent:
+            break  # the stack's process died (kill -9): nothing will stop this one
+    server.shutdown()
+    if app.journal is not None:
+        app.journal.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
