@@ -1,9 +1,13 @@
 """P6: 100 webhook runs through the local stack at once — none lost, none twice.
 
-Starts ``langorch dev``'s stack in this process (free ports, a temporary home), registers a
-webhook workflow with one approval, fires 100 signed deliveries concurrently at the local
-gateway, waits for the 100 approvals, approves them all concurrently through the page's POST
-(each link read from the outbox), waits for every run to end, then re-sends 10 deliveries.
+Starts ``langorch dev`` as a user does: its own process (``langorch dev --home <temporary home>
+--port <free> --emulator-port <free> --console-port 0 --examples <empty folder>``), its output
+in a file of the temporary folder, so that this client (its threads, its polls) does not share
+the stack's interpreter. Finds the stack through ``<home>/stack.json`` as every CLI command
+does, registers a webhook workflow with one approval, fires 100 signed deliveries concurrently
+at the local gateway, waits for the 100 approvals, approves them all concurrently through the
+page's POST (each link read from the outbox), waits for every run to end, then re-sends 10
+deliveries. Stops ``langorch dev`` with Ctrl-C (SIGINT to its process group) at the end.
 
 Prints runs per minute, p50/p95 of trigger → first step started and of approval click → the
 next segment started (both from the runs' timelines), and whether any run was lost (did not
@@ -11,8 +15,10 @@ finish) or doubled (more runs than deliveries, more than one execution per deliv
 delivery that started something). Everything stays on 127.0.0.1.
 
 Repeats that in consecutive rounds on one stack (P6 asks for five) and prints each round and
-the figures over all rounds against P6's targets. The sandboxes are processes of their own;
-``--profile`` samples this one (the emulator, its Step Functions interpreter, the gateway).
+the figures over all rounds against P6's targets. Each round also prints the CPU seconds the
+``langorch dev`` process tree used from the first delivery to the last run's end (the dev
+process — emulator, Step Functions interpreter, gateway — and its children: the fork server
+and the sandboxes), the dev process alone, and per run.
 
 Run: ``.venv/bin/python bench/pipeline.py [--runs 100] [--resend 10] [--rounds 5]``.
 """
@@ -20,12 +26,16 @@ Run: ``.venv/bin/python bench/pipeline.py [--runs 100] [--resend 10] [--rounds 5
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import http.client
 import json
 import os
 import re
+import resource
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,12 +133,238 @@ def _quantile(values: list[float], q: float) -> float | None:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+READY_SECONDS = 300.0
+"""How long ``langorch dev`` may take to say it is ready (about 10 s on an idle machine)."""
+STOP_SECONDS = 20.0
+"""How long ``langorch dev`` may take to exit after Ctrl-C before it is killed."""
+_READY = re.compile(r"langorch dev is ready in ([0-9.]+) s")
+
+
+class DevProcess:
+    """``langorch dev`` in a process of its own, as a user starts it in a terminal.
+
+    It gets a session (and process group) of its own, so that the Ctrl-C it is stopped with
+    reaches it and its children as a terminal's would, and nothing of it outlives :meth:`stop`.
+
+    Args:
+        folder: where its home, its (empty) examples folder and its output file go.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        from langorch.local.stack import free_port
+
+        self.home = folder / ".langorch"
+        self.log = folder / "langorch-dev.log"
+        self.examples = folder / "examples"
+        self.examples.mkdir()
+        self.gateway_port = free_port()
+        self.emulator_port = free_port()
+        while self.emulator_port == self.gateway_port:
+            self.emulator_port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def command(self) -> list[str]:
+        """The command line: the virtualenv's ``langorch`` script, as ``make dev`` runs it."""
+        script = Path(sys.executable).with_name("langorch")
+        program = [str(script)] if script.exists() else [sys.executable, "-m", "langorch.cli.main"]
+        return [
+            *program,
+            "dev",
+            "--home",
+            str(self.home),
+            "--port",
+            str(self.gateway_port),
+            "--emulator-port",
+            str(self.emulator_port),
+            "--console-port",
+            "0",
+            "--examples",
+            str(self.examples),
+        ]
+
+    def start(self) -> tuple[float, float]:
+        """Start it and wait for its ready line; (the ready time it printed, the time measured).
+
+        Raises:
+            RuntimeError: it exited or did not get ready in time (with its output's last lines).
+        """
+        # Its stdout is a file, not a terminal: unbuffered, its ready line is there when said
+        # (a terminal would get it at once, line by line).
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        started = time.monotonic()
+        with self.log.open("wb") as output:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                cwd=Path(__file__).resolve().parent.parent,
+                env=env,
+                start_new_session=True,
+            )
+        deadline = started + READY_SECONDS
+        while time.monotonic() < deadline:
+            said = _READY.search(self.log.read_text(errors="replace"))
+            if said:
+                return float(said.group(1)), time.monotonic() - started
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"langorch dev exited ({self.process.returncode}) before it was ready:\n"
+                    + self.tail()
+                )
+            time.sleep(0.1)
+        raise RuntimeError(f"langorch dev not ready in {READY_SECONDS:.0f} s:\n" + self.tail())
+
+    def tail(self, lines: int = 20) -> str:
+        """The last lines of its output."""
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds used so far: (its whole process tree, the dev process alone)."""
+        if self.process is None:
+            return 0.0, 0.0
+        return tree_cpu_seconds(self.process.pid)
+
+    def stop(self) -> str:
+        """Ctrl-C, wait, kill what is left after :data:`STOP_SECONDS`; says how it went."""
+        process = self.process
+        if process is None:
+            return "langorch dev was not started"
+        group = process.pid  # its own session: the group id is its pid
+        running = self.tracebacks()
+        started = time.monotonic()
+        _signal_group(group, signal.SIGINT)
+        try:
+            code = process.wait(timeout=STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            _signal_group(group, signal.SIGKILL)
+            process.wait()
+            return f"langorch dev did not exit {STOP_SECONDS:.0f} s after Ctrl-C: killed"
+        took = time.monotonic() - started
+        # Its children exit with it; any that did not get the rest of the time, then a kill.
+        while _group_alive(group) and time.monotonic() < started + STOP_SECONDS:
+            time.sleep(0.1)
+        if _group_alive(group):
+            _signal_group(group, signal.SIGKILL)
+            said = f"langorch dev exited ({code}) in {took:.1f} s; its leftover children killed"
+        else:
+            said = f"langorch dev stopped by Ctrl-C in {took:.1f} s (exit code {code})"
+        stopping = self.tracebacks() - running
+        if running or stopping:
+            said += (
+                f"; its output holds {running} tracebacks from while it ran and {stopping} "
+                f"from stopping ({self.log})"
+            )
+        return said
+
+    def tracebacks(self) -> int:
+        """How many tracebacks its output holds so far."""
+        return self.log.read_text(errors="replace").count("Traceback (most recent call last)")
+
+
+def _signal_group(group: int, sig: signal.Signals) -> None:
+    # ProcessLookupError: every process of the group has exited already.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, sig)
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return any(fields[2] == group and fields[0] != "Z" for fields in _processes().values())
+
+
+def _processes() -> dict[int, tuple[str, int, int, int, int]]:
+    """Every process: pid -> (state, parent, group, own CPU ticks, reaped children's ticks).
+
+    Read from ``/proc/<pid>/stat`` (proc(5)): psutil is not among the project's dependencies,
+    and these four fields are all the bench needs.
+    """
+    found = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"{entry.path}/stat", encoding="utf-8", errors="replace") as stat:
+                text = stat.read()
+        except OSError:
+            continue  # exited meanwhile
+        # After the command name (in parentheses, may hold spaces): field 3 onwards.
+        fields = text[text.rindex(")") + 2 :].split()
+        state, parent, group = fields[0], int(fields[1]), int(fields[2])
+        own = int(fields[11]) + int(fields[12])  # utime, stime
+        reaped = int(fields[13]) + int(fields[14])  # cutime, cstime: children waited for
+        found[int(entry.name)] = (state, parent, group, own, reaped)
+    return found
+
+
+def tree_cpu_seconds(root: int) -> tuple[float, float]:
+    """CPU seconds of ``root`` and every descendant, and of ``root`` alone.
+
+    A process that has exited and was waited for (a sandbox, by the fork server) counts in its
+    parent's children's time, so the tree's sum covers it too.
+    """
+    processes = _processes()
+    children: dict[int, list[int]] = {}
+    for pid, (_, parent, _, _, _) in processes.items():
+        children.setdefault(parent, []).append(pid)
+    total = 0
+    pending = [root]
+    while pending:
+        pid = pending.pop()
+        if pid in processes:
+            total += processes[pid][3] + processes[pid][4]
+            pending.extend(children.get(pid, []))
+    tick = os.sysconf("SC_CLK_TCK")
+    alone = processes[root][3] if root in processes else 0
+    return total / tick, alone / tick
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds this process (the client) has used, its children excluded."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Outbox:
+    """The approval emails the stack wrote; each file is read once (kept by its name)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._read: dict[str, tuple[str, str]] = {}
+
+    def links(self, known: set[str]) -> dict[str, str]:
+        """Approval id -> link of every email whose approval is not in ``known``."""
+        try:
+            entries = list(os.scandir(self.folder))
+        except FileNotFoundError:
+            entries = []  # no email yet
+        for entry in entries:
+            # Written atomically (a hidden temporary renamed into place): whole or absent.
+            if entry.name.endswith(".json") and entry.name not in self._read:
+                message = json.loads(Path(entry.path).read_text())
+                self._read[entry.name] = (message["approval_id"], message["link"])
+        return {a: link for a, link in self._read.values() if a not in known}
+
+
 class Round:
     """One measurement: ``runs`` webhook deliveries at once, approvals, every run ended."""
 
-    def __init__(self, stack: Any, container: Any, hook: str, secret: str, number: int) -> None:
-        self.stack = stack
+    def __init__(
+        self,
+        dev: DevProcess,
+        container: Any,
+        outbox: Outbox,
+        hook: str,
+        secret: str,
+        number: int,
+    ) -> None:
+        self.dev = dev
         self.container = container
+        self.settings = container.settings
+        self.outbox = outbox
         self.hook = hook
         self.secret = secret
         self.number = number
@@ -153,16 +389,9 @@ class Round:
         run_id = json.loads(answer).get("run_id") if status == 202 else None
         return status, run_id, sent
 
-    def links(self, known: set[str]) -> dict[str, str]:
-        found = {}
-        for path in Path(self.stack.settings.outbox_dir or "").glob("*.json"):
-            message = json.loads(path.read_text())
-            if message["approval_id"] not in known:
-                found[message["approval_id"]] = message["link"]
-        return found
-
     def run(self, runs: int, resend: int, known: set[str], deadline: float) -> dict[str, Any]:
         """Fire, approve, wait, re-send; returns the figures (and prints the round's lines)."""
+        cpu_before = (*self.dev.cpu(), _own_cpu_seconds())
         fired = time.monotonic()
         with ThreadPoolExecutor(max_workers=runs) as pool:
             answers = list(pool.map(self.deliver, range(runs)))
@@ -175,16 +404,16 @@ class Round:
         )
         _wait(
             f"{len(run_ids)} approval emails",
-            lambda: len(self.links(known)) >= len(run_ids),
+            lambda: len(self.outbox.links(known)) >= len(run_ids),
             deadline,
         )
-        emails = self.links(known)
+        emails = self.outbox.links(known)
         known.update(emails)
         # Open every page (its form's view token), then click once the form's dwell has passed
         # (an instant POST is refused as automated): all clicks at once.
         with ThreadPoolExecutor(max_workers=max(1, len(emails))) as pool:
             pages = list(pool.map(_open, emails.values()))
-        dwell = self.stack.settings.approval_form_dwell_seconds + 0.2
+        dwell = self.settings.approval_form_dwell_seconds + 0.2
         time.sleep(dwell)
         with ThreadPoolExecutor(max_workers=max(1, len(emails))) as pool:
             clicks = list(pool.map(_click, emails.values(), pages))
@@ -194,17 +423,32 @@ class Round:
         for approval_id, status in refused.items():
             print(f"    approval {approval_id} answered {status}", file=sys.stderr)
 
-        runs_store = self.container.runs
-        _wait(
-            "every run to end",
-            lambda: all(runs_store.get_run(r).is_terminal for r in run_ids),
-            deadline,
-        )
+        _wait("every run to end", self._ended(run_ids), deadline)
         elapsed = time.monotonic() - fired
+        cpu_after = (*self.dev.cpu(), _own_cpu_seconds())
         with ThreadPoolExecutor(max_workers=max(1, resend)) as pool:
             resent = list(pool.map(self.deliver, range(resend)))
         resent_new = [r for _, r, _ in resent if r and r not in run_ids]
-        return self._figures(runs, answers, run_ids, sent_at, click_at, resent_new, elapsed)
+        figures = self._figures(runs, answers, run_ids, sent_at, click_at, resent_new, elapsed)
+        figures["cpu_tree"] = cpu_after[0] - cpu_before[0]
+        figures["cpu_dev"] = cpu_after[1] - cpu_before[1]
+        figures["cpu_client"] = cpu_after[2] - cpu_before[2]
+        return figures
+
+    def _ended(self, run_ids: set[str]) -> Callable[[], bool]:
+        """A probe: whether every run has ended, reading only runs not yet seen ended, and
+        only up to the first still going (a run that ended stays ended)."""
+        runs_store = self.container.runs
+        pending = sorted(run_ids)
+
+        def probe() -> bool:
+            while pending:
+                if not runs_store.get_run(pending[-1]).is_terminal:
+                    return False
+                pending.pop()
+            return True
+
+        return probe
 
     def _figures(
         self,
@@ -239,7 +483,7 @@ class Round:
             if clicked is not None and later:
                 resume.append(min(later) - clicked)
         executions = container.client("stepfunctions").list_executions(
-            stateMachineArn=self.stack.settings.state_machine_arn, maxResults=1000
+            stateMachineArn=self.settings.state_machine_arn, maxResults=1000
         )["executions"]
         per_run: dict[str, int] = {}
         for execution in executions:
@@ -286,80 +530,6 @@ def _click(link: str, page: tuple[int, str | None]) -> tuple[int, float]:
     return status, clicked
 
 
-class Sampler:
-    """Samples every thread's stack in this process (cProfile sees only the thread it runs in,
-    and the emulator's work happens on its request threads); prints where the time goes.
-
-    A hand-written sampler: py-spy is not part of the project's dependencies.
-    """
-
-    def __init__(self, interval: float = 0.005) -> None:
-        import threading
-
-        self._interval = interval
-        self._stop = threading.Event()
-        self.samples = 0
-        self.inclusive: dict[str, int] = {}
-        self.innermost: dict[str, int] = {}
-        self._thread = threading.Thread(target=self._run, name="bench-sampler", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        import threading
-
-        me = threading.get_ident()
-        while not self._stop.wait(self._interval):
-            for ident, frame in sys._current_frames().items():
-                if ident == me:
-                    continue
-                self._sample(frame)
-
-    def _sample(self, frame: Any) -> None:
-        seen: set[str] = set()
-        first = True
-        busy = False
-        while frame is not None:
-            code = frame.f_code
-            name = f"{Path(code.co_filename).name}:{code.co_name}"
-            if first:
-                # A thread blocked in a wait or a socket read is idle, not spending CPU.
-                busy = code.co_name not in {
-                    "wait",
-                    "select",
-                    "poll",
-                    "accept",
-                    "readinto",
-                    "_wait_for_tstate_lock",
-                    "_worker",  # innermost only when blocked in its queue's C-level get
-                    "serve_forever",
-                    "recv",
-                    "recv_bytes",
-                    "sleep",
-                }
-                if busy:
-                    self.innermost[name] = self.innermost.get(name, 0) + 1
-                first = False
-            if busy and name not in seen:
-                seen.add(name)
-                self.inclusive[name] = self.inclusive.get(name, 0) + 1
-            frame = frame.f_back
-        if busy:
-            self.samples += 1
-
-    def report(self, top: int = 30) -> None:
-        total = max(self.samples, 1)
-        print(f"\nwhere this process's busy threads were ({self.samples} samples):")
-        ranked = sorted(self.inclusive.items(), key=lambda kv: -kv[1])
-        for name, count in ranked[:top]:
-            print(f"  {count / total:6.1%}  {name}")
-
-
 def _print_round(number: int, figures: dict[str, Any]) -> None:
     print(
         f"  round {number}: {figures['runs']} runs, {figures['succeeded']} succeeded, "
@@ -367,6 +537,14 @@ def _print_round(number: int, figures: dict[str, Any]) -> None:
         f"trigger -> 1st step {_percentiles(figures['first_step'])}, "
         f"click -> resume {_percentiles(figures['resume'])}, "
         f"lost {figures['lost'] or 'NONE'}, doubled {'YES' if figures['doubled'] else 'NONE'}"
+    )
+    runs = max(figures["runs"], 1)
+    print(
+        f"    CPU, first delivery -> last run ended: langorch dev and its children "
+        f"{figures['cpu_tree']:.1f} s (the dev process alone {figures['cpu_dev']:.1f} s), "
+        f"{figures['cpu_tree'] / runs:.2f} s per run, "
+        f"{figures['cpu_tree'] / max(figures['elapsed'], 1e-9):.2f} cores busy on average; "
+        f"this client {figures['cpu_client']:.1f} s"
     )
 
 
@@ -407,6 +585,8 @@ def _summary(rounds: list[dict[str, Any]], runs: int) -> bool:
     print("  (a shared machine: the figures move with what else runs on it)")
     for name, value, met, target in checks:
         print(f"  {name:<30} {value:>10}   target {target:<8} {'met' if met else 'MISSED'}")
+    cpu = sum(r["cpu_tree"] for r in rounds) / max(sum(r["runs"] for r in rounds), 1)
+    print(f"  {'CPU per run (dev + children)':<30} {cpu:>8.2f} s")
     return all(met for _, _, met, _ in checks)
 
 
@@ -415,55 +595,55 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--resend", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5, help="consecutive rounds on one stack")
-    parser.add_argument(
-        "--profile",
-        action="store_true",
-        help="sample this process's threads (emulator, interpreter, gateway) and print the top",
-    )
     args = parser.parse_args()
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _support import fake_aws_environment
 
     fake_aws_environment()
+    # A `kill` of the bench stops langorch dev too (the finally below), as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    started = time.monotonic()
+    dev = DevProcess(Path(tempfile.mkdtemp(prefix="langorch-bench-")))
+    print(f"starting: {' '.join(dev.command())}")
+    print(f"  its output: {dev.log}")
+    try:
+        said, measured = dev.start()
+        print(f"langorch dev ready: it said {said:.1f} s, measured here {measured:.1f} s")
+        return _measure(dev, args.runs, args.resend, args.rounds, started)
+    finally:
+        print(dev.stop())
+
+
+def _measure(dev: DevProcess, runs: int, resend: int, rounds: int, started: float) -> int:
+    """Register the workflow in the running stack, run the rounds, print the summary."""
     from langorch.app.container import Container
     from langorch.app.trigger_sync import register_and_sync
-    from langorch.local.stack import free_port, start_local_stack
+    from langorch.cli.target import resolve_target
 
-    profiler = Sampler() if args.profile else None
-    started = time.monotonic()
-    home = Path(tempfile.mkdtemp(prefix="langorch-bench-")) / ".langorch"
-    stack = start_local_stack(home=home, port=free_port(), examples=None)
-    try:
-        settings = stack.settings
-        container = Container(settings)
-        definitions = home / "bench.yaml"
-        definitions.write_text(DEFINITIONS)
-        register_and_sync([definitions], container)
-        secret = container.secrets.get_json(settings.webhook_secret_prefix + WORKFLOW)["current"]
-        hook = f"{settings.public_base_url}/hooks/{WORKFLOW}"
-        print(f"stack ready in {time.monotonic() - started:.1f} s; gateway {hook}")
-        if profiler is not None:
-            profiler.start()
-        rounds: list[dict[str, Any]] = []
-        known: set[str] = set()
-        for number in range(1, args.rounds + 1):
-            deadline = time.monotonic() + DEADLINE_SECONDS
-            figures = Round(stack, container, hook, secret, number).run(
-                args.runs, args.resend, known, deadline
-            )
-            _print_round(number, figures)
-            rounds.append(figures)
-        met = _summary(rounds, args.runs)
-        complete = all(r["succeeded"] == args.runs for r in rounds)
-        print(f"  total                          {time.monotonic() - started:.1f} s")
-        return 0 if met and complete else 1
-    finally:
-        if profiler is not None:
-            profiler.stop()
-            profiler.report()
-        stack.stop()
-        os.environ.pop("MOTO_PORT", None)
+    # As every langorch command finds the stack: through <home>/stack.json.
+    settings = resolve_target(home=str(dev.home)).settings
+    container = Container(settings)
+    definitions = dev.home.parent / "bench.yaml"
+    definitions.write_text(DEFINITIONS)
+    register_and_sync([definitions], container)
+    secret = container.secrets.get_json(settings.webhook_secret_prefix + WORKFLOW)["current"]
+    hook = f"{settings.public_base_url}/hooks/{WORKFLOW}"
+    print(f"  gateway {hook}")
+    outbox = Outbox(Path(settings.outbox_dir or ""))
+    figures: list[dict[str, Any]] = []
+    known: set[str] = set()
+    for number in range(1, rounds + 1):
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        result = Round(dev, container, outbox, hook, secret, number).run(
+            runs, resend, known, deadline
+        )
+        _print_round(number, result)
+        figures.append(result)
+    met = _summary(figures, runs)
+    complete = all(r["succeeded"] == runs for r in figures)
+    print(f"  total                          {time.monotonic() - started:.1f} s")
+    return 0 if met and complete else 1
 
 
 if __name__ == "__main__":
