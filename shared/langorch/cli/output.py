@@ -48,11 +48,13 @@ class Output:
             text: the human rendering, or a function producing it (only called in text mode).
         """
         if self.json_mode:
-            print(to_json(data), file=self.stdout)
+            print(to_json(data), file=self.stdout, flush=True)
         else:
             rendered = text() if callable(text) else text
             if rendered:
-                print(rendered, file=self.stdout)
+                # Flushed: a long-running command (``langorch dev``) piped to a file or another
+                # program shows its result now, not when it exits.
+                print(rendered, file=self.stdout, flush=True)
 
     def warn(self, message: str) -> None:
         """A one-line warning on stderr (never mixed into ``--json`` output)."""

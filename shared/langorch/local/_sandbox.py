@@ -359,8 +359,13 @@ def serve(
     connection: Connection, package: str, functions_dir: str, routing: OutputRouting | None
 ) -> None:
     """A sandbox's life: answer invocations one at a time until told to stop (``None``)."""
+    import signal
+
     from langorch.local.logs import captured_lines
 
+    # Ctrl-C in the terminal reaches every process of the group; the stack stops its sandboxes
+    # itself (``None``), so a sandbox ignores it instead of printing a traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if routing is not None:
         route_output(routing)
     root = str(Path(functions_dir).parent)

@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         stopping.set()
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    # Ctrl-C reaches the whole process group; the stack stops this process after its own
+    # shutdown, which may still read and write.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=server.serve_forever, name="dynamodb", daemon=True).start()
     print(f"ready {server.server_port}", flush=True)
     while not stopping.wait(PARENT_CHECK_SECONDS):

@@ -346,7 +346,7 @@ def route_outside_the_lock(app: Any) -> Any:
     moto's ``DomainDispatcherApplication.get_application`` finds a request's service under one
     lock — and may read the request body from the socket inside it — so every emulator request
     queues behind every other one: ~63 % of the stack's busy samples with 100 runs in flight
-    (``bench/pipeline.py --profile``). Finding the service reads only the request, so it runs
+    (sampled in the bench's process). Finding the service reads only the request, so it runs
     unlocked here; the lock is kept for what it protects, creating a service's app once.
 
     Args:
