@@ -193,14 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="dynamodb: %(message)s")
 
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    from langorch.local.emulator import local_dynamodb, route_outside_the_lock, wide_listen_backlog
+    from langorch.local.emulator import (
+        keep_alive_handler,
+        local_dynamodb,
+        route_outside_the_lock,
+        wide_listen_backlog,
+    )
     from langorch.local.journal import JournaledApp, open_journal, read_entries, replay, service_of
 
     local_dynamodb()
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = (e for e in read_entries(path) if service_of(e["environ"]) == "dynamodb")
         replay(moto_app, entries)
         app.journal = open_journal(path)
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=keep_alive_handler())
     stopping = threading.Event()
 
     def stop(*_: Any) -> None:

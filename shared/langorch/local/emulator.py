@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -143,6 +144,96 @@ def wide_listen_backlog() -> Callable[[], None]:
         BaseWSGIServer.request_queue_size = original
 
     return undo
+
+
+def keep_alive_handler() -> type:
+    """moto's request handler for werkzeug's server, answering on kept-alive connections.
+
+    werkzeug's development server closes every connection after one response (``http.server``
+    cannot skip a request body the application left unread) and then waits 10 ms for stray
+    body bytes to discard. So every AWS call of every sandbox opened a TCP connection, the
+    emulator started a thread for it, and each answer came 10 ms late: 200 calls left 200
+    sockets in TIME-WAIT, and starting threads and waiting were ~20 % of the DynamoDB process's
+    busy time. This handler keeps werkzeug's and moto's request parsing (``make_environ``) and
+    replaces only the answering (``run_wsgi``): the body is read whole before the application
+    runs, so nothing is ever left unread; the answer goes out in one write with its length;
+    the connection stays open for the client's next call, as AWS's endpoints keep it. A
+    chunked request body still closes its connection, as before. Not a new server library:
+    a bounded worker pool (waitress's) could deadlock the emulator, whose Lambda invokes call
+    back into it while they wait.
+
+    Returns:
+        The handler class to pass to ``werkzeug.serving.make_server``.
+    """
+    import io
+
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    class KeepAliveRequestHandler(MotoRequestHandler):
+        def make_environ(self) -> dict[str, Any]:
+            environ: dict[str, Any] = super().make_environ()
+            if environ.get("wsgi.input_terminated"):
+                self.close_connection = True  # chunked: no length to read up to
+            else:
+                length = int(environ.get("CONTENT_LENGTH") or 0)
+                environ["wsgi.input"] = io.BytesIO(self.rfile.read(length) if length > 0 else b"")
+            return environ
+
+        def run_wsgi(self) -> None:
+            environ = self.make_environ()
+            status, headers, body = _answer(self.server.app, environ)  # type: ignore[attr-defined]
+            self.wfile.write(_response(status, headers, body, self.command, self.close_connection))
+
+        def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+            pass  # one line per AWS call is noise (werkzeug's access log was silenced too)
+
+    return KeepAliveRequestHandler
+
+
+def _answer(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+    """Run a WSGI application; its status, headers and whole body (500 if it raised)."""
+    started: list[Any] = []
+    chunks: list[bytes] = []
+
+    def start_response(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+        started[:] = [status, headers]
+        return chunks.append
+
+    try:
+        result = app(environ, start_response)
+        try:
+            chunks.extend(result)
+        finally:
+            close = getattr(result, "close", None)
+            if close is not None:
+                close()
+    except Exception:
+        logging.getLogger(__name__).exception("the emulator failed to answer a request")
+        return "500 INTERNAL SERVER ERROR", [("Content-Type", "text/plain")], b"emulator error"
+    return started[0], started[1], b"".join(chunks)
+
+
+def _response(
+    status: str, headers: list[tuple[str, str]], body: bytes, method: str, close: bool
+) -> bytes:
+    """The bytes of an HTTP/1.1 answer: status line, headers with the length, body."""
+    bodiless = method == "HEAD" or status.startswith(("1", "204", "304"))
+    lines = [f"HTTP/1.1 {status}"]
+    length = None
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered in ("connection", "transfer-encoding", "keep-alive"):
+            continue
+        if lowered == "content-length":
+            length = value  # a HEAD answer states the length of what a GET would send
+            continue
+        lines.append(f"{name}: {value}")
+    if not status.startswith(("1", "204", "304")):
+        lines.append(f"Content-Length: {length if bodiless and length else len(body)}")
+    if close:
+        lines.append("Connection: close")
+    head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return head if bodiless else head + body
 
 
 def retry_interpreter_lambda_calls() -> Callable[[], None]:

@@ -181,14 +181,10 @@ class _EmulatorServer:
     def __init__(
         self, port: int, state_dir: Path | None, dynamodb: DynamoDBProcess | None = None
     ) -> None:
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
-        from langorch.local.emulator import route_outside_the_lock
+        from langorch.local.emulator import keep_alive_handler, route_outside_the_lock
         from langorch.local.journal import JournaledApp
 
         self.moto_app = route_outside_the_lock(DomainDispatcherApplication(create_backend_app))
@@ -201,7 +197,7 @@ class _EmulatorServer:
         ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
         try:
             self._server = make_server(
-                "127.0.0.1", port, served, threaded=True, request_handler=MotoRequestHandler
+                "127.0.0.1", port, served, threaded=True, request_handler=keep_alive_handler()
             )
         except (OSError, SystemExit) as exc:  # werkzeug exits on EADDRINUSE (a race lost)
             raise PortBusyError(
