@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -234,6 +235,47 @@ def _response(
         lines.append("Connection: close")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
     return head if bodiless else head + body
+
+
+_PER_EXECUTION_STATE = re.compile(r'"Type"\s*:\s*"(Map|Parallel)"')
+"""State types whose parsed components keep per-execution job pools in moto's interpreter."""
+
+
+def parse_each_definition_once() -> Callable[[], None]:
+    """Let moto's Step Functions interpreter parse a state machine's definition once.
+
+    moto parses the definition (an ANTLR grammar, run in Python) again for every execution:
+    about 10 % of the emulator's busy time with 100 runs starting at once, queued ahead of their
+    first steps. The parsed program keeps no execution's state (each execution's lives in its
+    own ``Environment``), so one parse serves every execution of a definition. A definition
+    with Map or Parallel states, whose components hold job pools, is still parsed per
+    execution (the run state machine has neither).
+
+    Returns:
+        A function that undoes the change.
+    """
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    original = ExecutionWorker._get_evaluation_entrypoint
+    parsed: dict[str, Any] = {}
+    lock = threading.Lock()
+
+    def entrypoint(self: Any) -> Any:
+        definition = self._evaluation_details.state_machine_details.definition
+        if _PER_EXECUTION_STATE.search(definition):
+            return original(self)
+        with lock:  # 100 executions starting at once parse it once, not 100 times
+            if definition not in parsed:
+                parsed[definition] = AmazonStateLanguageParser.parse(definition)[0]
+            return parsed[definition]
+
+    ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
+
+    def undo() -> None:
+        ExecutionWorker._get_evaluation_entrypoint = original  # type: ignore[method-assign]
+
+    return undo
 
 
 def retry_interpreter_lambda_calls() -> Callable[[], None]:

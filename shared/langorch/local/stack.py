@@ -112,6 +112,7 @@ def start_emulator(
     from langorch.local.emulator import (
         lazy_batch_package,
         local_dynamodb,
+        parse_each_definition_once,
         retry_interpreter_lambda_calls,
         wide_listen_backlog,
     )
@@ -122,13 +123,14 @@ def start_emulator(
     saved_port = os.environ.get("MOTO_PORT")
     undo_dynamodb = local_dynamodb()
     undo_retry = retry_interpreter_lambda_calls()
+    undo_parse = parse_each_definition_once()
     undo_backlog = wide_listen_backlog()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         server = _EmulatorServer(port, state_dir, dynamodb)
     except BaseException:
-        for undo in (undo_dynamodb, undo_retry, undo_backlog):
+        for undo in (undo_dynamodb, undo_retry, undo_backlog, undo_parse):
             undo()
         raise
 
@@ -140,6 +142,7 @@ def start_emulator(
         undo_dynamodb()
         undo_retry()
         undo_backlog()
+        undo_parse()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
