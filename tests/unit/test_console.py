@@ -453,3 +453,36 @@ def test_the_run_page_renders_hostile_values_as_text():
     assert "<script>alert" not in body and "<img src=x" not in body
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in body
     assert 'action="/runs/r/redrive"' not in body or 'name="csrf"' in body
+
+
+@pytest.mark.parametrize(
+    ("status", "offers_checkpoint"),
+    [(RunStatus.failed, True), (RunStatus.succeeded, False), (RunStatus.cancelled, False)],
+)
+def test_only_a_failed_run_offers_to_continue_from_its_last_good_checkpoint(
+    status: RunStatus, offers_checkpoint: bool
+) -> None:
+    # Redriving a succeeded or cancelled run from its checkpoint is refused (it has nowhere to
+    # continue); the page offers what the use-case accepts: running it again from a step.
+    run = RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=status,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+    )
+    view = build_run_view(run, [event(1, 0, "step_started", "draft")], review_graph(), T0)
+    request = Request("GET", "/runs/r", {}, {}, session="s" * 24)
+
+    body = (
+        console_app()
+        .page("run.html", request, view=view, approvals=[], recovery=True, message="")
+        .body.decode()
+    )
+
+    assert ("from the last good checkpoint" in body) is offers_checkpoint
+    assert (">Redrive</button>" in body) is offers_checkpoint
+    assert (">Run again</button>" in body) is not offers_checkpoint
+    assert 'value="draft">from step draft</option>' in body

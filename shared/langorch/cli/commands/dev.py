@@ -95,6 +95,14 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         f"langorch dev is ready in {took:.1f} s",
         f"  emulator      {settings.endpoint_url}  (DynamoDB, S3, Step Functions, Lambda, "
         "Secrets Manager, SES, CloudWatch Logs)",
+        *(
+            [
+                f"  dynamodb      {settings.dynamodb_endpoint_url}  (a process of its own; the "
+                "emulator forwards DynamoDB calls there too)"
+            ]
+            if settings.dynamodb_endpoint_url
+            else []
+        ),
         f"  stack file    {stack.stack_file}  (every langorch command finds it)",
         f"  tables        {settings.definitions_table}, {settings.runs_table}, "
         f"{settings.checkpoints_table}, {settings.memory_table}",
