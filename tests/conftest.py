@@ -30,16 +30,19 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def aws() -> Iterator[None]:
     """Every AWS call in the test goes to moto, in-process — DynamoDB's Queries through the
-    local stack's partition index (``tests/integration/test_indexed_query.py`` holds it to
-    moto's own answers)."""
+    local stack's partition index and its item answers as plain JSON
+    (``tests/integration/test_indexed_query.py`` and ``test_plain_item_answers.py`` hold them
+    to moto's own answers)."""
+    from langorch.local.emulator import plain_item_answers
     from langorch.local.indexed_query import indexed_queries
 
     with mock_aws():
-        undo = indexed_queries()
+        undos = [indexed_queries(), plain_item_answers()]
         try:
             yield
         finally:
-            undo()
+            for undo in reversed(undos):
+                undo()
 
 
 @pytest.fixture
