@@ -248,7 +248,7 @@ def _moto_query(moto_query: Any) -> Iterator[None]:
         Table.query = patched  # type: ignore[method-assign]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     kind=st.sampled_from(["S", "N"]),
     history=st.lists(st.lists(writes, max_size=12), min_size=1, max_size=3),

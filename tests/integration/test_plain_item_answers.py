@@ -60,7 +60,7 @@ def _answer(call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return answer
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(item=items, other=items)
 def test_every_item_answer_is_written_as_moto_writes_it(
     item: dict[str, Any], other: dict[str, Any]
