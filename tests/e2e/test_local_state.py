@@ -53,6 +53,45 @@ def test_tables_objects_secrets_and_the_signing_key_survive_a_restart(tmp_path: 
         second.stop()
 
 
+def test_the_dynamodb_process_killed_under_the_stack_comes_back_on_its_port_with_every_write(
+    tmp_path: Path,
+) -> None:
+    import os
+    import signal
+    import time
+
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    # Given a running stack that stored an item
+    stack = start_local_stack(home=tmp_path / ".langorch", port=free_port(), examples=None)
+    try:
+        settings = stack.settings
+        dynamodb = Container(settings).client("dynamodb")
+        key = {"pk": {"S": "probe#2"}, "sk": {"S": "probe"}}
+        dynamodb.put_item(TableName=settings.runs_table, Item={**key, "value": {"S": "kept"}})
+        assert stack.dynamodb is not None
+        killed = stack.dynamodb.pid
+
+        # When its DynamoDB process is killed
+        os.kill(killed, signal.SIGKILL)
+
+        # Then it is started again, on the same endpoint, and the item is there
+        deadline = time.monotonic() + 60
+        item = None
+        while item is None and time.monotonic() < deadline:
+            try:
+                item = dynamodb.get_item(
+                    TableName=settings.runs_table, Key=key, ConsistentRead=True
+                ).get("Item")
+            except (BotoCoreError, ClientError):
+                time.sleep(0.2)  # refused while it restarts
+        assert item is not None and item["value"] == {"S": "kept"}
+        assert stack.dynamodb.pid != killed and stack.dynamodb.restarts == 1
+        assert settings.dynamodb_endpoint_url == stack.dynamodb.endpoint_url
+    finally:
+        stack.stop()
+
+
 def test_a_refused_write_is_not_replayed(tmp_path: Path) -> None:
     # Given a conditional put that failed its condition, then a restart
     home = tmp_path / ".langorch"

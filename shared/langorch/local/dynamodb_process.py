@@ -18,7 +18,8 @@ it is served here, by a child process with its own interpreter, on its own port:
   so the emulator still answers for every service.
 - It stops with its stack, and on its own within a second when the process that started it
   dies (``kill -9`` of ``langorch dev``): it watches its parent, since Linux's parent-death
-  signal follows the *thread* that spawned a child, not the process.
+  signal follows the *thread* that spawned a child, not the process. When it dies under a
+  durable stack, the stack starts it again on the same port, from the journal.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,10 @@ tens of seconds)."""
 
 PARENT_CHECK_SECONDS = 0.5
 
+MAX_RESTARTS = 5
+RESTART_WINDOW_SECONDS = 60
+"""A process that dies more than this often in this window is not started again."""
+
 _log = logging.getLogger(__name__)
 
 
@@ -51,24 +57,42 @@ class DynamoDBProcessError(LangorchError):
 
 
 class DynamoDBProcess:
-    """A running ``python -m langorch.local.dynamodb_process``.
+    """A running ``python -m langorch.local.dynamodb_process``, started again if it dies.
+
+    A durable stack's DynamoDB lives in its journal, so when the process dies under the stack
+    (killed, out of memory) it is started again on the same port and replays the journal:
+    clients keep their endpoint and see every write that was acknowledged. A stack kept in
+    memory only has nothing to replay and is not restarted (its calls then fail, and say so).
 
     Args:
         state_dir: the stack's state folder (its journal is shared), or None: memory only.
     """
 
     def __init__(self, state_dir: Path | None) -> None:
+        self._state_dir = state_dir
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self.restarts = 0
+        self.endpoint_url: str | None = None
+        self._process = self._spawn(0)
+
+    @property
+    def pid(self) -> int:
+        """The process id of the current DynamoDB process."""
+        return self._process.pid
+
+    def _spawn(self, port: int) -> subprocess.Popen[str]:
         command = [sys.executable, "-m", __name__, "--parent", str(os.getpid())]
-        if state_dir is not None:
-            command += ["--state-dir", str(state_dir)]
-        self._process = subprocess.Popen(
+        command += ["--port", str(port)]
+        if self._state_dir is not None:
+            command += ["--state-dir", str(self._state_dir)]
+        return subprocess.Popen(
             command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
         )
-        self.endpoint_url: str | None = None
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> str:
         """Wait until it answers; returns its endpoint URL.
@@ -78,35 +102,86 @@ class DynamoDBProcess:
         """
         if self.endpoint_url is not None:
             return self.endpoint_url
+        port = self._ready_port(self._process, timeout)
+        self.endpoint_url = f"http://127.0.0.1:{port}"
+        if self._state_dir is not None:
+            threading.Thread(
+                target=self._watch, args=(port,), name="langorch-dynamodb-watch", daemon=True
+            ).start()
+        return self.endpoint_url
+
+    def _ready_port(self, process: subprocess.Popen[str], timeout: float) -> int:
         found: list[str] = []
-        reader = threading.Thread(target=lambda: found.append(self._readline()), daemon=True)
+        stream = process.stdout
+
+        def read() -> None:
+            found.append(stream.readline().strip() if stream is not None else "")
+
+        reader = threading.Thread(target=read, daemon=True)
         reader.start()
         reader.join(timeout)
         line = found[0] if found else ""
         if not line.startswith("ready "):
-            self.stop()
+            if process is self._process and self.endpoint_url is None:
+                self.stop()
             raise DynamoDBProcessError(
                 f"the local DynamoDB process did not start within {timeout:.0f} s "
-                f"(exit code {self._process.poll()}); its errors are above"
+                f"(exit code {process.poll()}); its errors are above"
             )
-        self.endpoint_url = f"http://127.0.0.1:{int(line.split()[1])}"
-        return self.endpoint_url
+        return int(line.split()[1])
 
-    def _readline(self) -> str:
-        stream = self._process.stdout
-        return stream.readline().strip() if stream is not None else ""
-
-    def stop(self) -> None:
-        """Stop it (its journal is flushed on the way out)."""
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
+    def _watch(self, port: int) -> None:
+        started: list[float] = []
+        while True:
+            code = self._process.wait()
+            if self._stopping.is_set():
+                return
+            now = time.monotonic()
+            started = [t for t in started if now - t < RESTART_WINDOW_SECONDS] + [now]
+            if len(started) > MAX_RESTARTS:
+                _log.error(
+                    "the local DynamoDB process keeps exiting (code %s, %d times in %d s); "
+                    "not starting it again: stop langorch dev and look at its errors above",
+                    code,
+                    len(started),
+                    RESTART_WINDOW_SECONDS,
+                )
+                return
+            _log.warning(
+                "the local DynamoDB process exited (code %s); starting it again on port %d "
+                "from its journal",
+                code,
+                port,
+            )
+            with self._lock:
+                if self._stopping.is_set():
+                    return
+                self._close_stdout()
+                self._process = self._spawn(port)
             try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+                self._ready_port(self._process, READY_TIMEOUT)
+            except DynamoDBProcessError:
+                _log.exception("the local DynamoDB process did not start again")
+                return
+            self.restarts += 1
+
+    def _close_stdout(self) -> None:
         if self._process.stdout is not None:
             self._process.stdout.close()
+
+    def stop(self) -> None:
+        """Stop it (its journal is flushed on the way out); it is not started again."""
+        self._stopping.set()
+        with self._lock:
+            process = self._process
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        self._close_stdout()
 
 
 def start_dynamodb_process(state_dir: Path | None) -> DynamoDBProcess:
@@ -189,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     """Serve moto's DynamoDB on a free port until SIGTERM/SIGINT or the parent's death."""
     parser = argparse.ArgumentParser(prog="python -m langorch.local.dynamodb_process")
     parser.add_argument("--parent", type=int, required=True)
+    parser.add_argument("--port", type=int, default=0, help="0: a free one")
     parser.add_argument("--state-dir", type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="dynamodb: %(message)s")
@@ -214,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         entries = (e for e in read_entries(path) if service_of(e["environ"]) == "dynamodb")
         replay(moto_app, entries)
         app.journal = open_journal(path)
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=keep_alive_handler())
+    handler = keep_alive_handler()
+    server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=handler)
     stopping = threading.Event()
 
     def stop(*_: Any) -> None:

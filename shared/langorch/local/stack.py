@@ -50,6 +50,8 @@ class LocalStack:
     """What runs beside the emulator: ``gateway``, ``ticker``, ``s3-events``."""
     recovered: list[str] = field(default_factory=list)
     """Runs that were in flight when the stack last stopped and got a new execution."""
+    dynamodb: DynamoDBProcess | None = None
+    """The process serving DynamoDB (``langorch.local.dynamodb_process``)."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
 
     @property
@@ -324,7 +326,7 @@ def start_local_stack(
         ensure_port_free(gateway_port, what="the HTTP gateway", option="--port")
     stack = LocalStack(settings=Settings(region=region), home=home)
     state_dir = (home / STATE_DIR) if durable else None
-    dynamodb = start_dynamodb_process(state_dir)  # starts while the emulator starts
+    stack.dynamodb = dynamodb = start_dynamodb_process(state_dir)  # starts with the emulator
     stack._stops.append(dynamodb.stop)
     try:
         stack._stops.append(start_emulator(port, state_dir=state_dir, dynamodb=dynamodb))
