@@ -42,6 +42,12 @@ from langorch.local.stack import free_port
 from tests.workflows import GATED_APPROVAL
 
 REPO = Path(__file__).resolve().parents[2]
+GATED = GATED_APPROVAL.replace("timeout_seconds: 60", "timeout_seconds: 3600")
+"""The shared gated workflow with an hour to decide: the clicks come after a crash and a
+restart, which on a loaded machine took longer than its 60 s (the run then timed out into its
+"refused" branch, a correct end this test did not expect)."""
+assert GATED != GATED_APPROVAL
+
 SEEDS = [int(s) for s in os.environ.get("LANGORCH_RESTART_SEEDS", "11,12").split(",") if s]
 RUNS = {"gated": 8, "napping": 6, "chain": 6}
 """20 runs: approvals, waits and multi-step runs."""
@@ -235,7 +241,7 @@ def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: 
     rng = random.Random(seed)
     # Given a dev stack with 20 runs in flight: parked on approvals, sleeping, mid-way
     dev.start()
-    (dev.home.parent / "flows.yaml").write_text(GATED_APPROVAL + MORE.split("workflows:", 1)[1])
+    (dev.home.parent / "flows.yaml").write_text(GATED + MORE.split("workflows:", 1)[1])
     container = dev.container()
     register_and_sync([str(dev.home.parent / "flows.yaml")], container)
     runs = start_runs(container, rng)

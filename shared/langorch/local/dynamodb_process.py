@@ -291,8 +291,21 @@ def main(argv: list[str] | None = None) -> int:
         replay(moto_app, entries)
         app.journal = open_journal(path)
     handler = keep_alive_handler()
-    server = make_server("127.0.0.1", args.port, app, threaded=True, request_handler=handler)
     stopping = threading.Event()
+
+    def orphan_guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        # Once the stack's process is gone (kill -9), its sandboxes may still call: a write
+        # acknowledged now could land in the journal after a new stack replayed it, and be
+        # lost (or an idempotency key missed). Refuse every call from that moment.
+        if os.getppid() != args.parent:
+            stopping.set()
+            start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+            return [b"the local stack that started this DynamoDB process has stopped"]
+        return app(environ, start_response)
+
+    server = make_server(
+        "127.0.0.1", args.port, orphan_guard, threaded=True, request_handler=handler
+    )
 
     def stop(*_: Any) -> None:
         stopping.set()
