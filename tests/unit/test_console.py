@@ -93,6 +93,8 @@ def test_the_graph_colours_steps_and_the_path_taken():
     )
     assert svg.count("state-succeeded") == 1 and svg.count("state-waiting") == 1
     assert svg.count("state-pending") == 2
+    # A step not reached reads as the legend and the step list say it, not "pending".
+    assert svg.count("· not reached</text>") == 2 and "· pending" not in svg
     assert svg.count(" taken") == 1
 
 

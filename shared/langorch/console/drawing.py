@@ -178,14 +178,20 @@ def _edge(a: Placed, b: Placed, kind: str, label: str | None, taken: bool) -> st
     return f'<g class="{classes}"><path d="{path}" marker-end="url(#arrow)"/>{text}</g>'
 
 
+_STATE_WORDS = {"pending": "not reached"}
+"""How a state reads on a node, where it differs from its name (as the legend and the step
+list say it)."""
+
+
 def _node(at: Placed, kind: str, state: str, link: bool) -> str:
     name = escape(_short(at.step_id, MAX_LABEL))
-    title = escape(f"{at.step_id} · {kind} · {state}")
+    words = _STATE_WORDS.get(state, state)
+    title = escape(f"{at.step_id} · {kind} · {words}")
     box = (
         f'<rect x="{at.x}" y="{at.y}" width="{NODE_W}" height="{NODE_H}" rx="8"/>'
         f'<text class="step-name" x="{at.x + 12}" y="{at.y + 19}">{name}</text>'
         f'<text class="step-kind" x="{at.x + 12}" y="{at.y + 35}">{escape(kind)}'
-        f"{'' if state == 'plan' else ' · ' + escape(state)}</text>"
+        f"{'' if state == 'plan' else ' · ' + escape(words)}</text>"
     )
     inner = f'<g class="node state-{escape(state)}"><title>{title}</title>{box}</g>'
     if link:
