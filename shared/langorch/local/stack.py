@@ -123,7 +123,8 @@ def start_emulator(
     lazy_batch_package()
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
-    undo_dynamodb = local_dynamodb()
+    # moto's DynamoDB here only serves when no DynamoDB process does (then it needs the fixes).
+    undo_dynamodb = local_dynamodb() if dynamodb is None else (lambda: None)
     undo_retry = retry_interpreter_lambda_calls()
     undo_parse = parse_each_definition_once()
     undo_backlog = wide_listen_backlog()
