@@ -98,7 +98,12 @@ def _call(client: Any, index: int) -> None:
                 Key={"pk": {"S": run}, "sk": {"S": "record"}},
                 UpdateExpression="SET #s = :s, #l = :l REMOVE #x",
                 ConditionExpression="attribute_exists(pk) AND #v >= :v",
-                ExpressionAttributeNames={"#s": "status", "#l": "lease", "#x": "stale", "#v": "version"},
+                ExpressionAttributeNames={
+                    "#s": "status",
+                    "#l": "lease",
+                    "#x": "stale",
+                    "#v": "version",
+                },
                 ExpressionAttributeValues={
                     ":s": {"S": "running"},
                     ":l": {"S": f"lease-{index}"},
@@ -142,11 +147,7 @@ def _call(client: Any, index: int) -> None:
         client.batch_write_item(
             RequestItems={
                 TABLE: [
-                    {
-                        "PutRequest": {
-                            "Item": {"pk": {"S": run}, "sk": {"S": f"tl#{index:08d}#{n}"}}
-                        }
-                    }
+                    {"PutRequest": {"Item": {"pk": {"S": run}, "sk": {"S": f"tl#{index:08d}#{n}"}}}}
                     for n in range(2)
                 ]
             }

@@ -272,6 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
+    from langorch.local.dynamodb_lean import LeanDynamoDB, cache_action_names
     from langorch.local.emulator import (
         keep_alive_handler,
         local_dynamodb,
@@ -281,9 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     from langorch.local.journal import JournaledApp, open_journal, read_entries, replay, service_of
 
     local_dynamodb()
+    cache_action_names()
     wide_listen_backlog()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    moto_app = route_outside_the_lock(DomainDispatcherApplication(create_backend_app))
+    moto_app = LeanDynamoDB(route_outside_the_lock(DomainDispatcherApplication(create_backend_app)))
     app = JournaledApp(moto_app)
     if args.state_dir is not None:
         path = args.state_dir / "emulator.journal"

@@ -1,0 +1,219 @@
+"""A short way through moto for the DynamoDB process's requests, with the answers moto gives.
+
+A DynamoDB call reached moto's ``DynamoHandler`` through moto's domain dispatcher (the host
+lookup), a Flask app (URL routing, a request context, the CORS extension's after-request hook,
+response finalising) and ``convert_to_flask_response``: about a fifth of the DynamoDB process's
+CPU under 100 concurrent runs, for a request whose handler is known from its ``X-Amz-Target``
+alone. :class:`LeanDynamoDB` calls ``DynamoHandler.dispatch`` itself, as moto's Flask view does
+(the same request class, URL and headers), and writes the status, headers and body as Flask
+and werkzeug would have: the same status line, the same headers in the same order (moto's,
+``Content-Length``, then the CORS extension's ``Access-Control-Allow-Origin: *``) and the same
+bytes. Whatever it is not sure of goes the full way: another service or API version, another
+path or method, a query string, a CORS request (``Origin``), a compressed body, an operation
+moto does not implement, or a request moto fails to read.
+``tests/integration/test_dynamodb_lean.py`` sends the same random requests both ways.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+_TARGET_PREFIX = "DynamoDB_20120810."
+"""The JSON API's target prefix; moto routes older versions (and Streams) elsewhere."""
+
+_CORS_HEADERS = [("Access-Control-Allow-Origin", "*")]
+"""What moto's CORS extension adds to the answer of a request without an ``Origin``."""
+
+_FLASK_DEFAULT_CONTENT_TYPE = "text/html; charset=utf-8"
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class LeanDynamoDB:
+    """WSGI app: DynamoDB JSON calls straight to moto's handler, the rest to ``fallback``.
+
+    Args:
+        fallback: moto's full application (the domain dispatcher), for every other request.
+    """
+
+    def __init__(self, fallback: WSGIApp) -> None:
+        from moto.core.request import Request
+        from moto.core.utils import camelcase_to_underscores, method_names_from_class
+        from moto.dynamodb.responses import DynamoHandler
+
+        class ServerRequest(Request):
+            from_wsgi_server = True  # as moto's Flask request class says (no Date header)
+
+        self._fallback = fallback
+        self._request_class = ServerRequest
+        self._handler = DynamoHandler
+        implemented = set(method_names_from_class(DynamoHandler))
+        self._to_action = camelcase_to_underscores
+        self._implemented = implemented
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        if not self._is_lean(environ):
+            return self._fallback(environ, start_response)
+        stream = environ.get("wsgi.input")
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = stream.read(length) if stream is not None and length > 0 else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        answer = self._answer(environ)
+        if answer is None:  # moto could not read it: the full way says how it fails
+            environ["wsgi.input"] = io.BytesIO(body)
+            return self._fallback(environ, start_response)
+        status, headers, data = answer
+        start_response(status, headers)
+        return [data]
+
+    def _is_lean(self, environ: dict[str, Any]) -> bool:
+        target = str(environ.get("HTTP_X_AMZ_TARGET") or "")
+        return (
+            target.startswith(_TARGET_PREFIX)
+            and environ.get("REQUEST_METHOD") == "POST"
+            and environ.get("PATH_INFO") == "/"
+            and not environ.get("QUERY_STRING")
+            and not environ.get("wsgi.input_terminated")
+            and "HTTP_ORIGIN" not in environ
+            and "HTTP_CONTENT_ENCODING" not in environ
+            and _signed_service(environ) == "dynamodb"
+            and self._to_action(target[len(_TARGET_PREFIX) :]) in self._implemented
+        )
+
+    def _answer(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes] | None:
+        from botocore.exceptions import ClientError
+        from moto.moto_api import recorder
+        from werkzeug.exceptions import HTTPException
+
+        request = self._request_class(environ)
+        recorder._record_request(request)
+        handler = self._handler()
+        try:
+            # As moto's Flask view calls ``DynamoHandler.dispatch``.
+            handler.setup_class(request, request.raw_url, dict(request.headers))
+        except Exception:
+            return None  # nothing was applied yet
+        try:
+            result = handler.call_action()
+        except ClientError as exc:  # as ``convert_to_flask_response`` answers it
+            result = 400, {}, exc.response["Error"]["Message"]
+        except HTTPException as exc:  # as Flask answers an HTTP error a view raised
+            return _full_response(exc.get_response(environ), environ)
+        if len(result) == 3:
+            status, headers, content = result
+        else:
+            status, headers, content = 200, {}, result
+        return _response(status, headers, content, environ)
+
+
+def _signed_service(environ: dict[str, Any]) -> str | None:
+    """The service moto's dispatcher reads from a SigV4 ``Authorization`` header."""
+    auth = str(environ.get("HTTP_AUTHORIZATION") or "")
+    try:
+        scope = auth.split(",")[0].split()[1]
+        _, _, _, service, _ = scope.split("/")
+    except (IndexError, ValueError):
+        return None
+    return service.lower()
+
+
+def _response(
+    status: Any, headers: Any, content: Any, environ: dict[str, Any]
+) -> tuple[str, list[tuple[str, str]], bytes]:
+    """The WSGI status, headers and body Flask and werkzeug make of moto's answer."""
+    from werkzeug.http import HTTP_STATUS_CODES
+
+    plain = (
+        type(status) is int
+        and status in HTTP_STATUS_CODES
+        and isinstance(headers, dict)
+        and isinstance(content, str | bytes)
+        and not 100 <= status < 200
+        and status not in (204, 304)
+    )
+    if not plain:
+        from flask import Response
+
+        return _full_response(Response(response=content, status=status, headers=headers), environ)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    listed: list[tuple[str, str]] = []
+    typed = False
+    for name, value in headers.items():
+        text = str(value)
+        if "\n" in text or "\r" in text:  # werkzeug refuses these; let it say so
+            from flask import Response
+
+            return _full_response(
+                Response(response=content, status=status, headers=headers), environ
+            )
+        lowered = name.lower()
+        if lowered == "content-length":
+            continue  # werkzeug sets it from the body, where it stood
+        typed = typed or lowered == "content-type"
+        listed.append((name, text))
+    if not typed:
+        listed.append(("Content-Type", _FLASK_DEFAULT_CONTENT_TYPE))
+    _set_length(listed, headers, len(data))
+    listed += _cors_headers()
+    return f"{status} {HTTP_STATUS_CODES[status].upper()}", listed, data
+
+
+def _cors_headers() -> list[tuple[str, str]]:
+    from moto.settings import DISABLE_GLOBAL_CORS
+
+    return [] if DISABLE_GLOBAL_CORS else _CORS_HEADERS
+
+
+def _set_length(listed: list[tuple[str, str]], headers: dict[str, Any], length: int) -> None:
+    # werkzeug's ``headers["Content-Length"] = ...``: the first one keeps its place.
+    for index, name in enumerate(headers):
+        if name.lower() == "content-length":
+            listed.insert(min(index, len(listed)), ("Content-Length", str(length)))
+            return
+    listed.append(("Content-Length", str(length)))
+
+
+def _full_response(
+    response: Any, environ: dict[str, Any]
+) -> tuple[str, list[tuple[str, str]], bytes]:
+    """A werkzeug response finished as Flask with moto's CORS extension finishes it."""
+    for name, value in _cors_headers():
+        response.headers.add(name, value)
+    headers = response.get_wsgi_headers(environ)
+    data = b"".join(response.get_app_iter(environ))
+    return str(response.status), headers.to_wsgi_list(), data
+
+
+def cache_action_names() -> Callable[[], None]:
+    """Let moto list a response class's action methods once, not on every call.
+
+    moto's ``BaseResponse.call_action`` walks the handler class with ``inspect.getmembers`` on
+    every request to see whether the action is implemented (~2 % of the DynamoDB process's
+    CPU). The names of a class's functions do not change once the process serves (our patches
+    replace methods, they add or remove none), so each class is walked once.
+
+    Returns:
+        A function that undoes the change.
+    """
+    import moto.core.responses as responses
+
+    original = responses.method_names_from_class
+    names: dict[object, list[str]] = {}
+    lock = threading.Lock()
+
+    def method_names_from_class(clazz: object) -> list[str]:
+        found = names.get(clazz)
+        if found is None:
+            with lock:
+                found = names.setdefault(clazz, original(clazz))
+        return list(found)
+
+    responses.method_names_from_class = method_names_from_class  # type: ignore[assignment]
+
+    def undo() -> None:
+        responses.method_names_from_class = original
+
+    return undo
