@@ -198,8 +198,9 @@ def cache_action_names() -> Callable[[], None]:
     Returns:
         A function that undoes the change.
     """
-    import moto.core.responses as responses
+    from importlib import import_module
 
+    responses: Any = import_module("moto.core.responses")
     original = responses.method_names_from_class
     names: dict[object, list[str]] = {}
     lock = threading.Lock()
@@ -211,7 +212,7 @@ def cache_action_names() -> Callable[[], None]:
                 found = names.setdefault(clazz, original(clazz))
         return list(found)
 
-    responses.method_names_from_class = method_names_from_class  # type: ignore[assignment]
+    responses.method_names_from_class = method_names_from_class
 
     def undo() -> None:
         responses.method_names_from_class = original

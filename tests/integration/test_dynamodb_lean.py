@@ -1,0 +1,301 @@
+"""The DynamoDB process's lean path answers every request exactly as moto's full path does.
+
+Random sequences of DynamoDB requests — puts, conditional updates (SET and REMOVE, conditions
+that fail), gets, queries, deletes, batches, transactions (some cancelled by a failed
+condition), and requests moto refuses (a missing table, a malformed expression, unused names,
+a body that is not JSON, an operation moto lacks) plus requests the lean path must hand on
+(a CORS request, DynamoDB Streams) — are sent as raw signed HTTP requests to moto's full
+application (dispatcher, Flask) and, from the same fresh state, to :class:`LeanDynamoDB`
+over it. Both run with the DynamoDB process's patches (``local_dynamodb``). Status lines,
+every header (names, order, values; the random request id only by its shape) and the body
+bytes must be equal, and the requests meant for the lean path must not have reached the full
+one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import moto.core.responses as moto_responses
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from moto import mock_aws
+from moto.core.utils import method_names_from_class
+from moto.dynamodb.responses import DynamoHandler
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.test import EnvironBuilder
+
+from langorch.local.dynamodb_lean import LeanDynamoDB, cache_action_names
+from langorch.local.emulator import _answer, local_dynamodb, route_outside_the_lock
+
+TABLE = "lean"
+AUTH = (
+    "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, "
+    "SignedHeaders=host;x-amz-date;x-amz-target, Signature=0123456789abcdef"
+)
+CREATE_TABLE = {
+    "TableName": TABLE,
+    "KeySchema": [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ],
+    "AttributeDefinitions": [
+        {"AttributeName": "pk", "AttributeType": "S"},
+        {"AttributeName": "sk", "AttributeType": "S"},
+    ],
+    "BillingMode": "PAY_PER_REQUEST",
+}
+
+Request = tuple[str, Any, dict[str, str], bool]
+"""(operation, JSON body or raw bytes, extra headers, whether the lean path answers it)."""
+
+pks = st.sampled_from(["a", "b"])
+sks = st.sampled_from(["record", "c1", "c2", "c3"])
+texts = st.text("xyz é", max_size=6)
+key = st.builds(lambda p, s: {"pk": {"S": p}, "sk": {"S": s}}, pks, sks)
+table = st.sampled_from([TABLE, TABLE, TABLE, "missing"])
+item = st.builds(
+    lambda k, v, n, data: {**k, "v": {"N": str(v)}, "s": {"S": n}, "data": {"S": data * 300}},
+    key,
+    st.integers(0, 3),
+    texts,
+    st.sampled_from(["", "ab", "0123456"]),
+)
+
+
+def _put(t: str, i: dict[str, Any], guarded: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {"TableName": t, "Item": i}
+    if guarded:
+        body["ConditionExpression"] = "attribute_not_exists(pk)"
+    return body
+
+
+def _update(t: str, k: dict[str, Any], v: int, s: str, returns: str, expr: str) -> dict[str, Any]:
+    return {
+        "TableName": t,
+        "Key": k,
+        "UpdateExpression": expr,
+        "ConditionExpression": "attribute_exists(pk) AND #v >= :v",
+        "ExpressionAttributeNames": {"#v": "v", "#s": "s", "#x": "gone"},
+        "ExpressionAttributeValues": {":v": {"N": str(v)}, ":s": {"S": s}, ":one": {"N": "1"}},
+        "ReturnValues": returns,
+    }
+
+
+def _transact(check: dict[str, Any], v: int, puts: list[dict[str, Any]]) -> dict[str, Any]:
+    condition = {
+        "TableName": TABLE,
+        "Key": check,
+        "ConditionExpression": "attribute_exists(pk) AND v <= :v",
+        "ExpressionAttributeValues": {":v": {"N": str(v)}},
+    }
+    return {
+        "TransactItems": [
+            {"ConditionCheck": condition},
+            *({"Put": {"TableName": TABLE, "Item": p}} for p in puts),
+        ]
+    }
+
+
+lean_requests: st.SearchStrategy[Request] = st.one_of(
+    st.builds(lambda b: ("PutItem", b, {}, True), st.builds(_put, table, item, st.booleans())),
+    st.builds(
+        lambda b: ("UpdateItem", b, {}, True),
+        st.builds(
+            _update,
+            table,
+            key,
+            st.integers(0, 4),
+            texts,
+            st.sampled_from(["NONE", "ALL_NEW", "UPDATED_OLD"]),
+            st.sampled_from(
+                [
+                    "SET #s = :s, v = v + :one REMOVE #x",
+                    "SET #s = :s REMOVE #x",
+                    "SET #s = :s, v = v + :one",
+                    "SET #s = ",  # a syntax error
+                    "REMOVE #x",  # leaves names and values unused
+                ]
+            ),
+        ),
+    ),
+    st.builds(
+        lambda t, k, p: ("GetItem", {"TableName": t, "Key": k, **p}, {}, True),
+        table,
+        key,
+        st.sampled_from([{}, {"ProjectionExpression": "s, v"}, {"ConsistentRead": True}]),
+    ),
+    st.builds(
+        lambda t, p, forward, limit: (
+            "Query",
+            {
+                "TableName": t,
+                "KeyConditionExpression": "pk = :pk",
+                "ExpressionAttributeValues": {":pk": {"S": p}},
+                "ScanIndexForward": forward,
+                "Limit": limit,
+            },
+            {},
+            True,
+        ),
+        table,
+        pks,
+        st.booleans(),
+        st.integers(1, 3),
+    ),
+    st.builds(
+        lambda t, k: (
+            "DeleteItem",
+            {"TableName": t, "Key": k, "ReturnValues": "ALL_OLD"},
+            {},
+            True,
+        ),
+        table,
+        key,
+    ),
+    st.builds(
+        lambda items: (
+            "BatchWriteItem",
+            {"RequestItems": {TABLE: [{"PutRequest": {"Item": i}} for i in items]}},
+            {},
+            True,
+        ),
+        st.lists(item, min_size=1, max_size=2, unique_by=lambda i: (i["pk"]["S"], i["sk"]["S"])),
+    ),
+    st.builds(
+        lambda b: ("TransactWriteItems", b, {}, True),
+        st.builds(
+            _transact,
+            key,
+            st.integers(0, 3),
+            st.lists(
+                item, min_size=1, max_size=2, unique_by=lambda i: (i["pk"]["S"], i["sk"]["S"])
+            ),
+        ),
+    ),
+    st.just(("GetItem", b"{not json", {}, True)),
+    st.just(("ListTables", {}, {}, True)),
+)
+handed_on: st.SearchStrategy[Request] = st.sampled_from(
+    [
+        (
+            "GetItem",
+            {"TableName": TABLE, "Key": {"pk": {"S": "a"}, "sk": {"S": "record"}}},
+            {"Origin": "http://localhost:3000"},
+            False,
+        ),
+        ("NoSuchOperation", {}, {}, False),
+        ("DynamoDBStreams_20120810.ListStreams", {}, {}, False),
+    ]
+)
+sequences = st.lists(st.one_of(lean_requests, lean_requests, handed_on), min_size=1, max_size=12)
+
+
+def _environ(operation: str, body: Any, extra: dict[str, str]) -> dict[str, Any]:
+    target = operation if "." in operation else f"DynamoDB_20120810.{operation}"
+    service = "dynamodb"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {
+        "Host": "127.0.0.1:8000",
+        "X-Amz-Target": target,
+        "Content-Type": "application/x-amz-json-1.0",
+        "X-Amz-Date": "20260101T000000Z",
+        "Authorization": AUTH.format(service=service),
+        "User-Agent": "Boto3/1.40 md/Botocore#1.40 ua/2.1 os/linux",
+        **extra,
+    }
+    environ: dict[str, Any] = EnvironBuilder(
+        method="POST", path="/", headers=list(headers.items()), data=data
+    ).get_environ()
+    return environ
+
+
+def _comparable(answer: tuple[str, list[tuple[str, str]], bytes]) -> tuple[Any, ...]:
+    status, headers, body = answer
+    shown = [
+        (name, f"<{len(value)} characters>" if name == "x-amzn-requestid" else value)
+        for name, value in headers
+    ]
+    return status, shown, body
+
+
+@contextmanager
+def _fresh_moto() -> Iterator[None]:
+    with mock_aws():
+        yield
+
+
+def _run(
+    app: Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]],
+    requests: list[Request],
+) -> list[tuple[Any, ...]]:
+    with _fresh_moto():
+        created = _answer(app, _environ("CreateTable", CREATE_TABLE, {}))
+        assert created[0] == "200 OK", created
+        return [
+            _comparable(_answer(app, _environ(op, body, extra))) for op, body, extra, _ in requests
+        ]
+
+
+@pytest.fixture(scope="module")
+def apps() -> Iterator[tuple[Any, Any, list[dict[str, Any]]]]:
+    undo = local_dynamodb()
+    full = route_outside_the_lock(DomainDispatcherApplication(create_backend_app))
+    fell_back: list[dict[str, Any]] = []
+
+    def counted(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        fell_back.append(environ)
+        return full(environ, start_response)
+
+    try:
+        yield full, LeanDynamoDB(counted), fell_back
+    finally:
+        undo()
+
+
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(requests=sequences)
+def test_the_lean_path_answers_as_moto_does(
+    apps: tuple[Any, Any, list[dict[str, Any]]], requests: list[Request]
+) -> None:
+    full, lean, fell_back = apps
+    expected = _run(full, requests)
+    fell_back.clear()
+    undo = cache_action_names()
+    try:
+        answered = _run(lean, requests)
+    finally:
+        undo()
+    assert answered == expected
+    handed = [e["HTTP_X_AMZ_TARGET"] for e in fell_back]
+    assert handed == [
+        _environ(op, body, extra)["HTTP_X_AMZ_TARGET"]
+        for op, body, extra, is_lean in requests
+        if not is_lean
+    ]
+    for (status, headers, _), (*_, is_lean) in zip(answered, requests, strict=True):
+        names = [name for name, _ in headers]
+        if is_lean and not status.startswith("500"):
+            assert "x-amz-crc32" in names and "x-amzn-requestid" in names
+
+
+def test_listed_actions_are_moto_s_and_listed_once() -> None:
+    undo = cache_action_names()
+    try:
+        cached = vars(moto_responses)["method_names_from_class"]
+        assert cached is not method_names_from_class
+        assert cached(DynamoHandler) == method_names_from_class(DynamoHandler)
+        first = cached(DynamoHandler)
+        first.append("not_an_action")  # a caller's list is its own
+        assert "not_an_action" not in cached(DynamoHandler)
+    finally:
+        undo()
+    assert vars(moto_responses)["method_names_from_class"] is method_names_from_class
