@@ -2,14 +2,14 @@
 
 Random sequences of DynamoDB requests — puts, conditional updates (SET and REMOVE, conditions
 that fail), gets, queries, deletes, batches, transactions (some cancelled by a failed
-condition), and requests moto refuses (a missing table, a malformed expression, unused names,
-a body that is not JSON, an operation moto lacks) plus requests the lean path must hand on
-(a CORS request, DynamoDB Streams) — are sent as raw signed HTTP requests to moto's full
-application (dispatcher, Flask) and, from the same fresh state, to :class:`LeanDynamoDB`
-over it. Both run with the DynamoDB process's patches (``local_dynamodb``). Status lines,
-every header (names, order, values; the random request id only by its shape) and the body
-bytes must be equal, and the requests meant for the lean path must not have reached the full
-one.
+condition), requests moto refuses (a missing table, a malformed expression, unused names, a
+body that is not JSON), no body, another region's host, and requests the lean path must hand
+on (a CORS request, DynamoDB Streams, an unknown operation) — are sent as raw signed HTTP
+requests to moto's full application (dispatcher, Flask) and, from the same fresh state, to
+:class:`LeanDynamoDB` over it. Both run with the DynamoDB process's patches
+(``local_dynamodb``). Status lines, every header (names, order, values; the random request
+id only by its shape) and the body bytes must be equal, and the requests meant for the lean
+path must not have reached the full one.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from langorch.local.dynamodb_lean import LeanDynamoDB, cache_action_names
 from langorch.local.emulator import _answer, local_dynamodb, route_outside_the_lock
 
 TABLE = "lean"
+EU_HOST = "dynamodb.eu-west-1.amazonaws.com"
 AUTH = (
     "AWS4-HMAC-SHA256 Credential=testing/20260101/us-east-1/{service}/aws4_request, "
     "SignedHeaders=host;x-amz-date;x-amz-target, Signature=0123456789abcdef"
@@ -179,6 +180,10 @@ lean_requests: st.SearchStrategy[Request] = st.one_of(
     ),
     st.just(("GetItem", b"{not json", {}, True)),
     st.just(("ListTables", {}, {}, True)),
+    st.just(("ListTables", b"", {}, True)),  # no parameters: moto reads the headers instead
+    st.builds(  # another host names another region (moto reads it from the URL)
+        lambda k: ("GetItem", {"TableName": TABLE, "Key": k}, {"Host": EU_HOST}, True), key
+    ),
 )
 handed_on: st.SearchStrategy[Request] = st.sampled_from(
     [
