@@ -14,7 +14,11 @@ path must not have reached the full one.
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
+import socket
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,10 +31,22 @@ from moto import mock_aws
 from moto.core.utils import method_names_from_class
 from moto.dynamodb.responses import DynamoHandler
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import make_server
 from werkzeug.test import EnvironBuilder
 
-from langorch.local.dynamodb_lean import LeanDynamoDB, cache_action_names
-from langorch.local.emulator import _answer, local_dynamodb, route_outside_the_lock
+from langorch.local.dynamodb_lean import (
+    LeanDynamoDB,
+    cache_action_names,
+    lean_request_handler,
+    parse_header_lines,
+    read_header_lines,
+)
+from langorch.local.emulator import (
+    _answer,
+    keep_alive_handler,
+    local_dynamodb,
+    route_outside_the_lock,
+)
 
 TABLE = "lean"
 EU_HOST = "dynamodb.eu-west-1.amazonaws.com"
@@ -304,3 +320,94 @@ def test_listed_actions_are_moto_s_and_listed_once() -> None:
     finally:
         undo()
     assert vars(moto_responses)["method_names_from_class"] is method_names_from_class
+
+
+header_names = st.one_of(
+    st.sampled_from(["Host", "Content-Length", "X-Amz-Target", "From", "Connection", "Expect"]),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=0, max_size=8),
+)
+header_values = st.binary(max_size=12).map(lambda raw: raw.decode("iso-8859-1"))
+header_lines = st.one_of(
+    st.builds(
+        lambda n, v, end: f"{n}:{v}{end}",
+        header_names,
+        header_values,
+        st.sampled_from(["\r\n", "\n"]),
+    ),
+    st.builds(lambda v: f" {v}\r\n", header_values),  # a folded line
+    st.just("From someone\r\n"),
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(lines=st.lists(header_lines, max_size=6), end=st.sampled_from(["\r\n", "\n", ""]))
+def test_headers_are_read_as_http_client_reads_them(lines: list[str], end: str) -> None:
+    raw = "".join(lines).encode("iso-8859-1") + end.encode() + b"body"
+    reference = io.BytesIO(raw)
+    try:
+        expected = http.client.parse_headers(reference)
+    except http.client.HTTPException as error:
+        with pytest.raises(type(error)):
+            parse_header_lines(read_header_lines(io.BytesIO(raw)), http.client.HTTPMessage)
+        return
+    stream = io.BytesIO(raw)
+    parsed = parse_header_lines(read_header_lines(stream), http.client.HTTPMessage)
+    assert parsed.items() == expected.items()
+    assert type(parsed) is type(expected)
+    assert stream.read() == reference.read()  # what follows is left as http.client leaves it
+
+
+def test_the_lean_handler_keeps_connections_and_bodies() -> None:
+    seen: list[tuple[str, str, bytes, str]] = []
+
+    def echo(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        body = environ["wsgi.input"].read()
+        seen.append(
+            (
+                environ["REQUEST_METHOD"],
+                environ["PATH_INFO"],
+                body,
+                environ.get("HTTP_X_FOLDED", ""),
+            )
+        )
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"got " + body]
+
+    server = make_server(
+        "127.0.0.1",
+        0,
+        echo,
+        threaded=True,
+        request_handler=lean_request_handler(keep_alive_handler()),
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.server_port), timeout=10) as sock:
+            stream = sock.makefile("rb")
+
+            def ask(request: bytes) -> tuple[bytes, dict[str, str], bytes]:
+                sock.sendall(request)
+                status = stream.readline()
+                headers = http.client.parse_headers(stream)
+                body = stream.read(int(headers["Content-Length"]))
+                return status, dict(headers.items()), body
+
+            first = ask(b"POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+            folded = b"X-Folded: one\r\n two\r\n"  # not plain: http.server reads it
+            second = ask(
+                b"POST //b HTTP/1.1\r\nHost: x\r\n" + folded + b"Content-Length: 2\r\n\r\nhi"
+            )
+            third = ask(b"GET /c HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            assert stream.read() == b""  # closed after the answer, as asked
+        assert [s for s, _, _ in (first, second, third)] == [b"HTTP/1.1 200 OK\r\n"] * 3
+        assert [b for _, _, b in (first, second, third)] == [b"got hello", b"got hi", b"got "]
+        assert third[1].get("Connection") == "close" and "Connection" not in first[1]
+        assert seen == [
+            ("POST", "/a", b"hello", ""),
+            ("POST", "/b", b"hi", "one two"),
+            ("GET", "/c", b"", ""),
+        ]
+    finally:
+        server.shutdown()
+        thread.join()

@@ -272,7 +272,11 @@ def main(argv: list[str] | None = None) -> int:
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
-    from langorch.local.dynamodb_lean import LeanDynamoDB, cache_action_names
+    from langorch.local.dynamodb_lean import (
+        LeanDynamoDB,
+        cache_action_names,
+        lean_request_handler,
+    )
     from langorch.local.emulator import (
         keep_alive_handler,
         local_dynamodb,
@@ -292,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         entries = (e for e in read_entries(path) if service_of(e["environ"]) == "dynamodb")
         replay(moto_app, entries)
         app.journal = open_journal(path)
-    handler = keep_alive_handler()
+    handler = lean_request_handler(keep_alive_handler())
     stopping = threading.Event()
 
     def orphan_guard(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
