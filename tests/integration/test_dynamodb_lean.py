@@ -6,7 +6,8 @@ condition), requests moto refuses (a missing table, a malformed expression, unus
 body that is not JSON), no body, another region's host, and requests the lean path must hand
 on (a CORS request, DynamoDB Streams, an unknown operation) — are sent as raw signed HTTP
 requests to moto's full application (dispatcher, Flask) and, from the same fresh state, to
-:class:`LeanDynamoDB` over it. Both run with the DynamoDB process's patches
+:class:`LeanDynamoDB` over it (with the lean process's moto patches: action names listed
+once, update expressions read once). Both run with the DynamoDB process's patches
 (``local_dynamodb``). Status lines, every header (names, order, values; the random request
 id only by its shape) and the body bytes must be equal, and the requests meant for the lean
 path must not have reached the full one.
@@ -40,6 +41,7 @@ from langorch.local.dynamodb_lean import (
     lean_request_handler,
     parse_header_lines,
     read_header_lines,
+    read_update_expressions_once,
 )
 from langorch.local.emulator import (
     _answer,
@@ -290,11 +292,12 @@ def test_the_lean_path_answers_as_moto_does(
     full, lean, fell_back = apps
     expected = _run(full, requests)
     fell_back.clear()
-    undo = cache_action_names()
+    undos = [cache_action_names(), read_update_expressions_once()]
     try:
         answered = _run(lean, requests)
     finally:
-        undo()
+        for undo in undos:
+            undo()
     assert answered == expected
     handed = [e["HTTP_X_AMZ_TARGET"] for e in fell_back]
     assert handed == [
@@ -320,6 +323,40 @@ def test_listed_actions_are_moto_s_and_listed_once() -> None:
     finally:
         undo()
     assert vars(moto_responses)["method_names_from_class"] is method_names_from_class
+
+
+def test_update_expressions_are_read_once_and_alike() -> None:
+    import moto.dynamodb.responses as handler_module
+    from moto.dynamodb.exceptions import InvalidUpdateExpression
+    from moto.dynamodb.parsing.expressions import (  # type: ignore[attr-defined]
+        ExpressionAttributeName,
+        ExpressionAttributeValue,
+        UpdateExpressionParser,
+    )
+
+    text = "SET #s = :s, v = v + :one REMOVE #x"
+    undo = read_update_expressions_once()
+    try:
+        reader = vars(handler_module)["UpdateExpressionParser"]
+        first, again = reader.make(text), reader.make(text)
+        fresh = UpdateExpressionParser.make(text)
+        assert first is again
+
+        def used(tree: Any) -> tuple[list[str], list[str]]:
+            names = tree.find_clauses([ExpressionAttributeName])
+            values = tree.find_clauses([ExpressionAttributeValue])
+            return (
+                [each.get_attribute_name_placeholder() for each in names],
+                [each.get_value_name() for each in values],
+            )
+
+        assert used(first) == used(fresh) == (["#s", "#x"], [":s", ":one"])
+        for _ in range(2):
+            with pytest.raises(InvalidUpdateExpression):
+                reader.make("SET #s = ")
+    finally:
+        undo()
+    assert vars(handler_module)["UpdateExpressionParser"] is UpdateExpressionParser
 
 
 header_names = st.one_of(

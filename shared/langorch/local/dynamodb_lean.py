@@ -378,3 +378,41 @@ def parse_header_lines(lines: list[bytes], message_class: Any) -> Any:
         name, _, value = each.partition(":")
         message[name] = value.lstrip(" \t").rstrip("\r\n")
     return message
+
+
+def read_update_expressions_once() -> Callable[[], None]:
+    """Let moto's DynamoDB request handler parse each UpdateExpression text once.
+
+    moto parses an UpdateItem's expression twice: its request handler parses it only to list
+    the ``#names`` and ``:values`` it uses (``find_clauses``, which reads the tree), and its
+    backend parses it again to validate and apply it (its validator rewrites that tree). The
+    runner sends the same few expressions over and over, so the handler's read-only parse is
+    kept per expression text (a bounded cache); the backend still parses its own copy. An
+    expression that fails to parse is never kept, so its error is raised as before.
+
+    Returns:
+        A function that undoes the change.
+    """
+    from importlib import import_module
+
+    responses: Any = import_module("moto.dynamodb.responses")
+    original = responses.UpdateExpressionParser
+    parsed: dict[str, Any] = {}
+
+    class ReadOnlyParses:
+        @staticmethod
+        def make(expression: str) -> Any:
+            tree = parsed.get(expression)
+            if tree is None:
+                tree = original.make(expression)
+                if len(parsed) >= 512:
+                    parsed.clear()
+                parsed[expression] = tree
+            return tree
+
+    responses.UpdateExpressionParser = ReadOnlyParses
+
+    def undo() -> None:
+        responses.UpdateExpressionParser = original
+
+    return undo

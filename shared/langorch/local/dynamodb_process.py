@@ -276,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         LeanDynamoDB,
         cache_action_names,
         lean_request_handler,
+        read_update_expressions_once,
     )
     from langorch.local.emulator import (
         keep_alive_handler,
@@ -287,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
 
     local_dynamodb()
     cache_action_names()
+    read_update_expressions_once()
     wide_listen_backlog()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     moto_app = LeanDynamoDB(route_outside_the_lock(DomainDispatcherApplication(create_backend_app)))
