@@ -167,6 +167,56 @@ def test_the_lease_holder_saves_the_run(repo: Runs) -> None:
     assert repo.get_run("run-1").outputs == {"order": "UE-1"}
 
 
+def test_taking_the_lease_can_store_the_running_run_in_the_same_write(repo: Runs) -> None:
+    # Given a queued run, and one whose lease another segment holds
+    run = repo.create_run(a_run())[0]
+    repo.create_run(a_run("run-2"))
+    repo.acquire_lease("run-2", "other", now=NOW, ttl_seconds=TTL)
+    # When a segment takes the lease and saves the run as running in one call
+    running = transition(run, RunStatus.running, now=T0)
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL, saving=running)
+    # Then it holds the lease and the run reads running
+    assert repo.get_run("run-1").status is RunStatus.running
+    with pytest.raises(LeaseHeldError, match="seg"):
+        repo.acquire_lease("run-1", "other", now=NOW + 1, ttl_seconds=TTL)
+    # And the last save gives the lease back in the same write
+    done = transition(running, RunStatus.succeeded, now=T0)
+    repo.save_run(done, fence=fence, release=True)
+    assert repo.get_run("run-1").status is RunStatus.succeeded
+    assert repo.acquire_lease("run-1", "next", now=NOW + 2, ttl_seconds=TTL) == fence + 1
+    # And a held lease refuses the combined write without storing anything
+    held = transition(repo.get_run("run-2"), RunStatus.running, now=T0)
+    with pytest.raises(LeaseHeldError, match="other"):
+        repo.acquire_lease("run-2", "seg", now=NOW + 1, ttl_seconds=TTL, saving=held)
+    assert repo.get_run("run-2").status is RunStatus.queued
+
+
+def test_taking_the_lease_never_revives_an_ended_run(repo: Runs) -> None:
+    # Given a run cancelled by an operator (no lease held)
+    run = repo.create_run(a_run())[0]
+    repo.save_run(transition(run, RunStatus.cancelled, now=T0, reason="operator"))
+    # When a late segment takes the lease saving it as running
+    running = transition(run, RunStatus.running, now=T0)
+    with pytest.raises(ConflictError, match="cancelled"):
+        repo.acquire_lease("run-1", "late", now=NOW, ttl_seconds=TTL, saving=running)
+    # Then the run stays cancelled and no lease was taken
+    assert repo.get_run("run-1").status is RunStatus.cancelled
+    assert repo.acquire_lease("run-1", "next", now=NOW, ttl_seconds=TTL) == 1
+
+
+def test_a_stale_fence_neither_saves_nor_releases(repo: Runs) -> None:
+    # Given a lease taken over from an expired holder
+    run = repo.create_run(a_run())[0]
+    stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    # When the old holder saves and releases, then it is refused and the new holder keeps it
+    with pytest.raises(LeaseHeldError, match=f"fence {stale}"):
+        repo.save_run(transition(run, RunStatus.running, now=T0), fence=stale, release=True)
+    assert repo.get_run("run-1").status is RunStatus.queued
+    with pytest.raises(LeaseHeldError, match="new"):
+        repo.acquire_lease("run-1", "third", now=NOW + TTL + 2, ttl_seconds=TTL)
+
+
 def test_a_released_lease_can_be_taken_at_once(repo: Runs) -> None:
     repo.create_run(a_run())
     fence = repo.acquire_lease("run-1", "a", now=NOW, ttl_seconds=TTL)

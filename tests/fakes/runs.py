@@ -98,7 +98,7 @@ class InMemoryRuns:
         runs.sort(key=lambda r: (r.created_at.astimezone(UTC), r.run_id), reverse=True)
         return runs[:limit]
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
+    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
         """Store the run's new state; refused as the adapter refuses it."""
         body = _bounded_body(run)
         with self._lock:
@@ -110,12 +110,10 @@ class InMemoryRuns:
                     f"run {run.run_id}: this segment's fence {fence} is stale (now {row.fence}, "
                     f"held by {row.lease_owner or 'nobody'}); its write was refused"
                 )
-            if row.status in TERMINAL and row.status is not run.status:
-                raise ConflictError(
-                    f"run {run.run_id} already ended as {row.status}; the write of status "
-                    f"{run.status} was refused"
-                )
+            _refuse_new_ending(row, run)
             row.body, row.status = body, run.status
+            if release and fence is not None:
+                row.lease_owner = row.lease_expires_at = None
 
     def add_fork(self, run_id: str, link: ForkLink) -> None:
         """Note a run forked from ``run_id`` (beside the body, as the adapter keeps it)."""
@@ -139,10 +137,20 @@ class InMemoryRuns:
 
     # --- leases --------------------------------------------------------------------------
 
-    def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:
-        """Take the lease when free or expired; returns the incremented fence."""
+    def acquire_lease(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: float,
+        ttl_seconds: float,
+        saving: RunRecord | None = None,
+    ) -> int:
+        """Take the lease when free or expired (storing ``saving`` with it); returns the
+        incremented fence."""
         if ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds}")
+        body = None if saving is None else _bounded_body(saving)
         with self._lock:
             row = self._rows.get(run_id)
             if row is None:
@@ -154,6 +162,9 @@ class InMemoryRuns:
                     "this segment must not touch it (retry after that time if the other "
                     "segment has stopped)"
                 )
+            if saving is not None and body is not None:
+                _refuse_new_ending(row, saving)
+                row.body, row.status = body, saving.status
             row.lease_owner, row.lease_expires_at = owner, now + ttl_seconds
             row.fence += 1
             return row.fence
@@ -266,3 +277,12 @@ def _bounded_body(run: RunRecord) -> str:
 def _cursor(run: RunRecord) -> tuple[datetime, str]:
     """Where a run sorts in a listing (the adapter's index sort key)."""
     return (run.created_at.astimezone(UTC), run.run_id)
+
+
+def _refuse_new_ending(row: _Row, run: RunRecord) -> None:
+    """A run that ended keeps its ending (re-saving the same one is allowed)."""
+    if row.status in TERMINAL and row.status is not run.status:
+        raise ConflictError(
+            f"run {run.run_id} already ended as {row.status}; the write of status "
+            f"{run.status} was refused"
+        )

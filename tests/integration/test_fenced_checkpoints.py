@@ -175,6 +175,47 @@ def test_a_fenced_superstep_is_one_transaction_and_a_stale_fence_writes_nothing(
     assert len(list(saver.list({"configurable": {"thread_id": run.run_id}}))) == stored
 
 
+@pytest.mark.usefixtures("gated")
+def test_under_one_fence_the_newest_checkpoint_is_not_read_again_and_matches_a_fresh_read(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a segment that ran 3 supersteps under its run's fence
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+    saver = _fenced_saver(setup)
+    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    linear_graph(saver, 3).invoke({"trail": []}, config, durability="sync")
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When it reads the newest checkpoint twice (the state after the run, LangGraph's own read)
+    first, second = saver.get_tuple(config), saver.get_tuple(config)
+    # Then neither read made a request, and both equal what another process reads
+    assert counter.total == 0, counter.counts
+    fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})
+    assert first is not None and second is not None and fresh is not None
+    for tuple_ in (first, second):
+        assert tuple_.config == fresh.config
+        assert tuple_.checkpoint == fresh.checkpoint
+        assert tuple_.metadata == fresh.metadata
+        assert tuple_.parent_config == fresh.parent_config
+        assert tuple_.pending_writes == fresh.pending_writes == []
+    # And once a write of that checkpoint is stored, the next read asks DynamoDB and sees it
+    saver.put_writes(first.config, [("__interrupt__", "parked")], "task-1")
+    stored = saver.get_tuple(config)
+    assert counter.counts["Query"] >= 1
+    assert stored is not None and stored.pending_writes == [("task-1", "__interrupt__", "parked")]
+    # And a newer fence (the next segment) reads again instead of trusting the old one's view
+    counter.reset()
+    saver.get_tuple(config)
+    assert counter.total == 0, counter.counts
+    setup.runs.release_lease(run.run_id, fence)
+    newer = setup.runs.acquire_lease(run.run_id, "seg-2", now=1, ttl_seconds=60)
+    again = saver.get_tuple({"configurable": {"thread_id": run.run_id, "langorch_fence": newer}})
+    assert counter.counts["Query"] >= 1
+    assert again is not None and again.pending_writes == stored.pending_writes
+
+
 def _fenced_saver(container: Container) -> DynamoCheckpointSaver:
     return DynamoCheckpointSaver(
         container.client("dynamodb"),

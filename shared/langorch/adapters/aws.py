@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -37,6 +38,58 @@ def profile_region(profile: str | None = None) -> str | None:
         return None
 
 
+_loader: Any = None
+_loader_lock = threading.Lock()  # not _LOCK: make_client holds that while it builds a session
+
+
+def _data_loader() -> Any:
+    """botocore's data loader, one per process for every session.
+
+    A new session otherwise reads and parses each service's model files again (about 40 ms per
+    client here); shared, they are parsed once per process, and a process forked after
+    :func:`warm_clients` (a ``langorch dev`` sandbox) inherits them parsed.
+    """
+    global _loader
+    with _loader_lock:
+        if _loader is None:
+            from botocore.loaders import create_loader
+
+            _loader = create_loader()
+        return _loader
+
+
+def _botocore_session() -> Any:
+    from botocore.session import get_session
+
+    core = get_session()
+    core.register_component("data_loader", _data_loader())
+    return core
+
+
+def _shared_session(**kwargs: Any) -> boto3.Session:
+    """A boto3 session on the shared data loader."""
+    session = boto3.Session(botocore_session=_botocore_session(), **kwargs)
+    # boto3 appends its own data folder to the loader's search path per session: keep one.
+    paths = _data_loader().search_paths
+    paths[:] = list(dict.fromkeys(paths))
+    return session
+
+
+def warm_clients(services: Iterable[str]) -> None:
+    """Parse these services' models and endpoint rules now, into the shared data loader.
+
+    For a process that forks workers (``langorch dev``'s fork server): each worker's first
+    clients then cost a few milliseconds instead of ~40 ms each. No request is made.
+    """
+    session = _shared_session(
+        aws_access_key_id="warm",
+        aws_secret_access_key="warm",  # noqa: S106 - never sent anywhere
+        region_name="us-east-1",
+    )
+    for service in services:
+        session.client(service, endpoint_url="http://127.0.0.1:9")  # type: ignore[call-overload]
+
+
 def new_session(settings: Settings) -> boto3.Session:
     """A boto3 session for these settings, to share between all the clients of one container.
 
@@ -49,12 +102,12 @@ def new_session(settings: Settings) -> boto3.Session:
     if is_local_endpoint(settings.endpoint_url):
         # The local emulator accepts any credentials; fixed ones mean a developer needs no AWS
         # account and a real profile is never sent to it.
-        return boto3.Session(
+        return _shared_session(
             aws_access_key_id="local",
             aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
             region_name=settings.region,
         )
-    return boto3.Session()
+    return _shared_session()
 
 
 def assumed_role_session(

@@ -85,8 +85,9 @@ class RunsStore(Protocol):
         """The run (``NotFoundError`` when unknown)."""
         ...
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
-        """Store the run's new state, under the lease ``fence`` when given."""
+    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+        """Store the run's new state, under the lease ``fence`` when given; with ``release``,
+        the same write gives that lease back."""
         ...
 
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
@@ -98,8 +99,18 @@ class RunsStore(Protocol):
         """Note a run forked from ``run_id`` on its record (``forks``), without rewriting it."""
         ...
 
-    def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:
-        """Take the run's lease; returns the new fence (``LeaseHeldError`` when held)."""
+    def acquire_lease(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: float,
+        ttl_seconds: float,
+        saving: RunRecord | None = None,
+    ) -> int:
+        """Take the run's lease; returns the new fence (``LeaseHeldError`` when held). With
+        ``saving``, the same write stores that run as :meth:`save_run` would (``ConflictError``
+        when it would change an ending)."""
         ...
 
     def release_lease(self, run_id: str, fence: int) -> bool:

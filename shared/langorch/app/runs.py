@@ -292,22 +292,23 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         )
         cmd = replace(cmd, resume=answer)
     budget = deps.settings.segment_budget_seconds
-    owner = cmd.owner or deps.ids()
+    started_at = deps.clock()
+    parked = run.pending
+    run = transition(run, RunStatus.running, now=started_at)
+    # One write takes the lease and stores the run as running.
     fence = deps.runs.acquire_lease(
         run.run_id,
-        owner,
-        now=deps.clock().timestamp(),
+        cmd.owner or deps.ids(),
+        now=started_at.timestamp(),
         ttl_seconds=budget + LEASE_GRACE_SECONDS,
+        saving=run,
     )
+    released = False
     try:
         interrupt_id = cmd.interrupt_id
-        if cmd.resume is not None and interrupt_id is None and run.pending is not None:
-            interrupt_id = run.pending.interrupt_id
+        if cmd.resume is not None and interrupt_id is None and parked is not None:
+            interrupt_id = parked.interrupt_id
         resume = Resume(cmd.resume, interrupt_id) if cmd.resume is not None else None
-        started_at = deps.clock()
-        parked = run.pending
-        run = transition(run, RunStatus.running, now=started_at)
-        deps.runs.save_run(run, fence=fence)
         plan = deps.compiler.workflow(run.workflow_id, run.workflow_version)
         graph = deps.compiler.compile(plan)
         ctx = _engine_context(run, plan, deps)
@@ -328,10 +329,15 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
                 fence=fence,
             )
         )
-        return record_segment(run, result, deps, fence, started_at, parked, cmd.resume)
-    finally:
         deps.checkpointer.flush()
-        deps.runs.release_lease(cmd.run_id, fence)
+        # Its last write gives the lease back too.
+        ended = record_segment(run, result, deps, fence, started_at, parked, cmd.resume)
+        released = True
+        return ended
+    finally:
+        if not released:
+            deps.checkpointer.flush()
+            deps.runs.release_lease(cmd.run_id, fence)
 
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:

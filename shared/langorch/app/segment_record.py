@@ -110,7 +110,7 @@ def record_segment(
     run, closing = _ended(run, result, now)
     events.extend(closing)
     deps.runs.append_events(run.run_id, numbered(run, events))
-    deps.runs.save_run(run, fence=fence)
+    deps.runs.save_run(run, fence=fence, release=True)
     logger.info(
         "segment ended",
         extra={

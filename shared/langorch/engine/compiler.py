@@ -8,7 +8,9 @@ from the kind registries, never from a branch on kind names. Routing is decided 
 ``save_memory`` is deferred, so it runs once, after every branch has finished.
 
 Compiled graphs are cached per workflow version (content hash included, so a test that reuses a
-version number with other content never gets a stale graph).
+version number with other content never gets a stale graph). A pinned version, once read, is kept
+too: stored versions are written once and never change, so each segment after a process's first
+skips the definitions read.
 """
 
 from __future__ import annotations
@@ -241,6 +243,7 @@ class GraphCompiler:
         self._lookup = lookup
         self._checkpointer = checkpointer
         self._cache: dict[_CacheKey, Any] = {}
+        self._versions: dict[tuple[str, int], TaskPlan] = {}
         self._lock = Lock()
 
     def compile(self, plan: TaskPlan, *, checkpointed: bool = True) -> Any:
@@ -268,11 +271,20 @@ class GraphCompiler:
         return graph
 
     def workflow(self, workflow_id: str, version: int | None) -> TaskPlan:
-        """A pinned workflow version from the definitions store."""
+        """A pinned workflow version from the definitions store (kept once read: a stored
+        version never changes), or the latest one when ``version`` is ``None`` (always read)."""
+        if version is not None:
+            with self._lock:
+                known = self._versions.get((workflow_id, version))
+            if known is not None:
+                return known
         plan = self._lookup.get_workflow(workflow_id, version)
         if plan is None:
             at = f"@{version}" if version else ""
             raise NotFoundError(f"workflow {workflow_id}{at} not found")
+        if version is not None:
+            with self._lock:
+                self._versions[workflow_id, version] = plan
         return plan
 
     def subflow(self, workflow_id: str, version: int | None) -> tuple[TaskPlan, Any]:

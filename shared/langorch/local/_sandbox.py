@@ -101,6 +101,7 @@ PRELOAD = (
     "langorch.adapters.dynamodb.checkpointer",
     "langorch.engine.compiler",
     "langorch.engine.segments",
+    "langorch.local.sandbox_warmup",
 )
 """Imported once by the fork server, so no sandbox imports them again: what the runner imports on
 its first segment (LangGraph, ~2-4 s here) would otherwise be paid by every new sandbox."""

@@ -93,6 +93,31 @@ _MAX_LIST = 1000
 _CREATE_ATTEMPTS = 4
 
 
+_RECORD_SET = "body = :body, #status = :status, updated_at = :updated_at, gsi2pk = :gsi2pk"
+"""The attributes a save writes (``#status`` is ``status``, a reserved word)."""
+
+_ENDINGS: dict[str, Any] = {
+    ":succeeded": {"S": RunStatus.succeeded.value},
+    ":failed": {"S": RunStatus.failed.value},
+    ":cancelled": {"S": RunStatus.cancelled.value},
+}
+"""The values :data:`NOT_ENDED_OTHERWISE` names."""
+
+
+def _record_values(run: RunRecord) -> dict[str, Any]:
+    """The values of :data:`_RECORD_SET` for ``run``."""
+    item = run_item(run, fence=None)
+    return {key: item[name] for key, name in _RECORD_NAMES}
+
+
+_RECORD_NAMES = (
+    (":body", "body"),
+    (":status", "status"),
+    (":updated_at", "updated_at"),
+    (":gsi2pk", "gsi2pk"),
+)
+
+
 class RunsRepository:
     """Run records, leases and timelines in the runs table (layout in the module docstring).
 
@@ -257,16 +282,18 @@ class RunsRepository:
         runs.sort(key=lambda r: (_utc_iso(r.created_at), r.run_id), reverse=True)
         return runs[:limit]
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None) -> None:
+    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
 
-        Lease bookkeeping and ``created_at`` are left as they are.
+        Lease bookkeeping and ``created_at`` are left as they are, unless ``release``.
 
         Args:
             run: the run as it is now.
             fence: the fence from :meth:`acquire_lease`; the write is refused when a newer
                 segment has taken the lease since. ``None`` writes without a lease (an
                 operator's cancel).
+            release: with ``fence``, the same write gives the lease back (a segment's last
+                write: one request instead of two).
 
         Raises:
             NotFoundError: the run does not exist.
@@ -275,15 +302,12 @@ class RunsRepository:
             StorageError: DynamoDB failed.
         """
         condition = f"{RUN_EXISTS} AND {NOT_ENDED_OTHERWISE}"
-        values: dict[str, Any] = {
-            ":succeeded": {"S": RunStatus.succeeded.value},
-            ":failed": {"S": RunStatus.failed.value},
-            ":cancelled": {"S": RunStatus.cancelled.value},
-        }
+        values = dict(_ENDINGS)
         if fence is not None:
             condition = f"{condition} AND {FENCE_IS_CURRENT}"
             values[":fence"] = {"N": str(fence)}
-        old = self._update_record(run, condition, values)
+        remove = " REMOVE lease_owner, lease_expires_at" if release and fence is not None else ""
+        old = self._update_record(run, condition, values, remove=remove)
         if old is not None:
             raise refused_save(run, fence, old or None)
 
@@ -334,31 +358,27 @@ class RunsRepository:
             raise self._storage_error("UpdateItem", exc) from exc
 
     def _update_record(
-        self, run: RunRecord, condition: str, values: dict[str, Any], *, also: str = ""
+        self,
+        run: RunRecord,
+        condition: str,
+        values: dict[str, Any],
+        *,
+        also: str = "",
+        remove: str = "",
     ) -> dict[str, Any] | None:
         """Write the record's body and indexed attributes under ``condition``.
 
         Returns:
             ``None`` when written; when refused, the stored item (``{}``: there is none).
         """
-        item = run_item(run, fence=None)
         try:
             self._client.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": run_pk(run.run_id)}, "sk": {"S": RUN_SK}},
-                UpdateExpression=(
-                    "SET body = :body, #status = :status, updated_at = :updated_at, "
-                    "gsi2pk = :gsi2pk" + (f", {also}" if also else "")
-                ),
+                UpdateExpression=f"SET {_RECORD_SET}" + (f", {also}" if also else "") + remove,
                 ConditionExpression=condition,
                 ExpressionAttributeNames={"#status": "status"},
-                ExpressionAttributeValues={
-                    ":body": item["body"],
-                    ":status": item["status"],
-                    ":updated_at": item["updated_at"],
-                    ":gsi2pk": item["gsi2pk"],
-                    **values,
-                },
+                ExpressionAttributeValues={**_record_values(run), **values},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as exc:
@@ -371,7 +391,15 @@ class RunsRepository:
     # Leases
     # ----------------------------------------------------------------------------------------
 
-    def acquire_lease(self, run_id: str, owner: str, *, now: float, ttl_seconds: float) -> int:
+    def acquire_lease(
+        self,
+        run_id: str,
+        owner: str,
+        *,
+        now: float,
+        ttl_seconds: float,
+        saving: RunRecord | None = None,
+    ) -> int:
         """Take the run's lease: the one writer for a segment.
 
         Succeeds when no lease is held or the held one has expired, and increments the fence
@@ -383,6 +411,8 @@ class RunsRepository:
             now: the clock, in epoch seconds.
             ttl_seconds: how long the lease lasts without renewal; longer than a segment can
                 run (Lambda stops at 15 minutes).
+            saving: the run as the segment starts it (``running``), stored by the same write
+                as :meth:`save_run` would (one request instead of two).
 
         Returns:
             The new fence: pass it to :meth:`save_run`, :meth:`append_events`,
@@ -391,28 +421,38 @@ class RunsRepository:
         Raises:
             LeaseHeldError: another owner's lease is still valid.
             NotFoundError: the run does not exist.
+            ConflictError: ``saving`` would change the ending of a run that already ended.
             StorageError: DynamoDB failed.
         """
         if ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds}")
+        update = (
+            "SET lease_owner = :owner, lease_expires_at = :until, "
+            "fence = if_not_exists(fence, :zero) + :one"
+        )
+        values: dict[str, Any] = {
+            ":owner": {"S": owner},
+            ":until": {"N": repr(now + ttl_seconds)},
+            ":now": {"N": repr(now)},
+            ":zero": {"N": "0"},
+            ":one": {"N": "1"},
+        }
+        extra: dict[str, Any] = {}
+        if saving is not None:
+            update = f"{update}, {_RECORD_SET}"
+            values |= {**_record_values(saving), **_ENDINGS}
+            extra = {"ExpressionAttributeNames": {"#status": "status"}}
         try:
             response = self._client.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
-                UpdateExpression=(
-                    "SET lease_owner = :owner, lease_expires_at = :until, "
-                    "fence = if_not_exists(fence, :zero) + :one"
-                ),
-                ConditionExpression=LEASE_IS_FREE,
-                ExpressionAttributeValues={
-                    ":owner": {"S": owner},
-                    ":until": {"N": repr(now + ttl_seconds)},
-                    ":now": {"N": repr(now)},
-                    ":zero": {"N": "0"},
-                    ":one": {"N": "1"},
-                },
+                UpdateExpression=update,
+                ConditionExpression=LEASE_IS_FREE
+                + ("" if saving is None else f" AND {NOT_ENDED_OTHERWISE}"),
+                ExpressionAttributeValues=values,
                 ReturnValues="UPDATED_NEW",
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
             )
         except ClientError as exc:
             if _code(exc) != "ConditionalCheckFailedException":
@@ -420,6 +460,9 @@ class RunsRepository:
             old = _old_item(exc)
             if old is None:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take") from exc
+            held = float(old.get("lease_expires_at", {}).get("N", "0")) > now
+            if saving is not None and not ("lease_owner" in old and held):
+                raise refused_save(saving, None, old) from exc
             raise LeaseHeldError(
                 f"run {run_id} is being run by {old.get('lease_owner', {}).get('S', '?')} "
                 f"until {lease_until(old)}; this segment must not touch it "

@@ -93,6 +93,13 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             compression_min_bytes,
         )
         self.buffer = WriteBuffer()
+        # The newest checkpoint of each (thread, namespace) as this saver last read or wrote it
+        # under a fence: a segment holds its run's lease, so nobody else writes the thread while
+        # that fence holds, and its second and later reads of the same newest checkpoint (the
+        # state before the run, LangGraph's own read, the state after) need no Query. Kept
+        # only for the fence it was read under; any stored write of the thread forgets it.
+        self._newest: dict[tuple[str, str], tuple[int, Group]] = {}
+        self._writes_stored = 0  # counts stored writes: a read older than one is not kept
 
     def setup(self) -> None:
         """Create the table if it is missing (on-demand, ``PK``/``SK`` strings) and enable TTL.
@@ -134,6 +141,9 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
                 group, fence, [*self.buffer.items(group), item], f"checkpoint {checkpoint['id']}"
             )
             self.buffer.stored_checkpoint(thread, checkpoint["id"])
+            if fence is not None:
+                # The writes stored with it belong to its parent: the new one has none yet.
+                self._newest[thread] = (fence.value, (item, []))
         return runnable_config(*thread, checkpoint["id"])
 
     def put_writes(
@@ -188,6 +198,8 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         """
         lost: LeaseLostError | None = None
         with self.buffer.lock:
+            # A segment ends with a flush: what it remembered is for its own fence only.
+            self._newest.clear()
             for group in self.buffer.groups():
                 fence = None if group is None else self._fence_of(*group)
                 try:
@@ -205,6 +217,8 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         """
         if not items:
             return
+        self._writes_stored += 1
+        self._forget(group)
         if fence is None:
             self.table.write_items(items, what=what)
         else:
@@ -214,6 +228,14 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
                 self.buffer.clear(group)
                 raise
         self.buffer.clear(group)
+
+    def _forget(self, group: FenceGroup) -> None:
+        """Drop the remembered newest checkpoints a write to ``group`` may change."""
+        if group is None:
+            self._newest.clear()  # an unfenced write may touch any thread
+            return
+        for key in [key for key in self._newest if key[0] == group[0]]:
+            del self._newest[key]
 
     def _fence(self, config: RunnableConfig) -> Fence | None:
         """The fence a config's writes carry: none without a runs table or a fence in it."""
@@ -251,8 +273,24 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         if checkpoint_id:
             group = self.table.checkpoint_group(thread_id, ns, checkpoint_id)
         else:
-            group = self.table.latest_group(thread_id, ns)
+            group = self._newest_group(config, thread_id, ns)
         return None if group is None else self.codec.to_tuple(*group, buffered)
+
+    def _newest_group(self, config: RunnableConfig, thread_id: str, ns: str) -> Group | None:
+        """The namespace's newest checkpoint: remembered under the config's fence, else read."""
+        fence = self._fence(config)
+        if fence is None:
+            return self.table.latest_group(thread_id, ns)
+        with self.buffer.lock:
+            known = self._newest.get((thread_id, ns))
+            generation = self._writes_stored
+        if known is not None and known[0] == fence.value:
+            return known[1]
+        group = self.table.latest_group(thread_id, ns)
+        with self.buffer.lock:
+            if group is not None and generation == self._writes_stored:
+                self._newest[thread_id, ns] = (fence.value, group)
+        return group
 
     def list(
         self,
