@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,11 +81,16 @@ def test_the_example_run_calls_the_order_desk_and_shows_each_call(
         ("estimate_delivery", "ok"),
     ]
     # And the function's log lines, read back as a person would (`runs logs`: the handlers run
-    # in sandbox processes, their lines in the emulator's CloudWatch Logs), name each call
-    logs, logs_text = langorch(capsys, "runs", "logs", run_id)
-    logged = [
-        row["fields"] for row in logs["lines"] if row["fields"].get("message") == "tool called"
-    ]
+    # in sandbox processes, their lines shipped to the emulator's CloudWatch Logs in the
+    # background, a moment after the run ended at most), name each call
+    deadline = time.monotonic() + 30
+    while True:
+        logs, logs_text = langorch(capsys, "runs", "logs", run_id)
+        logged = [
+            row["fields"] for row in logs["lines"] if row["fields"].get("message") == "tool called"
+        ]
+        if len(logged) >= 2 or time.monotonic() > deadline:
+            break
     assert [(e["run_id"], e["step_id"], e["tool"]) for e in logged] == [
         (run_id, "track", "lookup_order"),
         (run_id, "track", "estimate_delivery"),

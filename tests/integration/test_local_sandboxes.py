@@ -7,6 +7,7 @@ own), run by the same :class:`~langorch.local.lambdas.Dispatcher` that ``langorc
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from collections.abc import Iterator
@@ -40,20 +41,35 @@ def handler(event, context):
         "pid": os.getpid(),
         "calls": list(CALLS),
         "request_id": context.aws_request_id,
+        "stream": context.log_stream_name,
         "setting": os.environ.get("LANGORCH_RUNS_TABLE"),
     }
 """
 
 
+SANDBOX_STREAM = re.compile(r"\d{4}/\d{2}/\d{2}/\[\$LATEST\][0-9a-f]{32}")
+"""A Lambda execution environment's log stream: ``YYYY/MM/DD/[$LATEST]<32 hex>``."""
+
+Shipped = list[tuple[str, str, list[tuple[int, str]]]]
+
+
 @pytest.fixture
-def dispatcher(tmp_path: Path) -> Iterator[Dispatcher]:
+def shipped() -> Shipped:
+    """What the dispatcher handed its log sink: ``(function, stream, lines)`` per invocation."""
+    return []
+
+
+@pytest.fixture
+def dispatcher(tmp_path: Path, shipped: Shipped) -> Iterator[Dispatcher]:
     functions = tmp_path / "sandboxed_functions"
     (functions / "trigger").mkdir(parents=True)
     (functions / "__init__.py").write_text("")
     (functions / "trigger" / "__init__.py").write_text("")
     (functions / "trigger" / "handler.py").write_text(textwrap.dedent(HANDLER))
     running = Dispatcher(
-        functions_dir=functions, environment={"LANGORCH_RUNS_TABLE": "runs-of-this-stack"}
+        functions_dir=functions,
+        environment={"LANGORCH_RUNS_TABLE": "runs-of-this-stack"},
+        log_sink=lambda function, stream, lines: shipped.append((function, stream, lines)),
     )
     yield running
     running.uninstall()
@@ -66,7 +82,9 @@ def _wait_for(path: Path, count: int) -> None:
         time.sleep(0.02)
 
 
-def test_overlapping_invocations_run_in_different_sandboxes(dispatcher: Dispatcher, tmp_path):
+def test_overlapping_invocations_run_in_different_sandboxes(
+    dispatcher: Dispatcher, tmp_path: Path, shipped: Shipped
+):
     # Given two invocations of one function that are both running at the same moment
     hold = tmp_path / "hold"
     hold.mkdir()
@@ -83,6 +101,10 @@ def test_overlapping_invocations_run_in_different_sandboxes(dispatcher: Dispatch
     assert first["calls"] == [1]
     assert second["calls"] == [2]
     assert first["request_id"] != second["request_id"]
+    # And each writes its lines to its own stream, named as Lambda names an environment's
+    assert first["stream"] != second["stream"]
+    assert SANDBOX_STREAM.fullmatch(first["stream"])
+    assert sorted(stream for _, stream, _ in shipped) == sorted([first["stream"], second["stream"]])
 
 
 def test_a_sandbox_is_reused_warm_and_gets_the_functions_environment(dispatcher: Dispatcher):
@@ -96,6 +118,29 @@ def test_a_sandbox_is_reused_warm_and_gets_the_functions_environment(dispatcher:
     assert second["pid"] == first["pid"]
     assert second["calls"] == [1, 2]
     assert second["setting"] == "runs-of-this-stack"
+    # And both invocations' lines go to the sandbox's one stream
+    assert SANDBOX_STREAM.fullmatch(first["stream"])
+    assert second["stream"] == first["stream"]
+
+
+def test_each_invocation_ends_with_lambdas_report_line_in_its_sandboxs_stream(
+    dispatcher: Dispatcher, shipped: Shipped
+):
+    # When a function is invoked
+    answer = dispatcher.call(TRIGGER, {"n": 1})
+
+    # Then the sink gets the invocation's lines to the sandbox's stream, REPORT last
+    [(function, stream, lines)] = shipped
+    assert (function, stream) == (TRIGGER, answer["stream"])
+    report = re.fullmatch(
+        r"REPORT RequestId: (\S+)\tDuration: (\d+\.\d\d) ms\tBilled Duration: (\d+) ms\t"
+        r"Memory Size: 1024 MB\tMax Memory Used: (\d+) MB",
+        lines[-1][1],
+    )
+    assert report is not None, lines[-1][1]
+    assert report[1] == answer["request_id"]
+    assert int(report[3]) >= float(report[2])
+    assert int(report[4]) > 0
 
 
 def test_a_handler_exception_is_answered_as_lambdas_error_payload(dispatcher: Dispatcher):
@@ -110,7 +155,8 @@ def test_a_handler_exception_is_answered_as_lambdas_error_payload(dispatcher: Di
 
 
 def test_an_invocation_past_its_timeout_is_a_timeout_error(dispatcher: Dispatcher, tmp_path):
-    # Given an invocation held for longer than the function's timeout
+    # Given a sandbox, and an invocation in it held for longer than the function's timeout
+    before = dispatcher.call(TRIGGER, {"n": 0})
     hold = tmp_path / "never"
     hold.mkdir()
 
@@ -120,4 +166,7 @@ def test_an_invocation_past_its_timeout_is_a_timeout_error(dispatcher: Dispatche
     # Then it fails as Lambda reports a timeout, and the next invocation gets a fresh sandbox
     assert json.loads(answer.payload)["errorType"] == "Sandbox.Timedout"
     (hold / "go").write_text("")
-    assert dispatcher.call(TRIGGER, {"n": 2})["calls"] == [2]
+    after = dispatcher.call(TRIGGER, {"n": 2})
+    assert after["calls"] == [2]
+    # And the fresh sandbox writes to a stream of its own, as a new Lambda environment does
+    assert after["stream"] != before["stream"]

@@ -109,9 +109,9 @@ def pipeline_factory(tmp_path: Any) -> Iterator[Callable[..., Pipeline]]:
     with mock_aws(config=EXECUTION_CONFIG):  # type: ignore[arg-type]
         sink_holder: list[CloudWatchSink] = []
 
-        def sink(name: str, request_id: str, lines: list[tuple[int, str]]) -> None:
+        def sink(name: str, stream: str, lines: list[tuple[int, str]]) -> None:
             for each in sink_holder:
-                each(name, request_id, lines)
+                each(name, stream, lines)
 
         # Inline: the emulator is this process's memory, which a sandbox process cannot reach.
         with Dispatcher(log_sink=sink, isolation="inline"):
@@ -119,8 +119,9 @@ def pipeline_factory(tmp_path: Any) -> Iterator[Callable[..., Pipeline]]:
             def make(**settings: Any) -> Pipeline:
                 settings.setdefault("outbox_dir", str(tmp_path / "outbox"))
                 pipeline = make_pipeline(**settings)
+                # Synchronous: the tests read the lines the moment a run's execution ends.
                 cloudwatch = CloudWatchSink(
-                    pipeline.logs, pipeline.container.settings.log_group_prefix
+                    pipeline.logs, pipeline.container.settings.log_group_prefix, background=False
                 )
                 cloudwatch.ensure_groups(list(FUNCTIONS.values()))
                 sink_holder[:] = [cloudwatch]

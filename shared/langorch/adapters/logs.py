@@ -7,14 +7,44 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from langorch.domain.errors import StorageError
 
-_PUT_MAX_EVENTS = 10_000
-_PUT_MAX_BYTES = 1_000_000
-_EVENT_OVERHEAD_BYTES = 26
-"""PutLogEvents counts each event's message plus 26 bytes against its 1 MB batch limit."""
+PUT_MAX_EVENTS = 10_000
+"""The most events one PutLogEvents call takes."""
+PUT_MAX_BYTES = 1_048_576
+"""The most bytes one PutLogEvents call takes: each event's UTF-8 message plus
+:data:`EVENT_OVERHEAD_BYTES`."""
+EVENT_OVERHEAD_BYTES = 26
+PUT_MAX_SPAN_MS = 24 * 60 * 60 * 1000
+"""The events of one PutLogEvents call may not span more than 24 hours."""
+
+Event = tuple[int, str]
+"""A log event to write: ``(epoch milliseconds, message)``."""
+
+
+def put_batches(events: Sequence[Event]) -> Iterator[list[Event]]:
+    """``events`` in time order, cut into the fewest PutLogEvents calls CloudWatch's limits allow.
+
+    Each batch holds at most :data:`PUT_MAX_EVENTS` events and :data:`PUT_MAX_BYTES` bytes and
+    spans at most :data:`PUT_MAX_SPAN_MS`; events of the same millisecond keep their order.
+    """
+    batch: list[Event] = []
+    size = 0
+    for event in sorted(events, key=lambda e: e[0]):
+        cost = len(event[1].encode("utf-8")) + EVENT_OVERHEAD_BYTES
+        if batch and (
+            len(batch) >= PUT_MAX_EVENTS
+            or size + cost > PUT_MAX_BYTES
+            or event[0] - batch[0][0] > PUT_MAX_SPAN_MS
+        ):
+            yield batch
+            batch, size = [], 0
+        batch.append(event)
+        size += cost
+    if batch:
+        yield batch
 
 
 @dataclass(frozen=True)
@@ -60,32 +90,33 @@ class CloudWatchLogs:
             except ClientError as exc:
                 raise StorageError(f"cannot set retention of {group}: {exc}") from exc
 
-    def put(self, group: str, stream: str, events: Sequence[tuple[int, str]]) -> None:
+    def put(self, group: str, stream: str, events: Sequence[Event]) -> None:
         """Write ``(epoch ms, message)`` events to a stream, creating the stream when missing."""
         if not events:
             return
+        self.create_stream(group, stream)
+        for batch in put_batches(events):
+            self.put_batch(group, stream, batch)
+
+    def create_stream(self, group: str, stream: str) -> None:
+        """Create a log stream in ``group`` (one that exists already is fine)."""
         try:
             self._client.create_log_stream(logGroupName=group, logStreamName=stream)
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
                 raise StorageError(f"cannot create log stream {group}/{stream}: {exc}") from exc
-        # PutLogEvents wants events in time order and batches bounded in count and bytes.
-        ordered = sorted(events, key=lambda e: e[0])
-        batch: list[dict[str, Any]] = []
-        size = 0
-        for timestamp, message in ordered:
-            cost = len(message.encode("utf-8")) + _EVENT_OVERHEAD_BYTES
-            if batch and (len(batch) >= _PUT_MAX_EVENTS or size + cost > _PUT_MAX_BYTES):
-                self._put_batch(group, stream, batch)
-                batch, size = [], 0
-            batch.append({"timestamp": timestamp, "message": message})
-            size += cost
-        self._put_batch(group, stream, batch)
+        except BotoCoreError as exc:  # the emulator is gone, or not answering
+            raise StorageError(f"cannot create log stream {group}/{stream}: {exc}") from exc
 
-    def _put_batch(self, group: str, stream: str, batch: list[dict[str, Any]]) -> None:
+    def put_batch(self, group: str, stream: str, batch: Sequence[Event]) -> None:
+        """One PutLogEvents call: ``batch`` must be one of :func:`put_batches`' batches."""
         try:
-            self._client.put_log_events(logGroupName=group, logStreamName=stream, logEvents=batch)
-        except ClientError as exc:
+            self._client.put_log_events(
+                logGroupName=group,
+                logStreamName=stream,
+                logEvents=[{"timestamp": t, "message": m} for t, m in batch],
+            )
+        except (BotoCoreError, ClientError) as exc:
             raise StorageError(f"cannot write to {group}/{stream}: {exc}") from exc
 
     def groups(self, prefix: str) -> list[str]:

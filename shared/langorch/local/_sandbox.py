@@ -17,8 +17,9 @@ only what Lambda's is — the handler building its container on the first invoca
 
 A sandbox gets its event, context and environment over a pipe and answers with the handler's
 JSON result or Lambda's error payload, plus the invocation's captured log lines (shipped to
-CloudWatch Logs by the dispatcher, in the parent). Handlers reach AWS through the endpoint URL
-of their settings, wherever the emulator runs.
+CloudWatch Logs by the dispatcher, in the parent, to the sandbox's own stream: each sandbox has
+an id, as a Lambda execution environment has, and a new sandbox a new id). Handlers reach AWS
+through the endpoint URL of their settings, wherever the emulator runs.
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ import sys
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, TextIO
@@ -49,6 +51,10 @@ class Reply:
     payload: bytes
     function_error: str | None
     lines: list[tuple[int, str]] = field(default_factory=list)
+    max_memory_mb: int = 0
+    """The sandbox's peak memory so far (``Max Memory Used`` of Lambda's ``REPORT`` line)."""
+    log_stream: str = ""
+    """The sandbox's log stream, where the invocation's lines belong."""
 
 
 class SandboxError(Exception):
@@ -118,8 +124,12 @@ def _context(preload: list[str]) -> Any:
 
 class _Worker:
     def __init__(self, process: Any, connection: Connection) -> None:
+        from langorch.local.logs import environment_stream
+
         self.process = process
         self.connection = connection
+        # Lambda names an execution environment's stream after it: one stream per sandbox.
+        self.log_stream = environment_stream(uuid.uuid4().hex)
 
     def stop(self) -> None:
         with suppress(OSError, ValueError):
@@ -173,7 +183,8 @@ class SandboxPool:
         """
         with self._sandbox() as worker:
             try:
-                worker.connection.send((event, dict(context), dict(env)))
+                context = {**context, "log_stream_name": worker.log_stream}
+                worker.connection.send((event, context, dict(env)))
                 if not worker.connection.poll(timeout):
                     self._discard(worker)
                     raise SandboxError(
@@ -185,7 +196,7 @@ class SandboxPool:
                 raise SandboxError(
                     "Runtime.ExitError", f"the {self.package} sandbox exited: {exc!r}"
                 ) from exc
-            return answer
+            return replace(answer, log_stream=worker.log_stream)
 
     def warm(self) -> None:
         """Start one sandbox ahead of the first invocation (in the caller's thread)."""
@@ -362,7 +373,7 @@ def serve(
     """A sandbox's life: answer invocations one at a time until told to stop (``None``)."""
     import signal
 
-    from langorch.local.logs import captured_lines
+    from langorch.local.logs import captured_lines, max_memory_used_mb
 
     # Ctrl-C in the terminal reaches every process of the group; the stack stops its sandboxes
     # itself (``None``), so a sandbox ignores it instead of printing a traceback per worker.
@@ -393,6 +404,7 @@ def serve(
             reply = Reply(json.dumps(result, default=str).encode("utf-8"), None, lines)
         except Exception as exc:  # the Lambda runtime turns any exception into this shape
             reply = Reply(error_payload(exc), "Unhandled", lines)
+        reply = replace(reply, max_memory_mb=max_memory_used_mb())
         sys.stdout.flush()
         connection.send(reply)
 

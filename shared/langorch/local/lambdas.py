@@ -30,6 +30,7 @@ import json
 import os
 import sys
 import threading
+import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -81,7 +82,8 @@ FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
 """``functions/`` of this checkout (``shared/langorch/local`` -> the repository root)."""
 
 LogSink = Callable[[str, str, list[tuple[int, str]]], None]
-"""Receives ``(function name, request id, captured lines)`` after each invocation."""
+"""Receives ``(function name, log stream, lines)`` after each invocation: the lines it logged
+and Lambda's ``REPORT`` line; the stream is its sandbox's (inline: one per invocation)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -362,7 +364,7 @@ class Dispatcher:
             except Exception as exc:  # the Lambda runtime turns any exception into this shape
                 return Invocation(_error_payload(exc), function_error="Unhandled")
             return Invocation(json.dumps(result, default=str).encode("utf-8"))
-        request_id = str(getattr(context, "aws_request_id", "") or uuid.uuid4())
+        started = time.monotonic()
         try:
             reply = self._pool(_package_of(function_name)).invoke(
                 event,
@@ -372,8 +374,9 @@ class Dispatcher:
             )
         except (_RuntimeError, SandboxError) as exc:
             return Invocation(_error_payload(exc), function_error="Unhandled")
-        if self._log_sink is not None and reply.lines:
-            self._log_sink(function_name, request_id, reply.lines)
+        self._ship(
+            function_name, reply.log_stream, context, reply.lines, started, reply.max_memory_mb
+        )
         return Invocation(reply.payload, reply.function_error)
 
     def call(
@@ -417,18 +420,41 @@ class Dispatcher:
     def _call_inline(
         self, function_name: str, event: Any, context: Any, env: Mapping[str, str] | None
     ) -> Any:
-        from langorch.local.logs import captured_lines
+        from langorch.local.logs import captured_lines, invocation_stream, max_memory_used_mb
 
         request_id = str(getattr(context, "aws_request_id", "") or uuid.uuid4())
         lines: list[tuple[int, str]] = []
+        started = time.monotonic()
         try:
             with self._environ.applied(self.environment if env is None else env):
                 handler = self._handler(function_name)
                 with captured_lines() as lines:
                     return handler(event, context)
         finally:
-            if self._log_sink is not None and lines:
-                self._log_sink(function_name, request_id, lines)
+            stream = invocation_stream(request_id)
+            self._ship(function_name, stream, context, lines, started, max_memory_used_mb())
+
+    def _ship(
+        self,
+        function_name: str,
+        stream: str,
+        context: Any,
+        lines: list[tuple[int, str]],
+        started: float,
+        max_memory_mb: int,
+    ) -> None:
+        """Hand the invocation's lines and its ``REPORT`` line to the log sink."""
+        if self._log_sink is None:
+            return
+        from langorch.local.logs import report_line
+
+        report = report_line(
+            str(getattr(context, "aws_request_id", "") or "-"),
+            (time.monotonic() - started) * 1000,
+            memory_size_mb=int(getattr(context, "memory_limit_in_mb", 1024)),
+            max_memory_used_mb=max_memory_mb,
+        )
+        self._log_sink(function_name, stream, [*lines, report])
 
     def _pool(self, package: str) -> SandboxPool:
         with self._load_lock:

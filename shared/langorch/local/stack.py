@@ -53,10 +53,23 @@ class LocalStack:
     dynamodb: DynamoDBProcess | None = None
     """The process serving DynamoDB (``langorch.local.dynamodb_process``)."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
+    _flush_logs: Callable[[float], bool] | None = None
 
     @property
     def stack_file(self) -> Path:
         return self.home / STACK_FILE
+
+    def flush_logs(self, timeout: float = 30.0) -> bool:
+        """Wait until the log lines of every invocation that has returned are in CloudWatch Logs.
+
+        The functions' lines are shipped in the background (:mod:`langorch.local.logs`): a
+        reader in this process that needs them the moment an invocation returned calls this
+        first.
+
+        Returns:
+            ``False`` when ``timeout`` seconds passed first.
+        """
+        return True if self._flush_logs is None else self._flush_logs(timeout)
 
     def stop(self) -> None:
         """Stop everything this stack started (newest first) and forget the stack file."""
@@ -357,6 +370,10 @@ def start_local_stack(
         seed_builtins(container.definitions)
 
         sink = CloudWatchSink(CloudWatchLogs(container.client("logs")), settings.log_group_prefix)
+        # Stopped after the dispatcher and what invokes it, before the emulator: what they
+        # logged is written first.
+        stack._stops.append(sink.close)
+        stack._flush_logs = sink.flush
         dispatcher = Dispatcher(**_console_options(home, sink, console, verbose)).install()
         stack._stops.append(dispatcher.uninstall)
         settings, stack.functions = provision_pipeline(container, settings, sink)
