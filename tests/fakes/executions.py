@@ -129,6 +129,13 @@ class InMemoryExecutions:
             self._tokens[token] = run_id
             return token
 
+    def lose_all(self) -> None:
+        """The local stack was killed: its executions and their tokens are gone (they lived in
+        the emulator's threads) until the restart starts them again."""
+        with self._lock:
+            self._executions.clear()
+            self._tokens.clear()
+
     @property
     def names(self) -> list[str]:
         """Every execution's name, in start order."""

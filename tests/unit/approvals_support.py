@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from langorch.app.approvals import ApprovalHttpRequest, RequestApproval, ensure_signing_key
+from langorch.app.approvals import (
+    ApprovalHttpRequest,
+    ApprovalRequested,
+    RequestApproval,
+    ensure_signing_key,
+)
 from langorch.app.approvals import request_approval as request
 from langorch.domain.runs import PendingInterrupt, RunRecord, RunStatus, RunTrigger, transition
 from tests.fakes import Fakes, InMemoryExecutions
@@ -75,6 +80,8 @@ class Parked:
     approval_id: str
     links: dict[str, str] = field(default_factory=dict)
     codes: dict[str, str] = field(default_factory=dict)
+    request: dict[str, Any] = field(default_factory=dict)
+    """The approval the run's task asked for (what a park again asks for)."""
 
 
 class FakeStack:
@@ -133,13 +140,22 @@ class FakeStack:
             self.container,
             randbelow=codes(),
         )
-        parked = Parked(run_id, token, result.approval_id)
+        parked = Parked(run_id, token, result.approval_id, request=approval)
         for mail in self.container.email.sent[before:]:
             parked.links[mail.to] = mail.link
             found = re.search(r"one-time code: (\d{6})", mail.text)
             if found:
                 parked.codes[mail.to] = found.group(1)
         return parked
+
+    def park_again(self, parked: Parked) -> ApprovalRequested:
+        """The run's new execution (after a restart) parks on the same approval again."""
+        token = self.steps.park(parked.run_id)
+        return request(
+            RequestApproval(run_id=parked.run_id, approval=parked.request, task_token=token),
+            self.container,
+            randbelow=codes(),
+        )
 
     def status(self, parked: Parked) -> str:
         """The execution's status (RUNNING until resumed)."""

@@ -493,6 +493,38 @@ def test_a_click_after_the_task_timed_out_is_too_late(stack: FakeStack, callback
     assert ("too_late", "task_closed", ALICE) in stack.audit(parked)
 
 
+def test_a_click_while_a_restarted_run_parks_again_is_delivered_to_its_new_task(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Given a parked run whose page alice opened, and the local stack killed: its execution
+    # and task are gone until the restart starts the run again
+    parked = stack.park()
+    page = call(callback, event(parked.links[ALICE]))
+    stack.read_pages()
+    stack.steps.lose_all()
+    # When alice approves through the link emailed before the crash
+    form = {"nonce": read(callback, page["body"]), "decision": "approved"}
+    answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
+    # Then her decision is recorded, not "too late", and nothing resumed yet
+    assert answer["statusCode"] == 200 and "You approved" in answer["body"], answer["body"]
+    assert stack.steps.sent == []
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval is not None and approval.status is ApprovalStatus.approved
+    assert approval.delivered_at is None
+    # And when the restarted run parks on the approval again, its new task gets her decision
+    # at once, and nobody is emailed twice
+    emails = len(stack.container.email.sent)
+    again = stack.park_again(parked)
+    assert again.emailed == [] and len(stack.container.email.sent) == emails
+    assert [(o["decision"], o["approver"]) for o in stack.steps.sent] == [("approved", ALICE)]
+    assert stack.status(parked) == "SUCCEEDED"
+    delivered = stack.container.approvals.get(parked.approval_id)
+    assert delivered is not None and delivered.delivered_at is not None
+    # And parking again once more (a retried request) delivers nothing twice
+    stack.park_again(parked)
+    assert len(stack.steps.sent) == 1
+
+
 def test_a_decision_whose_task_the_timeout_took_stands(stack: FakeStack) -> None:
     # Given alice's POST got past its checks and recorded, and meanwhile the task timed out
     # and the run's timeout took the recorded decision (it is marked delivered)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langorch.app.approval_driver import audit, record
+from langorch.app.approval_driver import apply_event, audit, record
 from langorch.app.approval_keys import SigningKeys, load_signing_keys
 from langorch.app.approval_ports import RequestPorts
 from langorch.domain.approval_codes import code_hash, new_code
@@ -22,11 +22,12 @@ from langorch.domain.approvals import (
     Approval,
     ApprovalStatus,
     approver_ref,
+    decision_output,
     link_url,
     new_approval,
     sign_link,
 )
-from langorch.domain.errors import ConflictError, NotFoundError
+from langorch.domain.errors import ConflictError, NotFoundError, TaskClosedError
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +93,8 @@ def request_approval(
     stored, created = ports.approvals.put_pending(approval, cmd.task_token)
     if created:
         record(ports.approvals, stored, step(State.new, Event.request), at=now)
+    if not created and state_of(stored, now=now) is State.decided:
+        return _deliver_recorded(stored, cmd.task_token, ports)
     if not stored.is_pending:
         logger.info(
             "approval already closed; nothing to email",
@@ -122,6 +125,31 @@ def request_approval(
         },
     )
     return ApprovalRequested(stored.approval_id, created, emailed)
+
+
+def _deliver_recorded(stored: Approval, task_token: str, ports: RequestPorts) -> ApprovalRequested:
+    """Hand a decision recorded while the run had no task (its execution was replaced: recovery
+    after a restart, a redrive) to the task that parks it now, instead of emailing again.
+
+    A second delivery to one task is refused by Step Functions, so a click that reaches the new
+    task too never resumes the run twice.
+    """
+    try:
+        ports.executions.send_success(task_token, decision_output(stored))
+        event = Event.redeliver
+    except TaskClosedError:
+        event = Event.redeliver_closed
+    apply_event(ports.approvals, stored, event, ports.clock(), None, None, tolerant=True)
+    logger.info(
+        "recorded approval decision delivered to the run's new task",
+        extra={
+            "approval_id": stored.approval_id,
+            "run_id": stored.run_id,
+            "decision": stored.status.value,
+            "outcome": event.value,
+        },
+    )
+    return ApprovalRequested(stored.approval_id, False, [], stored.status)
 
 
 def _email_one(

@@ -89,6 +89,7 @@ from langorch.domain.approvals import (
     redelivery_due,
 )
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
+from langorch.domain.runs import execution_name
 
 __all__ = [
     "MIN_KEY_BYTES",
@@ -381,7 +382,16 @@ def _task_closed(
     req: ApprovalHttpRequest, ports: PagePorts, decided: Approval, approver: str
 ) -> Decided:
     """The task stopped waiting before the decision reached it: "too late", unless the run's
-    timeout took this recorded decision meanwhile (:func:`resume_after_timeout`)."""
+    timeout took this recorded decision meanwhile (:func:`resume_after_timeout`), or the run
+    still waits on this approval under a new execution that has not parked yet (recovery after
+    a restart, a redrive): then the decision stays recorded and that park delivers it
+    (:func:`~langorch.app.approval_requests.request_approval`)."""
+    if _run_still_waits(ports, decided):
+        logger.info(
+            "approval decided while its run parks again; its new task gets the decision",
+            extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
+        )
+        return Decided(decided)
     store, now = ports.approvals, ports.clock()
     closing = step(state_of(decided, now=now), Event.task_closed)
     if perform(store, decided, closing, now) is None:
@@ -395,6 +405,26 @@ def _task_closed(
         extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
     )
     raise TooLateError("the approval's task is closed")
+
+
+def _run_still_waits(ports: PagePorts, approval: Approval) -> bool:
+    """Whether the approval's run still waits on it with an execution that goes on: running
+    (started again after a restart, or heading for the timeout's segment, which takes this
+    recorded decision), or not there yet (the local stack restarts it)."""
+    try:
+        run = ports.runs.get_run(approval.run_id)
+    except NotFoundError:
+        return False
+    waits_on = None if run.pending is None else run.pending.interrupt_id
+    if run.is_terminal or waits_on != approval.interrupt_id:
+        return False
+    try:
+        status = ports.executions.describe(execution_name(run.run_id, run.attempt))["status"]
+    except NotFoundError:
+        return True
+    except StorageError:
+        return False  # unknown: "too late", as before, is the safe answer
+    return bool(status == "RUNNING")
 
 
 def _redeliver_if_lost(
