@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from langorch.app.restart import recover_in_flight
 from langorch.app.runs import RunSegment, StartRun, launch_run, run_segment
 from langorch.domain.errors import LeaseHeldError
+from langorch.domain.runs import RunRecord, TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.executions import InMemoryExecutions
+from tests.fakes.runs import InMemoryRuns
 from tests.integration.conftest import register_text
 
 FLOWS = """
@@ -90,3 +94,37 @@ def test_the_lease_of_a_segment_that_died_with_the_stack_no_longer_blocks_the_ru
     # When the stack recovers it, then its new execution's segment runs it to the end
     recover_in_flight(deps)  # type: ignore[arg-type]
     assert run_segment(RunSegment(run.run_id), deps).status == "succeeded"
+
+
+class _KilledAtTheLastWrite(InMemoryRuns):
+    """A view of a runs fake's table from a stack killed (SIGKILL) just before a segment's
+    last write: it shares the fake's rows."""
+
+    def __init__(self, table: InMemoryRuns) -> None:
+        self.__dict__ = table.__dict__
+
+    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+        if run.is_terminal and release:
+            raise SystemExit("killed")  # the process dies: nothing after this runs
+        super().save_run(run, fence=fence, release=release)
+
+
+def test_a_run_whose_finishing_segment_died_before_its_last_write_finishes_once(
+    deps: Fakes,
+) -> None:
+    # Given a run whose segment appended its run_finished, then died before its record said so
+    table = deps.runs
+    run, _ = launch_run(StartRun("flow"), deps)
+    deps.runs = _KilledAtTheLastWrite(table)
+    with pytest.raises(SystemExit):
+        run_segment(RunSegment(run.run_id), deps)
+    # When the stack starts again and the run's new execution runs its segment
+    deps.runs = table
+    restarted(deps)
+    recover_in_flight(deps)  # type: ignore[arg-type]
+    answer: Any = run_segment(RunSegment(run.run_id), deps)
+    # Then the run succeeded, and its timeline says it finished once
+    assert answer.status == "succeeded"
+    timeline = deps.runs.get_timeline(run.run_id)
+    assert [e.type for e in timeline].count(TimelineEventType.run_finished) == 1
+    assert deps.runs.get_run(run.run_id).status.value == "succeeded"

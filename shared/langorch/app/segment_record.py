@@ -108,6 +108,8 @@ def record_segment(
 
         result.request = bounded_request(dict(result.request))
     run, closing = _ended(run, result, now)
+    if not result.events and run.is_terminal and _finished_by_previous(run, deps):
+        closing = []  # that segment's run_finished stands: a run ends once on its timeline
     events.extend(closing)
     deps.runs.append_events(run.run_id, numbered(run, events))
     deps.runs.save_run(run, fence=fence, release=True)
@@ -243,17 +245,35 @@ def engine_timeline(
     return timeline
 
 
+def _finished_by_previous(run: RunRecord, deps: EndDeps) -> bool:
+    """Whether the previous segment already finished the run on its timeline.
+
+    A segment with nothing left to run follows one that finished the graph and appended its
+    ``run_finished`` but was stopped (a crash, ``langorch dev`` killed) before its record said
+    so. Read only then: one Query, never on a segment that ran a step.
+    """
+    previous = run.segment - 1
+    return any(
+        e.type is TimelineEventType.run_finished and e.seq // SEGMENT_SEQ_SPAN == previous
+        for e in deps.runs.get_timeline(run.run_id)
+    )
+
+
+SEGMENT_SEQ_SPAN = 1_000_000
+"""Each segment numbers its events in its own range: ``segment * SEGMENT_SEQ_SPAN + i``."""
+
+
 def numbered(run: RunRecord, events: list[TimelineEvent]) -> list[TimelineEvent]:
     # Sequence numbers grow across segments without reading the timeline back: the segment
     # number is the high part.
-    base = run.segment * 1_000_000
+    base = run.segment * SEGMENT_SEQ_SPAN
     return [e.model_copy(update={"seq": base + i + 1}) for i, e in enumerate(events)]
 
 
 def closing_seq(run: RunRecord) -> int:
     # The last slot of the current segment's range (see _numbered): after every event of the
     # segment, and the same on a retry, so a repeated call replaces its event, never adds one.
-    return (run.segment + 1) * 1_000_000 - 1
+    return (run.segment + 1) * SEGMENT_SEQ_SPAN - 1
 
 
 def _resumed_event(
