@@ -70,6 +70,13 @@ def suppress(stack: LangorchStack) -> None:
     assert request_role is not None
     _ack(
         request_role,
+        "AwsSolutions-IAM5[Resource::*]",
+        XRAY + " Also states:SendTaskSuccess: a decision recorded while the run had no task "
+        "is handed to the task that parks it again; a task token names no state machine, so "
+        "the action cannot be scoped to one.",
+    )
+    _ack(
+        request_role,
         f"AwsSolutions-IAM5[Resource::arn:{_pseudo(stack.partition, 'Partition')}"
         f":ses:{_pseudo(stack.region, 'Region')}:{_pseudo(stack.account, 'AccountId')}"
         ":identity/*]",
@@ -120,13 +127,23 @@ def suppress(stack: LangorchStack) -> None:
         f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.tables.runs)}/index/*]",
         "The reconcile pass lists open runs by status: Query on this one table's indexes.",
     )
-    _ack(
-        trigger_role,
+    executions = (
         f"AwsSolutions-IAM5[Resource::arn:{_pseudo(stack.partition, 'Partition')}"
         f":states:{_pseudo(stack.region, 'Region')}:{_pseudo(stack.account, 'AccountId')}"
-        f":execution:{stack.config.prefix}-runs:*]",
+        f":execution:{stack.config.prefix}-runs:*]"
+    )
+    _ack(
+        trigger_role,
+        executions,
         "The reconcile pass reads how each open run's execution ended: DescribeExecution on "
         "the executions of this stage's one state machine (named by run id at run time).",
+    )
+    _ack(
+        callback_role,
+        executions,
+        "A click that finds its task closed reads whether the run's execution goes on: "
+        "DescribeExecution on the executions of this stage's one state machine (named by run "
+        "id at run time).",
     )
     runner_role = functions.run_segment.role
     assert runner_role is not None

@@ -101,11 +101,14 @@ class LangorchStack(Stack):
             resource_name=f"{prefix}-runs:*",
             arn_format=ArnFormat.COLON_RESOURCE_NAME,
         )
-        iam.Grant.add_to_principal(
-            grantee=self.functions.trigger,
-            actions=["states:DescribeExecution"],
-            resource_arns=[self.executions_arn],
-        )
+        # The approval callback reads whether a run's execution goes on when a click finds
+        # its task closed (the decision waits for the run's next park instead of "too late").
+        for reader in (self.functions.trigger, self.functions.approval_callback):
+            iam.Grant.add_to_principal(
+                grantee=reader,
+                actions=["states:DescribeExecution"],
+                resource_arns=[self.executions_arn],
+            )
         self.api = HttpApi(
             self,
             "Http",

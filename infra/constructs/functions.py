@@ -327,6 +327,11 @@ class Functions(Construct):
         iam.Grant.add_to_principal(
             grantee=callback, actions=["states:SendTaskSuccess"], resource_arns=["*"]
         )
+        # A decision recorded while the run had no task (its execution replaced by a redrive
+        # or a restart) goes to the task that parks the run again: request_approval sends it.
+        iam.Grant.add_to_principal(
+            grantee=request, actions=["states:SendTaskSuccess"], resource_arns=["*"]
+        )
 
     @property
     def all(self) -> dict[str, lambda_.Function]:
