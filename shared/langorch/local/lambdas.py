@@ -66,10 +66,12 @@ PACKAGE_OF: Mapping[str, str] = {name: package for package, name in FUNCTIONS.it
 _TIMEOUTS: Mapping[str, int] = {"run_segment": 900}
 """Seconds; a segment may run up to Lambda's limit, the others are quick."""
 _DEFAULT_TIMEOUT = 30
-DEFAULT_SANDBOXES = 8
+DEFAULT_SANDBOXES = 16
 """Concurrent sandboxes per function (started on demand): an invocation mostly waits on the
-emulator, so several overlap on two cores — with 4, 100 simultaneous clicks queued for minutes on
-a busy machine; each is a process (~100 MB, most of it shared with the fork server), so not
+emulator, so several overlap on two cores. 100 webhook runs with approvals at once (``make
+bench-pipeline``, a round after the first): with 8, 210-228 runs/min and click -> resume p95
+9-11 s; with 16, 262-267 and 7-8 s; with 32, 269-288 and 7 s but a slower first round (more
+cold starts). Each is a process (~100 MB, most of it shared with the fork server), so not
 Lambda's thousand."""
 _ROLE_NAME = "langorch-local-lambda"
 _RUNTIME = "python3.12"
