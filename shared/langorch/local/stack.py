@@ -335,9 +335,15 @@ def start_local_stack(
     home.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     has_gateway = _has_module("langorch.local.gateway")
-    if has_gateway:
-        gateway_port = gateway_port or free_port()
+    reserved: socket.socket | None = None
+    if has_gateway and gateway_port:
         ensure_port_free(gateway_port, what="the HTTP gateway", option="--port")
+    elif has_gateway:
+        # Held bound until the gateway binds it: a port only looked up here could be handed
+        # meanwhile to the DynamoDB process or to one of the sandboxes' outgoing connections.
+        reserved = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        reserved.bind(("127.0.0.1", 0))
+        gateway_port = int(reserved.getsockname()[1])
     stack = LocalStack(settings=Settings(region=region), home=home)
     state_dir = (home / STATE_DIR) if durable else None
     stack.dynamodb = dynamodb = start_dynamodb_process(state_dir)  # starts with the emulator
@@ -390,12 +396,16 @@ def start_local_stack(
         # Before the gateway opens: a click on an old link then finds the run parked again.
         stack.recovered = recover_runs(Container(settings, session=session))
         if has_gateway and gateway_port is not None:
+            if reserved is not None:
+                reserved.close()
             stack.gateway_url = start_gateway(stack, gateway_port)
         start_ticker(stack)
         start_s3_events(stack)
         write_stack_file(stack.stack_file, _stack_document(stack))
         return stack
     except BaseException:
+        if reserved is not None:
+            reserved.close()
         stack.stop()
         raise
 
