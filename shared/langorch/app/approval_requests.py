@@ -14,7 +14,7 @@ from typing import Any
 
 from langorch.app.approval_driver import apply_event, audit, record
 from langorch.app.approval_keys import SigningKeys, load_signing_keys
-from langorch.app.approval_ports import RequestPorts
+from langorch.app.approval_ports import PagePorts, RequestPorts
 from langorch.domain.approval_codes import code_hash, new_code
 from langorch.domain.approval_lifecycle import Event, State, state_of, step
 from langorch.domain.approval_votes import may_be_asked, next_timer
@@ -127,6 +127,21 @@ def request_approval(
     return ApprovalRequested(stored.approval_id, created, emailed)
 
 
+def hand_over_decision(
+    approval: Approval, task_token: str, ports: PagePorts, actor: str | None, req: Any
+) -> Event:
+    """Send a recorded decision to ``task_token`` and note it delivered: ``redeliver``, or
+    ``redeliver_closed`` when the task is closed (delivered after all, or timed out, and then
+    the run's timeout resumes with this same decision)."""
+    try:
+        ports.executions.send_success(task_token, decision_output(approval))
+        event = Event.redeliver
+    except TaskClosedError:
+        event = Event.redeliver_closed
+    apply_event(ports.approvals, approval, event, ports.clock(), actor, req, tolerant=True)
+    return event
+
+
 def _deliver_recorded(stored: Approval, task_token: str, ports: RequestPorts) -> ApprovalRequested:
     """Hand a decision recorded while the run had no task (its execution was replaced: recovery
     after a restart, a redrive) to the task that parks it now, instead of emailing again.
@@ -134,12 +149,7 @@ def _deliver_recorded(stored: Approval, task_token: str, ports: RequestPorts) ->
     A second delivery to one task is refused by Step Functions, so a click that reaches the new
     task too never resumes the run twice.
     """
-    try:
-        ports.executions.send_success(task_token, decision_output(stored))
-        event = Event.redeliver
-    except TaskClosedError:
-        event = Event.redeliver_closed
-    apply_event(ports.approvals, stored, event, ports.clock(), None, None, tolerant=True)
+    event = hand_over_decision(stored, task_token, ports, None, None)
     logger.info(
         "recorded approval decision delivered to the run's new task",
         extra={

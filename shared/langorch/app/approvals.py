@@ -56,7 +56,12 @@ from langorch.app.approval_page import (
     view_token,
 )
 from langorch.app.approval_ports import ApprovalsStore, EmailSender, PagePorts, RequestPorts
-from langorch.app.approval_requests import ApprovalRequested, RequestApproval, request_approval
+from langorch.app.approval_requests import (
+    ApprovalRequested,
+    RequestApproval,
+    hand_over_decision,
+    request_approval,
+)
 from langorch.app.approval_votes import (
     DelegatedAwayError,
     DelegationRefusedError,
@@ -445,15 +450,11 @@ def _redeliver_if_lost(
     ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
     try:
         token = ports.approvals.task_token(approval.approval_id)
-        ports.executions.send_success(token, decision_output(approval))
-        event = Event.redeliver
-    except TaskClosedError:
-        event = Event.redeliver_closed
+        event = hand_over_decision(approval, token, ports, visitor, req)
     except (StorageError, NotFoundError):
         apply_event(ports.approvals, approval, Event.redeliver_failed, now, visitor, req)
         logger.warning("recorded approval decision could not be redelivered", extra=ids)
         return
-    apply_event(ports.approvals, approval, event, ports.clock(), visitor, req, tolerant=True)
     logger.warning(
         "lost approval decision redelivered",
         extra={**ids, "decision": approval.status.value, "outcome": event.value},
