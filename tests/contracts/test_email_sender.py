@@ -44,3 +44,15 @@ def test_each_sent_email_gets_its_own_message_id(sender: Sender) -> None:
     first = sender.send(_email(1))
     second = sender.send(_email(2))
     assert first and second and first != second
+
+
+def test_the_outbox_keeps_one_copy_of_a_message_sent_again(tmp_path: Path) -> None:
+    # Given the local outbox, and a message sent once
+    outbox = OutboxSender(tmp_path / "outbox", stdout=io.StringIO())
+    first = outbox.send(_email(1))
+    # When the same message is sent again (a request retried after a crash), and another one
+    again = outbox.send(_email(1))
+    other = outbox.send(_email(2))
+    # Then the outbox holds the first copy once, and the other message beside it
+    assert again == first and other != first
+    assert sorted(p.stem for p in (tmp_path / "outbox").glob("*.json")) == sorted([first, other])

@@ -6,6 +6,7 @@ logs it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -23,7 +24,8 @@ _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 class OutboxSender:
-    """Writes each email as ``<stamp>-<approval>-<n>.json`` and ``.eml`` under ``outbox_dir``.
+    """Writes each email as ``<stamp>-<approval>-<identity>.json`` and ``.eml`` under
+    ``outbox_dir`` (``identity``: a digest of recipient, subject, link and text).
 
     Args:
         outbox_dir: the folder (created when missing).
@@ -45,8 +47,17 @@ class OutboxSender:
     def send(self, email: OutgoingEmail) -> str:
         """Write the email and print its link; returns the file stem as the message id."""
         self._dir.mkdir(parents=True, exist_ok=True)
+        approval = _SAFE.sub("_", email.approval_id)
+        # The same message sent again (a request that died between sending and noting it
+        # sent, then retried after a restart) is kept once, as a mailbox keeps one copy per
+        # Message-ID. SES has no such key: deployed, that email arrives twice.
+        identity = hashlib.sha256(
+            "\n".join((email.to, email.subject, email.link, email.text)).encode("utf-8")
+        ).hexdigest()[:16]
+        for earlier in self._dir.glob(f"*-{approval}-{identity}*.json"):
+            return earlier.stem
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        base = f"{stamp}-{_SAFE.sub('_', email.approval_id)}"
+        base = f"{stamp}-{approval}-{identity}"
         stem = base
         counter = 1
         while (self._dir / f"{stem}.json").exists():
