@@ -1,8 +1,11 @@
-"""The emulator's fixes keep DynamoDB's promises: a transaction is all or nothing, even with the
-narrow (per-item) backup that replaced moto's whole-table copy."""
+"""The emulator's fixes keep the promises they touch: a DynamoDB transaction is all or nothing,
+even with the narrow (per-item) backup that replaced moto's whole-table copy; a JSONPath parsed
+once still reads each execution's own input."""
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -85,3 +88,67 @@ def test_a_transaction_whose_conditions_hold_applies_every_write(table: Any):
     table.transact_write_items(TransactItems=[put, _update("a", "attribute_exists(pk)")])
 
     assert _items(table) == {"a": "2", "b": "5"}
+
+
+PATHS_MACHINE = {
+    "StartAt": "Pick",
+    "States": {
+        "Pick": {
+            "Type": "Pass",
+            "Parameters": {"run_id.$": "$.run_id", "status.$": "$.status"},
+            "ResultPath": "$.picked",
+            "Next": "Route",
+        },
+        "Route": {
+            "Type": "Choice",
+            "Choices": [{"Variable": "$.picked.status", "StringEquals": "go", "Next": "Went"}],
+            "Default": "Stayed",
+        },
+        "Went": {"Type": "Pass", "Result": "went", "ResultPath": "$.outcome", "End": True},
+        "Stayed": {"Type": "Pass", "Result": "stayed", "ResultPath": "$.outcome", "End": True},
+    },
+}
+
+
+def _outputs(arn: str, inputs: list[dict[str, str]], wave: str) -> list[dict[str, Any]]:
+    """Each input run through the state machine ``arn`` in moto's interpreter, all at once."""
+    client = boto3.client("stepfunctions", region_name="us-east-1")
+    executions = [
+        client.start_execution(stateMachineArn=arn, name=f"{wave}-{n}", input=json.dumps(given))[
+            "executionArn"
+        ]
+        for n, given in enumerate(inputs)
+    ]
+    outputs = []
+    for execution in executions:
+        for _ in range(200):
+            described = client.describe_execution(executionArn=execution)
+            if described["status"] != "RUNNING":
+                break
+            time.sleep(0.05)
+        assert described["status"] == "SUCCEEDED", described
+        outputs.append(json.loads(described["output"]))
+    return outputs
+
+
+def test_paths_parsed_once_still_read_each_executions_own_input():
+    from langorch.local.emulator import parse_each_json_path_once
+
+    inputs = [{"run_id": f"run-{n}", "status": "go" if n % 2 else "stay"} for n in range(6)]
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        undo = parse_each_json_path_once()
+        arn = boto3.client("stepfunctions", region_name="us-east-1").create_state_machine(
+            name="paths",
+            definition=json.dumps(PATHS_MACHINE),
+            roleArn="arn:aws:iam::123456789012:role/states",
+        )["stateMachineArn"]
+        try:
+            # The second wave reads every path parsed already, by the first.
+            outputs = _outputs(arn, inputs, "first") + _outputs(arn, inputs[::-1], "second")
+        finally:
+            undo()
+    expected = [
+        {**given, "picked": given, "outcome": "went" if given["status"] == "go" else "stayed"}
+        for given in inputs + inputs[::-1]
+    ]
+    assert outputs == expected

@@ -128,6 +128,7 @@ def start_emulator(
         lazy_batch_package,
         local_dynamodb,
         parse_each_definition_once,
+        parse_each_json_path_once,
         retry_interpreter_lambda_calls,
         wide_listen_backlog,
     )
@@ -140,13 +141,14 @@ def start_emulator(
     undo_dynamodb = local_dynamodb() if dynamodb is None else (lambda: None)
     undo_retry = retry_interpreter_lambda_calls()
     undo_parse = parse_each_definition_once()
+    undo_paths = parse_each_json_path_once()
     undo_backlog = wide_listen_backlog()
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         server = _EmulatorServer(port, state_dir, dynamodb)
     except BaseException:
-        for undo in (undo_dynamodb, undo_retry, undo_backlog, undo_parse):
+        for undo in (undo_dynamodb, undo_retry, undo_backlog, undo_parse, undo_paths):
             undo()
         raise
 
@@ -159,6 +161,7 @@ def start_emulator(
         undo_retry()
         undo_backlog()
         undo_parse()
+        undo_paths()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
