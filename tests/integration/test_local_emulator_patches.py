@@ -152,3 +152,44 @@ def test_paths_parsed_once_still_read_each_executions_own_input():
         for given in inputs + inputs[::-1]
     ]
     assert outputs == expected
+
+
+def test_an_update_without_a_stream_applies_and_a_stream_still_gets_the_old_image():
+    from langorch.local.emulator import copy_updated_items_only_for_streams
+
+    keys = {
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [{"AttributeName": "pk", "AttributeType": "S"}],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    update = {
+        "Key": {"pk": {"S": "run"}},
+        "UpdateExpression": "SET n = :n",
+        "ExpressionAttributeValues": {":n": {"N": "2"}},
+    }
+    with mock_aws():
+        undo = copy_updated_items_only_for_streams()
+        try:
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            client.create_table(TableName="plain", **keys)
+            client.create_table(
+                TableName="streamed",
+                StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+                **keys,
+            )
+            for table in ("plain", "streamed"):
+                client.put_item(TableName=table, Item={"pk": {"S": "run"}, "n": {"N": "1"}})
+                client.update_item(TableName=table, **update)
+                item = client.get_item(TableName=table, Key=update["Key"])["Item"]
+                assert item["n"] == {"N": "2"}
+            # moto's stream of the table (its DescribeStream is not served in-process).
+            from moto.dynamodb.models import dynamodb_backends
+
+            shard = dynamodb_backends["123456789012"]["us-east-1"].tables["streamed"].stream_shard
+            records = [record.to_json() for record in shard.items]
+        finally:
+            undo()
+    modified = [r["dynamodb"] for r in records if r["eventName"] == "MODIFY"]
+    assert [(m["OldImage"]["n"], m["NewImage"]["n"]) for m in modified] == [
+        ({"N": "1"}, {"N": "2"})
+    ]

@@ -381,14 +381,15 @@ def parse_header_lines(lines: list[bytes], message_class: Any) -> Any:
 
 
 def read_update_expressions_once() -> Callable[[], None]:
-    """Let moto's DynamoDB request handler parse each UpdateExpression text once.
+    """Let moto's DynamoDB parse each UpdateExpression text once.
 
     moto parses an UpdateItem's expression twice: its request handler parses it only to list
     the ``#names`` and ``:values`` it uses (``find_clauses``, which reads the tree), and its
-    backend parses it again to validate and apply it (its validator rewrites that tree). The
-    runner sends the same few expressions over and over, so the handler's read-only parse is
-    kept per expression text (a bounded cache); the backend still parses its own copy. An
-    expression that fails to parse is never kept, so its error is raised as before.
+    backend parses it again to validate and apply it. The runner sends the same few expressions
+    over and over, so one parse per expression text is kept (a bounded cache) and given to
+    both. Neither changes it: the backend's validator works on its own deep copy of the tree
+    (``Validator.__init__``), which it rewrites and applies. An expression that fails to parse
+    is never kept, so its error is raised as before.
 
     Returns:
         A function that undoes the change.
@@ -396,6 +397,7 @@ def read_update_expressions_once() -> Callable[[], None]:
     from importlib import import_module
 
     responses: Any = import_module("moto.dynamodb.responses")
+    models: Any = import_module("moto.dynamodb.models")
     original = responses.UpdateExpressionParser
     parsed: dict[str, Any] = {}
 
@@ -411,8 +413,10 @@ def read_update_expressions_once() -> Callable[[], None]:
             return tree
 
     responses.UpdateExpressionParser = ReadOnlyParses
+    models.UpdateExpressionParser = ReadOnlyParses
 
     def undo() -> None:
         responses.UpdateExpressionParser = original
+        models.UpdateExpressionParser = original
 
     return undo
