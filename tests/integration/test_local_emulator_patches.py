@@ -193,3 +193,41 @@ def test_an_update_without_a_stream_applies_and_a_stream_still_gets_the_old_imag
     assert [(m["OldImage"]["n"], m["NewImage"]["n"]) for m in modified] == [
         ({"N": "1"}, {"N": "2"})
     ]
+
+
+def test_an_update_condition_parsed_once_still_decides_and_still_checks_its_values():
+    from langorch.local.emulator import parse_update_conditions_once
+
+    with mock_aws():
+        undo = parse_update_conditions_once()
+        try:
+            client = boto3.client("dynamodb", region_name="us-east-1")
+            client.create_table(
+                TableName="runs",
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            client.put_item(TableName="runs", Item={"pk": {"S": "run"}, "n": {"N": "1"}})
+
+            def update(condition: str, values: dict[str, Any]) -> None:
+                client.update_item(
+                    TableName="runs",
+                    Key={"pk": {"S": "run"}},
+                    UpdateExpression="SET n = :n",
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames={"#n": "n"},
+                    ExpressionAttributeValues={":n": {"N": "2"}, **values},
+                )
+
+            update("#n = :old", {":old": {"N": "1"}})  # holds: applied
+            with pytest.raises(ClientError) as failed:
+                update("#n = :old", {":old": {"N": "1"}})  # n is 2 now
+            assert failed.value.response["Error"]["Code"] == "ConditionalCheckFailedException"
+            with pytest.raises(ClientError) as unused:
+                update("attribute_exists(#n)", {":spare": {"N": "9"}})
+            assert "unused" in unused.value.response["Error"]["Message"]
+            item = client.get_item(TableName="runs", Key={"pk": {"S": "run"}})["Item"]
+        finally:
+            undo()
+    assert item["n"] == {"N": "2"}

@@ -34,6 +34,7 @@ def local_dynamodb() -> Callable[[], None]:
         serialise_dynamodb_writes(),
         narrow_transaction_backups(),
         copy_updated_items_only_for_streams(),
+        parse_update_conditions_once(),
         indexed_queries(),
         plain_item_answers(),
     ]
@@ -566,6 +567,77 @@ def copy_updated_items_only_for_streams() -> Callable[[], None]:
     def undo() -> None:
         models.copy = outer
         DynamoDBBackend.update_item = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def parse_update_conditions_once() -> Callable[[], None]:
+    """Let moto parse an UpdateItem's ConditionExpression once per request, not twice.
+
+    moto's request handler parses the condition only to list the ``#names`` and ``:values`` it
+    uses, then hands the same expression, names and values to the backend, which parses them
+    again to evaluate them: a fifth of an UpdateItem's CPU went to the second parse, under the
+    emulator's write lock. Within one UpdateItem request the backend now gets the handler's
+    parse (the same three objects, unchanged in between; evaluating a parsed condition changes
+    nothing). Outside an UpdateItem request every parse is moto's own.
+
+    Returns:
+        A function that undoes the change.
+    """
+    from importlib import import_module
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    modules: list[Any] = [
+        import_module("moto.dynamodb.responses"),
+        import_module("moto.dynamodb.models"),
+    ]
+    originals = [module.create_condition_expression_parser for module in modules]
+    create_parser = originals[0]
+    handler = DynamoHandler.update_item
+    request = threading.local()
+
+    class ParsedOnce:
+        """A condition parser whose ``parse()`` runs once; everything else is the parser's."""
+
+        def __init__(self, parser: Any) -> None:
+            self._parser = parser
+            self._parsed: Any = None
+
+        def parse(self) -> Any:
+            if self._parsed is None:
+                self._parsed = self._parser.parse()
+            return self._parsed
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._parser, name)
+
+    def create(expression: Any, names: Any, values: Any) -> Any:
+        kept: list[tuple[Any, Any, Any, ParsedOnce]] | None = getattr(request, "kept", None)
+        if kept is None:
+            return create_parser(expression, names, values)
+        for same_expression, same_names, same_values, parser in kept:
+            if same_expression == expression and same_names is names and same_values is values:
+                return parser
+        parser = ParsedOnce(create_parser(expression, names, values))
+        kept.append((expression, names, values, parser))
+        return parser
+
+    def update_item(self: Any) -> Any:
+        request.kept = []
+        try:
+            return handler(self)
+        finally:
+            request.kept = None
+
+    for module in modules:
+        module.create_condition_expression_parser = create
+    DynamoHandler.update_item = update_item  # type: ignore[method-assign]
+
+    def undo() -> None:
+        for module, original in zip(modules, originals, strict=True):
+            module.create_condition_expression_parser = original
+        DynamoHandler.update_item = handler  # type: ignore[method-assign]
 
     return undo
 
