@@ -53,3 +53,34 @@ def test_a_torn_last_line_is_skipped_and_the_rest_reads_back(tmp_path: Path) -> 
     # When it is read, then the two whole entries come back in order (the header is not one)
     assert [e["environ"]["PATH_INFO"] for e in read_entries(path)] == ["/one", "/two"]
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_lines_queued_by_concurrent_writers_are_in_the_file_in_queue_order_once_answered(
+    tmp_path: Path,
+) -> None:
+    # Given 16 threads that each take a "service lock", queue a numbered line, release the lock
+    # and wait for their line to be written (as JournaledApp does)
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = tmp_path / "emulator.journal"
+    journal = Journal(path, {"format": "test"})
+    service_lock = threading.Lock()
+    order: list[int] = []
+    missing: list[int] = []
+
+    def write(n: int) -> None:
+        with service_lock:
+            order.append(n)
+            ticket = journal.queue(Journal.encode({"environ": {"PATH_INFO": f"/{n}"}}))
+        journal.written(ticket)
+        # Then once answered, the line is in the file (a crash now would keep it)
+        if f'"/{n}"' not in path.read_text():
+            missing.append(n)
+
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(pool.map(write, range(200)))
+    journal.close()
+    assert missing == []
+    # And the file holds each line once, in the order the lock let them in
+    assert [e["environ"]["PATH_INFO"] for e in read_entries(path)] == [f"/{n}" for n in order]

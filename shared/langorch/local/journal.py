@@ -22,10 +22,15 @@ Step Functions, Lambda, IAM, SES and EventBridge rules are therefore **not** jou
 provisions them again on every start (idempotently), and runs that were in flight are recovered
 from our own tables (the run record and its checkpoints), not from moto's executions.
 
-Durability: each line is written with one ``write`` on an ``O_APPEND`` descriptor, so a line a
+Durability: a write's line is in the file before its caller gets an answer, so a write a
 caller saw acknowledged survives ``SIGKILL`` (it is in the kernel's page cache); a background
 thread ``fsync``s every :data:`FSYNC_INTERVAL` seconds, bounding what a power cut may lose.
-A torn last line (power cut mid-write) is skipped on replay with a warning.
+Lines reach the file in the order their writes took effect: each is queued under the service's
+lock, and whoever writes next writes everything queued, in order, with one ``write`` on an
+``O_APPEND`` descriptor (a group commit: the system call, which lets other threads run, is
+outside the service's lock, where it held up every other write). A crash loses at most the
+newest lines, none of them acknowledged. A torn last line (power cut mid-write) is skipped on
+replay with a warning.
 """
 
 from __future__ import annotations
@@ -96,22 +101,46 @@ class Journal:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._dirty = threading.Event()
         self._closed = threading.Event()
+        self._queued: list[bytes] = []
+        self._queued_count = 0  # lines ever queued; the last one's number is its ticket
+        self._written_count = 0  # lines ever written
+        self._queue_lock = threading.Lock()  # held for a list append, never for a system call
+        self._write_lock = threading.Lock()  # one writer at a time, so lines keep their order
         if new:
-            self._write(header)
+            self.append(header)
             os.fsync(self._fd)
         self._syncer = threading.Thread(target=self._sync_loop, name="langorch-journal-fsync")
         self._syncer.daemon = True
         self._syncer.start()
 
+    @staticmethod
+    def encode(entry: dict[str, Any]) -> bytes:
+        """An entry's line (encode before taking a lock: it takes a while for a large body)."""
+        return (json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8")
+
     def append(self, entry: dict[str, Any]) -> None:
         """Write one entry; it survives a crash of this process once this returns."""
-        self._write(entry)
-        self._dirty.set()
+        self.written(self.queue(self.encode(entry)))
 
-    def _write(self, entry: dict[str, Any]) -> None:
-        line = (json.dumps(entry, separators=(",", ":")) + "\n").encode("utf-8")
-        # One write on an O_APPEND descriptor: lines from concurrent writers never interleave.
-        os.write(self._fd, line)
+    def queue(self, line: bytes) -> int:
+        """Queue a line behind every line queued before it; its ticket for :meth:`written`."""
+        with self._queue_lock:
+            self._queued.append(line)
+            self._queued_count += 1
+            return self._queued_count
+
+    def written(self, ticket: int) -> None:
+        """Return once the line of ``ticket`` (and every line before it) is in the file."""
+        with self._write_lock:
+            if self._written_count >= ticket:
+                return  # another caller's write carried it
+            with self._queue_lock:
+                lines, self._queued = self._queued, []
+                upto = self._queued_count
+            # One write on an O_APPEND descriptor: another process's lines never interleave.
+            os.write(self._fd, b"".join(lines))
+            self._written_count = upto
+        self._dirty.set()
 
     def _sync_loop(self) -> None:
         while not self._closed.wait(FSYNC_INTERVAL):
@@ -125,6 +154,7 @@ class Journal:
             return
         self._closed.set()
         self._syncer.join()
+        self.written(self._queued_count)  # lines queued by writers still on their way
         os.fsync(self._fd)
         os.close(self._fd)
 
@@ -180,11 +210,15 @@ class JournaledApp:
             status.append(code)
             return start_response(code, headers, exc_info)
 
-        # The lock spans apply + append, so the journal's order is the order writes took effect.
+        line = self.journal.encode(_entry(environ, body))
+        ticket = None
+        # The lock spans apply + queue, so the journal's order is the order writes took effect.
         with self._locks[service]:
             response = self.app(environ, capture)
             if status and status[0][:1] == "2":
-                self.journal.append(_entry(environ, body))
+                ticket = self.journal.queue(line)
+        if ticket is not None:
+            self.journal.written(ticket)  # in the file before the caller gets its answer
         return response
 
 
