@@ -353,19 +353,30 @@ def parse_each_json_path_once() -> Callable[[], None]:
     Returns:
         A function that undoes the change.
     """
+    return _replace_in(
+        [
+            "moto.stepfunctions.parser.asl.utils.json_path",
+            "moto.stepfunctions.parser.asl.component.common.path.result_path",
+        ],
+        "parse",
+        lambda original: functools.lru_cache(maxsize=JSON_PATHS_KEPT)(original),
+    )
+
+
+def _replace_in(
+    module_names: list[str], attribute: str, replacement: Callable[[Any], Any]
+) -> Callable[[], None]:
+    """Set ``attribute`` of each module to ``replacement(its value)``; returns the undo."""
     from importlib import import_module
 
-    modules: list[Any] = [
-        import_module("moto.stepfunctions.parser.asl.utils.json_path"),
-        import_module("moto.stepfunctions.parser.asl.component.common.path.result_path"),
-    ]
-    originals = [module.parse for module in modules]
+    modules = [import_module(name) for name in module_names]
+    originals = [getattr(module, attribute) for module in modules]
     for module, original in zip(modules, originals, strict=True):
-        module.parse = functools.lru_cache(maxsize=JSON_PATHS_KEPT)(original)
+        setattr(module, attribute, replacement(original))
 
     def undo() -> None:
         for module, original in zip(modules, originals, strict=True):
-            module.parse = original
+            setattr(module, attribute, original)
 
     return undo
 
@@ -584,16 +595,9 @@ def parse_update_conditions_once() -> Callable[[], None]:
     Returns:
         A function that undoes the change.
     """
-    from importlib import import_module
-
+    from moto.dynamodb.comparisons import create_condition_expression_parser as create_parser
     from moto.dynamodb.responses import DynamoHandler
 
-    modules: list[Any] = [
-        import_module("moto.dynamodb.responses"),
-        import_module("moto.dynamodb.models"),
-    ]
-    originals = [module.create_condition_expression_parser for module in modules]
-    create_parser = originals[0]
     handler = DynamoHandler.update_item
     request = threading.local()
 
@@ -630,13 +634,15 @@ def parse_update_conditions_once() -> Callable[[], None]:
         finally:
             request.kept = None
 
-    for module in modules:
-        module.create_condition_expression_parser = create
+    undo_parsers = _replace_in(
+        ["moto.dynamodb.responses", "moto.dynamodb.models"],
+        "create_condition_expression_parser",
+        lambda _original: create,
+    )
     DynamoHandler.update_item = update_item  # type: ignore[method-assign]
 
     def undo() -> None:
-        for module, original in zip(modules, originals, strict=True):
-            module.create_condition_expression_parser = original
+        undo_parsers()
         DynamoHandler.update_item = handler  # type: ignore[method-assign]
 
     return undo
