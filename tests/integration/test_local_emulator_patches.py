@@ -143,6 +143,9 @@ def test_paths_parsed_once_still_read_each_executions_own_input():
             roleArn="arn:aws:iam::123456789012:role/states",
         )["stateMachineArn"]
         try:
+            from moto.stepfunctions.parser.asl.utils import json_path
+
+            assert json_path.parse("$.run_id") is json_path.parse("$.run_id")  # kept, not redone
             # The second wave reads every path parsed already, by the first.
             outputs = _outputs(arn, inputs, "first") + _outputs(arn, inputs[::-1], "second")
         finally:
@@ -155,7 +158,7 @@ def test_paths_parsed_once_still_read_each_executions_own_input():
 
 
 def test_an_update_without_a_stream_applies_and_a_stream_still_gets_the_old_image():
-    from langorch.local.emulator import copy_updated_items_only_for_streams
+    from langorch.local.dynamodb_lean import copy_updated_items_only_for_streams
 
     keys = {
         "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
@@ -196,7 +199,7 @@ def test_an_update_without_a_stream_applies_and_a_stream_still_gets_the_old_imag
 
 
 def test_an_update_condition_parsed_once_still_decides_and_still_checks_its_values():
-    from langorch.local.emulator import parse_update_conditions_once
+    from langorch.local.dynamodb_lean import parse_update_conditions_once
 
     with mock_aws():
         undo = parse_update_conditions_once()

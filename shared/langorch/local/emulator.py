@@ -28,6 +28,10 @@ def local_dynamodb() -> Callable[[], None]:
     Returns:
         A function that undoes all of it.
     """
+    from langorch.local.dynamodb_lean import (
+        copy_updated_items_only_for_streams,
+        parse_update_conditions_once,
+    )
     from langorch.local.indexed_query import indexed_queries
 
     undos = [
@@ -353,7 +357,7 @@ def parse_each_json_path_once() -> Callable[[], None]:
     Returns:
         A function that undoes the change.
     """
-    return _replace_in(
+    return replace_in(
         [
             "moto.stepfunctions.parser.asl.utils.json_path",
             "moto.stepfunctions.parser.asl.component.common.path.result_path",
@@ -363,7 +367,7 @@ def parse_each_json_path_once() -> Callable[[], None]:
     )
 
 
-def _replace_in(
+def replace_in(
     module_names: list[str], attribute: str, replacement: Callable[[Any], Any]
 ) -> Callable[[], None]:
     """Set ``attribute`` of each module to ``replacement(its value)``; returns the undo."""
@@ -530,120 +534,6 @@ def narrow_transaction_backups() -> Callable[[], None]:
     def undo() -> None:
         models.copy = original_module_copy
         DynamoDBBackend.transact_write_items = original  # type: ignore[method-assign]
-
-    return undo
-
-
-def copy_updated_items_only_for_streams() -> Callable[[], None]:
-    """Let moto's UpdateItem skip its copy of the item when the table has no stream.
-
-    moto deep-copies the item before every UpdateItem only to hand the old image to the
-    table's stream (``stream_shard.add``); it restores nothing from it. Our tables have no
-    stream, and the copy of a run record (its attributes as ``DynamoType`` objects) was 13 %
-    of an UpdateItem's CPU, spent under the emulator's write lock. A table with a stream still
-    gets the copy.
-
-    Returns:
-        A function that undoes the change.
-    """
-    import types
-    from importlib import import_module
-
-    from moto.dynamodb.models import DynamoDBBackend
-    from moto.dynamodb.models.dynamo_type import Item
-
-    models: Any = import_module("moto.dynamodb.models")
-    outer = models.copy  # moto's ``copy`` module, or another fix's shim of it
-    uncopied = threading.local()
-
-    def deepcopy(value: Any, memo: Any = None) -> Any:
-        if isinstance(value, Item) and getattr(uncopied, "on", False):
-            uncopied.on = False  # the one copy update_item makes of the item
-            return value
-        return outer.deepcopy(value, memo)
-
-    original = DynamoDBBackend.update_item
-
-    def update_item(self: Any, table_name: str, *args: Any, **kwargs: Any) -> Any:
-        table = self.tables.get(table_name)
-        uncopied.on = table is not None and table.stream_shard is None
-        try:
-            return original(self, table_name, *args, **kwargs)
-        finally:
-            uncopied.on = False
-
-    models.copy = types.SimpleNamespace(**{**vars(outer), "deepcopy": deepcopy})
-    DynamoDBBackend.update_item = update_item  # type: ignore[method-assign]
-
-    def undo() -> None:
-        models.copy = outer
-        DynamoDBBackend.update_item = original  # type: ignore[method-assign]
-
-    return undo
-
-
-def parse_update_conditions_once() -> Callable[[], None]:
-    """Let moto parse an UpdateItem's ConditionExpression once per request, not twice.
-
-    moto's request handler parses the condition only to list the ``#names`` and ``:values`` it
-    uses, then hands the same expression, names and values to the backend, which parses them
-    again to evaluate them: a fifth of an UpdateItem's CPU went to the second parse, under the
-    emulator's write lock. Within one UpdateItem request the backend now gets the handler's
-    parse (the same three objects, unchanged in between; evaluating a parsed condition changes
-    nothing). Outside an UpdateItem request every parse is moto's own.
-
-    Returns:
-        A function that undoes the change.
-    """
-    from moto.dynamodb.comparisons import create_condition_expression_parser as create_parser
-    from moto.dynamodb.responses import DynamoHandler
-
-    handler = DynamoHandler.update_item
-    request = threading.local()
-
-    class ParsedOnce:
-        """A condition parser whose ``parse()`` runs once; everything else is the parser's."""
-
-        def __init__(self, parser: Any) -> None:
-            self._parser = parser
-            self._parsed: Any = None
-
-        def parse(self) -> Any:
-            if self._parsed is None:
-                self._parsed = self._parser.parse()
-            return self._parsed
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(self._parser, name)
-
-    def create(expression: Any, names: Any, values: Any) -> Any:
-        kept: list[tuple[Any, Any, Any, ParsedOnce]] | None = getattr(request, "kept", None)
-        if kept is None:
-            return create_parser(expression, names, values)
-        for same_expression, same_names, same_values, parser in kept:
-            if same_expression == expression and same_names is names and same_values is values:
-                return parser
-        parser = ParsedOnce(create_parser(expression, names, values))
-        kept.append((expression, names, values, parser))
-        return parser
-
-    def update_item(self: Any) -> Any:
-        request.kept = []
-        try:
-            return handler(self)
-        finally:
-            request.kept = None
-
-    undo_parsers = _replace_in(
-        ["moto.dynamodb.responses", "moto.dynamodb.models"],
-        "create_condition_expression_parser",
-        lambda _original: create,
-    )
-    DynamoHandler.update_item = update_item  # type: ignore[method-assign]
-
-    def undo() -> None:
-        undo_parsers()
-        DynamoHandler.update_item = handler  # type: ignore[method-assign]
 
     return undo
 

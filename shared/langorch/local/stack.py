@@ -138,17 +138,19 @@ def start_emulator(
     saved_config = copy.deepcopy(default_user_config)
     saved_port = os.environ.get("MOTO_PORT")
     # moto's DynamoDB here only serves when no DynamoDB process does (then it needs the fixes).
-    undo_dynamodb = local_dynamodb() if dynamodb is None else (lambda: None)
-    undo_retry = retry_interpreter_lambda_calls()
-    undo_parse = parse_each_definition_once()
-    undo_paths = parse_each_json_path_once()
-    undo_backlog = wide_listen_backlog()
+    undos = [
+        local_dynamodb() if dynamodb is None else (lambda: None),
+        retry_interpreter_lambda_calls(),
+        parse_each_definition_once(),
+        parse_each_json_path_once(),
+        wide_listen_backlog(),
+    ]
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     try:
         server = _EmulatorServer(port, state_dir, dynamodb)
     except BaseException:
-        for undo in (undo_dynamodb, undo_retry, undo_backlog, undo_parse, undo_paths):
+        for undo in undos:
             undo()
         raise
 
@@ -157,11 +159,8 @@ def start_emulator(
         # next stack started in this process would see this one's tables and runs.
         _reset_emulator(port)
         server.stop()
-        undo_dynamodb()
-        undo_retry()
-        undo_backlog()
-        undo_parse()
-        undo_paths()
+        for undo in undos:
+            undo()
         # The server shares this process's moto: later in-process mocks get moto's defaults.
         config = cast(dict[str, Any], default_user_config)
         config.clear()
