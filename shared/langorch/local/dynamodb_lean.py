@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from http import HTTPStatus
 from typing import Any
 
-from langorch.local.emulator import replace_in
+from langorch.local._patching import replace_in
 
 _TARGET_PREFIX = "DynamoDB_20120810."
 """The JSON API's target prefix; moto routes older versions (and Streams) elsewhere."""

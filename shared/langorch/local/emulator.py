@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from langorch.local._patching import replace_in
+
 _WRITES = ("put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item")
 """Every DynamoDB write path: a BatchWriteItem outside the lock once raced a TransactWriteItems
 (moto copies whole tables while it applies one) and answered 500."""
@@ -365,24 +367,6 @@ def parse_each_json_path_once() -> Callable[[], None]:
         "parse",
         lambda original: functools.lru_cache(maxsize=JSON_PATHS_KEPT)(original),
     )
-
-
-def replace_in(
-    module_names: list[str], attribute: str, replacement: Callable[[Any], Any]
-) -> Callable[[], None]:
-    """Set ``attribute`` of each module to ``replacement(its value)``; returns the undo."""
-    from importlib import import_module
-
-    modules = [import_module(name) for name in module_names]
-    originals = [getattr(module, attribute) for module in modules]
-    for module, original in zip(modules, originals, strict=True):
-        setattr(module, attribute, replacement(original))
-
-    def undo() -> None:
-        for module, original in zip(modules, originals, strict=True):
-            setattr(module, attribute, original)
-
-    return undo
 
 
 def retry_interpreter_lambda_calls() -> Callable[[], None]:
