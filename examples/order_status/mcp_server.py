@@ -34,7 +34,9 @@ def build_app(token: str | None) -> Any:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
-    server = MCPServer("order-desk", instructions="Look up food orders.")
+    # WARNING: MCPServer configures the root logger at its level (basicConfig); at its default,
+    # INFO, every library of the process that starts it (langorch dev) would log to the terminal.
+    server = MCPServer("order-desk", instructions="Look up food orders.", log_level="WARNING")
 
     @server.tool()
     def lookup_order(order_id: str) -> str:

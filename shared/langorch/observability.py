@@ -33,9 +33,18 @@ def logger() -> Any:
 
 @lru_cache(maxsize=1)
 def metrics() -> Any:
-    """The process's Powertools ``Metrics`` (EMF)."""
+    """The process's Powertools ``Metrics`` (EMF).
+
+    An invocation with nothing to count (a page visit that changed nothing, a redelivered
+    approval request) is normal here: Powertools' warning about it is silenced as its docs
+    advise, else every such invocation writes a Python warning to stderr (the terminal of
+    ``langorch dev``, a stray non-JSON line in CloudWatch).
+    """
+    import warnings
+
     from aws_lambda_powertools import Metrics
 
+    warnings.filterwarnings("ignore", "No application metrics to publish*")
     return Metrics(namespace=NAMESPACE, service=SERVICE)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -97,3 +99,27 @@ def test_the_example_run_calls_the_order_desk_and_shows_each_call(
     ]
     token = container.secrets.get_json("langorch/tools/orders")["value"].split()[-1]
     assert token not in printed + shown_text + logs_text
+
+
+def test_starting_the_order_desk_leaves_the_terminal_to_langorch(tmp_path: Path):
+    # Given a process as `langorch dev` is before it starts the example tool servers: nothing
+    # configured the root logger (a fresh interpreter, not this test's, whose pytest did)
+    script = tmp_path / "start.py"
+    script.write_text(
+        "import logging, sys\n"
+        f"sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})\n"
+        "from order_desk import load_order_desk\n"
+        "running = load_order_desk().serve('a-token')\n"
+        "logging.getLogger('some.library').info('an INFO line of some library')\n"
+        "running.stop()\n"
+        "print('served', running.url.startswith('http://127.0.0.1:'))\n"
+    )
+    # When it starts the order desk (the MCP SDK's server) and a library logs at INFO
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    # Then the server served, and neither the SDK's "session manager started" nor the other
+    # library's INFO line reached the terminal (the SDK configures the root logger)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "served True"
+    assert "StreamableHTTP" not in done.stderr and "INFO line" not in done.stderr, done.stderr

@@ -72,3 +72,26 @@ def test_only_the_exact_errors_the_state_machine_retries_are_expected():
     assert retried_on_purpose(LeaseHeldError("x"), retried)
     assert not retried_on_purpose(RecordTooLargeError("x"), retried)
     assert not retried_on_purpose(ValueError("x"), retried)
+
+
+def test_an_invocation_with_nothing_to_count_writes_no_warning():
+    # Given the handlers' metrics as a sandbox builds them (once per process: pytest resets
+    # warning filters between tests, so this test builds them afresh), and an invocation that
+    # counts nothing (a page visit, a redelivered approval request)
+    import warnings
+
+    from langorch.observability import metrics
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        metrics.cache_clear()
+        counted = metrics()
+
+        @counted.log_metrics
+        def handler(event: dict[str, str], context: object) -> str:
+            return "ok"
+
+        # When it ends (Powertools flushes its metrics)
+        assert handler({}, None) == "ok"
+    # Then no Python warning is written (in `langorch dev` it reached the terminal)
+    assert [str(w.message) for w in caught] == []
