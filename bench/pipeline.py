@@ -18,7 +18,9 @@ Repeats that in consecutive rounds on one stack (P6 asks for five) and prints ea
 the figures over all rounds against P6's targets. Each round also prints the CPU seconds the
 ``langorch dev`` process tree used from the first delivery to the last run's end (the dev
 process — emulator, Step Functions interpreter, gateway — and its children: the fork server
-and the sandboxes), the dev process alone, and per run.
+and the sandboxes), the dev process alone, and per run. A host-speed reading (one fixed Python
+loop, before and after) says how fast this machine was at the time: on this machine type the
+same loop took 0.75-1.75 s on different days, and the figures move with it.
 
 Run: ``.venv/bin/python bench/pipeline.py [--runs 100] [--resend 10] [--rounds 5]``.
 """
@@ -598,9 +600,10 @@ def main() -> int:
     args = parser.parse_args()
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _support import fake_aws_environment
+    from _support import fake_aws_environment, host_speed
 
     fake_aws_environment()
+    print(f"host speed: a fixed Python loop in {host_speed():.2f} s (about 1.2 s on a quiet host)")
     # A `kill` of the bench stops langorch dev too (the finally below), as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     started = time.monotonic()
@@ -613,6 +616,7 @@ def main() -> int:
         return _measure(dev, args.runs, args.resend, args.rounds, started)
     finally:
         print(dev.stop())
+        print(f"host speed: the same loop in {host_speed():.2f} s, after")
 
 
 def _measure(dev: DevProcess, runs: int, resend: int, rounds: int, started: float) -> int:
