@@ -41,6 +41,20 @@ class Received:
     headers: dict[str, str]
     """Names in lower case."""
     at: float
+    held_open: int = 0
+    """Earlier held-back requests whose client had not hung up when this one arrived: a
+    client that abandons a call before sending the next makes this 0 (its close reaches
+    the server before its next request does), however late the hold's watcher notices."""
+
+
+def _closed_by_client(connection: socket.socket) -> bool:
+    """Whether the client closed ``connection`` (its end-of-stream is waiting), without blocking."""
+    try:
+        return connection.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
 
 
 class LoopbackServer:
@@ -51,6 +65,7 @@ class LoopbackServer:
         self.received: list[Received] = []
         self.hangups: list[float] = []
         """When clients closed the connection before their (delayed) reply (monotonic)."""
+        self._held: list[socket.socket] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
         server = self
@@ -98,7 +113,8 @@ class LoopbackServer:
     def _record(self, path: str, raw: bytes, headers: dict[str, str]) -> Reply:
         with self._lock:
             body = json.loads(raw) if raw else {}
-            self.received.append(Received(path, body, headers, time.monotonic()))
+            held_open = sum(1 for held in self._held if not _closed_by_client(held))
+            self.received.append(Received(path, body, headers, time.monotonic(), held_open))
             if not self.replies:
                 return Reply(500, {"message": "no reply scripted"})
             return self.replies.pop(0) if len(self.replies) > 1 else self.replies[0]
@@ -106,18 +122,19 @@ class LoopbackServer:
     def _hold(self, connection: socket.socket, seconds: float) -> bool:
         """Wait ``seconds``; False as soon as the client hangs up (or the server stops)."""
         deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline and not self._stop.is_set():
-            readable, _, _ = select.select([connection], [], [], 0.02)
-            if readable:
-                try:
-                    gone = connection.recv(1, socket.MSG_PEEK) == b""
-                except OSError:
-                    gone = True
-                if gone:
+        with self._lock:
+            self._held.append(connection)
+        try:
+            while time.monotonic() < deadline and not self._stop.is_set():
+                readable, _, _ = select.select([connection], [], [], 0.02)
+                if readable and _closed_by_client(connection):
                     with self._lock:
                         self.hangups.append(time.monotonic())
                     return False
-        return not self._stop.is_set()
+            return not self._stop.is_set()
+        finally:
+            with self._lock:
+                self._held.remove(connection)
 
     def wait_for(self, condition: Any, timeout: float = 10.0) -> bool:
         """Poll ``condition()`` until it is true or ``timeout`` passes."""

@@ -151,21 +151,15 @@ def test_a_fenced_superstep_is_one_transaction_and_a_stale_fence_writes_nothing(
         runs_table=setup.settings.runs_table,
     )
     counter = RequestCounter(setup.client("dynamodb"))
-    # When a 10-step graph runs without a fence, then under the run's fence
-    unfenced: Any = {"configurable": {"thread_id": "run-unfenced"}}
-    linear_graph(saver, 10).invoke({"trail": []}, unfenced, durability="sync")
-    before = dict(counter.counts)
-    counter.reset()
+    # When a 10-step graph runs under the run's fence
     config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
     result = linear_graph(saver, 10).invoke({"trail": []}, config, durability="sync")
-    # Then the fenced run made no more requests, each BatchWriteItem now a TransactWriteItems:
-    # one per superstep, within the checkpointer's budget (PERFORMANCE.md P1)
+    # Then every write was a TransactWriteItems (the fence checked with it; no BatchWriteItem),
+    # about one per superstep, within the checkpointer's budget (PERFORMANCE.md P1). Not an
+    # exact count: LangGraph hands a task's writes and the next checkpoint to two threads, and
+    # writes that arrive after that checkpoint are written on their own.
     assert len(result["trail"]) == 10
     assert set(counter.counts) == {"Query", "TransactWriteItems"}, counter.counts
-    assert counter.counts["TransactWriteItems"] <= before["BatchWriteItem"], (
-        before,
-        counter.counts,
-    )
     assert counter.total / 10 <= 1.5, counter.counts
     # And with a stale fence, nothing is written
     stored = len(list(saver.list({"configurable": {"thread_id": run.run_id}})))

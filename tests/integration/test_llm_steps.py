@@ -171,9 +171,8 @@ def test_a_call_past_the_step_timeout_is_abandoned_before_the_retry(
     # sent in time) was abandoned before the next one was sent: no paid calls overlap
     assert result.outputs["why"] == "LLMTimeoutError"
     assert 1 <= openai_server.calls <= 3
+    assert [r.held_open for r in openai_server.received] == [0] * openai_server.calls
     assert openai_server.wait_for(lambda: openai_server.hung_up == openai_server.calls)
-    for hangup, later in zip(openai_server.hangups, openai_server.received[1:], strict=False):
-        assert hangup <= later.at
 
 
 def test_bedrock_steps_answer_through_the_bedrock_endpoint(
@@ -247,6 +246,5 @@ def test_a_bedrock_call_past_the_step_timeout_ends_before_the_retry(
     # was sent
     assert result.outputs["why"] == "LLMTimeoutError"
     assert 1 <= bedrock_server.calls <= 3
+    assert [r.held_open for r in bedrock_server.received] == [0] * bedrock_server.calls
     assert bedrock_server.wait_for(lambda: bedrock_server.hung_up == bedrock_server.calls)
-    for hangup, later in zip(bedrock_server.hangups, bedrock_server.received[1:], strict=False):
-        assert hangup <= later.at
