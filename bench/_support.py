@@ -38,14 +38,15 @@ def fake_aws_environment() -> None:
 
 
 HOST_LOOP = 20_000_000
-"""The iterations of :func:`host_speed`'s loop (about 1.2 s on a quiet 2-core machine here)."""
+"""The iterations of :func:`host_speed`'s loop."""
 
 
 def host_speed() -> float:
     """Seconds one fixed pure-Python loop takes in this process, now.
 
-    The same machine type ran it in 0.75-1.75 s on different days (shared hosts): a figure
-    measured beside this reading compares with another only at a similar reading.
+    0.50-0.57 s on this 2-core machine type on a quiet day (2026-11-25); the same machine type
+    ran such loops twice as slowly on other days (shared hosts). A figure measured beside this
+    reading compares with another only at a similar reading.
     """
     began = time.perf_counter()
     total = 0

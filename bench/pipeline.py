@@ -19,8 +19,8 @@ the figures over all rounds against P6's targets. Each round also prints the CPU
 ``langorch dev`` process tree used from the first delivery to the last run's end (the dev
 process — emulator, Step Functions interpreter, gateway — and its children: the fork server
 and the sandboxes), the dev process alone, and per run. A host-speed reading (one fixed Python
-loop, before and after) says how fast this machine was at the time: on this machine type the
-same loop took 0.75-1.75 s on different days, and the figures move with it.
+loop, before and after) says how fast this machine was at the time: this machine type ran such
+loops twice as slowly on some days as on others, and the figures move with it.
 
 Run: ``.venv/bin/python bench/pipeline.py [--runs 100] [--resend 10] [--rounds 5]``.
 """
@@ -603,7 +603,7 @@ def main() -> int:
     from _support import fake_aws_environment, host_speed
 
     fake_aws_environment()
-    print(f"host speed: a fixed Python loop in {host_speed():.2f} s (about 1.2 s on a quiet host)")
+    print(f"host speed: a fixed Python loop in {host_speed():.2f} s (0.5 s on a quiet host)")
     # A `kill` of the bench stops langorch dev too (the finally below), as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     started = time.monotonic()
