@@ -9,7 +9,10 @@ handler gets the stack's settings). So the default invokers here call the emulat
 right settings, its logs land in the local CloudWatch Logs, and an unhandled exception comes back
 as a function error — what API Gateway turns into a 500.
 
-Tests inject plain ``handler(event, context)`` callables instead; :class:`LambdaContext` is what
+In the process that serves the emulator, ``langorch dev`` gives them a transport to its
+dispatcher instead of the HTTP API (:mod:`langorch.local.inprocess`): the same lookup and
+answer, without a round trip to itself. Tests inject plain ``handler(event, context)``
+callables instead; :class:`LambdaContext` is what
 they receive.
 """
 
@@ -27,6 +30,11 @@ from langorch.config import Settings
 
 Handler = Callable[[Any, Any], Any]
 """``handler(event, context)``, as the Lambda runtime calls it."""
+
+Transport = Callable[[str, bytes], tuple[bytes, str | None]]
+"""``(function ARN, request payload) -> (response payload, function error or None)``: one
+synchronous invocation without the emulator's HTTP API, for callers in the process that serves
+it (:mod:`langorch.local.inprocess`)."""
 
 TRIGGER = "langorch-trigger"
 APPROVAL_CALLBACK = "langorch-approval-callback"
@@ -103,12 +111,23 @@ class LambdaInvoker:
         settings: the stack's settings (endpoint, region).
         function_name: the function to invoke.
         client: a ``lambda`` client (default: :func:`lambda_client`, built on first use).
+        transport: invokes without the emulator's HTTP API (in the process that serves it);
+            ``client`` is then unused.
     """
 
-    def __init__(self, settings: Settings, function_name: str, *, client: Any = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        function_name: str,
+        *,
+        client: Any = None,
+        transport: Transport | None = None,
+    ) -> None:
         self.settings = settings
         self.name = function_name
+        self.arn = f"arn:aws:lambda:{settings.region}:{ACCOUNT_ID}:function:{function_name}"
         self._client = client
+        self._transport = transport
         self._lock = threading.Lock()
 
     def __call__(self, event: Any, context: Any = None) -> Any:
@@ -117,6 +136,20 @@ class LambdaInvoker:
         Raises:
             FunctionError: the handler raised (its error type and message are in the text).
         """
+        request = json.dumps(event).encode("utf-8")
+        if self._transport is not None:
+            raw, function_error = self._transport(self.arn, request)
+        else:
+            raw, function_error = self._over_http(request)
+        payload = json.loads(raw) if raw else None
+        if function_error:
+            detail = payload if isinstance(payload, dict) else {}
+            raise FunctionError(
+                f"{self.name}: {detail.get('errorType', 'Error')}: {detail.get('errorMessage', '')}"
+            )
+        return payload
+
+    def _over_http(self, request: bytes) -> tuple[bytes, str | None]:
         client = self._client
         if client is None:
             # Built once: a burst of first requests must not each build one (~60 ms apiece).
@@ -125,15 +158,6 @@ class LambdaInvoker:
                     self._client = lambda_client(self.settings)
                 client = self._client
         response = client.invoke(
-            FunctionName=self.name,
-            InvocationType="RequestResponse",
-            Payload=json.dumps(event).encode("utf-8"),
+            FunctionName=self.name, InvocationType="RequestResponse", Payload=request
         )
-        raw = response["Payload"].read()
-        payload = json.loads(raw) if raw else None
-        if response.get("FunctionError"):
-            detail = payload if isinstance(payload, dict) else {}
-            raise FunctionError(
-                f"{self.name}: {detail.get('errorType', 'Error')}: {detail.get('errorMessage', '')}"
-            )
-        return payload
+        return response["Payload"].read(), response.get("FunctionError")

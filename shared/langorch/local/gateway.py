@@ -52,6 +52,7 @@ from langorch.local._invoke import (
     Handler,
     LambdaContext,
     LambdaInvoker,
+    Transport,
 )
 from langorch.local.emulator import LISTEN_BACKLOG
 
@@ -100,7 +101,9 @@ class _Route:
         return {name: unquote(value) for name, value in found.groupdict().items()}
 
 
-def _routes(routes: Mapping[str, Handler | str] | None, settings: Settings) -> list[_Route]:
+def _routes(
+    routes: Mapping[str, Handler | str] | None, settings: Settings, transport: Transport | None
+) -> list[_Route]:
     table: dict[str, Handler | str] = dict(DEFAULT_ROUTES)
     if routes is not None:
         table.update(routes)
@@ -109,7 +112,9 @@ def _routes(routes: Mapping[str, Handler | str] | None, settings: Settings) -> l
     for key, handler in table.items():
         if isinstance(handler, str):
             # One invoker (and connection pool) per function, shared by its routes.
-            handler = invokers.setdefault(handler, LambdaInvoker(settings, handler))
+            handler = invokers.setdefault(
+                handler, LambdaInvoker(settings, handler, transport=transport)
+            )
         built.append(_Route(key, handler))
     return built
 
@@ -391,6 +396,7 @@ def start_gateway(
     port: int,
     routes: Mapping[str, Handler | str] | None = None,
     max_body_bytes: int = MAX_BODY_BYTES,
+    transport: Transport | None = None,
 ) -> tuple[str, Callable[[], None]]:
     """Serve the deployed HTTP routes on ``127.0.0.1:port`` in a background thread.
 
@@ -402,13 +408,15 @@ def start_gateway(
             thread, or the name of a function invoked through the emulator's Lambda (whose
             handler :mod:`langorch.local.lambdas` imports on its first invocation).
         max_body_bytes: larger request bodies are answered with 413.
+        transport: how a function named in ``routes`` is invoked when this process serves
+            the emulator (:mod:`langorch.local.inprocess`); default, its ``lambda:Invoke``.
 
     Returns:
         The gateway's base URL (what ``settings.public_base_url`` becomes) and a function that
         stops it.
     """
     server = _Server(
-        ("127.0.0.1", port), _routes(routes, settings), settings.region, max_body_bytes
+        ("127.0.0.1", port), _routes(routes, settings, transport), settings.region, max_body_bytes
     )
     thread = threading.Thread(
         target=server.serve_forever,

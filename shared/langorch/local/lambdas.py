@@ -1,13 +1,14 @@
 """Local mode: the four Lambda functions exist in the emulator and run our real handlers.
 
 moto's Lambda without Docker only echoes its input. Its invoke entry points are plain Python
-methods, so :class:`Dispatcher` replaces them: ``LambdaSimpleBackend.invoke`` (what the Step
-Functions interpreter and ``lambda:Invoke`` reach) and ``LambdaFunction.invoke`` (what S3
-notifications and async invokes reach). Each invocation runs ``functions/<name>/handler.py``
-with a ``LambdaContext``-like object and answers as Lambda does: the handler's JSON result, or
-for an exception ``{"errorType": <class name>, "errorMessage": ...}`` with ``FunctionError`` set
-— so the state machine's ``Retry``/``Catch`` match on ``StorageError``, ``LeaseHeldError``, …
-exactly as they do in the cloud.
+methods, so :class:`Dispatcher` replaces them: ``LambdaSimpleBackend.invoke`` (what
+``lambda:Invoke`` reaches) and ``LambdaFunction.invoke`` (what S3 notifications and async
+invokes reach); the Step Functions interpreter, in the same process, gets the dispatcher as its
+Lambda client (:mod:`langorch.local.inprocess`). Each invocation runs
+``functions/<name>/handler.py`` with a ``LambdaContext``-like object and answers as Lambda
+does: the handler's JSON result, or for an exception ``{"errorType": <class name>,
+"errorMessage": ...}`` with ``FunctionError`` set — so the state machine's ``Retry``/``Catch``
+match on ``StorageError``, ``LeaseHeldError``, … exactly as they do in the cloud.
 
 Where a handler runs: by default in a Lambda-like sandbox (:mod:`langorch.local._sandbox`), a
 worker process serving one invocation at a time, a pool of them per function, so no two
@@ -269,6 +270,8 @@ class Dispatcher:
         from moto.awslambda.models import LambdaFunction
         from moto.awslambda_simple.models import LambdaSimpleBackend
 
+        from langorch.local.inprocess import route_interpreter_lambda_calls
+
         if self._undo is not None:
             return self
         dispatcher = self
@@ -293,8 +296,11 @@ class Dispatcher:
 
         LambdaSimpleBackend.invoke = simple_invoke  # type: ignore[method-assign,assignment]
         LambdaFunction.invoke = lambda_function_invoke  # type: ignore[method-assign,assignment]
+        # The interpreter runs in this process: its Lambda tasks need no HTTP round trip.
+        undo_interpreter = route_interpreter_lambda_calls(self)
 
         def undo() -> None:
+            undo_interpreter()
             LambdaSimpleBackend.invoke = backend_invoke  # type: ignore[method-assign]
             LambdaFunction.invoke = function_invoke  # type: ignore[method-assign]
 
@@ -331,17 +337,22 @@ class Dispatcher:
 
     def _respond(self, fn: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
         """Answer moto's invoke request the way the Lambda service does."""
-        result = self.invoke(
-            str(fn.function_name),
-            _event_of(body),
-            arn=str(fn.function_arn),
-            env=dict(getattr(fn, "environment_vars", None) or {}),
-            timeout=int(getattr(fn, "timeout", None) or _DEFAULT_TIMEOUT),
-        )
+        result = self.invoke_function(fn, body)
         if result.function_error:
             response_headers["x-amz-function-error"] = result.function_error
         response_headers["Content-Length"] = str(len(result.payload))
         return result.payload
+
+    def invoke_function(self, fn: Any, payload: Any) -> Invocation:
+        """Invoke moto's function record ``fn`` with its ARN, environment and timeout, as
+        ``lambda:Invoke`` does; ``payload`` is the request's body (JSON bytes or text)."""
+        return self.invoke(
+            str(fn.function_name),
+            _event_of(payload),
+            arn=str(fn.function_arn),
+            env=dict(getattr(fn, "environment_vars", None) or {}),
+            timeout=int(getattr(fn, "timeout", None) or _DEFAULT_TIMEOUT),
+        )
 
     def invoke(
         self,

@@ -24,6 +24,7 @@ import yaml
 
 from langorch.config import Settings
 from langorch.domain.errors import LangorchError
+from langorch.local._invoke import TRIGGER, LambdaInvoker, Transport
 from langorch.local.dynamodb_process import (
     DynamoDBForward,
     DynamoDBProcess,
@@ -54,6 +55,9 @@ class LocalStack:
     """The process serving DynamoDB (``langorch.local.dynamodb_process``)."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
     _flush_logs: Callable[[float], bool] | None = None
+    _transport: Transport | None = None
+    """Invokes a function from this process without the emulator's HTTP API (gateway, tick,
+    S3 events: :mod:`langorch.local.inprocess`)."""
 
     @property
     def stack_file(self) -> Path:
@@ -331,6 +335,7 @@ def start_local_stack(
     from langorch.app.container import Container
     from langorch.app.definitions import seed_builtins
     from langorch.app.trigger_sync import register_and_sync
+    from langorch.local.inprocess import transport
     from langorch.local.lambdas import Dispatcher, function_environment
     from langorch.local.logs import CloudWatchSink
 
@@ -384,6 +389,7 @@ def start_local_stack(
         stack._flush_logs = sink.flush
         dispatcher = Dispatcher(**_console_options(home, sink, console, verbose)).install()
         stack._stops.append(dispatcher.uninstall)
+        stack._transport = transport(dispatcher, region)
         settings, stack.functions = provision_pipeline(container, settings, sink)
         dispatcher.environment = function_environment(settings)
         stack.settings = settings
@@ -533,10 +539,15 @@ def start_gateway(stack: LocalStack, port: int) -> str | None:
         return None
     from langorch.local import gateway
 
-    url, stop = gateway.start_gateway(stack.settings, port=port)
+    url, stop = gateway.start_gateway(stack.settings, port=port, transport=stack._transport)
     stack._stops.append(stop)
     stack.background.append("gateway")
     return url
+
+
+def _trigger(stack: LocalStack) -> LambdaInvoker:
+    """The trigger function, invoked from this process (the tick, S3 events)."""
+    return LambdaInvoker(stack.settings, TRIGGER, transport=stack._transport)
 
 
 def start_ticker(stack: LocalStack) -> None:
@@ -545,7 +556,7 @@ def start_ticker(stack: LocalStack) -> None:
         return
     from langorch.local import ticker
 
-    stack._stops.append(ticker.start_ticker(stack.settings))
+    stack._stops.append(ticker.start_ticker(stack.settings, invoke=_trigger(stack)))
     stack.background.append("ticker")
 
 
@@ -555,7 +566,7 @@ def start_s3_events(stack: LocalStack) -> None:
         return
     from langorch.local import s3events
 
-    stack._stops.append(s3events.start_s3_events(stack.settings))
+    stack._stops.append(s3events.start_s3_events(stack.settings, invoke=_trigger(stack)))
     stack.background.append("s3-events")
 
 
