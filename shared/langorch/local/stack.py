@@ -133,7 +133,6 @@ def start_emulator(
         local_dynamodb,
         parse_each_definition_once,
         parse_each_json_path_once,
-        retry_interpreter_lambda_calls,
         wide_listen_backlog,
     )
     from langorch.local.statemachine import enable_execution
@@ -144,7 +143,6 @@ def start_emulator(
     # moto's DynamoDB here only serves when no DynamoDB process does (then it needs the fixes).
     undos = [
         local_dynamodb() if dynamodb is None else (lambda: None),
-        retry_interpreter_lambda_calls(),
         parse_each_definition_once(),
         parse_each_json_path_once(),
         wide_listen_backlog(),
