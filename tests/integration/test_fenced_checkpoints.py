@@ -210,6 +210,33 @@ def test_under_one_fence_the_newest_checkpoint_is_not_read_again_and_matches_a_f
     assert again is not None and again.pending_writes == stored.pending_writes
 
 
+@pytest.mark.usefixtures("gated")
+def test_under_one_fence_a_thread_without_checkpoints_is_read_once_until_it_writes(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a new run's first segment under its fence: the thread has no checkpoint yet
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+    saver = _fenced_saver(setup)
+    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When it reads the newest checkpoint three times (the state before, LangGraph's own read)
+    reads = [saver.get_tuple(config) for _ in range(3)]
+    # Then one Query found none, and the later reads asked nothing
+    assert reads == [None, None, None]
+    assert counter.counts == {"Query": 1}, counter.counts
+    # And once the segment stores its first checkpoint, a read returns it without a Query
+    result = linear_graph(saver, 2).invoke({"trail": []}, config, durability="sync")
+    counter.reset()
+    stored = saver.get_tuple(config)
+    assert result["trail"] and stored is not None
+    assert counter.total == 0, counter.counts
+    fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})
+    assert fresh is not None and stored.checkpoint == fresh.checkpoint
+
+
 def _fenced_saver(container: Container) -> DynamoCheckpointSaver:
     return DynamoCheckpointSaver(
         container.client("dynamodb"),

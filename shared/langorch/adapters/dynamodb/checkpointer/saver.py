@@ -98,7 +98,8 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         # that fence holds, and its second and later reads of the same newest checkpoint (the
         # state before the run, LangGraph's own read, the state after) need no Query. Kept
         # only for the fence it was read under; any stored write of the thread forgets it.
-        self._newest: dict[tuple[str, str], tuple[int, Group]] = {}
+        # ``None``: the thread had no checkpoint (a new run's first segment reads that 2-3 times).
+        self._newest: dict[tuple[str, str], tuple[int, Group | None]] = {}
         self._writes_stored = 0  # counts stored writes: a read older than one is not kept
 
     def setup(self) -> None:
@@ -288,7 +289,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             return known[1]
         group = self.table.latest_group(thread_id, ns)
         with self.buffer.lock:
-            if group is not None and generation == self._writes_stored:
+            if generation == self._writes_stored:
                 self._newest[thread_id, ns] = (fence.value, group)
         return group
 
