@@ -4,12 +4,17 @@ CPU, trigger 0.33-0.39 s, against 35-45 ms warm).
 
 * botocore's models and endpoint rules of the services the functions call, parsed into the
   process's shared data loader (:func:`langorch.adapters.aws.warm_clients`);
-* ``jsonschema``, which the trigger imports on its first input validation.
+* ``jsonschema``, which the trigger imports on its first input validation;
+* the adapters a handler's container imports when it first uses them (a burst of cold
+  sandboxes spent ~14 ms each importing them: 0.9 s of CPU in the first round of
+  ``make bench-pipeline``).
 
 Lambda has no fork server: there each execution environment pays this once, in its init phase.
 """
 
 from __future__ import annotations
+
+from importlib import import_module
 
 import jsonschema  # noqa: F401 - imported for its side effect: loaded once, before the fork
 
@@ -19,3 +24,21 @@ SERVICES = ("dynamodb", "s3", "scheduler", "secretsmanager", "ses", "stepfunctio
 """What the functions' container builds clients for (``Container.client`` callers)."""
 
 warm_clients(SERVICES)
+
+ADAPTERS = (
+    "langorch.adapters.dynamodb.approvals",
+    "langorch.adapters.dynamodb.definitions",
+    "langorch.adapters.dynamodb.resources",
+    "langorch.adapters.dynamodb.runs",
+    "langorch.adapters.dynamodb.tasks",
+    "langorch.adapters.dynamodb.tools",
+    "langorch.adapters.files",
+    "langorch.adapters.outbox",
+    "langorch.adapters.scheduler",
+    "langorch.adapters.secrets",
+    "langorch.adapters.stepfunctions",
+)
+"""What ``Container``'s properties import on first use (the functions' containers)."""
+
+for _module in ADAPTERS:
+    import_module(_module)
