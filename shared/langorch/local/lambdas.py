@@ -494,18 +494,6 @@ class Dispatcher:
             if (self._functions_dir / package / "handler.py").is_file()
         ]
 
-    def handler_for(self, function_name: str) -> Callable[..., Any]:
-        """``handler(event, context=None)`` running the function as :meth:`call` does.
-
-        For what reaches a handler without the emulator's Lambda: the local HTTP gateway,
-        the scheduler tick, the S3 event poller.
-        """
-
-        def handler(event: Any, context: Any = None) -> Any:
-            return self.call(function_name, event, context)
-
-        return handler
-
     def _handler(self, function_name: str) -> Callable[[Any, Any], Any]:
         package = _package_of(function_name)
         module = self._module(package)
