@@ -1,23 +1,28 @@
-"""Invocations from the emulator's own process (langorch.local.inprocess) answer exactly as the
-emulator's ``lambda:Invoke`` API does: the same handler result, the same function error, the
-same refusal of an unknown function; the Step Functions interpreter gets them as its Lambda
-client while a dispatcher is installed, and its own client back after."""
+"""Calls from the emulator's own process (langorch.local.inprocess): Lambda invocations answer
+exactly as the emulator's ``lambda:Invoke`` API does (the same handler result, the same
+function error, the same refusal of an unknown function), the Step Functions interpreter gets
+them as its Lambda client while a dispatcher is installed and its own client back after; other
+calls are answered by the emulator's WSGI app, journal included, without a socket."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from importlib import import_module
+from pathlib import Path
 from typing import Any
 
+import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
 from langorch.app.container import Container
 from langorch.config import Settings
 from langorch.local._invoke import APPROVAL_CALLBACK, FunctionError, LambdaInvoker
-from langorch.local.inprocess import INTERPRETER_LAMBDA, transport
+from langorch.local.inprocess import INTERPRETER_LAMBDA, answer_in_process, transport
+from langorch.local.journal import JournaledApp, open_journal, read_entries
 from langorch.local.lambdas import Dispatcher, ensure_functions
 from langorch.local.statemachine import EXECUTION_CONFIG
 
@@ -120,3 +125,44 @@ def test_the_interpreter_gets_its_own_client_back_when_the_dispatcher_goes():
     # Then it had another client meanwhile, and its own after
     assert during is not before
     assert module.boto_client_for is before
+
+
+def test_calls_to_the_emulator_are_answered_by_its_app_and_journaled(tmp_path: Path):
+    # Given the emulator's WSGI app with its journal, answering for an endpoint where nothing
+    # listens (port 9): only a call handed to the app can succeed
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    app = JournaledApp(DomainDispatcherApplication(create_backend_app))
+    app.journal = open_journal(tmp_path / "emulator.journal")
+    session = boto3.Session(
+        aws_access_key_id="local", aws_secret_access_key="local", region_name=REGION
+    )
+    stop = answer_in_process(session, app, "http://127.0.0.1:9")
+    logs = session.client("logs", endpoint_url="http://127.0.0.1:9")
+    elsewhere = session.client("logs", endpoint_url="http://127.0.0.1:10")
+
+    # When a client writes log lines there and reads them back
+    logs.create_log_group(logGroupName="/aws/lambda/f")
+    logs.create_log_stream(logGroupName="/aws/lambda/f", logStreamName="s")
+    logs.put_log_events(
+        logGroupName="/aws/lambda/f",
+        logStreamName="s",
+        logEvents=[{"timestamp": int(time.time() * 1000), "message": "hello"}],
+    )
+    events = logs.get_log_events(logGroupName="/aws/lambda/f", logStreamName="s")["events"]
+    app.journal.close()
+
+    # Then the app answered, and journaled the three writes (not the read)
+    assert [e["message"] for e in events] == ["hello"]
+    targets = [e["environ"].get("HTTP_X_AMZ_TARGET") for e in read_entries(app.journal.path)]
+    assert targets == [
+        "Logs_20140328.CreateLogGroup",
+        "Logs_20140328.CreateLogStream",
+        "Logs_20140328.PutLogEvents",
+    ]
+    # And a call for another endpoint, or after the stop, is sent over the network
+    with pytest.raises(EndpointConnectionError):
+        elsewhere.describe_log_groups()
+    stop()
+    with pytest.raises(EndpointConnectionError):
+        logs.describe_log_groups()

@@ -109,7 +109,7 @@ def ensure_port_free(port: int, *, what: str, option: str) -> None:
 
 def start_emulator(
     port: int, *, state_dir: Path | None = None, dynamodb: DynamoDBProcess | None = None
-) -> Callable[[], None]:
+) -> tuple[Callable[[], None], Any]:
     """Start moto's server on 127.0.0.1:``port`` in this process, executing state machines.
 
     Args:
@@ -121,7 +121,8 @@ def start_emulator(
             journal entries are that process's to replay); ``None``: moto here serves it.
 
     Returns:
-        Its stop function (which also gives moto back its own settings).
+        Its stop function (which also gives moto back its own settings), and the WSGI app it
+        serves (journal and DynamoDB forwarding included), for callers in this process.
 
     Raises:
         PortBusyError: something already listens on ``port``.
@@ -184,7 +185,7 @@ def start_emulator(
     except BaseException:
         stop()
         raise
-    return stop
+    return stop, server.served
 
 
 class PortBusyError(LangorchError):
@@ -214,13 +215,13 @@ class _EmulatorServer:
         self.app = JournaledApp(self.moto_app)
         self.state_dir = state_dir
         self.dynamodb = dynamodb
-        served: Any = self.app
+        self.served: Any = self.app
         if dynamodb is not None:
-            served = DynamoDBForward(self.app, lambda: dynamodb.endpoint_url)
+            self.served = DynamoDBForward(self.app, lambda: dynamodb.endpoint_url)
         ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
         try:
             self._server = make_server(
-                "127.0.0.1", port, served, threaded=True, request_handler=keep_alive_handler()
+                "127.0.0.1", port, self.served, threaded=True, request_handler=keep_alive_handler()
             )
         except (OSError, SystemExit) as exc:  # werkzeug exits on EADDRINUSE (a race lost)
             raise PortBusyError(
@@ -333,7 +334,7 @@ def start_local_stack(
     from langorch.app.container import Container
     from langorch.app.definitions import seed_builtins
     from langorch.app.trigger_sync import register_and_sync
-    from langorch.local.inprocess import transport
+    from langorch.local.inprocess import answer_in_process, transport
     from langorch.local.lambdas import Dispatcher, function_environment
     from langorch.local.logs import CloudWatchSink
 
@@ -354,7 +355,8 @@ def start_local_stack(
     stack.dynamodb = dynamodb = start_dynamodb_process(state_dir)  # starts with the emulator
     stack._stops.append(dynamodb.stop)
     try:
-        stack._stops.append(start_emulator(port, state_dir=state_dir, dynamodb=dynamodb))
+        stop_emulator, emulator_app = start_emulator(port, state_dir=state_dir, dynamodb=dynamodb)
+        stack._stops.append(stop_emulator)
         example_dirs = (
             sorted(p.parent for p in examples.glob("*/definitions.yaml"))
             if (examples is not None and examples.is_dir())
@@ -376,6 +378,8 @@ def start_local_stack(
         # One boto3 session for every container of the start-up: each new session re-reads
         # botocore's data files, and the start-up builds three containers (PERFORMANCE P6).
         session = new_session(settings)
+        # Its clients (the start-up's, the log shipper's) call the emulator without a socket.
+        stack._stops.append(answer_in_process(session, emulator_app, f"http://127.0.0.1:{port}"))
         container = Container(settings, session=session)
         container.ensure_resources()
         seed_builtins(container.definitions)
