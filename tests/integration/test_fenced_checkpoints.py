@@ -174,12 +174,7 @@ def test_under_one_fence_the_newest_checkpoint_is_not_read_again_and_matches_a_f
     processes: Callable[[], Container],
 ) -> None:
     # Given a segment that ran 3 supersteps under its run's fence
-    setup = processes()
-    register_text(setup, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), setup)
-    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
-    saver = _fenced_saver(setup)
-    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    setup, run, fence, saver, config = _segment_under_fence(processes)
     linear_graph(saver, 3).invoke({"trail": []}, config, durability="sync")
     counter = RequestCounter(setup.client("dynamodb"))
     # When it reads the newest checkpoint twice (the state after the run, LangGraph's own read)
@@ -215,12 +210,7 @@ def test_under_one_fence_a_thread_without_checkpoints_is_read_once_until_it_writ
     processes: Callable[[], Container],
 ) -> None:
     # Given a new run's first segment under its fence: the thread has no checkpoint yet
-    setup = processes()
-    register_text(setup, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), setup)
-    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
-    saver = _fenced_saver(setup)
-    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    setup, run, _, saver, config = _segment_under_fence(processes)
     counter = RequestCounter(setup.client("dynamodb"))
     # When it reads the newest checkpoint three times (the state before, LangGraph's own read)
     reads = [saver.get_tuple(config) for _ in range(3)]
@@ -235,6 +225,19 @@ def test_under_one_fence_a_thread_without_checkpoints_is_read_once_until_it_writ
     assert counter.total == 0, counter.counts
     fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})
     assert fresh is not None and stored.checkpoint == fresh.checkpoint
+
+
+def _segment_under_fence(
+    processes: Callable[[], Container],
+) -> tuple[Container, Any, int, DynamoCheckpointSaver, Any]:
+    """A new gated run whose segment holds the lease: the container, run, fence, a fenced
+    saver and the segment's config."""
+    setup = processes()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
+    config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
+    return setup, run, fence, _fenced_saver(setup), config
 
 
 def _fenced_saver(container: Container) -> DynamoCheckpointSaver:
