@@ -18,9 +18,10 @@ Repeats that in consecutive rounds on one stack (P6 asks for five) and prints ea
 the figures over all rounds against P6's targets. Each round also prints the CPU seconds the
 ``langorch dev`` process tree used from the first delivery to the last run's end (the dev
 process — emulator, Step Functions interpreter, gateway — and its children: the fork server
-and the sandboxes), the dev process alone, its DynamoDB process, and per run. A host-speed reading (one fixed Python
-loop, before and after) says how fast this machine was at the time: this machine type ran such
-loops twice as slowly on some days as on others, and the figures move with it.
+and the sandboxes), the dev process alone, its DynamoDB process, and per run. A host-speed
+reading (one fixed Python loop, before and after) says how fast this machine was at the time:
+this machine type ran such loops twice as slowly on some days as on others, and the figures
+move with it.
 
 Run: ``.venv/bin/python bench/pipeline.py [--runs 100] [--resend 10] [--rounds 5]``.
 """
