@@ -7,7 +7,9 @@ CPU, trigger 0.33-0.39 s, against 35-45 ms warm).
 * ``jsonschema``, which the trigger imports on its first input validation;
 * the adapters a handler's container imports when it first uses them (a burst of cold
   sandboxes spent ~14 ms each importing them: 0.9 s of CPU in the first round of
-  ``make bench-pipeline``).
+  ``make bench-pipeline``), and what the handlers import on their first segment, page or
+  secret (another ~1.3 s there), kept off their import path for Lambda's cold start (P3);
+* the approval pages' and emails' templates, compiled (~0.4 s there).
 
 Lambda has no fork server: there each execution environment pays this once, in its init phase.
 """
@@ -40,5 +42,20 @@ ADAPTERS = (
 )
 """What ``Container``'s properties import on first use (the functions' containers)."""
 
-for _module in ADAPTERS:
+FIRST_USE = (
+    "aws_lambda_powertools.utilities.parameters",
+    "langorch.app.resources",
+    "langorch.app.step_tools",
+    "langorch.domain.topology",
+    "langorch.engine.context",
+    "langorch.local.logs",
+    "langorch.web.emails",
+    "langorch.web.pages",
+)
+"""What the handlers import on first use: a segment's engine context and topology, a secret,
+an approval page or email, the sandbox's log capture."""
+
+for _module in (*ADAPTERS, *FIRST_USE):
     import_module(_module)
+import_module("langorch.web.pages").compile_templates()
+import_module("langorch.web.emails").compile_templates()

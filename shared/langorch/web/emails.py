@@ -108,6 +108,13 @@ Opening it decides nothing; only the buttons on the page do.</p>
 """
 
 
+def compile_templates() -> None:
+    """Compile both email templates now, for a process that forks workers (``langorch dev``'s
+    fork server): each worker otherwise compiles them on its first email."""
+    _env(False).get_template("email.txt")
+    _env(True).get_template("email.html")
+
+
 @lru_cache(maxsize=2)
 def _env(html: bool) -> Environment:
     from jinja2 import DictLoader, Environment, StrictUndefined

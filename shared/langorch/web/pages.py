@@ -151,6 +151,13 @@ maxlength="6" size="8" required></p>{% endif %}
 """
 
 
+def compile_templates() -> None:
+    """Compile every page template now, for a process that forks workers (``langorch dev``'s
+    fork server): each worker otherwise compiles them on its first page."""
+    for name in ("base.html", "result.html", "form.html", "policy.html", "delegate.html"):
+        _env().get_template(name)
+
+
 @lru_cache(maxsize=1)
 def _env() -> Environment:
     from jinja2 import DictLoader, Environment, StrictUndefined
