@@ -44,10 +44,10 @@ from langorch.local.dynamodb_lean import (
     read_update_expressions_once,
 )
 from langorch.local.emulator import (
-    _answer,
     keep_alive_handler,
     local_dynamodb,
     route_outside_the_lock,
+    wsgi_answer,
 )
 
 TABLE = "lean"
@@ -257,10 +257,11 @@ def _run(
     requests: list[Request],
 ) -> list[tuple[Any, ...]]:
     with _fresh_moto():
-        created = _answer(app, _environ("CreateTable", CREATE_TABLE, {}))
+        created = wsgi_answer(app, _environ("CreateTable", CREATE_TABLE, {}))
         assert created[0] == "200 OK", created
         return [
-            _comparable(_answer(app, _environ(op, body, extra))) for op, body, extra, _ in requests
+            _comparable(wsgi_answer(app, _environ(op, body, extra)))
+            for op, body, extra, _ in requests
         ]
 
 

@@ -246,7 +246,7 @@ def keep_alive_handler() -> type:
 
         def run_wsgi(self) -> None:
             environ = self.make_environ()
-            status, headers, body = _answer(self.server.app, environ)  # type: ignore[attr-defined]
+            status, headers, body = wsgi_answer(self.server.app, environ)  # type: ignore[attr-defined]
             self.wfile.write(_response(status, headers, body, self.command, self.close_connection))
 
         def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
@@ -255,7 +255,7 @@ def keep_alive_handler() -> type:
     return KeepAliveRequestHandler
 
 
-def _answer(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+def wsgi_answer(app: Any, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
     """Run a WSGI application; its status, headers and whole body (500 if it raised)."""
     started: list[Any] = []
     chunks: list[bytes] = []

@@ -161,10 +161,13 @@ def answer_in_process(session: Any, app: Any, endpoint_url: str) -> Callable[[],
 
 
 def _answer(app: Any, request: Any) -> Any:
-    """``app``'s answer to botocore's prepared ``request``, as botocore's response."""
-    from botocore.awsrequest import AWSResponse
+    """``app``'s answer to botocore's prepared ``request``, as botocore's response (a 500 if
+    the app raised, as the emulator's HTTP server answers)."""
+    from botocore.awsrequest import AWSResponse, HTTPHeaders
     from moto.core.botocore_stubber import MockRawResponse
     from werkzeug.test import EnvironBuilder
+
+    from langorch.local.emulator import wsgi_answer
 
     url = urlsplit(request.url)
     headers = {
@@ -183,20 +186,10 @@ def _answer(app: Any, request: Any) -> Any:
         data=body or b"",
         environ_base={"REMOTE_ADDR": "127.0.0.1"},
     ).get_environ()
-    answered: dict[str, Any] = {}
-
-    def start_response(status: str, response_headers: Any, exc_info: Any = None) -> Any:
-        answered["status"] = int(status.split(" ", 1)[0])
-        answered["headers"] = dict(response_headers)
-        return lambda data: None
-
-    chunks = app(environ, start_response)
-    try:
-        content = b"".join(chunks)
-    finally:
-        close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
+    status, answer_headers, content = wsgi_answer(app, environ)
     return AWSResponse(
-        request.url, answered["status"], answered["headers"], MockRawResponse(content)
+        request.url,
+        int(status.split(" ", 1)[0]),
+        HTTPHeaders.from_pairs(answer_headers),
+        MockRawResponse(content),
     )
