@@ -1,23 +1,36 @@
-# Plain verbs. `make test` on a fresh machine builds its own virtualenv, installs everything and runs
-# lint, types and the whole suite.
+# Plain verbs. `make test` on a fresh machine builds its own virtualenv, installs exactly what
+# uv.lock names and runs lint, types and the whole suite.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# uv itself is pinned: the lock's format and resolution are uv's. Installed once under .tools/
+# by the machine's pip; the infra extra pins the same version for the layer build
+# (tests/unit/test_dependency_lock.py holds the two together).
+UV_VERSION := 0.13.9
+UV := .tools/uv-$(UV_VERSION)/bin/uv
+export UV_PYTHON_DOWNLOADS := never
 # Folders that hold Python today (an empty folder is not in git).
 PY_DIRS := $(wildcard shared functions tests bench infra)
 
 CDK := npx --yes aws-cdk@2.1148.1
 
-.PHONY: install dev test lint types unit bench bench-pipeline synth deploy destroy clean chromium
+.PHONY: install lock dev test lint types unit bench bench-pipeline synth deploy destroy clean chromium
 
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(UV):
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check \
+		--target .tools/uv-$(UV_VERSION) uv==$(UV_VERSION)
+
+# --locked: refuse a lock that no longer matches pyproject.toml (run `make lock`), never re-resolve.
+$(STAMP): pyproject.toml uv.lock $(UV)
+	$(UV) sync --locked --all-extras --python $(PYTHON) --quiet
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Resolve again within pyproject.toml's ranges, newest first; review the diff of uv.lock.
+lock: $(UV)
+	$(UV) lock --upgrade
 
 lint: $(STAMP)
 	$(BIN)/ruff check $(PY_DIRS)
@@ -65,4 +78,4 @@ destroy: $(STAMP)
 	$(CDK) destroy --force $(CDK_ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .langorch cdk.out build/infra
+	rm -rf $(VENV) .tools .pytest_cache .mypy_cache .ruff_cache .langorch cdk.out build/infra

@@ -6,9 +6,10 @@ real ``cdk deploy`` must not need one. Instead:
 - **code**: ``functions/`` and ``shared/langorch`` are copied side by side into one directory
   (``/var/task/functions/...`` and ``/var/task/langorch/...`` in Lambda), so every function
   ships the same asset and the handlers import ``langorch`` as in local mode.
-- **layer**: ``pip install --target`` with ``--platform manylinux2014_aarch64
-  --only-binary=:all: --python-version 3.12`` fetches the arm64 wheels of the runtime
-  dependencies (boto3 and botocore are left to the Lambda runtime), then the Python 3.12
+- **layer**: the runtime dependencies exactly as ``uv.lock`` pins them (``uv export``, with
+  their hashes), boto3 and botocore included rather than left to the runtime's copy;
+  ``uv pip install --target`` with ``--python-platform aarch64-manylinux_2_34
+  --python-version 3.12 --only-binary :all:`` fetches the arm64 wheels, then the Python 3.12
   interpreter byte-compiles them. This runs as an ``ILocalBundling`` step only when the
   ``bundle`` setting is on (``make deploy``); synth and tests use a placeholder so they stay
   offline and take seconds.
@@ -24,8 +25,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +36,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PYTHON_VERSION = "3.12"
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
-PLATFORM = "manylinux2014_aarch64"
+PLATFORM = "aarch64-manylinux_2_34"
+"""The Lambda python3.12 runtime: Amazon Linux 2023 (glibc 2.34) on arm64."""
 LAYER_EXTRAS = ("bedrock", "openai")
 """Optional dependency groups the cloud runner needs (LLM providers are imported lazily)."""
-RUNTIME_PROVIDED = ("boto3", "botocore", "s3transfer")
-"""Left to the Lambda runtime (PERFORMANCE.md P4): deleted after ``pip install``."""
 PRUNED = ("numpy", "numpy.libs", "zstandard")
 """Installed as requirements of requirements, never needed on the paths the runner takes:
 
@@ -62,23 +60,28 @@ class BundlingError(RuntimeError):
     """The dependency layer cannot be built; the message says what to install or change."""
 
 
-def layer_requirements(pyproject: Path = REPO_ROOT / "pyproject.toml") -> list[str]:
-    """The runtime requirements of the package and its LLM extras, minus boto3.
+def uv_binary() -> str:
+    """The uv that built ``uv.lock`` (the infra extra pins it; the Makefile installs the same)."""
+    from uv import find_uv_bin
 
-    Read from ``pyproject.toml`` so the layer never drifts from what ``pip install -e .``
-    gives local mode.
+    return str(find_uv_bin())
+
+
+def layer_requirements(project: Path = REPO_ROOT) -> str:
+    """The layer's requirements file: the package's runtime dependencies and its LLM extras,
+    each pinned to the version in ``uv.lock`` with its hashes (no development tools, not the
+    project itself).
+
+    Raises:
+        BundlingError: the lock is missing or no longer matches ``pyproject.toml``.
     """
-    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    requirements = list(project["dependencies"])
-    for extra in LAYER_EXTRAS:
-        requirements.extend(project["optional-dependencies"][extra])
-    return [r for r in requirements if _name(r) not in RUNTIME_PROVIDED]
-
-
-def _name(requirement: str) -> str:
-    for stop in "<>=!~[; ":
-        requirement = requirement.split(stop, 1)[0]
-    return requirement.strip().lower().replace("_", "-")
+    command = [uv_binary(), "export", "--frozen", "--no-dev", "--no-emit-project"]
+    command += [f"--extra={extra}" for extra in LAYER_EXTRAS]
+    command += ["--format", "requirements.txt", "--quiet"]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=project)
+    if result.returncode != 0:
+        raise BundlingError(f"uv could not export the layer's requirements:\n{result.stderr}")
+    return result.stdout
 
 
 def stage_code(build_dir: Path, *, python312: str | None = None) -> Path:
@@ -109,7 +112,7 @@ def stage_layer_source(build_dir: Path) -> Path:
     """
     source = build_dir / "layer-src"
     source.mkdir(parents=True, exist_ok=True)
-    text = "\n".join(layer_requirements()) + "\n"
+    text = layer_requirements()
     target = source / "requirements.txt"
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         target.write_text(text, encoding="utf-8")
@@ -184,40 +187,37 @@ def build_layer(requirements: Path, output_dir: Path, *, python312: str) -> None
     """Install the arm64 wheels of ``requirements`` under ``output_dir/python`` and compile.
 
     Raises:
-        BundlingError: pip failed (usually a dependency without an aarch64 wheel).
+        BundlingError: uv failed (usually a dependency without an aarch64 wheel).
     """
     target = output_dir / "python"
     command = [
-        sys.executable,
-        "-m",
+        uv_binary(),
         "pip",
         "install",
         "--quiet",
-        "--disable-pip-version-check",
-        "--no-compile",  # pip would compile with *this* interpreter; 3.12 does it below
+        "--no-deps",  # the export is the whole, locked set
+        "--require-hashes",
         "--target",
         str(target),
-        "--platform",
+        "--python-platform",
         PLATFORM,
-        "--implementation",
-        "cp",
         "--python-version",
         PYTHON_VERSION,
-        "--only-binary=:all:",
-        "--upgrade",
+        "--only-binary",
+        ":all:",
         "-r",
         str(requirements),
     ]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise BundlingError(f"pip could not build the layer:\n{result.stderr[-4000:]}")
+        raise BundlingError(f"uv could not build the layer:\n{result.stderr[-4000:]}")
     prune_layer(target)
     byte_compile(python312, target)
 
 
 def prune_layer(target: Path) -> None:
-    """Remove what the Lambda runtime provides and what the runner never imports."""
-    for name in (*RUNTIME_PROVIDED, *PRUNED):
+    """Remove what the runner never imports."""
+    for name in PRUNED:
         for path in target.glob(f"{name}*"):
             if path.name == name or path.name.startswith(f"{name}-"):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.lock import locked_versions
 from infra.constructs.bundling import (
     REPO_ROOT,
     layer_requirements,
@@ -15,14 +16,24 @@ from infra.constructs.bundling import (
 )
 
 
-def test_layer_requirements_are_the_runtime_deps_and_llm_extras_without_boto3() -> None:
-    names = {
-        r.split(">")[0].split("=")[0].split("[")[0].split("<")[0] for r in layer_requirements()
-    }
-    assert {"langgraph", "langgraph-checkpoint-aws", "aws-lambda-powertools"} <= names
-    assert {"langchain-aws", "langchain-openai"} <= names
-    assert "boto3" not in names
-    assert "moto" not in names  # local mode only
+def test_the_layer_installs_exactly_the_locked_runtime_set_boto3_included() -> None:
+    # Given the lock the development environment is installed from
+    locked = locked_versions()
+    # When the layer's requirements are exported
+    pins = dict(
+        line.split(" ", 1)[0].split("==")
+        for line in layer_requirements().splitlines()
+        if "==" in line and not line.startswith(("#", " "))
+    )
+    # Then every one is the locked version, each with its hashes...
+    assert pins, "the export named no package"
+    assert {name: locked[name] for name in pins} == pins
+    assert "--hash=sha256:" in layer_requirements()
+    # ...the runner's packages and the LLM extras are in, boto3 pinned rather than left to the
+    # Lambda runtime's copy, and nothing of local mode or development is
+    assert {"langgraph", "aws-lambda-powertools", "langchain-aws", "langchain-openai"} <= set(pins)
+    assert pins["boto3"] == locked["boto3"] and pins["botocore"] == locked["botocore"]
+    assert not {"moto", "pytest", "mypy", "aws-cdk-lib", "langgraph-checkpoint-sqlite"} & set(pins)
 
 
 def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> None:
@@ -56,7 +67,7 @@ def test_runner_imports_work_without_the_pruned_numpy_and_zstandard() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
 
 
-def test_pruning_removes_runtime_provided_and_unused_packages(tmp_path: Path) -> None:
+def test_pruning_removes_unused_packages_and_keeps_boto3(tmp_path: Path) -> None:
     for name in ("boto3", "botocore", "numpy", "numpy.libs", "langgraph", "zstandard"):
         (tmp_path / name).mkdir()
     (tmp_path / "numpy-2.3.0.dist-info").mkdir()
@@ -65,5 +76,5 @@ def test_pruning_removes_runtime_provided_and_unused_packages(tmp_path: Path) ->
     (tmp_path / "langgraph" / "graph.py").write_text("")
     (tmp_path / "langgraph" / "tests").mkdir()
     prune_layer(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["langgraph"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["boto3", "botocore", "langgraph"]
     assert [p.name for p in (tmp_path / "langgraph").iterdir()] == ["graph.py"]

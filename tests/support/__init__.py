@@ -1,0 +1,1 @@
+"""What several test suites share: event builders, stack starters, loopback servers, the lock."""
