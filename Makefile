@@ -35,6 +35,7 @@ lock: $(UV)
 lint: $(STAMP)
 	$(BIN)/ruff check $(PY_DIRS)
 	$(BIN)/ruff format --check $(PY_DIRS)
+	PYTHONPATH=. $(BIN)/lint-imports --no-cache
 
 types: $(STAMP)
 	$(BIN)/mypy

@@ -78,7 +78,7 @@ def fresh_stack(**settings: Any) -> Iterator[Any]:
 
 def new_container(**settings: Any) -> Any:
     """A container on the current moto account: a new container is a new process."""
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
     from langorch.config import Settings
     from langorch.llm import LLMRegistry
 

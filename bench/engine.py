@@ -348,10 +348,10 @@ def _print_steps(results: dict[str, Any]) -> None:
 IMPORT_SETS = {
     "runner core": (
         "import langorch.app.runs, langorch.engine.compiler, langorch.engine.segments, "
-        "langorch.adapters.dynamodb.checkpointer, langorch.app.container"
+        "langorch.adapters.dynamodb.checkpointer, langorch.composition.container"
     ),
     "trigger path": (
-        "import langorch.app.container, langorch.domain.definitions, langorch.domain.runs, "
+        "import langorch.composition.container, langorch.domain.definitions, langorch.domain.runs, "
         "langorch.adapters.dynamodb.runs, langorch.adapters.dynamodb.definitions"
     ),
     "langorch.llm": "import langorch.llm",

@@ -636,9 +636,9 @@ def main() -> int:
 
 def _measure(dev: DevProcess, runs: int, resend: int, rounds: int, started: float) -> int:
     """Register the workflow in the running stack, run the rounds, print the summary."""
-    from langorch.app.container import Container
     from langorch.app.trigger_sync import register_and_sync
     from langorch.cli.target import resolve_target
+    from langorch.composition.container import Container
 
     # As every langorch command finds the stack: through <home>/stack.json.
     settings = resolve_target(home=str(dev.home)).settings

@@ -48,7 +48,7 @@ def _desk() -> Any:
 
 
 def _container(script: dict[str, Any]) -> Any:
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
     from langorch.config import Settings
     from langorch.llm import LLMRegistry
 

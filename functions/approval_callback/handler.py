@@ -18,9 +18,9 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
-from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
-from langorch.app.bootstrap import SandboxContainer
-from langorch.domain.approval_outcomes import (
+from langorch.app.approvals.decisions import ApprovalHttpRequest, decide_approval, view_approval
+from langorch.composition.bootstrap import SandboxContainer
+from langorch.domain.approvals.outcomes import (
     ApprovalNotFoundError,
     Decided,
     DecideOutcome,
@@ -29,14 +29,14 @@ from langorch.domain.approval_outcomes import (
     Shown,
     ViewOutcome,
 )
-from langorch.domain.approvals import ApprovalLinkError
+from langorch.domain.approvals.record import ApprovalLinkError
 from langorch.domain.errors import LangorchError
 from langorch.web.http import UnreadableBodyError, http_status, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
-    from langorch.domain.approvals import Approval
+    from langorch.domain.approvals.record import Approval
     from langorch.web.pages import Page
 
 # Typed here so Powertools' decorators keep the handler's signature for mypy.
@@ -46,7 +46,7 @@ logger: Logger = observability.logger()
 metrics: Metrics = observability.metrics()
 app = APIGatewayHttpResolver()
 container = SandboxContainer()
-"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
+"""The sandbox's container, built on the first invocation (``composition.bootstrap``)."""
 
 MAX_FORM_BYTES = 512 * 1024
 MAX_FORM_FIELDS = 500

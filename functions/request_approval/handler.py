@@ -20,8 +20,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from langorch import observability
-from langorch.app.approvals import RequestApproval, request_approval
-from langorch.app.bootstrap import SandboxContainer
+from langorch.app.approvals.decisions import RequestApproval, request_approval
+from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.errors import StorageError
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ logger: Logger = observability.logger()
 tracer: Tracer = observability.tracer()
 metrics: Metrics = observability.metrics()
 container = SandboxContainer()
-"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
+"""The sandbox's container, built on the first invocation (``composition.bootstrap``)."""
 
 
 class RequestApprovalEvent(BaseModel):

@@ -26,9 +26,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from langorch.app.bootstrap import SandboxContainer
 from langorch.app.run_failures import note_segment_error
 from langorch.app.runs import RunSegment, mark_failed, run_segment
+from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.errors import LeaseHeldError, LeaseLostError, StorageError
 from langorch.domain.runs import RunError
 from langorch.observability import (
@@ -48,7 +48,7 @@ def load_engine() -> None:
     snapshot is taken (SnapStart off, ``langorch dev``, tests) the first segment loads it.
     """
     import langorch.adapters.dynamodb.checkpointer
-    import langorch.app.container
+    import langorch.composition.container
     import langorch.engine.compiler
     import langorch.engine.segments  # noqa: F401
 
@@ -64,7 +64,7 @@ log: Logger = logger()
 measure: Metrics = metrics()
 trace: Tracer = tracer()
 container = SandboxContainer()
-"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
+"""The sandbox's container, built on the first invocation (``composition.bootstrap``)."""
 
 
 class SegmentEvent(BaseModel):

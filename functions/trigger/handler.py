@@ -4,7 +4,7 @@
 * the Input of a langorch EventBridge Scheduler schedule (``source: langorch.schedule``);
 * an EventBridge ``Object Created`` event from S3 (``source: aws.s3``);
 * the stack's reconcile schedule (``source: langorch.reconcile``), which ends runs whose
-  execution ended without their record following (:mod:`langorch.app.reconcile`).
+  execution ended without their record following (:mod:`langorch.app.recovery.reconcile`).
 
 An adapter only: it parses the event, calls one use-case of :mod:`langorch.app.triggers` and
 maps the result. It never imports LangGraph or LangChain (ARCHITECTURE §2 "Cold starts"), and it
@@ -23,9 +23,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.adapters.scheduler import APPROVAL_TIMER_KIND
-from langorch.app.approval_votes import fire_timers
-from langorch.app.bootstrap import SandboxContainer
-from langorch.app.reconcile import reconcile_runs
+from langorch.app.approvals.votes import fire_timers
+from langorch.app.recovery.reconcile import reconcile_runs
 from langorch.app.triggers import (
     TriggerOutcome,
     WebhookRequest,
@@ -33,6 +32,7 @@ from langorch.app.triggers import (
     handle_s3_object,
     handle_schedule,
 )
+from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.errors import DefinitionError, NotFoundError, RequestRejectedError
 from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
@@ -48,7 +48,7 @@ logger = observability.logger()
 # every invocation; the runner, where the time goes, keeps full Tracer subsegments.
 app = APIGatewayHttpResolver()
 container = SandboxContainer()
-"""The sandbox's container, built on the first invocation (:mod:`langorch.app.bootstrap`)."""
+"""The sandbox's container, built on the first invocation (``composition.bootstrap``)."""
 
 
 @app.post("/hooks/<workflow_id>")

@@ -37,7 +37,7 @@ class Secrets(Construct):
         super().__init__(scope, id)
         self.webhook_prefix = f"{prefix}/webhooks/"
         # The signing key's shape is nested ({"current": "k1", "keys": {"k1": base64}}, see
-        # langorch.app.approvals.load_signing_keys) and CloudFormation only generates flat
+        # langorch.app.approvals.decisions.load_signing_keys) and CloudFormation only generates flat
         # JSON. So a seed secret is generated (64 letters and digits: valid base64 for 48
         # bytes) and the key secret embeds it through a dynamic reference: the template holds
         # `{{resolve:secretsmanager:...}}`, never key material.

@@ -1,7 +1,7 @@
 """Settings, read once at the composition root (``LANGORCH_*`` environment variables).
 
 Nothing else reads the environment. Tests and the local stack build a ``Settings`` with their
-own endpoint and names and pass it to :func:`langorch.app.container.build_container`.
+own endpoint and names and pass it to :func:`langorch.composition.container.build_container`.
 """
 
 from __future__ import annotations

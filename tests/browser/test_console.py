@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from playwright import sync_api as playwright_sync
 
-from langorch.app.container import Container
 from langorch.app.trigger_sync import register_and_sync
+from langorch.composition.container import Container
 from langorch.console.server import RunningConsole, serve_console
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for

@@ -17,8 +17,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from langorch.app.approval_ports import ApprovalsStore
-from langorch.domain.approvals import (
+from langorch.app.approvals.ports import ApprovalsStore
+from langorch.domain.approvals.record import (
     AlreadyDecidedError,
     Approval,
     ApprovalStatus,
@@ -42,7 +42,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[ApprovalsStore]:
     if request.param == "fake":
         yield InMemoryApprovals()
         return
-    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+    from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.local.emulator import serialise_dynamodb_writes
 
@@ -402,7 +402,7 @@ def test_the_audit_trail_is_append_only_and_oldest_first(store: ApprovalsStore) 
 
 
 def _vote(who: str, decision: str = "approved", at: datetime = NOW) -> Any:
-    from langorch.domain.approval_policy import Vote
+    from langorch.domain.approvals.policy import Vote
 
     return Vote(approver=who, decision=decision, at=at)  # type: ignore[arg-type]
 
@@ -429,7 +429,7 @@ def test_no_vote_is_taken_after_the_decision(store: ApprovalsStore) -> None:
 
 
 def test_a_counted_decision_needs_the_vote_count_it_read(store: ApprovalsStore) -> None:
-    from langorch.domain.approval_policy import VotesChangedError
+    from langorch.domain.approvals.policy import VotesChangedError
 
     approval = _pending(store)
     first = _vote(ALICE)

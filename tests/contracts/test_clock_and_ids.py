@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from langorch.config import Settings
 from tests.fakes import FakeClock, SequentialIds
 

@@ -48,3 +48,11 @@ def test_a_cached_read_keeps_the_old_value_until_a_fresh_read(store: Store) -> N
     # Then a plain read still sees the old value, and a fresh read the new one
     assert store.get_json("hooks/a") == {"current": "s1"}
     assert store.get_json("hooks/a", fresh=True) == {"current": "s2"}
+
+
+def test_replacing_changes_an_existing_secret_and_refuses_a_missing_one(store: Store) -> None:
+    store.put_json("keys/link", {"current": "k1"})
+    store.replace_json("keys/link", {"current": "k2"})
+    assert store.get_json("keys/link", fresh=True) == {"current": "k2"}
+    with pytest.raises(SecretNotFoundError, match="keys/none"):
+        store.replace_json("keys/none", {"current": "k1"})

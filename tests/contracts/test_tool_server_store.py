@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
-from langorch.adapters.dynamodb.tools import ToolServersRepository
+from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import InMemoryToolServers
 

@@ -23,8 +23,8 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from langorch.app.container import Container
 from langorch.app.runs import StartRun, launch_run
+from langorch.composition.container import Container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 CLICKS = 100

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from langorch.app.container import Container
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 from tests.e2e.readme import REPO, langorch_commands
 

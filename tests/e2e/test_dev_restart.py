@@ -33,10 +33,10 @@ from urllib.parse import urlencode, urlsplit
 
 import pytest
 
-from langorch.app.container import Container
 from langorch.app.runs import StartRun, launch_run
 from langorch.app.trigger_sync import register_and_sync
 from langorch.cli.target import endpoint_reachable, resolve_target
+from langorch.composition.container import Container
 from langorch.domain.runs import TimelineEventType
 from langorch.local.stack import free_port
 from tests.workflows import GATED_APPROVAL

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 from .test_walkthrough import DEFINITIONS, request, signed_headers, started_waiting

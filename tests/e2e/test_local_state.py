@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from langorch.local.stack import PortBusyError, free_port, start_local_stack
 
 

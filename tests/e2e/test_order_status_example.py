@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from langorch.app.container import Container
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.local.example_tools import ExampleTools, start_example_tools
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from langorch.app.container import Container
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 

@@ -26,7 +26,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from standardwebhooks import Webhook
 
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from langorch.domain.runs import RunRecord, TimelineEventType
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 

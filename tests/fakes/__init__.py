@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from langgraph.store.memory import InMemoryStore
 
+from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
 from tests.fakes.approvals import RecordingApprovalTimers
 from tests.fakes.checkpoints import InMemoryCheckpoints
@@ -81,6 +82,8 @@ class Fakes:
         self.executions = InMemoryExecutions(self.settings.state_machine_arn)
         self.secrets = InMemorySecrets()
         self.tool_servers = InMemoryToolServers()
+        # Registered tools are reached through the real MCP client (tests start real servers).
+        self.tool_connector = McpConnection
         self.tasks = InMemoryTasks()
         self.email = RecordingEmailSender()
         self.files = InMemoryFiles(self.settings.bucket, self.settings.checkpoint_prefix)

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from langorch.domain.approval_policy import Vote, VotesChangedError
-from langorch.domain.approvals import (
+from langorch.domain.approvals.policy import Vote, VotesChangedError
+from langorch.domain.approvals.record import (
     DECISIONS,
     AlreadyDecidedError,
     Approval,

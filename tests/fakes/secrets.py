@@ -37,6 +37,12 @@ class InMemorySecrets:
         self._values[name] = copy.deepcopy(value)
         return created
 
+    def replace_json(self, name: str, value: dict[str, Any]) -> None:
+        """Store a new value of an existing secret (``SecretNotFoundError`` when missing)."""
+        if name not in self._values:
+            raise SecretNotFoundError(f"secret {name} does not exist")
+        self._values[name] = copy.deepcopy(value)
+
     def exists(self, name: str) -> bool:
         """Whether the secret exists."""
         return name in self._values

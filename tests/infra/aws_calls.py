@@ -6,7 +6,7 @@ The chain, all derived from code:
 2. the use-cases (and the app functions and classes they call) touch the container's
    adapters: ``deps.runs.get_run(...)``, or hand an adapter on whole (``TriggerIndex(
    deps.definitions)``, ``EngineContext(files=deps.files)``);
-3. ``langorch.app.container.Container`` says which class each property builds, with which
+3. ``langorch.composition.container.Container`` says which class each property builds, with which
    boto3 client (``self.client("dynamodb")``) and which table setting;
 4. each adapter method's client calls (``self._client.update_item``, transitively through
    ``self._helper()``) are its AWS operations.
@@ -258,7 +258,7 @@ def _instance_wiring(
 @cache
 def container_wiring() -> dict[str, Wiring]:
     """Every ``cached_property`` of ``Container`` and what it builds."""
-    tree = ast.parse((PACKAGE / "app" / "container.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "composition" / "container.py").read_text(encoding="utf-8"))
     container = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Container")
     wiring: dict[str, Wiring] = {}
     for prop in container.body:
@@ -509,7 +509,7 @@ def _is_operation(service: str, operation: str) -> bool:
 
 def _memory_table() -> str:
     # build_memory_store(self.client("dynamodb"), self.settings.memory_table): a function.
-    source = (PACKAGE / "app" / "container.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "composition" / "container.py").read_text(encoding="utf-8")
     match = re.search(r"build_memory_store\(.*?self\.settings\.(\w+)\)", source)
     assert match, "Container.memory_store no longer calls build_memory_store(client, table)"
     return match.group(1)
@@ -771,7 +771,7 @@ def _targets(target: str, method: str) -> list[tuple[str, str]]:
     whose ``self.<prop>.<method>`` uses count instead."""
     if target in container_wiring():
         return [(target, method)]
-    tree = ast.parse((PACKAGE / "app" / "container.py").read_text(encoding="utf-8"))
+    tree = ast.parse((PACKAGE / "composition" / "container.py").read_text(encoding="utf-8"))
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name == target:

@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.lock import locked_versions
 from infra.constructs.bundling import (
     REPO_ROOT,
     layer_requirements,
@@ -14,6 +13,7 @@ from infra.constructs.bundling import (
     stage_code,
     stage_layer_placeholder,
 )
+from tests.support.lock import locked_versions
 
 
 def test_the_layer_installs_exactly_the_locked_runtime_set_boto3_included() -> None:

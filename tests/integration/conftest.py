@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import requests
 
-from langorch.app.container import Container
 from langorch.app.definitions import register_block, register_workflow, seed_builtins
 from langorch.app.runs import SegmentResult, StartRun, drive, start_run
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_file, load_text
 from langorch.llm import LLMRegistry

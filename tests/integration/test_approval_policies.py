@@ -14,9 +14,14 @@ from typing import Any
 
 import pytest
 
-from langorch.app.approvals import RequestApproval, decide_approval, request_approval, view_approval
-from langorch.domain.approval_outcomes import AlreadyDecided, Decided, Shown, Voted
-from langorch.domain.approvals import ApprovalStatus
+from langorch.app.approvals.decisions import (
+    RequestApproval,
+    decide_approval,
+    request_approval,
+    view_approval,
+)
+from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, Shown, Voted
+from langorch.domain.approvals.record import ApprovalStatus
 from tests.integration.test_approvals import (  # noqa: F401 - the fixtures
     Parked,
     Stack,

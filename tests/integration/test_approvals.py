@@ -38,7 +38,7 @@ import pytest
 from moto import mock_aws
 
 from langorch.adapters.stepfunctions import StepFunctions
-from langorch.app.approvals import (
+from langorch.app.approvals.decisions import (
     REDELIVERY_GRACE,
     ApprovalHttpRequest,
     RequestApproval,
@@ -48,11 +48,11 @@ from langorch.app.approvals import (
     request_approval,
     view_approval,
 )
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from langorch.config import Settings
-from langorch.domain.approval_codes import code_hash
-from langorch.domain.approval_outcomes import Shown
-from langorch.domain.approvals import (
+from langorch.domain.approvals.codes import code_hash
+from langorch.domain.approvals.outcomes import Shown
+from langorch.domain.approvals.record import (
     ApprovalStatus,
 )
 from langorch.domain.runs import (
@@ -641,7 +641,7 @@ def test_ses_sends_text_and_html_without_header_injection(tmp_path: Path) -> Non
     from moto.ses.models import ses_backends
 
     from langorch.adapters.ses import SesSender
-    from langorch.domain.approvals import new_approval
+    from langorch.domain.approvals.record import new_approval
     from langorch.web.emails import render_approval_email
 
     with mock_aws():
@@ -671,7 +671,7 @@ def test_ses_sends_text_and_html_without_header_injection(tmp_path: Path) -> Non
 
 def test_ses_refusing_an_email_is_a_named_error() -> None:
     from langorch.adapters.ses import SesSender
-    from langorch.domain.approvals import EmailNotSentError
+    from langorch.domain.approvals.record import EmailNotSentError
     from langorch.web.emails import OutgoingEmail
 
     with mock_aws():
@@ -691,7 +691,7 @@ def test_the_handlers_import_neither_langgraph_nor_langchain() -> None:
     code = (
         "import sys\n"
         "import functions.request_approval.handler, functions.approval_callback.handler\n"
-        "import langorch.app.approvals, langorch.web.pages, langorch.web.emails\n"
+        "import langorch.app.approvals.decisions, langorch.web.pages, langorch.web.emails\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'langchain',"
         " 'langchain_core', 'langchain_aws', 'langchain_openai'))\n"
         "print(bad)\n"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from langorch.app.approvals import (
+from langorch.app.approvals.decisions import (
     RequestApproval,
     ensure_signing_key,
     request_approval,
 )
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
-from langorch.domain.approvals import ApprovalStatus
+from langorch.domain.approvals.record import ApprovalStatus
 from langorch.domain.runs import TimelineEventType
 from tests.unit.test_approvals_timeout import GATED as APPROVAL
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import requests
 
-from langorch.app.container import Container
 from langorch.cli.errors import EXIT_CONFLICT
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.config import Settings
 
 TOKEN = "task-token-that-must-never-be-printed"
@@ -35,7 +35,7 @@ def langorch(capsys: pytest.CaptureFixture[str], endpoint: str, *args: str) -> t
 
 
 def _decided_approval(container: Container) -> str:
-    from langorch.domain.approvals import ApprovalStatus, AuditEntry, new_approval
+    from langorch.domain.approvals.record import ApprovalStatus, AuditEntry, new_approval
 
     approval = new_approval(
         run_id="run-1",
@@ -180,8 +180,8 @@ def test_show_prints_the_policy_its_votes_and_what_happens_next(
     container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
 ):
     # Given a pending approval needing 2 of 3, with one vote and a reminder ahead
-    from langorch.domain.approval_policy import Vote
-    from langorch.domain.approvals import approver_ref, new_approval
+    from langorch.domain.approvals.policy import Vote
+    from langorch.domain.approvals.record import approver_ref, new_approval
 
     now = datetime.now(UTC).replace(microsecond=0)
     approval = new_approval(

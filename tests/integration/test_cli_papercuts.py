@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import requests
 
-from langorch.app.container import Container
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.runs import RunError, TimelineEvent, TimelineEventType
 
@@ -284,7 +284,7 @@ def test_blocks_put_stores_only_the_blocks_and_says_where_the_workflows_go(
 
 
 def _pending(container: Container, title: str) -> str:
-    from langorch.domain.approvals import new_approval
+    from langorch.domain.approvals.record import new_approval
 
     approval = new_approval(
         run_id="run-0123456789abcdef0123456789abcdef",

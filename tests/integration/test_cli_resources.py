@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from langorch.app.container import Container
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.config import Settings
 
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from langorch.app.container import Container
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.config import Settings
 from tests.order_desk import load_order_desk
 

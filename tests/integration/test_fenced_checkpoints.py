@@ -19,9 +19,9 @@ from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 from langorch.adapters.dynamodb.checkpointer._fence import Fence
 from langorch.adapters.dynamodb.checkpointer._table import _transaction_chunks, item_size
 from langorch.adapters.request_counter import RequestCounter
-from langorch.app.container import Container
 from langorch.app.definitions import seed_builtins
 from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.errors import LeaseHeldError, LeaseLostError
 from langorch.llm import LLMRegistry

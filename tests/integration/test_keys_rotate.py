@@ -11,12 +11,12 @@ import pytest
 import requests
 
 from langorch.adapters.secrets import Secrets
-from langorch.app.approvals import ensure_signing_key, load_signing_keys_fresh
-from langorch.app.container import Container
-from langorch.app.keys import KeyRotationError, next_key_id, rotate_signing_key
+from langorch.app.approvals.decisions import ensure_signing_key, load_signing_keys_fresh
+from langorch.app.approvals.rotation import KeyRotationError, next_key_id, rotate_signing_key
 from langorch.cli.main import main
+from langorch.composition.container import Container
 from langorch.config import Settings
-from langorch.domain.approvals import LinkForgedError, sign_link, verify_link
+from langorch.domain.approvals.record import LinkForgedError, sign_link, verify_link
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 

@@ -17,7 +17,7 @@ import langchain_aws  # noqa: F401 - imported here, not inside a timed call (it 
 import langchain_openai  # noqa: F401
 import pytest
 
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from tests.integration.conftest import MakeContainer, register_text, run_to_end
 from tests.llm_servers import FakeBedrock, FakeOpenAI
 

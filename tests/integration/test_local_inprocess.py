@@ -18,7 +18,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from moto import mock_aws
 
-from langorch.app.container import Container
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.local._invoke import APPROVAL_CALLBACK, FunctionError, LambdaInvoker
 from langorch.local.inprocess import INTERPRETER_LAMBDA, answer_in_process, transport

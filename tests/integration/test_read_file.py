@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from langorch.app.container import Container
 from langorch.app.runs import SegmentResult, drive
 from langorch.app.triggers import handle_s3_object
+from langorch.composition.container import Container
 from langorch.domain.runs import TimelineEventType
 from langorch.domain.triggers import S3ObjectCreated
 

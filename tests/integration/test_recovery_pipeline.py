@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from langorch.app.container import Container
 from langorch.app.definitions import register_block
-from langorch.app.forks import fork
-from langorch.app.recovery import redrive
+from langorch.app.recovery.forks import fork
+from langorch.app.recovery.redrive import redrive
+from langorch.composition.container import Container
 from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
 from langorch.local.lambdas import Dispatcher

@@ -7,7 +7,7 @@ import pytest
 from botocore.stub import Stubber
 
 from langorch.adapters.ses import SesSender
-from langorch.domain.approvals import EmailNotSentError
+from langorch.domain.approvals.record import EmailNotSentError
 from langorch.web.emails import OutgoingEmail
 
 SENDER = "approvals@example.org"

@@ -18,9 +18,9 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from langorch.adapters.logs import CloudWatchLogs
-from langorch.app.container import Container
 from langorch.app.definitions import register_workflow, seed_builtins
 from langorch.app.runs import StartRun, cancel_run, launch_run, start_run
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.domain.runs import RunRecord, TimelineEventType

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from functions.trigger import handler as trigger
-from langorch.app.container import Container
+from langorch.composition.container import Container
 
 from .conftest import UseContainer
 from .triggers_support import executions, load_event, make_deps

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from langorch.app.container import Container
 from langorch.app.trigger_sync import sync_triggers
+from langorch.composition.container import Container
 from langorch.domain.definitions import TaskPlan
 
 from .triggers_support import SCHEDULER_ROLE, TRIGGER_FN, make_deps

@@ -11,9 +11,9 @@ import boto3
 from standardwebhooks import Webhook
 
 import langorch
-from langorch.app.container import Container
 from langorch.app.definitions import register_workflow
 from langorch.app.triggers import WebhookRequest
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.llm import LLMRegistry

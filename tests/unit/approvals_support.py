@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from langorch.app.approvals import (
+from langorch.app.approvals.decisions import (
     ApprovalHttpRequest,
     ApprovalRequested,
     RequestApproval,
     ensure_signing_key,
 )
-from langorch.app.approvals import request_approval as request
+from langorch.app.approvals.decisions import request_approval as request
 from langorch.domain.runs import PendingInterrupt, RunRecord, RunStatus, RunTrigger, transition
 from tests.fakes import Fakes, InMemoryExecutions
 from tests.fakes.approvals import InMemoryApprovals

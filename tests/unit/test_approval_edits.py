@@ -1,4 +1,4 @@
-"""Typed, bounded approver edits (pure rules of :mod:`langorch.domain.approval_edits`)."""
+"""Typed, bounded approver edits (pure rules of :mod:`langorch.domain.approvals.edits`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from langorch.domain.approval_edits import (
+from langorch.domain.approvals.edits import (
     MAX_EDIT_FIELD_BYTES,
     EditKind,
     EditRejectedError,

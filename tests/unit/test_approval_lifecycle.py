@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from langorch.domain.approval_lifecycle import (
+from langorch.domain.approvals.lifecycle import (
     DECISION_OUTCOME,
     TABLE,
     TRANSITIONS,
@@ -22,7 +22,7 @@ from langorch.domain.approval_lifecycle import (
     state_of,
     step,
 )
-from langorch.domain.approvals import Approval, ApprovalStatus, new_approval
+from langorch.domain.approvals.record import Approval, ApprovalStatus, new_approval
 
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

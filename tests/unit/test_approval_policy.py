@@ -7,14 +7,15 @@ from typing import Any
 
 import pytest
 
-from langorch.domain.approval_policy import (
+from langorch.domain.approvals.policy import (
     ApprovalPolicy,
     BusinessHours,
     Vote,
     duration_seconds,
     next_business_time,
 )
-from langorch.domain.approval_votes import (
+from langorch.domain.approvals.record import Approval, new_approval
+from langorch.domain.approvals.votes import (
     SelfApprovalError,
     check_may_vote,
     due_timers,
@@ -22,7 +23,6 @@ from langorch.domain.approval_votes import (
     progress,
     timers,
 )
-from langorch.domain.approvals import Approval, new_approval
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.loading import parse_definitions

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from langorch.app.approval_votes import DelegatedAwayError, fire_timers
-from langorch.app.approvals import decide_approval, view_approval
-from langorch.domain.approval_outcomes import AlreadyDecided, Decided, FormAgain, Shown, Voted
-from langorch.domain.approval_votes import SelfApprovalError
+from langorch.app.approvals.decisions import decide_approval, view_approval
+from langorch.app.approvals.votes import DelegatedAwayError, fire_timers
+from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, FormAgain, Shown, Voted
+from langorch.domain.approvals.votes import SelfApprovalError
 from tests.unit.approvals_support import FakeStack, Parked, http_request
 
 ANN, BOB, CAT = "ann@example.com", "bob@example.com", "cat@example.com"
@@ -86,7 +86,7 @@ def test_separation_of_duties_refuses_the_starter_and_does_not_email_them(
     parked = park(stack, {"quorum": "any", "separation_of_duties": True}, started_by=ANN)
     assert ANN not in parked.links  # the starter is not asked
     # Even with a link of their own (forwarded, or from a reissue), their approval is refused
-    from langorch.app.approval_requests import reissue_approval
+    from langorch.app.approvals.requests import reissue_approval
 
     stack.container.email.sent.clear()
     reissue_approval(parked.approval_id, stack.container)

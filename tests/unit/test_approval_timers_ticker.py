@@ -10,7 +10,7 @@ from langorch.adapters.scheduler import (
     APPROVAL_TIMER_KIND,
     ApprovalTimerSchedules,
 )
-from langorch.app.approval_votes import fire_timers
+from langorch.app.approvals.votes import fire_timers
 from langorch.local.ticker import Ticker, to_schedule
 from tests.unit.approvals_support import FakeStack
 from tests.unit.test_approval_policy_usecases import ANN, BOB, BOSS, CAT, press

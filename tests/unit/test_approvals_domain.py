@@ -6,21 +6,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from langorch.domain.approval_codes import check_code, code_hash, new_code
-from langorch.domain.approval_lifecycle import (
+from langorch.domain.approvals.codes import check_code, code_hash, new_code
+from langorch.domain.approvals.lifecycle import (
     Event,
     State,
     TransitionRefusedError,
     state_of,
     step,
 )
-from langorch.domain.approval_outcomes import AlreadyDecided
-from langorch.domain.approval_views import (
-    SubmittedTooSoonError,
-    check_view_token,
-    issue_view_token,
-)
-from langorch.domain.approvals import (
+from langorch.domain.approvals.outcomes import AlreadyDecided
+from langorch.domain.approvals.record import (
     P_APPROVER,
     P_EXPIRES,
     P_KEY_ID,
@@ -41,6 +36,11 @@ from langorch.domain.approvals import (
     redelivery_due,
     sign_link,
     verify_link,
+)
+from langorch.domain.approvals.views import (
+    SubmittedTooSoonError,
+    check_view_token,
+    issue_view_token,
 )
 from langorch.web.emails import clean_subject, render_approval_email
 from langorch.web.pages import SECURITY_HEADERS, approval_page, result_page

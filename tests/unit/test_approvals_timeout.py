@@ -10,14 +10,14 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from langorch.app.approvals import (
+from langorch.app.approvals.decisions import (
     ApprovalHttpRequest,
     RequestApproval,
     request_approval,
     view_approval,
 )
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
-from langorch.domain.approvals import ApprovalStatus, LinkExpiredError
+from langorch.domain.approvals.record import ApprovalStatus, LinkExpiredError
 from langorch.domain.runs import TimelineEventType
 from langorch.web.http import http_status
 from tests.integration.conftest import register_text

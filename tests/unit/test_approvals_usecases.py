@@ -17,8 +17,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from langorch.app.approval_requests import ApprovalNotPendingError, reissue_approval
-from langorch.app.approvals import (
+from langorch.app.approvals.decisions import (
     REDELIVERY_GRACE,
     RequestApproval,
     close_for_ended_run,
@@ -29,13 +28,14 @@ from langorch.app.approvals import (
     resume_after_timeout,
     view_approval,
 )
-from langorch.domain.approval_outcomes import (
+from langorch.app.approvals.requests import ApprovalNotPendingError, reissue_approval
+from langorch.domain.approvals.outcomes import (
     AlreadyDecided,
     Decided,
     DecisionNotDeliveredError,
     Shown,
 )
-from langorch.domain.approvals import (
+from langorch.domain.approvals.record import (
     MAX_CODE_ATTEMPTS,
     ApprovalStatus,
     LinkExpiredError,

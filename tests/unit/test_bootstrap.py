@@ -8,8 +8,8 @@ from typing import Any
 import boto3
 import pytest
 
-from langorch.app.bootstrap import SandboxContainer
-from langorch.app.container import Container
+from langorch.composition.bootstrap import SandboxContainer
+from langorch.composition.container import Container
 from langorch.config import Settings
 
 

@@ -15,8 +15,8 @@ from langorch.console.redact import REDACTED, redact, shown
 from langorch.console.runview import build_run_view
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.lookup import InMemoryLookup
+from langorch.domain.plan.topology import step_graph
 from langorch.domain.runs import RunRecord, RunStatus, RunTrigger, TimelineEvent
-from langorch.domain.topology import step_graph
 from langorch.web.look import human_label
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

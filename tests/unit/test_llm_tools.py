@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from langorch.domain.errors import LLMError
-from langorch.llm.tools import KNOWN_TOOLS, build_tools, calculate, current_time, http_get
+from langorch.llm.builtin_tools import KNOWN_TOOLS, build_tools, calculate, current_time, http_get
 
 
 def test_calculator_evaluates_arithmetic() -> None:

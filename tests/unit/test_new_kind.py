@@ -16,8 +16,8 @@ from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.kinds import registry as specs
 from langorch.domain.kinds.base import Read, StepKind
 from langorch.domain.kinds.registry import KindRegistrationError
-from langorch.domain.kinds.settings import Settings
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
+from langorch.domain.step_settings import Settings
 from langorch.domain.validation import check_workflow, validate_block, validate_workflow
 from langorch.engine.compiler import GraphCompiler
 from langorch.engine.context import EngineContext

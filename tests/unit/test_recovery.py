@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from langorch.app.recovery import (
+from langorch.app.recovery.redrive import (
     IncompatibleVersionError,
     RedriveRefusedError,
     redrive,
@@ -256,7 +256,7 @@ def test_two_concurrent_redrives_start_one_execution(deps: Fakes) -> None:
 
 
 def test_reconcile_follows_the_redriven_execution_not_the_first_one(deps: Fakes) -> None:
-    from langorch.app.reconcile import reconcile_runs
+    from langorch.app.recovery.reconcile import reconcile_runs
 
     # Given a failed run whose first execution ended FAILED, redriven into a running execution
     run_id, _, _ = _failed_run(deps)
@@ -286,7 +286,7 @@ workflows:
 
 
 def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_link() -> None:
-    from langorch.app.approvals import (
+    from langorch.app.approvals.decisions import (
         RequestApproval,
         Shown,
         decide_approval,
@@ -346,7 +346,7 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
 
 
 def test_a_fork_with_an_edited_key_runs_from_its_step_on_the_edited_state(deps: Fakes) -> None:
-    from langorch.app.forks import fork
+    from langorch.app.recovery.forks import fork
 
     # Given a run that succeeded
     fixed, counting = _fixed(deps)
@@ -376,7 +376,7 @@ def test_a_fork_with_an_edited_key_runs_from_its_step_on_the_edited_state(deps: 
 
 
 def test_a_fork_at_a_step_the_run_never_reached_is_refused(deps: Fakes) -> None:
-    from langorch.app.forks import fork
+    from langorch.app.recovery.forks import fork
 
     run, _ = launch_run(StartRun("brief", input={"topic": "otters"}), deps)
     with pytest.raises(NotFoundError, match="never reached"):
@@ -387,7 +387,7 @@ def test_a_fork_at_a_step_the_run_never_reached_is_refused(deps: Fakes) -> None:
 
 
 def test_twenty_failed_runs_are_redriven_in_bulk_at_a_bounded_rate(deps: Fakes) -> None:
-    from langorch.app.recovery_bulk import plan_redrives, redrive_many
+    from langorch.app.recovery.bulk import plan_redrives, redrive_many
 
     # Given 20 runs that failed at digest, and one that succeeded
     broken = deps.with_script(BROKEN_SUMMARY)
@@ -425,7 +425,7 @@ def test_twenty_failed_runs_are_redriven_in_bulk_at_a_bounded_rate(deps: Fakes) 
 
 
 def test_a_bulk_redrive_reports_a_refused_run_and_goes_on(deps: Fakes) -> None:
-    from langorch.app.recovery_bulk import redrive_many
+    from langorch.app.recovery.bulk import redrive_many
 
     first, _, _ = _failed_run(deps)
     second, _, _ = _failed_run(deps)
@@ -441,7 +441,7 @@ def test_a_bulk_redrive_reports_a_refused_run_and_goes_on(deps: Fakes) -> None:
 def test_a_plan_since_a_duration_leaves_older_failures_out(deps: Fakes) -> None:
     from datetime import timedelta
 
-    from langorch.app.recovery_bulk import plan_redrives
+    from langorch.app.recovery.bulk import plan_redrives
 
     old, _, _ = _failed_run(deps)
     deps.clock.advance(3 * 3600)
@@ -451,8 +451,12 @@ def test_a_plan_since_a_duration_leaves_older_failures_out(deps: Fakes) -> None:
 
 
 def test_an_approval_closed_while_the_run_was_stranded_is_asked_again_after_a_redrive() -> None:
-    from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
-    from langorch.app.reconcile import reconcile_runs
+    from langorch.app.approvals.decisions import (
+        RequestApproval,
+        ensure_signing_key,
+        request_approval,
+    )
+    from langorch.app.recovery.reconcile import reconcile_runs
     from langorch.app.runs import RunSegment, run_segment
     from tests.fakes.approvals import InMemoryApprovals
 

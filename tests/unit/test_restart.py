@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from langorch.app.restart import recover_in_flight
+from langorch.app.recovery.restart import recover_in_flight
 from langorch.app.runs import RunSegment, StartRun, launch_run, run_segment
 from langorch.domain.errors import LeaseHeldError
 from langorch.domain.runs import RunRecord, TimelineEventType

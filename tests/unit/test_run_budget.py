@@ -13,7 +13,7 @@ import json
 import pytest
 
 from langorch.app.definitions import register_workflow
-from langorch.app.reconcile import reconcile_runs
+from langorch.app.recovery.reconcile import reconcile_runs
 from langorch.app.run_failures import note_segment_error
 from langorch.app.runs import StartRun, launch_run, mark_failed, start_run
 from langorch.app.triggers import ScheduleFired, handle_schedule
@@ -281,7 +281,11 @@ workflows:
 def test_an_approval_showing_a_150_kb_value_parks_and_its_request_is_stored(deps: Fakes):
     # Given a run whose approval shows a 150 KB value (before: the record was 450,924 bytes,
     # and the run ended `failed` with a retry's UnknownInterruptError)
-    from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
+    from langorch.app.approvals.decisions import (
+        RequestApproval,
+        ensure_signing_key,
+        request_approval,
+    )
     from langorch.app.runs import RunSegment, run_segment
     from tests.fakes.approvals import InMemoryApprovals
     from tests.integration.conftest import register_text

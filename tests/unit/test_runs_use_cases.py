@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from langorch.app.approvals import RequestApproval, ensure_signing_key, request_approval
-from langorch.app.reconcile import reconcile_runs
+from langorch.app.approvals.decisions import RequestApproval, ensure_signing_key, request_approval
+from langorch.app.recovery.reconcile import reconcile_runs
 from langorch.app.runs import (
     RunSegment,
     StartRun,
@@ -15,7 +15,7 @@ from langorch.app.runs import (
     run_segment,
     start_run,
 )
-from langorch.domain.approvals import ApprovalStatus
+from langorch.domain.approvals.record import ApprovalStatus
 from langorch.domain.errors import (
     InputValidationError,
     LeaseHeldError,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from langorch.domain._sandbox import MAX_BUILT, ExpressionLimitError
+from langorch.domain._jinja_sandbox import MAX_BUILT, ExpressionLimitError
 from langorch.domain.templates import TemplateError, evaluate, render
 
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import ClientError
 
-from langorch.domain.approvals import EmailNotSentError
+from langorch.domain.approvals.record import EmailNotSentError
 from langorch.domain.errors import StorageError
 
 if TYPE_CHECKING:

@@ -172,7 +172,7 @@ def validate_files(
         paths: definition files (YAML or JSON).
         lookup: stored definitions; ``None`` validates offline.
         tools: the tools bound in this deployment (default: the built-ins of
-            :mod:`langorch.llm.tools`); a block needing another is a warning.
+            :mod:`langorch.llm.builtin_tools`); a block needing another is a warning.
         strict: count warnings as errors.
 
     Returns:

@@ -1,8 +1,8 @@
 """Ports: what the use-cases need from the outside world, as ``typing.Protocol``s.
 
 Each Protocol holds only the methods the use-cases call. The composition root
-(:mod:`langorch.app.container`) wires the AWS adapters, which satisfy them structurally; tests
-wire the in-memory fakes of ``tests/fakes``. One contract suite per port (``tests/contracts``)
+(:mod:`langorch.composition.container`) wires the AWS adapters, which satisfy them structurally;
+tests wire the in-memory fakes of ``tests/fakes``. One contract suite per port (``tests/contracts``)
 runs against both, so a fake cannot drift from the adapter it stands for.
 
 Two ports live beside their only users: :class:`langorch.app.definitions.DefinitionsStore`
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from langorch.domain.resources import Grant, ResourceState
     from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
     from langorch.domain.tool_servers import ToolServer
+    from langorch.llm.toolbox import ToolSpec
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
@@ -33,6 +34,8 @@ __all__ = [
     "ScheduleStore",
     "SecretsStore",
     "StoredSchedule",
+    "ToolConnection",
+    "ToolConnector",
     "ToolServerStore",
     "WorkflowSource",
 ]
@@ -181,6 +184,10 @@ class SecretsStore(Protocol):
         """Create or update the secret; returns whether it was created."""
         ...
 
+    def replace_json(self, name: str, value: dict[str, Any]) -> None:
+        """Store a new value of an existing secret (``SecretNotFoundError`` when missing)."""
+        ...
+
     def exists(self, name: str) -> bool:
         """Whether the secret exists (no value is read)."""
         ...
@@ -270,6 +277,30 @@ class ToolServerStore(Protocol):
     def delete(self, name: str) -> bool:
         """Remove a registration; returns whether there was one."""
         ...
+
+
+class ToolConnection(Protocol):
+    """A client session with one registered tool server (MCP over streamable HTTP)."""
+
+    name: str
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """The tools the server offers (``ToolServerError`` when it cannot be reached)."""
+        ...
+
+    async def call(self, tool: str, args: dict[str, Any], *, timeout: float) -> tuple[str, bool]:
+        """Call ``tool``; returns its text output and whether the server marked it an error."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close the session (safe to call twice, or never connected)."""
+        ...
+
+
+class ToolConnector(Protocol):
+    """Opens a :class:`ToolConnection` to a registered server (``adapters.mcp.McpConnection``)."""
+
+    def __call__(self, name: str, url: str, headers: dict[str, str]) -> ToolConnection: ...
 
 
 class ResourceLocks(Protocol):

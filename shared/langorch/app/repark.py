@@ -1,6 +1,6 @@
 """The first segment after a redrive that kept an approval: park on it again, run nothing.
 
-:func:`~langorch.app.recovery.redrive` reopens a run whose approval stays valid with that
+:func:`~langorch.app.recovery.redrive.redrive` reopens a run whose approval stays valid with that
 approval still in ``pending``; the new execution's first segment lands here instead of running
 the graph (whose checkpoint still holds the interrupt).
 """

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.app.segment_record import (
     FailDeps,
@@ -49,8 +49,7 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
-    from langorch.app.approval_ports import ApprovalsStore
-    from langorch.app.container import Container
+    from langorch.app.approvals.ports import ApprovalsStore
     from langorch.app.ports import (
         Clock,
         Executions,
@@ -138,6 +137,8 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def http(self) -> HttpCaller | None: ...
     @property
     def files(self) -> FileReader: ...
+    @property
+    def approvals(self) -> ApprovalsStore: ...
     @property
     def clock(self) -> Clock: ...
     @property
@@ -281,14 +282,13 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         return parked_again(run, deps.clock())  # a restart re-announces the park
     _check_resume(run, cmd)
     if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
-        from langorch.app.approvals import resume_after_timeout  # or closes the page: "expired"
+        from langorch.app.approvals.decisions import (
+            resume_after_timeout,  # or closes the page: "expired"
+        )
 
         # A decision recorded in time but lost on its way to the task stands over the timeout.
-        # The approvals store is not among SegmentDeps yet; the container the handler passes
-        # has it.
-        approvals = cast("Container", deps).approvals
         answer = resume_after_timeout(
-            run.run_id, run.pending.interrupt_id, approvals=approvals, clock=deps.clock
+            run.run_id, run.pending.interrupt_id, approvals=deps.approvals, clock=deps.clock
         )
         cmd = replace(cmd, resume=answer)
     budget = deps.settings.segment_budget_seconds
@@ -582,7 +582,9 @@ def close_pending_approval(run_id: str, parked: PendingInterrupt | None, deps: C
     """
     if parked is None or parked.kind != "approval":
         return
-    from langorch.app.approvals import close_for_ended_run  # the lifecycle table's "cancel"
+    from langorch.app.approvals.decisions import (
+        close_for_ended_run,  # the lifecycle table's "cancel"
+    )
 
     close_for_ended_run(run_id, parked.interrupt_id, approvals=deps.approvals, clock=deps.clock)
 

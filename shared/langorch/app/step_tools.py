@@ -2,8 +2,8 @@
 
 For each attempt of an LLM step, :meth:`RecordedSideEffects.begin` opens a :class:`TaskRecorder`
 (seed 001 §5) and, when the block lists ``tools_required``, a :class:`StepToolbox` binding the
-built-in tools (:mod:`langorch.llm.tools`) and the registered MCP tools it names. The MCP SDK is
-imported only when a step names a registered tool (``langorch.adapters.mcp``).
+built-in tools (:mod:`langorch.llm.builtin_tools`) and the registered MCP tools it names. The
+MCP SDK is imported only when a step names a registered tool (the container's ``tool_connector``).
 
 Every tool call is bounded (``tool_max_calls_per_step``, ``tool_call_timeout_seconds``), told to
 the model as text when it fails, recorded, put on the timeline (tool, argument summary, duration,
@@ -28,8 +28,7 @@ from langorch.domain.tool_servers import SECRET_VALUE_KEY, ToolServer, ToolServe
 from langorch.llm.toolbox import ToolSpec, UnboundToolError
 
 if TYPE_CHECKING:
-    from langorch.adapters.mcp import McpConnection
-    from langorch.app.ports import SecretsStore, ToolServerStore
+    from langorch.app.ports import SecretsStore, ToolConnection, ToolConnector, ToolServerStore
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +52,7 @@ class RecordedSideEffects:
         max_calls: Tool calls a step may make.
         call_timeout: Seconds one tool call may take.
         allowed_urls: The server URLs this deployment may call (``None``: any).
+        connect: Opens a session with a registered server (``None``: only built-in tools).
     """
 
     def __init__(
@@ -65,8 +65,10 @@ class RecordedSideEffects:
         max_calls: int,
         call_timeout: float,
         allowed_urls: Sequence[str] | None = None,
+        connect: ToolConnector | None = None,
     ) -> None:
         self._run_id = run_id
+        self._connect = connect
         self._allowed_urls = None if allowed_urls is None else frozenset(allowed_urls)
         self._tasks = tasks
         self._servers = tool_servers
@@ -86,6 +88,7 @@ class RecordedSideEffects:
             max_calls=settings.tool_max_calls_per_step,
             call_timeout=settings.tool_call_timeout_seconds,
             allowed_urls=settings.tool_server_urls,
+            connect=deps.tool_connector,
         )
 
     def begin(
@@ -106,7 +109,7 @@ class RecordedSideEffects:
             )
         return StepAttempt(recorder, toolbox)
 
-    def _resolve(self, name: str) -> tuple[McpConnection, ToolServer] | None:
+    def _resolve(self, name: str) -> tuple[ToolConnection, ToolServer] | None:
         """The MCP server registered as ``name`` and a connection to it (``None``: not
         registered)."""
         server = self._servers.get(name) if self._servers is not None else None
@@ -117,9 +120,9 @@ class RecordedSideEffects:
                 f"tool {name}: its server {server.url} is not one this deployment may call; "
                 "add it to mcp_servers (cdk.json) and deploy"
             )
-        from langorch.adapters.mcp import McpConnection
-
-        return McpConnection(server.name, server.url, read_headers(server, self._secrets)), server
+        if self._connect is None:
+            raise ToolServerError(f"tool {name}: no tool connector is configured here")
+        return self._connect(server.name, server.url, read_headers(server, self._secrets)), server
 
 
 def read_headers(server: ToolServer, secrets: SecretsStore | None) -> dict[str, str]:
@@ -191,7 +194,7 @@ class StepToolbox:
         names: list[str],
         *,
         recorder: TaskRecorder,
-        resolve: Callable[[str], tuple[McpConnection, ToolServer] | None],
+        resolve: Callable[[str], tuple[ToolConnection, ToolServer] | None],
         emit: Emit,
         where: dict[str, Any],
         max_calls: int,
@@ -206,8 +209,8 @@ class StepToolbox:
         self._timeout = call_timeout
         self._calls = 0
         self._builtins: dict[str, Any] | None = None
-        self._registered: list[tuple[McpConnection, ToolServer]] | None = None
-        self._mcp: dict[str, tuple[McpConnection, ToolSpec]] | None = None
+        self._registered: list[tuple[ToolConnection, ToolServer]] | None = None
+        self._mcp: dict[str, tuple[ToolConnection, ToolSpec]] | None = None
         self._unregistered: list[str] = []
 
     @property
@@ -297,17 +300,17 @@ class StepToolbox:
 
     def _builtin_tools(self) -> dict[str, Any]:
         if self._builtins is None:
-            from langorch.llm.tools import TOOL_FACTORIES
+            from langorch.llm.builtin_tools import TOOL_FACTORIES
 
             self._builtins = {
                 name: TOOL_FACTORIES[name]() for name in self._names if name in TOOL_FACTORIES
             }
         return self._builtins
 
-    async def _registrations(self) -> list[tuple[McpConnection, ToolServer]]:
+    async def _registrations(self) -> list[tuple[ToolConnection, ToolServer]]:
         """The step's registered tools with an unopened connection each (no network yet)."""
         if self._registered is None:
-            from langorch.llm.tools import TOOL_FACTORIES
+            from langorch.llm.builtin_tools import TOOL_FACTORIES
 
             self._registered = []
             for name in self._names:
@@ -320,7 +323,7 @@ class StepToolbox:
                     self._registered.append(found)
         return self._registered
 
-    async def _owner(self, tool: str) -> McpConnection | None:
+    async def _owner(self, tool: str) -> ToolConnection | None:
         """The connection serving ``tool``. A registration with an ``allow`` list answers
         without connecting (a replayed call then never opens a session); one without is asked
         for its tools."""
@@ -333,10 +336,10 @@ class StepToolbox:
         found = (await self._mcp_tools()).get(tool)
         return found[0] if found is not None else None
 
-    async def _mcp_tools(self) -> dict[str, tuple[McpConnection, ToolSpec]]:
+    async def _mcp_tools(self) -> dict[str, tuple[ToolConnection, ToolSpec]]:
         """Every registered server's allowed tools, listed from the servers."""
         if self._mcp is None:
-            tools: dict[str, tuple[McpConnection, ToolSpec]] = {}
+            tools: dict[str, tuple[ToolConnection, ToolSpec]] = {}
             for connection, server in await self._registrations():
                 for spec in await connection.list_tools():
                     if server.allows(spec.name) and spec.name not in tools:

@@ -24,7 +24,7 @@ from langorch.domain.limits import MAX_OUTPUTS_BYTES
 from langorch.domain.tasks import TaskRecord
 
 if TYPE_CHECKING:
-    from langorch.app.ports import SecretsStore, ToolServerStore
+    from langorch.app.ports import SecretsStore, ToolConnector, ToolServerStore
     from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,8 @@ class SideEffectDeps(Protocol):
     def tool_servers(self) -> ToolServerStore: ...
     @property
     def secrets(self) -> SecretsStore: ...
+    @property
+    def tool_connector(self) -> ToolConnector: ...
 
 
 class TaskRecorder:

@@ -261,7 +261,7 @@ def register_and_sync(
     # Imported here: registration pulls in validation and the LLM registry's names, which the
     # trigger function never needs.
     from langorch.app.definitions import register_files, validate_files
-    from langorch.app.tools import known_tool_names
+    from langorch.app.tool_registry import known_tool_names
 
     bound = known_tool_names(deps.tool_servers) if tools is None else tools
     batch = validate_files(paths, deps.definitions, strict=strict, tools=bound)

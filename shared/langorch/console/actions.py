@@ -3,16 +3,16 @@
 - Cancel: :func:`langorch.app.runs.cancel_run`.
 - Start a run: :func:`langorch.app.runs.launch_run` (trigger ``manual``).
 - Decide an approval: the approval page's own decide-once use-case
-  (:func:`~langorch.app.approvals.view_approval` then
-  :func:`~langorch.app.approvals.decide_approval`). The console signs the approver's link
+  (:func:`~langorch.app.approvals.decisions.view_approval` then
+  :func:`~langorch.app.approvals.decisions.decide_approval`). The console signs the approver's link
   itself, server-side, with the link-signing key from Secrets Manager — which the operator's
   IAM permissions may or may not allow: IAM decides. The link, its signature and the page's
   view token never leave this process; the browser only sends the decision, the comment, the
   edits and its CSRF token. The form dwell that stops mail scanners is not applied here (an
   operator's console is no mail scanner, and its forms are CSRF-protected).
 
-- Redrive and fork an ended run: :func:`langorch.app.recovery.redrive` and
-  :func:`langorch.app.forks.fork`, as ``langorch runs redrive | fork`` call them.
+- Redrive and fork an ended run: :func:`langorch.app.recovery.redrive.redrive` and
+  :func:`langorch.app.recovery.forks.fork`, as ``langorch runs redrive | fork`` call them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 
 from langorch.console.http import Request
 from langorch.console.redact import shown
-from langorch.domain.approval_edits import (
+from langorch.domain.approvals.edits import (
     EDIT_PREFIX,
     MAX_EDIT_FIELD_BYTES,
     EditKind,
@@ -32,7 +32,12 @@ from langorch.domain.approval_edits import (
     is_editable_here,
     kind_of,
 )
-from langorch.domain.approvals import AlreadyDecidedError, Approval, ApprovalLinkError, bounded
+from langorch.domain.approvals.record import (
+    AlreadyDecidedError,
+    Approval,
+    ApprovalLinkError,
+    bounded,
+)
 from langorch.domain.errors import LangorchError
 from langorch.web.look import human_label
 
@@ -136,10 +141,10 @@ class Decision:
 
 def decide(container: Any, approval_id: str, request: Request) -> Decision:
     """Decide an approval as one of its approvers, through the decide-once use-case."""
-    from langorch.app.approval_keys import load_signing_keys
-    from langorch.app.approvals import ApprovalHttpRequest, decide_approval, view_approval
-    from langorch.domain.approval_outcomes import AlreadyDecided, Decided, Shown
-    from langorch.domain.approvals import sign_link
+    from langorch.app.approvals.decisions import ApprovalHttpRequest, decide_approval, view_approval
+    from langorch.app.approvals.keys import load_signing_keys
+    from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, Shown
+    from langorch.domain.approvals.record import sign_link
 
     approval = container.approvals.get(approval_id)
     if approval is None:
@@ -192,7 +197,7 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
 
 def _console_ports(container: Any) -> Any:
     """The container with the form dwell off (see the module docstring)."""
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
 
     if not isinstance(container, Container):
         return container
@@ -239,7 +244,7 @@ def redrive(container: Any, run_id: str, from_step: str, reason: str) -> str:
     Raises:
         LangorchError: the recovery use-case's own refusals (still running, unknown step, …).
     """
-    from langorch.app.recovery import redrive as redrive_run
+    from langorch.app.recovery.redrive import redrive as redrive_run
 
     done = redrive_run(
         container,
@@ -287,7 +292,7 @@ def fork(container: Any, run_id: str, at_step: str, edits: str, reason: str) -> 
         ConsoleActionError: the edits cannot be read, or no step was chosen.
         LangorchError: the fork use-case's own refusals (unknown step, never reached, …).
     """
-    from langorch.app.forks import fork as fork_run
+    from langorch.app.recovery.forks import fork as fork_run
 
     if not at_step.strip():
         raise ConsoleActionError(f"choose the step the fork of {run_id} starts at")

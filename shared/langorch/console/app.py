@@ -1,9 +1,10 @@
 """The console's routes: one function per page or action, over the stack's stores.
 
-Pages read through the same adapters the CLI uses (:class:`~langorch.app.container.Container`)
-with the operator's credentials, so IAM decides what the console may see and do. Actions go
-through the same use-cases as everything else: ``cancel_run``, ``launch_run`` and the
-approval page's ``view_approval``/``decide_approval`` (:mod:`.actions`).
+Pages read through the same adapters the CLI uses
+(:class:`~langorch.composition.container.Container`) with the operator's credentials, so IAM decides
+what the console may see and do. Actions go through the same use-cases as everything else:
+``cancel_run``, ``launch_run`` and the approval page's ``view_approval``/``decide_approval``
+(:mod:`.actions`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
-from langorch.domain.graph import StepGraph
+from langorch.domain.plan.graph import StepGraph
 
 NODE_W = 176
 NODE_H = 44

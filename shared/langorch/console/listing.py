@@ -21,7 +21,7 @@ from langorch.console.drawing import graph_svg
 from langorch.console.http import Request
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import LangorchError, NotFoundError
-from langorch.domain.graph import StepGraph
+from langorch.domain.plan.graph import StepGraph
 from langorch.domain.runs import RunRecord, RunStatus
 
 PAGE_SIZE = 50
@@ -125,7 +125,7 @@ def parse_cursor(value: str) -> tuple[datetime, str] | None:
 
 def graph_of(container: Any, workflow_id: str, version: int | None) -> StepGraph | None:
     """The resolved topology of a stored workflow version (``None`` if it cannot resolve)."""
-    from langorch.domain.topology import step_graph
+    from langorch.domain.plan.topology import step_graph
 
     plan = container.definitions.get_workflow(workflow_id, version)
     if plan is None:

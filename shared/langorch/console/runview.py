@@ -14,7 +14,7 @@ from markupsafe import Markup
 
 from langorch.console.drawing import bar_svg, graph_svg
 from langorch.console.redact import redact, shown
-from langorch.domain.graph import StepGraph
+from langorch.domain.plan.graph import StepGraph
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 from langorch.web.look import human_label
 

@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
-from langorch.domain.kinds.settings import (
+from langorch.domain.step_settings import (
     IDENTIFIER,
     READ_FILE_DEFAULT_BYTES,
     READ_FILE_MAX_BYTES,

@@ -22,7 +22,12 @@ from typing import Any
 
 from jinja2 import ChainableUndefined, TemplateSyntaxError, nodes
 
-from langorch.domain._sandbox import BoundedSandbox, ExpressionLimitError, check_time, time_bound
+from langorch.domain._jinja_sandbox import (
+    BoundedSandbox,
+    ExpressionLimitError,
+    check_time,
+    time_bound,
+)
 from langorch.domain.errors import LangorchError
 
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_\.]*)\}(?!\})")

@@ -4,7 +4,7 @@ Every problem is reported at once, each with its path in the definition (``steps
 and a hint; validation never stops at the first problem. A definition that fails validation is
 never stored and never compiled.
 
-The checks come from three places: the plan's topology (:mod:`langorch.domain.topology`:
+The checks come from three places: the plan's topology (:mod:`langorch.domain.plan.topology`:
 references, reachability, cycles, branches, joins), each step's kind (its own checks, what it
 reads and writes: :mod:`langorch.domain.kinds`), and the plan-level checks here (data flow:
 every key a step reads is provided before it; triggers and schedules; tools and providers).
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
-from langorch.domain.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.kinds import registry
 from langorch.domain.kinds.base import (
     How,
@@ -34,11 +33,12 @@ from langorch.domain.kinds.base import (
     root_key,
     template_names,
 )
-from langorch.domain.kinds.settings import APPROVAL_LABELS
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
+from langorch.domain.plan.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
+from langorch.domain.plan.topology import Topology, step_graph
 from langorch.domain.resources import check_step_resource
+from langorch.domain.step_settings import APPROVAL_LABELS
 from langorch.domain.templates import TemplateError, check, check_expression
-from langorch.domain.topology import Topology, step_graph
 
 __all__ = [
     "APPROVAL_LABELS",

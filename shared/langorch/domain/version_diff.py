@@ -121,7 +121,7 @@ def _missing_keys(
     new: TaskPlan, lookup: DefinitionLookup, state: Mapping[str, Any], remaining: Iterable[str]
 ) -> list[Problem]:
     """Keys a remaining step reads that neither the state nor an earlier remaining step has."""
-    from langorch.domain.topology import Topology
+    from langorch.domain.plan.topology import Topology
     from langorch.domain.validation import BUILTIN_KEYS, step_reads
 
     topology = Topology(new, lookup)

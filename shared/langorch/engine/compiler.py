@@ -36,8 +36,8 @@ from langorch.engine.kinds.base import StepSpec, summarize
 from langorch.engine.state import OrchestrationState
 
 if TYPE_CHECKING:
-    from langorch.domain.graph import StepGraph
     from langorch.domain.lookup import DefinitionLookup
+    from langorch.domain.plan.graph import StepGraph
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ def build_graph(
 def _step_graph(plan: TaskPlan, lookup: DefinitionLookup) -> StepGraph:
     # Imported on first compile: the topology stays off the runner's import path (PERFORMANCE
     # P3), and definition validation (data flow, triggers, cron) is never imported by it.
-    from langorch.domain.topology import step_graph
+    from langorch.domain.plan.topology import step_graph
 
     return step_graph(plan, lookup)
 

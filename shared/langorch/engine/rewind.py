@@ -1,12 +1,12 @@
 """Go back in a run's checkpoint history: find the checkpoint before a step, copy it forward.
 
-Recovery (:mod:`langorch.app.recovery`) uses these to redrive a run from a step and to fork a
-run into a new one. A *copy* makes an older checkpoint the newest of a thread (the same run's,
-or a new run's), optionally with edited ``shared_context`` keys; the next segment then continues
-from it exactly as from any checkpoint: the steps before it keep their outputs and are not run
-again. This is LangGraph's own ``update_state(..., as_node="__copy__")`` generalised to a copy
-into another thread, which LangGraph's API does not offer (a thread's ``update_state`` can only
-copy within it), so the checkpoint is read and written through the saver's public API.
+Recovery (:mod:`langorch.app.recovery.redrive`) uses these to redrive a run from a step and to fork
+a run into a new one. A *copy* makes an older checkpoint the newest of a thread (the same run's, or
+a new run's), optionally with edited ``shared_context`` keys; the next segment then continues from
+it exactly as from any checkpoint: the steps before it keep their outputs and are not run again.
+This is LangGraph's own ``update_state(..., as_node="__copy__")`` generalised to a copy into another
+thread, which LangGraph's API does not offer (a thread's ``update_state`` can only copy within it),
+so the checkpoint is read and written through the saver's public API.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from langorch.llm.base import (
     ProviderUnavailableError,
     is_retryable,
 )
+from langorch.llm.builtin_tools import KNOWN_TOOLS
 from langorch.llm.offline import OfflineProvider, OfflineScriptError
 from langorch.llm.registry import KNOWN_PROVIDERS, LLMRegistry
-from langorch.llm.tools import KNOWN_TOOLS
 
 __all__ = [
     "KNOWN_PROVIDERS",

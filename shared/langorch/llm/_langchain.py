@@ -32,8 +32,8 @@ from typing import Any
 
 from langorch.domain.errors import LLMError
 from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
+from langorch.llm.builtin_tools import build_tools
 from langorch.llm.errors import malformed
-from langorch.llm.tools import build_tools
 
 MAX_TOOL_ROUNDS = 3
 """Tool-call rounds before the model must answer: bounds cost and a model stuck in a loop."""

@@ -37,7 +37,7 @@ class LLMRequest:
         output_types: JSON type per key; keys not listed are strings.
         choices: Decision labels; when given the answer's ``branch`` must be one of them.
         temperature: Sampling temperature; ``None`` means the provider default.
-        tools: Names from :data:`langorch.llm.tools.KNOWN_TOOLS` the model may call.
+        tools: Names from :data:`langorch.llm.builtin_tools.KNOWN_TOOLS` the model may call.
         call_index: How many times this step ran before in this run (0-based).
         attempt: 1-based retry attempt of this call.
         max_tokens: Output token limit; ``None`` means the registry's default, else the

@@ -65,7 +65,8 @@ class BedrockProvider(ChatProvider):
 
     Args:
         client_factory: Builds a bedrock-runtime client for a read timeout (seconds); called
-            on first use of each timeout. ``None``: the default credential chain.
+            on first use of each timeout (the composition root passes the standard credential
+            chain's; ``None``: a call is refused as unavailable).
         region: Shorthand for ``settings.region``.
         default_model: Model id used when a request names none.
         settings: Region, inference profile and guardrail.
@@ -87,7 +88,7 @@ class BedrockProvider(ChatProvider):
         if region is not None:
             settings = replace(settings, region=region)
         self._settings = settings
-        self._client_factory = client_factory or _default_client_factory(settings.region)
+        self._client_factory = client_factory
         self._clients: OrderedDict[int, Any] = OrderedDict()
         self._clients_lock = threading.Lock()
 
@@ -105,6 +106,11 @@ class BedrockProvider(ChatProvider):
         with self._clients_lock:
             client = self._clients.pop(read_timeout, None)
             if client is None:
+                if self._client_factory is None:
+                    raise ProviderUnavailableError(
+                        "no Bedrock client is configured here: build the LLM registry with a "
+                        "bedrock_client_factory (the container passes one)"
+                    )
                 client = self._client_factory(float(read_timeout))
             self._clients[read_timeout] = client
             while len(self._clients) > _CLIENTS_KEPT:
@@ -182,15 +188,6 @@ def _read_timeout(request: LLMRequest) -> int:
     # own deadline, so an abandoned call never overlaps the step's next attempt.
     seconds = request.timeout_seconds or DEFAULT_READ_TIMEOUT
     return max(1, math.floor(seconds))
-
-
-def _default_client_factory(region: str) -> ClientFactory:
-    def build(read_timeout: float) -> Any:
-        from langorch.adapters.aws import bedrock_runtime_client
-
-        return bedrock_runtime_client(region=region, read_timeout=read_timeout)
-
-    return build
 
 
 def translate_bedrock_error(exc: Exception, request: LLMRequest | None = None) -> LLMError:

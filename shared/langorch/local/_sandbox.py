@@ -97,7 +97,7 @@ def function_environ(env: Mapping[str, str]) -> dict[str, str]:
 PRELOAD = (
     "langorch.local._sandbox",
     "boto3",
-    "langorch.app.container",
+    "langorch.composition.container",
     "langorch.adapters.dynamodb.checkpointer",
     "langorch.engine.compiler",
     "langorch.engine.segments",

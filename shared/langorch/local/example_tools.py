@@ -51,9 +51,9 @@ def start_example_tools(settings: Settings, examples: Path | None) -> ExampleToo
     Raises:
         DefinitionError: a ``tools.yaml`` is malformed or names a missing server file.
     """
-    from langorch.app.container import Container
-    from langorch.app.tools import AddTool, add_tool
-    from langorch.llm.tools import KNOWN_TOOLS
+    from langorch.app.tool_registry import AddTool, add_tool
+    from langorch.composition.container import Container
+    from langorch.llm.builtin_tools import KNOWN_TOOLS
 
     started = ExampleTools()
     if examples is None or not examples.is_dir():

@@ -28,12 +28,12 @@ SERVICES = ("dynamodb", "s3", "scheduler", "secretsmanager", "ses", "stepfunctio
 warm_clients(SERVICES)
 
 ADAPTERS = (
-    "langorch.adapters.dynamodb.approvals",
+    "langorch.adapters.dynamodb.approvals.repository",
     "langorch.adapters.dynamodb.definitions",
     "langorch.adapters.dynamodb.resources",
     "langorch.adapters.dynamodb.runs",
     "langorch.adapters.dynamodb.tasks",
-    "langorch.adapters.dynamodb.tools",
+    "langorch.adapters.dynamodb.tool_servers",
     "langorch.adapters.files",
     "langorch.adapters.outbox",
     "langorch.adapters.scheduler",
@@ -46,7 +46,7 @@ FIRST_USE = (
     "aws_lambda_powertools.utilities.parameters",
     "langorch.app.resources",
     "langorch.app.step_tools",
-    "langorch.domain.topology",
+    "langorch.domain.plan.topology",
     "langorch.engine.context",
     "langorch.local.logs",
     "langorch.web.emails",

@@ -331,9 +331,9 @@ def start_local_stack(
     """
     from langorch.adapters.aws import new_session
     from langorch.adapters.logs import CloudWatchLogs
-    from langorch.app.container import Container
     from langorch.app.definitions import seed_builtins
     from langorch.app.trigger_sync import register_and_sync
+    from langorch.composition.container import Container
     from langorch.local.inprocess import answer_in_process, transport
     from langorch.local.lambdas import Dispatcher, function_environment
     from langorch.local.logs import CloudWatchSink
@@ -424,12 +424,12 @@ def recover_runs(container: Any) -> list[str]:
     """Give every run that was in flight when the stack stopped a new execution.
 
     The emulator's Step Functions executions do not survive a restart (see
-    :mod:`langorch.local.journal`); the runs' own state does (:mod:`langorch.app.restart`).
+    :mod:`langorch.local.journal`); the runs' own state does (:mod:`langorch.app.recovery.restart`).
 
     Returns:
         The recovered run ids.
     """
-    from langorch.app.restart import recover_in_flight
+    from langorch.app.recovery.restart import recover_in_flight
 
     recovered = recover_in_flight(container)
     if recovered:
@@ -494,7 +494,7 @@ def _ensure_signing_key(container: Any, name: str) -> None:
             description="langorch approval link signing",
         )
     try:
-        from langorch.app.approvals import ensure_signing_key
+        from langorch.app.approvals.decisions import ensure_signing_key
     except ImportError:
         return  # built without approvals: nothing reads the key
     ensure_signing_key(container.secrets, name)  # checks the secret is in the shape they read

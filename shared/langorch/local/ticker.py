@@ -218,7 +218,7 @@ def to_schedule(source: Any, *, region: str, group: str) -> Schedule | None:
 
 
 def _read_schedules(settings: Settings) -> Callable[[], list[Schedule]]:
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
 
     container = Container(settings)
 

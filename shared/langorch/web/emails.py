@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from langorch.domain.approvals import Approval, bounded, human_time
+from langorch.domain.approvals.record import Approval, bounded, human_time
 
 if TYPE_CHECKING:
     from jinja2 import Environment

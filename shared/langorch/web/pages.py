@@ -15,7 +15,7 @@ from datetime import datetime
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from langorch.domain.approval_edits import (
+from langorch.domain.approvals.edits import (
     EDIT_PREFIX,
     MAX_EDIT_FIELD_BYTES,
     EditKind,
@@ -23,7 +23,7 @@ from langorch.domain.approval_edits import (
     is_editable_here,
     kind_of,
 )
-from langorch.domain.approvals import (
+from langorch.domain.approvals.record import (
     AlreadyDecidedError,
     Approval,
     ApprovalLinkError,
@@ -194,7 +194,7 @@ def _shown(value: Any, limit: int) -> str:
 
 
 def editable_as_text(value: Any) -> str:
-    """How an editable value appears in its input (see :mod:`langorch.domain.approval_edits`)."""
+    """How an editable value appears in its input (see :mod:`langorch.domain.approvals.edits`)."""
     return as_text(value)
 
 
@@ -302,7 +302,7 @@ def result_page(
 def policy_view(approval: Approval, *, now: datetime | None = None) -> dict[str, Any] | None:
     """What the page shows of a policy: progress ("2 of 3 approvals; waiting for legal"),
     its rules in words, and what happens next (``None`` without a policy)."""
-    from langorch.domain.approval_votes import next_timer, progress
+    from langorch.domain.approvals.votes import next_timer, progress
 
     policy = approval.policy
     if policy is None:
@@ -387,7 +387,7 @@ def decided_page(approval: Approval, *, status: int) -> Page:
     """After this approver's decision was recorded and the run resumed (a vote that did not
     decide yet: :func:`voted_page`, shown for a still-pending approval)."""
     if approval.is_pending:
-        from langorch.domain.approval_votes import progress
+        from langorch.domain.approvals.votes import progress
 
         return voted_page(
             approval, progress(approval, approval.votes).summary, recorded=True, status=status

@@ -153,7 +153,7 @@ def _policy_votes(ctx: Context, request: dict[str, Any], approve: bool) -> dict[
     still drives the run: the decision carries their votes, as a decided policy's does."""
     from datetime import UTC, datetime
 
-    from langorch.domain.approval_votes import votes_answering
+    from langorch.domain.approvals.votes import votes_answering
 
     votes = votes_answering(request, "approved" if approve else "rejected", datetime.now(UTC))
     decision = "approved" if approve else "rejected"

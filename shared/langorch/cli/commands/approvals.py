@@ -16,9 +16,9 @@ from langorch.cli.registry import Subparsers, add_command, add_group, bounded_in
 from langorch.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
-    from langorch.domain.approval_policy import Vote
-    from langorch.domain.approvals import Approval, AuditEntry
+    from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
+    from langorch.domain.approvals.policy import Vote
+    from langorch.domain.approvals.record import Approval, AuditEntry
 
 _WIDE_COLUMNS = [
     ("approval_id", "ID"),
@@ -86,7 +86,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _repository(ctx: Context) -> ApprovalsRepository:
-    from langorch.adapters.dynamodb.approvals import ApprovalsRepository
+    from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
 
     return ApprovalsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
 
@@ -168,7 +168,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
 
 def policy_detail(approval: Approval, votes: list[Vote], *, now: datetime) -> dict[str, Any]:
     """The policy, its votes, and what happens next and when (issue 13)."""
-    from langorch.app.approval_votes import next_step_text
+    from langorch.app.approvals.votes import next_step_text
     from langorch.web.pages import policy_lines
 
     return {
@@ -191,8 +191,8 @@ def policy_detail(approval: Approval, votes: list[Vote], *, now: datetime) -> di
 
 
 def _reissue(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.approval_requests import reissue_approval
-    from langorch.app.container import Container
+    from langorch.app.approvals.requests import reissue_approval
+    from langorch.composition.container import Container
 
     done = reissue_approval(args.approval_id, Container(ctx.settings))
     # Only who was emailed: a link decides for whoever holds it, so none is printed here.

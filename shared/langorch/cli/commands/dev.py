@@ -185,7 +185,7 @@ def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
     taken (said, not fatal: the stack works without it)."""
     if not port:
         return None
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
     from langorch.console.server import serve_console
 
     try:

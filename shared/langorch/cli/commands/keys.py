@@ -32,7 +32,7 @@ def register(subparsers: Subparsers) -> None:
 
 def _rotate(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.adapters.secrets import Secrets
-    from langorch.app.keys import DEFAULT_KEEP, rotate_signing_key
+    from langorch.app.approvals.rotation import DEFAULT_KEEP, rotate_signing_key
 
     name = ctx.settings.link_signing_secret
     keep = DEFAULT_KEEP if args.keep is None else args.keep

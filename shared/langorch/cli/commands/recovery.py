@@ -120,8 +120,8 @@ def _redrive(ctx: Context, args: argparse.Namespace) -> int:
         raise UsageError("name the run (RUN_ID) or choose runs with --status failed")
     if args.workflow or args.since or args.dry_run or args.rate:
         raise UsageError("--workflow, --since, --dry-run and --rate go with --status")
-    from langorch.app.container import Container
-    from langorch.app.recovery import redrive
+    from langorch.app.recovery.redrive import redrive
+    from langorch.composition.container import Container
 
     container = Container(ctx.settings)
     done = redrive(
@@ -187,8 +187,8 @@ def _redriven_text(done: Any, status: str | None) -> str:
 
 
 def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.app.container import Container
-    from langorch.app.recovery_bulk import DEFAULT_PER_SECOND, plan_redrives, redrive_many
+    from langorch.app.recovery.bulk import DEFAULT_PER_SECOND, plan_redrives, redrive_many
+    from langorch.composition.container import Container
     from langorch.domain.runs import RunStatus
 
     try:
@@ -237,8 +237,8 @@ def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _fork(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.app.container import Container
-    from langorch.app.forks import fork
+    from langorch.app.recovery.forks import fork
+    from langorch.composition.container import Container
 
     edits = parse_edits(args.edits)
     container = Container(ctx.settings)

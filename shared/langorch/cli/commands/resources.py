@@ -23,7 +23,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _container(ctx: Context) -> Any:
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
 
     return Container(ctx.settings)
 

@@ -145,7 +145,7 @@ def _start(ctx: Context, args: argparse.Namespace) -> int | None:
         return _start_local(ctx, args)
     if not args.workflow:
         raise UsageError("name the workflow to run: langorch runs start WORKFLOW [--input JSON]")
-    from langorch.app.container import Container
+    from langorch.composition.container import Container
 
     data = read_input(args)
     container = Container(ctx.settings)
@@ -244,7 +244,7 @@ def _approval_whereabouts(ctx: Context, run: Any) -> dict[str, Any]:
     approval_id: str | None = None
     if pending is not None:
         try:
-            from langorch.domain.approvals import approval_id_for
+            from langorch.domain.approvals.record import approval_id_for
 
             approval_id = approval_id_for(run.run_id, pending.interrupt_id)
         except ImportError:
@@ -322,8 +322,8 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
 
     import boto3
 
-    from langorch.app.container import Container
     from langorch.app.definitions import register_files, seed_builtins
+    from langorch.composition.container import Container
     from langorch.config import Settings
 
     data = read_input(args)
@@ -555,8 +555,8 @@ def _render_logs(rows: list[dict[str, Any]]) -> str:
 
 
 def _cancel(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.app.container import Container
     from langorch.app.runs import cancel_run
+    from langorch.composition.container import Container
 
     run, changed = cancel_run(args.run_id, Container(ctx.settings), actor="cli", reason=args.reason)
     cancelled = run.status.value == "cancelled"
@@ -581,8 +581,8 @@ def _starter(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _reconcile(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.app.container import Container
-    from langorch.app.reconcile import reconcile_runs
+    from langorch.app.recovery.reconcile import reconcile_runs
+    from langorch.composition.container import Container
 
     repairs = reconcile_runs(Container(ctx.settings), dry_run=args.dry_run)
     verb = "would end" if args.dry_run else "ended"

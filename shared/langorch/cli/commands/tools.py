@@ -52,7 +52,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _store(ctx: Context) -> Any:
-    from langorch.adapters.dynamodb.tools import ToolServersRepository
+    from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 
     return ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)
 
@@ -64,8 +64,8 @@ def _secrets(ctx: Context) -> Any:
 
 
 def _add(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.tools import AddTool, add_tool
-    from langorch.llm.tools import KNOWN_TOOLS
+    from langorch.app.tool_registry import AddTool, add_tool
+    from langorch.llm.builtin_tools import KNOWN_TOOLS
 
     cmd = AddTool(
         name=args.name,
@@ -86,7 +86,7 @@ def _add(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.llm.tools import KNOWN_TOOLS
+    from langorch.llm.builtin_tools import KNOWN_TOOLS
 
     rows: list[dict[str, Any]] = [
         {"name": name, "kind": "built-in", "url": "", "allow": "", "description": ""}
@@ -109,7 +109,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
 def _show(ctx: Context, args: argparse.Namespace) -> None:
     import asyncio
 
-    from langorch.app.tools import probe_tools, show_tool
+    from langorch.app.tool_registry import probe_tools, show_tool
 
     server = show_tool(args.name, _store(ctx))
     document = server.public()
@@ -120,7 +120,9 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     if server.description:
         lines.append(f"  about    {server.description}")
     if args.probe:
-        specs = asyncio.run(probe_tools(server, _secrets(ctx)))
+        from langorch.adapters.mcp import McpConnection
+
+        specs = asyncio.run(probe_tools(server, _secrets(ctx), McpConnection))
         document["tools"] = [{"name": s.name, "description": s.description} for s in specs]
         lines.append("  tools")
         lines += [f"    {s.name:<24} {s.description.splitlines()[0]}" for s in specs]
@@ -128,7 +130,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _remove(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.tools import remove_tool
+    from langorch.app.tool_registry import remove_tool
 
     remove_tool(args.name, _store(ctx))
     ctx.out.result({"removed": args.name}, f"removed tool {args.name}")

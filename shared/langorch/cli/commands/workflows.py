@@ -60,8 +60,8 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.container import Container
     from langorch.app.trigger_sync import register_and_sync
+    from langorch.composition.container import Container
 
     batch = register_and_sync(args.files, Container(ctx.settings), strict=args.strict)
     results = batch.results
@@ -112,8 +112,8 @@ def _sync_lines(syncs: list[TriggerSync]) -> list[str]:
 
 
 def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.app.container import Container
     from langorch.app.trigger_sync import rotate_webhook_secret
+    from langorch.composition.container import Container
 
     require_webhook(ctx, args.workflow)  # says what is wrong and how to fix it
     secret = rotate_webhook_secret(args.workflow, Container(ctx.settings))
@@ -126,11 +126,11 @@ def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
 
 def _known_tools(ctx: Context, target: Any) -> frozenset[str]:
     """Built-in tools, plus the target's registered ones when a stack is reachable."""
-    from langorch.app.tools import known_tool_names
+    from langorch.app.tool_registry import known_tool_names
 
     if target is None:
         return known_tool_names(None)
-    from langorch.adapters.dynamodb.tools import ToolServersRepository
+    from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 
     return known_tool_names(
         ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from langorch.domain.approval_policy import policy_problems
+from langorch.domain.approvals.policy import policy_problems
 from langorch.domain.errors import Problem
 from langorch.domain.kinds.base import Read, StepCheck, StepKind, Template, root_key
-from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
+from langorch.domain.step_settings import APPROVAL_LABELS, ApprovalSpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from langorch.domain.errors import Problem
-from langorch.domain.kinds.settings import IDENTIFIER, LoopSpec, Settings
+from langorch.domain.step_settings import IDENTIFIER, LoopSpec, Settings
 from langorch.domain.templates import TemplateError, is_jinja, placeholders, strip_braces
 
 if TYPE_CHECKING:

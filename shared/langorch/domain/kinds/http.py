@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from langorch.domain.errors import Problem
 from langorch.domain.kinds.base import StepCheck, StepKind, Template, json_strings
-from langorch.domain.kinds.settings import HttpSpec
+from langorch.domain.step_settings import HttpSpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep

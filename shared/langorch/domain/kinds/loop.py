@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from langorch.domain.errors import Problem
 from langorch.domain.kinds.base import Read, StepCheck, StepKind, key_or_template
-from langorch.domain.kinds.settings import LoopSpec
+from langorch.domain.step_settings import LoopSpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep

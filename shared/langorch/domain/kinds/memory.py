@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from langorch.domain.kinds.base import Read, StepKind, root_key
-from langorch.domain.kinds.settings import MemorySpec
+from langorch.domain.step_settings import MemorySpec
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from langorch.domain.kinds.base import StepKind, Template
-from langorch.domain.kinds.settings import (
+from langorch.domain.step_settings import (
     ReadFileSpec,
 )
 

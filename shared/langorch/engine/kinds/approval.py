@@ -10,7 +10,7 @@ from typing import Any
 from langgraph.types import interrupt
 
 from langorch.domain.errors import ReviewLoopExhaustedError, StepFailedError
-from langorch.domain.kinds.settings import APPROVAL_LABELS, ApprovalSpec
+from langorch.domain.step_settings import APPROVAL_LABELS, ApprovalSpec
 from langorch.domain.templates import render
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import (

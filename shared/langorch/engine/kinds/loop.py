@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
-from langorch.domain.kinds.settings import LoopSpec
+from langorch.domain.step_settings import LoopSpec
 from langorch.domain.templates import evaluate
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of

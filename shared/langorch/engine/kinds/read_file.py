@@ -8,7 +8,7 @@ import asyncio
 from langorch.domain.errors import FileRefusedError, StepFailedError
 from langorch.domain.fileformats import file_format, parse_content, shape
 from langorch.domain.kinds.read_file import read_file_settings
-from langorch.domain.kinds.settings import ReadFileSpec
+from langorch.domain.step_settings import ReadFileSpec
 from langorch.domain.templates import render
 from langorch.engine.context import EngineContext, FileReader
 from langorch.engine.kinds.base import (

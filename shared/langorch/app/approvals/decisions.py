@@ -1,0 +1,461 @@
+"""Approval use-cases: request one (email signed links), show its page, decide it once, expire it.
+
+``request_approval`` (:mod:`langorch.app.approvals.requests`) is what the state machine's
+``AwaitApproval`` task invokes with the task token; ``view_approval`` and ``decide_approval``
+answer ``GET|HEAD`` and ``POST /approvals/{id}``; ``resume_after_timeout`` answers a run whose
+approval task timed out and ``close_for_ended_run`` closes the approval of a cancelled run
+(both in :mod:`langorch.app.approvals.driver`).
+
+Each use-case reads the approval, asks the lifecycle table
+(:mod:`langorch.domain.approvals.lifecycle`) what an event does in its state, and performs the
+write and the audit line the table names. The page use-cases answer typed outcomes
+(:mod:`langorch.domain.approvals.outcomes`) or raise the named refusals; the callback handler
+picks status codes and ``web.pages`` renders: nothing here speaks HTTP.
+
+A decision is recorded first, then delivered with ``SendTaskSuccess``, then marked delivered. A
+crash between the write and the send would leave it recorded but lost, so every later visit that
+finds such a decision delivers it again from the record, and a run whose task times out resumes
+with it instead of ``timed_out``: the record and the run never disagree.
+
+The task token goes from the request into the approvals table and from there only into
+``SendTaskSuccess``: never into an email, a URL, a page or a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import timedelta
+
+from langorch.app.approvals.checks import (
+    ApprovalHttpRequest,
+    Form,
+    Opened,
+    audit_req,
+    check_view,
+    form_again,
+    open_link,
+    read_form,
+    reason,
+    refusal,
+    view_token,
+)
+from langorch.app.approvals.driver import (
+    apply_event,
+    close_for_ended_run,
+    expire_approval,
+    perform,
+    record,
+    resume_after_timeout,
+)
+from langorch.app.approvals.keys import (
+    MIN_KEY_BYTES,
+    SigningKeys,
+    ensure_signing_key,
+    load_signing_keys,
+    load_signing_keys_fresh,
+)
+from langorch.app.approvals.ports import ApprovalsStore, EmailSender, PagePorts, RequestPorts
+from langorch.app.approvals.requests import (
+    ApprovalRequested,
+    RequestApproval,
+    hand_over_decision,
+    request_approval,
+)
+from langorch.app.approvals.votes import (
+    DelegatedAwayError,
+    DelegationRefusedError,
+    cast_vote,
+    delegate_vote,
+    email_delegate,
+    recount,
+)
+from langorch.domain.approvals.lifecycle import Event, State, TransitionRefusedError, state_of, step
+from langorch.domain.approvals.outcomes import (
+    AlreadyDecided,
+    Decided,
+    DecideOutcome,
+    DecisionNotDeliveredError,
+    FormAgain,
+    Shown,
+    ViewOutcome,
+    Voted,
+)
+from langorch.domain.approvals.policy import Vote, VotesChangedError
+from langorch.domain.approvals.record import (
+    AlreadyDecidedError,
+    Approval,
+    ApprovalLinkError,
+    ApprovalStatus,
+    RunEndedError,
+    TooLateError,
+    decision_output,
+    redelivery_due,
+)
+from langorch.domain.approvals.votes import check_may_vote
+from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
+from langorch.domain.runs import execution_name
+
+__all__ = [
+    "MIN_KEY_BYTES",
+    "REDELIVERY_GRACE",
+    "ApprovalHttpRequest",
+    "ApprovalRequested",
+    "ApprovalsStore",
+    "EmailSender",
+    "RequestApproval",
+    "SigningKeys",
+    "close_for_ended_run",
+    "decide_approval",
+    "ensure_signing_key",
+    "expire_approval",
+    "load_signing_keys",
+    "load_signing_keys_fresh",
+    "request_approval",
+    "resume_after_timeout",
+    "view_approval",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_RECOUNTS = 64
+"""How often a completing vote counts again when other votes keep arriving before its
+decision is written (each recount sees more votes; an approval has far fewer approvers)."""
+DELEGATE = "delegate"
+"""The form's ``decision`` value that hands the vote to ``delegate_to``."""
+REDELIVERY_GRACE = timedelta(seconds=30)
+"""How old an undelivered decision must be before a later visit delivers it again.
+
+Longer than the approval callback's 29 s Lambda timeout (API Gateway's limit), so the request
+that recorded the decision has ended, delivered or crashed. Racing it would not resume the run
+twice (Step Functions refuses a second ``SendTaskSuccess`` on a token as ``TaskTimedOut``, our
+TaskClosedError), but the slower of the two would then tell its approver "too late"."""
+
+# --------------------------------------------------------------------------------------------
+# The approval page: GET/HEAD show, POST decides
+# --------------------------------------------------------------------------------------------
+
+
+def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
+    """Answer ``GET``/``HEAD``: verify the link, audit the view, show the page. Decides nothing.
+
+    Returns:
+        :class:`Shown` for a pending approval, :class:`AlreadyDecided` (by whom and when) for a
+        decided one — delivering it again if it was lost (see :data:`REDELIVERY_GRACE`).
+
+    Raises:
+        ApprovalLinkError: the refusal to show (forged or expired link, not an approver, the
+            run ended).
+        ApprovalNotFoundError: a valid link to an approval that no longer exists.
+    """
+    opened = open_link(req, ports, refused_action="view")
+    approval = opened.approval
+    record(
+        ports.approvals,
+        approval,
+        step(opened.state, Event.view),
+        at=ports.clock(),
+        actor=opened.approver,
+        req=req,
+    )
+    if opened.state in (State.decided, State.delivered):
+        _redeliver_if_lost(req, ports, approval, opened.approver)
+        return AlreadyDecided.of(approval)
+    if opened.state is not State.pending:
+        raise refusal(approval.approval_id, opened.state)
+    approver, claims, key = opened.form_key()
+    if approval.policy is not None and approval.policy.counts_votes:
+        # The page shows the votes so far ("1 of 3 approvals; waiting for …").
+        approval = approval.model_copy(
+            update={"votes": ports.approvals.votes(approval.approval_id)}
+        )
+    return Shown(approval, approver, view_token(ports, claims, key))
+
+
+def decide_approval(req: ApprovalHttpRequest, ports: RequestPorts) -> DecideOutcome:
+    """Answer ``POST``: verify link, expiry, view token, approver and code; decide once; resume.
+
+    The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
+    ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
+    delivered. A closed task (timed out) turns the approval ``timed_out``: "too late", nothing
+    resumes. A visit to an approval decided earlier delivers that decision again if it never
+    reached the run (see :data:`REDELIVERY_GRACE`).
+
+    Returns:
+        :class:`Decided`, :class:`AlreadyDecided` (by whom and when) or :class:`FormAgain`
+        (an edit that is not JSON, a wrong code).
+
+    Raises:
+        ApprovalLinkError: the refusal (forged or expired link, not an approver, no view token,
+            codes locked, the run ended, too late).
+        ApprovalNotFoundError: a valid link to an approval that no longer exists.
+        DecisionNotDeliveredError: recorded but not delivered (reopened: press again).
+    """
+    opened = open_link(req, ports, refused_action="refused")
+    approval = opened.approval
+    if opened.state in (State.decided, State.delivered):
+        audit_req(ports, req, approval, "refused", "already_decided", opened.approver)
+        _redeliver_if_lost(req, ports, approval, opened.approver)
+        return AlreadyDecided.of(approval)
+    try:
+        step(opened.state, Event.decide)
+    except TransitionRefusedError as refused:
+        audit_req(ports, req, approval, "refused", refused.reason, opened.approver)
+        raise refusal(approval.approval_id, refused.state) from None
+    if req.form.get("decision") == DELEGATE and approval.policy is not None:
+        return _delegate(req, ports, opened)
+    form = read_form(req, ports, opened)
+    if isinstance(form, FormAgain):
+        return form
+    _check_run(req, ports, opened)
+    if approval.policy is not None:
+        _check_may_vote(req, ports, opened, form)
+        if approval.policy.counts_votes:
+            return _counted(req, ports, opened, form)
+    return _record_and_deliver(req, ports, opened, form)
+
+
+def _check_may_vote(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened, form: Form) -> None:
+    """Separation of duties and delegated-away links: refused (audited) before any write."""
+    approver = opened.form_key()[0]
+    approval = opened.approval
+    try:
+        check_may_vote(
+            approval, approver, "approved" if form.decision.value == "approved" else "rejected"
+        )
+        if approver.lower() in {d.lower() for d in approval.delegations.values()}:
+            raise DelegatedAwayError(f"approval {approval.approval_id}: {approver} delegated")
+    except ApprovalLinkError as exc:
+        audit_req(ports, req, approval, "refused", reason(exc), approver)
+        raise
+
+
+def _counted(
+    req: ApprovalHttpRequest, ports: RequestPorts, opened: Opened, form: Form
+) -> DecideOutcome:
+    """A policy that counts votes: record this vote; decide once the votes complete it.
+
+    Of concurrent votes that each complete the policy, exactly one decision is written (the
+    decide-once write); the decision carries every vote accepted before it (its write needs
+    the vote count it read: a vote arriving meanwhile makes it count again).
+    """
+    approver = opened.form_key()[0]
+    try:
+        tallied = cast_vote(
+            ports.approvals,
+            opened.approval,
+            approver,
+            form.decision,
+            form.comment,
+            now=ports.clock(),
+            req=req,
+        )
+    except AlreadyDecidedError as exc:
+        audit_req(ports, req, opened.approval, "refused", "already_decided", approver)
+        return AlreadyDecided(exc)
+    except ApprovalLinkError as exc:
+        audit_req(ports, req, opened.approval, "refused", reason(exc), approver)
+        raise
+    for _ in range(MAX_RECOUNTS):
+        outcome, deciding = tallied.progress.outcome, tallied.progress.deciding
+        if outcome is None or deciding is None:
+            return Voted(tallied.approval, tallied.progress.summary, tallied.recorded)
+        final = Form(ApprovalStatus(outcome), {}, deciding.comment or None)
+        try:
+            return _record_and_deliver(
+                req, ports, opened, final, decider=deciding.approver, votes=tallied.votes
+            )
+        except VotesChangedError:
+            tallied = recount(ports.approvals, opened.approval.approval_id)
+    raise DecisionNotDeliveredError(
+        f"approval {opened.approval.approval_id}: votes kept arriving; press again"
+    )
+
+
+def _delegate(req: ApprovalHttpRequest, ports: RequestPorts, opened: Opened) -> DecideOutcome:
+    """Hand this approver's vote to the person named on the page (who gets a link)."""
+    again = check_view(req, ports, opened)
+    if again is not None:
+        return again
+    _check_run(req, ports, opened)
+    approver = opened.form_key()[0]
+    to = req.form.get("delegate_to", "").strip()
+    try:
+        after = delegate_vote(
+            ports.approvals, opened.approval, approver, to, now=ports.clock(), req=req
+        )
+    except AlreadyDecidedError as exc:
+        return AlreadyDecided(exc)
+    except DelegationRefusedError as exc:
+        audit_req(ports, req, opened.approval, "refused", "delegation_refused", approver)
+        return form_again(req, ports, opened, exc, exc.user_message)
+    email_delegate(after, approver, to, ports)
+    tallied = recount(ports.approvals, after.approval_id)
+    return Voted(tallied.approval, tallied.progress.summary, False, delegated_to=to)
+
+
+def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> None:
+    """Refuse (and close the approval) when the run ended or no longer waits on it.
+
+    Raises:
+        RunEndedError: the run ended (the approval is cancelled).
+        TooLateError: the run moved on (the approval timed out).
+    """
+    approval = opened.approval
+    try:
+        run = ports.runs.get_run(approval.run_id)
+    except NotFoundError:
+        run = None
+    if run is None or run.is_terminal:
+        apply_event(ports.approvals, approval, Event.run_ended, ports.clock(), opened.approver, req)
+        raise RunEndedError("the run has ended")
+    if run.pending is None or run.pending.interrupt_id != approval.interrupt_id:
+        apply_event(
+            ports.approvals, approval, Event.run_moved_on, ports.clock(), opened.approver, req
+        )
+        raise TooLateError("the run no longer waits on this approval")
+
+
+def _record_and_deliver(
+    req: ApprovalHttpRequest,
+    ports: RequestPorts,
+    opened: Opened,
+    form: Form,
+    *,
+    decider: str | None = None,
+    votes: Sequence[Vote] = (),
+) -> DecideOutcome:
+    """Record the decision (one conditional write), then hand it to the run.
+
+    ``decider`` and ``votes``: a counted decision is recorded as made by the vote that
+    completed the policy, with every vote.
+
+    Raises:
+        VotesChangedError: a vote arrived after ``votes`` were read (count again).
+    """
+    approval = opened.approval
+    approver = decider or opened.form_key()[0]
+    now = ports.clock()
+    try:
+        decided = ports.approvals.decide(
+            approval.approval_id, form.decision, approver, form.comment, form.edits, now, votes
+        )
+    except AlreadyDecidedError as exc:
+        audit_req(ports, req, approval, "refused", "already_decided", approver)
+        return AlreadyDecided(exc)
+    except ApprovalLinkError as exc:
+        audit_req(ports, req, approval, "refused", reason(exc), approver)
+        raise
+    try:
+        ports.executions.send_success(
+            ports.approvals.task_token(approval.approval_id), decision_output(decided)
+        )
+    except TaskClosedError:
+        return _task_closed(req, ports, decided, approver)
+    except StorageError:
+        # Recorded but not delivered: undo it so pressing again works, instead of leaving a
+        # decision that never reaches the run.
+        apply_event(ports.approvals, decided, Event.delivery_failed, ports.clock(), approver, req)
+        logger.warning(
+            "approval decision could not be delivered; reopened",
+            extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
+        )
+        raise DecisionNotDeliveredError(
+            f"approval {approval.approval_id}: the decision could not be delivered; reopened"
+        ) from None
+    apply_event(
+        ports.approvals, decided, Event.deliver, ports.clock(), approver, req, tolerant=True
+    )
+    if approval.policy is not None:
+        # The decision is reached: no reminder or escalation may follow it.
+        ports.approval_timers.cancel(approval.approval_id)
+    logger.info(
+        "approval decided",
+        extra={
+            "approval_id": approval.approval_id,
+            "run_id": approval.run_id,
+            "workflow_id": approval.workflow_id,
+            "step_id": approval.step_id,
+            "decision": decided.status.value,
+            "wait_seconds": int((now - approval.created_at).total_seconds()),
+        },
+    )
+    return Decided(decided)
+
+
+def _task_closed(
+    req: ApprovalHttpRequest, ports: PagePorts, decided: Approval, approver: str
+) -> Decided:
+    """The task stopped waiting before the decision reached it: "too late", unless the run's
+    timeout took this recorded decision meanwhile (:func:`resume_after_timeout`), or the run
+    still waits on this approval under a new execution that has not parked yet (recovery after
+    a restart, a redrive): then the decision stays recorded and that park delivers it
+    (:func:`~langorch.app.approvals.requests.request_approval`)."""
+    if _run_still_waits(ports, decided):
+        logger.info(
+            "approval decided while its run parks again; its new task gets the decision",
+            extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
+        )
+        return Decided(decided)
+    store, now = ports.approvals, ports.clock()
+    closing = step(state_of(decided, now=now), Event.task_closed)
+    if perform(store, decided, closing, now) is None:
+        current = store.get(decided.approval_id)
+        if current is not None and current.delivered_at is not None:
+            record(store, current, step(State.decided, Event.deliver), at=now, actor=approver)
+            return Decided(current)
+    record(store, decided, closing, at=now, actor=approver, req=req)
+    logger.info(
+        "approval decided after its task closed",
+        extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
+    )
+    raise TooLateError("the approval's task is closed")
+
+
+def _run_still_waits(ports: PagePorts, approval: Approval) -> bool:
+    """Whether the approval's run still waits on it with an execution that goes on: running
+    (started again after a restart, or heading for the timeout's segment, which takes this
+    recorded decision), or not there yet (the local stack restarts it)."""
+    try:
+        run = ports.runs.get_run(approval.run_id)
+    except NotFoundError:
+        return False
+    waits_on = None if run.pending is None else run.pending.interrupt_id
+    if run.is_terminal or waits_on != approval.interrupt_id:
+        return False
+    try:
+        status = ports.executions.describe(execution_name(run.run_id, run.attempt))["status"]
+    except NotFoundError:
+        return True
+    except StorageError:
+        return False  # unknown: "too late", as before, is the safe answer
+    return bool(status == "RUNNING")
+
+
+def _redeliver_if_lost(
+    req: ApprovalHttpRequest, ports: PagePorts, approval: Approval, visitor: str | None
+) -> None:
+    """Deliver a decision again that was recorded but never reached the run.
+
+    That happens when the request that recorded it died between the write and
+    ``SendTaskSuccess``. Any valid link holder's visit (even a GET: this decides nothing, it
+    delivers what a POST decided) re-sends the recorded decision, never the visitor's. A closed
+    task means it was delivered after all, or timed out, and then the run's timeout resumes
+    with this same decision (:func:`resume_after_timeout`): either way nothing is left to send.
+    A storage failure leaves it for the next visit.
+    """
+    now = ports.clock()
+    if not redelivery_due(approval, now=now, grace=REDELIVERY_GRACE):
+        return
+    ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
+    try:
+        token = ports.approvals.task_token(approval.approval_id)
+        event = hand_over_decision(approval, token, ports, visitor, req)
+    except (StorageError, NotFoundError):
+        apply_event(ports.approvals, approval, Event.redeliver_failed, now, visitor, req)
+        logger.warning("recorded approval decision could not be redelivered", extra=ids)
+        return
+    logger.warning(
+        "lost approval decision redelivered",
+        extra={**ids, "decision": approval.status.value, "outcome": event.value},
+    )

@@ -1,0 +1,293 @@
+"""Drives the approval lifecycle table: the run's side (timeout, cancel) and the shared driver.
+
+The use-cases here and in :mod:`langorch.app.approvals.decisions` read an approval, ask the table
+(:mod:`langorch.domain.approvals.lifecycle`) what an event does in its state, perform the write
+the transition names (:func:`perform`) and write its audit line (:func:`record`). The store's
+conditional writes stay the guard under concurrency: a write that lost a race is retried from a
+fresh read (:func:`drive`), so the table decides again in the state the race left.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Protocol
+
+from langorch.app.approvals.ports import ApprovalsStore, Clock
+from langorch.domain.approvals.lifecycle import (
+    Event,
+    State,
+    Transition,
+    TransitionRefusedError,
+    Write,
+    state_of,
+    step,
+)
+from langorch.domain.approvals.record import (
+    Approval,
+    ApprovalStatus,
+    AuditAction,
+    AuditEntry,
+    approval_id_for,
+    bounded,
+    decision_output,
+)
+from langorch.domain.errors import StorageError
+
+logger = logging.getLogger(__name__)
+
+MAX_USER_AGENT_CHARS = 256
+RACE_ATTEMPTS = 3
+"""How often a lifecycle event is retried after its conditional write lost a race (each retry
+reads the approval again and asks the table again)."""
+
+
+class Visitor(Protocol):
+    """Who caused an audited event over HTTP (``ApprovalHttpRequest``)."""
+
+    @property
+    def method(self) -> str:
+        """The HTTP method."""
+        ...
+
+    @property
+    def source_ip(self) -> str | None:
+        """Where the request came from."""
+        ...
+
+    @property
+    def user_agent(self) -> str | None:
+        """The request's User-Agent."""
+        ...
+
+
+# --------------------------------------------------------------------------------------------
+# Timeout and cancel (the run's side)
+# --------------------------------------------------------------------------------------------
+
+
+def resume_after_timeout(
+    run_id: str, interrupt_id: str, *, approvals: ApprovalsStore, clock: Clock
+) -> dict[str, Any]:
+    """What a run whose approval task timed out resumes with (the run segment calls this).
+
+    A decision recorded while the approval was open stands: if its delivery was lost (a crash
+    between the write and ``SendTaskSuccess``), the run resumes with it, not ``timed_out``.
+    It is claimed by marking it delivered, so a decider still on its way, finding the task
+    closed, can no longer turn it into ``timed_out`` behind the run's back. Without a recorded
+    decision the approval expires.
+
+    Returns:
+        The recorded decision's ``{"decision", "approver", "comment", "edits"}``, or
+        ``{"decision": "timed_out"}``.
+
+    Raises:
+        StorageError: DynamoDB failed (the segment fails and is retried).
+    """
+    approval_id = approval_id_for(run_id, interrupt_id)
+    driven = drive(approvals, approval_id, Event.timeout, clock)
+    if driven is None or driven[0].target is State.timed_out:
+        if driven is not None:
+            logger.info("approval timed out", extra={"approval_id": approval_id, "run_id": run_id})
+        return {"decision": "timed_out"}
+    recorded = driven[1]
+    logger.warning(
+        "decision recovered at timeout",
+        extra={"approval_id": approval_id, "run_id": run_id, "decision": recorded.status.value},
+    )
+    return decision_output(recorded)
+
+
+def expire_approval(
+    run_id: str, interrupt_id: str, *, approvals: ApprovalsStore, clock: Clock
+) -> bool:
+    """Close the approval of a run's interrupt as ``timed_out`` if nobody decided it.
+
+    A missing or closed approval, or a recorded decision, is left as it is.
+
+    Returns:
+        Whether this call closed it.
+    """
+    approval_id = approval_id_for(run_id, interrupt_id)
+    sources = frozenset({State.pending, State.expired})
+    return drive(approvals, approval_id, Event.timeout, clock, sources=sources) is not None
+
+
+def close_for_ended_run(
+    run_id: str,
+    interrupt_id: str,
+    *,
+    approvals: ApprovalsStore,
+    clock: Clock,
+    actor: str | None = None,
+) -> bool:
+    """Close the approval a cancelled run was parked on, so no later click resumes anything.
+
+    A decision the run already got stays as it is (the table refuses ``cancel`` there).
+
+    Returns:
+        Whether this call closed it.
+    """
+    approval_id = approval_id_for(run_id, interrupt_id)
+    return drive(approvals, approval_id, Event.cancel, clock, actor=actor) is not None
+
+
+# --------------------------------------------------------------------------------------------
+# Driving the lifecycle table: perform a transition's write, write its audit line
+# --------------------------------------------------------------------------------------------
+
+
+def drive(
+    store: ApprovalsStore,
+    approval_id: str,
+    event: Event,
+    clock: Clock,
+    *,
+    sources: frozenset[State] | None = None,
+    actor: str | None = None,
+) -> tuple[Transition, Approval] | None:
+    """Apply ``event`` to the stored approval; ``None`` when the table refuses it.
+
+    A conditional write that loses a race (someone moved the approval since it was read) is
+    retried from a fresh read, so the table decides again in the new state.
+    """
+    for _ in range(RACE_ATTEMPTS):
+        current, now = store.get(approval_id), clock()
+        state = state_of(current, now=now)
+        if current is None or (sources is not None and state not in sources):
+            return None
+        try:
+            transition = step(state, event)
+        except TransitionRefusedError:
+            return None
+        done = perform(store, current, transition, now)
+        if done is not None:
+            who = actor or (done.decided_by if transition.target is State.delivered else None)
+            record(store, done, transition, at=now, actor=who)
+            return transition, done
+    return None
+
+
+def apply_event(
+    store: ApprovalsStore,
+    approval: Approval,
+    event: Event,
+    now: datetime,
+    actor: str | None,
+    req: Visitor | None,
+    *,
+    tolerant: bool = False,
+) -> Approval | None:
+    """Apply ``event`` to the approval in hand: its write, then its audit line (always)."""
+    transition = step(state_of(approval, now=now), event)
+    done = perform(store, approval, transition, now, tolerant=tolerant)
+    record(store, approval, transition, at=now, actor=actor, req=req)
+    return done
+
+
+def perform(
+    store: ApprovalsStore,
+    approval: Approval,
+    transition: Transition,
+    now: datetime,
+    *,
+    tolerant: bool = False,
+) -> Approval | None:
+    """The transition's write; the approval after it, or ``None`` when the write lost a race.
+
+    ``tolerant``: a failure to note a delivery that happened is logged, not raised (it only
+    costs one more send on a later visit).
+    """
+    write, approval_id = transition.write, approval.approval_id
+    if write is Write.none:
+        return approval
+    if write is Write.mark_delivered:
+        try:
+            return store.mark_delivered(approval_id, now)
+        except StorageError:
+            if not tolerant:
+                raise
+            logger.warning(
+                "approval decision delivered but not marked delivered",
+                extra={"approval_id": approval_id, "run_id": approval.run_id},
+            )
+            return approval
+    if write is Write.reopen:
+        return approval if store.reopen(approval) else None
+    if write in (Write.mark_timed_out, Write.mark_cancelled):
+        status = (
+            ApprovalStatus.timed_out if write is Write.mark_timed_out else ApprovalStatus.cancelled
+        )
+        return (
+            approval.model_copy(update={"status": status})
+            if store.mark(approval_id, status)
+            else None
+        )
+    raise ValueError(f"{write.value} is written by its own use-case, not by the lifecycle driver")
+
+
+# --------------------------------------------------------------------------------------------
+# Audit
+# --------------------------------------------------------------------------------------------
+
+
+def record(
+    store: ApprovalsStore,
+    approval: Approval,
+    transition: Transition,
+    *,
+    at: datetime,
+    actor: str | None = None,
+    req: Visitor | None = None,
+    detail: str | None = None,
+) -> None:
+    """Write the audit line ``transition`` names (if any); ``detail`` fills a
+    :data:`~langorch.domain.approvals.lifecycle.DETAIL_OUTCOME`."""
+    if transition.audit is None:
+        return
+    line = transition.audit
+    audit(
+        store,
+        approval.approval_id,
+        line.action,
+        line.outcome_for(approval, detail),
+        at=at,
+        actor=actor,
+        req=req,
+    )
+
+
+def audit(
+    store: ApprovalsStore,
+    approval_id: str,
+    action: AuditAction,
+    outcome: str,
+    *,
+    at: datetime,
+    actor: str | None = None,
+    req: Visitor | None = None,
+) -> None:
+    """Append one line to the approval's audit trail (with where it came from, over HTTP).
+
+    Args:
+        store: the approvals store.
+        approval_id: whose trail.
+        action: what happened (``view``, ``decide``, ``refused``, ...).
+        outcome: how it ended (``shown``, ``approved``, ``link_expired``, ...).
+        at: when.
+        actor: the approver's address once a link verified; the link's ref otherwise.
+        req: the request (source IP, user agent, method), if one caused it.
+    """
+    user_agent = req.user_agent if req else None
+    store.append_audit(
+        AuditEntry(
+            approval_id=approval_id,
+            at=at,
+            action=action,
+            outcome=outcome,
+            actor=actor,
+            source_ip=req.source_ip if req else None,
+            user_agent=bounded(user_agent, MAX_USER_AGENT_CHARS) if user_agent else None,
+            method=req.method.upper() if req else None,
+        )
+    )

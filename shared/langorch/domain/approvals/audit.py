@@ -1,0 +1,45 @@
+"""An approval's append-only audit trail: what happened, to whom, from where.
+
+(Re-exported by :mod:`langorch.domain.approvals.record`, where it used to live.)
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+AuditAction = Literal[
+    "requested",
+    "emailed",
+    "view",
+    "decide",
+    "redeliver",
+    "refused",
+    "expired",
+    "too_late",
+    "cancelled",
+    "reissued",
+    "vote",
+    "reminded",
+    "escalated",
+    "delegated",
+]
+
+
+class AuditEntry(BaseModel):
+    """One line of an approval's append-only audit trail."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    approval_id: str
+    at: datetime
+    action: AuditAction
+    outcome: str
+    actor: str | None = None
+    """The approver's address once a link verified; the link's ref otherwise."""
+    source_ip: str | None = None
+    user_agent: str | None = None
+    reason: str | None = None
+    method: str | None = None
