@@ -87,8 +87,8 @@ def test_an_import_across_a_layer_is_caught(
 
 
 def test_a_cycle_between_two_modules_of_a_package_is_caught(scratch: Path) -> None:
-    first = _with_module(scratch, "langorch.domain.scratch_a", "import langorch.domain.scratch_b\n")
-    second = _with_module(scratch, "langorch.domain.scratch_b", "import langorch.domain.scratch_a\n")
+    first = _with_module(scratch, "langorch.domain.cyc_a", "import langorch.domain.cyc_b\n")
+    second = _with_module(scratch, "langorch.domain.cyc_b", "import langorch.domain.cyc_a\n")
     try:
         result = _lint_imports(scratch)
     finally:
