@@ -56,6 +56,14 @@ def s3(aws: None) -> Any:
 
 
 @pytest.fixture
+def sqlite_db(tmp_path: Any) -> Any:
+    """The embedded default's database: a fresh SQLite file (WAL) under the test's folder."""
+    from langorch.adapters.sqlite._db import Database
+
+    return Database(tmp_path / "langorch.db")
+
+
+@pytest.fixture
 def atomic_dynamodb() -> Iterator[None]:
     """moto's conditional writes made atomic across threads, as DynamoDB's are."""
     from langorch.local.emulator import serialise_dynamodb_writes

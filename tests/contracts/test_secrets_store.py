@@ -1,20 +1,24 @@
-"""Contract of the secrets store (``SecretsStore``): Secrets Manager on moto and the fake."""
+"""Contract of the secrets store (``SecretsStore``): Secrets Manager on moto, the local SQLite
+store and the fake."""
 
 from __future__ import annotations
 
 import pytest
 
 from langorch.adapters.secrets import Secrets
+from langorch.adapters.sqlite.secrets import SqliteSecrets
 from langorch.domain.errors import SecretNotFoundError
 from tests.fakes import InMemorySecrets
 
-Store = Secrets | InMemorySecrets
+Store = Secrets | InMemorySecrets | SqliteSecrets
 
 
-@pytest.fixture(params=["fake", "secretsmanager"])
+@pytest.fixture(params=["fake", "sqlite", "secretsmanager"])
 def store(request: pytest.FixtureRequest) -> Store:
     if request.param == "fake":
         return InMemorySecrets()
+    if request.param == "sqlite":
+        return SqliteSecrets(request.getfixturevalue("sqlite_db"))
     import boto3
 
     request.getfixturevalue("aws")

@@ -1,5 +1,5 @@
-"""Contract of the registered tools (``ToolServerStore``): the definitions table on moto and the
-fake — replace by name, list by name, remove once, and never a secret value stored."""
+"""Contract of the registered tools (``ToolServerStore``): the definitions table on moto, the
+local SQLite store and the fake — replace by name, list by name, remove once, and never a secret value stored."""
 
 from __future__ import annotations
 
@@ -7,16 +7,19 @@ import pytest
 
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
+from langorch.adapters.sqlite.tool_servers import SqliteToolServers
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import InMemoryToolServers
 
-Store = ToolServersRepository | InMemoryToolServers
+Store = ToolServersRepository | InMemoryToolServers | SqliteToolServers
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def store(request: pytest.FixtureRequest) -> Store:
     if request.param == "fake":
         return InMemoryToolServers()
+    if request.param == "sqlite":
+        return SqliteToolServers(request.getfixturevalue("sqlite_db"))
     client = request.getfixturevalue("dynamodb")
     DefinitionsRepository(client, "definitions").create_table()
     return ToolServersRepository(client, "definitions")
