@@ -1,5 +1,6 @@
 """Contract of the registered tools (``ToolServerStore``): the definitions table on moto, the
-local SQLite store and the fake — replace by name, list by name, remove once, and never a secret value stored."""
+local SQLite store and the fake — replace by name, list by name, remove once, and never a secret
+value stored."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ class SqliteSecrets:
         """
         cached = self._cache.get(name)
         if not fresh and cached is not None and self._monotonic() - cached[0] < self._max_age:
-            return json.loads(json.dumps(cached[1]))
+            return dict(json.loads(json.dumps(cached[1])))
         with self._db.read() as connection:
             row = connection.execute("SELECT value FROM secrets WHERE name = ?", (name,)).fetchone()
         if row is None:
@@ -65,7 +65,7 @@ class SqliteSecrets:
         if not isinstance(value, dict):
             raise StorageError(f"secret {name} is not a JSON object")
         self._cache[name] = (self._monotonic(), value)
-        return json.loads(row[0])  # type: ignore[no-any-return]
+        return dict(json.loads(row[0]))  # a copy of its own: the caller may change it
 
     def put_json(self, name: str, value: dict[str, Any], *, description: str = "") -> bool:
         """Create the secret, or store a new value of it; returns whether it was created."""
