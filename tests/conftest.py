@@ -29,20 +29,9 @@ def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def aws() -> Iterator[None]:
-    """Every AWS call in the test goes to moto, in-process — DynamoDB's Queries through the
-    local stack's partition index and its item answers as plain JSON
-    (``tests/integration/test_indexed_query.py`` and ``test_plain_item_answers.py`` hold them
-    to moto's own answers)."""
-    from langorch.local.emulator import plain_item_answers
-    from langorch.local.indexed_query import indexed_queries
-
+    """Every AWS call in the test goes to moto, in-process, as published."""
     with mock_aws():
-        undos = [indexed_queries(), plain_item_answers()]
-        try:
-            yield
-        finally:
-            for undo in reversed(undos):
-                undo()
+        yield
 
 
 @pytest.fixture
@@ -61,16 +50,6 @@ def sqlite_db(tmp_path: Any) -> Any:
     from langorch.adapters.sqlite._db import Database
 
     return Database(tmp_path / "langorch.db")
-
-
-@pytest.fixture
-def atomic_dynamodb() -> Iterator[None]:
-    """moto's conditional writes made atomic across threads, as DynamoDB's are."""
-    from langorch.local.emulator import serialise_dynamodb_writes
-
-    undo = serialise_dynamodb_writes()
-    yield
-    undo()
 
 
 # --------------------------------------------------------------------------------------------
@@ -99,19 +78,19 @@ class _EveryLogLine(logging.Handler):
 
 @pytest.fixture(scope="session", autouse=True)
 def _task_tokens_never_leak(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Record every task token the emulator issues; at the end, none may appear in a log line,
-    an outbox email or an approval page the suite wrote (RELIABILITY.md "Approval links")."""
-    from moto.stepfunctions.parser.asl.eval.states import ContextObject
+    """Record every task token the emulator hands a function (the state machine's approval
+    tasks); at the end, none may appear in a log line, an outbox email or an approval page the
+    suite wrote (RELIABILITY.md "Approval links")."""
+    from langorch.local.lambdas import INVOCATION_OBSERVERS
 
     issued: list[str] = []
-    original = ContextObject.update_task_token
 
-    def recording(self: Any) -> str:
-        token = original(self)
-        issued.append(token)
-        return token
+    def recording(function_name: str, event: Any) -> None:
+        token = event.get("task_token") if isinstance(event, dict) else None
+        if isinstance(token, str):
+            issued.append(token)
 
-    ContextObject.update_task_token = recording  # type: ignore[method-assign]
+    INVOCATION_OBSERVERS.append(recording)
     lines = _EveryLogLine()
     # Observe every record any logger handles: Powertools turns propagation off on the
     # langorch loggers it configures, so a handler on the root logger would miss them.
@@ -124,7 +103,7 @@ def _task_tokens_never_leak(tmp_path_factory: pytest.TempPathFactory) -> Iterato
     logging.Logger.callHandlers = observed  # type: ignore[method-assign]
     yield
     logging.Logger.callHandlers = call_handlers  # type: ignore[method-assign]
-    ContextObject.update_task_token = original  # type: ignore[method-assign]
+    INVOCATION_OBSERVERS.remove(recording)
     written = [
         path.read_text(errors="replace")
         for path in tmp_path_factory.getbasetemp().rglob("*")

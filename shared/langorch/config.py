@@ -18,9 +18,11 @@ class Settings(BaseSettings):
     region: str = "us-east-1"
     endpoint_url: str | None = None
     """AWS endpoint override: the local emulator in dev mode and tests; ``None`` in the cloud."""
-    dynamodb_endpoint_url: str | None = None
-    """DynamoDB's endpoint when it is not ``endpoint_url``: the local stack serves DynamoDB
-    from a process of its own (``langorch.local.dynamodb_process``); ``None`` elsewhere."""
+    local_home: str | None = None
+    """The embedded default: the folder whose SQLite file (``langorch.db``) and ``bucket/``
+    folder hold every store — runs, approvals, definitions, checkpoints, memory, secrets,
+    schedules, log lines and dropped files (``langorch.composition.embedded``). ``None``: the
+    cloud's stores (DynamoDB, S3, Secrets Manager, Scheduler, CloudWatch Logs)."""
 
     definitions_table: str = "langorch-definitions"
     runs_table: str = "langorch-runs"

@@ -1,4 +1,5 @@
-"""Contract of the files port (``FileReader``): S3 on moto and the in-memory fake."""
+"""Contract of the files port (``FileReader``): S3 on moto, the local stack's bucket folder and
+the in-memory fake."""
 
 from __future__ import annotations
 
@@ -9,20 +10,30 @@ from typing import Any
 import pytest
 
 from langorch.adapters.files import S3FileReader
+from langorch.adapters.local_files import FolderBucket
 from langorch.domain.errors import FileMissingError, FileTooLargeError
 from tests.fakes import InMemoryFiles
 
 BUCKET = "langorch-files"
-Reader = S3FileReader | InMemoryFiles
+Reader = S3FileReader | InMemoryFiles | FolderBucket
 Put = Callable[[str, bytes], None]
 
 
-@pytest.fixture(params=["fake", "s3"])
-def files(request: pytest.FixtureRequest) -> tuple[Reader, Put]:
+@pytest.fixture(params=["fake", "folder", "s3"])
+def files(request: pytest.FixtureRequest, tmp_path: Any) -> tuple[Reader, Put]:
     """A reader and a way to store an object in its bucket."""
     if request.param == "fake":
         fake = InMemoryFiles(BUCKET)
         return fake, fake.put
+    if request.param == "folder":
+        folder = FolderBucket(tmp_path / "bucket", bucket=BUCKET)
+
+        def put_file(key: str, data: bytes) -> None:
+            source = tmp_path / "upload"
+            source.write_bytes(data)
+            folder.put(key, source)
+
+        return folder, put_file
     s3: Any = request.getfixturevalue("s3")
     s3.create_bucket(Bucket=BUCKET)
 

@@ -17,8 +17,8 @@ from langorch.app.recovery.redrive import redrive
 from langorch.composition.container import Container
 from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
+from langorch.local.emulator import EXECUTION_CONFIG
 from langorch.local.lambdas import Dispatcher
-from langorch.local.statemachine import EXECUTION_CONFIG
 from tests.integration.test_state_machine import Pipeline, make_pipeline
 
 V1 = """

@@ -24,9 +24,10 @@ from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.domain.runs import RunRecord, TimelineEventType
+from langorch.local.emulator import EXECUTION_CONFIG
 from langorch.local.lambdas import FUNCTIONS, Dispatcher, ensure_functions
 from langorch.local.logs import CloudWatchSink
-from langorch.local.statemachine import EXECUTION_CONFIG, definition_with, ensure_state_machine
+from langorch.local.statemachine import definition_with, ensure_state_machine
 
 EXECUTION_OF = {
     "succeeded": {"SUCCEEDED"},

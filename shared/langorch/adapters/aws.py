@@ -161,8 +161,7 @@ def make_client(service: str, settings: Settings, *, session: boto3.Session | No
         return (session or new_session(settings)).client(
             service,  # type: ignore[call-overload]
             region_name=settings.region,
-            endpoint_url=(service == "dynamodb" and settings.dynamodb_endpoint_url)
-            or settings.endpoint_url,
+            endpoint_url=settings.endpoint_url,
             config=_CONFIG,
         )
 

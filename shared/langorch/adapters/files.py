@@ -73,6 +73,23 @@ def put_file(client: Any, bucket: str, key: str, path: Path) -> PutObject:
     )
 
 
+class S3Bucket:
+    """The drop bucket in S3: where ``langorch files put`` uploads (its events start runs).
+
+    Args:
+        client: an S3 client.
+        bucket: the bucket (``Settings.bucket``).
+    """
+
+    def __init__(self, client: Any, *, bucket: str) -> None:
+        self._client = client
+        self.bucket = bucket
+
+    def put(self, key: str, source: Path) -> PutObject:
+        """Upload ``source`` as ``key`` (see :func:`put_file`)."""
+        return put_file(self._client, self.bucket, key, source)
+
+
 class S3FileReader:
     """Reads objects of the files bucket for ``read_file`` steps, never past a byte bound.
 

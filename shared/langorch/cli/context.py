@@ -19,6 +19,7 @@ from langorch.config import Settings
 
 if TYPE_CHECKING:
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+    from langorch.composition.container import Container
 
 ClientFactory = Callable[[str, Settings], Any]
 
@@ -54,6 +55,7 @@ class Context:
         self._client_factory = client_factory
         self._target: Target | None = None
         self._clients: dict[str, Any] = {}
+        self._container: Container | None = None
 
     def target(self) -> Target:
         """The deployment to talk to (resolved once).
@@ -108,8 +110,16 @@ class Context:
             self._clients[service] = factory(service, self.settings)
         return self._clients[service]
 
-    def definitions(self) -> DefinitionsRepository:
-        """The definitions store of the target."""
-        from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+    @property
+    def container(self) -> Container:
+        """The target's adapters, wired as its functions wire them (built once): the local
+        home's SQLite stores for a local stack, DynamoDB and the other AWS services otherwise."""
+        if self._container is None:
+            from langorch.composition.container import build_container
 
-        return DefinitionsRepository(self.client("dynamodb"), self.settings.definitions_table)
+            self._container = build_container(self.settings)
+        return self._container
+
+    def definitions(self) -> DefinitionsRepository:
+        """The definitions store of the target (the local stack's mirrors this API)."""
+        return self.container.definitions

@@ -42,10 +42,10 @@ class SandboxContainer:
             if self._container is None:
                 # Imported here: Settings reads the environment, which belongs to the first
                 # invocation, not to the import.
-                from langorch.composition.container import Container
+                from langorch.composition.container import build_container
                 from langorch.config import Settings
 
-                self._container = Container(Settings())
+                self._container = build_container(Settings())
             return self._container
 
     def use(self, replacement: Container | None) -> Container | None:

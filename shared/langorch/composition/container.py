@@ -31,7 +31,8 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.adapters.dynamodb.tasks import TasksRepository
     from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
-    from langorch.adapters.files import S3FileReader
+    from langorch.adapters.files import S3Bucket, S3FileReader
+    from langorch.adapters.logs import CloudWatchLogs
     from langorch.adapters.scheduler import ApprovalTimerSchedules, Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
@@ -290,6 +291,20 @@ class Container:
         )
 
     @cached_property
+    def bucket(self) -> S3Bucket:
+        """The drop bucket, where ``langorch files put`` uploads."""
+        from langorch.adapters.files import S3Bucket
+
+        return S3Bucket(self.client("s3"), bucket=self.settings.bucket)
+
+    @cached_property
+    def logs(self) -> CloudWatchLogs:
+        """The functions' log lines (``langorch runs logs`` reads a run's)."""
+        from langorch.adapters.logs import CloudWatchLogs
+
+        return CloudWatchLogs(self.client("logs"))
+
+    @cached_property
     def compiler(self) -> GraphCompiler:
         from langorch.engine.compiler import GraphCompiler
 
@@ -305,3 +320,18 @@ class Container:
         self.checkpointer.setup()
         create_memory_table(self.client("dynamodb"), self.settings.memory_table)
         ensure_bucket(self.client("s3"), self.settings.bucket, self.settings.region)
+
+
+def build_container(settings: Settings, **options: Any) -> Container:
+    """The container for ``settings``: the embedded default's when ``local_home`` is set
+    (:class:`~langorch.composition.embedded.EmbeddedContainer`), the cloud's otherwise.
+
+    Args:
+        settings: where the resources are.
+        options: :class:`Container`'s keyword arguments (clock, ids, llm, http, email, session).
+    """
+    if settings.local_home:
+        from langorch.composition.embedded import EmbeddedContainer
+
+        return EmbeddedContainer(settings, **options)
+    return Container(settings, **options)

@@ -202,7 +202,7 @@ def _console_ports(container: Any) -> Any:
     if not isinstance(container, Container):
         return container
     settings = container.settings.model_copy(update={"approval_form_dwell_seconds": 0.0})
-    return Container(settings, session=container._session, clock=container.clock)
+    return type(container)(settings, session=container._session, clock=container.clock)
 
 
 def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[str, Any]:

@@ -1,47 +1,41 @@
-"""Invoking the stack's Lambda functions from the local gateway, tick and S3 event poller.
+"""Invoking the stack's Lambda functions from the local gateway, tick and bucket watcher.
 
 In the cloud, API Gateway, EventBridge Scheduler and EventBridge invoke the Lambda service, which
-runs the handler with the function's environment. Locally the functions exist in the emulator and
-:mod:`langorch.local.lambdas` routes their invocations to ``functions/<name>/handler.py`` in this
-process, with the function's ``LANGORCH_*`` environment applied around the call (that is how a
-handler gets the stack's settings). So the default invokers here call the emulator's
-``lambda:Invoke``: the handler is imported on the first event, gets a Lambda-like context and the
-right settings, its logs land in the local CloudWatch Logs, and an unhandled exception comes back
-as a function error — what API Gateway turns into a 500.
-
-In the process that serves the emulator, ``langorch dev`` gives them a transport to its
-dispatcher instead of the HTTP API (:mod:`langorch.local.inprocess`): the same lookup and
-answer, without a round trip to itself. Tests inject plain ``handler(event, context)``
-callables instead; :class:`LambdaContext` is what
-they receive.
+runs the handler with the function's environment. Locally the dispatcher
+(:mod:`langorch.local.lambdas`) is that service: it runs ``functions/<name>/handler.py`` in a
+Lambda-like sandbox with the function's ``LANGORCH_*`` environment, ships its log lines, and
+answers an unhandled exception as a function error — what API Gateway turns into a 500. Callers
+here reach it through a :data:`Transport`; tests may inject plain ``handler(event, context)``
+callables instead, with :class:`LambdaContext`.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from langorch.config import Settings
-
 Handler = Callable[[Any, Any], Any]
 """``handler(event, context)``, as the Lambda runtime calls it."""
 
 Transport = Callable[[str, bytes], tuple[bytes, str | None]]
-"""``(function ARN, request payload) -> (response payload, function error or None)``: one
-synchronous invocation without the emulator's HTTP API, for callers in the process that serves
-it (:mod:`langorch.local.inprocess`)."""
+"""``(function name or ARN, request payload) -> (response payload, function error or None)``:
+one synchronous invocation, as ``lambda:Invoke`` answers it."""
 
 TRIGGER = "langorch-trigger"
 APPROVAL_CALLBACK = "langorch-approval-callback"
-"""The functions' names, as :mod:`langorch.local.lambdas` creates them in the emulator."""
+"""The functions' names (:data:`langorch.local.lambdas.FUNCTIONS`)."""
 
 ACCOUNT_ID = "123456789012"
-"""moto's default account: ARNs built here match the ones the emulator returns."""
+"""The emulator's account: ARNs built here match the ones it returns."""
+
+
+def function_arn(region: str, name: str) -> str:
+    """The ARN of the local function ``name``."""
+    return f"arn:aws:lambda:{region}:{ACCOUNT_ID}:function:{name}"
 
 
 class FunctionError(Exception):
@@ -62,7 +56,7 @@ class LambdaContext:
 
     @property
     def invoked_function_arn(self) -> str:
-        return f"arn:aws:lambda:{self.region}:{ACCOUNT_ID}:function:{self.function_name}"
+        return function_arn(self.region, self.function_name)
 
     @property
     def log_group_name(self) -> str:
@@ -78,57 +72,17 @@ class LambdaContext:
         return max(0, int(left * 1000))
 
 
-def lambda_client(settings: Settings, *, pool: int = 128) -> Any:
-    """A ``lambda`` client at the stack's endpoint, for many concurrent invocations.
-
-    Not :func:`langorch.adapters.aws.make_client`: an invocation must never be retried by
-    botocore (a read timeout would run the handler twice), and a burst of gateway requests
-    needs more than the default ten pooled connections.
-    """
-    import boto3
-    from botocore.config import Config
-
-    session = boto3.Session(
-        aws_access_key_id="local",
-        aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
-        region_name=settings.region,
-    )
-    config = Config(
-        retries={"max_attempts": 1, "mode": "standard"},
-        max_pool_connections=pool,
-        connect_timeout=5,
-        read_timeout=900,
-    )
-    return session.client(
-        "lambda", region_name=settings.region, endpoint_url=settings.endpoint_url, config=config
-    )
-
-
 class LambdaInvoker:
-    """``invoke(event)``: one synchronous invocation of a function in the emulator.
+    """``invoke(event)``: one synchronous invocation of a local function.
 
     Args:
-        settings: the stack's settings (endpoint, region).
         function_name: the function to invoke.
-        client: a ``lambda`` client (default: :func:`lambda_client`, built on first use).
-        transport: invokes without the emulator's HTTP API (in the process that serves it);
-            ``client`` is then unused.
+        transport: how (the dispatcher's :meth:`~langorch.local.lambdas.Dispatcher.transport`).
     """
 
-    def __init__(
-        self,
-        settings: Settings,
-        function_name: str,
-        *,
-        client: Any = None,
-        transport: Transport | None = None,
-    ) -> None:
-        self.settings = settings
+    def __init__(self, function_name: str, transport: Transport) -> None:
         self.name = function_name
-        self.arn = f"arn:aws:lambda:{settings.region}:{ACCOUNT_ID}:function:{function_name}"
-        self._client = client
         self._transport = transport
-        self._lock = threading.Lock()
 
     def __call__(self, event: Any, context: Any = None) -> Any:
         """Invoke the function with ``event`` and return its decoded result.
@@ -136,11 +90,7 @@ class LambdaInvoker:
         Raises:
             FunctionError: the handler raised (its error type and message are in the text).
         """
-        request = json.dumps(event).encode("utf-8")
-        if self._transport is not None:
-            raw, function_error = self._transport(self.arn, request)
-        else:
-            raw, function_error = self._over_http(request)
+        raw, function_error = self._transport(self.name, json.dumps(event).encode("utf-8"))
         payload = json.loads(raw) if raw else None
         if function_error:
             detail = payload if isinstance(payload, dict) else {}
@@ -148,16 +98,3 @@ class LambdaInvoker:
                 f"{self.name}: {detail.get('errorType', 'Error')}: {detail.get('errorMessage', '')}"
             )
         return payload
-
-    def _over_http(self, request: bytes) -> tuple[bytes, str | None]:
-        client = self._client
-        if client is None:
-            # Built once: a burst of first requests must not each build one (~60 ms apiece).
-            with self._lock:
-                if self._client is None:
-                    self._client = lambda_client(self.settings)
-                client = self._client
-        response = client.invoke(
-            FunctionName=self.name, InvocationType="RequestResponse", Payload=request
-        )
-        return response["Payload"].read(), response.get("FunctionError")

@@ -52,13 +52,13 @@ def start_example_tools(settings: Settings, examples: Path | None) -> ExampleToo
         DefinitionError: a ``tools.yaml`` is malformed or names a missing server file.
     """
     from langorch.app.tool_registry import AddTool, add_tool
-    from langorch.composition.container import Container
+    from langorch.composition.container import build_container
     from langorch.llm.builtin_tools import KNOWN_TOOLS
 
     started = ExampleTools()
     if examples is None or not examples.is_dir():
         return started
-    container = Container(settings)
+    container = build_container(settings)
     try:
         for spec_file in sorted(examples.glob("*/tools.yaml")):
             for entry in _entries(spec_file):

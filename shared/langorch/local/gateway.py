@@ -1,9 +1,8 @@
 """The local HTTP gateway: API Gateway (HTTP API, payload format 2.0) in front of the handlers.
 
-moto has no Lambda proxy integration for API Gateway, so local mode serves the deployed routes
-itself, on 127.0.0.1, turns each request into the event API Gateway would send and invokes the
-function through the emulator's Lambda (see :mod:`langorch.local._invoke`: that is how the handler
-gets the stack's settings):
+Local mode serves the deployed routes itself, on 127.0.0.1, turns each request into the event
+API Gateway would send and invokes the function through the local Lambda service (the
+dispatcher, :mod:`langorch.local.lambdas`: that is how the handler gets the stack's settings):
 
 - ``POST /hooks/{workflow_id}``            → ``langorch-trigger`` (``functions/trigger``)
 - ``GET|HEAD|POST /approvals/{id}``        → ``langorch-approval-callback``
@@ -54,7 +53,10 @@ from langorch.local._invoke import (
     LambdaInvoker,
     Transport,
 )
-from langorch.local.emulator import LISTEN_BACKLOG
+
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before refusing: a burst of 100 clicks overflowed the
+standard library's default of 5 (1-3 s retransmit stalls)."""
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +114,9 @@ def _routes(
     for key, handler in table.items():
         if isinstance(handler, str):
             # One invoker (and connection pool) per function, shared by its routes.
-            handler = invokers.setdefault(
-                handler, LambdaInvoker(settings, handler, transport=transport)
-            )
+            if transport is None:
+                raise ValueError(f"route {key} names the function {handler}: pass a transport")
+            handler = invokers.setdefault(handler, LambdaInvoker(handler, transport))
         built.append(_Route(key, handler))
     return built
 
@@ -405,11 +407,10 @@ def start_gateway(
         port: the port to listen on (0: any free one).
         routes: route keys (``"POST /hooks/{workflow_id}"``) to handlers, replacing or adding to
             :data:`DEFAULT_ROUTES`; a handler is ``handler(event, context)`` called in this
-            thread, or the name of a function invoked through the emulator's Lambda (whose
+            thread, or the name of a function invoked through ``transport`` (whose
             handler :mod:`langorch.local.lambdas` imports on its first invocation).
         max_body_bytes: larger request bodies are answered with 413.
-        transport: how a function named in ``routes`` is invoked when this process serves
-            the emulator (:mod:`langorch.local.inprocess`); default, its ``lambda:Invoke``.
+        transport: how a function named in ``routes`` is invoked (the dispatcher's).
 
     Returns:
         The gateway's base URL (what ``settings.public_base_url`` becomes) and a function that

@@ -1,14 +1,12 @@
-"""Local mode: the four Lambda functions exist in the emulator and run our real handlers.
+"""Local mode: the four Lambda functions run our real handlers, as the Lambda service would.
 
-moto's Lambda without Docker only echoes its input. Its invoke entry points are plain Python
-methods, so :class:`Dispatcher` replaces them: ``LambdaSimpleBackend.invoke`` (what
-``lambda:Invoke`` reaches) and ``LambdaFunction.invoke`` (what S3 notifications and async
-invokes reach); the Step Functions interpreter, in the same process, gets the dispatcher as its
-Lambda client (:mod:`langorch.local.inprocess`). Each invocation runs
-``functions/<name>/handler.py`` with a ``LambdaContext``-like object and answers as Lambda
-does: the handler's JSON result, or for an exception ``{"errorType": <class name>,
-"errorMessage": ...}`` with ``FunctionError`` set — so the state machine's ``Retry``/``Catch``
-match on ``StorageError``, ``LeaseHeldError``, … exactly as they do in the cloud.
+:class:`Dispatcher` is the local Lambda service. The state machine's Lambda tasks reach it
+through the emulator's routing (:func:`langorch.local.emulator.route_lambda_invocations`); the
+gateway, the scheduler tick and the bucket watcher through its :meth:`Dispatcher.transport`.
+Each invocation runs ``functions/<name>/handler.py`` with a ``LambdaContext``-like object and
+answers as Lambda does: the handler's JSON result, or for an exception ``{"errorType": <class
+name>, "errorMessage": ...}`` with the function error ``Unhandled`` — so the state machine's
+``Retry``/``Catch`` match on ``StorageError``, ``LeaseHeldError``, … exactly as in the cloud.
 
 Where a handler runs: by default in a Lambda-like sandbox (:mod:`langorch.local._sandbox`), a
 worker process serving one invocation at a time, a pool of them per function, so no two
@@ -19,21 +17,18 @@ installed dispatcher is a fresh set of sandboxes: the first invocation of each b
 handler's container (a cold start), so a cached container never outlives its stack.
 
 ``isolation="inline"`` runs handlers in this process instead, on the caller's thread, with the
-environment applied around the call: only for an in-process emulator (``moto.mock_aws``), which
-a sandbox in another process cannot reach.
+environment applied around the call: for tests with an in-process emulator (``moto.mock_aws``).
 """
 
 from __future__ import annotations
 
 import importlib
-import io
 import json
 import os
 import sys
 import threading
 import time
 import uuid
-import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -41,10 +36,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from botocore.exceptions import ClientError
-
 from langorch.config import Settings
-from langorch.domain.errors import StorageError
+from langorch.local._invoke import Transport
 from langorch.local._sandbox import (
     LocalLambdaContext,
     OutputRouting,
@@ -74,8 +67,6 @@ bench-pipeline``, a round after the first): with 8, 210-228 runs/min and click -
 9-11 s; with 16, 262-267 and 7-8 s; with 32, 269-288 and 7 s but a slower first round (more
 cold starts). Each is a process (~100 MB, most of it shared with the fork server), so not
 Lambda's thousand."""
-_ROLE_NAME = "langorch-local-lambda"
-_RUNTIME = "python3.12"
 _PASSTHROUGH = frozenset({"LANGORCH_OPENAI_API_KEY"})
 """Secrets are never stored in a function's configuration; locally they pass through from the
 developer's environment, as nothing else can provide them."""
@@ -83,6 +74,10 @@ _SECRET_FIELDS = frozenset({"openai_api_key"})
 
 FUNCTIONS_DIR = Path(__file__).resolve().parents[3] / "functions"
 """``functions/`` of this checkout (``shared/langorch/local`` -> the repository root)."""
+
+INVOCATION_OBSERVERS: list[Callable[[str, Any], None]] = []
+"""Told ``(function name, event)`` of every invocation before it runs (the test suite collects
+the task tokens the state machine hands out, to prove none leaks into a log, email or page)."""
 
 LogSink = Callable[[str, str, list[tuple[int, str]]], None]
 """Receives ``(function name, log stream, lines)`` after each invocation: the lines it logged
@@ -103,76 +98,6 @@ def function_environment(settings: Settings) -> dict[str, str]:
         text = json.dumps(value) if isinstance(value, list | dict) else str(value)
         env[f"LANGORCH_{name.upper()}"] = text
     return env
-
-
-def _dummy_zip() -> bytes:
-    # The emulator wants a deployment package; the code that runs is functions/ in this checkout.
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("handler.py", "def handler(event, context):\n    return event\n")
-    return buffer.getvalue()
-
-
-def _ensure_role(iam: Any) -> str:
-    trust = {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "lambda.amazonaws.com"},
-                "Action": "sts:AssumeRole",
-            }
-        ],
-    }
-    try:
-        return str(iam.get_role(RoleName=_ROLE_NAME)["Role"]["Arn"])
-    except ClientError as exc:
-        if exc.response["Error"]["Code"] != "NoSuchEntity":
-            raise StorageError(f"cannot read role {_ROLE_NAME}: {exc}") from exc
-    try:
-        role = iam.create_role(RoleName=_ROLE_NAME, AssumeRolePolicyDocument=json.dumps(trust))
-    except ClientError as exc:
-        raise StorageError(f"cannot create role {_ROLE_NAME}: {exc}") from exc
-    return str(role["Role"]["Arn"])
-
-
-def ensure_functions(lambda_client: Any, iam_client: Any, settings: Settings) -> dict[str, str]:
-    """Create the four functions in the emulator, or update their environment to ``settings``.
-
-    Returns:
-        Handler package (``run_segment``, …) -> function ARN.
-    """
-    environment = {"Variables": function_environment(settings)}
-    role = _ensure_role(iam_client)
-    arns: dict[str, str] = {}
-    for package, name in FUNCTIONS.items():
-        try:
-            found = lambda_client.get_function(FunctionName=name)["Configuration"]
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] != "ResourceNotFoundException":
-                raise StorageError(f"cannot read function {name}: {exc}") from exc
-            found = None
-        try:
-            if found is None:
-                created = lambda_client.create_function(
-                    FunctionName=name,
-                    Runtime=_RUNTIME,
-                    Role=role,
-                    Handler="handler.handler",
-                    Code={"ZipFile": _dummy_zip()},
-                    Timeout=_TIMEOUTS.get(package, _DEFAULT_TIMEOUT),
-                    MemorySize=1024,
-                    Environment=environment,
-                )
-                arns[package] = str(created["FunctionArn"])
-            else:
-                lambda_client.update_function_configuration(
-                    FunctionName=name, Environment=environment
-                )
-                arns[package] = str(found["FunctionArn"])
-        except ClientError as exc:
-            raise StorageError(f"cannot create function {name}: {exc}") from exc
-    return arns
 
 
 # --------------------------------------------------------------------------------------------
@@ -266,45 +191,13 @@ class Dispatcher:
     # -- installing ---------------------------------------------------------------------------
 
     def install(self) -> Dispatcher:
-        """Replace moto's invoke methods with this dispatcher (undo with :meth:`uninstall`)."""
-        from moto.awslambda.models import LambdaFunction
-        from moto.awslambda_simple.models import LambdaSimpleBackend
-
-        from langorch.local.inprocess import route_interpreter_lambda_calls
+        """Become the Lambda service of boto3's default session (the state machine
+        interpreter's: see :mod:`langorch.local.emulator`); undo with :meth:`uninstall`."""
+        from langorch.local.emulator import route_lambda_invocations
 
         if self._undo is not None:
             return self
-        dispatcher = self
-        backend_invoke = LambdaSimpleBackend.invoke
-        function_invoke = LambdaFunction.invoke
-
-        def simple_invoke(
-            backend: Any,
-            function_name: str,
-            qualifier: str | None,
-            body: Any,
-            headers: Any,
-            response_headers: Any,
-        ) -> bytes:
-            fn = backend.get_function(function_name, qualifier)
-            return dispatcher._respond(fn, body, headers, response_headers)
-
-        def lambda_function_invoke(
-            fn: Any, body: str, request_headers: Any, response_headers: Any
-        ) -> bytes:
-            return dispatcher._respond(fn, body, request_headers, response_headers)
-
-        LambdaSimpleBackend.invoke = simple_invoke  # type: ignore[method-assign,assignment]
-        LambdaFunction.invoke = lambda_function_invoke  # type: ignore[method-assign,assignment]
-        # The interpreter runs in this process: its Lambda tasks need no HTTP round trip.
-        undo_interpreter = route_interpreter_lambda_calls(self)
-
-        def undo() -> None:
-            undo_interpreter()
-            LambdaSimpleBackend.invoke = backend_invoke  # type: ignore[method-assign]
-            LambdaFunction.invoke = function_invoke  # type: ignore[method-assign]
-
-        self._undo = undo
+        self._undo = route_lambda_invocations(self.transport())
         if self._isolation == "process":
             # The fork server imports the handlers once (~2-3 s): off the path to "ready".
             threading.Thread(target=self._warm, name="langorch-warm-sandboxes", daemon=True).start()
@@ -318,7 +211,7 @@ class Dispatcher:
                 return  # stopped meanwhile, or nothing to warm: the first invocation starts one
 
     def uninstall(self) -> None:
-        """Give moto its own invoke methods back."""
+        """Stop answering invocations and close the sandboxes."""
         if self._undo is not None:
             self._undo()
             self._undo = None
@@ -335,24 +228,19 @@ class Dispatcher:
 
     # -- invoking -----------------------------------------------------------------------------
 
-    def _respond(self, fn: Any, body: Any, headers: Any, response_headers: Any) -> bytes:
-        """Answer moto's invoke request the way the Lambda service does."""
-        result = self.invoke_function(fn, body)
-        if result.function_error:
-            response_headers["x-amz-function-error"] = result.function_error
-        response_headers["Content-Length"] = str(len(result.payload))
-        return result.payload
+    def transport(self) -> Transport:
+        """``(function name or ARN, payload) -> (answer, function error)``: one synchronous
+        invocation with the function's environment and timeout, as ``lambda:Invoke`` does."""
 
-    def invoke_function(self, fn: Any, payload: Any) -> Invocation:
-        """Invoke moto's function record ``fn`` with its ARN, environment and timeout, as
-        ``lambda:Invoke`` does; ``payload`` is the request's body (JSON bytes or text)."""
-        return self.invoke(
-            str(fn.function_name),
-            _event_of(payload),
-            arn=str(fn.function_arn),
-            env=dict(getattr(fn, "environment_vars", None) or {}),
-            timeout=int(getattr(fn, "timeout", None) or _DEFAULT_TIMEOUT),
-        )
+        def invoke(function: str, payload: bytes) -> tuple[bytes, str | None]:
+            name = function.rsplit(":function:", 1)[-1].split(":", 1)[0]
+            package = PACKAGE_OF.get(name)
+            timeout = _TIMEOUTS.get(package or "", _DEFAULT_TIMEOUT)
+            arn = function if function.startswith("arn:") else ""
+            answer = self.invoke(name, _event_of(payload), arn=arn, timeout=timeout)
+            return answer.payload, answer.function_error
+
+        return invoke
 
     def invoke(
         self,
@@ -370,6 +258,8 @@ class Dispatcher:
             The handler's result as JSON, or — when it raised — Lambda's error payload with
             ``"Unhandled"`` as the function error.
         """
+        for observe in INVOCATION_OBSERVERS:
+            observe(function_name, event)
         context = context or _fresh_context(function_name, arn, timeout)
         if self._isolation == "inline":
             try:

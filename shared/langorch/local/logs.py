@@ -1,4 +1,4 @@
-"""Local mode: every handler invocation's log lines also land in the emulator's CloudWatch Logs.
+"""Local mode: every handler invocation's log lines also land in the local log store.
 
 In Lambda, whatever a function prints goes to ``/aws/lambda/<function name>``, one stream per
 execution environment (``YYYY/MM/DD/[$LATEST]<id>``), and the service adds a ``REPORT`` line per
@@ -9,10 +9,10 @@ log group: to the stream of the sandbox that ran the invocation (one per sandbox
 :mod:`langorch.local._sandbox`), or — handlers run inline — to one stream per invocation.
 
 Shipping is off the invocation's path, as Lambda's is: the sink only queues the lines, and one
-thread writes everything pending, a CreateLogStream per new stream and as few PutLogEvents
-calls as CloudWatch's limits allow. ``langorch runs logs`` then reads them back exactly as it
-reads a deployed stack's, a few milliseconds later at most; :meth:`CloudWatchSink.flush` waits
-for what is queued, and stopping the stack flushes before the emulator stops.
+thread writes everything pending, in as few writes as CloudWatch's limits allow (the local store,
+:class:`~langorch.adapters.sqlite.logs.SqliteLogs`, takes the same calls). ``langorch runs logs``
+then reads them back as it reads a deployed stack's, a few milliseconds later at most;
+:meth:`CloudWatchSink.flush` waits for what is queued, and stopping the stack flushes first.
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ import resource
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
-from langorch.adapters.logs import CloudWatchLogs, put_batches
+from langorch.adapters.logs import Event, put_batches
 from langorch.domain.errors import StorageError
 
 LOG_RETENTION_DAYS = 14
@@ -140,6 +141,14 @@ class _Pending:
     attempts: int = 0
 
 
+class LogWriter(Protocol):
+    """What the sink writes with (CloudWatch Logs' calls)."""
+
+    def ensure_group(self, group: str, *, retention_days: int | None = None) -> None: ...
+    def create_stream(self, group: str, stream: str) -> None: ...
+    def put_batch(self, group: str, stream: str, batch: Sequence[Event]) -> None: ...
+
+
 class CloudWatchSink:
     """The dispatcher's log sink: writes each invocation's captured lines to its function's log
     group, in the background.
@@ -151,7 +160,8 @@ class CloudWatchSink:
     invocation, and never holds up the other streams' lines.
 
     Args:
-        logs: the emulator's CloudWatch Logs.
+        logs: where the lines go (the local store's :class:`~langorch.adapters.sqlite.logs.
+            SqliteLogs`, or CloudWatch Logs: both take these calls).
         prefix: the log group prefix (``settings.log_group_prefix``).
         background: ``False`` writes on the caller's thread before returning (an in-process
             emulator, whose readers expect the lines the moment an invocation returns).
@@ -161,7 +171,7 @@ class CloudWatchSink:
 
     def __init__(
         self,
-        logs: CloudWatchLogs,
+        logs: LogWriter,
         prefix: str,
         *,
         background: bool = True,

@@ -22,25 +22,29 @@ import jsonschema  # noqa: F401 - imported for its side effect: loaded once, bef
 
 from langorch.adapters.aws import warm_clients
 
-SERVICES = ("dynamodb", "s3", "scheduler", "secretsmanager", "ses", "stepfunctions")
-"""What the functions' container builds clients for (``Container.client`` callers)."""
+SERVICES = ("stepfunctions",)
+"""What the local functions' container builds clients for (the rest is the local store)."""
 
 warm_clients(SERVICES)
 
 ADAPTERS = (
-    "langorch.adapters.dynamodb.approvals.repository",
-    "langorch.adapters.dynamodb.definitions",
-    "langorch.adapters.dynamodb.resources",
-    "langorch.adapters.dynamodb.runs",
-    "langorch.adapters.dynamodb.tasks",
-    "langorch.adapters.dynamodb.tool_servers",
-    "langorch.adapters.files",
+    "langorch.adapters.local_files",
     "langorch.adapters.outbox",
     "langorch.adapters.scheduler",
-    "langorch.adapters.secrets",
+    "langorch.adapters.sqlite.approvals",
+    "langorch.adapters.sqlite.checkpointer",
+    "langorch.adapters.sqlite.definitions",
+    "langorch.adapters.sqlite.memory",
+    "langorch.adapters.sqlite.resources",
+    "langorch.adapters.sqlite.runs",
+    "langorch.adapters.sqlite.schedules",
+    "langorch.adapters.sqlite.secrets",
+    "langorch.adapters.sqlite.tasks",
+    "langorch.adapters.sqlite.tool_servers",
     "langorch.adapters.stepfunctions",
+    "langorch.composition.embedded",
 )
-"""What ``Container``'s properties import on first use (the functions' containers)."""
+"""What the embedded container's properties import on first use (the functions' containers)."""
 
 FIRST_USE = (
     "aws_lambda_powertools.utilities.parameters",

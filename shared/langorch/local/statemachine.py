@@ -8,10 +8,7 @@ definition with the local one.
 from __future__ import annotations
 
 import json
-import os
 import re
-import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
@@ -22,13 +19,6 @@ from langorch.domain.errors import StorageError
 
 STATE_MACHINE_NAME = "langorch-runs"
 ASL_FILE = "statemachine.asl.json"
-
-EXECUTION_CONFIG: dict[str, Any] = {
-    "stepfunctions": {"execute_state_machine": True},
-    "lambda": {"use_docker": False},
-}
-"""moto's config that makes it run state machines and route Lambda tasks to the backend our
-dispatcher replaces (``mock_aws(config=...)`` in-process, ``/moto-api/config`` in server mode)."""
 
 SUBSTITUTIONS: Mapping[str, str] = {
     "RunSegmentFunctionArn": "run_segment",
@@ -126,23 +116,3 @@ def ensure_state_machine(sfn_client: Any, iam_client: Any, function_arns: Mappin
     )
     sfn_client.update_state_machine(stateMachineArn=arn, definition=definition, roleArn=role)
     return arn
-
-
-def enable_execution(endpoint_url: str) -> None:
-    """Make a moto server execute state machines and run Lambda tasks without Docker.
-
-    Also points moto's interpreter at the server: it calls Lambda at
-    ``http://localhost:$MOTO_PORT``, which ``ThreadedMotoServer`` does not set (the default,
-    5000, is usually some other process or nothing).
-    """
-    port = urllib.parse.urlsplit(endpoint_url).port
-    if port is not None:
-        os.environ["MOTO_PORT"] = str(port)
-    request = urllib.request.Request(  # noqa: S310 - the local emulator's own endpoint
-        f"{endpoint_url.rstrip('/')}/moto-api/config",
-        data=json.dumps(EXECUTION_CONFIG).encode("utf-8"),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310
-        response.read()

@@ -1,10 +1,10 @@
-"""The local scheduler tick: fires the EventBridge Scheduler schedules the emulator only stores.
+"""The local scheduler tick: fires the schedules the local store keeps, as EventBridge Scheduler.
 
-moto's Scheduler keeps schedules but never fires them, so local mode ticks itself. Every tick
-reads the schedules (``Container.schedules``), works out which of their slots fell due since the
-previous tick — with croniter, in each schedule's ``ScheduleExpressionTimezone`` — and invokes the
-trigger handler with the schedule's target ``Input``, exactly as Scheduler does: the context
-attributes ``<aws.scheduler.scheduled-time>`` (the slot, ISO-8601 UTC),
+The local stack keeps its schedules in its own store (``Container.schedules``, SQLite), so it
+fires them itself. Every tick reads the schedules, works out which of their slots fell due since
+the previous tick — with croniter, in each schedule's ``ScheduleExpressionTimezone`` — and
+invokes the trigger handler with the schedule's target ``Input``, exactly as Scheduler does: the
+context attributes ``<aws.scheduler.scheduled-time>`` (the slot, ISO-8601 UTC),
 ``<aws.scheduler.schedule-arn>``, ``<aws.scheduler.execution-id>`` (new on every attempt, as in
 AWS) and ``<aws.scheduler.attempt-number>`` are substituted in the Input text.
 
@@ -38,7 +38,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langorch.config import Settings
 from langorch.domain.cron import classic_cron
-from langorch.local._invoke import ACCOUNT_ID, TRIGGER, LambdaInvoker
+from langorch.local._invoke import ACCOUNT_ID
 
 logger = logging.getLogger(__name__)
 
@@ -217,13 +217,8 @@ def to_schedule(source: Any, *, region: str, group: str) -> Schedule | None:
     )
 
 
-def _read_schedules(settings: Settings) -> Callable[[], list[Schedule]]:
-    from langorch.composition.container import Container
-
-    container = Container(settings)
-
+def _read_schedules(settings: Settings, adapter: Any) -> Callable[[], list[Schedule]]:
     def read() -> list[Schedule]:
-        adapter = container.schedules
         found: list[Schedule] = []
         for listed in adapter.list():
             detailed: Any = listed
@@ -363,23 +358,21 @@ class Ticker:
 
 
 def start_ticker(
-    settings: Settings, *, interval: float = 1.0, invoke: Invoke | None = None
-) -> Callable[[], None]:
+    settings: Settings, schedules: Any, *, invoke: Invoke, interval: float = 1.0
+) -> Ticker:
     """Tick in a background thread: fire due schedules at the trigger handler.
 
     Args:
-        settings: the stack's settings (the schedules are read through its container).
+        settings: the stack's settings (region, schedule group).
+        schedules: where the schedules are (the local store's ``Schedules``).
+        invoke: delivers one event (the trigger function).
         interval: seconds between ticks.
-        invoke: delivers one event (default: invokes the trigger function in the emulator).
 
     Returns:
         A function that stops the ticker; it is the :class:`Ticker` itself, so a caller can also
         call ``fire_due(now)`` on it.
     """
-    ticker = Ticker(
-        _read_schedules(settings),
-        invoke or LambdaInvoker(settings, TRIGGER),
-    )
+    ticker = Ticker(_read_schedules(settings, schedules), invoke)
     thread = threading.Thread(
         target=ticker.run, args=(interval,), name="langorch-ticker", daemon=True
     )

@@ -16,7 +16,7 @@ from langorch.cli.registry import Subparsers, add_command, add_group, bounded_in
 from langorch.domain.errors import NotFoundError
 
 if TYPE_CHECKING:
-    from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
+    from langorch.app.approvals.ports import ApprovalsStore
     from langorch.domain.approvals.policy import Vote
     from langorch.domain.approvals.record import Approval, AuditEntry
 
@@ -85,10 +85,8 @@ def register(subparsers: Subparsers) -> None:
     reissue.add_argument("approval_id", metavar="ID")
 
 
-def _repository(ctx: Context) -> ApprovalsRepository:
-    from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
-
-    return ApprovalsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
+def _repository(ctx: Context) -> ApprovalsStore:
+    return ctx.container.approvals
 
 
 def summary(approval: Approval) -> dict[str, Any]:
@@ -192,9 +190,8 @@ def policy_detail(approval: Approval, votes: list[Vote], *, now: datetime) -> di
 
 def _reissue(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.approvals.requests import reissue_approval
-    from langorch.composition.container import Container
 
-    done = reissue_approval(args.approval_id, Container(ctx.settings))
+    done = reissue_approval(args.approval_id, ctx.container)
     # Only who was emailed: a link decides for whoever holds it, so none is printed here.
     document = {"approval_id": done.approval_id, "emailed": done.emailed}
     ctx.out.result(

@@ -49,10 +49,9 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
     repo = ctx.definitions()
     # The whole files are checked (a file is one unit), but only their blocks are stored:
     # a workflow stored here would skip its triggers' schedules and webhook secret.
-    from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
     from langorch.app.tool_registry import known_tool_names
 
-    registered = ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)
+    registered = ctx.container.tool_servers
     tools = known_tool_names(registered)
     batch = validate_files(args.files, repo, tools=tools, strict=args.strict)
     warn_each(ctx, batch.warnings)

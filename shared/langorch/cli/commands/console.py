@@ -32,7 +32,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _console(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.composition.container import Container
+    from langorch.composition.container import build_container
     from langorch.console.server import serve_console
 
     target = ctx.target()
@@ -43,7 +43,7 @@ def _console(ctx: Context, args: argparse.Namespace) -> int:
         )
     try:
         running = serve_console(
-            Container(target.settings), target=target.name, host=args.host, port=args.port
+            build_container(target.settings), target=target.name, host=args.host, port=args.port
         )
     except OSError as exc:
         raise UsageError(f"cannot serve the console on {args.host}:{args.port}: {exc}") from exc

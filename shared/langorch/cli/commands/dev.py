@@ -59,8 +59,10 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
 
     try:
         from langorch.local.stack import LOG_FILE, start_local_stack
-    except ImportError as exc:  # moto ships with the `local` extra
-        raise UsageError("langorch dev needs the emulator: pip install 'langorch[local]'") from exc
+    except ImportError as exc:  # moto and the SQLite saver ship with the `local` extra
+        raise UsageError(
+            "langorch dev needs the local extra: pip install 'langorch[local]'"
+        ) from exc
 
     started = time.monotonic()
     examples = _examples(ctx, args.examples)
@@ -93,24 +95,16 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     settings = stack.settings
     lines = [
         f"langorch dev is ready in {took:.1f} s",
-        f"  emulator      {settings.endpoint_url}  (DynamoDB, S3, Step Functions, Lambda, "
-        "Secrets Manager, SES, CloudWatch Logs)",
-        *(
-            [
-                f"  dynamodb      {settings.dynamodb_endpoint_url}  (a process of its own; the "
-                "emulator forwards DynamoDB calls there too)"
-            ]
-            if settings.dynamodb_endpoint_url
-            else []
-        ),
-        f"  stack file    {stack.stack_file}  (every langorch command finds it)",
-        f"  tables        {settings.definitions_table}, {settings.runs_table}, "
-        f"{settings.checkpoints_table}, {settings.memory_table}",
-        f"  bucket        {settings.bucket}",
+        f"  store         {home / 'langorch.db'}  (SQLite: runs, approvals, workflows, "
+        "checkpoints, memory, secrets, schedules, logs)",
+        f"  bucket        {home / 'bucket'}  (drop files here, or `langorch files put`)",
+        f"  emulator      {settings.endpoint_url}  (moto: Step Functions runs the state machine)",
         f"  state machine {settings.state_machine_arn}",
+        f"  stack file    {stack.stack_file}  (every langorch command finds it)",
         f"  functions     {', '.join(sorted(stack.functions))}  (Lambda-like sandboxes: "
         "worker processes, one invocation at a time each)",
-        f"  logs          {settings.log_group_prefix}<function>  (`langorch runs logs RUN_ID`)",
+        f"  logs          {settings.log_group_prefix}<function> in the store  "
+        "(`langorch runs logs RUN_ID`)",
         f"  outbox        {settings.outbox_dir}  (approval emails and their links)",
         f"  JSON logs     {home / LOG_FILE}"
         + ("  (shown here too: --verbose)" if args.verbose else "  (--verbose shows them here)"),
@@ -185,11 +179,10 @@ def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
     taken (said, not fatal: the stack works without it)."""
     if not port:
         return None
-    from langorch.composition.container import Container
     from langorch.console.server import serve_console
 
     try:
-        running = serve_console(Container(stack.settings), target="the local stack", port=port)
+        running = serve_console(stack.container, target="the local stack", port=port)
     except OSError as exc:
         ctx.out.warn(f"no console: port {port} is taken ({exc}); pass --console-port")
         return None

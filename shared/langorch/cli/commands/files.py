@@ -46,18 +46,21 @@ def _matching(ctx: Context, bucket: str, key: str) -> list[str]:
 
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.adapters.aws import is_local_endpoint
-    from langorch.adapters.files import put_file
-
     path = Path(args.path)
     if not path.is_file():
         what = "is a directory" if path.is_dir() else "does not exist"
         raise UsageError(f"{path} {what}: give the path of the file to upload")
     key = _key(args, path)
     bucket = ctx.settings.bucket
-    put = put_file(ctx.client("s3"), bucket, key, path)
+    from langorch.adapters.local_files import FolderBucket, InvalidKeyError
+
+    target = ctx.container.bucket
+    try:
+        put = target.put(key, path)
+    except InvalidKeyError as exc:
+        raise UsageError(f"--key: {exc}") from None
     workflows = _matching(ctx, bucket, key)
-    local = is_local_endpoint(ctx.settings.endpoint_url)
+    local = isinstance(target, FolderBucket)
     document: dict[str, Any] = {
         "bucket": put.bucket,
         "key": put.key,
@@ -69,7 +72,10 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
     }
 
     def text() -> str:
-        lines = [f"put s3://{put.bucket}/{put.key} ({put.size} bytes)"]
+        where = f"s3://{put.bucket}/{put.key}"
+        if isinstance(target, FolderBucket):
+            where += f" ({target.path_of(put.key)})"
+        lines = [f"put {where} ({put.size} bytes)"]
         if workflows:
             starts = "starts" if local else "will start"
             lines.append(f"the drop {starts} a run of: {', '.join(workflows)}")

@@ -39,7 +39,6 @@ def _send(ctx: Context, args: argparse.Namespace) -> int:
 
     from standardwebhooks import Webhook
 
-    from langorch.adapters.secrets import Secrets
     from langorch.domain.webhooks import standard_secret
 
     try:
@@ -49,9 +48,7 @@ def _send(ctx: Context, args: argparse.Namespace) -> int:
     settings = ctx.settings
     require_webhook(ctx, args.workflow)
     try:
-        secret = Secrets(ctx.client("secretsmanager")).get_json(
-            settings.webhook_secret_prefix + args.workflow
-        )
+        secret = ctx.container.secrets.get_json(settings.webhook_secret_prefix + args.workflow)
     except NotFoundError:
         raise NotFoundError(
             f"workflow {args.workflow} has a webhook trigger but no webhook secret in "

@@ -31,12 +31,11 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _rotate(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.adapters.secrets import Secrets
     from langorch.app.approvals.rotation import DEFAULT_KEEP, rotate_signing_key
 
     name = ctx.settings.link_signing_secret
     keep = DEFAULT_KEEP if args.keep is None else args.keep
-    rotation = rotate_signing_key(Secrets(ctx.client("secretsmanager")), name, keep=keep)
+    rotation = rotate_signing_key(ctx.container.secrets, name, keep=keep)
     dropped = f"; no longer verifying: {', '.join(rotation.dropped)}" if rotation.dropped else ""
     ctx.out.result(
         {

@@ -121,9 +121,8 @@ def _redrive(ctx: Context, args: argparse.Namespace) -> int:
     if args.workflow or args.since or args.dry_run or args.rate:
         raise UsageError("--workflow, --since, --dry-run and --rate go with --status")
     from langorch.app.recovery.redrive import redrive
-    from langorch.composition.container import Container
 
-    container = Container(ctx.settings)
+    container = ctx.container
     done = redrive(
         container,
         args.run_id,
@@ -188,7 +187,6 @@ def _redriven_text(done: Any, status: str | None) -> str:
 
 def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.recovery.bulk import DEFAULT_PER_SECOND, plan_redrives, redrive_many
-    from langorch.composition.container import Container
     from langorch.domain.runs import RunStatus
 
     try:
@@ -196,7 +194,7 @@ def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
     except ValueError:
         raise UsageError(f"--status {args.status!r} is not a run status (use failed)") from None
     since = parse_duration(args.since) if args.since else None
-    container = Container(ctx.settings)
+    container = ctx.container
     plan = plan_redrives(container, status=status, workflow_id=args.workflow, since=since)
     say(ctx, f"plan: redrive {len(plan)} {status.value} run(s)")
     for run in plan:
@@ -238,10 +236,9 @@ def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
 
 def _fork(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.recovery.forks import fork
-    from langorch.composition.container import Container
 
     edits = parse_edits(args.edits)
-    container = Container(ctx.settings)
+    container = ctx.container
     done = fork(
         container,
         args.run_id,

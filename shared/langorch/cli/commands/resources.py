@@ -23,9 +23,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _container(ctx: Context) -> Any:
-    from langorch.composition.container import Container
-
-    return Container(ctx.settings)
+    return ctx.container
 
 
 def _set(ctx: Context, args: argparse.Namespace) -> None:

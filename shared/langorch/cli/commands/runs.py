@@ -5,10 +5,10 @@ starts the run's execution and, with ``--wait``, follows the run record until it
 on an approval. Without one — or with ``--approve`` / ``--reject``, which answer approvals from
 this terminal — this process drives the run itself.
 
-``runs start --local FILE…`` runs a workflow on this machine with no AWS account: the whole
-engine (definitions store, runs table, DynamoDB checkpointer, memory) runs against an in-process
-AWS emulator, approvals are answered at the prompt (or with ``--approve`` / ``--reject``) and
-waits are slept through.
+``runs start --local FILE…`` runs a workflow on this machine with no AWS account and no
+emulator: the whole engine runs in this process on the embedded stores (SQLite, in a folder of
+its own that goes when the command ends), approvals are answered at the prompt (or with
+``--approve`` / ``--reject``) and waits are slept through.
 """
 
 from __future__ import annotations
@@ -145,10 +145,9 @@ def _start(ctx: Context, args: argparse.Namespace) -> int | None:
         return _start_local(ctx, args)
     if not args.workflow:
         raise UsageError("name the workflow to run: langorch runs start WORKFLOW [--input JSON]")
-    from langorch.composition.container import Container
 
     data = read_input(args)
-    container = Container(ctx.settings)
+    container = ctx.container
     if ctx.settings.state_machine_arn and not (args.approve or args.reject):
         check_launch_flags(args)
         return _launch(ctx, args, container, args.workflow, data)
@@ -315,15 +314,13 @@ def _run(
 
 
 def _start_local(ctx: Context, args: argparse.Namespace) -> int:
+    import tempfile
+
     try:
-        from moto import mock_aws
-    except ImportError as exc:  # moto ships with the `local` extra, not in the Lambda bundle
-        raise UsageError("--local needs the emulator: pip install 'langorch[local]'") from exc
-
-    import boto3
-
+        from langorch.composition.embedded import EmbeddedContainer
+    except ImportError as exc:  # the SQLite saver ships with the `local` extra
+        raise UsageError("--local needs the local extra: pip install 'langorch[local]'") from exc
     from langorch.app.definitions import register_files, seed_builtins
-    from langorch.composition.container import Container
     from langorch.config import Settings
 
     data = read_input(args)
@@ -332,22 +329,11 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
     if script is None:  # an example's scripted answers sit beside its definitions
         beside = files[0].parent / "offline.yaml"
         script = str(beside) if beside.exists() else None
-    # The LLM settings are the user's (LANGORCH_DEFAULT_LLM_PROVIDER, LANGORCH_OPENAI_API_KEY,
-    # LANGORCH_OPENAI_BASE_URL, …); the AWS resources are the in-process emulator's.
-    settings = Settings(region="us-east-1", offline_script=script)
-    # The emulator gets fixed fake credentials of its own; the environment's are left alone
-    # (moto's mock_credentials off) so Bedrock calls use the user's real AWS credential chain,
-    # and go to Bedrock itself (passthrough), not to the emulator.
-    emulator = boto3.Session(
-        aws_access_key_id="local",
-        aws_secret_access_key="local",  # noqa: S106 - the emulator's, not a secret
-        region_name=settings.region,
-    )
-    moto_config: Any = {
-        "core": {"mock_credentials": False, "passthrough": {"services": ["bedrockruntime"]}}
-    }
-    with mock_aws(config=moto_config):
-        container = Container(settings, session=emulator)
+    # The embedded stores (SQLite) in a folder of this command's own, gone when it ends; the LLM
+    # settings are the user's (LANGORCH_DEFAULT_LLM_PROVIDER, LANGORCH_OPENAI_API_KEY, …).
+    with tempfile.TemporaryDirectory(prefix="langorch-local-") as home:
+        settings = Settings(region="us-east-1", offline_script=script, local_home=home)
+        container = EmbeddedContainer(settings)
         container.ensure_resources()
         seed_builtins(container.definitions)
         results = register_files(container.definitions, [str(f) for f in files])
@@ -373,12 +359,8 @@ def _local_workflow(named: str | None, results: list[Any]) -> str:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.adapters.dynamodb.runs import RunsRepository
-
     status = _status(args.status)
-    runs = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table).list_runs(
-        workflow_id=args.workflow, status=status, limit=args.limit
-    )
+    runs = ctx.container.runs.list_runs(workflow_id=args.workflow, status=status, limit=args.limit)
     rows = [
         {
             "run_id": r.run_id,
@@ -415,11 +397,10 @@ def _status(text: str | None) -> Any:
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.adapters.dynamodb.runs import RunsRepository
     from langorch.cli.timeline import render_run
     from langorch.domain.runs import execution_name
 
-    repo = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
+    repo = ctx.container.runs
     run = repo.get_run(args.run_id)
     events = repo.get_timeline(args.run_id)
     execution = _execution(ctx, execution_name(run.run_id, run.attempt))
@@ -460,7 +441,6 @@ _DRIVEN_HERE = (
 
 def _execution(ctx: Context, run_id: str) -> dict[str, Any]:
     """The run's Step Functions execution (ARN and status), or why there is none."""
-    from langorch.adapters.stepfunctions import StepFunctions
     from langorch.domain.errors import NotFoundError
 
     arn = ctx.settings.state_machine_arn
@@ -471,19 +451,17 @@ def _execution(ctx: Context, run_id: str) -> dict[str, Any]:
             "reason": f"this stack has no state machine: {_DRIVEN_HERE}",
         }
     try:
-        described = StepFunctions(ctx.client("stepfunctions"), arn).describe(run_id)
+        described = ctx.container.executions.describe(run_id)
     except NotFoundError:
         return {"arn": None, "status": None, "reason": _DRIVEN_HERE}
     return {"arn": described["executionArn"], "status": described["status"], "reason": None}
 
 
 def _logs(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.adapters.dynamodb.runs import RunsRepository
-    from langorch.adapters.logs import CloudWatchLogs
 
-    repo = RunsRepository(ctx.client("dynamodb"), ctx.settings.runs_table)
+    repo = ctx.container.runs
     run = repo.get_run(args.run_id)
-    logs = CloudWatchLogs(ctx.client("logs"))
+    logs = ctx.container.logs
     groups = logs.groups(ctx.settings.log_group_prefix)
     # A minute of slack: a trigger's lines come just before the run record is written.
     start_ms = int(run.created_at.timestamp() * 1000) - 60_000
@@ -556,9 +534,8 @@ def _render_logs(rows: list[dict[str, Any]]) -> str:
 
 def _cancel(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.runs import cancel_run
-    from langorch.composition.container import Container
 
-    run, changed = cancel_run(args.run_id, Container(ctx.settings), actor="cli", reason=args.reason)
+    run, changed = cancel_run(args.run_id, ctx.container, actor="cli", reason=args.reason)
     cancelled = run.status.value == "cancelled"
     if changed:
         text = f"cancelled {run.run_id}"
@@ -582,9 +559,8 @@ def _starter(args: argparse.Namespace) -> dict[str, str]:
 
 def _reconcile(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.recovery.reconcile import reconcile_runs
-    from langorch.composition.container import Container
 
-    repairs = reconcile_runs(Container(ctx.settings), dry_run=args.dry_run)
+    repairs = reconcile_runs(ctx.container, dry_run=args.dry_run)
     verb = "would end" if args.dry_run else "ended"
     lines = [
         f"{verb} {r.run_id} ({r.workflow_id}): record {r.record_status}, execution "

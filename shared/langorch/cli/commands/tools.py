@@ -52,15 +52,11 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _store(ctx: Context) -> Any:
-    from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
-
-    return ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)
+    return ctx.container.tool_servers
 
 
 def _secrets(ctx: Context) -> Any:
-    from langorch.adapters.secrets import Secrets
-
-    return Secrets(ctx.client("secretsmanager"))
+    return ctx.container.secrets
 
 
 def _add(ctx: Context, args: argparse.Namespace) -> None:

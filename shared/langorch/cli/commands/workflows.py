@@ -61,9 +61,8 @@ def register(subparsers: Subparsers) -> None:
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.trigger_sync import register_and_sync
-    from langorch.composition.container import Container
 
-    batch = register_and_sync(args.files, Container(ctx.settings), strict=args.strict)
+    batch = register_and_sync(args.files, ctx.container, strict=args.strict)
     results = batch.results
     document = put_document(results)
     document["triggers"] = [_sync_document(s) for s in batch.triggers]
@@ -113,10 +112,9 @@ def _sync_lines(syncs: list[TriggerSync]) -> list[str]:
 
 def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.trigger_sync import rotate_webhook_secret
-    from langorch.composition.container import Container
 
     require_webhook(ctx, args.workflow)  # says what is wrong and how to fix it
-    secret = rotate_webhook_secret(args.workflow, Container(ctx.settings))
+    secret = rotate_webhook_secret(args.workflow, ctx.container)
     ctx.out.result(
         {"workflow_id": args.workflow, "webhook_secret": secret},
         f"new webhook secret for {args.workflow} (shown once): {secret}\n"
@@ -130,11 +128,8 @@ def _known_tools(ctx: Context, target: Any) -> frozenset[str]:
 
     if target is None:
         return known_tool_names(None)
-    from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 
-    return known_tool_names(
-        ToolServersRepository(ctx.client("dynamodb"), ctx.settings.definitions_table)
-    )
+    return known_tool_names(ctx.container.tool_servers)
 
 
 def _validate(ctx: Context, args: argparse.Namespace) -> None:

@@ -1,0 +1,145 @@
+"""The embedded default: every store in one SQLite file and a folder under the home.
+
+``langorch dev``, ``runs start --local``, the CLI and the console against a local home, and the
+tests' local stack all build this container (``Settings.local_home`` set). Its stores are the
+SQLite adapters (:mod:`langorch.adapters.sqlite`), held to the same contract suites as the
+DynamoDB adapters; dropped files live in ``<home>/bucket/``. Only what AWS behaviour itself
+stands for comes from the emulator: Step Functions executions (the run state machine's ASL,
+interpreted by moto) at ``Settings.endpoint_url``. Approval emails go to the outbox folder.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from langorch.composition.container import Container
+
+if TYPE_CHECKING:
+    from langorch.adapters.local_files import FolderBucket
+    from langorch.adapters.sqlite._db import Database
+    from langorch.adapters.sqlite.approvals import SqliteApprovals
+    from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
+    from langorch.adapters.sqlite.definitions import SqliteDefinitions
+    from langorch.adapters.sqlite.logs import SqliteLogs
+    from langorch.adapters.sqlite.resources import SqliteResourceLocks
+    from langorch.adapters.sqlite.runs import SqliteRuns
+    from langorch.adapters.sqlite.schedules import SqliteSchedules
+    from langorch.adapters.sqlite.secrets import SqliteSecrets
+    from langorch.adapters.sqlite.tasks import SqliteTasks
+    from langorch.adapters.sqlite.tool_servers import SqliteToolServers
+
+BUCKET_DIR = "bucket"
+"""The drop bucket's folder under the home (``<home>/bucket/<key>``)."""
+
+
+class EmbeddedContainer(Container):
+    """A :class:`Container` whose stores are the home's SQLite file and bucket folder."""
+
+    @property
+    def home(self) -> Path:
+        """The folder that holds everything (``Settings.local_home``)."""
+        assert self.settings.local_home is not None
+        return Path(self.settings.local_home)
+
+    @cached_property
+    def db(self) -> Database:
+        """The home's SQLite file (``langorch.db``)."""
+        from langorch.adapters.sqlite._db import DATABASE_FILE, Database
+
+        return Database(self.home / DATABASE_FILE)
+
+    @cached_property
+    def definitions(self) -> SqliteDefinitions:  # type: ignore[override]
+        from langorch.adapters.sqlite.definitions import SqliteDefinitions
+
+        return SqliteDefinitions(self.db)
+
+    @cached_property
+    def runs(self) -> SqliteRuns:  # type: ignore[override]
+        from langorch.adapters.sqlite.runs import SqliteRuns
+
+        return SqliteRuns(self.db)
+
+    @cached_property
+    def tool_servers(self) -> SqliteToolServers:  # type: ignore[override]
+        from langorch.adapters.sqlite.tool_servers import SqliteToolServers
+
+        return SqliteToolServers(self.db)
+
+    @cached_property
+    def tasks(self) -> SqliteTasks:  # type: ignore[override]
+        from langorch.adapters.sqlite.tasks import SqliteTasks
+
+        return SqliteTasks(self.db)
+
+    @cached_property
+    def resources(self) -> SqliteResourceLocks:  # type: ignore[override]
+        from langorch.adapters.sqlite.resources import SqliteResourceLocks
+
+        return SqliteResourceLocks(self.db)
+
+    @cached_property
+    def checkpointer(self) -> SqliteCheckpointSaver:  # type: ignore[override]
+        from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
+
+        return SqliteCheckpointSaver(self.db)
+
+    @cached_property
+    def memory_store(self) -> Any:
+        from langorch.adapters.sqlite.memory import build_memory_store
+
+        return build_memory_store(self.db)
+
+    @cached_property
+    def secrets(self) -> SqliteSecrets:  # type: ignore[override]
+        from langorch.adapters.sqlite.secrets import SqliteSecrets
+
+        return SqliteSecrets(self.db)
+
+    @cached_property
+    def approvals(self) -> SqliteApprovals:  # type: ignore[override]
+        from langorch.adapters.sqlite.approvals import SqliteApprovals
+
+        return SqliteApprovals(self.db)
+
+    @cached_property
+    def schedules(self) -> SqliteSchedules:  # type: ignore[override]
+        from langorch.adapters.sqlite.schedules import SqliteSchedules
+
+        settings = self.settings
+        return SqliteSchedules(
+            self.db,
+            group=settings.scheduler_group,
+            role_arn=settings.scheduler_role_arn,
+            target_arn=settings.trigger_function_arn,
+            dead_letter_arn=settings.schedule_dlq_arn,
+        )
+
+    @cached_property
+    def bucket(self) -> FolderBucket:  # type: ignore[override]
+        """The drop bucket: files under ``<home>/bucket/``."""
+        from langorch.adapters.local_files import FolderBucket
+
+        return FolderBucket(self.home / BUCKET_DIR, bucket=self.settings.bucket)
+
+    @cached_property
+    def files(self) -> FolderBucket:  # type: ignore[override]
+        """What ``read_file`` steps read: the bucket folder, bounded reads."""
+        return self.bucket
+
+    @cached_property
+    def logs(self) -> SqliteLogs:  # type: ignore[override]
+        from langorch.adapters.sqlite.logs import SqliteLogs
+
+        return SqliteLogs(self.db)
+
+    def ensure_resources(self) -> None:
+        """Create every store's tables and the bucket folder when missing."""
+        stores = ("definitions", "runs", "tool_servers", "tasks", "resources", "secrets")
+        for name in (*stores, "approvals", "schedules", "logs"):
+            getattr(self, name)  # each store creates its tables when it is built
+        self.checkpointer.setup()
+        self.memory_store.setup()
+        self.bucket.ensure()
