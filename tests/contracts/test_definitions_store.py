@@ -1,24 +1,55 @@
 """Contract of the definitions store (``DefinitionsStore`` + ``WorkflowSource``): the DynamoDB
-adapter on moto and the in-memory fake — immutable versions, no-op re-registration, lookups."""
+adapter on moto, the local SQLite store and the in-memory fake — immutable versions, no-op
+re-registration, lookups, and concurrent writers of changed content never sharing a version.
+The metadata the CLI and console read (``get_stored``, ``versions``, ``list_stored``, searches)
+is the two adapters' (the fake has none)."""
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+from langorch.adapters.sqlite._db import Database
+from langorch.adapters.sqlite.definitions import SqliteDefinitions
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from tests.fakes import InMemoryDefinitions
 
-Store = DefinitionsRepository | InMemoryDefinitions
+CREATED_AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+WRITERS = 4
+"""Concurrent writers in the race tests: fewer than the DynamoDB adapter's five attempts, so
+every writer stores its version however often it loses."""
+
+Store = DefinitionsRepository | InMemoryDefinitions | SqliteDefinitions
+Repository = DefinitionsRepository | SqliteDefinitions
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def store(request: pytest.FixtureRequest) -> Store:
     if request.param == "fake":
         return InMemoryDefinitions()
-    repository = DefinitionsRepository(request.getfixturevalue("dynamodb"), "definitions")
+    return _repository(request)
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def repo(request: pytest.FixtureRequest) -> Repository:
+    return _repository(request)
+
+
+def _repository(request: pytest.FixtureRequest) -> Repository:
+    def clock() -> datetime:
+        return CREATED_AT
+
+    if request.param == "sqlite":
+        return SqliteDefinitions(request.getfixturevalue("sqlite_db"), clock=clock)
+    repository = DefinitionsRepository(
+        request.getfixturevalue("dynamodb"), "definitions", clock=clock
+    )
     repository.create_table()
     return repository
 
@@ -72,8 +103,181 @@ def test_absent_definitions_read_as_none(store: Store) -> None:
     assert store.get_block("nope") is None
 
 
+def test_a_block_and_a_workflow_of_one_id_are_apart(store: Store) -> None:
+    # Given a block and a workflow that share an id
+    store.put_block(_block("digest"))
+    # When the workflow is stored
+    plan, new = store.put_workflow(_plan("digest"))
+    # Then it starts its own versions, and the block is still read as a block
+    assert (plan.version, new) == (1, True)
+    block = store.get_block("digest")
+    assert block is not None and block.block_id == "digest"
+
+
 def test_listing_gives_the_latest_version_of_each_workflow_by_id(store: Store) -> None:
     store.put_workflow(_plan("b"))
     store.put_workflow(_plan("a", description="one"))
     store.put_workflow(_plan("a", description="two"))
     assert [(p.plan_id, p.version) for p in store.list_workflows()] == [("a", 2), ("b", 1)]
+
+
+# --- versions and their metadata (the CLI's `show`, the console's history) ----------------
+
+
+def test_a_version_is_read_with_its_own_hash_and_creation_time(repo: Repository) -> None:
+    # Given two versions of a workflow
+    repo.put_workflow(_plan())
+    repo.put_workflow(_plan(description="second"))
+    # When version 1 is read with its metadata
+    stored = repo.get_stored("workflow", "digest", 1)
+    # Then it carries that version's hash and the clock's time
+    assert stored is not None
+    assert (stored.kind, stored.id, stored.version) == ("workflow", "digest", 1)
+    assert stored.content_hash == _plan().content_hash()
+    assert stored.created_at == CREATED_AT
+
+
+def test_without_a_version_the_metadata_is_the_latest(repo: Repository) -> None:
+    # Given two versions of a block
+    repo.put_block(_block())
+    repo.put_block(_block(description="second"))
+    # When it is read without a version
+    stored = repo.get_stored("block", "summarize")
+    # Then that is version 2, and an unknown id is None
+    assert stored is not None and stored.version == 2
+    assert stored.content_hash == _block(description="second").content_hash()
+    assert repo.get_stored("block", "nope") is None
+
+
+def test_versions_are_every_version_oldest_first(repo: Repository) -> None:
+    # Given a block stored three times, once with content it already had
+    repo.put_block(_block(description="one"))
+    repo.put_block(_block(description="two"))
+    repo.put_block(_block(description="two"))
+    # When its versions are read
+    versions = repo.versions("block", "summarize")
+    # Then there are two, oldest first, and an unknown id has none
+    assert [(v.version, v.definition.description) for v in versions] == [(1, "one"), (2, "two")]
+    assert repo.versions("block", "nope") == []
+
+
+def test_list_stored_gives_the_latest_of_each_kind_by_id(repo: Repository) -> None:
+    # Given two blocks, one of them changed, and a workflow
+    repo.put_block(_block("b"))
+    repo.put_block(_block("a"))
+    repo.put_block(_block("a", description="changed"))
+    repo.put_workflow(_plan())
+    # When the blocks are listed with their metadata
+    listed = repo.list_stored("block")
+    # Then each block appears once, at its latest version, and no workflow is among them
+    assert [(s.kind, s.id, s.version) for s in listed] == [("block", "a", 2), ("block", "b", 1)]
+
+
+def test_search_by_category(repo: Repository) -> None:
+    # Given blocks in two categories
+    repo.put_block(_block("a", category="text"))
+    repo.put_block(_block("b", category="mail"))
+    # When searching one category
+    found = repo.search_blocks(category="text")
+    # Then only that category's blocks come back
+    assert [b.block_id for b in found] == ["a"]
+
+
+def test_search_by_tags_requires_every_tag(repo: Repository) -> None:
+    # Given blocks with overlapping tags
+    repo.put_block(_block("a", tags=["llm", "summary"]))
+    repo.put_block(_block("b", tags=["llm"]))
+    repo.put_block(_block("c", tags=["summary", "llm", "fast"]))
+    # When searching for two tags
+    found = repo.search_blocks(tags=["llm", "summary"])
+    # Then only blocks carrying both match
+    assert [b.block_id for b in found] == ["a", "c"]
+
+
+def test_search_uses_the_latest_version_only(repo: Repository) -> None:
+    # Given a block whose tag was removed in version 2
+    repo.put_block(_block("a", tags=["old"]))
+    repo.put_block(_block("a", tags=[]))
+    # When searching the old tag
+    # Then the block no longer matches
+    assert repo.search_blocks(tags=["old"]) == []
+
+
+def test_workflows_are_listed_by_category_and_tags_too(repo: Repository) -> None:
+    # Given workflows in a category, one of them tagged
+    repo.put_workflow(_plan("a", category="ops", tags=["daily"]))
+    repo.put_workflow(_plan("b", category="ops"))
+    repo.put_workflow(_plan("c"))
+    # When listing the category's workflows carrying the tag
+    listed = repo.list_stored("workflow", category="ops", tags=["daily"])
+    # Then only the tagged one in the category matches
+    assert [s.id for s in listed] == ["a"]
+
+
+# --- concurrent writers ---------------------------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def shared_repo(request: pytest.FixtureRequest) -> Repository:
+    """A store threads may share: moto's writes made atomic, as DynamoDB's are."""
+    if request.param == "dynamodb":
+        request.getfixturevalue("atomic_dynamodb")
+    return _repository(request)
+
+
+@pytest.mark.slow
+def test_concurrent_puts_of_changed_content_never_share_a_version(shared_repo: Repository) -> None:
+    # Given a stored block, and writers that each hold changed content of it
+    shared_repo.put_block(_block())
+    barrier = threading.Barrier(WRITERS)
+    stored: list[tuple[int, bool]] = []
+
+    def put(writer: int) -> None:
+        barrier.wait()
+        block, created = shared_repo.put_block(_block(description=f"writer {writer}"))
+        stored.append((block.version, created))
+
+    # When they all put at once
+    threads = [threading.Thread(target=put, args=(n,)) for n in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then each got its own next version, and every content is kept under the one it got
+    assert sorted(stored) == [(version, True) for version in range(2, WRITERS + 2)]
+    kept = {v.version: v.definition.description for v in shared_repo.versions("block", "summarize")}
+    assert sorted(kept.values()) == sorted(["", *(f"writer {n}" for n in range(WRITERS))])
+
+
+def _put_in_own_process(path: str, writer: int, barrier: Any) -> None:
+    """One writer process: its own ``Database`` on the shared file, one put of changed content."""
+    repository = SqliteDefinitions(Database(path))
+    barrier.wait()
+    repository.put_block(_block(description=f"process {writer}"))
+
+
+@pytest.mark.slow
+def test_processes_with_their_own_database_never_share_a_version(tmp_path: Path) -> None:
+    # Given a stored block in a file, and processes that each open the file themselves
+    path = str(tmp_path / "langorch.db")
+    db = Database(path)
+    SqliteDefinitions(db).put_block(_block())
+    db.close()  # an SQLite connection must not cross a fork
+    # Forked, not spawned: a spawned child imports langorch again (seconds per process).
+    fork = multiprocessing.get_context("fork")
+    barrier = fork.Barrier(WRITERS)
+    processes = [
+        fork.Process(target=_put_in_own_process, args=(path, n, barrier)) for n in range(WRITERS)
+    ]
+    # When they all put changed content at once
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join()
+    # Then every process succeeded, and each content is one version of its own
+    assert [p.exitcode for p in processes] == [0] * WRITERS
+    versions = SqliteDefinitions(Database(path)).versions("block", "summarize")
+    assert [v.version for v in versions] == list(range(1, WRITERS + 2))
+    assert sorted(v.definition.description for v in versions) == sorted(
+        ["", *(f"process {n}" for n in range(WRITERS))]
+    )
