@@ -36,7 +36,11 @@ def aws() -> Iterator[None]:
 
 @pytest.fixture
 def dynamodb(aws: None) -> Any:
-    return boto3.client("dynamodb", region_name=REGION)
+    """A DynamoDB client of moto whose requests are atomic, as DynamoDB's are (threads race
+    through it: ``tests/support/aws.py``)."""
+    from tests.support.aws import one_request_at_a_time
+
+    return one_request_at_a_time(boto3.client("dynamodb", region_name=REGION))
 
 
 @pytest.fixture

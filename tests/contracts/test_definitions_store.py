@@ -219,9 +219,8 @@ def test_workflows_are_listed_by_category_and_tags_too(repo: Repository) -> None
 
 @pytest.fixture(params=["sqlite", "dynamodb"])
 def shared_repo(request: pytest.FixtureRequest) -> Repository:
-    """A store threads may share: moto's writes made atomic, as DynamoDB's are."""
-    if request.param == "dynamodb":
-        request.getfixturevalue("atomic_dynamodb")
+    """A store threads may share (moto's requests atomic, as DynamoDB's are: the ``dynamodb``
+    fixture's client)."""
     return _repository(request)
 
 

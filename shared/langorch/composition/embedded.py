@@ -140,6 +140,7 @@ class EmbeddedContainer(Container):
         stores = ("definitions", "runs", "tool_servers", "tasks", "resources", "secrets")
         for name in (*stores, "approvals", "schedules", "logs"):
             getattr(self, name)  # each store creates its tables when it is built
+        self.schedules.ensure_group()  # approvals' wake-ups are put into it from the start
         self.checkpointer.setup()
         self.memory_store.setup()
         self.bucket.ensure()

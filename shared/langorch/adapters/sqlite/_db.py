@@ -109,6 +109,9 @@ class Database:
             raise StorageError(f"cannot start a transaction on {self.path.name}: {exc}") from exc
         try:
             yield connection
+        except sqlite3.Error as exc:  # a statement the store did not expect to fail
+            connection.rollback()
+            raise StorageError(f"the local store {self.path.name} refused a write: {exc}") from exc
         except BaseException:
             connection.rollback()
             raise
