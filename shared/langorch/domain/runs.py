@@ -589,8 +589,8 @@ def unreadable_record(run_id: str, exc: ValueError) -> UnreadableRecordError:
     else:
         reason = type(exc).__name__  # json's messages are positions only, but say no more
     return UnreadableRecordError(
-        f"run {run_id}: its stored record cannot be read ({reason}); listings skip it, and "
-        "it stays unreadable until the record is removed from the runs store"
+        f"run {run_id}: its stored record cannot be read ({reason}); listings skip it; "
+        "remove the record from the runs store to clear it"
     )
 
 
