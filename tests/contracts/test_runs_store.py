@@ -323,9 +323,13 @@ def test_processes_racing_on_one_sqlite_file_exactly_one_gets_each_lease(
     ]
     for racer in racers:
         racer.start()
-    outcomes = [results.get(timeout=120) for _ in range(3 * len(run_ids))]
-    for racer in racers:
-        racer.join(timeout=60)
+    try:
+        outcomes = [results.get(timeout=120) for _ in range(3 * len(run_ids))]
+    finally:
+        for racer in racers:
+            racer.join(timeout=60)
+            if racer.is_alive():  # only when the race broke: leave no process behind
+                racer.kill()
 
     # Then each run's lease went to exactly one process, with the first fence, and it holds it
     winners = {run_id: [(o, f) for r, o, f in outcomes if r == run_id and f] for run_id in run_ids}
