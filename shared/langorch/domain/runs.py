@@ -587,7 +587,7 @@ def unreadable_record(run_id: str, exc: ValueError) -> UnreadableRecordError:
         where = ".".join(str(part) for part in first["loc"])
         reason = f"{where}: {first['msg']}" if where else first["msg"]
     else:
-        reason = type(exc).__name__  # json's messages are positions only, but say no more
+        reason = type(exc).__name__  # its name only: no other parser is known to hide values
     return UnreadableRecordError(
         f"run {run_id}: its stored record cannot be read ({reason}); listings skip it; "
         "remove the record from the runs store to clear it"
