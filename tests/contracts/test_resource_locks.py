@@ -1,6 +1,6 @@
-"""Contract of the resource locks (``ResourceLocks``): the DynamoDB adapter on moto and the
-in-memory fake pass the same tests — default limit, FIFO queue, expiry, release, declared
-limits, and no more leases than the limit under concurrent acquires."""
+"""Contract of the resource locks (``ResourceLocks``): the DynamoDB adapter on moto, the local
+SQLite store and the in-memory fake pass the same tests — default limit, FIFO queue, expiry,
+release, declared limits, and no more leases than the limit under concurrent acquires."""
 
 from __future__ import annotations
 
@@ -11,18 +11,22 @@ import pytest
 
 from langorch.adapters.dynamodb.resources import ResourceLocksRepository
 from langorch.adapters.dynamodb.runs import RunsRepository
+from langorch.adapters.sqlite.resources import SqliteResourceLocks
 from tests.fakes import InMemoryResourceLocks
 
 NOW, LEASE, WAIT = 1_741_078_800.0, 300.0, 60.0
 
-Locks = ResourceLocksRepository | InMemoryResourceLocks
+Locks = ResourceLocksRepository | InMemoryResourceLocks | SqliteResourceLocks
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def locks(request: pytest.FixtureRequest) -> Locks:
-    """The same tests run against the in-memory fake and the DynamoDB adapter."""
+    """The same tests run against the in-memory fake, the SQLite store and the DynamoDB
+    adapter."""
     if request.param == "fake":
         return InMemoryResourceLocks()
+    if request.param == "sqlite":
+        return SqliteResourceLocks(request.getfixturevalue("sqlite_db"))
     return request.getfixturevalue("dynamo_locks")  # type: ignore[no-any-return]
 
 

@@ -1,4 +1,6 @@
-"""The run record never outgrows an item (issue 8): on the in-memory fake and on DynamoDB (moto).
+"""The run record never outgrows an item (issue 8): on the in-memory fake, on DynamoDB (moto) and
+on the local SQLite store (which has no item limit but keeps the cloud's budget, so a record the
+local stack takes, the cloud takes too).
 
 Before the budget, a record of a 250 KB input could be created but not updated (moto counts the
 replaced body and the new one against its 405,000-byte item), so the run stayed ``queued``
@@ -15,6 +17,7 @@ import pytest
 
 from langorch.adapters.dynamodb._run_items import run_item
 from langorch.adapters.dynamodb.runs import RunsRepository
+from langorch.adapters.sqlite.runs import SqliteRuns
 from langorch.app.runs import mark_failed
 from langorch.domain.errors import RecordTooLargeError
 from langorch.domain.limits import MAX_INPUT_BYTES, MAX_PENDING_BYTES, json_bytes
@@ -31,13 +34,15 @@ from tests.fakes import InMemoryResourceLocks, InMemoryRuns
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 
-Runs = RunsRepository | InMemoryRuns
+Runs = RunsRepository | InMemoryRuns | SqliteRuns
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def repo(request: pytest.FixtureRequest) -> Runs:
     if request.param == "fake":
         return InMemoryRuns()
+    if request.param == "sqlite":
+        return SqliteRuns(request.getfixturevalue("sqlite_db"))
     repository = RunsRepository(request.getfixturevalue("dynamodb"), "runs")
     repository.create_table()
     return repository

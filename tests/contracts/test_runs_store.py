@@ -1,17 +1,30 @@
-"""Contract of the runs store (``RunsStore``): the DynamoDB adapter on moto and the in-memory
-fake pass the same tests — idempotent starts, one writer per run (lease fencing), refused
-status changes, timelines, listings. Tests of the table's own layout run on DynamoDB only."""
+"""Contract of the runs store (``RunsStore``): the DynamoDB adapter on moto, the local SQLite
+store and the in-memory fake pass the same tests — idempotent starts, one writer per run (lease
+fencing, across threads and across processes), refused status changes, timelines, listings, and
+a listing that survives an unreadable record. Tests of the table's own layout run on DynamoDB
+only."""
 
 from __future__ import annotations
 
+import json
+import logging
+import multiprocessing
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
-from langorch.domain.errors import ConflictError, LeaseHeldError, NotFoundError
+from langorch.adapters.sqlite._db import Database
+from langorch.adapters.sqlite.runs import SqliteRuns
+from langorch.domain.errors import (
+    ConflictError,
+    LeaseHeldError,
+    NotFoundError,
+    UnreadableRecordError,
+)
 from langorch.domain.runs import (
     ForkLink,
     Redrive,
@@ -25,20 +38,24 @@ from langorch.domain.runs import (
     transition,
 )
 from tests.fakes import InMemoryRuns
+from tests.support.sqlite_processes import race_for_leases
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 NOW = 1_741_078_800.0  # T0 in epoch seconds: the lease clock
 TTL = 720.0
 
 
-Runs = RunsRepository | InMemoryRuns
+Runs = RunsRepository | InMemoryRuns | SqliteRuns
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def repo(request: pytest.FixtureRequest) -> Runs:
-    """The same tests run against the in-memory fake and the DynamoDB adapter."""
+    """The same tests run against the in-memory fake, the SQLite store and the DynamoDB
+    adapter."""
     if request.param == "fake":
         return InMemoryRuns()
+    if request.param == "sqlite":
+        return SqliteRuns(request.getfixturevalue("sqlite_db"))
     return request.getfixturevalue("dynamo_repo")  # type: ignore[no-any-return]
 
 
@@ -279,6 +296,67 @@ def test_two_concurrent_segments_exactly_one_gets_the_lease(repo: Runs, attempt:
     won, refused = race_for_lease(repo, f"run-{attempt}")
     # Then exactly one wins, with the first fence, and the other is refused
     assert (won, len(refused)) == ([1], 1)
+
+
+@pytest.mark.slow
+def test_processes_racing_on_one_sqlite_file_exactly_one_gets_each_lease(
+    sqlite_db: Database,
+) -> None:
+    # Given ten queued runs in the local store's file
+    runs = SqliteRuns(sqlite_db)
+    run_ids = [f"run-{n}" for n in range(10)]
+    for run_id in run_ids:
+        runs.create_run(a_run(run_id))
+
+    # When three processes (as the local stack's sandboxes are), each with its own connection
+    # to the file, race for every run's lease at the same moment
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(3)
+    results = context.Queue()
+    racers = [
+        context.Process(
+            target=race_for_leases,
+            args=(str(sqlite_db.path), run_ids, f"sandbox-{n}", start, results),
+            kwargs={"now": NOW, "ttl_seconds": TTL},
+        )
+        for n in range(3)
+    ]
+    for racer in racers:
+        racer.start()
+    try:
+        outcomes = [results.get(timeout=120) for _ in range(3 * len(run_ids))]
+    finally:
+        for racer in racers:
+            racer.join(timeout=60)
+            if racer.is_alive():  # only when the race broke: leave no process behind
+                racer.kill()
+
+    # Then each run's lease went to exactly one process, with the first fence, and it holds it
+    winners = {run_id: [(o, f) for r, o, f in outcomes if r == run_id and f] for run_id in run_ids}
+    assert {run_id: [f for _, f in won] for run_id, won in winners.items()} == {
+        run_id: [1] for run_id in run_ids
+    }
+    for run_id, [(owner, _)] in winners.items():
+        with pytest.raises(LeaseHeldError, match=owner):
+            runs.acquire_lease(run_id, "late", now=NOW + 1, ttl_seconds=TTL)
+    assert [racer.exitcode for racer in racers] == [0, 0, 0]
+
+
+def test_the_fence_the_sqlite_checkpointer_reads_is_the_leases(sqlite_db: Database) -> None:
+    # Given a run whose lease was taken twice (the first holder expired)
+    runs = SqliteRuns(sqlite_db)
+    runs.create_run(a_run())
+    runs.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    fence = runs.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+
+    # When the local checkpointer reads the run's fence in its own transaction
+    with sqlite_db.write() as connection:
+        (stored,) = connection.execute(
+            "SELECT fence FROM runs WHERE run_id = ?", ("run-1",)
+        ).fetchone()
+
+    # Then it is the current holder's
+    assert stored == fence == 2
 
 
 # --- writes without a lease ----------------------------------------------------------------
@@ -666,3 +744,109 @@ def test_a_noted_fork_is_on_the_record_and_survives_its_saves(repo: Runs) -> Non
 def test_noting_a_fork_of_an_unknown_run_is_not_found(repo: Runs) -> None:
     with pytest.raises(NotFoundError):
         repo.add_fork("run-ghost", ForkLink(run_id="run-2", at_step="draft"))
+
+
+# --- an unreadable stored record (issue 35) -------------------------------------------------
+
+Overwrite = Callable[[str, str], None]
+"""Replace a stored run's body by hand, as a bug or an older version could have written it."""
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def stored(request: pytest.FixtureRequest) -> tuple[Runs, Overwrite]:
+    """An adapter, and a way to plant a body it did not write (the fake stores no raw JSON)."""
+    if request.param == "sqlite":
+        db: Database = request.getfixturevalue("sqlite_db")
+
+        def overwrite_row(run_id: str, body: str) -> None:
+            with db.write() as connection:
+                connection.execute("UPDATE runs SET body = ? WHERE run_id = ?", (body, run_id))
+
+        return SqliteRuns(db), overwrite_row
+    repository: RunsRepository = request.getfixturevalue("dynamo_repo")
+
+    def overwrite_item(run_id: str, body: str) -> None:
+        repository._client.update_item(
+            TableName="runs",
+            Key={"pk": {"S": f"run#{run_id}"}, "sk": {"S": "run"}},
+            UpdateExpression="SET body = :body",
+            ExpressionAttributeValues={":body": {"S": body}},
+        )
+
+    return repository, overwrite_item
+
+
+SECRET_INPUT = "card-4111-1111"
+
+
+def nested_too_deep(run: RunRecord, depth: int = 300) -> str:
+    """The run's JSON with an input nested ``depth`` levels: valid JSON, which pydantic's parser
+    refuses past about 200 levels."""
+    deep: Any = SECRET_INPUT
+    for _ in range(depth):
+        deep = [deep]
+    return json.dumps({**json.loads(run.model_dump_json()), "input": {"deep": deep}})
+
+
+def truncated(run: RunRecord) -> str:
+    """The run's JSON cut short, as a torn write would leave it."""
+    body = json.loads(run.model_dump_json())
+    return json.dumps({**body, "input": {"note": SECRET_INPUT}})[:-40]
+
+
+UNREADABLE = [nested_too_deep, truncated]
+
+
+@pytest.mark.parametrize("spoil", UNREADABLE)
+def test_a_listing_skips_an_unreadable_record_and_returns_the_others(
+    stored: tuple[Runs, Overwrite], spoil: Callable[[RunRecord], str]
+) -> None:
+    # Given three runs, the middle one's stored record unreadable
+    repo, overwrite = stored
+    for n in range(3):
+        repo.create_run(a_run(f"run-{n}", created_at=T0 + timedelta(hours=n)))
+    overwrite("run-1", spoil(a_run("run-1")))
+
+    # When runs are listed, whole and one page of two
+    everything = repo.list_runs()
+    page = repo.list_runs(limit=2)
+
+    # Then the listing leaves it out, and the page still holds two readable runs
+    assert [r.run_id for r in everything] == ["run-2", "run-0"]
+    assert [r.run_id for r in page] == ["run-2", "run-0"]
+
+
+@pytest.mark.parametrize("spoil", UNREADABLE)
+def test_reading_an_unreadable_record_names_the_run_and_the_way_out(
+    stored: tuple[Runs, Overwrite], spoil: Callable[[RunRecord], str]
+) -> None:
+    # Given a run whose stored record is unreadable
+    repo, overwrite = stored
+    repo.create_run(a_run())
+    overwrite("run-1", spoil(a_run()))
+
+    # When it is read by id, then a named error says which run, why, and how to clear it
+    with pytest.raises(UnreadableRecordError, match=r"run run-1.*remove") as refused:
+        repo.get_run("run-1")
+
+    # And never what the record holds (it is the run's input), not even in its cause
+    assert SECRET_INPUT not in str(refused.value)
+    assert refused.value.__cause__ is None
+
+
+def test_a_skipped_record_is_logged_by_its_run_id_never_its_content(
+    stored: tuple[Runs, Overwrite], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a run whose stored record is nested too deep to parse
+    repo, overwrite = stored
+    repo.create_run(a_run())
+    overwrite("run-1", nested_too_deep(a_run()))
+
+    # When runs are listed
+    with caplog.at_level(logging.WARNING):
+        assert repo.list_runs() == []
+
+    # Then one warning names the run, and nothing of its input is logged
+    [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "run-1" in warning.getMessage()
+    assert SECRET_INPUT not in caplog.text

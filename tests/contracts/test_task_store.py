@@ -1,4 +1,5 @@
-"""Contract of the recorded tasks (``TaskStore``): the runs table on moto and the fake — a visit
+"""Contract of the recorded tasks (``TaskStore``): the runs table on moto, the local SQLite store
+and the fake — a visit
 reads back every attempt's records in key order, a put with the same key replaces, and nothing
 leaks into another step, visit or run."""
 
@@ -8,16 +9,19 @@ import pytest
 
 from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.dynamodb.tasks import TasksRepository
+from langorch.adapters.sqlite.tasks import SqliteTasks
 from langorch.domain.tasks import TaskRecord
 from tests.fakes import InMemoryTasks
 
-Store = TasksRepository | InMemoryTasks
+Store = TasksRepository | InMemoryTasks | SqliteTasks
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def store(request: pytest.FixtureRequest) -> Store:
     if request.param == "fake":
         return InMemoryTasks()
+    if request.param == "sqlite":
+        return SqliteTasks(request.getfixturevalue("sqlite_db"))
     client = request.getfixturevalue("dynamodb")
     RunsRepository(client, "runs").create_table()
     return TasksRepository(client, "runs")

@@ -180,3 +180,12 @@ class RecordTooLargeError(StorageError):
 
     Only an input over the budget can cause it (``domain.limits``): a door let it in.
     """
+
+
+class UnreadableRecordError(StorageError):
+    """A stored record does not parse back (corrupt, or nested deeper than the parser reads).
+
+    Not transient: reading it again fails the same way (a distinct name, so the state machine's
+    Retry on ``StorageError`` does not match it). Listings skip such a record with a warning;
+    reading it by id raises this, naming the record and the way out.
+    """

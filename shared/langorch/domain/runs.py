@@ -26,9 +26,9 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from langorch.domain.errors import LangorchError
+from langorch.domain.errors import LangorchError, UnreadableRecordError
 from langorch.domain.lineage import MAX_LINEAGE as MAX_LINEAGE  # the record's lineage
 from langorch.domain.lineage import ForkLink as ForkLink
 from langorch.domain.lineage import Redrive as Redrive
@@ -574,6 +574,24 @@ def fitted_record(run: RunRecord, limit: int) -> RunRecord:
             "data as a file (S3 key) instead"
         )
     return fitted
+
+
+def unreadable_record(run_id: str, exc: ValueError) -> UnreadableRecordError:
+    """The error for run ``run_id``'s stored record, which the parser refused with ``exc``.
+
+    The reason says what the parser refused and where (``Invalid JSON: recursion limit
+    exceeded at line 1 column 385``), never the stored values: the record holds the run's input.
+    """
+    if isinstance(exc, ValidationError):
+        first = exc.errors(include_url=False, include_context=False, include_input=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        reason = f"{where}: {first['msg']}" if where else first["msg"]
+    else:
+        reason = type(exc).__name__  # its name only: no other parser is known to hide values
+    return UnreadableRecordError(
+        f"run {run_id}: its stored record cannot be read ({reason}); listings skip it; "
+        "remove the record from the runs store to clear it"
+    )
 
 
 def minimal_failed(run: RunRecord, error: RunError, *, now: datetime) -> RunRecord:

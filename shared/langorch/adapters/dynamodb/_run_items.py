@@ -25,6 +25,7 @@ from langorch.domain.runs import (
     RunStatus,
     TimelineEvent,
     fitted_record,
+    unreadable_record,
 )
 
 _EVENT_PAGE = TypeAdapter(list[TimelineEvent])
@@ -161,12 +162,20 @@ def bounded_body(run: RunRecord) -> str:
 
 
 def record(item: Mapping[str, Any]) -> RunRecord:
-    """The record a run item holds (with the forks noted beside its body)."""
-    run = RunRecord.model_validate_json(item["body"]["S"])
-    forks = item.get("forks", {}).get("L")
-    if not forks:
+    """The record a run item holds (with the forks noted beside its body).
+
+    Raises:
+        UnreadableRecordError: the body or a fork does not parse.
+    """
+    try:
+        run = RunRecord.model_validate_json(item["body"]["S"])
+        forks = item.get("forks", {}).get("L")
+        links = [ForkLink.model_validate_json(f["S"]) for f in forks or ()]
+    except ValueError as exc:
+        # Not chained: pydantic's message quotes the stored input, which must not reach a log.
+        raise unreadable_record(item["run_id"]["S"], exc) from None
+    if not links:
         return run
-    links = [ForkLink.model_validate_json(f["S"]) for f in forks]
     return run.model_copy(update={"forks": links[-MAX_LINEAGE:]})
 
 

@@ -43,6 +43,7 @@ key attribute should carry); the raw key is kept beside it for people.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -81,10 +82,18 @@ from langorch.adapters.dynamodb._run_items import (
     run_pk,
     table_definition,
 )
-from langorch.domain.errors import LeaseHeldError, NotFoundError, RecordTooLargeError, StorageError
+from langorch.domain.errors import (
+    LeaseHeldError,
+    NotFoundError,
+    RecordTooLargeError,
+    StorageError,
+    UnreadableRecordError,
+)
 from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
+
+logger = logging.getLogger(__name__)
 
 _BATCH_WRITE_MAX = 25
 _TRANSACT_PAGES = 50
@@ -230,6 +239,8 @@ class RunsRepository:
 
         Raises:
             NotFoundError: no run has this id.
+            UnreadableRecordError: its stored record does not parse (the message names the run
+                and the way out).
             StorageError: DynamoDB failed.
         """
         try:
@@ -253,6 +264,9 @@ class RunsRepository:
         before: tuple[datetime, str] | None = None,
     ) -> list[RunRecord]:
         """Runs, newest first, optionally of one workflow and/or in one status.
+
+        A record that does not parse is skipped with a warning naming the run (never its
+        content): one bad record must not take every listing down.
 
         Args:
             workflow_id: only runs of this workflow.
@@ -616,7 +630,12 @@ class RunsRepository:
             request["ExpressionAttributeValues"][":status"] = {"S": status.value}
         runs: list[RunRecord] = []
         for item in self._paginate("Query", request):
-            runs.append(record(item))
+            try:
+                runs.append(record(item))
+            except UnreadableRecordError as exc:
+                # One bad record must not take the listing down (issue 35): skip it, say so.
+                logger.warning("%s", exc, extra={"run_id": item["run_id"]["S"]})
+                continue
             if len(runs) >= limit:
                 break
         return runs
