@@ -288,7 +288,6 @@ def race_for_lease(repo: Runs, run_id: str) -> tuple[list[int], list[Exception]]
 
 @pytest.mark.slow
 @pytest.mark.parametrize("attempt", range(20))
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_two_concurrent_segments_exactly_one_gets_the_lease(repo: Runs, attempt: int) -> None:
     # Given a queued run
     repo.create_run(a_run(f"run-{attempt}"))
@@ -701,7 +700,7 @@ def test_a_reopen_expecting_a_past_attempt_writes_nothing(repo: Runs) -> None:
     assert repo.get_run("run-1").attempt == 1
 
 
-def test_concurrent_reopens_of_one_run_have_one_winner(repo: Runs, atomic_dynamodb: None) -> None:
+def test_concurrent_reopens_of_one_run_have_one_winner(repo: Runs) -> None:
     failed = _failed(repo)
     barrier = threading.Barrier(8)
     wins: list[bool] = []
