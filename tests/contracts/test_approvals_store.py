@@ -1,13 +1,17 @@
-"""The ``ApprovalsStore`` contract: the in-memory fake and the DynamoDB adapter (on moto).
+"""The ``ApprovalsStore`` contract: the in-memory fake, the local SQLite store and the DynamoDB
+adapter (on moto).
 
-Every test runs against both, so the fake the use-case tests rely on cannot drift from the real
-store: decide once (also under concurrency), mark delivered, reopen only the exact undelivered
-decision, close (time out, cancel) only what the run did not get, and the bookkeeping around
-them (emails, codes, listings, the append-only audit).
+Every test runs against all three, so the fake the use-case tests rely on cannot drift from the
+real stores: decide once (also under concurrency), mark delivered, reopen only the exact
+undelivered decision, close (time out, cancel) only what the run did not get, and the
+bookkeeping around them (emails, codes, listings, the append-only audit). The last tests hold
+the SQLite store to what only it has: several processes on one file.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -17,7 +21,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from langorch.adapters.sqlite._db import Database
+from langorch.adapters.sqlite.approvals import SqliteApprovals
 from langorch.app.approvals.ports import ApprovalsStore
+from langorch.domain.approvals.policy import VotesChangedError
 from langorch.domain.approvals.record import (
     AlreadyDecidedError,
     Approval,
@@ -36,11 +43,15 @@ BOB = "bob@example.com"
 TOKEN = "token-1"
 
 
-@pytest.fixture(params=["fake", "dynamodb"])
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def store(request: pytest.FixtureRequest) -> Iterator[ApprovalsStore]:
-    """The store under contract: the fake, or the adapter on moto (writes made atomic)."""
+    """The store under contract: the fake, the SQLite store on a fresh file, or the DynamoDB
+    adapter on moto (writes made atomic)."""
     if request.param == "fake":
         yield InMemoryApprovals()
+        return
+    if request.param == "sqlite":
+        yield SqliteApprovals(request.getfixturevalue("sqlite_db"))
         return
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
@@ -489,3 +500,112 @@ def test_concurrent_votes_take_one_slot_each(store: ApprovalsStore, voters: int)
         thread.join()
     assert taken.count(True) == voters
     assert len(store.votes(approval.approval_id)) == voters
+
+
+def test_thirty_concurrent_voters_reach_one_counted_decision_with_every_vote(
+    store: ApprovalsStore,
+) -> None:
+    # Given 30 approvers of a step that needs 3 approvals
+    approval = _pending(store)
+    voters = [f"voter{n:02d}@example.com" for n in range(30)]
+    start = threading.Barrier(len(voters))
+    outcomes: dict[str, str] = {}
+
+    def press(n: int) -> None:
+        # As the vote use-case does: vote, count every vote, decide with them at the quorum
+        # (again when a vote arrived meanwhile)
+        who = voters[n]
+        start.wait()
+        try:
+            if not store.record_vote(approval.approval_id, f"slot-{n}", _vote(who)):
+                outcomes[who] = "slot taken"
+                return
+            while len(votes := store.votes(approval.approval_id)) >= 3:
+                try:
+                    store.decide(
+                        approval.approval_id, ApprovalStatus.approved, who, None, {}, NOW, votes
+                    )
+                except VotesChangedError:
+                    continue
+                outcomes[who] = "decided"
+                return
+            outcomes[who] = "voted"
+        except AlreadyDecidedError:
+            outcomes[who] = "late"
+
+    # When all 30 press Approve at the same moment
+    threads = [threading.Thread(target=press, args=(n,)) for n in range(len(voters))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then exactly one decided, carrying every vote recorded: none was taken after it
+    assert len(outcomes) == len(voters)
+    assert list(outcomes.values()).count("decided") == 1
+    decided = store.get(approval.approval_id)
+    assert decided is not None and outcomes[str(decided.decided_by)] == "decided"
+    recorded = sorted(v.approver for v in store.votes(approval.approval_id))
+    assert len(recorded) >= 3 and sorted(v.approver for v in decided.votes) == recorded
+    # and everyone whose vote is not among them was told it was decided already
+    assert all(outcomes[who] == "late" for who in set(voters) - set(recorded))
+
+
+# --------------------------------------------------------------------------------------------
+# SQLite only: processes sharing one file (the local stack's sandboxes are processes)
+# --------------------------------------------------------------------------------------------
+
+
+def _decide_in_a_process(path: str, approval_id: str, who: str, start: Any, results: Any) -> None:
+    """One sandbox: its own ``Database`` on the shared file, pressing Approve at ``start``."""
+    store = SqliteApprovals(Database(path))
+    start.wait()
+    try:
+        store.decide(approval_id, ApprovalStatus.approved, who, None, {}, NOW)
+        results.put((who, "won"))
+    except AlreadyDecidedError as exc:
+        results.put((who, f"lost to {exc.decided_by}"))
+    except Exception as exc:  # reported, so the test shows it instead of hanging
+        results.put((who, repr(exc)))
+
+
+def test_two_processes_deciding_at_once_have_exactly_one_winner(sqlite_db: Database) -> None:
+    # Given a pending approval in the home's file
+    approval = _pending(SqliteApprovals(sqlite_db))
+    # Forked (a spawned Python would spend seconds importing), with no connection of ours open
+    # to inherit: each process opens its own, as a sandbox does.
+    sqlite_db.close()
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(2), context.Queue()
+    processes = [
+        context.Process(
+            target=_decide_in_a_process,
+            args=(str(sqlite_db.path), approval.approval_id, who, start, results),
+        )
+        for who in (ALICE, BOB)
+    ]
+    # When two processes, each with its own connection, decide it at the same moment
+    for process in processes:
+        process.start()
+    outcomes = dict(results.get(timeout=120) for _ in processes)
+    for process in processes:
+        process.join()
+    # Then one won, and the other read that winner
+    winners = [who for who, outcome in outcomes.items() if outcome == "won"]
+    assert len(winners) == 1, outcomes
+    (loser,) = set(outcomes) - set(winners)
+    assert outcomes[loser] == f"lost to {winners[0]}"
+    stored = SqliteApprovals(sqlite_db).get(approval.approval_id)
+    assert stored is not None and stored.decided_by == winners[0]
+
+
+def test_the_sqlite_audit_trail_refuses_updates_and_deletes(sqlite_db: Database) -> None:
+    # Given an approval with one audit line in the SQLite store
+    store = SqliteApprovals(sqlite_db)
+    approval = _pending(store)
+    line = AuditEntry(approval_id=approval.approval_id, at=NOW, action="requested", outcome="a")
+    store.append_audit(line)
+    # When anything with the file rewrites or deletes it / Then the file refuses
+    for statement in ("UPDATE approval_audit SET body = '{}'", "DELETE FROM approval_audit"):
+        with pytest.raises(sqlite3.IntegrityError, match="append-only"), sqlite_db.write() as c:
+            c.execute(statement)
+    assert store.audit(approval.approval_id) == [line]
