@@ -17,9 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.approvals import SqliteApprovals
@@ -34,7 +32,7 @@ from langorch.domain.approvals.record import (
     RunEndedError,
     new_approval,
 )
-from langorch.domain.errors import NotFoundError
+from langorch.domain.errors import NotFoundError, StorageError
 from tests.fakes.approvals import InMemoryApprovals
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -55,16 +53,10 @@ def store(request: pytest.FixtureRequest) -> Iterator[ApprovalsStore]:
         return
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
-    from langorch.local.emulator import serialise_dynamodb_writes
 
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        RunsRepository(client, "runs").create_table()
-        undo = serialise_dynamodb_writes()
-        try:
-            yield ApprovalsRepository(client, "runs")
-        finally:
-            undo()
+    client = request.getfixturevalue("dynamodb")  # atomic per request, as DynamoDB's
+    RunsRepository(client, "runs").create_table()
+    yield ApprovalsRepository(client, "runs")
 
 
 def _approval(n: int = 1, *, run_id: str = "run-1", created: datetime = NOW) -> Approval:
@@ -606,6 +598,7 @@ def test_the_sqlite_audit_trail_refuses_updates_and_deletes(sqlite_db: Database)
     store.append_audit(line)
     # When anything with the file rewrites or deletes it / Then the file refuses
     for statement in ("UPDATE approval_audit SET body = '{}'", "DELETE FROM approval_audit"):
-        with pytest.raises(sqlite3.IntegrityError, match="append-only"), sqlite_db.write() as c:
+        with pytest.raises(StorageError, match="append-only") as refused, sqlite_db.write() as c:
             c.execute(statement)
+        assert isinstance(refused.value.__cause__, sqlite3.IntegrityError)
     assert store.audit(approval.approval_id) == [line]

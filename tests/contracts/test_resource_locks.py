@@ -93,7 +93,6 @@ def test_release_run_gives_back_every_lease_and_place_of_the_run(locks: Locks) -
     assert take(locks, "two", "run-c/y").acquired
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_concurrent_acquires_never_grant_more_than_the_limit(locks: Locks) -> None:
     # Given a resource of limit 2 and 8 steps asking for it at the same moment
     locks.set_limit("web:pool-a", 2)

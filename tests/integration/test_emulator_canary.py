@@ -62,9 +62,11 @@ def _execute(sfn: Any, name: str) -> dict[str, Any]:
     ]
     execution = sfn.start_execution(stateMachineArn=arn, name="e1", input='{"run_id": "run-1"}')
     described = wait_for(
-        lambda: (d := sfn.describe_execution(executionArn=execution["executionArn"]))["status"]
-        != "RUNNING"
-        and d,
+        lambda: (
+            (d := sfn.describe_execution(executionArn=execution["executionArn"]))["status"]
+            != "RUNNING"
+            and d
+        ),
         what="the canary execution to end",
     )
     return dict(described)
