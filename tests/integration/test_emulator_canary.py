@@ -117,7 +117,7 @@ def test_a_lambda_task_reaches_the_dispatcher_from_the_emulators_server() -> Non
             region_name=REGION,
             endpoint_url=f"http://127.0.0.1:{port}",
             aws_access_key_id="local",
-            aws_secret_access_key="local",  # noqa: S106 - the emulator's
+            aws_secret_access_key="local",
         )
         described = _execute(sfn, "canary-server")
     finally:

@@ -15,7 +15,7 @@ PATIENCE = float(os.environ.get("LANGORCH_TEST_PATIENCE", "1"))
 
 
 def wait_for(
-    condition: Callable[[], T | None | bool],
+    condition: Callable[[], T | bool | None],
     *,
     what: str,
     timeout: float = 60.0,
@@ -24,7 +24,7 @@ def wait_for(
     """Poll ``condition`` until it returns something truthy, and return that.
 
     Raises:
-        TimeoutError: ``timeout × PATIENCE`` seconds passed first (naming ``what``).
+        TimeoutError: ``timeout * PATIENCE`` seconds passed first (naming ``what``).
     """
     deadline = time.monotonic() + timeout * PATIENCE
     while True:
