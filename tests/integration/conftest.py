@@ -16,6 +16,7 @@ from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_file, load_text
 from langorch.llm import LLMRegistry
+from tests.support.aws import one_request_at_a_time
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -38,7 +39,8 @@ def handler_container() -> Iterator[UseContainer]:
 
 @pytest.fixture
 def make_container(aws: None) -> Iterator[MakeContainer]:
-    """Build containers that share one moto account: a new container is a new process."""
+    """Build containers that share one moto account: a new container is a new process (its
+    DynamoDB requests atomic, as DynamoDB's are)."""
     created = False
 
     def make(script: dict[str, Any] | str | Path | None = None, **settings: Any) -> Container:
@@ -47,6 +49,8 @@ def make_container(aws: None) -> Iterator[MakeContainer]:
             Settings(**settings),
             llm=LLMRegistry(default_provider="offline", offline_script=script),
         )
+        # Each request atomic, as DynamoDB's are (threads race through these containers).
+        one_request_at_a_time(container.client("dynamodb"))
         if not created:
             container.ensure_resources()
             seed_builtins(container.definitions)

@@ -12,8 +12,6 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-import pytest
-
 from langorch.app.approvals.decisions import (
     RequestApproval,
     decide_approval,
@@ -83,7 +81,6 @@ def _forms(
     return forms
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_thirty_concurrent_voters_with_quorum_three_reach_one_decision(stack: Stack) -> None:
     # Given 30 approvers of a step that needs 3 approvals, each with the page open
     parked = park_with_policy(stack, VOTERS, {"quorum": {"at_least": 3}})
@@ -137,7 +134,6 @@ def test_thirty_concurrent_voters_with_quorum_three_reach_one_decision(stack: St
     assert [e.outcome for e in trail if e.action == "decide"] == ["approved"]
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_a_later_voter_sees_the_outcome_and_no_second_resume(stack: Stack) -> None:
     # Given a step needing 2 of 3, approved by the first two
     people = VOTERS[:3]

@@ -423,7 +423,6 @@ def test_post_approve_resumes_the_run_with_the_decision(stack: Stack, callback: 
     assert stack.container.approvals.list(pending_only=True) == []
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
     # Given alice and bob both have the page open
     parked = stack.park()

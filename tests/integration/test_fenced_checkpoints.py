@@ -83,7 +83,6 @@ def _history(container: Container, run_id: str) -> list[tuple[str, str | None]]:
     ]
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_a_segment_that_lost_its_lease_cannot_write_and_the_history_does_not_fork(
     processes: Callable[[], Container], gated: GatedKinds
 ) -> None:
@@ -115,7 +114,6 @@ def test_a_segment_that_lost_its_lease_cannot_write_and_the_history_does_not_for
     assert setup.runs.get_run(run.run_id).status == "succeeded"
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
     processes: Callable[[], Container], gated: GatedKinds
 ) -> None:

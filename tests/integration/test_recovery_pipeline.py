@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from langorch.app.definitions import register_block
 from langorch.app.recovery.forks import fork
@@ -17,9 +16,7 @@ from langorch.app.recovery.redrive import redrive
 from langorch.composition.container import Container
 from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
-from langorch.local.emulator import EXECUTION_CONFIG
-from langorch.local.lambdas import Dispatcher
-from tests.integration.test_state_machine import Pipeline, make_pipeline
+from tests.support.pipeline import Pipeline, pipelines
 
 V1 = """
 blocks:
@@ -58,8 +55,8 @@ workflows:
 @pytest.fixture
 def pipeline(tmp_path: Path) -> Iterator[Pipeline]:
     """The emulator executing the state machine, its Lambda tasks routed to the handlers."""
-    with mock_aws(config=EXECUTION_CONFIG), Dispatcher(isolation="inline"):  # type: ignore[arg-type]
-        yield make_pipeline(outbox_dir=str(tmp_path / "outbox"))
+    with pipelines(tmp_path) as make:
+        yield make()
 
 
 def _register(pipeline: Pipeline, text: str) -> None:
@@ -90,7 +87,6 @@ def _ran(pipeline: Pipeline, run_id: str, step_id: str) -> int:
     )
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_a_failed_run_redriven_on_a_fixed_version_succeeds_in_a_new_execution(
     pipeline: Pipeline,
 ) -> None:
@@ -111,7 +107,6 @@ def test_a_failed_run_redriven_on_a_fixed_version_succeeds_in_a_new_execution(
     assert _ran(pipeline, run_id, "ratio") == 1
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_two_concurrent_redrives_start_one_execution(pipeline: Pipeline) -> None:
     run_id = _failed_run(pipeline)
     _register(pipeline, V2)
@@ -145,7 +140,6 @@ def test_two_concurrent_redrives_start_one_execution(pipeline: Pipeline) -> None
     assert pipeline.run(run_id).attempt == 1
 
 
-@pytest.mark.usefixtures("atomic_dynamodb")
 def test_a_fork_with_an_edited_key_runs_in_its_own_execution(pipeline: Pipeline) -> None:
     # Given a failed run
     run_id = _failed_run(pipeline)

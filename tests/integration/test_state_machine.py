@@ -8,127 +8,24 @@ that the run's status in the runs table agrees with its execution's status.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from moto import mock_aws
 
-from langorch.adapters.logs import CloudWatchLogs
-from langorch.app.definitions import register_workflow, seed_builtins
-from langorch.app.runs import StartRun, cancel_run, launch_run, start_run
-from langorch.composition.container import Container
-from langorch.config import Settings
-from langorch.domain.loading import load_text
-from langorch.domain.runs import RunRecord, TimelineEventType
-from langorch.local.emulator import EXECUTION_CONFIG
-from langorch.local.lambdas import FUNCTIONS, Dispatcher, ensure_functions
-from langorch.local.logs import CloudWatchSink
-from langorch.local.statemachine import definition_with, ensure_state_machine
-
-EXECUTION_OF = {
-    "succeeded": {"SUCCEEDED"},
-    "failed": {"FAILED"},
-    "cancelled": {"ABORTED", "SUCCEEDED"},
-    "queued": {"RUNNING"},
-    "running": {"RUNNING"},
-    "sleeping": {"RUNNING"},
-    "waiting_approval": {"RUNNING"},
-}
-"""Run status -> the execution statuses that agree with it."""
-
-
-@dataclass
-class Pipeline:
-    """The emulator with the state machine and the functions, and a container to drive it."""
-
-    container: Container
-    logs: CloudWatchLogs
-
-    def register(self, text: str) -> None:
-        for plan in load_text(text, source="test.yaml", fmt="yaml").workflows:
-            register_workflow(self.container.definitions, plan)
-
-    def launch(self, workflow_id: str, data: dict[str, Any] | None = None) -> str:
-        run, _ = launch_run(StartRun(workflow_id, input=data or {}), self.container)
-        return run.run_id
-
-    def execution(self, run_id: str) -> dict[str, Any]:
-        return self.container.stepfunctions.describe(run_id)
-
-    def history(self, run_id: str) -> list[dict[str, Any]]:
-        arn = self.container.stepfunctions.execution_arn(run_id)
-        client = self.container.client("stepfunctions")
-        return list(client.get_execution_history(executionArn=arn)["events"])
-
-    def run(self, run_id: str) -> RunRecord:
-        return self.container.runs.get_run(run_id)
-
-    def wait_for(
-        self, what: Callable[[], bool], *, timeout: float = 30.0, every: float = 0.1
-    ) -> None:
-        deadline = time.monotonic() + timeout
-        while not what():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not reached within {timeout:.0f} s")
-            time.sleep(every)
-
-    def finished(self, run_id: str, *, timeout: float = 30.0) -> dict[str, Any]:
-        self.wait_for(lambda: self.execution(run_id)["status"] != "RUNNING", timeout=timeout)
-        return self.execution(run_id)
-
-    def assert_consistent(self, run_id: str) -> None:
-        status = self.run(run_id).status.value
-        assert self.execution(run_id)["status"] in EXECUTION_OF[status], status
-
-
-def make_pipeline(**settings: Any) -> Pipeline:
-    """Provision the pipeline in the (already started) in-process emulator."""
-    base = Settings(**settings)
-    container = Container(base)
-    container.ensure_resources()
-    seed_builtins(container.definitions)
-    iam, lam = container.client("iam"), container.client("lambda")
-    arns = ensure_functions(lam, iam, base)
-    machine = ensure_state_machine(container.client("stepfunctions"), iam, arns)
-    final = base.model_copy(update={"state_machine_arn": machine})
-    ensure_functions(lam, iam, final)  # the functions' environment names the state machine
-    container = Container(final)
-    container.secrets.put_json(
-        final.link_signing_secret, {"current": "k1", "keys": {"k1": "a" * 44}}
-    )
-    container.client("ses").verify_email_identity(EmailAddress=final.sender_email)
-    return Pipeline(container, CloudWatchLogs(container.client("logs")))
+from langorch.app.runs import StartRun, cancel_run, start_run
+from langorch.domain.runs import TimelineEventType
+from langorch.local.statemachine import definition_with
+from tests.support.pipeline import Pipeline, pipelines
 
 
 @pytest.fixture
-def pipeline_factory(tmp_path: Any) -> Iterator[Callable[..., Pipeline]]:
+def pipeline_factory(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
     """Pipelines in one in-process emulator that executes state machines, handlers routed."""
-    with mock_aws(config=EXECUTION_CONFIG):  # type: ignore[arg-type]
-        sink_holder: list[CloudWatchSink] = []
-
-        def sink(name: str, stream: str, lines: list[tuple[int, str]]) -> None:
-            for each in sink_holder:
-                each(name, stream, lines)
-
-        # Inline: the emulator is this process's memory, which a sandbox process cannot reach.
-        with Dispatcher(log_sink=sink, isolation="inline"):
-
-            def make(**settings: Any) -> Pipeline:
-                settings.setdefault("outbox_dir", str(tmp_path / "outbox"))
-                pipeline = make_pipeline(**settings)
-                # Synchronous: the tests read the lines the moment a run's execution ends.
-                cloudwatch = CloudWatchSink(
-                    pipeline.logs, pipeline.container.settings.log_group_prefix, background=False
-                )
-                cloudwatch.ensure_groups(list(FUNCTIONS.values()))
-                sink_holder[:] = [cloudwatch]
-                return pipeline
-
-            yield make
+    with pipelines(tmp_path) as make:
+        yield make
 
 
 @pytest.fixture
