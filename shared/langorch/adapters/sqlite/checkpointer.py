@@ -48,7 +48,11 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from langorch.adapters.sqlite._db import Database
 from langorch.domain.errors import LeaseLostError, StorageError
-from langorch.engine.segments import FENCE_KEY
+
+FENCE_KEY = "langorch_fence"
+"""As ``engine.segments.FENCE_KEY``: the ``configurable`` key a segment's lease fence travels
+under (not imported: the engine module brings LangGraph's runtime, which a store need not load;
+the fenced-write contract suite passes the engine's key)."""
 
 _SELECT_FENCE = "SELECT fence FROM runs WHERE run_id = ?"
 """The lease's fence of a run, as the runs store keeps it (``acquire_lease`` increments it)."""
