@@ -118,6 +118,11 @@ class _SqliteMemoryStore(BaseStore):
 def build_memory_store(db: Database) -> BaseStore:
     """The long-term memory store in the home's database (its tables created when missing).
 
+    Build it first in the process that starts the stack, before others use the file:
+    ``SqliteStore``'s migrations are statements of their own, not one transaction, so two
+    processes migrating a new file at the same moment could collide (on a migrated file,
+    ``setup`` only reads the version).
+
     Args:
         db: the home's database.
 
