@@ -1,10 +1,13 @@
 """Contract of the memory port (a LangGraph ``BaseStore`` as ``MemoryManager`` uses it): the
-DynamoDB store on moto and ``InMemoryStore`` pass the same tests; preferences and history also
-survive across processes that share only DynamoDB."""
+DynamoDB store on moto, the local stack's SQLite store and ``InMemoryStore`` pass the same tests;
+preferences and history also survive across processes that share only DynamoDB (or the SQLite
+file), and read back the same numbers from either."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +18,8 @@ from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
 
 from langorch.adapters.dynamodb.memory import build_memory_store, create_memory_table
+from langorch.adapters.sqlite import memory as sqlite_memory
+from langorch.adapters.sqlite._db import Database
 from langorch.app.memory import (
     MAX_VALUE_BYTES,
     MemoryManager,
@@ -33,20 +38,31 @@ def ticking_clock() -> Callable[[], datetime]:
     return lambda: T0 + timedelta(minutes=next(ticks))
 
 
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def fresh_store(request: pytest.FixtureRequest) -> Callable[[], BaseStore]:
+    """Each call is a new process's store: its own client (connections), the same table (file)."""
+    factory: Callable[[], BaseStore] = request.getfixturevalue(f"{request.param}_stores")
+    return factory
+
+
 @pytest.fixture
-def fresh_store(aws: None) -> Callable[[], BaseStore]:
-    """Each call is a new process's store: its own client, the same DynamoDB table."""
+def dynamodb_stores(aws: None) -> Callable[[], BaseStore]:
     create_memory_table(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
     return lambda: build_memory_store(boto3.client("dynamodb", region_name="us-east-1"), TABLE)
 
 
-@pytest.fixture(params=["dynamodb", "in_memory"])
+@pytest.fixture
+def sqlite_stores(sqlite_db: Database) -> Callable[[], BaseStore]:
+    return lambda: sqlite_memory.build_memory_store(Database(sqlite_db.path))
+
+
+@pytest.fixture(params=["dynamodb", "sqlite", "in_memory"])
 def store(request: pytest.FixtureRequest) -> Iterator[BaseStore]:
     """MemoryManager must behave the same on any BaseStore."""
     if request.param == "in_memory":
         yield InMemoryStore()
         return
-    factory = request.getfixturevalue("fresh_store")
+    factory = request.getfixturevalue(f"{request.param}_stores")
     yield factory()
 
 
@@ -83,6 +99,31 @@ def test_history_saved_by_earlier_runs_is_read_newest_first_by_the_next(
         ("run-2", {"order": "bowl-2", "total": 12}),
         ("run-1", {"order": "bowl-1", "total": 11}),
     ]
+
+
+def test_numbers_read_back_as_dynamodb_keeps_them(fresh_store: Callable[[], BaseStore]) -> None:
+    # Given preferences with a fraction, an int and a whole float
+    MemoryManager(fresh_store()).update_preferences("u1", {"budget": 12.5, "guests": 3, "tip": 2.0})
+    # When another process reads them
+    prefs = MemoryManager(fresh_store()).get_preferences("u1")
+    # Then the fraction is a float, and whole numbers are ints (DynamoDB keeps no difference)
+    assert prefs == {"budget": 12.5, "guests": 3, "tip": 2}
+    assert [type(prefs[key]) for key in ("budget", "guests", "tip")] == [float, int, int]
+    # And so for an item read by key
+    tip = fresh_store().get(preferences_namespace("u1"), "tip")
+    assert tip is not None and type(tip.value["value"]) is int
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_number_that_is_not_finite_is_refused(
+    fresh_store: Callable[[], BaseStore], number: float
+) -> None:
+    # Given a value with a number no JSON document or DynamoDB item can hold
+    store = fresh_store()
+    # When it is saved, then it is refused, naming where it is
+    with pytest.raises(ValueError, match=r"value\.window\[1\]"):
+        store.put(("users", "u1", "preferences"), "delivery", {"window": [12, number]})
+    assert store.get(("users", "u1", "preferences"), "delivery") is None
 
 
 def test_the_store_uses_the_client_it_is_given(aws: None) -> None:
@@ -213,6 +254,25 @@ def test_an_oversized_summary_is_refused(store: BaseStore) -> None:
 def test_an_empty_user_id_is_refused(store: BaseStore) -> None:
     with pytest.raises(ValueError, match="user_id"):
         MemoryManager(store).get_preferences("")
+
+
+def test_memory_saved_on_one_thread_is_read_on_another(store: BaseStore) -> None:
+    # Given preferences saved by a step running on a worker thread (LangGraph's pool)
+    worker = threading.Thread(
+        target=lambda: MemoryManager(store).update_preferences("u1", {"diet": "vegan"})
+    )
+    worker.start()
+    worker.join()
+    # When the main thread reads them through the same store, then it sees them
+    assert MemoryManager(store).get_preferences("u1") == {"diet": "vegan"}
+
+
+def test_the_async_api_reads_what_the_sync_api_wrote(store: BaseStore) -> None:
+    # Given a preference saved synchronously
+    store.put(preferences_namespace("u1"), "diet", {"value": "vegan"})
+    # When an async step reads it, then it gets it
+    item = asyncio.run(store.aget(preferences_namespace("u1"), "diet"))
+    assert item is not None and item.value == {"value": "vegan"}
 
 
 def test_memory_tables_can_be_created_twice(aws: None) -> None:

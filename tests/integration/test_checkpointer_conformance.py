@@ -1,11 +1,12 @@
-"""``DynamoCheckpointSaver`` passes LangGraph's checkpointer conformance suite, on moto.
+"""Our savers pass LangGraph's checkpointer conformance suite: ``DynamoCheckpointSaver`` on moto,
+``SqliteCheckpointSaver`` (the local stack's) on a SQLite file.
 
 The suite (``langgraph-checkpoint-conformance``) is not a pytest plugin: a factory is registered
 with ``checkpointer_test`` and ``validate`` runs one capability's specs against it and returns a
 report. Each base capability is one test here, so a failure names the capability and its specs.
 
 The extended capabilities ``delete_for_runs``, ``copy_thread`` and ``prune`` are optional in the
-suite and **not implemented** by this saver; the suite reports them as "not implemented", and
+suite and **not implemented** by these savers; the suite reports them as "not implemented", and
 ``test_extended_capabilities_are_reported_not_implemented`` pins that, so implementing one later
 means adding it to the conformance tests here.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,13 +28,22 @@ from langgraph.checkpoint.conformance.capabilities import (
 from langgraph.checkpoint.conformance.initializer import RegisteredCheckpointer
 
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
+from langorch.adapters.sqlite._db import Database
+from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
 
 BUCKET = "conformance-checkpoints"
 
 
-@pytest.fixture
-def registered(dynamodb: Any, s3: Any) -> RegisteredCheckpointer:
-    """A conformance factory: a fresh table per capability suite (moto's Query scans tables)."""
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def registered(request: pytest.FixtureRequest) -> RegisteredCheckpointer:
+    """A conformance factory for each saver: a fresh store per capability suite."""
+    if request.param == "sqlite":
+        return _sqlite_factory(request.getfixturevalue("tmp_path"))
+    return _dynamodb_factory(request.getfixturevalue("dynamodb"), request.getfixturevalue("s3"))
+
+
+def _dynamodb_factory(dynamodb: Any, s3: Any) -> RegisteredCheckpointer:
+    """A fresh table per capability suite (moto's Query scans tables)."""
     s3.create_bucket(Bucket=BUCKET)
 
     async def factory() -> AsyncIterator[DynamoCheckpointSaver]:
@@ -48,9 +59,18 @@ def registered(dynamodb: Any, s3: Any) -> RegisteredCheckpointer:
     return checkpointer_test(name="DynamoCheckpointSaver")(factory)
 
 
+def _sqlite_factory(folder: Path) -> RegisteredCheckpointer:
+    """A fresh SQLite file per capability suite."""
+
+    async def factory() -> AsyncIterator[SqliteCheckpointSaver]:
+        yield SqliteCheckpointSaver(Database(folder / f"{uuid.uuid4().hex[:8]}.db"))
+
+    return checkpointer_test(name="SqliteCheckpointSaver")(factory)
+
+
 @pytest.mark.parametrize("capability", sorted(c.value for c in BASE_CAPABILITIES))
 def test_base_capability_conforms(registered: RegisteredCheckpointer, capability: str) -> None:
-    # Given a DynamoCheckpointSaver on moto
+    # Given one of our savers (DynamoDB on moto, SQLite on a file)
     # When the conformance suite runs the capability's specs
     report = asyncio.run(validate(registered, capabilities={capability}))
 
@@ -64,7 +84,7 @@ def test_base_capability_conforms(registered: RegisteredCheckpointer, capability
 def test_extended_capabilities_are_reported_not_implemented(
     registered: RegisteredCheckpointer,
 ) -> None:
-    # Given a DynamoCheckpointSaver, which implements none of the optional extensions
+    # Given one of our savers, which implement none of the optional extensions
     extended = {c.value for c in EXTENDED_CAPABILITIES}
 
     # When the suite runs them
