@@ -13,7 +13,7 @@ import pytest
 from langorch.app.definitions import register_block
 from langorch.app.recovery.forks import fork
 from langorch.app.recovery.redrive import redrive
-from langorch.composition.container import Container
+from langorch.composition.container import build_container
 from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
 from tests.support.pipeline import Pipeline, pipelines
@@ -116,7 +116,7 @@ def test_two_concurrent_redrives_start_one_execution(pipeline: Pipeline) -> None
     settings = pipeline.container.settings
 
     def operator() -> None:
-        container = Container(settings)  # each operator is its own process
+        container = build_container(settings)  # each operator is its own process
         barrier.wait()
         try:
             results.append(redrive(container, run_id, version="latest", reason="race"))

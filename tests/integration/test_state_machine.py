@@ -210,9 +210,11 @@ def test_a_segment_error_that_is_not_retried_marks_the_run_failed_with_the_cause
 
 
 def test_a_transient_storage_error_is_retried_by_the_state_machine(
-    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+    pipeline_factory: Callable[..., Pipeline], monkeypatch: pytest.MonkeyPatch
 ):
-    # Given the runs table refuses the first lease write of the run_segment function once
+    # Given the deployed composition (DynamoDB on moto), whose runs table refuses the first
+    # lease write of the run_segment function once
+    pipeline = pipeline_factory(cloud=True)
     import botocore.handlers
 
     pipeline.register(LINEAR)

@@ -1,7 +1,10 @@
-"""The local stack's composition in one test process: the embedded stores on a temporary home,
-moto's Step Functions in-process (``mock_aws``) running the package's ASL, and the dispatcher
-running ``functions/`` inline on the interpreter's Lambda tasks — what ``langorch dev`` runs,
-without its servers and sandbox processes (an in-process emulator is this process's memory)."""
+"""The pipeline in one test process: moto's Step Functions in-process (``mock_aws``) running the
+package's ASL, and the dispatcher running ``functions/`` inline on the interpreter's Lambda tasks.
+
+By default on the embedded stores of a temporary home — what ``langorch dev`` runs, without its
+servers and sandbox processes (an in-process emulator is this process's memory). With
+``cloud=True``, on the cloud's adapters instead (DynamoDB, S3, Secrets Manager on moto): the
+deployed composition, end to end."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from moto import mock_aws
 
 from langorch.app.definitions import register_workflow, seed_builtins
 from langorch.app.runs import StartRun, launch_run
-from langorch.composition.embedded import EmbeddedContainer
+from langorch.composition.container import Container, build_container
 from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.domain.runs import RunRecord
@@ -42,7 +45,7 @@ EXECUTION_OF = {
 class Pipeline:
     """The state machine and the functions, and the container to drive and read them."""
 
-    container: EmbeddedContainer
+    container: Container
 
     @property
     def logs(self) -> Any:
@@ -80,21 +83,24 @@ class Pipeline:
         assert self.execution(run_id)["status"] in EXECUTION_OF[status], status
 
 
-def make_pipeline(dispatcher: Dispatcher, home: Path, **settings: Any) -> Pipeline:
-    """Provision the pipeline on ``home`` in the (already started) in-process emulator; the
-    dispatcher's functions get its settings as their environment."""
+def make_pipeline(
+    dispatcher: Dispatcher, home: Path, *, cloud: bool = False, **settings: Any
+) -> Pipeline:
+    """Provision the pipeline in the (already started) in-process emulator, on ``home``'s
+    embedded stores or (``cloud``) on the cloud's adapters; the dispatcher's functions get its
+    settings as their environment."""
     settings.setdefault("outbox_dir", str(home / "outbox"))
-    base = Settings(
-        local_home=str(home), trigger_function_arn=function_arn("us-east-1", TRIGGER), **settings
-    )
-    container = EmbeddedContainer(base)
+    if not cloud:
+        settings["local_home"] = str(home)
+    base = Settings(trigger_function_arn=function_arn("us-east-1", TRIGGER), **settings)
+    container = build_container(base)
     container.ensure_resources()
     seed_builtins(container.definitions)
     arns = {package: function_arn(base.region, name) for package, name in FUNCTIONS.items()}
     machine = ensure_state_machine(container.client("stepfunctions"), container.client("iam"), arns)
     final = base.model_copy(update={"state_machine_arn": machine})
     dispatcher.environment = function_environment(final)
-    container = EmbeddedContainer(final)
+    container = build_container(final)
     container.secrets.put_json(
         final.link_signing_secret, {"current": "k1", "keys": {"k1": "a" * 44}}
     )
