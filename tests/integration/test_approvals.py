@@ -62,6 +62,7 @@ from langorch.domain.runs import (
     RunTrigger,
     transition,
 )
+from tests.support.aws import one_request_at_a_time
 
 from .conftest import UseContainer
 
@@ -275,6 +276,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
             Settings(outbox_dir=str(outbox), state_machine_arn=machine, public_base_url=BASE_URL),
             clock=clock,
         )
+        one_request_at_a_time(container.client("dynamodb"))  # atomic, as DynamoDB's requests
         container.runs.create_table()
         ensure_signing_key(container.secrets, container.settings.link_signing_secret)
         steps = CountingStepFunctions(container.client("stepfunctions"), machine)

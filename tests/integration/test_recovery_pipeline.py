@@ -13,7 +13,7 @@ import pytest
 from langorch.app.definitions import register_block
 from langorch.app.recovery.forks import fork
 from langorch.app.recovery.redrive import redrive
-from langorch.composition.container import build_container
+from langorch.composition.bootstrap import build_container
 from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
 from tests.support.pipeline import Pipeline, pipelines

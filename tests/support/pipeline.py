@@ -18,7 +18,8 @@ from moto import mock_aws
 
 from langorch.app.definitions import register_workflow, seed_builtins
 from langorch.app.runs import StartRun, launch_run
-from langorch.composition.container import Container, build_container
+from langorch.composition.bootstrap import build_container
+from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.domain.runs import RunRecord

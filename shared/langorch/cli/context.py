@@ -115,7 +115,7 @@ class Context:
         """The target's adapters, wired as its functions wire them (built once): the local
         home's SQLite stores for a local stack, DynamoDB and the other AWS services otherwise."""
         if self._container is None:
-            from langorch.composition.container import build_container
+            from langorch.composition.bootstrap import build_container
 
             self._container = build_container(self.settings)
         return self._container

@@ -16,10 +16,11 @@ there, so the first build is guarded by a lock.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from langorch.composition.container import Container
+    from langorch.config import Settings
 
 
 class SandboxContainer:
@@ -42,7 +43,6 @@ class SandboxContainer:
             if self._container is None:
                 # Imported here: Settings reads the environment, which belongs to the first
                 # invocation, not to the import.
-                from langorch.composition.container import build_container
                 from langorch.config import Settings
 
                 self._container = build_container(Settings())
@@ -60,3 +60,20 @@ class SandboxContainer:
         with self._lock:
             previous, self._container = self._container, replacement
         return previous
+
+
+def build_container(settings: Settings, **options: Any) -> Container:
+    """The container for ``settings``: the embedded default's when ``local_home`` is set
+    (:class:`~langorch.composition.embedded.EmbeddedContainer`), the cloud's otherwise.
+
+    Args:
+        settings: where the resources are.
+        options: :class:`Container`'s keyword arguments (clock, ids, llm, http, email, session).
+    """
+    from langorch.composition.container import Container
+
+    if settings.local_home:
+        from langorch.composition.embedded import EmbeddedContainer
+
+        return EmbeddedContainer(settings, **options)
+    return Container(settings, **options)

@@ -320,18 +320,3 @@ class Container:
         self.checkpointer.setup()
         create_memory_table(self.client("dynamodb"), self.settings.memory_table)
         ensure_bucket(self.client("s3"), self.settings.bucket, self.settings.region)
-
-
-def build_container(settings: Settings, **options: Any) -> Container:
-    """The container for ``settings``: the embedded default's when ``local_home`` is set
-    (:class:`~langorch.composition.embedded.EmbeddedContainer`), the cloud's otherwise.
-
-    Args:
-        settings: where the resources are.
-        options: :class:`Container`'s keyword arguments (clock, ids, llm, http, email, session).
-    """
-    if settings.local_home:
-        from langorch.composition.embedded import EmbeddedContainer
-
-        return EmbeddedContainer(settings, **options)
-    return Container(settings, **options)

@@ -52,7 +52,7 @@ def start_example_tools(settings: Settings, examples: Path | None) -> ExampleToo
         DefinitionError: a ``tools.yaml`` is malformed or names a missing server file.
     """
     from langorch.app.tool_registry import AddTool, add_tool
-    from langorch.composition.container import build_container
+    from langorch.composition.bootstrap import build_container
     from langorch.llm.builtin_tools import KNOWN_TOOLS
 
     started = ExampleTools()

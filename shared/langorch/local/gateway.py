@@ -115,10 +115,20 @@ def _routes(
         if isinstance(handler, str):
             # One invoker (and connection pool) per function, shared by its routes.
             if transport is None:
-                raise ValueError(f"route {key} names the function {handler}: pass a transport")
-            handler = invokers.setdefault(handler, LambdaInvoker(handler, transport))
+                handler = _no_lambda_service(handler)
+            else:
+                handler = invokers.setdefault(handler, LambdaInvoker(handler, transport))
         built.append(_Route(key, handler))
     return built
+
+
+def _no_lambda_service(function_name: str) -> Handler:
+    """A route's handler when the gateway was given no transport: every request is a 500."""
+
+    def unavailable(event: Any, context: Any) -> Any:
+        raise RuntimeError(f"no Lambda service to invoke {function_name} (no transport)")
+
+    return unavailable
 
 
 def _is_text(content_type: str | None) -> bool:

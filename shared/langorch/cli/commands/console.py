@@ -32,7 +32,7 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _console(ctx: Context, args: argparse.Namespace) -> int:
-    from langorch.composition.container import build_container
+    from langorch.composition.bootstrap import build_container
     from langorch.console.server import serve_console
 
     target = ctx.target()
