@@ -234,3 +234,73 @@ def test_an_update_condition_parsed_once_still_decides_and_still_checks_its_valu
         finally:
             undo()
     assert item["n"] == {"N": "2"}
+
+
+def _waiting_on_a_token(client: Any) -> tuple[str, str]:
+    """An execution waiting on its task token: its ARN and the token."""
+    import io
+    import zipfile
+
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("h.py", "def handler(event, context):\n    return {}\n")
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="waits", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    function = boto3.client("lambda", region_name="us-east-1").create_function(
+        FunctionName="asks",
+        Runtime="python3.12",
+        Role=role,
+        Handler="h.handler",
+        Code={"ZipFile": archive.getvalue()},
+    )["FunctionArn"]
+    task = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+        "Parameters": {"FunctionName": function, "Payload": {"token.$": "$$.Task.Token"}},
+        "TimeoutSeconds": 3600,
+        "End": True,
+    }
+    machine = client.create_state_machine(
+        name="waits",
+        definition=json.dumps({"StartAt": "Wait", "States": {"Wait": task}}),
+        roleArn=role,
+    )["stateMachineArn"]
+    execution = client.start_execution(stateMachineArn=machine, name="run-1", input="{}")
+    arn = execution["executionArn"]
+    for _ in range(200):
+        for event in client.get_execution_history(executionArn=arn)["events"]:
+            if event["type"] == "TaskScheduled":
+                parameters = json.loads(event["taskScheduledEventDetails"]["parameters"])
+                return arn, str(parameters["Payload"]["token"])
+        time.sleep(0.05)
+    raise AssertionError("the execution never scheduled its task")
+
+
+def test_a_stopped_execution_waiting_on_a_token_ends_aborted_and_refuses_the_token():
+    from langorch.local.emulator import stop_ends_task_waits
+
+    config: Any = {
+        "stepfunctions": {"execute_state_machine": True},
+        "lambda": {"use_docker": False},
+    }
+    with mock_aws(config=config):
+        undo = stop_ends_task_waits()
+        try:
+            client = boto3.client("stepfunctions", region_name="us-east-1")
+            # Given an execution waiting on its task token (an approval's)
+            arn, token = _waiting_on_a_token(client)
+            # When it is stopped
+            client.stop_execution(executionArn=arn, cause="stopped from the console")
+            # Then it ends ABORTED, as Step Functions ends it, not RUNNING until its timeout
+            for _ in range(200):
+                status = client.describe_execution(executionArn=arn)["status"]
+                if status != "RUNNING":
+                    break
+                time.sleep(0.05)
+            assert status == "ABORTED"
+            # ... and its token is refused: nothing is told it resumed
+            with pytest.raises(ClientError) as refused:
+                client.send_task_success(taskToken=token, output="{}")
+            assert refused.value.response["Error"]["Code"] in ("TaskDoesNotExist", "InvalidToken")
+        finally:
+            undo()

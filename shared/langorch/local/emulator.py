@@ -342,6 +342,47 @@ def parse_each_definition_once() -> Callable[[], None]:
     return undo
 
 
+def stop_ends_task_waits() -> Callable[[], None]:
+    """Let ``StopExecution`` end an execution that waits on a task token, as Step Functions does.
+
+    moto marks the execution's program stopped but leaves its ``waitForTaskToken`` wait
+    pending: the execution still reads ``RUNNING`` (until the task's timeout, up to a year), and
+    a ``SendTaskSuccess`` to its token is accepted, wakes the wait and resumes nothing. An
+    approver was told "You approved" while the decision went nowhere (issue 35). Step Functions
+    ends the execution ``ABORTED`` at once and refuses its tokens: here the stop wakes every
+    wait of the execution (so moto ends it ``ABORTED``) and marks each token's consumer gone,
+    so a later ``SendTaskSuccess`` is refused (``TaskDoesNotExist``).
+
+    Returns:
+        A function that undoes the change.
+    """
+    from moto.stepfunctions.parser.asl.eval.callback.callback import (
+        CallbackConsumerLeft,
+        CallbackOutcomeSuccess,
+    )
+    from moto.stepfunctions.parser.backend.execution import Execution
+
+    original = Execution.stop
+
+    def stop(self: Any, stop_date: Any, error: str | None, cause: str | None) -> None:
+        original(self, stop_date, error, cause)
+        worker = self.exec_worker
+        if worker is None:
+            return
+        for token, endpoint in list(worker.env.callback_pool_manager._pool.items()):
+            endpoint.report(CallbackConsumerLeft())
+            # Wakes the wait only: the stopped program takes no further state (a failure
+            # outcome would be caught, or turn the execution FAILED instead of ABORTED).
+            endpoint.notify(CallbackOutcomeSuccess(token, "{}"))
+
+    Execution.stop = stop  # type: ignore[method-assign]
+
+    def undo() -> None:
+        Execution.stop = original  # type: ignore[method-assign]
+
+    return undo
+
+
 JSON_PATHS_KEPT = 1024
 """Parsed JSONPath expressions kept (the run state machine has about twenty)."""
 

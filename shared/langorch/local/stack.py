@@ -134,6 +134,7 @@ def start_emulator(
         local_dynamodb,
         parse_each_definition_once,
         parse_each_json_path_once,
+        stop_ends_task_waits,
         wide_listen_backlog,
     )
     from langorch.local.statemachine import enable_execution
@@ -146,6 +147,7 @@ def start_emulator(
         local_dynamodb() if dynamodb is None else (lambda: None),
         parse_each_definition_once(),
         parse_each_json_path_once(),
+        stop_ends_task_waits(),
         wide_listen_backlog(),
     ]
     # One access-log line per AWS call drowns what the developer wants to see.
