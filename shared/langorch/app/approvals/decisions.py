@@ -230,7 +230,7 @@ def _check_may_vote(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened, 
         check_may_vote(
             approval, approver, "approved" if form.decision.value == "approved" else "rejected"
         )
-        if approver.lower() in {d.lower() for d in approval.delegations.values()}:
+        if approval.has_delegated(approver):
             raise DelegatedAwayError(f"approval {approval.approval_id}: {approver} delegated")
     except ApprovalLinkError as exc:
         audit_req(ports, req, approval, "refused", reason(exc), approver)
