@@ -27,6 +27,7 @@ written in together.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -34,6 +35,8 @@ from email.utils import getaddresses
 
 from langorch.domain.errors import LangorchError, Problem
 
+KEYS_KEPT = 4096
+"""Comparison keys kept (a pure function of the address: far more than one approval names)."""
 _IGNORED_SCRIPTS = frozenset({"COMMON", "INHERITED"})
 """Digits, punctuation (``.``, ``-``, ``+``) and combining marks belong to every script."""
 _ALLOWED_MIXES = (
@@ -103,11 +106,13 @@ def canonical_identity(address: str, *, subaddressing: bool = True) -> str:
     return _joined(local, domain, subaddressing=subaddressing)
 
 
+@functools.lru_cache(maxsize=KEYS_KEPT)
 def identity_key(address: str, *, subaddressing: bool = True) -> str:
     """The key two spellings of one person share, for an address already stored (never raises).
 
     The canonical identity; a mixed-script spelling compares as the address it imitates (its
     look-alike letters read as the Latin ones), and text that is no address as itself, normalised.
+    Kept per address: counting a quorum's votes compares the same few addresses many times.
     """
     try:
         return canonical_identity(address, subaddressing=subaddressing)
