@@ -131,21 +131,6 @@ def test_a_delegation_to_someone_who_may_not_take_the_vote_is_refused(
     assert len(stack.container.email.sent) == emails
 
 
-def test_a_delegate_spelled_another_way_votes_in_the_delegators_place(stack: FakeStack) -> None:
-    # Given bob handed his vote to "Deputy <Deputy@Example.com>"
-    parked = stack.park(approvers=[BOB, CAT], editable={}, policy=DELEGATING)
-    handed = press(stack, parked.links[BOB], "delegate", delegate_to="Deputy@Example.com")
-    assert isinstance(handed, Voted)
-    delegate_link = stack.container.email.sent[-1].link
-    # When cat and the delegate approve
-    press(stack, parked.links[CAT], "approved")
-    decided = press(stack, delegate_link, "approved")
-    # Then the delegate's vote counted for bob, and the run resumed
-    assert type(decided) is Decided
-    votes = stack.steps.sent[0]["votes"]
-    assert [v.get("on_behalf_of") for v in votes] == [None, BOB]
-
-
 # --------------------------------------------------------------------------------------------
 # Quorum slots and approver lookup
 # --------------------------------------------------------------------------------------------

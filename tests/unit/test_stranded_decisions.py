@@ -29,7 +29,7 @@ from langorch.app.runs import RunSegment, StartRun, launch_run, run_segment
 from langorch.domain.approvals.lifecycle import State, state_of
 from langorch.domain.approvals.outcomes import DecisionHeld, Shown
 from langorch.domain.approvals.record import ApprovalStatus
-from langorch.domain.runs import RunStatus, execution_name
+from langorch.domain.runs import RunStatus
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
@@ -193,22 +193,3 @@ def test_reconciling_a_stranded_run_keeps_its_recorded_decision_for_the_redrive(
     # Then the redrive still resumes it with the recorded decision, asking nobody again
     assert _redrive_and_park(stranded)["decision"] == "rejected"
     assert len(stranded.deps.email.sent) == 2
-
-
-def test_a_decision_on_a_run_that_still_waits_resumes_it_at_once() -> None:
-    # Given a run parked on an approval whose execution is running
-    deps = Fakes(public_base_url="https://approve.example.com")
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
-    register_text(deps, GATED)  # type: ignore[arg-type]
-    run, _ = launch_run(StartRun("gated"), deps)
-    parked = run_segment(RunSegment(run.run_id), deps)
-    assert parked.approval is not None
-    token = deps.executions.park(run.run_id)
-    request_approval(RequestApproval(run.run_id, parked.approval, task_token=token), deps)  # type: ignore[arg-type]
-    links = {mail.to: mail.link for mail in deps.email.sent}
-    # When an approver approves
-    answer = _press(Stranded(deps, run.run_id, "", links), BOSS, "approved")
-    # Then it is an ordinary decision, delivered to the waiting execution
-    assert not isinstance(answer, DecisionHeld)
-    assert deps.executions.describe(execution_name(run.run_id, 0))["status"] == "SUCCEEDED"
