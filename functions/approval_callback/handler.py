@@ -24,6 +24,7 @@ from langorch.domain.approvals.outcomes import (
     ApprovalNotFoundError,
     Decided,
     DecideOutcome,
+    DecisionHeld,
     DecisionNotDeliveredError,
     FormAgain,
     Shown,
@@ -122,6 +123,9 @@ def _page(outcome: ViewOutcome | DecideOutcome) -> Page:
             values=outcome.values,
             status=http_status(outcome.error),
         )
+    if isinstance(outcome, DecisionHeld):
+        # Accepted, not acted on: recorded, and kept for the run's redrive.
+        return pages.held_page(outcome.approval, status=202)
     if isinstance(outcome, Decided):
         return pages.decided_page(outcome.approval, status=200)
     # Someone decided first: an outcome to read, not an error.

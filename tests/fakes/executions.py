@@ -97,10 +97,14 @@ class InMemoryExecutions:
             return data
 
     def end(self, run_id: str, status: str, *, error: str | None = None, cause: str = "") -> None:
-        """End the execution as Step Functions would after its last state (tests drive it)."""
+        """End the execution as Step Functions would after its last state (tests drive it).
+
+        Its task tokens close with it: an ended execution's task answers no ``SendTaskSuccess``
+        (``InvalidToken``), as in Step Functions."""
         with self._lock:
             execution = self._executions[run_id]
             execution.status, execution.error, execution.cause = status, error, cause or None
+            self._tokens = {t: r for t, r in self._tokens.items() if r != run_id}
 
     def send_success(self, task_token: str, output: dict[str, Any]) -> None:
         """End the execution waiting on ``task_token`` with ``output`` (once)."""
@@ -119,6 +123,12 @@ class InMemoryExecutions:
             execution.status, execution.output = status, output
 
     # --- for tests -----------------------------------------------------------------------
+
+    def time_out_tasks(self, run_id: str) -> None:
+        """The run's waiting task timed out (its ``TimeoutSeconds``): its token is closed, and
+        the execution goes on RUNNING (into the state machine's ``States.Timeout`` catch)."""
+        with self._lock:
+            self._tokens = {t: r for t, r in self._tokens.items() if r != run_id}
 
     def park(self, run_id: str, payload: dict[str, Any] | None = None) -> str:
         """Start (if needed) the run's execution and park it on a task; returns the token."""

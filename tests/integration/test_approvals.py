@@ -466,8 +466,11 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_a_click_after_the_task_timed_out_is_too_late(stack: Stack, callback: Any) -> None:
-    # Given an approval whose Step Functions task timed out (a real 1 s timeout)
+def test_a_click_after_the_execution_ended_is_kept_for_a_redrive(
+    stack: Stack, callback: Any
+) -> None:
+    # Given a run whose Step Functions execution ended while it waited on its approval (this
+    # machine has no catch: its task's real 1 s timeout fails the execution)
     parked = stack.park(timeout=1)
     # (alice opened the page a dwell before the approval's 1 s ran out)
     dwell = timedelta(seconds=stack.container.settings.approval_form_dwell_seconds)
@@ -478,14 +481,17 @@ def test_a_click_after_the_task_timed_out_is_too_late(stack: Stack, callback: An
     # When alice approves
     form = {"nonce": _nonce(page["body"]), "decision": "approved"}
     answer = _call(callback, _event(parked.links[ALICE], method="POST", form=form))
-    # Then SendTaskSuccess was refused (closed token): "too late", the approval timed out
-    assert answer["statusCode"] == 410
-    assert "Too late" in answer["body"]
+    # Then SendTaskSuccess was refused (closed token), and she reads that her decision is kept
+    # while the run is not running
+    assert answer["statusCode"] == 202
+    assert "the run is not running" in answer["body"]
     assert stack.steps.sent == []
+    # ... and it is kept, undelivered, for the run's redrive
     approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.timed_out
+    assert approval is not None and approval.status is ApprovalStatus.approved
+    assert approval.delivered_at is None
     trail = stack.container.approvals.audit(parked.approval_id)
-    assert ("too_late", "task_closed") in [(e.action, e.outcome) for e in trail]
+    assert ("held", "run_not_running") in [(e.action, e.outcome) for e in trail]
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from langorch.local.emulator import EXECUTION_CONFIG, route_lambda_invocations, start_emulator
@@ -152,3 +153,84 @@ def test_a_moto_that_builds_its_lambda_client_elsewhere_is_caught(in_process: An
     # the canaries above would fail, with BROKEN as the reason
     assert recorder.calls == []
     assert json.loads(described.get("output") or "{}") != {"status": "succeeded", "seen": "run-1"}
+
+
+def _waiting_on_a_token(client: Any) -> tuple[str, str]:
+    """An execution waiting on its task token: its ARN and the token."""
+    import io
+    import zipfile
+
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("h.py", "def handler(event, context):\n    return {}\n")
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="waits", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    function = boto3.client("lambda", region_name="us-east-1").create_function(
+        FunctionName="asks",
+        Runtime="python3.12",
+        Role=role,
+        Handler="h.handler",
+        Code={"ZipFile": archive.getvalue()},
+    )["FunctionArn"]
+    task = {
+        "Type": "Task",
+        "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
+        "Parameters": {"FunctionName": function, "Payload": {"token.$": "$$.Task.Token"}},
+        "TimeoutSeconds": 3600,
+        "End": True,
+    }
+    machine = client.create_state_machine(
+        name="waits",
+        definition=json.dumps({"StartAt": "Wait", "States": {"Wait": task}}),
+        roleArn=role,
+    )["stateMachineArn"]
+    execution = client.start_execution(stateMachineArn=machine, name="run-1", input="{}")
+    arn = execution["executionArn"]
+
+    def scheduled_token() -> str | None:
+        for event in client.get_execution_history(executionArn=arn)["events"]:
+            if event["type"] == "TaskScheduled":
+                parameters = json.loads(event["taskScheduledEventDetails"]["parameters"])
+                return str(parameters["Payload"]["token"])
+        return None
+
+    return arn, wait_for(scheduled_token, what="the execution to schedule its task")
+
+
+def test_a_stopped_execution_waiting_on_a_token_ends_aborted_and_refuses_the_token() -> None:
+    from langorch.local.emulator import stop_ends_task_waits
+
+    with mock_aws(config=EXECUTION_CONFIG):  # type: ignore[arg-type]
+        undo = stop_ends_task_waits()
+        try:
+            client = boto3.client("stepfunctions", region_name="us-east-1")
+            # Given an execution waiting on its task token (an approval's)
+            arn, token = _waiting_on_a_token(client)
+            # When it is stopped
+            client.stop_execution(executionArn=arn, cause="stopped from the console")
+            # Then it ends ABORTED, as Step Functions ends it, not RUNNING until its timeout
+            status = wait_for(
+                lambda: (
+                    (s := client.describe_execution(executionArn=arn)["status"]) != "RUNNING" and s
+                ),
+                what="the stopped execution to end",
+            )
+            assert status == "ABORTED"
+            # ... and its token is refused: nothing is told it resumed
+            with pytest.raises(ClientError) as refused:
+                client.send_task_success(taskToken=token, output="{}")
+            assert refused.value.response["Error"]["Code"] in ("TaskDoesNotExist", "InvalidToken")
+        finally:
+            undo()
+
+
+def test_the_stop_fix_says_what_moved_when_moto_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Given a moto whose interpreter no longer has the callback module the fix reaches
+    import sys
+
+    monkeypatch.setitem(sys.modules, "moto.stepfunctions.parser.asl.eval.callback.callback", None)
+    # Then installing it fails loudly, naming where to look
+    from langorch.local.emulator import EmulatorError, stop_ends_task_waits
+
+    with pytest.raises(EmulatorError, match="stop_ends_task_waits"):
+        stop_ends_task_waits()

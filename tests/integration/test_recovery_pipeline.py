@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,13 +11,17 @@ from typing import Any
 
 import pytest
 
+from langorch.app.approvals.decisions import decide_approval, view_approval
 from langorch.app.definitions import register_block
 from langorch.app.recovery.forks import fork
 from langorch.app.recovery.redrive import redrive
 from langorch.composition.bootstrap import build_container
+from langorch.domain.approvals.outcomes import DecisionHeld, Shown
 from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
+from tests.integration.test_state_machine import APPROVAL
 from tests.support.pipeline import Pipeline, pipelines
+from tests.unit.approvals_support import http_request
 
 V1 = """
 blocks:
@@ -152,3 +157,43 @@ def test_a_fork_with_an_edited_key_runs_in_its_own_execution(pipeline: Pipeline)
     assert _ran(pipeline, forked.run_id, "gather") == 0
     assert child.forked_from is not None and child.forked_from.run_id == run_id
     assert [f.run_id for f in pipeline.run(run_id).forks] == [forked.run_id]
+
+
+@pytest.fixture
+def quick_pages(tmp_path: Path) -> Iterator[Pipeline]:
+    """The pipeline, its approval pages without the form's dwell (the test presses at once)."""
+    with pipelines(tmp_path) as make:
+        yield make(approval_form_dwell_seconds=0)
+
+
+def _emails(pipeline: Pipeline) -> list[dict[str, Any]]:
+    outbox = pipeline.container.settings.outbox_dir
+    assert outbox is not None
+    return [json.loads(p.read_text()) for p in sorted(Path(outbox).glob("*.json"))]
+
+
+def test_a_decision_on_a_stopped_run_is_delivered_by_its_redrive(quick_pages: Pipeline) -> None:
+    pipeline = quick_pages
+    pipeline.register(APPROVAL)
+    # Given a run parked on its approval (its email sent), whose execution was then stopped
+    run_id = pipeline.launch("gated", {"amount": 21})
+    pipeline.wait_for(lambda: len(_emails(pipeline)) == 1)
+    pipeline.container.stepfunctions.stop(run_id, "stopped from the console")
+    assert _finished(pipeline, run_id)["status"] == "ABORTED"
+    assert pipeline.run(run_id).status.value == "waiting_approval"
+    # When the approver approves through the emailed link
+    [mail] = _emails(pipeline)
+    shown = view_approval(http_request(mail["link"], "GET"), pipeline.container)
+    assert isinstance(shown, Shown)
+    form = {"nonce": shown.nonce, "decision": "approved"}
+    answer = decide_approval(http_request(mail["link"], "POST", form), pipeline.container)
+    # Then the answer says the decision is kept while the run is not running
+    assert isinstance(answer, DecisionHeld)
+    # And when the run is redriven, its new execution gets that decision and the run finishes
+    done = redrive(pipeline.container, run_id, reason="stopped by mistake", actor="ops")
+    assert done.decision_kept == "approved"
+    assert _finished(pipeline, done.execution_name)["status"] == "SUCCEEDED"
+    run = pipeline.run(run_id)
+    assert run.status.value == "succeeded" and run.outputs["paid"] == 42
+    # ... with the one email of the first park, and no other
+    assert [m["to"] for m in _emails(pipeline)] == ["boss@example.com"]

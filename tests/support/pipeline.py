@@ -24,7 +24,7 @@ from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.domain.runs import RunRecord
 from langorch.local._invoke import TRIGGER, function_arn
-from langorch.local.emulator import EXECUTION_CONFIG
+from langorch.local.emulator import EXECUTION_CONFIG, stop_ends_task_waits
 from langorch.local.lambdas import FUNCTIONS, Dispatcher, function_environment
 from langorch.local.logs import CloudWatchSink
 from langorch.local.statemachine import ensure_state_machine
@@ -109,10 +109,20 @@ def make_pipeline(
 
 
 @contextlib.contextmanager
+def _stops_end_waits() -> Iterator[None]:
+    undo = stop_ends_task_waits()
+    try:
+        yield
+    finally:
+        undo()
+
+
+@contextlib.contextmanager
 def pipelines(home: Path) -> Iterator[Callable[..., Pipeline]]:
-    """Pipelines (each on a home of its own under ``home``) in one in-process emulator; their
-    functions' log lines land in the pipeline's store as each invocation returns."""
-    with mock_aws(config=EXECUTION_CONFIG):  # type: ignore[arg-type]
+    """Pipelines (each on a home of its own under ``home``) in one in-process emulator that
+    stops executions as the local stack's does; their functions' log lines land in the
+    pipeline's store as each invocation returns."""
+    with mock_aws(config=EXECUTION_CONFIG), _stops_end_waits():  # type: ignore[arg-type]
         sinks: list[CloudWatchSink] = []
 
         def sink(name: str, stream: str, lines: list[tuple[int, str]]) -> None:

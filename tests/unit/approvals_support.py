@@ -168,8 +168,9 @@ class FakeStack:
         return dict(json.loads(described["output"]))
 
     def time_out(self, parked: Parked) -> None:
-        """The task stops waiting (its timeout): its token is closed from now on."""
-        self.steps.stop(parked.run_id, "States.Timeout")
+        """The task stops waiting (its timeout): its token is closed from now on, and the
+        execution goes on to the timeout's segment."""
+        self.steps.time_out_tasks(parked.run_id)
 
     def audit(self, parked: Parked) -> list[tuple[str, str, str | None]]:
         """The approval's audit trail as (action, outcome, actor)."""

@@ -67,6 +67,7 @@ ALLOWED: dict[tuple[State, Event], tuple[State, Write, str | None, str | None]] 
         "task_closed",
     ),
     (State.decided, Event.redeliver_failed): (State.decided, Write.none, "redeliver", "failed"),
+    (State.decided, Event.hold): (State.decided, Write.none, "held", "run_not_running"),
     (State.decided, Event.timeout): (
         State.delivered,
         Write.mark_delivered,

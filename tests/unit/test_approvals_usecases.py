@@ -477,20 +477,23 @@ def test_an_expired_link_shows_the_expired_page(stack: FakeStack, callback: Any)
     ]
 
 
-def test_a_click_after_the_task_timed_out_is_too_late(stack: FakeStack, callback: Any) -> None:
-    # Given an approval whose task stopped waiting (its timeout)
+def test_a_click_after_the_task_timed_out_is_taken_by_the_timeouts_segment(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Given an approval whose task stopped waiting (its timeout), the execution heading for
+    # the timeout's segment
     parked = stack.park()
     page = call(callback, event(parked.links[ALICE]))
     stack.time_out(parked)
-    # When alice approves
+    # When alice approves before that segment ran
     form = {"nonce": read(callback, page["body"]), "decision": "approved"}
     answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
-    # Then the closed task refused it: "too late", and the approval timed out
-    assert answer["statusCode"] == 410 and "Too late" in answer["body"]
+    # Then her decision is recorded, not "too late", and the closed task got nothing
+    assert answer["statusCode"] == 200 and "You approved" in answer["body"]
     assert stack.steps.sent == []
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None and approval.status is ApprovalStatus.timed_out
-    assert ("too_late", "task_closed", ALICE) in stack.audit(parked)
+    # ... and the timeout's segment resumes the run with it, not with timed_out
+    resumed = resume_after_timeout(parked.run_id, "int-1", **_ports(stack))
+    assert (resumed["decision"], resumed["approver"]) == ("approved", ALICE)
 
 
 def test_a_click_while_a_restarted_run_parks_again_is_delivered_to_its_new_task(
@@ -539,6 +542,9 @@ def test_a_decision_whose_task_the_timeout_took_stands(stack: FakeStack) -> None
     def decide_then_timeout_takes_it(*args: Any) -> Any:
         decided = original_decide(*args)
         store.mark_delivered(parked.approval_id, stack.clock())
+        # ... and resumed the run past the approval
+        runs = stack.container.runs
+        runs.save_run(transition(runs.get_run(parked.run_id), RunStatus.running, now=stack.clock()))
         return decided
 
     store.decide = decide_then_timeout_takes_it  # type: ignore[method-assign]

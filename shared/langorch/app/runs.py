@@ -572,13 +572,16 @@ def record_cancelled(
     return run, changed
 
 
-def close_pending_approval(run_id: str, parked: PendingInterrupt | None, deps: CloseDeps) -> None:
+def close_pending_approval(
+    run_id: str, parked: PendingInterrupt | None, deps: CloseDeps, *, keep_decision: bool = False
+) -> None:
     """Close the approval an ended run was parked on, so its links no longer decide anything.
 
     Args:
         run_id: the run, which has ended.
         parked: what it was parked on (nothing to do unless an approval).
         deps: the approvals and a clock.
+        keep_decision: leave a decision recorded but not delivered for the run's redrive.
     """
     if parked is None or parked.kind != "approval":
         return
@@ -586,7 +589,13 @@ def close_pending_approval(run_id: str, parked: PendingInterrupt | None, deps: C
         close_for_ended_run,  # the lifecycle table's "cancel"
     )
 
-    close_for_ended_run(run_id, parked.interrupt_id, approvals=deps.approvals, clock=deps.clock)
+    close_for_ended_run(
+        run_id,
+        parked.interrupt_id,
+        approvals=deps.approvals,
+        clock=deps.clock,
+        keep_decision=keep_decision,
+    )
 
 
 # --------------------------------------------------------------------------------------------

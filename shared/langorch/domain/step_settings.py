@@ -179,6 +179,7 @@ class ApprovalSpec(Settings):
     business_hours: BusinessHours | None = None
     delegation: bool = False
     separation_of_duties: bool = False
+    subaddressing: bool = True
 
     def policy(self) -> ApprovalPolicy:
         """The step's approval policy."""
@@ -190,6 +191,7 @@ class ApprovalSpec(Settings):
             business_hours=self.business_hours,
             delegation=self.delegation,
             separation_of_duties=self.separation_of_duties,
+            subaddressing=self.subaddressing,
         )
 
 

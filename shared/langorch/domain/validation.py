@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
+from langorch.domain.identities import identity_problems
 from langorch.domain.kinds import registry
 from langorch.domain.kinds.base import (
     How,
@@ -462,11 +463,7 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
             )
     if plan.schedule is not None:
         yield from _schedule_problems("schedule", plan.schedule)
-    for j, who in enumerate(plan.approvers):
-        if "@" not in who:
-            yield Problem(
-                f"approvers[{j}]", f"{who!r} is not an email address", "use email addresses"
-            )
+    yield from identity_problems(plan.approvers, "approvers")
     if plan.inputs_schema is not None:
         for j, key in enumerate(plan.inputs_schema.required):
             if key not in plan.inputs_schema.properties:

@@ -7,9 +7,10 @@ retries and catches as the service does. It runs in the ``langorch dev`` process
 ``ThreadedMotoServer``, so the CLI, the console and the sandboxes reach it over HTTP like AWS.
 
 Without Docker, moto cannot run Lambda code, and the interpreter's Lambda tasks must reach our
-handlers. That is the only place the local stack steps into a dependency's behaviour, and this
-table is the only list of such places; each row has a canary test that fails loudly when the
-dependency changes under it (``tests/integration/test_emulator_canary.py``).
+handlers, and moto's ``StopExecution`` leaves a task-token wait pending where Step Functions
+ends the execution. Those are the only places the local stack steps into a dependency's
+behaviour, and this table is the only list of them; each row has a canary test that fails loudly
+when the dependency changes under it (``tests/integration/test_emulator_canary.py``).
 
 =====================================  ===========================================================
 what                                   why, and how
@@ -26,6 +27,19 @@ on boto3's default session)            only echo the payload. A handler on botoc
                                        ``mock_aws``; an invocation that is not the
                                        interpreter's (another service, another operation) is
                                        left alone.
+``Execution.stop`` of moto's Step      moto marks a stopped execution's program stopped but
+Functions backend                      leaves a pending ``waitForTaskToken`` wait alone: the
+(:func:`stop_ends_task_waits`)         execution reads ``RUNNING`` until the task's timeout (up to
+                                       a year) and takes ``SendTaskSuccess`` for a token nothing
+                                       waits on — an approver was told "You approved" while the
+                                       decision went nowhere (issue 35). Step Functions ends the
+                                       execution ``ABORTED`` at once and refuses its tokens; after
+                                       moto's own stop, each pending wait of the execution is told
+                                       its consumer left and woken, so moto ends it ``ABORTED`` and
+                                       refuses the token. Canary: a stopped execution waiting on
+                                       a token ends ``ABORTED`` and ``SendTaskSuccess`` to its
+                                       token is refused; the names it reaches are checked when it
+                                       is installed (:class:`EmulatorError` naming what moved).
 =====================================  ===========================================================
 """
 
@@ -111,6 +125,54 @@ def route_lambda_invocations(transport: Transport) -> Callable[[], None]:
     return lambda: events.unregister("before-send.lambda.Invoke", unique_id="langorch-lambda")
 
 
+def stop_ends_task_waits() -> Callable[[], None]:
+    """Let ``StopExecution`` end an execution that waits on a task token, as Step Functions does
+    (the second row of this module's table).
+
+    Returns:
+        A function that undoes it.
+
+    Raises:
+        EmulatorError: moto no longer has what this reaches (its version moved under the lock).
+    """
+    try:
+        from moto.stepfunctions.parser.asl.eval.callback.callback import (
+            CallbackConsumerLeft,
+            CallbackOutcomeSuccess,
+        )
+        from moto.stepfunctions.parser.backend.execution import Execution
+    except ImportError as exc:
+        raise EmulatorError(
+            f"moto's Step Functions interpreter moved ({exc}): update stop_ends_task_waits in "
+            "langorch/local/emulator.py and its table for this moto version"
+        ) from exc
+    original = Execution.stop
+
+    def stop(self: Any, stop_date: Any, error: str | None, cause: str | None) -> None:
+        original(self, stop_date, error, cause)
+        worker = getattr(self, "exec_worker", None)
+        if worker is None:
+            return
+        try:
+            waits = list(worker.env.callback_pool_manager._pool.items())
+        except AttributeError as exc:  # the canary test fails on this too
+            raise EmulatorError(
+                f"moto's execution worker changed ({exc}): update stop_ends_task_waits"
+            ) from exc
+        for token, endpoint in waits:
+            endpoint.report(CallbackConsumerLeft())
+            # Wakes the wait only: the stopped program takes no further state (a failure
+            # outcome would be caught, or turn the execution FAILED instead of ABORTED).
+            endpoint.notify(CallbackOutcomeSuccess(token, "{}"))
+
+    Execution.stop = stop  # type: ignore[method-assign]
+
+    def undo() -> None:
+        Execution.stop = original  # type: ignore[method-assign]
+
+    return undo
+
+
 def ensure_port_free(port: int, *, what: str, option: str) -> None:
     """Fail at once, naming the option to change, when ``port`` is taken.
 
@@ -144,6 +206,7 @@ def start_emulator(port: int) -> Callable[[], None]:
     ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    undo_stop = stop_ends_task_waits()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
@@ -152,6 +215,7 @@ def start_emulator(port: int) -> Callable[[], None]:
         _post(f"{endpoint}/moto-api/config", json.dumps(EXECUTION_CONFIG).encode("utf-8"))
     except BaseException:
         server.stop()
+        undo_stop()
         raise
 
     def stop() -> None:
@@ -160,6 +224,7 @@ def start_emulator(port: int) -> Callable[[], None]:
         except OSError:
             logger.warning("could not reset the emulator on port %d", port)
         server.stop()
+        undo_stop()
 
     return stop
 

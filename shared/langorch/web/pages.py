@@ -406,6 +406,21 @@ def decided_page(approval: Approval, *, status: int) -> Page:
     )
 
 
+def held_page(approval: Approval, *, status: int) -> Page:
+    """After this approver's decision was recorded on a run that is not running (its execution
+    ended while it waited): the decision is kept for the run's redrive, said plainly."""
+    verb = "approved" if approval.status is ApprovalStatus.approved else "rejected"
+    return result_page(
+        f"You {verb} this request; the run is not running",
+        f"Your decision on “{bounded(approval.title, MAX_TITLE_CHARS)}” is recorded, but the run "
+        "is not running right now (it stopped while it waited for this approval), so it has not "
+        "continued yet. Nothing more is needed from you: when an operator redrives the run, it "
+        "continues with your decision and nobody is asked again.",
+        status=status,
+        details=[("Step", approval.step_id), ("Run", approval.run_id)],
+    )
+
+
 def already_decided_page(notice: AlreadyDecidedError, *, status: int) -> Page:
     """ "Already approved by X at T": an outcome to read, not an error."""
     return result_page(f"Already {notice.outcome.value}", notice.user_message, status=status)

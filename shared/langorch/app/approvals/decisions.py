@@ -15,7 +15,10 @@ picks status codes and ``web.pages`` renders: nothing here speaks HTTP.
 A decision is recorded first, then delivered with ``SendTaskSuccess``, then marked delivered. A
 crash between the write and the send would leave it recorded but lost, so every later visit that
 finds such a decision delivers it again from the record, and a run whose task times out resumes
-with it instead of ``timed_out``: the record and the run never disagree.
+with it instead of ``timed_out``: the record and the run never disagree. A decision on a run
+whose execution ended while it waited (stopped, failed, timed out) is kept, undelivered, and the
+approver is told the run is not running; the run's redrive parks on the same approval and gets
+that decision (:func:`~langorch.app.approvals.requests.request_approval`), with no second email.
 
 The task token goes from the request into the approvals table and from there only into
 ``SendTaskSuccess``: never into an email, a URL, a page or a log line.
@@ -26,6 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import timedelta
+from enum import Enum
 
 from langorch.app.approvals.checks import (
     ApprovalHttpRequest,
@@ -75,6 +79,7 @@ from langorch.domain.approvals.outcomes import (
     AlreadyDecided,
     Decided,
     DecideOutcome,
+    DecisionHeld,
     DecisionNotDeliveredError,
     FormAgain,
     Shown,
@@ -94,7 +99,7 @@ from langorch.domain.approvals.record import (
 )
 from langorch.domain.approvals.votes import check_may_vote
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
-from langorch.domain.runs import execution_name
+from langorch.domain.runs import RunStatus, execution_name
 
 __all__ = [
     "MIN_KEY_BYTES",
@@ -178,12 +183,14 @@ def decide_approval(req: ApprovalHttpRequest, ports: RequestPorts) -> DecideOutc
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
     ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
     delivered. A closed task (timed out) turns the approval ``timed_out``: "too late", nothing
-    resumes. A visit to an approval decided earlier delivers that decision again if it never
-    reached the run (see :data:`REDELIVERY_GRACE`).
+    resumes — unless the run's execution ended while it waited: then the decision is kept for
+    the run's redrive (:class:`DecisionHeld`). A visit to an approval decided earlier delivers
+    that decision again if it never reached the run (see :data:`REDELIVERY_GRACE`).
 
     Returns:
-        :class:`Decided`, :class:`AlreadyDecided` (by whom and when) or :class:`FormAgain`
-        (an edit that is not JSON, a wrong code).
+        :class:`Decided`, :class:`DecisionHeld` (recorded; the run is not running),
+        :class:`AlreadyDecided` (by whom and when) or :class:`FormAgain` (an edit that is not
+        JSON, a wrong code).
 
     Raises:
         ApprovalLinkError: the refusal (forged or expired link, not an approver, no view token,
@@ -223,7 +230,7 @@ def _check_may_vote(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened, 
         check_may_vote(
             approval, approver, "approved" if form.decision.value == "approved" else "rejected"
         )
-        if approver.lower() in {d.lower() for d in approval.delegations.values()}:
+        if approval.has_delegated(approver):
             raise DelegatedAwayError(f"approval {approval.approval_id}: {approver} delegated")
     except ApprovalLinkError as exc:
         audit_req(ports, req, approval, "refused", reason(exc), approver)
@@ -384,19 +391,30 @@ def _record_and_deliver(
 
 
 def _task_closed(
-    req: ApprovalHttpRequest, ports: PagePorts, decided: Approval, approver: str
+    req: ApprovalHttpRequest, ports: RequestPorts, decided: Approval, approver: str
 ) -> Decided:
-    """The task stopped waiting before the decision reached it: "too late", unless the run's
-    timeout took this recorded decision meanwhile (:func:`resume_after_timeout`), or the run
-    still waits on this approval under a new execution that has not parked yet (recovery after
-    a restart, a redrive): then the decision stays recorded and that park delivers it
-    (:func:`~langorch.app.approvals.requests.request_approval`)."""
-    if _run_still_waits(ports, decided):
+    """The task stopped waiting before the decision reached it: "too late", unless
+
+    - the run's timeout took this recorded decision meanwhile (:func:`resume_after_timeout`);
+    - the run still waits on this approval under an execution that goes on or has not parked
+      yet (recovery after a restart, a redrive): that park delivers the recorded decision
+      (:func:`~langorch.app.approvals.requests.request_approval`);
+    - the run is stranded (its execution ended while it waited on this approval): the decision
+      is kept for the park after a redrive, and the approver is told so (:class:`DecisionHeld`).
+    """
+    where = _run_now(ports, decided)
+    if where is _RunNow.waiting:
         logger.info(
             "approval decided while its run parks again; its new task gets the decision",
             extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
         )
         return Decided(decided)
+    if where is _RunNow.stranded:
+        _hold(req, ports, decided, approver)
+        if decided.policy is not None:
+            # The decision is reached: no reminder or escalation may follow it.
+            ports.approval_timers.cancel(decided.approval_id)
+        return DecisionHeld(decided)
     store, now = ports.approvals, ports.clock()
     closing = step(state_of(decided, now=now), Event.task_closed)
     if perform(store, decided, closing, now) is None:
@@ -412,24 +430,53 @@ def _task_closed(
     raise TooLateError("the approval's task is closed")
 
 
-def _run_still_waits(ports: PagePorts, approval: Approval) -> bool:
-    """Whether the approval's run still waits on it with an execution that goes on: running
-    (started again after a restart, or heading for the timeout's segment, which takes this
-    recorded decision), or not there yet (the local stack restarts it)."""
+class _RunNow(Enum):
+    """Where an approval's run is, for a recorded decision its task no longer takes."""
+
+    waiting = "waiting"
+    """Waits on the approval with an execution that goes on, or is not there yet (the local
+    stack starts it again): its next park, or its timeout's segment, takes the decision."""
+    stranded = "stranded"
+    """Only a redrive can hand the run the decision: it waits on the approval but its execution
+    ended (stopped, failed, timed out), or ``runs reconcile`` ended it ``failed`` meanwhile."""
+    elsewhere = "elsewhere"
+    """Gone, cancelled, succeeded, past this approval, or unknown (Step Functions failed)."""
+
+
+def _run_now(ports: PagePorts, approval: Approval) -> _RunNow:
     try:
         run = ports.runs.get_run(approval.run_id)
     except NotFoundError:
-        return False
+        return _RunNow.elsewhere
+    if run.status is RunStatus.failed:
+        # Its execution has ended, and only a redrive goes on from here; a redrive that does
+        # not park on this approval leaves the kept decision unused, which costs nothing.
+        return _RunNow.stranded
     waits_on = None if run.pending is None else run.pending.interrupt_id
     if run.is_terminal or waits_on != approval.interrupt_id:
-        return False
+        return _RunNow.elsewhere
     try:
         status = ports.executions.describe(execution_name(run.run_id, run.attempt))["status"]
     except NotFoundError:
-        return True
+        return _RunNow.waiting
     except StorageError:
-        return False  # unknown: "too late", as before, is the safe answer
-    return bool(status == "RUNNING")
+        return _RunNow.elsewhere  # unknown: "too late", as before, is the safe answer
+    return _RunNow.waiting if status == "RUNNING" else _RunNow.stranded
+
+
+def _hold(
+    req: ApprovalHttpRequest | None, ports: PagePorts, approval: Approval, actor: str | None
+) -> None:
+    """Keep a recorded decision for the run's park after a redrive (audited)."""
+    apply_event(ports.approvals, approval, Event.hold, ports.clock(), actor, req)
+    logger.warning(
+        "approval decided while its run is not running; kept for the run's redrive",
+        extra={
+            "approval_id": approval.approval_id,
+            "run_id": approval.run_id,
+            "decision": approval.status.value,
+        },
+    )
 
 
 def _redeliver_if_lost(
@@ -442,10 +489,16 @@ def _redeliver_if_lost(
     delivers what a POST decided) re-sends the recorded decision, never the visitor's. A closed
     task means it was delivered after all, or timed out, and then the run's timeout resumes
     with this same decision (:func:`resume_after_timeout`): either way nothing is left to send.
-    A storage failure leaves it for the next visit.
+    A run whose execution ended while it waited gets nothing now: the decision is kept for the
+    park after its redrive. A storage failure leaves it for the next visit.
     """
     now = ports.clock()
     if not redelivery_due(approval, now=now, grace=REDELIVERY_GRACE):
+        return
+    if _run_now(ports, approval) is _RunNow.stranded:
+        # Its token died with the execution: sending to it would only mark the decision
+        # delivered, and the run's redrive would then ask again. Keep it for that park.
+        _hold(req, ports, approval, visitor)
         return
     ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
     try:

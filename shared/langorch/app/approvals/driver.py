@@ -120,16 +120,29 @@ def close_for_ended_run(
     approvals: ApprovalsStore,
     clock: Clock,
     actor: str | None = None,
+    keep_decision: bool = False,
 ) -> bool:
     """Close the approval a cancelled run was parked on, so no later click resumes anything.
 
     A decision the run already got stays as it is (the table refuses ``cancel`` there).
 
+    Args:
+        run_id: the run.
+        interrupt_id: the interrupt it was parked on.
+        approvals: the approvals store.
+        clock: the clock.
+        actor: who ended the run (kept in the audit).
+        keep_decision: leave a decision recorded but not delivered as it is (a failed run's
+            redrive parks on this approval again and gets it); only an open one is closed.
+
     Returns:
         Whether this call closed it.
     """
     approval_id = approval_id_for(run_id, interrupt_id)
-    return drive(approvals, approval_id, Event.cancel, clock, actor=actor) is not None
+    sources = frozenset({State.pending, State.expired}) if keep_decision else None
+    return (
+        drive(approvals, approval_id, Event.cancel, clock, sources=sources, actor=actor) is not None
+    )
 
 
 # --------------------------------------------------------------------------------------------

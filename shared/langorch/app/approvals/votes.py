@@ -47,6 +47,7 @@ from langorch.domain.approvals.votes import (
     slot_ref,
 )
 from langorch.domain.errors import NotFoundError
+from langorch.domain.identities import IdentityError, canonical_identity
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ def cast_vote(
         AlreadyDecidedError: decided already (later voters see the outcome).
         LinkExpiredError, RunEndedError: the approval is no longer decidable.
     """
-    if voter.lower() in {d.lower() for d in approval.delegations.values()}:
+    if approval.has_delegated(voter):
         raise DelegatedAwayError(f"approval {approval.approval_id}: {voter} delegated")
     transition = step(state_of(approval, now=now), Event.vote)
     vote = Vote(
@@ -118,7 +119,7 @@ def cast_vote(
         decision="approved" if decision is ApprovalStatus.approved else "rejected",
         at=now,
         comment=comment or "",
-        on_behalf_of=approval.delegations.get(voter.lower()),
+        on_behalf_of=approval.delegator_of(voter),
     )
     recorded = store.record_vote(approval.approval_id, slot_ref(approval, voter), vote)
     if recorded:
@@ -154,25 +155,30 @@ def delegate_vote(
 ) -> Approval:
     """Hand ``delegator``'s vote to ``to`` (recorded and audited); returns the approval after.
 
+    People are compared canonically (:mod:`langorch.domain.identities`): ``ana+x@`` is ana, so
+    nobody delegates to themselves, to someone who decides already or to the run's starter by
+    another spelling.
+
     Raises:
-        DelegationRefusedError: delegation is off, ``to`` is not an address, is the delegator
-            or someone who can decide already, or the delegator voted or delegated before.
+        DelegationRefusedError: delegation is off, ``to`` is not an address (or mixes scripts),
+            is the delegator or someone who can decide already, or the delegator voted or
+            delegated before.
     """
     address = to.strip()
     policy = approval.policy
-    deciders = {d.lower() for d in approval.deciders()}
+    deciders = {approval.person(d) for d in approval.deciders()}
     allowed = (
         policy is not None
         and policy.delegation
         and _is_address(address)
-        and address.lower() not in deciders
+        and approval.person(address) not in deciders
         and may_be_asked(approval, address)
     )
-    if not allowed or approval.delegations.get(delegator.lower()):
+    if not allowed or approval.delegator_of(delegator) is not None:
         raise DelegationRefusedError(f"approval {approval.approval_id}: delegation refused")
     transition = step(state_of(approval, now=now), Event.delegate)
     slot = slot_ref(approval, delegator)
-    if not store.delegate(approval.approval_id, slot, delegator, address.lower(), now):
+    if not store.delegate(approval.approval_id, slot, delegator, address, now):
         raise DelegationRefusedError(f"approval {approval.approval_id}: slot used already")
     record(store, approval, transition, at=now, actor=delegator, req=req, detail=address)
     fresh = store.get(approval.approval_id)
@@ -180,9 +186,16 @@ def delegate_vote(
 
 
 def _is_address(text: str) -> bool:
+    """One plain address (no display name), in one script (a look-alike is refused)."""
     name, at, domain = text.partition("@")
     plain = all(c.isprintable() and not c.isspace() for c in text)
-    return bool(name and at and "." in domain) and plain and len(text) <= MAX_ADDRESS_CHARS
+    if not (name and at and "." in domain and plain and len(text) <= MAX_ADDRESS_CHARS):
+        return False
+    try:
+        canonical_identity(text)
+    except IdentityError:
+        return False
+    return True
 
 
 def email_delegate(

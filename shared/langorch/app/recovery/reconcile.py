@@ -8,7 +8,8 @@ the record would say ``queued``/``running``/``waiting_approval``/``sleeping`` fo
 when the execution was stopped (ABORTED: someone stopped it on purpose), else ``failed``
 through :func:`~langorch.app.runs.mark_failed` — timeline event and record together, with a
 minimal record when the full one cannot be written — naming the execution's status and
-cause. An approval the run was parked on is closed, so its emailed links decide nothing.
+cause. An approval the run was parked on is closed, so its emailed links decide nothing; a
+decision already recorded on it is kept, and a redrive of the failed run delivers it.
 
 ``langorch runs reconcile`` calls it, and the deployed stack every ``reconcile_minutes``
 (a Scheduler schedule invoking the trigger function with ``source: langorch.reconcile``).
@@ -124,7 +125,8 @@ def _end(run: RunRecord, ended: str, error: RunError, deps: ReconcileDeps) -> bo
         return changed
     failed = mark_failed(run.run_id, error, deps)
     if failed:
-        close_pending_approval(run.run_id, run.pending, deps)
+        # A decision recorded while the run was stranded stays, for the park after its redrive.
+        close_pending_approval(run.run_id, run.pending, deps, keep_decision=True)
     return failed
 
 

@@ -116,6 +116,9 @@ class Redriven:
     diff: VersionDiff | None = None
     approval_kept: str | None = None
     """The interrupt id of an approval parked at the redrive point, which stays valid."""
+    decision_kept: str | None = None
+    """``approved``/``rejected``: the kept approval was decided while the run was stranded,
+    and the run's park gets that recorded decision (nobody is asked again)."""
     problems: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
@@ -132,6 +135,7 @@ class Redriven:
             "to_version": self.to_version,
             "forced": self.forced,
             "approval_kept": self.approval_kept,
+            "decision_kept": self.decision_kept,
             "diff": self.diff.to_dict() if self.diff else None,
         }
 
@@ -231,6 +235,7 @@ def redrive(
         forced=note.forced,
         diff=diff,
         approval_kept=kept,
+        decision_kept=_recorded_decision(deps, run_id, kept),
         problems=tuple(note.problems),
     )
 
@@ -422,7 +427,9 @@ def _kept_approval(
 ) -> str | None:
     """The approval parked at the redrive point, if it stays valid: its step unchanged by the
     new version, and the approval still open (or never requested: it will be, under the same
-    id). A closed one (decided, timed out, cancelled by ``runs reconcile``) is asked again."""
+    id), or decided while the run was stranded and never delivered: the park hands the run that
+    recorded decision instead of asking again. A closed one (timed out, cancelled by
+    ``runs reconcile``) is asked again."""
     from langorch.domain.approvals.lifecycle import State, state_of
     from langorch.domain.approvals.record import approval_id_for
 
@@ -434,10 +441,19 @@ def _kept_approval(
         if diff is not None and step_id in (*diff.changed, *diff.removed):
             return None
         approval = deps.approvals.get(approval_id_for(run_id, str(interrupt.id)))
-        if approval is not None and state_of(approval, now=deps.clock()) is not State.pending:
+        kept = (State.pending, State.decided)
+        if approval is not None and state_of(approval, now=deps.clock()) not in kept:
             return None
         return str(interrupt.id)
     return None
+
+
+def _recorded_decision(deps: RedriveDeps, run_id: str, kept: str | None) -> str | None:
+    """The decision recorded on the kept approval and not delivered yet, if any."""
+    from langorch.domain.approvals.record import approval_id_for
+
+    approval = deps.approvals.get(approval_id_for(run_id, kept)) if kept else None
+    return approval.status.value if approval is not None and approval.is_undelivered else None
 
 
 # --------------------------------------------------------------------------------------------

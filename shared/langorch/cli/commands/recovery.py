@@ -175,7 +175,12 @@ def _redriven_text(done: Any, status: str | None) -> str:
                 lines.append(f"  steps {label}: {', '.join(steps)}")
         if diff.changed:
             lines.append(f"  steps changed: {', '.join(diff.changed)}")
-    if done.approval_kept:
+    if done.decision_kept:
+        lines.append(
+            f"  its approval was {done.decision_kept} while the run was stranded: "
+            "the run continues with that decision, nobody is asked again"
+        )
+    elif done.approval_kept:
         lines.append("  its pending approval stays valid: the links already sent still work")
     for problem in done.problems:
         lines.append(f"  forced past: {problem}")

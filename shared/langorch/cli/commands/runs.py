@@ -548,12 +548,18 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
 
 
 def _starter(args: argparse.Namespace) -> dict[str, str]:
-    """The run's ``started_by`` (``--started-by``), checked to be an address."""
+    """The run's ``started_by`` (``--started-by``), checked to be one person's address."""
+    from langorch.domain.identities import IdentityError, canonical_identity
+
     who = (args.started_by or "").strip()
     if not who:
         return {}
-    if "@" not in who or len(who) > 254:
-        raise UsageError(f"--started-by {who[:80]!r} is not an email address")
+    if len(who) > 254:
+        raise UsageError(f"--started-by {who[:80]!r} is not an email address (over 254 chars)")
+    try:
+        canonical_identity(who)
+    except IdentityError as exc:
+        raise UsageError(f"--started-by {who[:80]!r} {exc.reason}; {exc.hint}") from None
     return {"started_by": who}
 
 

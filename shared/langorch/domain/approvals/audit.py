@@ -16,6 +16,7 @@ AuditAction = Literal[
     "view",
     "decide",
     "redeliver",
+    "held",
     "refused",
     "expired",
     "too_late",

@@ -26,6 +26,7 @@ Transitions (``source --event--> target: write; audit (action, outcome)``)::
     decided   --redeliver----> delivered  mark_delivered   redeliver/delivered
     decided   --redeliver_closed--> delivered  mark_delivered  redeliver/task_closed
     decided   --redeliver_failed--> decided  -             redeliver/failed
+    decided   --hold---------> decided    -                held/run_not_running
     decided   --timeout------> delivered  mark_delivered   redeliver/at_timeout
     delivered --timeout------> delivered  mark_delivered   redeliver/at_timeout
     pending   --timeout------> timed_out  mark_timed_out   expired/timed_out
@@ -81,6 +82,7 @@ class Event(StrEnum):
     redeliver = "redeliver"
     redeliver_closed = "redeliver_closed"
     redeliver_failed = "redeliver_failed"
+    hold = "hold"
     timeout = "timeout"
     run_ended = "run_ended"
     run_moved_on = "run_moved_on"
@@ -165,6 +167,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(S.decided, E.redeliver, S.delivered, W.mark_delivered, ("redeliver", "delivered")),
     _t(S.decided, E.redeliver_closed, S.delivered, W.mark_delivered, ("redeliver", "task_closed")),
     _t(S.decided, E.redeliver_failed, S.decided, W.none, ("redeliver", "failed")),
+    # Its run is not running (the execution ended while the run waited on it): the decision is
+    # kept, undelivered, for the run's next park after a redrive, never asked again.
+    _t(S.decided, E.hold, S.decided, W.none, ("held", "run_not_running")),
     # The run's task timed out: a recorded decision stands, otherwise the approval expires.
     _t(S.decided, E.timeout, S.delivered, W.mark_delivered, ("redeliver", "at_timeout")),
     # (Delivered by a visit that found the task closed: the timed-out run resumes with it.)

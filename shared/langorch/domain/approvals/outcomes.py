@@ -64,6 +64,16 @@ class Voted(Decided):
 
 
 @dataclass(frozen=True)
+class DecisionHeld(Decided):
+    """This approver's decision was recorded, but the run is not running: its execution ended
+    (stopped, failed, timed out) while the run still waited on this approval.
+
+    The decision is kept, not lost and not asked again: a redrive of the run parks on this same
+    approval and hands it the recorded decision (no second email).
+    """
+
+
+@dataclass(frozen=True)
 class AlreadyDecided:
     """Someone decided first: "already approved by X at T" (an outcome, not an error)."""
 

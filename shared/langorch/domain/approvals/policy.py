@@ -18,6 +18,10 @@ A step's policy, written in a workflow::
                        start: "09:00", end: "17:00"}
       delegation: true
       separation_of_duties: true
+      subaddressing: true       # ana+x@example.com is ana@example.com (the default)
+
+People are compared canonically everywhere here (:mod:`langorch.domain.identities`): one slot,
+one link and one vote per person, however their address is spelled.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langorch.domain.errors import ConflictError, Problem
+from langorch.domain.identities import identity_key, identity_problems
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 WEEKDAYS = list(DAYS[:5])
@@ -104,6 +109,9 @@ class ApprovalPolicy(_Spec):
     business_hours: BusinessHours | None = None
     delegation: bool = False
     separation_of_duties: bool = False
+    subaddressing: bool = True
+    """``name+tag@`` is ``name@`` when people are compared (off for a domain where ``+`` is
+    part of names)."""
 
     @field_validator("reminders", mode="before")
     @classmethod
@@ -167,6 +175,7 @@ def policy_of(
     business_hours: BusinessHours | None = None,
     delegation: bool = False,
     separation_of_duties: bool = False,
+    subaddressing: bool = True,
 ) -> ApprovalPolicy:
     """The policy of a step's settings (a plain list of reminder delays is ``{after: list}``)."""
     if reminders is not None and not isinstance(reminders, Reminders):
@@ -179,6 +188,7 @@ def policy_of(
         business_hours=business_hours,
         delegation=delegation,
         separation_of_duties=separation_of_duties,
+        subaddressing=subaddressing,
     )
 
 
@@ -237,7 +247,8 @@ def _quorum_problems(
             "a quorum has both at_least and groups",
             "use groups (each with its own at_least), or at_least alone",
         )
-    pool = len({a.lower() for a in [*approvers, *policy.group_approvers()]})
+    everyone = [*approvers, *policy.group_approvers()]
+    pool = len({identity_key(a, subaddressing=policy.subaddressing) for a in everyone})
     pool += sum(len(level.approvers) for level in policy.escalation if level.group is None)
     if quorum.at_least is not None and approvers and quorum.at_least > pool:
         yield Problem(
@@ -268,9 +279,7 @@ def _duration_problems(value: Duration, path: str) -> Iterator[Problem]:
 
 
 def _email_problems(addresses: Sequence[str], path: str) -> Iterator[Problem]:
-    for j, who in enumerate(addresses):
-        if "@" not in who:
-            yield Problem(f"{path}[{j}]", f"{who!r} is not an email address", "use an email")
+    yield from identity_problems(addresses, path)
 
 
 def _hours_problems(hours: BusinessHours, path: str) -> Iterator[Problem]:

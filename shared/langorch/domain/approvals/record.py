@@ -43,6 +43,7 @@ from langorch.domain.errors import (
     RequestRejectedError,
     SignatureError,
 )
+from langorch.domain.identities import identity_key
 
 APPROVAL_ID_PREFIX = "apr-"
 LINK_VERSION = "v1"
@@ -279,16 +280,47 @@ class Approval(BaseModel):
     votes: list[Vote] = Field(default_factory=list)
     """The votes a counted decision was reached with (recorded with the decision)."""
     delegations: dict[str, str] = Field(default_factory=dict)
-    """Delegate's address -> the approver who handed them their vote."""
+    """Delegate's address (as given) -> the approver who handed them their vote."""
     escalation_level: int = 0
     """How many escalation levels have joined."""
     reminders_sent: int = 0
 
     def deciders(self) -> list[str]:
-        """Everyone whose link opens this approval: approvers, escalated levels, delegates."""
+        """Everyone whose link opens this approval, each person once: approvers, escalated
+        levels, delegates."""
+        return _unique_addresses(self.named(), self.subaddressing)
+
+    def named(self) -> list[str]:
+        """Every address named to decide, as given: approvers, escalated levels, delegates
+        (two spellings of one person both stay, so a link to either opens the approval)."""
         levels = self.policy.escalation[: self.escalation_level] if self.policy else []
         joined = [who for level in levels for who in level.approvers]
-        return _unique_addresses([*self.approvers, *joined, *self.delegations])
+        return [*self.approvers, *joined, *self.delegations]
+
+    @property
+    def subaddressing(self) -> bool:
+        """Whether ``name+tag@`` is ``name@`` when this approval compares people."""
+        return self.policy.subaddressing if self.policy is not None else True
+
+    def person(self, address: str) -> str:
+        """Who ``address`` is, for comparing: its canonical identity
+        (:func:`~langorch.domain.identities.identity_key`). Addresses are kept as given."""
+        return identity_key(address, subaddressing=self.subaddressing)
+
+    def same_person(self, first: str | None, second: str | None) -> bool:
+        """Whether two addresses are one person's (``None`` is nobody)."""
+        if not first or not second:
+            return False
+        return self.person(first) == self.person(second)
+
+    def delegator_of(self, delegate: str) -> str | None:
+        """The approver who handed ``delegate`` their vote (``None``: nobody did)."""
+        who = self.person(delegate)
+        return next((by for to, by in self.delegations.items() if self.person(to) == who), None)
+
+    def has_delegated(self, approver: str) -> bool:
+        """Whether ``approver`` handed their vote to someone (their link votes no more)."""
+        return any(self.same_person(approver, by) for by in self.delegations.values())
 
     @property
     def is_pending(self) -> bool:
@@ -334,7 +366,10 @@ def new_approval(
     interrupt_id = str(request.get("interrupt_id") or "")
     if not interrupt_id:
         raise ValueError("an approval request needs its interrupt_id")
-    approvers = _unique_addresses(request.get("approvers") or [])
+    policy = ApprovalPolicy.model_validate(request["policy"]) if request.get("policy") else None
+    approvers = _unique_addresses(
+        request.get("approvers") or [], policy.subaddressing if policy is not None else True
+    )
     if not approvers:
         raise ValueError(f"approval {request.get('step_id')} has no approvers")
     timeout = int(request.get("timeout_seconds") or default_timeout_seconds)
@@ -354,7 +389,7 @@ def new_approval(
         require_code=bool(request.get("require_code")),
         on_timeout=request.get("on_timeout"),
         previous=_previous_round(request.get("previous")),
-        policy=ApprovalPolicy.model_validate(request["policy"]) if request.get("policy") else None,
+        policy=policy,
         started_by=request.get("started_by") or None,
         created_at=now,
         expires_at=datetime.fromtimestamp(int(now.timestamp()) + timeout, tz=UTC),
@@ -371,12 +406,14 @@ def _previous_round(value: Any) -> PreviousRound | None:
         return None
 
 
-def _unique_addresses(values: Any) -> list[str]:
+def _unique_addresses(values: Any, subaddressing: bool) -> list[str]:
+    """Each person once (compared canonically), in the spelling first given."""
     seen: dict[str, str] = {}
     for value in values:
         address = str(value).strip()
-        if address and address.lower() not in seen:
-            seen[address.lower()] = address
+        key = identity_key(address, subaddressing=subaddressing)
+        if address and key not in seen:
+            seen[key] = address
     return list(seen.values())
 
 
@@ -393,7 +430,7 @@ def approver_ref(approval_id: str, approver: str) -> str:
 
 def approver_for(approval: Approval, ref: str) -> str | None:
     """The approver address a link's ref stands for, or ``None`` if it is none of them."""
-    for address in approval.deciders():
+    for address in approval.named():
         if hmac.compare_digest(approver_ref(approval.approval_id, address), ref):
             return address
     return None

@@ -91,13 +91,18 @@ class Progress:
 
 
 def pool(approval: Approval) -> list[str]:
-    """Who may vote: approvers and escalated levels, less the run's starter under separation
-    of duties (delegates vote in their delegator's place, so they are not extra)."""
+    """Who may vote, each person once (compared canonically): approvers and escalated levels,
+    less the run's starter under separation of duties (delegates vote in their delegator's
+    place, so they are not extra)."""
     policy = approval.policy or ApprovalPolicy()
     levels = policy.escalation[: approval.escalation_level]
     people = [*approval.approvers, *(w for level in levels for w in level.approvers)]
-    starter = (approval.started_by or "").lower() if policy.separation_of_duties else ""
-    return list(dict.fromkeys(p for p in people if p.lower() != starter))
+    starter = approval.started_by if policy.separation_of_duties else None
+    voters: dict[str, str] = {}
+    for who in people:
+        if not approval.same_person(who, starter):
+            voters.setdefault(approval.person(who), who)
+    return list(voters.values())
 
 
 def _tallies(approval: Approval, votes: Sequence[Vote]) -> list[Tally]:
@@ -116,24 +121,28 @@ def _tallies(approval: Approval, votes: Sequence[Vote]) -> list[Tally]:
         count = len(everyone) if quorum == "all" else (at_least or 1)
         specs, needed = [("approvals", everyone)], [count]
     tallies = []
+    allowed = _people(approval, everyone)
     for (name, members), need in zip(specs, needed, strict=True):
-        allowed = _lower(everyone)
-        lowered = {m.lower() for m in members if m.lower() in allowed}
-        approved = sum(1 for v in votes if v.slot.lower() in lowered and v.decision == "approved")
-        rejected = sum(1 for v in votes if v.slot.lower() in lowered and v.decision == "rejected")
-        tallies.append(Tally(name, sorted(lowered), need, approved, rejected))
+        counted = _people(approval, members) & allowed
+        # One vote per person: a person's spellings share their slot (slot_ref), and are
+        # counted once here too.
+        decided = {approval.person(v.slot): v.decision for v in votes}
+        approved = sum(1 for p, d in decided.items() if p in counted and d == "approved")
+        rejected = sum(1 for p, d in decided.items() if p in counted and d == "rejected")
+        tallies.append(Tally(name, sorted(counted), need, approved, rejected))
     return tallies
 
 
-def _lower(people: Sequence[str]) -> set[str]:
-    return {p.lower() for p in people}
+def _people(approval: Approval, addresses: Sequence[str]) -> set[str]:
+    """The persons (canonical identities) ``addresses`` name."""
+    return {approval.person(a) for a in addresses}
 
 
 def _outcome(approval: Approval, votes: Sequence[Vote], tallies: list[Tally]) -> Outcome | None:
     policy = approval.policy or ApprovalPolicy()
-    allowed = _lower(pool(approval))
+    allowed = _people(approval, pool(approval))
     if policy.rejection == "any_reject" and any(
-        v.decision == "rejected" and v.slot.lower() in allowed for v in votes
+        v.decision == "rejected" and approval.person(v.slot) in allowed for v in votes
     ):
         return "rejected"
     if all(t.met for t in tallies):
@@ -159,8 +168,8 @@ def progress(approval: Approval, votes: Sequence[Vote]) -> Progress:
             deciding = ordered[n - 1]
             ordered = ordered[:n]
             break
-    voted = {v.slot.lower() for v in ordered} | {d.lower() for d in approval.delegations.values()}
-    waiting = [p for p in pool(approval) if p.lower() not in voted]
+    voted = _people(approval, [*(v.slot for v in ordered), *approval.delegations.values()])
+    waiting = [p for p in pool(approval) if approval.person(p) not in voted]
     return Progress(outcome, _tallies(approval, ordered), waiting, deciding)
 
 
@@ -174,8 +183,11 @@ def check_may_vote(approval: Approval, voter: str, decision: Outcome) -> None:
     policy = approval.policy
     if policy is None or not policy.separation_of_duties or not approval.started_by:
         return
-    slot = approval.delegations.get(voter, voter)
-    if decision == "approved" and approval.started_by.lower() in (voter.lower(), slot.lower()):
+    slot = approval.delegator_of(voter) or voter
+    starter = approval.started_by
+    if decision == "approved" and (
+        approval.same_person(voter, starter) or approval.same_person(slot, starter)
+    ):
         raise SelfApprovalError(
             f"approval {approval.approval_id}: {voter} started the run and may not approve it"
         )
@@ -187,14 +199,15 @@ def may_be_asked(approval: Approval, address: str) -> bool:
     policy = approval.policy
     if policy is None or not policy.separation_of_duties or not approval.started_by:
         return True
-    return address.lower() != approval.started_by.lower()
+    return not approval.same_person(address, approval.started_by)
 
 
 def slot_ref(approval: Approval, voter: str) -> str:
-    """The key of a voter's single vote (their link's ref). A delegation takes the
-    delegator's slot, so a delegator can neither vote after delegating nor delegate after
-    voting; the delegate votes in their own slot, counted in the delegator's place."""
-    return approver_ref(approval.approval_id, voter)
+    """The key of a voter's single vote: one per person, however their address is spelled
+    (the ref of their canonical identity). A delegation takes the delegator's slot, so a
+    delegator can neither vote after delegating nor delegate after voting; the delegate votes
+    in their own slot, counted in the delegator's place."""
+    return approver_ref(approval.approval_id, approval.person(voter))
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from langorch.domain.approvals.policy import policy_problems
 from langorch.domain.errors import Problem
+from langorch.domain.identities import identity_problems
 from langorch.domain.kinds.base import Read, StepCheck, StepKind, Template, root_key
 from langorch.domain.step_settings import APPROVAL_LABELS, ApprovalSpec
 
@@ -113,13 +114,7 @@ def _approver_problems(c: StepCheck, spec: ApprovalSpec) -> Iterator[Problem]:
             f"approval step {c.step.step_id!r} has no approvers",
             "list approver emails in approval.approvers, or in the workflow's approvers",
         )
-    for j, who in enumerate(spec.approvers):
-        if "@" not in who:
-            yield Problem(
-                f"{c.path}.approval.approvers[{j}]",
-                f"{who!r} is not an email address",
-                "approvers are email addresses",
-            )
+    yield from identity_problems(spec.approvers, f"{c.path}.approval.approvers")
 
 
 KINDS = (ApprovalKind(),)
