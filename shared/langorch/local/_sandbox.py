@@ -97,8 +97,8 @@ def function_environ(env: Mapping[str, str]) -> dict[str, str]:
 PRELOAD = (
     "langorch.local._sandbox",
     "boto3",
-    "langorch.composition.container",
-    "langorch.adapters.dynamodb.checkpointer",
+    "langorch.composition.embedded",
+    "langorch.adapters.sqlite.checkpointer",
     "langorch.engine.compiler",
     "langorch.engine.segments",
     "langorch.local.sandbox_warmup",

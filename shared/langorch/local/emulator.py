@@ -50,6 +50,7 @@ import json
 import logging
 import re
 import socket
+import threading
 import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -206,7 +207,19 @@ def start_emulator(port: int) -> Callable[[], None]:
     ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
     # One access-log line per AWS call drowns what the developer wants to see.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    undo_stop = stop_ends_task_waits()
+    # moto imports its ASL interpreter (~2.7 s here, most of it moto's EC2 and Batch models) on
+    # the first execution; importing it now, beside the rest of the start, takes it off the
+    # path to "ready". The stop fix is installed with it, before any execution can run.
+    undos: list[Callable[[], None]] = []
+
+    def warm() -> None:
+        try:
+            undos.append(stop_ends_task_waits())
+        except EmulatorError:
+            logger.exception("stopped executions will not end their approval waits")
+
+    warming = threading.Thread(target=warm, name="langorch-warm-asl", daemon=True)
+    warming.start()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"
@@ -215,7 +228,9 @@ def start_emulator(port: int) -> Callable[[], None]:
         _post(f"{endpoint}/moto-api/config", json.dumps(EXECUTION_CONFIG).encode("utf-8"))
     except BaseException:
         server.stop()
-        undo_stop()
+        warming.join()
+        for undo in undos:
+            undo()
         raise
 
     def stop() -> None:
@@ -224,7 +239,9 @@ def start_emulator(port: int) -> Callable[[], None]:
         except OSError:
             logger.warning("could not reset the emulator on port %d", port)
         server.stop()
-        undo_stop()
+        warming.join()
+        for undo in undos:
+            undo()
 
     return stop
 
