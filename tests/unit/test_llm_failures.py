@@ -27,7 +27,7 @@ from langorch.llm.errors import (
     ThrottledError,
 )
 from langorch.llm.settings import BedrockSettings
-from tests.llm_servers import FakeBedrock, FakeOpenAI
+from tests.llm_servers import FakeBedrock, FakeOpenAI, Reply, converse
 
 
 @pytest.fixture
@@ -332,6 +332,44 @@ def test_bedrock_call_past_the_step_budget_ends_with_the_step(
     # Then the HTTP request was abandoned too (the client's read timeout is the step's time)
     assert bedrock_server.wait_for(lambda: bedrock_server.hung_up == 1, timeout=5)
     assert bedrock_server.calls == 1
+
+
+def test_bedrock_waits_no_longer_than_what_is_left_of_the_step_when_each_request_is_sent(
+    bedrock_server: FakeBedrock,
+) -> None:
+    # Given a model that takes 2 s over its first round (it calls the calculator), then notes
+    # the result and answers; and the read timeout of each Bedrock client built, recorded
+    asked: list[float] = []
+
+    def client(read_timeout: float) -> Any:
+        asked.append(read_timeout)
+        return bedrock_runtime_client(
+            region="us-east-1", read_timeout=read_timeout, endpoint_url=bedrock_server.url
+        )
+
+    calculate = {
+        "toolUse": {"toolUseId": "t0", "name": "calculator", "input": {"expression": "6*7"}}
+    }
+    bedrock_server.replies = [
+        Reply(200, converse([calculate], "tool_use", 20, 8), delay=2),
+        Reply(200, converse([{"text": "It is 42."}], "end_turn", 20, 8)),
+    ]
+    bedrock_server.tool_answer({"title": "Forty-two"})
+    registry = LLMRegistry(
+        default_provider="bedrock",
+        bedrock=BedrockSettings(region="us-east-1"),
+        bedrock_client_factory=client,
+    )
+
+    # When a step with 10 s asks, with the calculator bound
+    result = _call(registry, _request("bedrock", tools=["calculator"]), budget=10.0)
+
+    # Then the first request waited at most what the step had, and the later ones at most what
+    # was left after the model's 2 s: an abandoned request never outlives the step
+    assert result.outputs == {"title": "Forty-two"}
+    assert bedrock_server.calls == 3
+    assert asked[0] <= 9
+    assert asked[-1] <= 7
 
 
 def test_bedrock_rejected_model_id_names_llm_model(bedrock_server: FakeBedrock) -> None:
