@@ -57,7 +57,15 @@ _THROTTLING_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"
 _NOT_AVAILABLE_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
 )
-_MODEL_ID_HINTS = ("model identifier is invalid", "on-demand throughput", "inference profile")
+_MODEL_ID_HINTS = (
+    "model identifier is invalid",
+    "on-demand throughput",
+    "inference profile",
+    "end of its life",
+)
+"""Words of Bedrock's answers that say the model id is the problem (invalid, retired, or served
+only through a profile): such an answer gets the ``llm_model`` hint."""
+_MODEL_ID_CODES = frozenset({"ValidationException", "ResourceNotFoundException"})
 
 ClientFactory = Callable[[float], Any]
 """Returns a bedrock-runtime client whose read timeout is the given number of seconds."""
@@ -267,7 +275,7 @@ def _client_error(exc: Any, request: LLMRequest | None) -> LLMError:
     if code == "ModelTimeoutException" and request is not None:
         return timed_out(request, "Bedrock (the model itself)", request.timeout_seconds or 0.0)
     hint = ""
-    if code == "ValidationException" and any(h in message.lower() for h in _MODEL_ID_HINTS):
+    if code in _MODEL_ID_CODES and any(h in message.lower() for h in _MODEL_ID_HINTS):
         model = request.model if request is not None else None
         hint = (
             f" The model id {model!r} is not usable here: set llm_model on the step, block or "
