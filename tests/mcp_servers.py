@@ -1,14 +1,17 @@
 """Misbehaving MCP servers for tests: real ``MCPServer`` apps over streamable HTTP, like the
-order desk (``tests/order_desk.py``), whose tools are slow or vanish mid-answer.
+order desk (``tests/order_desk.py``), whose tools are slow, vanish mid-answer or answer too much.
 
 * ``wait_for_release``: answers only once the test calls :meth:`SlowDesk.release` (a tool
   slower than any timeout a test sets, without a sleep).
 * ``hang_up``: the server drops the connection halfway through the answer, as a server that
   crashes mid-reply does.
+* ``flood``: answers ``megabytes`` MiB of text. Run it in its own process (``python -m
+  tests.mcp_servers``, which prints its URL) when a test measures the client's memory.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -49,6 +52,11 @@ class SlowDesk:
         def hang_up() -> str:
             """Answers, but the connection drops halfway through the answer."""
             return HANG_UP
+
+        @server.tool()
+        def flood(megabytes: int) -> str:
+            """``megabytes`` MiB of text."""
+            return "x" * (megabytes * 1024 * 1024)
 
         app = server.streamable_http_app(stateless_http=True, json_response=True)
         self.app = _HangsUp(app)
@@ -92,3 +100,10 @@ class _HangsUp:
 def serve(app: Any) -> Any:
     """Serve ``app`` on 127.0.0.1 in a thread (the order desk's runner): ``.url``, ``.stop()``."""
     return load_order_desk().Running(app)
+
+
+if __name__ == "__main__":
+    running = serve(SlowDesk().app)
+    print(running.url, flush=True)
+    sys.stdin.read()  # until the test closes our stdin
+    running.stop()

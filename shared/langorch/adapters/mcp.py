@@ -16,6 +16,9 @@ inside it: held open across a step's code, that scope cancelled the step itself,
 failure ends the session only: the call waiting on it gets the SDK's error ("Connection closed"),
 which the step tells the model, and the next call opens a new session.
 
+Answers are read with a byte cap (:data:`MAX_ANSWER_BYTES`): a tool answering 50 MB is refused
+after the first MiB, not held whole in memory to be cut to the model's 4,000 characters.
+
 Header values (credentials) are given to the HTTP client and nowhere else: they are not kept
 on this object's ``repr``, not logged, and not part of any error message.
 """
@@ -46,6 +49,10 @@ timeout fires first; this one only ends a response nobody waits for any more."""
 CLOSE_TIMEOUT_SECONDS = 5.0
 """Closing a session (the DELETE that ends it on the server): a dead server is not waited for."""
 
+MAX_ANSWER_BYTES = 1024 * 1024
+"""Bytes of one answer read before it is refused: the model is told 4,000 characters of a
+tool's output, and the SDK bounds each event of a streamed answer to the same 1 MiB."""
+
 
 @dataclass
 class _Session:
@@ -68,6 +75,7 @@ class McpConnection:
         headers: Request headers (secret values: never logged).
         call_timeout: Seconds a call may take (the caller bounds each call by it too).
         connect_timeout: Seconds for connecting and for listing the tools.
+        max_answer_bytes: Bytes of one answer read before it is refused.
     """
 
     def __init__(
@@ -78,13 +86,17 @@ class McpConnection:
         *,
         call_timeout: float = DEFAULT_CALL_TIMEOUT_SECONDS,
         connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+        max_answer_bytes: int = MAX_ANSWER_BYTES,
     ) -> None:
         self.name = name
         self._url = url
         self._headers = headers
         self._call_timeout = call_timeout
         self._connect_timeout = connect_timeout
+        self._max_answer_bytes = max_answer_bytes
         self._session: _Session | None = None
+        self._refused = 0
+        """Answers refused for their size (a call compares before and after)."""
 
     def __repr__(self) -> str:
         return f"McpConnection({self.name!r}, {self._url!r})"
@@ -92,7 +104,9 @@ class McpConnection:
     async def _connected(self) -> Any:
         session = self._session
         if session is None or (session.task is not None and session.task.done()):
-            # First use, or the last session ended (its server hung up): open one.
+            # First use, or the last session ended (its server hung up): open one. The SDK's
+            # first import takes seconds on a cold, busy host: not the server's time to answer.
+            await asyncio.to_thread(_load_sdk)
             session = self._session = _Session()
             session.task = asyncio.create_task(self._hold(session), name=f"mcp:{self.name}")
         try:
@@ -124,8 +138,12 @@ class McpConnection:
             self._headers,
             connect_timeout=self._connect_timeout,
             read_timeout=self._call_timeout + READ_TIMEOUT_MARGIN_SECONDS,
+            max_answer_bytes=self._max_answer_bytes,
+            on_refused=self._note_refused,
         )
-        transport = streamable_http_client(self._url, http_client=http)
+        transport = streamable_http_client(
+            self._url, http_client=http, max_sse_event_size=self._max_answer_bytes
+        )
         try:
             async with http, Client(transport) as client:
                 session.client = client
@@ -142,6 +160,9 @@ class McpConnection:
         finally:
             session.client = None
             session.ready.set()
+
+    def _note_refused(self) -> None:
+        self._refused += 1
 
     async def list_tools(self) -> list[ToolSpec]:
         """The server's tools (every page), within the connect timeout."""
@@ -175,15 +196,22 @@ class McpConnection:
 
         Raises:
             TimeoutError: no answer within ``timeout`` seconds.
+            ToolServerError: the answer was larger than ``max_answer_bytes``.
             Exception: the transport failed (the caller tells the model).
         """
         from mcp.shared.exceptions import MCPError
         from mcp_types import REQUEST_TIMEOUT
 
         client = await self._connected()
+        refused = self._refused
         try:
             result = await client.call_tool(tool, args, read_timeout_seconds=timeout)
         except MCPError as exc:
+            if self._refused > refused:
+                raise ToolServerError(
+                    f"tool {tool} answered more than {self._max_answer_bytes:,} bytes, which "
+                    "is more than a step reads; ask it for less"
+                ) from exc
             if exc.code == REQUEST_TIMEOUT:
                 raise TimeoutError(f"tool {tool} did not answer within {timeout:g} s") from exc
             raise
@@ -202,6 +230,14 @@ class McpConnection:
             # the session's task is not left behind.
             if not session.task.done():
                 session.task.cancel()
+
+
+def _load_sdk() -> None:
+    """Import the SDK (in a worker thread: the first import takes seconds)."""
+    import mcp.client.client
+    import mcp.client.streamable_http  # noqa: F401
+
+    import langorch.adapters._mcp_http  # noqa: F401
 
 
 def _text(result: Any) -> str:
