@@ -102,11 +102,13 @@ class McpConnection:
         return f"McpConnection({self.name!r}, {self._url!r})"
 
     async def _connected(self) -> Any:
-        session = self._session
-        if session is None or (session.task is not None and session.task.done()):
-            # First use, or the last session ended (its server hung up): open one. The SDK's
-            # first import takes seconds on a cold, busy host: not the server's time to answer.
+        if self._ended():
+            # The SDK's first import takes seconds on a cold, busy host: not the server's time
+            # to answer, so it is done before the connect timeout starts.
             await asyncio.to_thread(_load_sdk)
+        session = self._session
+        if session is None or self._ended():
+            # First use, or the last session ended (its server hung up): open one.
             session = self._session = _Session()
             session.task = asyncio.create_task(self._hold(session), name=f"mcp:{self.name}")
         try:
@@ -126,6 +128,11 @@ class McpConnection:
                 f"show {self.name}`"
             ) from session.failure
         return session.client
+
+    def _ended(self) -> bool:
+        """No session is open or opening."""
+        session = self._session
+        return session is None or session.task is None or session.task.done()
 
     async def _hold(self, session: _Session) -> None:
         """The session's own task: the SDK's task group lives, fails and ends here."""
