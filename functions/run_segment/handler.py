@@ -53,12 +53,26 @@ def load_engine() -> None:
     import langorch.engine.segments  # noqa: F401
 
 
+def reseed_random() -> None:
+    """Give ``random`` fresh entropy after a SnapStart restore.
+
+    Every sandbox restored from one snapshot starts from the snapshot's generator state: without
+    a reseed they would all draw the same numbers, in step (LangGraph's retry jitter among them,
+    so retries of many runs would collide at the same moments). ``random.seed()`` takes fresh
+    entropy from the OS (AWS's SnapStart guidance for Python).
+    """
+    import random
+
+    random.seed()
+
+
 try:  # AWS's runtime-hooks library, shipped in Lambda's managed Python runtimes
-    from snapshot_restore_py import register_before_snapshot
+    from snapshot_restore_py import register_after_restore, register_before_snapshot
 except ImportError:  # not on Lambda: nothing takes a snapshot
     pass
 else:
     register_before_snapshot(load_engine)
+    register_after_restore(reseed_random)
 
 log: Logger = logger()
 measure: Metrics = metrics()

@@ -1,23 +1,33 @@
 """Tool-calling steps against a real MCP server (the order_status example's, over streamable
 HTTP on 127.0.0.1; no mocked client): the loop and its bound, tool errors told to the model, an
 unbound tool failing the step, header secrets kept out of the timeline and logs, and a crash
-between a tool call and the step's checkpoint replayed without calling the tool again."""
+between a tool call and the step's checkpoint replayed without calling the tool again. Slow and
+broken servers (``tests/mcp_servers.py``): a call past its timeout, a server hanging up
+mid-answer, the step's own timeout, which still stops the step, and an answer of 50 MB, refused
+while it is read."""
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import subprocess
+import sys
+import tracemalloc
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from langorch.adapters.mcp import McpConnection
 from langorch.app.runs import RunSegment, StartRun, drive, run_segment, start_run
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import Fakes, InMemoryTasks
+from tests.mcp_servers import SlowDesk, serve
 from tests.order_desk import load_order_desk
 
 TOKEN = "tok-5f1c9d-never-shown"
@@ -268,3 +278,146 @@ def test_a_real_provider_binds_the_mcp_tools_and_its_rounds_are_recorded(desk: A
     # and the model's rounds, the tool call and the answer were recorded in order
     kinds = [r.kind for r in fakes.tasks.all(result.run_id)]
     assert kinds == ["llm", "turn", "tool", "turn"]
+
+
+# --- Slow and broken servers -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_desk() -> Iterator[Any]:
+    desk = SlowDesk()
+    running = serve(desk.app)
+    running.desk = desk
+    yield running
+    desk.release()  # a call still waiting answers, so the server's thread can stop
+    running.stop()
+
+
+def _slow_fakes(
+    url: str, script: dict[str, Any], *, timeout_seconds: int = 60, **settings: Any
+) -> Fakes:
+    fakes = Fakes(script, **settings)
+    fakes.tool_servers.put(ToolServer(name="slow", url=url))
+    fakes.definitions.put_block(
+        BlockDefinition(
+            block_id="b_look",
+            input_keys=["order_id"],
+            output_keys=["status_text", "minutes"],
+            prompt_template="Where is order {{ order_id }}?",
+            tools_required=["slow", "calculator"],
+            max_retries=0,
+            timeout_seconds=timeout_seconds,
+        )
+    )
+    fakes.definitions.put_workflow(
+        TaskPlan(plan_id="track", memory=False, steps=[PlanStep(step_id="look", block_id="b_look")])
+    )
+    return fakes
+
+
+WAIT = {"tool": "wait_for_release", "args": {"order_id": "A100"}, "result_key": "status_text"}
+CALC = {"tool": "calculator", "args": {"expression": "6*7"}, "result_key": "minutes"}
+
+
+def test_a_tool_slower_than_its_timeout_is_told_to_the_model_and_the_run_goes_on(
+    slow_desk: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a tool that never answers in time, calls bounded by tool_call_timeout_seconds=4,
+    # and MCP connections whose connect timeout (3 s) is the shorter one
+    caplog.set_level(logging.INFO)
+    fakes = _slow_fakes(slow_desk.url, _script(WAIT, CALC), tool_call_timeout_seconds=4)
+    fakes.tool_connector = functools.partial(McpConnection, connect_timeout=3.0)
+
+    # When the step calls it
+    result, timeline = _run(fakes)
+
+    # Then the model was told the call timed out, its next call ran, and the run finished
+    assert slow_desk.desk.started.is_set()
+    assert result.status == "succeeded"
+    assert "did not answer within 4 s" in result.outputs["status_text"]
+    assert result.outputs["minutes"] == "42"
+    # and the timeline and the logs say which tool timed out, and why
+    event = next(e for e in timeline if e.type == TimelineEventType.tool_called)
+    assert (event.detail["tool"], event.detail["outcome"]) == ("wait_for_release", "timeout")
+    assert "did not answer within 4 s" in event.detail["tool_error"]
+    [logged] = [r for r in caplog.records if getattr(r, "tool", None) == "wait_for_release"]
+    assert (logged.levelno, getattr(logged, "outcome", None)) == (logging.WARNING, "timeout")
+    assert "did not answer within 4 s" in str(getattr(logged, "tool_error", ""))
+
+
+def test_a_server_hanging_up_mid_answer_is_a_tool_error_and_the_run_goes_on(
+    slow_desk: Any,
+) -> None:
+    # Given a server that drops the connection halfway through its answer
+    hang_up = {"tool": "hang_up", "args": {}, "result_key": "status_text"}
+    fakes = _slow_fakes(slow_desk.url, _script(hang_up, CALC))
+
+    # When the step calls it
+    result, timeline = _run(fakes)
+
+    # Then the failure is the tool's (told to the model, on the timeline), not the run's
+    assert result.status == "succeeded"
+    assert result.outputs["status_text"].startswith("error:")
+    assert result.outputs["minutes"] == "42"
+    assert [e["outcome"] for e in _tool_events(timeline)] == ["error", "ok"]
+
+
+def test_the_steps_own_timeout_still_stops_a_step_waiting_on_a_tool(slow_desk: Any) -> None:
+    # Given a step of 2 s whose tool may take 30 s
+    fakes = _slow_fakes(
+        slow_desk.url, _script(WAIT), timeout_seconds=2, tool_call_timeout_seconds=30
+    )
+
+    # When the step calls the tool that never answers in time
+    result, _ = _run(fakes)
+
+    # Then the step's timeout is not taken for the tool's: the step stops, and the run fails
+    # with the step's timeout (its LLM call's share of it)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error["type"] == "LLMTimeoutError"
+    assert "timeout_seconds" in result.error["message"]
+
+
+@pytest.fixture(scope="module")
+def desk_apart() -> Iterator[str]:
+    """The slow desk in a process of its own (its URL): what it builds to answer is not in the
+    memory this process measures."""
+    root = Path(__file__).resolve().parents[2]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.mcp_servers"],
+        cwd=root,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None and server.stdin is not None
+    yield server.stdout.readline().strip()
+    server.stdin.close()  # it stops when its stdin ends
+    server.wait(timeout=60)
+
+
+@pytest.mark.subprocess
+def test_a_tool_answering_50_mb_is_refused_while_read_not_held_whole(desk_apart: str) -> None:
+    # Given a tool that answers 50 MiB, and a first run that loaded everything a run loads
+    flood = {"tool": "flood", "args": {"megabytes": 50}, "result_key": "status_text"}
+    nothing = {**flood, "args": {"megabytes": 0}}
+    warm, _ = _run(_slow_fakes(desk_apart, _script(nothing, CALC)))
+    assert warm.status == "succeeded"
+    fakes = _slow_fakes(desk_apart, _script(flood, CALC))
+
+    # When a step calls it, with this process's allocations traced
+    tracemalloc.start()
+    try:
+        result, timeline = _run(fakes)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    # Then the model was told the answer was too large, its next call ran, the run finished,
+    # and of the 50 MiB the server sent this process never held more than a few MiB at once
+    assert result.status == "succeeded", (result.error, timeline)
+    assert "answered more than 1,048,576 bytes" in result.outputs["status_text"]
+    assert result.outputs["minutes"] == "42"
+    assert [e["outcome"] for e in _tool_events(timeline)] == ["error", "ok"]
+    assert peak < 8 * 1024 * 1024, f"peak {peak:,} bytes"

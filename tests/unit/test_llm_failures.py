@@ -27,7 +27,7 @@ from langorch.llm.errors import (
     ThrottledError,
 )
 from langorch.llm.settings import BedrockSettings
-from tests.llm_servers import FakeBedrock, FakeOpenAI
+from tests.llm_servers import FakeBedrock, FakeOpenAI, Reply, converse
 
 
 @pytest.fixture
@@ -178,6 +178,44 @@ def test_openai_throttling_carries_the_servers_wait(
     # And the step waits that long, but never longer than its own time
     assert retry_delay(caught.value, limit_seconds=60) == pytest.approx(wait)
     assert retry_delay(caught.value, limit_seconds=0.1) == pytest.approx(0.1)
+
+
+def test_openai_throttling_says_the_status_once_with_the_servers_words(
+    openai_server: FakeOpenAI,
+) -> None:
+    # Given a 429 with the server's explanation
+    openai_server.error(429, "Rate limit reached for gpt-4o-mini in organization org-1.")
+
+    # When the step asks
+    with pytest.raises(ThrottledError) as caught:
+        _call(_openai(openai_server), _request("openai"))
+
+    # Then the message has the status once, then what the server said
+    message = str(caught.value)
+    assert "HTTP 429: Rate limit reached for gpt-4o-mini in organization org-1." in message
+    assert message.count("429") == 1
+
+
+def test_openai_unreachable_says_connection_error_and_the_url_it_tried_never_the_key() -> None:
+    # Given a base URL where nothing answers any more (a server that was there and stopped)
+    server = FakeOpenAI()
+    with server.running():
+        base_url = server.base_url
+    registry = LLMRegistry(
+        default_provider="openai", openai_api_key="sk-test-secret-key", openai_base_url=base_url
+    )
+
+    # When a step asks
+    with pytest.raises(Exception) as caught:
+        _call(registry, _request("openai"))
+
+    # Then the message says it could not connect, where it tried, and never the key; and it
+    # is worth another attempt
+    message = str(caught.value)
+    assert "Connection error" in message
+    assert f"{base_url}/chat/completions" in message
+    assert "sk-test-secret-key" not in message
+    assert is_retryable(caught.value)
 
 
 def test_openai_server_error_is_one_request_per_attempt(openai_server: FakeOpenAI) -> None:
@@ -334,6 +372,44 @@ def test_bedrock_call_past_the_step_budget_ends_with_the_step(
     assert bedrock_server.calls == 1
 
 
+def test_bedrock_waits_no_longer_than_what_is_left_of_the_step_when_each_request_is_sent(
+    bedrock_server: FakeBedrock,
+) -> None:
+    # Given a model that takes 2 s over its first round (it calls the calculator), then notes
+    # the result and answers; and the read timeout of each Bedrock client built, recorded
+    asked: list[float] = []
+
+    def client(read_timeout: float) -> Any:
+        asked.append(read_timeout)
+        return bedrock_runtime_client(
+            region="us-east-1", read_timeout=read_timeout, endpoint_url=bedrock_server.url
+        )
+
+    calculate = {
+        "toolUse": {"toolUseId": "t0", "name": "calculator", "input": {"expression": "6*7"}}
+    }
+    bedrock_server.replies = [
+        Reply(200, converse([calculate], "tool_use", 20, 8), delay=2),
+        Reply(200, converse([{"text": "It is 42."}], "end_turn", 20, 8)),
+    ]
+    bedrock_server.tool_answer({"title": "Forty-two"})
+    registry = LLMRegistry(
+        default_provider="bedrock",
+        bedrock=BedrockSettings(region="us-east-1"),
+        bedrock_client_factory=client,
+    )
+
+    # When a step with 10 s asks, with the calculator bound
+    result = _call(registry, _request("bedrock", tools=["calculator"]), budget=10.0)
+
+    # Then the first request waited at most what the step had, and the later ones at most what
+    # was left after the model's 2 s: an abandoned request never outlives the step
+    assert result.outputs == {"title": "Forty-two"}
+    assert bedrock_server.calls == 3
+    assert asked[0] <= 9
+    assert asked[-1] <= 7
+
+
 def test_bedrock_rejected_model_id_names_llm_model(bedrock_server: FakeBedrock) -> None:
     # Given a retired model id
     bedrock_server.error(400, "ValidationException", "The provided model identifier is invalid.")
@@ -348,6 +424,31 @@ def test_bedrock_rejected_model_id_names_llm_model(bedrock_server: FakeBedrock) 
     # Then the hint says which setting to change, and it is not retried
     assert "llm_model" in str(caught.value)
     assert "anthropic.claude-3-haiku-20240307-v1:0" in str(caught.value)
+    assert not is_retryable(caught.value)
+    assert bedrock_server.calls == 1
+
+
+def test_bedrock_retired_model_names_llm_model(bedrock_server: FakeBedrock) -> None:
+    # Given a model past the end of its life, as Bedrock answers for it
+    bedrock_server.error(
+        404,
+        "ResourceNotFoundException",
+        "This model version has reached the end of its life. Please refer to the AWS "
+        "documentation for more details.",
+    )
+
+    # When a step uses it
+    with pytest.raises(Exception) as caught:
+        _call(
+            _bedrock(bedrock_server),
+            _request("bedrock", model="anthropic.claude-v2:1"),
+        )
+
+    # Then the message names the model and the setting to change, and it is not retried
+    message = str(caught.value)
+    assert "end of its life" in message
+    assert "llm_model" in message
+    assert "anthropic.claude-v2:1" in message
     assert not is_retryable(caught.value)
     assert bedrock_server.calls == 1
 

@@ -234,6 +234,41 @@ def test_it_compiles_and_runs_on_langgraph_in_memory(shout: ShoutKind) -> None:
     assert {"yell", "frame"} <= set(graph.get_graph().nodes)
 
 
+def test_what_a_kind_prepares_is_done_before_its_steps_time_starts() -> None:
+    # Given a kind that needs longer to prepare (an SDK's cold import) than its step may run
+    prepared: list[str] = []
+
+    async def prepare_shout(spec: StepSpec, ctx: EngineContext) -> None:
+        await asyncio.sleep(1.5)  # the slow preparation itself, not a wait for something
+        prepared.append(spec.step_id)
+
+    registry.register(SHOUT, run_shout, prepare=prepare_shout)
+    try:
+        plan = workflow(
+            {
+                "step_id": "yell",
+                "kind": "shout",
+                "settings": {"source": "text"},
+                "timeout_seconds": 1,
+            }
+        )
+        graph = GraphCompiler(InMemoryLookup(workflows=[plan])).compile(plan, checkpointed=False)
+        context = EngineContext(
+            run_id="r1", workflow_id="loud", workflow_version=1, user_id="u", llm=_NoLLM()
+        )
+
+        # When the step runs
+        state = asyncio.run(
+            graph.ainvoke({"run_id": "r1", "shared_context": {"text": "hi"}}, context=context)
+        )
+    finally:
+        registry.unregister(SHOUT.name)
+
+    # Then it was prepared first, and its 1 s started after: it ran, it did not time out
+    assert prepared == ["yell"]
+    assert state["shared_context"]["yell_shout"] == "HI"
+
+
 def test_a_definition_without_settings_keeps_its_content_hash_and_stored_form() -> None:
     # The hash is computed as before `settings` existed: stored definitions keep their version,
     # and what is stored (the JSON dump) has no `settings` key while it is unset.

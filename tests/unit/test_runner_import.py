@@ -86,3 +86,41 @@ def test_snapstart_takes_its_snapshot_with_the_engine_loaded():
 
     # Then the import left the engine out and the hook loaded it into the snapshot
     assert result == {"hooked": True, "engine_before_hooks": False, "engine_after_hooks": True}
+
+
+RESTORE_PROBE = """
+import json, random, sys
+sys.path[:0] = [{root!r}, {shared!r}]
+import functions.run_segment.handler as runner
+from snapshot_restore_py import get_after_restore
+snapshot = random.getstate()  # what every sandbox restored from the snapshot starts with
+draws = []
+for sandbox in range(2):
+    random.setstate(snapshot)
+    for func, args, kwargs in get_after_restore():  # what Lambda does after a restore
+        func(*args, **kwargs)
+    draws.append(random.random())
+print(json.dumps({{
+    "hooked": [func for func, _, _ in get_after_restore()] == [runner.reseed_random],
+    "same_draws": draws[0] == draws[1],
+}}))
+"""
+
+
+def test_sandboxes_restored_from_one_snapshot_draw_different_random_numbers():
+    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
+    done = subprocess.run(
+        [sys.executable, "-c", RESTORE_PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+
+    # When two sandboxes are restored from the same snapshot and the runtime runs the
+    # after-restore hooks in each
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+
+    # Then the runner's hook reseeded random: their first draws differ
+    assert result == {"hooked": True, "same_draws": False}

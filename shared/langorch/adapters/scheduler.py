@@ -18,6 +18,9 @@ from langorch.domain.errors import NotFoundError, StorageError
 
 _MISSING = "ResourceNotFoundException"
 
+ONE_TIME_PREFIX = "at("
+"""A one-time schedule's expression (``at(2026-11-27T10:00:00)``): approvals' wake-ups."""
+
 RETRY_POLICY = {"MaximumEventAgeInSeconds": 6 * 3600, "MaximumRetryAttempts": 20}
 """The Scheduler's retries when the trigger function cannot be invoked (throttled, failing
 deploy): for up to six hours — a later start is better than none, and the run's dedupe key is
@@ -109,9 +112,13 @@ class Schedules:
     ) -> bool:
         """Create the schedule, or update it to these settings.
 
+        A one-time schedule (``at(…)``) deletes itself once it has fired
+        (``ActionAfterCompletion: DELETE``): it has nothing left to do, and kept it would count
+        against the account's schedules for ever.
+
         Args:
             name: the schedule's name.
-            cron: an AWS ``cron(…)`` expression.
+            cron: an AWS ``cron(…)`` expression, or ``at(…)`` for a one-time schedule.
             timezone: IANA name (``ScheduleExpressionTimezone``).
             input: the target Input (JSON object; may hold Scheduler context attributes).
             description: free text shown in the console.
@@ -145,6 +152,7 @@ class Schedules:
             "Target": target,
             "State": "ENABLED",
             "Description": description[:512],
+            "ActionAfterCompletion": "DELETE" if cron.startswith(ONE_TIME_PREFIX) else "NONE",
         }
         try:
             self._client.create_schedule(**request)
@@ -155,8 +163,19 @@ class Schedules:
         try:
             self._client.update_schedule(**request)
         except ClientError as exc:
-            raise StorageError(f"cannot update schedule {name}: {exc}") from exc
+            if _code(exc) != _MISSING:
+                raise StorageError(f"cannot update schedule {name}: {exc}") from exc
+            # The one-time schedule our create found has fired and deleted itself since (its
+            # wake-up is often what asks for this next one): create it again.
+            return self._create_again(name, request)
         return False
+
+    def _create_again(self, name: str, request: dict[str, Any]) -> bool:
+        try:
+            self._client.create_schedule(**request)
+        except ClientError as exc:
+            raise StorageError(f"cannot create schedule {name}: {exc}") from exc
+        return True
 
     def delete(self, name: str) -> bool:
         """Delete the schedule; a missing one is fine.

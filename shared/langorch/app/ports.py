@@ -289,7 +289,11 @@ class ToolConnection(Protocol):
         ...
 
     async def call(self, tool: str, args: dict[str, Any], *, timeout: float) -> tuple[str, bool]:
-        """Call ``tool``; returns its text output and whether the server marked it an error."""
+        """Call ``tool``; returns its text output and whether the server marked it an error.
+
+        A failure of the call (the server's, the transport's, ``TimeoutError`` past
+        ``timeout``) is raised as an ``Exception``; a cancellation is only ever the caller's.
+        """
         ...
 
     async def aclose(self) -> None:
@@ -298,9 +302,15 @@ class ToolConnection(Protocol):
 
 
 class ToolConnector(Protocol):
-    """Opens a :class:`ToolConnection` to a registered server (``adapters.mcp.McpConnection``)."""
+    """Opens a :class:`ToolConnection` to a registered server (``adapters.mcp.McpConnection``).
 
-    def __call__(self, name: str, url: str, headers: dict[str, str]) -> ToolConnection: ...
+    ``call_timeout`` is how long the connection's calls may take: its HTTP reads wait that
+    long (connecting and listing have their own, shorter bound).
+    """
+
+    def __call__(
+        self, name: str, url: str, headers: dict[str, str], *, call_timeout: float = ...
+    ) -> ToolConnection: ...
 
 
 class ResourceLocks(Protocol):

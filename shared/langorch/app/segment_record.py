@@ -195,6 +195,7 @@ _DETAIL = (
     "tool",
     "args",
     "outcome",
+    "tool_error",
     "replayed",
     "resource",
     "position",

@@ -6,9 +6,11 @@ built-in tools (:mod:`langorch.llm.builtin_tools`) and the registered MCP tools 
 MCP SDK is imported only when a step names a registered tool (the container's ``tool_connector``).
 
 Every tool call is bounded (``tool_max_calls_per_step``, ``tool_call_timeout_seconds``), told to
-the model as text when it fails, recorded, put on the timeline (tool, argument summary, duration,
-outcome) and logged with the run and step ids. Header secrets are read here and handed to the
-MCP connection only.
+the model as text when it fails or times out (the step goes on), recorded, put on the timeline
+(tool, argument summary, duration, outcome, and what went wrong) and logged with the run and step
+ids. Only the call's own timeout becomes text: a cancellation from outside (the step's timeout,
+a segment being shut down) stops the step. Header secrets are read here and handed to the MCP
+connection only.
 """
 
 from __future__ import annotations
@@ -37,6 +39,9 @@ MAX_TOOL_OUTPUT_CHARS = 4_000
 
 ARGS_SUMMARY_CHARS = 200
 """What the timeline and logs show of a call's arguments."""
+
+ERROR_SUMMARY_CHARS = 300
+"""What the timeline and logs show of a failed call's error."""
 
 Emit = Callable[[Any], None]
 
@@ -122,7 +127,9 @@ class RecordedSideEffects:
             )
         if self._connect is None:
             raise ToolServerError(f"tool {name}: no tool connector is configured here")
-        return self._connect(server.name, server.url, read_headers(server, self._secrets)), server
+        headers = read_headers(server, self._secrets)
+        connection = self._connect(server.name, server.url, headers, call_timeout=self._timeout)
+        return connection, server
 
 
 def read_headers(server: ToolServer, secrets: SecretsStore | None) -> dict[str, str]:
@@ -249,15 +256,18 @@ class StepToolbox:
         run = await self._runner(name, summary, started)
 
         async def make() -> dict[str, Any]:
-            output, failed = await run(args)
+            output, outcome = await run(args)
             if len(output) > MAX_TOOL_OUTPUT_CHARS:
                 output = output[:MAX_TOOL_OUTPUT_CHARS] + " [truncated]"
-            return {"output": output, "error": failed}
+            return {"output": output, "error": outcome != "ok", "outcome": outcome}
 
         result, replayed = await self._recorder.once("tool", fingerprint(name, args), make)
-        outcome = "error" if result.get("error") else "ok"
-        self._event(name, summary, outcome, started, replayed=replayed)
-        return str(result.get("output", ""))
+        output = str(result.get("output", ""))
+        # Records made before outcomes were kept say only whether the call failed.
+        outcome = result.get("outcome") or ("error" if result.get("error") else "ok")
+        failure = output if outcome != "ok" else None
+        self._event(name, summary, outcome, started, replayed=replayed, failure=failure)
+        return output
 
     async def aclose(self) -> None:
         """Close the MCP sessions."""
@@ -266,11 +276,11 @@ class StepToolbox:
 
     async def _runner(
         self, name: str, summary: str, started: float
-    ) -> Callable[[dict[str, Any]], Awaitable[tuple[str, bool]]]:
+    ) -> Callable[[dict[str, Any]], Awaitable[tuple[str, str]]]:
         builtin = self._builtin_tools().get(name)
         if builtin is not None:
 
-            async def run_builtin(args: dict[str, Any]) -> tuple[str, bool]:
+            async def run_builtin(args: dict[str, Any]) -> tuple[str, str]:
                 return await self._bounded(asyncio.to_thread(builtin.invoke, args))
 
             return run_builtin
@@ -279,24 +289,34 @@ class StepToolbox:
             self._event(name, summary, "unbound", started)
             raise UnboundToolError(self._unbound_message(name))
 
-        async def run_mcp(args: dict[str, Any]) -> tuple[str, bool]:
+        async def run_mcp(args: dict[str, Any]) -> tuple[str, str]:
             return await self._bounded(connection.call(name, args, timeout=self._timeout))
 
         return run_mcp
 
-    async def _bounded(self, work: Awaitable[Any]) -> tuple[str, bool]:
-        """The call's text and whether it failed; a failure is told to the model, not raised."""
+    async def _bounded(self, work: Awaitable[Any]) -> tuple[str, str]:
+        """The call's text and outcome (``ok``, ``error``, ``timeout``): a failure is told to
+        the model, not raised.
+
+        A ``CancelledError`` is never caught here: the one this call's own timeout raises comes
+        out of ``asyncio.timeout`` as ``TimeoutError``; any other is the step's (its timeout, a
+        segment being shut down), and the step must stop.
+        """
         try:
             async with asyncio.timeout(self._timeout):
                 value = await work
         except TimeoutError:
-            return f"error: the tool took longer than {self._timeout:g} s", True
+            return (
+                f"error: the tool did not answer within {self._timeout:g} s "
+                "(tool_call_timeout_seconds); answer without it, or try again differently",
+                "timeout",
+            )
         except Exception as exc:
-            return f"error: {type(exc).__name__}: {exc}", True
+            return f"error: {type(exc).__name__}: {exc}", "error"
         if isinstance(value, tuple):
             text, failed = value
-            return (f"error: {text}" if failed else str(text)), bool(failed)
-        return str(value), False
+            return (f"error: {text}", "error") if failed else (str(text), "ok")
+        return str(value), "ok"
 
     def _builtin_tools(self) -> dict[str, Any]:
         if self._builtins is None:
@@ -359,8 +379,16 @@ class StepToolbox:
         )
 
     def _event(
-        self, tool: str, summary: str, outcome: str, started: float, *, replayed: bool = False
+        self,
+        tool: str,
+        summary: str,
+        outcome: str,
+        started: float,
+        *,
+        replayed: bool = False,
+        failure: str | None = None,
     ) -> None:
+        """Put the call on the timeline and in the logs (a failed one with what went wrong)."""
         duration = int((time.monotonic() - started) * 1000)
         event: dict[str, Any] = {
             "event": "tool_called",
@@ -372,15 +400,21 @@ class StepToolbox:
             "duration_ms": duration,
             "outcome": outcome,
         }
+        if failure is not None:
+            event["tool_error"] = _bounded_text(
+                failure.removeprefix("error: "), ERROR_SUMMARY_CHARS
+            )
         if replayed:
             event["replayed"] = True
         self._emit(event)
-        logger.info(
+        logger.log(
+            logging.INFO if failure is None else logging.WARNING,
             "tool called",
             extra={
                 **self._where,
                 "tool": tool,
                 "tool_args": summary,
+                "tool_error": event.get("tool_error"),
                 "duration_ms": duration,
                 "outcome": outcome,
                 "replayed": replayed,
@@ -395,5 +429,8 @@ def _builtin_spec(tool: Any) -> ToolSpec:
 
 
 def _summary(args: dict[str, Any]) -> str:
-    text = json.dumps(args, sort_keys=True, default=str)
-    return text if len(text) <= ARGS_SUMMARY_CHARS else text[: ARGS_SUMMARY_CHARS - 1] + "…"
+    return _bounded_text(json.dumps(args, sort_keys=True, default=str), ARGS_SUMMARY_CHARS)
+
+
+def _bounded_text(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -80,6 +80,7 @@ def make_step_node(spec: StepSpec) -> Any:
         ``async (state, runtime) -> Command``.
     """
     run_kind = registry.executor(spec.kind)
+    prepare = registry.preparer(spec.kind)
 
     async def node(state: OrchestrationState, runtime: Runtime[EngineContext]) -> Any:
         ctx = runtime.context
@@ -96,6 +97,8 @@ def make_step_node(spec: StepSpec) -> Any:
         if attempt == 1:
             emit(_event("step_started", spec, segment=ctx.segment))
         try:
+            if prepare is not None:
+                await prepare(spec, ctx)  # its SDK loaded before the step's time starts
             outcome = await _attempt(run_kind, spec, state, ctx, attempt)
         except GraphBubbleUp:
             raise  # interrupts park the run; they are not failures

@@ -9,8 +9,10 @@
 
 Every call is async (``ainvoke``): cancelling the step's task abandons the HTTP request
 (OpenAI's httpx client closes the connection; Bedrock's botocore call is bounded by a read
-timeout derived from the step's time, see ``bedrock.py``). Every billed response is counted,
-also when the answer is then refused, so a failed attempt's tokens are not lost.
+timeout derived from the step's time, see ``bedrock.py``). The chat model of each request is
+looked up when that request is sent, so a per-request setting (Bedrock's read timeout: what is
+left of the step's time) is current for every round. Every billed response is counted, also
+when the answer is then refused, so a failed attempt's tokens are not lost.
 
 The tool exchange is handed to step 2 as text appended to the prompt rather than as tool-call
 messages: a structured-output call binds a different tool set (Bedrock) or none (OpenAI's
@@ -25,7 +27,7 @@ import asyncio
 import json
 import threading
 import weakref
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -83,9 +85,10 @@ class Answer(Tally):
 class ChatProvider:
     """What Bedrock and OpenAI share: chat models built on first use, one answer flow.
 
-    Subclasses build the chat model and say how to ask for, and how to read, the answer.
-    Chat models are cached per event loop: an async HTTP client belongs to the loop that
-    opened its connections, and each Lambda invocation (each ``asyncio.run``) brings a new one.
+    Subclasses load their SDK (:meth:`prepare`, before a step's time starts), build the chat
+    model and say how to ask for, and how to read, the answer. Chat models are cached per event
+    loop: an async HTTP client belongs to the loop that opened its connections, and each Lambda
+    invocation (each ``asyncio.run``) brings a new one.
     """
 
     name = "chat"
@@ -96,11 +99,35 @@ class ChatProvider:
         self._models: dict[Hashable, Any] = {}
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._lock = threading.Lock()
+        self._warming = threading.Lock()
+        """Held while the first chat model is built (not ``_lock``: requests in the event loop
+        look their models up under that one, and must not wait for a warm-up)."""
+        self._warm = False
 
     @property
     def default_model(self) -> str:
         """The model used when a request names none."""
         return self._default_model
+
+    def prepare(self, seconds: float | None = None) -> None:
+        """Load the SDK and the key, and build a first chat model, outside any step's time.
+
+        The first chat model built in a process loads more of its SDK (the HTTP stack, model
+        profiles): half a second to a second on a busy host. It is built once here and thrown
+        away; the models requests use are built in their event loop, in milliseconds.
+
+        Args:
+            seconds: What the step's first call will have (``None``: no step limit).
+
+        Raises:
+            ProviderUnavailableError: the SDK or the key is missing.
+        """
+        self._prepare_for(seconds)
+        with self._warming:
+            if not self._warm:
+                request = _warm_up_request(self, seconds)
+                self._new_chat(self.resolve_model(self._default_model), request)
+                self._warm = True
 
     def invoke(self, request: LLMRequest) -> LLMResult:
         """Answer ``request`` from synchronous code (scripts, tests): runs :meth:`ainvoke`."""
@@ -114,10 +141,9 @@ class ChatProvider:
                 carrying the tokens the failed calls were billed for.
         """
         model = self.resolve_model(request.model or self._default_model)
-        chat = self._chat(model, request)
         result = Answer()
         try:
-            await self._answer(chat, request, result)
+            await self._answer(request, result)
         except LLMCallError as exc:
             exc.input_tokens = max(exc.input_tokens, result.input_tokens)
             exc.output_tokens = max(exc.output_tokens, result.output_tokens)
@@ -130,7 +156,7 @@ class ChatProvider:
             output_tokens=result.output_tokens,
         )
 
-    async def _answer(self, chat: Any, request: LLMRequest, result: Answer) -> None:
+    async def _answer(self, request: LLMRequest, result: Answer) -> None:
         from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
         preamble: list[BaseMessage] = []
@@ -138,38 +164,48 @@ class ChatProvider:
             preamble.append(SystemMessage(request.system_prompt))
         prompt = request.prompt
         if request.toolbox is not None:
-            transcript = await self._toolbox_rounds(chat, request, preamble, result)
+            transcript = await self._toolbox_rounds(request, preamble, result)
             if transcript:
                 prompt = f"{prompt}\n\n{transcript}"
         elif request.tools:
-            transcript = await self._tool_rounds(chat, request, preamble, result)
+            transcript = await self._tool_rounds(request, preamble, result)
             if transcript:
                 prompt = f"{prompt}\n\n{transcript}"
         raw = await self._call(
-            self._structured(chat, request), [*preamble, HumanMessage(prompt)], request, result
+            lambda chat: self._structured(chat, request),
+            [*preamble, HumanMessage(prompt)],
+            request,
+            result,
         )
         tokens = result.count(raw)
         self._check_stop(raw, request, tokens)
         result.outputs = self._outputs(raw, request, tokens)
 
     async def _call(
-        self, runnable: Any, messages: list[Any], request: LLMRequest, result: Answer
+        self,
+        shape: Callable[[Any], Any],
+        messages: list[Any],
+        request: LLMRequest,
+        result: Answer,
     ) -> Any:
+        """Send one request: ``shape`` makes the runnable (tools bound, structured output) of
+        the chat model this request gets, looked up now."""
         try:
-            return await runnable.ainvoke(messages)
+            return await shape(self._chat(request)).ainvoke(messages)
         except LLMError:
             raise
         except Exception as exc:
             raise self._translate(exc, request, result) from exc
 
-    async def _tool_rounds(
-        self, chat: Any, request: LLMRequest, preamble: list[Any], result: Answer
-    ) -> str:
+    async def _tool_rounds(self, request: LLMRequest, preamble: list[Any], result: Answer) -> str:
         """Let the model call its tools; return what happened as text for the answer prompt."""
         from langchain_core.messages import HumanMessage, ToolMessage
 
         tools = {tool.name: tool for tool in build_tools(request.tools)}
-        bound = chat.bind_tools(list(tools.values()))
+
+        def bound(chat: Any) -> Any:
+            return chat.bind_tools(list(tools.values()))
+
         conversation: list[Any] = [*preamble, HumanMessage(request.prompt)]
         lines: list[str] = []
         notes = ""
@@ -195,7 +231,7 @@ class ChatProvider:
         return "\n\n".join(parts)
 
     async def _toolbox_rounds(
-        self, chat: Any, request: LLMRequest, preamble: list[Any], result: Answer
+        self, request: LLMRequest, preamble: list[Any], result: Answer
     ) -> str:
         """:meth:`_tool_rounds` through the step's toolbox: bound built-in and MCP tools, calls
         bounded per step, each model round and tool call recorded (a replay repeats neither)."""
@@ -205,7 +241,11 @@ class ChatProvider:
 
         toolbox = request.toolbox
         specs = await toolbox.specs()
-        bound = chat.bind_tools([spec.as_openai_tool() for spec in specs]) if specs else chat
+        tools = [spec.as_openai_tool() for spec in specs]
+
+        def bound(chat: Any) -> Any:
+            return chat.bind_tools(tools) if tools else chat
+
         conversation: list[Any] = [*preamble, HumanMessage(request.prompt)]
         lines: list[str] = []
         notes = ""
@@ -243,7 +283,8 @@ class ChatProvider:
             parts.append(f"Your notes after using the tools:\n{notes}")
         return "\n\n".join(parts)
 
-    def _chat(self, model: str, request: LLMRequest) -> Any:
+    def _chat(self, request: LLMRequest) -> Any:
+        model = self.resolve_model(request.model or self._default_model)
         key = self._chat_key(model, request)
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -266,6 +307,9 @@ class ChatProvider:
     def _new_chat(self, model: str, request: LLMRequest) -> Any:
         raise NotImplementedError
 
+    def _prepare_for(self, seconds: float | None) -> None:
+        """What else a call with ``seconds`` needs before it starts (Bedrock: its client)."""
+
     def _structured(self, chat: Any, request: LLMRequest) -> Any:
         """The runnable that asks for the structured answer."""
         raise NotImplementedError
@@ -280,6 +324,21 @@ class ChatProvider:
 
     def _translate(self, exc: Exception, request: LLMRequest, result: Answer) -> LLMError:
         raise NotImplementedError
+
+
+def _warm_up_request(provider: ChatProvider, seconds: float | None) -> LLMRequest:
+    """A request that is never sent: what building a first chat model needs to know."""
+    return LLMRequest(
+        run_id="",
+        step_id="warm-up",
+        block_id=None,
+        provider=provider.name,
+        model=None,
+        system_prompt="",
+        prompt="",
+        output_keys=[],
+        timeout_seconds=seconds,
+    )
 
 
 def parse_json_object(

@@ -44,6 +44,9 @@ class LLMRequest:
             provider's.
         timeout_seconds: What is left of the step's time for this call (``None``: the
             provider's own request timeout). Set by :func:`langorch.llm.calls.call_model`.
+        deadline: The ``time.monotonic()`` by which the call must end (``None``: no step
+            limit). Set with ``timeout_seconds``; a provider whose timeout is fixed per HTTP
+            client (Bedrock) reads what is left of it when it sends each request.
         max_attempts: How many attempts the step makes in all (for messages: "will retry").
         toolbox: The step's bound tools (a :class:`langorch.llm.toolbox.Toolbox`): calls to
             them are bounded and recorded. ``None``: a provider binds the built-in ``tools``
@@ -66,6 +69,7 @@ class LLMRequest:
     attempt: int = 1
     max_tokens: int | None = None
     timeout_seconds: float | None = None
+    deadline: float | None = None
     max_attempts: int = 1
     toolbox: Any = field(default=None, compare=False, repr=False)
 
@@ -111,6 +115,17 @@ class LLMProvider(Protocol):
     """Something that answers an :class:`LLMRequest` with structured output."""
 
     name: str
+
+    def prepare(self, seconds: float | None = None) -> None:
+        """Load what a call needs (the SDK, the key, a client), before a step's time starts.
+
+        Args:
+            seconds: What the step's first call will have (``None``: no step limit).
+
+        Raises:
+            ProviderNotAvailableError: the SDK or the key is missing.
+        """
+        ...
 
     def invoke(self, request: LLMRequest) -> LLMResult:
         """Answer ``request``; raise :class:`LLMError` on failure."""

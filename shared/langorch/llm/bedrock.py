@@ -7,14 +7,17 @@ local emulator; this module is Bedrock's adapter, so it is where botocore errors
 
 One HTTP request per attempt: the factory's clients make a single attempt (botocore retries
 off) because the step owns the retry policy. botocore is synchronous, so a call cannot be
-cancelled mid-flight; instead each call gets a client whose read timeout is what is left of
-the step's time, so an abandoned call ends when the step does.
+cancelled mid-flight; instead each request is sent with a client whose read timeout is what is
+left of the step's time when it is sent (after any earlier model round or tool call), so an
+abandoned request ends when the step does. The first such client is built by :meth:`prepare`,
+before the step's time starts.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import replace
@@ -54,7 +57,15 @@ _THROTTLING_CODES = frozenset({"ThrottlingException", "TooManyRequestsException"
 _NOT_AVAILABLE_CODES = frozenset(
     {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
 )
-_MODEL_ID_HINTS = ("model identifier is invalid", "on-demand throughput", "inference profile")
+_MODEL_ID_HINTS = (
+    "model identifier is invalid",
+    "on-demand throughput",
+    "inference profile",
+    "end of its life",
+)
+"""Words of Bedrock's answers that say the model id is the problem (invalid, retired, or served
+only through a profile): such an answer gets the ``llm_model`` hint."""
+_MODEL_ID_CODES = frozenset({"ValidationException", "ResourceNotFoundException"})
 
 ClientFactory = Callable[[float], Any]
 """Returns a bedrock-runtime client whose read timeout is the given number of seconds."""
@@ -116,6 +127,21 @@ class BedrockProvider(ChatProvider):
             while len(self._clients) > _CLIENTS_KEPT:
                 self._clients.popitem(last=False)
             return client
+
+    def _prepare_for(self, seconds: float | None) -> None:
+        try:
+            self._client(_whole_seconds(seconds))
+        except LLMError:
+            raise
+        except Exception as exc:
+            raise translate_bedrock_error(exc) from exc
+
+    def _chat(self, request: LLMRequest) -> Any:
+        # What is left of the step's time now, as this request is sent: earlier rounds of the
+        # call (the model's, its tools') spent some of it.
+        if request.deadline is not None:
+            request = replace(request, timeout_seconds=request.deadline - time.monotonic())
+        return super()._chat(request)
 
     def _chat_key(self, model: str, request: LLMRequest) -> Hashable:
         return (model, request.temperature, request.max_tokens, _read_timeout(request))
@@ -184,10 +210,13 @@ class BedrockProvider(ChatProvider):
 
 
 def _read_timeout(request: LLMRequest) -> int:
+    return _whole_seconds(request.timeout_seconds)
+
+
+def _whole_seconds(seconds: float | None) -> int:
     # Rounded down: botocore gives up (and closes the connection) no later than the step's
     # own deadline, so an abandoned call never overlaps the step's next attempt.
-    seconds = request.timeout_seconds or DEFAULT_READ_TIMEOUT
-    return max(1, math.floor(seconds))
+    return max(1, math.floor(DEFAULT_READ_TIMEOUT if seconds is None else seconds))
 
 
 def translate_bedrock_error(exc: Exception, request: LLMRequest | None = None) -> LLMError:
@@ -246,7 +275,7 @@ def _client_error(exc: Any, request: LLMRequest | None) -> LLMError:
     if code == "ModelTimeoutException" and request is not None:
         return timed_out(request, "Bedrock (the model itself)", request.timeout_seconds or 0.0)
     hint = ""
-    if code == "ValidationException" and any(h in message.lower() for h in _MODEL_ID_HINTS):
+    if code in _MODEL_ID_CODES and any(h in message.lower() for h in _MODEL_ID_HINTS):
         model = request.model if request is not None else None
         hint = (
             f" The model id {model!r} is not usable here: set llm_model on the step, block or "

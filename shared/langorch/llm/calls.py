@@ -6,8 +6,8 @@ one attempt, :func:`call_model`:
 
 * gives the call what is left of the step's ``timeout_seconds`` (less a small margin, so the
   call's own, named timeout fires before the step's generic one) and cancels it when that runs
-  out: OpenAI's async client closes the connection; Bedrock's client was built with that read
-  timeout, so its request ends then too;
+  out: OpenAI's async client closes the connection; each Bedrock request uses a client whose read
+  timeout is what is left when it is sent, so its request ends then too;
 * counts the tokens of every response the attempt received, and puts them on the error when the
   attempt fails (a refused or cut answer is billed all the same);
 * leaves waiting to the step: :func:`retry_delay` is the wait the server asked for
@@ -72,7 +72,7 @@ async def call_model(
             return await _invoke(llm, request)
         spent = time.monotonic() - started if started is not None else 0.0
         seconds = call_budget(budget_seconds - spent)
-        request = replace(request, timeout_seconds=seconds)
+        request = replace(request, timeout_seconds=seconds, deadline=time.monotonic() + seconds)
         try:
             async with asyncio.timeout(seconds) as deadline:
                 return await _invoke(llm, request)
@@ -87,6 +87,20 @@ async def call_model(
         raise
     finally:
         ATTEMPT_TALLY.reset(reset)
+
+
+def prepare(llm: Any, provider: str, *, budget_seconds: float | None) -> None:
+    """Load ``provider`` before a step's time starts (``LLMRegistry.prepare``), so an SDK's cold
+    import or first client is never paid inside ``budget_seconds``.
+
+    Args:
+        llm: The registry (a test's fake with ``invoke`` only has nothing to load).
+        provider: The step's provider (empty: the registry's default).
+        budget_seconds: The step's ``timeout_seconds`` (``None``: no limit).
+    """
+    load = getattr(llm, "prepare", None)
+    if load is not None:
+        load(provider, call_budget(budget_seconds) if budget_seconds is not None else None)
 
 
 async def _invoke(llm: Any, request: LLMRequest) -> LLMResult:

@@ -284,6 +284,9 @@ class OfflineProvider:
             self._path = Path(script)
             self._reload_if_changed()
 
+    def prepare(self, seconds: float | None = None) -> None:
+        """Nothing to load: the script was read when the provider was built."""
+
     async def ainvoke(self, request: LLMRequest) -> LLMResult:
         """:meth:`invoke`, after making the scripted tool calls through the request's toolbox.
 

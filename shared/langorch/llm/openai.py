@@ -25,6 +25,7 @@ from langorch.llm.settings import OPENAI_TIMEOUT_SECONDS, OpenAISettings
 DEFAULT_OPENAI_MODEL = "gpt-4o-mini"
 
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+_SDK_STATUS_PREFIX = re.compile(r"^Error code: \d+(?: - )?")
 _WAIT_IN_MESSAGE = re.compile(r"try again in (\d+(?:\.\d+)?)\s*(ms|s)\b", re.IGNORECASE)
 
 ApiKey = Callable[[], str | None] | str | None
@@ -191,23 +192,60 @@ def translate_openai_error(
     if isinstance(exc, openai.APITimeoutError):
         return timed_out(request, "OpenAI", request.timeout_seconds or OPENAI_TIMEOUT_SECONDS)
     if isinstance(exc, openai.APIConnectionError):
-        return LLMCallError(f"OpenAI unreachable: {type(exc).__name__}: {exc}", retryable=True)
+        return LLMCallError(_unreachable(exc), retryable=True)
     if isinstance(exc, openai.RateLimitError):
-        return throttled(request, "OpenAI", f"HTTP 429: {exc.message}", _retry_after(exc))
+        return throttled(request, "OpenAI", f"HTTP 429: {_said(exc)}", _retry_after(exc))
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         retryable = status in _RETRYABLE_STATUS or status >= 500
+        said = _said(exc)
         hint = ""
-        if status == 404 and "model" in str(exc.message).lower():
+        if status == 404 and "model" in said.lower():
             hint = (
                 f" Check llm_model ({request.model!r}) on the step, block or workflow, or "
                 "LANGORCH_DEFAULT_LLM_MODEL: it must name a model (Azure: a deployment) that "
                 "this endpoint serves."
             )
-        return LLMCallError(
-            f"OpenAI answered HTTP {status}: {exc.message}{hint}", retryable=retryable
-        )
+        return LLMCallError(f"OpenAI answered HTTP {status}: {said}{hint}", retryable=retryable)
     return LLMCallError(f"OpenAI call failed: {type(exc).__name__}: {exc}")
+
+
+def _said(exc: Any) -> str:
+    """What the server said: its error's ``message``, else the body's text, without the SDK's
+    "Error code: 429 - " (the status is in our message already)."""
+    body = getattr(exc, "body", None)
+    error = body.get("error", body) if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if isinstance(message, str) and message:
+        return message
+    if isinstance(body, str) and body:
+        return body[:500]
+    return _SDK_STATUS_PREFIX.sub("", str(getattr(exc, "message", exc))) or "(no message)"
+
+
+def _unreachable(exc: Any) -> str:
+    """The connection failure with the URL it tried (no credentials, no query) and its cause."""
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", None)
+    where = ""
+    if url is not None:
+        where = f" at {url.copy_with(userinfo=b'', query=None, fragment=None)}"
+    root = _root_cause(exc)
+    why = f" ({type(root).__name__}: {root})" if root is not exc and str(root) else ""
+    return (
+        f"OpenAI unreachable{where}: {exc}{why}. Check openai_base_url "
+        "(LANGORCH_OPENAI_BASE_URL), and that a server runs there and can be reached"
+    )
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first failure under the SDK's wrappers (e.g. ``ConnectionRefusedError``)."""
+    for _ in range(10):  # a chain is short; a cycle must not loop
+        below = exc.__cause__ or exc.__context__
+        if below is None:
+            break
+        exc = below
+    return exc
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -21,7 +21,8 @@ class LLMRegistry:
     """Providers by name, built on first use, with the answer validated for every provider.
 
     Building the registry reads the offline script (so a bad script fails at start-up) but
-    imports no LLM SDK and fetches no key: Bedrock and OpenAI are set up by their first call.
+    imports no LLM SDK and fetches no key: Bedrock and OpenAI are set up by :meth:`prepare`,
+    which a step calls before its time starts, or else by their first call.
 
     Args:
         default_provider: Used when a request's ``provider`` is empty.
@@ -88,6 +89,21 @@ class LLMRegistry:
             if name not in self._providers:
                 self._providers[name] = self._build(name)
             return self._providers[name]
+
+    def prepare(self, name: str, seconds: float | None = None) -> None:
+        """Load what a call to ``name`` (empty: the default provider) needs — its SDK, its key,
+        a client for ``seconds`` — so that none of it is paid inside a step's time.
+
+        Importing an LLM SDK cold takes seconds: a step that paid it inside its
+        ``timeout_seconds`` lost its first attempt before sending a request. Steps call this
+        from outside their timeout (``langorch.engine.kinds.llm``); a provider prepared once
+        returns at once.
+
+        Raises:
+            LLMCallError: ``name`` is not a known provider.
+            ProviderNotAvailableError: its SDK or key is missing.
+        """
+        self.provider(name or self._default_provider).prepare(seconds)
 
     def invoke(self, request: LLMRequest) -> LLMResult:
         """Answer ``request`` from synchronous code; see :meth:`ainvoke`."""

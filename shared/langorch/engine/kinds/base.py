@@ -107,6 +107,10 @@ Executor = Callable[[StepSpec, OrchestrationState, EngineContext, int], Awaitabl
 """A kind's executor: ``(step, state, context, attempt) -> Outcome``. It raises to fail the
 attempt; the generic node retries, routes errors and records the result."""
 
+Preparer = Callable[[StepSpec, EngineContext], Awaitable[None]]
+"""What a kind loads before each attempt's ``timeout_seconds`` starts (an LLM SDK, its client,
+its key): ``(step, context) -> None``. It raises to fail the attempt, as an executor does."""
+
 
 def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:
     """The names templates and expressions see: ``shared_context`` plus the run's own.

@@ -7,8 +7,8 @@ from typing import Any
 from langorch.domain.errors import StepFailedError
 from langorch.domain.templates import evaluate
 from langorch.engine.context import EngineContext
-from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of
-from langorch.engine.kinds.llm import call_llm
+from langorch.engine.kinds.base import Executor, Outcome, Preparer, StepSpec, scope_of
+from langorch.engine.kinds.llm import call_llm, prepare_llm
 from langorch.engine.state import OrchestrationState
 
 
@@ -39,6 +39,12 @@ async def run_decision(
     return Outcome(label=label, context=context, tokens=tokens, state={"usage": [usage]})
 
 
+async def prepare_decision(spec: StepSpec, ctx: EngineContext) -> None:
+    """A decision made by the block's LLM loads its provider first (see ``prepare_llm``)."""
+    if not (spec.step.cases or spec.step.condition):
+        await prepare_llm(spec, ctx)
+
+
 def _label_of(value: Any, labels: list[str]) -> str:
     if isinstance(value, bool):
         for candidate in ("true", "yes") if value else ("false", "no"):
@@ -48,3 +54,4 @@ def _label_of(value: Any, labels: list[str]) -> str:
 
 
 EXECUTORS: dict[str, Executor] = {"decision": run_decision}
+PREPARERS: dict[str, Preparer] = {"decision": prepare_decision}

@@ -3,6 +3,7 @@ structured output whose fields are the ``output_keys``, merge them into ``shared
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import asdict
 from typing import Any
@@ -10,8 +11,28 @@ from typing import Any
 from langorch.domain.errors import StepFailedError
 from langorch.domain.templates import prompt_char_limit, render
 from langorch.engine.context import EngineContext, StepEffects
-from langorch.engine.kinds.base import Executor, Outcome, StepSpec, input_scope, visits_of
+from langorch.engine.kinds.base import (
+    Executor,
+    Outcome,
+    Preparer,
+    StepSpec,
+    input_scope,
+    visits_of,
+)
 from langorch.engine.state import OrchestrationState
+
+
+async def prepare_llm(spec: StepSpec, ctx: EngineContext) -> None:
+    """Load the step's LLM provider (its SDK, its key, a client) before the step's time starts.
+
+    A cold import of an LLM SDK takes seconds: paid inside ``timeout_seconds``, it cost a short
+    step its first attempt before any request was sent. In a worker thread, so steps running
+    beside this one keep the event loop.
+    """
+    from langorch.llm.calls import prepare  # light: no SDK
+
+    provider = spec.provider or ctx.default_provider or "offline"
+    await asyncio.to_thread(prepare, ctx.llm, provider, budget_seconds=spec.timeout_seconds)
 
 
 async def call_llm(
@@ -31,8 +52,8 @@ async def call_llm(
         attempt: Which attempt this is (offline scripts answer per attempt).
         choices: For decisions: the labels the answer must be one of.
     """
-    started = time.monotonic()  # before the first import of langorch.llm: it takes a while
-    from langorch.llm import LLMRequest, LLMResult  # light; SDKs load per provider
+    started = time.monotonic()
+    from langorch.llm import LLMRequest, LLMResult  # light; prepare_llm loaded the provider
     from langorch.llm.calls import call_model
 
     block = spec.block
@@ -146,3 +167,4 @@ async def run_llm(
 
 
 EXECUTORS: dict[str, Executor] = {"action": run_llm, "extraction": run_llm}
+PREPARERS: dict[str, Preparer] = {"action": prepare_llm, "extraction": prepare_llm}
