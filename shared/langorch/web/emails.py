@@ -1,7 +1,8 @@
 """The approval email: a subject that cannot inject headers, escaped and bounded bodies.
 
 The email carries the approver's own signed link and, when the step requires it, their one-time
-code. It never carries the task token (which the renderer is never given).
+code. It never carries the task token (which the renderer is never given). Its templates,
+``email.txt`` and ``email.html``, are files in ``web/templates/`` beside the approval page's.
 """
 
 from __future__ import annotations
@@ -51,63 +52,6 @@ def clean_subject(text: str, limit: int = MAX_SUBJECT_CHARS) -> str:
     return bounded(one_line, limit)
 
 
-_TEXT = """\
-{% if reason %}{{ reason }}
-
-{% endif %}{{ title }}
-{% if message %}
-{{ message }}
-{% endif %}
-{% if progress %}Progress: {{ progress }}
-{% endif %}{% if previous %}
-{{ previous.said }}
-{% if previous.comment %}{{ previous.comment }}
-{% endif %}{{ previous.changes }}
-
-{% endif %}{% for key, value in context %}{{ key }}: {{ value }}
-{% endfor %}
-Open this link to review and decide (approve or reject on the page):
-{{ link }}
-{% if code %}
-Your one-time code: {{ code }}
-Type it on the page; it is needed to decide.
-{% endif %}
-The link is for you only and expires at {{ expires }}.
-Opening it decides nothing; only the buttons on the page do.
-"""
-
-_HTML = """\
-<!doctype html>
-<html><body style="margin:0;padding:24px 12px;background:#f7f7f5;color:#1d2125;
-font:15px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,'Noto Sans',Ubuntu,sans-serif">
-<div style="max-width:40em;margin:0 auto;background:#fff;border:1px solid #e2e4e7;
-border-radius:10px;padding:20px 24px">
-<p style="margin:0 0 8px;font-weight:700;color:#5d6670">langorch</p>
-{% if reason %}<p style="margin:0 0 8px"><strong>{{ reason }}</strong></p>{% endif %}
-<h2 style="margin:0 0 12px;font-size:20px">{{ title }}</h2>
-{% if progress %}<p>Progress: {{ progress }}</p>{% endif %}
-{% if message %}<p style="white-space:pre-wrap">{{ message }}</p>{% endif %}
-{% if previous %}<p>{{ previous.said }}</p>{% if previous.comment %}
-<blockquote style="white-space:pre-wrap;margin:8px 0;padding:4px 12px;border-left:3px solid
-#e2e4e7;color:#5d6670">{{ previous.comment }}</blockquote>{% endif %}
-<p>{{ previous.changes }}</p>{% endif %}
-{% if context %}<table style="border-collapse:collapse;width:100%">{% for key, value in context %}
-<tr><th style="text-align:left;vertical-align:top;padding:6px 10px 6px 0;border-bottom:1px solid
-#e2e4e7">{{ key | label }}</th>
-<td style="white-space:pre-wrap;padding:6px 0;border-bottom:1px solid #e2e4e7;
-font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px">{{ value }}</td></tr>
-{% endfor %}</table>{% endif %}
-<p style="margin:20px 0"><a href="{{ link }}" style="display:inline-block;background:#3559d6;
-color:#fff;text-decoration:none;font-weight:600;padding:10px 18px;border-radius:8px">Review and
-decide</a></p>
-{% if code %}<p>Your one-time code: <strong style="font-size:1.4em;letter-spacing:.1em">{{ code
-}}</strong><br>Type it on the page; it is needed to decide.</p>{% endif %}
-<p style="color:#5d6670;font-size:13px">The link is for you only and expires at {{ expires }}.
-Opening it decides nothing; only the buttons on the page do.</p>
-</div></body></html>
-"""
-
-
 def compile_templates() -> None:
     """Compile both email templates now, for a process that forks workers (``langorch dev``'s
     fork server): each worker otherwise compiles them on its first email."""
@@ -117,13 +61,13 @@ def compile_templates() -> None:
 
 @lru_cache(maxsize=2)
 def _env(html: bool) -> Environment:
-    from jinja2 import DictLoader, Environment, StrictUndefined
+    from jinja2 import Environment, PackageLoader, StrictUndefined
 
     from langorch.web.look import human_label
 
     # The text body is not HTML: escaping it would show "&amp;" to the reader.
     env = Environment(
-        loader=DictLoader({"email.html": _HTML, "email.txt": _TEXT}),
+        loader=PackageLoader("langorch.web", "templates"),
         autoescape=html,  # noqa: S701 - on for the HTML body; the text body is not HTML
         undefined=StrictUndefined,
         keep_trailing_newline=True,

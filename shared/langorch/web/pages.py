@@ -4,6 +4,7 @@ Inert means: no script, no meta refresh, no auto-submitting form. Opening the pa
 HEAD — what mail scanners do) decides nothing; only the form's POST does. The form has no
 ``action``, so it posts back to the same URL with the signed query string, and the signature
 itself never appears in the page body. Everything shown is escaped by Jinja2's autoescaping.
+The templates are files in ``web/templates/``, loaded as the console loads its own.
 """
 
 from __future__ import annotations
@@ -62,119 +63,28 @@ class Page:
     headers: dict[str, str] = field(default_factory=lambda: dict(SECURITY_HEADERS))
 
 
-_BASE = """\
-<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="robots" content="noindex, nofollow">
-<title>{{ heading }}</title>
-<style>{{ css }}</style></head>
-<body><div class="page">
-<p class="brand">langorch</p>
-<h1>{{ heading }}</h1>
-{% block content %}{% endblock %}
-</div></body></html>
-"""
-
-_RESULT = """\
-{% extends "base.html" %}
-{% block content %}
-<div class="card"><p>{{ sentence }}</p>
-{% if details %}<table class="kv">{% for key, value in details %}
-<tr><th scope="row">{{ key }}</th><td>{{ value }}</td></tr>{% endfor %}</table>{% endif %}</div>
-<p class="note">You can close this page.</p>
-{% endblock %}
-"""
-
-# The policy's parts of the page (issue 13), as partials of their own: the form includes them,
-# so restyling the form and changing what a policy shows do not touch the same lines.
-_POLICY = """\
-{% if policy %}<div class="policy"><h2>Approval policy</h2>
-<p><strong>{{ policy.progress }}</strong></p>
-<ul>{% for line in policy.rules %}<li>{{ line }}</li>{% endfor %}</ul>
-{% if policy.next %}<p class="note">Next: {{ policy.next }}</p>{% endif %}</div>{% endif %}
-"""
-
-_DELEGATE = """\
-{% if policy and policy.delegation %}<p><label for="delegate_to"><strong>Hand your vote to
-</strong> (their email; they get a link of their own)</label><br>
-<input id="delegate_to" name="delegate_to" type="email" maxlength="254" size="30">
-<button type="submit" name="decision" value="delegate">Delegate</button></p>{% endif %}
-"""
-
-_FORM = """\
-{% extends "base.html" %}
-{% block content %}
-{% if error %}<p class="error">{{ error }}</p>{% endif %}
-{% if message %}<div class="card msg">{{ message }}</div>{% endif %}
-<p class="note">Run {{ run_id }} · step {{ step_id }}{% if iteration > 1 %} · round {{ iteration
-}}{% if max_iterations %} of {{ max_iterations }}{% endif %}{% endif %} ·
-deciding as {{ approver }} · expires {{ expires }}</p>
-{% include "policy.html" %}
-{% if previous %}<h2>Since round {{ previous.iteration }}</h2>
-<p>{{ previous.who }} rejected round {{ previous.iteration }}{% if previous.comment %} and
-asked:</p><blockquote class="msg">{{ previous.comment }}</blockquote>{% else %} without a
-comment.</p>{% endif %}
-<p>{% if previous.changed %}Changed since: {{ previous.changed }}.{% else %}None of the details
-shown changed since round {{ previous.iteration }}.{% endif %}</p>{% endif %}
-{% if context %}<h2>Details</h2><div class="card"><table class="kv">
-{% for key, value, changed in context %}
-<tr><th scope="row">{{ key | label }}{% if changed %} <span class="note">(changed)</span>
-{% endif %}</th>
-<td><pre>{{ value }}</pre></td></tr>{% endfor %}</table></div>
-{% if hidden_keys %}<p class="note">{{ hidden_keys }} more not shown.</p>{% endif %}{% endif %}
-<div class="card"><form method="post">
-<input type="hidden" name="nonce" value="{{ nonce }}">
-{% if editable %}<h2>You may edit</h2>{% for f in editable %}
-<p><label for="f{{ loop.index }}">{{ f.key | label }}{% if f.hint %}
-<span class="hint note">({{ f.hint }})</span>{% endif %}</label>
-{% if f.too_long %}<pre>{{ f.value }}</pre><span class="note">Too long to edit here.</span>
-{% elif f.kind == "yes_no" %}<select id="f{{ loop.index }}" name="{{ f.name }}">
-<option value="yes"{% if f.value == "yes" %} selected{% endif %}>yes</option>
-<option value="no"{% if f.value != "yes" %} selected{% endif %}>no</option></select>
-{% elif f.kind == "number" %}<input id="f{{ loop.index }}" name="{{ f.name }}" type="number"
-step="any" value="{{ f.value }}">
-{% else %}<textarea id="f{{ loop.index }}" name="{{ f.name }}" rows="{{ f.rows }}">
-{{ f.value }}</textarea>{% endif %}</p>{% endfor %}{% endif %}
-<p><label for="comment">Comment <span class="hint note">(optional; a rejection's feedback)</span>
-</label>
-<textarea id="comment" name="comment" rows="3" maxlength="4000">{{ comment }}</textarea></p>
-{% if require_code %}<p><label for="code">One-time code <span class="hint note">from your
-email</span></label><input id="code" name="code" inputmode="numeric" autocomplete="one-time-code"
-maxlength="6" size="8" required></p>{% endif %}
-<p class="actions"><button type="submit" name="decision" value="approved">Approve</button>
-<button type="submit" name="decision" value="rejected">Reject</button></p>
-{% include "delegate.html" %}
-</form></div>
-<p class="note">Nothing happens until you press a button.</p>
-{% endblock %}
-"""
+TEMPLATES = ("base.html", "result.html", "form.html", "policy.html", "delegate.html")
+"""The page templates, files in ``web/templates/`` (the emails' are there too)."""
 
 
 def compile_templates() -> None:
     """Compile every page template now, for a process that forks workers (``langorch dev``'s
     fork server): each worker otherwise compiles them on its first page."""
-    for name in ("base.html", "result.html", "form.html", "policy.html", "delegate.html"):
+    for name in TEMPLATES:
         _env().get_template(name)
 
 
 @lru_cache(maxsize=1)
 def _env() -> Environment:
-    from jinja2 import DictLoader, Environment, StrictUndefined
+    from jinja2 import Environment, PackageLoader, StrictUndefined
     from markupsafe import Markup
 
     from langorch.web.look import human_label, stylesheet
 
+    # The form includes the policy's parts as templates of their own (policy.html,
+    # delegate.html): restyling the form and changing what a policy shows touch other files.
     env = Environment(
-        loader=DictLoader(
-            {
-                "base.html": _BASE,
-                "result.html": _RESULT,
-                "form.html": _FORM,
-                "policy.html": _POLICY,
-                "delegate.html": _DELEGATE,
-            }
-        ),
+        loader=PackageLoader("langorch.web", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
     )
