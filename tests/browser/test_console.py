@@ -20,6 +20,7 @@ import pytest
 from playwright import sync_api as playwright_sync
 
 from langorch.app.trigger_sync import register_and_sync
+from langorch.composition.bootstrap import build_container
 from langorch.composition.container import Container
 from langorch.console.server import RunningConsole, serve_console
 from langorch.local.stack import LocalStack, free_port, start_local_stack
@@ -72,14 +73,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     running = start_local_stack(home=home, port=free_port(), examples=None)
     definitions = home / "console.yaml"
     definitions.write_text(DEFINITIONS)
-    register_and_sync([str(definitions)], Container(running.settings))
+    register_and_sync([str(definitions)], build_container(running.settings))
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 def container(stack: LocalStack) -> Container:
-    return Container(stack.settings)
+    return build_container(stack.settings)
 
 
 @pytest.fixture(scope="module")

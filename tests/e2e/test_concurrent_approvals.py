@@ -24,7 +24,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 
 from langorch.app.runs import StartRun, launch_run
-from langorch.composition.container import Container
+from langorch.composition.bootstrap import build_container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 CLICKS = 100
@@ -65,7 +65,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     running = start_local_stack(home=home, port=free_port(), examples=None)
     definitions = home / "many_gates.yaml"
     definitions.write_text(WORKFLOW)
-    register_and_sync([str(definitions)], Container(running.settings))
+    register_and_sync([str(definitions)], build_container(running.settings))
     yield running
     running.stop()
 
@@ -110,7 +110,7 @@ def test_a_hundred_simultaneous_clicks_are_each_decided_by_their_own_approver(
     stack: LocalStack,
 ):
     # Given 100 runs, each parked on its approval, every approval emailed to two approvers
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     with ThreadPoolExecutor(max_workers=16) as pool:
         runs = list(
             pool.map(

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from langorch.cli.main import main
-from langorch.composition.container import Container
+from langorch.composition.bootstrap import build_container
+from langorch.local._invoke import TRIGGER
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 from tests.e2e.readme import REPO, langorch_commands
 
@@ -80,7 +81,7 @@ def test_the_dev_stack_is_ready_with_its_state_machine(started: tuple[LocalStack
     document = json.loads(stack.stack_file.read_text())
     arn = document["settings"]["state_machine_arn"]
     machine = (
-        Container(stack.settings)
+        build_container(stack.settings)
         .client("stepfunctions")
         .describe_state_machine(stateMachineArn=arn)
     )
@@ -111,7 +112,7 @@ def test_a_run_started_with_wait_runs_in_the_state_machine_and_its_logs_come_bac
     run = data["runs"][0]["run"]
     assert run["status"] == "succeeded"
     assert run["outputs"]["z"] == 9
-    execution = Container(stack.settings).stepfunctions.describe(run["run_id"])
+    execution = build_container(stack.settings).stepfunctions.describe(run["run_id"])
     assert execution["status"] == "SUCCEEDED"
 
     # And `runs logs` pulls the segment's lines back from CloudWatch Logs (shipped in the
@@ -181,7 +182,7 @@ def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancell
     # token wait is pending — EMULATOR-NOTES — where AWS reports ABORTED.)
     assert code == 0, err
     assert cancelled["run"]["status"] == "cancelled"
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     approval = container.approvals.get(document["approval"]["approval_id"])
     assert approval is not None and approval.status.value == "cancelled"
     assert container.runs.get_run(run_id).pending is None
@@ -209,7 +210,7 @@ def test_a_csv_dropped_with_files_put_is_read_and_counted_by_the_file_digest_exa
     # machine) reads the file and ends with its row count
     assert code == 0, err
     assert put["matching_workflows"] == ["file_digest"]
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     deadline = time.monotonic() + 60
     while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
         r.is_terminal for r in runs
@@ -237,7 +238,7 @@ def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
     # Then the drop matches file_digest, whose run reads the shipped file and counts its rows
     assert code == 0, err
     assert put["matching_workflows"] == ["file_digest"]
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     deadline = time.monotonic() + 60
     while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
         r.is_terminal for r in runs
@@ -256,7 +257,7 @@ def test_a_250_kb_webhook_is_refused_at_the_door_and_reconcile_finds_nothing_str
     # Given a signed 250 KB delivery to the local stack (before: 202, then the run stayed
     # `queued` forever while its execution failed)
     note = "x" * 250_000
-    before = Container(stack.settings).runs.list_runs(workflow_id="blog_review", limit=1000)
+    before = build_container(stack.settings).runs.list_runs(workflow_id="blog_review", limit=1000)
 
     # When it is sent
     code, answer, err = langorch(
@@ -268,7 +269,7 @@ def test_a_250_kb_webhook_is_refused_at_the_door_and_reconcile_finds_nothing_str
     assert answer["status"] == 413, answer
     assert "100000" in answer["error"]
     assert answer["problems"][0]["path"] == "body"
-    after = Container(stack.settings).runs.list_runs(workflow_id="blog_review", limit=1000)
+    after = build_container(stack.settings).runs.list_runs(workflow_id="blog_review", limit=1000)
     assert len(after) == len(before)
 
     # And reconcile, against the stack's real executions, has nothing stranded to repair
@@ -283,19 +284,12 @@ def test_the_trigger_function_runs_the_reconcile_pass_the_stacks_schedule_sends(
     # Given the Input of the deployed stack's reconcile schedule (infra: Triggers.Reconcile)
     from langorch.domain.triggers import RECONCILE_SOURCE
 
-    document = json.loads(stack.stack_file.read_text())
-    client = Container(stack.settings).client("lambda")
-
     # When the Scheduler would deliver it to the trigger function
-    answer = client.invoke(
-        FunctionName=document["functions"]["trigger"],
-        Payload=json.dumps({"source": RECONCILE_SOURCE}).encode(),
-    )
+    answer = stack.invoker(TRIGGER)({"source": RECONCILE_SOURCE})
 
     # Then the function ran the pass (before: `{"ignored": "unsupported event"}`), against
     # the stack's real executions, and found nothing stranded
-    assert "FunctionError" not in answer, answer["Payload"].read()
-    assert json.loads(answer["Payload"].read()) == {"reconciled": []}
+    assert answer == {"reconciled": []}
 
 
 def test_a_burst_of_invocations_logs_to_one_stream_per_sandbox(stack: LocalStack):
@@ -303,27 +297,23 @@ def test_a_burst_of_invocations_logs_to_one_stream_per_sandbox(stack: LocalStack
 
     from langorch.local.lambdas import DEFAULT_SANDBOXES, FUNCTIONS
 
-    # Given the trigger function, invoked 100 times through the emulator, 16 at a time
-    container = Container(stack.settings)
-    lam, logs = container.client("lambda"), container.client("logs")
+    # Given the trigger function, invoked 100 times, 16 at a time
     function = FUNCTIONS["trigger"]
+    invoke = stack.invoker(function)
     with ThreadPoolExecutor(max_workers=16) as pool:
-        answers = list(
-            pool.map(lambda _: lam.invoke(FunctionName=function, Payload=b"{}"), range(100))
-        )
-    assert all(a["StatusCode"] == 200 for a in answers)
+        answers = list(pool.map(lambda _: invoke({}), range(100)))
+    assert len(answers) == 100
 
     # When the stack has shipped what the returned invocations logged
     assert stack.flush_logs()
 
-    # Then each invocation's REPORT line is there, in the streams of at most as many
-    # sandboxes as the function has
+    # Then each invocation's REPORT line is in the local log store, in the streams of at most
+    # as many sandboxes as the function has
     group = f"{stack.settings.log_group_prefix}{function}"
-    pages = logs.get_paginator("filter_log_events").paginate(
-        logGroupName=group, filterPattern='"REPORT RequestId"'
-    )
-    reports = [e for page in pages for e in page["events"]]
+    with stack.container.db.read() as connection:
+        reports = connection.execute(
+            "SELECT stream FROM log_lines WHERE log_group = ? AND message LIKE 'REPORT RequestId%'",
+            (group,),
+        ).fetchall()
     assert len(reports) == 100
-    streams = logs.describe_log_streams(logGroupName=group)["logStreams"]
-    assert 1 <= len(streams) <= DEFAULT_SANDBOXES
-    assert {e["logStreamName"] for e in reports} <= {s["logStreamName"] for s in streams}
+    assert 1 <= len({stream for (stream,) in reports}) <= DEFAULT_SANDBOXES

@@ -36,6 +36,7 @@ import pytest
 from langorch.app.runs import StartRun, launch_run
 from langorch.app.trigger_sync import register_and_sync
 from langorch.cli.target import endpoint_reachable, resolve_target
+from langorch.composition.bootstrap import build_container
 from langorch.composition.container import Container
 from langorch.domain.runs import TimelineEventType
 from langorch.local.stack import free_port
@@ -148,7 +149,7 @@ class Dev:
 
     def container(self) -> Container:
         # Found the way every command finds it: --home.
-        return Container(resolve_target(home=str(self.home), env={}).settings)
+        return build_container(resolve_target(home=str(self.home), env={}).settings)
 
 
 @pytest.fixture

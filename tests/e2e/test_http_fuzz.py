@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from langorch.composition.container import Container
+from langorch.composition.bootstrap import build_container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 from .test_walkthrough import DEFINITIONS, request, signed_headers, started_waiting
@@ -43,7 +43,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     running = start_local_stack(home=home, port=free_port(), examples=None)
     definitions = home / "fuzz.yaml"
     definitions.write_text(DEFINITIONS)
-    register_and_sync([definitions], Container(running.settings))
+    register_and_sync([definitions], build_container(running.settings))
     yield running
     running.stop()
     print(f"\nHTTP fuzz: {CASES['webhook']} webhook and {CASES['approval']} approval requests")
@@ -52,7 +52,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
 @pytest.fixture(scope="module")
 def parked(stack: LocalStack) -> dict[str, str]:
     """A real run parked on an approval: its link, for requests built from a valid one."""
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     _, link = started_waiting(stack, container, "e2e_review")
     secret = container.secrets.get_json(stack.settings.webhook_secret_prefix + "e2e_review")
     return {"link": link, "secret": secret["current"]}
@@ -201,7 +201,7 @@ def test_the_parked_run_is_still_consistent_after_the_fuzz(
 ) -> None:
     # After everything above, the approval is either still pending or decided once, and the
     # run agrees with it: no request left it half-written.
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     approval_id = urlsplit(parked["link"]).path.rsplit("/", 1)[-1]
     approval = container.approvals.get(approval_id)
     assert approval is not None

@@ -1,122 +1,93 @@
 """`langorch dev`'s state outlives the stack: stop it, start it again on the same home.
 
-The real emulator in server mode on free loopback ports; nothing inside langorch is replaced.
+The home's SQLite file and bucket folder hold it; the emulator runs on free loopback ports.
 (The crash case — SIGKILL of a `langorch dev` process with runs in flight — is
 ``test_dev_restart.py``.)
 """
 
 from __future__ import annotations
 
+import json
 import socket
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from langorch.composition.container import Container
-from langorch.local.stack import PortBusyError, free_port, start_local_stack
+from langorch.domain.runs import RunRecord, RunTrigger, TimelineEvent, TimelineEventType
+from langorch.local.stack import HomeLayoutError, PortBusyError, free_port, start_local_stack
 
 
-def test_tables_objects_secrets_and_the_signing_key_survive_a_restart(tmp_path: Path) -> None:
-    # Given a stack that stored an item, an object and a secret, then stopped
+def test_runs_files_secrets_schedules_and_log_lines_survive_a_restart(tmp_path: Path) -> None:
+    # Given a stack that stored a run with its timeline, a dropped file, a secret, a schedule
+    # and a log line, then stopped
     home = tmp_path / ".langorch"
     first = start_local_stack(home=home, port=free_port(), examples=None)
     try:
-        settings = first.settings
-        container = Container(settings)
-        container.client("dynamodb").put_item(
-            TableName=settings.runs_table,
-            Item={"pk": {"S": "probe#1"}, "sk": {"S": "probe"}, "value": {"S": "kept"}},
-        )
-        container.client("s3").put_object(Bucket=settings.bucket, Key="in/a b+c.txt", Body=b"hi")
+        container = first.container
+        run, _ = container.runs.create_run(_run("run-kept"))
+        container.runs.append_events(run.run_id, [_event(1), _event(2)])
+        source = tmp_path / "a b+c.txt"
+        source.write_bytes(b"hi")
+        container.bucket.put("in/a b+c.txt", source)
         container.secrets.put_json("probe/secret", {"value": "s3cret"})
-        signing_key = container.secrets.get_json(settings.link_signing_secret)
+        container.schedules.put("probe", "cron(0 9 ? * MON *)", "UTC", {"x": 1})
+        container.logs.put(
+            "/aws/lambda/probe", "s1", [(1_000, json.dumps({"run_id": "run-kept", "n": 1}))]
+        )
+        signing_key = container.secrets.get_json(first.settings.link_signing_secret)
     finally:
         first.stop()
 
     # When a new stack starts on the same home (another emulator port)
     second = start_local_stack(home=home, port=free_port(), examples=None)
     try:
-        settings = second.settings
-        container = Container(settings)
-        # Then the item, the object, the secret and the signing key are all there, unchanged
-        item = container.client("dynamodb").get_item(
-            TableName=settings.runs_table,
-            Key={"pk": {"S": "probe#1"}, "sk": {"S": "probe"}},
-            ConsistentRead=True,
-        )["Item"]
-        assert item["value"] == {"S": "kept"}
-        body = container.client("s3").get_object(Bucket=settings.bucket, Key="in/a b+c.txt")
-        assert body["Body"].read() == b"hi"
+        container = second.container
+        # Then everything is there, unchanged
+        assert container.runs.get_run("run-kept").workflow_id == "probe"
+        assert [e.seq for e in container.runs.get_timeline("run-kept")] == [1, 2]
+        assert container.files.read(second.settings.bucket, "in/a b+c.txt", max_bytes=10)[0] == (
+            b"hi"
+        )
         assert container.secrets.get_json("probe/secret") == {"value": "s3cret"}
-        assert container.secrets.get_json(settings.link_signing_secret) == signing_key
+        assert container.secrets.get_json(second.settings.link_signing_secret) == signing_key
+        assert [s.name for s in container.schedules.list()] == ["probe"]
+        assert len(container.logs.lines_for_run("run-kept", ["/aws/lambda/probe"])) == 1
     finally:
         second.stop()
 
 
-def test_the_dynamodb_process_killed_under_the_stack_comes_back_on_its_port_with_every_write(
-    tmp_path: Path,
-) -> None:
-    import os
-    import signal
-    import time
-
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    # Given a running stack that stored an item
-    stack = start_local_stack(home=tmp_path / ".langorch", port=free_port(), examples=None)
-    try:
-        settings = stack.settings
-        dynamodb = Container(settings).client("dynamodb")
-        key = {"pk": {"S": "probe#2"}, "sk": {"S": "probe"}}
-        dynamodb.put_item(TableName=settings.runs_table, Item={**key, "value": {"S": "kept"}})
-        assert stack.dynamodb is not None
-        killed = stack.dynamodb.pid
-
-        # When its DynamoDB process is killed
-        os.kill(killed, signal.SIGKILL)
-
-        # Then it is started again, on the same endpoint, and the item is there
-        deadline = time.monotonic() + 60
-        item = None
-        while item is None and time.monotonic() < deadline:
-            try:
-                item = dynamodb.get_item(
-                    TableName=settings.runs_table, Key=key, ConsistentRead=True
-                ).get("Item")
-            except (BotoCoreError, ClientError):
-                time.sleep(0.2)  # refused while it restarts
-        assert item is not None and item["value"] == {"S": "kept"}
-        assert stack.dynamodb.pid != killed and stack.dynamodb.restarts == 1
-        assert settings.dynamodb_endpoint_url == stack.dynamodb.endpoint_url
-    finally:
-        stack.stop()
-
-
-def test_a_refused_write_is_not_replayed(tmp_path: Path) -> None:
-    # Given a conditional put that failed its condition, then a restart
+def test_a_home_of_the_previous_layout_is_refused_with_the_fix(tmp_path: Path) -> None:
+    # Given a home the journaled emulator wrote (its state only in state/emulator.journal)
     home = tmp_path / ".langorch"
-    first = start_local_stack(home=home, port=free_port(), examples=None)
-    try:
-        client, table = Container(first.settings).client("dynamodb"), first.settings.runs_table
-        key = {"pk": {"S": "probe#2"}, "sk": {"S": "probe"}}
-        client.put_item(TableName=table, Item={**key, "n": {"N": "1"}})
-        with pytest.raises(client.exceptions.ConditionalCheckFailedException):
-            client.put_item(
-                TableName=table,
-                Item={**key, "n": {"N": "2"}},
-                ConditionExpression="attribute_not_exists(pk)",
-            )
-    finally:
-        first.stop()
-    second = start_local_stack(home=home, port=free_port(), examples=None)
-    try:
-        # When the item is read back
-        client = Container(second.settings).client("dynamodb")
-        item = client.get_item(TableName=table, Key=key, ConsistentRead=True)["Item"]
-        # Then it has the value that won, not the refused one
-        assert item["n"] == {"N": "1"}
-    finally:
-        second.stop()
+    (home / "state").mkdir(parents=True)
+    (home / "state" / "emulator.journal").write_text('{"environ": {}}\n')
+    # When a stack starts on it
+    with pytest.raises(HomeLayoutError) as refused:
+        start_local_stack(home=home, port=free_port(), examples=None)
+    # Then it is refused in one line naming the file and the way out, and nothing was emptied
+    message = str(refused.value)
+    assert "\n" not in message and "emulator.journal" in message and "mv " in message
+    assert (home / "state" / "emulator.journal").read_text() == '{"environ": {}}\n'
+    assert not (home / "langorch.db").exists()
+
+
+def _run(run_id: str) -> RunRecord:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    return RunRecord(
+        run_id=run_id,
+        workflow_id="probe",
+        workflow_version=1,
+        trigger=RunTrigger(type="manual"),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _event(seq: int) -> TimelineEvent:
+    return TimelineEvent(
+        seq=seq, at=datetime(2026, 1, 1, tzinfo=UTC), type=TimelineEventType.step_finished
+    )
 
 
 def test_a_busy_gateway_port_fails_at_once_naming_the_option(tmp_path: Path) -> None:

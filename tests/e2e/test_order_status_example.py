@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from langorch.cli.main import main
-from langorch.composition.container import Container
+from langorch.composition.bootstrap import build_container
 from langorch.local.example_tools import ExampleTools, start_example_tools
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
@@ -68,7 +68,7 @@ def test_the_example_run_calls_the_order_desk_and_shows_each_call(
 ) -> None:
     stack, tools = dev
     assert list(tools.registered) == ["orders"]
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     assert [s.name for s in container.tool_servers.list()] == ["orders"]
 
     started, printed = langorch(capsys, "runs", "start", "order_status", "--wait")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from langorch.cli.main import main
-from langorch.composition.container import Container
+from langorch.composition.bootstrap import build_container
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 
@@ -38,7 +38,7 @@ def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStac
 def test_three_runs_park_in_the_state_machine_and_take_the_resource_in_turn(
     stack: LocalStack, tmp_path: Path
 ) -> None:
-    container = Container(stack.settings)
+    container = build_container(stack.settings)
     # Given the workflow, the resource declared with limit 1, and a holder that died with it
     (tmp_path / "shop.yaml").write_text(FLOW)
     assert main(["workflows", "put", str(tmp_path / "shop.yaml")]) == 0

@@ -26,6 +26,7 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 from standardwebhooks import Webhook
 
+from langorch.composition.bootstrap import build_container
 from langorch.composition.container import Container
 from langorch.domain.runs import RunRecord, TimelineEventType
 from langorch.local.stack import LocalStack, free_port, start_local_stack
@@ -162,14 +163,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     running = start_local_stack(home=home, port=free_port(), examples=None)
     definitions = home / "walkthrough.yaml"
     definitions.write_text(DEFINITIONS)
-    register_and_sync([definitions], Container(running.settings))
+    register_and_sync([definitions], build_container(running.settings))
     yield running
     running.stop()
 
 
 @pytest.fixture
 def container(stack: LocalStack) -> Container:
-    return Container(stack.settings)
+    return build_container(stack.settings)
 
 
 def signed_headers(secret: str, delivery: str, payload: str) -> dict[str, str]:
@@ -312,14 +313,15 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ):
+    from langorch.adapters.sqlite._db import Database
     from langorch.cli.main import main
-    from langorch.local._invoke import TRIGGER, LambdaInvoker
-    from langorch.local.s3events import connect
+    from langorch.local._invoke import TRIGGER
+    from langorch.local.bucket_events import BucketEvents
 
-    # A second rule and queue on the same bucket: every object event reaches the trigger twice
-    # (through the stack's own poller and through this one, which also re-sends each event),
-    # as an at-least-once delivery may.
-    trigger = LambdaInvoker(stack.settings, TRIGGER)
+    # A second watcher of the same bucket folder, with a memory of its own: every object event
+    # reaches the trigger three times (through the stack's own watcher and through this one,
+    # which also re-sends each event), as an at-least-once delivery may.
+    trigger = stack.invoker(TRIGGER)
     seen: list[dict[str, Any]] = []
 
     def twice(event: dict[str, Any]) -> Any:
@@ -328,8 +330,8 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
         seen.append(event)  # after both deliveries were handled
         return answer
 
-    duplicate = connect(
-        stack.settings, invoke=twice, queue_name="e2e-duplicates", rule_name="e2e-duplicates"
+    duplicate = BucketEvents(
+        container.bucket, Database(tmp_path / "duplicates.db"), twice, region=stack.settings.region
     )
     try:
         monkeypatch.chdir(Path(stack.home).parent)
@@ -344,7 +346,7 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
         put, _ = json.JSONDecoder().raw_decode(out[out.index("{\n") :])
         assert code == 0
         assert put["matching_workflows"] == ["e2e_csv_import"]
-        wait_for("the duplicate poller to see the event", lambda: duplicate.pump() or seen)
+        wait_for("the duplicate watcher to see the event", lambda: duplicate.pump() or seen)
     finally:
         duplicate()
 
@@ -371,12 +373,16 @@ def test_a_dropped_file_starts_only_the_matching_workflow_once_per_object_event(
 
 
 def start_decisions(stack: LocalStack, workflow: str) -> list[str]:
-    """The trigger's start decisions for a workflow, from its log lines in the stack's Logs."""
-    logs = Container(stack.settings).client("logs")
-    events = logs.get_paginator("filter_log_events").paginate(
-        logGroupName=f"/aws/lambda/{TRIGGER_FUNCTION}", filterPattern=f'"{workflow}"'
-    )
-    messages = [e["message"] for page in events for e in page.get("events", [])]
+    """The trigger's start decisions for a workflow, from its log lines in the stack's store."""
+    assert stack.flush_logs()
+    with stack.container.db.read() as connection:
+        messages = [
+            message
+            for (message,) in connection.execute(
+                "SELECT message FROM log_lines WHERE log_group = ? AND instr(message, ?) > 0",
+                (f"/aws/lambda/{TRIGGER_FUNCTION}", f'"{workflow}"'),
+            )
+        ]
     lines = [json.loads(m) for m in messages if m.startswith("{")]
     return [
         line["message"]
@@ -389,15 +395,15 @@ def start_decisions(stack: LocalStack, workflow: str) -> list[str]:
 def test_a_due_schedule_fires_once_even_when_the_tick_repeats(
     stack: LocalStack, container: Container
 ):
-    from langorch.local._invoke import TRIGGER, LambdaInvoker
+    from langorch.local._invoke import TRIGGER
     from langorch.local.ticker import Ticker, _read_schedules
 
     # Given the yearly schedule and a tick whose window holds its last slot (1 January)
     slot = datetime(datetime.now(UTC).year, 1, 1, tzinfo=UTC)
-    invoke = LambdaInvoker(stack.settings, TRIGGER)
+    invoke = stack.invoker(TRIGGER)
     delivered: list[Any] = []
     tick = Ticker(
-        _read_schedules(stack.settings),
+        _read_schedules(stack.settings, stack.container.schedules),
         lambda event: delivered.append(invoke(event)),
         since=slot - timedelta(seconds=1),
     )
