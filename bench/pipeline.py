@@ -18,7 +18,7 @@ Repeats that in consecutive rounds on one stack (P6 asks for five) and prints ea
 the figures over all rounds against P6's targets. Each round also prints the CPU seconds the
 ``langorch dev`` process tree used from the first delivery to the last run's end (the dev
 process — emulator, Step Functions interpreter, gateway — and its children: the fork server
-and the sandboxes), the dev process alone, its DynamoDB process, and per run. A host-speed
+and the sandboxes), the dev process alone, the sandboxes, and per run. A host-speed
 reading (one fixed Python loop, before and after) says how fast this machine was at the time:
 this machine type ran such loops twice as slowly on some days as on others, and the figures
 move with it.
@@ -222,12 +222,11 @@ class DevProcess:
         """The last lines of its output."""
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
-    def cpu(self) -> tuple[float, float, float]:
-        """CPU seconds used so far: its whole process tree, the dev process alone, and its
-        DynamoDB process (``langorch.local.dynamodb_process``)."""
+    def cpu(self) -> tuple[float, float]:
+        """CPU seconds used so far: its whole process tree, and the dev process alone."""
         if self.process is None:
-            return 0.0, 0.0, 0.0
-        return tree_cpu_seconds(self.process.pid, marker=b"langorch.local.dynamodb_process")
+            return 0.0, 0.0
+        return tree_cpu_seconds(self.process.pid)
 
     def stop(self) -> str:
         """Ctrl-C, wait, kill what is left after :data:`STOP_SECONDS`; says how it went."""
@@ -304,9 +303,8 @@ def _processes() -> dict[int, tuple[str, int, int, int, int]]:
     return found
 
 
-def tree_cpu_seconds(root: int, *, marker: bytes) -> tuple[float, float, float]:
-    """CPU seconds of ``root`` and every descendant, of ``root`` alone, and of the descendants
-    whose command line holds ``marker``.
+def tree_cpu_seconds(root: int) -> tuple[float, float]:
+    """CPU seconds of ``root`` and every descendant, and of ``root`` alone.
 
     A process that has exited and was waited for (a sandbox, by the fork server) counts in its
     parent's children's time, so the tree's sum covers it too.
@@ -315,26 +313,16 @@ def tree_cpu_seconds(root: int, *, marker: bytes) -> tuple[float, float, float]:
     children: dict[int, list[int]] = {}
     for pid, (_, parent, _, _, _) in processes.items():
         children.setdefault(parent, []).append(pid)
-    total = marked = 0
+    total = 0
     pending = [root]
     while pending:
         pid = pending.pop()
         if pid in processes:
             total += processes[pid][3] + processes[pid][4]
-            if pid != root and marker in _command_line(pid):
-                marked += processes[pid][3]
             pending.extend(children.get(pid, []))
     tick = os.sysconf("SC_CLK_TCK")
     alone = processes[root][3] if root in processes else 0
-    return total / tick, alone / tick, marked / tick
-
-
-def _command_line(pid: int) -> bytes:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return cmdline.read()
-    except OSError:
-        return b""  # exited meanwhile
+    return total / tick, alone / tick
 
 
 def _own_cpu_seconds() -> float:
@@ -447,8 +435,7 @@ class Round:
         figures = self._figures(runs, answers, run_ids, sent_at, click_at, resent_new, elapsed)
         figures["cpu_tree"] = cpu_after[0] - cpu_before[0]
         figures["cpu_dev"] = cpu_after[1] - cpu_before[1]
-        figures["cpu_dynamodb"] = cpu_after[2] - cpu_before[2]
-        figures["cpu_client"] = cpu_after[3] - cpu_before[3]
+        figures["cpu_client"] = cpu_after[2] - cpu_before[2]
         return figures
 
     def _ended(self, run_ids: set[str]) -> Callable[[], bool]:
@@ -558,7 +545,7 @@ def _print_round(number: int, figures: dict[str, Any]) -> None:
     print(
         f"    CPU, first delivery -> last run ended: langorch dev and its children "
         f"{figures['cpu_tree']:.1f} s (the dev process alone {figures['cpu_dev']:.1f} s, "
-        f"its DynamoDB process {figures['cpu_dynamodb']:.1f} s), "
+        f"the sandboxes {figures['cpu_tree'] - figures['cpu_dev']:.1f} s), "
         f"{figures['cpu_tree'] / runs:.2f} s per run, "
         f"{figures['cpu_tree'] / max(figures['elapsed'], 1e-9):.2f} cores busy on average; "
         f"this client {figures['cpu_client']:.1f} s"
@@ -638,11 +625,11 @@ def _measure(dev: DevProcess, runs: int, resend: int, rounds: int, started: floa
     """Register the workflow in the running stack, run the rounds, print the summary."""
     from langorch.app.trigger_sync import register_and_sync
     from langorch.cli.target import resolve_target
-    from langorch.composition.container import Container
+    from langorch.composition.bootstrap import build_container
 
     # As every langorch command finds the stack: through <home>/stack.json.
     settings = resolve_target(home=str(dev.home)).settings
-    container = Container(settings)
+    container = build_container(settings)
     definitions = dev.home.parent / "bench.yaml"
     definitions.write_text(DEFINITIONS)
     register_and_sync([definitions], container)
