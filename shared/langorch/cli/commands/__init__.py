@@ -18,6 +18,7 @@ from langorch.cli.commands import (
     keys,
     resources,
     runs,
+    secrets,
     tools,
     workflows,
 )
@@ -33,6 +34,7 @@ GROUPS: list[ModuleType] = [
     approvals,
     files,
     keys,
+    secrets,
     resources,
 ]
 """Registered in this order; ``langorch --help`` lists them so."""
