@@ -317,3 +317,73 @@ def test_a_burst_of_invocations_logs_to_one_stream_per_sandbox(stack: LocalStack
         ).fetchall()
     assert len(reports) == 100
     assert 1 <= len({stream for (stream,) in reports}) <= DEFAULT_SANDBOXES
+
+
+SAME = """
+blocks:
+  - block_id: same_tagger
+    name: Tag an item
+    block_type: extraction
+    input_keys: [item]
+    output_keys: [tag]
+    prompt_template: "Tag {{ item }}"
+workflows:
+  - plan_id: same_both_ways
+    memory: false
+    inputs_schema:
+      properties: {items: {type: array}, limit: {type: integer}}
+      required: [items, limit]
+    steps:
+      - step_id: each
+        kind: loop
+        loop: {over: items, item_key: item, body: [tag], collect: [tag], collect_key: tags}
+      - {step_id: tag, block_id: same_tagger}
+      - step_id: count
+        kind: transform
+        depends_on: [each]
+        transform: {n: "tags | length", big: "(tags | length) > limit"}
+      - step_id: route
+        kind: decision
+        depends_on: [count]
+        cases: [{when: big, branch: many}]
+        default_branch: few
+        branches: {many: many, few: few}
+      - {step_id: many, kind: transform, transform: {verdict: "'many'"}}
+      - {step_id: few, kind: transform, transform: {verdict: "'few'"}}
+"""
+
+
+def _shape(document: dict[str, Any]) -> tuple[Any, ...]:
+    """What a run did, without when: its status, outputs and each step's events in order."""
+    events = [
+        (event["type"], event.get("step_id"))
+        for event in document["timeline"]
+        if event["type"] in ("step_started", "step_finished", "step_failed", "run_finished")
+    ]
+    return document["run"]["status"], document["run"]["outputs"], events
+
+
+def test_one_workflow_behaves_the_same_run_here_and_through_the_dev_stack(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str], tmp_path: Path
+):
+    # Given one workflow file (a for-each over an LLM block, a transform, a decision)
+    definitions = tmp_path / "same.yaml"
+    definitions.write_text(SAME)
+    data = '{"items": ["a", "b", "c"], "limit": 2}'
+
+    # When it runs in this process with `runs start --local` and through `langorch dev`
+    code, local, err = langorch(
+        capsys, "runs", "start", "--local", str(definitions), "--input", data
+    )
+    assert code == 0, err
+    assert langorch(capsys, "workflows", "put", str(definitions))[0] == 0
+    code, staged, err = langorch(
+        capsys, "runs", "start", "same_both_ways", "--input", data, "--wait"
+    )
+    assert code == 0, err
+    code, shown, err = langorch(capsys, "runs", "show", staged["runs"][0]["run"]["run_id"])
+    assert code == 0, err
+
+    # Then both took the same steps in the same order and produced the same outputs
+    assert _shape(local["runs"][0]) == _shape(shown)
+    assert shown["run"]["outputs"]["verdict"] == "many"
