@@ -4,7 +4,6 @@ assigns into a moto module or class (production code, tests and benches alike)."
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 from tests.support.lock import REPO_ROOT
 
@@ -49,9 +48,7 @@ def moto_assignments(source: str) -> list[int]:
             name = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
             if name in ("setattr", "delattr"):
                 first = node.args[0]
-                if isinstance(first, ast.Constant) and str(first.value).startswith("moto."):
-                    found.append(node.lineno)
-                elif _root(first) in moto:
+                if (isinstance(first, ast.Constant) and str(first.value).startswith("moto.")) or _root(first) in moto:
                     found.append(node.lineno)
         found += [t.lineno for t in targets if isinstance(t, ast.Attribute) and _root(t) in moto]
     return found
