@@ -48,7 +48,8 @@ def moto_assignments(source: str) -> list[int]:
             name = callee.attr if isinstance(callee, ast.Attribute) else getattr(callee, "id", "")
             if name in ("setattr", "delattr"):
                 first = node.args[0]
-                if (isinstance(first, ast.Constant) and str(first.value).startswith("moto.")) or _root(first) in moto:
+                named = isinstance(first, ast.Constant) and str(first.value).startswith("moto.")
+                if named or _root(first) in moto:
                     found.append(node.lineno)
         found += [t.lineno for t in targets if isinstance(t, ast.Attribute) and _root(t) in moto]
     return found
