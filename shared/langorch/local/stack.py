@@ -243,6 +243,8 @@ def start_local_stack(
             reserved.close()
             reserved = None
         _start_background(stack, gateway_port)
+        if console:
+            _for_a_person(stack)
         write_stack_file(stack.stack_file, _stack_document(stack))
         return stack
     except BaseException:
@@ -306,6 +308,34 @@ def _start_background(stack: LocalStack, gateway_port: int) -> None:
     )
     stack._stops.append(stack.bucket_events)
     stack.background += ["gateway", "ticker", "bucket-events"]
+
+
+EMULATOR_LOG = "logs/emulator.log"
+"""moto's own log lines, under the home, when ``langorch dev`` runs for a person."""
+
+
+def _for_a_person(stack: LocalStack) -> None:
+    """The terminal follows every run's timeline (one line per event, whoever caused it), and
+    moto's own log lines go to a file: its interpreter logs each failed execution as a
+    thousand-character dump, where the terminal already says which run failed and why."""
+    from langorch.local.terminal import start_following
+
+    follower = start_following(stack.container.runs)
+    stack._stops.append(follower)
+    path = stack.home / EMULATOR_LOG
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    moto = logging.getLogger("moto")
+    saved = (moto.handlers[:], moto.propagate)
+    moto.handlers[:] = [handler]
+    moto.propagate = False
+
+    def restore() -> None:
+        moto.handlers[:], moto.propagate = saved
+        handler.close()
+
+    stack._stops.append(restore)
 
 
 LOG_FILE = "logs/functions.jsonl"

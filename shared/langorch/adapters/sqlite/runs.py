@@ -431,6 +431,38 @@ class SqliteRuns:
             ).fetchall()
         return [TimelineEvent.model_validate_json(body) for (body,) in rows]
 
+    def events_after(
+        self, position: int, *, limit: int = 500
+    ) -> tuple[list[tuple[str, str, TimelineEvent]], int]:
+        """Every run's timeline events stored after ``position``, in the order they were
+        stored: what a follower of the whole stack reads (``langorch dev``'s terminal).
+
+        Args:
+            position: where the previous call left off (0: from the start; see
+                :meth:`events_end`).
+            limit: at most this many events.
+
+        Returns:
+            ``(run id, workflow id, event)`` for each, and the position to ask from next.
+        """
+        with self._db.read() as connection:
+            rows = connection.execute(
+                "SELECT e.rowid, e.run_id, r.workflow_id, e.body FROM run_events e"
+                " JOIN runs r ON r.run_id = e.run_id WHERE e.rowid > ? ORDER BY e.rowid LIMIT ?",
+                (position, limit),
+            ).fetchall()
+        found = [
+            (run_id, workflow_id, TimelineEvent.model_validate_json(body))
+            for _, run_id, workflow_id, body in rows
+        ]
+        return found, (rows[-1][0] if rows else position)
+
+    def events_end(self) -> int:
+        """The position after the last event stored so far (follow from now on)."""
+        with self._db.read() as connection:
+            (last,) = connection.execute("SELECT MAX(rowid) FROM run_events").fetchone()
+        return int(last or 0)
+
     def next_event_seq(self, run_id: str) -> int:
         """The ``seq`` for the run's next timeline event (1 for a run without events)."""
         with self._db.read() as connection:

@@ -44,7 +44,7 @@ def _value(args: argparse.Namespace) -> dict[str, Any]:
         except ValueError as exc:
             raise UsageError(f"--object: not JSON ({exc}); give a JSON object") from None
         if not isinstance(value, dict):
-            raise UsageError("--object: give a JSON object, e.g. '{\"api_key\": \"...\"}'")
+            raise UsageError('--object: give a JSON object, e.g. \'{"api_key": "..."}\'')
         return value
     text = sys.stdin.read() if args.value == "-" else args.value
     text = text.rstrip("\n")
@@ -54,9 +54,7 @@ def _value(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _put(ctx: Context, args: argparse.Namespace) -> None:
-    created = ctx.container.secrets.put_json(
-        args.name, _value(args), description=args.description
-    )
+    created = ctx.container.secrets.put_json(args.name, _value(args), description=args.description)
     ctx.out.result(
         {"name": args.name, "created": created},
         f"secret {args.name} {'created' if created else 'replaced'} (its value is not shown)",
