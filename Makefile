@@ -55,8 +55,12 @@ chromium:
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
 
+# `make dev PORT=4600 EMULATOR_PORT=4601 CONSOLE_PORT=0 LANGORCH_HOME=/tmp/stack2`: another
+# stack beside the first (every langorch command finds it with the same LANGORCH_HOME).
 dev: $(STAMP)
-	$(BIN)/langorch dev
+	$(BIN)/langorch dev $(if $(PORT),--port $(PORT)) \
+		$(if $(EMULATOR_PORT),--emulator-port $(EMULATOR_PORT)) \
+		$(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT))
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py
