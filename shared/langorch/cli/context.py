@@ -15,13 +15,13 @@ from langorch.cli.target import (
     local_home,
     resolve_target,
 )
-from langorch.config import Settings
 
 if TYPE_CHECKING:
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.composition.container import Container
+    from langorch.config import Settings
 
-ClientFactory = Callable[[str, Settings], Any]
+ClientFactory = Callable[[str, "Settings"], Any]
 
 
 class Context:

@@ -9,8 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-import yaml
-
 
 class Output:
     """Where a command's results and messages go.
@@ -72,6 +70,8 @@ def to_json(data: Any) -> str:
 
 def to_yaml(data: Any) -> str:
     """Block-style YAML in the order of ``data`` (definitions read like they are written)."""
+    import yaml  # only the commands that print YAML pay for it
+
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, default_flow_style=False)
 
 

@@ -19,13 +19,15 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from pydantic import ValidationError
-
-from langorch.config import Settings
 from langorch.domain.errors import LangorchError
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+    from langorch.config import Settings
 
 STACK_FILE = "stack.json"
 DEFAULT_HOME = ".langorch"
@@ -56,7 +58,7 @@ OPTIONAL_OUTPUT_FIELDS: Mapping[str, str] = {
 }
 """Outputs the pipeline commands use; a stack without them still serves the definitions."""
 
-StackOutputs = Callable[[str, Settings], Mapping[str, str]]
+StackOutputs = Callable[[str, "Settings"], Mapping[str, str]]
 
 
 class TargetError(LangorchError):
@@ -213,6 +215,11 @@ def local_home(
 
 
 def _settings(env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
+    # Imported here: `--help` and offline commands never pay for pydantic-settings.
+    from pydantic import ValidationError
+
+    from langorch.config import Settings
+
     # Settings reads LANGORCH_* itself; passing them explicitly keeps `env` the only source.
     prefix = "LANGORCH_"
     from_env: dict[str, Any] = {
@@ -239,6 +246,10 @@ def _parse_lists(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _local_settings(path: Path, env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
+    from pydantic import ValidationError
+
+    from langorch.config import Settings
+
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
         stack_settings = dict(document.get("settings") or {})
