@@ -54,6 +54,23 @@ def register(subparsers: Subparsers) -> None:
     )
 
 
+def _llm_line(settings: Any) -> str:
+    """The model steps call by default: scripted answers offline, else provider, model, URL."""
+    provider = settings.default_llm_provider
+    if provider == "offline":
+        scripted = (
+            f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""
+        )
+        return f"offline{scripted}"
+    model = settings.default_llm_model or "the provider's default model"
+    where = ""
+    if provider == "openai":
+        where = f" at {settings.openai_base_url or 'https://api.openai.com/v1'}"
+    elif provider == "bedrock":
+        where = f" in {settings.bedrock_region or settings.region}"
+    return f"{provider}, {model}{where} (steps may name their own llm_provider / llm_model)"
+
+
 def _dev(ctx: Context, args: argparse.Namespace) -> int:
     import time
 
@@ -120,8 +137,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     if stack.background:
         lines.append(f"  running       {', '.join(stack.background)}")
     lines += [
-        f"  LLM           {settings.default_llm_provider}"
-        + (f" (scripted answers: {settings.offline_script})" if settings.offline_script else ""),
+        f"  LLM           {_llm_line(settings)}",
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
         *[
             f"  tool          {name} -> {url}  (MCP, example)"
