@@ -81,9 +81,36 @@ def context_from_args(args: list[str]) -> dict[str, str]:
 
 
 def main() -> None:
-    """Synthesize into the cloud assembly directory."""
-    app, _ = build_app(context=context_from_args(sys.argv[1:]) or None)
+    """Synthesize into the cloud assembly directory; a bad setting is one line and exit 2."""
+    from infra.config import ConfigError
+
+    _say_if_node_is_old()
+    try:
+        app, _ = build_app(context=context_from_args(sys.argv[1:]) or None)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
     app.synth()
+
+
+SUPPORTED_NODE = 22
+"""The oldest Node.js the pinned CDK CLI and jsii support (README, Deploying to AWS)."""
+
+
+def _say_if_node_is_old() -> None:
+    import shutil
+    import subprocess
+
+    node = shutil.which("node")
+    if node is None:
+        return
+    found = subprocess.run([node, "--version"], capture_output=True, text=True, check=False)
+    major = found.stdout.strip().lstrip("v").split(".")[0]
+    if major.isdigit() and int(major) < SUPPORTED_NODE:
+        print(
+            f"note: Node.js {found.stdout.strip()} is out of support; synth works, but use Node.js "
+            f"{SUPPORTED_NODE} or newer to deploy (the CDK CLI warns on every command)",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":
