@@ -88,7 +88,8 @@ def main() -> None:
     try:
         app, _ = build_app(context=context_from_args(sys.argv[1:]) or None)
     except ConfigError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     app.synth()
 
 
