@@ -149,7 +149,7 @@ TaskClosedError), but the slower of the two would then tell its approver "too la
 
 
 def view_approval(cmd: ViewApproval, ports: PagePorts) -> ViewOutcome:
-    """Answer ``GET``/``HEAD``: verify the link, audit the view, show the page. Decides nothing.
+    """A page view: verify the link, audit the view, show the page. Decides nothing.
 
     Returns:
         :class:`Shown` for a pending approval, :class:`AlreadyDecided` (by whom and when) for a
@@ -185,7 +185,7 @@ def view_approval(cmd: ViewApproval, ports: PagePorts) -> ViewOutcome:
 
 
 def decide_approval(cmd: DecideApproval, ports: RequestPorts) -> DecideOutcome:
-    """Answer ``POST``: verify link, expiry, view token, approver and code; decide once; resume.
+    """A form sent from the page: check link, view token, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
     ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
