@@ -18,21 +18,30 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
-from langorch.app.approvals.decisions import ApprovalHttpRequest, decide_approval, view_approval
+from langorch.app.approvals.decisions import (
+    DecideApproval,
+    ViewApproval,
+    Visitor,
+    decide_approval,
+    view_approval,
+)
 from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.approvals.outcomes import (
     ApprovalNotFoundError,
     Decided,
     DecideOutcome,
-    DecisionHeld,
     DecisionNotDeliveredError,
-    FormAgain,
-    Shown,
     ViewOutcome,
 )
 from langorch.domain.approvals.record import ApprovalLinkError
 from langorch.domain.errors import LangorchError
-from langorch.web.http import UnreadableBodyError, http_status, raw_body
+from langorch.web.http import (
+    FormContentError,
+    FormNotReadableError,
+    FormTooLargeError,
+    UnreadableBodyError,
+    raw_body,
+)
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -51,46 +60,22 @@ container = SandboxContainer()
 
 MAX_FORM_BYTES = 512 * 1024
 MAX_FORM_FIELDS = 500
-"""More fields than any approval page has (parse_qs raises past it: answered 400, not 500)."""
+"""More fields than any approval page has (parse_qs raises past it: a FormContentError)."""
 FORM_TYPE = "application/x-www-form-urlencoded"
 
 
-def _request(approval_id: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:
-    event = app.current_event
-    http = event.request_context.http
-    return ApprovalHttpRequest(
-        approval_id=approval_id,
-        method=http.method,
-        query=dict(event.query_string_parameters or {}),
-        form=form or {},
-        source_ip=http.source_ip,
-        user_agent=http.user_agent,
-    )
+def _visitor() -> Visitor:
+    http = app.current_event.request_context.http
+    return Visitor(method=http.method, source_ip=http.source_ip, user_agent=http.user_agent)
 
 
-class FormNotReadableError(LangorchError):
-    """A POST whose body is not the approval page's form (415)."""
-
-    user_title = "The form could not be read"
-    user_message = "Decisions are sent from the approval page's form; nothing was changed."
+def _link() -> dict[str, str]:
+    """The signed link's values: the request's query string."""
+    return dict(app.current_event.query_string_parameters or {})
 
 
-class FormContentError(LangorchError):
-    """A form body that is not what an approval page sends: not UTF-8, undecodable, or more
-    fields than a page has (400)."""
-
-    user_title = "The form could not be read"
-    user_message = (
-        "The form's content is not what an approval page sends; nothing was changed. "
-        "Open the link from your email and press a button again."
-    )
-
-
-class FormTooLargeError(LangorchError):
-    """A POST body larger than an approval accepts (413)."""
-
-    user_title = "The form is too large"
-    user_message = "The form is larger than an approval accepts; nothing was changed."
+def _view(approval_id: str) -> ViewApproval:
+    return ViewApproval(approval_id, link=_link(), visitor=_visitor())
 
 
 def _response(page: Page) -> Response[str]:
@@ -106,82 +91,43 @@ def _response(page: Page) -> Response[str]:
     )
 
 
-def _page(outcome: ViewOutcome | DecideOutcome) -> Page:
-    """The page and status code for a use-case's outcome (the only place that picks them)."""
-    from langorch.web import pages
+def _answer(outcome: ViewOutcome | DecideOutcome) -> Response[str]:
+    from langorch.web.pages import outcome_page
 
-    if isinstance(outcome, Shown):
-        return pages.approval_page(
-            outcome.approval, approver=outcome.approver, nonce=outcome.nonce, status=200
-        )
-    if isinstance(outcome, FormAgain):
-        return pages.approval_page(
-            outcome.approval,
-            approver=outcome.approver,
-            nonce=outcome.nonce,
-            error=outcome.message,
-            values=outcome.values,
-            status=http_status(outcome.error),
-        )
-    if isinstance(outcome, DecisionHeld):
-        # Accepted, not acted on: recorded, and kept for the run's redrive.
-        return pages.held_page(outcome.approval, status=202)
-    if isinstance(outcome, Decided):
-        return pages.decided_page(outcome.approval, status=200)
-    # Someone decided first: an outcome to read, not an error.
-    return pages.already_decided_page(outcome.notice, status=200)
+    return _response(outcome_page(outcome))
 
 
-def _error_page(error: LangorchError, status: int) -> Response[str]:
+def _refused(error: LangorchError) -> Response[str]:
     from langorch.web.pages import refusal_page
 
-    return _response(refusal_page(error, status=status))
-
-
-def _refused(error: ApprovalLinkError) -> Response[str]:
-    return _error_page(error, http_status(error))
-
-
-def _not_found(error: ApprovalNotFoundError) -> Response[str]:
-    return _error_page(error, 404)
-
-
-def _not_delivered(error: DecisionNotDeliveredError) -> Response[str]:
-    return _error_page(error, 503)
-
-
-def _not_a_form(error: FormNotReadableError) -> Response[str]:
-    return _error_page(error, 415)
-
-
-def _too_large(error: FormTooLargeError) -> Response[str]:
-    return _error_page(error, 413)
-
-
-def _unreadable(error: FormContentError) -> Response[str]:
-    return _error_page(error, 400)
+    return _response(refusal_page(error))
 
 
 # Powertools' exception mapping: a named error raised by a use-case (or by the form checks
-# below) becomes its page here. Registered by call: the decorator form is untyped for mypy.
-app.exception_handler(ApprovalLinkError)(_refused)
-app.exception_handler(ApprovalNotFoundError)(_not_found)
-app.exception_handler(DecisionNotDeliveredError)(_not_delivered)
-app.exception_handler(FormNotReadableError)(_not_a_form)
-app.exception_handler(FormTooLargeError)(_too_large)
-app.exception_handler(FormContentError)(_unreadable)
+# below) becomes its page here, status and words from the one table. Registered by call: the
+# decorator form is untyped for mypy.
+REFUSALS: tuple[type[LangorchError], ...] = (
+    ApprovalLinkError,
+    ApprovalNotFoundError,
+    DecisionNotDeliveredError,
+    FormNotReadableError,
+    FormTooLargeError,
+    FormContentError,
+)
+"""The errors this function answers with a page; any other error is a fault (a 500)."""
+app.exception_handler(list(REFUSALS))(_refused)
 
 
 @app.get("/approvals/<approval_id>")
 def _get(approval_id: str) -> Response[str]:
     logger.thread_safe_append_keys(approval_id=approval_id)
-    return _response(_page(view_approval(_request(approval_id), container())))
+    return _answer(view_approval(_view(approval_id), container()))
 
 
 @app.head("/approvals/<approval_id>")
 def _head(approval_id: str) -> Response[str]:
     logger.thread_safe_append_keys(approval_id=approval_id)
-    return _response(_page(view_approval(_request(approval_id), container())))
+    return _answer(view_approval(_view(approval_id), container()))
 
 
 @app.post("/approvals/<approval_id>")
@@ -206,10 +152,11 @@ def _post(approval_id: str) -> Response[str]:
             f"approval {approval_id}: form not UTF-8 or too many fields"
         ) from exc
     form = {key: values[0] for key, values in fields.items() if values}
-    outcome = decide_approval(_request(approval_id, form), container())
+    command = DecideApproval(approval_id, link=_link(), form=form, visitor=_visitor())
+    outcome = decide_approval(command, container())
     if isinstance(outcome, Decided):
         _approval_wait(outcome.approval)
-    return _response(_page(outcome))
+    return _answer(outcome)
 
 
 def _approval_wait(approval: Approval) -> None:

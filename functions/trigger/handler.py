@@ -7,8 +7,9 @@
   execution ended without their record following (:mod:`langorch.app.recovery.reconcile`).
 
 An adapter only: it parses the event, calls one use-case of :mod:`langorch.app.triggers` and
-maps the result. It never imports LangGraph or LangChain (ARCHITECTURE §2 "Cold starts"), and it
-logs delivery ids and run ids, never signatures or secrets.
+maps the result (a webhook's status from the web edge's one table, :mod:`langorch.web.errors`).
+It never imports LangGraph or LangChain (ARCHITECTURE §2 "Cold starts"), and it logs delivery
+ids and run ids, never signatures or secrets.
 """
 
 from __future__ import annotations
@@ -33,10 +34,11 @@ from langorch.app.triggers import (
     handle_schedule,
 )
 from langorch.composition.bootstrap import SandboxContainer
-from langorch.domain.errors import DefinitionError, NotFoundError, RequestRejectedError
+from langorch.domain.errors import LangorchError
 from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
-from langorch.web.http import UnreadableBodyError, error_body, http_status, raw_body
+from langorch.web.errors import answer_for, http_status, outcome_status
+from langorch.web.http import error_body, raw_body
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -56,17 +58,16 @@ def _webhook(workflow_id: str) -> Response[str]:
     event = app.current_event
     try:
         body = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
-    except UnreadableBodyError:
-        return _response(400, {"error": "the body is not valid base64"})
-    request = WebhookRequest(
-        workflow_id=workflow_id,
-        headers=dict(event.headers),
-        body=body,
-        source_ip=event.request_context.http.source_ip,
-    )
-    try:
+        request = WebhookRequest(
+            workflow_id=workflow_id,
+            headers=dict(event.headers),
+            body=body,
+            source_ip=event.request_context.http.source_ip,
+        )
         started = accept_webhook(request, container())
-    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
+    except LangorchError as exc:
+        if answer_for(exc) is None:
+            raise  # not the sender's fault (a backend failed): a 5xx, and the sender retries
         status = http_status(exc)
         logger.warning(
             "webhook rejected",
@@ -84,7 +85,8 @@ def _webhook(workflow_id: str) -> Response[str]:
     )
     if started.created:
         _count("RunsStarted", 1, trigger="webhook")
-    return _response(202, {"run_id": started.run_id, "created": started.created})
+    answer = {"run_id": started.run_id, "created": started.created}
+    return _response(outcome_status(started), answer)
 
 
 def _response(status: int, body: dict[str, Any]) -> Response[str]:

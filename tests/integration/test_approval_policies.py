@@ -24,11 +24,11 @@ from tests.integration.test_approvals import (  # noqa: F401 - the fixtures
     Parked,
     Stack,
     _codes,
-    _request,
     _task_token,
     _waiting_run,
     stack,
 )
+from tests.unit.approvals_support import decide_command, view_command
 
 VOTERS = [f"voter{n:02d}@example.com" for n in range(30)]
 
@@ -74,7 +74,7 @@ def _forms(
 ) -> dict[str, dict[str, str]]:
     forms = {}
     for person in who:
-        shown = view_approval(_request(parked.links[person], "GET"), stack.container)
+        shown = view_approval(view_command(parked.links[person]), stack.container)
         assert isinstance(shown, Shown)
         forms[person] = {"nonce": shown.nonce, "decision": decision}
     stack.clock.now += timedelta(seconds=stack.container.settings.approval_form_dwell_seconds)
@@ -92,7 +92,7 @@ def test_thirty_concurrent_voters_with_quorum_three_reach_one_decision(stack: St
         start.wait()
         try:
             outcomes[who] = decide_approval(
-                _request(parked.links[who], "POST", forms[who]), stack.container
+                decide_command(parked.links[who], forms[who]), stack.container
             )
         except Exception as exc:  # kept: a thread's exception would otherwise go unseen
             outcomes[who] = exc
@@ -140,18 +140,18 @@ def test_a_later_voter_sees_the_outcome_and_no_second_resume(stack: Stack) -> No
     parked = park_with_policy(stack, people, {"quorum": {"at_least": 2}})
     forms = _forms(stack, parked, people, "approved")
     first = decide_approval(
-        _request(parked.links[people[0]], "POST", forms[people[0]]), stack.container
+        decide_command(parked.links[people[0]], forms[people[0]]), stack.container
     )
     assert isinstance(first, Voted)
     assert first.progress.startswith("1 of 2 approvals")
     assert stack.status(parked) == "RUNNING"
     second = decide_approval(
-        _request(parked.links[people[1]], "POST", forms[people[1]]), stack.container
+        decide_command(parked.links[people[1]], forms[people[1]]), stack.container
     )
     assert type(second) is Decided
     # When the third votes after the decision
     third = decide_approval(
-        _request(parked.links[people[2]], "POST", forms[people[2]]), stack.container
+        decide_command(parked.links[people[2]], forms[people[2]]), stack.container
     )
     # Then they read the outcome, and nothing resumes twice
     assert isinstance(third, AlreadyDecided)

@@ -40,7 +40,6 @@ from moto import mock_aws
 from langorch.adapters.stepfunctions import StepFunctions
 from langorch.app.approvals.decisions import (
     REDELIVERY_GRACE,
-    ApprovalHttpRequest,
     RequestApproval,
     decide_approval,
     ensure_signing_key,
@@ -63,6 +62,7 @@ from langorch.domain.runs import (
     transition,
 )
 from tests.support.aws import one_request_at_a_time
+from tests.unit.approvals_support import decide_command, view_command
 
 from .conftest import UseContainer
 
@@ -329,9 +329,9 @@ def _event(
 
 
 def _page(outcome: Any) -> Any:
-    from functions.approval_callback.handler import _page as page_for
+    from langorch.web.pages import outcome_page
 
-    return page_for(outcome)
+    return outcome_page(outcome)
 
 
 def _call(callback: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -357,18 +357,6 @@ def _open_and_decide(
     page = _call(callback, _event(link))
     form = {"nonce": _read(callback, page["body"]), "decision": decision, **fields}
     return page, _call(callback, _event(link, method="POST", form=form))
-
-
-def _request(link: str, method: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:
-    parts = urlsplit(link)
-    return ApprovalHttpRequest(
-        approval_id=parts.path.rsplit("/", 1)[-1],
-        method=method,
-        query=dict(parse_qsl(parts.query)),
-        form=form or {},
-        source_ip="198.51.100.9",
-        user_agent="test-agent",
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -430,7 +418,7 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
     parked = stack.park()
     forms = {}
     for who in (ALICE, BOB):
-        shown = view_approval(_request(parked.links[who], "GET"), stack.container)
+        shown = view_approval(view_command(parked.links[who]), stack.container)
         assert isinstance(shown, Shown)
         forms[who] = {"nonce": shown.nonce}
     # and have read it (the form decides only a dwell after its page view)
@@ -442,7 +430,7 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: Stack) -> None:
 
     def press(who: str) -> None:
         start.wait()
-        outcome = decide_approval(_request(parked.links[who], "POST", forms[who]), stack.container)
+        outcome = decide_approval(decide_command(parked.links[who], forms[who]), stack.container)
         results[who] = _page(outcome).body
 
     # When both press at the same moment

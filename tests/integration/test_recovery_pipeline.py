@@ -21,7 +21,7 @@ from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
 from tests.integration.test_state_machine import APPROVAL
 from tests.support.pipeline import Pipeline, pipelines
-from tests.unit.approvals_support import http_request
+from tests.unit.approvals_support import decide_command, view_command
 
 V1 = """
 blocks:
@@ -183,10 +183,10 @@ def test_a_decision_on_a_stopped_run_is_delivered_by_its_redrive(quick_pages: Pi
     assert pipeline.run(run_id).status.value == "waiting_approval"
     # When the approver approves through the emailed link
     [mail] = _emails(pipeline)
-    shown = view_approval(http_request(mail["link"], "GET"), pipeline.container)
+    shown = view_approval(view_command(mail["link"]), pipeline.container)
     assert isinstance(shown, Shown)
     form = {"nonce": shown.nonce, "decision": "approved"}
-    answer = decide_approval(http_request(mail["link"], "POST", form), pipeline.container)
+    answer = decide_approval(decide_command(mail["link"], form), pipeline.container)
     # Then the answer says the decision is kept while the run is not running
     assert isinstance(answer, DecisionHeld)
     # And when the run is redriven, its new execution gets that decision and the run finishes

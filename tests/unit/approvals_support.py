@@ -19,9 +19,11 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from langorch.app.approvals.decisions import (
-    ApprovalHttpRequest,
     ApprovalRequested,
+    DecideApproval,
     RequestApproval,
+    ViewApproval,
+    Visitor,
     ensure_signing_key,
 )
 from langorch.app.approvals.decisions import request_approval as request
@@ -273,16 +275,28 @@ def open_and_decide(
     return page, call(callback, event(link, method="POST", form=form))
 
 
-def http_request(link: str, method: str, form: dict[str, str] | None = None) -> ApprovalHttpRequest:
-    """The use-case's request for ``link`` (without the handler)."""
+VISITOR_IP = "198.51.100.9"
+VISITOR_AGENT = "test-agent"
+
+
+def view_command(link: str) -> ViewApproval:
+    """The page use-case's command for opening ``link`` (as the callback builds it)."""
     parts = urlsplit(link)
-    return ApprovalHttpRequest(
+    return ViewApproval(
         approval_id=parts.path.rsplit("/", 1)[-1],
-        method=method,
-        query=dict(parse_qsl(parts.query)),
+        link=dict(parse_qsl(parts.query)),
+        visitor=Visitor("GET", source_ip=VISITOR_IP, user_agent=VISITOR_AGENT),
+    )
+
+
+def decide_command(link: str, form: dict[str, str] | None = None) -> DecideApproval:
+    """The decide use-case's command for posting ``form`` from ``link``'s page."""
+    parts = urlsplit(link)
+    return DecideApproval(
+        approval_id=parts.path.rsplit("/", 1)[-1],
+        link=dict(parse_qsl(parts.query)),
         form=form or {},
-        source_ip="198.51.100.9",
-        user_agent="test-agent",
+        visitor=Visitor("POST", source_ip=VISITOR_IP, user_agent=VISITOR_AGENT),
     )
 
 

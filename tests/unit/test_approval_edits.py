@@ -14,6 +14,7 @@ from langorch.domain.approvals.edits import (
     kind_of,
     parse_edits,
 )
+from langorch.web.errors import http_status
 
 
 @pytest.mark.parametrize(
@@ -47,4 +48,4 @@ def test_numbers_keep_their_type_and_refuse_words() -> None:
 def test_a_field_is_bounded_before_it_is_parsed() -> None:
     with pytest.raises(EditRejectedError) as refused:
         parse_edits({"j": {}}, {"edit.j": "[" * (MAX_EDIT_FIELD_BYTES + 1)})
-    assert refused.value.key == "j" and refused.value.status == 422
+    assert refused.value.key == "j" and http_status(refused.value) == 422

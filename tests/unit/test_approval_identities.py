@@ -17,7 +17,14 @@ from langorch.domain.approvals.record import link_url, new_approval, sign_link
 from langorch.domain.approvals.votes import SelfApprovalError, progress
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.validation import InMemoryLookup, validate_workflow
-from tests.unit.approvals_support import BASE_URL, FakeStack, Parked, http_request, waiting_run
+from tests.unit.approvals_support import (
+    BASE_URL,
+    FakeStack,
+    Parked,
+    decide_command,
+    view_command,
+    waiting_run,
+)
 
 ANA, BOB, CAT = "ana@example.com", "bob@example.com", "cat@example.com"
 CYRILLIC_A = "\u0430"
@@ -43,13 +50,13 @@ def stack() -> FakeStack:
 
 def press(stack: FakeStack, link: str, decision: str, **form: str) -> Any:
     """Open the page, read it, press a button."""
-    shown = view_approval(http_request(link, "GET"), stack.container)
+    shown = view_approval(view_command(link), stack.container)
     if isinstance(shown, AlreadyDecided):
         return shown
     assert isinstance(shown, Shown)
     stack.read_pages()
     fields = {"nonce": shown.nonce, "decision": decision, **form}
-    return decide_approval(http_request(link, "POST", fields), stack.container)
+    return decide_approval(decide_command(link, fields), stack.container)
 
 
 def links_after_reissue(stack: FakeStack, parked: Parked) -> dict[str, str]:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from langorch.app.approvals.decisions import decide_approval, view_approval
-from langorch.app.approvals.votes import DelegatedAwayError, fire_timers
+from langorch.app.approvals.votes import fire_timers
 from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, FormAgain, Shown, Voted
-from langorch.domain.approvals.votes import SelfApprovalError
-from tests.unit.approvals_support import FakeStack, Parked, http_request
+from langorch.domain.approvals.votes import DelegatedAwayError, SelfApprovalError
+from tests.unit.approvals_support import FakeStack, Parked, decide_command, view_command
 
 ANN, BOB, CAT = "ann@example.com", "bob@example.com", "cat@example.com"
 BOSS, DEPUTY = "boss@example.com", "deputy@example.com"
@@ -25,13 +25,13 @@ def stack() -> FakeStack:
 
 def press(stack: FakeStack, link: str, decision: str, **form: str) -> Any:
     """Open the page, read it, press a button."""
-    shown = view_approval(http_request(link, "GET"), stack.container)
+    shown = view_approval(view_command(link), stack.container)
     if isinstance(shown, AlreadyDecided):
         return shown  # the page already says who decided
     assert isinstance(shown, Shown)
     stack.read_pages()
     fields = {"nonce": shown.nonce, "decision": decision, **form}
-    return decide_approval(http_request(link, "POST", fields), stack.container)
+    return decide_approval(decide_command(link, fields), stack.container)
 
 
 def park(stack: FakeStack, policy: dict[str, Any], **kw: Any) -> Parked:
@@ -259,7 +259,7 @@ def test_the_page_shows_the_policy_progress_and_the_delegate_field(stack: FakeSt
 
     parked = park(stack, {"quorum": {"at_least": 2}, "delegation": True, "reminders": ["4h"]})
     press(stack, parked.links[ANN], "approved")
-    shown = view_approval(http_request(parked.links[BOB], "GET"), stack.container)
+    shown = view_approval(view_command(parked.links[BOB]), stack.container)
     assert isinstance(shown, Shown)
     page = approval_page(shown.approval, approver=BOB, nonce=shown.nonce).body
     assert f"1 of 2 approvals; waiting for {BOB}, {CAT}" in page

@@ -43,6 +43,7 @@ from langorch.domain.approvals.views import (
     issue_view_token,
 )
 from langorch.web.emails import clean_subject, render_approval_email
+from langorch.web.errors import sentence_of
 from langorch.web.pages import SECURITY_HEADERS, approval_page, result_page
 
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -257,7 +258,7 @@ def test_a_decided_approval_says_who_decided_and_when() -> None:
     with pytest.raises(TransitionRefusedError) as refused:
         step(state_of(approval, now=later), Event.decide)
     assert refused.value.reason == "already_decided"
-    assert AlreadyDecided.of(approval).notice.user_message == (
+    assert sentence_of(AlreadyDecided.of(approval).notice) == (
         "This approval was already approved by alice@example.com at 2025-03-01 09:00 UTC."
     )
 

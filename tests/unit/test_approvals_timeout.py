@@ -6,22 +6,16 @@ resumes with that decision. (The same wiring on moto: tests/integration/test_app
 from __future__ import annotations
 
 import logging
-from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from langorch.app.approvals.decisions import (
-    ApprovalHttpRequest,
-    RequestApproval,
-    request_approval,
-    view_approval,
-)
+from langorch.app.approvals.decisions import RequestApproval, request_approval, view_approval
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.approvals.record import ApprovalStatus, LinkExpiredError
 from langorch.domain.runs import TimelineEventType
-from langorch.web.http import http_status
+from langorch.web.errors import http_status, sentence_of
 from tests.integration.conftest import register_text
-from tests.unit.approvals_support import FakeStack
+from tests.unit.approvals_support import FakeStack, view_command
 from tests.workflows import GATED_APPROVAL
 
 GATED = GATED_APPROVAL
@@ -55,12 +49,9 @@ def test_a_timed_out_resume_closes_the_approval() -> None:
     approval = container.approvals.get(approval_id)
     assert approval is not None and approval.status is ApprovalStatus.timed_out
     assert [e.action for e in container.approvals.audit(approval_id)][-1] == "expired"
-    url = urlsplit(container.email.sent[-1].link)
     with pytest.raises(LinkExpiredError) as refused:
-        view_approval(
-            ApprovalHttpRequest(approval_id, "GET", dict(parse_qsl(url.query))), container
-        )
-    assert http_status(refused.value) == 410 and "expired" in refused.value.user_message
+        view_approval(view_command(container.email.sent[-1].link), container)
+    assert http_status(refused.value) == 410 and "expired" in sentence_of(refused.value)
 
 
 def test_a_decision_recorded_but_lost_is_what_the_timed_out_run_resumes_with(

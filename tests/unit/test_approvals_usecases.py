@@ -51,12 +51,13 @@ from tests.unit.approvals_support import (
     FakeStack,
     Parked,
     call,
+    decide_command,
     event,
-    http_request,
     nonce,
     open_and_decide,
     read,
     tampered,
+    view_command,
 )
 
 
@@ -257,7 +258,7 @@ def test_round_one_shows_no_previous_round(stack: FakeStack, callback: Any) -> N
 
 def test_view_answers_shown_with_the_form_nonce(stack: FakeStack) -> None:
     parked = stack.park()
-    outcome = view_approval(http_request(parked.links[ALICE], "GET"), stack.container)
+    outcome = view_approval(view_command(parked.links[ALICE]), stack.container)
     assert isinstance(outcome, Shown)
     assert (outcome.approver, outcome.approval.approval_id) == (ALICE, parked.approval_id)
     assert outcome.nonce and outcome.nonce not in parked.links[ALICE]
@@ -373,7 +374,7 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: FakeStack) -> None
     parked = stack.park()
     forms: dict[str, dict[str, str]] = {}
     for who in (ALICE, BOB):
-        shown = view_approval(http_request(parked.links[who], "GET"), stack.container)
+        shown = view_approval(view_command(parked.links[who]), stack.container)
         assert isinstance(shown, Shown)
         forms[who] = {"nonce": shown.nonce}
     stack.read_pages()
@@ -385,7 +386,7 @@ def test_concurrent_approve_and_reject_have_one_winner(stack: FakeStack) -> None
     def press(who: str) -> None:
         start.wait()
         results[who] = decide_approval(
-            http_request(parked.links[who], "POST", forms[who]), stack.container
+            decide_command(parked.links[who], forms[who]), stack.container
         )
 
     threads = [threading.Thread(target=press, args=(who,)) for who in (ALICE, BOB)]
@@ -532,7 +533,7 @@ def test_a_decision_whose_task_the_timeout_took_stands(stack: FakeStack) -> None
     # Given alice's POST got past its checks and recorded, and meanwhile the task timed out
     # and the run's timeout took the recorded decision (it is marked delivered)
     parked = stack.park()
-    shown = view_approval(http_request(parked.links[ALICE], "GET"), stack.container)
+    shown = view_approval(view_command(parked.links[ALICE]), stack.container)
     assert isinstance(shown, Shown)
     stack.read_pages()
     stack.time_out(parked)
@@ -550,7 +551,7 @@ def test_a_decision_whose_task_the_timeout_took_stands(stack: FakeStack) -> None
     store.decide = decide_then_timeout_takes_it  # type: ignore[method-assign]
     # When her SendTaskSuccess finds the task closed
     outcome = decide_approval(
-        http_request(parked.links[ALICE], "POST", {"nonce": shown.nonce, "decision": "approved"}),
+        decide_command(parked.links[ALICE], {"nonce": shown.nonce, "decision": "approved"}),
         stack.container,
     )
     # Then her decision stands (the run got it), not "too late"
@@ -910,7 +911,7 @@ def test_a_decision_that_cannot_be_delivered_is_reopened(stack: FakeStack, callb
     form = {"nonce": read(callback, page["body"]), "decision": "approved"}
     stack.steps.unavailable = True
     with pytest.raises(DecisionNotDeliveredError):
-        decide_approval(http_request(parked.links[ALICE], "POST", form), stack.container)
+        decide_approval(decide_command(parked.links[ALICE], form), stack.container)
     # A form is good for one submit: the same one again is asked to press again
     same = call(callback, event(parked.links[ALICE], method="POST", form=form))
     assert same["statusCode"] == 409 and "already sent once" in same["body"]
@@ -1062,7 +1063,7 @@ def test_a_timed_out_run_without_a_decision_expires_its_approval(stack: FakeStac
     assert approval is not None and approval.status is ApprovalStatus.timed_out
     assert stack.audit(parked)[-1] == ("expired", "timed_out", None)
     with pytest.raises(LinkExpiredError):
-        view_approval(http_request(parked.links[ALICE], "GET"), stack.container)
+        view_approval(view_command(parked.links[ALICE]), stack.container)
 
 
 def test_a_timed_out_run_resumes_with_a_recorded_but_lost_decision(stack: FakeStack) -> None:

@@ -296,7 +296,7 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
     )
     from langorch.app.runs import RunSegment, run_segment
     from tests.fakes.approvals import InMemoryApprovals
-    from tests.unit.approvals_support import http_request
+    from tests.unit.approvals_support import decide_command, view_command
 
     deps = Fakes(public_base_url="https://approve.example.com")
     deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
@@ -328,11 +328,11 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
     assert (second.approval_id, second.emailed) == (first.approval_id, [])
     assert len(deps.email.sent) == 1
     # ... and the original link decides it, resuming the new execution
-    shown = view_approval(http_request(mail.link, "GET"), deps)  # type: ignore[arg-type]
+    shown = view_approval(view_command(mail.link), deps)  # type: ignore[arg-type]
     assert isinstance(shown, Shown)
     deps.clock.advance(deps.settings.approval_form_dwell_seconds)
     form = {"nonce": shown.nonce, "decision": "approved"}
-    decide_approval(http_request(mail.link, "POST", form), deps)  # type: ignore[arg-type]
+    decide_approval(decide_command(mail.link, form), deps)  # type: ignore[arg-type]
     described = deps.executions.describe(execution_name(run.run_id, 1))
     assert described["status"] == "SUCCEEDED"
     decision = json.loads(described["output"])

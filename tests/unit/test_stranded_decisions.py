@@ -33,7 +33,7 @@ from langorch.domain.runs import RunStatus
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
-from tests.unit.approvals_support import http_request, open_and_decide
+from tests.unit.approvals_support import decide_command, open_and_decide, view_command
 
 BOSS, DEPUTY = "boss@example.com", "deputy@example.com"
 ENDINGS = ["ABORTED", "FAILED", "TIMED_OUT"]
@@ -86,11 +86,11 @@ def _stranded(ended: str) -> Stranded:
 def _press(stranded: Stranded, approver: str, decision: str) -> Any:
     deps = stranded.deps
     link = stranded.links[approver]
-    shown = view_approval(http_request(link, "GET"), deps)  # type: ignore[arg-type]
+    shown = view_approval(view_command(link), deps)  # type: ignore[arg-type]
     assert isinstance(shown, Shown)
     deps.clock.advance(deps.settings.approval_form_dwell_seconds)
     form = {"nonce": shown.nonce, "decision": decision, "comment": "fine by me"}
-    return decide_approval(http_request(link, "POST", form), deps)  # type: ignore[arg-type]
+    return decide_approval(decide_command(link, form), deps)  # type: ignore[arg-type]
 
 
 def _redrive_and_park(stranded: Stranded) -> dict[str, Any]:
@@ -176,7 +176,7 @@ def test_a_visit_after_the_grace_leaves_a_held_decision_for_the_redrive() -> Non
     _press(stranded, BOSS, "approved")
     # When the other approver opens their link later (a visit delivers a lost decision again)
     stranded.deps.clock.advance(REDELIVERY_GRACE.total_seconds() + 1)
-    view_approval(http_request(stranded.links[DEPUTY], "GET"), stranded.deps)  # type: ignore[arg-type]
+    view_approval(view_command(stranded.links[DEPUTY]), stranded.deps)  # type: ignore[arg-type]
     # Then the decision is still waiting for the run, and the redrive delivers it
     approval = stranded.deps.approvals.get(stranded.approval_id)
     assert approval is not None and approval.delivered_at is None

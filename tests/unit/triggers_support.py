@@ -6,9 +6,10 @@ from typing import Any
 
 from langorch.app.definitions import register_workflow
 from langorch.app.triggers import WebhookRequest, accept_webhook
-from langorch.domain.errors import DefinitionError, NotFoundError, RequestRejectedError
+from langorch.domain.errors import LangorchError
 from langorch.domain.loading import load_text
-from langorch.web.http import error_body, http_status
+from langorch.web.errors import answer_for, http_status, outcome_status
+from langorch.web.http import error_body
 from tests.fakes import Fakes
 from tests.integration.triggers_support import NOW, SCHEDULER_ROLE, SECRET, TRIGGER_FN, WORKFLOWS
 
@@ -40,9 +41,11 @@ def all_runs(deps: Fakes) -> list[Any]:
 
 
 def webhook_answer(request: WebhookRequest, deps: Fakes) -> tuple[int, dict[str, Any]]:
-    """A delivery's status and body as the trigger handler answers it (``web.http`` maps)."""
+    """A delivery's status and body as the trigger handler answers it (``web.errors`` maps)."""
     try:
         started = accept_webhook(request, deps)
-    except (RequestRejectedError, NotFoundError, DefinitionError) as exc:
+    except LangorchError as exc:
+        if answer_for(exc) is None:
+            raise
         return http_status(exc), error_body(exc)
-    return 202, {"run_id": started.run_id, "created": started.created}
+    return outcome_status(started), {"run_id": started.run_id, "created": started.created}

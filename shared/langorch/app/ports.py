@@ -1,9 +1,14 @@
 """Ports: what the use-cases need from the outside world, as ``typing.Protocol``s.
 
-Each Protocol holds only the methods the use-cases call. The composition root
-(:mod:`langorch.composition.container`) wires the AWS adapters, which satisfy them structurally;
-tests wire the in-memory fakes of ``tests/fakes``. One contract suite per port (``tests/contracts``)
-runs against both, so a fake cannot drift from the adapter it stands for.
+Each Protocol holds only the methods the use-cases call, and three kinds of implementation
+satisfy them structurally: the AWS adapters (``adapters/dynamodb`` for the tables; Step
+Functions, Secrets Manager, Scheduler, SES), wired by the cloud's composition root
+(:mod:`langorch.composition.container`); the SQLite stores of the embedded default
+(``adapters/sqlite``: runs, approvals, definitions, secrets, schedules, tool servers, resource
+locks, tasks, logs, in one WAL file), wired by :mod:`langorch.composition.embedded` for
+``langorch dev``; and the in-memory fakes of ``tests/fakes``, wired by the tests. One contract
+suite per port (``tests/contracts``) runs against the fake, the SQLite store and the AWS adapter
+alike, so none can drift from the others.
 
 Two ports live beside their only users: :class:`langorch.app.definitions.DefinitionsStore`
 (registration) and :class:`langorch.engine.context.FileReader` (``read_file`` steps). This
@@ -54,7 +59,8 @@ class Ids(Protocol):
 
 
 class WorkflowSource(Protocol):
-    """Where the use-cases that start runs read workflows (the definitions table)."""
+    """Where the use-cases that start runs read workflows (the definitions table: DynamoDB,
+    or SQLite in the embedded default)."""
 
     def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
         """The workflow at ``version`` (``None``: latest), or ``None``."""
@@ -66,7 +72,9 @@ class WorkflowSource(Protocol):
 
 
 class RunsStore(Protocol):
-    """Run records, their leases, dedupe markers and timelines (the runs table).
+    """Run records, their leases, dedupe markers and timelines (the runs table: DynamoDB's
+    ``adapters.dynamodb.runs``, SQLite's ``adapters.sqlite.runs``, the fake's
+    ``tests/fakes``).
 
     Conditional semantics every implementation keeps (``tests/contracts/test_runs_store.py``):
 
@@ -171,7 +179,8 @@ class Executions(Protocol):
 
 
 class SecretsStore(Protocol):
-    """JSON secrets (Secrets Manager): webhook secrets, link-signing keys.
+    """JSON secrets: webhook secrets, link-signing keys (Secrets Manager in the cloud,
+    ``adapters.sqlite.secrets`` in the embedded default).
 
     Reads are cached per process; ``fresh=True`` reads the newest value.
     """
@@ -223,7 +232,8 @@ class StoredSchedule(Protocol):
 
 
 class ScheduleStore(Protocol):
-    """The EventBridge Scheduler schedules that fire workflows' schedule triggers."""
+    """The schedules that fire workflows' schedule triggers (EventBridge Scheduler in the cloud;
+    ``adapters.sqlite.schedules``, fired by the local stack's tick, in the embedded default)."""
 
     @property
     def configured(self) -> bool:
@@ -256,7 +266,8 @@ class ScheduleStore(Protocol):
 
 
 class ToolServerStore(Protocol):
-    """Registered tools: MCP servers per deployment (the definitions table).
+    """Registered tools: MCP servers per deployment (the definitions table in DynamoDB, or
+    ``adapters.sqlite.tool_servers``).
 
     Contract (``tests/contracts/test_tool_server_store.py``): ``put`` replaces a registration
     of the same name and says whether it was new; ``delete`` says whether there was one.
@@ -314,7 +325,8 @@ class ToolConnector(Protocol):
 
 
 class ResourceLocks(Protocol):
-    """Resource leases and their FIFO queues (seed 001 §7b), and each resource's limit.
+    """Resource leases and their FIFO queues (seed 001 §7b), and each resource's limit
+    (DynamoDB's ``adapters.dynamodb.resources``, SQLite's ``adapters.sqlite.resources``).
 
     Conditional semantics every implementation keeps (``tests/contracts/test_resource_locks.py``):
 

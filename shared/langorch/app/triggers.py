@@ -43,6 +43,7 @@ from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
 from langorch.domain.triggers import (
     S3ObjectCreated,
     ScheduleFired,
+    StartedRun,
     s3_trigger_matches,
     schedule_name,
     schedule_triggers,
@@ -105,15 +106,6 @@ class WebhookRequest:
     headers: Mapping[str, str]
     body: bytes
     source_ip: str | None = None
-
-
-@dataclass(frozen=True)
-class StartedRun:
-    """A run a trigger started, or found already started (``created`` false)."""
-
-    workflow_id: str
-    run_id: str
-    created: bool
 
 
 @dataclass
@@ -225,7 +217,7 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
 
     Checks, in order: body size, JSON content type and body, a workflow with a webhook trigger,
     the signature, the input against the inputs schema. Nothing is written or started when any
-    check fails; the trigger handler answers each refusal with its 4xx (``web.http``).
+    check fails; the trigger handler answers each refusal with its 4xx (``web.errors``).
 
     Args:
         request: the delivery.

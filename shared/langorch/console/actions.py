@@ -132,19 +132,28 @@ def _typed(name: str, kind: str, widget: str, raw: str) -> Any:
 
 @dataclass(frozen=True)
 class Decision:
-    """How a decision went: ``done`` (approved, rejected, already) or the form again."""
+    """How a decision went: ``done`` (approved, rejected, already) or the form again (the
+    sentence above it, what was typed, and the status of the page)."""
 
     done: str = ""
     again: str | None = None
     values: Mapping[str, str] | None = None
+    status: int | None = None
 
 
 def decide(container: Any, approval_id: str, request: Request) -> Decision:
     """Decide an approval as one of its approvers, through the decide-once use-case."""
-    from langorch.app.approvals.decisions import ApprovalHttpRequest, decide_approval, view_approval
+    from langorch.app.approvals.decisions import (
+        DecideApproval,
+        ViewApproval,
+        Visitor,
+        decide_approval,
+        view_approval,
+    )
     from langorch.app.approvals.keys import load_signing_keys
     from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, Shown
     from langorch.domain.approvals.record import sign_link
+    from langorch.web.errors import outcome_status, sentence_of
 
     approval = container.approvals.get(approval_id)
     if approval is None:
@@ -158,7 +167,7 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
         )
     ports = _console_ports(container)
     keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
-    query = sign_link(
+    link = sign_link(
         approval_id,
         approver,
         approval.expires_at,
@@ -166,10 +175,13 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
         keys.current_key,
         generation=approval.link_generation,
     )
-    seen = {"source_ip": "127.0.0.1", "user_agent": USER_AGENT}
-    # The form decides; the GET before it is the page view the decide-once use-case expects.
+
+    def seen(method: str) -> Visitor:
+        return Visitor(method, source_ip="127.0.0.1", user_agent=USER_AGENT)
+
+    # The form decides; the page view before it is the one the decide-once use-case expects.
     try:
-        view = view_approval(ApprovalHttpRequest(approval_id, "GET", query, {}, **seen), ports)
+        view = view_approval(ViewApproval(approval_id, link, seen("GET")), ports)
         if isinstance(view, AlreadyDecided):
             return Decision(done="already")
         if not isinstance(view, Shown):
@@ -180,19 +192,17 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
             if k in ("decision", "comment", "code") or k.startswith(EDIT_PREFIX)
         }
         form["nonce"] = view.nonce
-        outcome = decide_approval(
-            ApprovalHttpRequest(approval_id, "POST", query, form, **seen), ports
-        )
+        outcome = decide_approval(DecideApproval(approval_id, link, form, seen("POST")), ports)
     except AlreadyDecidedError:
         return Decision(done="already")
     except ApprovalLinkError as exc:
-        raise ConsoleActionError(str(getattr(exc, "user_message", exc))) from exc
+        raise ConsoleActionError(sentence_of(exc)) from exc
     if isinstance(outcome, Decided):
         return Decision(done=outcome.approval.status.value)
     if isinstance(outcome, AlreadyDecided):
         return Decision(done="already")
     kept = {k: v for k, v in form.items() if k != "nonce"}
-    return Decision(again=outcome.message, values=kept)
+    return Decision(again=sentence_of(outcome.error), values=kept, status=outcome_status(outcome))
 
 
 def _console_ports(container: Any) -> Any:

@@ -30,6 +30,7 @@ from langorch.console.http import (
 )
 from langorch.console.runview import build_run_view
 from langorch.domain.errors import LangorchError, NotFoundError
+from langorch.web.errors import REFUSED, answer_for
 from langorch.web.look import human_label, stylesheet
 
 Route = Callable[[Request, re.Match[str]], Response]
@@ -97,13 +98,16 @@ class ConsoleApp:
                 return self.page(
                     "error.html", request, status=403, heading="Refused", message=str(exc)
                 )
-            except NotFoundError as exc:
-                return self.page(
-                    "error.html", request, status=404, heading="Not found", message=str(exc)
-                )
             except LangorchError as exc:
+                # The web edge's one table answers; a refusal it has no row for is still the
+                # use-case refusing what the operator asked.
+                answer = answer_for(exc) or REFUSED
                 return self.page(
-                    "error.html", request, status=400, heading="Cannot do that", message=str(exc)
+                    "error.html",
+                    request,
+                    status=answer.status,
+                    heading=answer.title_for(exc),
+                    message=str(exc),
                 )
         if allowed:
             return Response(405, b"method not allowed", "text/plain", {"Allow": ", ".join(allowed)})
@@ -244,7 +248,7 @@ class ConsoleApp:
         outcome = actions.decide(self.container, match.group(1), request)
         if outcome.again is not None:
             return self.approval(
-                request, match, status=409, error=outcome.again, values=outcome.values
+                request, match, status=outcome.status, error=outcome.again, values=outcome.values
             )
         return Response.redirect(f"/approvals/{_quote(match.group(1))}?done={outcome.done}")
 

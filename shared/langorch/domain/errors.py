@@ -1,7 +1,8 @@
 """Named errors. Each carries a message a user can act on: what was wrong, where, how to fix it.
 
-They are translated to HTTP in one place and to Step Functions in one place; nothing else
-matches on AWS error codes.
+They say what happened, never how to answer it: HTTP status codes and the words of a page are
+chosen in one table at the web edge (:mod:`langorch.web.errors`), Step Functions error names in
+the state machine. Nothing else matches on AWS error codes.
 """
 
 from __future__ import annotations
@@ -114,13 +115,12 @@ class SecretNotFoundError(NotFoundError):
 
 
 class RequestRejectedError(LangorchError):
-    """An HTTP request is refused; ``status`` is the 4xx to answer with.
+    """A request is refused for what it carries (a signature, a size, a media type, a link, a
+    form); nothing was done. ``problems`` lists input problems by path.
 
-    Raised by webhook and approval request checks; translated to HTTP in one place
-    (:mod:`langorch.web.http`).
+    Raised by the webhook and approval request checks; the answer each gets at the edge is in
+    :mod:`langorch.web.errors`.
     """
-
-    status = 400
 
     def __init__(self, message: str, *, problems: list[Problem] | None = None) -> None:
         self.problems = problems or []
@@ -130,19 +130,13 @@ class RequestRejectedError(LangorchError):
 class SignatureError(RequestRejectedError):
     """A webhook signature or a signed link does not verify."""
 
-    status = 401
-
 
 class PayloadTooLargeError(RequestRejectedError):
     """A request body is over the limit."""
 
-    status = 413
-
 
 class UnsupportedMediaTypeError(RequestRejectedError):
     """A request body is not JSON."""
-
-    status = 415
 
 
 class FileReadError(LangorchError):

@@ -230,6 +230,15 @@ class S3ObjectCreated:
         }
 
 
+@dataclass(frozen=True)
+class StartedRun:
+    """A run a trigger started, or found already started (``created`` false)."""
+
+    workflow_id: str
+    run_id: str
+    created: bool
+
+
 def webhook_dedupe_key(workflow_id: str, delivery_id: str) -> str:
     """``webhook:<workflow_id>:<delivery id>``."""
     return f"webhook:{workflow_id}:{delivery_id}"

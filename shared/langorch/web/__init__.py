@@ -1,1 +1,2 @@
-"""HTTP surfaces: webhook responses, approval pages and emails, link signing."""
+"""HTTP surfaces: the one table of HTTP answers (``errors``), webhook responses, approval pages
+and emails, link signing."""

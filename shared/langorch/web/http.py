@@ -1,4 +1,6 @@
-"""Errors become HTTP responses here and nowhere else."""
+"""The wire at the web edge: request bodies as sent, JSON answers, and the errors reading a
+request raises. Which status each error or outcome gets is :mod:`langorch.web.errors`'s table.
+"""
 
 from __future__ import annotations
 
@@ -7,26 +9,7 @@ import binascii
 import json
 from typing import Any
 
-from langorch.domain.errors import (
-    ConflictError,
-    DefinitionError,
-    LangorchError,
-    NotFoundError,
-    RequestRejectedError,
-)
-
-
-def http_status(error: LangorchError) -> int:
-    """The status code for an error a request caused (5xx is never chosen here)."""
-    if isinstance(error, RequestRejectedError):
-        return error.status
-    if isinstance(error, DefinitionError):
-        return 422
-    if isinstance(error, NotFoundError):
-        return 404
-    if isinstance(error, ConflictError):
-        return 409
-    return 400
+from langorch.domain.errors import LangorchError
 
 
 def error_body(error: LangorchError) -> dict[str, Any]:
@@ -51,8 +34,21 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
     }
 
 
-class UnreadableBodyError(ValueError):
+class UnreadableBodyError(LangorchError, ValueError):
     """A request body that is not what its envelope says (bad base64)."""
+
+
+class FormNotReadableError(LangorchError):
+    """A POST to an approval page that is not a form (another content type, or none)."""
+
+
+class FormContentError(LangorchError):
+    """A form body that is not what an approval page sends: not UTF-8, undecodable, or more
+    fields than a page has."""
+
+
+class FormTooLargeError(LangorchError):
+    """A POST body larger than an approval accepts."""
 
 
 def raw_body(body: str | None, is_base64: bool) -> bytes:

@@ -24,15 +24,23 @@ from langorch.domain.approvals.edits import (
     is_editable_here,
     kind_of,
 )
+from langorch.domain.approvals.outcomes import (
+    Decided,
+    DecideOutcome,
+    DecisionHeld,
+    FormAgain,
+    Shown,
+    ViewOutcome,
+)
 from langorch.domain.approvals.record import (
     AlreadyDecidedError,
     Approval,
-    ApprovalLinkError,
     ApprovalStatus,
     bounded,
     human_time,
 )
 from langorch.domain.errors import LangorchError
+from langorch.web.errors import http_status, outcome_status, sentence_of, title_of
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -333,12 +341,37 @@ def held_page(approval: Approval, *, status: int) -> Page:
 
 def already_decided_page(notice: AlreadyDecidedError, *, status: int) -> Page:
     """ "Already approved by X at T": an outcome to read, not an error."""
-    return result_page(f"Already {notice.outcome.value}", notice.user_message, status=status)
+    return result_page(title_of(notice), sentence_of(notice), status=status)
 
 
-def refusal_page(error: ApprovalLinkError | LangorchError, *, status: int) -> Page:
-    """The page for a refused link or form, or a request that cannot be served: its title and
-    sentence (``user_title`` / ``user_message``, which every such error carries)."""
-    title = getattr(error, "user_title", "This link cannot be used")
-    message = getattr(error, "user_message", "This link cannot be used.")
-    return result_page(str(title), str(message), status=status)
+def refusal_page(error: LangorchError) -> Page:
+    """The page for a refused link or form, or a request that cannot be served: its status,
+    title and sentence from the edge's table (:mod:`langorch.web.errors`).
+
+    Raises:
+        LookupError: the error has no row (not a request's fault: let it raise).
+    """
+    return result_page(title_of(error), sentence_of(error), status=http_status(error))
+
+
+def outcome_page(outcome: ViewOutcome | DecideOutcome) -> Page:
+    """The page for an approval use-case's outcome, with the status the table gives it."""
+    status = outcome_status(outcome)
+    if isinstance(outcome, Shown):
+        return approval_page(
+            outcome.approval, approver=outcome.approver, nonce=outcome.nonce, status=status
+        )
+    if isinstance(outcome, FormAgain):
+        return approval_page(
+            outcome.approval,
+            approver=outcome.approver,
+            nonce=outcome.nonce,
+            error=sentence_of(outcome.error),
+            values=outcome.values,
+            status=status,
+        )
+    if isinstance(outcome, DecisionHeld):
+        return held_page(outcome.approval, status=status)
+    if isinstance(outcome, Decided):
+        return decided_page(outcome.approval, status=status)
+    return already_decided_page(outcome.notice, status=status)

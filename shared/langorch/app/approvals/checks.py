@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from langorch.app.approvals.commands import DecideApproval, PageCommand
 from langorch.app.approvals.driver import audit
 from langorch.app.approvals.keys import load_signing_keys
 from langorch.app.approvals.ports import PagePorts
@@ -51,19 +52,6 @@ MAX_COMMENT_CHARS = 4000
 
 
 @dataclass(frozen=True)
-class ApprovalHttpRequest:
-    """One request on ``/approvals/{id}``, parsed by the callback handler."""
-
-    approval_id: str
-    method: str
-    query: Mapping[str, str] = field(repr=False)
-    """The signed link's parameters (never logged)."""
-    form: Mapping[str, str] = field(default_factory=dict, repr=False)
-    source_ip: str | None = None
-    user_agent: str | None = None
-
-
-@dataclass(frozen=True)
 class Opened:
     """A link that verified (or verified but expired) and the approval it opens."""
 
@@ -88,7 +76,7 @@ class Form:
     comment: str | None
 
 
-def open_link(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: AuditAction) -> Opened:
+def open_link(cmd: PageCommand, ports: PagePorts, *, refused_action: AuditAction) -> Opened:
     """Verify the link and find the approval and approver.
 
     Raises:
@@ -100,32 +88,32 @@ def open_link(req: ApprovalHttpRequest, ports: PagePorts, *, refused_action: Aud
     keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
     now = ports.clock()
     store = ports.approvals
-    found = store.get(req.approval_id)
+    found = store.get(cmd.approval_id)
     generation = 0 if found is None else found.link_generation
     try:
-        claims = verify_link(req.approval_id, req.query, keys.keys, now=now, generation=generation)
+        claims = verify_link(cmd.approval_id, cmd.link, keys.keys, now=now, generation=generation)
     except LinkForgedError:
         # Audited only under an approval that exists: a forger cannot make us write to
         # partitions of their choosing.
-        if found is not None and replaced_link(req, found, keys.keys, now):
-            audit_req(ports, req, found, refused_action, "replaced_link", None)
-            raise LinkReissuedError(f"approval {req.approval_id}: a replaced link") from None
+        if found is not None and replaced_link(cmd, found, keys.keys, now):
+            audit_req(ports, cmd, found, refused_action, "replaced_link", None)
+            raise LinkReissuedError(f"approval {cmd.approval_id}: a replaced link") from None
         if found is not None:
-            audit_req(ports, req, found, refused_action, "forged_link", None)
+            audit_req(ports, cmd, found, refused_action, "forged_link", None)
         raise
     except LinkExpiredError:
         if found is None:
             raise
         # Links expire with their approval: a pending one is expired too (whatever the clock).
         state = state_of(found, now=now)
-        who = approver_for(found, req.query.get("ap", ""))
+        who = approver_for(found, cmd.link.get("ap", ""))
         return Opened(found, who, State.expired if state is State.pending else state)
     approval = found
     if approval is None:
-        raise ApprovalNotFoundError(f"approval {req.approval_id} does not exist")
+        raise ApprovalNotFoundError(f"approval {cmd.approval_id} does not exist")
     approver = approver_for(approval, claims.approver_ref)
     if approver is None:
-        audit_req(ports, req, approval, refused_action, "not_an_approver", claims.approver_ref)
+        audit_req(ports, cmd, approval, refused_action, "not_an_approver", claims.approver_ref)
         raise NotAnApproverError("the link's approver is not an approver")
     state = state_of(approval, now=now)
     return Opened(approval, approver, state, claims, keys.keys[claims.key_id])
@@ -137,20 +125,16 @@ def view_token(ports: PagePorts, claims: LinkClaims, key: bytes) -> str:
 
 
 def form_again(
-    req: ApprovalHttpRequest,
-    ports: PagePorts,
-    opened: Opened,
-    error: ApprovalLinkError,
-    message: str,
+    cmd: DecideApproval, ports: PagePorts, opened: Opened, error: ApprovalLinkError
 ) -> FormAgain:
-    """The form again, with a fresh view token and what the person typed kept."""
+    """The form again, with a fresh view token, why, and what the person typed kept."""
     approver, claims, key = opened.form_key()
-    kept = {k: v for k, v in req.form.items() if k == "comment" or k.startswith(EDIT_PREFIX)}
+    kept = {k: v for k, v in cmd.form.items() if k == "comment" or k.startswith(EDIT_PREFIX)}
     token = view_token(ports, claims, key)
-    return FormAgain(opened.approval, approver, token, message, error, values=kept)
+    return FormAgain(opened.approval, approver, token, error, values=kept)
 
 
-def check_view(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> FormAgain | None:
+def check_view(cmd: DecideApproval, ports: PagePorts, opened: Opened) -> FormAgain | None:
     """Accept the form's view token once, and only after the dwell; else the form again.
 
     Raises:
@@ -161,28 +145,28 @@ def check_view(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> Fo
     dwell = timedelta(seconds=max(ports.settings.approval_form_dwell_seconds, 0.0))
     try:
         view = check_view_token(
-            claims, key, req.form.get("nonce", ""), now=ports.clock(), dwell=dwell
+            claims, key, cmd.form.get("nonce", ""), now=ports.clock(), dwell=dwell
         )
     except SubmittedTooSoonError as exc:
-        audit_req(ports, req, approval, "refused", "suspected_automated_submit", approver)
-        return form_again(req, ports, opened, exc, exc.user_message)
+        audit_req(ports, cmd, approval, "refused", "suspected_automated_submit", approver)
+        return form_again(cmd, ports, opened, exc)
     except ApprovalLinkError as exc:
-        audit_req(ports, req, approval, "refused", reason(exc), approver)
+        audit_req(ports, cmd, approval, "refused", reason(exc), approver)
         raise
     if not ports.approvals.use_view_token(approval.approval_id, view.view_id):
         used = ViewTokenUsedError(f"approval {approval.approval_id}: view token used before")
-        audit_req(ports, req, approval, "refused", "view_token_reused", approver)
-        return form_again(req, ports, opened, used, used.user_message)
+        audit_req(ports, cmd, approval, "refused", "view_token_reused", approver)
+        return form_again(cmd, ports, opened, used)
     return None
 
 
 def replaced_link(
-    req: ApprovalHttpRequest, approval: Approval, keys: Mapping[str, bytes], now: datetime
+    cmd: PageCommand, approval: Approval, keys: Mapping[str, bytes], now: datetime
 ) -> bool:
     """Whether the link verifies as one of an earlier generation (replaced by a reissue)."""
     for older in range(approval.link_generation):
         try:
-            verify_link(req.approval_id, req.query, keys, now=now, generation=older)
+            verify_link(cmd.approval_id, cmd.link, keys, now=now, generation=older)
         except LinkExpiredError:
             return True
         except LinkForgedError:
@@ -191,32 +175,30 @@ def replaced_link(
     return False
 
 
-def read_form(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> Form | FormAgain:
+def read_form(cmd: DecideApproval, ports: PagePorts, opened: Opened) -> Form | FormAgain:
     """The decision the form carries, or the form again; refusals are raised (audited)."""
     approval = opened.approval
     approver = opened.form_key()[0]
-    again = check_view(req, ports, opened)
+    again = check_view(cmd, ports, opened)
     if again is not None:
         return again
     try:
-        decision = parse_decision(req.form.get("decision"))
-        edits = parse_edits(approval.editable, req.form)
+        decision = parse_decision(cmd.form.get("decision"))
+        edits = parse_edits(approval.editable, cmd.form)
     except EditRejectedError as exc:
-        audit_req(ports, req, approval, "refused", "invalid_edit", approver)
-        return form_again(req, ports, opened, exc, exc.user_message)
+        audit_req(ports, cmd, approval, "refused", "invalid_edit", approver)
+        return form_again(cmd, ports, opened, exc)
     except InvalidDecisionError as exc:
-        audit_req(ports, req, approval, "refused", "invalid_form", approver)
-        return form_again(req, ports, opened, exc, str(exc) or exc.user_message)
-    again = check_code_typed(req, ports, opened)
+        audit_req(ports, cmd, approval, "refused", "invalid_form", approver)
+        return form_again(cmd, ports, opened, exc)
+    again = check_code_typed(cmd, ports, opened)
     if again is not None:
         return again
-    comment = bounded(req.form.get("comment", "").strip(), MAX_COMMENT_CHARS) or None
+    comment = bounded(cmd.form.get("comment", "").strip(), MAX_COMMENT_CHARS) or None
     return Form(ApprovalStatus(decision), edits, comment)
 
 
-def check_code_typed(
-    req: ApprovalHttpRequest, ports: PagePorts, opened: Opened
-) -> FormAgain | None:
+def check_code_typed(cmd: DecideApproval, ports: PagePorts, opened: Opened) -> FormAgain | None:
     """The form again for a missing or wrong code; raises CodeLockedError once this approver's
     link has used its attempts.
 
@@ -229,25 +211,26 @@ def check_code_typed(
     if not approval.require_code:
         return None
     approver, claims, key = opened.form_key()
-    typed = typed_code(req.form.get("code"))
+    typed = typed_code(cmd.form.get("code"))
     if not typed:
         missing = CodeMissingError(f"approval {approval.approval_id}: no code was typed")
-        return form_again(req, ports, opened, missing, missing.user_message)
+        return form_again(cmd, ports, opened, missing)
     attempt = ports.approvals.claim_code_attempt(
         approval.approval_id, claims.approver_ref, MAX_CODE_ATTEMPTS
     )
     if attempt is None:
-        audit_req(ports, req, approval, "refused", "code_locked", approver)
+        audit_req(ports, cmd, approval, "refused", "code_locked", approver)
         raise CodeLockedError(f"approval {approval.approval_id}: code attempts exhausted")
     stored = ports.approvals.code_hash(approval.approval_id, claims.approver_ref)
     try:
         check_code(approval, claims, typed, stored, key)
     except CodeMismatchError as exc:
-        audit_req(ports, req, approval, "refused", "wrong_code", approver)
+        audit_req(ports, cmd, approval, "refused", "wrong_code", approver)
         left = MAX_CODE_ATTEMPTS - attempt
         if left <= 0:
             raise CodeLockedError("code attempts exhausted") from exc
-        return form_again(req, ports, opened, exc, f"{exc.user_message} ({left} attempts left.)")
+        wrong = CodeMismatchError(str(exc), attempts_left=left)
+        return form_again(cmd, ports, opened, wrong)
     return None
 
 
@@ -270,12 +253,13 @@ def reason(exc: ApprovalLinkError) -> str:
 
 def audit_req(
     ports: PagePorts,
-    req: ApprovalHttpRequest,
+    cmd: PageCommand,
     approval: Approval,
     action: AuditAction,
     outcome: str,
     actor: str | None,
 ) -> None:
+    """Append one audit line for what ``cmd``'s visitor caused."""
     audit(
         ports.approvals,
         approval.approval_id,
@@ -283,5 +267,5 @@ def audit_req(
         outcome,
         at=ports.clock(),
         actor=actor,
-        req=req,
+        visitor=cmd.visitor,
     )

@@ -8,9 +8,11 @@ approval task timed out and ``close_for_ended_run`` closes the approval of a can
 
 Each use-case reads the approval, asks the lifecycle table
 (:mod:`langorch.domain.approvals.lifecycle`) what an event does in its state, and performs the
-write and the audit line the table names. The page use-cases answer typed outcomes
-(:mod:`langorch.domain.approvals.outcomes`) or raise the named refusals; the callback handler
-picks status codes and ``web.pages`` renders: nothing here speaks HTTP.
+write and the audit line the table names. The page use-cases take plain commands
+(:mod:`langorch.app.approvals.commands`: the approval id, the link's values, the form's values,
+the visitor for the audit) and answer typed outcomes (:mod:`langorch.domain.approvals.outcomes`)
+or raise the named refusals; the web edge's one table (:mod:`langorch.web.errors`) picks each
+one's status code and words and ``web.pages`` renders: nothing here speaks HTTP.
 
 A decision is recorded first, then delivered with ``SendTaskSuccess``, then marked delivered. A
 crash between the write and the send would leave it recorded but lost, so every later visit that
@@ -32,7 +34,6 @@ from datetime import timedelta
 from enum import Enum
 
 from langorch.app.approvals.checks import (
-    ApprovalHttpRequest,
     Form,
     Opened,
     audit_req,
@@ -44,6 +45,7 @@ from langorch.app.approvals.checks import (
     refusal,
     view_token,
 )
+from langorch.app.approvals.commands import DecideApproval, PageCommand, ViewApproval
 from langorch.app.approvals.driver import (
     apply_event,
     close_for_ended_run,
@@ -67,13 +69,12 @@ from langorch.app.approvals.requests import (
     request_approval,
 )
 from langorch.app.approvals.votes import (
-    DelegatedAwayError,
-    DelegationRefusedError,
     cast_vote,
     delegate_vote,
     email_delegate,
     recount,
 )
+from langorch.domain.approvals.audit import Visitor
 from langorch.domain.approvals.lifecycle import Event, State, TransitionRefusedError, state_of, step
 from langorch.domain.approvals.outcomes import (
     AlreadyDecided,
@@ -97,19 +98,25 @@ from langorch.domain.approvals.record import (
     decision_output,
     redelivery_due,
 )
-from langorch.domain.approvals.votes import check_may_vote
+from langorch.domain.approvals.votes import (
+    DelegatedAwayError,
+    DelegationRefusedError,
+    check_may_vote,
+)
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
 from langorch.domain.runs import RunStatus, execution_name
 
 __all__ = [
     "MIN_KEY_BYTES",
     "REDELIVERY_GRACE",
-    "ApprovalHttpRequest",
     "ApprovalRequested",
     "ApprovalsStore",
+    "DecideApproval",
     "EmailSender",
     "RequestApproval",
     "SigningKeys",
+    "ViewApproval",
+    "Visitor",
     "close_for_ended_run",
     "decide_approval",
     "ensure_signing_key",
@@ -141,8 +148,8 @@ TaskClosedError), but the slower of the two would then tell its approver "too la
 # --------------------------------------------------------------------------------------------
 
 
-def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
-    """Answer ``GET``/``HEAD``: verify the link, audit the view, show the page. Decides nothing.
+def view_approval(cmd: ViewApproval, ports: PagePorts) -> ViewOutcome:
+    """A page view: verify the link, audit the view, show the page. Decides nothing.
 
     Returns:
         :class:`Shown` for a pending approval, :class:`AlreadyDecided` (by whom and when) for a
@@ -153,7 +160,7 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
             run ended).
         ApprovalNotFoundError: a valid link to an approval that no longer exists.
     """
-    opened = open_link(req, ports, refused_action="view")
+    opened = open_link(cmd, ports, refused_action="view")
     approval = opened.approval
     record(
         ports.approvals,
@@ -161,10 +168,10 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
         step(opened.state, Event.view),
         at=ports.clock(),
         actor=opened.approver,
-        req=req,
+        visitor=cmd.visitor,
     )
     if opened.state in (State.decided, State.delivered):
-        _redeliver_if_lost(req, ports, approval, opened.approver)
+        _redeliver_if_lost(cmd, ports, approval, opened.approver)
         return AlreadyDecided.of(approval)
     if opened.state is not State.pending:
         raise refusal(approval.approval_id, opened.state)
@@ -177,8 +184,8 @@ def view_approval(req: ApprovalHttpRequest, ports: PagePorts) -> ViewOutcome:
     return Shown(approval, approver, view_token(ports, claims, key))
 
 
-def decide_approval(req: ApprovalHttpRequest, ports: RequestPorts) -> DecideOutcome:
-    """Answer ``POST``: verify link, expiry, view token, approver and code; decide once; resume.
+def decide_approval(cmd: DecideApproval, ports: RequestPorts) -> DecideOutcome:
+    """A form sent from the page: check link, view token, approver and code; decide once; resume.
 
     The decision is one conditional write; only its winner calls ``SendTaskSuccess`` with
     ``{"decision", "approver", "comment", "edits"}`` read back from the record, then marks it
@@ -198,31 +205,31 @@ def decide_approval(req: ApprovalHttpRequest, ports: RequestPorts) -> DecideOutc
         ApprovalNotFoundError: a valid link to an approval that no longer exists.
         DecisionNotDeliveredError: recorded but not delivered (reopened: press again).
     """
-    opened = open_link(req, ports, refused_action="refused")
+    opened = open_link(cmd, ports, refused_action="refused")
     approval = opened.approval
     if opened.state in (State.decided, State.delivered):
-        audit_req(ports, req, approval, "refused", "already_decided", opened.approver)
-        _redeliver_if_lost(req, ports, approval, opened.approver)
+        audit_req(ports, cmd, approval, "refused", "already_decided", opened.approver)
+        _redeliver_if_lost(cmd, ports, approval, opened.approver)
         return AlreadyDecided.of(approval)
     try:
         step(opened.state, Event.decide)
     except TransitionRefusedError as refused:
-        audit_req(ports, req, approval, "refused", refused.reason, opened.approver)
+        audit_req(ports, cmd, approval, "refused", refused.reason, opened.approver)
         raise refusal(approval.approval_id, refused.state) from None
-    if req.form.get("decision") == DELEGATE and approval.policy is not None:
-        return _delegate(req, ports, opened)
-    form = read_form(req, ports, opened)
+    if cmd.form.get("decision") == DELEGATE and approval.policy is not None:
+        return _delegate(cmd, ports, opened)
+    form = read_form(cmd, ports, opened)
     if isinstance(form, FormAgain):
         return form
-    _check_run(req, ports, opened)
+    _check_run(cmd, ports, opened)
     if approval.policy is not None:
-        _check_may_vote(req, ports, opened, form)
+        _check_may_vote(cmd, ports, opened, form)
         if approval.policy.counts_votes:
-            return _counted(req, ports, opened, form)
-    return _record_and_deliver(req, ports, opened, form)
+            return _counted(cmd, ports, opened, form)
+    return _record_and_deliver(cmd, ports, opened, form)
 
 
-def _check_may_vote(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened, form: Form) -> None:
+def _check_may_vote(cmd: DecideApproval, ports: PagePorts, opened: Opened, form: Form) -> None:
     """Separation of duties and delegated-away links: refused (audited) before any write."""
     approver = opened.form_key()[0]
     approval = opened.approval
@@ -233,13 +240,11 @@ def _check_may_vote(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened, 
         if approval.has_delegated(approver):
             raise DelegatedAwayError(f"approval {approval.approval_id}: {approver} delegated")
     except ApprovalLinkError as exc:
-        audit_req(ports, req, approval, "refused", reason(exc), approver)
+        audit_req(ports, cmd, approval, "refused", reason(exc), approver)
         raise
 
 
-def _counted(
-    req: ApprovalHttpRequest, ports: RequestPorts, opened: Opened, form: Form
-) -> DecideOutcome:
+def _counted(cmd: DecideApproval, ports: RequestPorts, opened: Opened, form: Form) -> DecideOutcome:
     """A policy that counts votes: record this vote; decide once the votes complete it.
 
     Of concurrent votes that each complete the policy, exactly one decision is written (the
@@ -255,13 +260,13 @@ def _counted(
             form.decision,
             form.comment,
             now=ports.clock(),
-            req=req,
+            visitor=cmd.visitor,
         )
     except AlreadyDecidedError as exc:
-        audit_req(ports, req, opened.approval, "refused", "already_decided", approver)
+        audit_req(ports, cmd, opened.approval, "refused", "already_decided", approver)
         return AlreadyDecided(exc)
     except ApprovalLinkError as exc:
-        audit_req(ports, req, opened.approval, "refused", reason(exc), approver)
+        audit_req(ports, cmd, opened.approval, "refused", reason(exc), approver)
         raise
     for _ in range(MAX_RECOUNTS):
         outcome, deciding = tallied.progress.outcome, tallied.progress.deciding
@@ -270,7 +275,7 @@ def _counted(
         final = Form(ApprovalStatus(outcome), {}, deciding.comment or None)
         try:
             return _record_and_deliver(
-                req, ports, opened, final, decider=deciding.approver, votes=tallied.votes
+                cmd, ports, opened, final, decider=deciding.approver, votes=tallied.votes
             )
         except VotesChangedError:
             tallied = recount(ports.approvals, opened.approval.approval_id)
@@ -279,29 +284,29 @@ def _counted(
     )
 
 
-def _delegate(req: ApprovalHttpRequest, ports: RequestPorts, opened: Opened) -> DecideOutcome:
+def _delegate(cmd: DecideApproval, ports: RequestPorts, opened: Opened) -> DecideOutcome:
     """Hand this approver's vote to the person named on the page (who gets a link)."""
-    again = check_view(req, ports, opened)
+    again = check_view(cmd, ports, opened)
     if again is not None:
         return again
-    _check_run(req, ports, opened)
+    _check_run(cmd, ports, opened)
     approver = opened.form_key()[0]
-    to = req.form.get("delegate_to", "").strip()
+    to = cmd.form.get("delegate_to", "").strip()
     try:
         after = delegate_vote(
-            ports.approvals, opened.approval, approver, to, now=ports.clock(), req=req
+            ports.approvals, opened.approval, approver, to, now=ports.clock(), visitor=cmd.visitor
         )
     except AlreadyDecidedError as exc:
         return AlreadyDecided(exc)
     except DelegationRefusedError as exc:
-        audit_req(ports, req, opened.approval, "refused", "delegation_refused", approver)
-        return form_again(req, ports, opened, exc, exc.user_message)
+        audit_req(ports, cmd, opened.approval, "refused", "delegation_refused", approver)
+        return form_again(cmd, ports, opened, exc)
     email_delegate(after, approver, to, ports)
     tallied = recount(ports.approvals, after.approval_id)
     return Voted(tallied.approval, tallied.progress.summary, False, delegated_to=to)
 
 
-def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> None:
+def _check_run(cmd: DecideApproval, ports: PagePorts, opened: Opened) -> None:
     """Refuse (and close the approval) when the run ended or no longer waits on it.
 
     Raises:
@@ -314,17 +319,24 @@ def _check_run(req: ApprovalHttpRequest, ports: PagePorts, opened: Opened) -> No
     except NotFoundError:
         run = None
     if run is None or run.is_terminal:
-        apply_event(ports.approvals, approval, Event.run_ended, ports.clock(), opened.approver, req)
+        apply_event(
+            ports.approvals, approval, Event.run_ended, ports.clock(), opened.approver, cmd.visitor
+        )
         raise RunEndedError("the run has ended")
     if run.pending is None or run.pending.interrupt_id != approval.interrupt_id:
         apply_event(
-            ports.approvals, approval, Event.run_moved_on, ports.clock(), opened.approver, req
+            ports.approvals,
+            approval,
+            Event.run_moved_on,
+            ports.clock(),
+            opened.approver,
+            cmd.visitor,
         )
         raise TooLateError("the run no longer waits on this approval")
 
 
 def _record_and_deliver(
-    req: ApprovalHttpRequest,
+    cmd: DecideApproval,
     ports: RequestPorts,
     opened: Opened,
     form: Form,
@@ -348,21 +360,23 @@ def _record_and_deliver(
             approval.approval_id, form.decision, approver, form.comment, form.edits, now, votes
         )
     except AlreadyDecidedError as exc:
-        audit_req(ports, req, approval, "refused", "already_decided", approver)
+        audit_req(ports, cmd, approval, "refused", "already_decided", approver)
         return AlreadyDecided(exc)
     except ApprovalLinkError as exc:
-        audit_req(ports, req, approval, "refused", reason(exc), approver)
+        audit_req(ports, cmd, approval, "refused", reason(exc), approver)
         raise
     try:
         ports.executions.send_success(
             ports.approvals.task_token(approval.approval_id), decision_output(decided)
         )
     except TaskClosedError:
-        return _task_closed(req, ports, decided, approver)
+        return _task_closed(cmd, ports, decided, approver)
     except StorageError:
         # Recorded but not delivered: undo it so pressing again works, instead of leaving a
         # decision that never reaches the run.
-        apply_event(ports.approvals, decided, Event.delivery_failed, ports.clock(), approver, req)
+        apply_event(
+            ports.approvals, decided, Event.delivery_failed, ports.clock(), approver, cmd.visitor
+        )
         logger.warning(
             "approval decision could not be delivered; reopened",
             extra={"approval_id": approval.approval_id, "run_id": approval.run_id},
@@ -371,7 +385,7 @@ def _record_and_deliver(
             f"approval {approval.approval_id}: the decision could not be delivered; reopened"
         ) from None
     apply_event(
-        ports.approvals, decided, Event.deliver, ports.clock(), approver, req, tolerant=True
+        ports.approvals, decided, Event.deliver, ports.clock(), approver, cmd.visitor, tolerant=True
     )
     if approval.policy is not None:
         # The decision is reached: no reminder or escalation may follow it.
@@ -391,7 +405,7 @@ def _record_and_deliver(
 
 
 def _task_closed(
-    req: ApprovalHttpRequest, ports: RequestPorts, decided: Approval, approver: str
+    cmd: DecideApproval, ports: RequestPorts, decided: Approval, approver: str
 ) -> Decided:
     """The task stopped waiting before the decision reached it: "too late", unless
 
@@ -410,7 +424,7 @@ def _task_closed(
         )
         return Decided(decided)
     if where is _RunNow.stranded:
-        _hold(req, ports, decided, approver)
+        _hold(cmd.visitor, ports, decided, approver)
         if decided.policy is not None:
             # The decision is reached: no reminder or escalation may follow it.
             ports.approval_timers.cancel(decided.approval_id)
@@ -422,7 +436,7 @@ def _task_closed(
         if current is not None and current.delivered_at is not None:
             record(store, current, step(State.decided, Event.deliver), at=now, actor=approver)
             return Decided(current)
-    record(store, decided, closing, at=now, actor=approver, req=req)
+    record(store, decided, closing, at=now, actor=approver, visitor=cmd.visitor)
     logger.info(
         "approval decided after its task closed",
         extra={"approval_id": decided.approval_id, "run_id": decided.run_id},
@@ -464,11 +478,9 @@ def _run_now(ports: PagePorts, approval: Approval) -> _RunNow:
     return _RunNow.waiting if status == "RUNNING" else _RunNow.stranded
 
 
-def _hold(
-    req: ApprovalHttpRequest | None, ports: PagePorts, approval: Approval, actor: str | None
-) -> None:
+def _hold(visitor: Visitor | None, ports: PagePorts, approval: Approval, actor: str | None) -> None:
     """Keep a recorded decision for the run's park after a redrive (audited)."""
-    apply_event(ports.approvals, approval, Event.hold, ports.clock(), actor, req)
+    apply_event(ports.approvals, approval, Event.hold, ports.clock(), actor, visitor)
     logger.warning(
         "approval decided while its run is not running; kept for the run's redrive",
         extra={
@@ -480,7 +492,7 @@ def _hold(
 
 
 def _redeliver_if_lost(
-    req: ApprovalHttpRequest, ports: PagePorts, approval: Approval, visitor: str | None
+    cmd: PageCommand, ports: PagePorts, approval: Approval, actor: str | None
 ) -> None:
     """Deliver a decision again that was recorded but never reached the run.
 
@@ -498,14 +510,14 @@ def _redeliver_if_lost(
     if _run_now(ports, approval) is _RunNow.stranded:
         # Its token died with the execution: sending to it would only mark the decision
         # delivered, and the run's redrive would then ask again. Keep it for that park.
-        _hold(req, ports, approval, visitor)
+        _hold(cmd.visitor, ports, approval, actor)
         return
     ids = {"approval_id": approval.approval_id, "run_id": approval.run_id}
     try:
         token = ports.approvals.task_token(approval.approval_id)
-        event = hand_over_decision(approval, token, ports, visitor, req)
+        event = hand_over_decision(approval, token, ports, actor, cmd.visitor)
     except (StorageError, NotFoundError):
-        apply_event(ports.approvals, approval, Event.redeliver_failed, now, visitor, req)
+        apply_event(ports.approvals, approval, Event.redeliver_failed, now, actor, cmd.visitor)
         logger.warning("recorded approval decision could not be redelivered", extra=ids)
         return
     logger.warning(

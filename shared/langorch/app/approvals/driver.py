@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from langorch.app.approvals.ports import ApprovalsStore, Clock
+from langorch.domain.approvals.audit import Visitor
 from langorch.domain.approvals.lifecycle import (
     Event,
     State,
@@ -40,25 +41,6 @@ MAX_USER_AGENT_CHARS = 256
 RACE_ATTEMPTS = 3
 """How often a lifecycle event is retried after its conditional write lost a race (each retry
 reads the approval again and asks the table again)."""
-
-
-class Visitor(Protocol):
-    """Who caused an audited event over HTTP (``ApprovalHttpRequest``)."""
-
-    @property
-    def method(self) -> str:
-        """The HTTP method."""
-        ...
-
-    @property
-    def source_ip(self) -> str | None:
-        """Where the request came from."""
-        ...
-
-    @property
-    def user_agent(self) -> str | None:
-        """The request's User-Agent."""
-        ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,14 +169,14 @@ def apply_event(
     event: Event,
     now: datetime,
     actor: str | None,
-    req: Visitor | None,
+    visitor: Visitor | None,
     *,
     tolerant: bool = False,
 ) -> Approval | None:
     """Apply ``event`` to the approval in hand: its write, then its audit line (always)."""
     transition = step(state_of(approval, now=now), event)
     done = perform(store, approval, transition, now, tolerant=tolerant)
-    record(store, approval, transition, at=now, actor=actor, req=req)
+    record(store, approval, transition, at=now, actor=actor, visitor=visitor)
     return done
 
 
@@ -251,7 +233,7 @@ def record(
     *,
     at: datetime,
     actor: str | None = None,
-    req: Visitor | None = None,
+    visitor: Visitor | None = None,
     detail: str | None = None,
 ) -> None:
     """Write the audit line ``transition`` names (if any); ``detail`` fills a
@@ -266,7 +248,7 @@ def record(
         line.outcome_for(approval, detail),
         at=at,
         actor=actor,
-        req=req,
+        visitor=visitor,
     )
 
 
@@ -278,9 +260,9 @@ def audit(
     *,
     at: datetime,
     actor: str | None = None,
-    req: Visitor | None = None,
+    visitor: Visitor | None = None,
 ) -> None:
-    """Append one line to the approval's audit trail (with where it came from, over HTTP).
+    """Append one line to the approval's audit trail (with where it came from, if from outside).
 
     Args:
         store: the approvals store.
@@ -289,9 +271,9 @@ def audit(
         outcome: how it ended (``shown``, ``approved``, ``link_expired``, ...).
         at: when.
         actor: the approver's address once a link verified; the link's ref otherwise.
-        req: the request (source IP, user agent, method), if one caused it.
+        visitor: who caused it from outside (address, user agent, method), if anyone did.
     """
-    user_agent = req.user_agent if req else None
+    user_agent = visitor.user_agent if visitor else None
     store.append_audit(
         AuditEntry(
             approval_id=approval_id,
@@ -299,8 +281,8 @@ def audit(
             action=action,
             outcome=outcome,
             actor=actor,
-            source_ip=req.source_ip if req else None,
+            source_ip=visitor.source_ip if visitor else None,
             user_agent=bounded(user_agent, MAX_USER_AGENT_CHARS) if user_agent else None,
-            method=req.method.upper() if req else None,
+            method=visitor.method.upper() if visitor else None,
         )
     )

@@ -1,8 +1,10 @@
 """The ports the approval use-cases need, as Protocols (implemented by adapters and by fakes).
 
-:class:`ApprovalsStore` is the approvals repository (``adapters/dynamodb/approvals/repository.py``;
-the in-memory fake in ``tests/fakes/approvals.py`` passes the same contract suite,
-``tests/contracts/test_approvals_store.py``). :class:`RequestPorts` and :class:`PagePorts` are what
+:class:`ApprovalsStore` is the approvals repository: DynamoDB's in the cloud
+(``adapters/dynamodb/approvals/repository.py``), SQLite's in the embedded default
+(``adapters/sqlite/approvals/store.py``), and the in-memory fake of the tests
+(``tests/fakes/approvals.py``); all three pass one contract suite,
+``tests/contracts/test_approvals_store.py``. :class:`RequestPorts` and :class:`PagePorts` are what
 :func:`~langorch.app.approvals.requests.request_approval` and the page use-cases read, built from
 the shared ports of :mod:`langorch.app.ports` (runs, executions, secrets, email, clock): the
 composition root's ``Container`` satisfies them structurally, and tests pass fakes.

@@ -15,6 +15,7 @@ from typing import Any
 from langorch.app.approvals.driver import apply_event, audit, record
 from langorch.app.approvals.keys import SigningKeys, load_signing_keys
 from langorch.app.approvals.ports import PagePorts, RequestPorts
+from langorch.domain.approvals.audit import Visitor
 from langorch.domain.approvals.codes import code_hash, new_code
 from langorch.domain.approvals.lifecycle import Event, State, state_of, step
 from langorch.domain.approvals.record import (
@@ -128,7 +129,11 @@ def request_approval(
 
 
 def hand_over_decision(
-    approval: Approval, task_token: str, ports: PagePorts, actor: str | None, req: Any
+    approval: Approval,
+    task_token: str,
+    ports: PagePorts,
+    actor: str | None,
+    visitor: Visitor | None,
 ) -> Event:
     """Send a recorded decision to ``task_token`` and note it delivered: ``redeliver``, or
     ``redeliver_closed`` when the task is closed (delivered after all, or timed out, and then
@@ -138,7 +143,7 @@ def hand_over_decision(
         event = Event.redeliver
     except TaskClosedError:
         event = Event.redeliver_closed
-    apply_event(ports.approvals, approval, event, ports.clock(), actor, req, tolerant=True)
+    apply_event(ports.approvals, approval, event, ports.clock(), actor, visitor, tolerant=True)
     return event
 
 

@@ -23,20 +23,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from langorch.app.approvals.driver import Visitor, record
+from langorch.app.approvals.driver import record
 from langorch.app.approvals.keys import load_signing_keys
 from langorch.app.approvals.ports import ApprovalsStore, RequestPorts
 from langorch.app.approvals.requests import _email_one
+from langorch.domain.approvals.audit import Visitor
 from langorch.domain.approvals.lifecycle import Event, State, state_of, step
 from langorch.domain.approvals.policy import Vote
 from langorch.domain.approvals.record import (
     Approval,
-    ApprovalLinkError,
     ApprovalStatus,
     approver_ref,
     bounded,
 )
 from langorch.domain.approvals.votes import (
+    DelegatedAwayError,
+    DelegationRefusedError,
     Progress,
     Timer,
     due_timers,
@@ -52,29 +54,6 @@ from langorch.domain.identities import IdentityError, canonical_identity
 logger = logging.getLogger(__name__)
 
 MAX_ADDRESS_CHARS = 254
-
-
-class DelegatedAwayError(ApprovalLinkError):
-    """This approver handed their vote to someone else: their link no longer votes."""
-
-    status = 403
-    user_title = "You handed over your vote"
-    user_message = (
-        "You delegated your vote on this approval to someone else, so your link no longer "
-        "votes; nothing was changed."
-    )
-
-
-class DelegationRefusedError(ApprovalLinkError):
-    """The delegation cannot be made (not allowed, bad address, already voted)."""
-
-    status = 400
-    user_title = "The vote could not be handed over"
-    user_message = (
-        "Your vote could not be handed over: delegation is off for this step, the address is "
-        "not an email, that person can already decide, or you voted already. Nothing was "
-        "changed."
-    )
 
 
 @dataclass(frozen=True)
@@ -102,7 +81,7 @@ def cast_vote(
     comment: str | None,
     *,
     now: datetime,
-    req: Visitor | None = None,
+    visitor: Visitor | None = None,
 ) -> Tallied:
     """Record ``voter``'s vote (once per approver link), then count every vote.
 
@@ -123,7 +102,9 @@ def cast_vote(
     )
     recorded = store.record_vote(approval.approval_id, slot_ref(approval, voter), vote)
     if recorded:
-        record(store, approval, transition, at=now, actor=voter, req=req, detail=vote.decision)
+        record(
+            store, approval, transition, at=now, actor=voter, visitor=visitor, detail=vote.decision
+        )
     return recount(store, approval.approval_id, recorded=recorded)
 
 
@@ -151,7 +132,7 @@ def delegate_vote(
     to: str,
     *,
     now: datetime,
-    req: Visitor | None = None,
+    visitor: Visitor | None = None,
 ) -> Approval:
     """Hand ``delegator``'s vote to ``to`` (recorded and audited); returns the approval after.
 
@@ -180,7 +161,7 @@ def delegate_vote(
     slot = slot_ref(approval, delegator)
     if not store.delegate(approval.approval_id, slot, delegator, address, now):
         raise DelegationRefusedError(f"approval {approval.approval_id}: slot used already")
-    record(store, approval, transition, at=now, actor=delegator, req=req, detail=address)
+    record(store, approval, transition, at=now, actor=delegator, visitor=visitor, detail=address)
     fresh = store.get(approval.approval_id)
     return fresh if fresh is not None else approval
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
@@ -44,3 +45,19 @@ class AuditEntry(BaseModel):
     user_agent: str | None = None
     reason: str | None = None
     method: str | None = None
+
+
+@dataclass(frozen=True)
+class Visitor:
+    """Who caused an audited event from outside: what its audit lines record of them.
+
+    Built by whatever received the visit (the approval callback from its request, the console
+    from its own), never read from anything the visitor can sign or forge into a decision.
+    """
+
+    method: str
+    """How the visit came: ``GET``, ``HEAD`` (a page view) or ``POST`` (a form sent)."""
+    source_ip: str | None = None
+    """The client's address."""
+    user_agent: str | None = None
+    """What the client says it is (bounded when written)."""

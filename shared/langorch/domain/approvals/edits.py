@@ -52,23 +52,17 @@ class EditKind(StrEnum):
 
 
 class EditRejectedError(InvalidDecisionError):
-    """An edit does not fit its field's type or size; nothing was written."""
+    """An edit does not fit its field's type or size; nothing was written.
 
-    status = 422
-    user_title = "Please correct an edit"
+    Attributes:
+        key: the edited key (without the ``edit.`` prefix).
+        problem: what is wrong with it, as the end of a sentence ("is not a number").
+    """
 
     def __init__(self, key: str, problem: str) -> None:
         self.key = key
         self.problem = problem
         super().__init__(f"{EDIT_PREFIX}{key}: {problem}")
-
-    @property
-    def user_message(self) -> str:  # type: ignore[override]
-        """The sentence shown above the form (the field and how to fix it)."""
-        return (
-            f"The field {self.key} {self.problem}; nothing was changed. "
-            "Correct it and press the button again."
-        )
 
 
 def kind_of(value: Any) -> EditKind:

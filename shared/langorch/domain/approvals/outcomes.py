@@ -1,11 +1,11 @@
 """What the approval page use-cases answer: typed outcomes and the named errors they raise.
 
-The use-cases (:mod:`langorch.app.approvals.decisions`) never pick a status code or build HTML: they
-return one of these outcomes or raise one of the errors, the approval callback handler maps
-each to a status code and ``web.pages`` renders it. Refusals are the
-:class:`~langorch.domain.approvals.record.ApprovalLinkError` family (forged or expired link, not an
-approver, no view token, wrong or locked code, run ended, too late), each carrying the sentence the
-approver reads.
+The use-cases (:mod:`langorch.app.approvals.decisions`) never pick a status code or write a
+page's words: they return one of these outcomes or raise one of the errors, and the web edge's
+one table (:mod:`langorch.web.errors`) gives each its status code, title and sentence. Refusals
+are the :class:`~langorch.domain.approvals.record.ApprovalLinkError` family (forged or expired
+link, not an approver, no view token, wrong or locked code, run ended, too late); each says what
+happened in facts and a message for developers.
 """
 
 from __future__ import annotations
@@ -33,10 +33,8 @@ class FormAgain:
     approval: Approval
     approver: str
     nonce: str
-    message: str
-    """The sentence shown above the form."""
     error: ApprovalLinkError
-    """Why (its class picks the status code at the edge)."""
+    """Why (its class picks the status code and the sentence above the form, at the edge)."""
     values: Mapping[str, str] = field(default_factory=dict, repr=False)
     """What the person typed (comment, ``edit.*`` fields), shown again in the form."""
 
@@ -96,16 +94,7 @@ DecideOutcome = Decided | AlreadyDecided | FormAgain
 class ApprovalNotFoundError(NotFoundError):
     """A validly signed link to an approval that no longer exists."""
 
-    user_title = "Approval not found"
-    user_message = "This approval no longer exists; nothing was changed."
-
 
 class DecisionNotDeliveredError(LangorchError):
     """The decision was recorded but could not reach the run (storage or Step Functions failed
     transiently); it was reopened, so pressing the button again works."""
-
-    user_title = "Please try again"
-    user_message = (
-        "Your decision could not be delivered to the run just now; nothing was changed. "
-        "Please press the button again in a minute."
-    )

@@ -79,122 +79,74 @@ DECISIONS: frozenset[ApprovalStatus] = frozenset({ApprovalStatus.approved, Appro
 
 
 # --------------------------------------------------------------------------------------------
-# Errors: each carries the sentence the approver reads on the page
+# Errors: why a link or a form is refused (the page each gets is in langorch.web.errors)
 # --------------------------------------------------------------------------------------------
 
 
 class ApprovalLinkError(RequestRejectedError):
-    """Base of the refusals an approval page shows; ``user_message`` is for the approver."""
-
-    status = 400
-    user_title = "This link cannot be used"
-    user_message = "This link cannot be used."
+    """Base of the refusals of an approval link or its form; the message is for developers and
+    logs, the approver's page for each is chosen at the web edge (:mod:`langorch.web.errors`)."""
 
 
 class LinkForgedError(ApprovalLinkError, SignatureError):
     """The link's signature does not verify (tampered, forged, or signed by an unknown key)."""
 
-    status = 403
-    user_title = "This link is not valid"
-    user_message = (
-        "This approval link is not valid: it may have been changed or cut short. "
-        "Open the link exactly as it appears in your email."
-    )
-
 
 class LinkExpiredError(ApprovalLinkError):
     """The link (and so the approval) expired before it was used."""
-
-    status = 410
-    user_title = "This approval has expired"
-    user_message = "This approval has expired; nothing was changed. The run has moved on."
 
 
 class NotAnApproverError(ApprovalLinkError):
     """The link's approver is not among the approval's approvers."""
 
-    status = 403
-    user_title = "You cannot decide this approval"
-    user_message = (
-        "This link's recipient is not an approver of this step; nothing was changed. "
-        "Ask the workflow's owner to add you as an approver."
-    )
-
 
 class FormExpiredError(ApprovalLinkError):
     """The POST did not carry a view token of this approval's page (for this approver)."""
 
-    status = 400
-    user_title = "Please use the buttons on the page"
-    user_message = (
-        "The decision did not come from this approval's page; nothing was changed. "
-        "Open the link from your email and press Approve or Reject there."
-    )
-
 
 class CodeMismatchError(ApprovalLinkError):
-    """The one-time code is missing or wrong."""
+    """The one-time code is malformed or wrong.
 
-    status = 403
-    user_title = "The code does not match"
-    user_message = (
-        "The one-time code is missing or does not match the one in your email; "
-        "nothing was changed. Type the six digits from the email and try again."
-    )
+    Attributes:
+        attempts_left: how many more codes this approver's link may try (``None``: not
+            counted yet).
+    """
+
+    def __init__(self, message: str, *, attempts_left: int | None = None) -> None:
+        self.attempts_left = attempts_left
+        super().__init__(message)
 
 
 class CodeMissingError(ApprovalLinkError):
     """The form came without a code: not a guess, so it costs no attempt."""
 
-    status = 400
-    user_title = "Enter the code"
-    user_message = (
-        "Enter the six-digit code from your email, then press the button again; "
-        "nothing was changed."
-    )
-
 
 class CodeLockedError(ApprovalLinkError):
     """Too many wrong codes from this approver's link: it refuses further attempts."""
-
-    status = 403
-    user_title = "Too many wrong codes"
-    user_message = (
-        "Too many wrong codes were typed with this link, so it no longer accepts any; "
-        "nothing was changed. Ask the workflow's owner to send new links "
-        "(langorch approvals reissue)."
-    )
 
 
 class RunEndedError(ApprovalLinkError):
     """The run (or this approval) was cancelled or ended before the decision."""
 
-    status = 410
-    user_title = "This run has ended"
-    user_message = "The run this approval belongs to has already ended; nothing was changed."
-
 
 class TooLateError(ApprovalLinkError):
     """The decision arrived after Step Functions stopped waiting (timeout)."""
 
-    status = 410
-    user_title = "Too late"
-    user_message = (
-        "The decision arrived after the approval timed out, so it was not applied; "
-        "the run went on as its timeout rule says."
-    )
-
 
 class InvalidDecisionError(ApprovalLinkError):
-    """The form carried no valid decision or an edit that cannot be read."""
-
-    status = 400
-    user_title = "The form could not be read"
-    user_message = "The form could not be read; nothing was changed. Please try again."
+    """The form carried no valid decision or an edit that cannot be read; the message names
+    what it carried."""
 
 
 class AlreadyDecidedError(ConflictError):
-    """Someone decided first (or the approval ended). Not an error for the approver to fix."""
+    """Someone decided first (or the approval ended). Not an error for the approver to fix.
+
+    Attributes:
+        approval_id: the approval.
+        outcome: how it was decided.
+        decided_by: who decided it, if known.
+        decided_at: when, if known.
+    """
 
     def __init__(
         self, approval_id: str, status: ApprovalStatus, by: str | None, at: datetime | None
@@ -205,12 +157,6 @@ class AlreadyDecidedError(ConflictError):
         self.decided_at = at
         when = _human_time(at) if at else "an earlier time"
         super().__init__(f"approval {approval_id} was already {status} by {by or '?'} at {when}")
-
-    @property
-    def user_message(self) -> str:
-        """The sentence the loser (and every later click) reads."""
-        when = _human_time(self.decided_at) if self.decided_at else "an earlier time"
-        return f"This approval was already {self.outcome.value} by {self.decided_by} at {when}."
 
 
 class EmailNotSentError(LangorchError):

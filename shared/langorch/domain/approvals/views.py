@@ -36,34 +36,13 @@ _TOKEN_RE = re.compile(r"^(\d{1,15})\.([A-Za-z0-9_-]{8,64})\.([A-Za-z0-9_-]{32})
 class SubmittedTooSoonError(ApprovalLinkError):
     """The form came back faster than a person reads the page (a scanner, most likely)."""
 
-    status = 409
-    user_title = "Please press again"
-    user_message = (
-        "To protect this approval from automated mail scanners, nothing was decided yet. "
-        "Please check the page and press your button again."
-    )
-
 
 class ViewTokenUsedError(ApprovalLinkError):
     """This page view's token already decided (or tried to): a form is good for one submit."""
 
-    status = 409
-    user_title = "Please press again"
-    user_message = (
-        "This form was already sent once; nothing was decided by this submit. "
-        "Please check the page and press your button again."
-    )
-
 
 class LinkReissuedError(ApprovalLinkError):
     """The link is of an earlier generation: new links were sent (``approvals reissue``)."""
-
-    status = 410
-    user_title = "This link was replaced"
-    user_message = (
-        "New links were sent for this approval, so this one no longer works; nothing was "
-        "changed. Use the link (and code) in the most recent email."
-    )
 
 
 @dataclass(frozen=True)

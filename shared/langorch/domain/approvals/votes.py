@@ -27,12 +27,13 @@ Outcome = Literal["approved", "rejected"]
 class SelfApprovalError(ApprovalLinkError):
     """Separation of duties: the person who started the run may not approve it."""
 
-    status = 403
-    user_title = "You cannot approve your own run"
-    user_message = (
-        "You started this run, and this step requires someone else to approve it "
-        "(separation of duties); nothing was changed."
-    )
+
+class DelegatedAwayError(ApprovalLinkError):
+    """This approver handed their vote to someone else: their link no longer votes."""
+
+
+class DelegationRefusedError(ApprovalLinkError):
+    """The delegation cannot be made (not allowed, bad address, already voted)."""
 
 
 @dataclass(frozen=True)
