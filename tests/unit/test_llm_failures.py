@@ -399,15 +399,16 @@ def test_bedrock_waits_no_longer_than_what_is_left_of_the_step_when_each_request
         bedrock_client_factory=client,
     )
 
-    # When a step with 10 s asks, with the calculator bound
-    result = _call(registry, _request("bedrock", tools=["calculator"]), budget=10.0)
+    # When a step with 60 s asks, with the calculator bound (room for a busy machine: what is
+    # checked is what each client was given, not how long anything took)
+    result = _call(registry, _request("bedrock", tools=["calculator"]), budget=60.0)
 
     # Then the first request waited at most what the step had, and the later ones at most what
-    # was left after the model's 2 s: an abandoned request never outlives the step
+    # was left after the model's 2 s at least: an abandoned request never outlives the step
     assert result.outputs == {"title": "Forty-two"}
     assert bedrock_server.calls == 3
-    assert asked[0] <= 9
-    assert asked[-1] <= 7
+    assert asked[0] <= 60
+    assert asked[-1] <= asked[0] - 2
 
 
 def test_bedrock_rejected_model_id_names_llm_model(bedrock_server: FakeBedrock) -> None:
