@@ -135,12 +135,19 @@ class EmbeddedContainer(Container):
 
         return SqliteLogs(self.db)
 
-    def ensure_resources(self) -> None:
-        """Create every store's tables and the bucket folder when missing."""
+    def ensure_resources(self, *, engine: bool = True) -> None:
+        """Create every store's tables and the bucket folder when missing.
+
+        Args:
+            engine: also the checkpoint and memory tables (LangGraph's). The local stack's
+                start leaves them to the first segment (under the database's setup lock), so
+                ``langorch dev`` never imports LangGraph on its way to ready.
+        """
         stores = ("definitions", "runs", "tool_servers", "tasks", "resources", "secrets")
         for name in (*stores, "approvals", "schedules", "logs"):
             getattr(self, name)  # each store creates its tables when it is built
         self.schedules.ensure_group()  # approvals' wake-ups are put into it from the start
-        self.checkpointer.setup()
-        self.memory_store.setup()
         self.bucket.ensure()
+        if engine:
+            self.checkpointer.setup()
+            self.memory_store.setup()

@@ -211,7 +211,7 @@ def start_local_stack(
     try:
         stack._stops.append(start_emulator(port))
         container = EmbeddedContainer(settings)
-        container.ensure_resources()
+        container.ensure_resources(engine=False)  # LangGraph's tables: the first segment's
         seed_builtins(container.definitions)
         _ensure_signing_key(container, settings.link_signing_secret)
 

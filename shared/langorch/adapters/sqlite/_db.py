@@ -121,6 +121,20 @@ class Database:
             connection.rollback()
             raise StorageError(f"cannot commit to {self.path.name}: {exc}") from exc
 
+    @contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        """Held by one process at a time (an advisory lock on ``<file>.setup``): for setups
+        that are not one transaction, such as LangGraph's ``SqliteStore`` migrations, which
+        the first use in each process may run."""
+        import fcntl
+
+        with open(self.path.with_name(self.path.name + ".setup"), "a") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
     def ensure_schema(self, name: str, statements: Iterable[str]) -> None:
         """Create one store's tables and indexes when missing (``CREATE … IF NOT EXISTS``),
         once per process, and stamp the file with :data:`SCHEMA_VERSION`.

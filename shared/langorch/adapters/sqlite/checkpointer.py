@@ -98,7 +98,8 @@ class SqliteCheckpointSaver(SqliteSaver):
                 return
             self._db.ensure_schema("checkpoints", ())  # the file's layout version
             try:
-                super().setup()
+                with self._db.setup_lock():  # another process may be creating them too
+                    super().setup()
             except sqlite3.Error as exc:
                 raise StorageError(f"cannot create the checkpoint tables: {exc}") from exc
 

@@ -91,7 +91,8 @@ class _SqliteMemoryStore(BaseStore):
         if getattr(local, "connection", None) is not connection:
             store = SqliteStore(connection)
             try:
-                store.setup()
+                with self._db.setup_lock():  # its migrations are not one transaction
+                    store.setup()
             except sqlite3.Error as exc:
                 raise StorageError(f"cannot create the memory tables: {exc}") from exc
             local.store, local.connection = store, connection
@@ -118,10 +119,9 @@ class _SqliteMemoryStore(BaseStore):
 def build_memory_store(db: Database) -> BaseStore:
     """The long-term memory store in the home's database (its tables created when missing).
 
-    Build it first in the process that starts the stack, before others use the file:
-    ``SqliteStore``'s migrations are statements of their own, not one transaction, so two
-    processes migrating a new file at the same moment could collide (on a migrated file,
-    ``setup`` only reads the version).
+    ``SqliteStore``'s migrations are statements of their own, not one transaction, so each
+    process runs them under the database's setup lock (on a migrated file, ``setup`` only reads
+    the version): any process may be the first to use a new file.
 
     Args:
         db: the home's database.
