@@ -72,14 +72,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     running = start_local_stack(home=home, port=free_port(), examples=None)
     definitions = home / "console.yaml"
     definitions.write_text(DEFINITIONS)
-    register_and_sync([str(definitions)], Container(running.settings))
+    register_and_sync([str(definitions)], running.container)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 def container(stack: LocalStack) -> Container:
-    return Container(stack.settings)
+    return stack.container
 
 
 @pytest.fixture(scope="module")
