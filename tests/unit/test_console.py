@@ -1,5 +1,6 @@
 """The console's pure parts: redaction, labels, the graph drawing, the run view, cursors,
-the start form's typing and the CSRF check. The pages in a browser: tests/browser."""
+the start form's typing, the start-up token and sessions, the CSRF check and who the console
+acts as. The pages in a browser: tests/browser."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from langorch.console.actions import ConsoleActionError, start_input
 from langorch.console.drawing import graph_svg, layout
 from langorch.console.http import CsrfError, Request, Sessions, session_of
 from langorch.console.listing import FilterError, format_cursor, parse_cursor
+from langorch.console.operator import Operator
 from langorch.console.redact import REDACTED, redact, shown
 from langorch.console.runview import build_run_view
 from langorch.domain.definitions import TaskPlan
@@ -21,6 +23,9 @@ from langorch.web.look import human_label
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ORIGIN = "http://127.0.0.1:8765"
+TOKEN = "the-start-up-token"
+SESSIONS = Sessions(b"k" * 32, token=TOKEN)
+SESSION = SESSIONS.open(TOKEN) or ""
 
 
 def review_graph():
@@ -244,8 +249,8 @@ def post(session: str, token: str, **headers: str) -> Request:
 
 
 def test_a_post_needs_the_session_token_and_the_console_origin():
-    sessions = Sessions(b"k" * 32)
-    session = Sessions.new_id()
+    sessions = SESSIONS
+    session = SESSION
     token = sessions.token(session)
     origins = frozenset({ORIGIN})
 
@@ -266,8 +271,7 @@ def test_a_post_needs_the_session_token_and_the_console_origin():
 def test_a_malformed_cookie_is_no_session():
     assert session_of({"cookie": "langorch_console=<script>"}) == ""
     assert session_of({"cookie": "\x00;;;="}) == ""
-    good = Sessions.new_id()
-    assert session_of({"cookie": f"other=1; langorch_console={good}"}) == good
+    assert session_of({"cookie": f"other=1; langorch_console={SESSION}"}) == SESSION
 
 
 # --- the runs list over the store's contract (the in-memory fake) ----------------------------
@@ -359,21 +363,34 @@ def test_fork_edits_are_key_json_lines_and_a_bad_line_is_named():
 
 
 class _Clock:
-    """A stack with nothing in it but a clock: enough for refusals and error pages."""
+    """A stack with nothing in it but a clock and an empty approvals store: enough for
+    refusals and error pages."""
+
+    def __init__(self) -> None:
+        from tests.fakes.approvals import InMemoryApprovals
+
+        self.approvals = InMemoryApprovals()
 
     def clock(self) -> datetime:
         return T0
 
 
-def console_app():
+OPERATOR = Operator("ana", "OS user", "ana@example.com")
+
+
+def console_app(operator: Operator = OPERATOR):
     from langorch.console.app import ConsoleApp
 
-    return ConsoleApp(_Clock(), "the test stack", frozenset({ORIGIN}), Sessions(b"k" * 32))
+    return ConsoleApp(_Clock(), "the test stack", frozenset({ORIGIN}), operator, SESSIONS)
+
+
+def get(path: str, session: str = SESSION, **query: str) -> Request:
+    return Request("GET", path, {k: [v] for k, v in query.items()}, {}, session=session)
 
 
 def test_an_action_without_its_token_is_refused_before_anything_is_read():
     response = console_app().handle(
-        Request("POST", "/runs/r/cancel", {}, {"origin": ORIGIN}, {}, session="s" * 24)
+        Request("POST", "/runs/r/cancel", {}, {"origin": ORIGIN}, {}, session=SESSION)
     )
     assert response.status == 403
     assert b"token does not match" in response.body
@@ -383,10 +400,10 @@ def test_unknown_paths_and_methods_answer_404_and_405_with_the_security_headers(
     from langorch.console.app import headers_for
 
     app = console_app()
-    missing = app.handle(Request("GET", "/nowhere/<script>", {}, {}))
+    missing = app.handle(get("/nowhere/<script>"))
     assert missing.status == 404
     assert b"<script>" not in missing.body and b"&lt;script&gt;" in missing.body
-    assert app.handle(Request("GET", "/runs/r/cancel", {}, {})).status == 405
+    assert app.handle(get("/runs/r/cancel")).status == 405
     headers = headers_for(missing)
     assert "script-src 'self'" in headers["Content-Security-Policy"]
     assert "unsafe-inline" not in headers["Content-Security-Policy"]
@@ -444,7 +461,7 @@ def test_the_run_page_renders_hostile_values_as_text():
         event(2, 1, "step_failed", "draft", error={"type": "Boom", "message": hostile}),
     ]
     view = build_run_view(run, events, review_graph(), T0)
-    request = Request("GET", "/runs/r", {}, {}, session="s" * 24)
+    request = Request("GET", "/runs/r", {}, {}, session=SESSION)
 
     body = (
         console_app()
@@ -476,7 +493,7 @@ def test_only_a_failed_run_offers_to_continue_from_its_last_good_checkpoint(
         updated_at=T0,
     )
     view = build_run_view(run, [event(1, 0, "step_started", "draft")], review_graph(), T0)
-    request = Request("GET", "/runs/r", {}, {}, session="s" * 24)
+    request = Request("GET", "/runs/r", {}, {}, session=SESSION)
 
     body = (
         console_app()
@@ -488,3 +505,153 @@ def test_only_a_failed_run_offers_to_continue_from_its_last_good_checkpoint(
     assert (">Redrive</button>" in body) is offers_checkpoint
     assert (">Run again</button>" in body) is not offers_checkpoint
     assert 'value="draft">from step draft</option>' in body
+
+
+# --- the start-up token, sessions and who the console acts as ------------------------------
+
+
+def test_a_request_without_a_session_is_refused_and_shows_nothing_of_the_stack():
+    app = console_app()
+
+    for session in ("", "forged.0123456789abcdef", SESSIONS.token(SESSION)):
+        page = app.handle(get("/approvals", session=session))
+        api = app.handle(get("/api/status", session=session, id="r"))
+
+        assert page.status == 401 and api.status == 401
+        assert b"start-up link" in page.body
+        assert b"ana" not in page.body and b"/approvals" not in page.body
+        assert "Set-Cookie" not in page.headers and "Set-Cookie" not in api.headers
+
+
+def test_the_start_up_token_opens_a_session_and_redirects_to_the_page_without_it():
+    response = console_app().handle(get("/runs", session="", token=TOKEN, status="failed"))
+
+    assert response.status == 303
+    assert response.headers["Location"] == "/runs?status=failed"
+    cookie = response.headers["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and TOKEN not in cookie
+    issued = cookie.split(";")[0].partition("=")[2]
+    assert SESSIONS.valid(issued)
+
+
+def test_a_wrong_start_up_token_opens_nothing():
+    response = console_app().handle(get("/runs", session="", token="a-guess"))
+
+    assert response.status == 403
+    assert "Set-Cookie" not in response.headers
+    assert not SESSIONS.valid("a-guess") and SESSIONS.open("a-guess") is None
+
+
+def test_a_session_of_another_console_process_is_not_one_of_this_ones():
+    other = Sessions(b"o" * 32, token=TOKEN).open(TOKEN) or ""
+
+    assert not SESSIONS.valid(other)
+    assert console_app().handle(get("/runs", session=other)).status == 401
+
+
+def test_every_page_says_who_is_acting():
+    body = console_app().handle(get("/nowhere")).body.decode()
+
+    assert "acting as <strong>ana</strong>" in body and "OS user, ana@example.com" in body
+    assert "admin override on" not in body
+
+
+def pending_approval(approvers: list[str]):
+    from langorch.domain.approvals.record import Approval
+
+    return Approval(
+        approval_id="apr-1",
+        run_id="run-1",
+        step_id="review",
+        interrupt_id="i-1",
+        approvers=approvers,
+        created_at=T0,
+        expires_at=T0 + timedelta(hours=1),
+    )
+
+
+@pytest.mark.parametrize(
+    "spelling", ["ana@example.com", "Ana <ANA@Example.com.>", "ana+console@example.com"]
+)
+def test_the_operator_decides_as_the_address_the_approval_names_them_by(spelling: str):
+    approval = pending_approval(["ben@example.com", spelling])
+
+    assert Operator("ana", "OS user", "ana@example.com").may_decide_for(approval) == [spelling]
+
+
+def test_an_operator_the_approval_does_not_name_decides_nothing_without_the_override():
+    approval = pending_approval(["ben@example.com", "cho@example.com"])
+
+    assert Operator("ana", "OS user", "ana@example.com").may_decide_for(approval) == []
+    assert Operator("ana", "OS user", None).may_decide_for(approval) == []
+    admin = Operator("ana", "OS user", None, admin=True)
+    assert admin.may_decide_for(approval) == ["ben@example.com", "cho@example.com"]
+
+
+def test_a_look_alike_address_is_not_the_operator():
+    approval = pending_approval(["\u0430na@example.com"])  # a Cyrillic a
+
+    assert Operator("x", "OS user", "ana@example.org").may_decide_for(approval) == []
+
+
+def test_the_decide_action_refuses_an_operator_the_approval_does_not_name():
+    from langorch.console.actions import NotYoursToDecideError, decide
+
+    stack = _Clock()
+    stack.approvals.put_pending(pending_approval(["ben@example.com"]), "task-token")
+    form = {"decision": ["approved"], "approver": ["ben@example.com"]}
+    request = Request("POST", "/approvals/apr-1", {}, {}, form, session=SESSION)
+
+    with pytest.raises(NotYoursToDecideError, match=r"names ben@example\.com"):
+        decide(stack, OPERATOR, "apr-1", request)
+    assert stack.approvals.get("apr-1").is_pending
+    assert stack.approvals.audit("apr-1") == []
+
+
+class _Principals:
+    """STS as a fake: the ARN of the credentials' principal."""
+
+    def __init__(self, arn: str) -> None:
+        self.arn = arn
+
+    def principal_arn(self) -> str:
+        return self.arn
+
+
+@pytest.mark.parametrize(
+    ("arn", "address"),
+    [
+        (
+            "arn:aws:sts::111122223333:assumed-role/AWSReservedSSO_Admin_0a1b/ana@example.com",
+            "ana@example.com",
+        ),
+        ("arn:aws:iam::111122223333:user/ops/ana@example.com", "ana@example.com"),
+        ("arn:aws:iam::111122223333:user/ana", None),
+        ("arn:aws:sts::111122223333:assumed-role/Deploy/botocore-session-17", None),
+    ],
+)
+def test_against_a_stack_the_operator_is_the_iam_principal(arn: str, address: str | None):
+    from langorch.console.operator import stack_operator
+
+    operator = stack_operator(_Principals(arn))
+
+    assert (operator.principal, operator.source, operator.address) == (
+        arn,
+        "IAM principal",
+        address,
+    )
+    assert operator.actor == f"console:{arn}"
+
+
+def test_against_a_stack_no_flag_names_another_address():
+    from types import SimpleNamespace
+
+    from langorch.console.operator import OperatorError, operator_of
+
+    stack = SimpleNamespace(
+        settings=SimpleNamespace(local_home=None),
+        caller=_Principals("arn:aws:iam::1:user/ana"),
+    )
+
+    with pytest.raises(OperatorError, match="IAM principal"):
+        operator_of(stack, address="ben@example.com")

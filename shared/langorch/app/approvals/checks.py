@@ -61,6 +61,10 @@ class ApprovalHttpRequest:
     form: Mapping[str, str] = field(default_factory=dict, repr=False)
     source_ip: str | None = None
     user_agent: str | None = None
+    channel: str | None = None
+    """``console`` for the console's decisions (``None``: the emailed link)."""
+    operator: str | None = None
+    """Who acted through that channel (audited beside the approver)."""
 
 
 @dataclass(frozen=True)

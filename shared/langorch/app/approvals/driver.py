@@ -60,6 +60,16 @@ class Visitor(Protocol):
         """The request's User-Agent."""
         ...
 
+    @property
+    def channel(self) -> str | None:
+        """The channel when not the emailed link (``console``)."""
+        ...
+
+    @property
+    def operator(self) -> str | None:
+        """Who acted through that channel."""
+        ...
+
 
 # --------------------------------------------------------------------------------------------
 # Timeout and cancel (the run's side)
@@ -302,5 +312,7 @@ def audit(
             source_ip=req.source_ip if req else None,
             user_agent=bounded(user_agent, MAX_USER_AGENT_CHARS) if user_agent else None,
             method=req.method.upper() if req else None,
+            channel=req.channel if req else None,
+            operator=req.operator if req else None,
         )
     )

@@ -187,7 +187,7 @@ def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
         ctx.out.warn(f"no console: port {port} is taken ({exc}); pass --console-port")
         return None
     stack._stops.append(running.stop)
-    return running.url
+    return running.startup_url
 
 
 def _console_line(url: str | None) -> list[str]:

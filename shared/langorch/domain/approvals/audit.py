@@ -26,6 +26,7 @@ AuditAction = Literal[
     "reminded",
     "escalated",
     "delegated",
+    "override",
 ]
 
 
@@ -44,3 +45,7 @@ class AuditEntry(BaseModel):
     user_agent: str | None = None
     reason: str | None = None
     method: str | None = None
+    channel: str | None = None
+    """Where it came from when not the emailed link: ``console``."""
+    operator: str | None = None
+    """Who acted through that channel (``ana (OS user)``, an IAM principal's ARN)."""
