@@ -125,6 +125,177 @@ def test_branches_to_one_step_are_one_arrow_with_every_label():
     assert "rejected / timed_out" in svg
 
 
+def transform(step_id: str, **fields) -> dict:
+    return {"step_id": step_id, "kind": "transform", "transform": {step_id: "1"}, **fields}
+
+
+def graph_of(*steps: dict):
+    plan = {"plan_id": "p", "approvers": ["a@example.com"], "steps": list(steps)}
+    return step_graph(TaskPlan.model_validate(plan), InMemoryLookup())
+
+
+def ticket_triage():
+    """Issue 26's workflow: summarize, decide (normal -> send, urgent -> review), review."""
+    return graph_of(
+        transform("summarize"),
+        {
+            "step_id": "decide",
+            "kind": "decision",
+            "depends_on": ["summarize"],
+            "condition": "{{ 'urgent' if priority == 'high' else 'normal' }}",
+            "branches": {"normal": "send", "urgent": "review"},
+        },
+        {
+            "step_id": "review",
+            "kind": "approval",
+            "approval": {"title": "Urgent ticket", "timeout_seconds": 600},
+            "branches": {"approved": "send", "rejected": "close", "timed_out": "close"},
+        },
+        transform("send"),
+        transform("close"),
+    )
+
+
+def loop_and_review_loop():
+    return graph_of(
+        transform("draft"),
+        {
+            "step_id": "gate",
+            "kind": "approval",
+            "depends_on": ["draft"],
+            "approval": {"title": "ok?", "timeout_seconds": 60, "max_iterations": 3},
+            "branches": {"approved": "each", "rejected": "draft"},
+        },
+        {"step_id": "each", "kind": "loop", "loop": {"over": "items", "body": ["shout", "count"]}},
+        transform("shout"),
+        transform("count", depends_on=["shout"]),
+        transform("after", depends_on=["each"]),
+    )
+
+
+def skip_edges():
+    """Edges that jump one, two and three layers past steps in between."""
+    return graph_of(
+        transform("a"),
+        transform("b", depends_on=["a"]),
+        transform("c", depends_on=["b"]),
+        transform("d", depends_on=["a", "b", "c"]),
+        transform("e", depends_on=["a"]),
+        transform("f", depends_on=["e", "d"]),
+    )
+
+
+def wide_with_error_routes():
+    return graph_of(
+        transform("start"),
+        *[transform(f"fetch_{n}", depends_on=["start"], on_error="recover") for n in range(5)],
+        transform("merge", depends_on=[f"fetch_{n}" for n in range(5)]),
+        transform("recover"),
+        transform("publish", depends_on=["merge"], on_error="recover"),
+    )
+
+
+def far_jump():
+    """A chain of ten and an edge from its first step to its last (past MAX_SLOTS layers)."""
+    chain = [transform("c0")] + [transform(f"c{n}", depends_on=[f"c{n - 1}"]) for n in range(1, 10)]
+    return graph_of(*chain, transform("end", depends_on=["c0", "c9"]))
+
+
+SHAPES = {
+    "ticket triage": ticket_triage,
+    "review loop and for-each loop": loop_and_review_loop,
+    "skip edges": skip_edges,
+    "fan-out with error routes": wide_with_error_routes,
+    "a far jump": far_jump,
+}
+
+
+def boxes_and_edges(svg: str):
+    """The steps' boxes, the edges' paths as sampled points, and the labels' boxes."""
+    import re
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg)  # noqa: S314 - our own drawing, not untrusted input
+    ns = "{http://www.w3.org/2000/svg}"
+    boxes = [
+        tuple(float(r.get(k)) for k in ("x", "y", "width", "height"))
+        for r in root.iter(f"{ns}rect")
+    ]
+    edges = []
+    for path in root.iter(f"{ns}path"):
+        if path.get("class") == "arrowhead":
+            continue
+        points: list[tuple[float, float]] = []
+        at = (0.0, 0.0)
+        for command, args in re.findall(r"([MLC])([^MLC]+)", path.get("d")):
+            numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", args)]
+            pairs = list(zip(numbers[::2], numbers[1::2], strict=True))
+            if command == "M":
+                at = pairs[0]
+                points.append(at)
+            elif command == "L":
+                points += [
+                    (at[0] + (pairs[0][0] - at[0]) * t / 50, at[1] + (pairs[0][1] - at[1]) * t / 50)
+                    for t in range(51)
+                ]
+                at = pairs[0]
+            else:
+                (c1, c2, end) = pairs
+                for i in range(101):
+                    t = i / 100
+                    u = 1 - t
+                    points.append(
+                        tuple(
+                            u**3 * p0 + 3 * u * u * t * p1 + 3 * u * t * t * p2 + t**3 * p3
+                            for p0, p1, p2, p3 in zip(at, c1, c2, end, strict=True)
+                        )
+                    )
+                at = end
+        edges.append(points)
+    labels = []
+    for text in root.iter(f"{ns}text"):
+        if text.get("class") != "edge-label":
+            continue
+        x, y, width = float(text.get("x")), float(text.get("y")), 6.5 * len(text.text or "")
+        left = {"start": x, "middle": x - width / 2, "end": x - width}[text.get("text-anchor")]
+        labels.append((text.text, (left, y - 10, width, 12)))
+    return boxes, edges, labels
+
+
+def inside(point: tuple[float, float], box: tuple[float, ...], inset: float = 1.0) -> bool:
+    x, y, width, height = box
+    return x + inset < point[0] < x + width - inset and y + inset < point[1] < y + height - inset
+
+
+def overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_no_edge_is_drawn_through_a_step_and_no_label_is_hidden(shape: str):
+    boxes, edges, labels = boxes_and_edges(str(graph_svg(SHAPES[shape]())))
+
+    # No point of any edge is inside a step's box (issue 26: decide's ``normal`` branch to
+    # send ran behind the review step, its label under the box)
+    assert edges and boxes
+    through = [
+        (n, point, box)
+        for n, points in enumerate(edges)
+        for point in points
+        for box in boxes
+        if inside(point, box)
+    ]
+    assert through == []
+    # And no label is under a step or on another label
+    assert [(text, box) for text, label in labels for box in boxes if overlap(label, box)] == []
+    assert [
+        (a, b)
+        for i, (a, one) in enumerate(labels)
+        for b, other in labels[i + 1 :]
+        if overlap(one, other)
+    ] == []
+
+
 def test_step_names_in_the_graph_are_escaped():
     plan = TaskPlan.model_validate(
         {"plan_id": "p", "steps": [{"step_id": "a", "kind": "transform", "transform": {"x": "1"}}]}
