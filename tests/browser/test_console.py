@@ -12,9 +12,11 @@ A screenshot of each page is kept in ``artifacts/console/`` (gitignored) to be l
 from __future__ import annotations
 
 import shutil
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,20 @@ workflows:
         branches: {approved: accept, rejected: decline, timed_out: decline}
       - {step_id: accept, kind: transform, transform: {outcome: "'accepted'"}}
       - {step_id: decline, kind: transform, transform: {outcome: "'declined'"}}
+  - plan_id: console_flaky
+    name: Call a flaky service
+    triggers: [{type: webhook}]
+    memory: false
+    steps:
+      - step_id: call
+        kind: http
+        max_retries: 1
+        retry_backoff_seconds: 0
+        http:
+          method: POST
+          url: "{{ service }}/orders?api_key=s3cr3t-in-url&sku={{ sku }}"
+          body: {sku: "{{ sku }}", password: "hunter2-in-body"}
+      - {step_id: after, kind: transform, depends_on: [call], transform: {done: "'yes'"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -367,6 +383,81 @@ def test_an_action_without_the_page_token_or_from_another_site_does_nothing(
     )
     assert status == 303
     assert container.runs.get_run(run_id).status.value == "cancelled"
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    """A service that answers 503 until it is told to work."""
+
+    working = False
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"id": "ord-1"}'
+        self.send_response(201 if type(self).working else 503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky() -> Iterator[str]:
+    _Flaky.working = False
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_a_redriven_run_shows_its_attempts_as_attempts_and_what_it_sent(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any, flaky: str
+):
+    # Given a run whose http step failed twice (the service answered 503)
+    status, answer = deliver(stack, container, "console_flaky", {"service": flaky, "sku": "A-1"})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to fail", lambda: run_in(container, run_id, "failed"))
+
+    # When the operator opens it
+    page.goto(f"{console.url}/runs/{run_id}")
+
+    # Then each attempt is a row, and the failed step says what it sent, redacted as inputs are
+    rows = page.locator("table.waterfall tbody tr")
+    assert [r.strip() for r in rows.locator("td:first-child").all_inner_texts()] == [
+        "call attempt 1",
+        "call attempt 2",
+    ]
+    call = page.locator("#step-call")
+    sent = call.locator("table.kv").first.inner_text()
+    assert f"POST {flaky}/orders?api_key=" in sent and "sku=A-1" in sent
+    assert "s3cr3t-in-url" not in page.content() and "hunter2-in-body" not in page.content()
+    assert call.locator(".error").count() == 1
+    shot(page, "run-failed-http")
+
+    # When the service works again and the operator redrives the run from the console
+    _Flaky.working = True
+    page.get_by_role("button", name="Redrive").click()
+    wait_for("the redriven run to succeed", lambda: run_in(container, run_id, "succeeded"))
+    page.goto(f"{console.url}/runs/{run_id}")
+
+    # Then the step is succeeded, without its old error box; its failures are history
+    assert call.locator(".pill").first.inner_text() == "succeeded"
+    assert call.locator(".error").count() == 0
+    call.locator("summary").click()
+    assert "attempt 1: HttpStepError" in call.locator(".earlier").inner_text()
+    # And the waterfall marks the redrive (by whom) between labelled attempts
+    labels = [r.strip() for r in rows.locator("td:first-child").all_inner_texts()]
+    assert labels[:3] == [
+        "call before the redrive · attempt 1",
+        "call before the redrive · attempt 2",
+        "↻ Redrive #1",
+    ]
+    assert "call after redrive #1" in labels
+    assert f"by console:{console.operator.principal}" in rows.nth(2).inner_text()  # type: ignore[union-attr]
+    shot(page, "run-redriven")
 
 
 # --- who the console acts as ------------------------------------------------------------------

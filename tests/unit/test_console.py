@@ -380,7 +380,99 @@ def test_a_failed_step_shows_its_error_and_the_error_route_is_not_the_path_of_a_
     assert draft.state == "failed" and draft.retries == 1
     assert draft.error == "StepTimeoutError: took <too> long"
     assert view.taken == []
-    assert [(s.label, s.state) for s in view.spans] == [("draft", "failed")]
+    assert [(s.label, s.state) for s in view.spans] == [("draft", "failed"), ("draft", "failed")]
+
+
+def run_record(status: RunStatus, **fields) -> RunRecord:
+    return RunRecord(
+        run_id="r",
+        workflow_id="review",
+        workflow_version=1,
+        status=status,
+        trigger=RunTrigger(type="manual"),
+        created_at=T0,
+        updated_at=T0,
+        **fields,
+    )
+
+
+def test_each_attempt_of_a_retried_step_is_its_own_span():
+    # Given a step whose first two attempts failed (0-1 s, 3-4 s) and whose third succeeded
+    error = {"step_id": "draft", "type": "HttpStepError", "message": "HTTP 503 from api"}
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_retried", "draft", duration_ms=1000, error=error, detail={"attempt": 1}),
+        event(3, 4, "step_retried", "draft", duration_ms=1000, error=error, detail={"attempt": 2}),
+        event(4, 8, "step_finished", "draft", duration_ms=2000, detail={"attempt": 3}),
+    ]
+
+    view = build_run_view(run_record(RunStatus.running), events, review_graph(), T0)
+
+    # Then the waterfall has a row per attempt, each where it ran, labelled, failed ones red
+    rows = [(s.which, s.state, s.start_s, s.end_s) for s in view.spans]
+    assert rows == [
+        ("attempt 1", "failed", 0.0, 1.0),
+        ("attempt 2", "failed", 3.0, 4.0),
+        ("attempt 3", "succeeded", 6.0, 8.0),
+    ]
+    # And the step succeeded: its failed attempts are history, not its error
+    [draft] = [s for s in view.steps if s.step_id == "draft"]
+    assert draft.state == "succeeded" and draft.error is None and draft.retries == 2
+    assert draft.earlier == [
+        "attempt 1: HttpStepError: HTTP 503 from api",
+        "attempt 2: HttpStepError: HTTP 503 from api",
+    ]
+
+
+def test_a_redriven_run_shows_attempts_as_attempts_and_no_stale_error():
+    # Given a run whose step failed, was redriven by an operator, and then succeeded
+    error = {"step_id": "draft", "type": "Boom", "message": "the service was down"}
+    redrive = {"attempt": 1, "from_step": None, "reason": "service is back"}
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_failed", "draft", duration_ms=1000, error=error),
+        event(3, 1, "run_finished", None),
+        event(4, 10, "run_redriven", None, actor="console:ana", detail=redrive),
+        event(5, 11, "step_started", "draft"),
+        event(6, 12, "step_finished", "draft", duration_ms=1000, outputs_summary={"x": "1"}),
+    ]
+
+    view = build_run_view(run_record(RunStatus.running), events, review_graph(), T0)
+
+    # Then the step is succeeded with no error box, its failure kept as history
+    [draft] = [s for s in view.steps if s.step_id == "draft"]
+    assert draft.state == "succeeded" and draft.error is None
+    assert draft.earlier == ["before redrive #1: Boom: the service was down"]
+    # And the waterfall: the failed attempt, a redrive marker (who, why), the attempt after it
+    rows = [(s.label, s.which, s.kind, s.state) for s in view.spans]
+    assert rows == [
+        ("draft", "before the redrive", "step", "failed"),
+        ("Redrive #1", "", "redrive", "redrive"),
+        ("draft", "after redrive #1", "step", "succeeded"),
+    ]
+    marker = view.spans[1]
+    assert marker.note == "by console:ana · from the last good checkpoint · service is back"
+
+
+def test_a_failed_http_step_shows_the_request_it_sent_redacted():
+    error = {"step_id": "draft", "type": "HttpStepError", "message": "HTTP 500 from api"}
+    request = {
+        "method": "POST",
+        "url": "https://api.example.com/orders?api_key=s3cr3t&sku=A-1",
+        "body": {"sku": "A-1", "password": "hunter2"},
+    }
+    events = [
+        event(1, 0, "step_started", "draft"),
+        event(2, 1, "step_failed", "draft", error=error, detail={"request": request}),
+    ]
+
+    view = build_run_view(run_record(RunStatus.failed), events, review_graph(), T0)
+
+    [draft] = [s for s in view.steps if s.step_id == "draft"]
+    sent = dict(draft.sent)
+    assert sent["Request"].startswith("POST https://api.example.com/orders?api_key=")
+    assert "s3cr3t" not in sent["Request"] and "sku=A-1" in sent["Request"]
+    assert '"sku": "A-1"' in sent["Body"] and "hunter2" not in sent["Body"]
 
 
 # --- cursors, forms, CSRF --------------------------------------------------------------------
