@@ -16,6 +16,7 @@ import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -458,6 +459,99 @@ def test_a_redriven_run_shows_its_attempts_as_attempts_and_what_it_sent(
     assert "call after redrive #1" in labels
     assert f"by console:{console.operator.principal}" in rows.nth(2).inner_text()  # type: ignore[union-attr]
     shot(page, "run-redriven")
+
+
+# --- the runs list ----------------------------------------------------------------------------
+
+
+def test_a_new_run_appears_in_the_runs_list_within_two_seconds_without_a_reload(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given the runs list open, its timers on a clock the test moves (not the machine's speed)
+    page.clock.install()
+    page.goto(f"{console.url}/runs")
+    page.evaluate("window.__same_page = true")
+
+    # When a run starts elsewhere, and two seconds pass on the page
+    status, answer = deliver(stack, container, "console_review", {"item": "live row"})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    page.clock.run_for(2000)
+
+    # Then its row is at the top of the list, on the same page, with its live status
+    first = page.locator("#runs tr").first
+    first.locator(f"a:text-is('{run_id}')").wait_for(timeout=20_000)
+    assert page.evaluate("window.__same_page") is True
+    assert first.locator(f"[data-run-id='{run_id}']").count() == 1
+    assert first.locator("time").get_attribute("datetime") is not None
+    shot(page, "runs-live")
+
+
+def test_runs_are_found_by_their_id_and_by_its_start(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    run_id = parked(stack, container, {"item": "find me"})
+    other = parked(stack, container, {"item": "not me"})
+
+    for typed in (run_id, run_id[:12], run_id.removeprefix("run-")[:6]):
+        page.goto(f"{console.url}/runs")
+        page.get_by_label("Run id").fill(typed)
+        page.get_by_role("button", name="Filter").click()
+
+        shown = page.locator("#runs a.mono").all_inner_texts()
+        assert run_id in shown, typed
+        assert other not in shown or other.startswith(typed), typed
+    shot(page, "runs-search")
+
+
+def test_a_failed_run_shows_the_start_of_its_error_in_the_runs_list(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any, flaky: str
+):
+    status, answer = deliver(stack, container, "console_flaky", {"service": flaky, "sku": "B-2"})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to fail", lambda: run_in(container, run_id, "failed"))
+
+    page.goto(f"{console.url}/runs?q={run_id}")
+
+    snippet = page.locator("#runs tr", has=page.locator(f"a:text-is('{run_id}')")).locator(
+        ".snippet"
+    )
+    assert snippet.inner_text().startswith("HttpStepError: HTTP 503 from 127.0.0.1")
+
+
+def test_times_are_shown_in_the_viewers_zone_with_utc_on_hover(
+    browser: Any, console: RunningConsole, container: Container
+):
+    # Given a viewer in Tokyo (UTC+9)
+    context = browser.new_context(timezone_id="Asia/Tokyo", viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(console.startup_url)
+
+    # When they read when a run started
+    page.goto(f"{console.url}/runs")
+    started = page.locator("#runs time").first
+    utc = started.get_attribute("title")
+    moment = datetime.fromisoformat(started.get_attribute("datetime"))
+
+    # Then it reads in their zone, and the UTC time is its hover title
+    tokyo = moment.astimezone(timezone(timedelta(hours=9)))
+    assert started.inner_text() == tokyo.strftime("%Y-%m-%d %H:%M:%S GMT+9")
+    assert utc == moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    shot(page, "runs-tokyo")
+    context.close()
+
+
+def test_the_approvals_tab_shows_how_many_wait_for_a_decision(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    parked(stack, container, {"item": "count me"})
+    waiting = len(container.approvals.list(pending_only=True, limit=100))
+
+    page.goto(f"{console.url}/workflows")
+
+    badge = page.get_by_role("link", name="Approvals").locator(".badge")
+    assert badge.inner_text().split()[0] == str(waiting)
 
 
 # --- who the console acts as ------------------------------------------------------------------

@@ -608,6 +608,33 @@ def test_trigger_and_time_filters_fill_a_page_from_several_reads():
         page_of(stack, status="bogus")
 
 
+def test_a_search_finds_a_run_by_its_id_or_the_start_of_it():
+    stack = listed(120)
+
+    assert [r.run_id for r in page_of(stack, q="run-007").runs] == ["run-007"]
+    assert [r.run_id for r in page_of(stack, q="run-11").runs] == [
+        f"run-{n:03d}" for n in reversed(range(110, 120))
+    ]
+    assert [r.run_id for r in page_of(stack, q="11").runs][:2] == ["run-119", "run-118"]
+    # A run found by its id still has to match the other filters (odd runs are webhooks)
+    assert page_of(stack, q="run-007", trigger="schedule").runs == []
+    with pytest.raises(FilterError, match="run id"):
+        page_of(stack, q="<script>")
+
+
+def test_the_runs_list_learns_of_runs_started_after_its_newest():
+    from langorch.console.listing import format_cursor, newer_runs
+
+    stack = listed(120)
+    shown = stack.runs.get_run("run-115")
+    request = Request("GET", "/api/runs", {"after": [format_cursor(shown)]}, {})
+
+    runs, complete = newer_runs(stack, request)
+
+    assert [r.run_id for r in runs] == ["run-119", "run-118", "run-117", "run-116"]
+    assert complete
+
+
 def test_fork_edits_are_key_json_lines_and_a_bad_line_is_named():
     from langorch.console import actions
 

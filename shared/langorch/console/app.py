@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from langorch.console import actions, listing
 from langorch.console.http import (
@@ -87,6 +88,7 @@ class ConsoleApp:
             ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
             ("POST", re.compile(r"/runs/([^/]+)/fork"), self.fork),
             ("GET", re.compile(r"/api/status"), self.status),
+            ("GET", re.compile(r"/api/runs"), self.newer),
             ("GET", re.compile(r"/approvals"), self.approvals),
             ("GET", re.compile(r"/approvals/([^/]+)"), self.approval),
             ("POST", re.compile(r"/approvals/([^/]+)"), self.decide),
@@ -193,6 +195,8 @@ class ConsoleApp:
         env.filters["when"] = _when
         env.filters["ago"] = _ago
         env.filters["seconds"] = _seconds
+        env.filters["snippet"] = listing.error_snippet
+        env.filters["cursor"] = listing.format_cursor
         env.globals["nav"] = [
             ("/runs", "Runs"),
             ("/approvals", "Approvals"),
@@ -293,6 +297,15 @@ class ConsoleApp:
         )
         return Response.redirect(f"/runs/{_quote(forked)}?done=forked")
 
+    def newer(self, request: Request, _: re.Match[str]) -> Response:
+        """Runs started since the runs page was shown (its live rows, polled)."""
+        try:
+            runs, complete = listing.newer_runs(self.container, request)
+        except listing.FilterError as exc:
+            return Response(400, json.dumps({"error": str(exc)}).encode(), "application/json")
+        body = {"runs": [listing.run_row(r) for r in runs], "complete": complete}
+        return Response(200, json.dumps(body).encode(), "application/json")
+
     def status(self, request: Request, _: re.Match[str]) -> Response:
         """``{run_id: status}`` for the runs a page shows (its live status, polled)."""
         ids = [i for i in request.query.get("id", [])[:200] if i]
@@ -389,10 +402,14 @@ def _quote(value: str) -> str:
     return quote(value, safe="")
 
 
-def _when(moment: datetime | None) -> str:
+def _when(moment: datetime | None) -> Markup:
+    """A moment as a ``<time>``: UTC as served (and on hover); the page shows it in the
+    viewer's zone (``console.js``)."""
     if moment is None:
-        return "—"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return Markup("—")
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(utc.isoformat(), text, text)
 
 
 def _ago(moment: datetime | None, now: datetime | None = None) -> str:
