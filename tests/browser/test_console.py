@@ -79,6 +79,21 @@ workflows:
           url: "{{ service }}/orders?api_key=s3cr3t-in-url&sku={{ sku }}"
           body: {sku: "{{ sku }}", password: "hunter2-in-body"}
       - {step_id: after, kind: transform, depends_on: [call], transform: {done: "'yes'"}}
+  - plan_id: console_lunch
+    name: Ask what lunch to order
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    steps:
+      - step_id: ask
+        kind: approval
+        approval:
+          title: "What should lunch be?"
+          editable_keys: [restaurant, items_to_order]
+          editable_types: {restaurant: text, items_to_order: list}
+          timeout_seconds: 3600
+        branches: {approved: order, rejected: order, timed_out: order}
+      - {step_id: order, kind: transform, transform: {count: "items_to_order | length"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -459,6 +474,35 @@ def test_a_redriven_run_shows_its_attempts_as_attempts_and_what_it_sent(
     assert "call after redrive #1" in labels
     assert f"by console:{console.operator.principal}" in rows.nth(2).inner_text()  # type: ignore[union-attr]
     shot(page, "run-redriven")
+
+
+def test_an_empty_list_field_is_a_list_editor_and_stores_a_list(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run asking its approver for a restaurant and the items to order (a list)
+    status, answer = deliver(stack, container, "console_lunch", {})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to park", lambda: run_in(container, run_id, "waiting_approval"))
+    [approval] = wait_for("its approval", lambda: container.approvals.list(run_id=run_id))
+
+    # When the operator opens it
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+
+    # Then the empty list is a multi-line editor that says one item per line
+    items = page.get_by_label("Items to order")
+    assert items.evaluate("e => e.tagName") == "TEXTAREA"
+    assert "one per line" in page.locator("label", has_text="Items to order").inner_text()
+    page.get_by_label("Restaurant").fill("Chipotle")
+    items.fill("Burrito Bowl\nChips")
+    shot(page, "approval-list-field")
+    page.get_by_role("button", name="Approve").click()
+
+    # And what is stored is a list, one item per line, never a string
+    decided = container.approvals.get(approval.approval_id)
+    assert decided.edits == {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl", "Chips"]}
+    wait_for("the run to end", lambda: run_in(container, run_id, "succeeded"))
+    assert container.runs.get_run(run_id).outputs["count"] == 2
 
 
 # --- the runs list ----------------------------------------------------------------------------
