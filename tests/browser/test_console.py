@@ -94,6 +94,26 @@ workflows:
           timeout_seconds: 3600
         branches: {approved: order, rejected: order, timed_out: order}
       - {step_id: order, kind: transform, transform: {count: "items_to_order | length"}}
+  - plan_id: console_triage
+    name: Triage a ticket
+    description: A webhook brings a ticket; urgent ones need a person, normal ones are sent.
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    inputs_schema: {properties: {ticket: {type: string}, priority: {type: string}}}
+    steps:
+      - {step_id: summarize, kind: transform, transform: {summary: "ticket"}}
+      - step_id: decide
+        kind: decision
+        depends_on: [summarize]
+        condition: "{{ 'urgent' if priority == 'high' else 'normal' }}"
+        branches: {normal: send, urgent: review}
+      - step_id: review
+        kind: approval
+        approval: {title: "Urgent: {{ summary }}", show_keys: [summary], timeout_seconds: 3600}
+        branches: {approved: send, rejected: close, timed_out: close}
+      - {step_id: send, kind: transform, transform: {sent: "'yes'"}}
+      - {step_id: close, kind: transform, transform: {sent: "'no'"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -503,6 +523,51 @@ def test_an_empty_list_field_is_a_list_editor_and_stores_a_list(
     assert decided.edits == {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl", "Chips"]}
     wait_for("the run to end", lambda: run_in(container, run_id, "succeeded"))
     assert container.runs.get_run(run_id).outputs["count"] == 2
+
+
+GEOMETRY = """
+() => {
+  const svg = document.querySelector("svg.graph");
+  const boxes = [...svg.querySelectorAll(".node rect")].map((r) => r.getBBox());
+  const inside = (p, b) =>
+    p.x > b.x + 1 && p.x < b.x + b.width - 1 && p.y > b.y + 1 && p.y < b.y + b.height - 1;
+  const through = [];
+  for (const path of svg.querySelectorAll(".edge path")) {
+    const length = path.getTotalLength();
+    for (let i = 0; i <= 400; i++) {
+      const point = path.getPointAtLength((length * i) / 400);
+      if (boxes.some((b) => inside(point, b))) through.push([point.x, point.y]);
+    }
+  }
+  const hidden = [];
+  for (const label of svg.querySelectorAll(".edge-label")) {
+    label.scrollIntoView({block: "center"});
+    const r = label.getBoundingClientRect();
+    if (document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) !== label) {
+      hidden.push(label.textContent);
+    }
+  }
+  const labels = [...svg.querySelectorAll(".edge-label")].map((t) => t.textContent);
+  return {through, hidden, labels};
+}
+"""
+
+
+def test_the_graph_draws_every_branch_around_the_steps_with_its_label_in_sight(
+    console: RunningConsole, page: Any
+):
+    # Given issue 26's workflow: decide sends normal tickets on and urgent ones to review
+    page.goto(f"{console.url}/workflows/console_triage")
+
+    # When the browser lays the graph out
+    found = page.evaluate(GEOMETRY)
+
+    # Then no edge passes through a step's box, and every branch label is on top, in sight
+    assert found["through"] == []
+    assert found["hidden"] == []
+    assert {"normal", "urgent", "approved", "rejected / timed_out"} <= set(found["labels"])
+    page.locator("svg.graph").scroll_into_view_if_needed()
+    page.locator("svg.graph").screenshot(path=str(ARTIFACTS / "graph-triage.png"))
 
 
 # --- the runs list ----------------------------------------------------------------------------
