@@ -48,18 +48,27 @@ def median_ms(action: Callable[[], Any], rounds: int = 5) -> float:
     return statistics.median(times)
 
 
+def _sessions() -> Any:
+    from langorch.console.http import Sessions
+
+    return Sessions(b"k" * 32, token="bench")  # noqa: S106 - the bench's own console
+
+
 def request(path: str, query: str = "") -> Any:
     from urllib.parse import parse_qs
 
     from langorch.console.http import Request
 
-    return Request("GET", path, parse_qs(query), {}, session="s" * 24)
+    # A signed-in browser's request: a session the bench's console issued for its token.
+    return Request("GET", path, parse_qs(query), {}, session=_sessions().open("bench") or "")
 
 
 def app_on(container: Any) -> Any:
     from langorch.console.app import ConsoleApp
+    from langorch.console.operator import Operator
 
-    return ConsoleApp(container, "bench", frozenset({"http://127.0.0.1:1"}))
+    operator = Operator("bench", "OS user", "bench@example.com")
+    return ConsoleApp(container, "bench", frozenset({"http://127.0.0.1:1"}), operator, _sessions())
 
 
 def run_page(container: Any) -> dict[str, float]:

@@ -4,15 +4,20 @@ One local stack, one console and one browser for the module. A signed webhook st
 it parks on an approval, the approval is decided in the console's inbox, and the run page
 shows it succeeded with the path it took. Hostile run data (markup, quotes, unicode) is shown
 as text, never run; actions without the page's CSRF token or from another origin do nothing.
+The console answers only a browser that opened its start-up link, and acts as its operator:
+another local process gets nothing, and nobody decides as someone else.
 A screenshot of each page is kept in ``artifacts/console/`` (gitignored) to be looked at.
 """
 
 from __future__ import annotations
 
 import shutil
+import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +25,8 @@ import pytest
 from playwright import sync_api as playwright_sync
 
 from langorch.app.trigger_sync import register_and_sync
-from langorch.composition.bootstrap import build_container
 from langorch.composition.container import Container
+from langorch.console.operator import Operator, local_operator
 from langorch.console.server import RunningConsole, serve_console
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for
@@ -60,6 +65,55 @@ workflows:
         branches: {approved: accept, rejected: decline, timed_out: decline}
       - {step_id: accept, kind: transform, transform: {outcome: "'accepted'"}}
       - {step_id: decline, kind: transform, transform: {outcome: "'declined'"}}
+  - plan_id: console_flaky
+    name: Call a flaky service
+    triggers: [{type: webhook}]
+    memory: false
+    steps:
+      - step_id: call
+        kind: http
+        max_retries: 1
+        retry_backoff_seconds: 0
+        http:
+          method: POST
+          url: "{{ service }}/orders?api_key=s3cr3t-in-url&sku={{ sku }}"
+          body: {sku: "{{ sku }}", password: "hunter2-in-body"}
+      - {step_id: after, kind: transform, depends_on: [call], transform: {done: "'yes'"}}
+  - plan_id: console_lunch
+    name: Ask what lunch to order
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    steps:
+      - step_id: ask
+        kind: approval
+        approval:
+          title: "What should lunch be?"
+          editable_keys: [restaurant, items_to_order]
+          editable_types: {restaurant: text, items_to_order: list}
+          timeout_seconds: 3600
+        branches: {approved: order, rejected: order, timed_out: order}
+      - {step_id: order, kind: transform, transform: {count: "items_to_order | length"}}
+  - plan_id: console_triage
+    name: Triage a ticket
+    description: A webhook brings a ticket; urgent ones need a person, normal ones are sent.
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    inputs_schema: {properties: {ticket: {type: string}, priority: {type: string}}}
+    steps:
+      - {step_id: summarize, kind: transform, transform: {summary: "ticket"}}
+      - step_id: decide
+        kind: decision
+        depends_on: [summarize]
+        condition: "{{ 'urgent' if priority == 'high' else 'normal' }}"
+        branches: {normal: send, urgent: review}
+      - step_id: review
+        kind: approval
+        approval: {title: "Urgent: {{ summary }}", show_keys: [summary], timeout_seconds: 3600}
+        branches: {approved: send, rejected: close, timed_out: close}
+      - {step_id: send, kind: transform, transform: {sent: "'yes'"}}
+      - {step_id: close, kind: transform, transform: {sent: "'no'"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -73,19 +127,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     running = start_local_stack(home=home, port=free_port(), examples=None)
     definitions = home / "console.yaml"
     definitions.write_text(DEFINITIONS)
-    register_and_sync([str(definitions)], build_container(running.settings))
+    register_and_sync([str(definitions)], running.container)
     yield running
     running.stop()
 
 
 @pytest.fixture(scope="module")
 def container(stack: LocalStack) -> Container:
-    return build_container(stack.settings)
+    return stack.container
 
 
 @pytest.fixture(scope="module")
 def console(container: Container) -> Iterator[RunningConsole]:
-    running = serve_console(container, target="the local stack", port=0)
+    """The console of the OS user running the tests, known to approvals as approver@."""
+    operator = local_operator(address="approver@example.com")
+    running = serve_console(container, target="the local stack", port=0, operator=operator)
     yield running
     running.stop()
 
@@ -99,15 +155,34 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
+def fresh_page(browser: Any) -> Iterator[Any]:
+    """A browser tab that never opened the console's start-up link."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     opened = context.new_page()
     errors: list[str] = []
     opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    opened.on(
+        "console",
+        lambda m: (
+            errors.append(m.text)
+            if m.type == "error" and "401 (Unauthorized)" not in m.text
+            else None
+        ),
+    )
     yield opened
     context.close()
     assert errors == [], f"the page logged errors: {errors}"
+
+
+@pytest.fixture
+def page(fresh_page: Any, console: RunningConsole) -> Any:
+    """A browser tab signed in to the console, as its operator's browser is."""
+    fresh_page.goto(console.startup_url)
+    return fresh_page
+
+
+def console_as(container: Container, operator: Operator) -> RunningConsole:
+    return serve_console(container, target="the local stack", port=0, operator=operator)
 
 
 def shot(page: Any, name: str) -> None:
@@ -135,6 +210,9 @@ def test_a_webhook_run_approved_in_the_inbox_shows_succeeded_with_its_path(
     page.goto(f"{console.url}/approvals")
     shot(page, "approvals")
     page.get_by_role("link", name="Approve invoice 42").first.click()
+    # (the page says who decides: the operator, as the address the approval names them by)
+    assert "Deciding as approver@example.com" in page.locator("#deciding-as").inner_text()
+    assert page.locator("select#approver").count() == 0
     page.get_by_label("Total").fill("99")
     page.get_by_label("Comment").fill("ok, paid less")
     shot(page, "approval")
@@ -146,6 +224,16 @@ def test_a_webhook_run_approved_in_the_inbox_shows_succeeded_with_its_path(
     assert approval.status.value == "approved"
     assert approval.decided_by == "approver@example.com"
     assert approval.edits == {"total": 99}
+
+    # And the audit names the operator and the channel beside the approver they decided as
+    operator = console.operator
+    assert operator is not None
+    decided = [e for e in container.approvals.audit(approval.approval_id) if e.action == "decide"]
+    assert [(e.actor, e.channel, e.operator) for e in decided] == [
+        ("approver@example.com", "console", f"{operator.principal} (OS user)")
+    ]
+    audit = page.locator("table.audit").inner_text()
+    assert f"console · {operator.principal} (OS user)" in audit
 
     # And the run page shows it succeeded along prepare → review → accept
     wait_for("the run to succeed", lambda: run_in(container, run_id, "succeeded"))
@@ -269,8 +357,9 @@ def test_statuses_on_the_runs_page_update_without_a_reload(
 
 
 def test_the_emailed_page_shares_the_console_look_with_human_labels(
-    stack: LocalStack, container: Container, page: Any
+    stack: LocalStack, container: Container, fresh_page: Any
 ):
+    page = fresh_page
     run_id = parked(stack, container, {"item": "looks", "amount": 3})
     link = email_for(stack, run_id, container)["link"]
 
@@ -299,8 +388,9 @@ def test_no_link_signature_task_token_or_secret_reaches_the_browser(
         "/runs",
         "/workflows/console_review",
     ]
+    cookie, _ = _session(console)
     for path in pages:
-        body = _get(console.url + path)[1]
+        body = _get(console.url + path, cookie=cookie)[1]
         assert "sig=" not in body and "&amp;sig" not in body
         assert secret["current"] not in body
         assert "taskToken" not in body and "task_token" not in body
@@ -310,9 +400,11 @@ def test_an_action_without_the_page_token_or_from_another_site_does_nothing(
     stack: LocalStack, container: Container, console: RunningConsole
 ):
     run_id = parked(stack, container, {"item": "csrf check"})
-    status, _ = _post(console.url + f"/runs/{run_id}/cancel", "reason=x", origin=console.url)
+    cookie, token = _session(console)
+    status, _ = _post(
+        console.url + f"/runs/{run_id}/cancel", "reason=x", origin=console.url, cookie=cookie
+    )
     assert status == 403
-    cookie, token = _session(console.url)
     status, _ = _post(
         console.url + f"/runs/{run_id}/cancel",
         f"csrf={token}",
@@ -329,9 +421,426 @@ def test_an_action_without_the_page_token_or_from_another_site_does_nothing(
     assert container.runs.get_run(run_id).status.value == "cancelled"
 
 
-def _get(url: str) -> tuple[int, str]:
-    with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 - the local console
-        return answer.status, answer.read().decode()
+class _Flaky(BaseHTTPRequestHandler):
+    """A service that answers 503 until it is told to work."""
+
+    working = False
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = b'{"id": "ord-1"}'
+        self.send_response(201 if type(self).working else 503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def flaky() -> Iterator[str]:
+    _Flaky.working = False
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def test_a_redriven_run_shows_its_attempts_as_attempts_and_what_it_sent(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any, flaky: str
+):
+    # Given a run whose http step failed twice (the service answered 503)
+    status, answer = deliver(stack, container, "console_flaky", {"service": flaky, "sku": "A-1"})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to fail", lambda: run_in(container, run_id, "failed"))
+
+    # When the operator opens it
+    page.goto(f"{console.url}/runs/{run_id}")
+
+    # Then each attempt is a row, and the failed step says what it sent, redacted as inputs are
+    rows = page.locator("table.waterfall tbody tr")
+    assert [r.strip() for r in rows.locator("td:first-child").all_inner_texts()] == [
+        "call attempt 1",
+        "call attempt 2",
+    ]
+    call = page.locator("#step-call")
+    sent = call.locator("table.kv").first.inner_text()
+    assert f"POST {flaky}/orders?api_key=" in sent and "sku=A-1" in sent
+    assert "s3cr3t-in-url" not in page.content() and "hunter2-in-body" not in page.content()
+    assert call.locator(".error").count() == 1
+    shot(page, "run-failed-http")
+
+    # When the service works again and the operator redrives the run from the console
+    _Flaky.working = True
+    page.get_by_role("button", name="Redrive").click()
+    wait_for("the redriven run to succeed", lambda: run_in(container, run_id, "succeeded"))
+    page.goto(f"{console.url}/runs/{run_id}")
+
+    # Then the step is succeeded, without its old error box; its failures are history
+    assert call.locator(".pill").first.inner_text() == "succeeded"
+    assert call.locator(".error").count() == 0
+    call.locator("summary").click()
+    assert "attempt 1: HttpStepError" in call.locator(".earlier").inner_text()
+    # And the waterfall marks the redrive (by whom) between labelled attempts
+    labels = [r.strip() for r in rows.locator("td:first-child").all_inner_texts()]
+    assert labels[:3] == [
+        "call before the redrive · attempt 1",
+        "call before the redrive · attempt 2",
+        "↻ Redrive #1",
+    ]
+    assert "call after redrive #1" in labels
+    assert f"by console:{console.operator.principal}" in rows.nth(2).inner_text()  # type: ignore[union-attr]
+    shot(page, "run-redriven")
+
+
+def test_an_empty_list_field_is_a_list_editor_and_stores_a_list(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run asking its approver for a restaurant and the items to order (a list)
+    status, answer = deliver(stack, container, "console_lunch", {})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to park", lambda: run_in(container, run_id, "waiting_approval"))
+    [approval] = wait_for("its approval", lambda: container.approvals.list(run_id=run_id))
+
+    # When the operator opens it
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+
+    # Then the empty list is a multi-line editor that says one item per line
+    items = page.get_by_label("Items to order")
+    assert items.evaluate("e => e.tagName") == "TEXTAREA"
+    assert "one per line" in page.locator("label", has_text="Items to order").inner_text()
+    page.get_by_label("Restaurant").fill("Chipotle")
+    items.fill("Burrito Bowl\nChips")
+    shot(page, "approval-list-field")
+    page.get_by_role("button", name="Approve").click()
+
+    # And what is stored is a list, one item per line, never a string
+    decided = container.approvals.get(approval.approval_id)
+    assert decided.edits == {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl", "Chips"]}
+    wait_for("the run to end", lambda: run_in(container, run_id, "succeeded"))
+    assert container.runs.get_run(run_id).outputs["count"] == 2
+
+
+GEOMETRY = """
+() => {
+  const svg = document.querySelector("svg.graph");
+  const boxes = [...svg.querySelectorAll(".node rect")].map((r) => r.getBBox());
+  const inside = (p, b) =>
+    p.x > b.x + 1 && p.x < b.x + b.width - 1 && p.y > b.y + 1 && p.y < b.y + b.height - 1;
+  const through = [];
+  for (const path of svg.querySelectorAll(".edge path")) {
+    const length = path.getTotalLength();
+    for (let i = 0; i <= 400; i++) {
+      const point = path.getPointAtLength((length * i) / 400);
+      if (boxes.some((b) => inside(point, b))) through.push([point.x, point.y]);
+    }
+  }
+  const hidden = [];
+  for (const label of svg.querySelectorAll(".edge-label")) {
+    label.scrollIntoView({block: "center"});
+    const r = label.getBoundingClientRect();
+    if (document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2) !== label) {
+      hidden.push(label.textContent);
+    }
+  }
+  const labels = [...svg.querySelectorAll(".edge-label")].map((t) => t.textContent);
+  return {through, hidden, labels};
+}
+"""
+
+
+def test_the_graph_draws_every_branch_around_the_steps_with_its_label_in_sight(
+    console: RunningConsole, page: Any
+):
+    # Given issue 26's workflow: decide sends normal tickets on and urgent ones to review
+    page.goto(f"{console.url}/workflows/console_triage")
+
+    # When the browser lays the graph out
+    found = page.evaluate(GEOMETRY)
+
+    # Then no edge passes through a step's box, and every branch label is on top, in sight
+    assert found["through"] == []
+    assert found["hidden"] == []
+    assert {"normal", "urgent", "approved", "rejected / timed_out"} <= set(found["labels"])
+    page.locator("svg.graph").scroll_into_view_if_needed()
+    page.locator("svg.graph").screenshot(path=str(ARTIFACTS / "graph-triage.png"))
+
+
+# --- the runs list ----------------------------------------------------------------------------
+
+
+def test_a_new_run_appears_in_the_runs_list_within_two_seconds_without_a_reload(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given the runs list open, its timers on a clock the test moves (not the machine's speed)
+    page.clock.install()
+    page.goto(f"{console.url}/runs")
+    page.evaluate("window.__same_page = true")
+
+    # When a run starts elsewhere, and two seconds pass on the page
+    status, answer = deliver(stack, container, "console_review", {"item": "live row"})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    page.clock.run_for(2000)
+
+    # Then its row is at the top of the list, on the same page, with its live status
+    first = page.locator("#runs tr").first
+    first.locator(f"a:text-is('{run_id}')").wait_for(timeout=20_000)
+    assert page.evaluate("window.__same_page") is True
+    assert first.locator(f"[data-run-id='{run_id}']").count() == 1
+    assert first.locator("time").get_attribute("datetime") is not None
+    shot(page, "runs-live")
+
+
+def test_runs_are_found_by_their_id_and_by_its_start(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    run_id = parked(stack, container, {"item": "find me"})
+    other = parked(stack, container, {"item": "not me"})
+
+    for typed in (run_id, run_id[:12], run_id.removeprefix("run-")[:6]):
+        page.goto(f"{console.url}/runs")
+        page.get_by_label("Run id").fill(typed)
+        page.get_by_role("button", name="Filter").click()
+
+        shown = page.locator("#runs a.mono").all_inner_texts()
+        assert run_id in shown, typed
+        assert other not in shown or other.startswith(typed), typed
+    shot(page, "runs-search")
+
+
+def test_a_failed_run_shows_the_start_of_its_error_in_the_runs_list(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any, flaky: str
+):
+    status, answer = deliver(stack, container, "console_flaky", {"service": flaky, "sku": "B-2"})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to fail", lambda: run_in(container, run_id, "failed"))
+
+    page.goto(f"{console.url}/runs?q={run_id}")
+
+    snippet = page.locator("#runs tr", has=page.locator(f"a:text-is('{run_id}')")).locator(
+        ".snippet"
+    )
+    assert snippet.inner_text().startswith("HttpStepError: HTTP 503 from 127.0.0.1")
+
+
+def test_times_are_shown_in_the_viewers_zone_with_utc_on_hover(
+    browser: Any, console: RunningConsole, container: Container
+):
+    # Given a viewer in Tokyo (UTC+9)
+    context = browser.new_context(timezone_id="Asia/Tokyo", viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(console.startup_url)
+
+    # When they read when a run started
+    page.goto(f"{console.url}/runs")
+    started = page.locator("#runs time").first
+    utc = started.get_attribute("title")
+    moment = datetime.fromisoformat(started.get_attribute("datetime"))
+
+    # Then it reads in their zone, and the UTC time is its hover title
+    tokyo = moment.astimezone(timezone(timedelta(hours=9)))
+    assert started.inner_text() == tokyo.strftime("%Y-%m-%d %H:%M:%S GMT+9")
+    assert utc == moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    shot(page, "runs-tokyo")
+    context.close()
+
+
+def test_the_approvals_tab_shows_how_many_wait_for_a_decision(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    parked(stack, container, {"item": "count me"})
+    waiting = len(container.approvals.list(pending_only=True, limit=100))
+
+    page.goto(f"{console.url}/workflows")
+
+    badge = page.get_by_role("link", name="Approvals").locator(".badge")
+    assert badge.inner_text().split()[0] == str(waiting)
+
+
+# --- who the console acts as ------------------------------------------------------------------
+
+
+def test_the_start_up_link_signs_the_browser_in_and_leaves_no_token_in_the_address(
+    console: RunningConsole, fresh_page: Any
+):
+    # Given the link the console printed when it started
+    assert "?token=" in console.startup_url
+
+    # When the operator opens it
+    fresh_page.goto(console.startup_url)
+
+    # Then the browser lands on the runs, at an address without the token, signed in by an
+    # HttpOnly cookie, and the page says who is acting
+    assert fresh_page.url == f"{console.url}/runs"
+    [cookie] = fresh_page.context.cookies()
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert console.startup_url.partition("token=")[2] not in cookie["value"]
+    operator = fresh_page.locator(".top .operator").inner_text()
+    assert "acting as" in operator and "approver@example.com" in operator
+    fresh_page.get_by_role("link", name="Workflows").click()
+    assert fresh_page.url == f"{console.url}/workflows"
+    shot(fresh_page, "signed-in")
+
+
+def test_a_browser_without_the_start_up_link_is_told_how_to_get_in(
+    console: RunningConsole, fresh_page: Any
+):
+    fresh_page.goto(f"{console.url}/approvals")
+
+    assert fresh_page.locator("h1").inner_text() == "Open the console from its start-up link"
+    assert fresh_page.locator(".top nav").count() == 0
+    assert fresh_page.locator(".top .operator").count() == 0
+    shot(fresh_page, "signed-out")
+
+
+def test_a_second_local_process_without_the_token_can_neither_read_nor_decide(
+    stack: LocalStack, container: Container, console: RunningConsole
+):
+    # Given a run parked on an approval the console could decide
+    run_id = parked(stack, container, {"item": "another process"})
+    [approval] = container.approvals.list(run_id=run_id)
+    url = f"{console.url}/approvals/{approval.approval_id}"
+
+    # When another process on this machine reads its pages as a plain HTTP client
+    for path in ("/runs", f"/runs/{run_id}", "/approvals", f"/approvals/{approval.approval_id}"):
+        status, body = _get(console.url + path)
+        # Then it gets a refusal, and nothing of the stack: no run, no form, no CSRF token
+        assert status == 401, path
+        assert run_id not in body and approval.approval_id not in body
+        assert 'name="csrf"' not in body
+    assert _get(f"{console.url}/api/status?id={run_id}")[0] == 401
+
+    # And its POST with the console's own Origin, with or without a cookie it made up, decides
+    # nothing, as does a guessed start-up token
+    for cookie in ("", f"langorch_console_{console.url.rsplit(':', 1)[1]}=made.up"):
+        status, _ = _post(url, "decision=approved&csrf=x", origin=console.url, cookie=cookie)
+        assert status == 401
+    assert _get(f"{console.url}/?token=guess")[0] == 403
+    assert container.approvals.get(approval.approval_id).is_pending
+    assert not [e for e in container.approvals.audit(approval.approval_id) if e.action == "decide"]
+
+
+def test_a_forged_origin_without_a_session_is_refused(
+    stack: LocalStack, container: Container, console: RunningConsole
+):
+    # Given a run the console could cancel
+    run_id = parked(stack, container, {"item": "forged origin"})
+
+    # When a POST claims to come from the console's own page, with its Referer too, but carries
+    # no session the console issued
+    status, body = _post(
+        f"{console.url}/runs/{run_id}/cancel",
+        "reason=forged",
+        origin=console.url,
+        referer=f"{console.url}/runs/{run_id}",
+    )
+
+    # Then it is refused and the run still waits
+    assert status == 401 and "start-up link" in body
+    assert container.runs.get_run(run_id).status.value == "waiting_approval"
+
+
+def test_an_operator_the_approval_does_not_name_cannot_decide_it(
+    stack: LocalStack, container: Container, browser: Any
+):
+    # Given a console whose operator is known as someone the approval does not name
+    stranger = console_as(container, local_operator(address="stranger@example.com"))
+    run_id = parked(stack, container, {"item": "not yours"})
+    [approval] = container.approvals.list(run_id=run_id)
+    try:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.goto(stranger.startup_url)
+
+        # When they open the approval
+        page.goto(f"{stranger.url}/approvals/{approval.approval_id}")
+
+        # Then the page says why they cannot decide it and who can, and offers no buttons
+        refusal = page.locator("#not-yours").inner_text()
+        assert "stranger@example.com" in refusal and "approver@example.com" in refusal
+        assert page.get_by_role("button", name="Approve").count() == 0
+        shot(page, "not-yours")
+
+        # And a hand-made POST with their session, token and origin decides nothing
+        cookie, token = _session(stranger)
+        status, body = _post(
+            f"{stranger.url}/approvals/{approval.approval_id}",
+            f"csrf={token}&decision=approved&approver=approver%40example.com",
+            origin=stranger.url,
+            cookie=cookie,
+        )
+        assert status == 403 and "names approver@example.com" in body
+        context.close()
+    finally:
+        stranger.stop()
+    assert container.approvals.get(approval.approval_id).is_pending
+
+
+def test_the_admin_override_decides_on_an_approvers_behalf_and_is_audited(
+    stack: LocalStack, container: Container, browser: Any
+):
+    # Given a console started with the admin override by an operator no approval names
+    admin = console_as(container, local_operator(admin=True))
+    run_id = parked(stack, container, {"item": "on behalf"})
+    [approval] = container.approvals.list(run_id=run_id)
+    try:
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        page = context.new_page()
+        page.goto(admin.startup_url)
+        assert "admin override on" in page.locator(".top .operator").inner_text()
+
+        # When they approve on second@'s behalf
+        page.goto(f"{admin.url}/approvals/{approval.approval_id}")
+        page.get_by_label("On behalf of").select_option("second@example.com")
+        shot(page, "admin-override")
+        page.get_by_role("button", name="Approve").click()
+        assert "You approved this request" in page.locator(".notice").inner_text()
+        context.close()
+    finally:
+        admin.stop()
+
+    # Then the decision is second@'s, and the audit says who overrode, through which channel
+    decided = container.approvals.get(approval.approval_id)
+    assert decided.decided_by == "second@example.com"
+    assert admin.operator is not None
+    [override] = [
+        e for e in container.approvals.audit(approval.approval_id) if e.action == "override"
+    ]
+    assert (override.actor, override.channel, override.operator) == (
+        "second@example.com",
+        "console",
+        admin.operator.described,
+    )
+
+
+def test_a_run_cancelled_in_the_console_names_the_operator_and_the_console_on_its_timeline(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    run_id = parked(stack, container, {"item": "cancel me"})
+
+    page.goto(f"{console.url}/runs/{run_id}")
+    page.get_by_role("button", name="Cancel run").click()
+
+    assert "Run cancelled" in page.locator(".notice").inner_text()
+    [cancelled] = [e for e in container.runs.get_timeline(run_id) if e.type == "run_cancelled"]
+    assert console.operator is not None
+    assert cancelled.actor == f"console:{console.operator.principal}"
+
+
+def _get(url: str, *, cookie: str = "") -> tuple[int, str]:
+    """A GET as a plain HTTP client makes it (another local process, unless given a cookie)."""
+    request = urllib.request.Request(url, headers={"Cookie": cookie} if cookie else {})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - local console
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -339,10 +848,14 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def _post(url: str, body: str, *, origin: str, cookie: str = "") -> tuple[int, str]:
+def _post(
+    url: str, body: str, *, origin: str, cookie: str = "", referer: str = ""
+) -> tuple[int, str]:
     headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": origin}
     if cookie:
         headers["Cookie"] = cookie
+    if referer:
+        headers["Referer"] = referer
     request = urllib.request.Request(url, body.encode(), headers, method="POST")  # noqa: S310
     opener = urllib.request.build_opener(_NoRedirect)
     try:
@@ -352,13 +865,19 @@ def _post(url: str, body: str, *, origin: str, cookie: str = "") -> tuple[int, s
         return exc.code, exc.read().decode()
 
 
-def _session(url: str) -> tuple[str, str]:
-    """A session cookie and its CSRF token, as a page of the console hands them out."""
+def _session(console: RunningConsole) -> tuple[str, str]:
+    """A session cookie (for the start-up token) and its CSRF token, as the operator's browser
+    gets them."""
     import re
 
-    with urllib.request.urlopen(url + "/workflows/console_review", timeout=30) as answer:  # noqa: S310
-        cookie = answer.headers["Set-Cookie"].split(";")[0]
-        body = answer.read().decode()
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        opener.open(console.startup_url, timeout=30)
+        raise AssertionError("the start-up link did not redirect")
+    except urllib.error.HTTPError as exc:
+        assert exc.code == 303
+        cookie = exc.headers["Set-Cookie"].split(";")[0]
+    body = _get(console.url + "/workflows/console_review", cookie=cookie)[1]
     token = re.search(r'name="csrf" value="([^"]+)"', body)
     assert token is not None
     return cookie, token.group(1)
@@ -387,4 +906,5 @@ def test_langorch_dev_prints_the_console_beside_the_gateway(
     assert code == 0
     lines = [line.split() for line in out.splitlines()]
     assert [w[0] for w in lines if w and w[0] == "gateway"] == ["gateway"]
-    assert ["console", f"http://127.0.0.1:{port}"] in [w[:2] for w in lines]
+    [console] = [w[1] for w in lines if w and w[0] == "console"]
+    assert console.startswith(f"http://127.0.0.1:{port}/?token=")

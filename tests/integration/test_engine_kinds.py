@@ -145,6 +145,47 @@ workflows:
     assert result.outputs["order"] == {"status": 201, "body": {"id": "ord-1"}}
 
 
+def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
+    make_container: MakeContainer, server: str
+):
+    # Given an http step with one retry against a service that keeps answering 503
+    _Recorder.fail_first = 10
+    container = make_container()
+    register_text(
+        container,
+        f"""
+workflows:
+  - plan_id: refused
+    memory: false
+    inputs_schema: {{properties: {{sku: {{type: string}}}}}}
+    steps:
+      - step_id: order
+        kind: http
+        max_retries: 1
+        retry_backoff_seconds: 0
+        http:
+          method: POST
+          url: "{server}/orders?sku={{{{ sku }}}}"
+          body: {{sku: "{{{{ sku }}}}"}}
+          headers: {{Authorization: "Bearer not-kept-anywhere"}}
+""",
+    )
+
+    # When the run fails after both attempts
+    result = run_to_end(container, "refused", {"sku": "A-1"})
+
+    # Then each attempt's timeline event says what it sent (and no header)
+    assert result.status == "failed"
+    tried = [
+        e.detail.get("request")
+        for e in container.runs.get_timeline(result.run_id)
+        if e.type in ("step_retried", "step_failed")
+    ]
+    sent = {"method": "POST", "url": f"{server}/orders?sku=A-1", "body": {"sku": "A-1"}}
+    assert tried == [sent, sent]
+    assert "not-kept-anywhere" not in str(container.runs.get_timeline(result.run_id))
+
+
 def test_an_oversized_http_response_is_not_asked_for_again(
     make_container: MakeContainer, server: str
 ):

@@ -110,7 +110,7 @@ def test_a_full_policy_validates() -> None:
         ),
         ({"business_hours": {"start": "18:00"}}, "steps[0].approval.business_hours.end", "after"),
         (
-            {"quorum": "all", "editable_keys": ["x"]},
+            {"quorum": "all", "editable_keys": ["x"], "editable_types": {"x": "text"}},
             "steps[0].approval.editable_keys",
             "quorum: any",
         ),

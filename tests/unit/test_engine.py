@@ -213,6 +213,34 @@ def test_lunch_order_asks_for_a_preference_once_then_runs_automatically(
     assert len(container.memory.get_history("u1", "lunch_order")) == 2
 
 
+def test_a_field_the_approver_fills_in_starts_as_its_declared_type(
+    make_container: MakeContainer,
+):
+    # Given the lunch-order example: nothing provides restaurant and items_to_order before its
+    # approval, which declares them text and a list
+    from langorch.domain.approvals.edits import parse_edits
+
+    container = make_container(script=str(_example_script("lunch_order")))
+    register_example(container, "lunch_order")
+    asked: list[dict[str, Any]] = []
+
+    def fill_in(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"decision": "rejected", "approver": "me@example.com"}
+
+    # When the approver is asked
+    run_to_end(container, "lunch_order", {"delivery_address": "1 Main St"}, on_approval=fill_in)
+
+    # Then the fields start empty of their types, and the list's lines read back as a list
+    editable = asked[0]["editable"]
+    assert editable == {"restaurant": "", "items_to_order": []}
+    typed = {"edit.items_to_order": "Burrito Bowl\r\nChips", "edit.restaurant": "Chipotle"}
+    assert parse_edits(editable, typed) == {
+        "restaurant": "Chipotle",
+        "items_to_order": ["Burrito Bowl", "Chips"],
+    }
+
+
 def _example_script(name: str) -> Any:
     from tests.integration.conftest import EXAMPLES
 

@@ -342,14 +342,18 @@ def test_the_console_answers_a_refusal_it_has_no_row_for_as_refused() -> None:
     # Given the console and a runs filter it does not know (a FilterError, no row of its own)
     from langorch.console.app import ConsoleApp
     from langorch.console.http import Request, Sessions
+    from langorch.console.operator import Operator
 
     class Stack:
         def clock(self) -> datetime:
             return datetime(2026, 1, 1, tzinfo=UTC)
 
-    console = ConsoleApp(Stack(), "the test stack", frozenset(), Sessions(b"k" * 32))
-    # When the runs page is asked for with it
-    response = console.handle(Request("GET", "/runs", {"status": ["bogus"]}, {}))
+    sessions = Sessions(b"k" * 32, token="start-up-token")
+    operator = Operator("ana", "OS user", "ana@example.com")
+    console = ConsoleApp(Stack(), "the test stack", frozenset(), operator, sessions)
+    # When the runs page is asked for with it, by the signed-in operator
+    signed_in = sessions.open("start-up-token") or ""
+    response = console.handle(Request("GET", "/runs", {"status": ["bogus"]}, {}, session=signed_in))
     # Then the answer is the table's refusal, with the operator's message
     assert response.status == REFUSED.status
     assert b"Cannot do that" in response.body and b"choose one of" in response.body

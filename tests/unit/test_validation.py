@@ -517,7 +517,7 @@ def test_output_of_a_parallel_step_is_not_an_available_input() -> None:
             {
                 "step_id": "p",
                 "kind": "approval",
-                "approval": {"editable_keys": ["fact"]},
+                "approval": {"editable_keys": ["fact"], "editable_types": {"fact": "text"}},
                 "branches": {"approved": "r", "rejected": "r"},
             },
             {"step_id": "r", "block_id": "consumer", "depends_on": ["p"]},
@@ -1194,3 +1194,99 @@ def test_join_all_on_a_review_loop_back_edge_is_reported() -> None:
     problem = only(problems_of(data))
     assert problem.path == "steps[1].join"
     assert "never runs the first time" in problem.message
+
+
+# --- editable keys and decision labels (issue 26 item 12) -----------------------------------
+
+
+def review(**approval: Any) -> dict[str, Any]:
+    return {
+        "step_id": "review",
+        "kind": "approval",
+        "depends_on": ["a"],
+        "approval": {"title": "ok?", **approval},
+        "branches": {"approved": "z", "rejected": "z", "timed_out": "z"},
+    }
+
+
+def test_a_typo_in_editable_keys_is_an_error_with_its_path_and_the_likely_name() -> None:
+    data = minimal(s("a"), review(editable_keys=["amount", "amuont"]), s("z"))
+
+    problem = only(problems_of(data))
+
+    assert problem.path == "steps[1].approval.editable_keys[1]"
+    assert "'amuont' is provided by no input or earlier step" in problem.message
+    assert "did you mean 'amount'?" in problem.hint and "editable_types" in problem.hint
+
+
+def test_an_editable_key_the_approver_fills_in_declares_its_type() -> None:
+    data = minimal(
+        s("a"),
+        review(editable_keys=["items_to_order"], editable_types={"items_to_order": "list"}),
+        s("z"),
+    )
+
+    assert problems_of(data) == []
+
+
+def test_a_declared_type_of_a_key_that_is_not_editable_is_an_error() -> None:
+    data = minimal(s("a"), review(editable_keys=["amount"], editable_types={"amonut": "list"}))
+    data["steps"].append(s("z"))
+
+    problem = only(problems_of(data))
+
+    assert problem.path == "steps[1].approval.editable_types.amonut"
+    assert "did you mean 'amount'?" in problem.hint
+
+
+def decision(condition: str, **branches: str) -> dict[str, Any]:
+    return {
+        "step_id": "route",
+        "kind": "decision",
+        "depends_on": ["a"],
+        "condition": condition,
+        "branches": branches,
+    }
+
+
+@pytest.mark.parametrize(
+    ("condition", "label"),
+    [
+        ("{{ 'urgent' if amount > 100 else 'normla' }}", "normla"),
+        ("'urgent' if amount > 100", "None"),
+        ("{{ 'urgent' if amount > 100 else ('normal' if amount else 'zero') }}", "zero"),
+    ],
+)
+def test_a_condition_that_can_choose_a_label_without_a_branch_is_an_error(
+    condition: str, label: str
+) -> None:
+    data = minimal(s("a"), decision(condition, urgent="z", normal="z"), s("z"))
+
+    problem = only(problems_of(data))
+
+    assert problem.path == "steps[1].condition"
+    assert f"can choose {label!r}" in problem.message
+
+
+@pytest.mark.parametrize(
+    "condition",
+    [
+        "{{ 'urgent' if amount > 100 else 'normal' }}",
+        "{{ text }}",  # known only at run time: checked then
+        "{{ 'urgent' if amount > 100 else text }}",
+    ],
+)
+def test_a_condition_whose_labels_all_have_branches_or_are_known_only_at_run_time_is_valid(
+    condition: str,
+) -> None:
+    data = minimal(s("a"), decision(condition, urgent="z", normal="z"), s("z"))
+
+    assert problems_of(data) == []
+
+
+def test_a_comparison_condition_needs_both_of_its_labels() -> None:
+    data = minimal(s("a"), decision("amount > 100", yes="z"), s("z"))
+
+    problem = only(problems_of(data))
+
+    assert "can choose 'no'" not in problem.message and "'False'" in problem.message

@@ -200,6 +200,7 @@ _DETAIL = (
     "resource",
     "position",
     "lease",
+    "request",
 )
 """What of an engine event the timeline keeps in ``detail``."""
 

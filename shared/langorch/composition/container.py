@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from langorch.adapters.scheduler import ApprovalTimerSchedules, Schedules
     from langorch.adapters.secrets import Secrets
     from langorch.adapters.stepfunctions import StepFunctions
+    from langorch.adapters.sts import CallerIdentity
     from langorch.app.memory import MemoryManager
     from langorch.app.ports import EmailSender, ToolConnector
     from langorch.engine.compiler import GraphCompiler
@@ -303,6 +304,13 @@ class Container:
         from langorch.adapters.logs import CloudWatchLogs
 
         return CloudWatchLogs(self.client("logs"))
+
+    @cached_property
+    def caller(self) -> CallerIdentity:
+        """Whose AWS credentials this container uses (the console's operator on a stack)."""
+        from langorch.adapters.sts import CallerIdentity
+
+        return CallerIdentity(self.client("sts"))
 
     @cached_property
     def compiler(self) -> GraphCompiler:

@@ -1,15 +1,20 @@
-"""What the console's buttons do, through the same use-cases as every other entry point.
+"""What the console's buttons do, through the same use-cases as every other entry point, in the
+name of the console's operator (:mod:`.operator`): timeline events name them and the channel
+(``console:ana``), approval audit lines carry the channel ``console`` and the operator.
 
 - Cancel: :func:`langorch.app.runs.cancel_run`.
 - Start a run: :func:`langorch.app.runs.launch_run` (trigger ``manual``).
-- Decide an approval: the approval page's own decide-once use-case
+- Decide an approval: as the operator, and only where the approval names them (compared
+  canonically); on another approver's behalf only with the admin override, which is audited.
+  Through the approval page's own decide-once use-case
   (:func:`~langorch.app.approvals.decisions.view_approval` then
-  :func:`~langorch.app.approvals.decisions.decide_approval`). The console signs the approver's link
-  itself, server-side, with the link-signing key from Secrets Manager — which the operator's
-  IAM permissions may or may not allow: IAM decides. The link, its signature and the page's
-  view token never leave this process; the browser only sends the decision, the comment, the
-  edits and its CSRF token. The form dwell that stops mail scanners is not applied here (an
-  operator's console is no mail scanner, and its forms are CSRF-protected).
+  :func:`~langorch.app.approvals.decisions.decide_approval`), so separation of duties,
+  delegation and quorums hold here as on the emailed page. The console signs the operator's
+  link itself, server-side, with the link-signing key from Secrets Manager — which the
+  operator's IAM permissions may or may not allow: IAM decides. The link, its signature and the
+  page's view token never leave this process; the browser only sends the decision, the
+  comment, the edits and its CSRF token. The form dwell that stops mail scanners is not applied
+  here (an operator's console is no mail scanner, and its forms are CSRF-protected).
 
 - Redrive and fork an ended run: :func:`langorch.app.recovery.redrive.redrive` and
   :func:`langorch.app.recovery.forks.fork`, as ``langorch runs redrive | fork`` call them.
@@ -23,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from langorch.console.http import Request
+from langorch.console.operator import CHANNEL, Operator, OperatorError
 from langorch.console.redact import shown
 from langorch.domain.approvals.edits import (
     EDIT_PREFIX,
@@ -41,7 +47,6 @@ from langorch.domain.approvals.record import (
 from langorch.domain.errors import LangorchError
 from langorch.web.look import human_label
 
-ACTOR = "console"
 USER_AGENT = "langorch console"
 
 _HINTS = {EditKind.lines: "one per line", EditKind.json: "JSON", EditKind.number: "a number"}
@@ -51,16 +56,20 @@ class ConsoleActionError(LangorchError):
     """A console action that cannot be done as asked (the message says why and what to do)."""
 
 
-def cancel(container: Any, run_id: str, reason: str) -> str:
+class NotYoursToDecideError(OperatorError):
+    """The operator is not among the approval's approvers (and no admin override is on)."""
+
+
+def cancel(container: Any, operator: Operator, run_id: str, reason: str) -> str:
     """Cancel a run (its execution stopped, a pending approval closed); returns its id."""
     from langorch.app.runs import cancel_run
 
     text = (reason or "").strip()[:500] or "cancelled from the console"
-    run, _ = cancel_run(run_id, container, actor=ACTOR, reason=text)
+    run, _ = cancel_run(run_id, container, actor=operator.actor, reason=text)
     return str(run.run_id)
 
 
-def start(container: Any, workflow_id: str, request: Request) -> str:
+def start(container: Any, operator: Operator, workflow_id: str, request: Request) -> str:
     """Start a run from the workflow page's form; returns the run id.
 
     Raises:
@@ -81,7 +90,7 @@ def start(container: Any, workflow_id: str, request: Request) -> str:
         raise NotFoundError(f"workflow {workflow_id} does not exist")
     data = start_input(input_fields(plan), request.form)
     run, _ = launch_run(
-        StartRun(workflow_id, input=data, trigger="manual", trigger_detail={"by": ACTOR}),
+        StartRun(workflow_id, input=data, trigger="manual", trigger_detail={"by": operator.actor}),
         container,
     )
     return str(run.run_id)
@@ -141,8 +150,14 @@ class Decision:
     status: int | None = None
 
 
-def decide(container: Any, approval_id: str, request: Request) -> Decision:
-    """Decide an approval as one of its approvers, through the decide-once use-case."""
+def decide(container: Any, operator: Operator, approval_id: str, request: Request) -> Decision:
+    """Decide an approval as the operator, through the decide-once use-case.
+
+    Raises:
+        NotYoursToDecideError: the approval does not name the operator (and no admin override),
+            or the override names someone the approval does not.
+        ConsoleActionError: the use-case's refusals (separation of duties, expired, ended…).
+    """
     from langorch.app.approvals.decisions import (
         DecideApproval,
         ViewApproval,
@@ -150,6 +165,7 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
         decide_approval,
         view_approval,
     )
+    from langorch.app.approvals.driver import audit
     from langorch.app.approvals.keys import load_signing_keys
     from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, Shown
     from langorch.domain.approvals.record import sign_link
@@ -160,10 +176,34 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
         from langorch.domain.errors import NotFoundError
 
         raise NotFoundError(f"approval {approval_id} does not exist")
-    approver = request.field("approver")
-    if approver not in approval.approvers:
-        raise ConsoleActionError(
-            f"approver: choose one of this approval's approvers ({', '.join(approval.approvers)})"
+    allowed = operator.may_decide_for(approval)
+    if not allowed:
+        raise NotYoursToDecideError(why_not(operator, approval))
+    # The operator's own address; the browser names an approver only under the admin override.
+    approver = request.field("approver", allowed[0]) if operator.admin else allowed[0]
+    if approver not in allowed:
+        raise NotYoursToDecideError(
+            f"on behalf of: choose one of this approval's approvers ({', '.join(allowed)})"
+        )
+
+    def seen(method: str) -> Visitor:
+        return Visitor(
+            method,
+            source_ip="127.0.0.1",
+            user_agent=USER_AGENT,
+            channel=CHANNEL,
+            operator=operator.described,
+        )
+
+    if approver != operator.approver_in(approval):
+        audit(
+            container.approvals,
+            approval_id,
+            "override",
+            "admin_on_behalf",
+            at=container.clock(),
+            actor=approver,
+            visitor=seen("POST"),
         )
     ports = _console_ports(container)
     keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
@@ -175,10 +215,6 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
         keys.current_key,
         generation=approval.link_generation,
     )
-
-    def seen(method: str) -> Visitor:
-        return Visitor(method, source_ip="127.0.0.1", user_agent=USER_AGENT)
-
     # The form decides; the page view before it is the one the decide-once use-case expects.
     try:
         view = view_approval(ViewApproval(approval_id, link, seen("GET")), ports)
@@ -205,6 +241,26 @@ def decide(container: Any, approval_id: str, request: Request) -> Decision:
     return Decision(again=sentence_of(outcome.error), values=kept, status=outcome_status(outcome))
 
 
+def why_not(operator: Operator, approval: Approval) -> str:
+    """Why the operator cannot decide ``approval`` here, and who can, and how."""
+    names = ", ".join(approval.named()) or "nobody"
+    if operator.address is None:
+        known = (
+            "restart the console with --email YOUR_ADDRESS"
+            if operator.source == "OS user"
+            else "use credentials whose session name is your address"
+        )
+        who = f"You are {operator.described}, and the console knows no address of yours"
+    else:
+        known = ""
+        who = f"You are {operator.described}, known as {operator.address}"
+    how = f"; if you are one of them, {known}" if known else ""
+    return (
+        f"{who}: this approval names {names}. They decide it, from their emailed link{how}. "
+        "An admin can decide on an approver's behalf with `langorch console --admin` (audited)."
+    )
+
+
 def _console_ports(container: Any) -> Any:
     """The container with the form dwell off (see the module docstring)."""
     from langorch.composition.container import Container
@@ -216,7 +272,7 @@ def _console_ports(container: Any) -> Any:
 
 
 def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[str, Any]:
-    """The console's decision form: context shown, typed edit fields, approvers to act as."""
+    """The console's decision form: context shown and typed edit fields."""
     typed = values or {}
     editable = []
     for key, value in list(approval.editable.items())[:50]:
@@ -248,7 +304,7 @@ def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[
     }
 
 
-def redrive(container: Any, run_id: str, from_step: str, reason: str) -> str:
+def redrive(container: Any, operator: Operator, run_id: str, from_step: str, reason: str) -> str:
     """Redrive a run (from a step, or from its last good checkpoint); returns its id.
 
     Raises:
@@ -261,7 +317,7 @@ def redrive(container: Any, run_id: str, from_step: str, reason: str) -> str:
         run_id,
         from_step=from_step.strip() or None,
         reason=(reason or "").strip()[:500] or "redriven from the console",
-        actor=ACTOR,
+        actor=operator.actor,
     )
     return str(done.run_id)
 
@@ -292,7 +348,9 @@ def fork_edits(text: str) -> dict[str, Any]:
     return edits
 
 
-def fork(container: Any, run_id: str, at_step: str, edits: str, reason: str) -> str:
+def fork(
+    container: Any, operator: Operator, run_id: str, at_step: str, edits: str, reason: str
+) -> str:
     """Start a new run from ``run_id``'s checkpoint before ``at_step``, with edited state.
 
     Returns:
@@ -312,6 +370,6 @@ def fork(container: Any, run_id: str, at_step: str, edits: str, reason: str) -> 
         at_step=at_step.strip(),
         edits=fork_edits(edits),
         reason=(reason or "").strip()[:500] or "forked from the console",
-        actor=ACTOR,
+        actor=operator.actor,
     )
     return str(done.run_id)

@@ -4,7 +4,10 @@ Pages read through the same adapters the CLI uses
 (:class:`~langorch.composition.container.Container`) with the operator's credentials, so IAM decides
 what the console may see and do. Actions go through the same use-cases as everything else:
 ``cancel_run``, ``launch_run`` and the approval page's ``view_approval``/``decide_approval``
-(:mod:`.actions`).
+(:mod:`.actions`), in the name of the console's one :class:`~.operator.Operator`.
+
+Nothing but the package's static files is answered without a session, and a session is opened
+only by the start-up token (:mod:`.http`).
 """
 
 from __future__ import annotations
@@ -16,24 +19,33 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from importlib.resources import files
 from typing import Any
+from urllib.parse import urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
 
 from langorch.console import actions, listing
 from langorch.console.http import (
     CSRF_FIELD,
     SECURITY_HEADERS,
+    SESSION_COOKIE,
+    TOKEN_PARAM,
     CsrfError,
     Request,
     Response,
     Sessions,
+    session_cookie,
 )
+from langorch.console.operator import Operator, OperatorError
 from langorch.console.runview import build_run_view
 from langorch.domain.errors import LangorchError, NotFoundError
 from langorch.web.errors import REFUSED, answer_for
 from langorch.web.look import human_label, stylesheet
 
 Route = Callable[[Request, re.Match[str]], Response]
+
+MAX_BADGE = 100
+"""Pending approvals counted for the badge (more reads "100+")."""
 
 STATIC_TYPES = {
     ".css": "text/css; charset=utf-8",
@@ -49,16 +61,26 @@ class ConsoleApp:
         container: the stack's composition root (stores, executions, secrets, clock).
         target: how the stack is named on every page ("the local stack", "stack prod").
         origins: the console's own origins (``http://127.0.0.1:PORT``), for the CSRF check.
-        sessions: session ids and CSRF tokens (default: a fresh key for this process).
+        operator: who the console acts for (every action is done and audited in their name).
+        sessions: the start-up token, sessions and CSRF tokens (default: fresh for this process).
+        cookie: the session cookie's name (one per port: cookies are shared by a host's ports).
     """
 
     def __init__(
-        self, container: Any, target: str, origins: frozenset[str], sessions: Sessions | None = None
+        self,
+        container: Any,
+        target: str,
+        origins: frozenset[str],
+        operator: Operator,
+        sessions: Sessions | None = None,
+        cookie: str = SESSION_COOKIE,
     ) -> None:
         self.container = container
         self.target = target
         self.origins = origins
+        self.operator = operator
         self.sessions = sessions or Sessions()
+        self.cookie = cookie
         self._routes: list[tuple[str, re.Pattern[str], Route]] = [
             ("GET", re.compile(r"/"), lambda r, m: Response.redirect("/runs")),
             ("GET", re.compile(r"/runs"), self.runs),
@@ -67,6 +89,7 @@ class ConsoleApp:
             ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
             ("POST", re.compile(r"/runs/([^/]+)/fork"), self.fork),
             ("GET", re.compile(r"/api/status"), self.status),
+            ("GET", re.compile(r"/api/runs"), self.newer),
             ("GET", re.compile(r"/approvals"), self.approvals),
             ("GET", re.compile(r"/approvals/([^/]+)"), self.approval),
             ("POST", re.compile(r"/approvals/([^/]+)"), self.decide),
@@ -81,7 +104,51 @@ class ConsoleApp:
     # ---------------------------------------------------------------------------------------
 
     def handle(self, request: Request) -> Response:
-        """Route one request; named errors become pages, CSRF failures a 403."""
+        """Route one request of a session; the start-up token opens one, and without one only
+        static files are served. Named errors become pages, CSRF failures a 403."""
+        if not request.path.startswith("/static/"):
+            if TOKEN_PARAM in request.query:
+                return self.sign_in(request)
+            if not self.sessions.valid(request.session):
+                return self.signed_out(request)
+        return self.route(request)
+
+    def sign_in(self, request: Request) -> Response:
+        """The start-up URL: a session cookie for its token, and the same page without it."""
+        session = self.sessions.open(request.arg(TOKEN_PARAM)) if request.method == "GET" else None
+        if session is None:
+            return self.page(
+                "error.html",
+                request,
+                status=403,
+                signed_out=True,
+                heading="Not this console's link",
+                message="This link's token does not open this console. Use the URL the console "
+                "printed when it started (a restarted console prints a new one).",
+            )
+        rest = [(k, v) for k, values in request.query.items() if k != TOKEN_PARAM for v in values]
+        location = request.path + (f"?{urlencode(rest)}" if rest else "")
+        response = Response.redirect(location)
+        response.headers["Set-Cookie"] = session_cookie(session, self.cookie)
+        return response
+
+    def signed_out(self, request: Request) -> Response:
+        """A request without a session of this console: refused, with how to get one."""
+        if request.path.startswith("/api/"):
+            return Response(401, b'{"error": "no console session"}', "application/json")
+        return self.page(
+            "error.html",
+            request,
+            status=401,
+            signed_out=True,
+            heading="Open the console from its start-up link",
+            message="This console answers only the browser that opened the link it printed "
+            "when it started (the link carries a token; after it, a cookie keeps you signed "
+            "in). Open that link again, or restart the console for a new one.",
+        )
+
+    def route(self, request: Request) -> Response:
+        """Route one request (its session checked); named errors become pages."""
         allowed: list[str] = []
         for method, pattern, route in self._routes:
             match = pattern.fullmatch(request.path)
@@ -94,7 +161,7 @@ class ConsoleApp:
                 if method == "POST":
                     self.sessions.check(request, self.origins)
                 return route(request, match)
-            except CsrfError as exc:
+            except (CsrfError, OperatorError) as exc:
                 return self.page(
                     "error.html", request, status=403, heading="Refused", message=str(exc)
                 )
@@ -132,6 +199,8 @@ class ConsoleApp:
         env.filters["when"] = _when
         env.filters["ago"] = _ago
         env.filters["seconds"] = _seconds
+        env.filters["snippet"] = listing.error_snippet
+        env.filters["cursor"] = listing.format_cursor
         env.globals["nav"] = [
             ("/runs", "Runs"),
             ("/approvals", "Approvals"),
@@ -140,18 +209,35 @@ class ConsoleApp:
         return env
 
     def page(
-        self, template: str, request: Request, *, status: int = 200, **values: Any
+        self,
+        template: str,
+        request: Request,
+        *,
+        status: int = 200,
+        signed_out: bool = False,
+        **values: Any,
     ) -> Response:
-        """A rendered page with the session's CSRF token for its forms."""
+        """A rendered page with the session's CSRF token for its forms and who is acting.
+
+        ``signed_out``: a page for a request without a session, which shows nothing of the
+        stack (no operator, no counts, no links into it).
+        """
         body = self.env.get_template(template).render(
             target=self.target,
             path=request.path,
             csrf_field=CSRF_FIELD,
             csrf=self.sessions.token(request.session) if request.session else "",
             now=self.container.clock(),
+            signed_out=signed_out,
+            operator=None if signed_out else self.operator,
+            waiting=0 if signed_out else self.pending_count(),
             **values,
         )
         return Response(status, body.encode("utf-8"))
+
+    def pending_count(self) -> int:
+        """Approvals waiting for a decision (the badge on Approvals), up to a page of them."""
+        return len(self.container.approvals.list(pending_only=True, limit=MAX_BADGE))
 
     # ---------------------------------------------------------------------------------------
     # Runs
@@ -189,24 +275,40 @@ class ConsoleApp:
         )
 
     def cancel(self, request: Request, match: re.Match[str]) -> Response:
-        run_id = actions.cancel(self.container, match.group(1), request.field("reason"))
+        run_id = actions.cancel(
+            self.container, self.operator, match.group(1), request.field("reason")
+        )
         return Response.redirect(f"/runs/{_quote(run_id)}?done=cancelled")
 
     def redrive(self, request: Request, match: re.Match[str]) -> Response:
         run_id = actions.redrive(
-            self.container, match.group(1), request.field("from_step"), request.field("reason")
+            self.container,
+            self.operator,
+            match.group(1),
+            request.field("from_step"),
+            request.field("reason"),
         )
         return Response.redirect(f"/runs/{_quote(run_id)}?done=redriven")
 
     def fork(self, request: Request, match: re.Match[str]) -> Response:
         forked = actions.fork(
             self.container,
+            self.operator,
             match.group(1),
             request.field("at_step"),
             request.field("edits"),
             request.field("reason"),
         )
         return Response.redirect(f"/runs/{_quote(forked)}?done=forked")
+
+    def newer(self, request: Request, _: re.Match[str]) -> Response:
+        """Runs started since the runs page was shown (its live rows, polled)."""
+        try:
+            runs, complete = listing.newer_runs(self.container, request)
+        except listing.FilterError as exc:
+            return Response(400, json.dumps({"error": str(exc)}).encode(), "application/json")
+        body = {"runs": [listing.run_row(r) for r in runs], "complete": complete}
+        return Response(200, json.dumps(body).encode(), "application/json")
 
     def status(self, request: Request, _: re.Match[str]) -> Response:
         """``{run_id: status}`` for the runs a page shows (its live status, polled)."""
@@ -233,19 +335,23 @@ class ConsoleApp:
         if approval is None:
             raise NotFoundError(f"approval {match.group(1)} does not exist")
         form = actions.approval_form(approval, again.pop("values", None))
+        deciders = self.operator.may_decide_for(approval)
         return self.page(
             "approval.html",
             request,
             status=again.pop("status", 200),
             approval=approval,
             form=form,
+            deciders=deciders,
+            own=self.operator.approver_in(approval),
+            why_not="" if deciders else actions.why_not(self.operator, approval),
             audit=self.container.approvals.audit(approval.approval_id),
             error=again.pop("error", None),
             message=request.arg("done"),
         )
 
     def decide(self, request: Request, match: re.Match[str]) -> Response:
-        outcome = actions.decide(self.container, match.group(1), request)
+        outcome = actions.decide(self.container, self.operator, match.group(1), request)
         if outcome.again is not None:
             return self.approval(
                 request, match, status=outcome.status, error=outcome.again, values=outcome.values
@@ -265,7 +371,7 @@ class ConsoleApp:
         return self.page("workflow.html", request, **view)
 
     def start(self, request: Request, match: re.Match[str]) -> Response:
-        run_id = actions.start(self.container, match.group(1), request)
+        run_id = actions.start(self.container, self.operator, match.group(1), request)
         return Response.redirect(f"/runs/{_quote(run_id)}?done=started")
 
     # ---------------------------------------------------------------------------------------
@@ -300,10 +406,14 @@ def _quote(value: str) -> str:
     return quote(value, safe="")
 
 
-def _when(moment: datetime | None) -> str:
+def _when(moment: datetime | None) -> Markup:
+    """A moment as a ``<time>``: UTC as served (and on hover); the page shows it in the
+    viewer's zone (``console.js``)."""
     if moment is None:
-        return "—"
-    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return Markup("—")
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(utc.isoformat(), text, text)
 
 
 def _ago(moment: datetime | None, now: datetime | None = None) -> str:

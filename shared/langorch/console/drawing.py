@@ -1,18 +1,26 @@
 """Pictures of a run as inline SVG: the workflow graph and the timeline bars.
 
-The graph is laid out in layers (a longest-path layering of the plan's forward edges, back
-edges of review loops and loops drawn around the side), coloured by each step's state and
-by the path the run took. It is built as text with every label escaped by MarkupSafe, not
-with a template: a 400-step graph is thousands of elements and must render in well under a
-second (PERFORMANCE.md P9). No layout library is pulled in for it: the ones that exist
-(Graphviz, ELK) need a native binary or a JavaScript runtime, and the console must work
-offline from the Python package alone.
+The graph is laid out in layers, as Sugiyama's method does: a longest-path layering of the
+plan's forward edges; an edge that spans several layers gets a slot (a "dummy") in every layer it
+crosses, so it is routed *between* the steps of those layers, never through one; the steps and
+slots of each layer are ordered by the barycentre of their neighbours (fewer crossings) and
+placed near them. Every stretch of an edge then lies in the empty band between two layers or in
+its own slot, so no edge is drawn through a step's box and no label sits under one (issue 26:
+the ``normal`` branch ran behind the ``review`` step). Edges back to an earlier layer (review
+loops, loop back-edges, error routes back) leave downward, run up a lane right of everything and
+come in from above; edges that skip very many layers run down a lane on the left the same way.
+
+It is built as text with every label escaped by MarkupSafe, not with a template: a 400-step
+graph is thousands of elements and must render in well under a second (PERFORMANCE.md P9). No
+layout library is pulled in for it: the ones that exist (Graphviz, ELK) need a native binary or
+a JavaScript runtime, and the console must work offline from the Python package alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import pairwise
 
 from markupsafe import Markup, escape
 
@@ -21,9 +29,20 @@ from langorch.domain.plan.graph import StepGraph
 NODE_W = 176
 NODE_H = 44
 GAP_X = 28
-GAP_Y = 40
+GAP_Y = 48
 MARGIN = 24
+SLOT_W = 14
+"""The width an edge takes in a layer it crosses."""
+LANE_W = 14
+"""The distance between two lanes (of edges back to an earlier layer, or far down)."""
+MAX_SLOTS = 6
+"""Layers an edge crosses in slots; one that crosses more runs down a lane left of everything
+(a 400-step plan whose steps each join an early step would otherwise take ~10^5 slots)."""
+PORT_GAP = 22
+"""The distance between the ends of edges that leave or enter one side of a step."""
 MAX_LABEL = 22
+SWEEPS = 4
+"""Ordering passes (down and up): enough for the plans people write; each is linear."""
 
 STATES = ("succeeded", "failed", "running", "waiting", "skipped", "pending")
 """A step's state as drawn (``pending``: not reached)."""
@@ -32,23 +51,133 @@ _DRAWN_EDGES = frozenset(
     {"next", "branch", "loop_body", "loop_back", "loop_done", "on_error", "on_max_iterations"}
 )
 
+Point = tuple[int, int]
+
 
 @dataclass(frozen=True)
 class Placed:
-    """Where a step is drawn."""
+    """Where a step is drawn (its box's top-left corner)."""
 
     step_id: str
     x: int
     y: int
 
 
+@dataclass(frozen=True)
+class Route:
+    """How one edge (or several branches to one step, merged) is drawn.
+
+    ``points`` run from the source's box to the target's; a forward edge alternates band
+    crossings (drawn as curves) and slot crossings (straight down), a back edge is a polyline
+    through the bands and its lane.
+    """
+
+    source: str
+    target: str
+    kind: str
+    label: str | None
+    back: bool
+    points: tuple[Point, ...]
+    lane: bool = False
+    """Drawn as straight lines through the bands and a lane (back edges, far jumps)."""
+
+
+@dataclass
+class Layout:
+    """The placed steps, the routed edges and the picture's size."""
+
+    nodes: dict[str, Placed]
+    routes: list[Route]
+    width: int
+    height: int
+
+
+@dataclass
+class _Item:
+    """A step or an edge's slot in one layer, while laying out."""
+
+    key: str
+    layer: int
+    width: int
+    up: list[str] = field(default_factory=list)
+    down: list[str] = field(default_factory=list)
+    x: float = 0.0
+    """Centre."""
+
+
 def layout(graph: StepGraph) -> dict[str, Placed]:
-    """Each step's top-left corner: layers top to bottom, plan order left to right."""
+    """Each step's top-left corner: layers top to bottom, ordered to keep edges apart."""
+    return arrange(graph).nodes
+
+
+def arrange(graph: StepGraph) -> Layout:
+    """Lay the graph out: steps placed, and every drawn edge routed around the steps."""
     order = {step_id: i for i, step_id in enumerate(graph.steps)}
-    out: dict[str, list[str]] = {s: [] for s in graph.steps}
+    edges = _drawn(graph)
+    layer = _layers(graph, edges, order)
+    items: dict[str, _Item] = {
+        s: _Item(s, layer[s], NODE_W, x=float(order[s])) for s in graph.steps
+    }
+    chains: dict[tuple[str, str, str], list[str]] = {}
+    far = []
+    for source, target, kind in edges:
+        if layer[target] <= layer[source]:
+            continue  # drawn around the right side
+        if layer[target] - layer[source] - 1 > MAX_SLOTS:
+            far.append((source, target, kind))
+            continue  # drawn down the left side
+        chain = [source]
+        for depth in range(layer[source] + 1, layer[target]):
+            slot = f"\0{source}\0{target}\0{kind}\0{depth}"
+            items[slot] = _Item(slot, depth, SLOT_W, x=float(order[source]))
+            chain.append(slot)
+        chain.append(target)
+        for upper, lower in pairwise(chain):
+            items[upper].down.append(lower)
+            items[lower].up.append(upper)
+        chains[source, target, kind] = chain
+    rows = _ordered(items)
+    _place(rows, items)
+    lanes_left = _lanes(far, layer)
+    left = min((i.x - i.width / 2 for i in items.values()), default=0.0)
+    gutter = (max(lanes_left.values()) + 1) * LANE_W + GAP_X if lanes_left else 0
+    shift = MARGIN + gutter - left
+    for item in items.values():
+        item.x += shift
+    right = max((i.x + i.width / 2 for i in items.values()), default=0.0)
+    nodes = {s: Placed(s, round(items[s].x - NODE_W / 2), _top(layer[s])) for s in graph.steps}
+    routes = _forward_routes(edges, chains, items, layer)
+    backs = [(s, t, k) for (s, t, k) in edges if layer[t] <= layer[s]]
+    routes += _back_routes(backs, edges, nodes, round(right))
+    routes += _far_routes(far, edges, nodes, lanes_left)
+    depth = max(layer.values(), default=0)
+    lanes = len(backs) * LANE_W + (GAP_X if backs else 0)
+    return Layout(nodes, routes, round(right) + lanes + MARGIN, _top(depth) + NODE_H + MARGIN)
+
+
+def _top(depth: int) -> int:
+    return MARGIN + depth * (NODE_H + GAP_Y)
+
+
+def _drawn(graph: StepGraph) -> dict[tuple[str, str, str], list[str]]:
+    """The drawn edges, branches to one step merged (``rejected / timed_out``): their labels."""
+    merged: dict[tuple[str, str, str], list[str]] = {}
     for edge in graph.edges:
-        if edge.kind in _DRAWN_EDGES and edge.kind != "loop_back":
-            out[edge.source].append(edge.target)
+        if edge.kind in _DRAWN_EDGES:
+            labels = merged.setdefault((edge.source, edge.target, edge.kind), [])
+            if edge.label:
+                labels.append(edge.label)
+    return merged
+
+
+def _layers(
+    graph: StepGraph, edges: Iterable[tuple[str, str, str]], order: Mapping[str, int]
+) -> dict[str, int]:
+    """A longest-path layering of the edges that do not close a cycle."""
+    out: dict[str, list[str]] = {s: [] for s in graph.steps}
+    for source, target, kind in edges:
+        if kind != "loop_back" and target not in out[source]:
+            out[source].append(target)
     back = _back_edges(graph, out, order)
     indegree = {s: 0 for s in graph.steps}
     for source, targets in out.items():
@@ -66,18 +195,7 @@ def layout(graph: StepGraph) -> dict[str, Placed]:
             indegree[target] -= 1
             if indegree[target] == 0:
                 ready.append(target)
-    rows: dict[int, list[str]] = {}
-    for step_id in graph.steps:
-        rows.setdefault(layer[step_id], []).append(step_id)
-    widest = max((len(r) for r in rows.values()), default=1)
-    placed: dict[str, Placed] = {}
-    for depth, members in rows.items():
-        members.sort(key=order.__getitem__)
-        offset = (widest - len(members)) * (NODE_W + GAP_X) // 2
-        for i, step_id in enumerate(members):
-            x = MARGIN + offset + i * (NODE_W + GAP_X)
-            placed[step_id] = Placed(step_id, x, MARGIN + depth * (NODE_H + GAP_Y))
-    return placed
+    return layer
 
 
 def _back_edges(
@@ -106,6 +224,174 @@ def _back_edges(
     return back
 
 
+def _ordered(items: dict[str, _Item]) -> list[list[str]]:
+    """Each layer's items, ordered by the barycentre of their neighbours (sweeps down and up)."""
+    depth = max((i.layer for i in items.values()), default=0)
+    rows: list[list[str]] = [[] for _ in range(depth + 1)]
+    for key in sorted(items, key=lambda k: items[k].x):
+        rows[items[key].layer].append(key)
+    position = {key: float(i) for row in rows for i, key in enumerate(row)}
+
+    def sort(row: list[str], neighbours: str) -> None:
+        def centre(key: str) -> float:
+            near: list[str] = getattr(items[key], neighbours)
+            if not near:
+                return position[key]
+            return sum(position[n] for n in near) / len(near)
+
+        row.sort(key=lambda k: (centre(k), position[k]))
+        for i, key in enumerate(row):
+            position[key] = float(i)
+
+    for _ in range(SWEEPS):
+        for row in rows[1:]:
+            sort(row, "up")
+        for row in reversed(rows[:-1]):
+            sort(row, "down")
+    return rows
+
+
+def _place(rows: list[list[str]], items: dict[str, _Item]) -> None:
+    """Centres: each layer packed in its order, then pulled toward its neighbours' centres."""
+    for row in rows:
+        x = 0.0
+        for key in row:
+            item = items[key]
+            item.x = x + item.width / 2
+            x += item.width + GAP_X
+    for _ in range(SWEEPS):
+        for row in rows[1:]:
+            _pull(row, items, "up")
+        for row in reversed(rows[:-1]):
+            _pull(row, items, "down")
+
+
+def _pull(row: list[str], items: dict[str, _Item], neighbours: str) -> None:
+    """Move a layer's items toward the mean centre of their neighbours, keeping their order
+    and gaps: the left-to-right and right-to-left packings of the wishes, averaged."""
+    if not row:
+        return
+    wish = []
+    for key in row:
+        near: list[str] = getattr(items[key], neighbours)
+        wish.append(sum(items[n].x for n in near) / len(near) if near else items[key].x)
+    widths = [items[k].width for k in row]
+    lefts = list(wish)
+    for i in range(1, len(row)):
+        lefts[i] = max(wish[i], lefts[i - 1] + (widths[i - 1] + widths[i]) / 2 + GAP_X)
+    rights = list(wish)
+    for i in range(len(row) - 2, -1, -1):
+        rights[i] = min(wish[i], rights[i + 1] - (widths[i] + widths[i + 1]) / 2 - GAP_X)
+    centres = [(a + b) / 2 for a, b in zip(lefts, rights, strict=True)]
+    for i in range(1, len(row)):
+        centres[i] = max(centres[i], centres[i - 1] + (widths[i - 1] + widths[i]) / 2 + GAP_X)
+    for key, centre in zip(row, centres, strict=True):
+        items[key].x = centre
+
+
+def _ports(ends: list[tuple[str, float]]) -> dict[str, int]:
+    """Offsets from a side's centre for the edges that meet it, in the order of where they go."""
+    ends.sort(key=lambda e: e[1])
+    spread = min(PORT_GAP, (NODE_W - 2 * PORT_GAP) // max(len(ends), 1))
+    return {key: round((i - (len(ends) - 1) / 2) * spread) for i, (key, _) in enumerate(ends)}
+
+
+def _lanes(
+    far: list[tuple[str, str, str]], layer: Mapping[str, int]
+) -> dict[tuple[str, str, str], int]:
+    """A left lane for each far edge; edges whose layers do not overlap share one."""
+    ends: list[int] = []
+    lanes: dict[tuple[str, str, str], int] = {}
+    for key in sorted(far, key=lambda k: (layer[k[0]], layer[k[1]])):
+        first, last = layer[key[0]], layer[key[1]]
+        free = next((i for i, end in enumerate(ends) if end < first), None)
+        if free is None:
+            free = len(ends)
+            ends.append(last)
+        ends[free] = last
+        lanes[key] = free
+    return lanes
+
+
+def _far_routes(
+    far: list[tuple[str, str, str]],
+    edges: Mapping[tuple[str, str, str], list[str]],
+    nodes: Mapping[str, Placed],
+    lanes: Mapping[tuple[str, str, str], int],
+) -> list[Route]:
+    """Edges that skip many layers: down into the band below the source, left to their lane,
+    down to the band above the target, and in from above (left of the forward edges' ends)."""
+    routes = []
+    for key in far:
+        source, target, kind = key
+        a, b = nodes[source], nodes[target]
+        lane = MARGIN + lanes[key] * LANE_W
+        step_in = 8 + (lanes[key] % 4) * 5
+        below, above = a.y + NODE_H + step_in, b.y - step_in
+        start, end = a.x + 18, b.x + 18
+        points = ((start, a.y + NODE_H), (start, below), (lane, below), (lane, above),
+                  (end, above), (end, b.y))  # fmt: skip
+        label = " / ".join(edges[key]) or None
+        routes.append(Route(source, target, kind, label, False, points, lane=True))
+    return routes
+
+
+def _forward_routes(
+    edges: Mapping[tuple[str, str, str], list[str]],
+    chains: Mapping[tuple[str, str, str], list[str]],
+    items: Mapping[str, _Item],
+    layer: Mapping[str, int],
+) -> list[Route]:
+    """Forward edges: out of the source's bottom, down through their slots, into the target's
+    top; the ends on one side of a step spread apart in the order their edges go."""
+    leaving: dict[str, list[tuple[str, float]]] = {}
+    entering: dict[str, list[tuple[str, float]]] = {}
+    for key, chain in chains.items():
+        name = "\0".join(key)
+        leaving.setdefault(chain[0], []).append((name, items[chain[1]].x))
+        entering.setdefault(chain[-1], []).append((name, items[chain[-2]].x))
+    out_ports = {s: _ports(ends) for s, ends in leaving.items()}
+    in_ports = {t: _ports(ends) for t, ends in entering.items()}
+    routes = []
+    for key, chain in chains.items():
+        source, target, kind = key
+        name = "\0".join(key)
+        points: list[Point] = [
+            (round(items[source].x) + out_ports[source][name], _top(layer[source]) + NODE_H)
+        ]
+        for slot in chain[1:-1]:
+            x, top = round(items[slot].x), _top(items[slot].layer)
+            points += [(x, top), (x, top + NODE_H)]
+        points.append((round(items[target].x) + in_ports[target][name], _top(layer[target])))
+        label = " / ".join(edges[key]) or None
+        routes.append(Route(source, target, kind, label, False, tuple(points)))
+    return routes
+
+
+def _back_routes(
+    backs: list[tuple[str, str, str]],
+    edges: Mapping[tuple[str, str, str], list[str]],
+    nodes: Mapping[str, Placed],
+    right: int,
+) -> list[Route]:
+    """Edges to the same or an earlier layer: down into the band below the source, right to a
+    lane of their own beyond every step, up to the band above the target, and in from above
+    (right of the forward edges' ends)."""
+    routes = []
+    for i, key in enumerate(sorted(backs, key=lambda k: (nodes[k[0]].y, nodes[k[1]].y))):
+        source, target, kind = key
+        a, b = nodes[source], nodes[target]
+        lane = right + GAP_X + i * LANE_W
+        step_in = 8 + (i % 4) * 5  # each its own height in the band: they stay apart
+        below, above = a.y + NODE_H + step_in, b.y - step_in
+        start, end = a.x + NODE_W - 18, b.x + NODE_W - 18
+        points = ((start, a.y + NODE_H), (start, below), (lane, below), (lane, above),
+                  (end, above), (end, b.y))  # fmt: skip
+        label = " / ".join(edges[key]) or None
+        routes.append(Route(source, target, kind, label, True, points, lane=True))
+    return routes
+
+
 def graph_svg(
     graph: StepGraph,
     states: Mapping[str, str] | None = None,
@@ -122,60 +408,69 @@ def graph_svg(
         taken: ``(source, target)`` edges the run took.
         link_steps: each box links to ``#step-<id>`` on the same page (keyboard reachable).
     """
-    placed = layout(graph)
+    drawn = arrange(graph)
     taken_set = set(taken)
-    width = max((p.x for p in placed.values()), default=0) + NODE_W + MARGIN
-    height = max((p.y for p in placed.values()), default=0) + NODE_H + MARGIN
+    width, height = drawn.width, drawn.height
     parts: list[str] = [
         f'<svg class="graph" xmlns="http://www.w3.org/2000/svg" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
-        f'aria-label="workflow graph of {len(placed)} steps">',
+        f'aria-label="workflow graph of {len(drawn.nodes)} steps">',
         '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
         'markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" '
         'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" class="arrowhead"/></marker>'
         "</defs>",
     ]
-    # Branches to one step (rejected and timed_out → decline) are one arrow with both labels.
-    merged: dict[tuple[str, str, str], list[str]] = {}
-    for edge in graph.edges:
-        if edge.kind in _DRAWN_EDGES:
-            labels = merged.setdefault((edge.source, edge.target, edge.kind), [])
-            if edge.label:
-                labels.append(edge.label)
-    for (source, target, kind), labels in merged.items():
-        label = " / ".join(labels) or None
-        parts.append(
-            _edge(placed[source], placed[target], kind, label, (source, target) in taken_set)
-        )
+    # Edges first, then the boxes and the labels over them.
+    labels = []
+    for route in drawn.routes:
+        parts.append(_edge(route, (route.source, route.target) in taken_set))
+        if route.label:
+            labels.append(_label(route))
     for step_id, node in graph.steps.items():
         state = "plan" if states is None else states.get(step_id, "pending")
-        parts.append(_node(placed[step_id], str(node.kind or "step"), state, link_steps))
+        parts.append(_node(drawn.nodes[step_id], str(node.kind or "step"), state, link_steps))
+    parts += labels
     parts.append("</svg>")
     return Markup("".join(parts))  # noqa: S704 - every text part is escaped above
 
 
-def _edge(a: Placed, b: Placed, kind: str, label: str | None, taken: bool) -> str:
-    classes = f"edge edge-{kind}" + (" taken" if taken else "")
-    x1, y1 = a.x + NODE_W // 2, a.y + NODE_H
-    x2, y2 = b.x + NODE_W // 2, b.y
-    if y2 <= y1:
-        # Back to an earlier layer: around the right side of both boxes.
-        x1, y1 = a.x + NODE_W, a.y + NODE_H // 2
-        x2, y2 = b.x + NODE_W, b.y + NODE_H // 2
-        bend = max(x1, x2) + GAP_X + 8
-        path = f"M{x1},{y1} C{bend},{y1} {bend},{y2} {x2 + 2},{y2}"
-        mid_x, mid_y = bend - 4, (y1 + y2) // 2
+def _edge(route: Route, taken: bool) -> str:
+    classes = (
+        f"edge edge-{route.kind}" + (" taken" if taken else "") + (" back" if route.back else "")
+    )
+    return f'<g class="{classes}"><path d="{_path(route)}" marker-end="url(#arrow)"/></g>'
+
+
+def _path(route: Route) -> str:
+    """Bands are crossed by curves that leave and arrive vertically (they stay in the band),
+    slots and lanes by straight lines; the last point stops short for the arrowhead."""
+    points = list(route.points)
+    x, y = points[-1]
+    points[-1] = (x, y - 2)
+    if route.lane:
+        return "M" + " L".join(f"{px},{py}" for px, py in points)
+    d = [f"M{points[0][0]},{points[0][1]}"]
+    for (x1, y1), (x2, y2) in pairwise(points):
+        if x1 == x2:
+            d.append(f"L{x2},{y2}")
+        else:
+            mid = (y1 + y2) // 2
+            d.append(f"C{x1},{mid} {x2},{mid} {x2},{y2}")
+    return " ".join(d)
+
+
+def _label(route: Route) -> str:
+    """A label in the band below the source, beside its edge's curve (never under a box)."""
+    assert route.label is not None
+    (x1, y1), (x2, y2) = route.points[0], route.points[1]
+    text = escape(_short(route.label, 24))
+    if route.lane:
+        x, y, anchor = (x1 + 6, y2 + 4, "start") if route.back else (x1 - 6, y2 + 4, "end")
     else:
-        dy = (y2 - y1) // 2
-        path = f"M{x1},{y1} C{x1},{y1 + dy} {x2},{y2 - dy} {x2},{y2 - 2}"
-        mid_x, mid_y = (x1 + x2) // 2, (y1 + y2) // 2
-    text = ""
-    if label:
-        text = (
-            f'<text class="edge-label" x="{mid_x}" y="{mid_y}" text-anchor="middle">'
-            f"{escape(_short(label, 24))}</text>"
-        )
-    return f'<g class="{classes}"><path d="{path}" marker-end="url(#arrow)"/>{text}</g>'
+        x, y = (x1 + x2) // 2, (y1 + y2) // 2 + 4
+        anchor = "middle" if abs(x2 - x1) < 8 else ("end" if x2 < x1 else "start")
+        x += {"middle": 0, "end": -4, "start": 4}[anchor]
+    return f'<text class="edge-label" x="{x}" y="{y}" text-anchor="{anchor}">{text}</text>'
 
 
 _STATE_WORDS = {"pending": "not reached"}
@@ -205,9 +500,16 @@ def _short(text: str, limit: int) -> str:
 
 
 def bar_svg(start: float, end: float, total: float, kind: str, state: str) -> Markup:
-    """One timeline bar, as a fraction of the run's duration (``total`` seconds)."""
+    """One timeline bar, as a fraction of the run's duration (``total`` seconds); a redrive is
+    a marker line at its moment."""
     total = max(total, 1e-6)
     x = max(0.0, min(start / total, 1.0)) * 1000
+    if kind == "redrive":
+        return Markup(  # noqa: S704 - only numbers
+            f'<svg class="bar" viewBox="0 0 1000 12" preserveAspectRatio="none" '
+            f'aria-hidden="true"><rect class="bar-redrive" x="{max(x - 1.5, 0):.1f}" y="0" '
+            'width="3" height="12"/></svg>'
+        )
     width = max((max(end, start) - start) / total * 1000, 3.0)
     width = min(width, 1000 - x) if x < 1000 else 3.0
     return Markup(  # noqa: S704 - only numbers and two class names from fixed sets

@@ -1,9 +1,15 @@
 """The console's HTTP plumbing: requests, responses, sessions, CSRF, security headers.
 
+Nothing is answered without a session (but the package's own CSS and JavaScript), and a session
+is only had by presenting the start-up token, as Jupyter does: ``langorch console`` prints a URL
+that carries it once; the console checks it, sets a session cookie and redirects to the same
+page without it. A second local process (a script, another user of the machine) that reaches
+the port gets a refusal, not a page, a cookie or a CSRF token.
+
 Every page is served with a strict Content-Security-Policy (scripts and styles from this
 server only, nothing inline), and every state-changing request is a POST that must carry:
 
-- the session cookie (random, ``HttpOnly``, ``SameSite=Strict``),
+- the session cookie (issued for the token, signed, ``HttpOnly``, ``SameSite=Strict``),
 - the form field ``csrf``: an HMAC of the session id with this process's key,
 - an ``Origin`` (or, without one, a ``Referer``) of this console's own address,
 
@@ -22,6 +28,9 @@ from http.cookies import SimpleCookie
 from urllib.parse import parse_qs, urlsplit
 
 SESSION_COOKIE = "langorch_console"
+"""The cookie's name; a console adds its port (cookies are shared by every port of a host)."""
+TOKEN_PARAM = "token"  # noqa: S105 - the parameter's name, not a token
+"""The query parameter of the start-up URL that carries the token."""
 CSRF_FIELD = "csrf"
 MAX_FORM_BYTES = 1_048_576
 
@@ -44,6 +53,10 @@ SECURITY_HEADERS: dict[str, str] = {
 
 class CsrfError(Exception):
     """A POST without this console's session, token or origin: refused, nothing done."""
+
+
+class NoSessionError(Exception):
+    """A request without a session of this console (no cookie, or one it did not issue)."""
 
 
 @dataclass(frozen=True)
@@ -85,19 +98,43 @@ class Response:
 
 
 class Sessions:
-    """Session ids and their CSRF tokens, keyed by a random secret of this process."""
+    """The start-up token, the sessions it opens and their CSRF tokens.
 
-    def __init__(self, key: bytes | None = None) -> None:
+    Sessions are stateless: a cookie is a random id and its HMAC with this process's key, so
+    only this process issues them, none survives a restart (the new process prints a new
+    token), and no table of them grows.
+
+    Args:
+        key: the signing key (default: random for this process).
+        token: the start-up token (default: random for this process).
+    """
+
+    def __init__(self, key: bytes | None = None, token: str | None = None) -> None:
         self._key = key or secrets.token_bytes(32)
+        self.startup_token = token or secrets.token_urlsafe(32)
 
-    @staticmethod
-    def new_id() -> str:
-        """A fresh session id (the cookie's value)."""
-        return secrets.token_urlsafe(24)
+    def open(self, presented: str) -> str | None:
+        """A new session for the start-up token (``None``: not the token)."""
+        if not presented or not hmac.compare_digest(
+            presented.encode(), self.startup_token.encode()
+        ):
+            return None
+        session = secrets.token_urlsafe(24)
+        return f"{session}.{self._mac('session', session)}"
+
+    def valid(self, cookie: str) -> bool:
+        """Whether a cookie's value is a session this process issued."""
+        session, dot, mac = cookie.partition(".")
+        return bool(session and dot) and hmac.compare_digest(
+            mac.encode(), self._mac("session", session).encode()
+        )
 
     def token(self, session: str) -> str:
         """The CSRF token of a session (stateless: an HMAC of its id)."""
-        return hmac.new(self._key, session.encode(), hashlib.sha256).hexdigest()
+        return self._mac("csrf", session)
+
+    def _mac(self, purpose: str, value: str) -> str:
+        return hmac.new(self._key, f"{purpose}:{value}".encode(), hashlib.sha256).hexdigest()
 
     def check(self, request: Request, origins: frozenset[str]) -> None:
         """Refuse a state-changing request that is not from this console's own page.
@@ -119,8 +156,9 @@ class Sessions:
             raise CsrfError("the request came from another site: nothing was done")
 
 
-def session_of(headers: Mapping[str, str]) -> str:
-    """The session id from the request's cookie (empty when none or malformed)."""
+def session_of(headers: Mapping[str, str], name: str = SESSION_COOKIE) -> str:
+    """The session cookie's value (empty when none or malformed; :meth:`Sessions.valid` says
+    whether this console issued it)."""
     raw = headers.get("cookie", "")
     if not raw:
         return ""
@@ -129,18 +167,15 @@ def session_of(headers: Mapping[str, str]) -> str:
         cookie.load(raw)
     except Exception:  # a malformed Cookie header is no session, not an error page
         return ""
-    morsel = cookie.get(SESSION_COOKIE)
+    morsel = cookie.get(name)
     value = morsel.value if morsel is not None else ""
-    return (
-        value
-        if 16 <= len(value) <= 64 and value.replace("-", "").replace("_", "").isalnum()
-        else ""
-    )
+    plain = value.replace("-", "").replace("_", "").replace(".", "")
+    return value if 16 <= len(value) <= 128 and plain.isalnum() else ""
 
 
-def session_cookie(session: str) -> str:
+def session_cookie(session: str, name: str = SESSION_COOKIE) -> str:
     """The ``Set-Cookie`` value for a new session."""
-    return f"{SESSION_COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict"
+    return f"{name}={session}; Path=/; HttpOnly; SameSite=Strict"
 
 
 def parse_form(body: bytes) -> dict[str, list[str]]:

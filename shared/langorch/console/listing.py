@@ -3,7 +3,10 @@
 The runs list pages through the runs table's indexes with a cursor (``before``: the last run
 of the page shown), so page N costs one indexed query whatever N is. Workflow and status
 filters are index queries; trigger and time filters are applied to the pages read, reading on
-(a bounded number of pages) until a page is full.
+(a bounded number of pages) until a page is full. A search (``q``) finds a run by its whole id
+(one read, whatever its age) or by the start of its id among the newest runs the filters read
+(:data:`MAX_READS` pages). The first page polls :func:`newer_runs` for runs started since it
+was shown.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from markupsafe import Markup
 
 from langorch.console.drawing import graph_svg
 from langorch.console.http import Request
+from langorch.console.redact import shown
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import LangorchError, NotFoundError
 from langorch.domain.plan.graph import StepGraph
@@ -26,7 +30,10 @@ from langorch.domain.runs import RunRecord, RunStatus
 
 PAGE_SIZE = 50
 MAX_READS = 20
-"""Index pages read at most for one page of a filtered listing."""
+"""Index pages read at most for one page of a filtered listing (or a search by prefix)."""
+MAX_QUERY = 100
+SNIPPET_CHARS = 140
+"""How much of a failed run's error the list shows."""
 STATUSES = [s.value for s in RunStatus]
 TRIGGERS = ["manual", "webhook", "schedule", "s3", "subflow"]
 SINCE = {
@@ -53,12 +60,13 @@ class RunsPage:
 
 def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> RunsPage:
     """The runs page the request asks for (filters ``workflow``, ``status``, ``trigger``,
-    ``since``; cursor ``before``).
+    ``since``, the search ``q``; cursor ``before``).
 
     Raises:
         FilterError: a filter value the console does not know.
     """
-    filters = {k: request.arg(k) for k in ("workflow", "status", "trigger", "since")}
+    filters = {k: request.arg(k) for k in ("workflow", "status", "trigger", "since", "q")}
+    query = _query(filters["q"])
     status = _status(filters["status"])
     if filters["trigger"] and filters["trigger"] not in TRIGGERS:
         raise FilterError(
@@ -68,6 +76,11 @@ def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> Run
         raise FilterError(f"since {filters['since']!r:.40}: choose one of {', '.join(SINCE)}")
     oldest = container.clock() - SINCE[filters["since"]] if filters["since"] else None
     cursor = parse_cursor(request.arg("before"))
+    if query and cursor is None:
+        exact = _exact(container, query)
+        if exact is not None:
+            matches = _matching(exact, filters, status, oldest)
+            return RunsPage([exact] if matches else [], filters, None, first=True)
     found: list[RunRecord] = []
     more = True
     for _ in range(MAX_READS):
@@ -81,6 +94,8 @@ def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> Run
                 break
             if filters["trigger"] and run.trigger.type != filters["trigger"]:
                 continue
+            if query and not _starts(run.run_id, query):
+                continue
             found.append(run)
         if batch:
             cursor = (batch[-1].created_at, batch[-1].run_id)
@@ -89,6 +104,81 @@ def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> Run
     found = found[:size]
     next_cursor = format_cursor(found[-1]) if (found and (more or len(found) == size)) else None
     return RunsPage(found, filters, next_cursor, first=not request.arg("before"))
+
+
+def newer_runs(
+    container: Any, request: Request, *, size: int = PAGE_SIZE
+) -> tuple[list[RunRecord], bool]:
+    """Runs of the first page's filters started after ``after`` (the newest run a page shows),
+    newest first, and whether they are all of them (``False``: more than a page; reload).
+
+    Raises:
+        FilterError: a filter or the cursor is not one the console knows.
+    """
+    after = parse_cursor(request.arg("after"))
+    first = Request("GET", request.path, {k: v for k, v in request.query.items() if k in (
+        "workflow", "status", "trigger", "since", "q")}, request.headers)  # fmt: skip
+    page = runs_page(container, first, size=size)
+    newer = [r for r in page.runs if after is None or (r.created_at, r.run_id) > after]
+    return newer, len(newer) < size or page.next_cursor is None
+
+
+def run_row(run: RunRecord) -> dict[str, Any]:
+    """A run as the runs list's live rows carry it (JSON; the page builds the row as text)."""
+    took = (run.ended_at - run.created_at).total_seconds() if run.ended_at else None
+    return {
+        "run_id": run.run_id,
+        "workflow_id": run.workflow_id,
+        "workflow_version": run.workflow_version,
+        "status": run.status.value,
+        "trigger": run.trigger.type,
+        "created_at": run.created_at.astimezone(UTC).isoformat(),
+        "took_seconds": took,
+        "error": error_snippet(run),
+        "cursor": format_cursor(run),
+    }
+
+
+def error_snippet(run: RunRecord) -> str:
+    """The start of a run's error, redacted, for the runs list (empty when it has none)."""
+    if run.error is None:
+        return ""
+    return shown(f"{run.error.type}: {run.error.message}", limit=SNIPPET_CHARS)
+
+
+def _query(value: str) -> str:
+    """A search as given: a run id or the start of one (``run-`` may be left out)."""
+    if len(value) > MAX_QUERY or not all(c.isalnum() or c in "-_" for c in value):
+        raise FilterError(
+            f"search {value[:40]!r}: type a run id or its start (letters, digits and '-')"
+        )
+    return value.lower()
+
+
+def _starts(run_id: str, query: str) -> bool:
+    return run_id.startswith(query) or run_id.startswith(f"run-{query}")
+
+
+def _exact(container: Any, query: str) -> RunRecord | None:
+    """The run whose whole id the search is, if any (one read, whatever the run's age)."""
+    for run_id in (query, f"run-{query}"):
+        try:
+            return container.runs.get_run(run_id)  # type: ignore[no-any-return]
+        except NotFoundError:
+            continue
+    return None
+
+
+def _matching(
+    run: RunRecord, filters: dict[str, str], status: RunStatus | None, oldest: datetime | None
+) -> bool:
+    """Whether a run found by its id also matches the other filters."""
+    return (
+        (not filters["workflow"] or run.workflow_id == filters["workflow"])
+        and (status is None or run.status is status)
+        and (not filters["trigger"] or run.trigger.type == filters["trigger"])
+        and (oldest is None or run.created_at >= oldest)
+    )
 
 
 def _status(value: str) -> RunStatus | None:

@@ -60,3 +60,21 @@ def shown(value: Any, *, key: str = "", limit: int = MAX_VALUE_CHARS) -> str:
         else json.dumps(clean, indent=2, default=str, ensure_ascii=False)
     )
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def redacted_url(url: str) -> str:
+    """A URL as a page may show it: the value of each secret-named query parameter redacted
+    (``?api_key=••••``), and the whole URL when it carries a signed link or a credential."""
+    from urllib.parse import unquote_plus
+
+    if _SECRET_TEXT.search(url):
+        return REDACTED
+    base, mark, query = url.partition("?")
+    if not mark:
+        return url
+    # Split by hand, not parse/encode: what is not a secret is shown exactly as it was sent.
+    kept = []
+    for pair in query.split("&"):
+        name, equals, _ = pair.partition("=")
+        kept.append(f"{name}=••••" if equals and is_secret_key(unquote_plus(name)) else pair)
+    return f"{base}?{'&'.join(kept)}"

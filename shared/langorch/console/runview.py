@@ -2,6 +2,11 @@
 
 Built from what the stores keep (the run record, its timeline, the pinned workflow version and
 the run's approvals), with every value the page shows redacted (:mod:`.redact`).
+
+Attempts read as attempts: each attempt of a step is its own span (a retry ends one, the next
+begins after its backoff), a redrive is a marker row in the waterfall and the spans after it say
+so, every row says which visit, attempt and redrive it is when the step has more than one, and a
+step that failed and later succeeded shows its earlier failures as history, not as its error.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from langorch.console.drawing import bar_svg, graph_svg
-from langorch.console.redact import redact, shown
+from langorch.console.redact import redact, redacted_url, shown
 from langorch.domain.plan.graph import StepGraph
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 from langorch.web.look import human_label
@@ -40,11 +45,20 @@ class StepView:
     inputs: list[tuple[str, str]] = field(default_factory=list)
     outputs: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
+    """The error of its last attempt, if that attempt failed."""
+    earlier: list[str] = field(default_factory=list)
+    """Failures of earlier attempts (retried, or redriven past): its history."""
+    sent: list[tuple[str, str]] = field(default_factory=list)
+    """What its last failed call sent (an ``http`` step's method, URL and body), redacted."""
 
 
 @dataclass(frozen=True)
 class Span:
-    """A bar of the waterfall: a step's attempt, an approval or a wait."""
+    """A row of the waterfall: a step's attempt, an approval, a wait, or a redrive (a marker).
+
+    ``which`` says which of a step's rows it is, where it has several: ``visit 2 · attempt 3``,
+    ``after redrive #1``, ``approval``.
+    """
 
     label: str
     kind: str
@@ -53,6 +67,7 @@ class Span:
     end_s: float
     note: str
     anchor: str | None
+    which: str = ""
 
     def bar(self, total: float) -> Markup:
         """The bar, scaled to the run's ``total`` seconds."""
@@ -115,43 +130,73 @@ def _step(steps: dict[str, StepView], step_id: str | None) -> StepView | None:
     return steps[step_id]
 
 
+@dataclass
+class _Row:
+    """A waterfall row before its ``which`` is known (that needs all of a step's rows)."""
+
+    step: str
+    kind: str
+    state: str
+    start: datetime
+    end: datetime
+    note: str
+    visit: int
+    attempt: int
+    redrive: int
+
+
 def _spans(
     events: list[TimelineEvent], steps: dict[str, StepView], origin: datetime, end: datetime
 ) -> list[Span]:
-    """Walk the timeline: each step's state, and a span per attempt, approval and wait."""
-    spans: list[Span] = []
+    """Walk the timeline: each step's state, and a row per attempt, approval, wait and redrive."""
+    rows: list[_Row] = []
+    markers: list[Span] = []
     opened: dict[tuple[str, str], datetime] = {}
+    visits: dict[tuple[str, int], int] = {}
+    """(step, redrive) -> the step's visits since that redrive (a redrive rewinds them)."""
+    redrives = 0
 
     def seconds(at: datetime) -> float:
         return (at - origin).total_seconds()
 
     for event in events:
+        if event.type is _T.run_redriven:
+            redrives = int(event.detail.get("attempt") or redrives + 1)
+            markers.append(_redrive_marker(event, redrives, seconds(event.at)))
+            continue
         step = _step(steps, event.step_id)
         if step is None:
             continue
         key = event.step_id or ""
+        attempt = int(event.detail.get("attempt") or 1)
+        visit = visits.get((key, redrives), 1)
         if event.type is _T.step_started:
-            step.state, step.runs, step.started = "running", step.runs + 1, event.at
+            if ("step", key) not in opened:
+                # A new visit; a start while one is open is that visit resumed (after its
+                # approval, its wait, or a crash), not another.
+                _history(step, f"before redrive #{redrives}" if redrives else f"visit {visit}")
+                step.runs += 1
+                visit = visits[key, redrives] = visits.get((key, redrives), 0) + 1
+            step.state, step.started = "running", event.at
             opened[("step", key)] = event.at
-        elif event.type is _T.step_retried:
-            step.retries += 1
-        elif event.type in (_T.step_finished, _T.step_failed):
-            _ended(step, event)
-            began = opened.pop(("step", key), None)
+        elif event.type in (_T.step_retried, _T.step_finished, _T.step_failed):
+            first = opened.pop(("step", key), None)
+            # A retry's attempt began after its backoff: its start is its end less its time.
+            began = first if attempt == 1 else None
             if began is None and event.duration_ms is not None:
                 began = event.at - _ms(event.duration_ms)
-            began = began or event.at
-            spans.append(
-                Span(
-                    key,
-                    "step",
-                    step.state,
-                    seconds(began),
-                    seconds(event.at),
-                    _note(step, event),
-                    f"step-{key}",
-                )
-            )
+            retried = event.type is _T.step_retried
+            if retried:
+                step.retries += 1
+                _sent(step, event)
+                if event.error is not None:
+                    step.earlier.append(f"attempt {attempt}: {_error(event)}")
+            else:
+                _ended(step, event)
+            rows.append(
+                _Row(key, "step", "failed" if retried else step.state, began or event.at,
+                     event.at, _note(step, event, retried), visit, attempt, redrives)
+            )  # fmt: skip
         elif event.type is _T.step_skipped:
             step.state = "skipped"
         elif event.type in (_T.approval_requested, _T.wait_started):
@@ -164,37 +209,71 @@ def _spans(
                 "timed out" if kind == "approval" and event.type is _T.approval_timed_out else ""
             )
             who = f" by {event.actor}" if event.actor else ""
-            spans.append(
-                Span(
-                    f"{key} ({kind})",
-                    kind,
-                    "succeeded",
-                    seconds(began),
-                    seconds(event.at),
-                    f"{decision}{who}".strip(),
-                    f"step-{key}",
-                )
-            )
+            rows.append(
+                _Row(key, kind, "succeeded", began, event.at, f"{decision}{who}".strip(),
+                     visit, 0, redrives)
+            )  # fmt: skip
             if step.state == "waiting":
                 step.state = "running"
     for (kind, key), began in opened.items():
         if kind == "step" and ("wait", key) in opened:
-            continue  # parked: its approval or wait span says so
+            continue  # parked: its approval or wait row says so
         # Still open: a step running now, an approval or a wait not answered yet.
-        state = "running" if kind == "step" else "waiting"
-        spans.append(
-            Span(
-                key if kind == "step" else f"{key} (waiting)",
-                "step" if kind == "step" else "approval",
-                state,
-                seconds(began),
-                seconds(end),
-                "in progress",
-                f"step-{key}",
-            )
-        )
-    spans.sort(key=lambda s: s.start_s)
+        rows.append(
+            _Row(key, "step" if kind == "step" else "approval",
+                 "running" if kind == "step" else "waiting", began, end, "in progress",
+                 visits.get((key, redrives), 1), 0, redrives)
+        )  # fmt: skip
+    spans = [
+        Span(r.step, r.kind, r.state, seconds(r.start), seconds(r.end), r.note, f"step-{r.step}",
+             which)
+        for r, which in zip(rows, _which(rows), strict=True)
+    ]  # fmt: skip
+    spans += markers
+    spans.sort(key=lambda s: (s.start_s, s.kind != "redrive"))
     return spans
+
+
+def _which(rows: list[_Row]) -> list[str]:
+    """Each row's ``which``: only what tells a step's rows apart (visit, attempt, redrive)."""
+    visits: dict[str, set[int]] = {}
+    attempts: dict[tuple[str, int, int], int] = {}
+    redriven: dict[str, set[int]] = {}
+    for r in rows:
+        visits.setdefault(r.step, set()).add(r.visit)
+        redriven.setdefault(r.step, set()).add(r.redrive)
+        if r.kind == "step":
+            slot = (r.step, r.visit, r.redrive)
+            attempts[slot] = max(attempts.get(slot, 0), r.attempt)
+    labels = []
+    for r in rows:
+        parts = []
+        if len(redriven[r.step]) > 1 or r.redrive:
+            parts.append(f"after redrive #{r.redrive}" if r.redrive else "before the redrive")
+        if len(visits[r.step]) > 1:
+            parts.append(f"visit {r.visit}")
+        if r.kind != "step":
+            parts.append("waiting" if r.state == "waiting" else r.kind)
+        elif attempts.get((r.step, r.visit, r.redrive), 1) > 1:
+            parts.append(f"attempt {r.attempt}")
+        labels.append(" · ".join(parts))
+    return labels
+
+
+def _redrive_marker(event: TimelineEvent, number: int, at: float) -> Span:
+    """The waterfall's marker of a redrive: who, from where, why."""
+    start = event.detail.get("from_step") or event.step_id
+    parts = [f"by {event.actor}" if event.actor else "", f"from step {start}" if start else
+             "from the last good checkpoint", str(event.detail.get("reason") or "")]  # fmt: skip
+    return Span(f"Redrive #{number}", "redrive", "redrive", at, at,
+                " · ".join(p for p in parts if p), None)  # fmt: skip
+
+
+def _history(step: StepView, when: str) -> None:
+    """A new visit begins: the last one's error becomes history (it is no longer the step's)."""
+    if step.error is not None:
+        step.earlier.append(f"{when}: {step.error}")
+        step.error = None
 
 
 def _ended(step: StepView, event: TimelineEvent) -> None:
@@ -210,8 +289,33 @@ def _ended(step: StepView, event: TimelineEvent) -> None:
     step.branch = event.detail.get("branch") or step.branch
     if event.outputs_summary:
         step.outputs = [(human_label(k), shown(v, key=k)) for k, v in event.outputs_summary.items()]
-    if event.error is not None:
-        step.error = shown(f"{event.error.type}: {event.error.message}")
+    if event.type is _T.step_failed:
+        step.error = shown(_error(event)) if event.error is not None else step.error
+        _sent(step, event)
+    else:
+        # It succeeded after all: an earlier failure is history, not its error.
+        _history(step, "an earlier attempt")
+        step.sent = []
+
+
+def _error(event: TimelineEvent) -> str:
+    assert event.error is not None
+    return f"{event.error.type}: {event.error.message}"
+
+
+def _sent(step: StepView, event: TimelineEvent) -> None:
+    """What a failed attempt sent (an ``http`` step's request), redacted as inputs are."""
+    request = event.detail.get("request")
+    if not isinstance(request, dict):
+        return
+    step.sent = [
+        (
+            "Request",
+            f"{request.get('method', '')} {redacted_url(str(request.get('url', '')))}".strip(),
+        )
+    ]
+    if request.get("body") is not None:
+        step.sent.append(("Body", shown(request["body"])))
 
 
 def _ms(ms: int) -> Any:
@@ -220,22 +324,19 @@ def _ms(ms: int) -> Any:
     return timedelta(milliseconds=ms)
 
 
-def _note(step: StepView, event: TimelineEvent) -> str:
+def _note(step: StepView, event: TimelineEvent, retried: bool = False) -> str:
     parts = []
     if event.duration_ms is not None:
         parts.append(f"{event.duration_ms / 1000:.2f} s")
-    attempt = event.detail.get("attempt")
-    if isinstance(attempt, int) and attempt > 1:
-        parts.append(f"attempt {attempt}")
     if event.tokens is not None and (event.tokens.input or event.tokens.output):
         parts.append(f"{event.tokens.input}→{event.tokens.output} tokens")
     cost = event.detail.get("cost_usd")
     if isinstance(cost, int | float):
         parts.append(f"${cost:.4f}")
-    if step.branch:
+    if step.branch and not retried:
         parts.append(f"→ {step.branch}")
     if event.error is not None:
-        parts.append(event.error.type)
+        parts.append(f"{event.error.type}, retried" if retried else event.error.type)
     return " · ".join(parts)
 
 

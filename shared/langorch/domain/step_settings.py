@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from langorch.domain.approvals.edits import EditableType
 from langorch.domain.approvals.policy import (
     ApprovalPolicy,
     BusinessHours,
@@ -159,7 +160,11 @@ class ApprovalSpec(Settings):
     show_keys: list[str] = Field(default_factory=list)
     """``shared_context`` keys shown to the approver."""
     editable_keys: list[str] = Field(default_factory=list)
-    """Keys the approver may change; their edits are merged into ``shared_context``."""
+    """Keys the approver may change; their edits are merged into ``shared_context``. Each is
+    provided by an input or an earlier step, or declared in ``editable_types``."""
+    editable_types: dict[str, EditableType] = Field(default_factory=dict)
+    """Editable keys the approver fills in (nothing provides them before), by type: ``text``,
+    ``number``, ``yes_no``, ``list`` (one item per line) or ``json``."""
     require_code: bool = False
     """Ask for the one-time code from the email on the page (stops link-clicking scanners)."""
     max_iterations: int | None = Field(default=None, ge=1, le=100)

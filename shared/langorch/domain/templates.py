@@ -232,6 +232,41 @@ def evaluate(expression: str, context: dict[str, Any]) -> Any:
         ) from exc
 
 
+def expression_outcomes(expression: str) -> list[Any] | None:
+    """The values an expression can evaluate to, when the expression alone says so.
+
+    ``'urgent' if priority == 'high' else 'normal'`` can only be ``'urgent'`` or ``'normal'``; a
+    comparison only ``True`` or ``False``; ``label`` or ``labels[0]`` anything. Only literals,
+    conditionals (``a if c else b``, where a missing ``else`` is ``None``), comparisons, ``not``
+    and tests are followed.
+
+    Returns:
+        The possible values, or ``None`` when any of them is known only at run time (or the
+        expression does not parse: that is reported by :func:`check_expression`).
+    """
+    try:
+        template = _environment().parse("{{ " + strip_braces(expression) + " }}")
+    except TemplateSyntaxError:
+        return None
+    [output] = template.body if len(template.body) == 1 else [None]
+    if not isinstance(output, nodes.Output) or len(output.nodes) != 1:
+        return None
+    found = _outcomes(output.nodes[0])
+    return None if found is None else list(dict.fromkeys(found))
+
+
+def _outcomes(node: nodes.Node) -> list[Any] | None:
+    if isinstance(node, nodes.Const):
+        return [node.value]
+    if isinstance(node, nodes.CondExpr):
+        yes = _outcomes(node.expr1)
+        no = [None] if node.expr2 is None else _outcomes(node.expr2)
+        return None if yes is None or no is None else yes + no
+    if isinstance(node, nodes.Compare | nodes.Not | nodes.Test):
+        return [True, False]
+    return None
+
+
 def check_expression(expression: str) -> str | None:
     """The syntax error of an expression, or ``None``."""
     try:

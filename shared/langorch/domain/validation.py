@@ -19,7 +19,7 @@ registry binds yet (``browser``) fails a step only if its model calls it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
@@ -218,6 +218,7 @@ def check_workflow(
             *_kind_problems(topology),
             *_plan_problems(plan),
             *_provider_problems(topology, providers),
+            *_editable_problems(topology),
         ],
         warnings=[*_input_problems(topology), *_tool_warnings(topology, tools)],
     )
@@ -352,13 +353,6 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
     hold it, but a typo looks the same.
     """
     plan = t.plan
-    base: set[str] = set(BUILTIN_KEYS)
-    if plan.inputs_schema is not None:
-        base |= set(plan.inputs_schema.properties)
-    for trigger in plan.all_triggers():
-        base |= set(trigger.input)
-        if trigger.type == "s3":
-            base |= S3_INPUT_KEYS
     hint = (
         "declare it in inputs_schema.properties, produce it in an earlier step, "
         "or read it from another key with input_mappings"
@@ -366,21 +360,9 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         else "declare it in inputs_schema (the workflow has none), or produce it in an earlier step"
     )
     for step in t.steps():
-        sid = step.step_id
-        # Everything that can run before the step, through any edge (a review loop's
-        # feedback reaches the steps it sends the run back to); the step itself only when
-        # it lies on a cycle.
-        ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
-        if sid in t.dangling or t.dangling & set(ancestors):
-            continue  # an edge into it could not be wired (reported): what it reads is unknown
-        available = set(base)
-        for ancestor in ancestors:
-            available |= t.outputs[ancestor]
-        loop = t.loop_of.get(sid)
-        while loop is not None:
-            if loop in t.loops:
-                available |= {t.loops[loop].item_key, t.loops[loop].index_key}
-            loop = t.loop_of.get(loop)
+        available = _available(t, step)
+        if available is None:
+            continue
         for path, key, what in _reads(t, step):
             if key not in available:
                 yield Problem(
@@ -390,6 +372,76 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
                     f"counts), else the user's preference {key!r}, else empty; to be sure of "
                     f"it, {hint}",
                 )
+
+
+def _editable_problems(t: Topology) -> Iterator[Problem]:
+    """Errors for an approval's editable keys that nothing provides and no type declares.
+
+    Such a key is a typo (``totl`` for ``total``: the approver would edit a field nothing reads
+    back) or a field the approver fills in, which must say its type, or an empty list would come
+    back as a string (issue 26).
+    """
+    for step in t.steps():
+        spec = step.approval
+        if spec is None:
+            continue
+        path = f"{t.sp(step.step_id)}.approval"
+        for key in spec.editable_types:
+            if key not in spec.editable_keys:
+                yield Problem(
+                    f"{path}.editable_types.{key}",
+                    f"{key!r} is not one of editable_keys",
+                    "add it to editable_keys, or remove it here "
+                    f"({_close(key, spec.editable_keys)})",
+                )
+        available = _available(t, step)
+        if available is None:
+            continue
+        for j, key in enumerate(spec.editable_keys):
+            if root_key(key) in available or key in spec.editable_types:
+                continue
+            yield Problem(
+                f"{path}.editable_keys[{j}]",
+                f"{key!r} is provided by no input or earlier step, and has no declared type",
+                f"fix the name ({_close(key, available)}), or, if the approver fills it in, "
+                f"declare its type: editable_types: {{{key}: text}} (or number, yes_no, list, "
+                "json)",
+            )
+
+
+def _close(key: str, names: Iterable[str]) -> str:
+    """``did you mean 'total'?``, or that nothing is close."""
+    import difflib
+
+    found = difflib.get_close_matches(key, sorted(names), n=1)
+    return f"did you mean {found[0]!r}?" if found else "no key of that name is close"
+
+
+def _available(t: Topology, step: PlanStep) -> set[str] | None:
+    """The keys an input or an earlier step provides to ``step`` (``None``: unknown, because
+    an edge into it could not be wired, which is reported)."""
+    plan = t.plan
+    available: set[str] = set(BUILTIN_KEYS)
+    if plan.inputs_schema is not None:
+        available |= set(plan.inputs_schema.properties)
+    for trigger in plan.all_triggers():
+        available |= set(trigger.input)
+        if trigger.type == "s3":
+            available |= S3_INPUT_KEYS
+    sid = step.step_id
+    # Everything that can run before the step, through any edge (a review loop's feedback
+    # reaches the steps it sends the run back to); the step itself only when it lies on a cycle.
+    ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
+    if sid in t.dangling or t.dangling & set(ancestors):
+        return None
+    for ancestor in ancestors:
+        available |= t.outputs[ancestor]
+    loop = t.loop_of.get(sid)
+    while loop is not None:
+        if loop in t.loops:
+            available |= {t.loops[loop].item_key, t.loops[loop].index_key}
+        loop = t.loop_of.get(loop)
+    return available
 
 
 def step_reads(t: Topology, step: PlanStep) -> Iterator[Read]:

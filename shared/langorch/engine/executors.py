@@ -35,6 +35,7 @@ from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import (
     SUMMARY_CHARS,
+    TRIED,
     Executor,
     Outcome,
     StepSpec,
@@ -151,6 +152,7 @@ async def _failed(
     error = _normalise(exc, spec, attempt)
     duration = _ms(started)
     tokens = error_tokens(exc)  # a refused or cut answer is billed all the same
+    request = getattr(exc, TRIED, None)  # what an http step sent, for the timeline
     if is_retryable(exc) and attempt < spec.max_attempts:
         emit(
             _event(
@@ -160,6 +162,7 @@ async def _failed(
                 duration_ms=duration,
                 error=error,
                 tokens=tokens,
+                request=request,
             )
         )
         logger.warning(
@@ -179,6 +182,7 @@ async def _failed(
             error=error,
             routed_to=route,
             tokens=tokens,
+            request=request,
         )
     )
     logger.error(

@@ -284,5 +284,7 @@ def audit(
             source_ip=visitor.source_ip if visitor else None,
             user_agent=bounded(user_agent, MAX_USER_AGENT_CHARS) if user_agent else None,
             method=visitor.method.upper() if visitor else None,
+            channel=visitor.channel if visitor else None,
+            operator=visitor.operator if visitor else None,
         )
     )

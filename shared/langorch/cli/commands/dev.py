@@ -50,6 +50,12 @@ def register(subparsers: Subparsers) -> None:
         help="the run console's port (default 8765; 0: none)",
     )
     dev.add_argument(
+        "--console-email",
+        metavar="ADDRESS",
+        help="the address approvals list you under: the console decides those as you "
+        "(without it, approvers use their emailed links)",
+    )
+    dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
     )
 
@@ -107,7 +113,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     except BaseException:
         stack.stop()
         raise
-    console_url = _start_console(ctx, stack, args.console_port)
+    console_url = _start_console(ctx, stack, args.console_port, args.console_email)
     took = time.monotonic() - started
     settings = stack.settings
     lines = [
@@ -190,20 +196,28 @@ def wait_until_stopped() -> None:
     stopped.wait()
 
 
-def _start_console(ctx: Context, stack: Any, port: int) -> str | None:
-    """The run console beside the stack (stopped with it); ``None`` when off or its port is
-    taken (said, not fatal: the stack works without it)."""
+def _start_console(ctx: Context, stack: Any, port: int, email: str | None) -> str | None:
+    """The run console beside the stack (stopped with it), acting as the OS user known by
+    ``email``; ``None`` when off or its port is taken (said, not fatal: the stack works
+    without it)."""
     if not port:
         return None
+    from langorch.console.operator import OperatorError, local_operator
     from langorch.console.server import serve_console
 
     try:
-        running = serve_console(stack.container, target="the local stack", port=port)
+        operator = local_operator(address=email)
+    except OperatorError as exc:
+        raise UsageError(f"--console-email: {exc}") from exc
+    try:
+        running = serve_console(
+            stack.container, target="the local stack", port=port, operator=operator
+        )
     except OSError as exc:
         ctx.out.warn(f"no console: port {port} is taken ({exc}); pass --console-port")
         return None
     stack._stops.append(running.stop)
-    return running.url
+    return running.startup_url
 
 
 def _console_line(url: str | None) -> list[str]:

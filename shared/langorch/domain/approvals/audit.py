@@ -27,6 +27,7 @@ AuditAction = Literal[
     "reminded",
     "escalated",
     "delegated",
+    "override",
 ]
 
 
@@ -45,6 +46,10 @@ class AuditEntry(BaseModel):
     user_agent: str | None = None
     reason: str | None = None
     method: str | None = None
+    channel: str | None = None
+    """Where it came from when not the emailed link: ``console``."""
+    operator: str | None = None
+    """Who acted through that channel (``ana (OS user)``, an IAM principal's ARN)."""
 
 
 @dataclass(frozen=True)
@@ -61,3 +66,7 @@ class Visitor:
     """The client's address."""
     user_agent: str | None = None
     """What the client says it is (bounded when written)."""
+    channel: str | None = None
+    """``console`` for the console's decisions (``None``: the emailed link)."""
+    operator: str | None = None
+    """Who acted through that channel (audited beside the approver)."""

@@ -13,6 +13,11 @@ lines       a list of strings (or empty list)   a text box, one item per line; a
 json        an object, or a list of non-strings a text box of JSON; the same type back
 ==========  ==================================  ==============================================
 
+A key nothing provides before the approval (the approver fills it in) is declared with its type
+in ``approval.editable_types``; its field starts from that type's empty value
+(:func:`empty_value`), so an empty list is a list editor and reads back as a list, never a
+string.
+
 Each edited field is bounded by :data:`MAX_EDIT_FIELD_BYTES` and all of a POST's edits by
 :data:`MAX_EDITS_TOTAL_BYTES` (UTF-8 JSON), so a decision always fits the run record and Step
 Functions' payload. A bad edit raises :class:`EditRejectedError` naming the field: the page is
@@ -27,7 +32,7 @@ import json
 import math
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from langorch.domain.approvals.record import InvalidDecisionError
 
@@ -39,6 +44,16 @@ MAX_EDITS_TOTAL_BYTES = 128 * 1024
 """The largest all edits of one decision may be together (UTF-8 bytes of their JSON)."""
 MAX_EDIT_CHARS = 20_000
 """A current value longer than this (as text) is shown read-only, not offered for editing."""
+
+
+EditableType = Literal["text", "number", "yes_no", "list", "json"]
+"""The declared type of a key the approver fills in (``approval.editable_types``)."""
+
+
+def empty_value(kind: EditableType) -> Any:
+    """The value a declared editable key starts from when nothing provided it: an input of
+    that type, empty (``list``: a list editor, one item per line; ``json``: an object)."""
+    return {"text": "", "number": 0, "yes_no": False, "list": [], "json": {}}[kind]
 
 
 class EditKind(StrEnum):

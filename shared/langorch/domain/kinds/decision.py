@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from langorch.domain.errors import Problem
 from langorch.domain.kinds.base import StepCheck, StepKind, Template
+from langorch.domain.templates import expression_outcomes
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, PlanStep
@@ -56,6 +57,8 @@ class DecisionKind(StepKind):
                 "both condition and cases are set",
                 "keep one: a condition that renders to a label, or cases",
             )
+        elif step.condition and labels:
+            yield from _condition_labels(f"{path}.condition", step.condition, labels)
         for k, case in enumerate(step.cases or []):
             if labels and case.branch not in labels:
                 yield _not_a_label(f"{path}.cases[{k}].branch", case.branch, labels)
@@ -76,6 +79,31 @@ class DecisionKind(StepKind):
     ) -> set[str]:
         """The block's outputs and ``<step_id>_branch``, the label chosen."""
         return super().outputs(step_id, step, block, lookup) | {f"{step_id}_branch"}
+
+
+def label_of(value: Any, labels: Iterable[str]) -> str:
+    """The branch label a condition's value chooses: a bool picks ``true``/``yes`` or
+    ``false``/``no`` among the labels; anything else is its text."""
+    if isinstance(value, bool):
+        for candidate in ("true", "yes") if value else ("false", "no"):
+            if candidate in labels:
+                return candidate
+    return str(value)
+
+
+def _condition_labels(path: str, condition: str, labels: Mapping[str, str]) -> Iterator[Problem]:
+    """A condition whose outcomes are known from its text alone must choose among the labels
+    (one that depends on run data is checked when it runs)."""
+    outcomes = expression_outcomes(condition)
+    if outcomes is None:
+        return
+    for label in dict.fromkeys(label_of(value, list(labels)) for value in outcomes):
+        if label not in labels:
+            yield Problem(
+                path,
+                f"can choose {label!r}, which is not one of the branch labels {sorted(labels)}",
+                f"add a branch for {label!r}, or make the condition choose one of the labels",
+            )
 
 
 def _not_a_label(path: str, label: str, labels: Mapping[str, str]) -> Problem:

@@ -9,6 +9,7 @@ from typing import Any
 
 from langgraph.types import interrupt
 
+from langorch.domain.approvals.edits import empty_value
 from langorch.domain.errors import ReviewLoopExhaustedError, StepFailedError
 from langorch.domain.step_settings import APPROVAL_LABELS, ApprovalSpec
 from langorch.domain.templates import render
@@ -105,7 +106,7 @@ def _request(
         else spec.step.name or spec.step_id,
         "message": render(approval.message, scope) if approval.message else "",
         "context": shown,
-        "editable": {k: shared.get(k) for k in approval.editable_keys},
+        "editable": {k: _editable(shared.get(k), approval, k) for k in approval.editable_keys},
         "approvers": _approvers(approval, spec, ctx),
         "timeout_seconds": approval.timeout_seconds,
         "on_timeout": approval.on_timeout,
@@ -121,6 +122,13 @@ def _request(
     if previous is not None:
         request["previous"] = previous
     return request
+
+
+def _editable(value: Any, approval: ApprovalSpec, key: str) -> Any:
+    """A key's current value for the approver's field; a declared key nothing provided yet
+    starts as its type's empty value (an empty list is a list editor, not a text box)."""
+    declared = approval.editable_types.get(key)
+    return empty_value(declared) if value is None and declared is not None else value
 
 
 def _approvers(approval: ApprovalSpec, spec: StepSpec, ctx: EngineContext) -> list[str]:

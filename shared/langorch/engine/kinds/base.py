@@ -112,6 +112,12 @@ Preparer = Callable[[StepSpec, EngineContext], Awaitable[None]]
 its key): ``(step, context) -> None``. It raises to fail the attempt, as an executor does."""
 
 
+TRIED = "tried_request"
+"""The attribute a step's error may carry: what it sent out (an ``http`` step's method, URL and
+body). The timeline keeps it, so a failed call can be read back; headers are never kept, they
+carry credentials."""
+
+
 def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:
     """The names templates and expressions see: ``shared_context`` plus the run's own.
 

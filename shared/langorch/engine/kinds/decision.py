@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from langorch.domain.errors import StepFailedError
+from langorch.domain.kinds.decision import label_of
 from langorch.domain.templates import evaluate
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import Executor, Outcome, Preparer, StepSpec, scope_of
@@ -29,7 +28,7 @@ async def run_decision(
             raise StepFailedError(f"step {spec.step_id}: no case matched and no default_branch")
         return Outcome(label=label, context={f"{spec.step_id}_branch": label})
     if step.condition:
-        label = _label_of(evaluate(step.condition, scope), labels)
+        label = label_of(evaluate(step.condition, scope), labels)
         return Outcome(label=label, context={f"{spec.step_id}_branch": label})
     outputs, tokens, usage = await call_llm(spec, state, ctx, attempt, choices=labels)
     label = str(outputs.get("branch"))
@@ -43,14 +42,6 @@ async def prepare_decision(spec: StepSpec, ctx: EngineContext) -> None:
     """A decision made by the block's LLM loads its provider first (see ``prepare_llm``)."""
     if not (spec.step.cases or spec.step.condition):
         await prepare_llm(spec, ctx)
-
-
-def _label_of(value: Any, labels: list[str]) -> str:
-    if isinstance(value, bool):
-        for candidate in ("true", "yes") if value else ("false", "no"):
-            if candidate in labels:
-                return candidate
-    return str(value)
 
 
 EXECUTORS: dict[str, Executor] = {"decision": run_decision}

@@ -10,6 +10,7 @@ from langorch.domain.kinds.http import http_spec
 from langorch.domain.templates import render, render_value
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import (
+    TRIED,
     Executor,
     Outcome,
     StepSpec,
@@ -49,11 +50,16 @@ async def run_http(
     headers.setdefault("Idempotency-Key", idempotency_key(ctx.run_id, spec.step_id, visit))
     body = render_value(http.body, scope) if http.body is not None else None
     timeout = spec.timeout_seconds or 30.0
-    status, payload = await asyncio.to_thread(
-        ctx.http, http.method, url, headers=headers, body=body, timeout=timeout
-    )
-    if status >= 400:
-        raise HttpStepError(status, url.split("/")[2] if "//" in url else url)
+    tried = {"method": http.method, "url": url, "body": body}
+    try:
+        status, payload = await asyncio.to_thread(
+            ctx.http, http.method, url, headers=headers, body=body, timeout=timeout
+        )
+        if status >= 400:
+            raise HttpStepError(status, url.split("/")[2] if "//" in url else url)
+    except Exception as exc:
+        setattr(exc, TRIED, tried)  # the error keeps its type (and retry rule): only noted
+        raise
     key = output_key(spec, http.response_key, f"{spec.step_id}_response")
     return Outcome(context={key: {"status": status, "body": payload}})
 
