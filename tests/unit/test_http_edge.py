@@ -343,8 +343,11 @@ def test_the_console_answers_a_refusal_it_has_no_row_for_as_refused() -> None:
     from langorch.console.app import ConsoleApp
     from langorch.console.http import Request, Sessions
     from langorch.console.operator import Operator
+    from tests.fakes.approvals import InMemoryApprovals
 
     class Stack:
+        approvals = InMemoryApprovals()  # the pending-count badge every page shows
+
         def clock(self) -> datetime:
             return datetime(2026, 1, 1, tzinfo=UTC)
 
