@@ -144,3 +144,31 @@ def test_langorch_dev_on_a_busy_port_exits_at_once_with_the_reason_and_the_hint(
     err = capsys.readouterr().err
     assert code != 0
     assert f"127.0.0.1:{port}" in err and "--port PORT" in err
+
+
+def test_what_runs_call_is_up_before_in_flight_runs_resume(tmp_path: Path) -> None:
+    # Given a home with a run left in flight (queued, its execution gone with the last stack)
+    home = tmp_path / ".langorch"
+    first = start_local_stack(home=home, port=free_port(), examples=None)
+    try:
+        first.container.runs.create_run(_run("run-in-flight"))
+    finally:
+        first.stop()
+    seen: dict[str, object] = {}
+
+    def start_tools(stack: object) -> None:
+        # What the stack looked like when the tool servers would start
+        seen["recovered"] = list(getattr(stack, "recovered", []))
+        seen["gateway"] = getattr(stack, "gateway_url", None)
+
+    # When the stack starts again with tool servers to start
+    second = start_local_stack(
+        home=home, port=free_port(), examples=None, before_recovery=start_tools
+    )
+    try:
+        # Then they started before any run resumed and before the gateway took a click, and the
+        # run was recovered after
+        assert seen == {"recovered": [], "gateway": None}
+        assert second.recovered == ["run-in-flight"]
+    finally:
+        second.stop()

@@ -147,6 +147,7 @@ def start_local_stack(
     region: str = "us-east-1",
     console: bool = False,
     verbose: bool = False,
+    before_recovery: Callable[[LocalStack], None] | None = None,
 ) -> LocalStack:
     """Start the local stack with everything provisioned.
 
@@ -166,6 +167,9 @@ def start_local_stack(
         console: for a person at a terminal (``langorch dev``): one human line per event on
             stdout, the functions' JSON lines in ``<home>/logs/functions.jsonl``.
         verbose: with ``console``, the JSON lines on stdout as well.
+        before_recovery: runs once the stack can serve functions, before in-flight runs get
+            their executions again: what those runs call must be up first (the examples' tool
+            servers, each on a new address and token).
 
     Raises:
         PortBusyError: the emulator's or the gateway's port is taken.
@@ -237,6 +241,8 @@ def start_local_stack(
             )
             stack.examples = [r.id for r in batch.results if r.kind == "workflow"]
 
+        if before_recovery is not None:
+            before_recovery(stack)
         # Before the gateway opens: a click on an old link then finds the run parked again.
         stack.recovered = recover_runs(container)
         if reserved is not None:

@@ -98,6 +98,16 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         endpoint = json.loads((home / "stack.json").read_text()).get("endpoint_url")
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
+    from langorch.local.example_tools import ExampleTools, start_example_tools
+
+    tools = ExampleTools()
+
+    def start_tools(stack: Any) -> None:
+        # Before in-flight runs resume: a run that calls a tool finds it at its new address.
+        nonlocal tools
+        tools = start_example_tools(stack.settings, examples)
+        stack._stops.append(tools.stop)
+
     stack = start_local_stack(
         home=home,
         port=args.emulator_port,
@@ -105,14 +115,8 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         examples=examples,
         console=True,
         verbose=args.verbose,
+        before_recovery=start_tools,
     )
-    from langorch.local.example_tools import start_example_tools
-
-    try:
-        tools = start_example_tools(stack.settings, examples)
-    except BaseException:
-        stack.stop()
-        raise
     console_url = _start_console(ctx, stack, args.console_port, args.console_email)
     took = time.monotonic() - started
     settings = stack.settings
@@ -176,13 +180,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         "\n".join(lines),
     )
     if args.ready_only:
-        tools.stop()
-        stack.stop()
+        stack.stop()  # its tool servers with it
         return 0
     try:
         wait_until_stopped()
     finally:
-        tools.stop()
         stack.stop()
     return 0
 
