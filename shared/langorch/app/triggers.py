@@ -17,7 +17,6 @@ Nothing here imports LangGraph or LangChain: the trigger function's cold start s
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -30,6 +29,7 @@ from langorch.app.runs import LaunchDeps, StartRun, launch_run
 from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
 from langorch.domain.errors import (
     InputValidationError,
+    JsonSyntaxError,
     NotFoundError,
     PayloadTooLargeError,
     Problem,
@@ -39,7 +39,7 @@ from langorch.domain.errors import (
     UnsupportedMediaTypeError,
 )
 from langorch.domain.inputs import ensure_valid_input, with_defaults
-from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
+from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes, loads_strict
 from langorch.domain.triggers import (
     S3ObjectCreated,
     ScheduleFired,
@@ -236,9 +236,11 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
 
     Raises:
         PayloadTooLargeError: the body is over the limit (413).
-        UnsupportedMediaTypeError: not JSON (415).
+        UnsupportedMediaTypeError: not JSON (415, with the line and column).
         NotFoundError: no such workflow, or it has no webhook trigger (404).
         SignatureError: the signature, its timestamp or the secret does not verify (401).
+        JsonShapeError: the body nests deeper than ``MAX_JSON_DEPTH`` or is not strict JSON
+            (NaN, Infinity, 1e999, a lone surrogate) (422, with the field path).
         DefinitionError: the input does not fit the inputs schema (422, with paths).
         StorageError: a backend failed (a 5xx: the sender should retry, and may safely).
     """
@@ -326,9 +328,11 @@ def _json_body(request: WebhookRequest) -> Any:
             f"Content-Type is {media or 'missing'}; send application/json"
         )
     try:
-        return json.loads(request.body)
-    except (ValueError, RecursionError) as exc:
-        raise UnsupportedMediaTypeError(f"the body is not valid JSON: {exc}") from exc
+        return loads_strict(request.body, "body")
+    except JsonSyntaxError as exc:
+        # Not JSON at all is the media type's refusal (415); JSON too deep or not strict
+        # (JsonShapeError) is unprocessable input (422), raised as it is.
+        raise UnsupportedMediaTypeError(str(exc), problems=exc.problems) from None
 
 
 def _webhook_workflow(workflow_id: str, deps: TriggerDeps) -> tuple[TaskPlan, Trigger]:

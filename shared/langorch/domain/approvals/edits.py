@@ -15,7 +15,9 @@ json        an object, or a list of non-strings a text box of JSON; the same typ
 
 Each edited field is bounded by :data:`MAX_EDIT_FIELD_BYTES` and all of a POST's edits by
 :data:`MAX_EDITS_TOTAL_BYTES` (UTF-8 JSON), so a decision always fits the run record and Step
-Functions' payload. A bad edit raises :class:`EditRejectedError` naming the field: the page is
+Functions' payload; and held to the shape every door keeps (at most
+:data:`~langorch.domain.limits.MAX_JSON_DEPTH` levels, strict JSON: no NaN, Infinity or lone
+surrogate). A bad edit raises :class:`EditRejectedError` naming the field: the page is
 shown again with what the person typed, and nothing is written.
 
 Pure: no I/O.
@@ -30,6 +32,8 @@ from enum import StrEnum
 from typing import Any
 
 from langorch.domain.approvals.record import InvalidDecisionError
+from langorch.domain.errors import JsonShapeError, JsonSyntaxError
+from langorch.domain.limits import json_shape_problem, loads_strict
 
 EDIT_PREFIX = "edit."
 """Form fields of edits are named ``edit.<key>``."""
@@ -129,6 +133,9 @@ def parse_edits(editable: Mapping[str, Any], form: Mapping[str, str]) -> dict[st
         if typed == as_text(original) or (original is None and not typed.strip()):
             continue
         value = _parse(key, original, typed)
+        shape = json_shape_problem(value, EDIT_PREFIX + key)
+        if shape is not None:
+            raise EditRejectedError(key, f"{shape.message} (at {shape.path}): {shape.hint}")
         size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
         if size > MAX_EDIT_FIELD_BYTES:
             raise EditRejectedError(key, f"is larger than {MAX_EDIT_FIELD_BYTES // 1024} KB")
@@ -155,9 +162,12 @@ def _parse(key: str, original: Any, typed: str) -> Any:
     if kind is EditKind.number:
         return _number(key, original, typed.strip())
     try:
-        value = json.loads(typed)
-    except ValueError:
+        value = loads_strict(typed, EDIT_PREFIX + key)
+    except JsonSyntaxError:
         raise EditRejectedError(key, "must be JSON (as shown when the page opened)") from None
+    except JsonShapeError as exc:
+        shape = exc.problems[0]
+        raise EditRejectedError(key, f"{shape.message} (at {shape.path}): {shape.hint}") from None
     if type(value) is not type(original):
         wanted = "an object" if isinstance(original, dict) else "a list"
         raise EditRejectedError(key, f"must be JSON {wanted} (as shown when the page opened)")
