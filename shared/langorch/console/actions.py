@@ -28,6 +28,7 @@ from langorch.domain.approvals.edits import (
     MAX_EDIT_FIELD_BYTES,
     EditKind,
     as_text,
+    edit_elsewhere,
     is_editable_here,
     kind_of,
 )
@@ -231,6 +232,7 @@ def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[
                 "kind": kind.value,
                 "hint": _HINTS.get(kind, ""),
                 "too_long": not is_editable_here(value),
+                "why": edit_elsewhere(approval.run_id, approval.step_id, str(key)),
                 "rows": min(max(text.count("\n") + 2, 3), 20),
             }
         )

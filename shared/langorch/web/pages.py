@@ -21,6 +21,7 @@ from langorch.domain.approvals.edits import (
     MAX_EDIT_FIELD_BYTES,
     EditKind,
     as_text,
+    edit_elsewhere,
     is_editable_here,
     kind_of,
 )
@@ -157,6 +158,7 @@ def approval_page(
                 "kind": kind.value,
                 "hint": _HINTS.get(kind, ""),
                 "too_long": too_long,
+                "why": edit_elsewhere(approval.run_id, approval.step_id, str(key)),
                 "rows": min(max(text.count("\n") + 2, 3), 20),
             }
         )
