@@ -484,3 +484,20 @@ def test_no_json_edit_gets_anything_but_a_value_or_a_named_refusal(text: str) ->
         assert exc.key == "data"
         return
     assert check_json_shape(edits, "edits") is None
+
+
+def test_a_timeline_event_with_tool_arguments_nested_too_deep_reads_back() -> None:
+    from langorch.domain.runs import TimelineEvent, TimelineEventType
+
+    # Given a tool call whose arguments a model nested 250 levels deep (under 1,000 characters,
+    # so not summarised for size)
+    event = TimelineEvent(
+        seq=1,
+        at=datetime.now(UTC),
+        type=TimelineEventType.tool_called,
+        detail={"tool": "search", "args": deep(DEPTH)},
+    )
+
+    # When it is stored and read back, Then it reads (its detail summarised, not kept deep)
+    again = TimelineEvent.model_validate_json(event.model_dump_json())
+    assert again.detail["tool"] == "search"

@@ -535,7 +535,13 @@ class TimelineEvent(_Stored):
     @field_validator("detail")
     @classmethod
     def _bounded_detail(cls, detail: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(detail, default=str, ensure_ascii=False)) <= MAX_DETAIL_CHARS:
+        from langorch.domain.limits import json_shape_problem
+
+        # Shape as well as size: a model's tool arguments nested 250 levels deep fit in 1,000
+        # characters, and the event would then not read back.
+        if json_shape_problem(detail) is None and (
+            len(json.dumps(detail, default=str, ensure_ascii=False)) <= MAX_DETAIL_CHARS
+        ):
             return detail
         return dict(summarize_outputs(detail, limit=MAX_DETAIL_CHARS))
 
