@@ -47,7 +47,12 @@ import math
 import re
 from typing import Any
 
-from langorch.domain.errors import JsonShapeError, JsonSyntaxError, Problem
+from langorch.domain.errors import (
+    InputValidationError,
+    JsonShapeError,
+    JsonSyntaxError,
+    Problem,
+)
 
 DYNAMODB_ITEM_BYTES = 400 * 1024
 """DynamoDB's item limit."""
@@ -125,8 +130,8 @@ def bounded_request(request: dict[str, Any], limit: int = MAX_PENDING_BYTES) -> 
 
     Top-level keys are kept (the approval needs ``step_id``, ``approvers``, ``fields``...);
     long strings anywhere inside are cut to :data:`MAX_SHOWN_VALUE_CHARS` with a marker, and
-    if the request is still too large (or nested deeper than :data:`MAX_JSON_DEPTH`) every
-    nested value is cut to its short JSON text.
+    if the request is still too large (or nested deeper than :data:`MAX_JSON_DEPTH`, or not
+    strict JSON) every nested value is cut to its short JSON text.
 
     Args:
         request: the request as the engine parked it.
@@ -135,11 +140,11 @@ def bounded_request(request: dict[str, Any], limit: int = MAX_PENDING_BYTES) -> 
     Returns:
         ``request`` itself when it fits, else a bounded copy.
     """
-    deep = json_shape_problem(request, "request") is not None
-    if not deep and json_bytes(request) <= limit:
+    shaped = json_shape_problem(request, "request") is None
+    if shaped and json_bytes(request) <= limit:
         return request
     shortened = _shorten(request, MAX_SHOWN_VALUE_CHARS)
-    if not deep and json_bytes(shortened) <= limit:
+    if shaped and json_bytes(shortened) <= limit:
         return dict(shortened)
     per_key = max(64, limit // max(1, 2 * len(request)))
     return {
@@ -173,8 +178,6 @@ def ensure_input_fits(workflow_id: str, data: Any, path: str = "input") -> None:
             JSON (:func:`check_json_shape`).
         InputValidationError: ``data`` is over :data:`~langorch.domain.limits.MAX_INPUT_BYTES`.
     """
-    from langorch.domain.errors import InputValidationError
-
     check_json_shape(data, path)
     size = json_bytes(data)
     if size > MAX_INPUT_BYTES:
