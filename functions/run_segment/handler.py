@@ -2,7 +2,8 @@
 
 Events (built by the state machine, ``statemachine.asl.json``)::
 
-    {"action": "segment", "run_id": "run-…", "resume": null | {"woke": true} | {decision…}}
+    {"action": "segment", "run_id": "run-…", "resume": null | {"woke": true} | {decision…},
+     "owner": "<execution name>/<time it entered RunSegment>"}
     {"action": "fail", "run_id": "run-…", "state": {…, "error": {"Error": …, "Cause": …}}}
     {"action": "park", "run_id": "run-…", "resource": {"name": …, "holder": …}, "task_token": …}
 
@@ -13,6 +14,8 @@ for the next ``RunSegment``. ``park`` keeps a queued run's task token with its p
 resource's queue, so the release that makes it its turn wakes it (``AwaitResource``).
 Infrastructure errors (``StorageError``, ``LeaseHeldError``, ``LeaseLostError``) are not
 caught: Lambda reports them under their class name, which the state machine's ``Retry`` matches.
+A sandbox that dies mid-segment is reported as ``Runtime.ExitError``, also retried: the retry
+carries the same ``owner``, so it takes back the run's lease its dead attempt still holds.
 """
 
 from __future__ import annotations
@@ -89,6 +92,10 @@ class SegmentEvent(BaseModel):
     action: Literal["segment"]
     run_id: str
     resume: Any = None
+    owner: str | None = None
+    """The execution and the time it entered RunSegment: the same on the state machine's
+    retries of this segment, so a retry after a crash takes back the lease its dead attempt
+    held (``None``: a fresh owner)."""
 
 
 class FailEvent(BaseModel):
@@ -172,7 +179,9 @@ def _segment(request: SegmentEvent) -> dict[str, Any]:
     started = time.perf_counter()
     deps = container()
     try:
-        result = run_segment(RunSegment(request.run_id, resume=request.resume), deps)
+        result = run_segment(
+            RunSegment(request.run_id, resume=request.resume, owner=request.owner), deps
+        )
     except Exception as exc:
         # Kept before the retry, so MarkFailed reports this first cause, not a retry's symptom.
         note_segment_error(request.run_id, exc, deps)

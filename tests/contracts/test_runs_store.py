@@ -162,6 +162,18 @@ def test_an_expired_lease_is_taken_over_with_a_higher_fence(repo: Runs) -> None:
     assert new_fence > old_fence
 
 
+def test_the_same_owner_takes_its_lease_again_with_a_higher_fence(repo: Runs) -> None:
+    # Given a segment attempt that took the lease and died (its process crashed)
+    repo.create_run(a_run())
+    dead = repo.acquire_lease("run-1", "exec-1/entered-1", now=NOW, ttl_seconds=TTL)
+    # When the state machine's retry of that same segment comes, well within the lease
+    retry = repo.acquire_lease("run-1", "exec-1/entered-1", now=NOW + 5, ttl_seconds=TTL)
+    # Then it takes the lease, fencing the dead attempt out; any other owner is still refused
+    assert retry > dead
+    with pytest.raises(LeaseHeldError, match="exec-1/entered-1"):
+        repo.acquire_lease("run-1", "exec-1/entered-2", now=NOW + 6, ttl_seconds=TTL)
+
+
 def test_a_stale_segment_cannot_overwrite_the_run(repo: Runs) -> None:
     # Given a slow segment whose lease expired and was taken over
     run = repo.create_run(a_run())[0]

@@ -1,7 +1,8 @@
 """Generated bad requests against every HTTP route of the local stack: never a 5xx.
 
 Hypothesis builds requests for ``POST /hooks/{id}`` and ``GET|HEAD|POST /approvals/{id}`` —
-wrong methods, missing and garbage headers, bodies that are not UTF-8, forms with a thousand
+wrong methods, missing and garbage headers, bodies that are not UTF-8, JSON nested up to 3,000
+levels or holding NaN, Infinity, 1e999 or a lone surrogate escape, forms with a thousand
 fields, stale and forged signatures, real links with one part changed — and sends them through
 the local gateway to the real handlers. Every answer must be a 2xx-4xx: bad input is the
 sender's problem, never the server's. The number of cases run is printed (``-s``).
@@ -60,6 +61,14 @@ def parked(stack: LocalStack) -> dict[str, str]:
 
 # -- strategies --------------------------------------------------------------------------------
 
+hostile_json = st.builds(
+    # Depth, non-finite numbers and surrogate escapes (issue 35): 2xx or 4xx, never a 5xx.
+    lambda opens, leaf: '{"item": 1, "x": ' + opens + leaf + "]" * len(opens) + "}",
+    st.one_of(st.integers(0, 70), st.integers(190, 300), st.integers(900, 3000)).map(
+        lambda depth: "[" * depth
+    ),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", '"\\ud800"', '"\\udc00x"', "1"]),
+)
 header_text = st.text(
     alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF, blacklist_characters="\x7f"),
     max_size=300,
@@ -73,6 +82,7 @@ bodies = st.one_of(
     st.just(json.dumps({"item": "x" * 300_000}).encode()),
     st.just(b'{"item": 1}'),
     st.just(b"[]"),
+    hostile_json.map(str.encode),
 )
 content_types = st.sampled_from(
     [
@@ -167,7 +177,7 @@ def _mutated_query(link: str, key: str | None, value: str) -> str:
         bodies,
         st.dictionaries(
             st.sampled_from(["nonce", "decision", "comment", "code", "edit.restaurant", "x"]),
-            st.text(max_size=500),
+            st.one_of(st.text(max_size=500), hostile_json),
             max_size=6,
         ).map(lambda form: urlencode(form).encode()),
     ),

@@ -146,8 +146,8 @@ class InMemoryRuns:
         ttl_seconds: float,
         saving: RunRecord | None = None,
     ) -> int:
-        """Take the lease when free or expired (storing ``saving`` with it); returns the
-        incremented fence."""
+        """Take the lease when free, expired or already this owner's (storing ``saving`` with
+        it); returns the incremented fence."""
         if ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds}")
         body = None if saving is None else _bounded_body(saving)
@@ -155,7 +155,7 @@ class InMemoryRuns:
             row = self._rows.get(run_id)
             if row is None:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take")
-            if row.lease_owner is not None and (row.lease_expires_at or 0.0) > now:
+            if row.lease_owner not in (None, owner) and (row.lease_expires_at or 0.0) > now:
                 until = datetime.fromtimestamp(row.lease_expires_at or 0.0, tz=UTC)
                 raise LeaseHeldError(
                     f"run {run_id} is being run by {row.lease_owner} until {until.isoformat()}; "

@@ -95,6 +95,10 @@ class _Recorder(BaseHTTPRequestHandler):
         payload = json.dumps({"id": "ord-1"}).encode()
         if self.path == "/huge":
             status, payload = 200, b"x" * (MAX_RESPONSE_BYTES + 1)
+        if self.path == "/deep":
+            status, payload = 200, b'{"tree": ' + b"[" * 250 + b"]" * 250 + b"}"
+        if self.path == "/nan":
+            status, payload = 200, b'{"price": NaN}'
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -216,6 +220,44 @@ workflows:
     # error routed on with its type
     assert len(_Recorder.calls) == 1
     assert result.outputs["why"] == "HttpResponseTooLargeError"
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [("deep", "body.tree[0][0][0]…: is nested 251 levels deep"), ("nan", "body.price: is NaN")],
+)
+def test_an_http_response_too_deep_or_not_strict_fails_the_step_not_the_segment(
+    make_container: MakeContainer, server: str, path: str, problem: str
+):
+    # Given an http step whose service answers JSON nested 250 levels deep, or with NaN
+    # (before: read into the run's state, whose record then could not be read back)
+    _Recorder.fail_first = 0
+    container = make_container()
+    register_text(
+        container,
+        f"""
+workflows:
+  - plan_id: fetcher
+    memory: false
+    steps:
+      - step_id: fetch
+        kind: http
+        max_retries: 3
+        retry_backoff_seconds: 0
+        on_error: note
+        http: {{method: POST, url: "{server}/{path}", body: {{}}}}
+      - {{step_id: note, kind: transform, transform: {{why: "error.type", said: "error.message"}}}}
+""",
+    )
+
+    # When the run goes through
+    result = run_to_end(container, "fetcher")
+
+    # Then the service was asked once (the same question gets the same answer), and the
+    # step's error routed on saying where and what
+    assert len(_Recorder.calls) == 1
+    assert result.outputs["why"] == "HttpResponseShapeError"
+    assert problem in result.outputs["said"]
 
 
 TIMEOUT = """

@@ -256,6 +256,52 @@ def test_a_transient_storage_error_is_retried_by_the_state_machine(
     pipeline.assert_consistent(run_id)
 
 
+def test_a_segment_whose_sandbox_died_is_retried_and_takes_back_its_lease(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+):
+    # Given a run whose first segment dies after taking the run's lease: its sandbox exits
+    # (Lambda reports Runtime.ExitError) and, dead, gives nothing back
+    from langorch.adapters.sqlite.runs import SqliteRuns
+    from langorch.local._sandbox import SandboxError
+
+    pipeline.register(LINEAR)
+    deaths: list[str] = []
+    keep = SqliteRuns.release_lease
+
+    def die_once(*args: Any, **kwargs: Any) -> Any:
+        if not deaths:
+            deaths.append("segment")
+            raise SandboxError("Runtime.ExitError", "the run_segment sandbox exited: killed")
+        return advance(*args, **kwargs)
+
+    def dead_keeps_the_lease(self: SqliteRuns, run_id: str, fence: int) -> bool:
+        return False if len(deaths) == 1 and fence == 1 else keep(self, run_id, fence)
+
+    import langorch.engine.segments as segments
+
+    advance = segments.advance
+    monkeypatch.setattr(segments, "advance", die_once)
+    monkeypatch.setattr(SqliteRuns, "release_lease", dead_keeps_the_lease)
+
+    # When the run is launched (before: no Retry on Runtime.ExitError, MarkFailed failed it)
+    run_id = pipeline.launch("linear", {"x": 2})
+
+    # Then the state machine retried the segment as the same owner, which took the lease back
+    # at once (not after it expired) and finished the run
+    assert pipeline.finished(run_id)["status"] == "SUCCEEDED"
+    history = pipeline.history(run_id)
+    failures = [e["taskFailedEventDetails"]["error"] for e in history if e["type"] == "TaskFailed"]
+    owners = [
+        json.loads(e["taskScheduledEventDetails"]["parameters"])["Payload"]["owner"]
+        for e in history
+        if e["type"] == "TaskScheduled"
+    ]
+    assert failures == ["Runtime.ExitError"]
+    assert len(owners) == 2 and owners[0] == owners[1] and owners[0].startswith(run_id)
+    assert pipeline.run(run_id).outputs["w"] == 6
+    pipeline.assert_consistent(run_id)
+
+
 APPROVAL = """
 workflows:
   - plan_id: gated

@@ -209,3 +209,36 @@ def test_a_run_whose_turn_came_before_it_parked_wakes_itself(deps: Fakes) -> Non
     _, turn = park(deps, result)
     # Then it is woken at once, not left waiting for a release that already happened
     assert turn and woken(deps, run.run_id)
+
+
+def test_a_woken_holder_whose_sandbox_died_mid_step_is_retried_and_gives_the_lease_back(
+    deps: Fakes,
+) -> None:
+    from langorch.app.runs import LEASE_GRACE_SECONDS
+    from langorch.domain.runs import transition
+
+    # Given a run queued behind another holder, then woken: its segment (the state machine's
+    # entry "exec-1/t1") took the run and the resource, and its sandbox died mid-step — nothing
+    # gave either back, and the record says running, parked on nothing
+    deps.resources.acquire(RESOURCE, OTHER, now=time.time(), lease_seconds=600, wait_seconds=600)
+    run, _ = start_run(StartRun("shop"), deps)
+    assert run_segment(RunSegment(run.run_id), deps).status == "waiting_resource"
+    deps.resources.release(RESOURCE, OTHER)
+    owner = "exec-1/t1"
+    ttl = deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS
+    running = transition(deps.runs.get_run(run.run_id), RunStatus.running, now=deps.clock())
+    deps.runs.acquire_lease(run.run_id, owner, now=time.time(), ttl_seconds=ttl, saving=running)
+    holder = f"{run.run_id}/browse"
+    deps.resources.acquire(RESOURCE, holder, now=time.time(), lease_seconds=ttl, wait_seconds=60)
+
+    # When the state machine retries that segment (Runtime.ExitError) with the same owner
+    # (before: refused as "not waiting on any interrupt", and the dead lease held it anyway)
+    result = run_segment(RunSegment(run.run_id, resume={"woke": True}, owner=owner), deps)
+
+    # Then the step runs again holding the resource, the run succeeds, and nothing stays held
+    assert result.status == "succeeded"
+    assert [e.type for e in resource_events(deps, run.run_id)][-2:] == [
+        TimelineEventType.step_finished,
+        TimelineEventType.resource_released,
+    ]
+    assert deps.resources.get(RESOURCE).leases == {}

@@ -162,6 +162,16 @@ def test_a_malformed_s3_event_is_refused_with_where_it_went_wrong(event: dict[st
     assert where in str(raised.value)
 
 
+def test_an_sqs_body_nested_past_the_parser_is_a_malformed_event_not_a_crash():
+    # Given an SQS-delivered notification whose body is nested 5,000 levels deep (before: a
+    # RecursionError, retried by SQS until it reached the dead-letter queue)
+    event = {"Records": [{"eventSource": "aws:sqs", "body": "[" * 5000 + "]" * 5000}]}
+
+    # When it is read, Then it is refused as malformed, saying where and the limit
+    with pytest.raises(S3EventError, match=r"^Records\[0\]\.body: is nested so deep"):
+        objects_created(event)
+
+
 def test_an_event_of_another_service_is_not_taken_for_an_s3_event():
     event = {"Records": [{"eventSource": "aws:kinesis", "kinesis": {}}]}
 

@@ -108,6 +108,7 @@ def _tampered() -> WebhookRequest:
 
 
 def _unknown_workflow() -> WebhookRequest:
+    # Signed with another workflow's secret: no secret of "nope" verifies it.
     return signed(BODY, workflow_id="nope")
 
 
@@ -144,8 +145,8 @@ def _not_an_object() -> WebhookRequest:
         (_unsigned, 401),
         (_old_headers, 401),
         (_tampered, 401),
-        (_unknown_workflow, 404),
-        (_no_webhook_trigger, 404),
+        (_unknown_workflow, 401),
+        (_no_webhook_trigger, 401),
         (_oversized, 413),
         (_not_json, 415),
         (_wrong_media_type, 415),
@@ -179,6 +180,40 @@ def test_invalid_input_is_answered_with_the_field_paths(deps: Fakes):
     # Then the 422 names each field
     assert status == 422
     assert {p["path"] for p in body["problems"]} == {"input.amount", "input.note"}
+
+
+@pytest.mark.parametrize("signing", ["unsigned", "signed with a guessed secret"])
+def test_an_unknown_workflow_answers_exactly_as_a_real_one(deps: Fakes, signing: str):
+    # Given a prober's delivery, sent to a real workflow id and to an unknown one
+    def probe(workflow_id: str) -> WebhookRequest:
+        request = signed(BODY, workflow_id=workflow_id, secret=OTHER_SECRET)
+        if signing == "unsigned":
+            headers = {k: v for k, v in request.headers.items() if k != SIGNATURE_HEADER}
+            request = WebhookRequest(workflow_id, headers, request.body)
+        return request
+
+    # When both arrive
+    real = webhook_answer(probe("invoices"), deps)
+    unknown = webhook_answer(probe("payroll"), deps)
+
+    # Then both get the same 401 and the same words (before: 404 "no workflow 'payroll'")
+    assert unknown == real
+    assert unknown[0] == 401
+
+
+def test_a_workflow_is_named_missing_only_to_a_delivery_signed_with_its_secret(deps: Fakes):
+    # Given a secret left for workflow "retired", whose workflow is no longer stored
+    retired = format_secret(b"the-retired-workflow-secret")
+    deps.secrets.put_json("langorch/webhooks/retired", {"current": retired})
+
+    # When a delivery signed with it arrives, and one signed with another secret
+    signed_right = webhook_answer(signed(BODY, workflow_id="retired", secret=retired), deps)
+    signed_wrong = webhook_answer(signed(BODY, workflow_id="retired", secret=OTHER_SECRET), deps)
+
+    # Then the signed sender is told clearly that there is no such workflow; the other is not
+    assert signed_right[0] == 404 and "no workflow 'retired'" in signed_right[1]["error"]
+    assert signed_wrong[0] == 401
+    assert all_runs(deps) == []
 
 
 def test_checks_run_in_order_size_before_media_type_before_workflow(deps: Fakes):

@@ -7,7 +7,8 @@ from typing import Any
 
 import urllib3
 
-from langorch.domain.errors import LangorchError
+from langorch.domain.errors import JsonShapeError, JsonSyntaxError, LangorchError
+from langorch.domain.limits import loads_strict
 
 MAX_RESPONSE_BYTES = 1_000_000
 """Responses larger than this are refused rather than stored in the run's state."""
@@ -27,6 +28,13 @@ class HttpResponseTooLargeError(HttpCallError):
     retryable = False
 
 
+class HttpResponseShapeError(HttpCallError):
+    """The answer is JSON nested deeper than ``MAX_JSON_DEPTH`` or not strict JSON (NaN,
+    Infinity, a lone surrogate): the run could not carry it, and asking again gets the same."""
+
+    retryable = False
+
+
 def http_call(
     method: str, url: str, *, headers: dict[str, str], body: Any, timeout: float
 ) -> tuple[int, Any]:
@@ -35,6 +43,7 @@ def http_call(
     Raises:
         HttpCallError: no answer in time, or a connection failure.
         HttpResponseTooLargeError: a response past :data:`MAX_RESPONSE_BYTES`.
+        HttpResponseShapeError: a JSON response nested too deep or not strict JSON.
     """
     if not url.startswith(("http://", "https://")):
         raise LangorchError(f"http steps call http(s) URLs only, got {url[:60]!r}")
@@ -57,7 +66,14 @@ def http_call(
             "service for less (paging, a filter) or fetch the data in a file"
         )
     text = raw.decode(errors="replace")
+    if not text:
+        return response.status, None
     try:
-        return response.status, json.loads(text) if text else None
-    except json.JSONDecodeError:
-        return response.status, text
+        return response.status, loads_strict(text, "body")
+    except JsonSyntaxError:
+        return response.status, text  # not JSON: kept as text
+    except JsonShapeError as exc:
+        raise HttpResponseShapeError(
+            f"response from {url.split('?')[0]}: {exc}; ask the service for a flatter, strict "
+            "JSON answer"
+        ) from None

@@ -119,9 +119,10 @@ class RunsStore(Protocol):
         ttl_seconds: float,
         saving: RunRecord | None = None,
     ) -> int:
-        """Take the run's lease; returns the new fence (``LeaseHeldError`` when held). With
-        ``saving``, the same write stores that run as :meth:`save_run` would (``ConflictError``
-        when it would change an ending)."""
+        """Take the run's lease; returns the new fence (``LeaseHeldError`` when another owner
+        holds it; ``owner`` itself takes it again: a retry of its segment whose attempt died
+        holding it). With ``saving``, the same write stores that run as :meth:`save_run` would
+        (``ConflictError`` when it would change an ending)."""
         ...
 
     def release_lease(self, run_id: str, fence: int) -> bool:

@@ -294,6 +294,10 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
     budget = deps.settings.segment_budget_seconds
     started_at = deps.clock()
     parked = run.pending
+    # A resume for a run running and parked on nothing can only be the state machine's retry
+    # of an attempt that died after taking the run (a crashed sandbox, Runtime.ExitError): the
+    # graph knows whether it still waits on that interrupt.
+    retried = parked is None and run.status is RunStatus.running
     run = transition(run, RunStatus.running, now=started_at)
     # One write takes the lease and stores the run as running.
     fence = deps.runs.acquire_lease(
@@ -308,7 +312,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         interrupt_id = cmd.interrupt_id
         if cmd.resume is not None and interrupt_id is None and parked is not None:
             interrupt_id = parked.interrupt_id
-        resume = Resume(cmd.resume, interrupt_id) if cmd.resume is not None else None
+        resume = Resume(cmd.resume, interrupt_id, retried) if cmd.resume is not None else None
         plan = deps.compiler.workflow(run.workflow_id, run.workflow_version)
         graph = deps.compiler.compile(plan)
         ctx = _engine_context(run, plan, deps)
@@ -374,7 +378,8 @@ def _check_resume(run: RunRecord, cmd: RunSegment) -> None:
             f"run {run.run_id} is parked on {pending.kind} {pending.interrupt_id}; "
             "resume it with the decision"
         )
-    if cmd.resume is not None and pending is None:
+    if cmd.resume is not None and pending is None and run.status is not RunStatus.running:
+        # (Running: the retry of an attempt that died holding the run, see run_segment.)
         raise UnknownInterruptError(f"run {run.run_id} is not waiting on any interrupt")
     if (
         cmd.interrupt_id is not None

@@ -168,12 +168,13 @@ def bounded_outputs(
     """
     import json
 
-    from langorch.domain.limits import MAX_OUTPUTS_BYTES
+    from langorch.domain.limits import MAX_OUTPUTS_BYTES, json_shape_problem
     from langorch.domain.runs import summarize_outputs
 
-    text = json.dumps(outputs, default=str)
-    if len(text.encode("utf-8")) <= (MAX_OUTPUTS_BYTES if limit is None else limit):
-        return json.loads(text), False
+    if json_shape_problem(outputs) is None:  # else no JSON reader on the path may read them
+        text = json.dumps(outputs, default=str)
+        if len(text.encode("utf-8")) <= (MAX_OUTPUTS_BYTES if limit is None else limit):
+            return json.loads(text), False
     return dict(summarize_outputs(outputs)), True
 
 

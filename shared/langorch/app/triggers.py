@@ -5,9 +5,10 @@ Every start goes through :func:`langorch.app.runs.launch_run` with the trigger's
 Nothing here imports LangGraph or LangChain: the trigger function's cold start stays light
 (ARCHITECTURE §2 "Cold starts").
 
-* :func:`accept_webhook` — ``POST /hooks/{workflow_id}``: checks in the order size (413), JSON
-  (415), workflow with a webhook trigger (404), signature (401), input (422); nothing is
-  started on any 4xx.
+* :func:`accept_webhook` — ``POST /hooks/{workflow_id}``: checks in the order size (413),
+  media type (415), signature (401), workflow with a webhook trigger (404), JSON body (415, 422),
+  input (422); nothing is started on any 4xx. The signature comes before the workflow, so a
+  prober learns nothing from an unknown workflow id: it gets the 401 of an unsigned request.
 * :func:`handle_schedule` — the Input of a langorch schedule, once per slot.
 * :func:`handle_s3_object` — an object created in a watched bucket: every matching workflow.
 * :func:`sync_triggers` / :func:`register_and_sync` — after a workflow is stored: its webhook
@@ -17,7 +18,6 @@ Nothing here imports LangGraph or LangChain: the trigger function's cold start s
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -30,6 +30,7 @@ from langorch.app.runs import LaunchDeps, StartRun, launch_run
 from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
 from langorch.domain.errors import (
     InputValidationError,
+    JsonSyntaxError,
     NotFoundError,
     PayloadTooLargeError,
     Problem,
@@ -39,7 +40,7 @@ from langorch.domain.errors import (
     UnsupportedMediaTypeError,
 )
 from langorch.domain.inputs import ensure_valid_input, with_defaults
-from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes
+from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes, loads_strict
 from langorch.domain.triggers import (
     S3ObjectCreated,
     ScheduleFired,
@@ -162,6 +163,7 @@ class TriggerIndex:
         self._by_id: dict[str, tuple[float, TaskPlan | None]] = {}
         self._listed: tuple[float, list[TaskPlan]] | None = None
         self._secret_refreshed: dict[str, float] = {}
+        self._no_secret: dict[str, float] = {}
 
     def workflow(self, workflow_id: str) -> TaskPlan | None:
         """The latest version of the workflow, or ``None`` (absences are cached too)."""
@@ -183,12 +185,36 @@ class TriggerIndex:
             self._listed = (now, list(self._definitions.list_workflows()))
         return [p for p in self._listed[1] if any(t.type == kind for t in p.all_triggers())]
 
+    def webhook_secrets(
+        self, name: str, secrets: SecretsStore, *, fresh: bool = False
+    ) -> list[str]:
+        """The secrets that verify deliveries under ``name``, current first (``[]``: none).
+
+        A missing secret is remembered like an absent workflow, and counts as just re-read:
+        deliveries to random workflow ids must not each cost Secrets Manager calls.
+        """
+        now = self._now()
+        missing = self._no_secret.get(name)
+        if not fresh and missing is not None and now - missing < self._ttl:
+            return []
+        try:
+            values = secret_values(secrets.get_json(name, fresh=fresh))
+        except SecretNotFoundError:
+            if len(self._no_secret) >= 1024:
+                self._no_secret.clear()  # bounded, like the workflows
+            self._no_secret[name] = self._secret_refreshed[name] = now
+            return []
+        self._no_secret.pop(name, None)
+        return values
+
     def may_refresh_secret(self, name: str) -> bool:
         """Whether the secret may be re-read now (and note that it is)."""
         now = self._now()
         last = self._secret_refreshed.get(name)
         if last is not None and now - last < SECRET_REFRESH_SECONDS:
             return False
+        if len(self._secret_refreshed) >= 1024:
+            self._secret_refreshed.clear()  # bounded: any id may be asked for
         self._secret_refreshed[name] = now
         return True
 
@@ -215,9 +241,13 @@ def trigger_index(deps: TriggerDeps) -> TriggerIndex:
 def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
     """Verify a webhook delivery and start its run (once per delivery id).
 
-    Checks, in order: body size, JSON content type and body, a workflow with a webhook trigger,
-    the signature, the input against the inputs schema. Nothing is written or started when any
-    check fails; the trigger handler answers each refusal with its 4xx (``web.errors``).
+    Checks, in order: body size, JSON content type, the signature (against the secret of the
+    workflow the URL names), a workflow with a webhook trigger, the JSON body, the input against
+    the inputs schema. Nothing is written or started when any check fails; the trigger handler
+    answers each refusal with its 4xx (``web.errors``). An unknown workflow has no secret, so its
+    deliveries fail the signature like unsigned ones (the same 401 and message: workflow ids
+    cannot be probed); a delivery signed with a workflow's secret whose workflow is gone or has
+    no webhook trigger gets a clear 404.
 
     Args:
         request: the delivery.
@@ -228,9 +258,12 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
 
     Raises:
         PayloadTooLargeError: the body is over the limit (413).
-        UnsupportedMediaTypeError: not JSON (415).
-        NotFoundError: no such workflow, or it has no webhook trigger (404).
-        SignatureError: the signature, its timestamp or the secret does not verify (401).
+        UnsupportedMediaTypeError: not JSON (415, with the line and column).
+        SignatureError: the signature, its timestamp or the secret does not verify, or the URL
+            names a workflow that has no secret (401).
+        NotFoundError: signed, but no such workflow, or it has no webhook trigger (404).
+        JsonShapeError: the body nests deeper than ``MAX_JSON_DEPTH`` or is not strict JSON
+            (NaN, Infinity, 1e999, a lone surrogate) (422, with the field path).
         DefinitionError: the input does not fit the inputs schema (422, with paths).
         StorageError: a backend failed (a 5xx: the sender should retry, and may safely).
     """
@@ -240,9 +273,10 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
         raise PayloadTooLargeError(
             f"the body is {len(request.body)} bytes; the limit is {limit} bytes"
         )
-    payload = _json_body(request)
+    _check_media_type(request)
+    delivery = _verified(request, deps)
     plan, trigger = _webhook_workflow(request.workflow_id, deps)
-    delivery = _verified(request, plan.plan_id, deps)
+    payload = _json_body(request)
     data = (
         with_defaults(plan, {**trigger.input, **payload}) if isinstance(payload, dict) else payload
     )
@@ -310,17 +344,22 @@ def _ensure_body_fits(data: Any) -> None:
         )
 
 
-def _json_body(request: WebhookRequest) -> Any:
+def _check_media_type(request: WebhookRequest) -> None:
     content_type = header(request.headers, "Content-Type") or ""
     media = content_type.split(";", 1)[0].strip().lower()
     if media != "application/json" and not media.endswith("+json"):
         raise UnsupportedMediaTypeError(
             f"Content-Type is {media or 'missing'}; send application/json"
         )
+
+
+def _json_body(request: WebhookRequest) -> Any:
     try:
-        return json.loads(request.body)
-    except (ValueError, RecursionError) as exc:
-        raise UnsupportedMediaTypeError(f"the body is not valid JSON: {exc}") from exc
+        return loads_strict(request.body, "body")
+    except JsonSyntaxError as exc:
+        # Not JSON at all is the media type's refusal (415); JSON too deep or not strict
+        # (JsonShapeError) is unprocessable input (422), raised as it is.
+        raise UnsupportedMediaTypeError(str(exc), problems=exc.problems) from None
 
 
 def _webhook_workflow(workflow_id: str, deps: TriggerDeps) -> tuple[TaskPlan, Trigger]:
@@ -336,28 +375,33 @@ def _webhook_workflow(workflow_id: str, deps: TriggerDeps) -> tuple[TaskPlan, Tr
     return plan, trigger
 
 
-def _verified(request: WebhookRequest, workflow_id: str, deps: WebhookDeps) -> SignedDelivery:
+NOT_VERIFIED = (
+    "the webhook signature does not verify: sign each delivery with the current secret of the "
+    "workflow the URL names (`langorch workflows rotate-secret WORKFLOW_ID` makes a new one)"
+)
+"""The one refusal of a delivery no secret verifies: the same for a wrong signature, a workflow
+without a secret and an unknown workflow, so none of them tells a prober which ids exist."""
+
+
+def _verified(request: WebhookRequest, deps: WebhookDeps) -> SignedDelivery:
+    """The delivery, verified against the secret of the workflow the URL names (401 else)."""
     settings = deps.settings
     delivery = SignedDelivery.from_headers(
         request.headers,
         now=deps.clock().timestamp(),
         tolerance_seconds=settings.webhook_tolerance_seconds,
     )
-    name = settings.webhook_secret_prefix + workflow_id
-    try:
-        if delivery.verifies(request.body, secret_values(deps.secrets.get_json(name))):
+    if _IDENTIFIER.match(request.workflow_id):
+        name = settings.webhook_secret_prefix + request.workflow_id
+        index = trigger_index(deps)
+        if delivery.verifies(request.body, index.webhook_secrets(name, deps.secrets)):
             return delivery
         # The cached secret may predate a rotation: read it again, but not for every forgery.
-        if trigger_index(deps).may_refresh_secret(name) and delivery.verifies(
-            request.body, secret_values(deps.secrets.get_json(name, fresh=True))
+        if index.may_refresh_secret(name) and delivery.verifies(
+            request.body, index.webhook_secrets(name, deps.secrets, fresh=True)
         ):
             return delivery
-    except SecretNotFoundError as exc:
-        raise SignatureError(
-            f"workflow {workflow_id!r} has no webhook secret yet; create one with "
-            f"`langorch workflows rotate-secret {workflow_id}`"
-        ) from exc
-    raise SignatureError("the webhook signature does not verify")
+    raise SignatureError(NOT_VERIFIED)
 
 
 # --------------------------------------------------------------------------------------------

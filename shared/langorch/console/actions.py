@@ -22,7 +22,6 @@ name of the console's operator (:mod:`.operator`): timeline events name them and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ from langorch.domain.approvals.edits import (
     MAX_EDIT_FIELD_BYTES,
     EditKind,
     as_text,
+    edit_elsewhere,
     is_editable_here,
     kind_of,
 )
@@ -44,7 +44,13 @@ from langorch.domain.approvals.record import (
     ApprovalLinkError,
     bounded,
 )
-from langorch.domain.errors import LangorchError
+from langorch.domain.errors import (
+    JsonInputError,
+    JsonShapeError,
+    JsonSyntaxError,
+    LangorchError,
+)
+from langorch.domain.limits import loads_strict
 from langorch.web.look import human_label
 
 USER_AGENT = "langorch console"
@@ -105,9 +111,9 @@ def start_input(fields: list[dict[str, Any]], form: Mapping[str, list[str]]) -> 
     if not fields:
         raw = (form.get("input") or ["{}"])[0].strip() or "{}"
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ConsoleActionError(f"input: not JSON ({exc.msg}); give an object") from None
+            value = loads_strict(raw, "input")
+        except JsonInputError as exc:
+            raise ConsoleActionError(str(exc)) from None
         if not isinstance(value, dict):
             raise ConsoleActionError('input: give a JSON object, e.g. {"key": "value"}')
         return value
@@ -133,7 +139,9 @@ def _typed(name: str, kind: str, widget: str, raw: str) -> Any:
         if kind == "number":
             return float(raw)
         if widget == "json":
-            return json.loads(raw)
+            return loads_strict(raw, f"input.{name}")
+    except JsonInputError as exc:
+        raise ConsoleActionError(str(exc)) from None
     except ValueError:
         raise ConsoleActionError(f"input.{name}: {raw[:40]!r} is not a {kind}") from None
     return raw
@@ -290,6 +298,7 @@ def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[
                 "kind": kind.value,
                 "hint": _HINTS.get(kind, ""),
                 "too_long": not is_editable_here(value),
+                "why": edit_elsewhere(approval.run_id, approval.step_id, str(key)),
                 "rows": min(max(text.count("\n") + 2, 3), 20),
             }
         )
@@ -339,12 +348,14 @@ def fork_edits(text: str) -> dict[str, Any]:
                 f'edits line {number}: write KEY=JSON, e.g. amount=120 or note="late"'
             )
         try:
-            edits[key.strip()] = json.loads(value)
-        except json.JSONDecodeError as exc:
+            edits[key.strip()] = loads_strict(value, f"edits line {number}")
+        except JsonShapeError as exc:
+            raise ConsoleActionError(str(exc)) from None
+        except JsonSyntaxError as exc:
             raise ConsoleActionError(
                 f"edits line {number}: the value of {bounded(key.strip(), 100)!r} is not JSON "
-                f'({exc.msg}); quote text: {key.strip()}="…"'
-            ) from exc
+                f'({exc.problems[0].message}); quote text: {key.strip()}="…"'
+            ) from None
     return edits
 
 

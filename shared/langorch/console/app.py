@@ -40,7 +40,7 @@ from langorch.console.operator import Operator, OperatorError
 from langorch.console.runview import build_run_view
 from langorch.domain.errors import LangorchError, NotFoundError
 from langorch.web.errors import REFUSED, answer_for
-from langorch.web.look import human_label, stylesheet
+from langorch.web.look import human_label, shown, stylesheet, verbatim
 
 Route = Callable[[Request, re.Match[str]], Response]
 
@@ -194,8 +194,10 @@ class ConsoleApp:
             undefined=StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            finalize=shown,  # titles and names cannot reorder themselves (bidi controls)
         )
         env.filters["label"] = human_label
+        env.filters["verbatim"] = verbatim
         env.filters["when"] = _when
         env.filters["ago"] = _ago
         env.filters["seconds"] = _seconds

@@ -41,6 +41,26 @@ class InputValidationError(DefinitionError):
     """A run's input does not satisfy the workflow's inputs schema."""
 
 
+class JsonInputError(InputValidationError):
+    """A JSON value a door was given is not one a run can carry; ``problems`` holds the one
+    problem (where, what, the limit, how to fix it), which is also the one-line message."""
+
+    def __init__(self, problem: Problem) -> None:
+        self.subject = problem.path
+        self.problems = [problem]
+        LangorchError.__init__(self, str(problem))
+
+
+class JsonSyntaxError(JsonInputError):
+    """Text that is not JSON: the problem names the line and column."""
+
+
+class JsonShapeError(JsonInputError):
+    """JSON nested deeper than :data:`~langorch.domain.limits.MAX_JSON_DEPTH`, or holding what
+    strict JSON has no room for (NaN, Infinity, a number too large for a float, a lone
+    surrogate): the problem names the field path and the limit."""
+
+
 class NotFoundError(LangorchError):
     """A definition, run or approval does not exist."""
 

@@ -12,7 +12,8 @@ import io
 import json
 from typing import Any
 
-from langorch.domain.errors import FileContentError
+from langorch.domain.errors import FileContentError, JsonShapeError, JsonSyntaxError
+from langorch.domain.limits import MAX_JSON_DEPTH, json_shape_problem, loads_strict
 
 
 def file_format(fmt: str, key: str) -> str:
@@ -39,8 +40,9 @@ def parse_content(data: bytes, fmt: str, where: str) -> Any:
         The parsed content.
 
     Raises:
-        FileContentError: bad UTF-8, or the parser's complaint with its position (never the
-            content itself).
+        FileContentError: bad UTF-8, the parser's complaint with its position, or JSON/YAML
+            nested deeper than ``MAX_JSON_DEPTH`` or not strict (NaN, Infinity, a lone
+            surrogate) with its path under ``content`` (never the content itself).
     """
     try:
         text = data.decode("utf-8-sig")
@@ -75,11 +77,13 @@ def shape(value: Any) -> str:
 
 def _json(text: str, where: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FileContentError(
-            f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
+        return loads_strict(text, "content")
+    except JsonSyntaxError as exc:
+        # The parser's complaint and its position (the message never quotes the content).
+        reason = exc.problems[0].message.removeprefix("is not JSON: ")
+        raise FileContentError(f"{where} is not valid JSON: {reason}") from None
+    except JsonShapeError as exc:
+        raise FileContentError(f"{where}: {exc}") from None
 
 
 def _yaml(text: str, where: str) -> Any:
@@ -92,6 +96,15 @@ def _yaml(text: str, where: str) -> Any:
         at = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
         raise FileContentError(f"{where} is not valid YAML: {problem}{at}") from exc
+    except RecursionError:
+        raise FileContentError(
+            f"{where} is nested so deep the YAML parser stopped, far more than "
+            f"{MAX_JSON_DEPTH} levels: flatten it"
+        ) from None
+    # Before the JSON round trip: an alias can make a list that contains itself.
+    shape = json_shape_problem(document, "content")
+    if shape is not None:
+        raise FileContentError(f"{where}: {shape}")
     return json.loads(json.dumps(document, default=str))
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
+from langorch.domain.limits import MAX_JSON_DEPTH, json_shape_problem
 
 Format = Literal["json", "yaml"]
 
@@ -107,13 +108,30 @@ def load_text(text: str, *, source: str, fmt: Format | None = None) -> LoadedDef
                     )
                 ],
             ) from exc
+        except RecursionError:
+            raise DefinitionError(source, [_too_deep()]) from None
     else:
         try:
             # safe_load only: a definition file must never construct Python objects.
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise DefinitionError(source, [_yaml_problem(exc)]) from exc
+        except RecursionError:
+            raise DefinitionError(source, [_too_deep()]) from None
+    # The stored definition is read back by pydantic, and a trigger's input becomes a run's:
+    # the same shape as at every door (the path names the field: workflows[0].triggers[1]…).
+    problem = json_shape_problem(data, "")
+    if problem is not None:
+        raise DefinitionError(source, [problem])
     return parse_definitions(data, source=source)
+
+
+def _too_deep() -> Problem:
+    return Problem(
+        "",
+        f"the document is nested so deep the parser stopped, far more than {MAX_JSON_DEPTH} levels",
+        f"flatten it: at most {MAX_JSON_DEPTH} levels of objects and lists",
+    )
 
 
 def parse_definitions(data: Any, *, source: str) -> LoadedDefinitions:

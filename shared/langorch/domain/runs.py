@@ -535,7 +535,13 @@ class TimelineEvent(_Stored):
     @field_validator("detail")
     @classmethod
     def _bounded_detail(cls, detail: dict[str, Any]) -> dict[str, Any]:
-        if len(json.dumps(detail, default=str, ensure_ascii=False)) <= MAX_DETAIL_CHARS:
+        from langorch.domain.limits import json_shape_problem
+
+        # Shape as well as size: a model's tool arguments nested 250 levels deep fit in 1,000
+        # characters, and the event would then not read back.
+        if json_shape_problem(detail) is None and (
+            len(json.dumps(detail, default=str, ensure_ascii=False)) <= MAX_DETAIL_CHARS
+        ):
             return detail
         return dict(summarize_outputs(detail, limit=MAX_DETAIL_CHARS))
 
@@ -546,6 +552,9 @@ def fitted_record(run: RunRecord, limit: int) -> RunRecord:
     Outputs over :data:`~langorch.domain.limits.MAX_OUTPUTS_BYTES` are summarised
     (``outputs_truncated``; the checkpoint keeps them whole); a pending request over
     :data:`~langorch.domain.limits.MAX_PENDING_BYTES` has its long values cut with a marker.
+    Either one nested deeper than :data:`~langorch.domain.limits.MAX_JSON_DEPTH` or not strict
+    JSON is bounded the same way, so what is written is read back by the same parser within
+    the same limits (a transform can build what no door would accept).
 
     Raises:
         RecordTooLargeError: the bounded record is still over ``limit`` (its input is).
@@ -556,13 +565,19 @@ def fitted_record(run: RunRecord, limit: int) -> RunRecord:
         MAX_PENDING_BYTES,
         bounded_request,
         json_bytes,
+        json_shape_problem,
     )
 
     update: dict[str, Any] = {}
-    if run.outputs and json_bytes(run.outputs) > MAX_OUTPUTS_BYTES:
+    if run.outputs and (
+        json_shape_problem(run.outputs) is not None or json_bytes(run.outputs) > MAX_OUTPUTS_BYTES
+    ):
         update["outputs"] = summarize_outputs(run.outputs, limit=4000)
         update["outputs_truncated"] = True
-    if run.pending is not None and json_bytes(run.pending.request) > MAX_PENDING_BYTES:
+    if run.pending is not None and (
+        json_shape_problem(run.pending.request) is not None
+        or json_bytes(run.pending.request) > MAX_PENDING_BYTES
+    ):
         request = bounded_request(run.pending.request, MAX_PENDING_BYTES)
         update["pending"] = run.pending.model_copy(update={"request": request})
     fitted = run.model_copy(update=update) if update else run

@@ -19,13 +19,13 @@ starts nothing. Any other shape is refused with :class:`S3EventError` (never ign
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from langorch.domain.errors import LangorchError
+from langorch.domain.errors import JsonInputError, LangorchError
+from langorch.domain.limits import loads_strict
 from langorch.domain.triggers import S3ObjectCreated, event_kind
 
 OBJECT_CREATED_PREFIX = "ObjectCreated:"
@@ -120,9 +120,9 @@ def _json(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, str):
         raise S3EventError(f"{where} is missing or not a string")
     try:
-        parsed = json.loads(value)
-    except ValueError as exc:
-        raise S3EventError(f"{where} is not JSON: {exc}") from exc
+        parsed = loads_strict(value, where)
+    except JsonInputError as exc:
+        raise S3EventError(str(exc)) from None
     if not isinstance(parsed, Mapping):
         raise S3EventError(f"{where} is not a JSON object")
     return parsed

@@ -30,6 +30,9 @@ class Resume:
     value: Any
     interrupt_id: str | None = None
     """``None``: the run's only pending interrupt (an error when several are pending)."""
+    retried: bool = False
+    """A retry of a segment whose attempt died after taking the run: that attempt may have
+    stored the answer and gone past the interrupt, so none pending means go on, not an error."""
 
 
 @dataclass
@@ -184,7 +187,7 @@ def _graph_input(snapshot: Any, resume: Resume | None, run_id: str, initial: Any
                 f"pending: {', '.join(i.id for i in pending)}"
             )
         return Command(resume={target: resume.value})
-    if resume is not None:
+    if resume is not None and not resume.retried:
         raise UnknownInterruptError(
             f"run {run_id} is not waiting on interrupt {resume.interrupt_id or '(any)'}"
         )

@@ -32,7 +32,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from langorch.domain.errors import LLMError
+from langorch.domain.errors import JsonInputError, LLMError
+from langorch.domain.limits import loads_strict
 from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
 from langorch.llm.builtin_tools import build_tools
 from langorch.llm.errors import malformed
@@ -350,9 +351,9 @@ def parse_json_object(
         MalformedOutputError: the text is not exactly one JSON object.
     """
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise malformed(request, label, f"invalid JSON ({exc})", text, tokens) from exc
+        value = loads_strict(text, "answer")
+    except JsonInputError as exc:
+        raise malformed(request, label, f"invalid JSON ({exc})", text, tokens) from None
     if not isinstance(value, dict):
         raise malformed(
             request, label, f"a JSON {type(value).__name__}, not an object", text, tokens

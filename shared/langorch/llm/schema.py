@@ -6,10 +6,11 @@ an offline answer and a Bedrock answer are held to the same contract.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
+from langorch.domain.errors import JsonShapeError, JsonSyntaxError
+from langorch.domain.limits import check_json_shape, loads_strict
 from langorch.llm.base import BRANCH_KEY, OUTPUT_TYPES, LLMCallError, LLMRequest
 
 ANSWER_SCHEMA_NAME = "answer"
@@ -89,8 +90,9 @@ def validate_outputs(request: LLMRequest, outputs: Any) -> dict[str, Any]:
 
     Raises:
         LLMCallError: The answer is not a mapping, a key is missing, a value cannot be coerced
-            to its type, or the branch is not one of the choices. Marked ``retryable``: a
-            sampled model may answer correctly on the next attempt.
+            to its type, the branch is not one of the choices, or a value nests deeper than
+            ``MAX_JSON_DEPTH`` or is not strict JSON (NaN, Infinity, a lone surrogate). Marked
+            ``retryable``: a sampled model may answer correctly on the next attempt.
     """
     where = f"step {request.step_id!r}"
     if not isinstance(outputs, dict):
@@ -105,14 +107,20 @@ def validate_outputs(request: LLMRequest, outputs: Any) -> dict[str, Any]:
             retryable=True,
         )
     result: dict[str, Any] = {}
-    for key in request.answer_keys():
-        value = outputs[key]
-        if key == BRANCH_KEY and request.choices is not None:
-            result[key] = _branch(where, value, request.choices)
-        elif value is None:
-            result[key] = None
-        else:
-            result[key] = _coerce(where, key, value, request.type_of(key))
+    try:
+        for key in request.answer_keys():
+            value = outputs[key]
+            if key == BRANCH_KEY and request.choices is not None:
+                result[key] = _branch(where, value, request.choices)
+            elif value is None:
+                result[key] = None
+            else:
+                result[key] = _coerce(where, key, value, request.type_of(key))
+        # The answer joins the run's state: the shape every door keeps (providers' SDKs parse
+        # NaN and any depth, and a model can nest a JSON string ever deeper).
+        check_json_shape(result, "answer")
+    except JsonShapeError as exc:
+        raise LLMCallError(f"{where}: {exc}", retryable=True) from None
     return result
 
 
@@ -190,8 +198,8 @@ def _try_coerce(value: Any, kind: str) -> Any:
         return value
     if isinstance(value, str):
         try:
-            parsed = json.loads(value)
-        except ValueError:
+            parsed = loads_strict(value, "answer")
+        except JsonSyntaxError:
             return _FAIL
         return parsed if isinstance(parsed, container) else _FAIL
     return _FAIL

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from langorch.domain.approvals.record import Approval, bounded, human_time
+from langorch.web.look import without_bidi
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -46,9 +47,10 @@ class OutgoingEmail:
 def clean_subject(text: str, limit: int = MAX_SUBJECT_CHARS) -> str:
     """A one-line subject: CR, LF and other control characters become spaces, then bounded.
 
-    A subject is a header; a newline in it would start a new header (``Bcc:`` …).
+    A subject is a header; a newline in it would start a new header (``Bcc:`` …). Its
+    bidirectional controls are neutralised as on every page (:func:`~langorch.web.look.shown`).
     """
-    one_line = " ".join(_CONTROL.sub(" ", text).split())
+    one_line = " ".join(_CONTROL.sub(" ", without_bidi(text)).split())
     return bounded(one_line, limit)
 
 
@@ -63,7 +65,7 @@ def compile_templates() -> None:
 def _env(html: bool) -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    from langorch.web.look import human_label
+    from langorch.web.look import human_label, shown
 
     # The text body is not HTML: escaping it would show "&amp;" to the reader.
     env = Environment(
@@ -71,6 +73,7 @@ def _env(html: bool) -> Environment:
         autoescape=html,  # noqa: S701 - on for the HTML body; the text body is not HTML
         undefined=StrictUndefined,
         keep_trailing_newline=True,
+        finalize=shown,  # titles and names cannot reorder themselves (bidi controls)
     )
     env.filters["label"] = human_label
     return env

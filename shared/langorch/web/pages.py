@@ -21,6 +21,7 @@ from langorch.domain.approvals.edits import (
     MAX_EDIT_FIELD_BYTES,
     EditKind,
     as_text,
+    edit_elsewhere,
     is_editable_here,
     kind_of,
 )
@@ -87,7 +88,7 @@ def _env() -> Environment:
     from jinja2 import Environment, PackageLoader, StrictUndefined
     from markupsafe import Markup
 
-    from langorch.web.look import human_label, stylesheet
+    from langorch.web.look import human_label, shown, stylesheet, verbatim
 
     # The form includes the policy's parts as templates of their own (policy.html,
     # delegate.html): restyling the form and changing what a policy shows touch other files.
@@ -95,8 +96,10 @@ def _env() -> Environment:
         loader=PackageLoader("langorch.web", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
+        finalize=shown,  # titles and names cannot reorder themselves (bidi controls)
     )
     env.filters["label"] = human_label
+    env.filters["verbatim"] = verbatim
     # The shared look, inline: the page's CSP allows inline styles only. Our own file.
     env.globals["css"] = Markup(stylesheet())  # noqa: S704 - our packaged stylesheet
     return env
@@ -165,6 +168,7 @@ def approval_page(
                 "kind": kind.value,
                 "hint": _HINTS.get(kind, ""),
                 "too_long": too_long,
+                "why": edit_elsewhere(approval.run_id, approval.step_id, str(key)),
                 "rows": min(max(text.count("\n") + 2, 3), 20),
             }
         )

@@ -47,8 +47,13 @@ this size keep a retried write cheap). An event longer than this gets a page of 
 RUN_IS_NEW = "attribute_not_exists(pk)"
 RUN_EXISTS = "attribute_exists(pk)"
 LEASE_IS_FREE = (
-    "attribute_exists(pk) AND (attribute_not_exists(lease_owner) OR lease_expires_at <= :now)"
+    "attribute_exists(pk) AND (attribute_not_exists(lease_owner) OR lease_expires_at <= :now"
+    " OR lease_owner = :owner)"
 )
+"""Free, expired, or held by this same owner: a retry of the segment whose attempt died
+holding it (an owner names one entry of one execution into RunSegment, and Step Functions
+retries a task only after its attempt ended; the fence still rises, so a write of that attempt
+would be refused)."""
 FENCE_IS_CURRENT = "fence = :fence"
 LEASE_IS_OURS = "attribute_exists(lease_owner) AND fence = :fence"
 NOT_ENDED_OTHERWISE = "(NOT #status IN (:succeeded, :failed, :cancelled) OR #status = :status)"

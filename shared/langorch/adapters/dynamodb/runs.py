@@ -416,12 +416,14 @@ class RunsRepository:
     ) -> int:
         """Take the run's lease: the one writer for a segment.
 
-        Succeeds when no lease is held or the held one has expired, and increments the fence
-        so writes of the segment that held it before are refused from now on.
+        Succeeds when no lease is held, the held one has expired, or ``owner`` holds it (a
+        retry of a segment whose attempt died holding it), and increments the fence so writes
+        of the segment that held it before are refused from now on.
 
         Args:
             run_id: the run.
-            owner: who takes it (e.g. the Lambda request id), shown to whoever is refused.
+            owner: who takes it (one entry of the execution into RunSegment, else a fresh id),
+                shown to whoever is refused.
             now: the clock, in epoch seconds.
             ttl_seconds: how long the lease lasts without renewal; longer than a segment can
                 run (Lambda stops at 15 minutes).
@@ -474,7 +476,10 @@ class RunsRepository:
             old = _old_item(exc)
             if old is None:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take") from exc
-            held = float(old.get("lease_expires_at", {}).get("N", "0")) > now
+            held = (
+                float(old.get("lease_expires_at", {}).get("N", "0")) > now
+                and old.get("lease_owner", {}).get("S") != owner
+            )
             if saving is not None and not ("lease_owner" in old and held):
                 raise refused_save(saving, None, old) from exc
             raise LeaseHeldError(

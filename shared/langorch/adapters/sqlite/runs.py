@@ -300,8 +300,9 @@ class SqliteRuns:
     ) -> int:
         """Take the run's lease: the one writer for a segment.
 
-        Succeeds when no lease is held or the held one has expired, and increments the fence
-        so writes of the segment that held it before are refused from now on.
+        Succeeds when no lease is held, the held one has expired, or ``owner`` holds it (a
+        retry of a segment whose attempt died holding it), and increments the fence so writes
+        of the segment that held it before are refused from now on.
 
         Args:
             run_id: the run.
@@ -329,7 +330,8 @@ class SqliteRuns:
             lease = _lease(connection, run_id)
             if lease is None:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take")
-            held = lease.owner is not None and (lease.expires_at or 0.0) > now
+            # Held by this same owner: a retry of the segment whose attempt died holding it.
+            held = lease.owner not in (None, owner) and (lease.expires_at or 0.0) > now
             if held:
                 raise LeaseHeldError(
                     f"run {run_id} is being run by {lease.owner} until "

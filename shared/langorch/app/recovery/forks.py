@@ -91,6 +91,7 @@ def fork(
         NotFoundError: the run, the version or the step does not exist, or the run never
             reached the step.
         InputValidationError: the edits are larger than a run can carry.
+        JsonShapeError: an edit nests deeper than ``MAX_JSON_DEPTH`` or is not strict JSON.
         IncompatibleVersionError: the version does not fit the edited state (without ``force``).
     """
     from langorch.engine import rewind
@@ -99,7 +100,7 @@ def fork(
     original = deps.runs.get_run(run_id)
     old_plan = deps.compiler.workflow(original.workflow_id, original.workflow_version)
     new_plan = target_plan(deps, original, version)
-    ensure_input_fits(original.workflow_id, edits)
+    ensure_input_fits(original.workflow_id, edits, "shared_context")
     graph = deps.compiler.compile(old_plan)
     found = asyncio.run(rewind.before_step(graph, run_id, at_step))
     if found is None or found.checkpoint_id is None:

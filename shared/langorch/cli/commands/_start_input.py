@@ -11,14 +11,17 @@ from typing import Any
 
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
+from langorch.domain.errors import JsonInputError, JsonShapeError, JsonSyntaxError
+from langorch.domain.limits import check_json_shape, loads_strict
 
 
 def read_input(args: argparse.Namespace) -> dict[str, Any]:
     """The run's input from ``--input`` or ``--input-file`` (``{}`` when neither is given).
 
     Raises:
-        UsageError: the file cannot be read, or the text is not a JSON object; the message
-            names the flag and what to pass instead.
+        UsageError: the file cannot be read, or the text is not a JSON object, nests deeper than
+            ``MAX_JSON_DEPTH`` or is not strict JSON; the message names the flag (and the field
+            path or the line and column) and what to pass instead.
     """
     if args.input_file:
         where = f"--input-file {args.input_file}"
@@ -35,11 +38,9 @@ def read_input(args: argparse.Namespace) -> dict[str, Any]:
     else:
         where, text = "--input", "{}" if args.input is None else args.input
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(
-            f"{where} is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from exc
+        data = loads_strict(text, where)
+    except JsonInputError as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(data, dict):
         raise UsageError(f'{where} must be a JSON object, e.g. {{"key": "value"}}')
     return data
@@ -85,22 +86,37 @@ def check_driven_flags(args: argparse.Namespace) -> None:
         )
 
 
-def parse_edits(pairs: list[str]) -> dict[str, Any]:
-    """``--edit KEY=JSON`` pairs as a mapping (a bare word is a string).
+def parse_edits(pairs: list[str], flag: str = "--edit") -> dict[str, Any]:
+    """``--edit KEY=JSON`` (or ``--set``) pairs as a mapping (a bare word is a string).
 
     Raises:
-        UsageError: a pair is not ``KEY=VALUE``.
+        UsageError: a pair is not ``KEY=VALUE``, or its value nests deeper than
+            ``MAX_JSON_DEPTH`` or is not strict JSON (NaN, Infinity, a lone surrogate).
     """
     edits: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
-            raise UsageError(f"--edit {pair!r}: write KEY=JSON, e.g. restaurant='\"Chipotle\"'")
-        try:
-            edits[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            edits[key] = raw  # a bare word is a string
+            raise UsageError(f"{flag} {pair!r}: write KEY=JSON, e.g. restaurant='\"Chipotle\"'")
+        edits[key] = edit_value(raw, f"{flag} {key}")
     return edits
+
+
+def edit_value(raw: str, where: str) -> Any:
+    """A typed edit: its JSON value, or the text itself when it is not JSON (a bare word).
+
+    Raises:
+        UsageError: the value nests deeper than ``MAX_JSON_DEPTH`` or is not strict JSON;
+            the message starts with ``where``.
+    """
+    try:
+        try:
+            return loads_strict(raw, where)
+        except JsonSyntaxError:
+            check_json_shape(raw, where)  # a bare word from argv may hold a surrogate
+            return raw
+    except JsonShapeError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def say(ctx: Context, message: str) -> None:
@@ -186,9 +202,6 @@ def _prompt(ctx: Context, request: dict[str, Any]) -> dict[str, Any]:
     for key, current in (request.get("editable") or {}).items():
         raw = input(f"  {key} [{json.dumps(current, default=str)}]: ").strip()
         if raw:
-            try:
-                edits[key] = json.loads(raw)
-            except json.JSONDecodeError:
-                edits[key] = raw
+            edits[key] = edit_value(raw, key)
     comment = input("  comment (optional): ").strip()
     return {"decision": decision, "approver": "cli", "comment": comment, "edits": edits}

@@ -242,7 +242,7 @@ def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
 def _fork(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.recovery.forks import fork
 
-    edits = parse_edits(args.edits)
+    edits = parse_edits(args.edits, "--set")
     container = ctx.container
     done = fork(
         container,

@@ -20,7 +20,9 @@ string.
 
 Each edited field is bounded by :data:`MAX_EDIT_FIELD_BYTES` and all of a POST's edits by
 :data:`MAX_EDITS_TOTAL_BYTES` (UTF-8 JSON), so a decision always fits the run record and Step
-Functions' payload. A bad edit raises :class:`EditRejectedError` naming the field: the page is
+Functions' payload; and held to the shape every door keeps (at most
+:data:`~langorch.domain.limits.MAX_JSON_DEPTH` levels, strict JSON: no NaN, Infinity or lone
+surrogate). A bad edit raises :class:`EditRejectedError` naming the field: the page is
 shown again with what the person typed, and nothing is written.
 
 Pure: no I/O.
@@ -35,6 +37,8 @@ from enum import StrEnum
 from typing import Any, Literal
 
 from langorch.domain.approvals.record import InvalidDecisionError
+from langorch.domain.errors import JsonShapeError, JsonSyntaxError
+from langorch.domain.limits import json_shape_problem, loads_strict, was_cut
 
 EDIT_PREFIX = "edit."
 """Form fields of edits are named ``edit.<key>``."""
@@ -43,7 +47,8 @@ MAX_EDIT_FIELD_BYTES = 32 * 1024
 MAX_EDITS_TOTAL_BYTES = 128 * 1024
 """The largest all edits of one decision may be together (UTF-8 bytes of their JSON)."""
 MAX_EDIT_CHARS = 20_000
-"""A current value longer than this (as text) is shown read-only, not offered for editing."""
+"""A current value longer than this (as text) is shown read-only, not offered for editing; so
+is a value that was cut before it reached the approval (:func:`is_editable_here`)."""
 
 
 EditableType = Literal["text", "number", "yes_no", "list", "json"]
@@ -108,8 +113,23 @@ def as_text(value: Any) -> str:
 
 
 def is_editable_here(value: Any) -> bool:
-    """Whether the page offers ``value`` for editing (not when it would have to be cut)."""
-    return len(as_text(value)) <= MAX_EDIT_CHARS
+    """Whether a page offers ``value`` for editing.
+
+    Not when it would have to be cut to be shown (longer than :data:`MAX_EDIT_CHARS`), nor when
+    it was cut before it reached the approval (a long value of a large request is stored cut,
+    :func:`~langorch.domain.limits.bounded_request`): saving what is shown would store the cut
+    text, marker included, over the whole value.
+    """
+    return not was_cut(value) and len(as_text(value)) <= MAX_EDIT_CHARS
+
+
+def edit_elsewhere(run_id: str, step_id: str, key: str) -> str:
+    """Why a value is shown but not offered for editing, and how to change it all the same."""
+    return (
+        "Too long to edit here: it is shown cut, and saving it would keep only the part shown. "
+        "Decide on it as it is; to change it, fork the run at this step with the whole value: "
+        f"langorch runs fork {run_id} --at {step_id} --set {key}=JSON"
+    )
 
 
 def parse_edits(editable: Mapping[str, Any], form: Mapping[str, str]) -> dict[str, Any]:
@@ -123,21 +143,35 @@ def parse_edits(editable: Mapping[str, Any], form: Mapping[str, str]) -> dict[st
         The changed keys and their new values (unchanged fields are left out).
 
     Raises:
-        EditRejectedError: an edit has the wrong type or is too large (names the field).
+        EditRejectedError: an edit has the wrong type or is too large, or changes a value that
+            is not editable here (shown cut) (names the field).
     """
     edits: dict[str, Any] = {}
     total = 0
     for key, original in editable.items():
         typed = form.get(EDIT_PREFIX + key)
-        if typed is None or not is_editable_here(original):
+        if typed is None:
             continue
         # Browsers send a textarea's line breaks as CRLF.
         typed = typed.replace("\r\n", "\n")
+        if not is_editable_here(original):
+            if typed != as_text(original):
+                # The page offers no input for it: this form is forged or from an older page.
+                raise EditRejectedError(
+                    key,
+                    "is shown cut, so it cannot be edited here (saving it would store the cut "
+                    "text); leave it as it is, or change it with `langorch runs fork RUN_ID "
+                    f"--at STEP --set {key}=JSON`",
+                )
+            continue
         if len(typed.encode("utf-8")) > MAX_EDIT_FIELD_BYTES:
             raise EditRejectedError(key, f"is larger than {MAX_EDIT_FIELD_BYTES // 1024} KB")
         if typed == as_text(original) or (original is None and not typed.strip()):
             continue
         value = _parse(key, original, typed)
+        shape = json_shape_problem(value, EDIT_PREFIX + key)
+        if shape is not None:
+            raise EditRejectedError(key, f"{shape.message} (at {shape.path}): {shape.hint}")
         size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
         if size > MAX_EDIT_FIELD_BYTES:
             raise EditRejectedError(key, f"is larger than {MAX_EDIT_FIELD_BYTES // 1024} KB")
@@ -164,9 +198,12 @@ def _parse(key: str, original: Any, typed: str) -> Any:
     if kind is EditKind.number:
         return _number(key, original, typed.strip())
     try:
-        value = json.loads(typed)
-    except ValueError:
+        value = loads_strict(typed, EDIT_PREFIX + key)
+    except JsonSyntaxError:
         raise EditRejectedError(key, "must be JSON (as shown when the page opened)") from None
+    except JsonShapeError as exc:
+        shape = exc.problems[0]
+        raise EditRejectedError(key, f"{shape.message} (at {shape.path}): {shape.hint}") from None
     if type(value) is not type(original):
         wanted = "an object" if isinstance(original, dict) else "a list"
         raise EditRejectedError(key, f"must be JSON {wanted} (as shown when the page opened)")
