@@ -501,3 +501,20 @@ def test_a_timeline_event_with_tool_arguments_nested_too_deep_reads_back() -> No
     # When it is stored and read back, Then it reads (its detail summarised, not kept deep)
     again = TimelineEvent.model_validate_json(event.model_dump_json())
     assert again.detail["tool"] == "search"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [("[" * 5000 + "]" * 5000, "64 levels"), ('{"a": NaN}', "--input.a: is NaN")],
+)
+def test_hooks_send_refuses_what_the_webhook_door_would_before_sending(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], body: str, said: str
+) -> None:
+    # Given a body the webhook door refuses (too deep, not strict JSON)
+    from langorch.cli.main import main
+
+    # When `hooks send` is asked to sign and send it
+    code = main(["hooks", "send", "w", "--input", body, "--home", str(tmp_path)])
+    # Then it refuses at once, exit 2, with the path and the limit
+    assert code == 2
+    assert said in capsys.readouterr().err

@@ -39,12 +39,14 @@ def _send(ctx: Context, args: argparse.Namespace) -> int:
 
     from standardwebhooks import Webhook
 
+    from langorch.domain.errors import JsonInputError
+    from langorch.domain.limits import loads_strict
     from langorch.domain.webhooks import standard_secret
 
     try:
-        body_value = json.loads(args.input)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--input is not JSON: {exc.msg} at column {exc.colno}") from exc
+        body_value = loads_strict(args.input, "--input")
+    except JsonInputError as exc:
+        raise UsageError(str(exc)) from exc
     settings = ctx.settings
     require_webhook(ctx, args.workflow)
     try:
