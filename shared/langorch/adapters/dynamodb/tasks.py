@@ -9,9 +9,9 @@ Layout (the runs table's ``pk``/``sk``)::
 
 A step's visit reads every attempt's records with one ``Query`` (``begins_with`` the visit's
 prefix) and writes each new record with one ``PutItem``; a tool call's ``done`` record replaces
-its ``started`` one (same key). Items written before calls had states have no ``state``: done. The ``task#`` prefix keeps them apart
-from the run item and the timeline pages (``ev#``). Bodies are bounded by the recorder
-(:mod:`langorch.app.tasks`) before they get here.
+its ``started`` one (same key). Items written before calls had states have no ``state``: done.
+The ``task#`` prefix keeps them apart from the run item and the timeline pages (``ev#``). Bodies
+are bounded by the recorder (:mod:`langorch.app.tasks`) before they get here.
 """
 
 from __future__ import annotations

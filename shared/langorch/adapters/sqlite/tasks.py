@@ -43,8 +43,9 @@ class SqliteTasks:
         """Every record of this visit of the step, all attempts, in key order."""
         with self._db.read() as connection:
             rows = connection.execute(
-                "SELECT attempt, call_index, kind, fingerprint, body, state, call_key FROM run_tasks"
-                " WHERE run_id = ? AND step_id = ? AND visit = ? ORDER BY attempt, call_index",
+                "SELECT attempt, call_index, kind, fingerprint, body, state, call_key"
+                " FROM run_tasks WHERE run_id = ? AND step_id = ? AND visit = ?"
+                " ORDER BY attempt, call_index",
                 (run_id, step_id, visit),
             ).fetchall()
         return [
