@@ -107,37 +107,55 @@ class _HangsUp:
 class KeyedDesk:
     """An order desk that places each order once per idempotency key.
 
+    Args:
+        hold: Each call that places an order holds its answer until :meth:`release` (the order
+            is placed, the caller has not heard yet: a crash now leaves its outcome unknown).
+
     Attributes:
         app: The ASGI app (serve it with :func:`serve`).
         seen: Every ``place_order`` call: ``(order_id, key in _meta, key in the header)``.
         placed: Orders placed (a call whose key was seen before places nothing).
+        holding: Set once a call holds its answer.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, hold: bool = False) -> None:
         from mcp.server.mcpserver import MCPServer
 
         self.seen: list[tuple[str, str | None, str | None]] = []
         self.placed: list[str] = []
+        self.holding = threading.Event()
+        self._gate = threading.Event()
+        if not hold:
+            self._gate.set()
         answers: dict[str, str] = {}
         server = MCPServer("keyed-desk", log_level="WARNING")
 
         @server.tool()
-        def place_order(order_id: str, ctx: Context) -> str:
+        async def place_order(order_id: str, ctx: Context) -> str:
             """Place an order; a repeat of a call answers as the first did."""
             # Context is imported at the module's top: the SDK reads this signature's
             # annotations from the module's globals.
+            import anyio
+
             key = (ctx.request_context.meta or {}).get(IDEMPOTENCY_META_KEY)
             header = (ctx.headers or {}).get(IDEMPOTENCY_HEADER.lower())
             self.seen.append((order_id, key, header))
-            if key is None or key not in answers:
-                self.placed.append(order_id)
-                answer = f"order {order_id} placed as #{len(self.placed)}"
-                if key is not None:
-                    answers[key] = answer
-                return answer
-            return answers[key]
+            if key is not None and key in answers:
+                return answers[key]
+            self.placed.append(order_id)
+            answer = f"order {order_id} placed as #{len(self.placed)}"
+            if key is not None:
+                answers[key] = answer
+            self.holding.set()
+            # In a worker thread: the server's event loop goes on serving other requests.
+            await anyio.to_thread.run_sync(self._gate.wait, abandon_on_cancel=True)
+            return answer
 
         self.app = server.streamable_http_app(stateless_http=True, json_response=True)
+
+    def release(self) -> None:
+        """Let every held answer (and every later one) go."""
+        self._gate.set()
 
     def clear(self) -> None:
         """Forget every call (the keys remembered stay, as a server's would)."""
