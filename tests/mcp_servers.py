@@ -127,7 +127,8 @@ class KeyedDesk:
         self._gate = threading.Event()
         if not hold:
             self._gate.set()
-        answers: dict[str, str] = {}
+        self._answers: dict[str, str] = {}
+        answers = self._answers
         server = MCPServer("keyed-desk", log_level="WARNING")
 
         @server.tool()
@@ -158,9 +159,10 @@ class KeyedDesk:
         self._gate.set()
 
     def clear(self) -> None:
-        """Forget every call (the keys remembered stay, as a server's would)."""
+        """Forget every call and every key, as a new server would (the tests' run ids repeat)."""
         self.seen.clear()
         self.placed.clear()
+        self._answers.clear()
 
 
 def serve(app: Any) -> Any:
