@@ -7,6 +7,10 @@ order desk (``tests/order_desk.py``), whose tools are slow, vanish mid-answer or
   crashes mid-reply does.
 * ``flood``: answers ``megabytes`` MiB of text. Run it in its own process (``python -m
   tests.mcp_servers``, which prints its URL) when a test measures the client's memory.
+
+And a well-behaved one, :class:`KeyedDesk`, whose ``place_order`` remembers the idempotency key
+of each call (as a server that can answer a repeat without repeating the effect does) and keeps
+every key it is sent.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import sys
 import threading
 from typing import Any
 
+from mcp.server.mcpserver import Context
+
+from langorch.domain.tool_servers import IDEMPOTENCY_HEADER, IDEMPOTENCY_META_KEY
 from tests.order_desk import load_order_desk
 
 HANG_UP = "the server hangs up halfway through this answer"
@@ -95,6 +102,67 @@ class _HangsUp:
             await send(message)
 
         await self._app(scope, receive, maybe_hang_up)
+
+
+class KeyedDesk:
+    """An order desk that places each order once per idempotency key.
+
+    Args:
+        hold: Each call that places an order holds its answer until :meth:`release` (the order
+            is placed, the caller has not heard yet: a crash now leaves its outcome unknown).
+
+    Attributes:
+        app: The ASGI app (serve it with :func:`serve`).
+        seen: Every ``place_order`` call: ``(order_id, key in _meta, key in the header)``.
+        placed: Orders placed (a call whose key was seen before places nothing).
+        holding: Set once a call holds its answer.
+    """
+
+    def __init__(self, *, hold: bool = False) -> None:
+        from mcp.server.mcpserver import MCPServer
+
+        self.seen: list[tuple[str, str | None, str | None]] = []
+        self.placed: list[str] = []
+        self.holding = threading.Event()
+        self._gate = threading.Event()
+        if not hold:
+            self._gate.set()
+        self._answers: dict[str, str] = {}
+        answers = self._answers
+        server = MCPServer("keyed-desk", log_level="WARNING")
+
+        @server.tool()
+        async def place_order(order_id: str, ctx: Context) -> str:
+            """Place an order; a repeat of a call answers as the first did."""
+            # Context is imported at the module's top: the SDK reads this signature's
+            # annotations from the module's globals.
+            import anyio
+
+            key = (ctx.request_context.meta or {}).get(IDEMPOTENCY_META_KEY)
+            header = (ctx.headers or {}).get(IDEMPOTENCY_HEADER.lower())
+            self.seen.append((order_id, key, header))
+            if key is not None and key in answers:
+                return answers[key]
+            self.placed.append(order_id)
+            answer = f"order {order_id} placed as #{len(self.placed)}"
+            if key is not None:
+                answers[key] = answer
+            self.holding.set()
+            # In a worker thread: the server's event loop goes on serving other requests.
+            await anyio.to_thread.run_sync(self._gate.wait, abandon_on_cancel=True)
+            return answer
+
+        self.app = server.streamable_http_app(stateless_http=True, json_response=True)
+
+    def release(self) -> None:
+        """Let every held answer (and every later one) go."""
+        self._gate.set()
+
+    def clear(self) -> None:
+        """Forget every call and every key, as a new server would (the tests' run ids repeat)."""
+        self.seen.clear()
+        self.placed.clear()
+        self._answers.clear()
 
 
 def serve(app: Any) -> Any:

@@ -1,9 +1,11 @@
 """Contract of the recorded tasks (``TaskStore``): the runs table on moto, the local SQLite store
-and the fake — a visit
-reads back every attempt's records in key order, a put with the same key replaces, and nothing
-leaks into another step, visit or run."""
+and the fake — a visit reads back every attempt's records in key order, a put with the same key
+replaces, nothing leaks into another step, visit or run, and a tool call recorded as started
+(with its idempotency key) reads back started until its done record replaces it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -59,6 +61,59 @@ def test_other_steps_visits_and_runs_are_apart(store: Store) -> None:
     store.put("r2", _record(0))
     assert store.load("r1", "lookup", 0) == [_record(0)]
     assert store.load("r1", "lookup", 2) == []
+
+
+def _started(index: int = 0) -> TaskRecord:
+    return TaskRecord(
+        step_id="lookup",
+        visit=0,
+        attempt=1,
+        index=index,
+        kind="tool",
+        fingerprint=f"fp{index}",
+        state="started",
+        key="0f3c9a7e5b1d4c2a8e6f0b9d7c5a3e1f",
+    )
+
+
+def test_a_call_recorded_as_started_reads_back_started_with_its_key(store: Store) -> None:
+    # Given a tool call recorded as sent, before anything came back
+    store.put("r1", _started())
+    # When the visit is read again
+    [record] = store.load("r1", "lookup", 0)
+    # Then it is the started call, its key kept, no result
+    assert record == _started()
+    assert (record.done, record.key, record.result) == (False, _started().key, {})
+
+
+def test_the_done_record_replaces_the_started_one(store: Store) -> None:
+    # Given a started call
+    store.put("r1", _started())
+    # When its result is recorded under the same key
+    done = TaskRecord(**{**_started().__dict__, "state": "done", "result": {"output": "ok"}})
+    store.put("r1", done)
+    # Then only the done record is read back, with the call's key
+    assert store.load("r1", "lookup", 0) == [done]
+
+
+def test_a_home_from_before_call_states_reads_its_records_as_done(sqlite_db: Any) -> None:
+    # Given a home whose tasks table was written before calls had states and keys
+    with sqlite_db.write() as connection:
+        connection.execute(
+            "CREATE TABLE run_tasks (run_id TEXT NOT NULL, step_id TEXT NOT NULL,"
+            " visit INTEGER NOT NULL, attempt INTEGER NOT NULL, call_index INTEGER NOT NULL,"
+            " kind TEXT NOT NULL, fingerprint TEXT NOT NULL, body TEXT NOT NULL,"
+            " PRIMARY KEY (run_id, step_id, visit, attempt, call_index))"
+        )
+        connection.execute(
+            "INSERT INTO run_tasks VALUES ('r1', 'lookup', 0, 1, 1, 'tool', 'fp1', ?)",
+            ('{"error": false, "n": 1.5, "output": "result 1"}',),
+        )
+    # When this langorch opens it and records a started call beside the old record
+    store = SqliteTasks(sqlite_db)
+    store.put("r1", _started())
+    # Then the old record reads as done and the new one as started
+    assert store.load("r1", "lookup", 0) == [_started(), _record(1)]
 
 
 def test_tasks_stay_out_of_the_timeline(aws: None) -> None:

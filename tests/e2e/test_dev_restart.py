@@ -10,6 +10,10 @@ before the crash, and no step finished twice.
 Two seeds run in ``make test``; more from the command line::
 
     LANGORCH_RESTART_SEEDS=1,2,3,4,5,6,7,8 pytest -q tests/e2e/test_dev_restart.py
+
+And an MCP tool call in flight at the SIGKILL (the server acted, the answer never came back): after
+the restart the call is sent again with the same idempotency key, which the server recognises, and
+the timeline says its outcome was unknown.
 """
 
 from __future__ import annotations
@@ -39,7 +43,9 @@ from langorch.cli.target import endpoint_reachable, resolve_target
 from langorch.composition.bootstrap import build_container
 from langorch.composition.container import Container
 from langorch.domain.runs import TimelineEventType
+from langorch.domain.tool_servers import ToolServer
 from langorch.local.stack import free_port
+from tests.mcp_servers import KeyedDesk, serve
 from tests.workflows import GATED_APPROVAL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,6 +126,7 @@ class Dev:
             cwd=REPO,
             stdout=log,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: crash() kills the whole stack
             # A short dwell keeps the approver's second press quick; the rule is the same.
             env={**os.environ, "LANGORCH_APPROVAL_FORM_DWELL_SECONDS": "0.3"},
         )
@@ -136,6 +143,13 @@ class Dev:
     def kill(self) -> None:
         assert self.process is not None
         self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def crash(self) -> None:
+        """SIGKILL the whole stack at once, its fork server and sandboxes too (the machine
+        loses power): a sandbox outliving its stack would finish what it was doing."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=30)
 
     def stop(self) -> None:
@@ -158,6 +172,28 @@ def dev(tmp_path: Path) -> Iterator[Dev]:
     running = Dev(tmp_path / "home", free_port(), free_port())
     yield running
     running.stop()
+
+
+ORDERING = """
+blocks:
+  - block_id: place
+    input_keys: [order_id]
+    output_keys: [confirmation]
+    prompt_template: "Place order {{ order_id }}"
+    tools_required: [desk]
+    max_retries: 0
+workflows:
+  - plan_id: ordering
+    memory: false
+    inputs_schema: {properties: {order_id: {type: string}}}
+    steps:
+      - {step_id: order, block_id: place}
+"""
+ORDERING_SCRIPT = """
+order:
+  tool_calls:
+    - {tool: place_order, args: {order_id: A100}, result_key: confirmation}
+"""
 
 
 def request(
@@ -282,3 +318,51 @@ def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: 
     for approval_id in sent:
         approval = container.approvals.get(approval_id)
         assert approval is not None and approval.status.value == "approved"
+
+
+@pytest.mark.slow
+def test_an_mcp_call_in_flight_at_a_sigkill_is_sent_again_with_the_same_key(dev: Dev) -> None:
+    # Given a tool server that places the order, then holds its answer, and a dev stack with a
+    # workflow whose step calls it (scripted by the offline model)
+    desk = KeyedDesk(hold=True)
+    server = serve(desk.app)
+    try:
+        examples = dev.home.parent / "no-examples" / "ordering"
+        examples.mkdir()
+        (examples / "definitions.yaml").write_text(ORDERING)
+        (examples / "offline.yaml").write_text(ORDERING_SCRIPT)
+        dev.start()
+        container = dev.container()
+        container.tool_servers.put(ToolServer(name="desk", url=server.url, allow=("place_order",)))
+        run, _ = launch_run(StartRun("ordering", input={"order_id": "A100"}), container)
+
+        # When the stack is SIGKILLed, sandboxes and all, while the call is out (placed, not
+        # yet answered), and started again once the server answers again
+        wait_for("the call to reach the server", lambda: desk.holding.is_set())
+        dev.crash()
+        desk.release()
+        dev.start()
+        container = dev.container()
+
+        # Then the run ends well: the call was sent again with the same key, in _meta and in the
+        # header, and the server, which remembers it, placed the order once
+        wait_for("the run to end", lambda: container.runs.get_run(run.run_id).is_terminal)
+        ended = container.runs.get_run(run.run_id)
+        assert ended.status.value == "succeeded", ended.error
+        assert ended.outputs["confirmation"] == "order A100 placed as #1"
+        [(_, first, first_header), (_, again, again_header)] = desk.seen
+        assert first is not None and first == first_header == again == again_header
+        assert desk.placed == ["A100"]
+        # and the timeline says the call's outcome was unknown, then what it was
+        calls = [
+            e.detail
+            for e in container.runs.get_timeline(run.run_id)
+            if e.type is TimelineEventType.tool_called
+        ]
+        assert [(c["outcome"], c.get("idempotency_key")) for c in calls] == [
+            ("unknown", first),
+            ("ok", None),
+        ]
+    finally:
+        desk.release()
+        server.stop()

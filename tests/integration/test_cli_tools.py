@@ -92,3 +92,21 @@ def test_a_built_in_name_cannot_be_registered(
         capsys, endpoint, "tools", "add", "calculator", "--mcp", "http://127.0.0.1:9/mcp"
     )
     assert code != 0 and "built-in tool" in err
+
+
+def test_a_tool_says_what_a_call_of_unknown_outcome_does_retry_unless_told_to_fail(
+    container: Container, endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Given two registrations, one left at the default and one told to fail
+    url = "http://127.0.0.1:9/mcp"
+    assert langorch(capsys, endpoint, "tools", "add", "orders", "--mcp", url)[0] == 0
+    code, added, _ = langorch(
+        capsys, endpoint, "tools", "add", "payments", "--mcp", url, "--on-unknown", "fail"
+    )
+    # When they are shown
+    _, orders, _ = langorch(capsys, endpoint, "tools", "show", "orders")
+    _, payments, _ = langorch(capsys, endpoint, "tools", "show", "payments")
+    # Then a call of unknown outcome is sent again with its key by default, or fails the step
+    assert (code, added["on_unknown"]) == (0, "fail")
+    assert (orders["on_unknown"], payments["on_unknown"]) == ("retry", "fail")
+    assert container.tool_servers.get("payments").on_unknown == "fail"  # type: ignore[union-attr]

@@ -26,7 +26,7 @@ from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import ToolServer
-from tests.fakes import Fakes, InMemoryTasks
+from tests.fakes import Fakes, InMemoryTasks, InMemoryToolServers
 from tests.mcp_servers import SlowDesk, serve
 from tests.order_desk import load_order_desk
 
@@ -166,6 +166,97 @@ def test_a_wrong_token_fails_the_step_naming_the_tool_not_the_secret(desk: Any) 
     assert "tool orders" in result.error["message"]
     assert "wrong-token-xyz" not in json.dumps(result.error)
     assert dict(desk.calls) == {}
+
+
+@pytest.mark.parametrize("allow", [(), ("lookup_order",)], ids=["listed", "called"])
+def test_a_token_renewed_since_it_was_cached_is_read_afresh_and_the_call_goes_through(
+    desk: Any, allow: tuple[str, ...]
+) -> None:
+    # Given a process that cached the server's old token, and the server restarted with a new
+    # one, stored in the secret (the first contact lists the tools, or, with an allow list,
+    # is the call itself)
+    fakes = _fakes(desk, _script(LOOKUP))
+    fakes.tool_servers.put(
+        ToolServer(name="orders", url=desk.url, allow=allow, headers={"Authorization": SECRET_ID})
+    )
+    fakes.secrets.put_json(SECRET_ID, {"value": "Bearer the-old-token"})
+    fakes.secrets.get_json(SECRET_ID)
+    fakes.secrets.put_json(SECRET_ID, {"value": f"Bearer {TOKEN}"})
+
+    # When the step calls the tool
+    result, timeline = _run(fakes)
+
+    # Then the refusal made the process read the secret afresh, and the call went through once
+    assert result.status == "succeeded", result.error
+    assert result.outputs["status_text"].startswith("order A100: out for delivery")
+    assert desk.calls["lookup_order"] == 1
+    assert [e["outcome"] for e in _tool_events(timeline)] == ["ok"]
+
+
+def test_a_server_gone_from_its_address_is_looked_up_again_and_reached_where_it_is_now(
+    desk: Any,
+) -> None:
+    # Given a registration read while its server was at an address where nothing answers now,
+    # and the server registered anew at its new address
+    fakes = _fakes(desk, _script(LOOKUP))
+    gone = load_order_desk().serve(TOKEN)
+    gone.stop()
+    registration = ToolServer(
+        name="orders", url=gone.url, allow=("lookup_order",), headers={"Authorization": SECRET_ID}
+    )
+    fakes.tool_servers = MovesAfterTheFirstRead(registration, desk.url)
+
+    # When the step calls the tool
+    result, timeline = _run(fakes)
+
+    # Then the failed connection made the step read the registration again and reach the server
+    assert result.status == "succeeded", result.error
+    assert desk.calls["lookup_order"] == 1
+    assert [e["outcome"] for e in _tool_events(timeline)] == ["ok"]
+
+
+class MovesAfterTheFirstRead(InMemoryToolServers):
+    """A registration whose server is registered anew, at ``moved_to``, right after it is
+    first read (as `langorch dev` does for its example servers when it restarts)."""
+
+    def __init__(self, registration: ToolServer, moved_to: str) -> None:
+        super().__init__()
+        self.put(registration)
+        self._moved_to = moved_to
+
+    def get(self, name: str) -> ToolServer | None:
+        found = super().get(name)
+        if found is not None and found.url != self._moved_to:
+            self.put(found.model_copy(update={"url": self._moved_to}))
+        return found
+
+
+def test_a_server_that_cannot_be_reached_is_a_failed_call_even_when_the_step_succeeds(
+    desk: Any,
+) -> None:
+    # Given a registered server that is not running
+    fakes = _fakes(desk, _script(LOOKUP, ESTIMATE))
+    gone = load_order_desk().serve(TOKEN)
+    gone.stop()
+    fakes.tool_servers.put(
+        ToolServer(
+            name="orders",
+            url=gone.url,
+            allow=("lookup_order", "estimate_delivery"),
+            headers={"Authorization": SECRET_ID},
+        )
+    )
+
+    # When the step calls its tools and the model answers with what they said
+    result, timeline = _run(fakes)
+
+    # Then the run succeeds with the tools' errors as its output, but the timeline marks each
+    # call failed, saying why
+    assert result.status == "succeeded"
+    assert result.outputs["status_text"].startswith("error:")
+    events = _tool_events(timeline)
+    assert [e["outcome"] for e in events] == ["error", "error"]
+    assert all("cannot connect to its MCP server" in e["tool_error"] for e in events)
 
 
 class Crash(BaseException):

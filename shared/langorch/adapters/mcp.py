@@ -20,7 +20,14 @@ Answers are read with a byte cap (:data:`MAX_ANSWER_BYTES`): a tool answering 50
 after the first MiB, not held whole in memory to be cut to the model's 4,000 characters.
 
 Header values (credentials) are given to the HTTP client and nowhere else: they are not kept
-on this object's ``repr``, not logged, and not part of any error message.
+on this object's ``repr``, not logged, and not part of any error message. A server that cannot be
+connected to, or that refuses them (401, 403), raises :class:`ToolServerUnreachableError`: the
+request did not run there, and the caller may read the credentials afresh and connect again.
+
+A call given an idempotency key carries it in the request's ``_meta``
+(``langorch/idempotency-key``) and in the ``Idempotency-Key`` header: the same key on every
+retry and replay of that call, so a server that remembers it can answer a repeat without
+repeating the effect.
 """
 
 from __future__ import annotations
@@ -31,7 +38,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from langorch.domain.tool_servers import ToolServerError
+from langorch.domain.tool_servers import (
+    IDEMPOTENCY_META_KEY,
+    ToolServerError,
+    ToolServerUnreachableError,
+)
 from langorch.llm.toolbox import ToolSpec
 
 logger = logging.getLogger(__name__)
@@ -64,6 +75,13 @@ class _Session:
     client: Any = None
     failure: BaseException | None = None
     task: asyncio.Task[None] | None = None
+    denied: int = 0
+    """Answers refusing the credentials (401, 403): a call compares before and after."""
+    denied_status: int = 0
+
+    def note_denied(self, status: int) -> None:
+        self.denied += 1
+        self.denied_status = status
 
 
 class McpConnection:
@@ -122,12 +140,24 @@ class McpConnection:
                 f"{self.name}`"
             ) from exc
         if session.client is None:
-            raise ToolServerError(
+            from langorch.adapters._mcp_http import unreachable
+
+            if session.denied:
+                raise self._denied(session)
+            cannot = ToolServerUnreachableError if unreachable(session.failure) else ToolServerError
+            raise cannot(
                 f"tool {self.name}: cannot connect to its MCP server at {self._url} "
                 f"({type(session.failure).__name__}); check that it runs and `langorch tools "
                 f"show {self.name}`"
             ) from session.failure
         return session.client
+
+    def _denied(self, session: _Session) -> ToolServerUnreachableError:
+        return ToolServerUnreachableError(
+            f"tool {self.name}: its MCP server at {self._url} refused the credentials (HTTP "
+            f"{session.denied_status}); check the secrets its headers name (`langorch tools "
+            f"show {self.name}`)"
+        )
 
     def _ended(self) -> bool:
         """No session is open or opening."""
@@ -147,6 +177,7 @@ class McpConnection:
             read_timeout=self._call_timeout + READ_TIMEOUT_MARGIN_SECONDS,
             max_answer_bytes=self._max_answer_bytes,
             on_refused=self._note_refused,
+            on_denied=session.note_denied,
         )
         transport = streamable_http_client(
             self._url, http_client=http, max_sse_event_size=self._max_answer_bytes
@@ -198,11 +229,21 @@ class McpConnection:
                 f"{within} ({type(exc).__name__})"
             ) from exc
 
-    async def call(self, tool: str, args: dict[str, Any], *, timeout: float) -> tuple[str, bool]:
+    async def call(
+        self, tool: str, args: dict[str, Any], *, timeout: float, key: str | None = None
+    ) -> tuple[str, bool]:
         """Call ``tool``; returns ``(text, is_error)`` as the server answered.
+
+        Args:
+            tool: The server's tool.
+            args: Its arguments.
+            timeout: Seconds the call may take.
+            key: The call's idempotency key, sent in ``_meta`` and as a header.
 
         Raises:
             TimeoutError: no answer within ``timeout`` seconds.
+            ToolServerUnreachableError: the server cannot be reached, or refused the
+                credentials (the call did not run there).
             ToolServerError: the answer was larger than ``max_answer_bytes``.
             Exception: the transport failed (the caller tells the model).
         """
@@ -210,15 +251,20 @@ class McpConnection:
         from mcp_types import REQUEST_TIMEOUT
 
         client = await self._connected()
-        refused = self._refused
+        session = self._session
+        assert session is not None  # opened by _connected
+        refused, denied = self._refused, session.denied
+        meta = {IDEMPOTENCY_META_KEY: key} if key is not None else None
         try:
-            result = await client.call_tool(tool, args, read_timeout_seconds=timeout)
+            result = await client.call_tool(tool, args, read_timeout_seconds=timeout, meta=meta)
         except MCPError as exc:
             if self._refused > refused:
                 raise ToolServerError(
                     f"tool {tool} answered more than {self._max_answer_bytes:,} bytes, which "
                     "is more than a step reads; ask it for less"
                 ) from exc
+            if session.denied > denied:
+                raise self._denied(session) from exc
             if exc.code == REQUEST_TIMEOUT:
                 raise TimeoutError(f"tool {tool} did not answer within {timeout:g} s") from exc
             raise

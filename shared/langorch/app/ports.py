@@ -297,14 +297,22 @@ class ToolConnection(Protocol):
     name: str
 
     async def list_tools(self) -> list[ToolSpec]:
-        """The tools the server offers (``ToolServerError`` when it cannot be reached)."""
+        """The tools the server offers (``ToolServerError`` when it cannot be reached;
+        ``ToolServerUnreachableError`` when it could not be connected to or refused the
+        credentials)."""
         ...
 
-    async def call(self, tool: str, args: dict[str, Any], *, timeout: float) -> tuple[str, bool]:
+    async def call(
+        self, tool: str, args: dict[str, Any], *, timeout: float, key: str | None = None
+    ) -> tuple[str, bool]:
         """Call ``tool``; returns its text output and whether the server marked it an error.
 
-        A failure of the call (the server's, the transport's, ``TimeoutError`` past
-        ``timeout``) is raised as an ``Exception``; a cancellation is only ever the caller's.
+        ``key`` is the call's idempotency key, the same on every retry and replay of the call:
+        sent with the request, so a server that remembers it can answer a repeat without
+        repeating the effect. A failure of the call (the server's, the transport's,
+        ``TimeoutError`` past ``timeout``) is raised as an ``Exception``
+        (``ToolServerUnreachableError`` when the call did not reach the server or was refused
+        its credentials); a cancellation is only ever the caller's.
         """
         ...
 

@@ -198,6 +198,7 @@ _DETAIL = (
     "outcome",
     "tool_error",
     "replayed",
+    "idempotency_key",
     "resource",
     "position",
     "lease",

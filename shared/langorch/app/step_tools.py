@@ -10,7 +10,14 @@ the model as text when it fails or times out (the step goes on), recorded, put o
 (tool, argument summary, duration, outcome, and what went wrong) and logged with the run and step
 ids. Only the call's own timeout becomes text: a cancellation from outside (the step's timeout,
 a segment being shut down) stops the step. Header secrets are read here and handed to the MCP
-connection only.
+connection only; a server that cannot be reached or refuses them is connected to once more with
+the registration and its secrets read afresh (past the secrets cache).
+
+A call to a registered server carries an idempotency key and is recorded as started before it
+is sent (:meth:`TaskRecorder.once_keyed`). One found started but never done after a crash is of
+unknown outcome: it goes on the timeline as ``unknown``, then, as its registration says
+(``on_unknown``), is sent again with the same key or fails the step with
+:class:`ToolCallOutcomeUnknownError`.
 """
 
 from __future__ import annotations
@@ -21,12 +28,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langorch.app.tasks import SideEffectDeps, TaskRecorder, TaskStore
 from langorch.domain.errors import SecretNotFoundError
 from langorch.domain.tasks import fingerprint
-from langorch.domain.tool_servers import SECRET_VALUE_KEY, ToolServer, ToolServerError
+from langorch.domain.tool_servers import (
+    SECRET_VALUE_KEY,
+    ToolCallOutcomeUnknownError,
+    ToolServer,
+    ToolServerError,
+    ToolServerUnreachableError,
+)
 from langorch.llm.toolbox import ToolSpec, UnboundToolError
 
 if TYPE_CHECKING:
@@ -44,6 +57,9 @@ ERROR_SUMMARY_CHARS = 300
 """What the timeline and logs show of a failed call's error."""
 
 Emit = Callable[[Any], None]
+Runner = Callable[[dict[str, Any], str | None], Awaitable[tuple[str, str]]]
+"""Runs one tool call (its arguments, its idempotency key): its text and outcome."""
+T = TypeVar("T")
 
 
 class RecordedSideEffects:
@@ -117,23 +133,90 @@ class RecordedSideEffects:
     def _resolve(self, name: str) -> tuple[ToolConnection, ToolServer] | None:
         """The MCP server registered as ``name`` and a connection to it (``None``: not
         registered)."""
-        server = self._servers.get(name) if self._servers is not None else None
+        server = self._registration(name)
         if server is None:
             return None
-        if self._allowed_urls is not None and server.url not in self._allowed_urls:
+
+        def reopen() -> ToolConnection:
+            # Read again too: the server may have been registered anew (restarted elsewhere).
+            return self._open(self._registration(name) or server, fresh=True)
+
+        return _Reconnecting(self._open(server, fresh=False), reopen), server
+
+    def _registration(self, name: str) -> ToolServer | None:
+        server = self._servers.get(name) if self._servers is not None else None
+        allowed = self._allowed_urls
+        if server is not None and allowed is not None and server.url not in allowed:
             raise ToolServerError(
-                f"tool {name}: its server {server.url} is not one this deployment may call; "
-                "add it to mcp_servers (cdk.json) and deploy"
+                f"tool {name}: its server {server.url} is not one this deployment may "
+                "call; add it to mcp_servers (cdk.json) and deploy"
             )
+        return server
+
+    def _open(self, server: ToolServer, *, fresh: bool) -> ToolConnection:
         if self._connect is None:
-            raise ToolServerError(f"tool {name}: no tool connector is configured here")
-        headers = read_headers(server, self._secrets)
-        connection = self._connect(server.name, server.url, headers, call_timeout=self._timeout)
-        return connection, server
+            raise ToolServerError(f"tool {server.name}: no tool connector is configured here")
+        headers = read_headers(server, self._secrets, fresh=fresh)
+        return self._connect(server.name, server.url, headers, call_timeout=self._timeout)
 
 
-def read_headers(server: ToolServer, secrets: SecretsStore | None) -> dict[str, str]:
+class _Reconnecting:
+    """A connection to a registered server that connects once more, with its credentials read
+    afresh, when the server cannot be reached or refuses them.
+
+    Secrets are cached per process (300 s): a server restarted with a new token would otherwise
+    be refused, and the failure told to the model, until the cache ages out. A
+    :class:`ToolServerUnreachableError` says the request did not run there, so sending it again
+    repeats nothing. Once per step attempt: a server that stays down costs no fresh read per
+    call.
+    """
+
+    def __init__(self, first: ToolConnection, reopen: Callable[[], ToolConnection]) -> None:
+        self.name = first.name
+        self._connection = first
+        self._reopen: Callable[[], ToolConnection] | None = reopen
+
+    async def list_tools(self) -> list[ToolSpec]:
+        """See :meth:`ToolConnection.list_tools`."""
+        return await self._again(lambda connection: connection.list_tools())
+
+    async def call(
+        self, tool: str, args: dict[str, Any], *, timeout: float, key: str | None = None
+    ) -> tuple[str, bool]:
+        """See :meth:`ToolConnection.call`."""
+        return await self._again(
+            lambda connection: connection.call(tool, args, timeout=timeout, key=key)
+        )
+
+    async def aclose(self) -> None:
+        """See :meth:`ToolConnection.aclose`."""
+        await self._connection.aclose()
+
+    async def _again(self, work: Callable[[ToolConnection], Awaitable[T]]) -> T:
+        try:
+            return await work(self._connection)
+        except ToolServerUnreachableError:
+            reopen, self._reopen = self._reopen, None
+            if reopen is None:
+                raise
+            logger.info(
+                "tool server unreachable; connecting once more with its credentials read afresh",
+                extra={"tool_server": self.name},
+            )
+        await self._connection.aclose()
+        self._connection = await asyncio.to_thread(reopen)
+        return await work(self._connection)
+
+
+def read_headers(
+    server: ToolServer, secrets: SecretsStore | None, *, fresh: bool = False
+) -> dict[str, str]:
     """The request headers of ``server``, read from their secrets (never logged).
+
+    Args:
+        server: The registration.
+        secrets: Where its header secrets are.
+        fresh: Read past the secrets cache.
 
     Raises:
         ToolServerError: a secret is missing or holds no string ``value``.
@@ -143,7 +226,7 @@ def read_headers(server: ToolServer, secrets: SecretsStore | None) -> dict[str, 
         if secrets is None:
             raise ToolServerError(f"tool {server.name}: no secrets store to read {secret_id}")
         try:
-            value = secrets.get_json(secret_id).get(SECRET_VALUE_KEY)
+            value = secrets.get_json(secret_id, fresh=fresh).get(SECRET_VALUE_KEY)
         except SecretNotFoundError as exc:
             raise ToolServerError(
                 f"tool {server.name}: header {header} needs secret {secret_id}, which does "
@@ -217,7 +300,7 @@ class StepToolbox:
         self._calls = 0
         self._builtins: dict[str, Any] | None = None
         self._registered: list[tuple[ToolConnection, ToolServer]] | None = None
-        self._mcp: dict[str, tuple[ToolConnection, ToolSpec]] | None = None
+        self._mcp: dict[str, tuple[ToolConnection, ToolServer, ToolSpec]] | None = None
         self._unregistered: list[str] = []
 
     @property
@@ -233,7 +316,7 @@ class StepToolbox:
     async def specs(self) -> list[ToolSpec]:
         """The bound tools: built-in ones, then each registered server's allowed tools."""
         specs = [_builtin_spec(tool) for tool in self._builtin_tools().values()]
-        return specs + [spec for _, spec in (await self._mcp_tools()).values()]
+        return specs + [spec for _, _, spec in (await self._mcp_tools()).values()]
 
     async def turn(
         self, digest: str, ask: Callable[[], Awaitable[dict[str, Any]]]
@@ -253,15 +336,25 @@ class StepToolbox:
                 "what you have"
             )
         self._calls += 1
-        run = await self._runner(name, summary, started)
+        run, server = await self._runner(name, summary, started)
 
-        async def make() -> dict[str, Any]:
-            output, outcome = await run(args)
+        async def make(key: str | None = None) -> dict[str, Any]:
+            output, outcome = await run(args, key)
             if len(output) > MAX_TOOL_OUTPUT_CHARS:
                 output = output[:MAX_TOOL_OUTPUT_CHARS] + " [truncated]"
             return {"output": output, "error": outcome != "ok", "outcome": outcome}
 
-        result, replayed = await self._recorder.once("tool", fingerprint(name, args), make)
+        digest = fingerprint(name, args)
+        if server is None:  # a built-in tool: no server to remember a key
+            result, replayed = await self._recorder.once("tool", digest, make)
+        else:
+
+            def unknown(key: str) -> None:
+                self._unknown(name, summary, started, key, server)
+
+            result, replayed = await self._recorder.once_keyed(
+                "tool", digest, make, unknown=unknown
+            )
         output = str(result.get("output", ""))
         # Records made before outcomes were kept say only whether the call failed.
         outcome = result.get("outcome") or ("error" if result.get("error") else "ok")
@@ -274,25 +367,49 @@ class StepToolbox:
         for connection, _ in self._registered or []:
             await connection.aclose()
 
+    def _unknown(
+        self, tool: str, summary: str, started: float, key: str, server: ToolServer
+    ) -> None:
+        """A call found sent but never recorded back: on the timeline as ``unknown``; then sent
+        again with the same key, or the step fails, as its registration says."""
+        resend = server.on_unknown == "retry"
+        then = (
+            "sent again with the same idempotency key"
+            if resend
+            else "not sent again (--on-unknown fail)"
+        )
+        self._event(
+            tool,
+            summary,
+            "unknown",
+            started,
+            failure=f"sent before the process stopped, its outcome never recorded; {then}",
+            key=key,
+        )
+        if not resend:
+            raise ToolCallOutcomeUnknownError(registration=server.name, tool=tool, key=key)
+
     async def _runner(
         self, name: str, summary: str, started: float
-    ) -> Callable[[dict[str, Any]], Awaitable[tuple[str, str]]]:
+    ) -> tuple[Runner, ToolServer | None]:
+        """How to run the call, and the registration of its server (``None``: built-in)."""
         builtin = self._builtin_tools().get(name)
         if builtin is not None:
 
-            async def run_builtin(args: dict[str, Any]) -> tuple[str, str]:
+            async def run_builtin(args: dict[str, Any], key: str | None) -> tuple[str, str]:
                 return await self._bounded(asyncio.to_thread(builtin.invoke, args))
 
-            return run_builtin
-        connection = await self._owner(name)
-        if connection is None:
+            return run_builtin, None
+        owner = await self._owner(name)
+        if owner is None:
             self._event(name, summary, "unbound", started)
             raise UnboundToolError(self._unbound_message(name))
+        connection, server = owner
 
-        async def run_mcp(args: dict[str, Any]) -> tuple[str, str]:
-            return await self._bounded(connection.call(name, args, timeout=self._timeout))
+        async def run_mcp(args: dict[str, Any], key: str | None) -> tuple[str, str]:
+            return await self._bounded(connection.call(name, args, timeout=self._timeout, key=key))
 
-        return run_mcp
+        return run_mcp, server
 
     async def _bounded(self, work: Awaitable[Any]) -> tuple[str, str]:
         """The call's text and outcome (``ok``, ``error``, ``timeout``): a failure is told to
@@ -343,27 +460,27 @@ class StepToolbox:
                     self._registered.append(found)
         return self._registered
 
-    async def _owner(self, tool: str) -> ToolConnection | None:
-        """The connection serving ``tool``. A registration with an ``allow`` list answers
-        without connecting (a replayed call then never opens a session); one without is asked
-        for its tools."""
+    async def _owner(self, tool: str) -> tuple[ToolConnection, ToolServer] | None:
+        """The connection serving ``tool`` and its registration. A registration with an
+        ``allow`` list answers without connecting (a replayed call then never opens a session);
+        one without is asked for its tools."""
         registered = await self._registrations()
         for connection, server in registered:
             if tool in server.allow:
-                return connection
+                return connection, server
         if all(server.allow for _, server in registered):
             return None
         found = (await self._mcp_tools()).get(tool)
-        return found[0] if found is not None else None
+        return (found[0], found[1]) if found is not None else None
 
-    async def _mcp_tools(self) -> dict[str, tuple[ToolConnection, ToolSpec]]:
+    async def _mcp_tools(self) -> dict[str, tuple[ToolConnection, ToolServer, ToolSpec]]:
         """Every registered server's allowed tools, listed from the servers."""
         if self._mcp is None:
-            tools: dict[str, tuple[ToolConnection, ToolSpec]] = {}
+            tools: dict[str, tuple[ToolConnection, ToolServer, ToolSpec]] = {}
             for connection, server in await self._registrations():
                 for spec in await connection.list_tools():
                     if server.allows(spec.name) and spec.name not in tools:
-                        tools[spec.name] = (connection, spec)
+                        tools[spec.name] = (connection, server, spec)
             self._mcp = tools
         return self._mcp
 
@@ -387,8 +504,10 @@ class StepToolbox:
         *,
         replayed: bool = False,
         failure: str | None = None,
+        key: str | None = None,
     ) -> None:
-        """Put the call on the timeline and in the logs (a failed one with what went wrong)."""
+        """Put the call on the timeline and in the logs (a failed one with what went wrong, an
+        unknown one with its idempotency key)."""
         duration = int((time.monotonic() - started) * 1000)
         event: dict[str, Any] = {
             "event": "tool_called",
@@ -406,6 +525,8 @@ class StepToolbox:
             )
         if replayed:
             event["replayed"] = True
+        if key is not None:
+            event["idempotency_key"] = key
         self._emit(event)
         logger.log(
             logging.INFO if failure is None else logging.WARNING,
@@ -418,6 +539,7 @@ class StepToolbox:
                 "duration_ms": duration,
                 "outcome": outcome,
                 "replayed": replayed,
+                "idempotency_key": key,
             },
         )
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from langorch.domain.tool_servers import (
+    OnUnknown,
     ToolServer,
     ToolServerError,
     UnknownToolServerError,
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AddTool:
-    """``tools add NAME --mcp URL [--allow tool,…] [--header NAME=secret:ID]``."""
+    """``tools add NAME --mcp URL [--allow tool,…] [--header NAME=secret:ID]
+    [--on-unknown retry|fail]``."""
 
     name: str
     url: str
@@ -33,6 +35,9 @@ class AddTool:
     headers: Sequence[str] = ()
     """``NAME=secret:ID`` options."""
     description: str = ""
+    on_unknown: OnUnknown = "retry"
+    """A call whose outcome is unknown after a crash: ``retry`` (with the same idempotency key)
+    or ``fail`` (the step fails for a person to decide)."""
     builtin_names: frozenset[str] = field(default_factory=frozenset)
     """Names a registration may not take (the built-in tools)."""
 
@@ -60,6 +65,7 @@ def add_tool(
             allow=tuple(a.strip() for a in cmd.allow if a.strip()),
             headers=headers,
             description=cmd.description,
+            on_unknown=cmd.on_unknown,
         )
     except ValidationError as exc:
         problems = "; ".join(

@@ -1,16 +1,17 @@
 """Registered tools: MCP servers a deployment lets its blocks use (``langorch tools add``).
 
 A registration names a tool (the name a block's ``tools_required`` uses), the server's
-streamable-HTTP URL, which of its tools are allowed (empty: all), and request headers whose
-values live in Secrets Manager, referenced by secret id only. A registration never holds a
-credential, so it can be shown, logged and stored beside the definitions.
+streamable-HTTP URL, which of its tools are allowed (empty: all), request headers whose values
+live in Secrets Manager, referenced by secret id only, and what to do with a call whose outcome is
+unknown after a crash. A registration never holds a credential, so it can be shown, logged and
+stored beside the definitions.
 """
 
 from __future__ import annotations
 
 import re
 import urllib.parse
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -25,6 +26,13 @@ SECRET_REF = "secret:"  # noqa: S105 - a prefix, not a value
 SECRET_VALUE_KEY = "value"  # noqa: S105 - a key name
 """The key of the secret's JSON object that holds the header value."""
 
+IDEMPOTENCY_META_KEY = "langorch/idempotency-key"
+"""Where a tool call's idempotency key is in its ``tools/call`` request's ``_meta`` (a prefixed
+key, as MCP asks of implementation-specific metadata)."""
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+"""The HTTP header carrying the same key (as the ``http`` step's calls do)."""
+
 _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 
 
@@ -36,6 +44,44 @@ class UnknownToolServerError(ToolServerError, NotFoundError):
     """No tool is registered under this name."""
 
 
+class ToolServerUnreachableError(ToolServerError):
+    """A registered server could not be connected to, or refused the request's credentials
+    (HTTP 401 or 403): the request did not run there, so it may be sent again, with the
+    registration and its header secrets read afresh."""
+
+
+class ToolCallOutcomeUnknownError(ToolServerError):
+    """A tool call was sent before the process stopped and what came back was never recorded;
+    its registration says not to send it again (``--on-unknown fail``).
+
+    Not retryable: every attempt of the step meets the same unknown call. A person finds out
+    from the server whether the call with this key took effect, then decides.
+
+    Attributes:
+        tool: The tool called.
+        key: The call's idempotency key (what the server saw).
+    """
+
+    retryable = False
+
+    def __init__(self, *, registration: str, tool: str, key: str) -> None:
+        self.tool = tool
+        self.key = key
+        super().__init__(
+            f"tool {registration}: the call to {tool} with idempotency key {key} was sent "
+            "before the process stopped, and what it did was never recorded; the "
+            "registration says --on-unknown fail, so it is not sent again. Ask the server "
+            "whether the call with that key took effect; to send it again with the same key "
+            f"(a server that remembers keys answers without repeating it), run `langorch tools "
+            f"add {registration} ... --on-unknown retry` and `langorch runs redrive RUN_ID`"
+        )
+
+
+OnUnknown = Literal["retry", "fail"]
+"""What a step does with a call whose outcome is unknown after a crash: send it again with the
+same idempotency key (``retry``), or fail with :class:`ToolCallOutcomeUnknownError` (``fail``)."""
+
+
 class ToolServer(BaseModel):
     """An MCP server registered as a tool.
 
@@ -45,6 +91,8 @@ class ToolServer(BaseModel):
         allow: The server's tools a model may call; empty means every tool it lists.
         headers: Header name -> Secrets Manager id holding ``{"value": "<header value>"}``.
         description: Free text shown by ``langorch tools list``.
+        on_unknown: A call whose outcome is unknown after a crash: sent again with the same
+            idempotency key (``retry``), or failing the step (``fail``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -54,6 +102,7 @@ class ToolServer(BaseModel):
     allow: tuple[str, ...] = ()
     headers: dict[str, str] = Field(default_factory=dict)
     description: str = Field(default="", max_length=500)
+    on_unknown: OnUnknown = "retry"
 
     @field_validator("url")
     @classmethod

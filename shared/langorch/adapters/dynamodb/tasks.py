@@ -4,12 +4,14 @@ Layout (the runs table's ``pk``/``sk``)::
 
     pk            sk                                              attributes
     ------------  ----------------------------------------------  ------------------------------
-    run#<run_id>  task#<step_id>#<visit:06d>#<attempt:03d>#<i:04d>  kind, fingerprint, body (JSON)
+    run#<run_id>  task#<step_id>#<visit:06d>#<attempt:03d>#<i:04d>  kind, fingerprint, body (JSON),
+                                                                    call_state, call_key
 
 A step's visit reads every attempt's records with one ``Query`` (``begins_with`` the visit's
-prefix) and writes each new record with one ``PutItem``. The ``task#`` prefix keeps them apart
-from the run item and the timeline pages (``ev#``). Bodies are bounded by the recorder
-(:mod:`langorch.app.tasks`) before they get here.
+prefix) and writes each new record with one ``PutItem``; a tool call's ``done`` record replaces
+its ``started`` one (same key). Items written before calls had states have no ``call_state``:
+they are done. The ``task#`` prefix keeps them apart from the run item and the timeline pages
+(``ev#``). Bodies are bounded by the recorder (:mod:`langorch.app.tasks`) before they get here.
 """
 
 from __future__ import annotations
@@ -79,7 +81,11 @@ class TasksRepository:
             "kind": {"S": record.kind},
             "fingerprint": {"S": record.fingerprint},
             "body": {"S": json.dumps(record.result, sort_keys=True, default=str)},
+            # Not "state": a reserved word in DynamoDB expressions.
+            "call_state": {"S": record.state},
         }
+        if record.key:
+            item["call_key"] = {"S": record.key}
         try:
             self._client.put_item(TableName=self._table, Item=item)
         except (ClientError, BotoCoreError) as exc:
@@ -96,4 +102,6 @@ def _record(item: dict[str, Any], step_id: str, visit: int) -> TaskRecord:
         kind=item["kind"]["S"],
         fingerprint=item["fingerprint"]["S"],
         result=json.loads(item["body"]["S"]),
+        state="started" if item.get("call_state", {}).get("S") == "started" else "done",
+        key=item.get("call_key", {}).get("S", ""),
     )

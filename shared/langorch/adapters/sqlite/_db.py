@@ -162,6 +162,24 @@ class Database:
                     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._ready.add(name)
 
+    def ensure_columns(self, table: str, columns: dict[str, str]) -> None:
+        """Add the ``columns`` (name -> declaration) a table created by an older langorch lacks.
+
+        For columns added since a table's first layout, each with a default, so a file written
+        before them reads on (and an older langorch, which names its columns, writes on). Checked
+        and added in one write transaction, so two processes never both add a column; once per
+        process, as :meth:`ensure_schema` is.
+        """
+        with self._schema_lock:
+            if f"{table}:columns" in self._ready:
+                return
+            with self.write() as connection:
+                present = {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
+                for name, declaration in columns.items():
+                    if name not in present:
+                        connection.execute(f"ALTER TABLE {table} ADD COLUMN {name} {declaration}")
+            self._ready.add(f"{table}:columns")
+
     def close(self) -> None:
         """Close this thread's connection (others close with their threads)."""
         connection = getattr(self._local, "connection", None)

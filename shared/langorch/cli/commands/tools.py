@@ -38,6 +38,13 @@ def register(subparsers: Subparsers) -> None:
         "(Secrets Manager); repeatable",
     )
     add.add_argument("--description", default="", help="shown by `tools list`")
+    add.add_argument(
+        "--on-unknown",
+        choices=("retry", "fail"),
+        default="retry",
+        help="a call sent before a crash whose outcome was never recorded: send it again with "
+        "the same idempotency key (retry, the default), or fail the step for a person (fail)",
+    )
 
     add_command(tools, "list", _list, "every registered tool")
 
@@ -49,6 +56,12 @@ def register(subparsers: Subparsers) -> None:
 
     remove = add_command(tools, "remove", _remove, "remove a registration")
     remove.add_argument("name", metavar="NAME")
+
+
+_ON_UNKNOWN = {
+    "retry": "retry: a call of unknown outcome after a crash is sent again with the same key",
+    "fail": "fail: a call of unknown outcome after a crash fails the step",
+}
 
 
 def _store(ctx: Context) -> Any:
@@ -69,6 +82,7 @@ def _add(ctx: Context, args: argparse.Namespace) -> None:
         allow=args.allow.split(",") if args.allow else (),
         headers=args.header,
         description=args.description,
+        on_unknown=args.on_unknown,
         builtin_names=KNOWN_TOOLS,
     )
     server, new = add_tool(cmd, _store(ctx), _secrets(ctx))
@@ -115,6 +129,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
         lines.append(f"  header   {header} from secret {secret_id}")
     if server.description:
         lines.append(f"  about    {server.description}")
+    lines.append(f"  unknown  {_ON_UNKNOWN[server.on_unknown]}")
     if args.probe:
         from langorch.adapters.mcp import McpConnection
 
