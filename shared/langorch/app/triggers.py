@@ -73,6 +73,12 @@ _IDENTIFIER = re.compile(IDENTIFIER)
 # --------------------------------------------------------------------------------------------
 
 
+class ReadSecret(Protocol):
+    """``SecretsStore.get_json``: a secret's JSON value, re-read when ``fresh``."""
+
+    def __call__(self, name: str, *, fresh: bool = False) -> dict[str, Any]: ...
+
+
 class TriggerDeps(LaunchDeps, Protocol):
     """What schedule and S3 events need: starting runs, and the settings."""
 
@@ -186,9 +192,12 @@ class TriggerIndex:
         return [p for p in self._listed[1] if any(t.type == kind for t in p.all_triggers())]
 
     def webhook_secrets(
-        self, name: str, secrets: SecretsStore, *, fresh: bool = False
+        self, name: str, read: ReadSecret, *, fresh: bool = False
     ) -> list[str]:
         """The secrets that verify deliveries under ``name``, current first (``[]``: none).
+
+        ``read`` is the store's ``get_json``: the index only reads, so the trigger's role is
+        granted ``GetSecretValue`` and nothing more.
 
         A missing secret is remembered like an absent workflow, and counts as just re-read:
         deliveries to random workflow ids must not each cost Secrets Manager calls.
@@ -198,7 +207,7 @@ class TriggerIndex:
         if not fresh and missing is not None and now - missing < self._ttl:
             return []
         try:
-            values = secret_values(secrets.get_json(name, fresh=fresh))
+            values = secret_values(read(name, fresh=fresh))
         except SecretNotFoundError:
             if len(self._no_secret) >= 1024:
                 self._no_secret.clear()  # bounded, like the workflows
@@ -394,11 +403,11 @@ def _verified(request: WebhookRequest, deps: WebhookDeps) -> SignedDelivery:
     if _IDENTIFIER.match(request.workflow_id):
         name = settings.webhook_secret_prefix + request.workflow_id
         index = trigger_index(deps)
-        if delivery.verifies(request.body, index.webhook_secrets(name, deps.secrets)):
+        if delivery.verifies(request.body, index.webhook_secrets(name, deps.secrets.get_json)):
             return delivery
         # The cached secret may predate a rotation: read it again, but not for every forgery.
         if index.may_refresh_secret(name) and delivery.verifies(
-            request.body, index.webhook_secrets(name, deps.secrets, fresh=True)
+            request.body, index.webhook_secrets(name, deps.secrets.get_json, fresh=True)
         ):
             return delivery
     raise SignatureError(NOT_VERIFIED)
