@@ -276,7 +276,12 @@ class PlanStep(_Model):
     """Decision by rules: the first true ``when`` picks its branch; ``default_branch`` else."""
     default_branch: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=10_000)
-    """Bound on how often this step may run in one run (makes a cycle through it legal)."""
+    """Bound on how often this step may run in one run (makes a cycle through it legal). When
+    the run comes back to it once more, the step does not run: the outcome is
+    ``LoopLimitReached``, routed by ``on_max_iterations``, else the run fails."""
+    on_max_iterations: str | None = Field(default=None, exclude_if=_unset)
+    """Step to go to when the step's bound is reached (``max_iterations``; for a loop step, its
+    loop's bound too). Left out of dumps while unset."""
 
     # --- Per-step policies (override the block's) ---
     max_retries: int | None = Field(default=None, ge=0, le=10)
@@ -409,6 +414,7 @@ _ADDED_FIELDS = (
     "llm_max_tokens",
     "settings",
     "resource",
+    "on_max_iterations",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

@@ -259,6 +259,16 @@ def workflow_advice(plan: TaskPlan) -> list[Problem]:
         kind = registry.get(step.kind) if step.kind is not None else None
         if kind is not None:
             advice.extend(kind.advice(step, f"steps[{i}]"))
+        if step.max_iterations is not None and step.on_max_iterations is None:
+            advice.append(
+                Problem(
+                    f"steps[{i}].max_iterations",
+                    f"when the run comes back to {step.step_id!r} after {step.max_iterations} "
+                    "runs, the step fails with LoopLimitReachedError (its on_error or the "
+                    "workflow's on_failure may catch it; else the run fails)",
+                    "declare on_max_iterations (the step to go to then) to route it",
+                )
+            )
     return advice
 
 

@@ -26,6 +26,7 @@ from langgraph.types import Command
 
 from langorch.domain.errors import (
     DefinitionError,
+    LoopLimitReachedError,
     StepFailedError,
     StepTimeoutError,
 )
@@ -34,6 +35,7 @@ from langorch.engine import resources
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import (
+    LOOP_LIMIT_REACHED,
     SUMMARY_CHARS,
     Executor,
     Outcome,
@@ -90,6 +92,10 @@ def make_step_node(spec: StepSpec) -> Any:
         info = runtime.execution_info
         attempt = info.node_attempt if info is not None else 1
         emit = runtime.stream_writer
+        bound = spec.step.max_iterations
+        if bound is not None and done >= bound:
+            # Back at a step that has used its bound: it does not run again (LoopLimitReached).
+            return await _limit_reached(spec, ctx, attempt, done=done, emit=emit)
         queued = resources.enter(spec, ctx, attempt, emit, _event)
         if queued is not None:
             return queued  # woken while still queued for the step's resource: ask again
@@ -116,6 +122,35 @@ def make_step_node(spec: StepSpec) -> Any:
 
     node.__name__ = f"step_{spec.step_id}"
     return node
+
+
+async def _limit_reached(
+    spec: StepSpec, ctx: EngineContext, attempt: int, *, done: int, emit: Emit
+) -> Command[Any]:
+    """The outcome ``LoopLimitReached``: go to ``on_max_iterations``, else fail as an error
+    would (``on_error`` / ``on_failure`` may catch it; with neither the run fails)."""
+    bound = spec.step.max_iterations
+    target = spec.step.on_max_iterations
+    if target is None:
+        error = LoopLimitReachedError(
+            f"LoopLimitReached at step {spec.step_id}: it ran {done} times (max_iterations "
+            f"{bound}) and the run came back to it; declare on_max_iterations to route the "
+            "run on, or raise max_iterations"
+        )
+        return await _failed(
+            error, spec, ctx, attempt, done=done, started=time.monotonic(), emit=emit
+        )
+    emit(
+        _event(
+            "loop_limit_reached",
+            spec,
+            outcome=LOOP_LIMIT_REACHED,
+            max_iterations=bound,
+            routed_to=target,
+        )
+    )
+    result = _result(spec, success=True, label=LOOP_LIMIT_REACHED)
+    return Command(update={"block_results": [result]}, goto=[target])
 
 
 def _joined(spec: StepSpec, state: OrchestrationState, done: int) -> bool:

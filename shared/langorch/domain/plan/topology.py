@@ -17,9 +17,10 @@ Topology rules:
 * A loop ``L``: body *entries* (body steps with no dependency inside the body) get ``L → entry``
   (``loop_body``); body *exits* (no successor inside the body) get ``exit → L`` (``loop_back``);
   steps that depend on ``L`` outside the body run after the loop (``loop_done``).
-* ``on_error`` (``on_error``), a kind's own routes such as an approval's ``on_max_iterations``
-  (``on_max_iterations``), and the plan's ``on_failure`` (``on_failure``, from every step that
-  has no ``on_error`` and is not on the failure route itself).
+* ``on_error`` (``on_error``), where a bound leads (``on_max_iterations``: the step's own, or a
+  kind's such as an approval's ``approval.on_max_iterations``), and the plan's ``on_failure``
+  (``on_failure``, from every step that has no ``on_error`` and is not on the failure route
+  itself).
 * Entry steps: ``entry_step_id``; else every step with no ``depends_on`` that is not a loop body
   member, not an error route (``on_error``/``on_failure``/``on_max_iterations`` target) and not a
   branch target — except a branch target that leads back to the step branching to it (the first

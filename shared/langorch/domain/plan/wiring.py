@@ -317,7 +317,16 @@ class Wiring:
                 else:
                     self.edges.append(Edge(sid, step.on_error, "on_error"))
             kind = self.specs[sid]
-            for field_path, target in kind.routes(step) if kind is not None else ():
+            routes = list(kind.routes(step)) if kind is not None else []
+            if step.on_max_iterations is not None:
+                routes.append(("on_max_iterations", step.on_max_iterations))
+                if step.max_iterations is None and self.loop_spec(step) is None:
+                    self.add(
+                        f"{self.sp(sid)}.on_max_iterations",
+                        "on_max_iterations has no effect: the step has no bound",
+                        "set max_iterations on the step, or remove on_max_iterations",
+                    )
+            for field_path, target in routes:
                 if not self.known(target):
                     self.unknown(f"{self.sp(sid)}.{field_path}", target)
                 else:

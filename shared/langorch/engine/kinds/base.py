@@ -17,6 +17,9 @@ from langorch.engine.state import OrchestrationState
 SUMMARY_CHARS = 300
 """Bound on each value shown in a timeline outputs summary."""
 
+LOOP_LIMIT_REACHED = "LoopLimitReached"
+"""The named outcome of a step or loop whose bound stopped it (timeline, results, outputs)."""
+
 
 @dataclass(frozen=True)
 class StepSpec:
