@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
@@ -31,6 +32,7 @@ from langorch.domain.kinds.base import (
     Read,
     StepCheck,
     StepKind,
+    is_key_path,
     root_key,
     template_names,
 )
@@ -219,7 +221,11 @@ def check_workflow(
             *_plan_problems(plan),
             *_provider_problems(topology, providers),
         ],
-        warnings=[*_input_problems(topology), *_tool_warnings(topology, tools)],
+        warnings=[
+            *_input_problems(topology),
+            *_mapping_problems(topology),
+            *_tool_warnings(topology, tools),
+        ],
     )
 
 
@@ -369,11 +375,15 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         base |= set(trigger.input)
         if trigger.type == "s3":
             base |= S3_INPUT_KEYS
-    hint = (
-        "declare it in inputs_schema.properties, produce it in an earlier step, "
-        "or read it from another key with input_mappings"
+    declare = (
+        "declare it in inputs_schema.properties"
         if plan.inputs_schema is not None
-        else "declare it in inputs_schema (the workflow has none), or produce it in an earlier step"
+        else "declare it in inputs_schema (the workflow has none)"
+    )
+    hint = (
+        f"{declare}, produce it in an earlier step, or read it from another key with input_mappings"
+        if plan.inputs_schema is not None
+        else f"{declare}, or produce it in an earlier step"
     )
     for step in t.steps():
         sid = step.step_id
@@ -391,15 +401,77 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
             if loop in t.loops:
                 available |= {t.loops[loop].item_key, t.loops[loop].index_key}
             loop = t.loop_of.get(loop)
+        mapped = set(step.input_mappings or {})
         for path, key, what in _reads(t, step):
-            if key not in available:
+            through_mapping = ".input_mappings." in path
+            if key in available or (key in mapped and not through_mapping):
+                continue
+            fix = declare + ", produce it in an earlier step, or fix the mapping's path"
+            if not through_mapping:
+                fix = hint
+            yield Problem(
+                path,
+                f"{what} {key!r}, which no input or earlier step provides",
+                f"at run time it is read from shared_context (an undeclared run input "
+                f"counts), else the user's preference {key!r}, else empty; to be sure of "
+                f"it, {fix}",
+            )
+
+
+def _mapping_problems(t: Topology) -> Iterator[Problem]:
+    """Warnings for input mappings that resolve to nothing: a source that is not a key path,
+    or a path past what ``inputs_schema`` declares (seed 004's nested ``input_map``)."""
+    schema = t.plan.inputs_schema
+    written = set().union(*t.outputs.values()) if t.outputs else set()
+    for step in t.steps():
+        for key, source in (step.input_mappings or {}).items():
+            path = f"{t.sp(step.step_id)}.input_mappings.{key}"
+            if not is_key_path(source):
                 yield Problem(
                     path,
-                    f"{what} {key!r}, which no input or earlier step provides",
-                    f"at run time it is read from shared_context (an undeclared run input "
-                    f"counts), else the user's preference {key!r}, else empty; to be sure of "
-                    f"it, {hint}",
+                    f"{source!r} is not a key or a dotted path: the mapping resolves to nothing",
+                    "write the key it reads, or a dotted path into it such as "
+                    "request.user.name (a mapping is not rendered as a template)",
                 )
+            elif schema is not None and root_key(source) not in written:
+                yield from _schema_miss(path, source, schema.properties)
+
+
+def _schema_miss(path: str, source: str, properties: dict[str, Any]) -> Iterator[Problem]:
+    """A problem when ``source`` goes past what the inputs schema declares of its root."""
+    parts = source.split(".")
+    node: Any = properties.get(parts[0])
+    at = parts[0]
+    for part in parts[1:]:
+        if not isinstance(node, dict):
+            return  # not declared in detail: nothing to say
+        declared = node.get("properties")
+        if node.get("type") in _SCALAR_TYPES:
+            yield Problem(
+                path,
+                f"{source!r} resolves to nothing: inputs_schema declares {at} a "
+                f"{node['type']}, which has no {part!r}",
+                f"fix the path, or declare {at} an object with a property {part!r}",
+            )
+            return
+        if not isinstance(declared, dict):
+            return
+        if part not in declared:
+            closed = node.get("additionalProperties") is False
+            unless = "" if closed else " unless the run's input brings it undeclared"
+            yield Problem(
+                path,
+                f"{source!r} resolves to nothing{unless}: inputs_schema declares {at} "
+                f"without {part!r}",
+                f"fix the path ({at} declares {', '.join(sorted(declared)) or 'nothing'}), or "
+                f"declare {part!r} in its properties",
+            )
+            return
+        node = declared[part]
+        at = f"{at}.{part}"
+
+
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 
 
 def step_reads(t: Topology, step: PlanStep) -> Iterator[Read]:
@@ -415,11 +487,13 @@ def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
     mappings = step.input_mappings or {}
     if block is not None:
         for key in block.input_keys:
-            source = mappings.get(key, key)
-            if key in mappings:
-                yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
-            else:
+            if key not in mappings:
                 yield f"{path}.block_id", key, f"block {block.block_id!r} needs input"
+    for key, source in mappings.items():
+        # A block's mapping of a key it has no input for is an error (reported elsewhere); an
+        # inline step's mappings are names its templates and expressions may read.
+        if (block is None or key in block.input_keys) and is_key_path(source):
+            yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
     if kind is None:
         return
     for field_path, text, how in kind.step_templates(step, block, path):

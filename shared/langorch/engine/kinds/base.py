@@ -11,6 +11,7 @@ from typing import Any
 from langgraph.graph import END
 
 from langorch.domain.definitions import BlockDefinition, BlockType, KindName, PlanStep
+from langorch.domain.templates import PathMissing, walk
 from langorch.engine.context import EngineContext
 from langorch.engine.state import OrchestrationState
 
@@ -145,16 +146,21 @@ def resolve_input(key: str, shared: dict[str, Any], preferences: dict[str, Any])
     """One input as seed 000 resolves it: ``shared_context``, else the preference, else ``""``.
 
     Args:
-        key: The ``shared_context`` key (an input key, or the source of an input mapping).
+        key: The ``shared_context`` key (an input key, or the source of an input mapping), or a
+            dotted path into one (``request.user.name``, seed 004), walked as a
+            ``{request.user.name}`` placeholder is (:func:`~langorch.domain.templates.walk`).
         shared: The run's ``shared_context``.
         preferences: The user's stored preferences.
 
     Returns:
-        The value; ``""`` when neither holds the key.
+        The value; ``""`` when neither holds it.
     """
     if key in shared:
-        return shared[key]
-    return preferences.get(key, "")
+        return shared[key]  # a key with a dot in it is still a key
+    try:
+        return walk({**preferences, **shared}, key)
+    except PathMissing:
+        return ""
 
 
 def input_scope(spec: StepSpec, state: OrchestrationState) -> dict[str, Any]:

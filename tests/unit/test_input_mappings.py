@@ -1,0 +1,138 @@
+"""Input mappings (seed 000 ``input_mappings``, seed 004 ``input_map``): a step input read from a
+key or from a dotted path into one, resolved as templates resolve ``{request.user.name}``; a
+mapping that resolves to nothing is a validation warning at its path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langorch.domain.definitions import BlockDefinition, TaskPlan
+from langorch.domain.errors import Problem
+from langorch.domain.validation import InMemoryLookup, check_workflow
+from langorch.llm import LLMRequest, LLMResult, OfflineProvider
+from tests.integration.conftest import register_text, run_to_end
+from tests.unit.conftest import MakeFakes
+
+NESTED = """
+blocks:
+  - {block_id: greet, input_keys: [user_name], output_keys: [greeting],
+     prompt_template: "Hello {user_name}"}
+workflows:
+  - plan_id: nested
+    memory: false
+    inputs_schema: {properties: {request: {type: object}}}
+    steps:
+      - {step_id: hello, block_id: greet, input_mappings: {user_name: request.user.name}}
+      - {step_id: shout, kind: transform, depends_on: [hello],
+         input_mappings: {who: request.user.name}, transform: {loud: "who | upper"}}
+"""
+
+
+class RecordingLLM:
+    """The offline provider, keeping every request it answers."""
+
+    def __init__(self) -> None:
+        self.requests: list[LLMRequest] = []
+        self._offline = OfflineProvider({})
+
+    def invoke(self, request: LLMRequest) -> LLMResult:
+        self.requests.append(request)
+        return self._offline.invoke(request)
+
+
+def test_a_nested_mapping_reads_the_value_a_template_would(make_container: MakeFakes):
+    # Given a block input and a transform input mapped from request.user.name
+    container = make_container()
+    llm = RecordingLLM()
+    container.__dict__["llm"] = llm
+    register_text(container, NESTED)
+
+    # When the run gets a nested request
+    result = run_to_end(container, "nested", {"request": {"user": {"name": "Ada"}}})
+
+    # Then both steps read "Ada" through their mappings
+    assert result.status == "succeeded"
+    assert llm.requests[0].prompt == "Hello Ada"
+    assert result.outputs["loud"] == "ADA"
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _warnings(data: dict[str, Any], *blocks: BlockDefinition) -> list[Problem]:
+    found = check_workflow(
+        TaskPlan.model_validate({"plan_id": "p", "memory": False, **data}),
+        InMemoryLookup(list(blocks)),
+        tools=None,
+        providers=None,
+    )
+    assert found.errors == [], [str(p) for p in found.errors]
+    return found.warnings
+
+
+def _transform(mappings: dict[str, str]) -> dict[str, Any]:
+    return {
+        "step_id": "shout",
+        "kind": "transform",
+        "input_mappings": mappings,
+        "transform": {"loud": "who | upper"},
+    }
+
+
+def test_a_transform_reading_its_own_mapped_input_has_no_warning() -> None:
+    # Given a transform whose expression reads `who`, mapped from a declared input
+    data = {
+        "inputs_schema": {"properties": {"request": {"type": "object"}}},
+        "steps": [_transform({"who": "request.user.name"})],
+    }
+    # When validated / Then nothing is reported (the mapping provides `who`)
+    assert _warnings(data) == []
+
+
+def test_a_mapping_whose_key_nothing_provides_is_a_warning_at_the_mapping_with_a_true_hint() -> (
+    None
+):
+    # Given a transform whose mapping reads a key no input or step provides
+    data = {
+        "inputs_schema": {"properties": {"other": {}}},
+        "steps": [_transform({"who": "request.user.name"})],
+    }
+    # When validated
+    warnings = _warnings(data)
+    # Then the mapping carries the warning, and the hint does not suggest adding the mapping
+    assert [p.path for p in warnings] == ["steps[0].input_mappings.who"]
+    assert "'request'" in warnings[0].message
+    assert "with input_mappings" not in warnings[0].hint
+    assert "fix the mapping's path" in warnings[0].hint
+
+
+def test_a_nested_mapping_past_what_the_inputs_schema_declares_is_a_warning() -> None:
+    # Given an inputs schema that declares request.user with an email but no name
+    user = {"type": "object", "properties": {"email": {"type": "string"}}}
+    data = {
+        "inputs_schema": {
+            "properties": {"request": {"type": "object", "properties": {"user": user}}}
+        },
+        "steps": [_transform({"who": "request.user.name"})],
+    }
+    # When validated
+    warnings = _warnings(data)
+    # Then the mapping resolves to nothing, said at its path with what request.user has
+    assert [p.path for p in warnings] == ["steps[0].input_mappings.who"]
+    assert "resolves to nothing" in warnings[0].message
+    assert "'name'" in warnings[0].message
+    assert "email" in warnings[0].hint
+
+
+def test_a_mapping_that_is_not_a_key_path_is_a_warning() -> None:
+    # Given a mapping written as a template, which mappings do not render
+    data = {
+        "inputs_schema": {"properties": {"request": {}}},
+        "steps": [_transform({"who": "{{ request.user.name }}"})],
+    }
+    # When validated
+    warnings = _warnings(data)
+    # Then it is reported as resolving to nothing, with the form a mapping takes
+    assert [p.path for p in warnings] == ["steps[0].input_mappings.who"]
+    assert "resolves to nothing" in warnings[0].message
+    assert "request.user.name" in warnings[0].hint
