@@ -157,3 +157,86 @@ def test_a_bound_with_no_route_is_advice_saying_what_happens_at_it() -> None:
         )
     ]
     assert "LoopLimitReachedError" in advice[0].message
+
+
+FOR_EACH = """
+workflows:
+  - plan_id: doubles
+    memory: false
+    inputs_schema: {properties: {xs: {type: array}}}
+    steps:
+      - {step_id: each, kind: loop, loop: {over: xs, body: [double], max_iterations: 2}}
+      - {step_id: double, kind: transform, depends_on: [each], transform: {y: "item * 2"}}
+"""
+
+
+def test_a_for_each_that_leaves_items_out_says_so_in_outputs_and_on_the_timeline(
+    make_container: MakeFakes,
+):
+    # Given a for-each bounded to 2 iterations
+    container = make_container()
+    register_text(container, FOR_EACH)
+
+    # When it gets 4 items
+    result = run_to_end(container, "doubles", {"xs": [1, 2, 3, 4]})
+
+    # Then 2 were run, and the outputs and the timeline say that 2 of 4 were left out
+    assert result.status == "succeeded"
+    assert result.outputs["each_results"] == [{"y": 2}, {"y": 4}]
+    assert result.outputs["each_dropped"] == 2
+    reached = [
+        e.detail
+        for e in container.runs.get_timeline(result.run_id)
+        if e.type == TimelineEventType.loop_limit_reached
+    ]
+    assert reached == [
+        {
+            "kind": "loop",
+            "outcome": "LoopLimitReached",
+            "max_iterations": 2,
+            "dropped": 2,
+            "total": 4,
+        }
+    ]
+
+
+def test_a_for_each_within_its_bound_reports_nothing_left_out(make_container: MakeFakes):
+    # Given the same for-each
+    container = make_container()
+    register_text(container, FOR_EACH)
+
+    # When it gets 2 items
+    result = run_to_end(container, "doubles", {"xs": [1, 2]})
+
+    # Then nothing is reported left out
+    assert "each_dropped" not in result.outputs
+    assert not [
+        e
+        for e in container.runs.get_timeline(result.run_id)
+        if e.type == TimelineEventType.loop_limit_reached
+    ]
+
+
+def test_a_for_each_that_leaves_items_out_follows_its_on_max_iterations(
+    make_container: MakeFakes,
+):
+    # Given the for-each routing its bound to `too_many`, and a step that runs after it
+    container = make_container()
+    routed = FOR_EACH.replace(
+        "max_iterations: 2}}", "max_iterations: 2}, on_max_iterations: too_many}"
+    )
+    register_text(
+        container,
+        routed
+        + """      - {step_id: after, kind: transform, depends_on: [each], transform: {z: "1"}}
+      - {step_id: too_many, kind: terminate, terminate: {status: failed, message: "too many"}}
+""",
+    )
+
+    # When it gets more items than its bound
+    result = run_to_end(container, "doubles", {"xs": [1, 2, 3]})
+
+    # Then the run went to too_many, not to the step after the loop
+    assert result.status == "failed"
+    assert result.error is not None and result.error["message"] == "too many"
+    assert _steps_finished(container, result.run_id, "after") == 0

@@ -17,7 +17,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
@@ -41,6 +40,7 @@ from langorch.engine.kinds.base import (
     Outcome,
     StepSpec,
     scope_of,
+    step_event,
     summarize,
 )
 from langorch.engine.state import OrchestrationState
@@ -96,12 +96,12 @@ def make_step_node(spec: StepSpec) -> Any:
         if bound is not None and done >= bound:
             # Back at a step that has used its bound: it does not run again (LoopLimitReached).
             return await _limit_reached(spec, ctx, attempt, done=done, emit=emit)
-        queued = resources.enter(spec, ctx, attempt, emit, _event)
+        queued = resources.enter(spec, ctx, attempt, emit, step_event)
         if queued is not None:
             return queued  # woken while still queued for the step's resource: ask again
         started = time.monotonic()
         if attempt == 1:
-            emit(_event("step_started", spec, segment=ctx.segment))
+            emit(step_event("step_started", spec, segment=ctx.segment))
         try:
             if prepare is not None:
                 await prepare(spec, ctx)  # its SDK loaded before the step's time starts
@@ -114,11 +114,11 @@ def make_step_node(spec: StepSpec) -> Any:
                 return await _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
             finally:
                 if final:
-                    resources.leave(spec, ctx, emit, _event)
+                    resources.leave(spec, ctx, emit, step_event)
         try:
             return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
         finally:
-            resources.leave(spec, ctx, emit, _event)
+            resources.leave(spec, ctx, emit, step_event)
 
     node.__name__ = f"step_{spec.step_id}"
     return node
@@ -141,7 +141,7 @@ async def _limit_reached(
             error, spec, ctx, attempt, done=done, started=time.monotonic(), emit=emit
         )
     emit(
-        _event(
+        step_event(
             "loop_limit_reached",
             spec,
             outcome=LOOP_LIMIT_REACHED,
@@ -188,7 +188,7 @@ async def _failed(
     tokens = error_tokens(exc)  # a refused or cut answer is billed all the same
     if is_retryable(exc) and attempt < spec.max_attempts:
         emit(
-            _event(
+            step_event(
                 "step_retried",
                 spec,
                 attempt=attempt,
@@ -206,7 +206,7 @@ async def _failed(
         raise exc
     route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
     emit(
-        _event(
+        step_event(
             "step_failed",
             spec,
             attempt=attempt,
@@ -253,7 +253,7 @@ def _finished(
     duration = _ms(started)
     shown = outcome.summary if outcome.summary is not None else summarize(outcome.context)
     emit(
-        _event(
+        step_event(
             "step_finished",
             spec,
             attempt=attempt,
@@ -344,16 +344,6 @@ def _result(
     if duration_ms is not None:
         result["duration_ms"] = duration_ms
     return result
-
-
-def _event(event: str, spec: StepSpec, **fields: Any) -> dict[str, Any]:
-    return {
-        "event": event,
-        "step_id": spec.step_id,
-        "kind": spec.kind.value,
-        "at": datetime.now(UTC).isoformat(),
-        **{k: v for k, v in fields.items() if v is not None},
-    }
 
 
 def _ms(started: float) -> int:

@@ -44,10 +44,12 @@ class LoopKind(StepKind):
     def outputs(
         self, step_id: str, step: PlanStep, block: BlockDefinition | None, lookup: DefinitionLookup
     ) -> set[str]:
-        """The collected results' key."""
+        """The collected results' key, and ``<step_id>_dropped`` (how many items its bound
+        left out; written only when it left some out)."""
         keys = super().outputs(step_id, step, block, lookup)
         if step.loop is not None:
             keys.add(step.loop.collect_key or f"{step_id}_results")
+            keys.add(f"{step_id}_dropped")
         return keys
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.graph import END
@@ -183,6 +184,18 @@ def output_key(spec: StepSpec, explicit: str | None, default: str) -> str:
 def visits_of(spec: StepSpec, state: OrchestrationState) -> int:
     """How many times this step has finished in this run before now."""
     return (state.get("visits") or {}).get(spec.step_id, 0)
+
+
+def step_event(event: str, spec: StepSpec, **fields: Any) -> dict[str, Any]:
+    """An engine event of a step for the run's timeline (``None`` fields left out); a kind
+    emits its own with ``langgraph.config.get_stream_writer()``."""
+    return {
+        "event": event,
+        "step_id": spec.step_id,
+        "kind": spec.kind.value,
+        "at": datetime.now(UTC).isoformat(),
+        **{k: v for k, v in fields.items() if v is not None},
+    }
 
 
 def summarize(values: dict[str, Any]) -> dict[str, str]:

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_stream_writer
+
 from langorch.domain.errors import StepFailedError
 from langorch.domain.step_settings import LoopSpec
 from langorch.domain.templates import evaluate
 from langorch.engine.context import EngineContext
-from langorch.engine.kinds.base import Executor, Outcome, StepSpec, scope_of
+from langorch.engine.kinds.base import (
+    LOOP_LIMIT_REACHED,
+    Executor,
+    Outcome,
+    StepSpec,
+    scope_of,
+    step_event,
+)
 from langorch.engine.state import OrchestrationState
 
 
@@ -31,16 +40,32 @@ async def run_loop(
     index = cursor["index"]
     if index < len(cursor["items"]):
         item = cursor["items"][index]
-        context = {loop.item_key: item, loop.index_key: index}
         return Outcome(
-            context=context, goto=list(spec.loop_entries), state={"loops": {spec.step_id: cursor}}
+            context={loop.item_key: item, loop.index_key: index},
+            goto=list(spec.loop_entries),
+            state={"loops": {spec.step_id: cursor}},
         )
     done = {"active": False, "index": index, "items": [], "results": [], "total": cursor["total"]}
-    return Outcome(
-        context={loop.collect_key or f"{spec.step_id}_results": cursor["results"]},
-        goto=list(spec.successors) or [spec.end_node],
-        state={"loops": {spec.step_id: done}},
-    )
+    context: dict[str, Any] = {loop.collect_key or f"{spec.step_id}_results": cursor["results"]}
+    goto = list(spec.successors) or [spec.end_node]
+    dropped = cursor["total"] - len(cursor["items"])
+    if dropped > 0:
+        # Items past max_iterations are left out, never silently: in outputs, on the timeline.
+        context[f"{spec.step_id}_dropped"] = dropped
+        route = spec.step.on_max_iterations
+        goto = [route] if route else goto
+        get_stream_writer()(
+            step_event(
+                "loop_limit_reached",
+                spec,
+                outcome=LOOP_LIMIT_REACHED,
+                max_iterations=loop.max_iterations,
+                dropped=dropped,
+                total=cursor["total"],
+                routed_to=route,
+            )
+        )
+    return Outcome(context=context, goto=goto, state={"loops": {spec.step_id: done}})
 
 
 def _start(spec: StepSpec, state: OrchestrationState, loop: LoopSpec) -> dict[str, Any]:
