@@ -43,7 +43,7 @@ from langorch.engine.kinds.base import (
     step_event,
     summarize,
 )
-from langorch.engine.state import OrchestrationState
+from langorch.engine.state import CLEARED_BY, OrchestrationState
 
 __all__ = [
     "SUMMARY_CHARS",
@@ -115,8 +115,11 @@ def make_step_node(spec: StepSpec) -> Any:
             finally:
                 if final:
                     resources.leave(spec, ctx, emit, step_event)
+        clears = (state.get("error") or {}).get("step_id") == spec.step_id
         try:
-            return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
+            return _finished(
+                outcome, spec, attempt, done=done, started=started, emit=emit, clears=clears
+            )
         finally:
             resources.leave(spec, ctx, emit, step_event)
 
@@ -235,9 +238,15 @@ async def _failed(
             "last_error": error["message"],
             "visits": {spec.step_id: done + 1},
             "block_results": [_result(spec, success=False, error=error)],
+            **_retries(attempt),
         },
         goto=route,
     )
+
+
+def _retries(attempt: int) -> dict[str, int]:
+    """The ``retry_count`` this attempt adds: one per attempt before it (none: no write)."""
+    return {"retry_count": attempt - 1} if attempt > 1 else {}
 
 
 def _finished(
@@ -248,8 +257,10 @@ def _finished(
     done: int,
     started: float,
     emit: Emit,
+    clears: bool = False,
 ) -> Command[Any]:
-    """Record the step's result and route on."""
+    """Record the step's result and route on; ``clears``: the standing error is this step's,
+    and this success ends it."""
     duration = _ms(started)
     shown = outcome.summary if outcome.summary is not None else summarize(outcome.context)
     emit(
@@ -265,6 +276,7 @@ def _finished(
     )
     update: dict[str, Any] = {
         **outcome.state,
+        **_retries(attempt),
         "visits": {spec.step_id: done + 1},
         "current_block": {
             "block_id": spec.block.block_id if spec.block else None,
@@ -285,6 +297,8 @@ def _finished(
     }
     if outcome.context:
         update["shared_context"] = outcome.context
+    if clears:
+        update["error"] = {CLEARED_BY: spec.step_id}
     return Command(update=update, goto=_route(spec, outcome))
 
 
