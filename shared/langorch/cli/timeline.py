@@ -137,7 +137,7 @@ def _limit_parts(detail: dict[str, Any]) -> list[str]:
     if detail.get("max_iterations") is not None:
         parts.append(f"max_iterations {detail['max_iterations']}")
     if detail.get("max_loops") is not None:
-        parts.append(f"max_loops {detail['max_loops']}")
+        parts.append(f"max_loops {detail['max_loops']}, after {detail.get('ran', '?')} rounds")
     if detail.get("dropped"):
         parts.append(f"{detail['dropped']} of {detail.get('total', '?')} items left out")
     if detail.get("routed_to"):

@@ -98,15 +98,38 @@ class WaitSpec(Settings):
     """An ISO-8601 time, or a template that renders to one."""
 
 
-class LoopSpec(Settings):
-    """For-each over a list: the ``body`` steps run once per item, in order.
+DEFAULT_MAX_LOOPS = 3
+"""How many times a ``while`` / ``do_while`` loop runs its body at most, unless it says
+(seed 004's ``max_loops=3``; seed 003's review loop defaults to 3 rounds too)."""
 
-    Each iteration sees ``item_key`` and ``index_key`` in ``shared_context``. When the body's
-    last step finishes, the ``collect`` keys of that iteration are appended to ``collect_key``.
+LoopMode = Literal["for_each", "while", "do_while"]
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+class LoopSpec(Settings):
+    """Repeat the ``body`` steps: for each item of a list (``over``), or while a condition holds
+    (``while``: checked before each round; ``do_while``: after each, so the body runs at least
+    once). Exactly one of the three.
+
+    Each round sees ``index_key`` (the round, from 0) in ``shared_context``, a for-each also
+    ``item_key``. When the body's last step finishes, the ``collect`` keys of that round are
+    appended to ``collect_key``. A for-each runs at most ``max_iterations`` items, a while loop
+    at most ``max_loops`` rounds; a bound that cuts the loop short is the outcome
+    ``LoopLimitReached``: reported on the timeline and in outputs, routed by the step's
+    ``on_max_iterations`` when it declares one, else the run goes on after the loop.
     """
 
-    over: str
-    """A ``shared_context`` key or a template expression that yields the list."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    over: str | None = Field(default=None, exclude_if=_unset)
+    """For-each: a ``shared_context`` key or a template expression that yields the list."""
+    while_: str | None = Field(default=None, alias="while", exclude_if=_unset)
+    """While: an expression checked before each round; the loop ends when it is false."""
+    do_while: str | None = Field(default=None, exclude_if=_unset)
+    """Do-while: an expression checked after each round; the loop ends when it is false."""
     body: list[str] = Field(min_length=1)
     """Step ids that form the loop body (they must depend only on the loop or on each other)."""
     item_key: str = "item"
@@ -116,6 +139,31 @@ class LoopSpec(Settings):
     collect_key: str | None = None
     """Where the list of collected results goes (default: ``<step_id>_results``)."""
     max_iterations: int = Field(default=100, ge=1, le=10_000)
+    """For-each: the most items it runs (the rest are left out, and reported)."""
+    max_loops: int | None = Field(default=None, ge=1, le=10_000, exclude_if=_unset)
+    """While / do-while: the most rounds it runs (default :data:`DEFAULT_MAX_LOOPS`)."""
+
+    @property
+    def mode(self) -> LoopMode:
+        """``for_each``, ``while`` or ``do_while`` (a loop with none is for-each: validation
+        reports it)."""
+        if self.while_ is not None:
+            return "while"
+        if self.do_while is not None:
+            return "do_while"
+        return "for_each"
+
+    @property
+    def condition(self) -> str | None:
+        """The while / do-while condition (``None`` for a for-each)."""
+        return self.while_ if self.while_ is not None else self.do_while
+
+    @property
+    def bound(self) -> int:
+        """The most rounds: ``max_iterations`` for a for-each, else ``max_loops`` (default 3)."""
+        if self.mode == "for_each":
+            return self.max_iterations
+        return self.max_loops if self.max_loops is not None else DEFAULT_MAX_LOOPS
 
 
 class SubflowSpec(Settings):
