@@ -136,3 +136,97 @@ def test_a_mapping_that_is_not_a_key_path_is_a_warning() -> None:
     assert [p.path for p in warnings] == ["steps[0].input_mappings.who"]
     assert "resolves to nothing" in warnings[0].message
     assert "request.user.name" in warnings[0].hint
+
+
+# --- per-step results: `<step_id>.output` (seed 004) ----------------------------------------
+
+RESULTS = """
+blocks:
+  - {block_id: judge, input_keys: [previous], output_keys: [verdict],
+     prompt_template: "Judge {previous}"}
+workflows:
+  - plan_id: results
+    memory: false
+    steps:
+      - {step_id: analyze, kind: transform, transform: {summary: "'S'", score: "3"}}
+      - {step_id: report, kind: transform, depends_on: [analyze],
+         input_mappings: {previous: analyze.output},
+         transform: {text: "previous.summary ~ '/' ~ analyze.score"}}
+      - {step_id: judge, block_id: judge, depends_on: [report],
+         input_mappings: {previous: analyze.output}}
+"""
+
+
+def test_a_steps_result_is_readable_under_its_id_in_mappings_and_templates(
+    make_container: MakeFakes,
+):
+    # Given a step whose result later steps read as analyze.output and analyze.score
+    container = make_container()
+    llm = RecordingLLM()
+    container.__dict__["llm"] = llm
+    register_text(container, RESULTS)
+
+    # When the run goes through
+    result = run_to_end(container, "results")
+
+    # Then the transform read both, and the block's prompt got the result as JSON
+    assert result.outputs["text"] == "S/3"
+    assert llm.requests[0].prompt == 'Judge {"summary": "S", "score": 3}'
+
+
+def test_a_key_of_the_same_name_wins_over_a_step_id(make_container: MakeFakes):
+    # Given a step `title` that writes the key `title` (the key is what `title` names)
+    container = make_container()
+    register_text(
+        container,
+        """
+workflows:
+  - plan_id: same_name
+    memory: false
+    steps:
+      - {step_id: title, kind: transform, transform: {title: "'Hello'"}}
+      - {step_id: shout, kind: transform, depends_on: [title], transform: {loud: "title | upper"}}
+""",
+    )
+
+    # When it runs / Then `title` is the key's value, as before steps had results
+    assert run_to_end(container, "same_name").outputs["loud"] == "HELLO"
+
+
+def test_a_template_reading_an_earlier_steps_result_is_not_warned_about() -> None:
+    # Given a transform reading analyze.score, analyze being an earlier step
+    data = {
+        "steps": [
+            {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}},
+            {
+                "step_id": "use",
+                "kind": "transform",
+                "depends_on": ["analyze"],
+                "transform": {"x": "analyze.score + 1"},
+            },
+        ]
+    }
+    # When validated / Then nothing is reported
+    assert _warnings(data) == []
+
+
+def test_a_mapping_to_a_key_the_step_does_not_write_is_a_warning() -> None:
+    # Given a mapping to analyze.verdict, where analyze writes only score
+    data = {
+        "steps": [
+            {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}},
+            {
+                "step_id": "use",
+                "kind": "transform",
+                "depends_on": ["analyze"],
+                "input_mappings": {"v": "analyze.verdict"},
+                "transform": {"x": "v"},
+            },
+        ]
+    }
+    # When validated
+    warnings = _warnings(data)
+    # Then the mapping resolves to nothing, said with what the step writes
+    assert [p.path for p in warnings] == ["steps[1].input_mappings.v"]
+    assert "resolves to nothing" in warnings[0].message
+    assert "output, score" in warnings[0].hint

@@ -393,7 +393,8 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
         if sid in t.dangling or t.dangling & set(ancestors):
             continue  # an edge into it could not be wired (reported): what it reads is unknown
-        available = set(base)
+        # What earlier steps wrote, and their results under their ids (analyze.output).
+        available = set(base) | set(ancestors)
         for ancestor in ancestors:
             available |= t.outputs[ancestor]
         loop = t.loop_of.get(sid)
@@ -433,8 +434,26 @@ def _mapping_problems(t: Topology) -> Iterator[Problem]:
                     "write the key it reads, or a dotted path into it such as "
                     "request.user.name (a mapping is not rendered as a template)",
                 )
-            elif schema is not None and root_key(source) not in written:
+            elif root_key(source) in written:
+                continue  # what a step writes has no declared shape to check the path against
+            elif schema is not None and root_key(source) in schema.properties:
                 yield from _schema_miss(path, source, schema.properties)
+            elif root_key(source) in t.outputs:
+                yield from _result_miss(path, source, t.outputs[root_key(source)])
+
+
+def _result_miss(path: str, source: str, outputs: frozenset[str]) -> Iterator[Problem]:
+    """A problem when ``source`` reads a key a step's result does not have (``analyze.x``)."""
+    parts = source.split(".")[1:]
+    if parts[:1] == ["output"] and "output" not in outputs:
+        parts = parts[1:]  # analyze.output.summary reads the key summary
+    if parts and parts[0] not in outputs:
+        known = ", ".join(sorted({*outputs, "output"}))
+        yield Problem(
+            path,
+            f"{source!r} resolves to nothing: step {source.split('.')[0]!r} writes no {parts[0]!r}",
+            f"read one of what it writes ({known}; output is all of them), or fix the path",
+        )
 
 
 def _schema_miss(path: str, source: str, properties: dict[str, Any]) -> Iterator[Problem]:

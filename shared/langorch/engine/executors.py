@@ -297,6 +297,7 @@ def _finished(
     }
     if outcome.context:
         update["shared_context"] = outcome.context
+    update["results"] = {spec.step_id: list(outcome.context)}
     if clears:
         update["error"] = {CLEARED_BY: spec.step_id}
     return Command(update=update, goto=_route(spec, outcome))

@@ -83,6 +83,9 @@ class OrchestrationState(TypedDict, total=False):
     error: Annotated[dict[str, Any], _error]
     """The last step error still standing, normalised (``StepError``); empty when none. A later
     success of the step that failed clears it, so a check inside a loop sees this item's."""
+    results: Annotated[dict[str, list[str]], _merge_dicts]
+    """Per step id, the ``shared_context`` keys its last run wrote: its result, readable as
+    ``<step_id>.output`` and ``<step_id>.<key>`` (seed 004's ``state.results[node.id]``)."""
     visits: Annotated[dict[str, int], _merge_dicts]
     """How many times each step has finished in this run (review loops, loop bodies)."""
     loops: Annotated[dict[str, Any], _merge_dicts]

@@ -120,16 +120,18 @@ its key): ``(step, context) -> None``. It raises to fail the attempt, as an exec
 def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:
     """The names templates and expressions see: ``shared_context`` plus the run's own.
 
-    A name resolves as seed 000 says: from ``shared_context``, else the user's stored
+    A name resolves as seed 000 says: from ``shared_context``, else a step's result under its
+    id (seed 004's ``analyze.output``, see :func:`step_results`), else the user's stored
     preference of that name (loaded before the first step), else empty (missing names render
     as ``""``). Validation warns about the names this is needed for. The run's own names
-    (``run_id``, ``user_preferences``, …) come last: no preference can shadow them.
+    (``run_id``, ``user_preferences``, …) come last: no preference can shadow them. The step's
+    input mappings are resolved over the same names.
     """
     shared = dict(state.get("shared_context") or {})
     preferences = state.get("user_preferences") or {}
+    names = {**preferences, **step_results(state, shared), **shared}
     scope: dict[str, Any] = {
-        **preferences,
-        **shared,
+        **names,
         "user_preferences": preferences,
         "user_history": state.get("user_history") or [],
         "error": state.get("error") or {},
@@ -139,27 +141,44 @@ def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]
     mappings = spec.step.input_mappings if spec else None
     if mappings:
         for key, source in mappings.items():
-            scope[key] = resolve_input(source, shared, preferences)
+            scope[key] = resolve_input(source, names)
     return scope
 
 
-def resolve_input(key: str, shared: dict[str, Any], preferences: dict[str, Any]) -> Any:
+def step_results(state: OrchestrationState, shared: dict[str, Any]) -> dict[str, Any]:
+    """Each finished step's result under its id: the keys it wrote (``analyze.summary``), and
+    all of them as ``output`` (``analyze.output``; a key the step wrote named ``output`` is
+    itself).
+
+    The state keeps only which keys each step wrote (``results``); the values are read from
+    ``shared_context``, so a step's outputs are not stored twice in every checkpoint. A later
+    step writing the same key changes what this view shows.
+    """
+    views: dict[str, Any] = {}
+    for step_id, keys in (state.get("results") or {}).items():
+        view = {key: shared[key] for key in keys if key in shared}
+        view.setdefault("output", dict(view))
+        views[step_id] = view
+    return views
+
+
+def resolve_input(key: str, names: dict[str, Any]) -> Any:
     """One input as seed 000 resolves it: ``shared_context``, else the preference, else ``""``.
 
     Args:
         key: The ``shared_context`` key (an input key, or the source of an input mapping), or a
-            dotted path into one (``request.user.name``, seed 004), walked as a
-            ``{request.user.name}`` placeholder is (:func:`~langorch.domain.templates.walk`).
-        shared: The run's ``shared_context``.
-        preferences: The user's stored preferences.
+            dotted path into one (``request.user.name``, ``analyze.output``; seed 004), walked
+            as a ``{request.user.name}`` placeholder is (:func:`~langorch.domain.templates.walk`).
+        names: What names resolve to (:func:`scope_of`): ``shared_context`` over the steps'
+            results over the user's preferences.
 
     Returns:
-        The value; ``""`` when neither holds it.
+        The value; ``""`` when nothing holds it.
     """
-    if key in shared:
-        return shared[key]  # a key with a dot in it is still a key
+    if key in names:
+        return names[key]  # a key with a dot in it is still a key
     try:
-        return walk({**preferences, **shared}, key)
+        return walk(names, key)
     except PathMissing:
         return ""
 
