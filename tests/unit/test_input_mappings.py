@@ -70,7 +70,7 @@ def _warnings(data: dict[str, Any], *blocks: BlockDefinition) -> list[Problem]:
     return found.warnings
 
 
-def _transform(mappings: dict[str, str]) -> dict[str, Any]:
+def _transform(mappings: dict[str, Any]) -> dict[str, Any]:
     return {
         "step_id": "shout",
         "kind": "transform",
@@ -230,3 +230,70 @@ def test_a_mapping_to_a_key_the_step_does_not_write_is_a_warning() -> None:
     assert [p.path for p in warnings] == ["steps[1].input_mappings.v"]
     assert "resolves to nothing" in warnings[0].message
     assert "output, score" in warnings[0].hint
+
+
+# --- required and optional mappings ----------------------------------------------------------
+
+OPTIONAL = """
+workflows:
+  - plan_id: greet
+    memory: false
+    inputs_schema: {properties: {request: {type: object}}}
+    steps:
+      - step_id: hello
+        kind: transform
+        input_mappings:
+          name: {path: request.user.name, required: true}
+          title: {path: request.user.title, default: friend}
+          nick: request.user.nick
+        transform: {text: "'Hello ' ~ title ~ ' ' ~ name ~ '[' ~ nick ~ ']'"}
+"""
+
+
+def test_an_optional_mapping_gives_its_default_and_a_plain_one_empty(make_container: MakeFakes):
+    # Given a step with a required, an optional (with a default) and a plain mapping
+    container = make_container()
+    register_text(container, OPTIONAL)
+
+    # When only the required one resolves
+    result = run_to_end(container, "greet", {"request": {"user": {"name": "Ada"}}})
+
+    # Then the optional one is its default and the plain one is empty
+    assert result.outputs["text"] == "Hello friend Ada[]"
+
+
+def test_a_missing_required_mapping_fails_the_step_with_its_path(make_container: MakeFakes):
+    # Given the same step
+    container = make_container()
+    register_text(container, OPTIONAL)
+
+    # When the request has no user
+    result = run_to_end(container, "greet", {"request": {}})
+
+    # Then the step failed, saying which input, which path, and where the path stopped
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error["type"] == "MissingInputError"
+    assert result.error["step_id"] == "hello"
+    message = result.error["message"]
+    assert "input_mappings.name" in message
+    assert "'request.user.name'" in message
+    assert "request has no 'user'" in message
+
+
+def test_a_required_mapping_with_a_default_is_reported() -> None:
+    # Given a mapping both required and defaulted
+    data = {
+        "inputs_schema": {"properties": {"request": {}}},
+        "steps": [_transform({"who": {"path": "request.name", "required": True, "default": "x"}})],
+    }
+    found = check_workflow(
+        TaskPlan.model_validate({"plan_id": "p", "memory": False, **data}),
+        InMemoryLookup([]),
+        tools=None,
+        providers=None,
+    )
+    # When validated / Then the contradiction is an error at the mapping's default
+    assert [(p.path, p.hint) for p in found.errors] == [
+        ("steps[0].input_mappings.who.default", "remove default, or required")
+    ]

@@ -32,6 +32,7 @@ from langorch.domain.step_settings import (
     ApprovalSpec,
     DecisionCase,
     HttpSpec,
+    InputMapping,
     LoopSpec,
     MemorySpec,
     ReadFileFormat,
@@ -53,6 +54,7 @@ __all__ = [
     "BlockType",
     "DecisionCase",
     "HttpSpec",
+    "InputMapping",
     "InputSchema",
     "KindName",
     "LoopSpec",
@@ -266,8 +268,10 @@ class PlanStep(_Model):
     """With several ``depends_on``: wait for all (parallel join) or run after any (branches
     converging). Default: ``any`` when the dependencies lie on different branches of one
     decision, else ``all``."""
-    input_mappings: dict[str, str] | None = None
-    """Block input key -> ``shared_context`` key it is read from (seed 000 ``BlockReference``)."""
+    input_mappings: dict[str, str | InputMapping] | None = None
+    """Input key -> the ``shared_context`` key it is read from (seed 000 ``BlockReference``), a
+    dotted path into one (``request.user.name``) or a step's result (``analyze.output``); or
+    ``{path, required, default}`` (seed 004's required and optional mappings)."""
 
     # --- Decision ---
     condition: str | None = None

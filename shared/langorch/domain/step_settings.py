@@ -31,6 +31,25 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class InputMapping(Settings):
+    """An input mapping that says whether it may resolve to nothing (seed 004: optional vs
+    required input mappings). The short form ``user_name: request.user.name`` is optional with
+    an empty default, as seed 000 reads a missing input."""
+
+    path: str
+    """The ``shared_context`` key, or a dotted path into one (``request.user.name``), or a
+    step's result (``analyze.output``)."""
+    required: bool = False
+    """When the path resolves to nothing (or to null), the step fails naming the path."""
+    default: Any = ""
+    """The value when the path resolves to nothing (not with ``required``)."""
+
+
+def mapping_source(mapping: str | InputMapping) -> str:
+    """The path an input mapping reads, in either form."""
+    return mapping if isinstance(mapping, str) else mapping.path
+
+
 class HttpSpec(Settings):
     """An outbound HTTP call. Strings are templates over the step's inputs."""
 

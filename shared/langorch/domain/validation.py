@@ -40,7 +40,7 @@ from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.plan.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.plan.topology import Topology, step_graph
 from langorch.domain.resources import check_step_resource
-from langorch.domain.step_settings import APPROVAL_LABELS
+from langorch.domain.step_settings import APPROVAL_LABELS, InputMapping, mapping_source
 from langorch.domain.templates import TemplateError, check, check_expression
 
 __all__ = [
@@ -326,18 +326,29 @@ def _kind_problems(t: Topology) -> Iterator[Problem]:
             yield _ignored_setting(f"{path}.{name}", kind.name)
         yield from check_step_resource(step.resource, kind.name, kind.parks, path)
         yield from kind.check_step(StepCheck(step, block, path, t.branches[sid], t.plan, t.lookup))
-        if step.input_mappings and block is not None:
-            for key in step.input_mappings:
-                if key not in block.input_keys:
-                    yield Problem(
-                        f"{path}.input_mappings.{key}",
-                        f"{key!r} is not an input key of block {block.block_id!r}",
-                        f"map one of {', '.join(block.input_keys) or '(none)'}",
-                    )
+        for key, mapping in (step.input_mappings or {}).items():
+            if block is not None and key not in block.input_keys:
+                yield Problem(
+                    f"{path}.input_mappings.{key}",
+                    f"{key!r} is not an input key of block {block.block_id!r}",
+                    f"map one of {', '.join(block.input_keys) or '(none)'}",
+                )
+            if _required_with_default(mapping):
+                yield Problem(
+                    f"{path}.input_mappings.{key}.default",
+                    "a required input never takes its default: the step fails instead",
+                    "remove default, or required",
+                )
         for field_path, text, how in kind.step_templates(step, block, path):
             error = check(text) if how == "template" else check_expression(text)
             if error is not None:
                 yield _syntax_problem(field_path, how, error)
+
+
+def _required_with_default(mapping: str | InputMapping) -> bool:
+    if isinstance(mapping, str):
+        return False
+    return mapping.required and "default" in mapping.model_fields_set
 
 
 def _template_reads(path: str, text: str, readable: frozenset[str], how: How) -> list[Problem]:
@@ -425,8 +436,11 @@ def _mapping_problems(t: Topology) -> Iterator[Problem]:
     schema = t.plan.inputs_schema
     written = set().union(*t.outputs.values()) if t.outputs else set()
     for step in t.steps():
-        for key, source in (step.input_mappings or {}).items():
+        for key, mapping in (step.input_mappings or {}).items():
             path = f"{t.sp(step.step_id)}.input_mappings.{key}"
+            source = mapping_source(mapping)
+            if not isinstance(mapping, str):
+                path = f"{path}.path"
             if not is_key_path(source):
                 yield Problem(
                     path,
@@ -508,7 +522,8 @@ def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
         for key in block.input_keys:
             if key not in mappings:
                 yield f"{path}.block_id", key, f"block {block.block_id!r} needs input"
-    for key, source in mappings.items():
+    for key, mapping in mappings.items():
+        source = mapping_source(mapping)
         # A block's mapping of a key it has no input for is an error (reported elsewhere); an
         # inline step's mappings are names its templates and expressions may read.
         if (block is None or key in block.input_keys) and is_key_path(source):

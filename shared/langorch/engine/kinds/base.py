@@ -12,6 +12,8 @@ from typing import Any
 from langgraph.graph import END
 
 from langorch.domain.definitions import BlockDefinition, BlockType, KindName, PlanStep
+from langorch.domain.errors import MissingInputError
+from langorch.domain.step_settings import InputMapping
 from langorch.domain.templates import PathMissing, walk
 from langorch.engine.context import EngineContext
 from langorch.engine.state import OrchestrationState
@@ -138,11 +140,34 @@ def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]
         "run_id": state.get("run_id", ""),
         "user_id": state.get("user_id", ""),
     }
-    mappings = spec.step.input_mappings if spec else None
-    if mappings:
-        for key, source in mappings.items():
-            scope[key] = resolve_input(source, names)
+    if spec is not None:
+        for key, mapping in (spec.step.input_mappings or {}).items():
+            scope[key] = _mapped(spec, key, mapping, names)
     return scope
+
+
+def _mapped(spec: StepSpec, key: str, mapping: str | InputMapping, names: dict[str, Any]) -> Any:
+    """One mapped input: its value, else its default (``""`` for the short form).
+
+    Raises:
+        MissingInputError: a required mapping resolves to nothing (or to null).
+    """
+    if isinstance(mapping, str):
+        return resolve_input(mapping, names)
+    try:
+        value = names[mapping.path] if mapping.path in names else walk(names, mapping.path)
+        missing = f"{mapping.path} is null" if value is None else None
+    except PathMissing as exc:
+        value, missing = None, str(exc)
+    if missing is None:
+        return value
+    if mapping.required:
+        raise MissingInputError(
+            f"step {spec.step_id}: required input {key!r} (input_mappings.{key}) reads "
+            f"{mapping.path!r}, which resolves to nothing: {missing}; provide it in the run's "
+            "input or an earlier step, or make the mapping optional with a default"
+        )
+    return mapping.default
 
 
 def step_results(state: OrchestrationState, shared: dict[str, Any]) -> dict[str, Any]:
