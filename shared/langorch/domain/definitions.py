@@ -43,6 +43,7 @@ from langorch.domain.step_settings import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_PARALLEL",
     "IDENTIFIER",
     "LLM_KINDS",
     "READ_FILE_DEFAULT_BYTES",
@@ -70,6 +71,11 @@ __all__ = [
     "Trigger",
     "WaitSpec",
 ]
+
+DEFAULT_MAX_PARALLEL = 10
+"""Steps of one run that run at once when its workflow sets no ``max_parallel``: parallel
+branches (and the parallel steps inside a loop's round) wait their turn past it, so one run
+never opens more LLM, tool or HTTP calls at once than providers' rate limits usually allow."""
 
 MAX_OUTPUT_TOKENS = 200_000
 """Upper bound of ``max_tokens``: above any model's output limit, so only typos are refused."""
@@ -380,6 +386,10 @@ class TaskPlan(_Model):
     """Load preferences and history before the steps and save history after them."""
     approvers: list[str] = Field(default_factory=list)
     """Default approvers for approval steps that name none."""
+    max_parallel: int | None = Field(default=None, ge=1, le=100, exclude_if=_unset)
+    """Steps of a run that may run at once (default :data:`DEFAULT_MAX_PARALLEL`): parallel
+    branches past it wait their turn. A for-each runs its items one after another, so this caps
+    the parallel steps inside each round. Left out of dumps while unset."""
     category: str = ""
     tags: list[str] = Field(default_factory=list)
     created_by: str = "system"
@@ -419,6 +429,7 @@ _ADDED_FIELDS = (
     "settings",
     "resource",
     "on_max_iterations",
+    "max_parallel",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""
