@@ -370,6 +370,10 @@ class TaskPlan(_Model):
     steps: list[PlanStep] = Field(min_length=1)
     entry_step_id: str | None = None
     """Default: the steps without dependencies."""
+    chain: list[str] | None = Field(default=None, exclude_if=_unset)
+    """Steps that run one after another (seed 004's ``chain([...])``): each listed step runs
+    after the one listed before it, as if it named it in ``depends_on``. Left out of dumps
+    while unset."""
     schedule: ScheduleSpec | None = None
     """Seed 000's schedule: the same as a ``schedule`` trigger."""
     triggers: list[Trigger] = Field(default_factory=list)
@@ -430,6 +434,7 @@ _ADDED_FIELDS = (
     "resource",
     "on_max_iterations",
     "max_parallel",
+    "chain",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

@@ -10,7 +10,8 @@ are wired by :class:`~langorch.domain.plan.wiring.Wiring`; :class:`Topology` che
 
 Topology rules:
 
-* ``depends_on: [A]`` on step ``S`` is an edge ``A → S`` (kind ``next``).
+* ``depends_on: [A]`` on step ``S`` is an edge ``A → S`` (kind ``next``); so is ``A`` listed
+  just before ``S`` in the plan's ``chain``.
 * A branching step ``D`` (decision, approval) with ``branches {label: T}`` has an edge ``D → T``
   (kind ``branch``); ``T`` may also list ``D`` in ``depends_on``. Depending on a branching step
   without being one of its branch targets is a problem.
@@ -121,7 +122,7 @@ class Topology(Wiring):
         entry: list[str] = []
         for step in self.steps():
             sid = step.step_id
-            if step.depends_on or sid in self.loop_of or sid in routes:
+            if self.dependencies(step) or sid in self.loop_of or sid in routes:
                 continue
             sources = {e.source for e in self.edges if e.kind == "branch" and e.target == sid}
             # A branch target that reaches back to its decision starts a review loop: it runs
