@@ -37,6 +37,7 @@ from langorch.domain.step_settings import (
     MemorySpec,
     ReadFileFormat,
     ReadFileSpec,
+    StepHooks,
     SubflowSpec,
     TerminateSpec,
     WaitSpec,
@@ -64,6 +65,7 @@ __all__ = [
     "ReadFileFormat",
     "ReadFileSpec",
     "ScheduleSpec",
+    "StepHooks",
     "StepKindName",
     "SubflowSpec",
     "TaskPlan",
@@ -299,6 +301,9 @@ class PlanStep(_Model):
     timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     on_error: str | None = None
     """Step to route to when this step still fails after its retries."""
+    hooks: StepHooks | None = Field(default=None, exclude_if=_unset)
+    """Transforms or tool calls before (``pre``) and after (``post``) the step's own work
+    (seed 004's hooks on action nodes). Left out of dumps while unset."""
     resource: str | None = Field(default=None, exclude_if=_unset)
     """A resource the step holds a lease on while it runs (``browser:session-1``; seed 001
     §7b): a literal name whose ``concurrency_limit`` is declared per deployment
@@ -435,6 +440,7 @@ _ADDED_FIELDS = (
     "on_max_iterations",
     "max_parallel",
     "chain",
+    "hooks",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

@@ -89,6 +89,10 @@ class LoopLimitReachedError(StepFailedError):
     rather than going round again."""
 
 
+class HookFailedError(StepFailedError):
+    """A step's pre or post hook failed: its tool answered with an error, or is not bound."""
+
+
 class MissingInputError(StepFailedError):
     """A required input mapping resolved to nothing: the step cannot run without it."""
 

@@ -50,6 +50,38 @@ def mapping_source(mapping: str | InputMapping) -> str:
     return mapping if isinstance(mapping, str) else mapping.path
 
 
+class Hook(Settings):
+    """One hook of a step (seed 004's action-node hooks): a transform or a tool call, exactly
+    one of them."""
+
+    transform: dict[str, str] | None = None
+    """Output key -> expression, as a ``transform`` step (later keys see earlier ones)."""
+    tool: str | None = None
+    """A tool to call: built-in (``calculator``, ``current_time``, ``http_get``) or registered
+    (``langorch tools add``); recorded like an LLM step's tool calls, so a replay never repeats
+    it, and on the timeline."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """The tool's arguments; strings inside are templates over the step's names."""
+    output_key: str | None = None
+    """``shared_context`` key that receives the tool's answer (text); default: the tool's name."""
+
+    def written(self) -> list[str]:
+        """The keys this hook writes."""
+        if self.transform is not None:
+            return list(self.transform)
+        return [self.output_key or self.tool] if self.tool else []
+
+
+class StepHooks(Settings):
+    """What a step does around its own work: ``pre`` hooks run before it (their outputs are its
+    inputs too), ``post`` hooks after it (they see its outputs). Each time the step runs, in
+    order, inside the step's attempt and its ``timeout_seconds``; a hook that fails fails the
+    attempt like the step's own work."""
+
+    pre: list[Hook] = Field(default_factory=list)
+    post: list[Hook] = Field(default_factory=list)
+
+
 class HttpSpec(Settings):
     """An outbound HTTP call. Strings are templates over the step's inputs."""
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
+from langorch.domain.hooks import hook_outputs, hook_problems, hook_templates, hook_tools
 from langorch.domain.identities import identity_problems
 from langorch.domain.kinds import registry
 from langorch.domain.kinds.base import (
@@ -339,7 +340,9 @@ def _kind_problems(t: Topology) -> Iterator[Problem]:
                     "a required input never takes its default: the step fails instead",
                     "remove default, or required",
                 )
-        for field_path, text, how in kind.step_templates(step, block, path):
+        yield from hook_problems(step.hooks, path)
+        templates = [*kind.step_templates(step, block, path), *hook_templates(step.hooks, path)]
+        for field_path, text, how in templates:
             error = check(text) if how == "template" else check_expression(text)
             if error is not None:
                 yield _syntax_problem(field_path, how, error)
@@ -404,8 +407,9 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
         ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
         if sid in t.dangling or t.dangling & set(ancestors):
             continue  # an edge into it could not be wired (reported): what it reads is unknown
-        # What earlier steps wrote, and their results under their ids (analyze.output).
-        available = set(base) | set(ancestors)
+        # What earlier steps wrote, their results under their ids (analyze.output), and what
+        # the step's own pre hooks write before it runs.
+        available = set(base) | set(ancestors) | hook_outputs(step.hooks, "pre")
         for ancestor in ancestors:
             available |= t.outputs[ancestor]
         loop = t.loop_of.get(sid)
@@ -538,6 +542,16 @@ def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
         for name in sorted(names):
             yield field_path, name, "reads"
     yield from kind.reads(step, block, path)
+    # Hooks read what the step reads, and what hooks before them wrote; post hooks also what
+    # the step itself wrote.
+    own = hook_outputs(step.hooks) | t.outputs.get(sid, frozenset())
+    for field_path, text, how in hook_templates(step.hooks, path):
+        try:
+            names = template_names(text, how)
+        except TemplateError:
+            continue  # reported as a syntax problem
+        for name in sorted(names - own):
+            yield field_path, name, "reads"
 
 
 # --------------------------------------------------------------------------------------------
@@ -618,6 +632,9 @@ def _tool_warnings(t: Topology, tools: frozenset[str] | None) -> Iterator[Proble
     if tools is None:
         return
     for step in t.steps():
+        for path, tool in hook_tools(step.hooks, t.sp(step.step_id)):
+            if tool not in tools:
+                yield _unbound_tool(path, tool, tools)
         block = t.blocks[step.step_id]
         if block is None:
             continue

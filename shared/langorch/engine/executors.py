@@ -30,7 +30,7 @@ from langorch.domain.errors import (
     StepTimeoutError,
 )
 from langorch.domain.templates import TemplateError
-from langorch.engine import resources
+from langorch.engine import hooks, resources
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import (
@@ -169,7 +169,7 @@ async def _attempt(
     attempt: int,
 ) -> Outcome:
     timeout = spec.timeout_seconds
-    work = run_kind(spec, state, ctx, attempt)
+    work = hooks.around(spec, state, ctx, attempt, lambda seen: run_kind(spec, seen, ctx, attempt))
     return await (asyncio.wait_for(work, timeout) if timeout else work)
 
 

@@ -42,6 +42,7 @@ from langorch.domain.definitions import (
     TaskPlan,
 )
 from langorch.domain.errors import DefinitionError
+from langorch.domain.hooks import hook_outputs
 from langorch.domain.lookup import DefinitionLookup
 from langorch.domain.plan.graph import (
     CYCLE_EDGES,
@@ -209,9 +210,10 @@ class Topology(Wiring):
         sid = step.step_id
         block = self.blocks[sid]
         kind = self.specs[sid]
+        hooks = hook_outputs(step.hooks)
         if kind is None:
-            return frozenset(block.output_keys if block else ())
-        return frozenset(kind.outputs(sid, step, block, self.lookup))
+            return frozenset(block.output_keys if block else ()) | hooks
+        return frozenset(kind.outputs(sid, step, block, self.lookup)) | hooks
 
     # -- result -------------------------------------------------------------------------------
 
