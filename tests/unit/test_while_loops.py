@@ -201,3 +201,64 @@ def test_a_while_loop_is_stored_with_its_own_words() -> None:
     # Then it reads as written: `while`, no unset ways or bounds
     assert loop["while"] == "more" and "while_" not in loop
     assert "over" not in loop and "do_while" not in loop and "max_loops" not in loop
+
+
+def _warnings(steps: list[dict[str, Any]], properties: dict[str, Any]) -> list[tuple[str, str]]:
+    data = {
+        "plan_id": "p",
+        "memory": False,
+        "inputs_schema": {"properties": properties},
+        "steps": steps,
+    }
+    found = check_workflow(
+        TaskPlan.model_validate(data), InMemoryLookup([]), tools=None, providers=None
+    )
+    assert found.errors == [], found.errors
+    return [(p.path, p.hint) for p in found.warnings]
+
+
+LOOP_OVER_BODY = [
+    {"step_id": "again", "kind": "loop", "loop": {"while": "more", "body": ["work"]}},
+    {
+        "step_id": "work",
+        "kind": "transform",
+        "depends_on": ["again"],
+        "transform": {"more": "false"},
+    },
+]
+
+
+def test_a_while_condition_only_its_body_provides_is_a_warning_with_the_fix() -> None:
+    # Given a while loop whose condition reads a key only its body writes
+    # When validated
+    warnings = _warnings(LOOP_OVER_BODY, {"x": {}})
+    # Then the condition is warned about: at the first check it is empty, the body never runs
+    assert [path for path, _ in warnings] == ["steps[0].loop.while"]
+    assert "do_while" in warnings[0][1]
+
+
+def test_a_while_condition_with_a_value_before_the_loop_is_not_warned_about() -> None:
+    # Given the same loop, with `more` an input (it has a value at the first check)
+    assert _warnings(LOOP_OVER_BODY, {"more": {"default": True}}) == []
+
+
+def test_max_iterations_on_a_loop_step_is_reported() -> None:
+    # Given a loop step with a step-level bound (it would count the loop's own visits)
+    steps = [dict(LOOP_OVER_BODY[0], max_iterations=3), LOOP_OVER_BODY[1]]
+    data = {
+        "plan_id": "p",
+        "memory": False,
+        "inputs_schema": {"properties": {"more": {}}},
+        "steps": steps,
+    }
+    found = check_workflow(
+        TaskPlan.model_validate(data), InMemoryLookup([]), tools=None, providers=None
+    )
+    # When validated / Then it is an error saying where the loop's bound goes
+    assert [(p.path, p.hint) for p in found.errors] == [
+        (
+            "steps[0].max_iterations",
+            "bound the loop with loop.max_iterations (for-each) or loop.max_loops (while), "
+            "or remove it",
+        )
+    ]

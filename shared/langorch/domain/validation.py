@@ -225,6 +225,7 @@ def check_workflow(
         warnings=[
             *_input_problems(topology),
             *_mapping_problems(topology),
+            *_while_problems(topology),
             *_tool_warnings(topology, tools),
         ],
     )
@@ -382,13 +383,7 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
     hold it, but a typo looks the same.
     """
     plan = t.plan
-    base: set[str] = set(BUILTIN_KEYS)
-    if plan.inputs_schema is not None:
-        base |= set(plan.inputs_schema.properties)
-    for trigger in plan.all_triggers():
-        base |= set(trigger.input)
-        if trigger.type == "s3":
-            base |= S3_INPUT_KEYS
+    base = _run_inputs(plan)
     declare = (
         "declare it in inputs_schema.properties"
         if plan.inputs_schema is not None
@@ -432,6 +427,58 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
                 f"counts), else the user's preference {key!r}, else empty; to be sure of "
                 f"it, {fix}",
             )
+
+
+def _run_inputs(plan: TaskPlan) -> set[str]:
+    """What every step can read before any step ran: the built-ins and the run's inputs."""
+    base: set[str] = set(BUILTIN_KEYS)
+    if plan.inputs_schema is not None:
+        base |= set(plan.inputs_schema.properties)
+    for trigger in plan.all_triggers():
+        base |= set(trigger.input)
+        if trigger.type == "s3":
+            base |= S3_INPUT_KEYS
+    return base
+
+
+def _while_problems(t: Topology) -> Iterator[Problem]:
+    """A ``while`` condition reading a key only the loop's body writes: at the first check it is
+    empty, so the body never runs (the data-flow check counts the body, which runs before every
+    later check)."""
+    for step in t.steps():
+        spec = step.loop
+        sid = step.step_id
+        if spec is None or spec.mode != "while" or sid not in t.loops:
+            continue
+        body = {s for s in t.index if _inside(t, s, sid)}
+        entry = [e.source for e in t.inc[sid] if e.kind != "loop_back"]
+        before = reach(entry, t.inc, None, backwards=True) - body - {sid}
+        available = _run_inputs(t.plan) | before
+        for earlier in before:
+            available |= t.outputs[earlier]
+        written = set().union(*(t.outputs[s] for s in body)) if body else set()
+        try:
+            names = template_names(spec.condition or "", "expression")
+        except TemplateError:
+            continue  # reported as a syntax problem
+        for name in sorted((names & written) - available):
+            yield Problem(
+                f"{t.sp(sid)}.loop.while",
+                f"the condition reads {name!r}, which only the loop's body writes: at the first "
+                "check it is empty, so the body never runs",
+                "use do_while (the body runs once before the check), or give it a value first "
+                "(an input's default, or an earlier step)",
+            )
+
+
+def _inside(t: Topology, step_id: str, loop: str) -> bool:
+    """Whether ``step_id`` is in ``loop``'s body, directly or in a nested loop's."""
+    at = t.loop_of.get(step_id)
+    while at is not None:
+        if at == loop:
+            return True
+        at = t.loop_of.get(at)
+    return False
 
 
 def _mapping_problems(t: Topology) -> Iterator[Problem]:

@@ -39,6 +39,14 @@ class LoopKind(StepKind):
                 "loop: {while: <condition>, body: [...]} (or do_while)",
             )
             return
+        if c.step.max_iterations is not None:
+            yield Problem(
+                f"{c.path}.max_iterations",
+                "a loop step runs once per round: max_iterations on the step would count its "
+                "visits, not its rounds",
+                "bound the loop with loop.max_iterations (for-each) or loop.max_loops (while), "
+                "or remove it",
+            )
         ways = [name for name in ("over", "while", "do_while") if _way(spec, name) is not None]
         if len(ways) != 1:
             yield Problem(
