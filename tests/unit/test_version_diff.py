@@ -114,3 +114,24 @@ def test_a_step_due_at_the_redrive_point_that_the_new_version_removed_is_a_probl
         V1, blocks(V1), v2, blocks(v2), state={"text": "x"}, remaining=["shout"], lookup=LOOKUP
     )
     assert [p.path for p in diff.problems] == ["steps.shout"]
+
+
+def test_a_remaining_step_reading_an_earlier_steps_result_is_no_problem() -> None:
+    # Given a new version whose second step reads the first's result by its id
+    v2 = plan(
+        2,
+        """      - {step_id: draft, block_id: draft}
+      - {step_id: shout, kind: transform, depends_on: [draft], transform: {loud: "draft.text"}}""",
+    )
+    # When both are still to run
+    diff = compare_versions(
+        V1,
+        blocks(V1),
+        v2,
+        blocks(v2),
+        state={"topic": "t"},
+        remaining=["draft", "shout"],
+        lookup=LOOKUP,
+    )
+    # Then draft's result will be there for shout
+    assert diff.problems == ()

@@ -187,6 +187,7 @@ _ENGINE_EVENTS = {
     "resource_waiting": TimelineEventType.resource_waiting,
     "resource_acquired": TimelineEventType.resource_acquired,
     "resource_released": TimelineEventType.resource_released,
+    "loop_limit_reached": TimelineEventType.loop_limit_reached,
 }
 _DETAIL = (
     "kind",
@@ -203,6 +204,11 @@ _DETAIL = (
     "position",
     "lease",
     "request",
+    "max_iterations",
+    "max_loops",
+    "ran",
+    "dropped",
+    "total",
 )
 """What of an engine event the timeline keeps in ``detail``."""
 

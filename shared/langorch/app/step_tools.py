@@ -327,13 +327,20 @@ class StepToolbox:
 
     async def call(self, name: str, args: dict[str, Any]) -> str:
         """Run (or replay) one call; see :meth:`langorch.llm.toolbox.Toolbox.call`."""
+        output, _ = await self.call_with_outcome(name, args)
+        return output
+
+    async def call_with_outcome(self, name: str, args: dict[str, Any]) -> tuple[str, str]:
+        """Run (or replay) one call: ``(text, outcome)``; see
+        :meth:`langorch.llm.toolbox.Toolbox.call_with_outcome`."""
         started = time.monotonic()
         summary = _summary(args)
         if self.exhausted:
             self._event(name, summary, "refused", started)
             return (
                 f"error: this step may call tools {self._max_calls} times and has; answer with "
-                "what you have"
+                "what you have",
+                "refused",
             )
         self._calls += 1
         run, server = await self._runner(name, summary, started)
@@ -360,7 +367,7 @@ class StepToolbox:
         outcome = result.get("outcome") or ("error" if result.get("error") else "ok")
         failure = output if outcome != "ok" else None
         self._event(name, summary, outcome, started, replayed=replayed, failure=failure)
-        return output
+        return output, outcome
 
     async def aclose(self) -> None:
         """Close the MCP sessions."""

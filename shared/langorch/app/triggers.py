@@ -191,9 +191,7 @@ class TriggerIndex:
             self._listed = (now, list(self._definitions.list_workflows()))
         return [p for p in self._listed[1] if any(t.type == kind for t in p.all_triggers())]
 
-    def webhook_secrets(
-        self, name: str, read: ReadSecret, *, fresh: bool = False
-    ) -> list[str]:
+    def webhook_secrets(self, name: str, read: ReadSecret, *, fresh: bool = False) -> list[str]:
         """The secrets that verify deliveries under ``name``, current first (``[]``: none).
 
         ``read`` is the store's ``get_json``: the index only reads, so the trigger's role is

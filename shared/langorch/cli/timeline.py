@@ -23,6 +23,7 @@ _MARK = {
     TimelineEventType.resource_waiting: "queued",
     TimelineEventType.resource_acquired: "acquired",
     TimelineEventType.resource_released: "released",
+    TimelineEventType.loop_limit_reached: "limit",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
     TimelineEventType.run_redriven: "redrive",
@@ -104,6 +105,8 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(f"{decision} by {event.actor}" if event.actor else str(decision))
         if detail.get("comment"):
             parts.append(f'"{_short(detail["comment"], 60)}"')
+    elif kind == TimelineEventType.loop_limit_reached:
+        parts.extend(_limit_parts(detail))
     elif kind == TimelineEventType.wait_started:
         parts.append(f"{detail.get('seconds')} s")
     elif kind == TimelineEventType.resource_waiting:
@@ -126,6 +129,20 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.extend(_recovery_parts(event))
     body = "  ".join(p for p in parts if p)
     return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
+
+
+def _limit_parts(detail: dict[str, Any]) -> list[str]:
+    """A bound that stopped a step or a loop: which bound, what it left out, where it went."""
+    parts = [str(detail.get("outcome") or "LoopLimitReached")]
+    if detail.get("max_iterations") is not None:
+        parts.append(f"max_iterations {detail['max_iterations']}")
+    if detail.get("max_loops") is not None:
+        parts.append(f"max_loops {detail['max_loops']}, after {detail.get('ran', '?')} rounds")
+    if detail.get("dropped"):
+        parts.append(f"{detail['dropped']} of {detail.get('total', '?')} items left out")
+    if detail.get("routed_to"):
+        parts.append(f"-> {detail['routed_to']}")
+    return parts
 
 
 def _recovery_parts(event: TimelineEvent) -> list[str]:

@@ -32,16 +32,19 @@ from langorch.domain.step_settings import (
     ApprovalSpec,
     DecisionCase,
     HttpSpec,
+    InputMapping,
     LoopSpec,
     MemorySpec,
     ReadFileFormat,
     ReadFileSpec,
+    StepHooks,
     SubflowSpec,
     TerminateSpec,
     WaitSpec,
 )
 
 __all__ = [
+    "DEFAULT_MAX_PARALLEL",
     "IDENTIFIER",
     "LLM_KINDS",
     "READ_FILE_DEFAULT_BYTES",
@@ -53,6 +56,7 @@ __all__ = [
     "BlockType",
     "DecisionCase",
     "HttpSpec",
+    "InputMapping",
     "InputSchema",
     "KindName",
     "LoopSpec",
@@ -61,6 +65,7 @@ __all__ = [
     "ReadFileFormat",
     "ReadFileSpec",
     "ScheduleSpec",
+    "StepHooks",
     "StepKindName",
     "SubflowSpec",
     "TaskPlan",
@@ -68,6 +73,11 @@ __all__ = [
     "Trigger",
     "WaitSpec",
 ]
+
+DEFAULT_MAX_PARALLEL = 10
+"""Steps of one run that run at once when its workflow sets no ``max_parallel``: parallel
+branches (and the parallel steps inside a loop's round) wait their turn past it, so one run
+never opens more LLM, tool or HTTP calls at once than providers' rate limits usually allow."""
 
 MAX_OUTPUT_TOKENS = 200_000
 """Upper bound of ``max_tokens``: above any model's output limit, so only typos are refused."""
@@ -266,8 +276,10 @@ class PlanStep(_Model):
     """With several ``depends_on``: wait for all (parallel join) or run after any (branches
     converging). Default: ``any`` when the dependencies lie on different branches of one
     decision, else ``all``."""
-    input_mappings: dict[str, str] | None = None
-    """Block input key -> ``shared_context`` key it is read from (seed 000 ``BlockReference``)."""
+    input_mappings: dict[str, str | InputMapping] | None = None
+    """Input key -> the ``shared_context`` key it is read from (seed 000 ``BlockReference``), a
+    dotted path into one (``request.user.name``) or a step's result (``analyze.output``); or
+    ``{path, required, default}`` (seed 004's required and optional mappings)."""
 
     # --- Decision ---
     condition: str | None = None
@@ -276,7 +288,12 @@ class PlanStep(_Model):
     """Decision by rules: the first true ``when`` picks its branch; ``default_branch`` else."""
     default_branch: str | None = None
     max_iterations: int | None = Field(default=None, ge=1, le=10_000)
-    """Bound on how often this step may run in one run (makes a cycle through it legal)."""
+    """Bound on how often this step may run in one run (makes a cycle through it legal). When
+    the run comes back to it once more, the step does not run: the outcome is
+    ``LoopLimitReached``, routed by ``on_max_iterations``, else the run fails."""
+    on_max_iterations: str | None = Field(default=None, exclude_if=_unset)
+    """Step to go to when the step's bound is reached (``max_iterations``; for a loop step, its
+    loop's bound too). Left out of dumps while unset."""
 
     # --- Per-step policies (override the block's) ---
     max_retries: int | None = Field(default=None, ge=0, le=10)
@@ -284,6 +301,9 @@ class PlanStep(_Model):
     timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     on_error: str | None = None
     """Step to route to when this step still fails after its retries."""
+    hooks: StepHooks | None = Field(default=None, exclude_if=_unset)
+    """Transforms or tool calls before (``pre``) and after (``post``) the step's own work
+    (seed 004's hooks on action nodes). Left out of dumps while unset."""
     resource: str | None = Field(default=None, exclude_if=_unset)
     """A resource the step holds a lease on while it runs (``browser:session-1``; seed 001
     §7b): a literal name whose ``concurrency_limit`` is declared per deployment
@@ -355,6 +375,10 @@ class TaskPlan(_Model):
     steps: list[PlanStep] = Field(min_length=1)
     entry_step_id: str | None = None
     """Default: the steps without dependencies."""
+    chain: list[str] | None = Field(default=None, exclude_if=_unset)
+    """Steps that run one after another (seed 004's ``chain([...])``): each listed step runs
+    after the one listed before it, as if it named it in ``depends_on``. Left out of dumps
+    while unset."""
     schedule: ScheduleSpec | None = None
     """Seed 000's schedule: the same as a ``schedule`` trigger."""
     triggers: list[Trigger] = Field(default_factory=list)
@@ -371,6 +395,10 @@ class TaskPlan(_Model):
     """Load preferences and history before the steps and save history after them."""
     approvers: list[str] = Field(default_factory=list)
     """Default approvers for approval steps that name none."""
+    max_parallel: int | None = Field(default=None, ge=1, le=100, exclude_if=_unset)
+    """Steps of a run that may run at once (default :data:`DEFAULT_MAX_PARALLEL`): parallel
+    branches past it wait their turn. A for-each runs its items one after another, so this caps
+    the parallel steps inside each round. Left out of dumps while unset."""
     category: str = ""
     tags: list[str] = Field(default_factory=list)
     created_by: str = "system"
@@ -409,6 +437,10 @@ _ADDED_FIELDS = (
     "llm_max_tokens",
     "settings",
     "resource",
+    "on_max_iterations",
+    "max_parallel",
+    "chain",
+    "hooks",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

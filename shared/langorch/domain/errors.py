@@ -103,6 +103,20 @@ class ReviewLoopExhaustedError(StepFailedError):
     ``on_max_iterations`` route: the run fails rather than going on with a rejected draft."""
 
 
+class LoopLimitReachedError(StepFailedError):
+    """The run came back to a step that has run ``max_iterations`` times (the outcome
+    ``LoopLimitReached``) and the step declares no ``on_max_iterations`` route: the run fails
+    rather than going round again."""
+
+
+class HookFailedError(StepFailedError):
+    """A step's pre or post hook failed: its tool answered with an error, or is not bound."""
+
+
+class MissingInputError(StepFailedError):
+    """A required input mapping resolved to nothing: the step cannot run without it."""
+
+
 class StepTimeoutError(LangorchError):
     """A step ran longer than its ``timeout_seconds``."""
 

@@ -477,6 +477,9 @@ class TimelineEventType(StrEnum):
     step_failed = "step_failed"
     step_retried = "step_retried"
     step_skipped = "step_skipped"
+    loop_limit_reached = "loop_limit_reached"
+    """A bound stopped a step or a loop (``LoopLimitReached``): where the run went, or how
+    many items a for-each left out."""
     tool_called = "tool_called"
     approval_requested = "approval_requested"
     approval_decided = "approval_decided"

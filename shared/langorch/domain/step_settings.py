@@ -32,6 +32,57 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class InputMapping(Settings):
+    """An input mapping that says whether it may resolve to nothing (seed 004: optional vs
+    required input mappings). The short form ``user_name: request.user.name`` is optional with
+    an empty default, as seed 000 reads a missing input."""
+
+    path: str
+    """The ``shared_context`` key, or a dotted path into one (``request.user.name``), or a
+    step's result (``analyze.output``)."""
+    required: bool = False
+    """When the path resolves to nothing (or to null), the step fails naming the path."""
+    default: Any = ""
+    """The value when the path resolves to nothing (not with ``required``)."""
+
+
+def mapping_source(mapping: str | InputMapping) -> str:
+    """The path an input mapping reads, in either form."""
+    return mapping if isinstance(mapping, str) else mapping.path
+
+
+class Hook(Settings):
+    """One hook of a step (seed 004's action-node hooks): a transform or a tool call, exactly
+    one of them."""
+
+    transform: dict[str, str] | None = None
+    """Output key -> expression, as a ``transform`` step (later keys see earlier ones)."""
+    tool: str | None = None
+    """A tool to call: built-in (``calculator``, ``current_time``, ``http_get``) or registered
+    (``langorch tools add``); recorded like an LLM step's tool calls, so a replay never repeats
+    it, and on the timeline."""
+    args: dict[str, Any] = Field(default_factory=dict)
+    """The tool's arguments; strings inside are templates over the step's names."""
+    output_key: str | None = None
+    """``shared_context`` key that receives the tool's answer (text); default: the tool's name."""
+
+    def written(self) -> list[str]:
+        """The keys this hook writes."""
+        if self.transform is not None:
+            return list(self.transform)
+        return [self.output_key or self.tool] if self.tool else []
+
+
+class StepHooks(Settings):
+    """What a step does around its own work: ``pre`` hooks run before it (their outputs are its
+    inputs too), ``post`` hooks after it (they see its outputs). Each time the step runs, in
+    order, inside the step's attempt and its ``timeout_seconds``; a hook that fails fails the
+    attempt like the step's own work."""
+
+    pre: list[Hook] = Field(default_factory=list)
+    post: list[Hook] = Field(default_factory=list)
+
+
 class HttpSpec(Settings):
     """An outbound HTTP call. Strings are templates over the step's inputs."""
 
@@ -99,15 +150,38 @@ class WaitSpec(Settings):
     """An ISO-8601 time, or a template that renders to one."""
 
 
-class LoopSpec(Settings):
-    """For-each over a list: the ``body`` steps run once per item, in order.
+DEFAULT_MAX_LOOPS = 3
+"""How many times a ``while`` / ``do_while`` loop runs its body at most, unless it says
+(seed 004's ``max_loops=3``; seed 003's review loop defaults to 3 rounds too)."""
 
-    Each iteration sees ``item_key`` and ``index_key`` in ``shared_context``. When the body's
-    last step finishes, the ``collect`` keys of that iteration are appended to ``collect_key``.
+LoopMode = Literal["for_each", "while", "do_while"]
+
+
+def _unset(value: Any) -> bool:
+    return value is None
+
+
+class LoopSpec(Settings):
+    """Repeat the ``body`` steps: for each item of a list (``over``), or while a condition holds
+    (``while``: checked before each round; ``do_while``: after each, so the body runs at least
+    once). Exactly one of the three.
+
+    Each round sees ``index_key`` (the round, from 0) in ``shared_context``, a for-each also
+    ``item_key``. When the body's last step finishes, the ``collect`` keys of that round are
+    appended to ``collect_key``. A for-each runs at most ``max_iterations`` items, a while loop
+    at most ``max_loops`` rounds; a bound that cuts the loop short is the outcome
+    ``LoopLimitReached``: reported on the timeline and in outputs, routed by the step's
+    ``on_max_iterations`` when it declares one, else the run goes on after the loop.
     """
 
-    over: str
-    """A ``shared_context`` key or a template expression that yields the list."""
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    over: str | None = Field(default=None, exclude_if=_unset)
+    """For-each: a ``shared_context`` key or a template expression that yields the list."""
+    while_: str | None = Field(default=None, alias="while", exclude_if=_unset)
+    """While: an expression checked before each round; the loop ends when it is false."""
+    do_while: str | None = Field(default=None, exclude_if=_unset)
+    """Do-while: an expression checked after each round; the loop ends when it is false."""
     body: list[str] = Field(min_length=1)
     """Step ids that form the loop body (they must depend only on the loop or on each other)."""
     item_key: str = "item"
@@ -117,6 +191,31 @@ class LoopSpec(Settings):
     collect_key: str | None = None
     """Where the list of collected results goes (default: ``<step_id>_results``)."""
     max_iterations: int = Field(default=100, ge=1, le=10_000)
+    """For-each: the most items it runs (the rest are left out, and reported)."""
+    max_loops: int | None = Field(default=None, ge=1, le=10_000, exclude_if=_unset)
+    """While / do-while: the most rounds it runs (default :data:`DEFAULT_MAX_LOOPS`)."""
+
+    @property
+    def mode(self) -> LoopMode:
+        """``for_each``, ``while`` or ``do_while`` (a loop with none is for-each: validation
+        reports it)."""
+        if self.while_ is not None:
+            return "while"
+        if self.do_while is not None:
+            return "do_while"
+        return "for_each"
+
+    @property
+    def condition(self) -> str | None:
+        """The while / do-while condition (``None`` for a for-each)."""
+        return self.while_ if self.while_ is not None else self.do_while
+
+    @property
+    def bound(self) -> int:
+        """The most rounds: ``max_iterations`` for a for-each, else ``max_loops`` (default 3)."""
+        if self.mode == "for_each":
+            return self.max_iterations
+        return self.max_loops if self.max_loops is not None else DEFAULT_MAX_LOOPS
 
 
 class SubflowSpec(Settings):

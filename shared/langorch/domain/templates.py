@@ -132,12 +132,43 @@ def _compile(template: str) -> Any:
         raise TemplateError(f"bad template syntax at line {exc.lineno}: {exc.message}") from exc
 
 
-def _lookup(context: dict[str, Any], dotted: str) -> Any:
+class PathMissing(LookupError):
+    """A dotted path leads nowhere: ``at`` holds (``""``: the top level) has no ``part``."""
+
+    def __init__(self, at: str, part: str) -> None:
+        """Record where the path stopped."""
+        self.at = at
+        self.part = part
+        super().__init__(f"{at or 'the state'} has no {part!r}")
+
+
+def walk(context: Mapping[str, Any], dotted: str) -> Any:
+    """The value at a dotted path: ``request.user.name``, or ``items.0`` for a list's first item.
+
+    The one way a path resolves, for ``{request.user.name}`` placeholders and input mappings
+    alike (Jinja's ``{{ request.user.name }}`` reads the same value).
+
+    Raises:
+        PathMissing: a part of the path is not there (or sits under a ``None``).
+    """
     value: Any = context
+    walked = ""
     for part in dotted.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return ""
-        value = value[part]
+        if isinstance(value, Mapping) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            raise PathMissing(walked, part)
+        walked = f"{walked}.{part}" if walked else part
+    return value
+
+
+def _lookup(context: dict[str, Any], dotted: str) -> Any:
+    try:
+        value = walk(context, dotted)
+    except PathMissing:
+        return ""
     return "" if value is None else value
 
 

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
+from langorch.domain.hooks import hook_outputs, hook_problems, hook_templates, hook_tools
 from langorch.domain.identities import identity_problems
 from langorch.domain.kinds import registry
 from langorch.domain.kinds.base import (
@@ -31,6 +33,7 @@ from langorch.domain.kinds.base import (
     Read,
     StepCheck,
     StepKind,
+    is_key_path,
     root_key,
     template_names,
 )
@@ -38,7 +41,7 @@ from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.plan.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.plan.topology import Topology, step_graph
 from langorch.domain.resources import check_step_resource
-from langorch.domain.step_settings import APPROVAL_LABELS
+from langorch.domain.step_settings import APPROVAL_LABELS, InputMapping, mapping_source
 from langorch.domain.templates import TemplateError, check, check_expression
 
 __all__ = [
@@ -220,7 +223,12 @@ def check_workflow(
             *_provider_problems(topology, providers),
             *_editable_problems(topology),
         ],
-        warnings=[*_input_problems(topology), *_tool_warnings(topology, tools)],
+        warnings=[
+            *_input_problems(topology),
+            *_mapping_problems(topology),
+            *_while_problems(topology),
+            *_tool_warnings(topology, tools),
+        ],
     )
 
 
@@ -260,6 +268,16 @@ def workflow_advice(plan: TaskPlan) -> list[Problem]:
         kind = registry.get(step.kind) if step.kind is not None else None
         if kind is not None:
             advice.extend(kind.advice(step, f"steps[{i}]"))
+        if step.max_iterations is not None and step.on_max_iterations is None:
+            advice.append(
+                Problem(
+                    f"steps[{i}].max_iterations",
+                    f"when the run comes back to {step.step_id!r} after {step.max_iterations} "
+                    "runs, the step fails with LoopLimitReachedError (its on_error or the "
+                    "workflow's on_failure may catch it; else the run fails)",
+                    "declare on_max_iterations (the step to go to then) to route it",
+                )
+            )
     return advice
 
 
@@ -311,18 +329,31 @@ def _kind_problems(t: Topology) -> Iterator[Problem]:
             yield _ignored_setting(f"{path}.{name}", kind.name)
         yield from check_step_resource(step.resource, kind.name, kind.parks, path)
         yield from kind.check_step(StepCheck(step, block, path, t.branches[sid], t.plan, t.lookup))
-        if step.input_mappings and block is not None:
-            for key in step.input_mappings:
-                if key not in block.input_keys:
-                    yield Problem(
-                        f"{path}.input_mappings.{key}",
-                        f"{key!r} is not an input key of block {block.block_id!r}",
-                        f"map one of {', '.join(block.input_keys) or '(none)'}",
-                    )
-        for field_path, text, how in kind.step_templates(step, block, path):
+        for key, mapping in (step.input_mappings or {}).items():
+            if block is not None and key not in block.input_keys:
+                yield Problem(
+                    f"{path}.input_mappings.{key}",
+                    f"{key!r} is not an input key of block {block.block_id!r}",
+                    f"map one of {', '.join(block.input_keys) or '(none)'}",
+                )
+            if _required_with_default(mapping):
+                yield Problem(
+                    f"{path}.input_mappings.{key}.default",
+                    "a required input never takes its default: the step fails instead",
+                    "remove default, or required",
+                )
+        yield from hook_problems(step.hooks, path)
+        templates = [*kind.step_templates(step, block, path), *hook_templates(step.hooks, path)]
+        for field_path, text, how in templates:
             error = check(text) if how == "template" else check_expression(text)
             if error is not None:
                 yield _syntax_problem(field_path, how, error)
+
+
+def _required_with_default(mapping: str | InputMapping) -> bool:
+    if isinstance(mapping, str):
+        return False
+    return mapping.required and "default" in mapping.model_fields_set
 
 
 def _template_reads(path: str, text: str, readable: frozenset[str], how: How) -> list[Problem]:
@@ -353,25 +384,164 @@ def _input_problems(t: Topology) -> Iterator[Problem]:
     hold it, but a typo looks the same.
     """
     plan = t.plan
-    hint = (
-        "declare it in inputs_schema.properties, produce it in an earlier step, "
-        "or read it from another key with input_mappings"
+    declare = (
+        "declare it in inputs_schema.properties"
         if plan.inputs_schema is not None
-        else "declare it in inputs_schema (the workflow has none), or produce it in an earlier step"
+        else "declare it in inputs_schema (the workflow has none)"
+    )
+    hint = (
+        f"{declare}, produce it in an earlier step, or read it from another key with input_mappings"
+        if plan.inputs_schema is not None
+        else f"{declare}, or produce it in an earlier step"
     )
     for step in t.steps():
         available = _available(t, step)
         if available is None:
             continue
+        mapped = set(step.input_mappings or {})
         for path, key, what in _reads(t, step):
-            if key not in available:
+            through_mapping = ".input_mappings." in path
+            if key in available or (key in mapped and not through_mapping):
+                continue
+            fix = declare + ", produce it in an earlier step, or fix the mapping's path"
+            if not through_mapping:
+                fix = hint
+            yield Problem(
+                path,
+                f"{what} {key!r}, which no input or earlier step provides",
+                f"at run time it is read from shared_context (an undeclared run input "
+                f"counts), else the user's preference {key!r}, else empty; to be sure of "
+                f"it, {fix}",
+            )
+
+
+def _run_inputs(plan: TaskPlan) -> set[str]:
+    """What every step can read before any step ran: the built-ins and the run's inputs."""
+    base: set[str] = set(BUILTIN_KEYS)
+    if plan.inputs_schema is not None:
+        base |= set(plan.inputs_schema.properties)
+    for trigger in plan.all_triggers():
+        base |= set(trigger.input)
+        if trigger.type == "s3":
+            base |= S3_INPUT_KEYS
+    return base
+
+
+def _while_problems(t: Topology) -> Iterator[Problem]:
+    """A ``while`` condition reading a key only the loop's body writes: at the first check it is
+    empty, so the body never runs (the data-flow check counts the body, which runs before every
+    later check)."""
+    for step in t.steps():
+        spec = step.loop
+        sid = step.step_id
+        if spec is None or spec.mode != "while" or sid not in t.loops:
+            continue
+        body = {s for s in t.index if _inside(t, s, sid)}
+        entry = [e.source for e in t.inc[sid] if e.kind != "loop_back"]
+        before = reach(entry, t.inc, None, backwards=True) - body - {sid}
+        available = _run_inputs(t.plan) | before
+        for earlier in before:
+            available |= t.outputs[earlier]
+        written = set().union(*(t.outputs[s] for s in body)) if body else set()
+        try:
+            names = template_names(spec.condition or "", "expression")
+        except TemplateError:
+            continue  # reported as a syntax problem
+        for name in sorted((names & written) - available):
+            yield Problem(
+                f"{t.sp(sid)}.loop.while",
+                f"the condition reads {name!r}, which only the loop's body writes: at the first "
+                "check it is empty, so the body never runs",
+                "use do_while (the body runs once before the check), or give it a value first "
+                "(an input's default, or an earlier step)",
+            )
+
+
+def _inside(t: Topology, step_id: str, loop: str) -> bool:
+    """Whether ``step_id`` is in ``loop``'s body, directly or in a nested loop's."""
+    at = t.loop_of.get(step_id)
+    while at is not None:
+        if at == loop:
+            return True
+        at = t.loop_of.get(at)
+    return False
+
+
+def _mapping_problems(t: Topology) -> Iterator[Problem]:
+    """Warnings for input mappings that resolve to nothing: a source that is not a key path,
+    or a path past what ``inputs_schema`` declares (seed 004's nested ``input_map``)."""
+    schema = t.plan.inputs_schema
+    written = set().union(*t.outputs.values()) if t.outputs else set()
+    for step in t.steps():
+        for key, mapping in (step.input_mappings or {}).items():
+            path = f"{t.sp(step.step_id)}.input_mappings.{key}"
+            source = mapping_source(mapping)
+            if not isinstance(mapping, str):
+                path = f"{path}.path"
+            if not is_key_path(source):
                 yield Problem(
                     path,
-                    f"{what} {key!r}, which no input or earlier step provides",
-                    f"at run time it is read from shared_context (an undeclared run input "
-                    f"counts), else the user's preference {key!r}, else empty; to be sure of "
-                    f"it, {hint}",
+                    f"{source!r} is not a key or a dotted path: the mapping resolves to nothing",
+                    "write the key it reads, or a dotted path into it such as "
+                    "request.user.name (a mapping is not rendered as a template)",
                 )
+            elif root_key(source) in written:
+                continue  # what a step writes has no declared shape to check the path against
+            elif schema is not None and root_key(source) in schema.properties:
+                yield from _schema_miss(path, source, schema.properties)
+            elif root_key(source) in t.outputs:
+                yield from _result_miss(path, source, t.outputs[root_key(source)])
+
+
+def _result_miss(path: str, source: str, outputs: frozenset[str]) -> Iterator[Problem]:
+    """A problem when ``source`` reads a key a step's result does not have (``analyze.x``)."""
+    parts = source.split(".")[1:]
+    if parts[:1] == ["output"] and "output" not in outputs:
+        parts = parts[1:]  # analyze.output.summary reads the key summary
+    if parts and parts[0] not in outputs:
+        known = ", ".join(sorted({*outputs, "output"}))
+        yield Problem(
+            path,
+            f"{source!r} resolves to nothing: step {source.split('.')[0]!r} writes no {parts[0]!r}",
+            f"read one of what it writes ({known}; output is all of them), or fix the path",
+        )
+
+
+def _schema_miss(path: str, source: str, properties: dict[str, Any]) -> Iterator[Problem]:
+    """A problem when ``source`` goes past what the inputs schema declares of its root."""
+    parts = source.split(".")
+    node: Any = properties.get(parts[0])
+    at = parts[0]
+    for part in parts[1:]:
+        if not isinstance(node, dict):
+            return  # not declared in detail: nothing to say
+        declared = node.get("properties")
+        if node.get("type") in _SCALAR_TYPES:
+            yield Problem(
+                path,
+                f"{source!r} resolves to nothing: inputs_schema declares {at} a "
+                f"{node['type']}, which has no {part!r}",
+                f"fix the path, or declare {at} an object with a property {part!r}",
+            )
+            return
+        if not isinstance(declared, dict):
+            return
+        if part not in declared:
+            closed = node.get("additionalProperties") is False
+            unless = "" if closed else " unless the run's input brings it undeclared"
+            yield Problem(
+                path,
+                f"{source!r} resolves to nothing{unless}: inputs_schema declares {at} "
+                f"without {part!r}",
+                f"fix the path ({at} declares {', '.join(sorted(declared)) or 'nothing'}), or "
+                f"declare {part!r} in its properties",
+            )
+            return
+        node = declared[part]
+        at = f"{at}.{part}"
+
+
+_SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
 
 
 def _editable_problems(t: Topology) -> Iterator[Problem]:
@@ -420,20 +590,15 @@ def _close(key: str, names: Iterable[str]) -> str:
 def _available(t: Topology, step: PlanStep) -> set[str] | None:
     """The keys an input or an earlier step provides to ``step`` (``None``: unknown, because
     an edge into it could not be wired, which is reported)."""
-    plan = t.plan
-    available: set[str] = set(BUILTIN_KEYS)
-    if plan.inputs_schema is not None:
-        available |= set(plan.inputs_schema.properties)
-    for trigger in plan.all_triggers():
-        available |= set(trigger.input)
-        if trigger.type == "s3":
-            available |= S3_INPUT_KEYS
     sid = step.step_id
     # Everything that can run before the step, through any edge (a review loop's feedback
     # reaches the steps it sends the run back to); the step itself only when it lies on a cycle.
     ancestors = reach([e.source for e in t.inc[sid]], t.inc, None, backwards=True)
     if sid in t.dangling or t.dangling & set(ancestors):
         return None
+    # What earlier steps wrote, their results under their ids (analyze.output), and what the
+    # step's own pre hooks write before it runs.
+    available = _run_inputs(t.plan) | set(ancestors) | hook_outputs(step.hooks, "pre")
     for ancestor in ancestors:
         available |= t.outputs[ancestor]
     loop = t.loop_of.get(sid)
@@ -457,11 +622,14 @@ def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
     mappings = step.input_mappings or {}
     if block is not None:
         for key in block.input_keys:
-            source = mappings.get(key, key)
-            if key in mappings:
-                yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
-            else:
+            if key not in mappings:
                 yield f"{path}.block_id", key, f"block {block.block_id!r} needs input"
+    for key, mapping in mappings.items():
+        source = mapping_source(mapping)
+        # A block's mapping of a key it has no input for is an error (reported elsewhere); an
+        # inline step's mappings are names its templates and expressions may read.
+        if (block is None or key in block.input_keys) and is_key_path(source):
+            yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
     if kind is None:
         return
     for field_path, text, how in kind.step_templates(step, block, path):
@@ -472,6 +640,16 @@ def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
         for name in sorted(names):
             yield field_path, name, "reads"
     yield from kind.reads(step, block, path)
+    # Hooks read what the step reads, and what hooks before them wrote; post hooks also what
+    # the step itself wrote.
+    own = hook_outputs(step.hooks) | t.outputs.get(sid, frozenset())
+    for field_path, text, how in hook_templates(step.hooks, path):
+        try:
+            names = template_names(text, how)
+        except TemplateError:
+            continue  # reported as a syntax problem
+        for name in sorted(names - own):
+            yield field_path, name, "reads"
 
 
 # --------------------------------------------------------------------------------------------
@@ -552,6 +730,9 @@ def _tool_warnings(t: Topology, tools: frozenset[str] | None) -> Iterator[Proble
     if tools is None:
         return
     for step in t.steps():
+        for path, tool in hook_tools(step.hooks, t.sp(step.step_id)):
+            if tool not in tools:
+                yield _unbound_tool(path, tool, tools)
         block = t.blocks[step.step_id]
         if block is None:
             continue

@@ -72,7 +72,8 @@ def compare_versions(
     Args:
         old: the version the run is on; ``old_blocks`` its steps' blocks (by step id).
         new: the version it would move to; ``new_blocks`` likewise.
-        state: the run's ``shared_context`` at the redrive point.
+        state: the run's ``shared_context`` at the redrive point, with the ids of the steps
+            whose results it holds (their ``results``: ``analyze.output`` reads them).
         remaining: the steps still to run (from the redrive point on), in order.
         lookup: where ``new``'s blocks are found (to know what each step reads).
 
@@ -143,5 +144,6 @@ def _missing_keys(
                     )
                 )
                 provided.add(key)  # once per key
-        provided |= topology.outputs.get(step_id, frozenset())
+        # What it writes, and its result under its id (analyze.output) for the steps after it.
+        provided |= topology.outputs.get(step_id, frozenset()) | {step_id}
     return problems

@@ -27,7 +27,12 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import RetryPolicy
 
-from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
+from langorch.domain.definitions import (
+    DEFAULT_MAX_PARALLEL,
+    BlockDefinition,
+    BlockType,
+    TaskPlan,
+)
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
 from langorch.domain.kinds import registry as kinds
 from langorch.engine.context import EngineContext
@@ -121,6 +126,14 @@ def step_specs(
             )
         )
     return specs
+
+
+def max_parallel(plan: TaskPlan) -> int:
+    """How many of a run's steps run at once: the plan's ``max_parallel``, else the default.
+
+    It is LangGraph's ``max_concurrency``: tasks of one superstep past it wait for a free slot.
+    """
+    return plan.max_parallel if plan.max_parallel is not None else DEFAULT_MAX_PARALLEL
 
 
 def _first(*values: Any) -> Any:
@@ -265,7 +278,7 @@ class GraphCompiler:
         # inside a node, so subflows checkpoint (and interrupt) under the parent's thread.
         graph = builder.compile(
             checkpointer=self._checkpointer if checkpointed else None, name=plan.plan_id
-        )
+        ).with_config(max_concurrency=max_parallel(plan))
         with self._lock:
             self._cache[key] = graph
         return graph

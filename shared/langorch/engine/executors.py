@@ -17,7 +17,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.errors import GraphBubbleUp
@@ -26,23 +25,26 @@ from langgraph.types import Command
 
 from langorch.domain.errors import (
     DefinitionError,
+    LoopLimitReachedError,
     StepFailedError,
     StepTimeoutError,
 )
 from langorch.domain.templates import TemplateError
-from langorch.engine import resources
+from langorch.engine import hooks, resources
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import (
+    LOOP_LIMIT_REACHED,
     SUMMARY_CHARS,
     TRIED,
     Executor,
     Outcome,
     StepSpec,
     scope_of,
+    step_event,
     summarize,
 )
-from langorch.engine.state import OrchestrationState
+from langorch.engine.state import CLEARED_BY, OrchestrationState
 
 __all__ = [
     "SUMMARY_CHARS",
@@ -91,12 +93,16 @@ def make_step_node(spec: StepSpec) -> Any:
         info = runtime.execution_info
         attempt = info.node_attempt if info is not None else 1
         emit = runtime.stream_writer
-        queued = resources.enter(spec, ctx, attempt, emit, _event)
+        bound = spec.step.max_iterations
+        if bound is not None and done >= bound:
+            # Back at a step that has used its bound: it does not run again (LoopLimitReached).
+            return await _limit_reached(spec, ctx, attempt, done=done, emit=emit)
+        queued = resources.enter(spec, ctx, attempt, emit, step_event)
         if queued is not None:
             return queued  # woken while still queued for the step's resource: ask again
         started = time.monotonic()
         if attempt == 1:
-            emit(_event("step_started", spec, segment=ctx.segment))
+            emit(step_event("step_started", spec, segment=ctx.segment))
         try:
             if prepare is not None:
                 await prepare(spec, ctx)  # its SDK loaded before the step's time starts
@@ -109,14 +115,46 @@ def make_step_node(spec: StepSpec) -> Any:
                 return await _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
             finally:
                 if final:
-                    resources.leave(spec, ctx, emit, _event)
+                    resources.leave(spec, ctx, emit, step_event)
+        clears = (state.get("error") or {}).get("step_id") == spec.step_id
         try:
-            return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
+            return _finished(
+                outcome, spec, attempt, done=done, started=started, emit=emit, clears=clears
+            )
         finally:
-            resources.leave(spec, ctx, emit, _event)
+            resources.leave(spec, ctx, emit, step_event)
 
     node.__name__ = f"step_{spec.step_id}"
     return node
+
+
+async def _limit_reached(
+    spec: StepSpec, ctx: EngineContext, attempt: int, *, done: int, emit: Emit
+) -> Command[Any]:
+    """The outcome ``LoopLimitReached``: go to ``on_max_iterations``, else fail as an error
+    would (``on_error`` / ``on_failure`` may catch it; with neither the run fails)."""
+    bound = spec.step.max_iterations
+    target = spec.step.on_max_iterations
+    if target is None:
+        error = LoopLimitReachedError(
+            f"LoopLimitReached at step {spec.step_id}: it ran {done} times (max_iterations "
+            f"{bound}) and the run came back to it; declare on_max_iterations to route the "
+            "run on, or raise max_iterations"
+        )
+        return await _failed(
+            error, spec, ctx, attempt, done=done, started=time.monotonic(), emit=emit
+        )
+    emit(
+        step_event(
+            "loop_limit_reached",
+            spec,
+            outcome=LOOP_LIMIT_REACHED,
+            max_iterations=bound,
+            routed_to=target,
+        )
+    )
+    result = _result(spec, success=True, label=LOOP_LIMIT_REACHED)
+    return Command(update={"block_results": [result]}, goto=[target])
 
 
 def _joined(spec: StepSpec, state: OrchestrationState, done: int) -> bool:
@@ -132,7 +170,7 @@ async def _attempt(
     attempt: int,
 ) -> Outcome:
     timeout = spec.timeout_seconds
-    work = run_kind(spec, state, ctx, attempt)
+    work = hooks.around(spec, state, ctx, attempt, lambda seen: run_kind(spec, seen, ctx, attempt))
     return await (asyncio.wait_for(work, timeout) if timeout else work)
 
 
@@ -155,7 +193,7 @@ async def _failed(
     request = getattr(exc, TRIED, None)  # what an http step sent, for the timeline
     if is_retryable(exc) and attempt < spec.max_attempts:
         emit(
-            _event(
+            step_event(
                 "step_retried",
                 spec,
                 attempt=attempt,
@@ -174,7 +212,7 @@ async def _failed(
         raise exc
     route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
     emit(
-        _event(
+        step_event(
             "step_failed",
             spec,
             attempt=attempt,
@@ -204,9 +242,15 @@ async def _failed(
             "last_error": error["message"],
             "visits": {spec.step_id: done + 1},
             "block_results": [_result(spec, success=False, error=error)],
+            **_retries(attempt),
         },
         goto=route,
     )
+
+
+def _retries(attempt: int) -> dict[str, int]:
+    """The ``retry_count`` this attempt adds: one per attempt before it (none: no write)."""
+    return {"retry_count": attempt - 1} if attempt > 1 else {}
 
 
 def _finished(
@@ -217,12 +261,14 @@ def _finished(
     done: int,
     started: float,
     emit: Emit,
+    clears: bool = False,
 ) -> Command[Any]:
-    """Record the step's result and route on."""
+    """Record the step's result and route on; ``clears``: the standing error is this step's,
+    and this success ends it."""
     duration = _ms(started)
     shown = outcome.summary if outcome.summary is not None else summarize(outcome.context)
     emit(
-        _event(
+        step_event(
             "step_finished",
             spec,
             attempt=attempt,
@@ -234,6 +280,7 @@ def _finished(
     )
     update: dict[str, Any] = {
         **outcome.state,
+        **_retries(attempt),
         "visits": {spec.step_id: done + 1},
         "current_block": {
             "block_id": spec.block.block_id if spec.block else None,
@@ -254,6 +301,9 @@ def _finished(
     }
     if outcome.context:
         update["shared_context"] = outcome.context
+    update["results"] = {spec.step_id: list(outcome.context)}
+    if clears:
+        update["error"] = {CLEARED_BY: spec.step_id}
     return Command(update=update, goto=_route(spec, outcome))
 
 
@@ -313,16 +363,6 @@ def _result(
     if duration_ms is not None:
         result["duration_ms"] = duration_ms
     return result
-
-
-def _event(event: str, spec: StepSpec, **fields: Any) -> dict[str, Any]:
-    return {
-        "event": event,
-        "step_id": spec.step_id,
-        "kind": spec.kind.value,
-        "at": datetime.now(UTC).isoformat(),
-        **{k: v for k, v in fields.items() if v is not None},
-    }
 
 
 def _ms(started: float) -> int:

@@ -19,9 +19,29 @@ def _merge_dicts(existing: dict[str, Any] | None, new: dict[str, Any] | None) ->
     return {**(existing or {}), **(new or {})}
 
 
+def _add(existing: int | None, new: int | None) -> int:
+    return (existing or 0) + (new or 0)
+
+
 def _latest(existing: Any, new: Any) -> Any:
     """Last write wins, also when parallel steps write in the same superstep."""
     return new
+
+
+CLEARED_BY = "cleared_by"
+"""The key of a write to ``error`` that clears it: ``{"cleared_by": step_id}``."""
+
+
+def _error(existing: dict[str, Any] | None, new: dict[str, Any] | None) -> dict[str, Any]:
+    """A failure replaces the error; a success clears it only if it is that step's error.
+
+    Conditional in the reducer, not in the step: a step that fails beside the succeeding one in
+    the same superstep keeps its error, whatever order the writes land in.
+    """
+    if new is not None and CLEARED_BY in new:
+        standing = existing or {}
+        return {} if standing.get("step_id") == new[CLEARED_BY] else standing
+    return dict(new or {})
 
 
 class StepError(TypedDict):
@@ -57,10 +77,15 @@ class OrchestrationState(TypedDict, total=False):
 
     # Execution tracking
     status: Annotated[str, _latest]
-    retry_count: int
+    retry_count: Annotated[int, _add]
+    """Retries the run's steps took in all (attempts past each step's first)."""
     last_error: Annotated[str | None, _latest]
-    error: Annotated[dict[str, Any], _merge_dicts]
-    """The last step error, normalised (``StepError``); empty when none."""
+    error: Annotated[dict[str, Any], _error]
+    """The last step error still standing, normalised (``StepError``); empty when none. A later
+    success of the step that failed clears it, so a check inside a loop sees this item's."""
+    results: Annotated[dict[str, list[str]], _merge_dicts]
+    """Per step id, the ``shared_context`` keys its last run wrote: its result, readable as
+    ``<step_id>.output`` and ``<step_id>.<key>`` (seed 004's ``state.results[node.id]``)."""
     visits: Annotated[dict[str, int], _merge_dicts]
     """How many times each step has finished in this run (review loops, loop bodies)."""
     loops: Annotated[dict[str, Any], _merge_dicts]

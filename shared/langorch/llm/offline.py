@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.llm.base import BRANCH_KEY, LLMCallError, LLMRequest, LLMResult
 
@@ -226,6 +224,8 @@ def load_script(path: str | Path) -> Script:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise OfflineScriptError(subject, [Problem("", f"cannot be read: {exc.strerror}")]) from exc
+    import yaml  # only for a script file: the runner's path loads no YAML
+
     try:
         data = json.loads(text) if file.suffix.lower() == ".json" else yaml.safe_load(text)
     except (ValueError, yaml.YAMLError) as exc:

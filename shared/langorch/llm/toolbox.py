@@ -81,6 +81,15 @@ class Toolbox(Protocol):
         """
         ...
 
+    async def call_with_outcome(self, name: str, args: dict[str, Any]) -> tuple[str, str]:
+        """:meth:`call`, with how it went: ``ok``, ``error``, ``timeout`` or ``refused``
+        (a step's hook fails on anything but ``ok``; a model is only told the text).
+
+        Raises:
+            UnboundToolError: ``name`` is not bound for this step.
+        """
+        ...
+
     async def turn(
         self, digest: str, ask: Callable[[], Awaitable[dict[str, Any]]]
     ) -> dict[str, Any]:

@@ -370,6 +370,8 @@ def compare_at(
     lookup = _Reads(deps.definitions.get_block, deps.definitions.get_workflow)
 
     state = point.state.get("shared_context") or {}
+    # Steps whose results the run holds: a remaining step may read them as <step_id>.output.
+    results = dict.fromkeys(point.state.get("results") or {})
     ran = set(point.ran) - set(point.due)
     remaining = [s.step_id for s in new.steps if s.step_id in point.due or s.step_id not in ran]
     remaining += [
@@ -380,7 +382,7 @@ def compare_at(
         resolve_blocks(old, lookup),
         new,
         resolve_blocks(new, lookup),
-        state={**run.input, **state},
+        state={**results, **run.input, **state},
         remaining=remaining,
         lookup=lookup,
     )

@@ -1,8 +1,9 @@
-"""``langorch workflows put | validate | list | show | rotate-secret``."""
+"""``langorch workflows put | validate | new | list | show | rotate-secret``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langorch.cli.commands._definitions import (
@@ -15,8 +16,10 @@ from langorch.cli.commands._definitions import (
     warn_each,
 )
 from langorch.cli.context import Context
+from langorch.cli.errors import UsageError
 from langorch.cli.output import table
 from langorch.cli.registry import Subparsers, add_command, add_group
+from langorch.domain.workflow_templates import TEMPLATES
 
 if TYPE_CHECKING:
     from langorch.app.trigger_sync import TriggerSync
@@ -45,6 +48,22 @@ def register(subparsers: Subparsers) -> None:
     add_strict(validate)
 
     add_command(workflows, "list", _list, "the latest version of every workflow")
+
+    new = add_command(
+        workflows,
+        "new",
+        _new,
+        "write a definition file from a built-in template, to edit and then put",
+    )
+    new.add_argument(
+        "--template",
+        required=True,
+        choices=list(TEMPLATES),
+        help="; ".join(f"{name}: {what}" for name, what in TEMPLATES.items()),
+    )
+    new.add_argument("file", nargs="?", metavar="FILE", help="where to write (default: ID.yaml)")
+    new.add_argument("--id", metavar="ID", help="the workflow's id (default: the template's name)")
+    new.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
 
     show_workflow = add_command(workflows, "show", _show, "one stored workflow version")
     show_workflow.add_argument("ref", metavar="ID[@VERSION]")
@@ -153,6 +172,30 @@ def _validate(ctx: Context, args: argparse.Namespace) -> None:
         f"checked against {against}"
     )
     ctx.out.result(document, text)
+
+
+def _new(ctx: Context, args: argparse.Namespace) -> None:
+    """Write a template's definition file; nothing is stored (``workflows put`` does that)."""
+    import re
+
+    from langorch.domain.definitions import IDENTIFIER
+    from langorch.domain.workflow_templates import default_id, template_text
+
+    workflow_id = args.id or default_id(args.template)
+    if not re.match(IDENTIFIER, workflow_id):
+        raise UsageError(
+            f"--id {workflow_id!r} is not an id: start with a letter, then letters, digits, "
+            "_ or - (at most 128)"
+        )
+    path = Path(args.file or f"{workflow_id}.yaml")
+    if path.exists() and not args.force:
+        raise UsageError(f"{path} exists; choose another FILE, or --force to overwrite it")
+    path.write_text(template_text(args.template, workflow_id), encoding="utf-8")
+    ctx.out.result(
+        {"file": str(path), "template": args.template, "workflow_id": workflow_id},
+        f"wrote {path}: workflow {workflow_id} from template {args.template}\n"
+        f"edit it, then: langorch workflows validate {path} && langorch workflows put {path}",
+    )
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:

@@ -31,6 +31,7 @@ __all__ = [
     "StepCheck",
     "StepKind",
     "Template",
+    "is_key_path",
     "json_strings",
     "key_or_template",
     "root_key",
@@ -215,6 +216,12 @@ def key_or_template(value: str) -> set[str]:
     except TemplateError:
         # Not an expression either: literal text, which reads nothing.
         return set()
+
+
+def is_key_path(source: str) -> bool:
+    """Whether an input mapping's source reads a key or a dotted path into one (not a template,
+    not blank): what :func:`langorch.domain.templates.walk` can resolve."""
+    return bool(source.strip()) and not any(c in source for c in "{} \t\n")
 
 
 def root_key(key: str) -> str:

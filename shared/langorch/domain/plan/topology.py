@@ -10,16 +10,18 @@ are wired by :class:`~langorch.domain.plan.wiring.Wiring`; :class:`Topology` che
 
 Topology rules:
 
-* ``depends_on: [A]`` on step ``S`` is an edge ``A → S`` (kind ``next``).
+* ``depends_on: [A]`` on step ``S`` is an edge ``A → S`` (kind ``next``); so is ``A`` listed
+  just before ``S`` in the plan's ``chain``.
 * A branching step ``D`` (decision, approval) with ``branches {label: T}`` has an edge ``D → T``
   (kind ``branch``); ``T`` may also list ``D`` in ``depends_on``. Depending on a branching step
   without being one of its branch targets is a problem.
 * A loop ``L``: body *entries* (body steps with no dependency inside the body) get ``L → entry``
   (``loop_body``); body *exits* (no successor inside the body) get ``exit → L`` (``loop_back``);
   steps that depend on ``L`` outside the body run after the loop (``loop_done``).
-* ``on_error`` (``on_error``), a kind's own routes such as an approval's ``on_max_iterations``
-  (``on_max_iterations``), and the plan's ``on_failure`` (``on_failure``, from every step that
-  has no ``on_error`` and is not on the failure route itself).
+* ``on_error`` (``on_error``), where a bound leads (``on_max_iterations``: the step's own, or a
+  kind's such as an approval's ``approval.on_max_iterations``), and the plan's ``on_failure``
+  (``on_failure``, from every step that has no ``on_error`` and is not on the failure route
+  itself).
 * Entry steps: ``entry_step_id``; else every step with no ``depends_on`` that is not a loop body
   member, not an error route (``on_error``/``on_failure``/``on_max_iterations`` target) and not a
   branch target — except a branch target that leads back to the step branching to it (the first
@@ -40,6 +42,7 @@ from langorch.domain.definitions import (
     TaskPlan,
 )
 from langorch.domain.errors import DefinitionError
+from langorch.domain.hooks import hook_outputs
 from langorch.domain.lookup import DefinitionLookup
 from langorch.domain.plan.graph import (
     CYCLE_EDGES,
@@ -120,7 +123,7 @@ class Topology(Wiring):
         entry: list[str] = []
         for step in self.steps():
             sid = step.step_id
-            if step.depends_on or sid in self.loop_of or sid in routes:
+            if self.dependencies(step) or sid in self.loop_of or sid in routes:
                 continue
             sources = {e.source for e in self.edges if e.kind == "branch" and e.target == sid}
             # A branch target that reaches back to its decision starts a review loop: it runs
@@ -207,9 +210,10 @@ class Topology(Wiring):
         sid = step.step_id
         block = self.blocks[sid]
         kind = self.specs[sid]
+        hooks = hook_outputs(step.hooks)
         if kind is None:
-            return frozenset(block.output_keys if block else ())
-        return frozenset(kind.outputs(sid, step, block, self.lookup))
+            return frozenset(block.output_keys if block else ()) | hooks
+        return frozenset(kind.outputs(sid, step, block, self.lookup)) | hooks
 
     # -- result -------------------------------------------------------------------------------
 

@@ -66,6 +66,8 @@ class Wiring:
         probably meant (already reported): they count as reachable, and their data flow is
         not checked, so one typo is reported once."""
         self.loops: dict[str, LoopInfo] = {}
+        self.chained: dict[str, tuple[str, str]] = {}
+        """Step -> (``chain[k]``, the step listed before it in the plan's ``chain``)."""
         self.out: dict[str, list[Edge]] = {}
         self.inc: dict[str, list[Edge]] = {}
 
@@ -91,6 +93,17 @@ class Wiring:
         """Whether ``step_id`` names a step of the plan."""
         return step_id is not None and step_id in self.index
 
+    def dependencies(self, step: PlanStep) -> list[tuple[str, str]]:
+        """``(path, step id)`` of what ``step`` runs after: its ``depends_on``, and the step
+        before it in the plan's ``chain``."""
+        deps = [
+            (f"{self.sp(step.step_id)}.depends_on[{j}]", d) for j, d in enumerate(step.depends_on)
+        ]
+        chained = self.chained.get(step.step_id)
+        if chained is not None and chained[1] not in step.depends_on:
+            deps.append(chained)
+        return deps
+
     def steps(self) -> Iterator[PlanStep]:
         """The steps with a unique id (a duplicate is reported once and then left out)."""
         for i, step in enumerate(self.plan.steps):
@@ -103,6 +116,7 @@ class Wiring:
         """Resolve every step's kind and block, then its edges; report what does not fit."""
         plan = self.plan
         self._ids()
+        self._chain()
         for i, step in enumerate(plan.steps):
             if plan.steps[self.index[step.step_id]] is step:
                 self._resolve(i, step)
@@ -129,6 +143,24 @@ class Wiring:
                 )
             else:
                 self.index[sid] = i
+
+    def _chain(self) -> None:
+        """The plan's ``chain``: each listed step after the one before it (an unknown or
+        repeated entry is reported, and the chain goes on from the last good one)."""
+        before: str | None = None
+        listed: set[str] = set()
+        for k, sid in enumerate(self.plan.chain or []):
+            path = f"chain[{k}]"
+            if not self.known(sid):
+                self.unknown(path, sid)
+                continue
+            if sid in listed:
+                self.add(path, f"{sid!r} is listed twice in the chain", "list each step once")
+                continue
+            if before is not None:
+                self.chained[sid] = (path, before)
+            listed.add(sid)
+            before = sid
 
     def _resolve(self, i: int, step: PlanStep) -> None:
         """The block and the kind of one step."""
@@ -239,8 +271,7 @@ class Wiring:
         for step in self.steps():
             sid = step.step_id
             reported = len(self.problems)
-            for j, dep in enumerate(step.depends_on):
-                path = f"{self.sp(sid)}.depends_on[{j}]"
+            for path, dep in self.dependencies(step):
                 if not self.known(dep):
                     self.unknown(path, dep)
                     continue
@@ -317,7 +348,16 @@ class Wiring:
                 else:
                     self.edges.append(Edge(sid, step.on_error, "on_error"))
             kind = self.specs[sid]
-            for field_path, target in kind.routes(step) if kind is not None else ():
+            routes = list(kind.routes(step)) if kind is not None else []
+            if step.on_max_iterations is not None:
+                routes.append(("on_max_iterations", step.on_max_iterations))
+                if step.max_iterations is None and self.loop_spec(step) is None:
+                    self.add(
+                        f"{self.sp(sid)}.on_max_iterations",
+                        "on_max_iterations has no effect: the step has no bound",
+                        "set max_iterations on the step, or remove on_max_iterations",
+                    )
+            for field_path, target in routes:
                 if not self.known(target):
                     self.unknown(f"{self.sp(sid)}.{field_path}", target)
                 else:

@@ -6,16 +6,23 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.graph import END
 
 from langorch.domain.definitions import BlockDefinition, BlockType, KindName, PlanStep
+from langorch.domain.errors import MissingInputError
+from langorch.domain.step_settings import InputMapping
+from langorch.domain.templates import PathMissing, walk
 from langorch.engine.context import EngineContext
 from langorch.engine.state import OrchestrationState
 
 SUMMARY_CHARS = 300
 """Bound on each value shown in a timeline outputs summary."""
+
+LOOP_LIMIT_REACHED = "LoopLimitReached"
+"""The named outcome of a step or loop whose bound stopped it (timeline, results, outputs)."""
 
 
 @dataclass(frozen=True)
@@ -121,43 +128,90 @@ carry credentials."""
 def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:
     """The names templates and expressions see: ``shared_context`` plus the run's own.
 
-    A name resolves as seed 000 says: from ``shared_context``, else the user's stored
+    A name resolves as seed 000 says: from ``shared_context``, else a step's result under its
+    id (seed 004's ``analyze.output``, see :func:`step_results`), else the user's stored
     preference of that name (loaded before the first step), else empty (missing names render
     as ``""``). Validation warns about the names this is needed for. The run's own names
-    (``run_id``, ``user_preferences``, …) come last: no preference can shadow them.
+    (``run_id``, ``user_preferences``, …) come last: no preference can shadow them. The step's
+    input mappings are resolved over the same names.
     """
     shared = dict(state.get("shared_context") or {})
     preferences = state.get("user_preferences") or {}
+    names = {**preferences, **step_results(state, shared), **shared}
     scope: dict[str, Any] = {
-        **preferences,
-        **shared,
+        **names,
         "user_preferences": preferences,
         "user_history": state.get("user_history") or [],
         "error": state.get("error") or {},
         "run_id": state.get("run_id", ""),
         "user_id": state.get("user_id", ""),
     }
-    mappings = spec.step.input_mappings if spec else None
-    if mappings:
-        for key, source in mappings.items():
-            scope[key] = resolve_input(source, shared, preferences)
+    if spec is not None:
+        for key, mapping in (spec.step.input_mappings or {}).items():
+            scope[key] = _mapped(spec, key, mapping, names)
     return scope
 
 
-def resolve_input(key: str, shared: dict[str, Any], preferences: dict[str, Any]) -> Any:
+def _mapped(spec: StepSpec, key: str, mapping: str | InputMapping, names: dict[str, Any]) -> Any:
+    """One mapped input: its value, else its default (``""`` for the short form).
+
+    Raises:
+        MissingInputError: a required mapping resolves to nothing (or to null).
+    """
+    if isinstance(mapping, str):
+        return resolve_input(mapping, names)
+    try:
+        value = names[mapping.path] if mapping.path in names else walk(names, mapping.path)
+        missing = f"{mapping.path} is null" if value is None else None
+    except PathMissing as exc:
+        value, missing = None, str(exc)
+    if missing is None:
+        return value
+    if mapping.required:
+        raise MissingInputError(
+            f"step {spec.step_id}: required input {key!r} (input_mappings.{key}) reads "
+            f"{mapping.path!r}, which resolves to nothing: {missing}; provide it in the run's "
+            "input or an earlier step, or make the mapping optional with a default"
+        )
+    return mapping.default
+
+
+def step_results(state: OrchestrationState, shared: dict[str, Any]) -> dict[str, Any]:
+    """Each finished step's result under its id: the keys it wrote (``analyze.summary``), and
+    all of them as ``output`` (``analyze.output``; a key the step wrote named ``output`` is
+    itself).
+
+    The state keeps only which keys each step wrote (``results``); the values are read from
+    ``shared_context``, so a step's outputs are not stored twice in every checkpoint. A later
+    step writing the same key changes what this view shows.
+    """
+    views: dict[str, Any] = {}
+    for step_id, keys in (state.get("results") or {}).items():
+        view = {key: shared[key] for key in keys if key in shared}
+        view.setdefault("output", dict(view))
+        views[step_id] = view
+    return views
+
+
+def resolve_input(key: str, names: dict[str, Any]) -> Any:
     """One input as seed 000 resolves it: ``shared_context``, else the preference, else ``""``.
 
     Args:
-        key: The ``shared_context`` key (an input key, or the source of an input mapping).
-        shared: The run's ``shared_context``.
-        preferences: The user's stored preferences.
+        key: The ``shared_context`` key (an input key, or the source of an input mapping), or a
+            dotted path into one (``request.user.name``, ``analyze.output``; seed 004), walked
+            as a ``{request.user.name}`` placeholder is (:func:`~langorch.domain.templates.walk`).
+        names: What names resolve to (:func:`scope_of`): ``shared_context`` over the steps'
+            results over the user's preferences.
 
     Returns:
-        The value; ``""`` when neither holds the key.
+        The value; ``""`` when nothing holds it.
     """
-    if key in shared:
-        return shared[key]
-    return preferences.get(key, "")
+    if key in names:
+        return names[key]  # a key with a dot in it is still a key
+    try:
+        return walk(names, key)
+    except PathMissing:
+        return ""
 
 
 def input_scope(spec: StepSpec, state: OrchestrationState) -> dict[str, Any]:
@@ -180,6 +234,18 @@ def output_key(spec: StepSpec, explicit: str | None, default: str) -> str:
 def visits_of(spec: StepSpec, state: OrchestrationState) -> int:
     """How many times this step has finished in this run before now."""
     return (state.get("visits") or {}).get(spec.step_id, 0)
+
+
+def step_event(event: str, spec: StepSpec, **fields: Any) -> dict[str, Any]:
+    """An engine event of a step for the run's timeline (``None`` fields left out); a kind
+    emits its own with ``langgraph.config.get_stream_writer()``."""
+    return {
+        "event": event,
+        "step_id": spec.step_id,
+        "kind": spec.kind.value,
+        "at": datetime.now(UTC).isoformat(),
+        **{k: v for k, v in fields.items() if v is not None},
+    }
 
 
 def summarize(values: dict[str, Any]) -> dict[str, str]:
