@@ -124,8 +124,9 @@ class ResourceGate(Protocol):
 class ActionDispatch(Protocol):
     """Performs a CKP step's action on a registered agent or MCP tool (``app.agent_calls``)."""
 
-    def catalog(self) -> Catalog:
-        """The registered agents and tools, as the binding rules read them."""
+    def catalog(self, agent: str | None = None, servers: frozenset[str] = ...) -> Catalog:
+        """What the binding rules need for one node: its agent's registration (when registered)
+        and which of the tool servers its ``server.tool`` actions name are registered."""
         ...
 
     async def call_agent(

@@ -280,6 +280,7 @@ def _normalise(exc: BaseException, spec: StepSpec, attempt: int) -> dict[str, An
     message = str(exc) or type(exc).__name__
     return {
         "step_id": spec.step_id,
+        "node_id": spec.step_id,  # seed 001's name for it: a CKP node is a step
         "type": type(exc).__name__,
         "message": message[:1000],
         "attempts": attempt,

@@ -99,14 +99,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         examples=examples,
         console=True,
         verbose=args.verbose,
+        servers=True,  # registered before the examples, which bind to them
     )
-    from langorch.local.example_tools import start_example_tools
+    from langorch.local.example_tools import ExampleTools
 
-    try:
-        tools = start_example_tools(stack.settings, examples)
-    except BaseException:
-        stack.stop()
-        raise
+    tools: ExampleTools = stack.example_servers or ExampleTools()
     console_url = _start_console(ctx, stack, args.console_port)
     took = time.monotonic() - started
     settings = stack.settings
@@ -143,6 +140,10 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             f"  tool          {name} -> {url}  (MCP, example)"
             for name, url in tools.registered.items()
         ],
+        *[
+            f"  agent         {name} -> {url}  (stand-in, example)"
+            for name, url in tools.agents.items()
+        ],
         "",
         "try, in another terminal (`source .venv/bin/activate` first puts langorch on PATH):",
         "  langorch workflows list",
@@ -166,6 +167,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "workflows": stack.examples,
             "recovered": stack.recovered,
             "tools": tools.registered,
+            "agents": tools.agents,
         },
         "\n".join(lines),
     )

@@ -138,7 +138,10 @@ def _validate(ctx: Context, args: argparse.Namespace) -> None:
     target = ctx.reachable_target()
     lookup = None if target is None else ctx.definitions()
     against = "built-in blocks only" if target is None else f"stored definitions ({target.source})"
-    batch = validate_files(args.files, lookup, tools=_known_tools(ctx, target), strict=args.strict)
+    agents = [] if target is None else ctx.container.agents.list()
+    batch = validate_files(
+        args.files, lookup, tools=_known_tools(ctx, target), strict=args.strict, agents=agents
+    )
     warn_each(ctx, batch.warnings)
     document = {
         "valid": True,

@@ -26,6 +26,8 @@ from typing import Literal
 
 from langorch.domain.agents import AgentRegistration, ExecutionMode
 from langorch.domain.ckp.actions import BUILTIN_ACTIONS, KNOWN_ACTIONS
+from langorch.domain.definitions import TaskPlan
+from langorch.domain.errors import Problem
 
 ORCHESTRATOR_AGENTS = frozenset({"MasterAgent", "Orchestrator", "LLMAgent"})
 """Agent names meaning langorch itself: their nodes bind only built-in actions and tools."""
@@ -164,3 +166,50 @@ def plan_calls(
     if batch:
         calls.append(Call(bind(actions[batch[0]], agent, catalog), tuple(batch)))
     return calls
+
+
+def bind_procedure(plan: TaskPlan, catalog: Catalog) -> tuple[TaskPlan, list[Problem]]:
+    """Bind a compiled procedure to this deployment's agents and tools (when it is stored).
+
+    Each node whose steps an agent with a ``resource_key`` performs holds a lease on that
+    resource while it runs (the step's ``resource``: the existing resource locks). Steps that
+    nothing performs are reported as warnings at their JSON path; they fail their node with
+    :class:`~langorch.domain.ckp.errors.UnboundActionError` if they run while still unbound.
+
+    Args:
+        plan: A plan compiled from a CKP procedure (others are returned unchanged).
+        catalog: The registered agents and tools.
+
+    Returns:
+        The plan with its nodes' resources bound, and the unbound steps as warnings.
+    """
+    from langorch.domain.ckp.compiler import node_path
+    from langorch.domain.kinds.sequence import settings_of
+
+    if plan.ckp is None:
+        return plan, []
+    warnings: list[Problem] = []
+    steps = []
+    for step in plan.steps:
+        if str(step.kind) != "sequence":
+            steps.append(step)
+            continue
+        settings = settings_of(step)
+        actions = [*settings.steps, *(a for h in settings.handlers for a in h.recovery_steps)]
+        resource = None
+        for action in actions:
+            binding = bind(action.action, settings.agent, catalog)
+            where = f"{node_path(step.step_id.split('__')[0])}.{action.at}.action"
+            if binding.kind == "unbound":
+                warnings.append(
+                    Problem(
+                        where,
+                        f"action {action.action!r} is not bound in this deployment",
+                        f"{binding.why}; until then the node fails with UnboundActionError "
+                        "when it runs",
+                    )
+                )
+            elif binding.kind == "agent":
+                resource = catalog.agents[binding.target].resource_key or resource
+        steps.append(step.model_copy(update={"resource": resource}) if resource else step)
+    return plan.model_copy(update={"steps": steps}), warnings

@@ -150,6 +150,7 @@ _STEP_CORE = frozenset(
 _ID = re.compile(IDENTIFIER)
 _SECRET = re.compile(r"(?<![\w.])secrets\.([A-Za-z_][A-Za-z0-9_\-]*)")
 _MAX_TIMEOUT_MS = 900_000
+_UNBOUNDED = 10_000
 _TERMINATE_END = "__end"
 _SUBFLOW_OUT = "__outputs"
 _SUCCEEDED = {"success", "succeeded", "completed", "complete", "ok"}
@@ -197,6 +198,23 @@ def compile_procedure(document: dict[str, Any]) -> Compiled:
 def node_path(node_id: str) -> str:
     """The JSON path of a node."""
     return f"workflow_graph.nodes.{node_id}"
+
+
+_STEP_PATH = re.compile(r"^steps\[(\d+)\](.*)$")
+
+
+def ckp_path(plan: TaskPlan, path: str) -> str:
+    """A compiled plan's path (``steps[3].settings.steps[1].params.url``) as the procedure's
+    (``workflow_graph.nodes.fetch.steps[1].url``): problems name what the author wrote."""
+    match = _STEP_PATH.match(path)
+    if match is None or int(match.group(1)) >= len(plan.steps):
+        return path
+    node = plan.steps[int(match.group(1))].step_id.split("__")[0]
+    rest = match.group(2)
+    for generated in (".settings", ".params"):
+        rest = rest.replace(generated + ".", ".")
+        rest = rest.removesuffix(generated)
+    return node_path(node) + rest
 
 
 class _Compiler:
@@ -1121,7 +1139,13 @@ class _Compiler:
             ]
             if node.get("continue_on_error") is True:
                 for member in body:
-                    self.steps[self.entry_of[member]].setdefault("on_error", loop_id)
+                    step = self.steps[self.entry_of[member]]
+                    if "on_error" not in step:
+                        step["on_error"] = loop_id
+                        # The error route back to the loop starts the next item: a cycle the
+                        # loop itself bounds. The step's own bound (the field's largest) says
+                        # the cycle is meant, without cutting the loop's iterations short.
+                        step.setdefault("max_iterations", _UNBOUNDED)
 
     def _tails_of_generated(self, node_id: str) -> list[str]:
         """Generated steps that belong with a node (a terminate's end, a subflow's renames)."""

@@ -174,7 +174,7 @@ class _Node:
     # -- the node -----------------------------------------------------------------------------
 
     async def run(self) -> Outcome:
-        catalog = self.ctx.actions.catalog() if self.ctx.actions else Catalog(agents={})
+        catalog = self._catalog()
         self._check_binding(catalog)
         if self.ctx.side_effects is not None:
             self.effects = self.ctx.side_effects.begin(
@@ -197,6 +197,14 @@ class _Node:
         context = scrub(self.context, self.hidden)
         shown = {k: (REDACTED if k in self.ctx.redacted else v) for k, v in context.items()}
         return Outcome(context=context, summary=summarize(shown))
+
+    def _catalog(self) -> Catalog:
+        if self.ctx.actions is None:
+            return Catalog(agents={})
+        actions = [s.action for s in self.settings.steps]
+        actions += [s.action for h in self.settings.handlers for s in h.recovery_steps]
+        servers = frozenset(a.split(".", 1)[0] for a in actions if "." in a)
+        return self.ctx.actions.catalog(self.settings.agent, servers)
 
     def _check_binding(self, catalog: Catalog) -> None:
         """The agent's resource key now must be the one bound when the procedure was stored."""
@@ -309,7 +317,8 @@ class _Node:
         index = self.calls
         self.calls += 1
         params = [self._render(step, self.scope) for step in batch]
-        shown = [self._render(step, self.masked_scope) for step in batch]
+        # What is recorded and shown: secrets masked, sensitive variables' values scrubbed.
+        shown = [scrub(self._render(step, self.masked_scope), self.sensitive) for step in batch]
         started = time.monotonic()
         if binding.kind == "unbound":
             self._event(
