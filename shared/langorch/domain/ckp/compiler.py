@@ -65,7 +65,7 @@ KNOWN_TOP_LEVEL = frozenset(
     {
         "procedure_id", "version", "status", "effective_date", "description", "title", "name",
         "trigger", "retrieval_metadata", "global_config", "variables_schema", "workflow_graph",
-        "provenance", "approvers",
+        "provenance", "approvers", "langorch",
     }
 )  # fmt: skip
 
@@ -73,7 +73,7 @@ _COMMON = frozenset(
     {
         "type", "agent", "title", "description", "inputs", "outputs", "next_node",
         "is_checkpoint", "sla", "telemetry", "idempotency_key", "error_handlers", "tags",
-        "timeout_ms",
+        "timeout_ms", "langorch",
     }
 )  # fmt: skip
 _FIELDS: dict[str, frozenset[str]] = {
@@ -149,8 +149,12 @@ _STEP_CORE = frozenset(
 )  # fmt: skip
 _ID = re.compile(IDENTIFIER)
 _SECRET = re.compile(r"(?<![\w.])secrets\.([A-Za-z_][A-Za-z0-9_\-]*)")
+EXTENSION = "langorch"
+"""A node's (or the procedure's) field for what CKP has no words for (``export --ckp``)."""
+
 _MAX_TIMEOUT_MS = 900_000
 _UNBOUNDED = 10_000
+_TYPES = ("string", "number", "integer", "boolean", "array", "object")
 _TERMINATE_END = "__end"
 _SUBFLOW_OUT = "__outputs"
 _SUCCEEDED = {"success", "succeeded", "completed", "complete", "ok"}
@@ -229,6 +233,9 @@ class _Compiler:
         """Node id -> the step a route to the node goes to (itself, or its pre-step)."""
         self.exit_of: dict[str, str] = {}
         """Node id -> the step its ``next_node`` leaves from."""
+        self.ext: dict[str, dict[str, Any]] = {}
+        """Node id -> its ``langorch`` field: step fields CKP has no words for (a block
+        reference, an approval's policy…), written by ``export --ckp`` and applied last."""
         config = document.get("global_config")
         self.config: dict[str, Any] = config if isinstance(config, dict) else {}
         secrets = self.config.get("secrets_config")
@@ -283,6 +290,7 @@ class _Compiler:
         for node_id, node in self.nodes.items():
             self._node(node_id, node)
         self._wire()
+        self._extensions()
         on_failure = self.config.get("on_failure")
         if on_failure is not None:
             self._check_ref("global_config.on_failure", on_failure)
@@ -308,6 +316,9 @@ class _Compiler:
             "tags": _keywords(doc),
             "ckp": ckp_text(doc),
         }
+        extra = doc.get(EXTENSION)
+        if isinstance(extra, dict):
+            plan.update(extra)
         try:
             return TaskPlan.model_validate(plan)
         except ValidationError as exc:
@@ -375,6 +386,12 @@ class _Compiler:
         self.steps[node_id] = step  # before the handler: generated tails come after it
         getattr(self, f"_{kind}")(node_id, node, path, step)
         self._policies(node_id, node, path, kind)
+        ext = node.get(EXTENSION)
+        if ext is not None:
+            if isinstance(ext, dict):
+                self.ext[node_id] = ext
+            else:
+                self.add(f"{path}.{EXTENSION}", "the langorch field is a mapping of step fields")
 
     def _policies(self, node_id: str, node: dict[str, Any], path: str, kind: str) -> None:
         """Retries, timeouts and fallbacks from the node's and the procedure's settings."""
@@ -625,8 +642,8 @@ class _Compiler:
                 "reject",
                 "use approve_reject with on_approve / on_reject (and on_timeout)",
             )
-        approvers = _strings(node.get("approvers")) or _strings(self.doc.get("approvers"))
-        if not approvers:
+        approvers = _strings(node.get("approvers"))
+        if not approvers and not _strings(self.doc.get("approvers")):
             self.add(
                 f"{path}.approvers",
                 f"human_approval {node_id!r} names no approvers",
@@ -986,6 +1003,21 @@ class _Compiler:
                 described.append(f"{label}: {json.dumps(value, ensure_ascii=False)}")
         return list(dict.fromkeys(shown)), described
 
+    def _extensions(self) -> None:
+        """Apply each node's ``langorch`` field over the step compiled from it."""
+        for node_id, ext in self.ext.items():
+            step = self.steps[node_id]
+            if "block_id" in ext or "kind" in ext:
+                # A block step or another kind: what the node's type compiled to is replaced.
+                for key in ("kind", "settings", "cases", "default_branch", "loop", "approval"):
+                    step.pop(key, None)
+            for key, value in ext.items():
+                current = step.get(key)
+                if isinstance(current, dict) and isinstance(value, dict) and key != "branches":
+                    step[key] = {**current, **value}
+                else:
+                    step[key] = value
+
     # -- edges --------------------------------------------------------------------------------
 
     def _check_ref(self, path: str, target: Any, *, required: bool = False) -> bool:
@@ -1032,6 +1064,9 @@ class _Compiler:
         for handler in handlers if isinstance(handlers, list) else []:
             if isinstance(handler, dict):
                 targets.append(handler.get("fallback_node"))
+        ext = _dict(node.get(EXTENSION))
+        targets += list(_dict(ext.get("branches")).values())
+        targets += [ext.get("on_error"), _dict(ext.get("approval")).get("on_max_iterations")]
         for target in targets:
             if isinstance(target, str) and target in self.nodes:
                 yield target
@@ -1094,6 +1129,8 @@ class _Compiler:
             if kind in ("logic", "human_approval", "verification"):
                 self._branch_routes(node_id, node, path, nxt)
                 continue
+            if "branches" in _dict(node.get(EXTENSION)):
+                continue  # a block decision (written by export --ckp): it routes by label
             if kind == "parallel":
                 starts = self._branch_starts(node)
                 for i, start in enumerate(starts):
@@ -1288,17 +1325,13 @@ class _Compiler:
         if not isinstance(spec, dict):
             self.add(where, "a variable is {type: …, description: …}")
             return None
-        prop: dict[str, Any] = {}
+        # JSON Schema keywords an author (or export --ckp) wrote pass through: items, format…
+        prop: dict[str, Any] = {
+            k: v for k, v in spec.items() if k not in ("origin", "validation", "sensitive")
+        }
         kind = spec.get("type")
-        if kind is not None:
-            if kind not in ("string", "number", "integer", "boolean", "array", "object"):
-                self.add(f"{where}.type", f"{kind!r} is not a variable type")
-            else:
-                prop["type"] = kind
-        if isinstance(spec.get("description"), str):
-            prop["description"] = spec["description"]
-        if "default" in spec:
-            prop["default"] = spec["default"]
+        if kind is not None and kind not in _TYPES:
+            self.add(f"{where}.type", f"{kind!r} is not a variable type", f"use one of {_TYPES}")
         validation = _dict(spec.get("validation"))
         for source, target in (
             ("regex", "pattern"),
