@@ -40,12 +40,12 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
 from langorch.domain.ckp.expressions import translate_condition, translate_template, variable_of
+from langorch.domain.ckp.lifecycle import effective_date_of
 from langorch.domain.definitions import IDENTIFIER, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.kinds.verification import PASSED
@@ -758,8 +758,11 @@ class _Compiler:
         outputs: dict[str, str] = {}
         pre: list[dict[str, Any]] = []
         for name, value in outputs_raw.items():
-            if isinstance(value, str):
+            if isinstance(value, str) and "{{" in value:
                 outputs[str(name)] = variable_of(value) or translate_template(value)
+            elif isinstance(value, str):
+                # Text without placeholders is the output itself, not a variable's name.
+                outputs[str(name)] = "{{ " + json.dumps(value, ensure_ascii=False) + " }}"
             else:
                 pre.append(_set(f"outputs.{name}", str(name), value))
                 outputs[str(name)] = str(name)
@@ -1365,22 +1368,6 @@ def sensitive_variables(document: dict[str, Any]) -> frozenset[str]:
             if spec.get("sensitive") is True or validation.get("sensitive") is True:
                 names.add(str(name))
     return frozenset(names)
-
-
-def effective_date_of(value: Any) -> date | None:
-    """A procedure's ``effective_date`` as a date (``None`` when it is not one)."""
-    if isinstance(value, date):
-        return value
-    if not isinstance(value, str):
-        return None
-    try:
-        return date.fromisoformat(value)
-    except ValueError:
-        pass
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).date()
-    except ValueError:
-        return None
 
 
 def _set(at: str, variable: str, value: Any) -> dict[str, Any]:

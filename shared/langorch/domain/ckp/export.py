@@ -288,7 +288,11 @@ class _Exporter:
         node["type"] = "terminate"
         node["status"] = "failed" if spec is not None and spec.status == "failed" else "success"
         if spec is not None and spec.outputs:
-            node["outputs"] = dict(spec.outputs)
+            # A bare name reads that variable; CKP says so with braces.
+            node["outputs"] = {
+                name: source if "{" in source else "{{ " + source + " }}"
+                for name, source in spec.outputs.items()
+            }
         if spec is not None and spec.message:
             node["message"] = spec.message
 
