@@ -82,6 +82,10 @@ class Runner:
         """Answer the pending approval and go on."""
         return self._go(Command(resume={"decision": decision, **answer}))
 
+    def wake(self) -> dict[str, Any]:
+        """Wake a run parked on a full resource (it asks for the resource again)."""
+        return self._go(Command(resume={"woken": True}))
+
     def _go(self, value: Any) -> dict[str, Any]:
         async def go() -> None:
             async for mode, chunk in self.graph.astream(

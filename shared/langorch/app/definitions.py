@@ -194,6 +194,7 @@ def validate_files(
             ``problems`` lists all of them, each path prefixed with its file and definition.
     """
     problems: list[Problem] = []
+    found: list[Problem] = []
     batch = ValidatedBatch()
     seen: dict[tuple[Kind, str], str] = {}
     for path in paths:
@@ -213,10 +214,11 @@ def validate_files(
                 continue
             plan, unbound = bind_procedure(plan, catalog)
             batch.workflows.append(plan)
-            batch.warnings.extend(
-                _located(f"{source}: procedure {plan.plan_id}", unbound, separator=": ")
-            )
-        batch.warnings.extend(_located(source, loaded.warnings, separator=": "))
+            found.extend(_located(f"{source}: procedure {plan.plan_id}", unbound, separator=": "))
+        found.extend(_located(source, loaded.warnings, separator=": "))
+    # CKP procedures' own findings (unbound actions, fields a node type ignores) are warnings
+    # like the others: errors with --strict.
+    (problems if strict else batch.warnings).extend(found)
     batch.sources = seen
 
     in_batch = {b.block_id for b in batch.blocks}

@@ -110,7 +110,9 @@ def make_step_node(spec: StepSpec) -> Any:
                 if final:
                     resources.leave(spec, ctx, emit, _event)
         try:
-            return _finished(outcome, spec, attempt, done=done, started=started, emit=emit)
+            return _finished(
+                outcome, spec, attempt, done=done, started=started, emit=emit, hidden=ctx.redacted
+            )
         finally:
             resources.leave(spec, ctx, emit, _event)
 
@@ -213,10 +215,13 @@ def _finished(
     done: int,
     started: float,
     emit: Emit,
+    hidden: frozenset[str] = frozenset(),
 ) -> Command[Any]:
-    """Record the step's result and route on."""
+    """Record the step's result and route on (``hidden`` keys shown as ``[redacted]``)."""
     duration = _ms(started)
     shown = outcome.summary if outcome.summary is not None else summarize(outcome.context)
+    if hidden & set(shown):
+        shown = {k: "[redacted]" if k in hidden else v for k, v in shown.items()}
     emit(
         _event(
             "step_finished",
