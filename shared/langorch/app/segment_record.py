@@ -200,8 +200,11 @@ _DETAIL = (
     "resource",
     "position",
     "lease",
+    "action_step",
+    "batch",
 )
-"""What of an engine event the timeline keeps in ``detail``."""
+"""What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
+step's id and the size of the agent call it was part of)."""
 
 
 def timeline_event(
