@@ -48,7 +48,7 @@ def agent_desk() -> Iterator[AgentDesk]:
     desk = AgentDesk()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's hook
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
             headers = {k.lower(): v for k, v in self.headers.items()}
             desk.requests.append({"path": self.path, "headers": headers, "body": body})
@@ -61,7 +61,7 @@ def agent_desk() -> Iterator[AgentDesk]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the hook's
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -146,7 +146,7 @@ def _handler(agents: Agents, token: str) -> type[BaseHTTPRequestHandler]:
     expected = f"Bearer {token}".encode()
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - the http.server hook's name
+        def do_POST(self) -> None:
             given = (self.headers.get("Authorization") or "").encode()
             if not hmac.compare_digest(given, expected):
                 return self._answer(401, {"error": "unauthorized"})
@@ -169,7 +169,7 @@ def _handler(agents: Agents, token: str) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the hook's
+        def log_message(self, format: str, *args: Any) -> None:
             return  # quiet: the run's timeline says what each agent did
 
     return Handler

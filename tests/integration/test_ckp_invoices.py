@@ -27,7 +27,7 @@ from langorch.local.example_tools import ExampleTools, start_example_servers
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ckp_invoices"
 PROCEDURE = EXAMPLE / "invoices.ckp.json"
-SECRET_ID = "langorch/ckp_invoices/erp"  # noqa: S105 - a secret's name
+SECRET_ID = "langorch/ckp_invoices/erp"
 ERP_USER = "svc-ap-7c1e9d"
 """The sensitive variable's value in these runs (distinctive, to be found if it leaks)."""
 

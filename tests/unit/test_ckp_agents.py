@@ -28,7 +28,7 @@ from tests.fakes import InMemoryResourceLocks, InMemorySecrets, InMemoryTasks, I
 from tests.fakes.agents import InMemoryAgents
 
 END = {"type": "terminate", "status": "success"}
-TOKEN = "Bearer agent-token-never-shown"  # noqa: S105 - a test value
+TOKEN = "Bearer agent-token-never-shown"
 
 
 @pytest.fixture

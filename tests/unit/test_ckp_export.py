@@ -19,7 +19,7 @@ from tests.fakes import InMemoryDefinitions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PROCEDURE = EXAMPLES / "ckp_invoices" / "invoices.ckp.json"
-OWN_FORMAT = sorted(EXAMPLES.glob("*/definitions.yaml")) + [EXAMPLES / "recovery" / "report.yaml"]
+OWN_FORMAT = [*sorted(EXAMPLES.glob("*/definitions.yaml")), EXAMPLES / "recovery" / "report.yaml"]
 
 
 def test_a_procedure_is_exported_as_written_and_stored_again_as_the_same_version() -> None:
