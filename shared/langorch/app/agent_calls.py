@@ -198,6 +198,18 @@ class AgentCalls:
         return results
 
 
+class SecretValues:
+    """What a run's steps may do with the secrets store: read a secret, nothing else (the
+    engine's ``SecretReader``; the runner is granted no write)."""
+
+    def __init__(self, store: SecretsStore) -> None:
+        self._store = store
+
+    def get_json(self, name: str, *, fresh: bool = False) -> dict[str, Any]:
+        """The secret's JSON value (``SecretNotFoundError`` when it does not exist)."""
+        return self._store.get_json(name, fresh=fresh)
+
+
 def _results(agent: AgentRegistration, body: Any, count: int) -> list[dict[str, Any]]:
     results: list[Any]
     if isinstance(body, dict) and isinstance(body.get("results"), list):

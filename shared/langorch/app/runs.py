@@ -345,7 +345,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
-    from langorch.app.agent_calls import AgentCalls
+    from langorch.app.agent_calls import AgentCalls, SecretValues
     from langorch.app.resources import WakingLocks
     from langorch.app.step_tools import RecordedSideEffects
     from langorch.engine.context import EngineContext
@@ -368,7 +368,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         resources=WakingLocks(deps.resources, deps.executions),
         resource_lease_seconds=deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS,
         actions=AgentCalls.of(deps),
-        secrets=deps.secrets,
+        secrets=SecretValues(deps.secrets),
         redacted=_sensitive(plan),
     )
 
