@@ -623,13 +623,9 @@ class _Compiler:
         for key, target in (("model", "llm_model"), ("provider", "llm_provider")):
             if isinstance(node.get(key), str):
                 step[target] = node[key]
-        if node.get("temperature") is not None or node.get("max_tokens") is not None:
-            self.warn(
-                f"{path}.temperature",
-                "temperature and max_tokens of an llm_action are set per deployment or "
-                "procedure in langorch; they are ignored here",
-                "set LANGORCH_DEFAULT_LLM_TEMPERATURE / _MAX_TOKENS",
-            )
+        for name in ("temperature", "max_tokens"):
+            if node.get(name) is not None:
+                settings[name] = node[name]
 
     def _human_approval(
         self, node_id: str, node: dict[str, Any], path: str, step: dict[str, Any]

@@ -40,6 +40,9 @@ class LlmActionSettings(Settings):
     """Variable -> mapping: ``llm_response``, ``json_extract: path``, ``regex: pattern`` or a
     template (``{{ llm_response.total }}``). Empty: ``<step_id>_response`` gets the answer."""
     max_prompt_chars: int | None = Field(default=None, ge=1_000, le=4_000_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1, le=200_000)
+    """Output token limit of the call (default: the procedure's, else the deployment's)."""
 
 
 def output_names(step_id: str, settings: LlmActionSettings) -> set[str]:

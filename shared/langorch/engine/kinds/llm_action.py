@@ -34,9 +34,13 @@ async def run_llm_action(
         output_types=dict(settings.output_types),
         max_prompt_chars=settings.max_prompt_chars,
     )
-    answers, tokens, usage = await call_llm(
-        dataclasses.replace(spec, block=block), state, ctx, attempt
+    call = dataclasses.replace(
+        spec,
+        block=block,
+        temperature=settings.temperature if settings.temperature is not None else spec.temperature,
+        max_tokens=settings.max_tokens or spec.max_tokens,
     )
+    answers, tokens, usage = await call_llm(call, state, ctx, attempt)
     response = _response(answers, settings)
     context: dict[str, Any] = {}
     if not settings.outputs:
