@@ -154,6 +154,8 @@ EXTENSION = "langorch"
 
 _MAX_TIMEOUT_MS = 900_000
 _UNBOUNDED = 10_000
+_TAKE_INPUTS = frozenset({"sequence", "processing"})
+_TAKE_OUTPUTS = frozenset({"sequence", "processing", "llm_action", "terminate"})
 _TYPES = ("string", "number", "integer", "boolean", "array", "object")
 _TERMINATE_END = "__end"
 _SUBFLOW_OUT = "__outputs"
@@ -380,6 +382,13 @@ class _Compiler:
                     f"{path}.{key}",
                     f"a {kind} node does not use {key!r}; it is kept but ignored",
                     f"{kind} nodes use {', '.join(sorted(_FIELDS[kind]))}",
+                )
+        for key, users in (("inputs", _TAKE_INPUTS), ("outputs", _TAKE_OUTPUTS)):
+            if key in node and kind not in users:
+                self.warn(
+                    f"{path}.{key}",
+                    f"a {kind} node does not use {key!r}; it is kept but ignored",
+                    f"{key} apply to {', '.join(sorted(users))} nodes",
                 )
         self.entry_of[node_id] = self.exit_of[node_id] = node_id
         step: dict[str, Any] = {"step_id": node_id, "name": _title(node)}
