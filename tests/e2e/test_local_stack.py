@@ -39,10 +39,11 @@ def test_dev_stack_registers_the_examples(stack: LocalStack, capsys: pytest.Capt
     # When the user lists workflows (no endpoint given: the stack file is found)
     code, data, _ = langorch(capsys, "workflows", "list")
 
-    # Then the five examples are there
+    # Then the six examples are there (the CKP procedure among them)
     assert code == 0
     assert {w["id"] for w in data["workflows"]} == {
         "blog_review",
+        "ckp_invoices",
         "file_digest",
         "invoice_batch",
         "lunch_order",

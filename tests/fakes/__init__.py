@@ -15,6 +15,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
+from tests.fakes.agents import InMemoryAgents
 from tests.fakes.approvals import RecordingApprovalTimers
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
@@ -39,6 +40,7 @@ __all__ = [
     "T0",
     "FakeClock",
     "Fakes",
+    "InMemoryAgents",
     "InMemoryCheckpoints",
     "InMemoryDefinitions",
     "InMemoryExecutions",
@@ -82,6 +84,7 @@ class Fakes:
         self.executions = InMemoryExecutions(self.settings.state_machine_arn)
         self.secrets = InMemorySecrets()
         self.tool_servers = InMemoryToolServers()
+        self.agents = InMemoryAgents()
         # Registered tools are reached through the real MCP client (tests start real servers).
         self.tool_connector = McpConnection
         self.tasks = InMemoryTasks()

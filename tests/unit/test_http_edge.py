@@ -22,6 +22,7 @@ import langorch
 from langorch.app.approvals.rotation import KeyRotationError
 from langorch.app.memory import MemoryTooLargeError
 from langorch.domain._jinja_sandbox import ExpressionLimitError
+from langorch.domain.agents import AgentError
 from langorch.domain.approvals.edits import EditRejectedError
 from langorch.domain.approvals.lifecycle import TransitionRefusedError
 from langorch.domain.approvals.outcomes import (
@@ -41,6 +42,8 @@ from langorch.domain.approvals.record import (
     EmailNotSentError,
     new_approval,
 )
+from langorch.domain.ckp.actions import ActionError
+from langorch.domain.ckp.errors import ActionFailedError
 from langorch.domain.errors import (
     FileReadError,
     LangorchError,
@@ -115,6 +118,9 @@ NEVER_AT_AN_EDGE: dict[type[LangorchError], str] = {
     "it as a refusal of what the operator asked",
     S3EventError: "an S3 event to the trigger function, never an HTTP request",
     KeyRotationError: "langorch approvals rotate-key, a CLI command",
+    AgentError: "langorch agents add|show|remove, CLI commands; an agent called inside a run",
+    ActionError: "a CKP procedure's built-in action, inside a run",
+    ActionFailedError: "a CKP step's action, inside a run",
 }
 """Named errors no HTTP request meets, each with the reason; every other one needs a row."""
 

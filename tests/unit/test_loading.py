@@ -108,7 +108,7 @@ def test_a_mapping_that_is_neither_block_nor_workflow_is_a_problem() -> None:
     error = problems_of('{"name": "orphan"}')
     [problem] = error.problems
     assert problem.path == ""
-    assert "neither a block nor a workflow" in problem.message
+    assert "neither a block, a workflow nor a CKP procedure" in problem.message
 
 
 def test_malformed_json_reports_line_and_column() -> None:

@@ -16,6 +16,9 @@ The rules (RELIABILITY.md "Definitions and CLI input"):
   ``version`` left empty are filled with the latest stored version at registration time, so
   a run never changes behaviour because a block changed later.
 * Built-in blocks are stored on first use: a workflow that uses one registers it too.
+* A CKP procedure (seed 001) is a workflow too: compiled when its file is loaded, bound to the
+  deployment's agents and tools here (the nodes an agent with a resource key performs hold its
+  lease), and its problems are reported at their JSON paths in the procedure.
 """
 
 from __future__ import annotations
@@ -23,9 +26,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from langorch.domain.builtins import builtin_blocks
+from langorch.domain.ckp.binding import Catalog, bind_procedure
+from langorch.domain.ckp.compiler import ckp_path
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.loading import load_file
@@ -37,6 +42,9 @@ from langorch.domain.validation import (
     workflow_advice,
 )
 from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS
+
+if TYPE_CHECKING:
+    from langorch.domain.agents import AgentRegistration
 
 Kind = Literal["block", "workflow"]
 
@@ -162,6 +170,7 @@ def validate_files(
     *,
     tools: frozenset[str] = KNOWN_TOOLS,
     strict: bool = False,
+    agents: Sequence[AgentRegistration] = (),
 ) -> ValidatedBatch:
     """Load and validate a batch of files without storing anything.
 
@@ -174,6 +183,8 @@ def validate_files(
         tools: the tools bound in this deployment (default: the built-ins of
             :mod:`langorch.llm.builtin_tools`); a block needing another is a warning.
         strict: count warnings as errors.
+        agents: the agents registered in this deployment (CKP procedures bind to them; an
+            action nothing performs is a warning).
 
     Returns:
         The batch, ready to store, with its warnings.
@@ -183,6 +194,7 @@ def validate_files(
             ``problems`` lists all of them, each path prefixed with its file and definition.
     """
     problems: list[Problem] = []
+    found: list[Problem] = []
     batch = ValidatedBatch()
     seen: dict[tuple[Kind, str], str] = {}
     for path in paths:
@@ -196,10 +208,17 @@ def validate_files(
             if _is_duplicate(seen, "block", block.block_id, source, problems):
                 continue
             batch.blocks.append(block)
+        catalog = Catalog(agents={a.name: a for a in agents}, tools=tools)
         for plan in loaded.workflows:
             if _is_duplicate(seen, "workflow", plan.plan_id, source, problems):
                 continue
+            plan, unbound = bind_procedure(plan, catalog)
             batch.workflows.append(plan)
+            found.extend(_located(f"{source}: procedure {plan.plan_id}", unbound, separator=": "))
+        found.extend(_located(source, loaded.warnings, separator=": "))
+    # CKP procedures' own findings (unbound actions, fields a node type ignores) are warnings
+    # like the others: errors with --strict.
+    (problems if strict else batch.warnings).extend(found)
     batch.sources = seen
 
     in_batch = {b.block_id for b in batch.blocks}
@@ -223,6 +242,7 @@ def register_files(
     *,
     tools: frozenset[str] = KNOWN_TOOLS,
     strict: bool = False,
+    agents: Sequence[AgentRegistration] = (),
 ) -> list[RegisterResult]:
     """Validate every file, then store blocks, then workflows (with pinned versions).
 
@@ -231,6 +251,7 @@ def register_files(
         paths: definition files (YAML or JSON).
         tools: the tools bound in this deployment (default: the built-ins).
         strict: count warnings as errors (:func:`validate_files` returns the warnings).
+        agents: the registered agents CKP procedures bind to.
 
     Returns:
         One result per stored definition: blocks first, then workflows.
@@ -239,7 +260,7 @@ def register_files(
         DefinitionError: any file has any error (with ``strict``: any warning); nothing was
             stored.
     """
-    batch = validate_files(paths, repo, tools=tools, strict=strict)
+    batch = validate_files(paths, repo, tools=tools, strict=strict, agents=agents)
     results = [
         _store_block(repo, block, source=batch.sources.get(("block", block.block_id)))
         for block in batch.blocks
@@ -325,10 +346,24 @@ def _checked(
         )
     for plan in batch.workflows:
         found = check_workflow(plan, lookup, tools=tools, providers=KNOWN_PROVIDERS)
+        what = "procedure" if plan.ckp is not None else "workflow"
         yield (
-            f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}",
-            Validation(found.errors, [*found.warnings, *workflow_advice(plan)]),
+            f"{batch.sources[('workflow', plan.plan_id)]}: {what} {plan.plan_id}",
+            _in_procedure(
+                plan, Validation(found.errors, [*found.warnings, *workflow_advice(plan)])
+            ),
         )
+
+
+def _in_procedure(plan: TaskPlan, validation: Validation) -> Validation:
+    """A CKP procedure's findings at the paths the author wrote (its nodes, not its steps)."""
+    if plan.ckp is None:
+        return validation
+
+    def located(problems: list[Problem]) -> list[Problem]:
+        return [Problem(ckp_path(plan, p.path), p.message, p.hint) for p in problems]
+
+    return Validation(located(validation.errors), located(validation.warnings))
 
 
 def _store_block(

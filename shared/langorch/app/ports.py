@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from langorch.domain.agents import AgentRegistration
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant, ResourceState
     from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from langorch.web.emails import OutgoingEmail
 
 __all__ = [
+    "AgentStore",
     "Clock",
     "EmailSender",
     "Executions",
@@ -283,6 +285,31 @@ class ToolServerStore(Protocol):
         ...
 
     def list(self) -> list[ToolServer]:
+        """Every registration, by name."""
+        ...
+
+    def delete(self, name: str) -> bool:
+        """Remove a registration; returns whether there was one."""
+        ...
+
+
+class AgentStore(Protocol):
+    """Registered agents and their capability contracts (seed 001 §7, §8.1): the definitions
+    table in DynamoDB, ``adapters.sqlite.agents`` locally.
+
+    Contract (``tests/contracts/test_agent_store.py``): ``put`` replaces a registration of the
+    same name and says whether it was new; ``delete`` says whether there was one.
+    """
+
+    def put(self, agent: AgentRegistration) -> bool:
+        """Store or replace a registration; returns whether it is new."""
+        ...
+
+    def get(self, name: str) -> AgentRegistration | None:
+        """The registration named ``name``, or ``None``."""
+        ...
+
+    def list(self) -> list[AgentRegistration]:
         """Every registration, by name."""
         ...
 

@@ -51,6 +51,7 @@ from langorch.domain.runs import (
 if TYPE_CHECKING:
     from langorch.app.approvals.ports import ApprovalsStore
     from langorch.app.ports import (
+        AgentStore,
         Clock,
         Executions,
         Ids,
@@ -147,6 +148,8 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def resources(self) -> ResourceLocks: ...
     @property
     def executions(self) -> Executions: ...
+    @property
+    def agents(self) -> AgentStore: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,6 +349,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
+    from langorch.app.agent_calls import AgentCalls, SecretValues
     from langorch.app.resources import WakingLocks
     from langorch.app.step_tools import RecordedSideEffects
     from langorch.engine.context import EngineContext
@@ -367,7 +371,21 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         segment=run.segment,
         resources=WakingLocks(deps.resources, deps.executions),
         resource_lease_seconds=deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS,
+        actions=AgentCalls.of(deps),
+        secrets=SecretValues(deps.secrets),
+        redacted=_sensitive(plan),
     )
+
+
+def _sensitive(plan: Any) -> frozenset[str]:
+    """A CKP procedure's sensitive variables (shown nowhere; see ``EngineContext.redacted``)."""
+    if not getattr(plan, "ckp", None):
+        return frozenset()
+    import json
+
+    from langorch.domain.ckp.compiler import sensitive_variables
+
+    return sensitive_variables(json.loads(plan.ckp))
 
 
 def _check_resume(run: RunRecord, cmd: RunSegment) -> None:

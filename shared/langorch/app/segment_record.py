@@ -209,8 +209,11 @@ _DETAIL = (
     "ran",
     "dropped",
     "total",
+    "action_step",
+    "batch",
 )
-"""What of an engine event the timeline keeps in ``detail``."""
+"""What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
+step's id and the size of the agent call it was part of)."""
 
 
 def timeline_event(

@@ -34,7 +34,13 @@ from langorch.domain.webhooks import format_secret
 
 if TYPE_CHECKING:
     from langorch.app.definitions import DefinitionsStore, RegisterResult
-    from langorch.app.ports import ScheduleStore, SecretsStore, ToolServerStore, WorkflowSource
+    from langorch.app.ports import (
+        AgentStore,
+        ScheduleStore,
+        SecretsStore,
+        ToolServerStore,
+        WorkflowSource,
+    )
     from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -64,6 +70,8 @@ class RegisterDeps(SyncDeps, Protocol):
     def definitions(self) -> DefinitionsStore: ...
     @property
     def tool_servers(self) -> ToolServerStore: ...
+    @property
+    def agents(self) -> AgentStore: ...
 
 
 class RotateDeps(Protocol):
@@ -264,14 +272,15 @@ def register_and_sync(
     from langorch.app.tool_registry import known_tool_names
 
     bound = known_tool_names(deps.tool_servers) if tools is None else tools
-    batch = validate_files(paths, deps.definitions, strict=strict, tools=bound)
+    agents = deps.agents.list()
+    batch = validate_files(paths, deps.definitions, strict=strict, tools=bound, agents=agents)
     problems: list[Problem] = []
     for plan in batch.workflows:
         where = f"{batch.sources[('workflow', plan.plan_id)]}: workflow {plan.plan_id}: "
         problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
     if problems:
         raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
-    results = register_files(deps.definitions, paths, tools=bound)
+    results = register_files(deps.definitions, paths, tools=bound, agents=agents)
     synced = [
         sync_triggers(r.definition, deps)
         for r in results

@@ -231,6 +231,35 @@ class TriggerIndex:
 _INDEXES: weakref.WeakKeyDictionary[Any, TriggerIndex] = weakref.WeakKeyDictionary()
 
 
+MAX_VERSIONS_BACK = 50
+"""How many earlier versions a trigger looks through for one that may run (CKP drafts)."""
+
+
+def runnable_version(plan: TaskPlan, deps: TriggerDeps) -> TaskPlan:
+    """The version a trigger starts: ``plan`` (the latest) when it may run now, else the latest
+    earlier version that may (a CKP procedure's ``status`` and ``effective_date``).
+
+    Raises:
+        ProcedureInactiveError: no version may run now; the message says why.
+    """
+    from langorch.domain.ckp.errors import ProcedureInactiveError
+    from langorch.domain.ckp.lifecycle import inactive_reason
+
+    today = deps.clock().date()
+    reason = inactive_reason(plan, today)
+    if reason is None:
+        return plan
+    for version in range(plan.version - 1, max(0, plan.version - MAX_VERSIONS_BACK), -1):
+        earlier = deps.definitions.get_workflow(plan.plan_id, version)
+        if earlier is not None and inactive_reason(earlier, today) is None:
+            return earlier
+    raise ProcedureInactiveError(
+        f"procedure {plan.plan_id} has no version a trigger may start today: the latest, "
+        f"version {plan.version}, has {reason}; set status active (and an effective_date of "
+        "today or earlier) and store it again, or start it by hand with `langorch runs start`"
+    )
+
+
 def trigger_index(deps: TriggerDeps) -> TriggerIndex:
     """The container's :class:`TriggerIndex` (built on first use)."""
     index = _INDEXES.get(deps)
@@ -283,6 +312,7 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
     _check_media_type(request)
     delivery = _verified(request, deps)
     plan, trigger = _webhook_workflow(request.workflow_id, deps)
+    plan = runnable_version(plan, deps)
     payload = _json_body(request)
     data = (
         with_defaults(plan, {**trigger.input, **payload}) if isinstance(payload, dict) else payload
@@ -448,6 +478,19 @@ def handle_schedule(event: ScheduleFired, deps: TriggerDeps) -> TriggerOutcome:
         )
         outcome.skipped.append((event.workflow_id, reason))
         return outcome
+    try:
+        plan = runnable_version(plan, deps)
+    except NotFoundError as exc:
+        logger.warning(
+            "schedule skipped",
+            extra={
+                "workflow_id": event.workflow_id,
+                "schedule": event.schedule,
+                "reason": str(exc),
+            },
+        )
+        outcome.skipped.append((event.workflow_id, str(exc)))
+        return outcome
     _start(
         outcome,
         StartRun(
@@ -499,7 +542,8 @@ def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcom
             continue
         try:
             dedupe_key = event.dedupe_key(plan.plan_id)
-        except ValueError as exc:
+            plan = runnable_version(plan, deps)
+        except (ValueError, NotFoundError) as exc:
             outcome.skipped.append((plan.plan_id, str(exc)))
             continue
         command = StartRun(

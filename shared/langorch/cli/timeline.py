@@ -92,6 +92,8 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(_duration(event.duration_ms))
         outcome = str(detail.get("outcome", ""))
         parts.append(outcome + (" (recorded)" if detail.get("replayed") else ""))
+        if detail.get("batch"):
+            parts.append(f"batch of {detail['batch']}")
         if detail.get("tool_error"):
             parts.append(_short(detail["tool_error"], 80))
     elif kind == TimelineEventType.approval_requested:

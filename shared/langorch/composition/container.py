@@ -24,6 +24,7 @@ from langorch.adapters.aws import make_client, new_session
 from langorch.config import Settings
 
 if TYPE_CHECKING:
+    from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
@@ -115,6 +116,13 @@ class Container:
         from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 
         return ToolServersRepository(self.client("dynamodb"), self.settings.definitions_table)
+
+    @cached_property
+    def agents(self) -> AgentsRepository:
+        """Registered agents (seed 001 §7), beside the definitions."""
+        from langorch.adapters.dynamodb.agents import AgentsRepository
+
+        return AgentsRepository(self.client("dynamodb"), self.settings.definitions_table)
 
     @cached_property
     def tasks(self) -> TasksRepository:

@@ -19,6 +19,7 @@ from langorch.composition.container import Container
 if TYPE_CHECKING:
     from langorch.adapters.local_files import FolderBucket
     from langorch.adapters.sqlite._db import Database
+    from langorch.adapters.sqlite.agents import SqliteAgents
     from langorch.adapters.sqlite.approvals import SqliteApprovals
     from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
     from langorch.adapters.sqlite.definitions import SqliteDefinitions
@@ -67,6 +68,12 @@ class EmbeddedContainer(Container):
         from langorch.adapters.sqlite.tool_servers import SqliteToolServers
 
         return SqliteToolServers(self.db)
+
+    @cached_property
+    def agents(self) -> SqliteAgents:  # type: ignore[override]
+        from langorch.adapters.sqlite.agents import SqliteAgents
+
+        return SqliteAgents(self.db)
 
     @cached_property
     def tasks(self) -> SqliteTasks:  # type: ignore[override]
@@ -143,7 +150,7 @@ class EmbeddedContainer(Container):
                 start leaves them to the first segment (under the database's setup lock), so
                 ``langorch dev`` never imports LangGraph on its way to ready.
         """
-        stores = ("definitions", "runs", "tool_servers", "tasks", "resources", "secrets")
+        stores = ("definitions", "runs", "tool_servers", "agents", "tasks", "resources", "secrets")
         for name in (*stores, "approvals", "schedules", "logs"):
             getattr(self, name)  # each store creates its tables when it is built
         self.schedules.ensure_group()  # approvals' wake-ups are put into it from the start

@@ -402,6 +402,10 @@ class TaskPlan(_Model):
     category: str = ""
     tags: list[str] = Field(default_factory=list)
     created_by: str = "system"
+    ckp: str | None = Field(default=None, exclude_if=_unset)
+    """The CKP procedure this plan was compiled from, as JSON text in the author's key order
+    (:mod:`langorch.domain.ckp`): what ``workflows show`` prints and ``export --ckp`` writes.
+    Left out of dumps while unset."""
 
     @property
     def workflow_id(self) -> str:
@@ -426,6 +430,10 @@ class TaskPlan(_Model):
         """Hash of everything but ``version``: identical content is the same workflow version."""
         data = _unset_additions(self.model_dump(mode="json", exclude={"version"}))
         data["steps"] = [_unset_additions(step) for step in data["steps"]]
+        if data.get("ckp"):
+            # The document's content, not its layout: the same procedure re-indented is the
+            # same version.
+            data["ckp"] = json.loads(data["ckp"])
         return _content_hash(data)
 
 
@@ -441,6 +449,7 @@ _ADDED_FIELDS = (
     "max_parallel",
     "chain",
     "hooks",
+    "ckp",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

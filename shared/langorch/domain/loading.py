@@ -1,7 +1,9 @@
 """Loading block and workflow definitions from JSON or YAML files.
 
 A file holds one block, one workflow, a list of them, or ``{"blocks": [...], "workflows": [...]}``.
-A mapping with ``steps`` or ``plan_id`` is a workflow; a mapping with ``block_id`` is a block.
+A mapping with ``steps`` or ``plan_id`` is a workflow; a mapping with ``block_id`` is a block; a
+mapping with ``procedure_id`` or ``workflow_graph`` is a CKP procedure (seed 001), compiled into a
+workflow by :mod:`langorch.domain.ckp.compiler` (its warnings are kept beside the definitions).
 
 Loading checks shapes only (the pydantic models); cross-references are checked by
 :mod:`langorch.domain.validation`. Every problem of a file is reported at once, each with its path
@@ -22,6 +24,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from langorch.domain.ckp.compiler import compile_procedure, is_procedure
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.limits import MAX_JSON_DEPTH, json_shape_problem
@@ -39,6 +42,8 @@ class LoadedDefinitions:
 
     blocks: list[BlockDefinition] = field(default_factory=list)
     workflows: list[TaskPlan] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    """What compiling CKP procedures accepted but flags (unknown fields, ignored settings)."""
 
 
 def load_file(path: str | Path) -> LoadedDefinitions:
@@ -207,6 +212,9 @@ def _parse_one(
             )
         )
         return
+    if is_procedure(item) and model is not BlockDefinition:
+        _compile_one(item, prefix, loaded, problems)
+        return
     if model is None:
         if "steps" in item or "plan_id" in item:
             model = TaskPlan
@@ -216,8 +224,9 @@ def _parse_one(
             problems.append(
                 Problem(
                     prefix,
-                    "neither a block nor a workflow",
-                    "a block has block_id; a workflow has plan_id and steps",
+                    "neither a block, a workflow nor a CKP procedure",
+                    "a block has block_id; a workflow has plan_id and steps; a CKP procedure "
+                    "has procedure_id and workflow_graph",
                 )
             )
             return
@@ -230,6 +239,26 @@ def _parse_one(
         loaded.workflows.append(parsed)
     else:
         loaded.blocks.append(parsed)
+
+
+def _compile_one(
+    item: dict[str, Any], prefix: str, loaded: LoadedDefinitions, problems: list[Problem]
+) -> None:
+    """Compile one CKP procedure into ``loaded`` or add its problems (paths under ``prefix``)."""
+    try:
+        compiled = compile_procedure(item)
+    except DefinitionError as exc:
+        problems.extend(_prefixed(prefix, p) for p in exc.problems)
+        return
+    loaded.workflows.append(compiled.plan)
+    loaded.warnings.extend(_prefixed(prefix, p) for p in compiled.warnings)
+
+
+def _prefixed(prefix: str, problem: Problem) -> Problem:
+    if not prefix:
+        return problem
+    path = f"{prefix}.{problem.path}" if problem.path else prefix
+    return Problem(path, problem.message, problem.hint)
 
 
 def _duplicates(loaded: LoadedDefinitions) -> Iterable[Problem]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from langorch.domain.agents import AgentRegistration
+    from langorch.domain.ckp.binding import Catalog
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant
     from langorch.llm import LLMRequest, LLMResult
@@ -119,6 +121,43 @@ class ResourceGate(Protocol):
     def release(self, name: str, holder: str) -> bool: ...
 
 
+class ActionDispatch(Protocol):
+    """Performs a CKP step's action on a registered agent or MCP tool (``app.agent_calls``)."""
+
+    def catalog(self, agent: str | None = None, servers: frozenset[str] = ...) -> Catalog:
+        """What the binding rules need for one node: its agent's registration (when registered)
+        and which of the tool servers its ``server.tool`` actions name are registered."""
+        ...
+
+    async def call_agent(
+        self,
+        agent: AgentRegistration,
+        request: dict[str, Any],
+        *,
+        idempotency_key: str,
+        timeout: float,
+    ) -> list[dict[str, Any]]:
+        """One call to an agent: ``request["steps"]`` in, one result per step out
+        (``{"status": "ok", "output": …}`` or ``{"status": "error", "error": …}``).
+
+        Raises:
+            AgentCallError: the agent did not answer, or answered with an error status.
+        """
+        ...
+
+    async def call_tool(
+        self, server: str, tool: str, args: dict[str, Any], *, timeout: float
+    ) -> tuple[Any, bool]:
+        """Call a registered MCP server's tool: ``(output, failed)``."""
+        ...
+
+
+class SecretReader(Protocol):
+    """Reads the secrets ``{{ secrets.NAME }}`` names (the deployment's secrets store)."""
+
+    def get_json(self, name: str, *, fresh: bool = False) -> dict[str, Any]: ...
+
+
 @dataclass
 class EngineContext:
     """Per-segment runtime context of a run's graph."""
@@ -146,3 +185,10 @@ class EngineContext:
     resource_lease_seconds: float = 1020.0
     """How long a step's lease lasts: longer than the segment that took it can run, so only a
     dead holder's lease expires."""
+    actions: ActionDispatch | None = None
+    """Agents and MCP tools for CKP steps; without it only built-in actions bind."""
+    secrets: SecretReader | None = None
+    """Where ``{{ secrets.NAME }}`` is read when a step runs; without it such a step fails."""
+    redacted: frozenset[str] = frozenset()
+    """Variables never shown: the timeline and the logs print ``[redacted]`` for them (a CKP
+    procedure's sensitive variables)."""

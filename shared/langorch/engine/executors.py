@@ -119,7 +119,14 @@ def make_step_node(spec: StepSpec) -> Any:
         clears = (state.get("error") or {}).get("step_id") == spec.step_id
         try:
             return _finished(
-                outcome, spec, attempt, done=done, started=started, emit=emit, clears=clears
+                outcome,
+                spec,
+                attempt,
+                done=done,
+                started=started,
+                emit=emit,
+                clears=clears,
+                hidden=ctx.redacted,
             )
         finally:
             resources.leave(spec, ctx, emit, step_event)
@@ -262,11 +269,14 @@ def _finished(
     started: float,
     emit: Emit,
     clears: bool = False,
+    hidden: frozenset[str] = frozenset(),
 ) -> Command[Any]:
     """Record the step's result and route on; ``clears``: the standing error is this step's,
-    and this success ends it."""
+    and this success ends it; ``hidden`` keys are shown as ``[redacted]``."""
     duration = _ms(started)
     shown = outcome.summary if outcome.summary is not None else summarize(outcome.context)
+    if hidden & set(shown):
+        shown = {k: "[redacted]" if k in hidden else v for k, v in shown.items()}
     emit(
         step_event(
             "step_finished",
@@ -334,6 +344,7 @@ def _normalise(exc: BaseException, spec: StepSpec, attempt: int) -> dict[str, An
     message = str(exc) or type(exc).__name__
     return {
         "step_id": spec.step_id,
+        "node_id": spec.step_id,  # seed 001's name for it: a CKP node is a step
         "type": type(exc).__name__,
         "message": message[:1000],
         "attempts": attempt,

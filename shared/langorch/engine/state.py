@@ -48,6 +48,8 @@ class StepError(TypedDict):
     """The normalised error object templates can use as ``error.message`` and so on."""
 
     step_id: str
+    node_id: str
+    """The same as ``step_id``: seed 001 writes ``error.node_id``."""
     type: str
     message: str
     attempts: int

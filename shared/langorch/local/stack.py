@@ -75,6 +75,8 @@ class LocalStack:
     """The bucket watcher (``pump()`` delivers what is due now)."""
     ticker: Any = None
     """The scheduler tick (``fire_due(now)`` fires what is due)."""
+    example_servers: Any = None
+    """The examples' tool servers and agents (``servers=True``): an ``ExampleTools``."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
     _flush_logs: Callable[[float], bool] | None = None
 
@@ -125,6 +127,17 @@ def check_home_layout(home: Path) -> None:
         )
 
 
+EXAMPLE_FILES = ("definitions.yaml", "*.ckp.json")
+"""What an example folder's definitions are: langorch's own file and CKP procedures."""
+
+
+def example_files(folders: list[Path]) -> list[str]:
+    """The definition files of example folders, in order."""
+    return [
+        str(f) for folder in folders for glob in EXAMPLE_FILES for f in sorted(folder.glob(glob))
+    ]
+
+
 def merged_offline_script(example_dirs: list[Path], target: Path) -> Path | None:
     """Merge the examples' scripted LLM answers (``offline.yaml``) into one file."""
     merged: dict[str, Any] = {}
@@ -147,6 +160,7 @@ def start_local_stack(
     region: str = "us-east-1",
     console: bool = False,
     verbose: bool = False,
+    servers: bool = False,
     before_recovery: Callable[[LocalStack], None] | None = None,
 ) -> LocalStack:
     """Start the local stack with everything provisioned.
@@ -167,6 +181,9 @@ def start_local_stack(
         console: for a person at a terminal (``langorch dev``): one human line per event on
             stdout, the functions' JSON lines in ``<home>/logs/functions.jsonl``.
         verbose: with ``console``, the JSON lines on stdout as well.
+        servers: start the examples' MCP tool servers and stand-in agents (``tools.yaml``,
+            ``agents.yaml``) and register them before the examples' definitions, which then
+            bind to them (``stack.example_servers``; stopped with the stack).
         before_recovery: runs once the stack can serve functions, before in-flight runs get
             their executions again: what those runs call must be up first (the examples' tool
             servers, each on a new address and token).
@@ -196,7 +213,7 @@ def start_local_stack(
         reserved.bind(("127.0.0.1", 0))
         gateway_port = int(reserved.getsockname()[1])
     example_dirs = (
-        sorted(p.parent for p in examples.glob("*/definitions.yaml"))
+        sorted({p.parent for glob in EXAMPLE_FILES for p in examples.glob(f"*/{glob}")})
         if (examples is not None and examples.is_dir())
         else []
     )
@@ -234,11 +251,14 @@ def start_local_stack(
         sink.ensure_groups(list(_function_names()))
         stack.settings = settings
         stack.container = container = EmbeddedContainer(settings)
+        if servers:
+            from langorch.local.example_tools import start_example_servers
+
+            stack.example_servers = start_example_servers(container, example_dirs)
+            stack._stops.append(stack.example_servers.stop)
         if example_dirs:
             # Registered like `langorch workflows put`: webhook secrets and schedules too.
-            batch = register_and_sync(
-                [str(d / "definitions.yaml") for d in example_dirs], container
-            )
+            batch = register_and_sync(example_files(example_dirs), container)
             stack.examples = [r.id for r in batch.results if r.kind == "workflow"]
 
         if before_recovery is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from langorch.cli.commands import (
+    agents,
     approvals,
     blocks,
     console,
@@ -29,6 +30,7 @@ GROUPS: list[ModuleType] = [
     blocks,
     workflows,
     tools,
+    agents,
     runs,
     hooks,
     approvals,

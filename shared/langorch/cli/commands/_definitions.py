@@ -156,6 +156,10 @@ def _show_text(stored: StoredDefinition[Any]) -> str:
         f"# hash {stored.content_hash}\n"
         f"# created {stored.created_at.isoformat()}\n"
     )
+    ckp: str | None = getattr(stored.definition, "ckp", None)
+    if ckp is not None:
+        # A CKP procedure is shown as its author wrote it (the compiled plan: --json).
+        return header + "# a CKP procedure, as written\n" + ckp
     # Defaults left out: the same definition, and what the author wrote rather than every field.
     body = stored.definition.model_dump(mode="json", exclude_defaults=True)
     body["version"] = stored.version

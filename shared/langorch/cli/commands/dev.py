@@ -98,16 +98,6 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         endpoint = json.loads((home / "stack.json").read_text()).get("endpoint_url")
         if endpoint and endpoint_reachable(endpoint):
             raise UsageError(f"a local stack is already running at {endpoint}")
-    from langorch.local.example_tools import ExampleTools, start_example_tools
-
-    tools = ExampleTools()
-
-    def start_tools(stack: Any) -> None:
-        # Before in-flight runs resume: a run that calls a tool finds it at its new address.
-        nonlocal tools
-        tools = start_example_tools(stack.settings, examples)
-        stack._stops.append(tools.stop)
-
     stack = start_local_stack(
         home=home,
         port=args.emulator_port,
@@ -115,8 +105,13 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         examples=examples,
         console=True,
         verbose=args.verbose,
-        before_recovery=start_tools,
+        # Started and registered before the examples, which bind to them, and before in-flight
+        # runs resume: a run that calls a tool finds it at its new address.
+        servers=True,
     )
+    from langorch.local.example_tools import ExampleTools
+
+    tools: ExampleTools = stack.example_servers or ExampleTools()
     console_url = _start_console(ctx, stack, args.console_port, args.console_email)
     took = time.monotonic() - started
     settings = stack.settings
@@ -153,6 +148,10 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             f"  tool          {name} -> {url}  (MCP, example)"
             for name, url in tools.registered.items()
         ],
+        *[
+            f"  agent         {name} -> {url}  (stand-in, example)"
+            for name, url in tools.agents.items()
+        ],
         "",
         "try, in another terminal (`source .venv/bin/activate` first puts langorch on PATH):",
         "  langorch workflows list",
@@ -176,6 +175,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             "workflows": stack.examples,
             "recovered": stack.recovered,
             "tools": tools.registered,
+            "agents": tools.agents,
         },
         "\n".join(lines),
     )

@@ -331,14 +331,28 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
         script = str(beside) if beside.exists() else None
     # The embedded stores (SQLite) in a folder of this command's own, gone when it ends; the LLM
     # settings are the user's (LANGORCH_DEFAULT_LLM_PROVIDER, LANGORCH_OPENAI_API_KEY, …).
+    from langorch.app.tool_registry import known_tool_names
+    from langorch.local.example_tools import start_example_servers
+
     with tempfile.TemporaryDirectory(prefix="langorch-local-") as home:
         settings = Settings(region="us-east-1", offline_script=script, local_home=home)
         container = EmbeddedContainer(settings)
         container.ensure_resources()
         seed_builtins(container.definitions)
-        results = register_files(container.definitions, [str(f) for f in files])
-        workflow = _local_workflow(args.workflow, results)
-        return _run(ctx, args, container, workflow, data)
+        # An example's tool servers and stand-in agents sit beside its definitions too: started
+        # here, registered in this command's stores, stopped when it ends.
+        servers = start_example_servers(container, sorted({f.resolve().parent for f in files}))
+        try:
+            results = register_files(
+                container.definitions,
+                [str(f) for f in files],
+                tools=known_tool_names(container.tool_servers),
+                agents=container.agents.list(),
+            )
+            workflow = _local_workflow(args.workflow, results)
+            return _run(ctx, args, container, workflow, data)
+        finally:
+            servers.stop()
 
 
 def _local_workflow(named: str | None, results: list[Any]) -> str:

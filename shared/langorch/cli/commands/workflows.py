@@ -68,6 +68,19 @@ def register(subparsers: Subparsers) -> None:
     show_workflow = add_command(workflows, "show", _show, "one stored workflow version")
     show_workflow.add_argument("ref", metavar="ID[@VERSION]")
 
+    export = add_command(
+        workflows,
+        "export",
+        _export,
+        "write a stored workflow as a definitions file, or as a CKP procedure (--ckp); "
+        "`workflows put` takes either back",
+    )
+    export.add_argument("ref", metavar="ID[@VERSION]")
+    export.add_argument("--ckp", action="store_true", help="as a CKP procedure (seed 001's format)")
+    export.add_argument(
+        "--output", "-o", metavar="FILE", help="write to FILE (default: standard output)"
+    )
+
     rotate = add_command(
         workflows,
         "rotate-secret",
@@ -157,7 +170,10 @@ def _validate(ctx: Context, args: argparse.Namespace) -> None:
     target = ctx.reachable_target()
     lookup = None if target is None else ctx.definitions()
     against = "built-in blocks only" if target is None else f"stored definitions ({target.source})"
-    batch = validate_files(args.files, lookup, tools=_known_tools(ctx, target), strict=args.strict)
+    agents = [] if target is None else ctx.container.agents.list()
+    batch = validate_files(
+        args.files, lookup, tools=_known_tools(ctx, target), strict=args.strict, agents=agents
+    )
     warn_each(ctx, batch.warnings)
     document = {
         "valid": True,
@@ -224,3 +240,52 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
     show(ctx, "workflow", args.ref)
+
+
+def _export(ctx: Context, args: argparse.Namespace) -> None:
+    import json
+    from pathlib import Path
+
+    from langorch.cli.commands._definitions import parse_ref
+    from langorch.cli.output import to_yaml
+    from langorch.domain.errors import NotFoundError
+
+    workflow_id, version = parse_ref(args.ref)
+    repo = ctx.definitions()
+    plan = repo.get_workflow(workflow_id, version)
+    if plan is None:
+        at = f"@{version}" if version else ""
+        raise NotFoundError(
+            f"no workflow {workflow_id}{at} is stored in {ctx.target().name}: "
+            "`langorch workflows list` shows those that are"
+        )
+    if args.ckp:
+        from langorch.domain.ckp.export import export_ckp
+
+        document: dict[str, Any] = export_ckp(plan, repo)
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    else:
+        document = _definitions_file(plan, repo)
+        text = to_yaml(document)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        ctx.out.result(
+            {"workflow_id": plan.plan_id, "version": plan.version, "file": args.output},
+            f"wrote {plan.plan_id}@{plan.version} to {args.output}"
+            + (" (CKP)" if args.ckp else ""),
+        )
+    else:
+        ctx.out.result(document, text.rstrip("\n"))
+
+
+def _definitions_file(plan: Any, repo: Any) -> dict[str, Any]:
+    """The workflow and the blocks it uses, as one definitions file ``workflows put`` takes."""
+    blocks: list[dict[str, Any]] = []
+    for step in plan.steps:
+        if step.block_id is not None:
+            block = repo.get_block(step.block_id, step.block_version)
+            if block is not None and block.block_id not in {b["block_id"] for b in blocks}:
+                blocks.append(block.model_dump(mode="json", exclude_defaults=True))
+    workflow = plan.model_dump(mode="json", exclude_defaults=True)
+    workflow.pop("version", None)
+    return {"blocks": blocks, "workflows": [workflow]} if blocks else {"workflows": [workflow]}

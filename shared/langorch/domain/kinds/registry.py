@@ -25,6 +25,9 @@ BUILTIN_MODULES = (
     "loop",
     "subflow",
     "terminate",
+    "sequence",
+    "verification",
+    "llm_action",
 )
 """Modules of ``langorch.domain.kinds`` whose ``KINDS`` are the built-in kinds."""
 
