@@ -22,7 +22,8 @@ from langorch.app.tool_registry import known_tool_names
 from langorch.composition.embedded import EmbeddedContainer
 from langorch.config import Settings
 from langorch.console.app import ConsoleApp
-from langorch.console.http import Request
+from langorch.console.http import Request, Sessions
+from langorch.console.operator import Operator
 from langorch.local.example_tools import ExampleTools, start_example_servers
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ckp_invoices"
@@ -169,7 +170,12 @@ def logged(caplog: pytest.LogCaptureFixture) -> str:
 
 
 def console_page(container: EmbeddedContainer, path: str) -> str:
-    console = ConsoleApp(container, "the local stack", frozenset({"http://127.0.0.1:8765"}))
-    response = console.handle(Request("GET", path, {}, {}))
+    sessions = Sessions(b"k" * 32, token="start-up-token")
+    operator = Operator("ana", "OS user", "ana@example.com")
+    console = ConsoleApp(
+        container, "the local stack", frozenset({"http://127.0.0.1:8765"}), operator, sessions
+    )
+    signed_in = sessions.open("start-up-token") or ""
+    response = console.handle(Request("GET", path, {}, {}, session=signed_in))
     assert response.status == 200, response.body[:500]
     return response.body.decode()

@@ -463,11 +463,16 @@ def test_the_steps_own_timeout_still_stops_a_step_waiting_on_a_tool(slow_desk: A
     result, _ = _run(fakes)
 
     # Then the step's timeout is not taken for the tool's: the step stops, and the run fails
-    # with the step's timeout (its LLM call's share of it)
+    # with the step's timeout — its LLM call's share of it, or, when the machine is slow to
+    # get there, the step's own deadline (both are the step's 2 s, neither the tool's 30 s)
     assert result.status == "failed"
     assert result.error is not None
-    assert result.error["type"] == "LLMTimeoutError"
-    assert "timeout_seconds" in result.error["message"]
+    step_timeout = {
+        "LLMTimeoutError": "timeout_seconds",
+        "StepTimeoutError": "ran past 2s",
+    }
+    assert result.error["type"] in step_timeout
+    assert step_timeout[result.error["type"]] in result.error["message"]
 
 
 @pytest.fixture(scope="module")
