@@ -69,6 +69,9 @@ class DeployConfig:
             time). Empty: no registered tool may be called.
         mcp_secrets: names of the Secrets Manager secrets that hold the tool servers' header
             values (``--header NAME=secret:ID``); the runner may read exactly these.
+        event_workflows: workflow files (or folders of them) whose event triggers get an
+            EventBridge rule aimed at the trigger function: a rule is infrastructure, so a new
+            event trigger is deployed, not only put (``langorch workflows put`` warns).
         log_retention_days: retention of every log group.
         checkpoint_ttl_days: checkpoints (and their offloaded S3 objects) expire after this.
         retain_data: keep tables and the bucket when the stack is destroyed.
@@ -104,6 +107,7 @@ class DeployConfig:
     bedrock_marketplace_products: tuple[str, ...] = ()
     mcp_servers: tuple[str, ...] = ()
     mcp_secrets: tuple[str, ...] = ()
+    event_workflows: tuple[str, ...] = ()
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
     retain_data: bool = True
@@ -191,6 +195,7 @@ class DeployConfig:
             "bedrock_marketplace_products",
             "mcp_servers",
             "mcp_secrets",
+            "event_workflows",
         ):
             if name in raw:
                 raw[name] = tuple(_as_list(raw[name]))

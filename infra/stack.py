@@ -128,6 +128,7 @@ class LangorchStack(Stack):
             trigger=self.functions.trigger,
             files=self.files,
             reconcile_minutes=config.reconcile_minutes,
+            event_workflows=config.event_workflows,
         )
         public_base_url = (config.public_base_url or self.api.url).rstrip("/")
         # Approvals' reminders and escalations are one-time schedules aimed at the trigger

@@ -3,6 +3,8 @@
 * API Gateway HTTP API (v2) ``POST /hooks/{workflow_id}`` — a signed webhook delivery;
 * the Input of a langorch EventBridge Scheduler schedule (``source: langorch.schedule``);
 * an EventBridge ``Object Created`` event from S3 (``source: aws.s3``);
+* an event trigger's rule (``source: langorch.event``, the EventBridge event inside), or a bare
+  EventBridge event;
 * the stack's reconcile schedule (``source: langorch.reconcile``), which ends runs whose
   execution ended without their record following (:mod:`langorch.app.recovery.reconcile`).
 
@@ -30,13 +32,14 @@ from langorch.app.triggers import (
     TriggerOutcome,
     WebhookRequest,
     accept_webhook,
+    handle_event,
     handle_s3_object,
     handle_schedule,
 )
 from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.errors import LangorchError
 from langorch.domain.s3_notifications import S3EventError, objects_created
-from langorch.domain.triggers import S3ObjectCreated, ScheduleFired, event_kind
+from langorch.domain.triggers import EventDelivered, S3ObjectCreated, ScheduleFired, event_kind
 from langorch.web.errors import answer_for, http_status, outcome_status
 from langorch.web.http import error_body, raw_body
 
@@ -195,6 +198,14 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             logger.info("S3 event names no created object (test event or other type)")
             return {"trigger": "s3", "runs": [], "skipped": []}
         return _s3_outcomes(objects)
+    if kind == "event":
+        try:
+            delivered = EventDelivered.from_lambda_event(event)
+        except ValueError as exc:
+            logger.error("malformed EventBridge event", extra={"reason": str(exc)[:300]})
+            return {"ignored": "malformed EventBridge event", "reason": str(exc)[:300]}
+        logger.thread_safe_append_keys(event_id=delivered.event_id, bus=delivered.bus)
+        return _outcome(handle_event(delivered, container()))
     logger.error("unsupported event", extra={"keys": sorted(event)[:20]})
     return {"ignored": "unsupported event"}
 

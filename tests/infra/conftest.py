@@ -31,6 +31,9 @@ CONTEXT: dict[str, Any] = {
     "region": "eu-west-1",
     "mcp_servers": "https://tools.example.org/mcp",
     "mcp_secrets": "langorch-test/tools/orders",
+    "event_workflows": str(
+        Path(__file__).parents[1] / "fixtures" / "workflows" / "event_triggers.yaml"
+    ),
 }
 
 

@@ -30,7 +30,7 @@ def test_alarms_cover_failed_runs_dlqs_throttles_and_handler_errors(synth: Synth
     }
     prefix = f"langorch-{STAGE}-"
     expected = {"RunsFailed", "ExecutionsThrottled"}
-    expected |= {f"Dlq-{q}" for q in ("schedules", "file-events", "trigger")}
+    expected |= {f"Dlq-{q}" for q in ("schedules", "file-events", "trigger", "events")}
     for fn in ("trigger", "run-segment", "request-approval", "approval-callback"):
         expected.add(f"Throttles-{fn}")
     # Lambda's Errors for the API's functions; for the two the state machine retries on

@@ -33,9 +33,7 @@ def test_schedule_group_and_role_that_may_only_invoke_the_trigger(synth: Synth) 
 
 
 def test_file_drops_start_runs_but_checkpoint_offloads_never_do(synth: Synth) -> None:
-    rules = synth.of_type("AWS::Events::Rule")
-    assert len(rules) == 1
-    rule = next(iter(rules.values()))["Properties"]
+    rule = synth.resources[synth.logical_id(synth.stack.triggers.file_drop_rule)]["Properties"]
     pattern = rule["EventPattern"]
     assert pattern["source"] == ["aws.s3"]
     assert pattern["detail-type"] == ["Object Created"]
@@ -62,7 +60,7 @@ def test_failed_async_invocations_of_the_trigger_land_in_a_dlq(synth: Synth) -> 
 
 def test_dead_letter_queues_are_encrypted_tls_only_and_kept_14_days(synth: Synth) -> None:
     queues = synth.of_type("AWS::SQS::Queue")
-    assert len(queues) == 3
+    assert len(queues) == 4
     for queue in queues.values():
         assert queue["Properties"]["SqsManagedSseEnabled"] is True
         assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86400
@@ -93,3 +91,39 @@ def test_the_reconcile_pass_runs_on_a_schedule_in_the_stacks_group(synth: Synth)
     )
     described = actions_on(statements)["states:DescribeExecution"]
     assert described == {"arn:aws:states:eu-west-1:123456789012:execution:langorch-test-runs:*"}
+
+
+def test_each_event_trigger_gets_a_rule_on_its_bus_aimed_at_the_trigger_with_a_dlq(
+    synth: Synth,
+) -> None:
+    # Given the workflows of event_workflows: big_orders on default, audit on the audit bus
+    triggers = synth.stack.triggers
+    trigger = synth.logical_id(synth.stack.functions.trigger)
+
+    # When the stack is synthesized
+    rules = {
+        key: synth.resources[synth.stack.get_logical_id(rule)]["Properties"]
+        for key, rule in triggers.event_rules.items()
+    }
+
+    # Then each rule carries the trigger's pattern, on its bus
+    assert set(rules) == {"big_orders#1", "audit#1"}
+    orders, audit = rules["big_orders#1"], rules["audit#1"]
+    assert orders["EventPattern"]["detail"]["total"] == [{"numeric": [">=", 100]}]
+    assert "EventBusName" not in orders
+    assert audit["EventBusName"] == "audit"
+    # And its target is the trigger function, with the envelope naming the workflow and bus
+    (target,) = orders["Targets"]
+    assert ref_target(target["Arn"]) == trigger
+    template = target["InputTransformer"]["InputTemplate"]
+    assert '"source": "langorch.event"' in template
+    assert '"workflow_id": "big_orders"' in template
+    assert '"event": <aws.events.event.json>' in template
+    # And failed deliveries go to the events DLQ, which only these rules may write to
+    assert ref_target(target["DeadLetterConfig"]["Arn"]) == synth.logical_id(triggers.events_dlq)
+    permissions = [
+        p["Properties"]
+        for p in synth.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["Principal"] == "events.amazonaws.com"
+    ]
+    assert len([p for p in permissions if "SourceArn" in p]) >= 2

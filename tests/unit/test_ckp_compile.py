@@ -147,6 +147,10 @@ def test_variables_schema_becomes_the_inputs_schema() -> None:
             {"type": "file_watch", "file_watch_config": {"path": "inbox", "pattern": "*.csv"}},
             {"type": "s3", "prefix": "inbox/", "suffix": ".csv"},
         ),
+        (
+            {"type": "event", "event_config": {"bus": "shop", "pattern": {"source": ["a"]}}},
+            {"type": "event", "bus": "shop", "pattern": {"source": ["a"]}},
+        ),
     ],
 )
 def test_each_trigger_maps_onto_langorchs(
@@ -157,10 +161,14 @@ def test_each_trigger_maps_onto_langorchs(
     assert mapped.model_dump(exclude_defaults=True) == expected
 
 
-def test_an_event_trigger_is_refused_by_name() -> None:
+def test_an_event_trigger_without_a_pattern_is_refused_at_its_config() -> None:
+    # Given an event trigger that names no pattern
+    # When the procedure is compiled
     [(path, message)] = problems(procedure("e", {"e": END}, trigger={"type": "event"}))
-    assert path == "trigger.type"
-    assert "event triggers are not supported yet" in message
+
+    # Then the problem is at event_config.pattern and says what it needs
+    assert path == "trigger.event_config.pattern"
+    assert "needs event_config.pattern" in message
 
 
 def test_a_secret_becomes_a_reference_to_the_secret_its_procedure_names() -> None:

@@ -145,3 +145,42 @@ def test_a_malformed_s3_notification_is_refused_with_its_reason_and_starts_nothi
     assert "Records[0].body holds no S3 'Records' list" in answer["reason"]
     assert '"malformed S3 event"' in log_output.getvalue()
     assert all_runs(deps) == []
+
+
+def test_an_event_rules_envelope_starts_the_workflows_run_once(deps: Fakes):
+    # Given a workflow with an event trigger and its rule's envelope around an EventBridge event
+    from langorch.app.definitions import register_workflow
+    from langorch.domain.loading import load_text
+    from langorch.domain.triggers import event_envelope
+
+    text = """
+workflows:
+  - plan_id: orders
+    memory: false
+    triggers: [{type: event, pattern: {source: [shop.orders]}}]
+    steps: [{step_id: noop, kind: transform, transform: {x: "1"}}]
+"""
+    register_workflow(deps.definitions, load_text(text, source="o.yaml", fmt="yaml").workflows[0])
+    event = load_event("eventbridge_order_placed.json")
+
+    # When EventBridge invokes the function with it twice
+    first = _invoke(event_envelope("orders", "default", event))
+    again = _invoke(event_envelope("orders", "default", event))
+
+    # Then one run started and the redelivery found it
+    assert first["trigger"] == "event"
+    assert [r["created"] for r in first["runs"]] == [True]
+    assert [r["created"] for r in again["runs"]] == [False]
+    assert [r.workflow_id for r in all_runs(deps)] == ["orders"]
+
+
+def test_a_malformed_event_envelope_is_refused_with_its_reason(deps: Fakes):
+    # Given an envelope whose event has no id
+    envelope = {"source": "langorch.event", "workflow_id": "orders", "event": {"source": "x"}}
+
+    # When the function gets it
+    answer = _invoke(envelope)
+
+    # Then it says why and nothing starts
+    assert answer["ignored"] == "malformed EventBridge event"
+    assert all_runs(deps) == []

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from langorch.domain.resources import Grant, ResourceState
     from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
     from langorch.domain.tool_servers import ToolServer
+    from langorch.domain.triggers import PutEvent
     from langorch.llm.toolbox import ToolSpec
     from langorch.web.emails import OutgoingEmail
 
@@ -34,6 +35,7 @@ __all__ = [
     "AgentStore",
     "Clock",
     "EmailSender",
+    "EventBus",
     "Executions",
     "Ids",
     "ResourceLocks",
@@ -232,6 +234,15 @@ class StoredSchedule(Protocol):
     def role_arn(self) -> str | None: ...
     @property
     def dead_letter_arn(self) -> str | None: ...
+
+
+class EventBus(Protocol):
+    """Where ``langorch events send`` puts an event (EventBridge; the local bus in the embedded
+    default, which delivers it to the matching event triggers at once)."""
+
+    def put(self, bus: str, source: str, detail_type: str, detail: dict[str, Any]) -> PutEvent:
+        """Put one event; its id (and, locally, the workflows it reached)."""
+        ...
 
 
 class ScheduleStore(Protocol):

@@ -11,6 +11,8 @@ Nothing here imports LangGraph or LangChain: the trigger function's cold start s
   prober learns nothing from an unknown workflow id: it gets the 401 of an unsigned request.
 * :func:`handle_schedule` — the Input of a langorch schedule, once per slot.
 * :func:`handle_s3_object` — an object created in a watched bucket: every matching workflow.
+* :func:`handle_event` — an EventBridge event: the workflow its rule matched (or every event
+  trigger whose pattern matches), once per event id.
 * :func:`sync_triggers` / :func:`register_and_sync` — after a workflow is stored: its webhook
   secret (created once, shown once) and its EventBridge Scheduler schedules.
 * :func:`rotate_webhook_secret` — a new current secret; the old one stays valid as previous.
@@ -42,9 +44,11 @@ from langorch.domain.errors import (
 from langorch.domain.inputs import ensure_valid_input, with_defaults
 from langorch.domain.limits import MAX_INPUT_BYTES, json_bytes, loads_strict
 from langorch.domain.triggers import (
+    EventDelivered,
     S3ObjectCreated,
     ScheduleFired,
     StartedRun,
+    event_trigger_matches,
     s3_trigger_matches,
     schedule_name,
     schedule_triggers,
@@ -126,7 +130,7 @@ class TriggerOutcome:
             from this event (a retry would not help, so the event is not retried).
     """
 
-    trigger: Literal["schedule", "s3"]
+    trigger: Literal["schedule", "s3", "event"]
     started: list[StartedRun] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
 
@@ -557,6 +561,73 @@ def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcom
                 "key": event.key,
                 "version_id": event.version_id,
                 "sequencer": event.sequencer,
+            },
+        )
+        try:
+            _start(outcome, command, deps)
+        except StorageError as exc:
+            failures.append(exc)
+    if failures:
+        raise failures[0]
+    return outcome
+
+
+def handle_event(event: EventDelivered, deps: TriggerDeps) -> TriggerOutcome:
+    """Start one run per workflow whose event trigger matches the event (once per event id).
+
+    The rule that delivered it already matched in the cloud; the pattern is checked again
+    against the workflow's latest version, so a pattern changed since the rule was deployed
+    starts nothing it no longer names.
+
+    Args:
+        event: the event, the bus it came from and, from a rule, the workflow it is for.
+        deps: the ports it needs.
+
+    Returns:
+        The runs started or found; workflows skipped with the reason.
+
+    Raises:
+        StorageError: a backend failed for some workflow (after the others were tried;
+            EventBridge retries, and a redelivery starts only what is still missing).
+    """
+    outcome = TriggerOutcome("event")
+    index = trigger_index(deps)
+    if event.workflow_id is not None:
+        plan = index.workflow(event.workflow_id) if _IDENTIFIER.match(event.workflow_id) else None
+        if plan is None:
+            outcome.skipped.append((event.workflow_id, "workflow not found"))
+            return outcome
+        plans = [plan]
+    else:
+        plans = index.with_trigger("event")
+    failures: list[StorageError] = []
+    for plan in plans:
+        trigger = next(
+            (t for t in plan.all_triggers() if event_trigger_matches(t, event.bus, event.event)),
+            None,
+        )
+        if trigger is None:
+            if event.workflow_id is not None:
+                outcome.skipped.append(
+                    (plan.plan_id, f"no event trigger on bus {event.bus} matches the event")
+                )
+            continue
+        try:
+            plan = runnable_version(plan, deps)
+        except NotFoundError as exc:
+            outcome.skipped.append((plan.plan_id, str(exc)))
+            continue
+        command = StartRun(
+            plan.plan_id,
+            input=event.run_input(trigger),
+            version=plan.version,
+            dedupe_key=event.dedupe_key(plan.plan_id),
+            trigger="event",
+            trigger_detail={
+                "event_id": event.event_id,
+                "bus": event.bus,
+                "source": event.event.get("source"),
+                "detail_type": event.event.get("detail-type"),
             },
         )
         try:

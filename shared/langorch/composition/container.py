@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from langorch.adapters.stepfunctions import StepFunctions
     from langorch.adapters.sts import CallerIdentity
     from langorch.app.memory import MemoryManager
-    from langorch.app.ports import EmailSender, ToolConnector
+    from langorch.app.ports import EmailSender, EventBus, ToolConnector
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import HttpCaller
     from langorch.llm import LLMRegistry
@@ -298,6 +298,13 @@ class Container:
             bucket=self.settings.bucket,
             checkpoint_prefix=self.settings.checkpoint_prefix,
         )
+
+    @cached_property
+    def events(self) -> EventBus:
+        """EventBridge, where ``langorch events send`` puts events."""
+        from langorch.adapters.eventbridge import EventBridgeBus
+
+        return EventBridgeBus(self.client("events"))
 
     @cached_property
     def bucket(self) -> S3Bucket:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from langorch.composition.container import Container
 
 if TYPE_CHECKING:
+    from langorch.adapters.local_events import LocalEventBus
     from langorch.adapters.local_files import FolderBucket
     from langorch.adapters.sqlite._db import Database
     from langorch.adapters.sqlite.agents import SqliteAgents
@@ -123,6 +124,19 @@ class EmbeddedContainer(Container):
             target_arn=settings.trigger_function_arn,
             dead_letter_arn=settings.schedule_dlq_arn,
         )
+
+    @cached_property
+    def events(self) -> LocalEventBus:  # type: ignore[override]
+        """The local buses: an event reaches the matching event triggers as EventBridge's
+        rules would deliver it to the trigger function (the same envelope, the same use-case)."""
+        from langorch.adapters.local_events import LocalEventBus
+        from langorch.app.triggers import handle_event
+        from langorch.domain.triggers import EventDelivered
+
+        def deliver(envelope: dict[str, Any]) -> Any:
+            return handle_event(EventDelivered.from_lambda_event(envelope), self)
+
+        return LocalEventBus(self.definitions, deliver, region=self.settings.region)
 
     @cached_property
     def bucket(self) -> FolderBucket:  # type: ignore[override]

@@ -35,7 +35,7 @@ MAX_QUERY = 100
 SNIPPET_CHARS = 140
 """How much of a failed run's error the list shows."""
 STATUSES = [s.value for s in RunStatus]
-TRIGGERS = ["manual", "webhook", "schedule", "s3", "subflow"]
+TRIGGERS = ["manual", "webhook", "schedule", "s3", "event", "subflow"]
 SINCE = {
     "1h": timedelta(hours=1),
     "24h": timedelta(days=1),

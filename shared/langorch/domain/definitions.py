@@ -341,7 +341,7 @@ class ScheduleSpec(_Model):
 class Trigger(_Model):
     """What starts runs of a workflow."""
 
-    type: Literal["schedule", "webhook", "s3", "manual"]
+    type: Literal["schedule", "webhook", "s3", "manual", "event"]
     schedule: ScheduleSpec | None = None
     bucket: str | None = None
     """s3: the bucket to watch (default: the deployment's drop bucket)."""
@@ -353,6 +353,13 @@ class Trigger(_Model):
     """webhook: the body's key naming who sent the delivery (an email address). It is covered by
     the signature, so it is recorded as the run's starter, whom an approval with
     ``separation_of_duties`` does not ask. Left out of dumps while unset."""
+    bus: str | None = Field(default=None, exclude_if=_unset)
+    """event: the EventBridge bus whose events it matches (default: ``default``)."""
+    pattern: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    """event: the EventBridge event pattern (:mod:`langorch.domain.event_patterns`)."""
+    event_input: Literal["detail", "event"] | None = Field(default=None, exclude_if=_unset)
+    """event: what the run gets over ``input``: the event's ``detail`` (default) or the whole
+    event."""
 
 
 class InputSchema(_Model):

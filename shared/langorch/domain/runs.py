@@ -204,7 +204,7 @@ class _Stored(BaseModel):
 class RunTrigger(_Stored):
     """What started the run."""
 
-    type: Literal["schedule", "webhook", "s3", "manual", "subflow"]
+    type: Literal["schedule", "webhook", "s3", "manual", "subflow", "event"]
     detail: dict[str, Any] = Field(default_factory=dict)
     """Trigger facts for people: schedule name and time, delivery id, bucket and key, …"""
 

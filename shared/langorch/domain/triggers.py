@@ -9,7 +9,9 @@ execution is named by the run id, so a repeated event starts nothing:
 * webhook: ``webhook:<workflow_id>:<delivery id>``;
 * schedule: ``schedule:<schedule name>:<scheduled time>`` — the Scheduler's execution id
   changes on every retry of one slot, the scheduled time does not;
-* S3: ``s3:<workflow_id>:<bucket>/<key>@<version id | sequencer | etag>``.
+* S3: ``s3:<workflow_id>:<bucket>/<key>@<version id | sequencer | etag>``;
+* EventBridge event: ``event:<workflow_id>:<event id>`` — EventBridge keeps the id on every
+  redelivery of one event.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from langorch.domain.cron import aws_cron
 from langorch.domain.definitions import TaskPlan, Trigger
 from langorch.domain.errors import Problem
+from langorch.domain.event_patterns import matches
 
 SCHEDULE_SOURCE = "langorch.schedule"
 """``source`` of the Input every langorch schedule sends to the trigger function."""
@@ -34,11 +37,15 @@ SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
 time (ISO-8601, UTC), the same on every retry of the slot."""
 RECONCILE_SOURCE = "langorch.reconcile"
 """``source`` of the Input of the stack's own schedule that runs ``reconcile_runs``."""
+EVENT_SOURCE = "langorch.event"
+"""``source`` of the envelope an event trigger's rule sends: the workflow it is for, the bus and
+the EventBridge event itself (the rule's input transformer; the local bus sends the same)."""
+DEFAULT_BUS = "default"
 SCHEDULE_NAME_PREFIX = "langorch-"
 MAX_SCHEDULE_NAME = 64
 """EventBridge Scheduler's limit on schedule names."""
 
-EventKind = Literal["http", "schedule", "reconcile", "s3", "unknown"]
+EventKind = Literal["http", "schedule", "reconcile", "s3", "event", "unknown"]
 _RECORD_SOURCES = ("aws:s3", "aws:sqs", "aws:sns")
 
 
@@ -57,7 +64,8 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
         ``"http"`` (API Gateway HTTP API v2), ``"schedule"`` (a langorch schedule's Input),
         ``"reconcile"`` (the stack's reconcile schedule),
         ``"s3"`` (EventBridge ``Object Created`` from S3, or a classic S3 notification direct
-        or through SQS/SNS) or ``"unknown"``.
+        or through SQS/SNS), ``"event"`` (an event trigger's envelope, or any other EventBridge
+        event) or ``"unknown"``.
     """
     context = event.get("requestContext")
     if isinstance(context, Mapping) and "http" in context:
@@ -68,6 +76,8 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
         return "reconcile"
     if event.get("source") == "aws.s3" and event.get("detail-type") == "Object Created":
         return "s3"
+    if event.get("source") == EVENT_SOURCE:
+        return "event"
     # Classic S3 notifications, direct or through SQS/SNS (langorch.domain.s3_notifications).
     records = event.get("Records")
     first = records[0] if isinstance(records, list) and records else None
@@ -75,6 +85,8 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
         _RECORD_SOURCES
     ):
         return "s3"
+    if all(key in event for key in ("id", "source", "detail-type", "detail")):
+        return "event"  # EventBridge's own shape, sent to the function without the envelope
     return "unknown"
 
 
@@ -228,6 +240,101 @@ class S3ObjectCreated:
             "etag": self.etag,
             "version_id": self.version_id,
         }
+
+
+class _BusEvent(_Event):
+    id: str = Field(min_length=1, max_length=256)
+    source: str = Field(min_length=1)
+    detail_type: str = Field(validation_alias="detail-type")
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class EventDelivered:
+    """An EventBridge event delivered to the trigger function.
+
+    Attributes:
+        event: the event as EventBridge shaped it (``id``, ``source``, ``detail-type``,
+            ``detail``, ``time`` …).
+        bus: the bus it was put on.
+        workflow_id: the workflow whose rule matched it (``None``: an event sent without the
+            envelope, matched against every event trigger on ``bus``).
+    """
+
+    event: dict[str, Any]
+    bus: str = DEFAULT_BUS
+    workflow_id: str | None = None
+
+    @classmethod
+    def from_lambda_event(cls, event: Mapping[str, Any]) -> EventDelivered:
+        """Parse the envelope (``source: langorch.event``) or a bare EventBridge event.
+
+        Raises:
+            ValueError: it has neither shape (no ``id``, ``source``, ``detail-type``, object
+                ``detail``).
+        """
+        if event.get("source") == EVENT_SOURCE:
+            inner = event.get("event")
+            workflow_id = event.get("workflow_id")
+            bus = event.get("bus") or DEFAULT_BUS
+        else:
+            inner, workflow_id, bus = event, None, DEFAULT_BUS
+        if not isinstance(inner, Mapping):
+            raise ValueError("the envelope carries no event")
+        try:
+            _BusEvent.model_validate(inner)
+        except ValidationError as exc:
+            raise ValueError(f"not an EventBridge event: {exc}") from exc
+        return cls(
+            event=dict(inner),
+            bus=str(bus),
+            workflow_id=str(workflow_id) if workflow_id else None,
+        )
+
+    @property
+    def event_id(self) -> str:
+        """EventBridge's id: the same on every delivery of the event."""
+        return str(self.event["id"])
+
+    def dedupe_key(self, workflow_id: str) -> str:
+        """``event:<workflow_id>:<event id>`` (one run per workflow and event)."""
+        return f"event:{workflow_id}:{self.event_id}"
+
+    def run_input(self, trigger: Trigger) -> dict[str, Any]:
+        """What the run gets over the trigger's fixed input: ``detail`` or the whole event."""
+        part = self.event if trigger.event_input == "event" else self.event.get("detail", {})
+        return {**trigger.input, **part}
+
+
+@dataclass(frozen=True)
+class PutEvent:
+    """What was put: the event's id and, where the bus is local, the workflows it reached.
+
+    Attributes:
+        event_id: EventBridge's id (every delivery of the event carries it).
+        bus: the bus it was put on.
+        delivered_to: workflows whose trigger matched (local bus only; ``None`` on AWS, where
+            the rules decide out of sight).
+    """
+
+    event_id: str
+    bus: str
+    delivered_to: list[str] | None = None
+
+
+def event_trigger_matches(trigger: Trigger, bus: str, event: Mapping[str, Any]) -> bool:
+    """Whether an event trigger listens on ``bus`` and its pattern matches ``event``."""
+    return (
+        trigger.type == "event"
+        and trigger.pattern is not None
+        and (trigger.bus or DEFAULT_BUS) == bus
+        and matches(trigger.pattern, event)
+    )
+
+
+def event_envelope(workflow_id: str, bus: str, event: Mapping[str, Any]) -> dict[str, Any]:
+    """What an event trigger's rule hands the trigger function (the local bus sends the same)."""
+    return {"source": EVENT_SOURCE, "workflow_id": workflow_id, "bus": bus, "event": dict(event)}
 
 
 @dataclass(frozen=True)

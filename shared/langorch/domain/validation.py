@@ -19,12 +19,20 @@ registry binds yet (``browser``) fails a step only if its model calls it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
+from langorch.domain.definitions import (
+    BlockDefinition,
+    PlanStep,
+    ScheduleSpec,
+    TaskPlan,
+    Trigger,
+)
 from langorch.domain.errors import DefinitionError, Problem
+from langorch.domain.event_patterns import pattern_problems
 from langorch.domain.hooks import hook_outputs, hook_problems, hook_templates, hook_tools
 from langorch.domain.identities import identity_problems
 from langorch.domain.kinds import registry
@@ -683,6 +691,7 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
             for name in ("bucket", "prefix", "suffix"):
                 if getattr(trigger, name):
                     yield _ignored_trigger(f"{path}.{name}", trigger.type)
+        yield from _event_trigger_problems(trigger, path)
         if trigger.sender_field is not None and trigger.type != "webhook":
             yield _ignored_trigger(f"{path}.sender_field", trigger.type)
         elif trigger.sender_field is not None and not trigger.sender_field.strip():
@@ -702,6 +711,34 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
                     f"required input {key!r} is not among the properties",
                     f"declare {key!r} in inputs_schema.properties",
                 )
+
+
+EVENT_BUS_NAME = re.compile(r"^[A-Za-z0-9._\-/]{1,256}$")
+"""EventBridge's rule for bus names (a partner bus holds ``/``)."""
+
+
+def _event_trigger_problems(trigger: Trigger, path: str) -> Iterator[Problem]:
+    """An event trigger's pattern and bus; the event fields on any other trigger type."""
+    fields = ("bus", "pattern", "event_input")
+    if trigger.type != "event":
+        for name in fields:
+            if getattr(trigger, name) is not None:
+                yield _ignored_trigger(f"{path}.{name}", trigger.type)
+        return
+    if trigger.pattern is None:
+        yield Problem(
+            f"{path}.pattern",
+            "an event trigger needs a pattern",
+            'e.g. pattern: {source: [shop.orders], detail-type: ["Order Placed"]}',
+        )
+    else:
+        yield from pattern_problems(trigger.pattern, f"{path}.pattern")
+    if trigger.bus is not None and not EVENT_BUS_NAME.match(trigger.bus):
+        yield Problem(
+            f"{path}.bus",
+            f"{trigger.bus!r} is not an EventBridge bus name",
+            "use default or a name of letters, digits and . _ - / (up to 256)",
+        )
 
 
 def _provider_problems(t: Topology, providers: frozenset[str] | None) -> Iterator[Problem]:

@@ -1252,13 +1252,7 @@ class _Compiler:
             )
             return []
         if kind == "event":
-            self.add(
-                "trigger.type",
-                "event triggers are not supported yet: langorch has no event trigger",
-                "start the procedure from a webhook (type: webhook) that your event source "
-                "calls, a schedule, a file_watch or by hand (manual)",
-            )
-            return []
+            return [self._event(trigger)]
         if kind == "manual":
             return [{"type": "manual"}]
         if kind == "webhook":
@@ -1271,6 +1265,22 @@ class _Compiler:
             schedule = {"cron_expression": cron, "timezone": str(trigger.get("timezone") or "UTC")}
             return [{"type": "schedule", "schedule": schedule}]
         return [self._file_watch(trigger)]
+
+    def _event(self, trigger: dict[str, Any]) -> dict[str, Any]:
+        """``event_config: {bus, pattern}``: an EventBridge event trigger (the pattern is
+        checked with the compiled workflow, at ``triggers[0].pattern``)."""
+        config = trigger.get("event_config")
+        if not isinstance(config, dict) or not isinstance(config.get("pattern"), dict):
+            self.add(
+                "trigger.event_config.pattern",
+                "an event trigger needs event_config.pattern: an EventBridge event pattern",
+                'e.g. event_config: {bus: default, pattern: {source: ["shop.orders"]}}',
+            )
+            return {"type": "event", "pattern": {}}
+        compiled: dict[str, Any] = {"type": "event", "pattern": config["pattern"]}
+        if config.get("bus") is not None:
+            compiled["bus"] = str(config["bus"])
+        return compiled
 
     def _file_watch(self, trigger: dict[str, Any]) -> dict[str, Any]:
         config = trigger.get("file_watch_config")

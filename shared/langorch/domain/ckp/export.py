@@ -398,6 +398,11 @@ class _Exporter:
                     + trigger.suffix,
                 },
             }
+        if trigger.type == "event":
+            config: dict[str, Any] = {"pattern": trigger.pattern}
+            if trigger.bus:
+                config["bus"] = trigger.bus
+            return {"type": "event", "event_config": config}
         return {"type": trigger.type}
 
     def _variables(self) -> dict[str, Any] | None:
