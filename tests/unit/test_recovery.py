@@ -21,6 +21,7 @@ from langorch.domain.runs import RunStatus, TimelineEventType, execution_name
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
 from tests.support.parking import ask_for_approval, parked_on_approval, with_approvals
+from tests.workflows import pay_after_approval
 
 FLOW = """
 blocks:
@@ -270,20 +271,7 @@ def test_reconcile_follows_the_redriven_execution_not_the_first_one(deps: Fakes)
     assert deps.runs.get_run(run_id).status is RunStatus.queued
 
 
-GATED = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    steps:
-      - {step_id: prepare, kind: transform, transform: {amount: "40 + 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay?", timeout_seconds: 600}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {paid: "amount"}}
-"""
+GATED = pay_after_approval("boss@example.com", timeout_seconds=600)
 
 
 def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_link() -> None:

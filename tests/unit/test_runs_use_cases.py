@@ -25,6 +25,7 @@ from langorch.domain.runs import RunError, RunStatus, TimelineEventType, transit
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
 from tests.support.parking import parked_on_approval, with_approvals
+from tests.workflows import ASK_THEN_DONE
 
 FLOW = """
 workflows:
@@ -33,22 +34,14 @@ workflows:
     inputs_schema: {properties: {n: {type: number}}, required: [n]}
     steps:
       - {step_id: double, kind: transform, transform: {twice: "n * 2"}}
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    steps:
-      - step_id: gate
-        kind: approval
-        approval: {title: "Go?", timeout_seconds: 60}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {ok: "1"}}
 """
 
 
 @pytest.fixture
 def deps() -> Fakes:
-    fakes = Fakes()
-    return with_approvals(fakes, FLOW)
+    fakes = with_approvals(Fakes(), FLOW)
+    register_text(fakes, ASK_THEN_DONE)  # type: ignore[arg-type]
+    return fakes
 
 
 # --- starting --------------------------------------------------------------------------------

@@ -30,24 +30,12 @@ from langorch.domain.runs import RunStatus
 from tests.fakes import Fakes
 from tests.support.parking import ask_for_approval, parked_on_approval, with_approvals
 from tests.unit.approvals_support import decide_command, open_and_decide, view_command
+from tests.workflows import pay_after_approval
 
 BOSS, DEPUTY = "boss@example.com", "deputy@example.com"
 ENDINGS = ["ABORTED", "FAILED", "TIMED_OUT"]
 
-GATED = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com, deputy@example.com]
-    steps:
-      - {step_id: prepare, kind: transform, transform: {amount: "40 + 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay?", timeout_seconds: 3600}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {paid: "amount"}}
-"""
+GATED = pay_after_approval(BOSS, DEPUTY, timeout_seconds=3600)
 
 
 @dataclass
