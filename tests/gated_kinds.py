@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from langorch.domain.definitions import BlockDefinition, PlanStep
 from langorch.domain.kinds.base import StepKind
@@ -108,3 +110,39 @@ def registered() -> Iterator[GatedKinds]:
         kinds.gate.open()  # never leave a segment parked behind a failed test
         registry.unregister(GateKind.name)
         registry.unregister(TallyKind.name)
+
+
+@dataclass
+class Paused:
+    """A run of :data:`GATED_WORKFLOW` whose first segment ran ``before`` and waits at the gate,
+    on a thread of its own (another "Lambda")."""
+
+    setup: Any
+    """The container that registered the workflow and started the run."""
+    run_id: str
+    thread: threading.Thread
+    outcome: list[Any]
+    """What the paused segment ended with, once the thread ends: its result or its error."""
+
+
+def paused_at_the_gate(kinds: GatedKinds, process: Callable[[], Any]) -> Paused:
+    """Start a run of :data:`GATED_WORKFLOW` and run its first segment, in ``process()`` (each
+    call another process over the same stores; the first one also sets up), to the gate."""
+    from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
+    from tests.integration.conftest import register_text
+
+    setup = process()
+    register_text(setup, GATED_WORKFLOW)
+    run, _ = start_run(StartRun("gated"), setup)
+    outcome: list[Any] = []
+
+    def segment() -> None:
+        try:
+            outcome.append(run_segment(RunSegment(run.run_id), process()))
+        except Exception as exc:  # the test asserts on what was raised
+            outcome.append(exc)
+
+    thread = threading.Thread(target=segment)
+    thread.start()
+    assert kinds.gate.reached.wait(WAIT_SECONDS), "the segment never reached the gate"
+    return Paused(setup, run.run_id, thread, outcome)

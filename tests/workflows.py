@@ -19,3 +19,43 @@ workflows:
 """
 """Double an amount, ask boss@example.com (the doubled amount shown and editable), then pay or
 end the run failed."""
+
+BOSS_APPROVES_40 = {
+    "decision": "approved",
+    "approver": "boss@example.com",
+    "edits": {"doubled": 40},
+}
+"""The answer that resumes a ``GATED_APPROVAL`` run: approved, the doubled amount edited to 40."""
+
+ASK_THEN_DONE = """
+workflows:
+  - plan_id: gated
+    memory: false
+    approvers: [boss@example.com]
+    steps:
+      - step_id: gate
+        kind: approval
+        approval: {title: "Go?", timeout_seconds: 60}
+        branches: {approved: done, rejected: done, timed_out: done}
+      - {step_id: done, kind: transform, transform: {ok: "1"}}
+"""
+"""Ask boss@example.com "Go?", then end succeeded whatever the answer (workflow ``gated``)."""
+
+
+def pay_after_approval(*approvers: str, timeout_seconds: int) -> str:
+    """Workflow ``gated``: compute an amount (42), ask ``approvers`` to pay it (for
+    ``timeout_seconds``), then end succeeded with ``paid`` whatever the answer."""
+    return f"""
+workflows:
+  - plan_id: gated
+    memory: false
+    approvers: [{", ".join(approvers)}]
+    steps:
+      - {{step_id: prepare, kind: transform, transform: {{amount: "40 + 2"}}}}
+      - step_id: gate
+        kind: approval
+        depends_on: [prepare]
+        approval: {{title: "Pay?", timeout_seconds: {timeout_seconds}}}
+        branches: {{approved: done, rejected: done, timed_out: done}}
+      - {{step_id: done, kind: transform, transform: {{paid: "amount"}}}}
+"""

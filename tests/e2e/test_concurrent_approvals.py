@@ -10,22 +10,24 @@ another function's request id.
 from __future__ import annotations
 
 import html
-import http.client
 import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
 from langorch.app.runs import StartRun, launch_run
 from langorch.composition.bootstrap import build_container
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack
+from tests.support import loopback
+from tests.support.polling import wait_for
+from tests.support.stacks import running_stack
 
 CLICKS = 100
 APPROVERS = ["ana@example.com", "ben@example.com"]
@@ -44,45 +46,17 @@ workflows:
 """
 """One approval per run, emailed to two approvers: each click uses one of the two links."""
 
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 900.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"gave up waiting for {what} after {timeout:.0f} s")
-
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    from langorch.app.trigger_sync import register_and_sync
-
     home = tmp_path_factory.mktemp("approvals") / ".langorch"
-    running = start_local_stack(home=home, port=free_port(), examples=None)
-    definitions = home / "many_gates.yaml"
-    definitions.write_text(WORKFLOW)
-    register_and_sync([str(definitions)], build_container(running.settings))
-    yield running
-    running.stop()
+    with running_stack(home, definitions=WORKFLOW) as running:
+        yield running
 
 
-def request(
-    url: str, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None
-) -> tuple[int, bytes]:
+def request(url: str, method: str = "GET", body: bytes | None = None, headers: Any = None) -> Any:
     # Generous: on a busy machine 100 clicks queue for the sandboxes; only a hang should fail.
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=600)
-    try:
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, target, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
+    return loopback.request(url, method, body, headers, timeout=600)
 
 
 def _links(outbox: Path) -> dict[tuple[str, str], str]:
@@ -120,8 +94,10 @@ def test_a_hundred_simultaneous_clicks_are_each_decided_by_their_own_approver(
         )
     outbox = Path(stack.settings.outbox_dir or "")
     links = wait_for(
-        "every approval email",
         lambda: (found := _links(outbox)) and len(found) >= CLICKS * len(APPROVERS) and found,
+        what="every approval email",
+        timeout=900,
+        interval=0.5,
     )
     approvals = sorted({approval_id for approval_id, _ in links})
     assert len(approvals) == CLICKS
@@ -167,8 +143,10 @@ def test_a_hundred_simultaneous_clicks_are_each_decided_by_their_own_approver(
     assert wrong == {}
     # And every run resumes and ends once
     ended = wait_for(
-        "every run to end",
         lambda: all(container.runs.get_run(r).is_terminal for r in runs),
+        what="every run to end",
+        timeout=900,
+        interval=0.5,
     )
     assert ended
     assert {container.runs.get_run(r).status.value for r in runs} == {"succeeded"}

@@ -15,11 +15,13 @@ import pytest
 
 from langorch.cli.main import main
 from langorch.composition.bootstrap import build_container
+from langorch.domain.runs import RunRecord
 from langorch.local._invoke import TRIGGER
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack
 from tests.e2e.readme import REPO, langorch_commands
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.support.cli import langorch_json as langorch
+from tests.support.polling import wait_for
+from tests.support.stacks import EXAMPLES, running_stack
 
 LINEAR = """
 workflows:
@@ -37,10 +39,8 @@ def started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[L
     """`langorch dev` in this process on a free port; how long it took to be ready."""
     monkeypatch.chdir(tmp_path)
     began = time.monotonic()
-    running = start_local_stack(home=tmp_path / ".langorch", port=free_port(), examples=EXAMPLES)
-    took = time.monotonic() - began
-    yield running, took
-    running.stop()
+    with running_stack(tmp_path / ".langorch", examples=EXAMPLES) as running:
+        yield running, time.monotonic() - began
 
 
 @pytest.fixture
@@ -48,28 +48,17 @@ def stack(started: tuple[LocalStack, float]) -> LocalStack:
     return started[0]
 
 
-def _result(out: str) -> Any:
-    # The handlers run on the emulator's threads in this process and share its stdout: their
-    # Powertools lines, EMF metrics and outbox notices are interleaved with the command's JSON.
-    decoder = json.JSONDecoder()
-    found: Any = None
-    at = 0
-    while (start := out.find("{", at)) != -1:
-        try:
-            value, end = decoder.raw_decode(out, start)
-        except ValueError:
-            at = start + 1
-            continue
-        if isinstance(value, dict) and not {"level", "_aws"} & set(value):
-            found = value
-        at = end
-    return found
+def ended_file_digest_run(stack: LocalStack) -> RunRecord:
+    """The one file_digest run, once it has ended (the S3 event starts it on the emulator's
+    threads)."""
+    container = build_container(stack.settings)
 
+    def ended() -> list[RunRecord] | None:
+        runs = container.runs.list_runs(workflow_id="file_digest")
+        return runs if runs and all(r.is_terminal for r in runs) else None
 
-def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
-    code = main([*args, "--json"])
-    captured = capsys.readouterr()
-    return code, _result(captured.out), captured.err
+    [run] = wait_for(ended, what="the file_digest run to end", timeout=60, interval=0.2)
+    return run
 
 
 def test_the_dev_stack_is_ready_with_its_state_machine(started: tuple[LocalStack, float]):
@@ -210,14 +199,7 @@ def test_a_csv_dropped_with_files_put_is_read_and_counted_by_the_file_digest_exa
     # machine) reads the file and ends with its row count
     assert code == 0, err
     assert put["matching_workflows"] == ["file_digest"]
-    container = build_container(stack.settings)
-    deadline = time.monotonic() + 60
-    while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
-        r.is_terminal for r in runs
-    ):
-        assert time.monotonic() < deadline, "the file_digest run did not end within 60 s"
-        time.sleep(0.2)
-    [run] = runs
+    run = ended_file_digest_run(stack)
     assert run.status.value == "succeeded", run.error
     assert run.outputs["row_count"] == 3
     assert run.outputs["file"]["key"] == key
@@ -238,14 +220,7 @@ def test_the_readmes_csv_drop_is_read_and_counted_by_the_file_digest_example(
     # Then the drop matches file_digest, whose run reads the shipped file and counts its rows
     assert code == 0, err
     assert put["matching_workflows"] == ["file_digest"]
-    container = build_container(stack.settings)
-    deadline = time.monotonic() + 60
-    while not (runs := container.runs.list_runs(workflow_id="file_digest")) or not all(
-        r.is_terminal for r in runs
-    ):
-        assert time.monotonic() < deadline, "the file_digest run did not end within 60 s"
-        time.sleep(0.2)
-    [run] = runs
+    run = ended_file_digest_run(stack)
     assert run.status.value == "succeeded", run.error
     assert run.outputs["row_count"] == rows == 4
     assert run.outputs["file"]["key"] == "inbox/orders.csv"

@@ -19,7 +19,6 @@ the timeline says its outcome was unknown.
 from __future__ import annotations
 
 import html
-import http.client
 import json
 import os
 import random
@@ -29,11 +28,11 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -46,6 +45,8 @@ from langorch.domain.runs import TimelineEventType
 from langorch.domain.tool_servers import ToolServer
 from langorch.local.stack import free_port
 from tests.mcp_servers import KeyedDesk, serve
+from tests.support.loopback import request
+from tests.support.polling import wait_for
 from tests.workflows import GATED_APPROVAL
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,20 +78,6 @@ workflows:
       - {step_id: c, kind: transform, depends_on: [b], transform: {c: "b + 1"}}
       - {step_id: d, kind: transform, depends_on: [c], transform: {d: "c + 1"}}
 """
-
-T = TypeVar("T")
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120.0) -> T:
-    """Poll ``probe`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
 
 
 @dataclass
@@ -130,7 +117,7 @@ class Dev:
             # A short dwell keeps the approver's second press quick; the rule is the same.
             env={**os.environ, "LANGORCH_APPROVAL_FORM_DWELL_SECONDS": "0.3"},
         )
-        wait_for("langorch dev to be ready", self._ready, timeout=180)
+        wait_for(self._ready, what="langorch dev to be ready", timeout=180, interval=0.2)
 
     def _ready(self) -> bool:
         assert self.process is not None
@@ -194,20 +181,6 @@ order:
   tool_calls:
     - {tool: place_order, args: {order_id: A100}, result_key: confirmation}
 """
-
-
-def request(
-    url: str, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None
-) -> tuple[int, bytes]:
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
-    try:
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, target, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
 
 
 def emails(home: Path) -> list[dict[str, Any]]:
@@ -300,7 +273,7 @@ def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: 
         approve_some(dev.home, container, runs, 1.0, rng, decided)
         return all(container.runs.get_run(r).is_terminal for r in runs)
 
-    wait_for("every run to end", all_ended, timeout=300)
+    wait_for(all_ended, what="every run to end", timeout=300, interval=0.2)
     for run_id, workflow in runs.items():
         run = container.runs.get_run(run_id)
         assert run.status.value == "succeeded", (run_id, workflow, run.error)
@@ -338,7 +311,7 @@ def test_an_mcp_call_in_flight_at_a_sigkill_is_sent_again_with_the_same_key(dev:
 
         # When the stack is SIGKILLed, sandboxes and all, while the call is out (placed, not
         # yet answered), and started again once the server answers again
-        wait_for("the call to reach the server", lambda: desk.holding.is_set())
+        wait_for(lambda: desk.holding.is_set(), what="the call to reach the server", timeout=120)
         dev.crash()
         desk.release()
         dev.start()
@@ -346,7 +319,12 @@ def test_an_mcp_call_in_flight_at_a_sigkill_is_sent_again_with_the_same_key(dev:
 
         # Then the run ends well: the call was sent again with the same key, in _meta and in the
         # header, and the server, which remembers it, placed the order once
-        wait_for("the run to end", lambda: container.runs.get_run(run.run_id).is_terminal)
+        wait_for(
+            lambda: container.runs.get_run(run.run_id).is_terminal,
+            what="the run to end",
+            timeout=120,
+            interval=0.2,
+        )
         ended = container.runs.get_run(run.run_id)
         assert ended.status.value == "succeeded", ended.error
         assert ended.outputs["confirmation"] == "order A100 placed as #1"

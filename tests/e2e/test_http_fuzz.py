@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from langorch.composition.bootstrap import build_container
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack
+from tests.support.stacks import running_stack
 
 from .test_walkthrough import DEFINITIONS, request, signed_headers, started_waiting
 
@@ -38,15 +39,9 @@ FUZZ = settings(
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    from langorch.app.trigger_sync import register_and_sync
-
     home = tmp_path_factory.mktemp("fuzz") / ".langorch"
-    running = start_local_stack(home=home, port=free_port(), examples=None)
-    definitions = home / "fuzz.yaml"
-    definitions.write_text(DEFINITIONS)
-    register_and_sync([definitions], build_container(running.settings))
-    yield running
-    running.stop()
+    with running_stack(home, definitions=DEFINITIONS) as running:
+        yield running
     print(f"\nHTTP fuzz: {CASES['webhook']} webhook and {CASES['approval']} approval requests")
 
 

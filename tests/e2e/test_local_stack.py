@@ -14,24 +14,32 @@ from typing import Any
 import pytest
 
 from langorch.cli.main import main
-from langorch.local.stack import LocalStack, free_port, start_local_stack
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from langorch.local.stack import LocalStack
+from tests.support.stacks import EXAMPLES, running_stack
 
 
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
     """`langorch dev` in this process, with the examples registered; cwd is its home's parent."""
     monkeypatch.chdir(tmp_path)
-    running = start_local_stack(home=tmp_path / ".langorch", port=free_port(), examples=EXAMPLES)
-    yield running
-    running.stop()
+    with running_stack(tmp_path / ".langorch", examples=EXAMPLES) as running:
+        yield running
 
 
 def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
     code = main([*args, "--json"])
     captured = capsys.readouterr()
     return code, json.loads(captured.out) if captured.out.strip() else None, captured.err
+
+
+def run_locally(
+    capsys: pytest.CaptureFixture[str], example: str, data: Any, *flags: str
+) -> tuple[int, Any, str]:
+    """``langorch runs start --local <example's definitions> --input <data> *flags``."""
+    definitions = EXAMPLES / example / "definitions.yaml"
+    return langorch(
+        capsys, "runs", "start", "--local", str(definitions), "--input", json.dumps(data), *flags
+    )
 
 
 def test_dev_stack_registers_the_examples(stack: LocalStack, capsys: pytest.CaptureFixture[str]):
@@ -91,14 +99,10 @@ def test_local_run_needs_no_stack_and_remembers_across_repeats(
     monkeypatch.chdir(tmp_path)
 
     # When the lunch order runs twice locally, the first approval filling in a preference
-    code, data, err = langorch(
+    code, data, err = run_locally(
         capsys,
-        "runs",
-        "start",
-        "--local",
-        str(EXAMPLES / "lunch_order" / "definitions.yaml"),
-        "--input",
-        '{"delivery_address": "1 Main St"}',
+        "lunch_order",
+        {"delivery_address": "1 Main St"},
         "--repeat",
         "2",
         "--approve",
@@ -123,16 +127,7 @@ def test_local_run_of_the_invoice_batch_asks_only_for_large_invoices(
     monkeypatch.chdir(tmp_path)
     invoices = [{"id": "A", "amount": 10}, {"id": "B", "amount": 2500}, {"id": "C", "amount": 1}]
 
-    code, data, err = langorch(
-        capsys,
-        "runs",
-        "start",
-        "--local",
-        str(EXAMPLES / "invoice_batch" / "definitions.yaml"),
-        "--input",
-        json.dumps({"invoices": invoices}),
-        "--reject",
-    )
+    code, data, err = run_locally(capsys, "invoice_batch", {"invoices": invoices}, "--reject")
 
     assert code == 0, err
     outcomes = data["runs"][0]["run"]["outputs"]["invoice_results"]
@@ -146,15 +141,7 @@ def test_an_approval_without_a_terminal_or_flag_is_a_clear_error(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("sys.stdin.isatty", lambda: False)
 
-    code, _, err = langorch(
-        capsys,
-        "runs",
-        "start",
-        "--local",
-        str(EXAMPLES / "blog_review" / "definitions.yaml"),
-        "--input",
-        '{"commit_message": "x"}',
-    )
+    code, _, err = run_locally(capsys, "blog_review", {"commit_message": "x"})
 
     assert code == 2
     assert "pass --approve or --reject" in err
@@ -168,16 +155,7 @@ def test_local_run_answers_every_finance_approver_the_policy_needs(
     invoices = [{"id": "C", "vendor": "v", "amount": 12000}]
 
     # When the batch runs with --approve
-    code, data, err = langorch(
-        capsys,
-        "runs",
-        "start",
-        "--local",
-        str(EXAMPLES / "invoice_batch" / "definitions.yaml"),
-        "--input",
-        json.dumps({"invoices": invoices}),
-        "--approve",
-    )
+    code, data, err = run_locally(capsys, "invoice_batch", {"invoices": invoices}, "--approve")
 
     # Then two finance approvers answered, and the invoice was posted in one command
     assert code == 0, err

@@ -4,7 +4,6 @@ from the CLI calls it through the tool loop, and ``runs show`` tells each call."
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,8 +18,8 @@ from langorch.cli.main import main
 from langorch.composition.bootstrap import build_container
 from langorch.local.example_tools import ExampleTools, start_example_tools
 from langorch.local.stack import LocalStack, free_port, start_local_stack
-
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+from tests.support.cli import last_document as _result
+from tests.support.stacks import EXAMPLES
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +43,6 @@ def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[Any, str]:
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return _result(captured.out), captured.out + captured.err
-
-
-def _result(out: str) -> Any:
-    decoder = json.JSONDecoder()
-    found: Any = None
-    at = 0
-    while (start := out.find("{", at)) != -1:
-        try:
-            value, end = decoder.raw_decode(out, start)
-        except ValueError:
-            at = start + 1
-            continue
-        if isinstance(value, dict) and not {"level", "_aws"} & set(value):
-            found = value
-        at = end
-    return found
 
 
 def test_the_example_run_calls_the_order_desk_and_shows_each_call(

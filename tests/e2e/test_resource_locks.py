@@ -12,8 +12,11 @@ import pytest
 
 from langorch.cli.main import main
 from langorch.composition.bootstrap import build_container
+from langorch.composition.container import Container
 from langorch.domain.runs import RunStatus, TimelineEventType
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack
+from tests.support.polling import wait_for
+from tests.support.stacks import running_stack
 
 RESOURCE = "browser:session-1"
 FLOW = f"""
@@ -23,6 +26,8 @@ workflows:
     steps:
       - {{step_id: browse, kind: transform, transform: {{done: "1"}}, resource: "{RESOURCE}"}}
 """
+DEAD = "run-dead/step"
+"""A holder that died holding the resource."""
 DEADLINE_SECONDS = 240.0
 """The longest the test waits for the three runs to end (a deadline, not a pace)."""
 
@@ -30,9 +35,13 @@ DEADLINE_SECONDS = 240.0
 @pytest.fixture
 def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
     monkeypatch.chdir(tmp_path)
-    running = start_local_stack(home=tmp_path / ".langorch", port=free_port(), examples=None)
-    yield running
-    running.stop()
+    with running_stack(tmp_path / ".langorch") as running:
+        yield running
+
+
+def waited_for_the_resource(container: Container, run_id: str) -> bool:
+    timeline = container.runs.get_timeline(run_id)
+    return any(e.type is TimelineEventType.resource_waiting for e in timeline)
 
 
 def test_three_runs_park_in_the_state_machine_and_take_the_resource_in_turn(
@@ -44,23 +53,33 @@ def test_three_runs_park_in_the_state_machine_and_take_the_resource_in_turn(
     assert main(["workflows", "put", str(tmp_path / "shop.yaml")]) == 0
     assert main(["resources", "set", RESOURCE, "--limit", "1"]) == 0
     container.resources.acquire(
-        RESOURCE, "run-dead/step", now=time.time(), lease_seconds=5, wait_seconds=600
+        RESOURCE, DEAD, now=time.time(), lease_seconds=3600, wait_seconds=600
     )
 
-    # When three runs start
+    # When three runs start, and park behind the dead holder
     for _ in range(3):
         assert main(["runs", "start", "shop"]) == 0
     runs = [r.run_id for r in container.runs.list_runs(workflow_id="shop")]
     assert len(runs) == 3
+    wait_for(
+        lambda: all(waited_for_the_resource(container, r) for r in runs),
+        what="the three runs to park",
+        timeout=DEADLINE_SECONDS,
+        interval=0.2,
+    )
+    # And the dead holder's lease lapses (its last refresh stamped an hour back: the test, not
+    # the wall clock, decides when it expires)
+    container.resources.acquire(
+        RESOURCE, DEAD, now=time.time() - 3600, lease_seconds=5, wait_seconds=600
+    )
 
     # Then all three end succeeded (polled against a deadline)
-    until = time.monotonic() + DEADLINE_SECONDS
-    while time.monotonic() < until:
+    def all_ended() -> bool:
         statuses = {container.runs.get_run(r).status for r in runs}
-        if statuses == {RunStatus.succeeded}:
-            break
         assert not statuses & {RunStatus.failed, RunStatus.cancelled}, statuses
-        time.sleep(0.5)
+        return statuses == {RunStatus.succeeded}
+
+    wait_for(all_ended, what="the three runs to succeed", timeout=DEADLINE_SECONDS, interval=0.5)
     assert {container.runs.get_run(r).status for r in runs} == {RunStatus.succeeded}
 
     # And each held the resource in turn: the dead holder's lease #1 was reclaimed, the runs

@@ -12,7 +12,6 @@ Lambda, and the state machine is the package's ASL.
 from __future__ import annotations
 
 import html
-import http.client
 import json
 import re
 import time
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 import pytest
 from standardwebhooks import Webhook
@@ -29,7 +28,10 @@ from standardwebhooks import Webhook
 from langorch.composition.bootstrap import build_container
 from langorch.composition.container import Container
 from langorch.domain.runs import RunRecord, TimelineEventType
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack
+from tests.support import polling
+from tests.support.loopback import request
+from tests.support.stacks import running_stack
 
 T = TypeVar("T")
 
@@ -107,28 +109,7 @@ workflows:
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
     """Poll ``probe`` until it returns something (the emulator runs executions on threads)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = probe()
-        if found:
-            return found
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
-
-
-def request(
-    url: str, method: str = "GET", body: bytes | None = None, headers: dict[str, str] | None = None
-) -> tuple[int, bytes]:
-    parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=60)
-    try:
-        target = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, target, body=body, headers=headers or {})
-        response = connection.getresponse()
-        return response.status, response.read()
-    finally:
-        connection.close()
+    return polling.wait_for(probe, what=what, timeout=timeout, interval=0.2)
 
 
 def outbox(stack: LocalStack) -> list[dict[str, Any]]:
@@ -157,15 +138,9 @@ def run_in(container: Container, run_id: str, *statuses: str) -> RunRecord | Non
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """`langorch dev` in this process, with the walkthrough's workflows registered."""
-    from langorch.app.trigger_sync import register_and_sync
-
     home = tmp_path_factory.mktemp("walkthrough") / ".langorch"
-    running = start_local_stack(home=home, port=free_port(), examples=None)
-    definitions = home / "walkthrough.yaml"
-    definitions.write_text(DEFINITIONS)
-    register_and_sync([definitions], build_container(running.settings))
-    yield running
-    running.stop()
+    with running_stack(home, definitions=DEFINITIONS) as running:
+        yield running
 
 
 @pytest.fixture

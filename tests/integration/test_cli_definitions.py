@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import socket
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,20 +17,10 @@ import yaml
 
 from langorch.adapters.aws import make_client
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
-from langorch.cli.main import main
 from langorch.config import Settings
+from tests.support.cli import Result, runner
 
 TABLE = "langorch-definitions"
-
-
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
 
 
 @pytest.fixture
@@ -47,12 +36,10 @@ def repo(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Defi
 
 @pytest.fixture
 def cli(endpoint: str, repo: DefinitionsRepository, capsys: pytest.CaptureFixture[str]) -> Any:
+    targeted, untargeted = runner(capsys, "--endpoint-url", endpoint), runner(capsys)
+
     def run(*argv: str, target: bool = True) -> Result:
-        capsys.readouterr()
-        args = [*argv, "--endpoint-url", endpoint] if target else list(argv)
-        code = main(args)
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
+        return (targeted if target else untargeted)(*argv)
 
     return run
 

@@ -8,18 +8,16 @@ exactly as after ``make dev``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from langorch.cli.main import main
 from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.runs import RunError, TimelineEvent, TimelineEventType
+from tests.support.cli import Result, emulator_home, runner, use_stack
 
 DEFINITIONS = """
 blocks:
@@ -42,41 +40,15 @@ workflows:
 A_MACHINE = "arn:aws:states:us-east-1:123456789012:stateMachine:langorch-runs"
 
 
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
 @pytest.fixture
 def home(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh emulator, and the local stack file `make dev` would have written for it."""
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
-    Container(Settings(endpoint_url=endpoint)).ensure_resources()
-    folder = tmp_path / ".langorch"
-    folder.mkdir()
-    monkeypatch.setenv("LANGORCH_HOME", str(folder))
-    use_stack(folder, endpoint)
-    return folder
-
-
-def use_stack(home: Path, endpoint: str, **settings: Any) -> None:
-    (home / "stack.json").write_text(json.dumps({"endpoint_url": endpoint, "settings": settings}))
+    return emulator_home(endpoint, tmp_path / ".langorch", monkeypatch)
 
 
 @pytest.fixture
 def langorch(home: Path, capsys: pytest.CaptureFixture[str]) -> Any:
-    def run(*argv: str) -> Result:
-        capsys.readouterr()
-        code = main(list(argv))
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    return run
+    return runner(capsys)
 
 
 @pytest.fixture

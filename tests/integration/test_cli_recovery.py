@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from langorch.cli.main import main
-from langorch.composition.container import Container
-from langorch.config import Settings
+from tests.support.cli import emulator_home, runner
 
 V1 = """
 workflows:
@@ -33,33 +28,11 @@ V3 = V1.replace('"items / count"', '"items / divisor"').replace(
 )
 
 
-@dataclass
-class Result:
-    code: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-
 @pytest.fixture
 def langorch(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> Any:
     """The CLI against a fresh emulator (a local stack without a state machine)."""
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
-    Container(Settings(endpoint_url=endpoint)).ensure_resources()
-    home = tmp_path / ".langorch"
-    home.mkdir()
-    monkeypatch.setenv("LANGORCH_HOME", str(home))
-    (home / "stack.json").write_text(json.dumps({"endpoint_url": endpoint, "settings": {}}))
-
-    def run(*argv: str) -> Result:
-        capsys.readouterr()
-        code = main(list(argv))
-        captured = capsys.readouterr()
-        return Result(code, captured.out, captured.err)
-
-    return run
+    emulator_home(endpoint, tmp_path / ".langorch", monkeypatch)
+    return runner(capsys)
 
 
 def _put(langorch: Any, tmp_path: Path, text: str, name: str) -> None:

@@ -7,7 +7,6 @@ the takeover runs twice.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +25,13 @@ from langorch.config import Settings
 from langorch.domain.errors import LeaseHeldError, LeaseLostError
 from langorch.llm import LLMRegistry
 from tests.fakes.clock import FakeClock
-from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
+from tests.gated_kinds import (
+    GATED_WORKFLOW,
+    WAIT_SECONDS,
+    GatedKinds,
+    paused_at_the_gate,
+    registered,
+)
 from tests.integration.conftest import register_text
 from tests.integration.test_checkpointer import TrailState, linear_graph
 
@@ -57,20 +62,6 @@ def processes(aws: None) -> Callable[[], Container]:
     return make
 
 
-def _in_thread(segment: Callable[[], Any]) -> tuple[threading.Thread, Outcome]:
-    outcome: Outcome = []
-
-    def target() -> None:
-        try:
-            outcome.append(segment())
-        except Exception as exc:  # the test asserts on what was raised
-            outcome.append(exc)
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, outcome
-
-
 def _history(container: Container, run_id: str) -> list[tuple[str, str | None]]:
     """(checkpoint id, parent id) of the run's root checkpoints, newest first."""
     config: Any = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
@@ -88,49 +79,42 @@ def test_a_segment_that_lost_its_lease_cannot_write_and_the_history_does_not_for
 ) -> None:
     # Given a run whose first segment ran `before` and is paused at the gate, its checkpoint
     # after `before` stored
-    setup = processes()
-    register_text(setup, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), setup)
-    stale, stale_outcome = _in_thread(lambda: run_segment(RunSegment(run.run_id), processes()))
-    assert gated.gate.reached.wait(WAIT_SECONDS)
+    paused = paused_at_the_gate(gated, processes)
+    setup, run_id = paused.setup, paused.run_id
     # When its lease expires and a second segment takes the run over and runs it to the end
     setup.clock.advance(setup.settings.segment_budget_seconds + LEASE_GRACE_SECONDS + 1)  # type: ignore[attr-defined]
-    newer = run_segment(RunSegment(run.run_id), processes())
+    newer = run_segment(RunSegment(run_id), processes())
     # And then the first segment goes on
     gated.gate.open()
-    stale.join(WAIT_SECONDS)
+    paused.thread.join(WAIT_SECONDS)
 
     # Then the newer segment finished the run, and the first one's next write was refused
     assert newer.status == "succeeded"
-    [refused] = stale_outcome
+    [refused] = paused.outcome
     assert isinstance(refused, LeaseLostError), refused
     assert "fence 1" in str(refused)
     # And no side effect ran twice: `before` ran in the first segment, `after` only in the newer
     assert gated.effects == {"before": 1, "after": 1}
     # And the history is one line: every checkpoint's parent is the one stored before it
-    history = _history(setup, run.run_id)
+    history = _history(setup, run_id)
     ids = [checkpoint for checkpoint, _ in history]
     assert [parent for _, parent in history] == [*ids[1:], None]
-    assert setup.runs.get_run(run.run_id).status == "succeeded"
+    assert setup.runs.get_run(run_id).status == "succeeded"
 
 
 def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
     processes: Callable[[], Container], gated: GatedKinds
 ) -> None:
     # Given a segment paused mid-run, holding the lease
-    setup = processes()
-    register_text(setup, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), setup)
-    first, first_outcome = _in_thread(lambda: run_segment(RunSegment(run.run_id), processes()))
-    assert gated.gate.reached.wait(WAIT_SECONDS)
+    first = paused_at_the_gate(gated, processes)
     # When a second segment starts for the same run, then it is refused
     with pytest.raises(LeaseHeldError) as refused:
-        run_segment(RunSegment(run.run_id), processes())
+        run_segment(RunSegment(first.run_id), processes())
     assert not isinstance(refused.value, LeaseLostError)
     # And the first goes on to the end, each side effect once
     gated.gate.open()
-    first.join(WAIT_SECONDS)
-    assert [r.status for r in first_outcome] == ["succeeded"]
+    first.thread.join(WAIT_SECONDS)
+    assert [r.status for r in first.outcome] == ["succeeded"]
     assert gated.effects == {"before": 1, "after": 1}
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import RunStatus, TimelineEventType
-from tests.workflows import GATED_APPROVAL
+from tests.workflows import BOSS_APPROVES_40, GATED_APPROVAL
 
 from .conftest import MakeContainer, register_text
 
@@ -29,14 +29,7 @@ def test_a_run_parked_in_one_process_is_resumed_by_another_on_dynamodb(
     # When a new process (new saver, newly compiled graph; only DynamoDB shared) resumes it
     second_process = make_container()
     done = run_segment(
-        RunSegment(
-            run.run_id,
-            resume={
-                "decision": "approved",
-                "approver": "boss@example.com",
-                "edits": {"doubled": 40},
-            },
-        ),
+        RunSegment(run.run_id, resume=BOSS_APPROVES_40),
         second_process,
     )
 

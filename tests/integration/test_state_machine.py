@@ -19,6 +19,7 @@ from langorch.app.runs import StartRun, cancel_run, start_run
 from langorch.domain.runs import TimelineEventType
 from langorch.local.statemachine import definition_with
 from tests.support.pipeline import Pipeline, pipelines
+from tests.workflows import GATED_APPROVAL
 
 
 @pytest.fixture
@@ -302,22 +303,9 @@ def test_a_segment_whose_sandbox_died_is_retried_and_takes_back_its_lease(
     pipeline.assert_consistent(run_id)
 
 
-APPROVAL = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
-      - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay {{ doubled }}?", show_keys: [doubled], timeout_seconds: 300}
-        branches: {approved: pay, rejected: refuse}
-      - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
-      - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
-"""
+APPROVAL = GATED_APPROVAL.replace("timeout_seconds: 60", "timeout_seconds: 300")
+"""The shared gated workflow, with time to park and decide on a loaded machine."""
+assert APPROVAL != GATED_APPROVAL
 
 
 def _task_token(pipeline: Pipeline, run_id: str) -> str:

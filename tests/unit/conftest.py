@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +34,21 @@ def make_container() -> MakeFakes:
         return process
 
     return make
+
+
+@pytest.fixture
+def stack() -> Any:
+    """Runs parked on approvals and the approval pages, all on fakes (a ``FakeStack``)."""
+    from tests.unit.approvals_support import FakeStack
+
+    return FakeStack()
+
+
+@pytest.fixture
+def callback(stack: Any) -> Iterator[Any]:
+    """The approval callback's handler, its container the fake stack's while the test runs."""
+    from functions.approval_callback import handler
+
+    previous = handler.container.use(stack.container)
+    yield handler
+    handler.container.use(previous)

@@ -8,7 +8,6 @@ bidirectional control as U+FFFD; form values posted back as they came are left u
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,20 +21,6 @@ SPOOF = f"Pay invoice {RLO}fdp.exe"
 SHOWN = "Pay invoice \ufffdfdp.exe"
 NOTE = "\u200f\u05e9\u05dc\u05d5\u05dd"  # RLM, then "shalom" in Hebrew
 """An editable value whose right-to-left mark is the person's data."""
-
-
-@pytest.fixture
-def stack() -> FakeStack:
-    return FakeStack()
-
-
-@pytest.fixture
-def callback(stack: FakeStack) -> Iterator[Any]:
-    from functions.approval_callback import handler
-
-    previous = handler.container.use(stack.container)
-    yield handler
-    handler.container.use(previous)
 
 
 def test_the_approval_page_shows_bidi_controls_in_its_title_neutralised(

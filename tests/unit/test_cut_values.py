@@ -9,10 +9,7 @@ read-only, saying why and how to change it, and a POST that edits it anyway is r
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from langorch.domain.limits import bounded_request
 from tests.unit.approvals_support import ALICE, FakeStack, call, event, open_and_decide
@@ -30,20 +27,6 @@ def cut_editable() -> dict[str, Any]:
         "editable": {"terms": WHOLE, "amount": 1200},
     }
     return dict(bounded_request(request)["editable"])
-
-
-@pytest.fixture
-def stack() -> FakeStack:
-    return FakeStack()
-
-
-@pytest.fixture
-def callback(stack: FakeStack) -> Iterator[Any]:
-    from functions.approval_callback import handler
-
-    previous = handler.container.use(stack.container)
-    yield handler
-    handler.container.use(previous)
 
 
 def test_a_value_shown_cut_is_not_offered_for_editing_and_the_page_says_how(

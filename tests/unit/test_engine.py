@@ -8,7 +8,6 @@ machine in ``tests/integration/test_state_machine.py`` and ``tests/e2e``.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,11 +17,16 @@ from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_seg
 from langorch.domain.errors import LeaseHeldError, LeaseLostError, UnknownInterruptError
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.engine.compiler import build_graph, resolve_blocks
-from langorch.llm import LLMRequest, LLMResult, OfflineProvider
-from tests.gated_kinds import GATED_WORKFLOW, WAIT_SECONDS, GatedKinds, registered
+from tests.gated_kinds import (
+    WAIT_SECONDS,
+    GatedKinds,
+    paused_at_the_gate,
+    registered,
+)
 from tests.integration.conftest import register_example, register_text, run_to_end
+from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes as MakeContainer
-from tests.workflows import GATED_APPROVAL
+from tests.workflows import BOSS_APPROVES_40, GATED_APPROVAL
 
 LINEAR = """
 blocks:
@@ -50,26 +54,13 @@ def gated() -> Iterator[GatedKinds]:
         yield kinds
 
 
-class RecordingLLM:
-    """A fake LLM port: answers like the offline provider and keeps every request."""
-
-    def __init__(self, script: Any = None) -> None:
-        self.requests: list[LLMRequest] = []
-        self._offline = OfflineProvider(script or {})
-
-    def invoke(self, request: LLMRequest) -> LLMResult:
-        self.requests.append(request)
-        return self._offline.invoke(request)
-
-
 # --- seed 000 verification 1: the executor -------------------------------------------------
 
 
 def test_executor_reads_inputs_renders_prompt_and_writes_outputs(make_container: MakeContainer):
     # Given a one-block plan and an LLM that records what it is asked
     container = make_container()
-    llm = RecordingLLM({"fetch": {"facts": "LangGraph checkpoints state"}})
-    container.__dict__["llm"] = llm
+    llm = record_llm(container, {"fetch": {"facts": "LangGraph checkpoints state"}})
     register_text(container, LINEAR)
 
     # When the run goes through
@@ -165,8 +156,7 @@ def test_llm_decision_routes_to_the_chosen_branch(
 def test_llm_decision_is_constrained_to_the_branch_labels(make_container: MakeContainer):
     # Given a decision and an LLM that records its requests
     container = make_container()
-    llm = RecordingLLM({"triage": {"branch": "normal"}})
-    container.__dict__["llm"] = llm
+    llm = record_llm(container, {"triage": {"branch": "normal"}})
     register_text(container, DECISION)
 
     # When the run goes through
@@ -265,14 +255,7 @@ def test_approval_parks_the_run_and_a_fresh_process_resumes_it(make_container: M
     # When a new process (new saver, newly compiled graph; only DynamoDB shared) resumes it
     second_process = make_container()
     done = run_segment(
-        RunSegment(
-            run.run_id,
-            resume={
-                "decision": "approved",
-                "approver": "boss@example.com",
-                "edits": {"doubled": 40},
-            },
-        ),
+        RunSegment(run.run_id, resume=BOSS_APPROVES_40),
         second_process,
     )
 
@@ -461,8 +444,7 @@ def test_review_loop_regenerates_with_feedback_then_publishes_on_approval(
     make_container: MakeContainer,
 ):
     container = make_container(script=str(_example_script("blog_review")))
-    llm = RecordingLLM(_example_script("blog_review"))
-    container.__dict__["llm"] = llm
+    llm = record_llm(container, _example_script("blog_review"))
     register_example(container, "blog_review")
     answers = iter(
         [{"decision": "rejected", "comment": "more code samples"}, {"decision": "approved"}]
@@ -650,24 +632,14 @@ def test_two_concurrent_segments_for_one_run_exactly_one_proceeds(
 ):
     # Given a run whose first segment is paused mid-run (at the gate), holding the lease;
     # the gate, not the threads' timing, decides that both segments overlap
-    container = make_container()
-    register_text(container, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), container)
-    outcomes: list[Any] = []
-
-    def first_segment() -> None:
-        outcomes.append(run_segment(RunSegment(run.run_id), make_container()).status)
-
-    first = threading.Thread(target=first_segment)  # each segment is its own "Lambda"
-    first.start()
-    assert gated.gate.reached.wait(WAIT_SECONDS)
+    first = paused_at_the_gate(gated, make_container)  # each segment is its own "Lambda"
 
     # When a second segment starts while the first runs, then it is refused
     with pytest.raises(LeaseHeldError):
-        run_segment(RunSegment(run.run_id), make_container())
-    outcomes.append("refused")
+        run_segment(RunSegment(first.run_id), make_container())
     gated.gate.open()
-    first.join(WAIT_SECONDS)
+    first.thread.join(WAIT_SECONDS)
+    outcomes = [r.status for r in first.outcome] + ["refused"]
 
     # Then the first ran the run to the end, each step once, and the other was refused
     assert sorted(outcomes) == ["refused", "succeeded"]
@@ -678,31 +650,20 @@ def test_a_segment_that_lost_its_lease_writes_no_checkpoint(
     make_container: MakeContainer, gated: GatedKinds
 ):
     # Given a run whose first segment is paused at the gate, after its first step
-    container = make_container()
-    register_text(container, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), container)
-    outcome: list[BaseException] = []
-
-    def stale_segment() -> None:
-        try:
-            run_segment(RunSegment(run.run_id), make_container())
-        except LeaseLostError as exc:
-            outcome.append(exc)
-
-    stale = threading.Thread(target=stale_segment)
-    stale.start()
-    assert gated.gate.reached.wait(WAIT_SECONDS)
+    stale = paused_at_the_gate(gated, make_container)
+    container, run_id = stale.setup, stale.run_id
     # When its lease expires, another segment runs the run to the end, and then it goes on
     container.clock.advance(container.settings.segment_budget_seconds + LEASE_GRACE_SECONDS + 1)
-    assert run_segment(RunSegment(run.run_id), make_container()).status == "succeeded"
+    assert run_segment(RunSegment(run_id), make_container()).status == "succeeded"
     gated.gate.open()
-    stale.join(WAIT_SECONDS)
+    stale.thread.join(WAIT_SECONDS)
 
     # Then its write was refused (the fake fences as the DynamoDB saver does), no step ran
     # twice, and the history is one line
-    assert len(outcome) == 1
+    [refused] = stale.outcome
+    assert isinstance(refused, LeaseLostError), refused
     assert gated.effects == {"before": 1, "after": 1}
-    config: Any = {"configurable": {"thread_id": run.run_id, "checkpoint_ns": ""}}
+    config: Any = {"configurable": {"thread_id": run_id, "checkpoint_ns": ""}}
     history = list(container.checkpointer.list(config))
     parents = [t.parent_config["configurable"]["checkpoint_id"] for t in history[:-1]]  # type: ignore[index]
     assert parents == [t.config["configurable"]["checkpoint_id"] for t in history[1:]]

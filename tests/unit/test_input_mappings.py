@@ -9,8 +9,8 @@ from typing import Any
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import Problem
 from langorch.domain.validation import InMemoryLookup, check_workflow
-from langorch.llm import LLMRequest, LLMResult, OfflineProvider
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes
 
 NESTED = """
@@ -28,23 +28,10 @@ workflows:
 """
 
 
-class RecordingLLM:
-    """The offline provider, keeping every request it answers."""
-
-    def __init__(self) -> None:
-        self.requests: list[LLMRequest] = []
-        self._offline = OfflineProvider({})
-
-    def invoke(self, request: LLMRequest) -> LLMResult:
-        self.requests.append(request)
-        return self._offline.invoke(request)
-
-
 def test_a_nested_mapping_reads_the_value_a_template_would(make_container: MakeFakes):
     # Given a block input and a transform input mapped from request.user.name
     container = make_container()
-    llm = RecordingLLM()
-    container.__dict__["llm"] = llm
+    llm = record_llm(container)
     register_text(container, NESTED)
 
     # When the run gets a nested request
@@ -162,8 +149,7 @@ def test_a_steps_result_is_readable_under_its_id_in_mappings_and_templates(
 ):
     # Given a step whose result later steps read as analyze.output and analyze.score
     container = make_container()
-    llm = RecordingLLM()
-    container.__dict__["llm"] = llm
+    llm = record_llm(container)
     register_text(container, RESULTS)
 
     # When the run goes through

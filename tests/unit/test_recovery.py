@@ -15,11 +15,13 @@ from langorch.app.recovery.redrive import (
     RedriveRefusedError,
     redrive,
 )
-from langorch.app.runs import StartRun, drive, launch_run
+from langorch.app.runs import RunSegment, StartRun, drive, launch_run, run_segment
 from langorch.domain.errors import NotFoundError
 from langorch.domain.runs import RunStatus, TimelineEventType, execution_name
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.parking import ask_for_approval, parked_on_approval, with_approvals
+from tests.workflows import pay_after_approval
 
 FLOW = """
 blocks:
@@ -269,62 +271,27 @@ def test_reconcile_follows_the_redriven_execution_not_the_first_one(deps: Fakes)
     assert deps.runs.get_run(run_id).status is RunStatus.queued
 
 
-GATED = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    steps:
-      - {step_id: prepare, kind: transform, transform: {amount: "40 + 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay?", timeout_seconds: 600}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {paid: "amount"}}
-"""
+GATED = pay_after_approval("boss@example.com", timeout_seconds=600)
 
 
 def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_link() -> None:
-    from langorch.app.approvals.decisions import (
-        RequestApproval,
-        Shown,
-        decide_approval,
-        ensure_signing_key,
-        request_approval,
-        view_approval,
-    )
-    from langorch.app.runs import RunSegment, run_segment
-    from tests.fakes.approvals import InMemoryApprovals
+    from langorch.app.approvals.decisions import Shown, decide_approval, view_approval
     from tests.unit.approvals_support import decide_command, view_command
 
-    deps = Fakes(public_base_url="https://approve.example.com")
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
-    register_text(deps, GATED)  # type: ignore[arg-type]
+    deps = with_approvals(Fakes(public_base_url="https://approve.example.com"), GATED)
     # Given a run parked on an approval whose email (and link) went out
-    run, _ = launch_run(StartRun("gated"), deps)
-    parked = run_segment(RunSegment(run.run_id), deps)
-    assert parked.approval is not None
-    first = request_approval(
-        RequestApproval(run.run_id, parked.approval, task_token=deps.executions.park(run.run_id)),
-        deps,  # type: ignore[arg-type]
-    )
+    parked = parked_on_approval(deps)
+    run_id, first = parked.run_id, parked.requested
     [mail] = deps.email.sent
     # ... whose execution was then lost (the record still says waiting_approval)
-    deps.executions.end(run.run_id, "FAILED", error="States.Runtime")
+    deps.executions.end(run_id, "FAILED", error="States.Runtime")
     # When it is redriven
-    done = redrive(deps, run.run_id, reason="execution lost")
+    done = redrive(deps, run_id, reason="execution lost")
     assert done.approval_kept == parked.approval["interrupt_id"]
     # Then the new execution parks on the same approval: same id, no second email
-    again = run_segment(RunSegment(run.run_id), deps)
-    assert again.status == "waiting_approval" and again.approval is not None
+    again = ask_for_approval(deps, run_id, execution_name(run_id, 1))
     assert again.approval["interrupt_id"] == parked.approval["interrupt_id"]
-    token = deps.executions.park(execution_name(run.run_id, 1))
-    second = request_approval(
-        RequestApproval(run.run_id, again.approval, task_token=token),
-        deps,  # type: ignore[arg-type]
-    )
+    second = again.requested
     assert (second.approval_id, second.emailed) == (first.approval_id, [])
     assert len(deps.email.sent) == 1
     # ... and the original link decides it, resuming the new execution
@@ -333,12 +300,12 @@ def test_a_pending_approval_survives_a_redrive_and_is_decided_from_its_original_
     deps.clock.advance(deps.settings.approval_form_dwell_seconds)
     form = {"nonce": shown.nonce, "decision": "approved"}
     decide_approval(decide_command(mail.link, form), deps)  # type: ignore[arg-type]
-    described = deps.executions.describe(execution_name(run.run_id, 1))
+    described = deps.executions.describe(execution_name(run_id, 1))
     assert described["status"] == "SUCCEEDED"
     decision = json.loads(described["output"])
     assert decision["decision"] == "approved"
     # ... and the run finishes with it
-    final = run_segment(RunSegment(run.run_id, resume=decision), deps)
+    final = run_segment(RunSegment(run_id, resume=decision), deps)
     assert final.status == "succeeded" and final.outputs["paid"] == 42
 
 
@@ -451,42 +418,21 @@ def test_a_plan_since_a_duration_leaves_older_failures_out(deps: Fakes) -> None:
 
 
 def test_an_approval_closed_while_the_run_was_stranded_is_asked_again_after_a_redrive() -> None:
-    from langorch.app.approvals.decisions import (
-        RequestApproval,
-        ensure_signing_key,
-        request_approval,
-    )
     from langorch.app.recovery.reconcile import reconcile_runs
-    from langorch.app.runs import RunSegment, run_segment
-    from tests.fakes.approvals import InMemoryApprovals
 
-    deps = Fakes(public_base_url="https://approve.example.com")
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
-    register_text(deps, GATED)  # type: ignore[arg-type]
-    run, _ = launch_run(StartRun("gated"), deps)
-    parked = run_segment(RunSegment(run.run_id), deps)
-    assert parked.approval is not None
-    first = request_approval(
-        RequestApproval(run.run_id, parked.approval, task_token=deps.executions.park(run.run_id)),
-        deps,  # type: ignore[arg-type]
-    )
+    deps = with_approvals(Fakes(public_base_url="https://approve.example.com"), GATED)
+    parked = parked_on_approval(deps)
+    run_id, first = parked.run_id, parked.requested
     # Given the reconciler ended the stranded run, closing its approval
-    deps.executions.end(run.run_id, "FAILED", error="States.Runtime")
-    assert [r.run_id for r in reconcile_runs(deps)] == [run.run_id]
+    deps.executions.end(run_id, "FAILED", error="States.Runtime")
+    assert [r.run_id for r in reconcile_runs(deps)] == [run_id]
     # When the run is redriven
-    done = redrive(deps, run.run_id, reason="execution lost")
+    done = redrive(deps, run_id, reason="execution lost")
     # Then the approval step is asked again: a new approval, a new email
     assert done.approval_kept is None and done.from_step == "gate"
-    again = run_segment(RunSegment(run.run_id), deps)
-    assert again.status == "waiting_approval" and again.approval is not None
+    again = ask_for_approval(deps, run_id, done.execution_name)
     assert again.approval["interrupt_id"] != parked.approval["interrupt_id"]
-    second = request_approval(
-        RequestApproval(
-            run.run_id, again.approval, task_token=deps.executions.park(done.execution_name)
-        ),
-        deps,  # type: ignore[arg-type]
-    )
+    second = again.requested
     assert second.approval_id != first.approval_id and second.emailed == ["boss@example.com"]
 
 

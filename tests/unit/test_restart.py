@@ -14,29 +14,22 @@ from tests.fakes import Fakes
 from tests.fakes.executions import InMemoryExecutions
 from tests.fakes.runs import InMemoryRuns
 from tests.integration.conftest import register_text
+from tests.workflows import ASK_THEN_DONE
 
-FLOWS = """
+FLOW = """
 workflows:
   - plan_id: flow
     memory: false
     steps:
       - {step_id: one, kind: transform, transform: {a: "1"}}
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    steps:
-      - step_id: gate
-        kind: approval
-        approval: {title: "Go?", timeout_seconds: 60}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {ok: "1"}}
 """
 
 
 @pytest.fixture
 def deps() -> Fakes:
     fakes = Fakes()
-    register_text(fakes, FLOWS)  # type: ignore[arg-type]
+    register_text(fakes, FLOW)  # type: ignore[arg-type]
+    register_text(fakes, ASK_THEN_DONE)  # type: ignore[arg-type]
     return fakes
 
 

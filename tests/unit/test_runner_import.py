@@ -1,4 +1,7 @@
-"""The runner's cold start (PERFORMANCE P3): what importing its handler must not load."""
+"""The runner's cold start (PERFORMANCE P3): what importing its handler must not load.
+
+Each check imports the handler in a fresh interpreter: they are ``slow`` (``make test`` runs
+them; ``pytest -m "not slow"`` is the quick loop)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,19 +27,26 @@ print(json.dumps({{
 """
 
 
-def _import_runner(**env: str) -> dict[str, object]:
+def _probe(script: str, **env: str) -> dict[str, Any]:
+    """Run ``script`` (a template over the repository's ``root`` and ``shared`` folders) in a
+    fresh interpreter with Lambda's bare environment plus ``env``: the JSON it printed last."""
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"))],
+        [sys.executable, "-c", script.format(root=str(ROOT), shared=str(ROOT / "shared"))],
         capture_output=True,
         text=True,
         timeout=120,
         env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin", **env},
         check=True,
     )
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
+def _import_runner(**env: str) -> dict[str, Any]:
+    return _probe(PROBE, **env)
+
+
+@pytest.mark.slow
 def test_the_runner_handler_imports_no_xray_validation_jsonschema_or_croniter_when_not_tracing():
     # Given a fresh interpreter in Lambda with tracing turned off
     # When it imports the runner's handler
@@ -44,6 +57,7 @@ def test_the_runner_handler_imports_no_xray_validation_jsonschema_or_croniter_wh
     assert result == {"loaded": [], "validation": False}
 
 
+@pytest.mark.slow
 def test_the_runner_handler_loads_the_xray_sdk_when_tracing_is_on():
     # Given a fresh interpreter in Lambda with active tracing (the deployed configuration)
     # When it imports the runner's handler
@@ -70,19 +84,12 @@ print(json.dumps({{
 """
 
 
+@pytest.mark.slow
 def test_snapstart_takes_its_snapshot_with_the_engine_loaded():
     # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
-    done = subprocess.run(
-        [sys.executable, "-c", SNAPSHOT_PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"},
-        check=True,
-    )
 
     # When the handler is imported and the runtime runs the before-snapshot hooks
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _probe(SNAPSHOT_PROBE)
 
     # Then the import left the engine out and the hook loaded it into the snapshot
     assert result == {"hooked": True, "engine_before_hooks": False, "engine_after_hooks": True}
@@ -107,20 +114,13 @@ print(json.dumps({{
 """
 
 
+@pytest.mark.slow
 def test_sandboxes_restored_from_one_snapshot_draw_different_random_numbers():
     # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
-    done = subprocess.run(
-        [sys.executable, "-c", RESTORE_PROBE.format(root=str(ROOT), shared=str(ROOT / "shared"))],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"AWS_DEFAULT_REGION": "us-east-1", "PATH": "/usr/bin:/bin"},
-        check=True,
-    )
 
     # When two sandboxes are restored from the same snapshot and the runtime runs the
     # after-restore hooks in each
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _probe(RESTORE_PROBE)
 
     # Then the runner's hook reseeded random: their first draws differ
     assert result == {"hooked": True, "same_draws": False}

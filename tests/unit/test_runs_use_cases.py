@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from langorch.app.approvals.decisions import RequestApproval, ensure_signing_key, request_approval
 from langorch.app.recovery.reconcile import reconcile_runs
 from langorch.app.runs import (
     RunSegment,
@@ -24,8 +23,9 @@ from langorch.domain.errors import (
 )
 from langorch.domain.runs import RunError, RunStatus, TimelineEventType, transition
 from tests.fakes import Fakes
-from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.parking import parked_on_approval, with_approvals
+from tests.workflows import ASK_THEN_DONE
 
 FLOW = """
 workflows:
@@ -34,24 +34,13 @@ workflows:
     inputs_schema: {properties: {n: {type: number}}, required: [n]}
     steps:
       - {step_id: double, kind: transform, transform: {twice: "n * 2"}}
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    steps:
-      - step_id: gate
-        kind: approval
-        approval: {title: "Go?", timeout_seconds: 60}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {ok: "1"}}
 """
 
 
 @pytest.fixture
 def deps() -> Fakes:
-    fakes = Fakes()
-    register_text(fakes, FLOW)  # type: ignore[arg-type]
-    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    ensure_signing_key(fakes.secrets, fakes.settings.link_signing_secret)
+    fakes = with_approvals(Fakes(), FLOW)
+    register_text(fakes, ASK_THEN_DONE)  # type: ignore[arg-type]
     return fakes
 
 
@@ -187,17 +176,10 @@ def test_a_finished_run_is_not_cancelled_and_nothing_is_stopped(deps: Fakes) -> 
 
 def test_cancelling_a_run_parked_on_an_approval_closes_the_approval(deps: Fakes) -> None:
     # Given a run waiting on an approval whose email went out
-    run, _ = launch_run(StartRun("gated"), deps)
-    parked = run_segment(RunSegment(run.run_id), deps)
-    assert parked.approval is not None
-    token = deps.executions.park(run.run_id)
-    requested = request_approval(
-        RequestApproval(run.run_id, parked.approval, task_token=token),
-        deps,  # type: ignore[arg-type]
-    )
+    parked = parked_on_approval(deps)
     # When it is cancelled, then its approval is closed as cancelled
-    cancel_run(run.run_id, deps)
-    closed = deps.approvals.get(requested.approval_id)  # type: ignore[attr-defined]
+    cancel_run(parked.run_id, deps)
+    closed = deps.approvals.get(parked.requested.approval_id)  # type: ignore[attr-defined]
     assert closed is not None and closed.status is ApprovalStatus.cancelled
 
 
@@ -252,15 +234,8 @@ def test_an_unknown_run_cannot_be_cancelled(deps: Fakes) -> None:
 
 
 def _parked_on_approval(deps: Fakes) -> tuple[str, str]:
-    run, _ = launch_run(StartRun("gated"), deps)
-    parked = run_segment(RunSegment(run.run_id), deps)
-    assert parked.approval is not None
-    token = deps.executions.park(run.run_id)
-    requested = request_approval(
-        RequestApproval(run.run_id, parked.approval, task_token=token),
-        deps,  # type: ignore[arg-type]
-    )
-    return run.run_id, requested.approval_id
+    parked = parked_on_approval(deps)
+    return parked.run_id, parked.requested.approval_id
 
 
 def test_reconcile_fails_a_run_parked_on_an_approval_and_closes_the_approval(deps: Fakes):

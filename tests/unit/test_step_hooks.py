@@ -9,8 +9,8 @@ from typing import Any
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.runs import TimelineEventType
 from langorch.domain.validation import InMemoryLookup, check_workflow
-from langorch.llm import LLMRequest, LLMResult, OfflineProvider
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes
 
 HOOKED = """
@@ -33,21 +33,10 @@ workflows:
 """
 
 
-class RecordingLLM:
-    def __init__(self) -> None:
-        self.requests: list[LLMRequest] = []
-        self._offline = OfflineProvider({"write": {"text": "T"}})
-
-    def invoke(self, request: LLMRequest) -> LLMResult:
-        self.requests.append(request)
-        return self._offline.invoke(request)
-
-
 def test_pre_hooks_feed_the_step_and_post_hooks_see_its_outputs(make_container: MakeFakes):
     # Given an LLM step with a pre transform and post hooks (a tool call, then a transform)
     container = make_container()
-    llm = RecordingLLM()
-    container.__dict__["llm"] = llm
+    llm = record_llm(container, {"write": {"text": "T"}})
     register_text(container, HOOKED)
 
     # When it runs

@@ -17,41 +17,25 @@ import pytest
 
 from langorch.app.approvals.decisions import (
     REDELIVERY_GRACE,
-    RequestApproval,
     decide_approval,
-    ensure_signing_key,
-    request_approval,
     view_approval,
 )
 from langorch.app.recovery.reconcile import reconcile_runs
 from langorch.app.recovery.redrive import redrive
-from langorch.app.runs import RunSegment, StartRun, launch_run, run_segment
+from langorch.app.runs import RunSegment, run_segment
 from langorch.domain.approvals.lifecycle import State, state_of
 from langorch.domain.approvals.outcomes import DecisionHeld, Shown
 from langorch.domain.approvals.record import ApprovalStatus
 from langorch.domain.runs import RunStatus
 from tests.fakes import Fakes
-from tests.fakes.approvals import InMemoryApprovals
-from tests.integration.conftest import register_text
+from tests.support.parking import ask_for_approval, parked_on_approval, with_approvals
 from tests.unit.approvals_support import decide_command, open_and_decide, view_command
+from tests.workflows import pay_after_approval
 
 BOSS, DEPUTY = "boss@example.com", "deputy@example.com"
 ENDINGS = ["ABORTED", "FAILED", "TIMED_OUT"]
 
-GATED = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com, deputy@example.com]
-    steps:
-      - {step_id: prepare, kind: transform, transform: {amount: "40 + 2"}}
-      - step_id: gate
-        kind: approval
-        depends_on: [prepare]
-        approval: {title: "Pay?", timeout_seconds: 3600}
-        branches: {approved: done, rejected: done, timed_out: done}
-      - {step_id: done, kind: transform, transform: {paid: "amount"}}
-"""
+GATED = pay_after_approval(BOSS, DEPUTY, timeout_seconds=3600)
 
 
 @dataclass
@@ -65,22 +49,12 @@ class Stranded:
 
 
 def _stranded(ended: str) -> Stranded:
-    deps = Fakes(public_base_url="https://approve.example.com")
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    ensure_signing_key(deps.secrets, deps.settings.link_signing_secret)
-    register_text(deps, GATED)  # type: ignore[arg-type]
-    run, _ = launch_run(StartRun("gated"), deps)
-    parked = run_segment(RunSegment(run.run_id), deps)
-    assert parked.approval is not None
-    token = deps.executions.park(run.run_id)
-    requested = request_approval(
-        RequestApproval(run.run_id, parked.approval, task_token=token),
-        deps,  # type: ignore[arg-type]
-    )
-    deps.executions.end(run.run_id, ended, error=f"States.{ended.title()}")
-    assert deps.runs.get_run(run.run_id).status is RunStatus.waiting_approval
+    deps = with_approvals(Fakes(public_base_url="https://approve.example.com"), GATED)
+    parked = parked_on_approval(deps)
+    deps.executions.end(parked.run_id, ended, error=f"States.{ended.title()}")
+    assert deps.runs.get_run(parked.run_id).status is RunStatus.waiting_approval
     links = {mail.to: mail.link for mail in deps.email.sent}
-    return Stranded(deps, run.run_id, requested.approval_id, links)
+    return Stranded(deps, parked.run_id, parked.requested.approval_id, links)
 
 
 def _press(stranded: Stranded, approver: str, decision: str) -> Any:
@@ -98,13 +72,7 @@ def _redrive_and_park(stranded: Stranded) -> dict[str, Any]:
     with (the new execution's output)."""
     deps = stranded.deps
     done = redrive(deps, stranded.run_id, reason="execution lost")
-    again = run_segment(RunSegment(stranded.run_id), deps)
-    assert again.status == "waiting_approval" and again.approval is not None
-    token = deps.executions.park(done.execution_name)
-    request_approval(
-        RequestApproval(stranded.run_id, again.approval, task_token=token),
-        deps,  # type: ignore[arg-type]
-    )
+    ask_for_approval(deps, stranded.run_id, done.execution_name)
     described = deps.executions.describe(done.execution_name)
     assert described["status"] == "SUCCEEDED", "the new execution still waits"
     return dict(json.loads(described["output"]))
