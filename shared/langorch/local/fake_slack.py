@@ -29,9 +29,12 @@ class FakeSlack:
 
     Args:
         users: Slack user id -> email (what ``users.info`` shows).
+        open_workspace: everyone is a member: an address ``users.lookupByEmail`` does not know
+            becomes a user (``langorch dev``, where approvers are whoever a workflow names).
     """
 
     users: dict[str, str] = field(default_factory=dict)
+    open_workspace: bool = False
     messages: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     """(conversation, ts) -> the message as it reads now (``text``, ``blocks``)."""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -67,6 +70,9 @@ class FakeSlack:
             if method == "users.lookupByEmail":
                 wanted = str(params.get("email", "")).lower()
                 found = next((u for u, e in self.users.items() if e.lower() == wanted), None)
+                if found is None and self.open_workspace and wanted:
+                    found = f"U{len(self.users) + 1:08d}"
+                    self.users[found] = wanted
                 if found is None:
                     return {"ok": False, "error": "users_not_found"}
                 return {"ok": True, "user": {"id": found}}
