@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 import pytest
 
 from langorch.adapters.slack import SlackNotifier, SlackRequestVerifier, web_client
+from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.chat import ChatAnswer, DecideInChat, decide_in_chat
 from langorch.app.approvals.decisions import REDELIVERY_GRACE
 from langorch.domain.approvals.channels import PostedMessage, posted_messages
@@ -442,3 +443,51 @@ def test_a_press_on_details_is_acknowledged_and_decides_nothing(
     assert answer["statusCode"] == 200
     assert stack.slack.ephemeral == []
     assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_a_request_for_teams_is_refused_as_a_channel_the_stack_has_no_app_for(
+    stack: SlackStack,
+) -> None:
+    # Given approval requests go to Teams, which has no adapter yet
+    stack.container.settings = stack.container.settings.model_copy(
+        update={"approval_channels": ["teams"]}
+    )
+    # When a run parks on an approval, Then the request fails saying so and how to fix it
+    with pytest.raises(ChannelNotConfiguredError, match="no teams app configured"):
+        stack.park()
+
+
+SLACK_WORKFLOW = """
+workflows:
+  - plan_id: pay
+    memory: false
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - step_id: review
+        kind: approval
+        approval:
+          approvers: [alice@example.com]
+          channels: [email, slack]
+          show_keys: [amount]
+        branches: {approved: paid, rejected: paid}
+      - {step_id: paid, kind: terminate}
+"""
+
+
+def test_a_step_naming_its_channels_asks_with_them(make_container: Any) -> None:
+    from tests.integration.conftest import register_text, run_to_end
+
+    # Given a workflow whose approval step goes to email and Slack
+    container = make_container()
+    register_text(container, SLACK_WORKFLOW)
+    asked: list[dict[str, Any]] = []
+
+    def decide(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"decision": "approved", "approver": ALICE}
+
+    # When it runs to its approval
+    run_to_end(container, "pay", {"amount": 12}, on_approval=decide)
+    # Then the request the run parks with names both channels
+    (request,) = asked
+    assert request["channels"] == ["email", "slack"]
