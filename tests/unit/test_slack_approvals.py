@@ -257,6 +257,20 @@ def test_a_person_who_is_not_an_approver_is_told_so_and_only_audited(
     assert stack.steps.sent == []
 
 
+def test_a_user_slack_does_not_know_is_told_they_are_not_an_approver(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a press by a user id Slack's users.info does not find (another workspace's)
+    parked = stack.park()
+    body, headers = stack.press(parked, "UOTHER")
+    # When it reaches the callback
+    answer = call(callback, slack_event(body, headers))
+    # Then it is acknowledged, they are told, and nothing is decided
+    assert answer["statusCode"] == 200
+    assert "not an approver" in _ephemeral_to(stack, "UOTHER")[0]
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
 def test_the_explicit_mapping_wins_over_the_slack_profile(fake_slack: RunningFakeSlack) -> None:
     # Given a mapping that names UMALLORY as bob (whatever Slack's profile says)
     stack = SlackStack(fake_slack)

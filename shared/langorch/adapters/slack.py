@@ -173,7 +173,11 @@ class SlackNotifier:
         with self._lock:
             if user_id in self._known:
                 return self._known[user_id]
-        profile = self._call("users_info", user=user_id).get("user", {}).get("profile", {})
+        try:
+            found = self._call("users_info", user=user_id)
+        except SlackRefusedError:
+            return None  # user_not_found (another workspace's user): nobody here
+        profile = found.get("user", {}).get("profile", {})
         email = profile.get("email")
         with self._lock:
             if len(self._known) >= MAX_CACHED_USERS:

@@ -46,6 +46,7 @@ from langorch.domain.approvals.outcomes import (
     Voted,
 )
 from langorch.domain.approvals.record import Approval, ApprovalLinkError, sign_link
+from langorch.domain.errors import LangorchError
 from langorch.web.errors import sentence_of
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,14 @@ def decide_in_chat(cmd: DecideInChat, ports: RequestPorts) -> ChatAnswer:
         raise ChannelNotConfiguredError(f"no chat notifier for {cmd.message.channel!r}")
     answer = _decide(cmd, ports, chat)
     # A decision edited every message already (``decide_approval`` does, whichever channel).
-    chat.tell(cmd.message, cmd.user_id, answer.text)
+    try:
+        chat.tell(cmd.message, cmd.user_id, answer.text)
+    except LangorchError as exc:
+        # What happened stands (recorded, audited); only the note to the person is missing.
+        logger.warning(
+            "chat answer not shown",
+            extra={"approval_id": cmd.approval_id, "error": type(exc).__name__},
+        )
     return answer
 
 
