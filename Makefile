@@ -57,12 +57,14 @@ unit: $(STAMP)
 
 # `make dev PORT=4600 EMULATOR_PORT=4601 CONSOLE_PORT=0 LANGORCH_HOME=/tmp/stack2`: another
 # stack beside the first (every langorch command finds it with the same LANGORCH_HOME);
-# CONSOLE_EMAIL=you@example.com: the console decides the approvals that name you, as you.
+# CONSOLE_EMAIL=you@example.com: the console decides the approvals that name you, as you;
+# SLACK=1: a fake Slack on loopback, and approval requests posted there too.
 dev: $(STAMP)
 	$(BIN)/langorch dev $(if $(PORT),--port $(PORT)) \
 		$(if $(EMULATOR_PORT),--emulator-port $(EMULATOR_PORT)) \
 		$(if $(CONSOLE_PORT),--console-port $(CONSOLE_PORT)) \
-		$(if $(CONSOLE_EMAIL),--console-email $(CONSOLE_EMAIL))
+		$(if $(CONSOLE_EMAIL),--console-email $(CONSOLE_EMAIL)) \
+		$(if $(SLACK),--slack)
 
 bench: $(STAMP)
 	$(BIN)/python bench/engine.py

@@ -52,6 +52,11 @@ class DeployConfig:
         domain_name: optional custom domain for the HTTP API (needs ``certificate_arn``).
         certificate_arn: ACM certificate for ``domain_name``, in the stack's region.
         default_approvers: who approves when a workflow names nobody.
+        approval_channels: where approval requests go when a step names no ``channels``
+            (``email``, ``slack``, ``console``); ``slack`` needs the Slack secret filled in
+            (README, "Approvals in Slack").
+        slack_channel: a Slack channel id (``C…``) to post requests in; unset: a DM to each
+            approver.
         llm_provider: the default provider of blocks that name none.
         llm_model: the default model of blocks that name none.
         bedrock_models: Bedrock model ids the runner may invoke (least privilege: a block
@@ -100,6 +105,8 @@ class DeployConfig:
     domain_name: str | None = None
     certificate_arn: str | None = None
     default_approvers: tuple[str, ...] = ()
+    approval_channels: tuple[str, ...] = ("email", "console")
+    slack_channel: str | None = None
     llm_provider: str = "bedrock"
     llm_model: str | None = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     bedrock_models: tuple[str, ...] = ()
@@ -190,6 +197,7 @@ class DeployConfig:
         raw = dict(values)
         for name in (
             "default_approvers",
+            "approval_channels",
             "bedrock_models",
             "bedrock_regions",
             "bedrock_marketplace_products",
@@ -221,6 +229,19 @@ class DeployConfig:
 
     def _validate(self) -> None:
         self._validate_mcp()
+        from langorch.domain.approvals.channels import UnknownChannelError, channels_of
+
+        try:
+            channels_of(self.approval_channels, ())
+        except UnknownChannelError as exc:
+            raise ConfigError(f"approval_channels: {exc}") from None
+        if self.slack_channel is not None and not re.fullmatch(
+            r"[CG][A-Z0-9]{6,}", self.slack_channel
+        ):
+            raise ConfigError(
+                f"slack_channel {self.slack_channel!r} is not a Slack channel id (C0123456789: "
+                "in Slack, the channel's details show it at the bottom)"
+            )
         if not _STAGE.match(self.stage):
             raise ConfigError(
                 f"stage {self.stage!r}: lowercase letters, digits and '-', at most 20, "

@@ -174,12 +174,16 @@ class LangorchStack(Stack):
                 "LANGORCH_LINK_SIGNING_SECRET": self.secrets.link_signing_key.secret_arn,
                 "LANGORCH_LLM_API_KEY_SECRET": self.secrets.llm_api_key.secret_arn,
                 "LANGORCH_WEBHOOK_SECRET_PREFIX": self.secrets.webhook_prefix,
+                "LANGORCH_SLACK_SECRET": self.secrets.slack.secret_arn,
+                "LANGORCH_APPROVAL_CHANNELS": json.dumps(list(config.approval_channels)),
                 "LANGORCH_SCHEDULER_GROUP": self.triggers.schedule_group_name,
                 "LANGORCH_LOG_GROUP_PREFIX": self.functions.log_group_prefix,
             }
         )
         if config.llm_model:
             self.functions.add_environment({"LANGORCH_DEFAULT_LLM_MODEL": config.llm_model})
+        if config.slack_channel:
+            self.functions.add_environment({"LANGORCH_SLACK_CHANNEL": config.slack_channel})
         # Only the functions that start or resume executions get the ARN: the state machine
         # invokes the runner and request_approval, so naming it in their environment would
         # make a dependency cycle.
@@ -232,6 +236,7 @@ class LangorchStack(Stack):
             "LinkSigningSecret": self.secrets.link_signing_key.secret_arn,
             "LlmApiKeySecret": self.secrets.llm_api_key.secret_arn,
             "WebhookSecretPrefix": self.secrets.webhook_prefix,
+            "SlackSecret": self.secrets.slack.secret_arn,
             "SenderEmail": self.email.sender_email,
             "SesConfigurationSet": self.email.configuration_set.configuration_set_name,
             "LogGroupPrefix": self.functions.log_group_prefix,

@@ -1,5 +1,7 @@
 """The approval_callback Lambda: ``GET|HEAD|POST /approvals/{id}`` from API Gateway (HTTP API v2).
 
+``POST /slack/interactions`` takes Slack's button presses (see :func:`_slack`).
+
 ``GET`` and ``HEAD`` show the page and never decide (mail scanners open links); only a ``POST``
 from the page's form — signed query string, the page view's token, and the one-time code when
 required — decides. The use-cases answer typed outcomes or raise named refusals; this module
@@ -18,6 +20,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
+from langorch.adapters.slack import SlackSignatureError
 from langorch.app.approvals.decisions import (
     DecideApproval,
     ViewApproval,
@@ -42,6 +45,7 @@ from langorch.web.http import (
     UnreadableBodyError,
     raw_body,
 )
+from langorch.web.slack import SlackPayloadError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -157,6 +161,46 @@ def _post(approval_id: str) -> Response[str]:
     if isinstance(outcome, Decided):
         _approval_wait(outcome.approval)
     return _answer(outcome)
+
+
+@app.post("/slack/interactions")
+def _slack() -> Response[str]:
+    """A button pressed on a Slack message: verified (signature, timestamp window), decided
+    as the Slack user, answered beside the message; Slack only needs the 200."""
+    from langorch.app.approvals.chat import DecideInChat, decide_in_chat
+    from langorch.domain.approvals.channels import PostedMessage
+    from langorch.web.slack import read_interaction
+
+    event = app.current_event
+    try:
+        raw = raw_body(event.get("body"), bool(event.get("isBase64Encoded")))
+    except UnreadableBodyError as exc:
+        raise SlackPayloadError("Slack interaction body not readable") from exc
+    signature = container().slack_requests.verify(raw, dict(event.headers or {}))
+    press = read_interaction(raw)
+    if press is None:
+        return Response(status_code=200, content_type="text/plain", body="")
+    logger.thread_safe_append_keys(approval_id=press.approval_id)
+    where = PostedMessage("slack", press.conversation, press.message_id)
+    command = DecideInChat(
+        press.approval_id, press.decision, press.user_id, where, delivery_id=signature
+    )
+    answer = decide_in_chat(command, container())
+    logger.info("slack interaction answered", extra={"outcome": answer.outcome})
+    if answer.outcome == "decided" and answer.approval is not None:
+        _approval_wait(answer.approval)
+    return Response(status_code=200, content_type="text/plain", body="")
+
+
+def _slack_refused(error: LangorchError) -> Response[str]:
+    from langorch.web.errors import http_status
+
+    status = http_status(error)
+    logger.warning("slack interaction refused", extra={"error": type(error).__name__})
+    return Response(status_code=status, content_type="text/plain", body=str(error))
+
+
+app.exception_handler([SlackSignatureError, SlackPayloadError])(_slack_refused)
 
 
 def _approval_wait(approval: Approval) -> None:

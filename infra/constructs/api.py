@@ -55,7 +55,8 @@ class _AccessLogSettings:
 
 
 class HttpApi(Construct):
-    """``POST /hooks/{workflow_id}`` -> trigger, ``GET|HEAD|POST /approvals/{id}`` -> callback.
+    """``POST /hooks/{workflow_id}`` -> trigger, ``GET|HEAD|POST /approvals/{id}`` and
+    ``POST /slack/interactions`` -> callback.
 
     No IAM or JWT authorizer: webhooks are authenticated by their HMAC signature and approvals
     by their signed, expiring, single-use links, both verified in the handlers. The stage is
@@ -130,6 +131,10 @@ class HttpApi(Construct):
             path="/approvals/{id}",
             methods=[apigwv2.HttpMethod.GET, apigwv2.HttpMethod.HEAD, apigwv2.HttpMethod.POST],
             integration=approvals,
+        )
+        # Slack's buttons: authenticated by Slack's request signature, checked in the handler.
+        self.api.add_routes(
+            path="/slack/interactions", methods=[apigwv2.HttpMethod.POST], integration=approvals
         )
 
     @property

@@ -310,13 +310,18 @@ class Functions(Construct):
                 grant_bedrock_first_use(runner, bedrock_marketplace_products)
         # request_approval: the run, the approval record and its audit (runs table), the
         # signing key for the link, SES for the email.
-        _grant_table(tables.runs, request, "GetItem", "PutItem", "UpdateItem")
+        # Query: the audit trail says which chat messages were posted already (issue 30).
+        _grant_table(tables.runs, request, "GetItem", "PutItem", "UpdateItem", "Query")
         _grant_secret_read(secrets.link_signing_key, request)
+        # Slack's bot token: requests are posted to Slack, and a decision edits them.
+        _grant_secret_read(secrets.slack, request)
         email.grant_send(request)
         # approval_callback: verify the link, decide once (conditional write), resume the run.
         # Votes are counted with a Query; a delegate is emailed a link of their own.
         _grant_table(tables.runs, callback, "GetItem", "PutItem", "UpdateItem", "Query")
         _grant_secret_read(secrets.link_signing_key, callback)
+        # Slack: the signing secret verifies button presses, the bot token answers them.
+        _grant_secret_read(secrets.slack, callback)
         email.grant_send(callback)
         # Task tokens are not ARN-scoped: SendTaskSuccess names no state machine in the
         # request, so IAM cannot match it to one, and the service authorization reference

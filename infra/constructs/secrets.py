@@ -1,4 +1,4 @@
-"""Secrets Manager: the approval-link signing key and the LLM API key."""
+"""Secrets Manager: the approval-link signing key, the LLM API key and the Slack app's secrets."""
 
 from __future__ import annotations
 
@@ -72,6 +72,21 @@ class Secrets(Construct):
             # key. The generated "placeholder" is never read (Container reads "api_key").
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 secret_string_template=json.dumps({"api_key": ""}),
+                generate_string_key="placeholder",
+                password_length=16,
+                exclude_punctuation=True,
+            ),
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+
+        # Slack: the app's bot token and signing secret, stored by the operator (README,
+        # "Approvals in Slack"); generated on create for the same reason as the LLM key.
+        self.slack = secretsmanager.Secret(
+            self,
+            "Slack",
+            description='langorch: Slack app as {"bot_token": "xoxb-...", "signing_secret": "..."}',
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template=json.dumps({"bot_token": "", "signing_secret": ""}),
                 generate_string_key="placeholder",
                 password_length=16,
                 exclude_punctuation=True,

@@ -107,6 +107,19 @@ class Settings(BaseSettings):
     """An approval form decides only this long after its page view (mail scanners that submit
     forms at once are asked to press again); 0 turns the check off."""
     """Secrets Manager secret: ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}``."""
+    approval_channels: list[str] = Field(default_factory=lambda: ["email", "console"])
+    """Where approval requests go when their step names no ``channels``."""
+    slack_secret: str = "langorch/slack"  # noqa: S105 - a name, not a value
+    """Secrets Manager secret: ``{"bot_token": "xoxb-…", "signing_secret": "…"}``."""
+    slack_channel: str | None = None
+    """Post approval requests in this Slack channel (id ``C…``); unset: a DM to each approver."""
+    slack_users: dict[str, str] = Field(default_factory=dict)
+    """Slack user id -> approver address; wins over the address Slack's profile shows."""
+    slack_base_url: str | None = None
+    """Slack's Web API URL (``langorch dev`` points it at its fake Slack on loopback)."""
+    console_url: str | None = None
+    """Where the operator console is served; a chat message's Details button opens the
+    approval there (unset: the approval callback's URL, which asks for the emailed link)."""
     webhook_secret_prefix: str = "langorch/webhooks/"  # noqa: S105 - a name prefix
     """Per-workflow webhook secret: ``{"current": ..., "previous": ...}`` under this prefix."""
     llm_api_key_secret: str | None = None

@@ -97,6 +97,8 @@ class Fakes:
         )
         self.clock = FakeClock()
         self.approval_timers = RecordingApprovalTimers()
+        self.notifiers: dict[str, Any] = {}
+        """Chat channels (``slack``): tests that post to one add its fake or adapter."""
         self.ids = SequentialIds()
         self.checkpointer = InMemoryCheckpoints(self.runs)
         self.memory_store = InMemoryStore()

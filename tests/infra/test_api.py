@@ -1,4 +1,4 @@
-"""HTTP API: the webhook and approval routes, throttling, access logs without query strings."""
+"""HTTP API: webhook, approval and Slack routes, throttling, access logs without query strings."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def test_routes_reach_the_right_functions(synth: Synth) -> None:
         "GET /approvals/{id}": callback,
         "HEAD /approvals/{id}": callback,
         "POST /approvals/{id}": callback,
+        "POST /slack/interactions": callback,
     }
 
 

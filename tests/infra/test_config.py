@@ -64,6 +64,8 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"ses_identity": "maybe"}, "ses_identity"),
         ({"ses_domain": "example.com"}, "is not at ses_domain"),
         ({"reconcile_minutes": 2000}, "reconcile_minutes 2000: between 1 and 1440"),
+        ({"approval_channels": "email,pager"}, "approval_channels: .*'pager' unknown; choose from"),
+        ({"slack_channel": "#approvals"}, "slack_channel '#approvals' is not a Slack channel id"),
     ],
 )
 def test_invalid_settings_are_refused_with_the_setting_named(
@@ -81,6 +83,14 @@ def test_the_shipped_placeholder_sender_is_refused_with_how_to_set_one() -> None
     assert "sender_email" in str(refused.value)
     assert "-c sender_email=" in str(refused.value)
     assert DeployConfig().sender_email == "langorch@example.com"  # nothing ships a real one
+
+
+def test_approval_channels_are_read_from_a_comma_list() -> None:
+    # Given -c approval_channels=email,slack on the command line, When parsed
+    values = {"approval_channels": "email,slack", "sender_email": "approvals@example.org"}
+    config = DeployConfig.parse(values)
+    # Then both channels are kept, in order
+    assert config.approval_channels == ("email", "slack")
 
 
 def test_unknown_settings_are_refused() -> None:

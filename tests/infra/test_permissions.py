@@ -140,12 +140,14 @@ def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) 
     secrets = synth.stack.secrets
     link = f"<{synth.logical_id(secrets.link_signing_key)}>"
     llm = f"<{synth.logical_id(secrets.llm_api_key)}>"
+    slack = f"<{synth.logical_id(secrets.slack)}>"
     readers = {
         name: _allowed(synth, name).get("secretsmanager:GetSecretValue", set())
         for name in synth.stack.functions.all
     }
-    assert readers["request-approval"] == {link}
-    assert readers["approval-callback"] == {link}
+    # Slack's secret: requests are posted and edited, presses verified and answered
+    assert readers["request-approval"] == {link, slack}
+    assert readers["approval-callback"] == {link, slack}
     # The runner: the LLM key and exactly the MCP secrets named in mcp_secrets (the -?????? is
     # the random suffix Secrets Manager appends to a secret's ARN)
     assert readers["run-segment"] == {

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import langorch
+from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.rotation import KeyRotationError
 from langorch.app.memory import MemoryTooLargeError
 from langorch.domain._jinja_sandbox import ExpressionLimitError
@@ -121,6 +122,8 @@ NEVER_AT_AN_EDGE: dict[type[LangorchError], str] = {
     AgentError: "langorch agents add|show|remove, CLI commands; an agent called inside a run",
     ActionError: "a CKP procedure's built-in action, inside a run",
     ActionFailedError: "a CKP step's action, inside a run",
+    ChannelNotConfiguredError: "an approval naming a chat the stack has no app for: raised by "
+    "the state machine's request task; the Slack route's container always has Slack's",
 }
 """Named errors no HTTP request meets, each with the reason; every other one needs a row."""
 

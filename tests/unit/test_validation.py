@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from langorch.domain.definitions import BlockDefinition, BlockType, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
@@ -804,6 +805,41 @@ def test_approval_without_approvers_is_reported() -> None:
     data["steps"].append(s("b", depends_on=["ok"]))
     problem = only(problems_of(data))
     assert problem.path == "steps[1].approval.approvers"
+
+
+def test_approval_channel_that_langorch_does_not_know_is_reported_at_its_path() -> None:
+    # Given an approval step that names a channel there is no such thing as
+    data = minimal(
+        s("a"),
+        s(
+            "ok",
+            kind="approval",
+            depends_on=["a"],
+            branches={"approved": "b", "rejected": "b", "timed_out": "b"},
+            approval={"channels": ["email", "pager"]},
+        ),
+        s("b", depends_on=["ok"]),
+    )
+    # When it is read, Then it is refused at the channel's path, naming the choices
+    with pytest.raises(ValidationError, match=r"steps\.1\.approval\.channels\.1[\s\S]*'slack'"):
+        plan(data)
+
+
+def test_approval_naming_email_and_slack_is_legal() -> None:
+    # Given an approval step that goes to email and Slack
+    data = minimal(
+        s("a"),
+        s(
+            "ok",
+            kind="approval",
+            depends_on=["a"],
+            branches={"approved": "b", "rejected": "b", "timed_out": "b"},
+            approval={"channels": ["email", "slack"]},
+        ),
+        s("b", depends_on=["ok"]),
+    )
+    # Then it has no problems
+    assert problems_of(data) == []
 
 
 def test_approval_whose_timeout_leads_nowhere_is_reported() -> None:

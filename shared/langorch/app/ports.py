@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
+    from langorch.domain.approvals.channels import PostedMessage
+    from langorch.domain.approvals.record import Approval
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant, ResourceState
     from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
@@ -33,6 +35,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentStore",
+    "ApprovalNotifier",
+    "ChatNotifier",
     "Clock",
     "EmailSender",
     "EventBus",
@@ -212,6 +216,48 @@ class EmailSender(Protocol):
 
     def send(self, email: OutgoingEmail) -> str:
         """Send one email; returns a message id."""
+        ...
+
+
+class ApprovalNotifier(Protocol):
+    """One channel approval requests reach people through, besides email (Slack; Teams next).
+
+    An adapter renders the request its own way (Slack: Block Kit), never with a signed link or a
+    task token in it: the message's buttons only name the approval and the decision, and the
+    person who presses one is identified by the channel, not by what the message carries.
+    """
+
+    @property
+    def channel(self) -> str:
+        """The channel's name in ``channels:`` (``slack``)."""
+        ...
+
+    def post_request(
+        self, approval: Approval, details_url: str, *, skip: Sequence[str | None] = ()
+    ) -> list[PostedMessage]:
+        """Post the request (one shared channel, or one DM per approver not in ``skip``).
+
+        Returns:
+            The messages posted, each to be remembered for :meth:`show_decided`.
+        """
+        ...
+
+    def show_decided(self, approval: Approval, posted: PostedMessage, details_url: str) -> None:
+        """Edit a posted message to show the outcome: who decided, when (buttons removed)."""
+        ...
+
+
+@runtime_checkable
+class ChatNotifier(ApprovalNotifier, Protocol):
+    """A notifier whose messages people answer in the chat: it names them and tells them."""
+
+    def address_of(self, user_id: str) -> str | None:
+        """The address the chat's user goes by (an explicit mapping wins; then their
+        profile's email, cached); ``None`` when the chat shows none."""
+        ...
+
+    def tell(self, posted: PostedMessage, user_id: str, text: str) -> None:
+        """Answer one person beside the message, visible to them alone (Slack: ephemeral)."""
         ...
 
 

@@ -52,6 +52,7 @@ OPTIONAL_OUTPUT_FIELDS: Mapping[str, str] = {
     "LinkSigningSecret": "link_signing_secret",
     "LlmApiKeySecret": "llm_api_key_secret",
     "WebhookSecretPrefix": "webhook_secret_prefix",
+    "SlackSecret": "slack_secret",
     "SenderEmail": "sender_email",
     "SesConfigurationSet": "ses_configuration_set",
     "LogGroupPrefix": "log_group_prefix",

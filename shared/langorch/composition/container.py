@@ -24,6 +24,8 @@ from langorch.adapters.aws import make_client, new_session
 from langorch.config import Settings
 
 if TYPE_CHECKING:
+    from slack_sdk import WebClient
+
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
@@ -36,10 +38,11 @@ if TYPE_CHECKING:
     from langorch.adapters.logs import CloudWatchLogs
     from langorch.adapters.scheduler import ApprovalTimerSchedules, Schedules
     from langorch.adapters.secrets import Secrets
+    from langorch.adapters.slack import SlackRequestVerifier
     from langorch.adapters.stepfunctions import StepFunctions
     from langorch.adapters.sts import CallerIdentity
     from langorch.app.memory import MemoryManager
-    from langorch.app.ports import EmailSender, EventBus, ToolConnector
+    from langorch.app.ports import ApprovalNotifier, EmailSender, EventBus, ToolConnector
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import HttpCaller
     from langorch.llm import LLMRegistry
@@ -206,6 +209,54 @@ class Container:
             sender=self.settings.sender_email,
             configuration_set=self.settings.ses_configuration_set,
         )
+
+    @cached_property
+    def notifiers(self) -> dict[str, ApprovalNotifier]:
+        """The chat channels approval requests can be posted to (Slack; Teams: not yet).
+
+        The Slack bot token is read from its secret on Slack's first call, so a stack that never
+        posts to Slack never reads it.
+        """
+        from langorch.adapters.slack import SlackNotifier
+
+        return {
+            "slack": SlackNotifier(
+                self._slack_client,
+                conversation=self.settings.slack_channel,
+                users=self.settings.slack_users,
+            )
+        }
+
+    def _slack_client(self) -> WebClient:
+        from langorch.adapters.slack import slack_credentials, web_client
+
+        token = slack_credentials(self.secrets, self.settings.slack_secret).get("bot_token")
+        if not token:
+            from langorch.adapters.slack import SlackNotConfiguredError
+
+            raise SlackNotConfiguredError(
+                f"secret {self.settings.slack_secret} has no bot_token (see the README, "
+                "'Approvals in Slack')"
+            )
+        return web_client(token, self.settings.slack_base_url)
+
+    @cached_property
+    def slack_requests(self) -> SlackRequestVerifier:
+        """Checks Slack's signature on interaction requests (signing secret read on first use)."""
+        from langorch.adapters.slack import SlackRequestVerifier
+
+        return SlackRequestVerifier(self._slack_signing_secret, lambda: self.clock().timestamp())
+
+    def _slack_signing_secret(self) -> str:
+        from langorch.adapters.slack import SlackNotConfiguredError, slack_credentials
+
+        secret = slack_credentials(self.secrets, self.settings.slack_secret).get("signing_secret")
+        if not secret:
+            raise SlackNotConfiguredError(
+                f"secret {self.settings.slack_secret} has no signing_secret (see the README, "
+                "'Approvals in Slack')"
+            )
+        return secret
 
     @cached_property
     def schedules(self) -> Schedules:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from langorch.domain.approvals.channels import Channel
 from langorch.domain.approvals.edits import EditableType
 from langorch.domain.approvals.policy import (
     ApprovalPolicy,
@@ -264,6 +265,9 @@ class ApprovalSpec(Settings):
     editable_types: dict[str, EditableType] = Field(default_factory=dict)
     """Editable keys the approver fills in (nothing provides them before), by type: ``text``,
     ``number``, ``yes_no``, ``list`` (one item per line) or ``json``."""
+    channels: list[Channel] = Field(default_factory=list)
+    """Where the request goes: ``email``, ``slack``, ``teams``, ``console``, several at once
+    (empty: the stack's ``approval_channels``). One decision, whichever channel it comes from."""
     require_code: bool = False
     """Ask for the one-time code from the email on the page (stops link-clicking scanners)."""
     max_iterations: int | None = Field(default=None, ge=1, le=100)

@@ -6,6 +6,7 @@ dispatcher, :mod:`langorch.local.lambdas`: that is how the handler gets the stac
 
 - ``POST /hooks/{workflow_id}``            → ``langorch-trigger`` (``functions/trigger``)
 - ``GET|HEAD|POST /approvals/{id}``        → ``langorch-approval-callback``
+- ``POST /slack/interactions``             → ``langorch-approval-callback`` (Slack's buttons)
   (``functions/approval_callback``)
 
 The event follows the 2.0 payload format as documented: ``version``, ``routeKey``, ``rawPath``,
@@ -71,6 +72,7 @@ DEFAULT_ROUTES: Mapping[str, str] = {
     "GET /approvals/{id}": APPROVAL_CALLBACK,
     "HEAD /approvals/{id}": APPROVAL_CALLBACK,
     "POST /approvals/{id}": APPROVAL_CALLBACK,
+    "POST /slack/interactions": APPROVAL_CALLBACK,
 }
 """Route key → the Lambda function it invokes, as the deployed HTTP API routes them."""
 

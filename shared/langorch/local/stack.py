@@ -76,6 +76,8 @@ class LocalStack:
     ticker: Any = None
     """The scheduler tick (``fire_due(now)`` fires what is due)."""
     example_servers: Any = None
+    fake_slack: Any = None
+    """The fake Slack (``slack=True``): its recorded messages, its base URL."""
     """The examples' tool servers and agents (``servers=True``): an ``ExampleTools``."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
     _flush_logs: Callable[[float], bool] | None = None
@@ -161,6 +163,7 @@ def start_local_stack(
     console: bool = False,
     verbose: bool = False,
     servers: bool = False,
+    slack: bool = False,
     before_recovery: Callable[[LocalStack], None] | None = None,
 ) -> LocalStack:
     """Start the local stack with everything provisioned.
@@ -184,6 +187,9 @@ def start_local_stack(
         servers: start the examples' MCP tool servers and stand-in agents (``tools.yaml``,
             ``agents.yaml``) and register them before the examples' definitions, which then
             bind to them (``stack.example_servers``; stopped with the stack).
+        slack: serve a fake Slack Web API on loopback (``langorch.local.fake_slack``) and send
+            approval requests to Slack too (``approval_channels``: email, slack, console);
+            its bot token and a fresh signing secret are stored in the local secrets.
         before_recovery: runs once the stack can serve functions, before in-flight runs get
             their executions again: what those runs call must be up first (the examples' tool
             servers, each on a new address and token).
@@ -230,11 +236,15 @@ def start_local_stack(
     )
     stack = LocalStack(settings=settings, home=home)
     try:
+        if slack:
+            settings = stack.settings = _with_fake_slack(stack, settings)
         stack._stops.append(start_emulator(port))
         container = EmbeddedContainer(settings)
         container.ensure_resources(engine=False)  # LangGraph's tables: the first segment's
         seed_builtins(container.definitions)
         _ensure_signing_key(container, settings.link_signing_secret)
+        if slack:
+            _ensure_slack_secret(container, settings.slack_secret)
 
         sink = CloudWatchSink(container.logs, settings.log_group_prefix)
         # Stopped after the dispatcher and what invokes it: what they logged is written first.
@@ -278,6 +288,30 @@ def start_local_stack(
             reserved.close()
         stack.stop()
         raise
+
+
+def _with_fake_slack(stack: LocalStack, settings: Settings) -> Settings:
+    """Serve the fake Slack and point the settings at it (requests go to Slack too)."""
+    from langorch.local.fake_slack import FakeSlack, serve
+
+    running = serve(FakeSlack(open_workspace=True))
+    stack.fake_slack = running
+    stack._stops.append(running.stop)
+    return settings.model_copy(
+        update={
+            "slack_base_url": running.base_url,
+            "approval_channels": ["email", "slack", "console"],
+        }
+    )
+
+
+def _ensure_slack_secret(container: Any, name: str) -> None:
+    """The fake Slack's bot token and a signing secret (kept across restarts)."""
+    import secrets
+
+    if not container.secrets.exists(name):
+        value = {"bot_token": "xoxb-langorch-dev", "signing_secret": secrets.token_hex(16)}
+        container.secrets.put_json(name, value, description="langorch dev: the fake Slack app")
 
 
 def _function_arns(region: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from enum import Enum
 
+from langorch.app.approvals.channels import show_decided
 from langorch.app.approvals.checks import (
     Form,
     Opened,
@@ -390,6 +391,8 @@ def _record_and_deliver(
     if approval.policy is not None:
         # The decision is reached: no reminder or escalation may follow it.
         ports.approval_timers.cancel(approval.approval_id)
+    # Whichever channel decided, the chat messages posted for it now say who and when.
+    show_decided(decided, ports)
     logger.info(
         "approval decided",
         extra={

@@ -13,11 +13,18 @@ composition root's ``Container`` satisfies them structurally, and tests pass fak
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from langorch.app.ports import Clock, EmailSender, Executions, RunsStore, SecretsStore
+from langorch.app.ports import (
+    ApprovalNotifier,
+    Clock,
+    EmailSender,
+    Executions,
+    RunsStore,
+    SecretsStore,
+)
 
 if TYPE_CHECKING:
     from langorch.domain.approvals.policy import Vote
@@ -180,6 +187,16 @@ class LinkSettings(Protocol):
         """How long after its page view an approval form may decide."""
         ...
 
+    @property
+    def approval_channels(self) -> Sequence[str]:
+        """Where requests go when their step names no channels."""
+        ...
+
+    @property
+    def console_url(self) -> str | None:
+        """Where the console is served (a chat message's Details button opens it)."""
+        ...
+
 
 class PagePorts(Protocol):
     """What the approval page use-cases (view, decide) read."""
@@ -240,4 +257,9 @@ class RequestPorts(PagePorts, Protocol):
     @property
     def approval_timers(self) -> ApprovalTimers:
         """Where reminders and escalations are scheduled (and cancelled)."""
+        ...
+
+    @property
+    def notifiers(self) -> Mapping[str, ApprovalNotifier]:
+        """The chat channels this stack can post requests to, by name (``slack``)."""
         ...

@@ -1,7 +1,8 @@
 """Requesting an approval: what the state machine's ``AwaitApproval`` task invokes.
 
 It stores the task token server-side (never in an email, a URL, a page or a log line), records
-the pending approval and emails each approver a link signed for them.
+the pending approval and emails each approver a link signed for them, then posts the request to
+its chat channels (:mod:`langorch.app.approvals.channels`) when it names any.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from langorch.app.approvals.channels import chosen_channels, post_to_channels
 from langorch.app.approvals.driver import apply_event, audit, record
 from langorch.app.approvals.keys import SigningKeys, load_signing_keys
 from langorch.app.approvals.ports import PagePorts, RequestPorts
@@ -102,14 +104,17 @@ def request_approval(
             extra={"approval_id": stored.approval_id, "run_id": stored.run_id},
         )
         return ApprovalRequested(stored.approval_id, created, [], stored.status)
-    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+    channels = chosen_channels(stored, ports.settings)
     emailed: list[str] = []
-    for address in stored.approvers:
-        ref = approver_ref(stored.approval_id, address)
-        if ref in stored.emailed or not may_be_asked(stored, address):
-            continue
-        _email_one(stored, address, ref, keys, ports, randbelow)
-        emailed.append(address)
+    if "email" in channels:
+        keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+        for address in stored.approvers:
+            ref = approver_ref(stored.approval_id, address)
+            if ref in stored.emailed or not may_be_asked(stored, address):
+                continue
+            _email_one(stored, address, ref, keys, ports, randbelow)
+            emailed.append(address)
+    posted = post_to_channels(stored, ports)
     upcoming = next_timer(stored, now)
     if upcoming is not None:
         # Its first reminder or escalation: a one-time wake-up, not a polling function.
@@ -123,6 +128,7 @@ def request_approval(
             "step_id": stored.step_id,
             "first_request": created,
             "emailed": len(emailed),
+            "posted": len(posted),
         },
     )
     return ApprovalRequested(stored.approval_id, created, emailed)

@@ -56,6 +56,12 @@ def register(subparsers: Subparsers) -> None:
         "(without it, approvers use their emailed links)",
     )
     dev.add_argument(
+        "--slack",
+        action="store_true",
+        help="serve a fake Slack on loopback and post approval requests there too "
+        "(README, 'Approvals in Slack')",
+    )
+    dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
     )
 
@@ -108,6 +114,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         # Started and registered before the examples, which bind to them, and before in-flight
         # runs resume: a run that calls a tool finds it at its new address.
         servers=True,
+        slack=args.slack,
     )
     from langorch.local.example_tools import ExampleTools
 
@@ -133,6 +140,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     ]
     if stack.gateway_url:
         lines.append(f"  gateway       {stack.gateway_url}  (webhooks, approval pages)")
+    if stack.fake_slack is not None:
+        lines.append(
+            f"  slack (fake)  {stack.fake_slack.base_url}  (approval requests posted there; "
+            f"a press goes to {stack.gateway_url or 'the gateway'}/slack/interactions)"
+        )
     if stack.recovered:
         lines.append(
             f"  recovered     {len(stack.recovered)} runs in flight when it last stopped "

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 AuditAction = Literal[
     "requested",
     "emailed",
+    "posted",
     "view",
     "decide",
     "redeliver",
@@ -47,7 +48,7 @@ class AuditEntry(BaseModel):
     reason: str | None = None
     method: str | None = None
     channel: str | None = None
-    """Where it came from when not the emailed link: ``console``."""
+    """Where it came from when not the emailed link: ``console``, ``slack``."""
     operator: str | None = None
     """Who acted through that channel (``ana (OS user)``, an IAM principal's ARN)."""
 
@@ -67,6 +68,7 @@ class Visitor:
     user_agent: str | None = None
     """What the client says it is (bounded when written)."""
     channel: str | None = None
-    """``console`` for the console's decisions (``None``: the emailed link)."""
+    """``console`` for the console's decisions, ``slack`` for a chat's (``None``: the emailed
+    link)."""
     operator: str | None = None
-    """Who acted through that channel (audited beside the approver)."""
+    """Who acted through that channel (audited beside the approver): ``slack:U012AB3CD``."""

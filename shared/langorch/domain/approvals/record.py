@@ -230,6 +230,9 @@ class Approval(BaseModel):
     escalation_level: int = 0
     """How many escalation levels have joined."""
     reminders_sent: int = 0
+    channels: list[str] = Field(default_factory=list)
+    """Where the request goes (``email``, ``slack``, ``console``…); empty: the stack's default
+    (:func:`~langorch.domain.approvals.channels.channels_of`)."""
 
     def deciders(self) -> list[str]:
         """Everyone whose link opens this approval, each person once: approvers, escalated
@@ -337,6 +340,7 @@ def new_approval(
         previous=_previous_round(request.get("previous")),
         policy=policy,
         started_by=request.get("started_by") or None,
+        channels=[str(c) for c in request.get("channels") or []],
         created_at=now,
         expires_at=datetime.fromtimestamp(int(now.timestamp()) + timeout, tz=UTC),
     )

@@ -114,6 +114,8 @@ def _request(
         "iteration": iteration,
         "max_iterations": approval.max_iterations,
     }
+    if approval.channels:
+        request["channels"] = list(approval.channels)
     policy = approval.policy()
     if policy != type(policy)():
         # Only a non-default policy travels: requests of plain steps stay as they were.

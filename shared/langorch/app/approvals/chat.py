@@ -1,0 +1,244 @@
+"""A button pressed in a chat (Slack; Teams next): decide as the chat's verified user, once.
+
+The person is who the chat says they are (a verified request names its user; the user's address
+comes from an explicit mapping or the chat's profile), never what the message carries: the
+message holds no signed link and no task token. A person no approval names is told so and only
+an audit line is written. Otherwise the decision goes through the approval page's own
+decide-once use-case, exactly as the console's does (:mod:`langorch.console.actions`): a link
+signed server-side for that approver, the page view, then the form. Separation of duties,
+delegation, quorums and the run checks hold as on the emailed page, and of decisions from
+email, console and chat exactly one is recorded; the decision then edits every chat message
+posted for the approval (:func:`~langorch.app.approvals.channels.show_decided`).
+
+A request delivered twice (a replay within Slack's five-minute window) is refused by its
+signature's hash, recorded once per approval like a page view's token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from langorch.app.approvals.channels import ChannelNotConfiguredError
+from langorch.app.approvals.commands import DecideApproval, ViewApproval
+from langorch.app.approvals.decisions import decide_approval, view_approval
+from langorch.app.approvals.driver import audit
+from langorch.app.approvals.keys import load_signing_keys
+from langorch.app.approvals.ports import (
+    ApprovalsStore,
+    ApprovalTimers,
+    Clock,
+    EmailSender,
+    LinkSettings,
+    RequestPorts,
+)
+from langorch.app.ports import ApprovalNotifier, ChatNotifier, Executions, RunsStore, SecretsStore
+from langorch.domain.approvals.audit import Visitor
+from langorch.domain.approvals.channels import PostedMessage
+from langorch.domain.approvals.outcomes import (
+    AlreadyDecided,
+    Decided,
+    DecisionHeld,
+    FormAgain,
+    Shown,
+    Voted,
+)
+from langorch.domain.approvals.record import Approval, ApprovalLinkError, sign_link
+from langorch.domain.errors import LangorchError
+from langorch.web.errors import sentence_of
+
+logger = logging.getLogger(__name__)
+
+DECISIONS = ("approved", "rejected")
+
+
+@dataclass(frozen=True)
+class DecideInChat:
+    """A verified chat request: who pressed which button on which message."""
+
+    approval_id: str
+    decision: str
+    """``approved`` or ``rejected`` (anything else is refused)."""
+    user_id: str
+    """The chat's user id (Slack ``U…``), as the verified request names them."""
+    message: PostedMessage
+    delivery_id: str = field(repr=False)
+    """What makes this request one of a kind (its signature): a second delivery of it is a
+    replay and decides nothing. Only its hash is stored, never logged."""
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """What the person in the chat is told (only them), and what happened."""
+
+    outcome: str
+    """``decided``, ``voted``, ``already_decided``, ``held``, ``not_an_approver``,
+    ``replayed``, ``refused`` or ``not_found``."""
+    text: str
+    approval: Approval | None = None
+
+
+@dataclass(frozen=True)
+class _ChatPorts:
+    """The request's ports with the form dwell off: a chat's press is an identified person's,
+    not a mail scanner's (the console turns it off for the same reason)."""
+
+    approvals: ApprovalsStore
+    runs: RunsStore
+    executions: Executions
+    secrets: SecretsStore
+    settings: LinkSettings
+    clock: Clock
+    email: EmailSender
+    approval_timers: ApprovalTimers
+    notifiers: Mapping[str, ApprovalNotifier]
+
+
+@dataclass(frozen=True)
+class _Undwelled:
+    public_base_url: str
+    link_signing_secret: str
+    approval_channels: Sequence[str]
+    console_url: str | None
+    approval_form_dwell_seconds: float = 0.0
+
+
+def decide_in_chat(cmd: DecideInChat, ports: RequestPorts) -> ChatAnswer:
+    """Decide (or vote) as the chat's user, once; tell them the outcome beside the message.
+
+    Returns:
+        The answer the chat's user was told (a refusal is an answer too: nothing raises for
+        what a person did).
+
+    Raises:
+        ChannelNotConfiguredError: no notifier for the command's channel.
+        StorageError: a store failed transiently (the chat shows an error; pressing again
+            works, since a recorded decision is never recorded twice).
+    """
+    chat = ports.notifiers.get(cmd.message.channel)
+    if not isinstance(chat, ChatNotifier):
+        raise ChannelNotConfiguredError(f"no chat notifier for {cmd.message.channel!r}")
+    answer = _decide(cmd, ports, chat)
+    # A decision edited every message already (``decide_approval`` does, whichever channel).
+    try:
+        chat.tell(cmd.message, cmd.user_id, answer.text)
+    except LangorchError as exc:
+        # What happened stands (recorded, audited); only the note to the person is missing.
+        logger.warning(
+            "chat answer not shown",
+            extra={"approval_id": cmd.approval_id, "error": type(exc).__name__},
+        )
+    return answer
+
+
+def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatAnswer:
+    store, now = ports.approvals, ports.clock()
+    operator = f"{cmd.message.channel}:{cmd.user_id}"
+    approval = store.get(cmd.approval_id)
+    if approval is None:
+        return ChatAnswer("not_found", "This approval no longer exists.")
+    visitor = Visitor(
+        "POST", user_agent=cmd.message.channel, channel=cmd.message.channel, operator=operator
+    )
+    once = hashlib.sha256(cmd.delivery_id.encode()).hexdigest()[:32]
+    if not store.use_view_token(approval.approval_id, f"{cmd.message.channel}:{once}"):
+        audit(
+            store,
+            approval.approval_id,
+            "refused",
+            "replayed",
+            at=now,
+            actor=operator,
+            visitor=visitor,
+        )
+        return ChatAnswer("replayed", "This request was seen before; nothing was recorded.")
+    address = chat.address_of(cmd.user_id)
+    approver = (
+        next((a for a in approval.named() if approval.same_person(a, address)), None)
+        if address
+        else None
+    )
+    if approver is None or cmd.decision not in DECISIONS:
+        why = "not_an_approver" if approver is None else "invalid_form"
+        audit(store, approval.approval_id, "refused", why, at=now, actor=operator, visitor=visitor)
+        text = (
+            "You are not an approver of this request, so nothing was recorded."
+            if approver is None
+            else "That is not a decision this request takes."
+        )
+        return ChatAnswer(why if approver is None else "refused", text, approval)
+    keys = load_signing_keys(ports.secrets, ports.settings.link_signing_secret)
+    link = sign_link(
+        approval.approval_id,
+        approver,
+        approval.expires_at,
+        keys.current,
+        keys.current_key,
+        generation=approval.link_generation,
+    )
+    quick = _without_dwell(ports)
+    try:
+        view = view_approval(ViewApproval(approval.approval_id, link, visitor), quick)
+        if isinstance(view, Shown):
+            form = {"decision": cmd.decision, "nonce": view.nonce}
+            outcome = decide_approval(
+                DecideApproval(approval.approval_id, link, form, visitor), quick
+            )
+        else:
+            outcome = view
+    except ApprovalLinkError as exc:
+        return ChatAnswer("refused", sentence_of(exc), approval)
+    # Voted and DecisionHeld are kinds of Decided: asked about first.
+    if isinstance(outcome, DecisionHeld):
+        return ChatAnswer("held", sentence_of_held(), outcome.approval)
+    if isinstance(outcome, Voted):
+        text = (
+            f"Your vote is recorded: {outcome.progress}."
+            if outcome.recorded
+            else f"You voted before; that vote stands: {outcome.progress}."
+        )
+        return ChatAnswer("voted", text, outcome.approval)
+    if isinstance(outcome, Decided):
+        return ChatAnswer("decided", _decided_text(outcome.approval), outcome.approval)
+    if isinstance(outcome, AlreadyDecided):
+        current = store.get(approval.approval_id) or approval
+        return ChatAnswer("already_decided", "Already decided: " + _decided_text(current), current)
+    if isinstance(outcome, FormAgain):
+        return ChatAnswer(
+            "refused",
+            f"{sentence_of(outcome.error)} Open Details to decide on the approval page.",
+            approval,
+        )
+    return ChatAnswer("refused", "This approval cannot be decided now.", approval)
+
+
+def sentence_of_held() -> str:
+    """What a person is told when the run is not running (the decision waits for it)."""
+    return "Your decision is recorded; the run is not running now and will take it when resumed."
+
+
+def _decided_text(approval: Approval) -> str:
+    when = approval.decided_at.strftime("%Y-%m-%d %H:%M UTC") if approval.decided_at else ""
+    return f"{approval.status.value} by {approval.decided_by or 'someone'} {when}".rstrip() + "."
+
+
+def _without_dwell(ports: RequestPorts) -> _ChatPorts:
+    settings = ports.settings
+    return _ChatPorts(
+        approvals=ports.approvals,
+        runs=ports.runs,
+        executions=ports.executions,
+        secrets=ports.secrets,
+        settings=_Undwelled(
+            settings.public_base_url,
+            settings.link_signing_secret,
+            settings.approval_channels,
+            settings.console_url,
+        ),
+        clock=ports.clock,
+        email=ports.email,
+        approval_timers=ports.approval_timers,
+        notifiers=ports.notifiers,
+    )

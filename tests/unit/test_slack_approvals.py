@@ -1,0 +1,507 @@
+"""Approvals in Slack (issue 30), offline: the real ``slack_sdk`` WebClient against the fake Slack
+of ``langorch.local.fake_slack`` on loopback, the real approval_callback handler, the fakes.
+
+A press is the request Slack sends, signed with the app's signing secret, posted to the
+callback's ``POST /slack/interactions`` (or, for the concurrency test, handed to the use-case
+directly: Powertools' resolver keeps the current event in a module global).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+
+from langorch.adapters.slack import SlackNotifier, SlackRequestVerifier, web_client
+from langorch.app.approvals.channels import ChannelNotConfiguredError
+from langorch.app.approvals.chat import ChatAnswer, DecideInChat, decide_in_chat
+from langorch.app.approvals.decisions import REDELIVERY_GRACE
+from langorch.domain.approvals.channels import PostedMessage, posted_messages
+from langorch.domain.approvals.record import ApprovalStatus
+from langorch.local.fake_slack import (
+    FakeSlack,
+    RunningFakeSlack,
+    serve,
+    signed_headers,
+    signed_interaction,
+)
+from tests.unit.approvals_support import (
+    ALICE,
+    BOB,
+    EVENTS,
+    FakeStack,
+    Parked,
+    call,
+    event,
+    nonce,
+)
+
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+BOT_TOKEN = "xoxb-test-0000-bot-token"
+MALLORY = "mallory@example.com"
+USERS = {"UALICE": ALICE, "UBOB": BOB, "UMALLORY": MALLORY}
+
+
+class SlackStack(FakeStack):
+    """The fake stack with Slack as a channel: the fake Slack serving, the real adapter."""
+
+    def __init__(self, fake: RunningFakeSlack, *, conversation: str | None = None) -> None:
+        super().__init__()
+        self.fake = fake
+        self.slack: FakeSlack = fake.slack
+        container = self.container
+        container.settings = container.settings.model_copy(
+            update={"approval_channels": ["email", "slack"], "console_url": "http://console"}
+        )
+        container.notifiers = {
+            "slack": SlackNotifier(
+                lambda: web_client(BOT_TOKEN, fake.base_url), conversation=conversation
+            )
+        }
+        container.slack_requests = SlackRequestVerifier(
+            lambda: SIGNING_SECRET, lambda: self.clock().timestamp()
+        )
+
+    def message(self, parked: Parked, to: str | None = ALICE) -> PostedMessage:
+        """The Slack message posted for ``parked`` to ``to``."""
+        trail = self.container.approvals.audit(parked.approval_id)
+        return next(m for m in posted_messages(trail, "slack") if m.to == to)
+
+    def press(
+        self,
+        parked: Parked,
+        user: str,
+        decision: str = "approved",
+        *,
+        to: str | None = ALICE,
+        age: int = 0,
+        action_ts: str = "1700000001.000001",
+    ) -> tuple[bytes, dict[str, str]]:
+        """The signed request of ``user`` pressing a button on the message sent to ``to``."""
+        message = self.message(parked, to)
+        return signed_interaction(
+            SIGNING_SECRET,
+            user_id=user,
+            approval_id=parked.approval_id,
+            decision=decision,
+            conversation=message.conversation,
+            message_ts=message.message_id,
+            timestamp=int(self.clock().timestamp()) - age,
+            action_ts=action_ts,
+        )
+
+
+def slack_event(body: bytes, headers: dict[str, str]) -> dict[str, Any]:
+    """API Gateway's v2 event of Slack's POST to ``/slack/interactions``."""
+    built: dict[str, Any] = copy.deepcopy(json.loads((EVENTS / "approval_post.json").read_text()))
+    built["rawPath"] = built["requestContext"]["http"]["path"] = "/slack/interactions"
+    built["rawQueryString"] = ""
+    built["queryStringParameters"] = None
+    built["pathParameters"] = None
+    built["routeKey"] = built["requestContext"]["routeKey"] = "POST /slack/interactions"
+    built["headers"] = {k.lower(): v for k, v in headers.items()}
+    built["body"] = base64.b64encode(body).decode()
+    built["isBase64Encoded"] = True
+    return built
+
+
+@pytest.fixture
+def fake_slack() -> Iterator[RunningFakeSlack]:
+    running = serve(FakeSlack(users=dict(USERS)))
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def stack(fake_slack: RunningFakeSlack) -> SlackStack:
+    return SlackStack(fake_slack)
+
+
+@pytest.fixture
+def callback(stack: SlackStack) -> Iterator[Any]:
+    from functions.approval_callback import handler
+
+    previous = handler.container.use(stack.container)
+    yield handler
+    handler.container.use(previous)
+
+
+def _ephemeral_to(stack: SlackStack, user: str) -> list[str]:
+    return [str(m["text"]) for m in stack.slack.ephemeral if m["user"] == user]
+
+
+# --------------------------------------------------------------------------------------------
+# Posting
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_request_is_posted_as_a_dm_to_each_approver_without_a_link_or_token(
+    stack: SlackStack,
+) -> None:
+    # Given a run parked on an approval whose channels are email and slack
+    parked = stack.park()
+    # Then each approver got one DM with Approve / Reject / Details
+    posts = stack.slack.called("chat.postMessage")
+    assert sorted(p["channel"] for p in posts) == ["UALICE", "UBOB"]
+    shown = json.dumps(posts)
+    assert "langorch.approve" in shown and "langorch.reject" in shown
+    assert f"http://console/approvals/{parked.approval_id}" in shown
+    # And no message carries a signed link, its signature or the task token
+    assert "sig=" not in shown and parked.token not in shown
+    # And the emails went out as well
+    assert sorted(parked.links) == [ALICE, BOB]
+
+
+def test_a_retried_request_posts_nothing_twice(stack: SlackStack) -> None:
+    # Given a request posted to both approvers
+    parked = stack.park()
+    # When the state machine retries the request (same run, same interrupt)
+    stack.park_again(parked)
+    # Then still one message per approver
+    assert len(stack.slack.called("chat.postMessage")) == 2
+
+
+def test_a_request_without_the_email_channel_sends_no_email(stack: SlackStack) -> None:
+    # Given the stack's default channels are slack alone
+    stack.container.settings = stack.container.settings.model_copy(
+        update={"approval_channels": ["slack"]}
+    )
+    # When a run parks on an approval
+    parked = stack.park()
+    # Then nobody is emailed, and both approvers have their Slack message
+    assert parked.links == {}
+    assert len(stack.slack.called("chat.postMessage")) == 2
+
+
+def test_a_request_can_go_to_one_shared_channel(fake_slack: RunningFakeSlack) -> None:
+    # Given a stack posting approval requests in one Slack channel
+    stack = SlackStack(fake_slack, conversation="CAPPROVALS")
+    # When a run parks on an approval
+    parked = stack.park()
+    # Then one message is posted, in that channel, remembered for no one approver
+    assert [p["channel"] for p in stack.slack.called("chat.postMessage")] == ["CAPPROVALS"]
+    assert stack.message(parked, to=None).conversation == "CAPPROVALS"
+
+
+# --------------------------------------------------------------------------------------------
+# Signatures
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_press_with_a_bad_signature_is_refused_and_decides_nothing(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a press whose signature was made with another secret
+    parked = stack.park()
+    body, headers = stack.press(parked, "UALICE")
+    headers["X-Slack-Signature"] = "v0=" + "0" * 64
+    # When it reaches the callback
+    answer = call(callback, slack_event(body, headers))
+    # Then it is refused as unauthenticated and the approval stays pending
+    assert answer["statusCode"] == 401
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_a_press_signed_more_than_five_minutes_ago_is_refused(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a correctly signed press whose timestamp is six minutes old
+    parked = stack.park()
+    body, headers = stack.press(parked, "UALICE", age=360)
+    # When it reaches the callback
+    answer = call(callback, slack_event(body, headers))
+    # Then it is refused, and nothing is decided
+    assert answer["statusCode"] == 401
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_a_replayed_press_is_refused_and_only_audited(stack: SlackStack, callback: Any) -> None:
+    # Given alice's press that voted on a request needing both approvers
+    parked = stack.park(policy={"quorum": "all"})
+    body, headers = stack.press(parked, "UALICE")
+    assert call(callback, slack_event(body, headers))["statusCode"] == 200
+    # When the very same request arrives again (within Slack's window)
+    answer = call(callback, slack_event(body, headers))
+    # Then it is acknowledged but refused as a replay: one vote, an audit line, alice told
+    assert answer["statusCode"] == 200
+    assert len(stack.container.approvals.votes(parked.approval_id)) == 1
+    assert ("refused", "replayed", "slack:UALICE") in stack.audit(parked)
+    assert "seen before" in _ephemeral_to(stack, "UALICE")[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# Identity
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_person_who_is_not_an_approver_is_told_so_and_only_audited(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given mallory, a member of the workspace the approval does not name
+    parked = stack.park()
+    body, headers = stack.press(parked, "UMALLORY")
+    # When mallory presses Approve on alice's message
+    answer = call(callback, slack_event(body, headers))
+    # Then mallory is told, the approval stays pending, and only the refusal is written
+    assert answer["statusCode"] == 200
+    assert "not an approver" in _ephemeral_to(stack, "UMALLORY")[0]
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+    assert stack.audit(parked)[-1] == ("refused", "not_an_approver", "slack:UMALLORY")
+    assert stack.steps.sent == []
+
+
+def test_a_user_slack_does_not_know_is_told_they_are_not_an_approver(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a press by a user id Slack's users.info does not find (another workspace's)
+    parked = stack.park()
+    body, headers = stack.press(parked, "UOTHER")
+    # When it reaches the callback
+    answer = call(callback, slack_event(body, headers))
+    # Then it is acknowledged, they are told, and nothing is decided
+    assert answer["statusCode"] == 200
+    assert "not an approver" in _ephemeral_to(stack, "UOTHER")[0]
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_the_explicit_mapping_wins_over_the_slack_profile(fake_slack: RunningFakeSlack) -> None:
+    # Given a mapping that names UMALLORY as bob (whatever Slack's profile says)
+    stack = SlackStack(fake_slack)
+    stack.container.notifiers = {
+        "slack": SlackNotifier(
+            lambda: web_client(BOT_TOKEN, fake_slack.base_url), users={"UMALLORY": BOB}
+        )
+    }
+    parked = stack.park()
+    message = stack.message(parked, ALICE)
+    # When UMALLORY presses Approve
+    answer = decide_in_chat(
+        DecideInChat(parked.approval_id, "approved", "UMALLORY", message, delivery_id="d1"),
+        stack.container,
+    )
+    # Then it is bob's decision, and Slack's profile was never asked
+    assert answer.outcome == "decided"
+    assert stack.container.approvals.get(parked.approval_id).decided_by == BOB
+    assert stack.slack.called("users.info") == []
+
+
+def test_separation_of_duties_holds_in_slack(stack: SlackStack, callback: Any) -> None:
+    # Given a run alice started, on an approval that keeps its starter from approving
+    parked = stack.park(policy={"separation_of_duties": True}, started_by=ALICE)
+    body, headers = stack.press(parked, "UALICE")
+    # When alice presses Approve in Slack
+    call(callback, slack_event(body, headers))
+    # Then she is told why, and nothing is decided
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+    assert _ephemeral_to(stack, "UALICE")
+    assert stack.steps.sent == []
+
+
+# --------------------------------------------------------------------------------------------
+# One decision, every channel updated
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_decision_in_slack_resumes_the_run_and_edits_every_message(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a request posted to alice and bob
+    parked = stack.park()
+    body, headers = stack.press(parked, "UALICE")
+    # When alice presses Approve
+    assert call(callback, slack_event(body, headers))["statusCode"] == 200
+    # Then the run resumes with alice's decision, recorded as hers through Slack
+    assert stack.output(parked)["decision"] == "approved"
+    assert stack.output(parked)["approver"] == ALICE
+    decide = next(
+        e for e in stack.container.approvals.audit(parked.approval_id) if e.action == "decide"
+    )
+    assert (decide.channel, decide.operator) == ("slack", "slack:UALICE")
+    # And both messages now say who decided, with no buttons left to press
+    updates = stack.slack.called("chat.update")
+    assert len(updates) == 2
+    assert all("Approved by alice@example.com" in u["text"] for u in updates)
+    assert "langorch.approve" not in json.dumps(updates)
+
+
+def test_a_decision_in_slack_makes_the_email_page_say_already_decided(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given alice approved in Slack
+    parked = stack.park()
+    body, headers = stack.press(parked, "UALICE")
+    call(callback, slack_event(body, headers))
+    # When bob opens his emailed link
+    page = call(callback, event(parked.links[BOB]))
+    # Then the page says it was decided, by alice
+    assert page["statusCode"] == 200
+    assert "already" in page["body"].lower() and ALICE in page["body"]
+
+
+def test_a_decision_on_the_email_page_edits_the_slack_messages(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given bob approves on his emailed page
+    parked = stack.park()
+    shown = call(callback, event(parked.links[BOB]))
+    stack.read_pages()
+    form = {"decision": "rejected", "nonce": nonce(shown["body"]), "comment": ""}
+    call(callback, event(parked.links[BOB], method="POST", form=form))
+    # Then both Slack messages say bob rejected
+    updates = stack.slack.called("chat.update")
+    assert len(updates) == 2
+    assert all("Rejected by bob@example.com" in u["text"] for u in updates)
+    # And alice pressing Approve afterwards is told it was decided, and changes nothing
+    body, headers = stack.press(parked, "UALICE")
+    call(callback, slack_event(body, headers))
+    assert "Already decided" in _ephemeral_to(stack, "UALICE")[-1]
+    assert stack.output(parked)["decision"] == "rejected"
+
+
+def test_thirty_concurrent_presses_on_a_quorum_request_count_each_vote_once(
+    stack: SlackStack,
+) -> None:
+    # Given thirty approvers who must all approve, each known to Slack
+    people = [f"p{i}@example.com" for i in range(30)]
+    stack.slack.users.update({f"U{i:02d}": address for i, address in enumerate(people)})
+    stack.container.settings = stack.container.settings.model_copy(
+        update={"approval_channels": ["email"]}
+    )
+    parked = stack.park(approvers=people, policy={"quorum": "all"})
+    message = PostedMessage("slack", "CAPPROVALS", "1700000000.000001")
+
+    def press(i: int) -> ChatAnswer:
+        command = DecideInChat(
+            parked.approval_id, "approved", f"U{i:02d}", message, delivery_id=f"sig-{i}"
+        )
+        return decide_in_chat(command, stack.container)
+
+    stack.container.notifiers = {
+        "slack": SlackNotifier(lambda: web_client(BOT_TOKEN, stack.fake.base_url))
+    }
+    # When all thirty press Approve at once
+    with ThreadPoolExecutor(max_workers=30) as pool:
+        answers = list(pool.map(press, range(30)))
+    # Then every vote is counted once, and the run resumes exactly once
+    votes = stack.container.approvals.votes(parked.approval_id)
+    assert sorted(v.approver for v in votes) == sorted(people)
+    assert [a.outcome for a in answers].count("decided") == 1
+    assert len(stack.steps.sent) == 1
+    assert stack.output(parked)["decision"] == "approved"
+
+
+def test_a_decision_lost_in_a_crash_is_delivered_by_a_later_press(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given alice's approval was recorded, then the process died before it reached the run
+    parked = stack.park()
+    stack.container.approvals.decide(
+        parked.approval_id, ApprovalStatus.approved, ALICE, None, {}, stack.clock()
+    )
+    assert stack.status(parked) == "RUNNING"
+    # When bob presses Reject in Slack after the redelivery grace
+    stack.clock.advance(REDELIVERY_GRACE.total_seconds() + 1)
+    body, headers = stack.press(parked, "UBOB", "rejected", to=BOB)
+    call(callback, slack_event(body, headers))
+    # Then the run resumes with alice's recorded approval (not bob's), once
+    assert stack.output(parked)["decision"] == "approved"
+    assert stack.output(parked)["approver"] == ALICE
+    assert "Already decided" in _ephemeral_to(stack, "UBOB")[-1]
+
+
+def test_no_log_line_carries_the_signature_token_or_secret(
+    stack: SlackStack, callback: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Given a press, a bad press and a replay, logged at DEBUG
+    caplog.set_level(logging.DEBUG)
+    parked = stack.park()
+    body, headers = stack.press(parked, "UALICE")
+    bad = dict(headers, **{"X-Slack-Signature": "v0=" + "1" * 64})
+    call(callback, slack_event(body, bad))
+    call(callback, slack_event(body, headers))
+    call(callback, slack_event(body, headers))
+    # Then no line holds the signatures, the bot token, the signing secret or the task token
+    text = caplog.text + "".join(str(r.__dict__) for r in caplog.records)
+    for secret in (
+        headers["X-Slack-Signature"],
+        bad["X-Slack-Signature"],
+        BOT_TOKEN,
+        SIGNING_SECRET,
+        parked.token,
+    ):
+        assert secret not in text
+
+
+def test_a_press_on_details_is_acknowledged_and_decides_nothing(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a signed press on the Details button (a link button: Slack still reports it)
+    parked = stack.park()
+    payload = {
+        "type": "block_actions",
+        "user": {"id": "UALICE"},
+        "actions": [{"action_id": "langorch.details", "value": parked.approval_id}],
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    headers = signed_headers(SIGNING_SECRET, body, int(stack.clock().timestamp()))
+    # When it reaches the callback
+    answer = call(callback, slack_event(body, headers))
+    # Then it is acknowledged, nobody is told anything and nothing is decided
+    assert answer["statusCode"] == 200
+    assert stack.slack.ephemeral == []
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_a_request_for_teams_is_refused_as_a_channel_the_stack_has_no_app_for(
+    stack: SlackStack,
+) -> None:
+    # Given approval requests go to Teams, which has no adapter yet
+    stack.container.settings = stack.container.settings.model_copy(
+        update={"approval_channels": ["teams"]}
+    )
+    # When a run parks on an approval, Then the request fails saying so and how to fix it
+    with pytest.raises(ChannelNotConfiguredError, match="no teams app configured"):
+        stack.park()
+
+
+SLACK_WORKFLOW = """
+workflows:
+  - plan_id: pay
+    memory: false
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - step_id: review
+        kind: approval
+        approval:
+          approvers: [alice@example.com]
+          channels: [email, slack]
+          show_keys: [amount]
+        branches: {approved: paid, rejected: paid}
+      - {step_id: paid, kind: terminate}
+"""
+
+
+def test_a_step_naming_its_channels_asks_with_them(make_container: Any) -> None:
+    from tests.integration.conftest import register_text, run_to_end
+
+    # Given a workflow whose approval step goes to email and Slack
+    container = make_container()
+    register_text(container, SLACK_WORKFLOW)
+    asked: list[dict[str, Any]] = []
+
+    def decide(request: dict[str, Any]) -> dict[str, Any]:
+        asked.append(request)
+        return {"decision": "approved", "approver": ALICE}
+
+    # When it runs to its approval
+    run_to_end(container, "pay", {"amount": 12}, on_approval=decide)
+    # Then the request the run parks with names both channels
+    (request,) = asked
+    assert request["channels"] == ["email", "slack"]
