@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.runs import (
+    PauseRequest,
     PendingInterrupt,
     RunError,
     RunRecord,
@@ -20,6 +21,7 @@ from langorch.domain.runs import (
     TimelineEvent,
     TimelineEventType,
     TokenUsage,
+    paused,
     transition,
 )
 
@@ -94,7 +96,21 @@ def record_segment(
     started_at: datetime,
     parked: PendingInterrupt | None,
     answer: Any,
+    *,
+    pause: PauseRequest | None = None,
 ) -> SegmentResult:
+    """Write the segment's outcome: the record's new status and the segment's timeline.
+
+    Args:
+        run: the run as the segment started it (``running``).
+        result: what the engine answered (``engine.segments.Advance``).
+        deps: the runs and a clock.
+        fence: the segment's lease fence (its last write gives the lease back).
+        started_at: when the segment started.
+        parked: the interrupt the segment resumed, if any.
+        answer: the answer it resumed it with.
+        pause: the pause request the segment stopped for (``result.status == "paused"``).
+    """
     now = deps.clock()
     events = engine_timeline(run, result.events, started_at)
     resumed = _resumed_event(run, started_at, parked, answer)
@@ -107,7 +123,7 @@ def record_segment(
         from langorch.domain.limits import bounded_request
 
         result.request = bounded_request(dict(result.request))
-    run, closing = _ended(run, result, now)
+    run, closing = _ended(run, result, now, pause)
     if not result.events and run.is_terminal and _finished_by_previous(run, deps):
         closing = []  # that segment's run_finished stands: a run ends once on its timeline
     events.extend(closing)
@@ -310,11 +326,18 @@ def _resumed_event(
     return None
 
 
-def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[TimelineEvent]]:
+def _ended(
+    run: RunRecord, result: Any, now: datetime, pause: PauseRequest | None
+) -> tuple[RunRecord, list[TimelineEvent]]:
     """The record after the segment's outcome, and the timeline events that outcome adds."""
     events: list[TimelineEvent] = []
     status = result.status
-    if status == "waiting_approval":
+    if status == "paused":
+        if pause is None:  # lifted as the segment stopped: the next segment goes on
+            return run.model_copy(update={"updated_at": now}), events
+        run = paused(run, pause, now=now)
+        events.append(paused_event(run, pause, now))
+    elif status == "waiting_approval":
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
         )
@@ -335,6 +358,11 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
         request = result.request or {}
         # Queued for a resource: the engine's resource_waiting event already says so.
         queued = status == "waiting_resource"
+        if not queued:
+            # When it is due, kept with it: a pause, a resume or a restart changes the record,
+            # never the wait's end.
+            due = now + timedelta(seconds=float(request.get("seconds") or 0))
+            request = {**request, "due": due.isoformat()}
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id,
             kind="resource" if queued else "wait",
@@ -375,6 +403,20 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
     return run, events
 
 
+def paused_event(run: RunRecord, pause: PauseRequest, now: Any) -> TimelineEvent:
+    """``run_paused``: who asked and why, and what the run was waiting on, if anything."""
+    detail: dict[str, Any] = {"reason": pause.reason} if pause.reason else {}
+    step_id = None
+    if run.pending is not None:
+        detail["while"] = {"approval": "waiting_approval", "wait": "sleeping"}.get(
+            run.pending.kind, "waiting_resource"
+        )
+        step_id = run.pending.request.get("step_id")
+    return timeline_event(
+        run, now, TimelineEventType.run_paused, step_id=step_id, actor=pause.by, detail=detail
+    )
+
+
 def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
     """Announce a parked run's park again, for a segment that brings no answer.
 
@@ -391,9 +433,7 @@ def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
     status = RunStatus.waiting_approval if pending.kind == "approval" else RunStatus.sleeping
     seconds = None
     if status is RunStatus.sleeping:
-        # The record's last change was the park itself: the wait is due that much later.
-        due = run.updated_at + timedelta(seconds=float(request.get("seconds") or 0))
-        seconds = max(0, math.ceil((due - now).total_seconds()))
+        seconds = max(0, math.ceil((_due(run, request) - now).total_seconds()))
     logger.info(
         "parked run announced again",
         extra={"run_id": run.run_id, "status": status.value, "interrupt_id": pending.interrupt_id},
@@ -412,3 +452,11 @@ def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
         workflow_id=run.workflow_id,
         workflow_version=run.workflow_version,
     )
+
+
+def _due(run: RunRecord, request: dict[str, Any]) -> datetime:
+    """When a parked wait ends: as kept with it, else (a record from before that) its park,
+    the record's last change, plus its seconds."""
+    if isinstance(request.get("due"), str):
+        return datetime.fromisoformat(request["due"])
+    return run.updated_at + timedelta(seconds=float(request.get("seconds") or 0))
