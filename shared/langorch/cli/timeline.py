@@ -25,6 +25,8 @@ _MARK = {
     TimelineEventType.resource_released: "released",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
+    TimelineEventType.run_paused: "paused",
+    TimelineEventType.run_resumed: "resumed",
     TimelineEventType.run_redriven: "redrive",
     TimelineEventType.run_forked: "fork",
 }
@@ -124,6 +126,8 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(f"#{event.segment}")
     elif kind in (TimelineEventType.run_redriven, TimelineEventType.run_forked):
         parts.extend(_recovery_parts(event))
+    elif kind in (TimelineEventType.run_paused, TimelineEventType.run_resumed):
+        parts.extend(_pause_parts(event))
     body = "  ".join(p for p in parts if p)
     return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
 
@@ -149,6 +153,42 @@ def _recovery_parts(event: TimelineEvent) -> list[str]:
     if detail.get("reason"):
         parts.append(f'"{_short(detail["reason"], 60)}"')
     return parts
+
+
+_WHILE = {
+    "waiting_approval": "while waiting on its approval (still open)",
+    "sleeping": "while sleeping (the wait goes on)",
+    "waiting_resource": "while queued for a resource",
+}
+
+
+def _pause_parts(event: TimelineEvent) -> list[str]:
+    """A pause's or a resume's line: who, why, and where the run stood."""
+    detail = event.detail
+    parts = [f"by {event.actor}" if event.actor else ""]
+    if detail.get("reason"):
+        parts.append(f'"{_short(detail["reason"], 60)}"')
+    if detail.get("while"):
+        parts.append(_WHILE.get(str(detail["while"]), str(detail["while"])))
+    if detail.get("before_it_paused"):
+        parts.append("(before its step finished: it never stopped)")
+    return parts
+
+
+def pause_line(run: RunRecord) -> str | None:
+    """Where a pause stands, for the run's header (``None``: nobody asked one)."""
+    pause = run.pause
+    if run.status.value == "paused" and pause is None:
+        return "resumed: going on"
+    if pause is None or run.is_terminal:
+        return None
+    who = f"{pause.by}" + (f' ("{_short(pause.reason, 60)}")' if pause.reason else "")
+    if run.status.value == "paused":
+        return (
+            f"paused by {who} at {pause.at:%Y-%m-%d %H:%M:%S} UTC; "
+            f"resume with `langorch runs resume {run.run_id}`"
+        )
+    return f"pause asked by {who}: pauses when its current step finishes"
 
 
 def lineage(run: RunRecord) -> list[str]:
@@ -203,6 +243,9 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         f"{run.segment} segment(s){took}",
         "",
     ]
+    paused = pause_line(run)
+    if paused is not None:
+        lines.insert(2, f"  {paused}")
     if timeline:
         asked = AskedAt()
         lines += [line for line in (event_line(e, asked) for e in events) if line]
@@ -219,6 +262,9 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         ]
     elif run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
+    if run.held is not None and run.pending is not None:
+        answer = run.held.get("decision") or ("woke" if run.held.get("woke") else "an answer")
+        lines += [f"  held while paused: {answer} (given to the run when it is resumed)"]
     if run.error is not None:
         where = f" at {run.error.step_id}" if run.error.step_id else ""
         lines += ["", f"error{where}: {run.error.type}: {run.error.message}"]

@@ -134,6 +134,12 @@ def timeline_line(run_id: str, workflow_id: str, event: TimelineEvent) -> str | 
         who = f" by {event.actor}" if event.actor else ""
         reason = f": {_short(str(detail['reason']))}" if detail.get("reason") else ""
         return f"{run} cancelled{who}{reason}"
+    if kind in (TimelineEventType.run_paused, TimelineEventType.run_resumed):
+        verb = "paused" if kind is TimelineEventType.run_paused else "resumed"
+        who = f" by {event.actor}" if event.actor else ""
+        reason = f": {_short(str(detail['reason']))}" if detail.get("reason") else ""
+        where = f" (waiting at {event.step_id})" if event.step_id else ""
+        return f"{run} {verb}{who}{where}{reason}"
     if kind is TimelineEventType.run_redriven:
         return f"{run} redriven" + (f" by {event.actor}" if event.actor else "")
     if kind is TimelineEventType.run_finished:
