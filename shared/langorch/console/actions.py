@@ -3,6 +3,8 @@ name of the console's operator (:mod:`.operator`): timeline events name them and
 (``console:ana``), approval audit lines carry the channel ``console`` and the operator.
 
 - Cancel: :func:`langorch.app.runs.cancel_run`.
+- Pause and resume: :func:`langorch.app.pause.pause_run` and
+  :func:`~langorch.app.pause.resume_run`, as ``langorch runs pause | resume`` call them.
 - Start a run: :func:`langorch.app.runs.launch_run` (trigger ``manual``).
 - Decide an approval: as the operator, and only where the approval names them (compared
   canonically); on another approver's behalf only with the admin override, which is audited.
@@ -73,6 +75,41 @@ def cancel(container: Any, operator: Operator, run_id: str, reason: str) -> str:
     text = (reason or "").strip()[:500] or "cancelled from the console"
     run, _ = cancel_run(run_id, container, actor=operator.actor, reason=text)
     return str(run.run_id)
+
+
+def pause(container: Any, operator: Operator, run_id: str, reason: str) -> str:
+    """Ask a run to pause (at once when parked, else when its current step finishes);
+    returns what happened: ``paused``, ``pausing`` or ``ended``.
+
+    Raises:
+        ConsoleActionError: the stack runs no state machine to park the run in.
+    """
+    from langorch.app.pause import pause_run
+
+    _needs_state_machine(container, "pause runs")
+    done = pause_run(run_id, container, actor=operator.actor, reason=(reason or "").strip()[:500])
+    return done.state
+
+
+def resume(container: Any, operator: Operator, run_id: str, reason: str) -> bool:
+    """Go on with a paused run; returns whether this call resumed it.
+
+    Raises:
+        ConsoleActionError: the stack runs no state machine to wake the run in.
+    """
+    from langorch.app.pause import resume_run
+
+    _needs_state_machine(container, "resume runs")
+    done = resume_run(run_id, container, actor=operator.actor, reason=(reason or "").strip()[:500])
+    return done.resumed
+
+
+def _needs_state_machine(container: Any, what: str) -> None:
+    if not container.settings.state_machine_arn:
+        raise ConsoleActionError(
+            f"this stack has no run state machine, so it cannot {what}: "
+            "pausing parks a run's execution until it is resumed"
+        )
 
 
 def start(container: Any, operator: Operator, workflow_id: str, request: Request) -> str:

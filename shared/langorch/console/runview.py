@@ -25,6 +25,8 @@ from langorch.web.look import human_label
 
 _T = TimelineEventType
 MAX_SPANS = 2_000
+_MARKERS = frozenset({"redrive", "pause"})
+"""Span kinds that mark a moment (a row of their own in the waterfall), not a step's time."""
 
 
 @dataclass
@@ -54,7 +56,8 @@ class StepView:
 
 @dataclass(frozen=True)
 class Span:
-    """A row of the waterfall: a step's attempt, an approval, a wait, or a redrive (a marker).
+    """A row of the waterfall: a step's attempt, an approval, a wait, or a redrive or an
+    operator's pause or resume (markers).
 
     ``which`` says which of a step's rows it is, where it has several: ``visit 2 · attempt 3``,
     ``after redrive #1``, ``approval``.
@@ -164,6 +167,9 @@ def _spans(
             redrives = int(event.detail.get("attempt") or redrives + 1)
             markers.append(_redrive_marker(event, redrives, seconds(event.at)))
             continue
+        if event.type in (_T.run_paused, _T.run_resumed):
+            markers.append(_pause_marker(event, seconds(event.at)))
+            continue
         step = _step(steps, event.step_id)
         if step is None:
             continue
@@ -230,7 +236,7 @@ def _spans(
         for r, which in zip(rows, _which(rows), strict=True)
     ]  # fmt: skip
     spans += markers
-    spans.sort(key=lambda s: (s.start_s, s.kind != "redrive"))
+    spans.sort(key=lambda s: (s.start_s, s.kind not in _MARKERS))
     return spans
 
 
@@ -258,6 +264,16 @@ def _which(rows: list[_Row]) -> list[str]:
             parts.append(f"attempt {r.attempt}")
         labels.append(" · ".join(parts))
     return labels
+
+
+def _pause_marker(event: TimelineEvent, at: float) -> Span:
+    """The waterfall's marker of an operator's pause or resume: who and why."""
+    paused = event.type is _T.run_paused
+    parts = [f"by {event.actor}" if event.actor else "", str(event.detail.get("reason") or "")]
+    if paused and event.step_id:
+        parts.append(f"while waiting at {event.step_id}")
+    return Span("Paused" if paused else "Resumed", "pause", "paused" if paused else "resumed",
+                at, at, " · ".join(p for p in parts if p), None)  # fmt: skip
 
 
 def _redrive_marker(event: TimelineEvent, number: int, at: float) -> Span:
