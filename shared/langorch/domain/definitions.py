@@ -26,10 +26,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
 from langorch.domain.step_settings import (
+    ASK,
     IDENTIFIER,
     READ_FILE_DEFAULT_BYTES,
     READ_FILE_MAX_BYTES,
     ApprovalSpec,
+    AskSpec,
     DecisionCase,
     HttpSpec,
     LoopSpec,
@@ -42,12 +44,14 @@ from langorch.domain.step_settings import (
 )
 
 __all__ = [
+    "ASK",
     "IDENTIFIER",
     "LLM_KINDS",
     "READ_FILE_DEFAULT_BYTES",
     "READ_FILE_MAX_BYTES",
     "RESERVED_STEP_IDS",
     "ApprovalSpec",
+    "AskSpec",
     "BlockDefinition",
     "BlockReference",
     "BlockType",
@@ -283,7 +287,11 @@ class PlanStep(_Model):
     retry_backoff_seconds: float = Field(default=0.5, ge=0, le=60)
     timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     on_error: str | None = None
-    """Step to route to when this step still fails after its retries."""
+    """Step to route to when this step still fails after its retries; ``ask``: ask a person to
+    fix it (retry with edited inputs, skip giving its outputs, or fail the run)."""
+    ask: AskSpec | None = Field(default=None, exclude_if=_unset)
+    """Who is asked when this step fails and asks (``on_error: ask``, or the workflow's
+    ``on_failure: ask``); replaces the workflow's ``ask``. Left out of dumps while unset."""
     resource: str | None = Field(default=None, exclude_if=_unset)
     """A resource the step holds a lease on while it runs (``browser:session-1``; seed 001
     §7b): a literal name whose ``concurrency_limit`` is declared per deployment
@@ -360,7 +368,11 @@ class TaskPlan(_Model):
     triggers: list[Trigger] = Field(default_factory=list)
     inputs_schema: InputSchema | None = None
     on_failure: str | None = None
-    """Step to route to when a step fails with no ``on_error`` of its own."""
+    """Step to route to when a step fails with no ``on_error`` of its own; ``ask``: ask a
+    person to fix it (steps that park — approval, wait, loop, subflow — fail as before)."""
+    ask: AskSpec | None = Field(default=None, exclude_if=_unset)
+    """Who is asked to fix a failed step that asks (default approvers: ``approvers``). Left out
+    of dumps while unset."""
     llm_provider: str | None = None
     llm_model: str | None = None
     llm_temperature: float | None = Field(default=None, ge=0, le=2)
@@ -409,6 +421,7 @@ _ADDED_FIELDS = (
     "llm_max_tokens",
     "settings",
     "resource",
+    "ask",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

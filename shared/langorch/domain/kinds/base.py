@@ -33,6 +33,7 @@ __all__ = [
     "Template",
     "json_strings",
     "key_or_template",
+    "reads_of",
     "root_key",
     "settings_problems",
     "template_names",
@@ -215,6 +216,38 @@ def key_or_template(value: str) -> set[str]:
     except TemplateError:
         # Not an expression either: literal text, which reads nothing.
         return set()
+
+
+def reads_of(
+    step: PlanStep, block: BlockDefinition | None, kind: StepKind | None, path: str
+) -> Iterator[Read]:
+    """``(path, key, what)`` for every ``shared_context`` key a step reads: its block's inputs
+    (through ``input_mappings``), its templates' names, and what its kind reads besides.
+
+    Args:
+        step: the step.
+        block: its block at the resolved version (``None``: an inline step).
+        kind: its kind (``None``: unknown, so only the block's inputs are known).
+        path: the step's path (``steps[3]``), for the reads' paths.
+    """
+    mappings = step.input_mappings or {}
+    if block is not None:
+        for key in block.input_keys:
+            source = mappings.get(key, key)
+            if key in mappings:
+                yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
+            else:
+                yield f"{path}.block_id", key, f"block {block.block_id!r} needs input"
+    if kind is None:
+        return
+    for field_path, text, how in kind.step_templates(step, block, path):
+        try:
+            names = template_names(text, how)
+        except TemplateError:
+            continue  # reported as a syntax problem
+        for name in sorted(names):
+            yield field_path, name, "reads"
+    yield from kind.reads(step, block, path)
 
 
 def root_key(key: str) -> str:
