@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from langorch.domain.approvals.fixes import fix_answer
+from langorch.domain.approvals.record import InvalidDecisionError
 from langorch.domain.runs import (
     PauseRequest,
     PendingInterrupt,
@@ -218,6 +220,7 @@ _DETAIL = (
     "position",
     "lease",
     "request",
+    "fix",
 )
 """What of an engine event the timeline keeps in ``detail``."""
 
@@ -300,6 +303,12 @@ def _resumed_event(
 ) -> TimelineEvent | None:
     """What the segment resumed from: the approval's decision, or the end of a wait."""
     if parked is not None and parked.kind == "approval" and isinstance(answer, dict):
+        detail = {
+            "decision": answer.get("decision"),
+            "comment": str(answer.get("comment") or "")[:500],
+        }
+        if parked.request.get("fix"):
+            detail["fix"] = fix_said(answer)
         return TimelineEvent(
             seq=1,
             at=started_at,
@@ -311,10 +320,7 @@ def _resumed_event(
             ),
             step_id=parked.request.get("step_id"),
             actor=answer.get("approver"),
-            detail={
-                "decision": answer.get("decision"),
-                "comment": str(answer.get("comment") or "")[:500],
-            },
+            detail=detail,
         )
     elif parked is not None and parked.kind == "wait":
         return timeline_event(
@@ -348,10 +354,7 @@ def _ended(
                 now,
                 TimelineEventType.approval_requested,
                 step_id=(result.request or {}).get("step_id"),
-                detail={
-                    "approvers": (result.request or {}).get("approvers", []),
-                    "iteration": (result.request or {}).get("iteration"),
-                },
+                detail=_requested(result.request or {}),
             )
         )
     elif status in ("sleeping", "waiting_resource"):
@@ -401,6 +404,30 @@ def _ended(
             )
         )
     return run, events
+
+
+def _requested(request: dict[str, Any]) -> dict[str, Any]:
+    """What ``approval_requested`` keeps: who was asked, the round, and for a fix the error."""
+    detail = {"approvers": request.get("approvers", []), "iteration": request.get("iteration")}
+    fix = request.get("fix")
+    if isinstance(fix, dict):
+        detail["fix"] = {
+            "error": f"{fix.get('error_type', 'Error')}: {fix.get('error_message', '')}"[:500]
+        }
+    return detail
+
+
+def fix_said(answer: dict[str, Any]) -> dict[str, Any]:
+    """A fix's answer as the timeline keeps it: the choice and the channel (who is the
+    event's actor); a malformed answer is kept as the decision it came with."""
+    try:
+        fixed = fix_answer(answer)
+    except InvalidDecisionError:
+        return {"choice": str(answer.get("decision"))}
+    said: dict[str, Any] = {"choice": fixed.choice}
+    if fixed.via:
+        said["via"] = fixed.via
+    return said
 
 
 def paused_event(run: RunRecord, pause: PauseRequest, now: Any) -> TimelineEvent:
