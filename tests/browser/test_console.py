@@ -114,6 +114,19 @@ workflows:
         branches: {approved: send, rejected: close, timed_out: close}
       - {step_id: send, kind: transform, transform: {sent: "'yes'"}}
       - {step_id: close, kind: transform, transform: {sent: "'no'"}}
+  - plan_id: console_fix
+    name: Price per unit
+    description: A failing division asks a person to fix it instead of failing the run.
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    inputs_schema: {properties: {total: {type: number}, quantity: {type: integer}}}
+    steps:
+      - step_id: divide
+        kind: transform
+        transform: {unit_price: "total / quantity"}
+        on_error: ask
+      - {step_id: label, kind: transform, depends_on: [divide], transform: {label: "unit_price"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -916,6 +929,43 @@ def test_pause_and_resume_act_only_on_a_posted_form_with_the_page_token(
     )
     assert status == 303
     assert container.runs.get_run(run_id).status.value == "paused"
+
+
+def test_a_failed_step_is_fixed_from_the_consoles_inbox_and_the_run_succeeds(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run whose step failed and asked for a fix (issue 28 item 4)
+    status, answer = deliver(stack, container, "console_fix", {"total": 90, "quantity": 0})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to ask", lambda: run_in(container, run_id, "waiting_approval"))
+    [approval] = wait_for("its approval", lambda: container.approvals.list(run_id=run_id) or None)
+
+    # When the operator opens it from the inbox
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+
+    # Then it shows the error, the step's input to edit, the output a skip gives, three choices
+    assert "division by zero" in page.locator("#fix-error").inner_text()
+    assert page.get_by_label("Quantity").input_value() == "0"
+    assert page.get_by_label("Unit price").input_value() == ""
+    for name in ("Retry with these inputs", "Skip, giving these outputs", "Fail the run"):
+        assert page.get_by_role("button", name=name).is_visible()
+    shot(page, "fix-asked")
+
+    # When they correct the quantity and retry
+    page.get_by_label("Quantity").fill("3")
+    page.get_by_role("button", name="Retry with these inputs").click()
+
+    # Then the page says so, and the run ran the step again and succeeded
+    assert "You retried the step" in page.locator(".notice").inner_text()
+    run = wait_for("the run to succeed", lambda: run_in(container, run_id, "succeeded"))
+    assert run.outputs["unit_price"] == 30.0
+    # And its page's timeline says a fix was asked, then who retried it, from the console
+    page.goto(f"{console.url}/runs/{run_id}")
+    notes = page.locator("table.waterfall").inner_text()
+    assert "asked for a fix" in notes
+    assert "fix: retry by approver@example.com (console)" in notes
+    shot(page, "fix-retried")
 
 
 def _get(url: str, *, cookie: str = "") -> tuple[int, str]:

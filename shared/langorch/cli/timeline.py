@@ -32,6 +32,10 @@ _MARK = {
 }
 
 
+_FIXED_BY = (TimelineEventType.step_finished, TimelineEventType.step_failed)
+"""Events a person's fix may end a step with (a skip, a fail): they say by whom."""
+
+
 def _duration(ms: int | None) -> str:
     if ms is None:
         return ""
@@ -69,6 +73,9 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
     mark = _MARK.get(kind, kind.value)
     step = event.step_id or ""
     detail = event.detail
+    fix = detail.get("fix")
+    if isinstance(fix, dict) and kind is TimelineEventType.approval_requested:
+        mark = "fix?"  # a failed step asks a person (on_error: ask)
     parts: list[str] = []
     if kind == TimelineEventType.step_finished:
         parts.append(_duration(event.duration_ms))
@@ -96,14 +103,19 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         if detail.get("tool_error"):
             parts.append(_short(detail["tool_error"], 80))
     elif kind == TimelineEventType.approval_requested:
-        parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
+        who = ", ".join(detail.get("approvers") or ["(default approvers)"])
+        parts.append(f"asked {who} for a fix" if isinstance(fix, dict) else f"asked {who}")
         if detail.get("iteration"):
             parts.append(f"round {detail['iteration']}")
     elif kind == TimelineEventType.approval_timed_out:
         parts.append(_timed_out(event, asked))
     elif kind == TimelineEventType.approval_decided:
         decision = detail.get("decision") or "decided"
+        if isinstance(fix, dict):
+            decision = f"fix: {fix.get('choice', decision)}"
         parts.append(f"{decision} by {event.actor}" if event.actor else str(decision))
+        if isinstance(fix, dict) and fix.get("via"):
+            parts[-1] += f" ({fix['via']})"
         if detail.get("comment"):
             parts.append(f'"{_short(detail["comment"], 60)}"')
     elif kind == TimelineEventType.wait_started:
@@ -128,6 +140,9 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.extend(_recovery_parts(event))
     elif kind in (TimelineEventType.run_paused, TimelineEventType.run_resumed):
         parts.extend(_pause_parts(event))
+    if isinstance(fix, dict) and kind in _FIXED_BY and fix.get("choice") in ("skip", "fail"):
+        verb = "skipped" if fix["choice"] == "skip" else "failed"
+        parts.append(f"{verb} by {fix.get('by') or 'nobody in time'}")
     body = "  ".join(p for p in parts if p)
     return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
 

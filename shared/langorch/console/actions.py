@@ -279,11 +279,21 @@ def decide(container: Any, operator: Operator, approval_id: str, request: Reques
     except ApprovalLinkError as exc:
         raise ConsoleActionError(sentence_of(exc)) from exc
     if isinstance(outcome, Decided):
-        return Decision(done=outcome.approval.status.value)
+        return Decision(done=_done(outcome.approval))
     if isinstance(outcome, AlreadyDecided):
         return Decision(done="already")
     kept = {k: v for k, v in form.items() if k != "nonce"}
     return Decision(again=sentence_of(outcome.error), values=kept, status=outcome_status(outcome))
+
+
+def _done(approval: Approval) -> str:
+    """What the page says was done: the decision, or a fix's choice (``retry``, …)."""
+    if approval.fix is None:
+        return approval.status.value
+    from langorch.domain.approvals.fixes import fix_answer
+    from langorch.domain.approvals.record import decision_output
+
+    return fix_answer(decision_output(approval)).choice
 
 
 def why_not(operator: Operator, approval: Approval) -> str:
@@ -326,10 +336,13 @@ def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[
         if is_editable_here(value) and name in typed:
             text = bounded(typed[name], MAX_EDIT_FIELD_BYTES)
         kind = kind_of(value)
+        # A fix's fields are the step's inputs and outputs: input.<key>, output.<key>.
+        group, _, named = str(key).partition(".") if approval.fix else ("", "", str(key))
         editable.append(
             {
                 "key": str(key),
-                "label": human_label(str(key)),
+                "label": human_label(named),
+                "group": group,
                 "name": name,
                 "value": text,
                 "kind": kind.value,

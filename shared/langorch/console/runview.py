@@ -158,6 +158,8 @@ def _spans(
     visits: dict[tuple[str, int], int] = {}
     """(step, redrive) -> the step's visits since that redrive (a redrive rewinds them)."""
     redrives = 0
+    fixing: set[str] = set()
+    """Steps whose open approval asks a person to fix their failure (``on_error: ask``)."""
 
     def seconds(at: datetime) -> float:
         return (at - origin).total_seconds()
@@ -208,15 +210,17 @@ def _spans(
         elif event.type in (_T.approval_requested, _T.wait_started):
             step.state = "waiting"
             opened[("wait", key)] = event.at
+            if event.detail.get("fix"):
+                fixing.add(key)
         elif event.type in (_T.approval_decided, _T.approval_timed_out, _T.wait_finished):
             began = opened.pop(("wait", key), event.at)
+            fixing.discard(key)
             kind = "wait" if event.type is _T.wait_finished else "approval"
             decision = event.detail.get("decision") or (
                 "timed out" if kind == "approval" and event.type is _T.approval_timed_out else ""
             )
-            who = f" by {event.actor}" if event.actor else ""
             rows.append(
-                _Row(key, kind, "succeeded", began, event.at, f"{decision}{who}".strip(),
+                _Row(key, kind, "succeeded", began, event.at, _decided(event, str(decision)),
                      visit, 0, redrives)
             )  # fmt: skip
             if step.state == "waiting":
@@ -225,9 +229,10 @@ def _spans(
         if kind == "step" and ("wait", key) in opened:
             continue  # parked: its approval or wait row says so
         # Still open: a step running now, an approval or a wait not answered yet.
+        waiting = "asked for a fix" if kind == "wait" and key in fixing else "in progress"
         rows.append(
             _Row(key, "step" if kind == "step" else "approval",
-                 "running" if kind == "step" else "waiting", began, end, "in progress",
+                 "running" if kind == "step" else "waiting", began, end, waiting,
                  visits.get((key, redrives), 1), 0, redrives)
         )  # fmt: skip
     spans = [
@@ -340,8 +345,31 @@ def _ms(ms: int) -> Any:
     return timedelta(milliseconds=ms)
 
 
+def _decided(event: TimelineEvent, decision: str) -> str:
+    """An approval's outcome and who decided; a fix's choice, who made it and where."""
+    who = f" by {event.actor}" if event.actor else ""
+    fix = event.detail.get("fix")
+    if not isinstance(fix, dict):
+        return f"{decision}{who}".strip()
+    via = f" ({fix['via']})" if fix.get("via") else ""
+    return f"fix: {fix.get('choice', decision)}{who}{via}"
+
+
+def _fixed(fix: dict[str, Any]) -> str:
+    """What a person's fix did to the step, and who: ``skipped by ana@…``."""
+    if fix.get("via") == "timeout":
+        return "nobody fixed it in time"
+    verb = {"retry": "retried", "skip": "skipped", "fail": "failed"}.get(str(fix.get("choice")))
+    return f"{verb or 'fixed'} by {fix.get('by') or 'a person'}"
+
+
 def _note(step: StepView, event: TimelineEvent, retried: bool = False) -> str:
     parts = []
+    fix = event.detail.get("fix")
+    if isinstance(fix, dict):
+        parts.append(_fixed(fix))
+    elif event.detail.get("routed_to") == "ask":
+        parts.append("asked for a fix")
     if event.duration_ms is not None:
         parts.append(f"{event.duration_ms / 1000:.2f} s")
     if event.tokens is not None and (event.tokens.input or event.tokens.output):
