@@ -243,3 +243,29 @@ def test_a_fix_nobody_answers_in_time_fails_the_run_with_the_steps_error(deps: F
     assert result.status == "failed"
     error = deps.runs.get_run(run_id).error
     assert error is not None and (error.type, error.step_id) == ("HttpStepError", "reserve")
+
+
+def test_a_workflows_on_failure_ask_asks_for_any_of_its_steps(deps: Fakes) -> None:
+    # Given a workflow-wide on_failure: ask, with its own ask settings, and a failing step
+    register_text(  # type: ignore[arg-type]
+        deps,
+        """
+workflows:
+  - plan_id: split
+    memory: false
+    on_failure: ask
+    ask: {approvers: [lead@example.com], title: "Split {{ total }} failed"}
+    inputs_schema: {properties: {total: {type: number}, people: {type: integer}}}
+    steps:
+      - {step_id: divide, kind: transform, transform: {each: "total / people"}}
+""",
+    )
+
+    # When it runs, the failure asks the workflow's ask: approvers, with its title
+    run, _ = start_run(StartRun("split", input={"total": 90, "people": 0}), deps)
+    approval = _requested(deps, run_segment(RunSegment(run.run_id), deps))
+    assert (approval.approvers, approval.title) == (["lead@example.com"], "Split 90 failed")
+
+    # And a retry with the input corrected succeeds
+    result = _answer(deps, approval, "retry", **{"input.people": "3"})
+    assert (result.status, result.outputs["each"]) == ("succeeded", 30.0)
