@@ -6,12 +6,15 @@ Events (built by the state machine, ``statemachine.asl.json``)::
      "owner": "<execution name>/<time it entered RunSegment>"}
     {"action": "fail", "run_id": "run-…", "state": {…, "error": {"Error": …, "Cause": …}}}
     {"action": "park", "run_id": "run-…", "resource": {"name": …, "holder": …}, "task_token": …}
+    {"action": "park_paused", "run_id": "run-…", "task_token": …}
 
 A segment answers the state machine's payload: ``run_id``, ``status`` (what ``Route`` branches
 on), ``segment``, ``seconds`` for a sleep, ``approval`` (with ``timeout_seconds``) for an
 approval, ``resource`` (with ``seconds``) for a run queued for a resource, and ``resume: null``
 for the next ``RunSegment``. ``park`` keeps a queued run's task token with its place in the
-resource's queue, so the release that makes it its turn wakes it (``AwaitResource``).
+resource's queue, so the release that makes it its turn wakes it (``AwaitResource``);
+``park_paused`` keeps a paused run's token with its pause request, so ``langorch runs resume``
+wakes it (``AwaitResume``).
 Infrastructure errors (``StorageError``, ``LeaseHeldError``, ``LeaseLostError``) are not
 caught: Lambda reports them under their class name, which the state machine's ``Retry`` matches.
 A sandbox that dies mid-segment is reported as ``Runtime.ExitError``, also retried: the retry
@@ -133,8 +136,19 @@ class ParkEvent(BaseModel):
     task_token: str = Field(repr=False)
 
 
-Event = Annotated[SegmentEvent | FailEvent | ParkEvent, Field(discriminator="action")]
-_EVENT: TypeAdapter[SegmentEvent | FailEvent | ParkEvent] = TypeAdapter(Event)
+class ParkPausedEvent(BaseModel):
+    """A paused run parks on a task token until it is resumed (``AwaitResume``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    action: Literal["park_paused"]
+    run_id: str
+    task_token: str = Field(repr=False)
+
+
+Request = SegmentEvent | FailEvent | ParkEvent | ParkPausedEvent
+Event = Annotated[Request, Field(discriminator="action")]
+_EVENT: TypeAdapter[Request] = TypeAdapter(Event)
 
 
 def _lambda_error_message(cause: str) -> str | None:
@@ -168,6 +182,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             return _fail(request)
         if isinstance(request, ParkEvent):
             return _park(request)
+        if isinstance(request, ParkPausedEvent):
+            return _park_paused(request)
         return _segment(request)
     except Exception as exc:
         if not retried_on_purpose(exc, RETRIED):
@@ -222,6 +238,13 @@ def _park(request: ParkEvent) -> dict[str, Any]:
         request.task_token,
     )
     woken = park_for_resource(command, container())
+    return {"run_id": request.run_id, "parked": True, "woken": woken}
+
+
+def _park_paused(request: ParkPausedEvent) -> dict[str, Any]:
+    from langorch.app.pause import ParkOnPause, park_on_pause
+
+    woken = park_on_pause(ParkOnPause(request.run_id, request.task_token), container())
     return {"run_id": request.run_id, "parked": True, "woken": woken}
 
 

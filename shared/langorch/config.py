@@ -82,6 +82,9 @@ class Settings(BaseSettings):
     """Seconds one tool call may take; a slower call is told to the model as an error."""
     segment_budget_seconds: float = 600.0
     """A segment stops at the next step boundary after this long and returns ``continue``."""
+    pause_recheck_seconds: int = Field(default=3600, ge=1, le=365 * 86_400)
+    """How long an execution parked on a pause waits before it looks again whether the run
+    was resumed (a resume wakes it at once; this is the fallback for a wake-up that was lost)."""
     checkpoint_ttl_days: int | None = 30
     default_approvers: list[str] = []
 

@@ -114,6 +114,19 @@ workflows:
         branches: {approved: send, rejected: close, timed_out: close}
       - {step_id: send, kind: transform, transform: {sent: "'yes'"}}
       - {step_id: close, kind: transform, transform: {sent: "'no'"}}
+  - plan_id: console_fix
+    name: Price per unit
+    description: A failing division asks a person to fix it instead of failing the run.
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    inputs_schema: {properties: {total: {type: number}, quantity: {type: integer}}}
+    steps:
+      - step_id: divide
+        kind: transform
+        transform: {unit_price: "total / quantity"}
+        on_error: ask
+      - {step_id: label, kind: transform, depends_on: [divide], transform: {label: "unit_price"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -831,6 +844,128 @@ def test_a_run_cancelled_in_the_console_names_the_operator_and_the_console_on_it
     [cancelled] = [e for e in container.runs.get_timeline(run_id) if e.type == "run_cancelled"]
     assert console.operator is not None
     assert cancelled.actor == f"console:{console.operator.principal}"
+
+
+def test_a_run_paused_in_the_console_holds_its_decision_until_resumed(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run parked on its approval (issue 28 item 3)
+    run_id = parked(stack, container, {"item": "invoice 77", "amount": 40})
+    assert console.operator is not None
+    actor = f"console:{console.operator.principal}"
+
+    # When the operator pauses it from its page, saying why
+    page.goto(f"{console.url}/runs/{run_id}")
+    page.get_by_label("Why pause").fill("waiting for the budget")
+    page.get_by_role("button", name="Pause").click()
+
+    # Then the page says it paused, who paused it and why, and that its approval stays open
+    assert "Run paused." in page.locator(".notice").inner_text()
+    note = page.locator("#pause-note").inner_text()
+    assert f"Paused by {actor}" in note and "waiting for the budget" in note
+    assert "approval at review stays open" in note
+    assert page.locator("h1 .pill").inner_text() == "paused"
+    assert page.get_by_role("button", name="Resume").is_visible()
+    shot(page, "run-paused")
+    [paused] = [e for e in container.runs.get_timeline(run_id) if e.type == "run_paused"]
+    assert (paused.actor, paused.detail["reason"]) == (actor, "waiting for the budget")
+
+    # And the runs page's status filter finds it as paused
+    page.goto(f"{console.url}/runs?status=paused")
+    assert run_id in page.locator("table").inner_text()
+
+    # When the approval is decided while the run is paused
+    [approval] = container.approvals.list(run_id=run_id)
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+    page.get_by_role("button", name="Approve").click()
+    wait_for("the decision to be held", lambda: container.runs.get_run(run_id).held or None)
+
+    # Then the run stays paused, holding the decision, and its page says so
+    page.goto(f"{console.url}/runs/{run_id}")
+    note = page.locator("#pause-note").inner_text()
+    assert "approved by approver@example.com" in note and "held" in note
+    shot(page, "run-paused-holding")
+
+    # And when the operator resumes it, the held decision is delivered and the run finishes
+    page.get_by_label("Why resume").fill("budget approved")
+    page.get_by_role("button", name="Resume").click()
+    assert "Run resumed." in page.locator(".notice").inner_text()
+    wait_for("the run to succeed", lambda: run_in(container, run_id, "succeeded"))
+    page.goto(f"{console.url}/runs/{run_id}")
+    assert page.locator("h1 .pill").inner_text() == "succeeded"
+    assert page.locator("#pause-note").count() == 0
+    markers = page.locator("table.waterfall tr.pause").all_inner_texts()
+    assert len(markers) == 2
+    assert "Paused" in markers[0] and f"by {actor}" in markers[0]
+    assert "waiting for the budget" in markers[0] and "while waiting at review" in markers[0]
+    assert "Resumed" in markers[1] and "budget approved" in markers[1]
+    shot(page, "run-resumed")
+    [resumed] = [e for e in container.runs.get_timeline(run_id) if e.type == "run_resumed"]
+    assert (resumed.actor, resumed.detail["reason"]) == (actor, "budget approved")
+
+
+def test_pause_and_resume_act_only_on_a_posted_form_with_the_page_token(
+    stack: LocalStack, container: Container, console: RunningConsole
+):
+    # Given a run parked on its approval, and a session of the console
+    run_id = parked(stack, container, {"item": "pause by link"})
+    cookie, token = _session(console)
+    verbs = ("pause", "resume")
+
+    # When the pause is asked by a GET (a link, a prefetch), or posted without the page's token
+    got = [_get(f"{console.url}/runs/{run_id}/{verb}", cookie=cookie)[0] for verb in verbs]
+    posted, _ = _post(
+        f"{console.url}/runs/{run_id}/pause", "reason=x", origin=console.url, cookie=cookie
+    )
+
+    # Then neither acts: the run still waits on its approval, with no pause asked
+    assert got == [405, 405] and posted == 403
+    run = container.runs.get_run(run_id)
+    assert (run.status.value, run.pause) == ("waiting_approval", None)
+
+    # And the same form with the token pauses it
+    status, _ = _post(
+        f"{console.url}/runs/{run_id}/pause", f"csrf={token}", origin=console.url, cookie=cookie
+    )
+    assert status == 303
+    assert container.runs.get_run(run_id).status.value == "paused"
+
+
+def test_a_failed_step_is_fixed_from_the_consoles_inbox_and_the_run_succeeds(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run whose step failed and asked for a fix (issue 28 item 4)
+    status, answer = deliver(stack, container, "console_fix", {"total": 90, "quantity": 0})
+    assert status == 202, answer
+    run_id = str(answer["run_id"])
+    wait_for("the run to ask", lambda: run_in(container, run_id, "waiting_approval"))
+    [approval] = wait_for("its approval", lambda: container.approvals.list(run_id=run_id) or None)
+
+    # When the operator opens it from the inbox
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+
+    # Then it shows the error, the step's input to edit, the output a skip gives, three choices
+    assert "division by zero" in page.locator("#fix-error").inner_text()
+    assert page.get_by_label("Quantity").input_value() == "0"
+    assert page.get_by_label("Unit price").input_value() == ""
+    for name in ("Retry with these inputs", "Skip, giving these outputs", "Fail the run"):
+        assert page.get_by_role("button", name=name).is_visible()
+    shot(page, "fix-asked")
+
+    # When they correct the quantity and retry
+    page.get_by_label("Quantity").fill("3")
+    page.get_by_role("button", name="Retry with these inputs").click()
+
+    # Then the page says so, and the run ran the step again and succeeded
+    assert "You retried the step" in page.locator(".notice").inner_text()
+    run = wait_for("the run to succeed", lambda: run_in(container, run_id, "succeeded"))
+    assert run.outputs["unit_price"] == 30.0
+    # And its page's timeline says a fix was asked, then who retried it, from the console
+    page.goto(f"{console.url}/runs/{run_id}")
+    notes = page.locator("table.waterfall").inner_text()
+    assert "asked for a fix" in notes
+    assert "fix: retry by approver@example.com (console)" in notes
+    shot(page, "fix-retried")
 
 
 def _get(url: str, *, cookie: str = "") -> tuple[int, str]:

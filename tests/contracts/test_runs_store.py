@@ -27,6 +27,7 @@ from langorch.domain.errors import (
 )
 from langorch.domain.runs import (
     ForkLink,
+    PauseRequest,
     Redrive,
     RunRecord,
     RunStatus,
@@ -755,6 +756,90 @@ def test_a_noted_fork_is_on_the_record_and_survives_its_saves(repo: Runs) -> Non
 def test_noting_a_fork_of_an_unknown_run_is_not_found(repo: Runs) -> None:
     with pytest.raises(NotFoundError):
         repo.add_fork("run-ghost", ForkLink(run_id="run-2", at_step="draft"))
+
+
+# --- pausing (issue 28 item 3): the request beside the record ------------------------------
+
+ALICE_ASKS = PauseRequest(by="cli:alice", reason="month-end freeze", at=T0)
+
+
+def test_a_pause_request_is_on_the_record_and_survives_a_segments_save(repo: Runs) -> None:
+    # Given a run a segment is running
+    run, _ = repo.create_run(a_run())
+    running = transition(run, RunStatus.running, now=T0)
+    fence = repo.acquire_lease("run-1", "seg-1", now=NOW, ttl_seconds=TTL, saving=running)
+    # When an operator asks it to pause, and then the segment saves the copy it read before
+    asked, created = repo.request_pause("run-1", ALICE_ASKS)
+    repo.save_run(transition(running, RunStatus.running, now=T0), fence=fence, release=True)
+    # Then the request stands on the record, in listings, and in the one-attribute read
+    assert created and asked.pause == ALICE_ASKS
+    assert repo.get_run("run-1").pause == ALICE_ASKS
+    assert repo.list_runs(status=RunStatus.running)[0].pause == ALICE_ASKS
+    assert repo.pause_of("run-1") == ALICE_ASKS
+
+
+def test_a_second_pause_request_keeps_the_first(repo: Runs) -> None:
+    # Given a run Alice asked to pause
+    repo.create_run(a_run())
+    repo.request_pause("run-1", ALICE_ASKS)
+    # When Bob asks too
+    run, created = repo.request_pause(
+        "run-1", PauseRequest(by="console:bob", reason="me too", at=T0 + timedelta(minutes=1))
+    )
+    # Then Alice's request stands and Bob's call made none
+    assert not created
+    assert run.pause == ALICE_ASKS
+
+
+def test_a_pause_of_an_ended_run_is_refused_and_of_an_unknown_one_not_found(repo: Runs) -> None:
+    # Given a run that succeeded
+    run, _ = repo.create_run(a_run())
+    ended = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    repo.save_run(ended)
+    # Then asking it to pause is refused (its ending stands), and nothing is asked of it
+    with pytest.raises(ConflictError, match="already ended as succeeded"):
+        repo.request_pause("run-1", ALICE_ASKS)
+    assert repo.get_run("run-1").pause is None
+    with pytest.raises(NotFoundError):
+        repo.request_pause("run-ghost", ALICE_ASKS)
+
+
+def test_lifting_a_pause_returns_it_and_the_parked_token(repo: Runs) -> None:
+    # Given a paused run whose execution parked on the pause
+    repo.create_run(a_run())
+    repo.request_pause("run-1", ALICE_ASKS)
+    assert repo.park_paused("run-1", "token-1")
+    # When the pause is lifted, twice
+    first = repo.lift_pause("run-1")
+    second = repo.lift_pause("run-1")
+    # Then the first lift returns the request and the token; the second only the token (a
+    # resume said twice can wake the execution again, never lift anything twice)
+    assert first == (ALICE_ASKS, "token-1")
+    assert second == (None, "token-1")
+    assert repo.get_run("run-1").pause is None
+    assert repo.pause_of("run-1") is None
+
+
+def test_an_execution_parks_on_a_pause_only_while_it_stands(repo: Runs) -> None:
+    # Given a run whose pause was lifted before its execution parked on it
+    repo.create_run(a_run())
+    repo.request_pause("run-1", ALICE_ASKS)
+    repo.lift_pause("run-1")
+    # When the execution parks
+    kept = repo.park_paused("run-1", "token-late")
+    # Then its token is not kept (nobody would wake it: it must wake itself)
+    assert not kept
+    assert repo.lift_pause("run-1") == (None, None)
+
+
+def test_pause_calls_on_an_unknown_run_are_not_found(repo: Runs) -> None:
+    for call in (
+        lambda: repo.lift_pause("run-ghost"),
+        lambda: repo.park_paused("run-ghost", "t"),
+        lambda: repo.pause_of("run-ghost"),
+    ):
+        with pytest.raises(NotFoundError):
+            call()
 
 
 # --- an unreadable stored record (issue 35) -------------------------------------------------

@@ -177,6 +177,43 @@ def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancell
     assert container.runs.get_run(run_id).pending is None
 
 
+def test_an_operator_pauses_and_resumes_a_run_from_the_command_line(
+    stack: LocalStack, capsys: pytest.CaptureFixture[str]
+):
+    # Given a blog review run parked on its approval (issue 28 item 3)
+    code, data, err = langorch(
+        capsys,
+        "runs",
+        "start",
+        "blog_review",
+        "--input",
+        '{"commit_message": "Add S3 offload"}',
+        "--wait",
+    )
+    assert code == 0, err
+    run_id = data["runs"][0]["run"]["run_id"]
+
+    # When an operator pauses it with a reason
+    code, paused, err = langorch(capsys, "runs", "pause", run_id, "--reason", "freeze")
+
+    # Then it is paused at once, everywhere: its record, the paused listing, its show
+    assert code == 0, err
+    assert (paused["state"], paused["asked"]) == ("paused", True)
+    assert paused["run"]["status"] == "paused" and paused["run"]["pause"]["reason"] == "freeze"
+    _, listed, _ = langorch(capsys, "runs", "list", "--status", "paused")
+    assert [r["run_id"] for r in listed["runs"]] == [run_id]
+    main(["runs", "show", run_id])
+    shown = capsys.readouterr().out
+    assert "paused by cli:" in shown and "resume with `langorch runs resume" in shown
+
+    # And when it is resumed, it waits on its approval again; a second resume changes nothing
+    code, resumed, err = langorch(capsys, "runs", "resume", run_id, "--reason", "thawed")
+    assert code == 0, err
+    assert resumed["resumed"] and resumed["run"]["status"] == "waiting_approval"
+    code, again, _ = langorch(capsys, "runs", "resume", run_id)
+    assert code == 0 and not again["resumed"]
+
+
 @pytest.mark.parametrize(
     "key",
     [

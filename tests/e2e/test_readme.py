@@ -111,3 +111,13 @@ def test_each_validate_command_succeeds_as_written(
     out, err = capsys.readouterr()
     assert out.startswith("valid")
     assert "error:" not in err
+
+
+def test_the_ask_a_person_example_is_the_file_its_command_runs():
+    # Given the README's "ask a person" definition and the file its command runs
+    [snippet] = definition_snippets("When a step fails: ask a person")
+    shipped = (REPO / "examples" / "fix_on_failure" / "unit_price.yaml").read_text()
+
+    # Then the README shows that file's definition as it is
+    assert snippet in shipped
+    assert "on_error: ask" in snippet

@@ -174,11 +174,12 @@ def deliver(stack: LocalStack, container: Container, workflow: str, data: Any) -
     return status, json.loads(answer or b"null")
 
 
-def decide(link: str, decision: str, dwell: float) -> tuple[int, str]:
-    """Open the link, press at once (refused: scanners do that), read the page, press again."""
+def decide(link: str, decision: str, dwell: float, **edits: str) -> tuple[int, str]:
+    """Open the link, press at once (refused: scanners do that), read the page, press again
+    (with ``edits``: the form's ``edit.<key>`` fields, as typed)."""
     status, page = request(link)
     assert status == 200
-    fields = {"decision": decision, "comment": "e2e"}
+    fields = {"decision": decision, "comment": "e2e", **{f"edit.{k}": v for k, v in edits.items()}}
     headers = {"Content-Type": "application/x-www-form-urlencoded"}
     first = urlencode({**fields, "nonce": _token(page)}).encode()
     status, again = request(link, "POST", first, headers)

@@ -21,6 +21,7 @@ from langorch.domain.runs import (
     MAX_LINEAGE,
     TERMINAL,
     ForkLink,
+    PauseRequest,
     RunRecord,
     RunStatus,
     TimelineEvent,
@@ -41,6 +42,8 @@ class _Row:
     lease_expires_at: float | None = None
     events: dict[int, str] = field(default_factory=dict)
     forks: list[str] = field(default_factory=list)
+    pause: str | None = None
+    pause_token: str | None = None
 
 
 class InMemoryRuns:
@@ -122,6 +125,48 @@ class InMemoryRuns:
             if row is None:
                 raise NotFoundError(f"run {run_id} does not exist; no fork to note")
             row.forks.append(link.model_dump_json())
+
+    def request_pause(self, run_id: str, pause: PauseRequest) -> tuple[RunRecord, bool]:
+        """Ask the run to pause (beside the body); a standing request is kept."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to pause")
+            if row.status in TERMINAL:
+                raise ConflictError(f"run {run_id} already ended as {row.status}; not paused")
+            asked = row.pause is None
+            if asked:
+                row.pause = pause.model_dump_json()
+            return _full(row), asked
+
+    def lift_pause(self, run_id: str) -> tuple[PauseRequest | None, str | None]:
+        """Lift the standing request; the request and the parked token (kept)."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to resume")
+            lifted, row.pause = row.pause, None
+            request = None if lifted is None else PauseRequest.model_validate_json(lifted)
+            return request, row.pause_token
+
+    def park_paused(self, run_id: str, task_token: str) -> bool:
+        """Keep the parked execution's token while a request stands."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to park")
+            if row.pause is None:
+                return False
+            row.pause_token = task_token
+            return True
+
+    def pause_of(self, run_id: str) -> PauseRequest | None:
+        """The standing request."""
+        with self._lock:
+            row = self._rows.get(run_id)
+            if row is None:
+                raise NotFoundError(f"run {run_id} does not exist")
+            return None if row.pause is None else PauseRequest.model_validate_json(row.pause)
 
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
         """Store the reopened run only while the stored one is on ``expected_attempt``."""
@@ -261,12 +306,13 @@ def _record(body: str) -> RunRecord:
 
 
 def _full(row: _Row) -> RunRecord:
-    """The record with the forks noted beside its body, as the adapter reads it."""
+    """The record with the forks and the pause kept beside its body, as the adapter reads it."""
     run = _record(row.body)
-    if not row.forks:
-        return run
-    links = [ForkLink.model_validate_json(f) for f in row.forks][-MAX_LINEAGE:]
-    return run.model_copy(update={"forks": links})
+    pause = None if row.pause is None else PauseRequest.model_validate_json(row.pause)
+    update: dict[str, object] = {"pause": pause}
+    if row.forks:
+        update["forks"] = [ForkLink.model_validate_json(f) for f in row.forks][-MAX_LINEAGE:]
+    return run.model_copy(update=update)
 
 
 def _bounded_body(run: RunRecord) -> str:

@@ -101,10 +101,10 @@ def test_task_resources_name_the_stacks_partition(synth: Synth) -> None:
     # Then no task resource assumes the aws partition by a literal the file wrote: the file
     # says ${Partition} and the stack (in eu-west-1) fills in its own
     assert "${Partition}" not in text
-    assert text.count('"arn:aws:states:::lambda:invoke') == 4  # the four Task states
+    assert text.count('"arn:aws:states:::lambda:invoke') == 5  # the five Task states
     file_text = ASL_FILE.read_text(encoding="utf-8")
     assert "arn:aws:" not in file_text
-    assert file_text.count("arn:${Partition}:states:::") == 4
+    assert file_text.count("arn:${Partition}:states:::") == 5
 
 
 def test_logging_excludes_execution_data_and_tracing_is_on(synth: Synth) -> None:
@@ -126,3 +126,28 @@ def test_state_machine_may_invoke_exactly_its_two_functions(synth: Synth) -> Non
         f"<{synth.logical_id(functions.request_approval)}.Arn>",
         f"<{synth.logical_id(functions.request_approval)}.Arn>:*",
     }
+
+
+def test_a_paused_run_parks_on_a_task_token_the_runner_keeps_and_a_resume_wakes(
+    synth: Synth,
+) -> None:
+    # Given the deployed definition
+    states = _resolved(synth)["States"]
+    # Then a segment that answers "paused" parks on a task token (no Lambda held) ...
+    paused = [c for c in states["Route"]["Choices"] if c["StringEquals"] == "paused"]
+    assert [c["Next"] for c in paused] == ["AwaitResume"]
+    await_resume = states["AwaitResume"]
+    assert await_resume["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
+    assert await_resume["Parameters"]["FunctionName"] == "${RunSegmentFunctionArn}"
+    assert await_resume["Parameters"]["Payload"] == {
+        "action": "park_paused",
+        "run_id.$": "$.run_id",
+        "task_token.$": "$$.Task.Token",
+    }
+    # ... which a resume (or its look-again timeout) turns into the next segment
+    assert await_resume["TimeoutSecondsPath"] == "$.seconds"
+    assert await_resume["Next"] == "Resumed"
+    timeout = [c for c in await_resume["Catch"] if c["ErrorEquals"] == ["States.Timeout"]]
+    assert [c["Next"] for c in timeout] == ["Resumed"]
+    assert states["Resumed"]["Next"] == "RunSegment"
+    assert states["Resumed"]["Parameters"] == {"run_id.$": "$.run_id", "resume": None}

@@ -38,6 +38,7 @@ EXECUTION_OF = {
     "running": {"RUNNING"},
     "sleeping": {"RUNNING"},
     "waiting_approval": {"RUNNING"},
+    "paused": {"RUNNING"},
 }
 """Run status -> the execution statuses that agree with it."""
 

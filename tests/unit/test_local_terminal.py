@@ -50,6 +50,23 @@ def test_each_event_a_person_follows_reads_as_what_happened() -> None:
     assert line("r", "w", finished) == "r (w) finished: succeeded"
 
 
+def test_a_pause_and_its_resume_read_as_who_did_what_and_why() -> None:
+    # Given a run paused while it waited on its approval, then resumed (issue 28 item 3)
+    paused = _event(
+        1,
+        TimelineEventType.run_paused,
+        step_id="review",
+        actor="cli:alice",
+        detail={"reason": "month-end freeze", "while": "waiting_approval"},
+    )
+    resumed = _event(2, TimelineEventType.run_resumed, actor="console:bob")
+    # Then the terminal says so, each in one line
+    assert timeline_line("r", "w", paused) == (
+        "r (w) paused by cli:alice (waiting at review): month-end freeze"
+    )
+    assert timeline_line("r", "w", resumed) == "r (w) resumed by console:bob"
+
+
 def test_steps_and_segments_stay_in_the_timeline_not_the_terminal() -> None:
     for kind in (TimelineEventType.step_started, TimelineEventType.segment_ended):
         assert timeline_line("r", "w", _event(1, kind, step_id="s")) is None

@@ -14,6 +14,7 @@ from langorch.domain.runs import (
     REDACTED,
     TERMINAL,
     InvalidTransitionError,
+    PauseRequest,
     PendingInterrupt,
     RunError,
     RunRecord,
@@ -23,9 +24,12 @@ from langorch.domain.runs import (
     TimelineEventType,
     can_transition,
     dedupe_run_id,
+    holding,
     new_run_id,
+    paused,
     summarize_outputs,
     transition,
+    unpaused,
 )
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
@@ -127,6 +131,80 @@ def test_resuming_a_parked_run_clears_its_pending_interrupt() -> None:
 def test_a_sleeping_run_keeps_its_wait_interrupt() -> None:
     running = transition(a_run(), RunStatus.running, now=T0)
     assert transition(running, RunStatus.sleeping, now=T0, pending=WAIT).pending == WAIT
+
+
+# --- pausing (issue 28 item 3) -----------------------------------------------------------
+
+ASKED = PauseRequest(by="cli:alice", reason="month-end freeze", at=T0)
+
+
+def test_a_run_paused_at_a_step_boundary_says_who_and_why() -> None:
+    # Given a running run
+    running = transition(a_run(), RunStatus.running, now=T0)
+    # When it pauses as Alice asked
+    stopped = paused(running, ASKED, now=T0 + timedelta(seconds=5))
+    # Then it is paused, parked on nothing, and its reason names her and why
+    assert (stopped.status, stopped.pending) == (RunStatus.paused, None)
+    assert stopped.status_reason == "paused by cli:alice: month-end freeze"
+
+
+def test_a_run_paused_while_parked_keeps_its_approval_open() -> None:
+    # Given a run waiting on an approval
+    parked = transition(
+        transition(a_run(), RunStatus.running, now=T0),
+        RunStatus.waiting_approval,
+        now=T0,
+        pending=APPROVAL,
+    )
+    # When it is paused
+    stopped = paused(parked, ASKED, now=T0)
+    # Then it still waits on the same approval
+    assert (stopped.status, stopped.pending) == (RunStatus.paused, APPROVAL)
+
+
+def test_a_decision_that_arrives_while_paused_is_held_until_the_resume() -> None:
+    # Given a run paused while waiting on an approval
+    parked = transition(
+        transition(a_run(), RunStatus.running, now=T0),
+        RunStatus.waiting_approval,
+        now=T0,
+        pending=APPROVAL,
+    )
+    stopped = paused(parked, ASKED, now=T0)
+    # When the approver decides meanwhile
+    held = holding(stopped, {"decision": "approved"}, now=T0 + timedelta(minutes=1))
+    # Then the decision is held while the run stays paused, and leaves with the pause
+    assert (held.status, held.held) == (RunStatus.paused, {"decision": "approved"})
+    assert transition(held, RunStatus.running, now=T0).held is None
+
+
+def test_a_run_resumed_before_its_park_was_answered_goes_back_to_it() -> None:
+    # Given a run paused while sleeping
+    sleeping = transition(
+        transition(a_run(), RunStatus.running, now=T0), RunStatus.sleeping, now=T0, pending=WAIT
+    )
+    stopped = paused(sleeping, ASKED, now=T0)
+    # When it is resumed with nothing held
+    back = unpaused(stopped, now=T0)
+    # Then it sleeps again on the same wait
+    assert (back.status, back.pending) == (RunStatus.sleeping, WAIT)
+
+
+def test_a_run_paused_at_a_boundary_does_not_go_back_to_a_park() -> None:
+    stopped = paused(transition(a_run(), RunStatus.running, now=T0), ASKED, now=T0)
+    with pytest.raises(InvalidTransitionError, match="park still waits"):
+        unpaused(stopped, now=T0)
+
+
+def test_an_ended_run_cannot_be_paused() -> None:
+    done = transition(transition(a_run(), RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    with pytest.raises(InvalidTransitionError, match="from succeeded to paused"):
+        paused(done, ASKED, now=T0)
+
+
+def test_a_run_that_is_not_paused_holds_nothing() -> None:
+    with pytest.raises(InvalidTransitionError, match="holds an answer"):
+        holding(a_run(), {"woke": True}, now=T0)
 
 
 def test_ending_a_run_records_when_why_and_the_error() -> None:

@@ -16,8 +16,8 @@ from langorch.domain.definitions import BlockDefinition, BlockType, PlanStep
 from langorch.engine.kinds.base import StepSpec, input_scope, scope_of
 from langorch.engine.state import OrchestrationState
 from tests.integration.conftest import run_to_end
+from tests.support.recording import RecordingLLM
 from tests.unit.conftest import MakeFakes
-from tests.unit.test_engine import RecordingLLM
 
 SEED000 = Path(__file__).resolve().parents[2] / "examples" / "seed000"
 FILES = [

@@ -1326,3 +1326,77 @@ def test_a_comparison_condition_needs_both_of_its_labels() -> None:
     problem = only(problems_of(data))
 
     assert "can choose 'no'" not in problem.message and "'False'" in problem.message
+
+
+# --------------------------------------------------------------------------------------------
+# Asking a person to fix a failed step (on_error: ask, on_failure: ask)
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_step_that_asks_for_a_fix_with_the_workflows_approvers_is_valid() -> None:
+    # Given a step with on_error: ask, in a workflow that names approvers
+    data = minimal(s("a", on_error="ask"), s("b", depends_on=["a"]))
+
+    # Then it is valid: ask is not an unknown step
+    assert checked(data).errors == []
+
+
+def test_asking_for_a_fix_with_nobody_to_ask_is_reported_at_on_error() -> None:
+    # Given a step with on_error: ask in a workflow with no approvers, and no ask settings
+    data = minimal(s("a", on_error="ask"), approvers=[])
+
+    # Then the one problem is at the step's on_error, and says where to name someone
+    problem = only(problems_of(data))
+    assert problem.path == "steps[0].on_error"
+    assert "nobody to ask" in problem.message
+    assert "steps[0].ask.approvers" in problem.hint
+
+
+def test_a_workflow_that_asks_for_fixes_with_nobody_to_ask_is_reported_at_on_failure() -> None:
+    # Given a workflow-wide on_failure: ask and no approvers
+    data = minimal(s("a"), s("b", depends_on=["a"]), on_failure="ask", approvers=[])
+
+    # Then it is reported once, at on_failure
+    problem = only(problems_of(data))
+    assert problem.path == "on_failure"
+    assert "ask.approvers" in problem.hint
+
+
+def test_ask_settings_without_approvers_are_reported_at_their_approvers() -> None:
+    data = minimal(s("a", on_error="ask", ask={"timeout_seconds": 600}), approvers=[])
+    problem = only(problems_of(data))
+    assert problem.path == "steps[0].ask.approvers"
+
+
+def test_ask_settings_name_approvers_by_email() -> None:
+    data = minimal(s("a", on_error="ask", ask={"approvers": ["ops"]}))
+    problem = only(problems_of(data))
+    assert problem.path == "steps[0].ask.approvers[0]"
+
+
+def test_a_step_that_parks_cannot_ask_for_a_fix() -> None:
+    # Given a wait step with on_error: ask
+    data = minimal(s("a"), s("w", kind="wait", depends_on=["a"], wait={"seconds": 5}))
+    data["steps"][1]["on_error"] = "ask"
+
+    # Then it is refused at its on_error: there is no failed attempt of its own to fix
+    problem = only(problems_of(data))
+    assert problem.path == "steps[1].on_error"
+    assert "cannot ask for a fix" in problem.message
+
+
+def test_ask_settings_on_a_step_that_never_asks_are_reported() -> None:
+    data = minimal(s("a", ask={"approvers": ["ops@example.com"]}))
+    problem = only(problems_of(data))
+    assert problem.path == "steps[0].ask"
+    assert "no effect" in problem.message
+
+
+def test_on_error_ask_in_a_plan_with_a_step_named_ask_routes_there_with_a_warning() -> None:
+    # Given a plan whose failure route is its step named "ask" (as before on_error: ask existed)
+    data = minimal(s("a", on_error="ask"), s("ask"))
+
+    # Then it stays valid and routes there, with a warning that it asks nobody
+    [warning] = warnings_of(data)
+    assert warning.path == "steps[0].on_error"
+    assert step_graph(plan(data), lookup()).steps["a"].error_route == "ask"

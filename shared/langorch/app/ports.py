@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from langorch.domain.approvals.record import Approval
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant, ResourceState
-    from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.runs import ForkLink, PauseRequest, RunRecord, RunStatus, TimelineEvent
     from langorch.domain.tool_servers import ToolServer
     from langorch.domain.triggers import PutEvent
     from langorch.llm.toolbox import ToolSpec
@@ -94,6 +94,10 @@ class RunsStore(Protocol):
       already ended with another status (re-saving the same ending is allowed).
     * ``reopen_run`` writes only while the stored run's ``attempt`` is the expected one: of two
       concurrent redrives of one run, exactly one reopens it.
+    * A pause request is kept beside the record (``request_pause``, ``lift_pause``,
+      ``park_paused``): ``save_run`` never changes it, ``get_run`` and ``list_runs`` read it
+      into ``RunRecord.pause``. ``park_paused`` and ``lift_pause`` are ordered by the store, so
+      of the two exactly one wakes an execution parked on a pause.
     """
 
     def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
@@ -116,6 +120,28 @@ class RunsStore(Protocol):
 
     def add_fork(self, run_id: str, link: ForkLink) -> None:
         """Note a run forked from ``run_id`` on its record (``forks``), without rewriting it."""
+        ...
+
+    def request_pause(self, run_id: str, pause: PauseRequest) -> tuple[RunRecord, bool]:
+        """Ask the run to pause; returns the run with the request that stands and whether this
+        call made it (a request already standing is kept). ``NotFoundError`` for an unknown run,
+        ``ConflictError`` for one that has ended (its ending stands)."""
+        ...
+
+    def lift_pause(self, run_id: str) -> tuple[PauseRequest | None, str | None]:
+        """Lift the standing request; returns it (``None``: none stood) and the task token of
+        the execution parked on the pause, if one parked (``NotFoundError`` for an unknown
+        run)."""
+        ...
+
+    def park_paused(self, run_id: str, task_token: str) -> bool:
+        """Keep the task token of the execution parked on the pause, only while a request
+        stands; whether it was kept (``False``: lifted meanwhile, so nobody will wake it)."""
+        ...
+
+    def pause_of(self, run_id: str) -> PauseRequest | None:
+        """The standing request, in one small read (a segment asks at every step boundary;
+        ``NotFoundError`` for an unknown run)."""
         ...
 
     def acquire_lease(

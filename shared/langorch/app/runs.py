@@ -34,6 +34,7 @@ from langorch.domain.errors import (
 from langorch.domain.inputs import ensure_valid_input, with_defaults
 from langorch.domain.limits import ensure_input_fits
 from langorch.domain.runs import (
+    PauseRequest,
     PendingInterrupt,
     RunError,
     RunRecord,
@@ -281,19 +282,24 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
         lease = deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS
         return repark(run, deps, owner=cmd.owner or deps.ids(), lease_seconds=lease)
+    resolved = False  # whether a timed-out approval's answer was resolved already
+    if run.pause is not None or run.status is RunStatus.paused:
+        if cmd.resume is not None:
+            _check_resume(run, cmd)
+            cmd, resolved = _after_timeout(run, cmd, deps), True  # resolved before it is held
+        from langorch.app.pause import before_segment  # an operator's pause (issue 28)
+
+        went = before_segment(run, cmd.resume, deps, owner=cmd.owner or deps.ids())
+        if isinstance(went, SegmentResult):
+            return went
+        # A held answer was resolved when it arrived.
+        resolved = resolved or went is not cmd.resume
+        cmd = replace(cmd, resume=went)
     if cmd.resume is None and run.pending is not None and cmd.interrupt_id is None:
         return parked_again(run, deps.clock())  # a restart re-announces the park
     _check_resume(run, cmd)
-    if isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out" and run.pending:
-        from langorch.app.approvals.decisions import (
-            resume_after_timeout,  # or closes the page: "expired"
-        )
-
-        # A decision recorded in time but lost on its way to the task stands over the timeout.
-        answer = resume_after_timeout(
-            run.run_id, run.pending.interrupt_id, approvals=deps.approvals, clock=deps.clock
-        )
-        cmd = replace(cmd, resume=answer)
+    if not resolved:
+        cmd = _after_timeout(run, cmd, deps)
     budget = deps.settings.segment_budget_seconds
     started_at = deps.clock()
     parked = run.pending
@@ -326,6 +332,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             "shared_context": dict(run.input),
             "status": "running",
         }
+        asked = _PauseWatch(deps.runs, run.run_id)
         result = asyncio.run(
             advance(
                 graph,
@@ -334,17 +341,57 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
                 resume=resume,
                 deadline=time.monotonic() + budget,
                 fence=fence,
+                pause=asked,
             )
         )
         deps.checkpointer.flush()
         # Its last write gives the lease back too.
-        ended = record_segment(run, result, deps, fence, started_at, parked, cmd.resume)
+        ended = record_segment(
+            run, result, deps, fence, started_at, parked, cmd.resume, pause=asked.request
+        )
         released = True
-        return ended
     finally:
         if not released:
             deps.checkpointer.flush()
             deps.runs.release_lease(cmd.run_id, fence)
+    if ended.status == "paused":
+        ended.seconds = deps.settings.pause_recheck_seconds  # AwaitResume's look again
+    if ended.status in ("waiting_approval", "sleeping", "waiting_resource"):
+        # A pause asked after this segment's last look pauses the park it left now.
+        from langorch.app.pause import settle_pause
+
+        if deps.runs.pause_of(run.run_id) is not None:
+            settle_pause(run.run_id, deps)
+    return ended
+
+
+class _PauseWatch:
+    """Whether an operator asked the run to pause, read at each step boundary (one small
+    read); the request it last saw is kept for the timeline."""
+
+    def __init__(self, runs: RunsStore, run_id: str) -> None:
+        self._runs = runs
+        self._run_id = run_id
+        self.request: PauseRequest | None = None
+
+    def __call__(self) -> bool:
+        self.request = self._runs.pause_of(self._run_id)
+        return self.request is not None
+
+
+def _after_timeout(run: RunRecord, cmd: RunSegment, deps: SegmentDeps) -> RunSegment:
+    """The answer of an approval whose task timed out: a decision recorded in time but lost on
+    its way to the task stands over the timeout (else the approval closes as expired)."""
+    if not (isinstance(cmd.resume, dict) and cmd.resume.get("decision") == "timed_out"):
+        return cmd
+    if run.pending is None:
+        return cmd
+    from langorch.app.approvals.decisions import resume_after_timeout
+
+    answer = resume_after_timeout(
+        run.run_id, run.pending.interrupt_id, approvals=deps.approvals, clock=deps.clock
+    )
+    return replace(cmd, resume=answer)
 
 
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
@@ -626,6 +673,8 @@ def close_pending_approval(
 # --------------------------------------------------------------------------------------------
 
 ApprovalAnswer = Callable[[dict[str, Any]], dict[str, Any]]
+PAUSE_POLL_SECONDS = 1.0
+"""How often a run driven in this process looks whether its pause was lifted."""
 
 
 def drive(
@@ -639,7 +688,8 @@ def drive(
     """Run segments until the run ends, answering approvals and sleeping through waits.
 
     This is the state machine's loop in-process: ``continue`` runs again, ``sleeping`` sleeps,
-    ``waiting_approval`` asks ``on_approval`` for the decision.
+    ``waiting_approval`` asks ``on_approval`` for the decision, ``paused`` (an operator's pause
+    of a run on a stack's stores) waits until ``langorch runs resume`` lifts it.
     """
     result = run_segment(RunSegment(run_id), deps)
     for _ in range(max_segments):
@@ -651,6 +701,11 @@ def drive(
         elif result.status == "waiting_approval":
             decision = on_approval(result.approval or {})
             result = run_segment(RunSegment(run_id, resume=decision), deps)
+        elif result.status == "paused":
+            # The state machine's AwaitResume, in-process: wait until a resume lifts the pause.
+            while deps.runs.pause_of(run_id) is not None:
+                sleep(PAUSE_POLL_SECONDS)
+            result = run_segment(RunSegment(run_id), deps)
         else:
             return result
     raise RunNotFinishedError(f"run {run_id} did not finish within {max_segments} segments")

@@ -12,7 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol
 
+from langorch.domain.approvals.fixes import fix_answer
+from langorch.domain.approvals.record import InvalidDecisionError
 from langorch.domain.runs import (
+    PauseRequest,
     PendingInterrupt,
     RunError,
     RunRecord,
@@ -20,6 +23,7 @@ from langorch.domain.runs import (
     TimelineEvent,
     TimelineEventType,
     TokenUsage,
+    paused,
     transition,
 )
 
@@ -94,7 +98,21 @@ def record_segment(
     started_at: datetime,
     parked: PendingInterrupt | None,
     answer: Any,
+    *,
+    pause: PauseRequest | None = None,
 ) -> SegmentResult:
+    """Write the segment's outcome: the record's new status and the segment's timeline.
+
+    Args:
+        run: the run as the segment started it (``running``).
+        result: what the engine answered (``engine.segments.Advance``).
+        deps: the runs and a clock.
+        fence: the segment's lease fence (its last write gives the lease back).
+        started_at: when the segment started.
+        parked: the interrupt the segment resumed, if any.
+        answer: the answer it resumed it with.
+        pause: the pause request the segment stopped for (``result.status == "paused"``).
+    """
     now = deps.clock()
     events = engine_timeline(run, result.events, started_at)
     resumed = _resumed_event(run, started_at, parked, answer)
@@ -107,7 +125,7 @@ def record_segment(
         from langorch.domain.limits import bounded_request
 
         result.request = bounded_request(dict(result.request))
-    run, closing = _ended(run, result, now)
+    run, closing = _ended(run, result, now, pause)
     if not result.events and run.is_terminal and _finished_by_previous(run, deps):
         closing = []  # that segment's run_finished stands: a run ends once on its timeline
     events.extend(closing)
@@ -211,6 +229,7 @@ _DETAIL = (
     "total",
     "action_step",
     "batch",
+    "fix",
 )
 """What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
 step's id and the size of the agent call it was part of)."""
@@ -294,6 +313,12 @@ def _resumed_event(
 ) -> TimelineEvent | None:
     """What the segment resumed from: the approval's decision, or the end of a wait."""
     if parked is not None and parked.kind == "approval" and isinstance(answer, dict):
+        detail = {
+            "decision": answer.get("decision"),
+            "comment": str(answer.get("comment") or "")[:500],
+        }
+        if parked.request.get("fix"):
+            detail["fix"] = fix_said(answer)
         return TimelineEvent(
             seq=1,
             at=started_at,
@@ -305,10 +330,7 @@ def _resumed_event(
             ),
             step_id=parked.request.get("step_id"),
             actor=answer.get("approver"),
-            detail={
-                "decision": answer.get("decision"),
-                "comment": str(answer.get("comment") or "")[:500],
-            },
+            detail=detail,
         )
     elif parked is not None and parked.kind == "wait":
         return timeline_event(
@@ -320,11 +342,18 @@ def _resumed_event(
     return None
 
 
-def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[TimelineEvent]]:
+def _ended(
+    run: RunRecord, result: Any, now: datetime, pause: PauseRequest | None
+) -> tuple[RunRecord, list[TimelineEvent]]:
     """The record after the segment's outcome, and the timeline events that outcome adds."""
     events: list[TimelineEvent] = []
     status = result.status
-    if status == "waiting_approval":
+    if status == "paused":
+        if pause is None:  # lifted as the segment stopped: the next segment goes on
+            return run.model_copy(update={"updated_at": now}), events
+        run = paused(run, pause, now=now)
+        events.append(paused_event(run, pause, now))
+    elif status == "waiting_approval":
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id, kind="approval", request=result.request or {}
         )
@@ -335,16 +364,18 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
                 now,
                 TimelineEventType.approval_requested,
                 step_id=(result.request or {}).get("step_id"),
-                detail={
-                    "approvers": (result.request or {}).get("approvers", []),
-                    "iteration": (result.request or {}).get("iteration"),
-                },
+                detail=_requested(result.request or {}),
             )
         )
     elif status in ("sleeping", "waiting_resource"):
         request = result.request or {}
         # Queued for a resource: the engine's resource_waiting event already says so.
         queued = status == "waiting_resource"
+        if not queued:
+            # When it is due, kept with it: a pause, a resume or a restart changes the record,
+            # never the wait's end.
+            due = now + timedelta(seconds=float(request.get("seconds") or 0))
+            request = {**request, "due": due.isoformat()}
         pending = PendingInterrupt(
             interrupt_id=result.interrupt_id,
             kind="resource" if queued else "wait",
@@ -385,6 +416,44 @@ def _ended(run: RunRecord, result: Any, now: datetime) -> tuple[RunRecord, list[
     return run, events
 
 
+def _requested(request: dict[str, Any]) -> dict[str, Any]:
+    """What ``approval_requested`` keeps: who was asked, the round, and for a fix the error."""
+    detail = {"approvers": request.get("approvers", []), "iteration": request.get("iteration")}
+    fix = request.get("fix")
+    if isinstance(fix, dict):
+        detail["fix"] = {
+            "error": f"{fix.get('error_type', 'Error')}: {fix.get('error_message', '')}"[:500]
+        }
+    return detail
+
+
+def fix_said(answer: dict[str, Any]) -> dict[str, Any]:
+    """A fix's answer as the timeline keeps it: the choice and the channel (who is the
+    event's actor); a malformed answer is kept as the decision it came with."""
+    try:
+        fixed = fix_answer(answer)
+    except InvalidDecisionError:
+        return {"choice": str(answer.get("decision"))}
+    said: dict[str, Any] = {"choice": fixed.choice}
+    if fixed.via:
+        said["via"] = fixed.via
+    return said
+
+
+def paused_event(run: RunRecord, pause: PauseRequest, now: Any) -> TimelineEvent:
+    """``run_paused``: who asked and why, and what the run was waiting on, if anything."""
+    detail: dict[str, Any] = {"reason": pause.reason} if pause.reason else {}
+    step_id = None
+    if run.pending is not None:
+        detail["while"] = {"approval": "waiting_approval", "wait": "sleeping"}.get(
+            run.pending.kind, "waiting_resource"
+        )
+        step_id = run.pending.request.get("step_id")
+    return timeline_event(
+        run, now, TimelineEventType.run_paused, step_id=step_id, actor=pause.by, detail=detail
+    )
+
+
 def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
     """Announce a parked run's park again, for a segment that brings no answer.
 
@@ -401,9 +470,7 @@ def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
     status = RunStatus.waiting_approval if pending.kind == "approval" else RunStatus.sleeping
     seconds = None
     if status is RunStatus.sleeping:
-        # The record's last change was the park itself: the wait is due that much later.
-        due = run.updated_at + timedelta(seconds=float(request.get("seconds") or 0))
-        seconds = max(0, math.ceil((due - now).total_seconds()))
+        seconds = max(0, math.ceil((_due(run, request) - now).total_seconds()))
     logger.info(
         "parked run announced again",
         extra={"run_id": run.run_id, "status": status.value, "interrupt_id": pending.interrupt_id},
@@ -422,3 +489,11 @@ def parked_again(run: RunRecord, now: datetime) -> SegmentResult:
         workflow_id=run.workflow_id,
         workflow_version=run.workflow_version,
     )
+
+
+def _due(run: RunRecord, request: dict[str, Any]) -> datetime:
+    """When a parked wait ends: as kept with it, else (a record from before that) its park,
+    the record's last change, plus its seconds."""
+    if isinstance(request.get("due"), str):
+        return datetime.fromisoformat(request["due"])
+    return run.updated_at + timedelta(seconds=float(request.get("seconds") or 0))

@@ -26,9 +26,15 @@ _MARK = {
     TimelineEventType.loop_limit_reached: "limit",
     TimelineEventType.run_finished: "end",
     TimelineEventType.run_cancelled: "cancelled",
+    TimelineEventType.run_paused: "paused",
+    TimelineEventType.run_resumed: "resumed",
     TimelineEventType.run_redriven: "redrive",
     TimelineEventType.run_forked: "fork",
 }
+
+
+_FIXED_BY = (TimelineEventType.step_finished, TimelineEventType.step_failed)
+"""Events a person's fix may end a step with (a skip, a fail): they say by whom."""
 
 
 def _duration(ms: int | None) -> str:
@@ -68,6 +74,9 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
     mark = _MARK.get(kind, kind.value)
     step = event.step_id or ""
     detail = event.detail
+    fix = detail.get("fix")
+    if isinstance(fix, dict) and kind is TimelineEventType.approval_requested:
+        mark = "fix?"  # a failed step asks a person (on_error: ask)
     parts: list[str] = []
     if kind == TimelineEventType.step_finished:
         parts.append(_duration(event.duration_ms))
@@ -97,14 +106,19 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         if detail.get("tool_error"):
             parts.append(_short(detail["tool_error"], 80))
     elif kind == TimelineEventType.approval_requested:
-        parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
+        who = ", ".join(detail.get("approvers") or ["(default approvers)"])
+        parts.append(f"asked {who} for a fix" if isinstance(fix, dict) else f"asked {who}")
         if detail.get("iteration"):
             parts.append(f"round {detail['iteration']}")
     elif kind == TimelineEventType.approval_timed_out:
         parts.append(_timed_out(event, asked))
     elif kind == TimelineEventType.approval_decided:
         decision = detail.get("decision") or "decided"
+        if isinstance(fix, dict):
+            decision = f"fix: {fix.get('choice', decision)}"
         parts.append(f"{decision} by {event.actor}" if event.actor else str(decision))
+        if isinstance(fix, dict) and fix.get("via"):
+            parts[-1] += f" ({fix['via']})"
         if detail.get("comment"):
             parts.append(f'"{_short(detail["comment"], 60)}"')
     elif kind == TimelineEventType.loop_limit_reached:
@@ -129,6 +143,11 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(f"#{event.segment}")
     elif kind in (TimelineEventType.run_redriven, TimelineEventType.run_forked):
         parts.extend(_recovery_parts(event))
+    elif kind in (TimelineEventType.run_paused, TimelineEventType.run_resumed):
+        parts.extend(_pause_parts(event))
+    if isinstance(fix, dict) and kind in _FIXED_BY and fix.get("choice") in ("skip", "fail"):
+        verb = "skipped" if fix["choice"] == "skip" else "failed"
+        parts.append(f"{verb} by {fix.get('by') or 'nobody in time'}")
     body = "  ".join(p for p in parts if p)
     return f"  {at}  {mark:<10} {step:<22} {body}".rstrip()
 
@@ -168,6 +187,42 @@ def _recovery_parts(event: TimelineEvent) -> list[str]:
     if detail.get("reason"):
         parts.append(f'"{_short(detail["reason"], 60)}"')
     return parts
+
+
+_WHILE = {
+    "waiting_approval": "while waiting on its approval (still open)",
+    "sleeping": "while sleeping (the wait goes on)",
+    "waiting_resource": "while queued for a resource",
+}
+
+
+def _pause_parts(event: TimelineEvent) -> list[str]:
+    """A pause's or a resume's line: who, why, and where the run stood."""
+    detail = event.detail
+    parts = [f"by {event.actor}" if event.actor else ""]
+    if detail.get("reason"):
+        parts.append(f'"{_short(detail["reason"], 60)}"')
+    if detail.get("while"):
+        parts.append(_WHILE.get(str(detail["while"]), str(detail["while"])))
+    if detail.get("before_it_paused"):
+        parts.append("(before its step finished: it never stopped)")
+    return parts
+
+
+def pause_line(run: RunRecord) -> str | None:
+    """Where a pause stands, for the run's header (``None``: nobody asked one)."""
+    pause = run.pause
+    if run.status.value == "paused" and pause is None:
+        return "resumed: going on"
+    if pause is None or run.is_terminal:
+        return None
+    who = f"{pause.by}" + (f' ("{_short(pause.reason, 60)}")' if pause.reason else "")
+    if run.status.value == "paused":
+        return (
+            f"paused by {who} at {pause.at:%Y-%m-%d %H:%M:%S} UTC; "
+            f"resume with `langorch runs resume {run.run_id}`"
+        )
+    return f"pause asked by {who}: pauses when its current step finishes"
 
 
 def lineage(run: RunRecord) -> list[str]:
@@ -222,6 +277,9 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         f"{run.segment} segment(s){took}",
         "",
     ]
+    paused = pause_line(run)
+    if paused is not None:
+        lines.insert(2, f"  {paused}")
     if timeline:
         asked = AskedAt()
         lines += [line for line in (event_line(e, asked) for e in events) if line]
@@ -238,6 +296,9 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         ]
     elif run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
+    if run.held is not None and run.pending is not None:
+        answer = run.held.get("decision") or ("woke" if run.held.get("woke") else "an answer")
+        lines += [f"  held while paused: {answer} (given to the run when it is resumed)"]
     if run.error is not None:
         where = f" at {run.error.step_id}" if run.error.step_id else ""
         lines += ["", f"error{where}: {run.error.type}: {run.error.message}"]

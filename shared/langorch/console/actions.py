@@ -3,6 +3,8 @@ name of the console's operator (:mod:`.operator`): timeline events name them and
 (``console:ana``), approval audit lines carry the channel ``console`` and the operator.
 
 - Cancel: :func:`langorch.app.runs.cancel_run`.
+- Pause and resume: :func:`langorch.app.pause.pause_run` and
+  :func:`~langorch.app.pause.resume_run`, as ``langorch runs pause | resume`` call them.
 - Start a run: :func:`langorch.app.runs.launch_run` (trigger ``manual``).
 - Decide an approval: as the operator, and only where the approval names them (compared
   canonically); on another approver's behalf only with the admin override, which is audited.
@@ -73,6 +75,41 @@ def cancel(container: Any, operator: Operator, run_id: str, reason: str) -> str:
     text = (reason or "").strip()[:500] or "cancelled from the console"
     run, _ = cancel_run(run_id, container, actor=operator.actor, reason=text)
     return str(run.run_id)
+
+
+def pause(container: Any, operator: Operator, run_id: str, reason: str) -> str:
+    """Ask a run to pause (at once when parked, else when its current step finishes);
+    returns what happened: ``paused``, ``pausing`` or ``ended``.
+
+    Raises:
+        ConsoleActionError: the stack runs no state machine to park the run in.
+    """
+    from langorch.app.pause import pause_run
+
+    _needs_state_machine(container, "pause runs")
+    done = pause_run(run_id, container, actor=operator.actor, reason=(reason or "").strip()[:500])
+    return done.state
+
+
+def resume(container: Any, operator: Operator, run_id: str, reason: str) -> bool:
+    """Go on with a paused run; returns whether this call resumed it.
+
+    Raises:
+        ConsoleActionError: the stack runs no state machine to wake the run in.
+    """
+    from langorch.app.pause import resume_run
+
+    _needs_state_machine(container, "resume runs")
+    done = resume_run(run_id, container, actor=operator.actor, reason=(reason or "").strip()[:500])
+    return done.resumed
+
+
+def _needs_state_machine(container: Any, what: str) -> None:
+    if not container.settings.state_machine_arn:
+        raise ConsoleActionError(
+            f"this stack has no run state machine, so it cannot {what}: "
+            "pausing parks a run's execution until it is resumed"
+        )
 
 
 def start(container: Any, operator: Operator, workflow_id: str, request: Request) -> str:
@@ -242,11 +279,21 @@ def decide(container: Any, operator: Operator, approval_id: str, request: Reques
     except ApprovalLinkError as exc:
         raise ConsoleActionError(sentence_of(exc)) from exc
     if isinstance(outcome, Decided):
-        return Decision(done=outcome.approval.status.value)
+        return Decision(done=_done(outcome.approval))
     if isinstance(outcome, AlreadyDecided):
         return Decision(done="already")
     kept = {k: v for k, v in form.items() if k != "nonce"}
     return Decision(again=sentence_of(outcome.error), values=kept, status=outcome_status(outcome))
+
+
+def _done(approval: Approval) -> str:
+    """What the page says was done: the decision, or a fix's choice (``retry``, …)."""
+    if approval.fix is None:
+        return approval.status.value
+    from langorch.domain.approvals.fixes import fix_answer
+    from langorch.domain.approvals.record import decision_output
+
+    return fix_answer(decision_output(approval)).choice
 
 
 def why_not(operator: Operator, approval: Approval) -> str:
@@ -289,10 +336,13 @@ def approval_form(approval: Approval, values: Mapping[str, str] | None) -> dict[
         if is_editable_here(value) and name in typed:
             text = bounded(typed[name], MAX_EDIT_FIELD_BYTES)
         kind = kind_of(value)
+        # A fix's fields are the step's inputs and outputs: input.<key>, output.<key>.
+        group, _, named = str(key).partition(".") if approval.fix else ("", "", str(key))
         editable.append(
             {
                 "key": str(key),
-                "label": human_label(str(key)),
+                "label": human_label(named),
+                "group": group,
                 "name": name,
                 "value": text,
                 "kind": kind.value,

@@ -86,6 +86,8 @@ class ConsoleApp:
             ("GET", re.compile(r"/runs"), self.runs),
             ("GET", re.compile(r"/runs/([^/]+)"), self.run),
             ("POST", re.compile(r"/runs/([^/]+)/cancel"), self.cancel),
+            ("POST", re.compile(r"/runs/([^/]+)/pause"), self.pause),
+            ("POST", re.compile(r"/runs/([^/]+)/resume"), self.resume),
             ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
             ("POST", re.compile(r"/runs/([^/]+)/fork"), self.fork),
             ("GET", re.compile(r"/api/status"), self.status),
@@ -281,6 +283,19 @@ class ConsoleApp:
             self.container, self.operator, match.group(1), request.field("reason")
         )
         return Response.redirect(f"/runs/{_quote(run_id)}?done=cancelled")
+
+    def pause(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = match.group(1)
+        state = actions.pause(self.container, self.operator, run_id, request.field("reason"))
+        done = {"paused": "paused", "pausing": "pausing", "ended": "ended"}[state]
+        return Response.redirect(f"/runs/{_quote(run_id)}?done={done}")
+
+    def resume(self, request: Request, match: re.Match[str]) -> Response:
+        run_id = match.group(1)
+        resumed = actions.resume(self.container, self.operator, run_id, request.field("reason"))
+        return Response.redirect(
+            f"/runs/{_quote(run_id)}?done={'resumed' if resumed else 'not-paused'}"
+        )
 
     def redrive(self, request: Request, match: re.Match[str]) -> Response:
         run_id = actions.redrive(

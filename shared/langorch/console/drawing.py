@@ -500,14 +500,14 @@ def _short(text: str, limit: int) -> str:
 
 
 def bar_svg(start: float, end: float, total: float, kind: str, state: str) -> Markup:
-    """One timeline bar, as a fraction of the run's duration (``total`` seconds); a redrive is
-    a marker line at its moment."""
+    """One timeline bar, as a fraction of the run's duration (``total`` seconds); a redrive, a
+    pause or a resume is a marker line at its moment."""
     total = max(total, 1e-6)
     x = max(0.0, min(start / total, 1.0)) * 1000
-    if kind == "redrive":
-        return Markup(  # noqa: S704 - only numbers
+    if kind in ("redrive", "pause"):
+        return Markup(  # noqa: S704 - only numbers and a class name from a fixed set
             f'<svg class="bar" viewBox="0 0 1000 12" preserveAspectRatio="none" '
-            f'aria-hidden="true"><rect class="bar-redrive" x="{max(x - 1.5, 0):.1f}" y="0" '
+            f'aria-hidden="true"><rect class="bar-{kind}" x="{max(x - 1.5, 0):.1f}" y="0" '
             'width="3" height="12"/></svg>'
         )
     width = max((max(end, start) - start) / total * 1000, 3.0)

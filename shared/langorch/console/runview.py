@@ -25,6 +25,8 @@ from langorch.web.look import human_label
 
 _T = TimelineEventType
 MAX_SPANS = 2_000
+_MARKERS = frozenset({"redrive", "pause"})
+"""Span kinds that mark a moment (a row of their own in the waterfall), not a step's time."""
 
 
 @dataclass
@@ -54,7 +56,8 @@ class StepView:
 
 @dataclass(frozen=True)
 class Span:
-    """A row of the waterfall: a step's attempt, an approval, a wait, or a redrive (a marker).
+    """A row of the waterfall: a step's attempt, an approval, a wait, or a redrive or an
+    operator's pause or resume (markers).
 
     ``which`` says which of a step's rows it is, where it has several: ``visit 2 · attempt 3``,
     ``after redrive #1``, ``approval``.
@@ -155,6 +158,8 @@ def _spans(
     visits: dict[tuple[str, int], int] = {}
     """(step, redrive) -> the step's visits since that redrive (a redrive rewinds them)."""
     redrives = 0
+    fixing: set[str] = set()
+    """Steps whose open approval asks a person to fix their failure (``on_error: ask``)."""
 
     def seconds(at: datetime) -> float:
         return (at - origin).total_seconds()
@@ -163,6 +168,9 @@ def _spans(
         if event.type is _T.run_redriven:
             redrives = int(event.detail.get("attempt") or redrives + 1)
             markers.append(_redrive_marker(event, redrives, seconds(event.at)))
+            continue
+        if event.type in (_T.run_paused, _T.run_resumed):
+            markers.append(_pause_marker(event, seconds(event.at)))
             continue
         step = _step(steps, event.step_id)
         if step is None:
@@ -202,15 +210,17 @@ def _spans(
         elif event.type in (_T.approval_requested, _T.wait_started):
             step.state = "waiting"
             opened[("wait", key)] = event.at
+            if event.detail.get("fix"):
+                fixing.add(key)
         elif event.type in (_T.approval_decided, _T.approval_timed_out, _T.wait_finished):
             began = opened.pop(("wait", key), event.at)
+            fixing.discard(key)
             kind = "wait" if event.type is _T.wait_finished else "approval"
             decision = event.detail.get("decision") or (
                 "timed out" if kind == "approval" and event.type is _T.approval_timed_out else ""
             )
-            who = f" by {event.actor}" if event.actor else ""
             rows.append(
-                _Row(key, kind, "succeeded", began, event.at, f"{decision}{who}".strip(),
+                _Row(key, kind, "succeeded", began, event.at, _decided(event, str(decision)),
                      visit, 0, redrives)
             )  # fmt: skip
             if step.state == "waiting":
@@ -219,9 +229,10 @@ def _spans(
         if kind == "step" and ("wait", key) in opened:
             continue  # parked: its approval or wait row says so
         # Still open: a step running now, an approval or a wait not answered yet.
+        waiting = "asked for a fix" if kind == "wait" and key in fixing else "in progress"
         rows.append(
             _Row(key, "step" if kind == "step" else "approval",
-                 "running" if kind == "step" else "waiting", began, end, "in progress",
+                 "running" if kind == "step" else "waiting", began, end, waiting,
                  visits.get((key, redrives), 1), 0, redrives)
         )  # fmt: skip
     spans = [
@@ -230,7 +241,7 @@ def _spans(
         for r, which in zip(rows, _which(rows), strict=True)
     ]  # fmt: skip
     spans += markers
-    spans.sort(key=lambda s: (s.start_s, s.kind != "redrive"))
+    spans.sort(key=lambda s: (s.start_s, s.kind not in _MARKERS))
     return spans
 
 
@@ -258,6 +269,16 @@ def _which(rows: list[_Row]) -> list[str]:
             parts.append(f"attempt {r.attempt}")
         labels.append(" · ".join(parts))
     return labels
+
+
+def _pause_marker(event: TimelineEvent, at: float) -> Span:
+    """The waterfall's marker of an operator's pause or resume: who and why."""
+    paused = event.type is _T.run_paused
+    parts = [f"by {event.actor}" if event.actor else "", str(event.detail.get("reason") or "")]
+    if paused and event.step_id:
+        parts.append(f"while waiting at {event.step_id}")
+    return Span("Paused" if paused else "Resumed", "pause", "paused" if paused else "resumed",
+                at, at, " · ".join(p for p in parts if p), None)  # fmt: skip
 
 
 def _redrive_marker(event: TimelineEvent, number: int, at: float) -> Span:
@@ -324,8 +345,31 @@ def _ms(ms: int) -> Any:
     return timedelta(milliseconds=ms)
 
 
+def _decided(event: TimelineEvent, decision: str) -> str:
+    """An approval's outcome and who decided; a fix's choice, who made it and where."""
+    who = f" by {event.actor}" if event.actor else ""
+    fix = event.detail.get("fix")
+    if not isinstance(fix, dict):
+        return f"{decision}{who}".strip()
+    via = f" ({fix['via']})" if fix.get("via") else ""
+    return f"fix: {fix.get('choice', decision)}{who}{via}"
+
+
+def _fixed(fix: dict[str, Any]) -> str:
+    """What a person's fix did to the step, and who: ``skipped by ana@…``."""
+    if fix.get("via") == "timeout":
+        return "nobody fixed it in time"
+    verb = {"retry": "retried", "skip": "skipped", "fail": "failed"}.get(str(fix.get("choice")))
+    return f"{verb or 'fixed'} by {fix.get('by') or 'a person'}"
+
+
 def _note(step: StepView, event: TimelineEvent, retried: bool = False) -> str:
     parts = []
+    fix = event.detail.get("fix")
+    if isinstance(fix, dict):
+        parts.append(_fixed(fix))
+    elif event.detail.get("routed_to") == "ask":
+        parts.append("asked for a fix")
     if event.duration_ms is not None:
         parts.append(f"{event.duration_ms / 1000:.2f} s")
     if event.tokens is not None and (event.tokens.input or event.tokens.output):

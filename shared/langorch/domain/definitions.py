@@ -26,10 +26,12 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
 from langorch.domain.step_settings import (
+    ASK,
     IDENTIFIER,
     READ_FILE_DEFAULT_BYTES,
     READ_FILE_MAX_BYTES,
     ApprovalSpec,
+    AskSpec,
     DecisionCase,
     HttpSpec,
     InputMapping,
@@ -44,6 +46,7 @@ from langorch.domain.step_settings import (
 )
 
 __all__ = [
+    "ASK",
     "DEFAULT_MAX_PARALLEL",
     "IDENTIFIER",
     "LLM_KINDS",
@@ -51,6 +54,7 @@ __all__ = [
     "READ_FILE_MAX_BYTES",
     "RESERVED_STEP_IDS",
     "ApprovalSpec",
+    "AskSpec",
     "BlockDefinition",
     "BlockReference",
     "BlockType",
@@ -300,10 +304,14 @@ class PlanStep(_Model):
     retry_backoff_seconds: float = Field(default=0.5, ge=0, le=60)
     timeout_seconds: int | None = Field(default=None, ge=1, le=900)
     on_error: str | None = None
-    """Step to route to when this step still fails after its retries."""
+    """Step to route to when this step still fails after its retries; ``ask``: ask a person to
+    fix it (retry with edited inputs, skip giving its outputs, or fail the run)."""
     hooks: StepHooks | None = Field(default=None, exclude_if=_unset)
     """Transforms or tool calls before (``pre``) and after (``post``) the step's own work
     (seed 004's hooks on action nodes). Left out of dumps while unset."""
+    ask: AskSpec | None = Field(default=None, exclude_if=_unset)
+    """Who is asked when this step fails and asks (``on_error: ask``, or the workflow's
+    ``on_failure: ask``); replaces the workflow's ``ask``. Left out of dumps while unset."""
     resource: str | None = Field(default=None, exclude_if=_unset)
     """A resource the step holds a lease on while it runs (``browser:session-1``; seed 001
     §7b): a literal name whose ``concurrency_limit`` is declared per deployment
@@ -391,7 +399,11 @@ class TaskPlan(_Model):
     triggers: list[Trigger] = Field(default_factory=list)
     inputs_schema: InputSchema | None = None
     on_failure: str | None = None
-    """Step to route to when a step fails with no ``on_error`` of its own."""
+    """Step to route to when a step fails with no ``on_error`` of its own; ``ask``: ask a
+    person to fix it (steps that park — approval, wait, loop, subflow — fail as before)."""
+    ask: AskSpec | None = Field(default=None, exclude_if=_unset)
+    """Who is asked to fix a failed step that asks (default approvers: ``approvers``). Left out
+    of dumps while unset."""
     llm_provider: str | None = None
     llm_model: str | None = None
     llm_temperature: float | None = Field(default=None, ge=0, le=2)
@@ -457,6 +469,7 @@ _ADDED_FIELDS = (
     "chain",
     "hooks",
     "ckp",
+    "ask",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

@@ -10,9 +10,16 @@ Status moves (ARCHITECTURE §1)::
                   │ └─ running (the next segment of a long run)
                   └──► succeeded | failed | cancelled      (terminal: nothing leaves them)
 
+    queued | running | waiting_approval | sleeping ──► paused ──► running | the park it left
+
 Every non-terminal status may also go straight to ``failed`` (the state machine's catch-all) or
 ``cancelled`` (an operator). Entering ``running`` starts a new *segment*; entering
 ``waiting_approval`` or ``sleeping`` parks an interrupt in ``pending``, and leaving them clears it.
+
+``paused`` is an operator's (``langorch runs pause``): the run stops at a step boundary, or at
+once when it is parked. A run paused while parked keeps its ``pending`` interrupt (the approval
+and the wait keep their timers); an answer that arrives while it is paused is kept in ``held``
+and given to the run when it is resumed (:func:`paused`, :func:`holding`, :func:`unpaused`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from langorch.domain.errors import LangorchError, UnreadableRecordError
 from langorch.domain.lineage import MAX_LINEAGE as MAX_LINEAGE  # the record's lineage
+from langorch.domain.lineage import MAX_REASON_CHARS as _MAX_REASON_CHARS  # an operator's reason
 from langorch.domain.lineage import ForkLink as ForkLink
 from langorch.domain.lineage import Redrive as Redrive
 
@@ -48,6 +56,7 @@ class RunStatus(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    paused = "paused"
 
 
 TERMINAL: frozenset[RunStatus] = frozenset(
@@ -62,8 +71,15 @@ PARKED: dict[RunStatus, frozenset[str]] = {
 }
 """Statuses that park an interrupt, and the interrupt kinds each one parks."""
 
+PAUSABLE: frozenset[RunStatus] = frozenset(
+    {RunStatus.queued, RunStatus.running, RunStatus.waiting_approval, RunStatus.sleeping}
+)
+"""Statuses a pause can stop: a run not yet started, running, or parked."""
+
 _ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
-    RunStatus.queued: frozenset({RunStatus.running, RunStatus.failed, RunStatus.cancelled}),
+    RunStatus.queued: frozenset(
+        {RunStatus.running, RunStatus.paused, RunStatus.failed, RunStatus.cancelled}
+    ),
     # running → running is the next segment of a run that used up its time budget.
     RunStatus.running: frozenset(
         {
@@ -73,12 +89,25 @@ _ALLOWED: dict[RunStatus, frozenset[RunStatus]] = {
             RunStatus.succeeded,
             RunStatus.failed,
             RunStatus.cancelled,
+            RunStatus.paused,
         }
     ),
     RunStatus.waiting_approval: frozenset(
-        {RunStatus.running, RunStatus.failed, RunStatus.cancelled}
+        {RunStatus.running, RunStatus.paused, RunStatus.failed, RunStatus.cancelled}
     ),
-    RunStatus.sleeping: frozenset({RunStatus.running, RunStatus.failed, RunStatus.cancelled}),
+    RunStatus.sleeping: frozenset(
+        {RunStatus.running, RunStatus.paused, RunStatus.failed, RunStatus.cancelled}
+    ),
+    # Resumed: on to the next segment, or back to the park it was paused in.
+    RunStatus.paused: frozenset(
+        {
+            RunStatus.running,
+            RunStatus.waiting_approval,
+            RunStatus.sleeping,
+            RunStatus.failed,
+            RunStatus.cancelled,
+        }
+    ),
     RunStatus.succeeded: frozenset(),
     RunStatus.failed: frozenset(),
     RunStatus.cancelled: frozenset(),
@@ -232,6 +261,34 @@ class PendingInterrupt(_Stored):
     """What the interrupt asked for: the approval's prompt and fields, or the wait's deadline."""
 
 
+class PauseRequest(_Stored):
+    """An operator's request that a run pause (``langorch runs pause``, the console's button).
+
+    Stored beside the record, not in it: any process may ask while a segment runs, and the
+    segment's own writes of the record never drop the request. It stands until a resume lifts it.
+    """
+
+    by: str
+    """Who asked (``cli:alice``, ``console:ana``)."""
+    reason: str = ""
+    at: datetime
+
+    @field_validator("at")
+    @classmethod
+    def _timezone_aware(cls, value: datetime) -> datetime:
+        _aware(value)
+        return value
+
+    @field_validator("reason")
+    @classmethod
+    def _bounded_reason(cls, reason: str) -> str:
+        return truncate(reason, _MAX_REASON_CHARS)
+
+    def said(self) -> str:
+        """``paused by cli:alice: month-end freeze`` (the run's status reason while paused)."""
+        return f"paused by {self.by}" + (f": {self.reason}" if self.reason else "")
+
+
 def _aware(value: datetime | None) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise ValueError("timestamps must carry a timezone (use UTC)")
@@ -273,6 +330,13 @@ class RunRecord(_Stored):
     """The run this one was forked from (``langorch runs fork``)."""
     forks: list[ForkLink] = Field(default_factory=list)
     """Runs forked from this one (the last :data:`MAX_LINEAGE` are kept)."""
+    pause: PauseRequest | None = None
+    """The standing request to pause (read from beside the record: the stores keep it apart,
+    so a segment's write of the record never drops it); ``None`` when nobody asked, or a resume
+    lifted it."""
+    held: dict[str, Any] | None = None
+    """While ``paused``: the answer to ``pending`` that arrived meanwhile (an approval's
+    decision, the end of a wait), given to the run when it is resumed."""
 
     @field_validator("created_at", "updated_at", "started_at", "ended_at")
     @classmethod
@@ -325,14 +389,16 @@ def transition(
     if not can_transition(run.status, to):
         raise InvalidTransitionError(run.run_id, run.status, to)
     parked_kinds = PARKED.get(to)
-    if parked_kinds is not None and (pending is None or pending.kind not in parked_kinds):
+    if to is RunStatus.paused:
+        pass  # keeps the park it was paused in, if any (see paused())
+    elif parked_kinds is not None and (pending is None or pending.kind not in parked_kinds):
         raise InvalidTransitionError(
             run.run_id,
             run.status,
             to,
             f"{to} needs the parked {'/'.join(sorted(parked_kinds))} interrupt",
         )
-    if parked_kinds is None and pending is not None:
+    if parked_kinds is None and pending is not None and to is not RunStatus.paused:
         raise InvalidTransitionError(
             run.run_id, run.status, to, f"{to} parks no interrupt; pending must be None"
         )
@@ -341,6 +407,8 @@ def transition(
         "updated_at": now,
         "status_reason": reason,
         "pending": pending,
+        # An answer held while paused leaves with the pause: the caller resumes with it.
+        "held": run.held if to is RunStatus.paused else None,
     }
     if to is RunStatus.running:
         update["segment"] = run.segment + 1
@@ -352,6 +420,52 @@ def transition(
         update["error"] = error
     # model_validate (not model_copy) so the validators run on the new values too.
     return RunRecord.model_validate({**run.model_dump(), **update})
+
+
+def paused(run: RunRecord, pause: PauseRequest, *, now: datetime) -> RunRecord:
+    """``run`` paused at ``now`` as ``pause`` asked: at a step boundary, or parked.
+
+    A parked run keeps its ``pending`` interrupt (the approval stays open, the wait goes on):
+    pausing changes what the run does next, not what it waits for.
+
+    Raises:
+        InvalidTransitionError: the run has ended (or is paused already).
+    """
+    return transition(run, RunStatus.paused, now=now, reason=pause.said(), pending=run.pending)
+
+
+def holding(run: RunRecord, answer: dict[str, Any], *, now: datetime) -> RunRecord:
+    """A paused ``run`` keeping ``answer`` to its ``pending`` interrupt until it is resumed.
+
+    Raises:
+        InvalidTransitionError: the run is not paused, or parks nothing to answer.
+    """
+    _aware(now)
+    if run.status is not RunStatus.paused or run.pending is None:
+        raise InvalidTransitionError(
+            run.run_id, run.status, RunStatus.paused, "only a paused, parked run holds an answer"
+        )
+    return run.model_copy(update={"held": answer, "updated_at": now})
+
+
+def unpaused(run: RunRecord, *, now: datetime) -> RunRecord:
+    """A paused ``run`` resumed while its park still waits (nothing arrived meanwhile): back to
+    ``waiting_approval`` or ``sleeping`` on the same interrupt.
+
+    Raises:
+        InvalidTransitionError: the run is not paused, holds an answer, or was paused at a step
+            boundary (its next segment goes on instead).
+    """
+    pending = run.pending
+    if run.status is not RunStatus.paused or pending is None or run.held is not None:
+        raise InvalidTransitionError(
+            run.run_id,
+            run.status,
+            RunStatus.waiting_approval,
+            "only a paused run whose park still waits goes back to it",
+        )
+    to = RunStatus.waiting_approval if pending.kind == "approval" else RunStatus.sleeping
+    return transition(run, to, now=now, pending=pending)
 
 
 # --------------------------------------------------------------------------------------------
@@ -492,6 +606,8 @@ class TimelineEventType(StrEnum):
     segment_ended = "segment_ended"
     run_finished = "run_finished"
     run_cancelled = "run_cancelled"
+    run_paused = "run_paused"
+    run_resumed = "run_resumed"
     run_redriven = "run_redriven"
     run_forked = "run_forked"
 
@@ -521,7 +637,7 @@ class TimelineEvent(_Stored):
     outputs_summary: dict[str, str] | None = None
     error: RunError | None = None
     actor: str | None = None
-    """Who decided an approval (or cancelled the run)."""
+    """Who decided an approval (or cancelled, paused or resumed the run)."""
     detail: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("at")

@@ -244,19 +244,47 @@ APPROVAL_LABELS = ("approved", "rejected", "timed_out")
 """The outcomes of an approval step."""
 
 
-class ApprovalSpec(Settings):
-    """A human decision. Branch labels: ``approved``, ``rejected``, ``timed_out``."""
+class ApproverSettings(Settings):
+    """Who decides, until when, and under which policy: the settings an ``approval`` step and
+    an ``ask:`` (a person fixing a failed step) share."""
 
     approvers: list[str] = Field(default_factory=list)
-    """Email addresses allowed to decide (default: the deployment's default approvers)."""
+    """Email addresses allowed to decide (default: the workflow's ``approvers``, else the
+    deployment's default approvers)."""
     timeout_seconds: int = Field(default=86_400, ge=1, le=365 * 86_400)
+    title: str = ""
+    """What is asked (a template)."""
+    message: str = ""
+    """Why, for the approver (a template)."""
+    require_code: bool = False
+    """Ask for the one-time code from the email on the page (stops link-clicking scanners)."""
+    # The policy (domain/approvals/policy.py): when to remind and escalate, who may hand over
+    # their vote, and whether the run's starter may decide.
+    reminders: Reminders | list[Duration] | None = None
+    escalation: list[EscalationLevel] = Field(default_factory=list)
+    business_hours: BusinessHours | None = None
+    delegation: bool = False
+    separation_of_duties: bool = False
+    subaddressing: bool = True
+
+    def policy(self) -> ApprovalPolicy:
+        """The policy these settings declare (one decider: the first decision counts)."""
+        return policy_of(
+            reminders=self.reminders,
+            escalation=self.escalation,
+            business_hours=self.business_hours,
+            delegation=self.delegation,
+            separation_of_duties=self.separation_of_duties,
+            subaddressing=self.subaddressing,
+        )
+
+
+class ApprovalSpec(ApproverSettings):
+    """A human decision. Branch labels: ``approved``, ``rejected``, ``timed_out``."""
+
     on_timeout: Literal["reject", "approve", "fail", "branch"] = "branch"
     """What a timeout means: follow the ``timed_out`` branch (``branch``; falls back to
     ``rejected`` when no such branch exists), decide approve/reject, or fail the run."""
-    title: str = ""
-    """What is being approved (a template)."""
-    message: str = ""
-    """Why, for the approver (a template)."""
     show_keys: list[str] = Field(default_factory=list)
     """``shared_context`` keys shown to the approver."""
     editable_keys: list[str] = Field(default_factory=list)
@@ -268,8 +296,6 @@ class ApprovalSpec(Settings):
     channels: list[Channel] = Field(default_factory=list)
     """Where the request goes: ``email``, ``slack``, ``teams``, ``console``, several at once
     (empty: the stack's ``approval_channels``). One decision, whichever channel it comes from."""
-    require_code: bool = False
-    """Ask for the one-time code from the email on the page (stops link-clicking scanners)."""
     max_iterations: int | None = Field(default=None, ge=1, le=100)
     """Review-loop bound: at most this many rounds through this approval. When a rejection
     would start one more round, the run follows ``on_max_iterations`` instead."""
@@ -278,16 +304,10 @@ class ApprovalSpec(Settings):
     ``failed``). Without it the run fails with ``ReviewLoopExhaustedError``."""
     feedback_key: str = "feedback"
     """``shared_context`` key that receives the approver's comment (for regeneration)."""
-    # The policy (domain/approvals/policy.py): how many must approve, when to remind and
-    # escalate, who may hand over their vote, and whether the run's starter may approve.
+    # How many must approve, and what a rejection counts for (votes need an approval step:
+    # a fix has one decider).
     quorum: QuorumSpec = "any"
     rejection: RejectionRule = "any_reject"
-    reminders: Reminders | list[Duration] | None = None
-    escalation: list[EscalationLevel] = Field(default_factory=list)
-    business_hours: BusinessHours | None = None
-    delegation: bool = False
-    separation_of_duties: bool = False
-    subaddressing: bool = True
 
     def policy(self) -> ApprovalPolicy:
         """The step's approval policy."""
@@ -301,6 +321,20 @@ class ApprovalSpec(Settings):
             separation_of_duties=self.separation_of_duties,
             subaddressing=self.subaddressing,
         )
+
+
+ASK = "ask"
+"""The value of ``on_error`` (a step) or ``on_failure`` (a workflow) that asks a person to fix a
+failed step instead of failing the run (unless the plan has a step named ``ask``: then it is
+that step, as before)."""
+
+
+class AskSpec(ApproverSettings):
+    """Who is asked to fix a step that failed after its retries (``on_error: ask``, or the
+    workflow's ``on_failure: ask``), on the approval machinery: signed links, the console's
+    inbox, email, the policy's reminders and escalation. The person sees the error and the
+    step's inputs and may retry with edited inputs, skip the step giving its outputs, or fail
+    the run. A timeout fails the run with the step's error."""
 
 
 class DecisionCase(Settings):

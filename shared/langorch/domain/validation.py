@@ -24,7 +24,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from langorch.domain.approvals.policy import policy_problems
 from langorch.domain.definitions import (
+    ASK,
     BlockDefinition,
     PlanStep,
     ScheduleSpec,
@@ -42,6 +44,7 @@ from langorch.domain.kinds.base import (
     StepCheck,
     StepKind,
     is_key_path,
+    reads_of,
     root_key,
     template_names,
 )
@@ -49,7 +52,7 @@ from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.plan.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.plan.topology import Topology, step_graph
 from langorch.domain.resources import check_step_resource
-from langorch.domain.step_settings import APPROVAL_LABELS, InputMapping, mapping_source
+from langorch.domain.step_settings import APPROVAL_LABELS, AskSpec, InputMapping, mapping_source
 from langorch.domain.templates import TemplateError, check, check_expression
 
 __all__ = [
@@ -230,12 +233,14 @@ def check_workflow(
             *_plan_problems(plan),
             *_provider_problems(topology, providers),
             *_editable_problems(topology),
+            *_ask_problems(topology),
         ],
         warnings=[
             *_input_problems(topology),
             *_mapping_problems(topology),
             *_while_problems(topology),
             *_tool_warnings(topology, tools),
+            *_ask_warnings(topology),
         ],
     )
 
@@ -626,28 +631,10 @@ def step_reads(t: Topology, step: PlanStep) -> Iterator[Read]:
 def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
     """(path, key, description) for every ``shared_context`` key a step reads."""
     sid = step.step_id
-    path, block, kind = t.sp(sid), t.blocks[sid], t.specs[sid]
-    mappings = step.input_mappings or {}
-    if block is not None:
-        for key in block.input_keys:
-            if key not in mappings:
-                yield f"{path}.block_id", key, f"block {block.block_id!r} needs input"
-    for key, mapping in mappings.items():
-        source = mapping_source(mapping)
-        # A block's mapping of a key it has no input for is an error (reported elsewhere); an
-        # inline step's mappings are names its templates and expressions may read.
-        if (block is None or key in block.input_keys) and is_key_path(source):
-            yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
+    path, kind = t.sp(sid), t.specs[sid]
+    yield from reads_of(step, t.blocks[sid], kind, path)
     if kind is None:
         return
-    for field_path, text, how in kind.step_templates(step, block, path):
-        try:
-            names = template_names(text, how)
-        except TemplateError:
-            continue  # reported as a syntax problem
-        for name in sorted(names):
-            yield field_path, name, "reads"
-    yield from kind.reads(step, block, path)
     # Hooks read what the step reads, and what hooks before them wrote; post hooks also what
     # the step itself wrote.
     own = hook_outputs(step.hooks) | t.outputs.get(sid, frozenset())
@@ -658,6 +645,98 @@ def _reads(t: Topology, step: PlanStep) -> Iterator[Read]:
             continue  # reported as a syntax problem
         for name in sorted(names - own):
             yield field_path, name, "reads"
+
+
+# --------------------------------------------------------------------------------------------
+# Asking a person to fix a failed step (on_error: ask, on_failure: ask)
+# --------------------------------------------------------------------------------------------
+
+
+def _ask_problems(t: Topology) -> Iterator[Problem]:
+    """Someone to ask, a step that can be asked about, and ``ask:`` settings that take effect."""
+    plan = t.plan
+    plan_settings_used = False
+    for step in t.steps():
+        path, kind = t.sp(step.step_id), t.specs[step.step_id]
+        if t.asks(step.on_error) and kind is not None and kind.parks:
+            yield Problem(
+                f"{path}.on_error",
+                f"a {kind.name} step cannot ask for a fix: it waits or runs other steps, so "
+                "there is no failed attempt of its own to retry or skip",
+                "route on_error to a step, or put on_error: ask on the steps it runs",
+            )
+            continue
+        asking = t.asking(step)
+        if asking is None:
+            if step.ask is not None:
+                yield Problem(
+                    f"{path}.ask",
+                    "ask has no effect: a failure of this step asks nobody",
+                    "set on_error: ask on the step (or on_failure: ask on the workflow), or "
+                    "remove ask",
+                )
+            continue
+        if step.ask is not None:
+            yield from _ask_settings(step.ask, plan, f"{path}.ask")
+        elif plan.ask is not None:
+            plan_settings_used = True
+        elif asking == "on_error" and not plan.approvers:
+            yield _nobody_to_ask(f"{path}.on_error", f"{path}.ask.approvers")
+        else:
+            plan_settings_used = True
+    if plan.ask is not None:
+        if plan_settings_used:
+            yield from _ask_settings(plan.ask, plan, "ask")
+        else:
+            yield Problem(
+                "ask",
+                "ask has no effect: no step's failure asks with the workflow's settings",
+                "set on_failure: ask (or on_error: ask on a step without ask of its own), or "
+                "remove ask",
+            )
+    elif plan_settings_used and not plan.approvers:
+        yield _nobody_to_ask("on_failure", "ask.approvers")
+
+
+def _ask_settings(spec: AskSpec, plan: TaskPlan, path: str) -> Iterator[Problem]:
+    """An ``ask:``: someone to ask, addresses and policy that hold, templates that parse."""
+    approvers = spec.approvers or plan.approvers
+    if not approvers:
+        yield Problem(
+            f"{path}.approvers",
+            "nobody is asked to fix the failed step: no approvers here or on the workflow",
+            f"list approver emails in {path}.approvers (or in the workflow's approvers)",
+        )
+    yield from identity_problems(spec.approvers, f"{path}.approvers")
+    yield from policy_problems(spec.policy(), approvers, path)
+    for name in ("title", "message"):
+        error = check(getattr(spec, name))
+        if error is not None:
+            yield _syntax_problem(f"{path}.{name}", "template", error)
+
+
+def _nobody_to_ask(path: str, where: str) -> Problem:
+    value = path.rsplit(".", 1)[-1]
+    return Problem(
+        path,
+        f"{value}: ask has nobody to ask: neither ask.approvers nor the workflow's approvers "
+        "name anyone",
+        f"add {where}: [you@example.com], or approvers: [...] to the workflow",
+    )
+
+
+def _ask_warnings(t: Topology) -> Iterator[Problem]:
+    """``ask`` in a plan with a step named ``ask``: it routes there, and asks nobody."""
+    if ASK not in t.index:
+        return
+    routes = [(f"{t.sp(s.step_id)}.on_error", s.on_error) for s in t.steps()]
+    for path, route in [*routes, ("on_failure", t.plan.on_failure)]:
+        if route == ASK:
+            yield Problem(
+                path,
+                f"{ASK!r} routes to the step named {ASK!r}, not to a person",
+                f"to ask a person to fix failed steps, rename step {ASK!r}",
+            )
 
 
 # --------------------------------------------------------------------------------------------

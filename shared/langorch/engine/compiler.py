@@ -35,14 +35,15 @@ from langorch.domain.definitions import (
 )
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
 from langorch.domain.kinds import registry as kinds
+from langorch.domain.kinds.base import StepKind, reads_of
 from langorch.engine.context import EngineContext
 from langorch.engine.executors import is_retryable, make_step_node
-from langorch.engine.kinds.base import StepSpec, summarize
+from langorch.engine.kinds.base import OWN_NAMES, StepSpec, summarize
 from langorch.engine.state import OrchestrationState
 
 if TYPE_CHECKING:
     from langorch.domain.lookup import DefinitionLookup
-    from langorch.domain.plan.graph import StepGraph
+    from langorch.domain.plan.graph import StepGraph, StepNode
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,10 @@ def step_specs(
                 loop_collect=loop.collect if loop else (),
                 join_deps=join_deps,
                 on_error=node.error_route,
+                ask=node.ask,
+                inputs=_inputs(node, behaviour) if node.ask is not None else (),
+                outputs=tuple(sorted(node.outputs)) if node.ask is not None else (),
+                branching=behaviour.branching,
                 routes=tuple(e.target for e in topology.successors(sid, "on_max_iterations")),
                 end_node=end_node,
                 provider=step.llm_provider
@@ -134,6 +139,12 @@ def max_parallel(plan: TaskPlan) -> int:
     It is LangGraph's ``max_concurrency``: tasks of one superstep past it wait for a free slot.
     """
     return plan.max_parallel if plan.max_parallel is not None else DEFAULT_MAX_PARALLEL
+
+
+def _inputs(node: StepNode, kind: StepKind) -> tuple[str, ...]:
+    """The ``shared_context`` keys a step reads, each once, in the order it reads them."""
+    keys = (key for _, key, _ in reads_of(node.step, node.block, kind, ""))
+    return tuple(k for k in dict.fromkeys(keys) if k not in OWN_NAMES)
 
 
 def _first(*values: Any) -> Any:

@@ -8,7 +8,8 @@ and joins are all decided here, from the state, with no hidden control flow else
 
 Retries use LangGraph's ``RetryPolicy``: the node raises on every attempt but the last, and on
 the last attempt (or for an error that retrying cannot fix) it routes to ``on_error`` /
-``on_failure`` with the normalised ``error`` object in state, or fails the run.
+``on_failure`` with the normalised ``error`` object in state, asks a person to fix it
+(``ask``: :mod:`langorch.engine.fixes`), or fails the run.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from typing import Any
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
-from langgraph.types import Command
+from langgraph.types import Command, interrupt
 
+from langorch.domain.approvals.fixes import FixAnswer, fix_answer
 from langorch.domain.errors import (
     DefinitionError,
     LoopLimitReachedError,
@@ -30,7 +32,7 @@ from langorch.domain.errors import (
     StepTimeoutError,
 )
 from langorch.domain.templates import TemplateError
-from langorch.engine import hooks, resources
+from langorch.engine import fixes, hooks, resources
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds import registry
 from langorch.engine.kinds.base import (
@@ -97,12 +99,21 @@ def make_step_node(spec: StepSpec) -> Any:
         if bound is not None and done >= bound:
             # Back at a step that has used its bound: it does not run again (LoopLimitReached).
             return await _limit_reached(spec, ctx, attempt, done=done, emit=emit)
+        fixing = fixes.pending_fix(spec, state)
+        answer: FixAnswer | None = None
+        if fixing is not None:
+            # Parks here, before any work, until the person answers (see engine/fixes.py).
+            answer = fix_answer(interrupt(fixes.fix_request(spec, state, ctx, fixing)))
+            if answer.choice != fixes.RETRY:
+                return _fixed_without_retry(answer, spec, fixing, done=done, emit=emit)
+            state = fixes.with_inputs(state, answer.inputs)
         queued = resources.enter(spec, ctx, attempt, emit, step_event)
         if queued is not None:
             return queued  # woken while still queued for the step's resource: ask again
         started = time.monotonic()
         if attempt == 1:
-            emit(step_event("step_started", spec, segment=ctx.segment))
+            fix = fixes.answered(answer) if answer is not None else None
+            emit(step_event("step_started", spec, segment=ctx.segment, fix=fix))
         try:
             if prepare is not None:
                 await prepare(spec, ctx)  # its SDK loaded before the step's time starts
@@ -112,13 +123,16 @@ def make_step_node(spec: StepSpec) -> Any:
         except Exception as exc:
             final = not (is_retryable(exc) and attempt < spec.max_attempts)
             try:
-                return await _failed(exc, spec, ctx, attempt, done=done, started=started, emit=emit)
+                return await _failed(
+                    exc, spec, ctx, attempt, done=done, started=started, emit=emit,
+                    fixing=fixing, fix=answer,
+                )  # fmt: skip
             finally:
                 if final:
                     resources.leave(spec, ctx, emit, step_event)
         clears = (state.get("error") or {}).get("step_id") == spec.step_id
         try:
-            return _finished(
+            finished = _finished(
                 outcome,
                 spec,
                 attempt,
@@ -128,6 +142,7 @@ def make_step_node(spec: StepSpec) -> Any:
                 clears=clears,
                 hidden=ctx.redacted,
             )
+            return _after_fix(finished, spec, answer) if fixing is not None else finished
         finally:
             resources.leave(spec, ctx, emit, step_event)
 
@@ -190,8 +205,13 @@ async def _failed(
     done: int,
     started: float,
     emit: Emit,
+    fixing: dict[str, Any] | None = None,
+    fix: FixAnswer | None = None,
 ) -> Command[Any]:
-    """Raise to retry or to fail the run; else route the error to ``on_error``/``on_failure``."""
+    """Raise to retry or to fail the run; else route the error to ``on_error``/``on_failure``,
+    or record it for a person to fix (``ask``: the node runs again and asks). ``fixing`` and
+    ``fix``: the failure an earlier round asked about and its answer, whose retry this was
+    (the next round follows it, showing the inputs as edited)."""
     from langorch.llm.calls import error_tokens, retry_delay  # light: no SDK
 
     error = _normalise(exc, spec, attempt)
@@ -218,6 +238,8 @@ async def _failed(
         await asyncio.sleep(retry_delay(exc, limit_seconds=spec.timeout_seconds))
         raise exc
     route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
+    if spec.ask is not None:
+        route = "ask"
     emit(
         step_event(
             "step_failed",
@@ -243,6 +265,16 @@ async def _failed(
         if isinstance(exc, StepTimeoutError | StepFailedError):
             raise exc
         raise StepFailedError(f"step {spec.step_id} failed: {error['message']}") from exc
+    if spec.ask is not None:
+        update: dict[str, Any] = {
+            "error": dict(error),
+            "last_error": error["message"],
+            "block_results": [_result(spec, success=False, error=error)],
+            **fixes.asked(spec, error, fixing),
+        }
+        if fix is not None and fix.inputs:
+            update["shared_context"] = fix.inputs  # the next round shows them as edited
+        return Command(update=update, goto=spec.step_id)  # runs again, and asks first
     return Command(
         update={
             "error": dict(error),
@@ -315,6 +347,39 @@ def _finished(
     if clears:
         update["error"] = {CLEARED_BY: spec.step_id}
     return Command(update=update, goto=_route(spec, outcome))
+
+
+def _after_fix(finished: Command[Any], spec: StepSpec, answer: FixAnswer | None) -> Command[Any]:
+    """A retry after a fix succeeded: nothing is pending, and the edited inputs stay."""
+    update = dict(finished.update or {})
+    if answer is not None and answer.inputs:
+        update["shared_context"] = {**answer.inputs, **(update.get("shared_context") or {})}
+    return Command(update={**update, **fixes.settled(spec)}, goto=finished.goto)
+
+
+def _fixed_without_retry(
+    answer: FixAnswer, spec: StepSpec, fixing: dict[str, Any], *, done: int, emit: Emit
+) -> Command[Any]:
+    """The person skipped the step (giving its outputs) or failed the run with its error."""
+    said = fixes.answered(answer)
+    error = dict(fixing.get("error") or {})
+    if answer.choice == fixes.FAIL:
+        emit(step_event("step_failed", spec, attempt=error.get("attempts"), error=error, fix=said))
+        raise StepFailedError(
+            f"step {spec.step_id} failed: {error.get('message', '')}"
+            + (f" (failed by {answer.by})" if answer.by else " (nobody fixed it in time)")
+        )
+    outputs = dict(answer.outputs)
+    shown = summarize(outputs)
+    emit(step_event("step_finished", spec, duration_ms=0, outputs_summary=shown, fix=said))
+    update: dict[str, Any] = {
+        "visits": {spec.step_id: done + 1},
+        "block_results": [_result(spec, success=True, output=shown, duration_ms=0)],
+        **fixes.settled(spec),
+    }
+    if outputs:
+        update["shared_context"] = outputs
+    return Command(update=update, goto=_route(spec, Outcome(context=outputs)))
 
 
 def _route(spec: StepSpec, outcome: Outcome) -> list[str]:

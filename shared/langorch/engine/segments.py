@@ -10,6 +10,7 @@ with a stale value), and a resume naming an interrupt the run is not waiting on 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +20,7 @@ from langorch.domain.errors import ConflictError, StorageError, UnknownInterrupt
 from langorch.engine.context import EngineContext
 
 SegmentStatus = Literal[
-    "continue", "sleeping", "waiting_resource", "waiting_approval", "succeeded", "failed"
+    "continue", "sleeping", "waiting_resource", "waiting_approval", "paused", "succeeded", "failed"
 ]
 
 
@@ -71,8 +72,10 @@ async def advance(
     resume: Resume | None,
     deadline: float,
     fence: int | None = None,
+    pause: Callable[[], bool] | None = None,
 ) -> Advance:
-    """Run the graph of ``ctx.run_id`` until it parks, ends, fails or passes ``deadline``.
+    """Run the graph of ``ctx.run_id`` until it parks, ends, fails, passes ``deadline`` or is
+    asked to pause.
 
     Args:
         graph: the compiled graph (with a checkpointer).
@@ -83,6 +86,9 @@ async def advance(
             boundary after it and returns ``continue``.
         fence: the segment's lease fence; every checkpoint write carries it, so once another
             segment has taken the lease this one cannot write (``None``: unfenced, e.g. tests).
+        pause: asked at each superstep boundary whether an operator asked the run to pause;
+            when it says so, the segment stops there (the steps of that superstep finished)
+            and returns ``paused``, unless the graph parked or ended at that boundary.
 
     Raises:
         UnknownInterruptError: ``resume`` names no pending interrupt, or the run is parked and
@@ -101,6 +107,7 @@ async def advance(
 
     events: list[dict[str, Any]] = []
     stopped = False
+    pausing = False
     checkpoints = 0
     try:
         async for mode, chunk in graph.astream(
@@ -114,10 +121,14 @@ async def advance(
                 events.append(chunk)
                 continue
             checkpoints += 1
-            # Stop at a superstep boundary once past the deadline — but only after this
-            # segment made progress (the first checkpoint of a fresh run is its input).
+            # Stop at a superstep boundary once past the deadline or asked to pause — but only
+            # after this segment made progress (the first checkpoint of a fresh run is its
+            # input; a pause asked before the segment started was honoured before it).
             if checkpoints > 1 and time.monotonic() > deadline:
                 stopped = True  # the checkpoint of this superstep is stored: stop here
+                break
+            if checkpoints > 1 and pause is not None and pause():
+                stopped = pausing = True
                 break
     except (StorageError, ConflictError):
         raise  # infrastructure, not the workflow: the segment is retried, the run goes on
@@ -134,7 +145,8 @@ async def advance(
     if snapshot.interrupts:
         return _parked(snapshot, events)
     if stopped and (snapshot.next or snapshot.tasks or _input_lost(snapshot)):
-        return Advance(status="continue", events=events, values=dict(snapshot.values))
+        status: SegmentStatus = "paused" if pausing else "continue"
+        return Advance(status=status, events=events, values=dict(snapshot.values))
     return _finished(snapshot.values, events)
 
 

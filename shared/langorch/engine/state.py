@@ -90,6 +90,9 @@ class OrchestrationState(TypedDict, total=False):
     ``<step_id>.output`` and ``<step_id>.<key>`` (seed 004's ``state.results[node.id]``)."""
     visits: Annotated[dict[str, int], _merge_dicts]
     """How many times each step has finished in this run (review loops, loop bodies)."""
+    fixes: Annotated[dict[str, Any], _merge_dicts]
+    """Per step that asks a person to fix it: its failure (``{"error", "round"}``) until the
+    person's answer is acted on, then ``None`` (:mod:`langorch.engine.fixes`)."""
     loops: Annotated[dict[str, Any], _merge_dicts]
     """Per loop step: ``{"index": i, "items": [...], "results": [...]}``."""
     outputs: Annotated[dict[str, Any], _merge_dicts]

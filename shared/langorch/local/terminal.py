@@ -121,10 +121,15 @@ def timeline_line(run_id: str, workflow_id: str, event: TimelineEvent) -> str | 
     kind = event.type
     if kind is TimelineEventType.run_started:
         return f"{run} started" + (f" by {event.actor}" if event.actor else "")
+    fix = detail.get("fix")
     if kind is TimelineEventType.approval_requested:
-        return f"{run} asks for approval at {event.step_id}"
+        asks = "a fix of its failed step" if isinstance(fix, dict) else "approval"
+        return f"{run} asks for {asks} at {event.step_id}"
     if kind is TimelineEventType.approval_decided:
         who = f" by {event.actor}" if event.actor else ""
+        if isinstance(fix, dict):
+            via = f" ({fix['via']})" if fix.get("via") else ""
+            return f"{run} {event.step_id} fix: {fix.get('choice')}{who}{via}"
         return f"{run} {event.step_id} {detail.get('decision', 'decided')}{who}"
     if kind is TimelineEventType.approval_timed_out:
         return f"{run} approval at {event.step_id} timed out"
@@ -134,6 +139,12 @@ def timeline_line(run_id: str, workflow_id: str, event: TimelineEvent) -> str | 
         who = f" by {event.actor}" if event.actor else ""
         reason = f": {_short(str(detail['reason']))}" if detail.get("reason") else ""
         return f"{run} cancelled{who}{reason}"
+    if kind in (TimelineEventType.run_paused, TimelineEventType.run_resumed):
+        verb = "paused" if kind is TimelineEventType.run_paused else "resumed"
+        who = f" by {event.actor}" if event.actor else ""
+        reason = f": {_short(str(detail['reason']))}" if detail.get("reason") else ""
+        where = f" (waiting at {event.step_id})" if event.step_id else ""
+        return f"{run} {verb}{who}{where}{reason}"
     if kind is TimelineEventType.run_redriven:
         return f"{run} redriven" + (f" by {event.actor}" if event.actor else "")
     if kind is TimelineEventType.run_finished:

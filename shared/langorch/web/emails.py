@@ -24,6 +24,8 @@ MAX_MESSAGE_CHARS = 4000
 MAX_CONTEXT_KEYS = 20
 MAX_CONTEXT_VALUE_CHARS = 500
 SUBJECT_PREFIX = "Approval needed: "
+FIX_SUBJECT_PREFIX = "Fix needed: "
+"""The subject's start when a failed step asks a person to fix it (``on_error: ask``)."""
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u0085\u2028\u2029]+")
 
@@ -126,9 +128,14 @@ def render_approval_email(
         (bounded(str(k), 64), _shown(v))
         for k, v in list(approval.context.items())[:MAX_CONTEXT_KEYS]
     ]
+    fix = approval.fix
+    error = f"{fix.error_type}: {fix.error_message}" if fix is not None else ""
     values = {
         "title": title,
         "message": bounded(approval.message, MAX_MESSAGE_CHARS),
+        "fix": fix is not None,
+        # A fix's own message leaves the error out: the email says it as well.
+        "error": bounded(error, MAX_MESSAGE_CHARS) if error != approval.message else "",
         "context": context,
         "previous": _previous(approval),
         "link": link,
@@ -139,7 +146,11 @@ def render_approval_email(
     }
     return OutgoingEmail(
         to=to,
-        subject=clean_subject(SUBJECT_PREFIX + _subject_note(reason) + title),
+        subject=clean_subject(
+            (FIX_SUBJECT_PREFIX if fix is not None else SUBJECT_PREFIX)
+            + _subject_note(reason)
+            + title
+        ),
         approval_id=approval.approval_id,
         text=_env(False).get_template("email.txt").render(values),
         html=_env(True).get_template("email.html").render(values),

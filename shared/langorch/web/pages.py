@@ -25,6 +25,7 @@ from langorch.domain.approvals.edits import (
     is_editable_here,
     kind_of,
 )
+from langorch.domain.approvals.fixes import FAIL, RETRY, SKIP, fix_answer
 from langorch.domain.approvals.outcomes import (
     Decided,
     DecideOutcome,
@@ -38,6 +39,7 @@ from langorch.domain.approvals.record import (
     Approval,
     ApprovalStatus,
     bounded,
+    decision_output,
     human_time,
 )
 from langorch.domain.errors import LangorchError
@@ -153,6 +155,7 @@ def approval_page(
     ]
     typed = values or {}
     editable = []
+    fix = approval.fix
     for key, value in list(approval.editable.items())[:MAX_CONTEXT_KEYS]:
         text = editable_as_text(value)
         too_long = not is_editable_here(value)
@@ -160,9 +163,11 @@ def approval_page(
             # What the person typed (kept when the form is shown again), bounded like the edit.
             text = bounded(typed[EDIT_PREFIX + str(key)], MAX_EDIT_FIELD_BYTES)
         kind = kind_of(value)
+        group, _, named = str(key).partition(".") if fix is not None else ("", "", str(key))
         editable.append(
             {
-                "key": bounded(str(key), 100),
+                "key": bounded(named, 100),
+                "group": group,
                 "name": EDIT_PREFIX + str(key),
                 "value": bounded(text, MAX_CONTEXT_VALUE_CHARS) if too_long else text,
                 "kind": kind.value,
@@ -172,11 +177,15 @@ def approval_page(
                 "rows": min(max(text.count("\n") + 2, 3), 20),
             }
         )
+    message = approval.message
+    if fix is not None and message == f"{fix.error_type}: {fix.error_message}":
+        message = ""  # the error is shown as the error, once
     return _render(
         "form.html",
         status,
         heading=bounded(approval.title, MAX_TITLE_CHARS),
-        message=bounded(approval.message, MAX_MESSAGE_CHARS),
+        message=bounded(message, MAX_MESSAGE_CHARS),
+        fix=fix_view(approval),
         run_id=approval.run_id,
         step_id=approval.step_id,
         iteration=approval.iteration,
@@ -193,6 +202,21 @@ def approval_page(
         comment=typed.get("comment", ""),
         policy=policy_view(approval, now=now),
     )
+
+
+def fix_view(approval: Approval) -> dict[str, Any] | None:
+    """A failed step's error and the person's choices, bounded for display (``None``: not a
+    fix, an ordinary approval)."""
+    fix = approval.fix
+    if fix is None:
+        return None
+    return {
+        "error_type": bounded(fix.error_type, 200),
+        "error_message": bounded(fix.error_message, MAX_MESSAGE_CHARS),
+        "attempts": fix.attempts,
+        "choices": list(fix.choices),
+        "kind": fix.kind,
+    }
 
 
 def previous_round(approval: Approval) -> dict[str, Any] | None:
@@ -314,15 +338,36 @@ def decided_page(approval: Approval, *, status: int) -> Page:
         return voted_page(
             approval, progress(approval, approval.votes).summary, recorded=True, status=status
         )
-    verb = "approved" if approval.status is ApprovalStatus.approved else "rejected"
     details = [("Step", approval.step_id), ("Run", approval.run_id)]
     if approval.comment:
         details.append(("Comment", bounded(approval.comment, 500)))
+    if approval.fix is not None:
+        return _fixed_page(approval, details, status)
+    verb = "approved" if approval.status is ApprovalStatus.approved else "rejected"
     if approval.edits:
         details.append(("Edited", ", ".join(sorted(approval.edits))))
     return result_page(
         f"You {verb} this request",
         f"Thank you: you {verb} “{bounded(approval.title, MAX_TITLE_CHARS)}”. The run continues.",
+        status=status,
+        details=details,
+    )
+
+
+def _fixed_page(approval: Approval, details: list[tuple[str, str]], status: int) -> Page:
+    """After a fix's choice was recorded: what the run does now."""
+    answer = fix_answer(decision_output(approval))
+    said = {
+        RETRY: ("retried the step", "The run runs the step again"),
+        SKIP: ("skipped the step", "The run goes on with the outputs you gave"),
+        FAIL: ("failed the run", "The run ends failed, with the step's error"),
+    }[answer.choice]
+    changed = answer.inputs or answer.outputs
+    if changed:
+        details.append(("Given", ", ".join(sorted(changed))))
+    return result_page(
+        f"You {said[0]}",
+        f"Thank you: you {said[0]} “{bounded(approval.title, MAX_TITLE_CHARS)}”. {said[1]}.",
         status=status,
         details=details,
     )

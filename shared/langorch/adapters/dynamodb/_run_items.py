@@ -21,6 +21,7 @@ from langorch.domain.runs import (
     MAX_LINEAGE,
     TERMINAL,
     ForkLink,
+    PauseRequest,
     RunRecord,
     RunStatus,
     TimelineEvent,
@@ -63,6 +64,10 @@ STILL_ON_ATTEMPT = "attempt = :expected"
 """A redrive reopens the run only from the attempt it read (one of two concurrent ones wins)."""
 STILL_ON_FIRST_ATTEMPT = "(attribute_not_exists(attempt) OR attempt = :expected)"
 """Attempt 0: runs never redriven carry no ``attempt`` attribute."""
+NOT_ENDED = "attribute_exists(pk) AND NOT #status IN (:succeeded, :failed, :cancelled)"
+"""A pause is asked only of a run that has not ended."""
+PAUSE_STANDS = "attribute_exists(pause)"
+"""The execution parked on a pause is kept only while the pause stands."""
 
 
 def run_pk(run_id: str) -> str:
@@ -167,21 +172,28 @@ def bounded_body(run: RunRecord) -> str:
 
 
 def record(item: Mapping[str, Any]) -> RunRecord:
-    """The record a run item holds (with the forks noted beside its body).
+    """The record a run item holds (with the forks and the pause kept beside its body).
 
     Raises:
-        UnreadableRecordError: the body or a fork does not parse.
+        UnreadableRecordError: the body, a fork or the pause does not parse.
     """
     try:
         run = RunRecord.model_validate_json(item["body"]["S"])
         forks = item.get("forks", {}).get("L")
         links = [ForkLink.model_validate_json(f["S"]) for f in forks or ()]
+        update: dict[str, Any] = {"pause": pause_of(item)}
     except ValueError as exc:
         # Not chained: pydantic's message quotes the stored input, which must not reach a log.
         raise unreadable_record(item["run_id"]["S"], exc) from None
-    if not links:
-        return run
-    return run.model_copy(update={"forks": links[-MAX_LINEAGE:]})
+    if links:
+        update["forks"] = links[-MAX_LINEAGE:]
+    return run.model_copy(update=update)
+
+
+def pause_of(item: Mapping[str, Any]) -> PauseRequest | None:
+    """The pause request a run item keeps beside its body (``None``: none stands)."""
+    stored = item.get("pause", {}).get("S")
+    return None if stored is None else PauseRequest.model_validate_json(stored)
 
 
 def table_definition() -> dict[str, Any]:

@@ -7,7 +7,8 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      created_at, updated_at, body (RunRecord JSON),
                                                      fence (N), lease_owner, lease_expires_at (N),
                                                      gsi1pk, gsi1sk, gsi2pk, gsi2sk,
-                                                     attempt (N, a redrive's), forks (L of JSON)
+                                                     attempt (N, a redrive's), forks (L of JSON),
+                                                     pause (PauseRequest JSON), pause_token
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
@@ -24,6 +25,10 @@ from a list for a moment, never from :meth:`RunsRepository.get_run`.
 The record is stored as JSON in ``body`` rather than as a DynamoDB map because run input and
 outputs are arbitrary JSON (floats, which boto3's serializer refuses, and deep nesting); the
 attributes that conditions and indexes need are copied out next to it.
+
+``forks``, ``pause`` and ``pause_token`` sit beside ``body``: each is written on its own
+(``add_fork``, ``request_pause``, ``lift_pause``, ``park_paused``), so a segment's write of the
+record never drops what an operator asked meanwhile.
 
 Leases (ARCHITECTURE §2 "One writer per run"): a segment takes the run's lease with a conditional
 write that also increments ``fence``. Writes made under a lease carry that fence and are refused
@@ -65,7 +70,9 @@ from langorch.adapters.dynamodb._run_items import (
     LEASE_IS_FREE,
     LEASE_IS_OURS,
     MAX_BODY_BYTES,
+    NOT_ENDED,
     NOT_ENDED_OTHERWISE,
+    PAUSE_STANDS,
     RUN_EXISTS,
     RUN_IS_NEW,
     RUN_SK,
@@ -76,6 +83,7 @@ from langorch.adapters.dynamodb._run_items import (
     event_items,
     lease_until,
     page_events,
+    pause_of,
     record,
     refused_save,
     run_item,
@@ -83,13 +91,14 @@ from langorch.adapters.dynamodb._run_items import (
     table_definition,
 )
 from langorch.domain.errors import (
+    ConflictError,
     LeaseHeldError,
     NotFoundError,
     RecordTooLargeError,
     StorageError,
     UnreadableRecordError,
 )
-from langorch.domain.runs import ForkLink, RunRecord, RunStatus, TimelineEvent
+from langorch.domain.runs import ForkLink, PauseRequest, RunRecord, RunStatus, TimelineEvent
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
 
@@ -370,6 +379,119 @@ class RunsRepository:
             if _code(exc) == "ConditionalCheckFailedException":
                 raise NotFoundError(f"run {run_id} does not exist; no fork to note") from exc
             raise self._storage_error("UpdateItem", exc) from exc
+
+    def request_pause(self, run_id: str, pause: PauseRequest) -> tuple[RunRecord, bool]:
+        """Ask the run to pause (the ``pause`` attribute); a request already standing is kept.
+
+        Returns:
+            The run, with the request that stands, and whether this call made it.
+
+        Raises:
+            NotFoundError: the run does not exist.
+            ConflictError: the run has ended (its ending stands).
+            StorageError: DynamoDB failed.
+        """
+        ours = pause.model_dump_json()
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                UpdateExpression="SET pause = if_not_exists(pause, :pause)",
+                ConditionExpression=NOT_ENDED,
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues={":pause": {"S": ours}, **_ENDINGS},
+                ReturnValues="ALL_NEW",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            old = _old_item(exc)
+            if old is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to pause") from exc
+            raise ConflictError(
+                f"run {run_id} already ended as {old['status']['S']}; not paused"
+            ) from exc
+        item = response["Attributes"]
+        return record(item), item["pause"]["S"] == ours
+
+    def lift_pause(self, run_id: str) -> tuple[PauseRequest | None, str | None]:
+        """Lift the standing request (``REMOVE pause``).
+
+        Returns:
+            The request lifted (``None``: none stood) and the task token of the execution
+            parked on the pause (kept, so a second resume can wake it again).
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        try:
+            response = self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                UpdateExpression="REMOVE pause",
+                ConditionExpression=RUN_EXISTS,
+                ReturnValues="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                raise NotFoundError(f"run {run_id} does not exist; nothing to resume") from exc
+            raise self._storage_error("UpdateItem", exc) from exc
+        old = response.get("Attributes", {})
+        return pause_of(old), old.get("pause_token", {}).get("S")
+
+    def park_paused(self, run_id: str, task_token: str) -> bool:
+        """Keep the task token of the execution parked on the pause, while a request stands.
+
+        Returns:
+            Whether it was kept (``False``: the pause was lifted meanwhile; wake it at once).
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        try:
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                UpdateExpression="SET pause_token = :token",
+                ConditionExpression=f"{RUN_EXISTS} AND {PAUSE_STANDS}",
+                ExpressionAttributeValues={":token": {"S": task_token}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            if _old_item(exc) is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to park") from exc
+            return False
+        return True
+
+    def pause_of(self, run_id: str) -> PauseRequest | None:
+        """The standing request: a consistent read of that one attribute.
+
+        Raises:
+            NotFoundError: the run does not exist.
+            StorageError: DynamoDB failed.
+        """
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                ProjectionExpression="pk, pause",
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise self._storage_error("GetItem", exc) from exc
+        item = response.get("Item")
+        if item is None:
+            raise NotFoundError(f"run {run_id} does not exist")
+        return pause_of(item)
+
+    @staticmethod
+    def _key(run_id: str) -> dict[str, Any]:
+        return {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}
 
     def _update_record(
         self,

@@ -10,6 +10,11 @@ Layout::
                 body (RunRecord JSON)
     run_dedupe  dedupe_key (key), run_id, created_at
     run_events  (run_id, seq) (key), body (TimelineEvent JSON)
+    run_pauses  run_id (key), pause (PauseRequest JSON, NULL once lifted), token (the task
+                token of the execution parked on the pause)
+
+The pause lives in a table of its own, beside the record: a segment's write of ``body`` never
+drops a request made meanwhile (and a home from before pauses needs no migration).
 
 The record is JSON in ``body``; what conditions and listings read is copied out beside it into
 real columns, indexed for the listings (by time, by workflow, by status). Times are stored as
@@ -48,6 +53,7 @@ from langorch.domain.runs import (
     MAX_LINEAGE,
     TERMINAL,
     ForkLink,
+    PauseRequest,
     RunRecord,
     RunStatus,
     TimelineEvent,
@@ -77,6 +83,7 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS run_events ("
     " run_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
     " PRIMARY KEY (run_id, seq))",
+    "CREATE TABLE IF NOT EXISTS run_pauses ( run_id TEXT PRIMARY KEY, pause TEXT, token TEXT)",
 )
 """The runs store's tables (``Database.ensure_schema("runs", SCHEMA)``)."""
 
@@ -193,21 +200,22 @@ class SqliteRuns:
             clauses.append("status = ?")
             values.append(status.value)
         if before is not None:
-            clauses.append("(created_at, run_id) < (?, ?)")
+            clauses.append("(created_at, r.run_id) < (?, ?)")
             values += [_utc_iso(before[0]), before[1]]
         # Constant fragments only; every value is bound.
         query = (
-            "SELECT run_id, body, forks FROM runs WHERE "  # noqa: S608
+            "SELECT r.run_id, r.body, r.forks, p.pause FROM runs r"  # noqa: S608
+            " LEFT JOIN run_pauses p ON p.run_id = r.run_id WHERE "
             + (" AND ".join(clauses) or "1")
-            + " ORDER BY created_at DESC, run_id DESC"
+            + " ORDER BY created_at DESC, r.run_id DESC"
         )
         runs: list[RunRecord] = []
         with self._db.read() as connection:
             # Rows are read as the loop asks for them: it stops at `limit` readable ones.
             rows = connection.execute(query, values)
-            for run_id, body, forks in rows:
+            for run_id, body, forks, pause in rows:
                 try:
-                    runs.append(_record(run_id, body, forks))
+                    runs.append(_record(run_id, body, forks, pause))
                 except UnreadableRecordError as exc:
                     logger.warning("%s", exc, extra={"run_id": run_id})
                     continue
@@ -284,6 +292,84 @@ class SqliteRuns:
             )
         if appended.rowcount == 0:
             raise NotFoundError(f"run {run_id} does not exist; no fork to note")
+
+    # ----------------------------------------------------------------------------------------
+    # Pauses (beside the record)
+    # ----------------------------------------------------------------------------------------
+
+    def request_pause(self, run_id: str, pause: PauseRequest) -> tuple[RunRecord, bool]:
+        """Ask the run to pause; a request already standing is kept (the first asker's).
+
+        Returns:
+            The run, with the request that stands, and whether this call made it.
+
+        Raises:
+            NotFoundError: the run does not exist.
+            ConflictError: the run has ended (its ending stands).
+        """
+        with self._db.write() as connection:
+            lease = _lease(connection, run_id)
+            if lease is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to pause")
+            if lease.status in TERMINAL:
+                raise ConflictError(f"run {run_id} already ended as {lease.status}; not paused")
+            asked = connection.execute(
+                "INSERT INTO run_pauses (run_id, pause) VALUES (?, ?) ON CONFLICT (run_id)"
+                " DO UPDATE SET pause = excluded.pause WHERE run_pauses.pause IS NULL",
+                (run_id, pause.model_dump_json()),
+            )
+            return _get(connection, run_id), asked.rowcount > 0
+
+    def lift_pause(self, run_id: str) -> tuple[PauseRequest | None, str | None]:
+        """Lift the standing request.
+
+        Returns:
+            The request lifted (``None``: none stood) and the task token of the execution
+            parked on the pause (kept, so a second resume can wake it again).
+
+        Raises:
+            NotFoundError: the run does not exist.
+        """
+        with self._db.write() as connection:
+            if _lease(connection, run_id) is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to resume")
+            row = connection.execute(
+                "SELECT pause, token FROM run_pauses WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if row is None:
+                return None, None
+            connection.execute("UPDATE run_pauses SET pause = NULL WHERE run_id = ?", (run_id,))
+        return _pause(row[0]), row[1]
+
+    def park_paused(self, run_id: str, task_token: str) -> bool:
+        """Keep the task token of the execution parked on the pause, while a request stands.
+
+        Returns:
+            Whether it was kept (``False``: the pause was lifted meanwhile; wake it at once).
+
+        Raises:
+            NotFoundError: the run does not exist.
+        """
+        with self._db.write() as connection:
+            if _lease(connection, run_id) is None:
+                raise NotFoundError(f"run {run_id} does not exist; nothing to park")
+            kept = connection.execute(
+                "UPDATE run_pauses SET token = ? WHERE run_id = ? AND pause IS NOT NULL",
+                (task_token, run_id),
+            )
+        return kept.rowcount > 0
+
+    def pause_of(self, run_id: str) -> PauseRequest | None:
+        """The standing request (``NotFoundError`` for an unknown run)."""
+        with self._db.read() as connection:
+            row = connection.execute(
+                "SELECT p.pause FROM runs r LEFT JOIN run_pauses p ON p.run_id = r.run_id"
+                " WHERE r.run_id = ?",
+                (run_id,),
+            ).fetchone()
+        if row is None:
+            raise NotFoundError(f"run {run_id} does not exist")
+        return _pause(row[0])
 
     # ----------------------------------------------------------------------------------------
     # Leases
@@ -490,28 +576,37 @@ def _bounded_body(run: RunRecord) -> str:
     return fitted_record(run, MAX_BODY_BYTES).model_dump_json()
 
 
-def _record(run_id: str, body: str, forks: str) -> RunRecord:
-    """The record a row holds, with the forks noted beside its body.
+def _record(run_id: str, body: str, forks: str, pause: str | None) -> RunRecord:
+    """The record a row holds, with the forks and the pause kept beside its body.
 
     Raises:
-        UnreadableRecordError: the body or the forks do not parse.
+        UnreadableRecordError: the body, the forks or the pause do not parse.
     """
     try:
         run = RunRecord.model_validate_json(body)
         links = _FORKS.validate_json(forks)
+        update: dict[str, Any] = {"pause": _pause(pause)}
     except ValueError as exc:
         # Not chained: pydantic's message quotes the stored input, which must not reach a log.
         raise unreadable_record(run_id, exc) from None
-    if not links:
-        return run
-    return run.model_copy(update={"forks": links[-MAX_LINEAGE:]})
+    if links:
+        update["forks"] = links[-MAX_LINEAGE:]
+    return run.model_copy(update=update)
+
+
+def _pause(stored: str | None) -> PauseRequest | None:
+    return None if stored is None else PauseRequest.model_validate_json(stored)
 
 
 def _get(connection: sqlite3.Connection, run_id: str) -> RunRecord:
-    row = connection.execute("SELECT body, forks FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    row = connection.execute(
+        "SELECT r.body, r.forks, p.pause FROM runs r"
+        " LEFT JOIN run_pauses p ON p.run_id = r.run_id WHERE r.run_id = ?",
+        (run_id,),
+    ).fetchone()
     if row is None:
         raise NotFoundError(f"run {run_id} does not exist (check the id with `runs list`)")
-    return _record(run_id, row[0], row[1])
+    return _record(run_id, row[0], row[1], row[2])
 
 
 def _existing_run_id(connection: sqlite3.Connection, run: RunRecord) -> str | None:

@@ -18,6 +18,7 @@ from langorch.app.approvals.keys import load_signing_keys
 from langorch.app.approvals.ports import PagePorts
 from langorch.domain.approvals.codes import check_code, typed_code
 from langorch.domain.approvals.edits import EDIT_PREFIX, EditRejectedError, parse_edits
+from langorch.domain.approvals.fixes import fix_decision
 from langorch.domain.approvals.lifecycle import State, state_of
 from langorch.domain.approvals.outcomes import ApprovalNotFoundError, FormAgain
 from langorch.domain.approvals.record import (
@@ -183,8 +184,17 @@ def read_form(cmd: DecideApproval, ports: PagePorts, opened: Opened) -> Form | F
     if again is not None:
         return again
     try:
-        decision = parse_decision(cmd.form.get("decision"))
-        edits = parse_edits(approval.editable, cmd.form)
+        if approval.fix is None:
+            decision = parse_decision(cmd.form.get("decision"))
+            edits = parse_edits(approval.editable, cmd.form)
+        else:
+            # A fix's buttons are its choices; the answer travels in the edits (fixes.py).
+            decision, edits = fix_decision(
+                approval.fix,
+                cmd.form.get("decision"),
+                parse_edits(approval.editable, cmd.form),
+                cmd.visitor.channel,
+            )
     except EditRejectedError as exc:
         audit_req(ports, cmd, approval, "refused", "invalid_edit", approver)
         return form_again(cmd, ports, opened, exc)

@@ -3,7 +3,7 @@
 A run's record normally follows its execution: each segment saves the status, and the state
 machine's ``MarkFailed`` ends the record when a segment fails. When even that could not happen
 (a record write refused, a function that never ran, an execution stopped from the console),
-the record would say ``queued``/``running``/``waiting_approval``/``sleeping`` forever.
+the record would say ``queued``/``running``/``waiting_approval``/``sleeping``/``paused`` forever.
 :func:`reconcile_runs` finds such runs (``DescribeExecution``) and ends them: ``cancelled``
 when the execution was stopped (ABORTED: someone stopped it on purpose), else ``failed``
 through :func:`~langorch.app.runs.mark_failed` — timeline event and record together, with a
@@ -36,6 +36,7 @@ OPEN_STATUSES = (
     RunStatus.running,
     RunStatus.waiting_approval,
     RunStatus.sleeping,
+    RunStatus.paused,
 )
 """The statuses a run can be stranded in: not ended, though its execution may have."""
 ENDED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})

@@ -46,7 +46,13 @@ REDRIVE_IN_PROGRESS = timedelta(seconds=60)
 (between its record write and its start), not a stranded run: it is not redriven again."""
 _REWIND_LEASE_SECONDS = 60.0
 _OPEN = frozenset(
-    {RunStatus.queued, RunStatus.running, RunStatus.waiting_approval, RunStatus.sleeping}
+    {
+        RunStatus.queued,
+        RunStatus.running,
+        RunStatus.waiting_approval,
+        RunStatus.sleeping,
+        RunStatus.paused,
+    }
 )
 _ENDED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 

@@ -103,8 +103,8 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(**{_UNITS[found.group(2)]: int(found.group(1))})
 
 
-def _actor() -> str:
-    # Who pressed the button, for the timeline: the operator's login on this machine.
+def cli_actor() -> str:
+    """Who typed the command, for the timeline: ``cli:`` and the operator's login here."""
     try:
         return f"cli:{getpass.getuser()}"
     except (KeyError, OSError):
@@ -129,7 +129,7 @@ def _redrive(ctx: Context, args: argparse.Namespace) -> int:
         from_step=args.from_step,
         version=args.version,
         reason=args.reason,
-        actor=_actor(),
+        actor=cli_actor(),
         force=args.force,
     )
     status = _drive_here(ctx, container, done.run_id) if done.started else None
@@ -217,7 +217,7 @@ def _redrive_bulk(ctx: Context, args: argparse.Namespace) -> int:
         plan,
         version=args.version,
         reason=args.reason,
-        actor=_actor(),
+        actor=cli_actor(),
         force=args.force,
         per_second=args.rate or DEFAULT_PER_SECOND,
         on_progress=progress,
@@ -251,7 +251,7 @@ def _fork(ctx: Context, args: argparse.Namespace) -> int:
         edits=edits,
         version=args.version,
         reason=args.reason,
-        actor=_actor(),
+        actor=cli_actor(),
         force=args.force,
     )
     status = _drive_here(ctx, container, done.run_id)

@@ -1,4 +1,4 @@
-"""``langorch runs start | list | show | logs | cancel | reconcile``.
+"""``langorch runs start | list | show | logs | cancel | pause | resume | reconcile``.
 
 Against a stack with a run state machine (``langorch dev``, a deployed stack), ``runs start``
 starts the run's execution and, with ``--wait``, follows the run record until it ends or parks
@@ -39,6 +39,7 @@ from langorch.cli.registry import (
 
 _MAX_LIST = 1000
 _DEFAULT_TIMEOUT = 900.0
+_DEFAULT_PAUSE_WAIT = 60.0
 _DEFAULT_MAX_SLEEP = 5.0
 
 
@@ -108,7 +109,7 @@ def register(subparsers: Subparsers) -> None:
 
     listing = add_command(runs, "list", _list, "recent runs")
     listing.add_argument("--workflow", help="only runs of this workflow")
-    listing.add_argument("--status", help="only runs with this status (queued, running, …)")
+    listing.add_argument("--status", help="only runs with this status (queued, running, paused, …)")
     listing.add_argument(
         "--limit", type=bounded_int(1, _MAX_LIST), default=20, help="at most this many"
     )
@@ -122,6 +123,31 @@ def register(subparsers: Subparsers) -> None:
     cancel = add_command(runs, "cancel", _cancel, "cancel a run and stop its execution")
     cancel.add_argument("run_id", metavar="RUN_ID")
     cancel.add_argument("--reason", default="cancelled from the command line")
+
+    pause = add_command(
+        runs,
+        "pause",
+        _pause,
+        "let the run's current step finish, then park it until `runs resume` (its approvals "
+        "and waits keep their timers); needs a stack (`langorch dev` or --stack)",
+    )
+    pause.add_argument("run_id", metavar="RUN_ID")
+    pause.add_argument("--reason", default="", help="why (on the run's timeline)")
+    pause.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait until the run has paused (or ended) before answering",
+    )
+    pause.add_argument(
+        "--timeout",
+        type=positive_float,
+        metavar="S",
+        help=f"with --wait: give up after S seconds (default {_DEFAULT_PAUSE_WAIT:.0f})",
+    )
+
+    resume = add_command(runs, "resume", _resume, "go on with a paused run, from where it stopped")
+    resume.add_argument("run_id", metavar="RUN_ID")
+    resume.add_argument("--reason", default="", help="why (on the run's timeline)")
 
     reconcile = add_command(
         runs,
@@ -559,6 +585,97 @@ def _cancel(ctx: Context, args: argparse.Namespace) -> int:
         text = f"{run.run_id} already ended as {run.status.value}: nothing to cancel"
     ctx.out.result({"run": run_json(run), "cancelled": changed}, text)
     return 0 if cancelled else 1
+
+
+_PAUSE_NEEDS_A_STACK = (
+    "pausing needs a stack whose state machine runs the run (`langorch dev`, or a deployed "
+    "stack with --stack NAME): a run started with `runs start --local` runs inside that "
+    "command, and nothing else can reach it"
+)
+
+
+def _stack_for_pausing(ctx: Context) -> Any:
+    """The target's container, refusing a target that runs no executions to park."""
+    from langorch.cli.target import TargetError
+
+    try:
+        settings = ctx.settings
+    except TargetError as exc:
+        raise UsageError(f"{exc}. {_PAUSE_NEEDS_A_STACK}") from None
+    if not settings.state_machine_arn:
+        raise UsageError(f"this stack has no run state machine: {_PAUSE_NEEDS_A_STACK}")
+    return ctx.container
+
+
+def _pause(ctx: Context, args: argparse.Namespace) -> int:
+    from langorch.app.pause import pause_run
+    from langorch.cli.commands.recovery import cli_actor
+
+    container = _stack_for_pausing(ctx)
+    done = pause_run(args.run_id, container, actor=cli_actor(), reason=args.reason)
+    if args.wait and done.state == "pausing":
+        done = _until_paused(container, done, args.timeout or _DEFAULT_PAUSE_WAIT)
+    run = done.run
+    ctx.out.result(
+        {"run": run_json(run), "asked": done.asked, "state": done.state},
+        lambda: _paused_text(done),
+    )
+    return 1 if done.state == "ended" else 0
+
+
+def _until_paused(container: Any, done: Any, timeout: float) -> Any:
+    import time
+
+    from langorch.app.pause import Paused
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        time.sleep(_POLL_SECONDS)
+        run = container.runs.get_run(done.run.run_id)
+        if run.is_terminal or run.status.value == "paused":
+            return Paused(run, done.asked)
+    return done
+
+
+def _paused_text(done: Any) -> str:
+    run = done.run
+    if done.state == "ended":
+        return f"{run.run_id} already ended as {run.status.value}: nothing to pause"
+    pause = run.pause
+    who = f" by {pause.by}" if pause is not None and not done.asked else ""
+    if done.state == "pausing":
+        head = "asked" if done.asked else f"{run.run_id} was already asked{who}"
+        target = f" {run.run_id}" if done.asked else ""
+        return (
+            f"{head}{target} to pause: it pauses when its current step finishes\n"
+            f"  follow it:  langorch runs show {run.run_id}"
+        )
+    head = f"paused {run.run_id}" if done.asked else f"{run.run_id} was already paused{who}"
+    if run.pending is not None:
+        kind = run.pending.kind
+        step = run.pending.request.get("step_id", "")
+        what = {"approval": "approval", "wait": "wait", "resource": "resource queue"}[kind]
+        head += f" (its {what} at {step} stays open: an answer is held until the resume)"
+    return f"{head}\n  go on with:  langorch runs resume {run.run_id}"
+
+
+def _resume(ctx: Context, args: argparse.Namespace) -> int:
+    from langorch.app.pause import resume_run
+    from langorch.cli.commands.recovery import cli_actor
+
+    container = _stack_for_pausing(ctx)
+    done = resume_run(args.run_id, container, actor=cli_actor(), reason=args.reason)
+    run = done.run
+    if done.resumed:
+        text = f"resumed {run.run_id}"
+        if run.status.value in ("waiting_approval", "sleeping") and run.pending is not None:
+            text += f" (it is {run.status.value} again, on the same {run.pending.kind})"
+    elif run.is_terminal:
+        text = f"{run.run_id} already ended as {run.status.value}: nothing to resume"
+    else:
+        text = f"{run.run_id} is not paused ({run.status.value}): nothing to resume"
+    ctx.out.result({"run": run_json(run), "resumed": done.resumed}, text)
+    return 0 if done.resumed or not run.is_terminal else 1
 
 
 def _starter(args: argparse.Namespace) -> dict[str, str]:

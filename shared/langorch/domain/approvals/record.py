@@ -179,6 +179,23 @@ class PreviousRound(BaseModel):
     changed: list[str] = Field(default_factory=list)
 
 
+class FixAsk(BaseModel):
+    """What a person asked to fix a failed step sees of the failure, and may choose
+    (:mod:`langorch.domain.approvals.fixes`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    error_type: str
+    error_message: str
+    attempts: int = 1
+    """How many attempts failed before the person was asked."""
+    choices: list[str] = Field(default_factory=lambda: ["retry", "skip", "fail"])
+    """What the person may do: ``retry`` (with the inputs as edited), ``skip`` (giving the
+    outputs), ``fail`` (the run)."""
+    kind: str = ""
+    """The failed step's kind."""
+
+
 class Approval(BaseModel):
     """One parked human decision (what is asked, of whom, until when, and how it ended).
 
@@ -204,11 +221,15 @@ class Approval(BaseModel):
     on_timeout: str | None = None
     previous: PreviousRound | None = None
     """From round 2 of a review loop on: the previous round's feedback and what changed."""
+    fix: FixAsk | None = None
+    """A failed step asking for a fix (``on_error: ask``): its error and the choices. Its
+    ``editable`` are the step's inputs (``input.<key>``) and outputs (``output.<key>``)."""
     status: ApprovalStatus = ApprovalStatus.pending
     decided_by: str | None = None
     decided_at: datetime | None = None
     comment: str | None = None
     edits: dict[str, Any] = Field(default_factory=dict)
+    """The changed editable keys; a fix's answer under ``fix`` (its choice, values, channel)."""
     delivered_at: datetime | None = None
     """When the decision reached the run's task (or the task was found closed, so there was
     nothing left to deliver). A decision without it may have been lost in a crash between the
@@ -338,6 +359,7 @@ def new_approval(
         require_code=bool(request.get("require_code")),
         on_timeout=request.get("on_timeout"),
         previous=_previous_round(request.get("previous")),
+        fix=FixAsk.model_validate(request["fix"]) if request.get("fix") else None,
         policy=policy,
         started_by=request.get("started_by") or None,
         channels=[str(c) for c in request.get("channels") or []],

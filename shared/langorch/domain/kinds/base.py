@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from langorch.domain.errors import Problem
-from langorch.domain.step_settings import IDENTIFIER, LoopSpec, Settings
+from langorch.domain.step_settings import IDENTIFIER, LoopSpec, Settings, mapping_source
 from langorch.domain.templates import TemplateError, is_jinja, placeholders, strip_braces
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "is_key_path",
     "json_strings",
     "key_or_template",
+    "reads_of",
     "root_key",
     "settings_problems",
     "template_names",
@@ -222,6 +223,41 @@ def is_key_path(source: str) -> bool:
     """Whether an input mapping's source reads a key or a dotted path into one (not a template,
     not blank): what :func:`langorch.domain.templates.walk` can resolve."""
     return bool(source.strip()) and not any(c in source for c in "{} \t\n")
+
+
+def reads_of(
+    step: PlanStep, block: BlockDefinition | None, kind: StepKind | None, path: str
+) -> Iterator[Read]:
+    """``(path, key, what)`` for every ``shared_context`` key a step reads: its block's inputs
+    (through ``input_mappings``), its templates' names, and what its kind reads besides.
+
+    Args:
+        step: the step.
+        block: its block at the resolved version (``None``: an inline step).
+        kind: its kind (``None``: unknown, so only the block's inputs are known).
+        path: the step's path (``steps[3]``), for the reads' paths.
+    """
+    mappings = step.input_mappings or {}
+    if block is not None:
+        for key in block.input_keys:
+            if key not in mappings:
+                yield f"{path}.block_id", key, f"block {block.block_id!r} needs input"
+    for key, mapping in mappings.items():
+        source = mapping_source(mapping)
+        # A block's mapping of a key it has no input for is an error (reported elsewhere); an
+        # inline step's mappings are names its templates and expressions may read.
+        if (block is None or key in block.input_keys) and is_key_path(source):
+            yield f"{path}.input_mappings.{key}", root_key(source), f"input {key!r} reads"
+    if kind is None:
+        return
+    for field_path, text, how in kind.step_templates(step, block, path):
+        try:
+            names = template_names(text, how)
+        except TemplateError:
+            continue  # reported as a syntax problem
+        for name in sorted(names):
+            yield field_path, name, "reads"
+    yield from kind.reads(step, block, path)
 
 
 def root_key(key: str) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from langorch.domain.definitions import BlockDefinition, BlockType, KindName, PlanStep
+    from langorch.domain.step_settings import AskSpec
 
 EdgeKind = Literal[
     "next", "branch", "loop_body", "loop_back", "loop_done", "on_error", "on_max_iterations",
@@ -90,7 +91,10 @@ class StepNode:
     """``shared_context`` keys this step writes."""
     error_route: str | None
     """Where a failure after the retries goes: ``on_error``, else the plan's ``on_failure`` (unless
-    the step is on the failure route itself), else ``None`` (the run fails)."""
+    the step is on the failure route itself), else ``None`` (the run fails, or asks: ``ask``)."""
+    ask: AskSpec | None = None
+    """Who is asked to fix a failure after the retries (``on_error: ask`` or the plan's
+    ``on_failure: ask``); ``None``: a failure routes or fails the run."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ Topology rules:
 * ``on_error`` (``on_error``), where a bound leads (``on_max_iterations``: the step's own, or a
   kind's such as an approval's ``approval.on_max_iterations``), and the plan's ``on_failure``
   (``on_failure``, from every step that has no ``on_error`` and is not on the failure route
-  itself).
+  itself). ``on_error: ask`` and ``on_failure: ask`` add no edge: the step asks a person and
+  runs again, or is skipped, in place.
 * Entry steps: ``entry_step_id``; else every step with no ``depends_on`` that is not a loop body
   member, not an error route (``on_error``/``on_failure``/``on_max_iterations`` target) and not a
   branch target — except a branch target that leads back to the step branching to it (the first
@@ -247,6 +248,7 @@ class Topology(Wiring):
                 loop=self.loop_of.get(sid),
                 outputs=self.outputs[sid],
                 error_route=step.on_error if self.known(step.on_error) else failure_edges.get(sid),
+                ask=self.ask_of(step),
             )
         terminal_kinds: tuple[EdgeKind, ...] = ("next", "branch", "loop_done", "on_max_iterations")
         terminals = tuple(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from langorch.domain.definitions import (
+    ASK,
     RESERVED_STEP_IDS,
     BlockDefinition,
     BlockType,
@@ -33,7 +34,7 @@ from langorch.domain.plan.graph import (
     unknown_step,
     where,
 )
-from langorch.domain.step_settings import LoopSpec
+from langorch.domain.step_settings import AskSpec, LoopSpec
 
 
 class Wiring:
@@ -103,6 +104,29 @@ class Wiring:
         if chained is not None and chained[1] not in step.depends_on:
             deps.append(chained)
         return deps
+
+    def asks(self, route: str | None) -> bool:
+        """Whether an ``on_error`` / ``on_failure`` value asks a person (``ask``, unless a step
+        of the plan is named so: then it routes to that step, as it always did)."""
+        return route == ASK and ASK not in self.index
+
+    def asking(self, step: PlanStep) -> str | None:
+        """The field that makes a failure of ``step`` ask a person: ``on_error`` (its own), or
+        the plan's ``on_failure`` (for a step with no ``on_error`` that does not park);
+        ``None``: it does not ask."""
+        if step.on_error is not None:
+            return "on_error" if self.asks(step.on_error) else None
+        kind = self.specs.get(step.step_id)
+        if self.asks(self.plan.on_failure) and not (kind is not None and kind.parks):
+            return "on_failure"
+        return None
+
+    def ask_of(self, step: PlanStep) -> AskSpec | None:
+        """Who is asked when ``step`` fails: its ``ask``, else the plan's, else the defaults
+        (the plan's approvers); ``None`` when its failure asks nobody."""
+        if self.asking(step) is None:
+            return None
+        return step.ask or self.plan.ask or AskSpec()
 
     def steps(self) -> Iterator[PlanStep]:
         """The steps with a unique id (a duplicate is reported once and then left out)."""
@@ -342,7 +366,7 @@ class Wiring:
     def _error_routes(self) -> None:
         for step in self.steps():
             sid = step.step_id
-            if step.on_error is not None:
+            if step.on_error is not None and not self.asks(step.on_error):
                 if not self.known(step.on_error):
                     self.unknown(f"{self.sp(sid)}.on_error", step.on_error)
                 else:
@@ -363,7 +387,7 @@ class Wiring:
                 else:
                     self.edges.append(Edge(sid, target, "on_max_iterations"))
         failure = self.plan.on_failure
-        if failure is None:
+        if failure is None or self.asks(failure):
             return
         if not self.known(failure):
             self.unknown("on_failure", failure)

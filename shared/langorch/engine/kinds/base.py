@@ -11,7 +11,7 @@ from typing import Any
 
 from langgraph.graph import END
 
-from langorch.domain.definitions import BlockDefinition, BlockType, KindName, PlanStep
+from langorch.domain.definitions import AskSpec, BlockDefinition, BlockType, KindName, PlanStep
 from langorch.domain.errors import MissingInputError
 from langorch.domain.step_settings import InputMapping
 from langorch.domain.templates import PathMissing, walk
@@ -44,7 +44,17 @@ class StepSpec:
     """Dependencies that must all have finished before this step runs (``join: all``)."""
     on_error: str | None = None
     """Where a failure after the retries goes: the step's ``on_error``, else the plan's
-    ``on_failure`` (unless this step is on the failure route), else nowhere: the run fails."""
+    ``on_failure`` (unless this step is on the failure route), else nowhere: the run fails
+    (or asks a person, with ``ask``)."""
+    ask: AskSpec | None = None
+    """Who is asked to fix a failure after the retries (``on_error: ask`` or the plan's
+    ``on_failure: ask``; :mod:`langorch.engine.fixes`); ``None``: it routes or fails."""
+    inputs: tuple[str, ...] = ()
+    """With ``ask``: the ``shared_context`` keys the step reads (what the person may edit)."""
+    outputs: tuple[str, ...] = ()
+    """With ``ask``: the ``shared_context`` keys the step writes (what a skip may give)."""
+    branching: bool = False
+    """The kind routes by branch label (a skip, which chooses none, is not offered)."""
     routes: tuple[str, ...] = ()
     """Other steps the kind may route to (an approval's ``on_max_iterations``)."""
     end_node: str = END
@@ -123,6 +133,10 @@ TRIED = "tried_request"
 """The attribute a step's error may carry: what it sent out (an ``http`` step's method, URL and
 body). The timeline keeps it, so a failed call can be read back; headers are never kept, they
 carry credentials."""
+
+
+OWN_NAMES = frozenset({"user_preferences", "user_history", "error", "run_id", "user_id"})
+"""The run's own names in every template's scope (:func:`scope_of`): never a step's input."""
 
 
 def scope_of(spec: StepSpec | None, state: OrchestrationState) -> dict[str, Any]:

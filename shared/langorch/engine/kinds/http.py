@@ -31,9 +31,15 @@ class HttpStepError(LangorchError):
         super().__init__(f"HTTP {status} from {url_host}")
 
 
-def idempotency_key(run_id: str, step_id: str, visit: int) -> str:
-    """Stable across retries and resumed segments: the same run, step and round."""
-    return hashlib.sha256(f"{run_id}:{step_id}:{visit}".encode()).hexdigest()[:32]
+def idempotency_key(run_id: str, step_id: str, visit: int, fix: int = 0) -> str:
+    """Stable across retries and resumed segments: the same run, step and round.
+
+    ``fix``: the round of a person's fix being retried (``on_error: ask``). Their retry is a new
+    request, often with other inputs: under the old key a service that keeps its answers per
+    key would give back the failure (or refuse the changed body) instead of trying again.
+    """
+    fixed = f":fix{fix}" if fix else ""
+    return hashlib.sha256(f"{run_id}:{step_id}:{visit}{fixed}".encode()).hexdigest()[:32]
 
 
 async def run_http(
@@ -47,7 +53,9 @@ async def run_http(
     url = render(http.url, scope)
     headers = {k: render(v, scope) for k, v in http.headers.items()}
     visit = visits_of(spec, state)
-    headers.setdefault("Idempotency-Key", idempotency_key(ctx.run_id, spec.step_id, visit))
+    fixing = (state.get("fixes") or {}).get(spec.step_id)
+    fix = int(fixing.get("round") or 0) if isinstance(fixing, dict) else 0
+    headers.setdefault("Idempotency-Key", idempotency_key(ctx.run_id, spec.step_id, visit, fix))
     body = render_value(http.body, scope) if http.body is not None else None
     timeout = spec.timeout_seconds or 30.0
     tried = {"method": http.method, "url": url, "body": body}
