@@ -184,6 +184,17 @@ class FakeOpenAI(LoopbackServer):
             Reply(200, completion(message, finish, prompt_tokens, completion_tokens), delay=delay)
         )
 
+    def embeddings(self, vectors: list[list[float]], *, model: str = "m") -> None:
+        """Queue a ``POST /v1/embeddings`` answer: one vector per input text."""
+        data = [
+            {"object": "embedding", "index": i, "embedding": vector}
+            for i, vector in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        self.replies.append(
+            Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
+        )
+
     def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         """Queue an OpenAI-shaped error."""
         body = {"error": {"message": message, "type": "error", "code": None}}

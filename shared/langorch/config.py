@@ -73,6 +73,13 @@ class Settings(BaseSettings):
     bedrock_guardrail_version: str | None = None
     """``DRAFT`` or a version number (default ``DRAFT`` when an id is set)."""
 
+    memory_embedding_model: str | None = Field(default=None, pattern=r"^(bedrock|openai):.+")
+    """``query_memory`` searches by meaning with this model: ``bedrock:<model id>`` (e.g.
+    ``bedrock:amazon.titan-embed-text-v2:0``) or ``openai:<model>`` (e.g.
+    ``openai:text-embedding-3-small``). ``None``: by keyword."""
+    memory_min_score: float = Field(default=0.35, ge=-1, le=1)
+    """The least cosine similarity of a match by meaning."""
+
     tool_max_calls_per_step: int = Field(default=8, ge=1, le=100)
     """Tool calls one attempt of a step may make; later calls are refused (told to the model)."""
     tool_server_urls: list[str] | None = None

@@ -159,7 +159,23 @@ class Container:
     def memory(self) -> MemoryManager:
         from langorch.app.memory import MemoryManager
 
-        return MemoryManager(self.memory_store)
+        settings = self.settings
+        if not settings.memory_embedding_model:
+            return MemoryManager(self.memory_store)
+        from langorch.llm.embeddings import LazyEmbeddings
+        from langorch.llm.settings import OpenAISettings
+
+        embeddings = LazyEmbeddings(
+            settings.memory_embedding_model,
+            openai_api_key=self._openai_key,
+            openai=OpenAISettings(
+                base_url=settings.openai_base_url, organization=settings.openai_organization
+            ),
+            bedrock_client_factory=self._bedrock_client,
+        )
+        return MemoryManager(
+            self.memory_store, embeddings=embeddings, min_score=settings.memory_min_score
+        )
 
     @cached_property
     def stepfunctions(self) -> StepFunctions:

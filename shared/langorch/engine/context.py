@@ -6,7 +6,7 @@ container, so a resumed run in a fresh process gets fresh clients.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,6 +36,14 @@ class Memory(Protocol):
     def save_history(
         self, user_id: str, workflow_id: str, run_id: str, summary: dict[str, Any]
     ) -> None: ...
+
+    def search_preferences(
+        self, user_id: str, query: str, keys: Sequence[str] = ()
+    ) -> dict[str, Any]: ...
+
+    def search_history(
+        self, user_id: str, workflow_id: str, query: str, limit: int = 10
+    ) -> list[dict[str, Any]]: ...
 
 
 class HttpCaller(Protocol):
