@@ -52,6 +52,15 @@ def _new_id() -> str:
     return uuid.uuid4().hex
 
 
+def _key_in(document: dict[str, Any], provider: str, settings: Settings) -> str | None:
+    """``provider``'s key in the deployment's LLM secret: ``<provider>_api_key``, else
+    ``api_key`` (OpenAI's, or the default provider's when that is Anthropic)."""
+    value = document.get(f"{provider}_api_key")
+    if not value and (provider == "openai" or settings.default_llm_provider == provider):
+        value = document.get("api_key")
+    return str(value) if value else None
+
+
 class Container:
     """Adapters, engine and clock for one process (one Lambda sandbox, one CLI call)."""
 
@@ -237,14 +246,22 @@ class Container:
         if self.settings.openai_api_key:
             return self.settings.openai_api_key
         if self.settings.llm_api_key_secret:
-            value = self.secrets.get_json(self.settings.llm_api_key_secret).get("api_key")
-            return str(value) if value else None
+            document = self.secrets.get_json(self.settings.llm_api_key_secret)
+            return _key_in(document, "openai", self.settings)
+        return None
+
+    def _anthropic_key(self) -> str | None:
+        if self.settings.anthropic_api_key:
+            return self.settings.anthropic_api_key
+        if self.settings.llm_api_key_secret:
+            document = self.secrets.get_json(self.settings.llm_api_key_secret)
+            return _key_in(document, "anthropic", self.settings)
         return None
 
     @cached_property
     def llm(self) -> LLMRegistry:
         from langorch.llm import LLMRegistry
-        from langorch.llm.settings import BedrockSettings, OpenAISettings
+        from langorch.llm.settings import AnthropicSettings, BedrockSettings, OpenAISettings
 
         settings = self.settings
         return LLMRegistry(
@@ -267,6 +284,11 @@ class Container:
                 guardrail_version=settings.bedrock_guardrail_version,
             ),
             bedrock_client_factory=self._bedrock_client,
+            anthropic_api_key=self._anthropic_key,
+            anthropic=AnthropicSettings(
+                base_url=settings.anthropic_base_url,
+                timeout_seconds=settings.anthropic_timeout_seconds,
+            ),
         )
 
     def _bedrock_client(self, read_timeout: float) -> Any:
