@@ -113,7 +113,7 @@ def test_text_instead_of_the_forced_answer_is_a_refusal(server: FakeAnthropic) -
     # Given Claude declining in words
     server.text("I can't help with that.", stop="refusal")
     # When the step asks, then the refusal is named with its words and not retried
-    with pytest.raises(ModelRefusalError, match="I can't help with that.") as caught:
+    with pytest.raises(ModelRefusalError, match=r"I can't help with that\.") as caught:
         _call(_registry(server), _request())
     assert not is_retryable(caught.value)
 
