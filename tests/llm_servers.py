@@ -4,8 +4,9 @@ Bedrock Converse endpoint.
 Each is stdlib ``http.server`` in a thread on 127.0.0.1, answer from a script, and count what
 they receive, so a test drives the real SDKs (openai via langchain-openai, anthropic via
 langchain-anthropic, boto3 via langchain-aws) and checks how many calls were paid for. A
-scripted reply can be held back (``delay``): the handler then watches its socket and records when the client hangs up, which
-is how a test sees that a cancelled call really abandoned its HTTP request.
+scripted reply can be held back (``delay``): the handler then watches its socket and records
+when the client hangs up, which is how a test sees that a cancelled call really abandoned its
+HTTP request.
 """
 
 from __future__ import annotations
