@@ -41,6 +41,7 @@ from langorch.domain.approvals.record import (
     EmailNotSentError,
     new_approval,
 )
+from langorch.domain.drafting import NoMatchingBlocksError
 from langorch.domain.errors import (
     FileReadError,
     LangorchError,
@@ -115,6 +116,7 @@ NEVER_AT_AN_EDGE: dict[type[LangorchError], str] = {
     "it as a refusal of what the operator asked",
     S3EventError: "an S3 event to the trigger function, never an HTTP request",
     KeyRotationError: "langorch approvals rotate-key, a CLI command",
+    NoMatchingBlocksError: "langorch workflows draft, a CLI command",
 }
 """Named errors no HTTP request meets, each with the reason; every other one needs a row."""
 

@@ -4,11 +4,10 @@ An item is searched as one text: the labels of its namespace below the user
 (``preferences``; ``agents``, the workflow id, ``history``), its key and its value as JSON. Two
 ways to match:
 
-- **keyword** (always available): the query's words against the item's. Words are lower-cased
-  runs of letters and digits (``items_to_order`` is ``items``, ``to``, ``order``), a trailing
-  plural ``s`` is dropped on both sides, and a short list of English stop words is ignored, so
-  "what did I order last time?" asks for ``order``, ``last`` and ``time``. An item matches when
-  it shares at least one word with the query.
+- **keyword** (always available): the query's words against the item's
+  (:func:`langorch.domain.words.words`: "what did I order last time?" asks for ``order``,
+  ``last`` and ``time``; ``items_to_order`` has ``order``). An item matches when it shares at
+  least one word with the query.
 - **semantic** (when an embedding model is configured, ``Settings.memory_embedding_model``):
   the cosine similarity of the query's embedding and the item's, kept from
   ``min_score`` up, best first.
@@ -21,19 +20,10 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
-_WORD = re.compile(r"[^\W_]+")
-
-_STOP_TEXT = """
-a an and any are as at be by can could did do does for from had has have how i if in into is it
-its me my of on or our please return show than that the their them then there these this those to
-us was we were what when where which who why will with would you your
-"""
-STOP_WORDS = frozenset(_STOP_TEXT.split())
-"""Words that say nothing about what to look for."""
+from langorch.domain.words import words
 
 
 class Embeddings(Protocol):
@@ -47,18 +37,6 @@ class Embeddings(Protocol):
     def embed_query(self, text: str) -> list[float]:
         """The vector of a query."""
         ...
-
-
-def words(text: str) -> frozenset[str]:
-    """The words of ``text`` that a keyword search compares (see the module's docstring)."""
-    found = set()
-    for word in _WORD.findall(text.lower()):
-        if len(word) < 2 or word in STOP_WORDS:
-            continue
-        if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-            word = word[:-1]
-        found.add(word)
-    return frozenset(found)
 
 
 def item_text(labels: Sequence[str], key: str, value: Any) -> str:
