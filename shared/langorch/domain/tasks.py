@@ -12,9 +12,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TaskKind = Literal["llm", "turn", "tool"]
+TaskKind = Literal["llm", "turn", "tool", "http"]
 """``llm``: a step's structured answer; ``turn``: one model round of a tool loop; ``tool``:
-one tool call."""
+one tool call; ``http``: an ``http`` step's response."""
 
 
 @dataclass(frozen=True)
