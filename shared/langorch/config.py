@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     schedules, log lines and dropped files (``langorch.composition.embedded``). ``None``: the
     cloud's stores (DynamoDB, S3, Secrets Manager, Scheduler, CloudWatch Logs)."""
 
+    artifacts_dir: str | None = None
+    """Local mode: where the files runs attach are kept (default ``<home>/bucket/artifacts``;
+    ``runs start --local --artifacts DIR`` keeps them past the command's temporary home)."""
+
     definitions_table: str = "langorch-definitions"
     runs_table: str = "langorch-runs"
     checkpoints_table: str = "langorch-checkpoints"

@@ -16,6 +16,7 @@ from langgraph.store.memory import InMemoryStore
 from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
 from tests.fakes.approvals import RecordingApprovalTimers
+from tests.fakes.artifacts import InMemoryArtifacts
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
 from tests.fakes.definitions import InMemoryDefinitions
@@ -31,7 +32,7 @@ from tests.fakes.tools import InMemoryTasks, InMemoryToolServers
 if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
     from langorch.engine.compiler import GraphCompiler
-    from langorch.engine.context import HttpCaller
+    from langorch.engine.context import Downloader, HttpCaller
     from langorch.llm import LLMRegistry
 
 __all__ = [
@@ -61,6 +62,7 @@ class Fakes:
         script: the offline LLM's scripted answers.
         seed_builtins: store the built-in blocks (as the deployed stack does).
         http: what ``http`` steps call (``None``: such a step fails).
+        download: what ``attach`` steps download with (``None``: a ``url`` file fails).
         settings: ``Settings`` fields (a state machine ARN is set unless given).
     """
 
@@ -70,6 +72,7 @@ class Fakes:
         *,
         seed_builtins: bool = True,
         http: HttpCaller | None = None,
+        download: Downloader | None = None,
         **settings: Any,
     ) -> None:
         from langorch.llm import LLMRegistry
@@ -87,6 +90,8 @@ class Fakes:
         self.tasks = InMemoryTasks()
         self.email = RecordingEmailSender()
         self.files = InMemoryFiles(self.settings.bucket, self.settings.checkpoint_prefix)
+        self.artifacts = self.artifact_writer = InMemoryArtifacts()
+        self.download = download
         self.schedules = InMemorySchedules(
             role_arn=self.settings.scheduler_role_arn,
             target_arn=self.settings.trigger_function_arn,

@@ -24,6 +24,7 @@ from langorch.adapters.aws import make_client, new_session
 from langorch.config import Settings
 
 if TYPE_CHECKING:
+    from langorch.adapters.artifacts import S3Artifacts, S3ArtifactWriter
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
     from langorch.app.ports import EmailSender, ToolConnector
     from langorch.engine.compiler import GraphCompiler
-    from langorch.engine.context import HttpCaller
+    from langorch.engine.context import Downloader, HttpCaller
     from langorch.llm import LLMRegistry
 
 
@@ -328,6 +329,29 @@ class Container:
             bucket=self.settings.bucket,
             checkpoint_prefix=self.settings.checkpoint_prefix,
         )
+
+    @cached_property
+    def artifact_writer(self) -> S3ArtifactWriter:
+        """Where ``attach`` steps keep files: the files bucket under ``artifacts/`` (the
+        runner's role may only put there)."""
+        from langorch.adapters.artifacts import S3ArtifactWriter
+
+        return S3ArtifactWriter(self.client("s3"), bucket=self.settings.bucket)
+
+    @cached_property
+    def artifacts(self) -> S3Artifacts:
+        """Runs' attached files as ``runs show`` and the console list, link and read them
+        (with the operator's credentials)."""
+        from langorch.adapters.artifacts import S3Artifacts
+
+        return S3Artifacts(self.client("s3"), bucket=self.settings.bucket)
+
+    @property
+    def download(self) -> Downloader:
+        """What ``attach`` steps download ``url`` sources with."""
+        from langorch.adapters.http import http_download
+
+        return http_download
 
     @cached_property
     def bucket(self) -> S3Bucket:

@@ -12,9 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TaskKind = Literal["llm", "turn", "tool", "http"]
+TaskKind = Literal["llm", "turn", "tool", "http", "attach"]
 """``llm``: a step's structured answer; ``turn``: one model round of a tool loop; ``tool``:
-one tool call; ``http``: an ``http`` step's response."""
+one tool call; ``http``: an ``http`` step's response; ``attach``: the record of a file an
+``attach`` step kept (so a step run again neither downloads nor writes it twice)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from langorch.domain.artifacts import Artifact
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant
     from langorch.llm import LLMRequest, LLMResult
@@ -117,6 +118,33 @@ class SideEffects(Protocol):
         ...
 
 
+class ArtifactWriter(Protocol):
+    """Where ``attach`` steps keep files (the writing half of
+    ``langorch.app.artifacts.ArtifactStore``)."""
+
+    def put(self, run_id: str, step_id: str, name: str, data: bytes, content_type: str) -> Artifact:
+        """Keep ``data`` as the step's artifact ``name`` (the same name again replaces it).
+
+        Raises:
+            ArtifactError: the name cannot name a file.
+            StorageError: the store refused.
+        """
+        ...
+
+
+class Downloader(Protocol):
+    """Fetches what ``attach`` steps' ``url`` sources name."""
+
+    def __call__(self, url: str, *, max_bytes: int, timeout: float) -> tuple[bytes, str | None]:
+        """The file's bytes and its ``Content-Type`` (``None``: none given).
+
+        Raises:
+            ArtifactError: an error status or no answer (``retryable`` when worth another try).
+            ArtifactTooLargeError: the file is over ``max_bytes``.
+        """
+        ...
+
+
 class ResourceGate(Protocol):
     """The part of the resource locks (``app.ports.ResourceLocks``) a step's gate uses."""
 
@@ -140,6 +168,10 @@ class EngineContext:
     http: HttpCaller | None = None
     files: FileReader | None = None
     """``read_file`` steps' reader (the files bucket); such a step fails without one."""
+    artifacts: ArtifactWriter | None = None
+    """Where ``attach`` steps keep files; such a step fails without one."""
+    download: Downloader | None = None
+    """What ``attach`` steps download ``url`` sources with; such a file fails without one."""
     subflows: Callable[[str, int | None], tuple[TaskPlan, Any]] | None = None
     """Resolves a pinned child workflow to (plan, compiled graph without checkpointer)."""
     side_effects: SideEffects | None = None

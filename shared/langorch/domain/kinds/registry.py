@@ -25,6 +25,7 @@ BUILTIN_MODULES = (
     "loop",
     "subflow",
     "terminate",
+    "attach",
 )
 """Modules of ``langorch.domain.kinds`` whose ``KINDS`` are the built-in kinds."""
 
