@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, unquote, urlparse
 import pytest
 
 from langorch.adapters.artifacts import S3Artifacts, S3ArtifactWriter
-from langorch.adapters.local_artifacts import FolderArtifacts
 from langorch.adapters.aws import make_client
+from langorch.adapters.local_artifacts import FolderArtifacts
 from langorch.app.artifacts import ArtifactStore, find_artifact, run_artifacts
 from langorch.config import Settings
 from langorch.domain.artifacts import LINK_SECONDS, ArtifactError
