@@ -145,7 +145,6 @@ def test_an_attach_step_keeps_its_files_with_their_records(make_container: Any) 
     # And the step's result records each: name, size, type, SHA-256, where, which step
     [first, _] = result.outputs["keep_artifacts"]
     assert first == {
-        "run_id": result.run_id,
         "step_id": "keep",
         "name": "note-Ada.md",
         "size": 9,
@@ -153,6 +152,15 @@ def test_an_attach_step_keeps_its_files_with_their_records(make_container: Any) 
         "sha256": hashlib.sha256(b"# For Ada").hexdigest(),
         "location": f"memory://artifacts/{result.run_id}/keep/note-Ada.md",
     }
+
+
+def test_a_text_file_keeps_the_last_newline_of_its_template(make_container: Any) -> None:
+    # (Jinja drops a template's last newline; a text file ends with one)
+    container = make_container()
+    register_text(container, _files('[{name: a.md, content: "# {{ text }}\\n"}]'))
+    result = run_to_end(container, "probe", {"text": "hi"})
+    [kept] = container.artifacts.list(result.run_id)
+    assert container.artifacts.read(kept) == b"# hi\n"
 
 
 def test_a_downloaded_file_and_a_file_of_the_bucket_are_kept(make_container: Any) -> None:

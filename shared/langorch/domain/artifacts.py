@@ -85,13 +85,9 @@ class Artifact:
         return artifact_key(self.run_id, self.step_id, self.name)
 
     def record(self) -> dict[str, Any]:
-        """The JSON record a step's result, ``runs show --json`` and recorded tasks carry."""
+        """The JSON record ``runs show --json`` carries, and (without ``run_id``, the run's
+        own) the attaching step's result."""
         return asdict(self)
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Artifact:
-        """The artifact a :meth:`record` describes."""
-        return cls(**{name: record[name] for name in cls.__dataclass_fields__})
 
 
 def check_name(name: str) -> str:

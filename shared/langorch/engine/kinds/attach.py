@@ -121,7 +121,9 @@ async def _attach(
         artifact = await asyncio.to_thread(
             writer.put, ctx.run_id, spec.step_id, name, data, content_type
         )
-        return artifact.record()
+        record = artifact.record()
+        del record["run_id"]  # the run's own state: its id says nothing
+        return record
 
     if effects is None:
         return await keep()
@@ -141,7 +143,10 @@ def _given(data: bytes) -> Fetch:
 def _content(at: str, source: str, value: str, scope: dict[str, Any]) -> bytes:
     """A ``content`` template rendered, or a ``from`` key's value (text as is, else JSON)."""
     if source == "content":
-        return render(value, scope).encode("utf-8")
+        text = render(value, scope)
+        if value.endswith("\n") and not text.endswith("\n"):
+            text += "\n"  # Jinja drops a template's last newline; a text file keeps it
+        return text.encode("utf-8")
     found: Any = scope
     for part in value.split("."):
         found = found.get(part) if isinstance(found, dict) else None
