@@ -160,3 +160,21 @@ def test_the_s3_link_is_a_short_lived_sigv4_download_of_the_file(s3: Any) -> Non
     assert query["X-Amz-Expires"] == [str(LINK_SECONDS)] == ["900"]
     assert query["response-content-disposition"][0].startswith("attachment;")
     assert kept.location == f"s3://{BUCKET}/artifacts/run-1/s/ré port.csv"
+
+
+def test_a_file_expiring_while_listed_is_left_out_not_an_error(s3: Any) -> None:
+    # Given two files, one of which the lifecycle rule deletes between the listing and its
+    # HeadObject
+    s3.create_bucket(Bucket=BUCKET)
+    store = S3Artifacts(s3, bucket=BUCKET)
+    store.put("run-1", "s", "a.txt", b"1", "text/plain")
+    store.put("run-1", "s", "b.txt", b"2", "text/plain")
+    other = make_client("s3", Settings(region="us-east-1"))
+
+    def expire_a(params: dict[str, Any], **_: Any) -> None:
+        if params["Key"].endswith("/a.txt"):
+            other.delete_object(Bucket=BUCKET, Key=params["Key"])
+
+    s3.meta.events.register("before-parameter-build.s3.HeadObject", expire_a)
+    # When the run's artifacts are listed, then the remaining one is
+    assert [a.name for a in store.list("run-1")] == ["b.txt"]

@@ -94,14 +94,22 @@ class S3Artifacts(S3ArtifactWriter):
                 for item in page.get("Contents", []):
                     parts = step_and_name(run_id, item["Key"])
                     if parts is not None and len(found) < limit:
-                        found.append(self._head(run_id, *parts))
+                        artifact = self._head(run_id, *parts)
+                        if artifact is not None:
+                            found.append(artifact)
         except (ClientError, BotoCoreError) as exc:
             raise StorageError(f"cannot list the artifacts of run {run_id}: {exc}") from exc
         return sorted(found, key=lambda a: (a.step_id, a.name))
 
-    def _head(self, run_id: str, step_id: str, name: str) -> Artifact:
+    def _head(self, run_id: str, step_id: str, name: str) -> Artifact | None:
+        """The object's record; ``None`` when it expired since the listing."""
         key = artifact_key(run_id, step_id, name)
-        head = self._client.head_object(Bucket=self.bucket, Key=key)
+        try:
+            head = self._client.head_object(Bucket=self.bucket, Key=key)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code", "")) in _MISSING:
+                return None
+            raise
         return Artifact(
             run_id=run_id,
             step_id=step_id,
