@@ -17,7 +17,7 @@ CONTEXT_KEY = "langorch"
 
 _STAGE = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 _EMAIL = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+)$")
-_PROVIDERS = ("offline", "bedrock", "openai")
+_PROVIDERS = ("offline", "bedrock", "openai", "anthropic")
 _MCP_URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
 _SES_IDENTITY = ("create", "existing")

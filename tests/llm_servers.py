@@ -1,10 +1,12 @@
-"""Loopback LLM servers for tests: an OpenAI-compatible API and a Bedrock Converse endpoint.
+"""Loopback LLM servers for tests: an OpenAI-compatible API, Anthropic's Messages API and a
+Bedrock Converse endpoint.
 
-Both are stdlib ``http.server`` in a thread on 127.0.0.1, answer from a script, and count what
-they receive, so a test drives the real SDKs (openai via langchain-openai, boto3 via
-langchain-aws) and checks how many calls were paid for. A scripted reply can be held back
-(``delay``): the handler then watches its socket and records when the client hangs up, which
-is how a test sees that a cancelled call really abandoned its HTTP request.
+Each is stdlib ``http.server`` in a thread on 127.0.0.1, answer from a script, and count what
+they receive, so a test drives the real SDKs (openai via langchain-openai, anthropic via
+langchain-anthropic, boto3 via langchain-aws) and checks how many calls were paid for. A
+scripted reply can be held back (``delay``): the handler then watches its socket and records
+when the client hangs up, which is how a test sees that a cancelled call really abandoned its
+HTTP request.
 """
 
 from __future__ import annotations
@@ -184,6 +186,17 @@ class FakeOpenAI(LoopbackServer):
             Reply(200, completion(message, finish, prompt_tokens, completion_tokens), delay=delay)
         )
 
+    def embeddings(self, vectors: list[list[float]], *, model: str = "m") -> None:
+        """Queue a ``POST /v1/embeddings`` answer: one vector per input text."""
+        data = [
+            {"object": "embedding", "index": i, "embedding": vector}
+            for i, vector in enumerate(vectors)
+        ]
+        usage = {"prompt_tokens": 1, "total_tokens": 1}
+        self.replies.append(
+            Reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
+        )
+
     def error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
         """Queue an OpenAI-shaped error."""
         body = {"error": {"message": message, "type": "error", "code": None}}
@@ -205,6 +218,58 @@ def completion(
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
         },
+    }
+
+
+# --- Anthropic Messages -----------------------------------------------------------------------
+
+
+class FakeAnthropic(LoopbackServer):
+    """``POST /v1/messages``; ``url`` is what ``anthropic_base_url`` takes."""
+
+    def tool_answer(
+        self,
+        tool_input: dict[str, Any],
+        *,
+        stop: str = "tool_use",
+        input_tokens: int = 20,
+        output_tokens: int = 8,
+        delay: float = 0.0,
+    ) -> None:
+        """Queue a message calling the ``answer`` tool with ``tool_input``."""
+        content = [{"type": "tool_use", "id": "toolu_1", "name": "answer", "input": tool_input}]
+        self.replies.append(
+            Reply(200, message(content, stop, input_tokens, output_tokens), delay=delay)
+        )
+
+    def text(
+        self, text: str, *, stop: str = "end_turn", input_tokens: int = 20, output_tokens: int = 8
+    ) -> None:
+        """Queue a message with text only."""
+        content = [{"type": "text", "text": text}]
+        self.replies.append(Reply(200, message(content, stop, input_tokens, output_tokens)))
+
+    def error(
+        self, status: int, kind: str, text: str, headers: dict[str, str] | None = None
+    ) -> None:
+        """Queue an Anthropic-shaped error (``kind``: ``rate_limit_error``, ...)."""
+        body = {"type": "error", "error": {"type": kind, "message": text}}
+        self.replies.append(Reply(status, body, headers or {}))
+
+
+def message(
+    content: list[dict[str, Any]], stop: str, input_tokens: int, output_tokens: int
+) -> dict[str, Any]:
+    """A Messages API response document."""
+    return {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-haiku-4-5-20251001",
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
     }
 
 

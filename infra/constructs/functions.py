@@ -282,6 +282,7 @@ class Functions(Construct):
             grantee=runner, actions=["states:SendTaskSuccess"], resource_arns=["*"]
         )
         files.grant_checkpoint_offload(runner)
+        files.grant_artifacts_write(runner)
         # read_file steps read with a role of their own, which may read the bucket's files and
         # is explicitly denied the checkpoint prefix: a step can never read a run's
         # checkpoints, whatever key it renders (the executor refuses them too).

@@ -1,4 +1,5 @@
-"""The files bucket: file drops that start runs, and checkpoint payloads offloaded from DynamoDB."""
+"""The files bucket: file drops that start runs, checkpoint payloads offloaded from DynamoDB, and
+the files runs attach (artifacts), each prefix with its own retention."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
+
+from langorch.domain.artifacts import ARTIFACTS_PREFIX
 
 
 class FilesBucket(Construct):
@@ -15,7 +18,8 @@ class FilesBucket(Construct):
         checkpoint_prefix: where ``DynamoCheckpointSaver`` offloads payloads
             (``Settings.checkpoint_prefix``).
         checkpoint_ttl_days: checkpoint items expire after this many days in DynamoDB; the
-            offloaded objects expire one day later, so no live item points at a deleted object.
+            offloaded objects expire one day later, so no live item points at a deleted object,
+            and so do the files runs attached (``artifacts/``).
         log_retention_days: how long access logs are kept.
         retain_data: keep the bucket when the stack is destroyed.
     """
@@ -60,6 +64,12 @@ class FilesBucket(Construct):
                     prefix=f"{self.checkpoint_prefix}/",
                     expiration=Duration.days(checkpoint_ttl_days + 1),
                 ),
+                # Files runs attached (`attach` steps) expire with the runs' checkpoints.
+                s3.LifecycleRule(
+                    id="expire-run-artifacts",
+                    prefix=f"{ARTIFACTS_PREFIX}/",
+                    expiration=Duration.days(checkpoint_ttl_days + 1),
+                ),
                 s3.LifecycleRule(
                     id="abort-incomplete-uploads",
                     abort_incomplete_multipart_upload_after=Duration.days(1),
@@ -96,6 +106,15 @@ class FilesBucket(Construct):
             actions=["s3:ListBucket"],
             resource_arns=[self.bucket.bucket_arn],
             conditions={"StringLike": {"s3:prefix": [f"{self.checkpoint_prefix}/*"]}},
+        )
+
+    def grant_artifacts_write(self, grantee: iam.IGrantable) -> None:
+        """Let ``grantee`` keep runs' artifacts: PutObject under ``artifacts/``, nothing else
+        (``langorch.adapters.artifacts``; listing and links are the operators')."""
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:PutObject"],
+            resource_arns=[self.bucket.arn_for_objects(f"{ARTIFACTS_PREFIX}/*")],
         )
 
     def grant_read_drops(self, grantee: iam.IGrantable) -> None:

@@ -24,6 +24,10 @@ class Settings(BaseSettings):
     schedules, log lines and dropped files (``langorch.composition.embedded``). ``None``: the
     cloud's stores (DynamoDB, S3, Secrets Manager, Scheduler, CloudWatch Logs)."""
 
+    artifacts_dir: str | None = None
+    """Local mode: where the files runs attach are kept (default ``<home>/bucket/artifacts``;
+    ``runs start --local --artifacts DIR`` keeps them past the command's temporary home)."""
+
     definitions_table: str = "langorch-definitions"
     runs_table: str = "langorch-runs"
     checkpoints_table: str = "langorch-checkpoints"
@@ -54,6 +58,20 @@ class Settings(BaseSettings):
     )
     """From ``LANGORCH_OPENAI_API_KEY`` or ``OPENAI_API_KEY``; a deployment reads it from
     Secrets Manager (``llm_api_key_secret``). Never written to disk (``stack.json``)."""
+    anthropic_api_key: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices(
+            "LANGORCH_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY", "anthropic_api_key"
+        ),
+        repr=False,
+    )
+    """From ``LANGORCH_ANTHROPIC_API_KEY`` or ``ANTHROPIC_API_KEY``; a deployment reads it from
+    Secrets Manager (``llm_api_key_secret``'s ``anthropic_api_key``, or its ``api_key`` when
+    ``anthropic`` is the default provider). Never written to disk (``stack.json``)."""
+    anthropic_base_url: str | None = None
+    """A proxy or gateway serving Anthropic's API. ``None``: https://api.anthropic.com."""
+    anthropic_timeout_seconds: float = Field(default=120.0, gt=0, le=900)
+    """Per-request timeout; a step's remaining ``timeout_seconds`` cuts it shorter."""
     openai_base_url: str | None = None
     """An OpenAI-compatible endpoint: Azure OpenAI (``https://RESOURCE.openai.azure.com/openai/v1/``),
     vLLM, LiteLLM, a company proxy. ``None``: api.openai.com."""
@@ -72,6 +90,13 @@ class Settings(BaseSettings):
     bedrock_guardrail_id: str | None = None
     bedrock_guardrail_version: str | None = None
     """``DRAFT`` or a version number (default ``DRAFT`` when an id is set)."""
+
+    memory_embedding_model: str | None = Field(default=None, pattern=r"^(bedrock|openai):.+")
+    """``query_memory`` searches by meaning with this model: ``bedrock:<model id>`` (e.g.
+    ``bedrock:amazon.titan-embed-text-v2:0``) or ``openai:<model>`` (e.g.
+    ``openai:text-embedding-3-small``). ``None``: by keyword."""
+    memory_min_score: float = Field(default=0.35, ge=-1, le=1)
+    """The least cosine similarity of a match by meaning."""
 
     tool_max_calls_per_step: int = Field(default=8, ge=1, le=100)
     """Tool calls one attempt of a step may make; later calls are refused (told to the model)."""
@@ -126,7 +151,9 @@ class Settings(BaseSettings):
     webhook_secret_prefix: str = "langorch/webhooks/"  # noqa: S105 - a name prefix
     """Per-workflow webhook secret: ``{"current": ..., "previous": ...}`` under this prefix."""
     llm_api_key_secret: str | None = None
-    """Secrets Manager secret holding the OpenAI key (cloud)."""
+    """Secrets Manager secret holding the LLM keys (cloud): ``{"api_key": ...}`` for OpenAI
+    (or for Anthropic when it is the default provider), ``"openai_api_key"`` and
+    ``"anthropic_api_key"`` to hold both."""
     webhook_max_body_bytes: int = 262_144
     webhook_tolerance_seconds: int = 300
     log_group_prefix: str = "/aws/lambda/"

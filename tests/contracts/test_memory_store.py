@@ -27,6 +27,7 @@ from langorch.app.memory import (
     history_namespace,
     preferences_namespace,
 )
+from tests.fakes.embeddings import TopicEmbeddings
 
 TABLE = "memory"
 T0 = datetime(2025, 3, 4, 12, 0, tzinfo=UTC)
@@ -280,3 +281,99 @@ def test_memory_tables_can_be_created_twice(aws: None) -> None:
     create_memory_table(client, TABLE)
     create_memory_table(client, TABLE)
     assert TABLE in client.list_tables()["TableNames"]
+
+
+# --- search: query_memory returns only what matches ----------------------------------------
+
+
+def test_a_query_finds_the_preferences_whose_value_matches(store: BaseStore) -> None:
+    # Given preferences about lunch and about travel
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"restaurant": "Chipotle", "seat": "aisle", "budget": 15})
+    # When memory is searched for a word of one value
+    found = manager.search_preferences("u1", "lunch at Chipotle?")
+    # Then only that preference comes back
+    assert found == {"restaurant": "Chipotle"}
+
+
+def test_a_query_finds_a_preference_by_the_words_of_its_name(store: BaseStore) -> None:
+    # Given a preference whose name is several words
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"items_to_order": ["Burrito Bowl"], "seat": "aisle"})
+    # When the query asks, in a sentence, about one of those words
+    found = manager.search_preferences("u1", "what did I order last time?")
+    # Then the preference is found by its name
+    assert found == {"items_to_order": ["Burrito Bowl"]}
+
+
+def test_a_query_naming_the_namespace_finds_all_of_it(store: BaseStore) -> None:
+    # Given two preferences
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"restaurant": "Chipotle", "seat": "aisle"})
+    # When the query asks for preferences (the namespace's label)
+    found = manager.search_preferences("u1", "lunch preferences")
+    # Then every preference matches
+    assert found == {"restaurant": "Chipotle", "seat": "aisle"}
+
+
+def test_a_query_with_no_match_finds_nothing(store: BaseStore) -> None:
+    # Given stored preferences
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"uber_eats_credentials": "alice:pw"})
+    # When the query matches none of them
+    found = manager.search_preferences("u1", "what did I order?")
+    # Then nothing comes back (seed 000: memory_results={}), not everything
+    assert found == {}
+
+
+def test_a_query_searches_only_the_named_keys_when_given(store: BaseStore) -> None:
+    # Given two preferences that both match the query
+    manager = MemoryManager(store)
+    manager.update_preferences("u1", {"restaurant": "Chipotle", "fallback": "Chipotle Express"})
+    # When only one of them may be searched
+    found = manager.search_preferences("u1", "chipotle", keys=["fallback"])
+    # Then only it comes back
+    assert found == {"fallback": "Chipotle Express"}
+
+
+def test_a_query_finds_the_remembered_runs_that_match_newest_first(store: BaseStore) -> None:
+    # Given three remembered runs, two of which ordered a burrito
+    manager = MemoryManager(store, clock=ticking_clock())
+    manager.save_history("u1", "lunch_order", "run-1", {"order": "Burrito Bowl"})
+    manager.save_history("u1", "lunch_order", "run-2", {"order": "Salad"})
+    manager.save_history("u1", "lunch_order", "run-3", {"order": "Burrito"})
+    # When the history is searched for burritos
+    found = manager.search_history("u1", "lunch_order", "burrito")
+    # Then only those runs come back, the newest first
+    assert [entry["run_id"] for entry in found] == ["run-3", "run-1"]
+    assert manager.search_history("u1", "lunch_order", "pizza") == []
+
+
+def test_with_an_embedding_model_a_query_matches_by_meaning(store: BaseStore) -> None:
+    # Given an embedding model, and preferences that share no word with the query
+    manager = MemoryManager(store, embeddings=TopicEmbeddings(), min_score=0.5)
+    manager.update_preferences("u1", {"restaurant": "Chipotle", "seat": "aisle", "budget": 15})
+    # When memory is searched for food
+    found = manager.search_preferences("u1", "food")
+    # Then the preference about food comes back, and only it
+    assert found == {"restaurant": "Chipotle"}
+
+
+def test_a_search_by_meaning_below_the_least_score_finds_nothing(store: BaseStore) -> None:
+    # Given an embedding model and preferences on topics other than the query's
+    manager = MemoryManager(store, embeddings=TopicEmbeddings(), min_score=0.5)
+    manager.update_preferences("u1", {"seat": "aisle", "budget": 15})
+    # When memory is searched for food, then nothing is close enough
+    assert manager.search_preferences("u1", "food") == {}
+
+
+def test_a_search_by_meaning_embeds_an_unchanged_item_once(store: BaseStore) -> None:
+    # Given an embedding model and a preference
+    embeddings = TopicEmbeddings()
+    manager = MemoryManager(store, embeddings=embeddings)
+    manager.update_preferences("u1", {"restaurant": "Chipotle"})
+    # When memory is searched twice
+    manager.search_preferences("u1", "food")
+    manager.search_preferences("u1", "lunch")
+    # Then the item was embedded once
+    assert len(embeddings.embedded) == 1

@@ -17,6 +17,7 @@ from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
 from tests.fakes.agents import InMemoryAgents
 from tests.fakes.approvals import RecordingApprovalTimers
+from tests.fakes.artifacts import InMemoryArtifacts
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
 from tests.fakes.definitions import InMemoryDefinitions
@@ -32,7 +33,7 @@ from tests.fakes.tools import InMemoryTasks, InMemoryToolServers
 if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
     from langorch.engine.compiler import GraphCompiler
-    from langorch.engine.context import HttpCaller
+    from langorch.engine.context import Downloader, HttpCaller
     from langorch.llm import LLMRegistry
 
 __all__ = [
@@ -63,6 +64,7 @@ class Fakes:
         script: the offline LLM's scripted answers.
         seed_builtins: store the built-in blocks (as the deployed stack does).
         http: what ``http`` steps call (``None``: such a step fails).
+        download: what ``attach`` steps download with (``None``: a ``url`` file fails).
         settings: ``Settings`` fields (a state machine ARN is set unless given).
     """
 
@@ -72,6 +74,7 @@ class Fakes:
         *,
         seed_builtins: bool = True,
         http: HttpCaller | None = None,
+        download: Downloader | None = None,
         **settings: Any,
     ) -> None:
         from langorch.llm import LLMRegistry
@@ -90,6 +93,8 @@ class Fakes:
         self.tasks = InMemoryTasks()
         self.email = RecordingEmailSender()
         self.files = InMemoryFiles(self.settings.bucket, self.settings.checkpoint_prefix)
+        self.artifacts = self.artifact_writer = InMemoryArtifacts()
+        self.download = download
         self.schedules = InMemorySchedules(
             role_arn=self.settings.scheduler_role_arn,
             target_arn=self.settings.trigger_function_arn,

@@ -160,16 +160,20 @@ def test_secrets_are_readable_only_by_the_functions_that_use_them(synth: Synth) 
     }
 
 
-def test_runner_writes_only_offloaded_checkpoints_and_reads_the_bucket(synth: Synth) -> None:
+def test_runner_writes_only_offloaded_checkpoints_and_artifacts_and_reads_the_bucket(
+    synth: Synth,
+) -> None:
     # Given the synthesized stack, When the runner's S3 permissions are read
     allowed = _allowed(synth, "run-segment")
     bucket = f"<{synth.logical_id(synth.stack.files.bucket)}.Arn>"
     s3_actions = {a for a in allowed if a.startswith("s3:")}
     # Then it reads, writes and deletes only under the checkpoint prefix and lists only that
-    # prefix; no other function touches S3
+    # prefix, and puts (only puts) the files runs attach under the artifacts prefix; no other
+    # function touches S3
     assert s3_actions == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
-    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+    for action in ("s3:GetObject", "s3:DeleteObject"):
         assert allowed[action] == {f"{bucket}/checkpoints/*"}
+    assert allowed["s3:PutObject"] == {f"{bucket}/checkpoints/*", f"{bucket}/artifacts/*"}
     assert allowed["s3:ListBucket"] == {bucket}
     for name in ("trigger", "request-approval", "approval-callback"):
         assert not any(a.startswith("s3:") for a in _allowed(synth, name))
@@ -268,13 +272,14 @@ def test_every_other_wildcard_resource_is_a_scoped_pattern_under_one_of_our_reso
     synth: Synth,
 ) -> None:
     # A * may only complete a pattern under a specific resource of this stack: the runs
-    # table's indexes, the state machine's executions, the checkpoint prefix, the files
-    # bucket's objects (read, by the runner), one function's versions, this stage's webhook
-    # secrets (plus the random suffix of secret ARNs).
+    # table's indexes, the state machine's executions, the checkpoint and artifacts prefixes,
+    # the files bucket's objects (read, by the runner), one function's versions, this stage's
+    # webhook secrets (plus the random suffix of secret ARNs).
     stack = synth.stack
     allowed_patterns = {
         f"<{synth.logical_id(stack.tables.runs)}.Arn>/index/*",
         f"<{synth.logical_id(stack.files.bucket)}.Arn>/checkpoints/*",
+        f"<{synth.logical_id(stack.files.bucket)}.Arn>/artifacts/*",
         f"<{synth.logical_id(stack.files.bucket)}.Arn>/*",
         f"<{synth.logical_id(stack.functions.trigger)}.Arn>:*",
         f"<{synth.logical_id(stack.functions.request_approval)}.Arn>:*",

@@ -1,4 +1,5 @@
-"""The files bucket: TLS only, private, encrypted, EventBridge on, checkpoint offloads expire."""
+"""The files bucket: TLS only, private, encrypted, EventBridge on, checkpoint offloads and run
+artifacts expire."""
 
 from __future__ import annotations
 
@@ -32,6 +33,14 @@ def test_offloaded_checkpoints_expire_a_day_after_their_items(synth: Synth) -> N
     rule = rules["expire-offloaded-checkpoints"]
     assert rule["Prefix"] == "checkpoints/"
     assert rule["ExpirationInDays"] == 31  # checkpoint_ttl_days (30) + 1
+    assert rule["Status"] == "Enabled"
+
+
+def test_run_artifacts_expire_with_the_runs_checkpoints(synth: Synth) -> None:
+    rules = {r["Id"]: r for r in _bucket(synth)["LifecycleConfiguration"]["Rules"]}
+    rule = rules["expire-run-artifacts"]
+    assert rule["Prefix"] == "artifacts/"
+    assert rule["ExpirationInDays"] == 31  # checkpoint_ttl_days (30) + 1, as the offloads
     assert rule["Status"] == "Enabled"
 
 

@@ -43,8 +43,10 @@ from langorch.domain.approvals.record import (
     EmailNotSentError,
     new_approval,
 )
+from langorch.domain.artifacts import ArtifactError, ArtifactTooLargeError
 from langorch.domain.ckp.actions import ActionError
 from langorch.domain.ckp.errors import ActionFailedError
+from langorch.domain.drafting import NoMatchingBlocksError
 from langorch.domain.errors import (
     FileReadError,
     LangorchError,
@@ -124,6 +126,9 @@ NEVER_AT_AN_EDGE: dict[type[LangorchError], str] = {
     ActionFailedError: "a CKP step's action, inside a run",
     ChannelNotConfiguredError: "an approval naming a chat the stack has no app for: raised by "
     "the state machine's request task; the Slack route's container always has Slack's",
+    NoMatchingBlocksError: "langorch workflows draft, a CLI command",
+    ArtifactError: "an attach step, inside a run (the console serves only listed files)",
+    ArtifactTooLargeError: "an attach step's download, inside a run",
 }
 """Named errors no HTTP request meets, each with the reason; every other one needs a row."""
 

@@ -12,9 +12,11 @@ from langorch.llm import KNOWN_TOOLS, LLMRegistry, LLMRequest
 registry = LLMRegistry(default_provider="offline")
 registry.provider("bedrock")
 registry.provider("openai")
+registry.provider("anthropic")
 registry.invoke(LLMRequest(run_id="r", step_id="s", block_id=None, provider="", model=None,
                            system_prompt="", prompt="p", output_keys=["a"], tools=["calculator"]))
-heavy = ("langchain_aws", "langchain_openai", "openai", "langchain_core", "langgraph", "boto3")
+heavy = ("langchain_aws", "langchain_openai", "openai", "langchain_anthropic", "anthropic",
+         "langchain_core", "langgraph", "boto3")
 print(sorted(m for m in sys.modules if m.split(".")[0] in heavy))
 """
 

@@ -29,7 +29,7 @@ def _request(**overrides: Any) -> LLMRequest:
 
 def test_known_providers_and_tools_are_published() -> None:
     # Then validation has the names to check blocks against
-    assert {"offline", "bedrock", "openai"} == KNOWN_PROVIDERS
+    assert {"offline", "bedrock", "openai", "anthropic"} == KNOWN_PROVIDERS
     assert {"calculator", "current_time", "http_get"} <= KNOWN_TOOLS
 
 
@@ -169,3 +169,15 @@ def test_schema_rejects_an_unknown_output_type() -> None:
     # Then building the schema names the key and the allowed types
     with pytest.raises(LLMError, match=r"output_types\['total'\] is 'money'"):
         output_schema(_request(output_types={"total": "money"}))
+
+
+def test_a_block_naming_anthropic_is_valid_like_the_other_providers() -> None:
+    # Given seed 000's block naming the anthropic provider
+    from langorch.domain.definitions import BlockDefinition
+    from langorch.domain.validation import check_block
+
+    block = BlockDefinition(
+        block_id="b", output_keys=["x"], prompt_template="p", llm_provider="anthropic"
+    )
+    # When it is validated against the providers langorch has, then nothing is wrong
+    assert check_block(block, tools=None, providers=KNOWN_PROVIDERS).errors == []

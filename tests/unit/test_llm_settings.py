@@ -77,3 +77,44 @@ def test_openai_key_is_read_from_either_variable_langorch_first(
 
 def test_the_key_never_shows_in_the_settings_repr() -> None:
     assert "sk-secret" not in repr(Settings(openai_api_key="sk-secret"))
+
+
+def test_anthropic_key_is_read_from_either_variable_langorch_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Given Anthropic's standard variable only
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-standard")
+    assert Settings().anthropic_api_key == "sk-ant-standard"
+
+    # When langorch's own is set too, it wins; neither shows in the settings' repr
+    monkeypatch.setenv("LANGORCH_ANTHROPIC_API_KEY", "sk-ant-langorch")
+    assert Settings().anthropic_api_key == "sk-ant-langorch"
+    assert "sk-ant" not in repr(Settings())
+
+
+@pytest.mark.parametrize(
+    ("default_provider", "secret", "openai", "anthropic"),
+    [
+        ("openai", {"api_key": "sk-o"}, "sk-o", None),
+        ("anthropic", {"api_key": "sk-a"}, "sk-a", "sk-a"),
+        ("bedrock", {"openai_api_key": "sk-o", "anthropic_api_key": "sk-a"}, "sk-o", "sk-a"),
+    ],
+)
+def test_a_deployments_llm_secret_gives_each_provider_its_key(
+    default_provider: str, secret: dict[str, str], openai: str | None, anthropic: str | None
+) -> None:
+    # Given a deployment whose LLM secret holds keys, and no key in its environment
+    from langorch.composition.container import Container
+    from tests.fakes.secrets import InMemorySecrets
+
+    settings = Settings(
+        llm_api_key_secret="langorch/llm",
+        default_llm_provider=default_provider,
+        openai_api_key=None,
+        anthropic_api_key=None,
+    )
+    container = Container(settings)
+    container.__dict__["secrets"] = InMemorySecrets({"langorch/llm": secret})
+    # When each provider reads its key, then it gets its own (api_key: OpenAI's, or the default
+    # provider's)
+    assert (container._openai_key(), container._anthropic_key()) == (openai, anthropic)

@@ -117,7 +117,7 @@ def test_seed_000_files_register_and_run_resolving_inputs_from_preferences(
     result = run_to_end(container, "seed000_lunch", {"memory_query": "what did I order?"})
 
     # Then every step ran; the credentials came from the preference, the cart's inputs that
-    # nothing holds rendered empty, and the query read the stored preferences
+    # nothing holds rendered empty, and the query, which no preference matches, found nothing
     assert result.status == "succeeded"
     prompts = {r.step_id: r.prompt for r in llm.requests}
     assert prompts["step_2"] == (
@@ -126,6 +126,6 @@ def test_seed_000_files_register_and_run_resolving_inputs_from_preferences(
     assert prompts["step_3"] == (
         "Add these items to the cart: . Current platform state: . Confirm each item was added."
     )
-    assert result.outputs["memory_results"] == {"uber_eats_credentials": "alice:pw"}
+    assert result.outputs["memory_results"] == {}
     assert result.outputs["session_active"] == "true"
     assert set(result.outputs) >= {"cart_contents", "cart_total"}

@@ -349,3 +349,19 @@ def test_checkpoint_payloads_offloaded_to_the_drop_bucket_start_nothing(deps: Fa
     # Then nothing starts
     assert outcome.started == []
     assert all_runs(deps) == []
+
+
+def test_files_runs_attach_to_the_drop_bucket_start_nothing(deps: Fakes):
+    # Given an event for a file a run attached (an artifact) in the drop bucket
+    raw = load_event("eventbridge_s3_object_created.json")
+    raw["detail"]["object"]["key"] = "artifacts/run-abc/fetch/invoice.json"
+
+    # When it is handled, even though a workflow watches every .json file in that bucket
+    plan = deps.definitions.get_workflow("json_drop")
+    assert plan is not None
+    _store(deps, plan.model_copy(update={"triggers": [Trigger(type="s3", suffix=".json")]}))
+    outcome = handle_s3_object(S3ObjectCreated.from_event(raw), deps)
+
+    # Then nothing starts (a run attaching a .json would otherwise start itself again)
+    assert outcome.started == []
+    assert all_runs(deps) == []

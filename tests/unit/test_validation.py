@@ -741,17 +741,17 @@ def test_tools_are_checked_against_the_names_the_caller_binds() -> None:
 
 
 def test_unknown_provider_of_a_step_is_reported() -> None:
-    problem = only(problems_of(minimal(s("a", llm_provider="anthropic"))))
+    problem = only(problems_of(minimal(s("a", llm_provider="cohere"))))
     assert problem.path == "steps[0].llm_provider"
 
 
 def test_unknown_provider_of_the_plan_is_reported() -> None:
-    problem = only(problems_of(minimal(s("a"), llm_provider="anthropic")))
+    problem = only(problems_of(minimal(s("a"), llm_provider="cohere")))
     assert problem.path == "llm_provider"
 
 
 def test_unknown_provider_of_a_referenced_block_is_reported_on_the_step() -> None:
-    writer = block("writer", input_keys=["text"], output_keys=["t"], llm_provider="anthropic")
+    writer = block("writer", input_keys=["text"], output_keys=["t"], llm_provider="cohere")
     problem = only(problems_of(minimal(s("a", block_id="writer")), writer))
     assert problem.path == "steps[0].block_id"
 

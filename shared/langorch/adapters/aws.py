@@ -15,6 +15,9 @@ from langorch.config import Settings
 _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30
 )
+_S3_CONFIG = _CONFIG.merge(Config(signature_version="s3v4"))
+"""S3 requests are SigV4 anyway; this makes presigned URLs (artifact links) SigV4 too, which
+botocore would otherwise sign with SigV2 in us-east-1: deprecated, refused by newer buckets."""
 
 # Building a client from a Session is not thread-safe (boto3's docs) and ``langorch dev`` builds
 # clients from many threads, so it holds this lock; the clients themselves are thread-safe.
@@ -162,7 +165,7 @@ def make_client(service: str, settings: Settings, *, session: boto3.Session | No
             service,  # type: ignore[call-overload]
             region_name=settings.region,
             endpoint_url=settings.endpoint_url,
-            config=_CONFIG,
+            config=_S3_CONFIG if service == "s3" else _CONFIG,
         )
 
 

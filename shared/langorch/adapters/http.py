@@ -1,4 +1,5 @@
-"""Outbound HTTP for ``http`` steps, on urllib3 (already shipped with botocore)."""
+"""Outbound HTTP for ``http`` steps and ``attach`` downloads, on urllib3 (already shipped with
+botocore)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import urllib3
 
+from langorch.domain.artifacts import ArtifactError, check_size
 from langorch.domain.errors import JsonShapeError, JsonSyntaxError, LangorchError
 from langorch.domain.limits import loads_strict
 
@@ -14,6 +16,10 @@ MAX_RESPONSE_BYTES = 1_000_000
 """Responses larger than this are refused rather than stored in the run's state."""
 
 _POOL = urllib3.PoolManager(retries=False)
+
+_DOWNLOAD_RETRIES = urllib3.Retry(total=None, connect=0, read=0, status=0, other=0, redirect=5)
+"""A download follows up to 5 redirects (a file's link often is one) and retries nothing: the
+step's ``max_retries`` does, with its backoff."""
 
 
 class HttpCallError(LangorchError):
@@ -77,3 +83,43 @@ def http_call(
             f"response from {url.split('?')[0]}: {exc}; ask the service for a flatter, strict "
             "JSON answer"
         ) from None
+
+
+def http_download(url: str, *, max_bytes: int, timeout: float) -> tuple[bytes, str | None]:
+    """GET ``url`` for an ``attach`` step; returns ``(bytes, Content-Type)``.
+
+    Never reads past ``max_bytes``: a ``Content-Length`` over it is refused before the body is
+    read, and a body without one is read to ``max_bytes + 1`` at most. Messages name the URL
+    without its query (which may carry a token).
+
+    Raises:
+        ArtifactError: not an http(s) URL, an error status (retryable for 429 and 5xx), or no
+            answer in time (retryable).
+        ArtifactTooLargeError: the file is over ``max_bytes``.
+    """
+    where = url.split("?")[0]
+    if not url.startswith(("http://", "https://")):
+        raise ArtifactError(f"attach downloads http(s) URLs only, got {url[:60]!r}")
+    try:
+        response = _POOL.request(
+            "GET", url, timeout=timeout, preload_content=False, retries=_DOWNLOAD_RETRIES
+        )
+        try:
+            if response.status >= 400:
+                raise ArtifactError(
+                    f"downloading {where}: HTTP {response.status}",
+                    retryable=response.status == 429 or response.status >= 500,
+                )
+            length = response.headers.get("Content-Length")
+            if length and length.isdigit():
+                check_size(int(length), f"the download from {where}", limit=max_bytes)
+            data = response.read(max_bytes + 1)
+        finally:
+            response.release_conn()
+    except urllib3.exceptions.HTTPError as exc:
+        raise ArtifactError(
+            f"downloading {where} failed: {type(exc).__name__}", retryable=True
+        ) from exc
+    check_size(len(data), f"the download from {where}", limit=max_bytes)
+    content_type = response.headers.get("Content-Type")
+    return data, str(content_type) if content_type else None

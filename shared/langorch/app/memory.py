@@ -15,23 +15,43 @@ Ids become namespace labels, and stores forbid ``.`` in labels (an email address
 would be refused) while ``DynamoDBStore`` joins labels with ``:``. Those characters are
 percent-encoded (``%2E``, ``%3A``; ``%`` itself as ``%25``), so an ordinary id is its own label
 and the namespaces are exactly the seed's.
+
+Searching (``query_memory`` with a query) reads the same namespaces and keeps the items that
+match (:mod:`langorch.app.memory_search`): by keyword, or by meaning when an embedding model is
+given. The stores are not asked to search: ``DynamoDBStore`` searches by meaning only with a
+DynamoDB vector index, ``SqliteStore`` only with the sqlite-vec extension, and a user's memory
+is small (a few preferences, ``history_keep`` runs per workflow), so reading it and ranking it
+here behaves the same on every store.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from langgraph.store.base import BaseStore, Item
 
+from langorch.app.memory_search import (
+    Embeddings,
+    item_text,
+    keyword_matches,
+    semantic_matches,
+)
 from langorch.domain.errors import LangorchError
 
 MAX_VALUE_BYTES = 16_000
 """Largest preference value or history summary (as JSON): memory is loaded into every run's
 state, so it must stay small."""
 _PAGE = 100
+_VECTORS_KEPT = 1024
+"""Embeddings of item texts kept per process: a warm function re-embeds only what changed."""
+
+DEFAULT_MIN_SCORE = 0.35
+"""Least cosine similarity of a semantic match (``Settings.memory_min_score``)."""
 
 
 class MemoryTooLargeError(LangorchError):
@@ -83,6 +103,8 @@ class MemoryManager:
         store: any LangGraph ``BaseStore``.
         clock: the time a history entry is saved at (injected for tests).
         history_keep: how many runs to remember per user and workflow; older ones are pruned.
+        embeddings: an embedding model; searches then match by meaning (``None``: by keyword).
+        min_score: the least cosine similarity of a match by meaning.
     """
 
     def __init__(
@@ -91,12 +113,18 @@ class MemoryManager:
         *,
         clock: Callable[[], datetime] = _utc_now,
         history_keep: int = 50,
+        embeddings: Embeddings | None = None,
+        min_score: float = DEFAULT_MIN_SCORE,
     ) -> None:
         if history_keep < 1:
             raise ValueError(f"history_keep must be at least 1, not {history_keep}")
         self._store = store
         self._clock = clock
         self._keep = history_keep
+        self._embeddings = embeddings
+        self._min_score = min_score
+        self._vectors: OrderedDict[str, list[float]] = OrderedDict()
+        self._vectors_lock = threading.Lock()
 
     # ----------------------------------------------------------------------------------------
     # Preferences
@@ -174,6 +202,72 @@ class MemoryManager:
         }
         self._store.put(namespace, run_id, entry)
         self._prune(namespace)
+
+    # ----------------------------------------------------------------------------------------
+    # Search
+    # ----------------------------------------------------------------------------------------
+
+    def search_preferences(
+        self, user_id: str, query: str, keys: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """The user's preferences that match ``query``, as ``{name: value}``.
+
+        Args:
+            user_id: whose preferences.
+            query: what to look for (the namespace, names and values are searched).
+            keys: only these preferences are candidates (empty: all of them).
+
+        Returns:
+            The matches, best first when searching by meaning; empty when nothing matches.
+        """
+        namespace = preferences_namespace(user_id)
+        items = [i for i in self._all(namespace) if not keys or i.key in keys]
+        found = self._search(namespace, items, [i.value.get("value") for i in items], query)
+        return {item.key: item.value.get("value") for item in found}
+
+    def search_history(
+        self, user_id: str, workflow_id: str, query: str, limit: int = 10
+    ) -> list[dict[str, Any]]:
+        """The user's remembered runs of the workflow that match ``query``.
+
+        Returns:
+            Up to ``limit`` entries (as :meth:`get_history` returns them), newest first when
+            searching by keyword, best first by meaning; empty when nothing matches.
+        """
+        namespace = history_namespace(user_id, workflow_id)
+        items = self._all(namespace)
+        if self._embeddings is None:
+            items.sort(key=lambda i: (str(i.value.get("saved_at", "")), i.key), reverse=True)
+        found = self._search(namespace, items, [i.value for i in items], query)
+        return [item.value for item in found[: max(limit, 0)]]
+
+    def _search(
+        self, namespace: tuple[str, ...], items: list[Item], values: list[Any], query: str
+    ) -> list[Item]:
+        labels = namespace[2:]  # below ("users", user_id): the user is not a search term
+        texts = [item_text(labels, i.key, v) for i, v in zip(items, values, strict=True)]
+        if not texts or not query.strip():
+            return []
+        if self._embeddings is None:
+            return [items[i] for i in keyword_matches(query, texts)]
+        vectors = self._embed(texts)
+        wanted = self._embeddings.embed_query(query)
+        return [items[i] for i in semantic_matches(wanted, vectors, self._min_score)]
+
+    def _embed(self, texts: list[str]) -> list[list[float]]:
+        """The texts' embeddings, computing only those not kept from an earlier search."""
+        assert self._embeddings is not None
+        with self._vectors_lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        made = self._embeddings.embed_documents(missing) if missing else []
+        with self._vectors_lock:
+            self._vectors.update(zip(missing, made, strict=True))
+            vectors = [self._vectors[t] for t in texts]
+            for text in texts:
+                self._vectors.move_to_end(text)
+            while len(self._vectors) > _VECTORS_KEPT:
+                self._vectors.popitem(last=False)
+        return vectors
 
     def _prune(self, namespace: tuple[str, ...]) -> None:
         items = self._all(namespace)

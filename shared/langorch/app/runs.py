@@ -62,7 +62,15 @@ if TYPE_CHECKING:
     )
     from langorch.config import Settings
     from langorch.engine.compiler import GraphCompiler
-    from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
+    from langorch.engine.context import (
+        ArtifactWriter,
+        Downloader,
+        EngineContext,
+        FileReader,
+        HttpCaller,
+        LLMInvoker,
+        Memory,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +147,10 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def http(self) -> HttpCaller | None: ...
     @property
     def files(self) -> FileReader: ...
+    @property
+    def artifact_writer(self) -> ArtifactWriter: ...
+    @property
+    def download(self) -> Downloader | None: ...
     @property
     def approvals(self) -> ApprovalsStore: ...
     @property
@@ -410,6 +422,8 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         memory=deps.memory if plan.memory or _uses_memory(plan) else None,
         http=deps.http,
         files=deps.files,
+        artifacts=deps.artifact_writer,
+        download=deps.download,
         subflows=deps.compiler.subflow,
         side_effects=RecordedSideEffects.of_run(run.run_id, deps),
         default_provider=deps.settings.default_llm_provider,

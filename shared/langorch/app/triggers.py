@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from langorch.app.runs import LaunchDeps, StartRun, launch_run
+from langorch.domain.artifacts import ARTIFACTS_PREFIX
 from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
 from langorch.domain.errors import (
     InputValidationError,
@@ -514,7 +515,8 @@ def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcom
     """Start one run of every workflow whose s3 trigger matches the object.
 
     A trigger matches on its bucket (default: the deployment's drop bucket), prefix and
-    suffix. Checkpoint payloads that langorch itself offloads to the drop bucket never match.
+    suffix. Checkpoint payloads that langorch itself offloads to the drop bucket, and the files
+    runs attach there (``artifacts/``), never match.
 
     Args:
         event: the object (key already URL-decoded).
@@ -529,8 +531,9 @@ def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcom
     """
     outcome = TriggerOutcome("s3")
     settings = deps.settings
-    own_prefix = settings.checkpoint_prefix.rstrip("/") + "/"
-    if event.bucket == settings.bucket and event.key.startswith(own_prefix):
+    # Objects langorch writes itself: checkpoint offloads and runs' artifacts.
+    own_prefixes = (settings.checkpoint_prefix.rstrip("/") + "/", f"{ARTIFACTS_PREFIX}/")
+    if event.bucket == settings.bucket and event.key.startswith(own_prefixes):
         return outcome
     failures: list[StorageError] = []
     for plan in trigger_index(deps).with_trigger("s3"):

@@ -26,6 +26,7 @@ from langorch.config import Settings
 if TYPE_CHECKING:
     from slack_sdk import WebClient
 
+    from langorch.adapters.artifacts import S3Artifacts, S3ArtifactWriter
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
     from langorch.app.ports import ApprovalNotifier, EmailSender, EventBus, ToolConnector
     from langorch.engine.compiler import GraphCompiler
-    from langorch.engine.context import HttpCaller
+    from langorch.engine.context import Downloader, HttpCaller
     from langorch.llm import LLMRegistry
 
 
@@ -54,6 +55,15 @@ def _utcnow() -> datetime:
 
 def _new_id() -> str:
     return uuid.uuid4().hex
+
+
+def _key_in(document: dict[str, Any], provider: str, settings: Settings) -> str | None:
+    """``provider``'s key in the deployment's LLM secret: ``<provider>_api_key``, else
+    ``api_key`` (OpenAI's, or the default provider's when that is Anthropic)."""
+    value = document.get(f"{provider}_api_key")
+    if not value and (provider == "openai" or settings.default_llm_provider == provider):
+        value = document.get("api_key")
+    return str(value) if value else None
 
 
 class Container:
@@ -170,7 +180,23 @@ class Container:
     def memory(self) -> MemoryManager:
         from langorch.app.memory import MemoryManager
 
-        return MemoryManager(self.memory_store)
+        settings = self.settings
+        if not settings.memory_embedding_model:
+            return MemoryManager(self.memory_store)
+        from langorch.llm.embeddings import LazyEmbeddings
+        from langorch.llm.settings import OpenAISettings
+
+        embeddings = LazyEmbeddings(
+            settings.memory_embedding_model,
+            openai_api_key=self._openai_key,
+            openai=OpenAISettings(
+                base_url=settings.openai_base_url, organization=settings.openai_organization
+            ),
+            bedrock_client_factory=self._bedrock_client,
+        )
+        return MemoryManager(
+            self.memory_store, embeddings=embeddings, min_score=settings.memory_min_score
+        )
 
     @cached_property
     def stepfunctions(self) -> StepFunctions:
@@ -280,14 +306,22 @@ class Container:
         if self.settings.openai_api_key:
             return self.settings.openai_api_key
         if self.settings.llm_api_key_secret:
-            value = self.secrets.get_json(self.settings.llm_api_key_secret).get("api_key")
-            return str(value) if value else None
+            document = self.secrets.get_json(self.settings.llm_api_key_secret)
+            return _key_in(document, "openai", self.settings)
+        return None
+
+    def _anthropic_key(self) -> str | None:
+        if self.settings.anthropic_api_key:
+            return self.settings.anthropic_api_key
+        if self.settings.llm_api_key_secret:
+            document = self.secrets.get_json(self.settings.llm_api_key_secret)
+            return _key_in(document, "anthropic", self.settings)
         return None
 
     @cached_property
     def llm(self) -> LLMRegistry:
         from langorch.llm import LLMRegistry
-        from langorch.llm.settings import BedrockSettings, OpenAISettings
+        from langorch.llm.settings import AnthropicSettings, BedrockSettings, OpenAISettings
 
         settings = self.settings
         return LLMRegistry(
@@ -310,6 +344,11 @@ class Container:
                 guardrail_version=settings.bedrock_guardrail_version,
             ),
             bedrock_client_factory=self._bedrock_client,
+            anthropic_api_key=self._anthropic_key,
+            anthropic=AnthropicSettings(
+                base_url=settings.anthropic_base_url,
+                timeout_seconds=settings.anthropic_timeout_seconds,
+            ),
         )
 
     def _bedrock_client(self, read_timeout: float) -> Any:
@@ -356,6 +395,29 @@ class Container:
         from langorch.adapters.eventbridge import EventBridgeBus
 
         return EventBridgeBus(self.client("events"))
+
+    @cached_property
+    def artifact_writer(self) -> S3ArtifactWriter:
+        """Where ``attach`` steps keep files: the files bucket under ``artifacts/`` (the
+        runner's role may only put there)."""
+        from langorch.adapters.artifacts import S3ArtifactWriter
+
+        return S3ArtifactWriter(self.client("s3"), bucket=self.settings.bucket)
+
+    @cached_property
+    def artifacts(self) -> S3Artifacts:
+        """Runs' attached files as ``runs show`` and the console list, link and read them
+        (with the operator's credentials)."""
+        from langorch.adapters.artifacts import S3Artifacts
+
+        return S3Artifacts(self.client("s3"), bucket=self.settings.bucket)
+
+    @property
+    def download(self) -> Downloader:
+        """What ``attach`` steps download ``url`` sources with."""
+        from langorch.adapters.http import http_download
+
+        return http_download
 
     @cached_property
     def bucket(self) -> S3Bucket:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langorch.composition.container import Container
+from langorch.domain.artifacts import ARTIFACTS_PREFIX
 
 if TYPE_CHECKING:
+    from langorch.adapters.local_artifacts import FolderArtifacts
     from langorch.adapters.local_events import LocalEventBus
     from langorch.adapters.local_files import FolderBucket
     from langorch.adapters.sqlite._db import Database
@@ -149,6 +151,22 @@ class EmbeddedContainer(Container):
     def files(self) -> FolderBucket:  # type: ignore[override]
         """What ``read_file`` steps read: the bucket folder, bounded reads."""
         return self.bucket
+
+    @cached_property
+    def artifacts(self) -> FolderArtifacts:  # type: ignore[override]
+        """Files runs attached: ``<home>/bucket/artifacts/`` (the same keys as in S3), or
+        ``Settings.artifacts_dir``."""
+        from langorch.adapters.local_artifacts import FolderArtifacts
+
+        folder = self.settings.artifacts_dir
+        return FolderArtifacts(
+            Path(folder) if folder else self.home / BUCKET_DIR / ARTIFACTS_PREFIX
+        )
+
+    @cached_property
+    def artifact_writer(self) -> FolderArtifacts:  # type: ignore[override]
+        """Where ``attach`` steps keep files: :attr:`artifacts`."""
+        return self.artifacts
 
     @cached_property
     def logs(self) -> SqliteLogs:  # type: ignore[override]

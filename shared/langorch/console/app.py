@@ -19,11 +19,12 @@ from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from importlib.resources import files
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, unquote, urlencode
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from langorch.app.artifacts import find_artifact
 from langorch.console import actions, listing
 from langorch.console.http import (
     CSRF_FIELD,
@@ -38,7 +39,8 @@ from langorch.console.http import (
 )
 from langorch.console.operator import Operator, OperatorError
 from langorch.console.runview import build_run_view
-from langorch.domain.errors import LangorchError, NotFoundError
+from langorch.domain.artifacts import Artifact, ArtifactError, content_disposition, human_size
+from langorch.domain.errors import LangorchError, NotFoundError, StorageError
 from langorch.web.errors import REFUSED, answer_for
 from langorch.web.look import human_label, shown, stylesheet, verbatim
 
@@ -90,6 +92,7 @@ class ConsoleApp:
             ("POST", re.compile(r"/runs/([^/]+)/resume"), self.resume),
             ("POST", re.compile(r"/runs/([^/]+)/redrive"), self.redrive),
             ("POST", re.compile(r"/runs/([^/]+)/fork"), self.fork),
+            ("GET", re.compile(r"/runs/([^/]+)/artifacts/([^/]+)/([^/]+)"), self.artifact),
             ("GET", re.compile(r"/api/status"), self.status),
             ("GET", re.compile(r"/api/runs"), self.newer),
             ("GET", re.compile(r"/approvals"), self.approvals),
@@ -203,6 +206,7 @@ class ConsoleApp:
         env.filters["when"] = _when
         env.filters["ago"] = _ago
         env.filters["seconds"] = _seconds
+        env.filters["filesize"] = human_size
         env.filters["snippet"] = listing.error_snippet
         env.filters["cursor"] = listing.format_cursor
         env.globals["nav"] = [
@@ -265,6 +269,12 @@ class ConsoleApp:
         events = self.container.runs.get_timeline(run_id)
         graph = listing.graph_of(self.container, run.workflow_id, run.workflow_version)
         view = build_run_view(run, events, graph, self.container.clock())
+        artifacts: list[tuple[Artifact, str]] = []
+        artifacts_error = ""
+        try:
+            artifacts = [(a, _download_path(a)) for a in self.container.artifacts.list(run_id)]
+        except (StorageError, ArtifactError) as exc:  # the page still shows the run
+            artifacts_error = f"The attached files cannot be listed: {exc}"
         approvals = [
             (a, self.container.approvals.audit(a.approval_id))
             for a in self.container.approvals.list(run_id=run_id, limit=50)
@@ -274,9 +284,29 @@ class ConsoleApp:
             request,
             view=view,
             approvals=approvals,
+            artifacts=artifacts,
+            artifacts_error=artifacts_error,
             recovery=True,
             message=request.arg("done"),
         )
+
+    def artifact(self, request: Request, match: re.Match[str]) -> Response:
+        """One of the run's files, as a download.
+
+        Only a file the run's listing returns is served (:func:`find_artifact`): the path's
+        parts are compared with what the store lists, never joined into a path or key, so
+        ``..``, an encoded ``/`` or another key of the bucket finds nothing (404).
+        """
+        run_id, step_id, name = (unquote(part) for part in match.groups())
+        self.container.runs.get_run(run_id)  # an unknown run is a 404 before any listing
+        found = find_artifact(run_id, step_id, name, self.container.artifacts)
+        data = self.container.artifacts.read(found)
+        headers = {
+            "Content-Disposition": content_disposition(found.name),
+            # Never rendered here, whatever its type says: a download, in a sandbox if opened.
+            "Content-Security-Policy": "default-src 'none'; sandbox",
+        }
+        return Response(200, data, found.content_type, headers)
 
     def cancel(self, request: Request, match: re.Match[str]) -> Response:
         run_id = actions.cancel(
@@ -418,9 +448,13 @@ def headers_for(response: Response) -> dict[str, str]:
 
 
 def _quote(value: str) -> str:
-    from urllib.parse import quote
-
     return quote(value, safe="")
+
+
+def _download_path(artifact: Artifact) -> str:
+    """The console's address of an artifact (each part percent-encoded, ``/`` included)."""
+    parts = (artifact.run_id, artifact.step_id, artifact.name)
+    return "/runs/{}/artifacts/{}/{}".format(*(_quote(p) for p in parts))
 
 
 def _when(moment: datetime | None) -> Markup:

@@ -412,6 +412,10 @@ class TaskPlan(_Model):
     """Output token limit of the LLM steps whose block sets none."""
     memory: bool = True
     """Load preferences and history before the steps and save history after them."""
+    remember: list[str] = Field(default_factory=list, exclude_if=lambda keys: not keys)
+    """``shared_context`` keys the run's last node keeps, as they are, in the user's history of
+    the workflow (``user_history[i].summary.context`` in later runs; seed 000's ``save_memory``
+    "persists shared_context"). Left out of dumps while empty."""
     approvers: list[str] = Field(default_factory=list)
     """Default approvers for approval steps that name none."""
     max_parallel: int | None = Field(default=None, ge=1, le=100, exclude_if=_unset)

@@ -140,6 +140,11 @@ class MemorySpec(Settings):
     keys: list[str] = Field(default_factory=list)
     """``save_memory``: the ``shared_context`` keys to store (default: the block's input keys).
     ``query_memory``: the keys to read (default: everything in the scope)."""
+    query: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """``query_memory``: what to search the scope for, a template over the step's inputs
+    (default: the block's first input key, seed 000's ``memory_query``). Only the matching
+    items are returned; an empty query reads the whole scope. Left out of dumps while unset,
+    so stored definitions keep their version."""
 
 
 class WaitSpec(Settings):

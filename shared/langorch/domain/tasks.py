@@ -17,9 +17,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TaskKind = Literal["llm", "turn", "tool"]
+TaskKind = Literal["llm", "turn", "tool", "http", "attach"]
 """``llm``: a step's structured answer; ``turn``: one model round of a tool loop; ``tool``:
-one tool call."""
+one tool call; ``http``: an ``http`` step's response; ``attach``: the record of a file an
+``attach`` step kept (so a step run again neither downloads nor writes it twice)."""
 
 TaskState = Literal["started", "done"]
 """``started``: sent, nothing recorded back yet; ``done``: its result is recorded."""

@@ -42,6 +42,8 @@ PROMPT_CHAR_LIMITS: Mapping[str, int] = {
     # token that is ~800k characters; a quarter is left for the system prompt, the structured
     # output schema and the answer.
     "bedrock": 600_000,
+    # Claude on Anthropic's API: the same 200k tokens as on Bedrock.
+    "anthropic": 600_000,
     # gpt-4o-class models: 128k tokens, ~512k characters; a fifth is left the same way.
     "openai": 400_000,
     # No model behind it: bounded only so a runaway template cannot fill the runner's memory.

@@ -239,6 +239,7 @@ def check_workflow(
             *_input_problems(topology),
             *_mapping_problems(topology),
             *_while_problems(topology),
+            *_remember_problems(topology),
             *_tool_warnings(topology, tools),
             *_ask_warnings(topology),
         ],
@@ -555,6 +556,28 @@ def _schema_miss(path: str, source: str, properties: dict[str, Any]) -> Iterator
 
 
 _SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean", "null"})
+
+
+def _remember_problems(t: Topology) -> Iterator[Problem]:
+    """Warnings for ``remember`` keys that no input or step provides (a typo is never kept)."""
+    plan = t.plan
+    if not plan.remember:
+        return
+    provided: set[str] = set()
+    if plan.inputs_schema is not None:
+        provided |= set(plan.inputs_schema.properties)
+    for trigger in plan.all_triggers():
+        provided |= set(trigger.input)
+    for outputs in t.outputs.values():
+        provided |= outputs
+    for j, key in enumerate(plan.remember):
+        if key not in provided:
+            yield Problem(
+                f"remember[{j}]",
+                f"{key!r} is provided by no input or step, so it is only remembered when a run "
+                "input of that name is given",
+                f"fix the name ({_close(key, provided)}), or declare it in inputs_schema",
+            )
 
 
 def _editable_problems(t: Topology) -> Iterator[Problem]:

@@ -180,7 +180,7 @@ def build_graph(
     entries = list(topology.entry)
     if plan.memory:
         builder.add_node(LOAD_MEMORY, load_memory)
-        builder.add_node(SAVE_MEMORY, save_memory, defer=True)
+        builder.add_node(SAVE_MEMORY, make_save_memory(plan.remember), defer=True)
         builder.add_edge(START, LOAD_MEMORY)
         for entry in entries:
             builder.add_edge(LOAD_MEMORY, entry)
@@ -232,20 +232,36 @@ async def load_memory(state: OrchestrationState, runtime: Runtime[EngineContext]
     return {"user_preferences": prefs, "user_history": history, "status": "running"}
 
 
-async def save_memory(state: OrchestrationState, runtime: Runtime[EngineContext]) -> dict[str, Any]:
-    """Record this run in the user's history for the workflow (deferred: runs once, last)."""
-    ctx = runtime.context
-    status = state.get("status") or "running"
-    final = "failed" if status == "failed" else "succeeded"
-    if ctx.memory is not None:
-        summary = {
-            "status": final,
-            "outputs": summarize(state.get("outputs") or state.get("shared_context") or {}),
-        }
-        await asyncio.to_thread(
-            ctx.memory.save_history, ctx.user_id, ctx.workflow_id, ctx.run_id, summary
-        )
-    return {"status": final}
+def make_save_memory(remember: Iterable[str] = ()) -> Any:
+    """The run's last node: remember the run in the user's history of the workflow.
+
+    Args:
+        remember: the ``shared_context`` keys kept with the entry as they are
+            (``TaskPlan.remember``; seed 000: "persists shared_context to long-term store").
+    """
+    keys = tuple(remember)
+
+    async def save_memory(
+        state: OrchestrationState, runtime: Runtime[EngineContext]
+    ) -> dict[str, Any]:
+        """Record this run in the user's history for the workflow (deferred: runs once, last)."""
+        ctx = runtime.context
+        status = state.get("status") or "running"
+        final = "failed" if status == "failed" else "succeeded"
+        if ctx.memory is not None:
+            shared = state.get("shared_context") or {}
+            summary: dict[str, Any] = {
+                "status": final,
+                "outputs": summarize(state.get("outputs") or shared),
+            }
+            if keys:
+                summary["context"] = {key: shared[key] for key in keys if key in shared}
+            await asyncio.to_thread(
+                ctx.memory.save_history, ctx.user_id, ctx.workflow_id, ctx.run_id, summary
+            )
+        return {"status": final}
+
+    return save_memory
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,13 @@ container, so a resumed run in a fresh process gets fresh clients.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
+    from langorch.domain.artifacts import Artifact
     from langorch.domain.ckp.binding import Catalog
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant
@@ -38,6 +39,14 @@ class Memory(Protocol):
     def save_history(
         self, user_id: str, workflow_id: str, run_id: str, summary: dict[str, Any]
     ) -> None: ...
+
+    def search_preferences(
+        self, user_id: str, query: str, keys: Sequence[str] = ()
+    ) -> dict[str, Any]: ...
+
+    def search_history(
+        self, user_id: str, workflow_id: str, query: str, limit: int = 10
+    ) -> list[dict[str, Any]]: ...
 
 
 class HttpCaller(Protocol):
@@ -111,6 +120,33 @@ class SideEffects(Protocol):
         ...
 
 
+class ArtifactWriter(Protocol):
+    """Where ``attach`` steps keep files (the writing half of
+    ``langorch.app.artifacts.ArtifactStore``)."""
+
+    def put(self, run_id: str, step_id: str, name: str, data: bytes, content_type: str) -> Artifact:
+        """Keep ``data`` as the step's artifact ``name`` (the same name again replaces it).
+
+        Raises:
+            ArtifactError: the name cannot name a file.
+            StorageError: the store refused.
+        """
+        ...
+
+
+class Downloader(Protocol):
+    """Fetches what ``attach`` steps' ``url`` sources name."""
+
+    def __call__(self, url: str, *, max_bytes: int, timeout: float) -> tuple[bytes, str | None]:
+        """The file's bytes and its ``Content-Type`` (``None``: none given).
+
+        Raises:
+            ArtifactError: an error status or no answer (``retryable`` when worth another try).
+            ArtifactTooLargeError: the file is over ``max_bytes``.
+        """
+        ...
+
+
 class ResourceGate(Protocol):
     """The part of the resource locks (``app.ports.ResourceLocks``) a step's gate uses."""
 
@@ -171,6 +207,10 @@ class EngineContext:
     http: HttpCaller | None = None
     files: FileReader | None = None
     """``read_file`` steps' reader (the files bucket); such a step fails without one."""
+    artifacts: ArtifactWriter | None = None
+    """Where ``attach`` steps keep files; such a step fails without one."""
+    download: Downloader | None = None
+    """What ``attach`` steps download ``url`` sources with; such a file fails without one."""
     subflows: Callable[[str, int | None], tuple[TaskPlan, Any]] | None = None
     """Resolves a pinned child workflow to (plan, compiled graph without checkpointer)."""
     side_effects: SideEffects | None = None

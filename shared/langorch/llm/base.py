@@ -29,7 +29,8 @@ class LLMRequest:
         run_id: The run the call belongs to (for logs and token metrics).
         step_id: The plan step making the call.
         block_id: The block the step references, if any.
-        provider: ``"offline"``, ``"bedrock"`` or ``"openai"``; empty means the registry default.
+        provider: ``"offline"``, ``"bedrock"``, ``"openai"`` or ``"anthropic"``; empty means the
+            registry default.
         model: Provider model id; ``None`` means the provider's (or registry's) default.
         system_prompt: System message; may be empty.
         prompt: The rendered user prompt.

@@ -79,7 +79,9 @@ async def call_model(
         except TimeoutError as exc:
             if not deadline.expired():
                 raise
-            label = {"openai": "OpenAI", "bedrock": "Bedrock"}.get(request.provider, "The model")
+            label = {"openai": "OpenAI", "bedrock": "Bedrock", "anthropic": "Anthropic"}.get(
+                request.provider, "The model"
+            )
             raise timed_out(request, label, seconds) from exc
     except LLMCallError as exc:
         exc.input_tokens = max(exc.input_tokens, tally.input_tokens)

@@ -11,9 +11,9 @@ from typing import Any
 from langorch.llm.base import LLMCallError, LLMProvider, LLMRequest, LLMResult
 from langorch.llm.offline import OfflineProvider
 from langorch.llm.schema import validate_outputs
-from langorch.llm.settings import BedrockSettings, OpenAISettings
+from langorch.llm.settings import AnthropicSettings, BedrockSettings, OpenAISettings
 
-KNOWN_PROVIDERS: frozenset[str] = frozenset({"offline", "bedrock", "openai"})
+KNOWN_PROVIDERS: frozenset[str] = frozenset({"offline", "bedrock", "openai", "anthropic"})
 """The names ``llm_provider`` may use."""
 
 
@@ -21,8 +21,8 @@ class LLMRegistry:
     """Providers by name, built on first use, with the answer validated for every provider.
 
     Building the registry reads the offline script (so a bad script fails at start-up) but
-    imports no LLM SDK and fetches no key: Bedrock and OpenAI are set up by :meth:`prepare`,
-    which a step calls before its time starts, or else by their first call.
+    imports no LLM SDK and fetches no key: Bedrock, OpenAI and Anthropic are set up by
+    :meth:`prepare`, which a step calls before its time starts, or else by their first call.
 
     Args:
         default_provider: Used when a request's ``provider`` is empty.
@@ -41,6 +41,9 @@ class LLMRegistry:
             when it is not given.
         default_max_tokens: Output token limit for requests that set none.
         default_temperature: Temperature for requests that set none.
+        anthropic_api_key: The Anthropic key, or a function returning it (read at the first
+            call).
+        anthropic: Anthropic settings (base URL, timeout).
 
     Raises:
         LLMCallError: ``default_provider`` is not a known provider.
@@ -61,6 +64,8 @@ class LLMRegistry:
         bedrock: BedrockSettings | None = None,
         default_max_tokens: int | None = None,
         default_temperature: float | None = None,
+        anthropic_api_key: Callable[[], str | None] | str | None = None,
+        anthropic: AnthropicSettings | None = None,
     ) -> None:
         _check_provider(default_provider)
         self._default_provider = default_provider
@@ -71,6 +76,8 @@ class LLMRegistry:
             self._openai = replace(self._openai, base_url=openai_base_url)
         self._bedrock = bedrock or BedrockSettings(region=region)
         self._bedrock_client_factory = bedrock_client_factory
+        self._anthropic_api_key = anthropic_api_key
+        self._anthropic = anthropic or AnthropicSettings()
         self._default_max_tokens = default_max_tokens
         self._default_temperature = default_temperature
         self._providers: dict[str, LLMProvider] = {
@@ -166,6 +173,14 @@ class LLMRegistry:
 
             return OpenAIProvider(
                 api_key=self._openai_api_key, default_model=default_model, settings=self._openai
+            )
+        if name == "anthropic":
+            from langorch.llm.anthropic import AnthropicProvider
+
+            return AnthropicProvider(
+                api_key=self._anthropic_api_key,
+                default_model=default_model,
+                settings=self._anthropic,
             )
         from langorch.llm.bedrock import BedrockProvider
 

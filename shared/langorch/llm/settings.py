@@ -1,4 +1,5 @@
-"""Provider settings: where the OpenAI-compatible API and Bedrock are, and how to call them.
+"""Provider settings: where the OpenAI-compatible API, Anthropic's API and Bedrock are, and how
+to call them.
 
 Plain data, no SDK: the registry holds them from start-up, the providers read them at the
 first call. The composition root fills them from :class:`langorch.config.Settings`.
@@ -28,6 +29,23 @@ class OpenAISettings:
     organization: str | None = None
     project: str | None = None
     timeout_seconds: float = OPENAI_TIMEOUT_SECONDS
+
+
+ANTHROPIC_TIMEOUT_SECONDS = 120.0
+"""Per-request timeout of Anthropic's API when the step gives no tighter one."""
+
+
+@dataclass(frozen=True)
+class AnthropicSettings:
+    """Where and how to reach Anthropic's API.
+
+    Attributes:
+        base_url: ``None``: https://api.anthropic.com; else a proxy or gateway serving it.
+        timeout_seconds: Per-request timeout (a step's remaining time may cut it shorter).
+    """
+
+    base_url: str | None = None
+    timeout_seconds: float = ANTHROPIC_TIMEOUT_SECONDS
 
 
 @dataclass(frozen=True)

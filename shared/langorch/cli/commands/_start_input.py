@@ -63,6 +63,11 @@ def check_answer_flags(args: argparse.Namespace) -> None:
             "--script is for --local runs: a stack's offline LLM reads the script it was "
             "started with (`langorch dev` prints it on its LLM line)"
         )
+    if args.artifacts is not None and not args.local:
+        raise UsageError(
+            "--artifacts keeps the files of a --local run, whose stores go when it ends: add "
+            "--local (a stack keeps its runs' files; `langorch runs show RUN_ID` lists them)"
+        )
     if args.timeout is not None and not args.wait:
         raise UsageError("--timeout bounds --wait: add --wait, or leave --timeout out")
 

@@ -78,6 +78,8 @@ def _llm_line(settings: Any) -> str:
     where = ""
     if provider == "openai":
         where = f" at {settings.openai_base_url or 'https://api.openai.com/v1'}"
+    elif provider == "anthropic":
+        where = f" at {settings.anthropic_base_url or 'https://api.anthropic.com'}"
     elif provider == "bedrock":
         where = f" in {settings.bedrock_region or settings.region}"
     return f"{provider}, {model}{where} (steps may name their own llm_provider / llm_model)"

@@ -94,6 +94,12 @@ def register(subparsers: Subparsers) -> None:
         "--script", metavar="FILE", help="with --local: offline LLM answers per block/step"
     )
     start.add_argument(
+        "--artifacts",
+        metavar="DIR",
+        help="with --local: keep the files the run attaches in DIR (default: they go with the "
+        "command's temporary stores)",
+    )
+    start.add_argument(
         "--repeat",
         type=bounded_int(1, 100),
         metavar="N",
@@ -323,15 +329,18 @@ def _run(
         )
         stored = container.runs.get_run(run.run_id)
         events = container.runs.get_timeline(run.run_id)
+        artifacts = _artifacts(container, run.run_id)
         documents.append(
             {
                 "run": run_json(stored),
                 "execution": {"arn": None, "status": None, "reason": _DRIVEN_HERE},
                 "timeline": [e.model_dump(mode="json") for e in events],
+                "artifacts": artifacts,
             }
         )
         if not ctx.out.json_mode:
-            ctx.out.result(None, render_run(stored, events) + "\n")
+            kept = _artifact_lines(artifacts, temporary=bool(args.local and not args.artifacts))
+            ctx.out.result(None, render_run(stored, events) + kept + "\n")
         if result.status != "succeeded":
             code = 1
     if ctx.out.json_mode:
@@ -361,7 +370,12 @@ def _start_local(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.local.example_tools import start_example_servers
 
     with tempfile.TemporaryDirectory(prefix="langorch-local-") as home:
-        settings = Settings(region="us-east-1", offline_script=script, local_home=home)
+        settings = Settings(
+            region="us-east-1",
+            offline_script=script,
+            local_home=home,
+            artifacts_dir=str(Path(args.artifacts).resolve()) if args.artifacts else None,
+        )
         container = EmbeddedContainer(settings)
         container.ensure_resources()
         seed_builtins(container.definitions)
@@ -445,6 +459,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     events = repo.get_timeline(args.run_id)
     execution = _execution(ctx, execution_name(run.run_id, run.attempt))
     document = run_json(run)
+    artifacts = _artifacts(ctx.container, run.run_id)
 
     def text() -> str:
         where = (
@@ -453,16 +468,49 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
             else f"  no Step Functions execution: {execution['reason']}"
         )
         head, _, rest = render_run(run, events).partition("\n\n")
-        return f"{head}\n{where}\n\n{rest}"
+        return f"{head}\n{where}\n\n{rest}{_artifact_lines(artifacts)}"
 
     ctx.out.result(
         {
             "run": document,
             "execution": execution,
             "timeline": [e.model_dump(mode="json") for e in events],
+            "artifacts": artifacts,
         },
         text,
     )
+
+
+def _artifacts(container: Any, run_id: str) -> list[dict[str, Any]] | str:
+    """The run's attached files, each with its link (made now: a presigned URL in the cloud,
+    printed for the operator and never logged; a path locally), or why they cannot be listed."""
+    from langorch.app.artifacts import run_artifacts
+    from langorch.domain.errors import StorageError
+
+    try:
+        linked = run_artifacts(run_id, container.artifacts)
+    except StorageError as exc:  # the run is still shown
+        return f"cannot be listed: {exc}"
+    return [{**item.artifact.record(), "link": item.link} for item in linked]
+
+
+def _artifact_lines(artifacts: list[dict[str, Any]] | str, *, temporary: bool = False) -> str:
+    """The artifacts as text: step, name, size and type, then the link on a line of its own."""
+    from langorch.domain.artifacts import LINK_SECONDS, human_size
+
+    if isinstance(artifacts, str):
+        return f"\n\nartifacts: {artifacts}"
+    if not artifacts:
+        return ""
+    lines = []
+    for a in artifacts:
+        lines.append(f"  {a['step_id']}  {a['name']}  {human_size(a['size'])}  {a['content_type']}")
+        lines.append(f"    {a['link']}")
+    if any(a["link"].startswith("https://") for a in artifacts):
+        lines.append(f"  (links work for {LINK_SECONDS // 60} minutes: `runs show` makes new ones)")
+    if temporary:
+        lines.append("  (in this command's temporary stores: --artifacts DIR keeps them)")
+    return "\n\nartifacts:\n" + "\n".join(lines)
 
 
 def run_json(run: Any) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``langorch workflows put | validate | new | list | show | rotate-secret``."""
+"""``langorch workflows put | validate | new | draft | list | show | rotate-secret``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from langorch.cli.commands._definitions import (
 )
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
-from langorch.cli.output import table
+from langorch.cli.output import table, to_yaml
 from langorch.cli.registry import Subparsers, add_command, add_group
 from langorch.domain.workflow_templates import TEMPLATES
 
@@ -46,6 +46,21 @@ def register(subparsers: Subparsers) -> None:
     )
     validate.add_argument("files", nargs="+", metavar="FILE")
     add_strict(validate)
+
+    draft = add_command(
+        workflows,
+        "draft",
+        _draft,
+        "compose a workflow from an intent with the configured model (offline: from the words "
+        "of the blocks); prints it with its warnings, stores nothing",
+    )
+    draft.add_argument("--intent", required=True, help="what the workflow should do")
+    draft.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="more blocks to compose from (besides the built-in and stored ones)",
+    )
 
     add_command(workflows, "list", _list, "the latest version of every workflow")
 
@@ -212,6 +227,59 @@ def _new(ctx: Context, args: argparse.Namespace) -> None:
         f"wrote {path}: workflow {workflow_id} from template {args.template}\n"
         f"edit it, then: langorch workflows validate {path} && langorch workflows put {path}",
     )
+
+
+def _draft(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.app.drafting import draft_workflow
+    from langorch.composition.container import Container
+    from langorch.config import Settings
+    from langorch.domain.builtins import builtin_blocks
+    from langorch.domain.errors import DefinitionError
+    from langorch.domain.loading import load_file
+    from langorch.domain.lookup import InMemoryLookup
+
+    intent = " ".join(args.intent.split())
+    if not intent:
+        raise UsageError("--intent is empty: say what the workflow should do")
+    target = ctx.reachable_target()
+    blocks = {b.block_id: b for b in builtin_blocks()}
+    if target is not None:
+        blocks.update((b.block_id, b) for b in ctx.definitions().list_blocks())
+    for path in args.files:
+        blocks.update((b.block_id, b) for b in load_file(path).blocks)
+    # The model is the user's (LANGORCH_DEFAULT_LLM_PROVIDER, its key), as for runs start --local.
+    settings = Settings()
+    draft = draft_workflow(
+        intent,
+        list(blocks.values()),
+        InMemoryLookup(blocks.values()),
+        llm=Container(settings).llm,
+        provider=settings.default_llm_provider,
+        model=settings.default_llm_model,
+        tools=_known_tools(ctx, target),
+    )
+    body = draft.plan.model_dump(mode="json", exclude_defaults=True)
+    warn_each(ctx, draft.warnings)
+    document = {
+        "workflow": body,
+        "composed_by": draft.composed_by,
+        "picks": [
+            {"step_id": p.step_id, "block_id": p.block_id, "matched": list(p.matched)}
+            for p in draft.picks
+        ],
+        "warnings": problem_documents(draft.warnings),
+        "errors": problem_documents(draft.errors),
+    }
+    ctx.out.result(document, lambda: _draft_text(intent, draft.composed_by, draft.picks, body))
+    if draft.errors:
+        raise DefinitionError(f"drafted workflow {draft.plan.plan_id}", draft.errors)
+
+
+def _draft_text(intent: str, composed_by: str, picks: Any, body: dict[str, Any]) -> str:
+    lines = [f"# drafted by the {composed_by} from: {intent}"]
+    lines += [f"# {p.step_id}: matched {', '.join(p.matched)}" for p in picks]
+    lines.append("# not stored: review it, save it to a file, then `langorch workflows put FILE`")
+    return "\n".join(lines) + "\n" + to_yaml({"workflows": [body]}).rstrip()
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:

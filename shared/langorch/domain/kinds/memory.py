@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from langorch.domain.kinds.base import Read, StepKind, root_key
+from langorch.domain.kinds.base import Read, StepKind, Template, root_key
 from langorch.domain.step_settings import MemorySpec
 
 if TYPE_CHECKING:
@@ -20,11 +20,28 @@ def memory_spec(step: PlanStep, block: BlockDefinition | None) -> MemorySpec:
 
 
 class QueryMemoryKind(StepKind):
-    """Read preferences or history into ``shared_context``."""
+    """Search (or read) preferences or history into ``shared_context``.
+
+    The query is ``memory.query`` rendered, else the block's first input (seed 000's
+    ``memory_query``); only the items that match it are returned
+    (:mod:`langorch.engine.kinds.memory`).
+    """
 
     name = "query_memory"
     step_fields = frozenset({"memory"})
     block_fields = frozenset({"memory"})
+
+    def step_templates(
+        self, step: PlanStep, block: BlockDefinition | None, path: str
+    ) -> Iterator[Template]:
+        """The step's search query."""
+        if step.memory is not None and step.memory.query is not None:
+            yield f"{path}.memory.query", step.memory.query, "template"
+
+    def block_templates(self, block: BlockDefinition) -> Iterator[Template]:
+        """The block's search query (it may read only the block's inputs)."""
+        if block.memory is not None and block.memory.query is not None:
+            yield "memory.query", block.memory.query, "template"
 
     def outputs(
         self, step_id: str, step: PlanStep, block: BlockDefinition | None, lookup: DefinitionLookup

@@ -28,6 +28,7 @@ BUILTIN_MODULES = (
     "sequence",
     "verification",
     "llm_action",
+    "attach",
 )
 """Modules of ``langorch.domain.kinds`` whose ``KINDS`` are the built-in kinds."""
 

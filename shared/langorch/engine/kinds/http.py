@@ -1,12 +1,20 @@
-"""``http``: render the call, send it with a stable ``Idempotency-Key``, keep the response."""
+"""``http``: render the call, send it with a stable ``Idempotency-Key``, keep the response.
+
+The response is a recorded side effect (seed 001 §5), like an LLM answer or a tool call: a step
+run again after a crash, or a replay, gets the recorded response instead of calling again. Only
+an answer that is kept is recorded; an error status is not, so a retry asks again.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from langorch.domain.errors import LangorchError, StepFailedError
 from langorch.domain.kinds.http import http_spec
+from langorch.domain.tasks import fingerprint
 from langorch.domain.templates import render, render_value
 from langorch.engine.context import EngineContext
 from langorch.engine.kinds.base import (
@@ -59,17 +67,50 @@ async def run_http(
     body = render_value(http.body, scope) if http.body is not None else None
     timeout = spec.timeout_seconds or 30.0
     tried = {"method": http.method, "url": url, "body": body}
-    try:
+    host = url.split("/")[2] if "//" in url else url
+
+    caller = ctx.http
+
+    async def send() -> dict[str, Any]:
         status, payload = await asyncio.to_thread(
-            ctx.http, http.method, url, headers=headers, body=body, timeout=timeout
+            caller, http.method, url, headers=headers, body=body, timeout=timeout
         )
         if status >= 400:
-            raise HttpStepError(status, url.split("/")[2] if "//" in url else url)
+            raise HttpStepError(status, host)
+        return {"status": status, "body": payload}
+
+    try:
+        response = await _recorded(spec, ctx, visit, attempt, fingerprint(tried), send)
     except Exception as exc:
         setattr(exc, TRIED, tried)  # the error keeps its type (and retry rule): only noted
         raise
     key = output_key(spec, http.response_key, f"{spec.step_id}_response")
-    return Outcome(context={key: {"status": status, "body": payload}})
+    return Outcome(context={key: response})
+
+
+async def _recorded(
+    spec: StepSpec,
+    ctx: EngineContext,
+    visit: int,
+    attempt: int,
+    digest: str,
+    send: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """The call's response: recorded once, then replayed (made, unrecorded, without a store)."""
+    if ctx.side_effects is None:
+        return await send()
+    effects = ctx.side_effects.begin(
+        step_id=spec.step_id, visit=visit, attempt=attempt, tools=[], emit=_no_events
+    )
+    try:
+        response, _ = await effects.once("http", digest, send)
+    finally:
+        await effects.aclose()
+    return response
+
+
+def _no_events(event: Any) -> None:
+    """An http step emits no tool events of its own (its step events say what it did)."""
 
 
 EXECUTORS: dict[str, Executor] = {"http": run_http}

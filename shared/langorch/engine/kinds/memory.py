@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
 from langorch.domain.kinds.memory import memory_spec
+from langorch.domain.step_settings import MemorySpec
+from langorch.domain.templates import render
 from langorch.engine.context import EngineContext, Memory
-from langorch.engine.kinds.base import Executor, Outcome, StepSpec, output_key, scope_of
+from langorch.engine.kinds.base import (
+    Executor,
+    Outcome,
+    StepSpec,
+    input_scope,
+    output_key,
+    scope_of,
+)
 from langorch.engine.state import OrchestrationState
 
 
@@ -21,22 +31,49 @@ def _memory(spec: StepSpec, ctx: EngineContext) -> Memory:
 async def run_query_memory(
     spec: StepSpec, state: OrchestrationState, ctx: EngineContext, attempt: int
 ) -> Outcome:
-    """Read the scope (or its named keys) into the step's result key."""
+    """Search the scope for the step's query, else read it (or its named keys), into the
+    step's result key.
+
+    With a query only the matches come back (``{}`` or ``[]`` when nothing matches, as seed
+    000's run of a query with no match shows); the whole scope is still loaded into
+    ``user_preferences`` / ``user_history``, where templates read it.
+    """
     memory = _memory(spec, ctx)
     mem = memory_spec(spec.step, spec.block)
+    query = _query(spec, mem, state)
     value: Any
     extra: dict[str, Any] = {}
     if mem.scope == "history":
-        value = await asyncio.to_thread(memory.get_history, ctx.user_id, ctx.workflow_id, 10)
-        extra["user_history"] = value
+        history = await asyncio.to_thread(memory.get_history, ctx.user_id, ctx.workflow_id, 10)
+        extra["user_history"] = history
+        value = history
+        if query:
+            value = await asyncio.to_thread(
+                memory.search_history, ctx.user_id, ctx.workflow_id, query, 10
+            )
     else:
         prefs = await asyncio.to_thread(memory.get_preferences, ctx.user_id)
         extra["user_preferences"] = prefs
         value = {k: prefs[k] for k in mem.keys if k in prefs} if mem.keys else prefs
+        if query:
+            value = await asyncio.to_thread(memory.search_preferences, ctx.user_id, query, mem.keys)
     context = {output_key(spec, None, "memory_results"): value}
     if mem.keys and isinstance(value, dict):
         context.update(value)  # the named keys are also readable directly
     return Outcome(context=context, state=extra)
+
+
+def _query(spec: StepSpec, mem: MemorySpec, state: OrchestrationState) -> str:
+    """The rendered query: the step's ``memory.query``, else its block's first input."""
+    scope = input_scope(spec, state)
+    if mem.query is not None:
+        return render(mem.query, scope).strip()
+    keys = spec.block.input_keys if spec.block else []
+    if not keys:
+        return ""
+    value = scope.get(keys[0])
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return "" if value in ("", None) else text.strip()
 
 
 async def run_save_memory(
