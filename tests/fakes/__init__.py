@@ -15,6 +15,7 @@ from langgraph.store.memory import InMemoryStore
 
 from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
+from langorch.domain.prices import PriceTable
 from tests.fakes.agents import InMemoryAgents
 from tests.fakes.approvals import RecordingApprovalTimers
 from tests.fakes.checkpoints import InMemoryCheckpoints
@@ -102,6 +103,7 @@ class Fakes:
         self.memory_store = InMemoryStore()
         self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
         self.http = http
+        self.prices = PriceTable.shipped()
         if seed_builtins:
             from langorch.app.definitions import seed_builtins as seed
 

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         WorkflowSource,
     )
     from langorch.config import Settings
+    from langorch.domain.prices import PriceTable
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
 
@@ -150,6 +151,8 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def executions(self) -> Executions: ...
     @property
     def agents(self) -> AgentStore: ...
+    @property
+    def prices(self) -> PriceTable: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -374,6 +377,8 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         actions=AgentCalls.of(deps),
         secrets=SecretValues(deps.secrets),
         redacted=_sensitive(plan),
+        prices=deps.prices.merged(plan.prices),
+        spent_usd=run.cost_usd,
     )
 
 

@@ -20,6 +20,7 @@ from langorch.domain.runs import (
     TimelineEvent,
     TimelineEventType,
     TokenUsage,
+    timeline_cost,
     transition,
 )
 
@@ -67,6 +68,8 @@ class SegmentResult:
     """LLM tokens (input + output) this segment's steps used."""
     ended: bool = False
     """This segment ended the run (``False`` when the run had already ended before it)."""
+    cost_usd: float = 0.0
+    """What the run has cost so far, this segment included (for the ``RunCost`` metric)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The Step Functions payload (JSON-serialisable)."""
@@ -101,6 +104,9 @@ def record_segment(
     if resumed is not None:
         events.insert(1, resumed)
     status = result.status
+    spent = timeline_cost(events)
+    if spent:
+        run = run.model_copy(update={"cost_usd": round(run.cost_usd + spent, 9)})
     if result.request:
         # What an approval shows is bounded where the run stores it (record and Step Functions
         # payload alike): long values are cut with a marker, never a record that cannot be saved.
@@ -145,6 +151,7 @@ def record_segment(
         steps_run=sum(1 for e in events if e.type == TimelineEventType.step_finished),
         llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
         ended=run.is_terminal,
+        cost_usd=run.cost_usd,
     )
 
 
@@ -211,6 +218,7 @@ _DETAIL = (
     "total",
     "action_step",
     "batch",
+    "cost_usd",
 )
 """What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
 step's id and the size of the agent call it was part of)."""

@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from langorch.domain.prices import format_usd
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 
 _MARK = {
@@ -42,6 +43,11 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _cost(detail: dict[str, Any]) -> str:
+    cost = detail.get("cost_usd")
+    return format_usd(cost) if isinstance(cost, int | float) else ""
+
+
 class AskedAt(dict[str, datetime]):
     """When each step last asked for an approval: a timeout is told as the time it waited."""
 
@@ -75,6 +81,7 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f"-> {detail['branch']}")
         if event.tokens and (event.tokens.input or event.tokens.output):
             parts.append(f"{event.tokens.input}+{event.tokens.output} tokens")
+        parts.append(_cost(detail))
         if event.outputs_summary:
             parts.append(
                 ", ".join(
@@ -85,6 +92,7 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         if event.error:
             parts.append(f"{event.error.type}: {_short(event.error.message, 80)}")
         parts.append(f"attempt {detail.get('attempt', '?')}")
+        parts.append(_cost(detail))
         if detail.get("routed_to"):
             parts.append(f"-> {detail['routed_to']}")
     elif kind == TimelineEventType.tool_called:
@@ -219,7 +227,8 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
     lines = [
         f"run {run.run_id}  {run.workflow_id}@{run.workflow_version}  {run.status.value}",
         f"  trigger {run.trigger.type}, created {run.created_at:%Y-%m-%d %H:%M:%S} UTC, "
-        f"{run.segment} segment(s){took}",
+        f"{run.segment} segment(s){took}"
+        + (f", cost {format_usd(run.cost_usd)}" if run.cost_usd else ""),
         "",
     ]
     if timeline:

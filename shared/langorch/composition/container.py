@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from langorch.adapters.sts import CallerIdentity
     from langorch.app.memory import MemoryManager
     from langorch.app.ports import EmailSender, ToolConnector
+    from langorch.domain.prices import PriceTable
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import HttpCaller
     from langorch.llm import LLMRegistry
@@ -260,6 +261,18 @@ class Container:
             ),
             bedrock_client_factory=self._bedrock_client,
         )
+
+    @cached_property
+    def prices(self) -> PriceTable:
+        """The deployment's LLM prices: the shipped table, under the price file if one is set."""
+        from langorch.domain.prices import PriceTable
+
+        table = PriceTable.shipped()
+        if not self.settings.prices_file:
+            return table
+        from langorch.adapters.prices import read_prices
+
+        return table.merged(read_prices(self.settings.prices_file))
 
     def _bedrock_client(self, read_timeout: float) -> Any:
         # Not self.client(): Bedrock is never the emulator, and never its fake credentials

@@ -273,6 +273,9 @@ class RunRecord(_Stored):
     """The run this one was forked from (``langorch runs fork``)."""
     forks: list[ForkLink] = Field(default_factory=list)
     """Runs forked from this one (the last :data:`MAX_LINEAGE` are kept)."""
+    cost_usd: float = Field(default=0.0, ge=0)
+    """What the run's LLM calls cost so far, failed attempts included (US dollars): the sum
+    of its timeline's ``cost_usd``, added by each segment as it is recorded."""
 
     @field_validator("created_at", "updated_at", "started_at", "ended_at")
     @classmethod
@@ -547,6 +550,12 @@ class TimelineEvent(_Stored):
         ):
             return detail
         return dict(summarize_outputs(detail, limit=MAX_DETAIL_CHARS))
+
+
+def timeline_cost(events: list[TimelineEvent]) -> float:
+    """What ``events`` record as spent: the ``cost_usd`` of every priced attempt (US dollars)."""
+    costs = (e.detail.get("cost_usd") for e in events)
+    return round(sum(c for c in costs if isinstance(c, int | float)), 9)
 
 
 def fitted_record(run: RunRecord, limit: int) -> RunRecord:

@@ -40,6 +40,7 @@ from langorch.domain.kinds.base import (
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.plan.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.plan.topology import Topology, step_graph
+from langorch.domain.prices import key_problem
 from langorch.domain.resources import check_step_resource
 from langorch.domain.step_settings import APPROVAL_LABELS, InputMapping, mapping_source
 from langorch.domain.templates import TemplateError, check, check_expression
@@ -693,6 +694,10 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
             )
     if plan.schedule is not None:
         yield from _schedule_problems("schedule", plan.schedule)
+    for key in plan.prices or {}:
+        problem = key_problem(key, f"prices.{key}")
+        if problem is not None:
+            yield problem
     yield from identity_problems(plan.approvers, "approvers")
     if plan.inputs_schema is not None:
         for j, key in enumerate(plan.inputs_schema.required):

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
     from langorch.domain.ckp.binding import Catalog
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.prices import PriceTable
     from langorch.domain.resources import Grant
     from langorch.llm import LLMRequest, LLMResult
 
@@ -189,6 +190,12 @@ class EngineContext:
     """Agents and MCP tools for CKP steps; without it only built-in actions bind."""
     secrets: SecretReader | None = None
     """Where ``{{ secrets.NAME }}`` is read when a step runs; without it such a step fails."""
+    prices: PriceTable | None = None
+    """What the run's LLM calls cost (the shipped table, the price file, the workflow's
+    ``prices:``); ``None``: calls are not priced."""
+    spent_usd: float = 0.0
+    """What the run has spent so far: the run record's cost when the segment started, plus
+    every priced attempt of this segment (failed ones too), added as they end."""
     redacted: frozenset[str] = frozenset()
     """Variables never shown: the timeline and the logs print ``[redacted]`` for them (a CKP
     procedure's sensitive variables)."""

@@ -198,6 +198,7 @@ async def _failed(
     duration = _ms(started)
     tokens = error_tokens(exc)  # a refused or cut answer is billed all the same
     request = getattr(exc, TRIED, None)  # what an http step sent, for the timeline
+    cost = getattr(exc, "cost_usd", None)  # what the failed attempt was billed, priced
     if is_retryable(exc) and attempt < spec.max_attempts:
         emit(
             step_event(
@@ -207,6 +208,7 @@ async def _failed(
                 duration_ms=duration,
                 error=error,
                 tokens=tokens,
+                cost_usd=cost,
                 request=request,
             )
         )
@@ -227,6 +229,7 @@ async def _failed(
             error=error,
             routed_to=route,
             tokens=tokens,
+            cost_usd=cost,
             request=request,
         )
     )
@@ -284,6 +287,7 @@ def _finished(
             attempt=attempt,
             duration_ms=duration,
             tokens=outcome.tokens,
+            cost_usd=step_cost(outcome.state.get("usage")),
             branch=outcome.label,
             outputs_summary=shown,
         )
@@ -315,6 +319,13 @@ def _finished(
     if clears:
         update["error"] = {CLEARED_BY: spec.step_id}
     return Command(update=update, goto=_route(spec, outcome))
+
+
+def step_cost(usage: Any) -> float | None:
+    """What a step's LLM calls cost (its ``usage`` records' ``cost_usd``); ``None``: no
+    priced call."""
+    costs = [u["cost_usd"] for u in usage or () if isinstance(u.get("cost_usd"), int | float)]
+    return round(sum(costs), 9) if costs else None
 
 
 def _route(spec: StepSpec, outcome: Outcome) -> list[str]:

@@ -95,9 +95,13 @@ async def call_llm(
 
     async def answer() -> dict[str, Any]:
         # Within the step's time, cancelled with it, every attempt's tokens counted.
-        made = await call_model(
-            ctx.llm, request, budget_seconds=spec.timeout_seconds, started=started
-        )
+        try:
+            made = await call_model(
+                ctx.llm, request, budget_seconds=spec.timeout_seconds, started=started
+            )
+        except Exception as exc:
+            _charge_failure(exc, request, ctx)  # a refused or cut answer is billed too
+            raise
         return asdict(made)
 
     if effects is None:
@@ -110,7 +114,53 @@ async def call_llm(
         finally:
             await effects.aclose()
         result = LLMResult(**recorded)
-    return dict(result.outputs), *_usage(spec, result)
+    tokens, usage = _usage(spec, result)
+    cost = _charge(ctx, result.provider, result.model, tokens)
+    if cost is not None:
+        usage["cost_usd"] = cost
+    return dict(result.outputs), tokens, usage
+
+
+def _charge(ctx: EngineContext, provider: str, model: str, tokens: dict[str, int]) -> float | None:
+    """What one attempt's ``tokens`` cost (``None``: unpriced), added to the run's spend."""
+    if ctx.prices is None:
+        return None
+    cost = ctx.prices.cost(provider, model, tokens)
+    if cost is not None:
+        ctx.spent_usd += cost
+    return cost
+
+
+def _charge_failure(exc: Exception, request: Any, ctx: EngineContext) -> None:
+    """Price a failed attempt's billed tokens; the cost travels on the error to the timeline."""
+    from langorch.llm.calls import error_tokens
+
+    tokens = error_tokens(exc)
+    if tokens is None:
+        return
+    cost = _charge(
+        ctx, request.provider, priced_model(request.provider, request.model, ctx), tokens
+    )
+    if cost is not None:
+        exc.cost_usd = cost  # type: ignore[attr-defined]  # read by the executor's _failed
+
+
+def priced_model(provider: str, model: str | None, ctx: EngineContext) -> str:
+    """The model a call with ``model`` goes to, as the registry resolves it (for prices)."""
+    if model:
+        return model
+    if provider == (ctx.default_provider or "offline") and ctx.default_model:
+        return ctx.default_model
+    from langorch.llm.bedrock import DEFAULT_BEDROCK_MODEL
+    from langorch.llm.offline import OFFLINE_MODEL
+    from langorch.llm.openai import DEFAULT_OPENAI_MODEL
+
+    defaults = {
+        "bedrock": DEFAULT_BEDROCK_MODEL,
+        "openai": DEFAULT_OPENAI_MODEL,
+        "offline": OFFLINE_MODEL,
+    }
+    return defaults.get(provider, "*")
 
 
 def _begin(
