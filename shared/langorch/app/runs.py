@@ -60,6 +60,7 @@ if TYPE_CHECKING:
         WorkflowSource,
     )
     from langorch.config import Settings
+    from langorch.domain.budgets import BudgetSpec
     from langorch.domain.prices import PriceTable
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
@@ -379,7 +380,19 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         redacted=_sensitive(plan),
         prices=deps.prices.merged(plan.prices),
         spent_usd=run.cost_usd,
+        budget=_budget(plan, deps.settings.default_approvers),
+        default_max_tokens=deps.settings.default_llm_max_tokens,
     )
+
+
+def _budget(plan: Any, default_approvers: list[str]) -> BudgetSpec | None:
+    """The workflow's budget with its approvers resolved: its own, the workflow's, the
+    deployment's."""
+    budget: BudgetSpec | None = plan.budget
+    if budget is None or budget.approvers:
+        return budget
+    approvers = list(plan.approvers or default_approvers)
+    return budget.model_copy(update={"approvers": approvers})
 
 
 def _sensitive(plan: Any) -> frozenset[str]:

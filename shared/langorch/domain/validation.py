@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from langorch.domain.budgets import budget_problems
 from langorch.domain.definitions import BlockDefinition, PlanStep, ScheduleSpec, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.hooks import hook_outputs, hook_problems, hook_templates, hook_tools
@@ -694,6 +695,7 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
             )
     if plan.schedule is not None:
         yield from _schedule_problems("schedule", plan.schedule)
+    yield from budget_problems(plan.budget, plan.approvers)
     for key in plan.prices or {}:
         problem = key_problem(key, f"prices.{key}")
         if problem is not None:

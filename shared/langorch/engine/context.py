@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
+    from langorch.domain.budgets import BudgetSpec
     from langorch.domain.ckp.binding import Catalog
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.prices import PriceTable
@@ -196,6 +197,10 @@ class EngineContext:
     spent_usd: float = 0.0
     """What the run has spent so far: the run record's cost when the segment started, plus
     every priced attempt of this segment (failed ones too), added as they end."""
+    budget: BudgetSpec | None = None
+    """The workflow's budget, its approvers resolved (``None``: no budget)."""
+    default_max_tokens: int | None = None
+    """The deployment's output limit for LLM steps that set none (for estimates)."""
     redacted: frozenset[str] = frozenset()
     """Variables never shown: the timeline and the logs print ``[redacted]`` for them (a CKP
     procedure's sensitive variables)."""

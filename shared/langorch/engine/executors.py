@@ -219,7 +219,9 @@ async def _failed(
         # The server's Retry-After, within the step's own time; LangGraph's backoff follows.
         await asyncio.sleep(retry_delay(exc, limit_seconds=spec.timeout_seconds))
         raise exc
-    route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
+    # on_error, else the plan's on_failure (resolved at compile); nothing catches an error
+    # that ends the run (its budget).
+    route = None if getattr(exc, "ends_run", False) else spec.on_error
     emit(
         step_event(
             "step_failed",
@@ -356,7 +358,7 @@ def _normalise(exc: BaseException, spec: StepSpec, attempt: int) -> dict[str, An
     return {
         "step_id": spec.step_id,
         "node_id": spec.step_id,  # seed 001's name for it: a CKP node is a step
-        "type": type(exc).__name__,
+        "type": getattr(type(exc), "error_type", None) or type(exc).__name__,
         "message": message[:1000],
         "attempts": attempt,
     }

@@ -71,6 +71,8 @@ async def call_llm(
     system = block.system_prompt or f"You are executing: {block.name or block.block_id}. " + (
         block.description or ""
     )
+    system = render(system, scope)
+    granted = _within_budget(spec, state, ctx, provider, len(system) + len(prompt))
     visit = visits_of(spec, state)
     effects = _begin(spec, ctx, visit, attempt, list(block.tools_required))
     request = LLMRequest(
@@ -79,7 +81,7 @@ async def call_llm(
         block_id=block.block_id,
         provider=provider,
         model=spec.model,  # None: the registry applies the default provider's model
-        system_prompt=render(system, scope),
+        system_prompt=system,
         prompt=prompt,
         output_keys=[k for k in block.output_keys if not (choices and k == "branch")],
         output_types=dict(block.output_types),
@@ -118,7 +120,73 @@ async def call_llm(
     cost = _charge(ctx, result.provider, result.model, tokens)
     if cost is not None:
         usage["cost_usd"] = cost
+    if granted:
+        usage["budget_granted"] = granted
     return dict(result.outputs), tokens, usage
+
+
+def _within_budget(
+    spec: StepSpec, state: OrchestrationState, ctx: EngineContext, provider: str, chars: int
+) -> float:
+    """Before the call: ask a person (or fail) when its estimate would cross the run's budget.
+
+    The estimate is the prompt (``chars``) and the whole output limit, priced. Asking parks the
+    run on an approval like an ``approval`` step's; an approval raises the budget (the usage
+    record keeps the raise, so later steps and segments see it), a rejection or a timeout ends
+    the run ``budget_exceeded``.
+
+    Returns:
+        What approvals asked here added to the budget (US dollars).
+
+    Raises:
+        BudgetExceededError: ``on_budget: fail``, or the question was not approved.
+    """
+    from langorch.domain.budgets import (
+        BudgetExceededError,
+        budget_message,
+        budget_request,
+        granted_raise,
+        over_budget,
+    )
+
+    budget = ctx.budget
+    if budget is None or ctx.prices is None:
+        return 0.0
+    model = priced_model(provider, spec.model, ctx)
+    estimate = ctx.prices.estimate(
+        provider,
+        model,
+        prompt_chars=chars,
+        max_output_tokens=spec.max_tokens or ctx.default_max_tokens,
+    )
+    if estimate is None:
+        return 0.0  # an unpriced model cannot be estimated: validation warns, the call goes on
+    granted = 0.0
+    earlier = sum(float(u.get("budget_granted") or 0) for u in state.get("usage") or ())
+    limit = budget.per_run + earlier
+    while over_budget(ctx.spent_usd, estimate, limit + granted):
+        message = budget_message(ctx.spent_usd, limit + granted, estimate)
+        if budget.on_budget == "fail":
+            raise BudgetExceededError(f"step {spec.step_id}: {message} (on_budget: fail)")
+        from langgraph.types import interrupt
+
+        request = budget_request(
+            step_id=spec.step_id,
+            spent=ctx.spent_usd,
+            limit=limit + granted,
+            estimate=estimate,
+            budget=budget,
+            approvers=list(budget.approvers or ctx.default_approvers),
+        )
+        answer = interrupt(request)
+        decision = answer if isinstance(answer, dict) else {"decision": str(answer)}
+        if decision.get("decision") != "approved":
+            who = f" by {decision['approver']}" if decision.get("approver") else ""
+            raise BudgetExceededError(
+                f"step {spec.step_id}: {message}; the raise was {decision.get('decision')}{who}"
+            )
+        granted += granted_raise(decision, budget)
+    return granted
 
 
 def _charge(ctx: EngineContext, provider: str, model: str, tokens: dict[str, int]) -> float | None:
