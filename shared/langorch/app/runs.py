@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from langorch.config import Settings
     from langorch.domain.budgets import BudgetSpec
     from langorch.domain.prices import PriceTable
+    from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import EngineContext, FileReader, HttpCaller, LLMInvoker, Memory
 
@@ -381,8 +382,19 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         prices=deps.prices.merged(plan.prices),
         spent_usd=run.cost_usd,
         budget=_budget(plan, deps.settings.default_approvers),
+        tool_policies=_tool_policies(plan, deps.settings.default_approvers),
         default_max_tokens=deps.settings.default_llm_max_tokens,
     )
+
+
+def _tool_policies(plan: Any, default_approvers: list[str]) -> list[ToolPolicy]:
+    """The workflow's tool-call rules, each with its approvers resolved (its own, the
+    workflow's, the deployment's)."""
+    approvers = list(plan.approvers or default_approvers)
+    return [
+        rule if rule.approvers else rule.model_copy(update={"approvers": approvers})
+        for rule in plan.tool_policies or ()
+    ]
 
 
 def _budget(plan: Any, default_approvers: list[str]) -> BudgetSpec | None:

@@ -191,6 +191,8 @@ _ENGINE_EVENTS = {
     "step_failed": TimelineEventType.step_failed,
     "step_retried": TimelineEventType.step_retried,
     "tool_called": TimelineEventType.tool_called,
+    "tool_call_denied": TimelineEventType.tool_call_denied,
+    "tool_policy_shadow": TimelineEventType.tool_policy_shadow,
     "resource_waiting": TimelineEventType.resource_waiting,
     "resource_acquired": TimelineEventType.resource_acquired,
     "resource_released": TimelineEventType.resource_released,
@@ -219,6 +221,8 @@ _DETAIL = (
     "action_step",
     "batch",
     "cost_usd",
+    "rule",
+    "decided_by",
 )
 """What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
 step's id and the size of the agent call it was part of)."""

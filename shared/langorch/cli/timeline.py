@@ -16,6 +16,8 @@ _MARK = {
     TimelineEventType.step_failed: "FAILED",
     TimelineEventType.step_retried: "retry",
     TimelineEventType.tool_called: "tool",
+    TimelineEventType.tool_call_denied: "denied",
+    TimelineEventType.tool_policy_shadow: "shadow",
     TimelineEventType.approval_requested: "approval?",
     TimelineEventType.approval_decided: "decided",
     TimelineEventType.approval_timed_out: "timed out",
@@ -104,6 +106,12 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f"batch of {detail['batch']}")
         if detail.get("tool_error"):
             parts.append(_short(detail["tool_error"], 80))
+    elif kind in (TimelineEventType.tool_call_denied, TimelineEventType.tool_policy_shadow):
+        parts.append(f"{detail.get('tool', '?')}({_short(detail.get('args', ''), 50)})")
+        verb = "would " if kind == TimelineEventType.tool_policy_shadow else ""
+        parts.append(f"{verb}{detail.get('outcome', '')} by tool_policies[{detail.get('rule')}]")
+        if detail.get("decided_by"):
+            parts.append(f"({detail['decided_by']})")
     elif kind == TimelineEventType.approval_requested:
         parts.append("asked " + ", ".join(detail.get("approvers") or ["(default approvers)"]))
         if detail.get("iteration"):

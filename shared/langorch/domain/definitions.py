@@ -44,6 +44,7 @@ from langorch.domain.step_settings import (
     TerminateSpec,
     WaitSpec,
 )
+from langorch.domain.tool_policies import ToolPolicy
 
 __all__ = [
     "DEFAULT_MAX_PARALLEL",
@@ -410,6 +411,9 @@ class TaskPlan(_Model):
     budget: BudgetSpec | None = Field(default=None, exclude_if=_unset)
     """What one run may spend on LLM calls, and who is asked past it
     (:mod:`langorch.domain.budgets`). Left out of dumps while unset."""
+    tool_policies: list[ToolPolicy] | None = Field(default=None, exclude_if=_unset)
+    """Rules over the tool calls its LLM steps make: allow, deny or require approval
+    (:mod:`langorch.domain.tool_policies`). Left out of dumps while unset."""
     ckp: str | None = Field(default=None, exclude_if=_unset)
     """The CKP procedure this plan was compiled from, as JSON text in the author's key order
     (:mod:`langorch.domain.ckp`): what ``workflows show`` prints and ``export --ckp`` writes.
@@ -460,6 +464,7 @@ _ADDED_FIELDS = (
     "ckp",
     "prices",
     "budget",
+    "tool_policies",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

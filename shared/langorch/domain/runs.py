@@ -484,6 +484,10 @@ class TimelineEventType(StrEnum):
     """A bound stopped a step or a loop (``LoopLimitReached``): where the run went, or how
     many items a for-each left out."""
     tool_called = "tool_called"
+    tool_call_denied = "tool_call_denied"
+    """A tool-call policy denied a call, or a person refused it: the model was told."""
+    tool_policy_shadow = "tool_policy_shadow"
+    """A ``shadow`` tool-call policy matched a call: what it would have done, nothing else."""
     approval_requested = "approval_requested"
     approval_decided = "approval_decided"
     approval_timed_out = "approval_timed_out"

@@ -45,6 +45,7 @@ from langorch.domain.prices import key_problem
 from langorch.domain.resources import check_step_resource
 from langorch.domain.step_settings import APPROVAL_LABELS, InputMapping, mapping_source
 from langorch.domain.templates import TemplateError, check, check_expression
+from langorch.domain.tool_policies import policy_problems
 
 __all__ = [
     "APPROVAL_LABELS",
@@ -696,6 +697,7 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
     if plan.schedule is not None:
         yield from _schedule_problems("schedule", plan.schedule)
     yield from budget_problems(plan.budget, plan.approvers)
+    yield from policy_problems(plan.tool_policies, plan.approvers)
     for key in plan.prices or {}:
         problem = key_problem(key, f"prices.{key}")
         if problem is not None:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.prices import PriceTable
     from langorch.domain.resources import Grant
+    from langorch.domain.tool_policies import ToolPolicy
     from langorch.llm import LLMRequest, LLMResult
 
 
@@ -97,6 +98,11 @@ class StepEffects(Protocol):
         ...
 
 
+ToolGate = Callable[[str, dict[str, Any]], Awaitable[str | None]]
+"""Asked before each tool call ``(tool, args)``: ``None`` lets it run, a text refuses it (what
+the model is told). It may park the run on an approval (``interrupt``)."""
+
+
 class SideEffects(Protocol):
     """Opens the recorded calls (and tools) of one attempt of one step."""
 
@@ -108,8 +114,10 @@ class SideEffects(Protocol):
         attempt: int,
         tools: list[str],
         emit: Callable[[Any], None],
+        gate: ToolGate | None = None,
     ) -> StepEffects:
-        """The effects of this attempt; ``emit`` takes timeline events (tool calls)."""
+        """The effects of this attempt; ``emit`` takes timeline events (tool calls); ``gate``
+        is asked before each tool call (the workflow's tool policies)."""
         ...
 
 
@@ -199,6 +207,8 @@ class EngineContext:
     every priced attempt of this segment (failed ones too), added as they end."""
     budget: BudgetSpec | None = None
     """The workflow's budget, its approvers resolved (``None``: no budget)."""
+    tool_policies: list[ToolPolicy] = field(default_factory=list)
+    """The workflow's tool-call rules, their approvers resolved (empty: every call allowed)."""
     default_max_tokens: int | None = None
     """The deployment's output limit for LLM steps that set none (for estimates)."""
     redacted: frozenset[str] = frozenset()

@@ -239,12 +239,16 @@ def _begin(
         return None
     from langgraph.config import get_stream_writer
 
+    from langorch.engine.kinds._tool_gate import tool_gate
+
+    emit = get_stream_writer()  # tool calls go on the timeline with the step's events
     return ctx.side_effects.begin(
         step_id=spec.step_id,
         visit=visit,
         attempt=attempt,
         tools=tools,
-        emit=get_stream_writer(),  # tool calls go on the timeline with the step's events
+        emit=emit,
+        gate=tool_gate(spec, ctx, emit) if tools else None,
     )
 
 
