@@ -204,3 +204,19 @@ def test_a_shadow_rule_changes_nothing_but_the_record(desk: Any) -> None:
     (shadow,) = _detail(fakes, run_id, TimelineEventType.tool_policy_shadow)
     assert (shadow["tool"], shadow["rule"], shadow["outcome"]) == ("place_order", 0, "deny")
     assert TimelineEventType.tool_call_denied not in _types(fakes, run_id)
+
+
+def test_a_shadow_rule_on_a_call_that_waited_for_approval_is_recorded_once(desk: Any) -> None:
+    # Given a call that requires approval, and a shadow rule matching it too
+    fakes = _fakes(
+        desk,
+        ToolPolicy(when=BIG, action="require_approval"),
+        ToolPolicy(when=BIG, action="deny", mode="shadow"),
+    )
+    run_id, _ = _start(fakes)
+
+    # When finance approves (the step runs again from its start)
+    run_segment(RunSegment(run_id, resume=APPROVED), fakes)
+
+    # Then the shadow rule's record is on the timeline once
+    assert len(_detail(fakes, run_id, TimelineEventType.tool_policy_shadow)) == 1

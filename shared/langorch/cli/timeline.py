@@ -47,7 +47,7 @@ def _short(value: Any, limit: int = 60) -> str:
 
 def _cost(detail: dict[str, Any]) -> str:
     cost = detail.get("cost_usd")
-    return format_usd(cost) if isinstance(cost, int | float) else ""
+    return format_usd(cost) if isinstance(cost, int | float) and cost > 0 else ""
 
 
 class AskedAt(dict[str, datetime]):

@@ -11,6 +11,7 @@ Matching ``shadow`` rules are recorded as ``tool_policy_shadow`` and change noth
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from langorch.domain.tool_policies import ToolPolicy, decide, tool_request
@@ -30,30 +31,36 @@ def tool_gate(spec: StepSpec, ctx: EngineContext, emit: Any) -> ToolGate | None:
     async def gate(tool: str, args: dict[str, Any]) -> str | None:
         verdict = decide(policies, tool, args)
         shown = _shown(args)
-        for index, action in verdict.shadows:
-            emit(
-                step_event(
-                    "tool_policy_shadow", spec, tool=tool, args=shown, rule=index, outcome=action
-                )
-            )
+        if verdict.action == "require_approval" and verdict.rule is not None:
+            # Asked first: the step runs again from its start once answered, and its shadow
+            # records are made then, once.
+            told = _ask(spec, ctx, emit, tool, args, policies[verdict.rule], verdict.rule)
+            _shadows(spec, emit, tool, shown, verdict.shadows)
+            return told
+        _shadows(spec, emit, tool, shown, verdict.shadows)
         if verdict.action == "allow" or verdict.rule is None:
             return None
-        policy = policies[verdict.rule]
-        if verdict.action == "deny":
-            emit(
-                step_event(
-                    "tool_call_denied",
-                    spec,
-                    tool=tool,
-                    args=shown,
-                    rule=verdict.rule,
-                    outcome="denied",
-                )
+        emit(
+            step_event(
+                "tool_call_denied", spec, tool=tool, args=shown, rule=verdict.rule, outcome="denied"
             )
-            return _told(tool, policy, "is not allowed by this workflow's tool policies")
-        return _ask(spec, ctx, emit, tool, args, policy, verdict.rule)
+        )
+        denied = "is not allowed by this workflow's tool policies"
+        return _told(tool, policies[verdict.rule], denied)
 
     return gate
+
+
+def _shadows(
+    spec: StepSpec, emit: Any, tool: str, shown: str, shadows: Sequence[tuple[int, str]]
+) -> None:
+    """Record what each matching shadow rule would have done."""
+    for index, action in shadows:
+        emit(
+            step_event(
+                "tool_policy_shadow", spec, tool=tool, args=shown, rule=index, outcome=action
+            )
+        )
 
 
 def _ask(
