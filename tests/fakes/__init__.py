@@ -18,6 +18,7 @@ from langorch.config import Settings
 from langorch.domain.prices import PriceTable
 from tests.fakes.agents import InMemoryAgents
 from tests.fakes.approvals import RecordingApprovalTimers
+from tests.fakes.budgets import InMemoryBudgetCounters
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
 from tests.fakes.definitions import InMemoryDefinitions
@@ -104,6 +105,7 @@ class Fakes:
         self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
         self.http = http
         self.prices = PriceTable.shipped()
+        self.budgets = InMemoryBudgetCounters()
         if seed_builtins:
             from langorch.app.definitions import seed_builtins as seed
 

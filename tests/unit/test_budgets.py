@@ -182,3 +182,44 @@ def test_a_negative_budget_is_refused_with_its_path() -> None:
             (FLOW % "ask").replace("per_run: 1.0", "per_run: -1"), source="t.yaml", fmt="yaml"
         )
     assert any("budget.per_run" in p.path for p in refused.value.problems)
+
+
+DAILY = (
+    BLOCKS
+    + """
+workflows:
+  - plan_id: daily
+    memory: false
+    llm_model: priced
+    prices: {"offline/priced": {input: 1000, output: 1000}}
+    budget: {per_day: 0.25, on_budget: fail}
+    steps:
+      - {step_id: summary, block_id: b_summary}
+"""
+)
+
+
+def test_a_daily_budget_stops_the_run_whose_estimate_no_longer_fits_the_day() -> None:
+    # Given a workflow whose runs may spend $0.25 a day in all (each call is estimated at
+    # about $0.11 and costs about $0.02)
+    deps = Fakes()
+    register_text(deps, DAILY)  # type: ignore[arg-type]
+
+    # When runs start one after another until one is refused
+    ended = []
+    for _ in range(20):
+        run, _ = start_run(StartRun("daily", input={"topic": "tea"}), deps)
+        ended.append(run_segment(RunSegment(run.run_id), deps))
+        if ended[-1].status == "failed":
+            break
+
+    # Then a run was refused budget_exceeded once the day's spend left no room for its estimate
+    assert [r.status for r in ended[:-1]] == ["succeeded"] * (len(ended) - 1)
+    refused = deps.runs.get_run(ended[-1].run_id)
+    assert refused.error is not None and refused.error.type == "budget_exceeded"
+    assert "workflow daily today has spent" in refused.error.message
+    # And the day's counter holds what the runs cost, within the limit
+    key = f"daily/day/{deps.clock():%Y-%m-%d}"
+    spent = deps.budgets.spent(key) / 1e6
+    assert spent == pytest.approx(sum(r.cost_usd for r in ended), abs=1e-5)
+    assert spent <= 0.25

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from langorch.app.approvals.ports import ApprovalsStore
     from langorch.app.ports import (
         AgentStore,
+        BudgetCounters,
         Clock,
         Executions,
         Ids,
@@ -155,6 +156,8 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def agents(self) -> AgentStore: ...
     @property
     def prices(self) -> PriceTable: ...
+    @property
+    def budgets(self) -> BudgetCounters: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -382,6 +385,8 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         prices=deps.prices.merged(plan.prices),
         spent_usd=run.cost_usd,
         budget=_budget(plan, deps.settings.default_approvers),
+        budget_counters=deps.budgets if plan.budget else None,
+        budget_periods=plan.budget.periods(run.workflow_id, deps.clock()) if plan.budget else [],
         tool_policies=_tool_policies(plan, deps.settings.default_approvers),
         default_max_tokens=deps.settings.default_llm_max_tokens,
     )

@@ -26,6 +26,7 @@ from langorch.config import Settings
 if TYPE_CHECKING:
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
+    from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.resources import ResourceLocksRepository
@@ -261,6 +262,13 @@ class Container:
             ),
             bedrock_client_factory=self._bedrock_client,
         )
+
+    @cached_property
+    def budgets(self) -> BudgetCountersRepository:
+        """The workflows' day and month spend, in the runs table."""
+        from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
+
+        return BudgetCountersRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
     def prices(self) -> PriceTable:

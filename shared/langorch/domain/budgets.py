@@ -13,7 +13,9 @@ Pure: the engine asks (:mod:`langorch.engine.kinds.llm`), this module says what 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,8 +39,12 @@ class BudgetSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    per_run: float = Field(gt=0)
+    per_run: float | None = Field(default=None, gt=0)
     """What one run's LLM calls may spend (US dollars), failed attempts included."""
+    per_day: float | None = Field(default=None, gt=0)
+    """What all runs of the workflow may spend per UTC day (stored counters)."""
+    per_month: float | None = Field(default=None, gt=0)
+    """What all runs of the workflow may spend per UTC calendar month (stored counters)."""
     on_budget: Literal["ask", "fail"] = "ask"
     """At the limit: ask a person (park on an approval), or end the run ``budget_exceeded``."""
     approvers: list[str] = Field(default_factory=list)
@@ -52,7 +58,29 @@ class BudgetSpec(BaseModel):
     @property
     def increment(self) -> float:
         """What an approval adds when the approver does not say otherwise."""
-        return self.raise_by if self.raise_by is not None else self.per_run
+        if self.raise_by is not None:
+            return self.raise_by
+        return self.per_run if self.per_run is not None else 0.0
+
+    def periods(self, workflow_id: str, now: datetime) -> list[tuple[str, int]]:
+        """The workflow's period counters this call reserves against: ``(key, limit in
+        micro-dollars)`` for the day and the month of ``now`` (UTC) that have a limit."""
+        day, month = now.astimezone(UTC).strftime("%Y-%m-%d"), now.astimezone(UTC).strftime("%Y-%m")
+        found = []
+        if self.per_day is not None:
+            found.append((f"{workflow_id}/day/{day}", micros(self.per_day)))
+        if self.per_month is not None:
+            found.append((f"{workflow_id}/month/{month}", micros(self.per_month)))
+        return found
+
+
+MICROS = 1_000_000
+"""Counters hold micro-dollars: integers, so a conditional add is exact in every store."""
+
+
+def micros(usd: float) -> int:
+    """``usd`` in micro-dollars, rounded up (a reservation never holds less than asked)."""
+    return math.ceil(round(usd * MICROS, 3))
 
 
 class BudgetExceededError(StepFailedError):
@@ -68,6 +96,12 @@ def budget_problems(budget: BudgetSpec | None, plan_approvers: list[str]) -> Ite
     """What is wrong with a workflow's ``budget`` (paths from the workflow)."""
     if budget is None:
         return
+    if budget.per_run is None and budget.per_day is None and budget.per_month is None:
+        yield Problem(
+            "budget",
+            "a budget needs a limit",
+            "set per_run, per_day or per_month (US dollars), e.g. budget: {per_run: 5.00}",
+        )
     yield from identity_problems(budget.approvers, "budget.approvers")
     if budget.on_budget == "ask" and not (budget.approvers or plan_approvers):
         yield Problem(
@@ -82,10 +116,11 @@ def over_budget(spent: float, estimate: float, limit: float) -> bool:
     return spent + estimate > limit + 1e-12
 
 
-def budget_message(spent: float, limit: float, estimate: float) -> str:
-    """What the approver (and the run's error) reads."""
+def budget_message(spent: float, limit: float, estimate: float, *, whose: str = "this run") -> str:
+    """What the approver (and the run's error) reads; ``whose`` names the budget's holder
+    (``this workflow today``)."""
     return (
-        f"this run has spent {format_usd(spent)} of {format_usd(limit)}; "
+        f"{whose} has spent {format_usd(spent)} of {format_usd(limit)}; "
         f"the next step is estimated at {format_usd(estimate)}"
     )
 
@@ -98,6 +133,7 @@ def budget_request(
     estimate: float,
     budget: BudgetSpec,
     approvers: list[str],
+    whose: str = "this run",
 ) -> dict[str, Any]:
     """The approval request of a budget question, shaped as an ``approval`` step's, so the
     approval machinery (links, policies, reminders, the console) handles it as any other."""
@@ -105,7 +141,7 @@ def budget_request(
         "kind": "approval",
         "step_id": step_id + BUDGET_STEP_SUFFIX,
         "title": f"Budget: raise this run's budget to go on with {step_id}?",
-        "message": budget_message(spent, limit, estimate),
+        "message": budget_message(spent, limit, estimate, whose=whose),
         "context": {
             "spent_usd": round(spent, 6),
             "budget_usd": round(limit, 6),

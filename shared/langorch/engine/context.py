@@ -131,6 +131,16 @@ class ResourceGate(Protocol):
     def release(self, name: str, holder: str) -> bool: ...
 
 
+class BudgetCounter(Protocol):
+    """The workflow's stored spend per day and month (``app.ports.BudgetCounters``)."""
+
+    def reserve(self, key: str, amount: int, limit: int) -> bool: ...
+
+    def settle(self, key: str, amount: int) -> None: ...
+
+    def spent(self, key: str) -> int: ...
+
+
 class ActionDispatch(Protocol):
     """Performs a CKP step's action on a registered agent or MCP tool (``app.agent_calls``)."""
 
@@ -207,6 +217,11 @@ class EngineContext:
     every priced attempt of this segment (failed ones too), added as they end."""
     budget: BudgetSpec | None = None
     """The workflow's budget, its approvers resolved (``None``: no budget)."""
+    budget_counters: BudgetCounter | None = None
+    """The workflows' stored day and month spend (``None``: period budgets are not kept)."""
+    budget_periods: list[tuple[str, int]] = field(default_factory=list)
+    """This segment's period counters: ``(key, limit in micro-dollars)`` (the day and month
+    of the segment's start)."""
     tool_policies: list[ToolPolicy] = field(default_factory=list)
     """The workflow's tool-call rules, their approvers resolved (empty: every call allowed)."""
     default_max_tokens: int | None = None

@@ -72,7 +72,7 @@ async def call_llm(
         block.description or ""
     )
     system = render(system, scope)
-    granted = _within_budget(spec, state, ctx, provider, len(system) + len(prompt))
+    granted, held = _within_budget(spec, state, ctx, provider, len(system) + len(prompt))
     visit = visits_of(spec, state)
     effects = _begin(spec, ctx, visit, attempt, list(block.tools_required))
     request = LLMRequest(
@@ -106,18 +106,23 @@ async def call_llm(
             raise
         return asdict(made)
 
-    if effects is None:
-        result = LLMResult(**await answer())
-    else:
-        # Recorded (seed 001 §5): a step run again after a crash reuses the answer, and the
-        # tool calls made on the way to it, instead of making them again.
-        try:
-            recorded, _ = await effects.once("llm", _digest(request), answer)
-        finally:
-            await effects.aclose()
-        result = LLMResult(**recorded)
+    try:
+        if effects is None:
+            result = LLMResult(**await answer())
+        else:
+            # Recorded (seed 001 §5): a step run again after a crash reuses the answer, and
+            # the tool calls made on the way to it, instead of making them again.
+            try:
+                recorded, _ = await effects.once("llm", _digest(request), answer)
+            finally:
+                await effects.aclose()
+            result = LLMResult(**recorded)
+    except BaseException as exc:
+        _settle(ctx, held, getattr(exc, "cost_usd", 0.0))  # parked or failed: what it cost
+        raise
     tokens, usage = _usage(spec, result)
     cost = _charge(ctx, result.provider, result.model, tokens)
+    _settle(ctx, held, cost or 0.0)
     if cost is not None:
         usage["cost_usd"] = cost
     if granted:
@@ -127,7 +132,7 @@ async def call_llm(
 
 def _within_budget(
     spec: StepSpec, state: OrchestrationState, ctx: EngineContext, provider: str, chars: int
-) -> float:
+) -> tuple[float, list[tuple[str, int]]]:
     """Before the call: ask a person (or fail) when its estimate would cross the run's budget.
 
     The estimate is the prompt (``chars``) and the whole output limit, priced. Asking parks the
@@ -135,8 +140,15 @@ def _within_budget(
     record keeps the raise, so later steps and segments see it), a rejection or a timeout ends
     the run ``budget_exceeded``.
 
+    Then the workflow's day and month counters (``per_day``, ``per_month``) are reserved the
+    estimate, each by one conditional write: of runs racing for the last of a day's budget,
+    those whose estimate no longer fits are refused, so the day overspends by at most what one
+    call costs past its estimate. Refused, the run asks (or fails) as for its own budget;
+    approved, the reservation is made past the limit.
+
     Returns:
-        What approvals asked here added to the budget (US dollars).
+        What approvals asked here added to the run's budget (US dollars), and the counters
+        reserved (key, micro-dollars) for :func:`_settle` once the call's cost is known.
 
     Raises:
         BudgetExceededError: ``on_budget: fail``, or the question was not approved.
@@ -151,7 +163,7 @@ def _within_budget(
 
     budget = ctx.budget
     if budget is None or ctx.prices is None:
-        return 0.0
+        return 0.0, []
     model = priced_model(provider, spec.model, ctx)
     estimate = ctx.prices.estimate(
         provider,
@@ -160,11 +172,11 @@ def _within_budget(
         max_output_tokens=spec.max_tokens or ctx.default_max_tokens,
     )
     if estimate is None:
-        return 0.0  # an unpriced model cannot be estimated: validation warns, the call goes on
+        return 0.0, []  # an unpriced model cannot be estimated: the call goes on
     granted = 0.0
     earlier = sum(float(u.get("budget_granted") or 0) for u in state.get("usage") or ())
-    limit = budget.per_run + earlier
-    while over_budget(ctx.spent_usd, estimate, limit + granted):
+    limit = (budget.per_run or 0.0) + earlier
+    while budget.per_run is not None and over_budget(ctx.spent_usd, estimate, limit + granted):
         message = budget_message(ctx.spent_usd, limit + granted, estimate)
         if budget.on_budget == "fail":
             raise BudgetExceededError(f"step {spec.step_id}: {message} (on_budget: fail)")
@@ -186,7 +198,77 @@ def _within_budget(
                 f"step {spec.step_id}: {message}; the raise was {decision.get('decision')}{who}"
             )
         granted += granted_raise(decision, budget)
-    return granted
+    return granted, _reserve(spec, ctx, budget, estimate)
+
+
+def _reserve(
+    spec: StepSpec, ctx: EngineContext, budget: Any, estimate: float
+) -> list[tuple[str, int]]:
+    """Reserve ``estimate`` on each of the workflow's period counters, asking (or failing)
+    when one is spent; the reservations made."""
+    from langorch.domain.budgets import BudgetExceededError, budget_request, micros
+
+    counters = ctx.budget_counters
+    if counters is None or not ctx.budget_periods:
+        return []
+    amount = micros(estimate)
+    held: list[tuple[str, int]] = []
+    for key, limit in ctx.budget_periods:
+        if counters.reserve(key, amount, limit):
+            held.append((key, amount))
+            continue
+        period = {"day": "today", "month": "this month"}.get(key.split("/")[-2], "")
+        whose = f"workflow {ctx.workflow_id} {period}".rstrip()
+        spent, cap = counters.spent(key) / 1e6, limit / 1e6
+        message = budget_message_for(whose, spent, cap, estimate)
+        if budget.on_budget == "fail":
+            _release(ctx, held)
+            raise BudgetExceededError(f"step {spec.step_id}: {message} (on_budget: fail)")
+        from langgraph.types import interrupt
+
+        request = budget_request(
+            step_id=spec.step_id,
+            spent=spent,
+            limit=cap,
+            estimate=estimate,
+            budget=budget,
+            approvers=list(budget.approvers or ctx.default_approvers),
+            whose=whose,
+        )
+        request["editable"] = {}  # the approval lets this call past; it raises no limit
+        answer = interrupt(request)
+        decision = answer if isinstance(answer, dict) else {"decision": str(answer)}
+        if decision.get("decision") != "approved":
+            _release(ctx, held)
+            who = f" by {decision['approver']}" if decision.get("approver") else ""
+            raise BudgetExceededError(
+                f"step {spec.step_id}: {message}; going past it was {decision.get('decision')}{who}"
+            )
+        counters.settle(key, amount)  # approved: reserved past the limit
+        held.append((key, amount))
+    return held
+
+
+def budget_message_for(whose: str, spent: float, limit: float, estimate: float) -> str:
+    """The budget message of a period counter (``workflow X (daily budget) has spent …``)."""
+    from langorch.domain.budgets import budget_message
+
+    return budget_message(spent, limit, estimate, whose=whose)
+
+
+def _release(ctx: EngineContext, held: list[tuple[str, int]]) -> None:
+    """Give back reservations of a call that will not be made."""
+    _settle(ctx, held, 0.0)
+
+
+def _settle(ctx: EngineContext, held: list[tuple[str, int]], cost: float) -> None:
+    """Replace each reservation by what the call cost (``cost``, US dollars)."""
+    from langorch.domain.budgets import micros
+
+    if ctx.budget_counters is None:
+        return
+    for key, amount in held:
+        ctx.budget_counters.settle(key, micros(cost) - amount)
 
 
 def _charge(ctx: EngineContext, provider: str, model: str, tokens: dict[str, int]) -> float | None:
