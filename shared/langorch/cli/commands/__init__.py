@@ -11,6 +11,7 @@ from types import ModuleType
 from langorch.cli.commands import (
     agents,
     approvals,
+    audit,
     blocks,
     console,
     dev,
@@ -34,6 +35,7 @@ GROUPS: list[ModuleType] = [
     runs,
     hooks,
     approvals,
+    audit,
     files,
     keys,
     secrets,
