@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_an_exported_ledger_chains_the_run_its_question_every_event_and_the_deci
     assert decided["authorised"] == digest(decided["payload"])
     # And each entry links to the one before
     assert entries[0]["prev"] == GENESIS
-    assert all(b["prev"] == a["digest"] for a, b in zip(entries, entries[1:], strict=False))
+    assert all(b["prev"] == a["digest"] for a, b in itertools.pairwise(entries))
     assert verify(_lines(entries)).ok
 
 
