@@ -193,3 +193,23 @@ def test_an_ended_run_emits_its_cost_as_run_cost_by_workflow(
     assert directive["Namespace"] == "langorch"
     assert directive["Dimensions"] == [["service", "workflow"]]
     assert (line["RunCost"], line["workflow"]) == ([0.0123], "priced")
+
+
+def test_the_consoles_workflow_page_sums_what_its_latest_runs_cost() -> None:
+    # Given two priced runs of a workflow
+    from langorch.console.listing import run_cost, workflow_cost
+
+    deps = Fakes()
+    register_text(deps, FLOW)  # type: ignore[arg-type]
+    first, _ = _run(deps)
+    second, _ = _run(deps)
+    runs = [deps.runs.get_run(first), deps.runs.get_run(second)]
+
+    # When the workflow page reads its cost
+    cost = workflow_cost(deps, "priced")
+
+    # Then it is their sum and average, and each run's row shows its own
+    total = sum(r.cost_usd for r in runs)
+    assert (cost["runs"], cost["total"]) == (2, f"${total:.4f}")
+    assert cost["average"] == f"${total / 2:.4f}"
+    assert run_cost(runs[0]) == f"${runs[0].cost_usd:.4f}"

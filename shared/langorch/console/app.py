@@ -202,6 +202,7 @@ class ConsoleApp:
         env.filters["ago"] = _ago
         env.filters["seconds"] = _seconds
         env.filters["snippet"] = listing.error_snippet
+        env.filters["cost"] = listing.run_cost
         env.filters["cursor"] = listing.format_cursor
         env.globals["nav"] = [
             ("/runs", "Runs"),
