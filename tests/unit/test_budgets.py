@@ -223,3 +223,23 @@ def test_a_daily_budget_stops_the_run_whose_estimate_no_longer_fits_the_day() ->
     spent = deps.budgets.spent(key) / 1e6
     assert spent == pytest.approx(sum(r.cost_usd for r in ended), abs=1e-5)
     assert spent <= 0.25
+
+
+def test_a_budgeted_step_on_a_model_without_a_price_fails_naming_the_price_to_add() -> None:
+    # Given a deployment that prices nothing, and a budgeted workflow that prices nothing either
+    from langorch.domain.prices import PriceTable
+
+    deps = Fakes()
+    deps.prices = PriceTable({})
+    text = (FLOW % "ask").replace('prices: {"offline/priced": {input: 1000, output: 1000}}', "")
+    register_text(deps, text)  # type: ignore[arg-type]
+
+    # When a run reaches its first LLM step
+    run, _ = start_run(StartRun("capped", input={"topic": "tea"}), deps)
+    ended = run_segment(RunSegment(run.run_id), deps)
+
+    # Then the run fails rather than spend unmetered, naming the price to add
+    assert ended.status == "failed"
+    error = deps.runs.get_run(run.run_id).error
+    assert error is not None and error.type == "UnpricedModelError"
+    assert "'offline/priced'" in error.message and "prices:" in error.message

@@ -130,6 +130,11 @@ async def call_llm(
     return dict(result.outputs), tokens, usage
 
 
+class UnpricedModelError(StepFailedError):
+    """A budgeted workflow's step uses a model no price table prices: its cost cannot be kept
+    within the budget."""
+
+
 def _within_budget(
     spec: StepSpec, state: OrchestrationState, ctx: EngineContext, provider: str, chars: int
 ) -> tuple[float, list[tuple[str, int]]]:
@@ -172,7 +177,12 @@ def _within_budget(
         max_output_tokens=spec.max_tokens or ctx.default_max_tokens,
     )
     if estimate is None:
-        return 0.0, []  # an unpriced model cannot be estimated: the call goes on
+        # Fail closed: a budget that cannot be kept must not look kept.
+        raise UnpricedModelError(
+            f"step {spec.step_id}: the workflow has a budget, but model {model!r} of provider "
+            f"{provider!r} has no price; add '{provider}/{model}' to the workflow's prices: (or "
+            "to the deployment's LANGORCH_PRICES_FILE), in US dollars per million tokens"
+        )
     granted = 0.0
     earlier = sum(float(u.get("budget_granted") or 0) for u in state.get("usage") or ())
     limit = (budget.per_run or 0.0) + earlier
