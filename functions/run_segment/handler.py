@@ -27,7 +27,7 @@ import json
 import time
 from typing import Annotated, Any, Literal
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics, Tracer, single_metric
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -38,6 +38,8 @@ from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.errors import LeaseHeldError, LeaseLostError, StorageError
 from langorch.domain.runs import RunError
 from langorch.observability import (
+    NAMESPACE,
+    SERVICE,
     logger,
     metrics,
     retried_on_purpose,
@@ -213,8 +215,21 @@ def _segment(request: SegmentEvent) -> dict[str, Any]:
     ended = _ENDED_METRIC.get(result.status) if result.ended else None
     if ended:
         measure.add_metric(ended, MetricUnit.Count, 1)
+    if result.ended and result.workflow_id:
+        _dollars("RunCost", result.cost_usd, workflow=result.workflow_id)
     log.info("segment answered", extra={"status": result.status})
     return {**result.to_dict(), "resume": None}
+
+
+def _dollars(name: str, value: float, **dimensions: str) -> None:
+    """A metric in US dollars (``RunCost``) with its own dimensions, not the process's shared
+    set (as the trigger's ``RunsStarted`` per trigger)."""
+    with single_metric(
+        name=name, unit=MetricUnit.NoUnit, value=value, namespace=NAMESPACE
+    ) as metric:
+        metric.add_dimension("service", SERVICE)
+        for key, dimension in dimensions.items():
+            metric.add_dimension(key, dimension)
 
 
 def _fail(request: FailEvent) -> dict[str, Any]:

@@ -230,6 +230,13 @@ class Observability(Construct):
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
+                title="Run cost by workflow (USD)",
+                left=[search("RunCost", "workflow", "cost")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
                 title="Function errors",
                 left=[f.metric_errors(period=PERIOD, label=n) for n, f in functions.items()],
                 width=8,

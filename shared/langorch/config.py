@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     """Output token limit for LLM steps whose block and workflow set none."""
     default_llm_temperature: float | None = Field(default=None, ge=0, le=2)
     """Temperature for LLM steps whose block and workflow set none."""
+    prices_file: str | None = None
+    """LLM prices over the shipped ones (a JSON or YAML file of ``provider/model`` to US
+    dollars per million tokens, :mod:`langorch.domain.prices`)."""
     offline_script: str | None = None
     """Scripted answers for the offline provider (a JSON or YAML file)."""
     openai_api_key: str | None = Field(

@@ -15,9 +15,11 @@ from langgraph.store.memory import InMemoryStore
 
 from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
+from langorch.domain.prices import PriceTable
 from tests.fakes.agents import InMemoryAgents
 from tests.fakes.approvals import RecordingApprovalTimers
 from tests.fakes.artifacts import InMemoryArtifacts
+from tests.fakes.budgets import InMemoryBudgetCounters
 from tests.fakes.checkpoints import InMemoryCheckpoints
 from tests.fakes.clock import T0, FakeClock, SequentialIds
 from tests.fakes.definitions import InMemoryDefinitions
@@ -109,6 +111,8 @@ class Fakes:
         self.memory_store = InMemoryStore()
         self.llm: LLMRegistry = LLMRegistry(default_provider="offline", offline_script=script)
         self.http = http
+        self.prices = PriceTable.shipped()
+        self.budgets = InMemoryBudgetCounters()
         if seed_builtins:
             from langorch.app.definitions import seed_builtins as seed
 

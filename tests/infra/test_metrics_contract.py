@@ -62,10 +62,10 @@ def _replay(module_name: str) -> int:
                 metrics.add_metric(name=name, unit="Count", value=1)
                 metrics.flush_metrics()
                 emitted += 1
-        elif isinstance(func, ast.Name) and func.id == "_count":
+        elif isinstance(func, ast.Name) and func.id in ("_count", "_dollars"):
             dimensions = {k.arg: "x" for k in node.keywords if k.arg}
             for name in _names(node.args[0]):
-                module._count(name, 1, **dimensions)
+                getattr(module, func.id)(name, 1, **dimensions)
                 emitted += 1
         elif ast.unparse(func).endswith("unexpected_error"):
             from langorch import observability

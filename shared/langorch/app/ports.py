@@ -443,6 +443,31 @@ class ToolConnector(Protocol):
     ) -> ToolConnection: ...
 
 
+class BudgetCounters(Protocol):
+    """What each workflow spent per period (``domain.budgets``), in micro-dollars.
+
+    Contract (``tests/contracts/test_budget_counters.py``): a reservation is one conditional
+    write, so of concurrent reservations against one key no set of granted ones passes the
+    limit; a settle adds unconditionally (negative: gives back).
+    """
+
+    def reserve(self, key: str, amount: int, limit: int) -> bool:
+        """Add ``amount`` to ``key`` if the total stays within ``limit``; whether it did.
+
+        Raises:
+            StorageError: the store failed.
+        """
+        ...
+
+    def settle(self, key: str, amount: int) -> None:
+        """Add ``amount`` (may be negative) to ``key``, whatever its total."""
+        ...
+
+    def spent(self, key: str) -> int:
+        """What ``key`` holds (0 when never written)."""
+        ...
+
+
 class ResourceLocks(Protocol):
     """Resource leases and their FIFO queues (seed 001 §7b), and each resource's limit
     (DynamoDB's ``adapters.dynamodb.resources``, SQLite's ``adapters.sqlite.resources``).

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from langorch.app.approvals.ports import ApprovalsStore
     from langorch.app.ports import (
         AgentStore,
+        BudgetCounters,
         Clock,
         Executions,
         Ids,
@@ -61,6 +62,9 @@ if TYPE_CHECKING:
         WorkflowSource,
     )
     from langorch.config import Settings
+    from langorch.domain.budgets import BudgetSpec
+    from langorch.domain.prices import PriceTable
+    from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import (
         ArtifactWriter,
@@ -163,6 +167,10 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def executions(self) -> Executions: ...
     @property
     def agents(self) -> AgentStore: ...
+    @property
+    def prices(self) -> PriceTable: ...
+    @property
+    def budgets(self) -> BudgetCounters: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -435,7 +443,34 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         actions=AgentCalls.of(deps),
         secrets=SecretValues(deps.secrets),
         redacted=_sensitive(plan),
+        prices=deps.prices.merged(plan.prices),
+        spent_usd=run.cost_usd,
+        budget=_budget(plan, deps.settings.default_approvers),
+        budget_counters=deps.budgets if plan.budget else None,
+        budget_periods=plan.budget.periods(run.workflow_id, deps.clock()) if plan.budget else [],
+        tool_policies=_tool_policies(plan, deps.settings.default_approvers),
+        default_max_tokens=deps.settings.default_llm_max_tokens,
     )
+
+
+def _tool_policies(plan: Any, default_approvers: list[str]) -> list[ToolPolicy]:
+    """The workflow's tool-call rules, each with its approvers resolved (its own, the
+    workflow's, the deployment's)."""
+    approvers = list(plan.approvers or default_approvers)
+    return [
+        rule if rule.approvers else rule.model_copy(update={"approvers": approvers})
+        for rule in plan.tool_policies or ()
+    ]
+
+
+def _budget(plan: Any, default_approvers: list[str]) -> BudgetSpec | None:
+    """The workflow's budget with its approvers resolved: its own, the workflow's, the
+    deployment's."""
+    budget: BudgetSpec | None = plan.budget
+    if budget is None or budget.approvers:
+        return budget
+    approvers = list(plan.approvers or default_approvers)
+    return budget.model_copy(update={"approvers": approvers})
 
 
 def _sensitive(plan: Any) -> frozenset[str]:

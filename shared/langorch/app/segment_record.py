@@ -24,6 +24,7 @@ from langorch.domain.runs import (
     TimelineEventType,
     TokenUsage,
     paused,
+    timeline_cost,
     transition,
 )
 
@@ -71,6 +72,8 @@ class SegmentResult:
     """LLM tokens (input + output) this segment's steps used."""
     ended: bool = False
     """This segment ended the run (``False`` when the run had already ended before it)."""
+    cost_usd: float = 0.0
+    """What the run has cost so far, this segment included (for the ``RunCost`` metric)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The Step Functions payload (JSON-serialisable)."""
@@ -119,6 +122,9 @@ def record_segment(
     if resumed is not None:
         events.insert(1, resumed)
     status = result.status
+    spent = timeline_cost(events)
+    if spent:
+        run = run.model_copy(update={"cost_usd": round(run.cost_usd + spent, 9)})
     if result.request:
         # What an approval shows is bounded where the run stores it (record and Step Functions
         # payload alike): long values are cut with a marker, never a record that cannot be saved.
@@ -163,6 +169,7 @@ def record_segment(
         steps_run=sum(1 for e in events if e.type == TimelineEventType.step_finished),
         llm_tokens=sum(e.tokens.input + e.tokens.output for e in events if e.tokens),
         ended=run.is_terminal,
+        cost_usd=run.cost_usd,
     )
 
 
@@ -202,6 +209,8 @@ _ENGINE_EVENTS = {
     "step_failed": TimelineEventType.step_failed,
     "step_retried": TimelineEventType.step_retried,
     "tool_called": TimelineEventType.tool_called,
+    "tool_call_denied": TimelineEventType.tool_call_denied,
+    "tool_policy_shadow": TimelineEventType.tool_policy_shadow,
     "resource_waiting": TimelineEventType.resource_waiting,
     "resource_acquired": TimelineEventType.resource_acquired,
     "resource_released": TimelineEventType.resource_released,
@@ -230,6 +239,9 @@ _DETAIL = (
     "action_step",
     "batch",
     "fix",
+    "cost_usd",
+    "rule",
+    "decided_by",
 )
 """What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
 step's id and the size of the agent call it was part of)."""

@@ -44,6 +44,7 @@ from langorch.llm.toolbox import ToolSpec, UnboundToolError
 
 if TYPE_CHECKING:
     from langorch.app.ports import SecretsStore, ToolConnection, ToolConnector, ToolServerStore
+    from langorch.engine.context import ToolGate
 
 logger = logging.getLogger(__name__)
 
@@ -113,9 +114,17 @@ class RecordedSideEffects:
         )
 
     def begin(
-        self, *, step_id: str, visit: int, attempt: int, tools: list[str], emit: Emit
+        self,
+        *,
+        step_id: str,
+        visit: int,
+        attempt: int,
+        tools: list[str],
+        emit: Emit,
+        gate: ToolGate | None = None,
     ) -> StepAttempt:
-        """The recorder (and toolbox, when ``tools``) of one attempt of one step."""
+        """The recorder (and toolbox, when ``tools``) of one attempt of one step; ``gate`` is
+        asked before each tool call."""
         recorder = TaskRecorder(self._tasks, self._run_id, step_id, visit, attempt)
         toolbox = None
         if tools:
@@ -127,6 +136,7 @@ class RecordedSideEffects:
                 where={"run_id": self._run_id, "step_id": step_id, "attempt": attempt},
                 max_calls=self._max_calls,
                 call_timeout=self._timeout,
+                gate=gate,
             )
         return StepAttempt(recorder, toolbox)
 
@@ -277,6 +287,8 @@ class StepToolbox:
         where: ``run_id``, ``step_id``, ``attempt`` for events, logs and messages.
         max_calls: Calls the step may make; later calls are refused (told to the model).
         call_timeout: Seconds per call.
+        gate: Asked before each call (the tool policies): a text refuses the call, told to
+            the model; it may park the run for a person first.
     """
 
     def __init__(
@@ -289,7 +301,9 @@ class StepToolbox:
         where: dict[str, Any],
         max_calls: int,
         call_timeout: float,
+        gate: ToolGate | None = None,
     ) -> None:
+        self._gate = gate
         self._names = names
         self._recorder = recorder
         self._resolve = resolve
@@ -343,6 +357,10 @@ class StepToolbox:
                 "refused",
             )
         self._calls += 1
+        if self._gate is not None:
+            refused = await self._gate(name, args)  # may park the run for a person
+            if refused is not None:
+                return refused, "refused"
         run, server = await self._runner(name, summary, started)
 
         async def make(key: str | None = None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from langorch.domain.prices import format_usd
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 
 _MARK = {
@@ -15,6 +16,8 @@ _MARK = {
     TimelineEventType.step_failed: "FAILED",
     TimelineEventType.step_retried: "retry",
     TimelineEventType.tool_called: "tool",
+    TimelineEventType.tool_call_denied: "denied",
+    TimelineEventType.tool_policy_shadow: "shadow",
     TimelineEventType.approval_requested: "approval?",
     TimelineEventType.approval_decided: "decided",
     TimelineEventType.approval_timed_out: "timed out",
@@ -46,6 +49,11 @@ def _duration(ms: int | None) -> str:
 def _short(value: Any, limit: int = 60) -> str:
     text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _cost(detail: dict[str, Any]) -> str:
+    cost = detail.get("cost_usd")
+    return format_usd(cost) if isinstance(cost, int | float) and cost > 0 else ""
 
 
 class AskedAt(dict[str, datetime]):
@@ -84,6 +92,7 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f"-> {detail['branch']}")
         if event.tokens and (event.tokens.input or event.tokens.output):
             parts.append(f"{event.tokens.input}+{event.tokens.output} tokens")
+        parts.append(_cost(detail))
         if event.outputs_summary:
             parts.append(
                 ", ".join(
@@ -94,6 +103,7 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         if event.error:
             parts.append(f"{event.error.type}: {_short(event.error.message, 80)}")
         parts.append(f"attempt {detail.get('attempt', '?')}")
+        parts.append(_cost(detail))
         if detail.get("routed_to"):
             parts.append(f"-> {detail['routed_to']}")
     elif kind == TimelineEventType.tool_called:
@@ -105,6 +115,12 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
             parts.append(f"batch of {detail['batch']}")
         if detail.get("tool_error"):
             parts.append(_short(detail["tool_error"], 80))
+    elif kind in (TimelineEventType.tool_call_denied, TimelineEventType.tool_policy_shadow):
+        parts.append(f"{detail.get('tool', '?')}({_short(detail.get('args', ''), 50)})")
+        verb = "would " if kind == TimelineEventType.tool_policy_shadow else ""
+        parts.append(f"{verb}{detail.get('outcome', '')} by tool_policies[{detail.get('rule')}]")
+        if detail.get("decided_by"):
+            parts.append(f"({detail['decided_by']})")
     elif kind == TimelineEventType.approval_requested:
         who = ", ".join(detail.get("approvers") or ["(default approvers)"])
         parts.append(f"asked {who} for a fix" if isinstance(fix, dict) else f"asked {who}")
@@ -274,7 +290,8 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
     lines = [
         f"run {run.run_id}  {run.workflow_id}@{run.workflow_version}  {run.status.value}",
         f"  trigger {run.trigger.type}, created {run.created_at:%Y-%m-%d %H:%M:%S} UTC, "
-        f"{run.segment} segment(s){took}",
+        f"{run.segment} segment(s){took}"
+        + (f", cost {format_usd(run.cost_usd)}" if run.cost_usd else ""),
         "",
     ]
     paused = pause_line(run)

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from langorch.adapters.artifacts import S3Artifacts, S3ArtifactWriter
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
+    from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.resources import ResourceLocksRepository
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from langorch.adapters.sts import CallerIdentity
     from langorch.app.memory import MemoryManager
     from langorch.app.ports import ApprovalNotifier, EmailSender, EventBus, ToolConnector
+    from langorch.domain.prices import PriceTable
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import Downloader, HttpCaller
     from langorch.llm import LLMRegistry
@@ -350,6 +352,25 @@ class Container:
                 timeout_seconds=settings.anthropic_timeout_seconds,
             ),
         )
+
+    @cached_property
+    def budgets(self) -> BudgetCountersRepository:
+        """The workflows' day and month spend, in the runs table."""
+        from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
+
+        return BudgetCountersRepository(self.client("dynamodb"), self.settings.runs_table)
+
+    @cached_property
+    def prices(self) -> PriceTable:
+        """The deployment's LLM prices: the shipped table, under the price file if one is set."""
+        from langorch.domain.prices import PriceTable
+
+        table = PriceTable.shipped()
+        if not self.settings.prices_file:
+            return table
+        from langorch.adapters.prices import read_prices
+
+        return table.merged(read_prices(self.settings.prices_file))
 
     def _bedrock_client(self, read_timeout: float) -> Any:
         # Not self.client(): Bedrock is never the emulator, and never its fake credentials

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from langorch.adapters.sqlite._db import Database
     from langorch.adapters.sqlite.agents import SqliteAgents
     from langorch.adapters.sqlite.approvals import SqliteApprovals
+    from langorch.adapters.sqlite.budgets import SqliteBudgetCounters
     from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
     from langorch.adapters.sqlite.definitions import SqliteDefinitions
     from langorch.adapters.sqlite.logs import SqliteLogs
@@ -83,6 +84,13 @@ class EmbeddedContainer(Container):
         from langorch.adapters.sqlite.tasks import SqliteTasks
 
         return SqliteTasks(self.db)
+
+    @cached_property
+    def budgets(self) -> SqliteBudgetCounters:  # type: ignore[override]
+        """The workflows' day and month spend, in the home's database."""
+        from langorch.adapters.sqlite.budgets import SqliteBudgetCounters
+
+        return SqliteBudgetCounters(self.db)
 
     @cached_property
     def resources(self) -> SqliteResourceLocks:  # type: ignore[override]

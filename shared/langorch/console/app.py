@@ -208,6 +208,7 @@ class ConsoleApp:
         env.filters["seconds"] = _seconds
         env.filters["filesize"] = human_size
         env.filters["snippet"] = listing.error_snippet
+        env.filters["cost"] = listing.run_cost
         env.filters["cursor"] = listing.format_cursor
         env.globals["nav"] = [
             ("/runs", "Runs"),

@@ -26,6 +26,7 @@ from langorch.console.redact import shown
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import LangorchError, NotFoundError
 from langorch.domain.plan.graph import StepGraph
+from langorch.domain.prices import format_usd
 from langorch.domain.runs import RunRecord, RunStatus
 
 PAGE_SIZE = 50
@@ -134,9 +135,15 @@ def run_row(run: RunRecord) -> dict[str, Any]:
         "trigger": run.trigger.type,
         "created_at": run.created_at.astimezone(UTC).isoformat(),
         "took_seconds": took,
+        "cost": run_cost(run),
         "error": error_snippet(run),
         "cursor": format_cursor(run),
     }
+
+
+def run_cost(run: RunRecord) -> str:
+    """What a run cost, as the runs list shows it (``—``: nothing priced)."""
+    return format_usd(run.cost_usd) if run.cost_usd else "—"
 
 
 def error_snippet(run: RunRecord) -> str:
@@ -258,6 +265,26 @@ def workflow_view(container: Any, workflow_id: str, request: Request) -> dict[st
         "against": against,
         "fields": input_fields(plan),
         "yaml": plan_yaml(plan),
+        "cost": workflow_cost(container, workflow_id),
+    }
+
+
+COST_RUNS = 100
+"""How many of a workflow's latest runs its page sums the cost of."""
+
+
+def workflow_cost(container: Any, workflow_id: str) -> dict[str, Any]:
+    """What the workflow's latest runs (at most :data:`COST_RUNS`) cost: in all, on average,
+    and the dearest run."""
+    runs = container.runs.list_runs(workflow_id=workflow_id, limit=COST_RUNS)
+    total = sum(r.cost_usd for r in runs)
+    dearest = max(runs, key=lambda r: r.cost_usd, default=None)
+    return {
+        "runs": len(runs),
+        "total": format_usd(total),
+        "average": format_usd(total / len(runs)) if runs else "—",
+        "dearest": dearest.run_id if dearest is not None and dearest.cost_usd else None,
+        "dearest_cost": format_usd(dearest.cost_usd) if dearest is not None else "—",
     }
 
 

@@ -25,6 +25,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
+from langorch.domain.budgets import BudgetSpec
+from langorch.domain.prices import TokenPrice
 from langorch.domain.step_settings import (
     ASK,
     IDENTIFIER,
@@ -44,6 +46,7 @@ from langorch.domain.step_settings import (
     TerminateSpec,
     WaitSpec,
 )
+from langorch.domain.tool_policies import ToolPolicy
 
 __all__ = [
     "ASK",
@@ -425,6 +428,15 @@ class TaskPlan(_Model):
     category: str = ""
     tags: list[str] = Field(default_factory=list)
     created_by: str = "system"
+    prices: dict[str, TokenPrice] | None = Field(default=None, exclude_if=_unset)
+    """This workflow's LLM prices by ``"provider/model"`` (US dollars per million tokens),
+    over the deployment's (:mod:`langorch.domain.prices`). Left out of dumps while unset."""
+    budget: BudgetSpec | None = Field(default=None, exclude_if=_unset)
+    """What one run may spend on LLM calls, and who is asked past it
+    (:mod:`langorch.domain.budgets`). Left out of dumps while unset."""
+    tool_policies: list[ToolPolicy] | None = Field(default=None, exclude_if=_unset)
+    """Rules over the tool calls its LLM steps make: allow, deny or require approval
+    (:mod:`langorch.domain.tool_policies`). Left out of dumps while unset."""
     ckp: str | None = Field(default=None, exclude_if=_unset)
     """The CKP procedure this plan was compiled from, as JSON text in the author's key order
     (:mod:`langorch.domain.ckp`): what ``workflows show`` prints and ``export --ckp`` writes.
@@ -474,6 +486,9 @@ _ADDED_FIELDS = (
     "hooks",
     "ckp",
     "ask",
+    "prices",
+    "budget",
+    "tool_policies",
 )
 """Fields added to blocks and steps after definitions were first stored. Left out of the hash
 while unset, so upgrading langorch does not give every stored definition a new version."""

@@ -337,6 +337,9 @@ class RunRecord(_Stored):
     held: dict[str, Any] | None = None
     """While ``paused``: the answer to ``pending`` that arrived meanwhile (an approval's
     decision, the end of a wait), given to the run when it is resumed."""
+    cost_usd: float = Field(default=0.0, ge=0)
+    """What the run's LLM calls cost so far, failed attempts included (US dollars): the sum
+    of its timeline's ``cost_usd``, added by each segment as it is recorded."""
 
     @field_validator("created_at", "updated_at", "started_at", "ended_at")
     @classmethod
@@ -595,6 +598,10 @@ class TimelineEventType(StrEnum):
     """A bound stopped a step or a loop (``LoopLimitReached``): where the run went, or how
     many items a for-each left out."""
     tool_called = "tool_called"
+    tool_call_denied = "tool_call_denied"
+    """A tool-call policy denied a call, or a person refused it: the model was told."""
+    tool_policy_shadow = "tool_policy_shadow"
+    """A ``shadow`` tool-call policy matched a call: what it would have done, nothing else."""
     approval_requested = "approval_requested"
     approval_decided = "approval_decided"
     approval_timed_out = "approval_timed_out"
@@ -663,6 +670,12 @@ class TimelineEvent(_Stored):
         ):
             return detail
         return dict(summarize_outputs(detail, limit=MAX_DETAIL_CHARS))
+
+
+def timeline_cost(events: list[TimelineEvent]) -> float:
+    """What ``events`` record as spent: the ``cost_usd`` of every priced attempt (US dollars)."""
+    costs = (e.detail.get("cost_usd") for e in events)
+    return round(sum(c for c in costs if isinstance(c, int | float)), 9)
 
 
 def fitted_record(run: RunRecord, limit: int) -> RunRecord:

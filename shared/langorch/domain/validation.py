@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from langorch.domain.approvals.policy import policy_problems
+from langorch.domain.budgets import budget_problems
 from langorch.domain.definitions import (
     ASK,
     BlockDefinition,
@@ -51,9 +52,11 @@ from langorch.domain.kinds.base import (
 from langorch.domain.lookup import DefinitionLookup, InMemoryLookup
 from langorch.domain.plan.graph import Edge, EdgeKind, Join, LoopInfo, StepGraph, StepNode, reach
 from langorch.domain.plan.topology import Topology, step_graph
+from langorch.domain.prices import key_problem
 from langorch.domain.resources import check_step_resource
 from langorch.domain.step_settings import APPROVAL_LABELS, AskSpec, InputMapping, mapping_source
 from langorch.domain.templates import TemplateError, check, check_expression
+from langorch.domain.tool_policies import policy_problems as tool_policy_problems
 
 __all__ = [
     "APPROVAL_LABELS",
@@ -804,6 +807,12 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
             )
     if plan.schedule is not None:
         yield from _schedule_problems("schedule", plan.schedule)
+    yield from budget_problems(plan.budget, plan.approvers)
+    yield from tool_policy_problems(plan.tool_policies, plan.approvers)
+    for key in plan.prices or {}:
+        problem = key_problem(key, f"prices.{key}")
+        if problem is not None:
+            yield problem
     yield from identity_problems(plan.approvers, "approvers")
     if plan.inputs_schema is not None:
         for j, key in enumerate(plan.inputs_schema.required):

@@ -13,9 +13,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
     from langorch.domain.artifacts import Artifact
+    from langorch.domain.budgets import BudgetSpec
     from langorch.domain.ckp.binding import Catalog
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.prices import PriceTable
     from langorch.domain.resources import Grant
+    from langorch.domain.tool_policies import ToolPolicy
     from langorch.llm import LLMRequest, LLMResult
 
 
@@ -104,6 +107,11 @@ class StepEffects(Protocol):
         ...
 
 
+ToolGate = Callable[[str, dict[str, Any]], Awaitable[str | None]]
+"""Asked before each tool call ``(tool, args)``: ``None`` lets it run, a text refuses it (what
+the model is told). It may park the run on an approval (``interrupt``)."""
+
+
 class SideEffects(Protocol):
     """Opens the recorded calls (and tools) of one attempt of one step."""
 
@@ -115,8 +123,10 @@ class SideEffects(Protocol):
         attempt: int,
         tools: list[str],
         emit: Callable[[Any], None],
+        gate: ToolGate | None = None,
     ) -> StepEffects:
-        """The effects of this attempt; ``emit`` takes timeline events (tool calls)."""
+        """The effects of this attempt; ``emit`` takes timeline events (tool calls); ``gate``
+        is asked before each tool call (the workflow's tool policies)."""
         ...
 
 
@@ -155,6 +165,16 @@ class ResourceGate(Protocol):
     ) -> Grant: ...
 
     def release(self, name: str, holder: str) -> bool: ...
+
+
+class BudgetCounter(Protocol):
+    """The workflow's stored spend per day and month (``app.ports.BudgetCounters``)."""
+
+    def reserve(self, key: str, amount: int, limit: int) -> bool: ...
+
+    def settle(self, key: str, amount: int) -> None: ...
+
+    def spent(self, key: str) -> int: ...
 
 
 class ActionDispatch(Protocol):
@@ -229,6 +249,23 @@ class EngineContext:
     """Agents and MCP tools for CKP steps; without it only built-in actions bind."""
     secrets: SecretReader | None = None
     """Where ``{{ secrets.NAME }}`` is read when a step runs; without it such a step fails."""
+    prices: PriceTable | None = None
+    """What the run's LLM calls cost (the shipped table, the price file, the workflow's
+    ``prices:``); ``None``: calls are not priced."""
+    spent_usd: float = 0.0
+    """What the run has spent so far: the run record's cost when the segment started, plus
+    every priced attempt of this segment (failed ones too), added as they end."""
+    budget: BudgetSpec | None = None
+    """The workflow's budget, its approvers resolved (``None``: no budget)."""
+    budget_counters: BudgetCounter | None = None
+    """The workflows' stored day and month spend (``None``: period budgets are not kept)."""
+    budget_periods: list[tuple[str, int]] = field(default_factory=list)
+    """This segment's period counters: ``(key, limit in micro-dollars)`` (the day and month
+    of the segment's start)."""
+    tool_policies: list[ToolPolicy] = field(default_factory=list)
+    """The workflow's tool-call rules, their approvers resolved (empty: every call allowed)."""
+    default_max_tokens: int | None = None
+    """The deployment's output limit for LLM steps that set none (for estimates)."""
     redacted: frozenset[str] = frozenset()
     """Variables never shown: the timeline and the logs print ``[redacted]`` for them (a CKP
     procedure's sensitive variables)."""

@@ -218,6 +218,7 @@ async def _failed(
     duration = _ms(started)
     tokens = error_tokens(exc)  # a refused or cut answer is billed all the same
     request = getattr(exc, TRIED, None)  # what an http step sent, for the timeline
+    cost = getattr(exc, "cost_usd", None)  # what the failed attempt was billed, priced
     if is_retryable(exc) and attempt < spec.max_attempts:
         emit(
             step_event(
@@ -227,6 +228,7 @@ async def _failed(
                 duration_ms=duration,
                 error=error,
                 tokens=tokens,
+                cost_usd=cost,
                 request=request,
             )
         )
@@ -237,8 +239,11 @@ async def _failed(
         # The server's Retry-After, within the step's own time; LangGraph's backoff follows.
         await asyncio.sleep(retry_delay(exc, limit_seconds=spec.timeout_seconds))
         raise exc
-    route = spec.on_error  # on_error, else the plan's on_failure (resolved at compile)
-    if spec.ask is not None:
+    # on_error, else the plan's on_failure (resolved at compile); nothing catches an error
+    # that ends the run (its budget), and nobody is asked to fix it.
+    ends_run = getattr(exc, "ends_run", False)
+    route = None if ends_run else spec.on_error
+    if spec.ask is not None and not ends_run:
         route = "ask"
     emit(
         step_event(
@@ -249,6 +254,7 @@ async def _failed(
             error=error,
             routed_to=route,
             tokens=tokens,
+            cost_usd=cost,
             request=request,
         )
     )
@@ -316,6 +322,7 @@ def _finished(
             attempt=attempt,
             duration_ms=duration,
             tokens=outcome.tokens,
+            cost_usd=step_cost(outcome.state.get("usage")),
             branch=outcome.label,
             outputs_summary=shown,
         )
@@ -382,6 +389,13 @@ def _fixed_without_retry(
     return Command(update=update, goto=_route(spec, Outcome(context=outputs)))
 
 
+def step_cost(usage: Any) -> float | None:
+    """What a step's LLM calls cost (its ``usage`` records' ``cost_usd``); ``None``: no
+    priced call."""
+    costs = [u["cost_usd"] for u in usage or () if isinstance(u.get("cost_usd"), int | float)]
+    return round(sum(costs), 9) if costs else None
+
+
 def _route(spec: StepSpec, outcome: Outcome) -> list[str]:
     if outcome.goto is not None:
         return outcome.goto
@@ -410,7 +424,7 @@ def _normalise(exc: BaseException, spec: StepSpec, attempt: int) -> dict[str, An
     return {
         "step_id": spec.step_id,
         "node_id": spec.step_id,  # seed 001's name for it: a CKP node is a step
-        "type": type(exc).__name__,
+        "type": getattr(type(exc), "error_type", None) or type(exc).__name__,
         "message": message[:1000],
         "attempts": attempt,
     }

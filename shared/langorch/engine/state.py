@@ -98,4 +98,6 @@ class OrchestrationState(TypedDict, total=False):
     outputs: Annotated[dict[str, Any], _merge_dicts]
     """The run's outputs (set by ``terminate``; default: ``shared_context`` at the end)."""
     usage: Annotated[list[dict[str, Any]], _append_list]
-    """Tokens used per LLM call: ``{"step_id", "provider", "model", "input", "output"}``."""
+    """Tokens used per LLM call: ``{"step_id", "provider", "model", "input", "output"}``, with
+    ``cost_usd`` when priced and ``budget_granted`` when an approval raised the run's budget
+    before the call."""

@@ -368,6 +368,8 @@ class OfflineProvider:
                 f"offline script: {answer.raise_message} (step {request.step_id!r}, "
                 f"attempt {request.attempt})",
                 retryable=answer.retryable,
+                # As a provider bills a refused answer: the prompt was read.
+                input_tokens=estimate_tokens(request.system_prompt + request.prompt),
             )
         return answer.outputs
 

@@ -11,6 +11,7 @@ from types import ModuleType
 from langorch.cli.commands import (
     agents,
     approvals,
+    audit,
     blocks,
     console,
     dev,
@@ -35,6 +36,7 @@ GROUPS: list[ModuleType] = [
     runs,
     hooks,
     approvals,
+    audit,
     files,
     events,
     keys,

@@ -413,6 +413,8 @@ def _local_workflow(named: str | None, results: list[Any]) -> str:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.domain.prices import format_usd
+
     status = _status(args.status)
     runs = ctx.container.runs.list_runs(workflow_id=args.workflow, status=status, limit=args.limit)
     rows = [
@@ -422,6 +424,8 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
             "status": r.status.value,
             "trigger": r.trigger.type,
             "created_at": r.created_at.isoformat(timespec="seconds"),
+            "cost_usd": r.cost_usd,
+            "cost": format_usd(r.cost_usd),
         }
         for r in runs
     ]
@@ -430,6 +434,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
         ("workflow", "WORKFLOW"),
         ("status", "STATUS"),
         ("trigger", "TRIGGER"),
+        ("cost", "COST"),
         ("created_at", "CREATED"),
     ]
     ctx.out.result(

@@ -43,7 +43,8 @@
     var link = el("a", run.run_id, "mono");
     link.href = "/runs/" + encodeURIComponent(run.run_id);
     var cells = [el("td"), el("td"), el("td"), el("td", run.trigger), el("td", null, "nowrap"),
-      el("td", run.took_seconds === null ? "—" : seconds(run.took_seconds), "num")];
+      el("td", run.took_seconds === null ? "—" : seconds(run.took_seconds), "num"),
+      el("td", run.cost, "num")];
     cells[0].appendChild(link);
     cells[1].appendChild(document.createTextNode(run.workflow_id + " "));
     cells[1].appendChild(el("span", "v" + run.workflow_version, "muted"));

@@ -1,0 +1,62 @@
+"""Tool-call policies as data (issue 29, item 3): the verdict of the rules, and their validation."""
+
+from __future__ import annotations
+
+from langorch.domain.loading import load_text
+from langorch.domain.tool_policies import ToolPolicy, decide
+from langorch.domain.validation import check_workflow
+from tests.fakes import Fakes
+
+REFUND = 'tool == "issue_refund" and args.amount > 500'
+
+
+def test_the_first_enforce_rule_that_matches_decides() -> None:
+    # Given a rule holding big refunds for approval, then one denying every refund
+    rules = [
+        ToolPolicy(when=REFUND, action="require_approval", approvers=["f@example.com"]),
+        ToolPolicy(when='tool == "issue_refund"', action="deny"),
+    ]
+
+    # Then a big refund needs approval, a small one is denied, another tool is allowed
+    assert decide(rules, "issue_refund", {"amount": 900}).action == "require_approval"
+    assert decide(rules, "issue_refund", {"amount": 20}).rule == 1
+    assert decide(rules, "look_up", {}).action == "allow"
+
+
+def test_a_rule_whose_expression_fails_on_a_call_does_not_match_it() -> None:
+    # Given a rule over args.amount, and a call without an amount
+    rules = [ToolPolicy(when="args.amount > 500", action="deny")]
+
+    # Then the call is allowed
+    assert decide(rules, "issue_refund", {}).action == "allow"
+
+
+def test_shadow_rules_are_reported_and_decide_nothing() -> None:
+    rules = [ToolPolicy(when=REFUND, action="deny", mode="shadow")]
+    verdict = decide(rules, "issue_refund", {"amount": 900})
+    assert (verdict.action, verdict.shadows) == ("allow", [(0, "deny")])
+
+
+def test_bad_rules_are_refused_with_their_paths() -> None:
+    # Given a workflow with a rule that does not parse and one that asks no one
+    plan = load_text(
+        """
+workflows:
+  - plan_id: desk
+    memory: false
+    tool_policies:
+      - {when: 'tool == ', action: deny}
+      - {when: 'tool == "issue_refund"', action: require_approval}
+    steps:
+      - {step_id: t, kind: transform, transform: {x: "1"}}
+""",
+        source="t.yaml",
+        fmt="yaml",
+    ).workflows[0]
+
+    # When it is validated, then both problems are named at their paths
+    found = check_workflow(plan, Fakes().definitions, tools=None, providers=None)  # type: ignore[arg-type]
+    assert [p.path for p in found.errors] == [
+        "tool_policies[0].when",
+        "tool_policies[1].approvers",
+    ]
