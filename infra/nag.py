@@ -165,6 +165,12 @@ def suppress(stack: LangorchStack) -> None:
         "where DynamoCheckpointSaver offloads payloads too large for DynamoDB.",
     )
     _ack(
+        runner_role,
+        f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.files.bucket)}/artifacts/*]",
+        "Object ARNs are key patterns: attach steps put the files a run keeps under the "
+        "artifacts prefix (run id and file name known only at run time); s3:PutObject only.",
+    )
+    _ack(
         functions.file_reader_role,
         f"AwsSolutions-IAM5[Resource::{_ref(stack, stack.files.bucket)}/*]",
         "read_file steps read the files dropped into this one bucket, under any prefix a "
@@ -194,13 +200,19 @@ def suppress(stack: LangorchStack) -> None:
     )
     _operators(stack)
     secrets = stack.secrets
-    for secret in (secrets.link_signing_seed, secrets.link_signing_key, secrets.llm_api_key):
+    for secret in (
+        secrets.link_signing_seed,
+        secrets.link_signing_key,
+        secrets.llm_api_key,
+        secrets.slack,
+    ):
         _ack(
             secret,
             "AwsSolutions-SMG4",
             "No rotation Lambda: the signing key rotates with `langorch keys rotate` (a new "
-            "key id becomes current, old ones keep verifying the links already emailed), and "
-            "the LLM key is issued by the provider and put by the operator (README).",
+            "key id becomes current, old ones keep verifying the links already emailed); the "
+            "LLM key and the Slack app's bot token and signing secret are issued by their "
+            "providers and put by the operator (README).",
         )
     _ack(
         stack.api,
