@@ -30,6 +30,7 @@ from langorch.domain.approvals.record import (
     AuditEntry,
     LinkExpiredError,
     RunEndedError,
+    SupersededError,
     new_approval,
 )
 from langorch.domain.errors import NotFoundError, StorageError
@@ -190,7 +191,11 @@ def test_concurrent_decisions_have_exactly_one_winner(store: ApprovalsStore) -> 
 
 @pytest.mark.parametrize(
     ("close", "refusal"),
-    [(ApprovalStatus.timed_out, LinkExpiredError), (ApprovalStatus.cancelled, RunEndedError)],
+    [
+        (ApprovalStatus.timed_out, LinkExpiredError),
+        (ApprovalStatus.cancelled, RunEndedError),
+        (ApprovalStatus.superseded, SupersededError),
+    ],
 )
 def test_a_closed_approval_takes_no_decision(
     store: ApprovalsStore, close: ApprovalStatus, refusal: type[Exception]
@@ -271,14 +276,26 @@ def test_mark_closes_once_including_an_undelivered_decision(store: ApprovalsStor
     assert not store.mark(pending.approval_id, ApprovalStatus.cancelled)
     assert store.mark(decided.approval_id, ApprovalStatus.cancelled)
     assert not store.mark("apr-missing", ApprovalStatus.cancelled)
+
     statuses = {a.approval_id: a.status for a in store.list()}
     assert statuses == {
         pending.approval_id: ApprovalStatus.timed_out,
         decided.approval_id: ApprovalStatus.cancelled,
     }
     assert store.list(pending_only=True) == []
-    with pytest.raises(ValueError, match="timed_out or cancelled"):
+    with pytest.raises(ValueError, match="closes an approval as one of"):
         store.mark(pending.approval_id, ApprovalStatus.approved)
+
+
+def test_a_superseded_approval_is_closed_and_stays_superseded(store: ApprovalsStore) -> None:
+    # Given a pending approval
+    approval = _pending(store)
+    # When a newer request supersedes it
+    assert store.mark(approval.approval_id, ApprovalStatus.superseded)
+    # Then it is closed as superseded, and nothing closes it again
+    assert not store.mark(approval.approval_id, ApprovalStatus.cancelled)
+    stored = store.get(approval.approval_id)
+    assert stored is not None and stored.status is ApprovalStatus.superseded
 
 
 # --------------------------------------------------------------------------------------------

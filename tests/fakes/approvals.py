@@ -17,6 +17,7 @@ from typing import Any
 
 from langorch.domain.approvals.policy import Vote, VotesChangedError
 from langorch.domain.approvals.record import (
+    CLOSED,
     DECISIONS,
     AlreadyDecidedError,
     Approval,
@@ -24,6 +25,7 @@ from langorch.domain.approvals.record import (
     AuditEntry,
     LinkExpiredError,
     RunEndedError,
+    SupersededError,
 )
 from langorch.domain.errors import NotFoundError
 
@@ -120,6 +122,8 @@ class InMemoryApprovals:
             )
         if stored.status is ApprovalStatus.cancelled:
             return RunEndedError(f"approval {stored.approval_id} was cancelled")
+        if stored.status is ApprovalStatus.superseded:
+            return SupersededError(f"approval {stored.approval_id} was superseded")
         return LinkExpiredError(f"approval {stored.approval_id} expired before the decision")
 
     def _decidable(self, approval_id: str, now: datetime) -> Approval:
@@ -203,12 +207,11 @@ class InMemoryApprovals:
             return stored.model_copy(deep=True)
 
     def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
-        if status not in (ApprovalStatus.timed_out, ApprovalStatus.cancelled):
-            raise ValueError(f"mark closes an approval as timed_out or cancelled, not {status}")
+        if status not in CLOSED:
+            raise ValueError(f"mark closes an approval as one of {sorted(CLOSED)}, not {status}")
         with self._lock:
             stored = self._approvals.get(approval_id)
-            closed = (ApprovalStatus.timed_out, ApprovalStatus.cancelled)
-            if stored is None or stored.status in closed or stored.delivered_at is not None:
+            if stored is None or stored.status in CLOSED or stored.delivered_at is not None:
                 return False
             self._approvals[approval_id] = stored.model_copy(update={"status": status})
             return True

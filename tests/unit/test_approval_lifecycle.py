@@ -130,6 +130,20 @@ ALLOWED: dict[tuple[State, Event], tuple[State, Write, str | None, str | None]] 
     (State.pending, Event.delegate): (State.pending, Write.delegate, "delegated", "{detail}"),
     (State.pending, Event.remind): (State.pending, Write.advance_timer, "reminded", "{detail}"),
     (State.pending, Event.escalate): (State.pending, Write.advance_timer, "escalated", "{detail}"),
+    # Superseded (issue 29): a newer request asks again; its links only say so.
+    (State.pending, Event.supersede): (
+        State.superseded,
+        Write.mark_superseded,
+        "superseded",
+        "newer_request",
+    ),
+    (State.expired, Event.supersede): (
+        State.superseded,
+        Write.mark_superseded,
+        "superseded",
+        "newer_request",
+    ),
+    (State.superseded, Event.view): (State.superseded, Write.none, "view", "superseded"),
 }
 
 REFUSED = sorted(
@@ -145,6 +159,7 @@ REASONS = {
     State.delivered: "already_decided",
     State.timed_out: "link_expired",
     State.cancelled: "run_ended",
+    State.superseded: "superseded",
 }
 
 
@@ -229,6 +244,7 @@ def test_the_decision_outcome_is_filled_from_the_record():
         ),
         ({"status": ApprovalStatus.timed_out}, NOW, State.timed_out),
         ({"status": ApprovalStatus.cancelled}, NOW, State.cancelled),
+        ({"status": ApprovalStatus.superseded}, NOW, State.superseded),
         (
             {"status": ApprovalStatus.approved, "decided_at": NOW},
             NOW + timedelta(days=2),

@@ -39,6 +39,7 @@ from langorch.domain.approvals.record import (
     LinkForgedError,
     NotAnApproverError,
     RunEndedError,
+    SupersededError,
     TooLateError,
     human_time,
 )
@@ -199,6 +200,12 @@ ERRORS: Mapping[type[Exception], Answer] = {
         410,
         "This run has ended",
         "The run this approval belongs to has already ended; nothing was changed.",
+    ),
+    SupersededError: Answer(
+        410,
+        "This request was superseded",
+        "This request was superseded by a newer one, which was sent to you separately; "
+        "nothing was changed. Please answer the newer request.",
     ),
     TooLateError: Answer(
         410,

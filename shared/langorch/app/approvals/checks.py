@@ -36,6 +36,7 @@ from langorch.domain.approvals.record import (
     LinkForgedError,
     NotAnApproverError,
     RunEndedError,
+    SupersededError,
     approver_for,
     bounded,
     parse_decision,
@@ -253,6 +254,8 @@ def refusal(approval_id: str, state: State) -> ApprovalLinkError:
     """The refusal an approval in ``state`` answers a visitor with."""
     if state is State.cancelled:
         return RunEndedError(f"approval {approval_id} was cancelled")
+    if state is State.superseded:
+        return SupersededError(f"approval {approval_id} was superseded by a newer request")
     return LinkExpiredError(f"approval {approval_id} timed out")
 
 

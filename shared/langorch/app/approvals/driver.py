@@ -127,6 +127,33 @@ def close_for_ended_run(
     )
 
 
+def supersede(
+    run_id: str,
+    interrupt_id: str,
+    *,
+    approvals: ApprovalsStore,
+    clock: Clock,
+    actor: str | None = None,
+) -> bool:
+    """Close the open approval of a run's interrupt because a newer request asks again.
+
+    Its links then say it was superseded and decide nothing; a decision already recorded is
+    left as it is (the table has no ``supersede`` there).
+
+    Args:
+        run_id: the run.
+        interrupt_id: the interrupt the run was parked on.
+        approvals: the approvals store.
+        clock: the clock.
+        actor: who redrove the run (kept in the audit).
+
+    Returns:
+        Whether this call superseded it.
+    """
+    approval_id = approval_id_for(run_id, interrupt_id)
+    return drive(approvals, approval_id, Event.supersede, clock, actor=actor) is not None
+
+
 # --------------------------------------------------------------------------------------------
 # Driving the lifecycle table: perform a transition's write, write its audit line
 # --------------------------------------------------------------------------------------------
@@ -180,6 +207,14 @@ def apply_event(
     return done
 
 
+_CLOSING = {
+    Write.mark_timed_out: ApprovalStatus.timed_out,
+    Write.mark_cancelled: ApprovalStatus.cancelled,
+    Write.mark_superseded: ApprovalStatus.superseded,
+}
+"""The writes that close an approval (``ApprovalsStore.mark``), and the status each sets."""
+
+
 def perform(
     store: ApprovalsStore,
     approval: Approval,
@@ -209,10 +244,8 @@ def perform(
             return approval
     if write is Write.reopen:
         return approval if store.reopen(approval) else None
-    if write in (Write.mark_timed_out, Write.mark_cancelled):
-        status = (
-            ApprovalStatus.timed_out if write is Write.mark_timed_out else ApprovalStatus.cancelled
-        )
+    if write in _CLOSING:
+        status = _CLOSING[write]
         return (
             approval.model_copy(update={"status": status})
             if store.mark(approval_id, status)

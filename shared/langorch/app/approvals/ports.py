@@ -117,7 +117,8 @@ class ApprovalsStore(Protocol):
         ...
 
     def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
-        """Close as ``timed_out``/``cancelled`` unless closed or delivered; whether it did."""
+        """Close as ``timed_out``/``cancelled``/``superseded`` unless closed or delivered;
+        whether it did."""
         ...
 
     def mark_emailed(self, approval_id: str, approver_ref: str) -> None:

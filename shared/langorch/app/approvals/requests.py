@@ -90,6 +90,8 @@ def request_approval(
         # Who started the run, when the trigger knows (a signed webhook's sender field, the
         # CLI user): separation of duties keeps them from approving it.
         request.setdefault("started_by", run.trigger.detail.get("started_by"))
+        # What it is asked about: a redrive onto another version asks again (supersedes it).
+        request.setdefault("workflow_version", run.workflow_version)
     except NotFoundError:
         workflow_id = None  # the approval still works; only listings lose the workflow
     approval = new_approval(run_id=cmd.run_id, workflow_id=workflow_id, request=request, now=now)

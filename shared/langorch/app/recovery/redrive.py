@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from langorch.app.approvals.ports import ApprovalsStore
     from langorch.app.ports import Clock, Executions, Ids, RunsStore
     from langorch.config import Settings
+    from langorch.domain.approvals.record import Approval
     from langorch.domain.definitions import BlockDefinition, TaskPlan
     from langorch.domain.version_diff import VersionDiff
     from langorch.engine.compiler import GraphCompiler
@@ -193,7 +194,7 @@ def redrive(
                 f"to @{new_plan.version}",
                 diff,
             )
-    kept = _kept_approval(deps, run_id, point, diff)
+    kept = _kept_approval(deps, run_id, point, diff, new_plan.version)
     parked_step = _parked_step(point)
     if kept is None and parked_step is not None and not point.rewind:
         # A wait, or an approval whose step the new version changed: ask again from its step.
@@ -220,6 +221,7 @@ def redrive(
     if point.rewind and point.checkpoint_id is not None:
         _rewind(deps, run, point.checkpoint_id, note)
     _record(deps, run, note, diff, kept)
+    _supersede_unkept(deps, run, point, kept, actor)
     name = execution_name(run_id, note.attempt)
     arn, started = None, False
     if deps.settings.state_machine_arn:
@@ -431,13 +433,14 @@ def _parked_step(point: RedrivePoint) -> str | None:
 
 
 def _kept_approval(
-    deps: RedriveDeps, run_id: str, point: RedrivePoint, diff: VersionDiff | None
+    deps: RedriveDeps, run_id: str, point: RedrivePoint, diff: VersionDiff | None, version: int
 ) -> str | None:
     """The approval parked at the redrive point, if it stays valid: its step unchanged by the
-    new version, and the approval still open (or never requested: it will be, under the same
-    id), or decided while the run was stranded and never delivered: the park hands the run that
-    recorded decision instead of asking again. A closed one (timed out, cancelled by
-    ``runs reconcile``) is asked again."""
+    new version, and the approval still open on the workflow version it was asked on (or never
+    requested: it will be, under the same id), or decided while the run was stranded and never
+    delivered: the park hands the run that recorded decision instead of asking again. A closed
+    one (timed out, cancelled by ``runs reconcile``) is asked again, and so is an open one asked
+    on another version (:func:`_supersede_unkept` closes it)."""
     from langorch.domain.approvals.lifecycle import State, state_of
     from langorch.domain.approvals.record import approval_id_for
 
@@ -450,10 +453,42 @@ def _kept_approval(
             return None
         approval = deps.approvals.get(approval_id_for(run_id, str(interrupt.id)))
         kept = (State.pending, State.decided)
-        if approval is not None and state_of(approval, now=deps.clock()) not in kept:
+        state = state_of(approval, now=deps.clock()) if approval is not None else None
+        if approval is not None and state not in kept:
             return None
+        if approval is not None and state is State.pending and _asked_on(approval) != version:
+            return None  # an undecided question about another version: asked again
         return str(interrupt.id)
     return None
+
+
+def _asked_on(approval: Approval) -> int | None:
+    """The workflow version an approval was asked on (``None``: not recorded)."""
+    return approval.asked.workflow_version if approval.asked is not None else None
+
+
+def _supersede_unkept(
+    deps: RedriveDeps, run: RunRecord, point: RedrivePoint, kept: str | None, actor: str | None
+) -> None:
+    """Supersede each open approval the run was parked on that the redrive does not keep: the
+    run asks its question again, so the old links must say so and decide nothing."""
+    from langorch.app.approvals.driver import supersede
+
+    parked = {str(i.id) for i in point.interrupts if _is_approval(getattr(i, "value", None))}
+    if run.pending is not None and run.pending.kind == "approval":
+        parked.add(run.pending.interrupt_id)
+    for interrupt_id in sorted(parked - {kept} if kept else parked):
+        if supersede(
+            run.run_id, interrupt_id, approvals=deps.approvals, clock=deps.clock, actor=actor
+        ):
+            logger.info(
+                "approval superseded by the redrive",
+                extra={"run_id": run.run_id, "interrupt_id": interrupt_id},
+            )
+
+
+def _is_approval(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("kind", "approval") == "approval"
 
 
 def _recorded_decision(deps: RedriveDeps, run_id: str, kept: str | None) -> str | None:

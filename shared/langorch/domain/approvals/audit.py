@@ -29,6 +29,7 @@ AuditAction = Literal[
     "escalated",
     "delegated",
     "override",
+    "superseded",
 ]
 
 

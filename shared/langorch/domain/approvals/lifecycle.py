@@ -14,6 +14,7 @@ States (derived from the record and the clock)::
     pending    nobody decided, not expired          expired    pending, but past its expiry
     decided    a decision recorded, not delivered   delivered  the run got the decision (final)
     timed_out  closed: its task timed out           cancelled  closed: its run ended
+    superseded closed: a newer request asks again
 
 Transitions (``source --event--> target: write; audit (action, outcome)``)::
 
@@ -34,6 +35,10 @@ Transitions (``source --event--> target: write; audit (action, outcome)``)::
     pending   --run_moved_on-> timed_out  mark_timed_out   too_late/run_moved_on
     pending   --cancel-------> cancelled  mark_cancelled   cancelled/run_cancelled
     decided   --cancel-------> cancelled  mark_cancelled   cancelled/run_cancelled
+    pending   --supersede----> superseded mark_superseded  superseded/newer_request
+
+A redrive that asks the question again (another workflow version, an earlier step) supersedes
+the open approval it does not keep; its links then only say so (``view/superseded``).
 
 Policies (issue 13: :mod:`langorch.domain.approvals.policy`) stay in ``pending`` until a vote
 completes the policy; then that vote's request takes ``decide`` like a single decision::
@@ -68,6 +73,7 @@ class State(StrEnum):
     delivered = "delivered"
     timed_out = "timed_out"
     cancelled = "cancelled"
+    superseded = "superseded"
 
 
 class Event(StrEnum):
@@ -91,6 +97,7 @@ class Event(StrEnum):
     delegate = "delegate"
     remind = "remind"
     escalate = "escalate"
+    supersede = "supersede"
 
 
 class Write(StrEnum):
@@ -103,6 +110,7 @@ class Write(StrEnum):
     reopen = "reopen"
     mark_timed_out = "mark_timed_out"
     mark_cancelled = "mark_cancelled"
+    mark_superseded = "mark_superseded"
     record_vote = "record_vote"
     delegate = "delegate"
     advance_timer = "advance_timer"
@@ -158,6 +166,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(S.delivered, E.view, S.delivered, W.none, ("view", "already_decided")),
     _t(S.timed_out, E.view, S.timed_out, W.none, ("view", "link_expired")),
     _t(S.cancelled, E.view, S.cancelled, W.none, ("view", "run_ended")),
+    _t(S.superseded, E.view, S.superseded, W.none, ("view", "superseded")),
     # Decide once: record, deliver (SendTaskSuccess), mark delivered.
     _t(S.pending, E.decide, S.decided, W.decide, None),
     _t(S.decided, E.deliver, S.delivered, W.mark_delivered, ("decide", DECISION_OUTCOME)),
@@ -186,6 +195,9 @@ TRANSITIONS: tuple[Transition, ...] = (
     _t(S.pending, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
     _t(S.expired, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
     _t(S.decided, E.cancel, S.cancelled, W.mark_cancelled, ("cancelled", "run_cancelled")),
+    # A newer request asks again (a redrive onto another version or from an earlier step).
+    _t(S.pending, E.supersede, S.superseded, W.mark_superseded, ("superseded", "newer_request")),
+    _t(S.expired, E.supersede, S.superseded, W.mark_superseded, ("superseded", "newer_request")),
     # Policies: votes, delegations and timers keep it pending until a vote completes it.
     _t(S.pending, E.vote, S.pending, W.record_vote, ("vote", DETAIL_OUTCOME)),
     _t(S.pending, E.delegate, S.pending, W.delegate, ("delegated", DETAIL_OUTCOME)),
@@ -204,6 +216,7 @@ REFUSAL_REASONS: dict[State, str] = {
     State.delivered: "already_decided",
     State.timed_out: "link_expired",
     State.cancelled: "run_ended",
+    State.superseded: "superseded",
 }
 """Why an event is refused in a state: the audited outcome and the refusal the visitor reads."""
 
@@ -214,8 +227,8 @@ class TransitionRefusedError(LangorchError):
     Attributes:
         state: where the approval is.
         event: what was refused.
-        reason: ``already_decided``, ``link_expired``, ``run_ended``, ``still_pending`` or
-            ``not_found`` — the audited outcome of the refusal.
+        reason: ``already_decided``, ``link_expired``, ``run_ended``, ``superseded``,
+            ``still_pending`` or ``not_found`` — the audited outcome of the refusal.
     """
 
     def __init__(self, state: State, event: Event) -> None:
@@ -238,6 +251,8 @@ def state_of(approval: Approval | None, *, now: datetime) -> State:
         return State.timed_out
     if approval.status is ApprovalStatus.cancelled:
         return State.cancelled
+    if approval.status is ApprovalStatus.superseded:
+        return State.superseded
     return State.expired if now >= approval.expires_at else State.pending
 
 

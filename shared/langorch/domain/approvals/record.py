@@ -43,6 +43,7 @@ from langorch.domain.errors import (
     RequestRejectedError,
     SignatureError,
 )
+from langorch.domain.evidence import digest
 from langorch.domain.identities import identity_key
 
 APPROVAL_ID_PREFIX = "apr-"
@@ -73,6 +74,15 @@ class ApprovalStatus(StrEnum):
     rejected = "rejected"
     timed_out = "timed_out"
     cancelled = "cancelled"
+    superseded = "superseded"
+    """Closed undecided because a newer request asks the question again (the run was redriven
+    onto another workflow version or from an earlier step): its links decide nothing."""
+
+
+CLOSED: frozenset[ApprovalStatus] = frozenset(
+    {ApprovalStatus.timed_out, ApprovalStatus.cancelled, ApprovalStatus.superseded}
+)
+"""The statuses :meth:`~langorch.app.approvals.ports.ApprovalsStore.mark` closes with."""
 
 
 DECISIONS: frozenset[ApprovalStatus] = frozenset({ApprovalStatus.approved, ApprovalStatus.rejected})
@@ -127,6 +137,10 @@ class CodeLockedError(ApprovalLinkError):
 
 class RunEndedError(ApprovalLinkError):
     """The run (or this approval) was cancelled or ended before the decision."""
+
+
+class SupersededError(RunEndedError):
+    """A newer request asks this approval's question again; this one decides nothing."""
 
 
 class TooLateError(ApprovalLinkError):
@@ -196,6 +210,18 @@ class FixAsk(BaseModel):
     """The failed step's kind."""
 
 
+class AskedAbout(BaseModel):
+    """What an approval asked about, recorded with the request: a later request about anything
+    else supersedes it rather than reusing its answer."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    shown_digest: str
+    """SHA-256 of the canonical JSON of what the approver was shown (context and editable)."""
+    workflow_version: int | None = None
+    """The version of the workflow the run was on when it asked."""
+
+
 class Approval(BaseModel):
     """One parked human decision (what is asked, of whom, until when, and how it ended).
 
@@ -251,6 +277,9 @@ class Approval(BaseModel):
     escalation_level: int = 0
     """How many escalation levels have joined."""
     reminders_sent: int = 0
+    asked: AskedAbout | None = None
+    """What it asked about (``None``: requested before this was recorded); its ``policy`` is
+    the record's own."""
     channels: list[str] = Field(default_factory=list)
     """Where the request goes (``email``, ``slack``, ``console``…); empty: the stack's default
     (:func:`~langorch.domain.approvals.channels.channels_of`)."""
@@ -363,8 +392,18 @@ def new_approval(
         policy=policy,
         started_by=request.get("started_by") or None,
         channels=[str(c) for c in request.get("channels") or []],
+        asked=asked_about(request),
         created_at=now,
         expires_at=datetime.fromtimestamp(int(now.timestamp()) + timeout, tz=UTC),
+    )
+
+
+def asked_about(request: Mapping[str, Any]) -> AskedAbout:
+    """What ``request`` asks about: the digest of what it shows, the workflow version."""
+    shown = {"context": request.get("context") or {}, "editable": request.get("editable") or {}}
+    version = request.get("workflow_version")
+    return AskedAbout(
+        shown_digest=digest(shown), workflow_version=int(version) if version else None
     )
 
 

@@ -37,12 +37,14 @@ from langorch.adapters.dynamodb.approvals._items import pk as _pk
 from langorch.adapters.dynamodb.approvals._items import text as _s
 from langorch.domain.approvals.policy import Vote, VotesChangedError
 from langorch.domain.approvals.record import (
+    CLOSED,
     AlreadyDecidedError,
     Approval,
     ApprovalStatus,
     AuditEntry,
     LinkExpiredError,
     RunEndedError,
+    SupersededError,
 )
 from langorch.domain.errors import NotFoundError, StorageError
 
@@ -59,7 +61,7 @@ ENTRY_IS_NEW = "attribute_not_exists(pk)"
 VOTES_UNCHANGED = "vote_count = :count"
 """A counted decision is written with exactly the votes it read (none arrived since)."""
 IS_OPEN = (
-    "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled) "
+    "attribute_exists(pk) AND NOT #status IN (:timed_out, :cancelled, :superseded) "
     "AND attribute_not_exists(delivered_at)"
 )
 """Timing out or cancelling applies to anything not already closed (including a decision that
@@ -250,6 +252,8 @@ class ApprovalsRepository:
             )
         if approval.status is ApprovalStatus.cancelled:
             return RunEndedError(f"approval {approval_id} was cancelled")
+        if approval.status is ApprovalStatus.superseded:
+            return SupersededError(f"approval {approval_id} was superseded")
         return LinkExpiredError(f"approval {approval_id} expired before the decision")
 
     def reopen(self, approval: Approval) -> bool:
@@ -377,14 +381,15 @@ class ApprovalsRepository:
         return self._approval(response["Attributes"])
 
     def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
-        """Close the approval as ``timed_out`` or ``cancelled`` unless it is closed already.
+        """Close the approval as ``timed_out``, ``cancelled`` or ``superseded`` unless it is
+        closed already.
 
         Returns:
             Whether this call changed it (``False``: missing, already closed, or a decision
             already delivered to the run).
         """
-        if status not in (ApprovalStatus.timed_out, ApprovalStatus.cancelled):
-            raise ValueError(f"mark closes an approval as timed_out or cancelled, not {status}")
+        if status not in CLOSED:
+            raise ValueError(f"mark closes an approval as one of {sorted(CLOSED)}, not {status}")
         try:
             self._client.update_item(
                 TableName=self._table,
@@ -396,6 +401,7 @@ class ApprovalsRepository:
                     ":status": {"S": status.value},
                     ":timed_out": {"S": ApprovalStatus.timed_out.value},
                     ":cancelled": {"S": ApprovalStatus.cancelled.value},
+                    ":superseded": {"S": ApprovalStatus.superseded.value},
                 },
             )
         except ClientError as exc:

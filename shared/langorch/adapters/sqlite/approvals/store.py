@@ -28,6 +28,7 @@ from langorch.adapters.sqlite.approvals._tables import (
 )
 from langorch.domain.approvals.policy import Vote, VotesChangedError
 from langorch.domain.approvals.record import (
+    CLOSED,
     DECISIONS,
     AlreadyDecidedError,
     Approval,
@@ -35,6 +36,7 @@ from langorch.domain.approvals.record import (
     AuditEntry,
     LinkExpiredError,
     RunEndedError,
+    SupersededError,
 )
 from langorch.domain.errors import NotFoundError
 
@@ -55,7 +57,7 @@ DELIVER_ONCE = (
 """A decision is noted delivered once; the first time is kept."""
 CLOSE_IF_OPEN = (
     "UPDATE approvals SET status = ? WHERE approval_id = ?"
-    " AND status NOT IN ('timed_out', 'cancelled') AND delivered_at IS NULL"
+    " AND status NOT IN ('timed_out', 'cancelled', 'superseded') AND delivered_at IS NULL"
 )
 """Timing out or cancelling applies to anything not already closed (including a decision that
 could not be delivered because the task had closed), but never to a decision the run got."""
@@ -260,14 +262,15 @@ class SqliteApprovals:
             return self._existing(connection, approval_id)
 
     def mark(self, approval_id: str, status: ApprovalStatus) -> bool:
-        """Close the approval as ``timed_out`` or ``cancelled`` unless it is closed already.
+        """Close the approval as ``timed_out``, ``cancelled`` or ``superseded`` unless it is
+        closed already.
 
         Returns:
             Whether this call changed it (``False``: missing, already closed, or a decision
             already delivered to the run).
         """
-        if status not in (ApprovalStatus.timed_out, ApprovalStatus.cancelled):
-            raise ValueError(f"mark closes an approval as timed_out or cancelled, not {status}")
+        if status not in CLOSED:
+            raise ValueError(f"mark closes an approval as one of {sorted(CLOSED)}, not {status}")
         with self._db.write() as connection:
             cursor = connection.execute(CLOSE_IF_OPEN, (status.value, approval_id))
         return cursor.rowcount > 0
@@ -498,6 +501,8 @@ class SqliteApprovals:
             )
         if status == ApprovalStatus.cancelled.value:
             raise RunEndedError(f"approval {approval_id} was cancelled")
+        if status == ApprovalStatus.superseded.value:
+            raise SupersededError(f"approval {approval_id} was superseded")
         raise LinkExpiredError(f"approval {approval_id} expired before the decision")
 
     @staticmethod
