@@ -1,11 +1,12 @@
-"""A workflow's ``concurrency: {limit, key}``, on fakes: runs beyond the limit for one rendered
-key wait ``queued`` with no execution started, and start in arrival order as runs of that key
-end; none is lost or started twice. Order is read from the executions' start order, not timing.
-"""
+"""A workflow's ``concurrency: {limit, key}``, on fakes (the resource locks also on SQLite and
+DynamoDB on moto): runs beyond the limit for one rendered key wait ``queued`` with no execution
+started, and start in arrival order as runs of that key end; none is lost or started twice.
+Order is read from the executions' start order, not timing."""
 
 from __future__ import annotations
 
 import random
+from typing import Any
 
 import pytest
 
@@ -27,9 +28,21 @@ workflows:
 """
 
 
-@pytest.fixture
-def deps() -> Fakes:
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+def deps(request: pytest.FixtureRequest) -> Fakes:
     fakes = Fakes()
+    if request.param == "sqlite":  # the embedded stack's resource locks
+        from langorch.adapters.sqlite.resources import SqliteResourceLocks
+
+        locks: Any = SqliteResourceLocks(request.getfixturevalue("sqlite_db"))
+        fakes.resources = locks
+    elif request.param == "dynamodb":  # the cloud's, on moto
+        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
+        from langorch.adapters.dynamodb.runs import RunsRepository
+
+        dynamodb = request.getfixturevalue("dynamodb")
+        RunsRepository(dynamodb, "runs").create_table()
+        fakes.resources = ResourceLocksRepository(dynamodb, "runs")  # type: ignore[assignment]
     register_text(fakes, FLOW)  # type: ignore[arg-type]
     fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
     return fakes
