@@ -181,5 +181,5 @@ def test_pausing_a_workflow_whose_schedules_were_never_written_says_how_to_fix_i
     deps = make_deps()
 
     # When it is paused
-    with pytest.raises(NotFoundError, match="langorch workflows register"):
+    with pytest.raises(NotFoundError, match="langorch workflows put"):
         set_schedules_paused("nightly", True, deps)

@@ -94,7 +94,7 @@ def set_schedules_paused(workflow_id: str, paused: bool, deps: ScheduleDeps) -> 
     if not done:
         raise NotFoundError(
             f"workflow {workflow_id}'s schedules ({', '.join(names)}) are not stored: register "
-            "the workflow (langorch workflows register) so its schedules are written"
+            "the workflow (langorch workflows put) so its schedules are written"
         )
     return done
 
