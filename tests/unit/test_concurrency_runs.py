@@ -188,3 +188,21 @@ def test_a_key_that_cannot_render_refuses_the_start(deps: Fakes):
     with pytest.raises(InputValidationError, match=r"concurrency\.key"):
         launch(deps, "a", 1)
     assert deps.executions.names == []
+
+
+def test_a_restart_of_the_local_stack_leaves_runs_waiting_for_their_key_queued(deps: Fakes):
+    # Given customer a's two runs going and a third waiting for its turn, then a restart that
+    # forgot every execution
+    from langorch.app.recovery.restart import recover_in_flight
+    from tests.fakes.executions import InMemoryExecutions
+
+    going = [launch(deps, "a", 1), launch(deps, "a", 2)]
+    waiting = launch(deps, "a", 3)
+    deps.executions = InMemoryExecutions(deps.settings.state_machine_arn)
+
+    # When the stack recovers its runs in flight
+    recovered = recover_in_flight(deps)  # type: ignore[arg-type]
+
+    # Then the two going runs have an execution again, and the waiting one still has none
+    assert sorted(r.run_id for r in recovered) == sorted(going)
+    assert waiting not in deps.executions.names
