@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from langorch.app.recovery.reconcile import OPEN_STATUSES
 from langorch.app.runs import LEASE_GRACE_SECONDS
-from langorch.domain.errors import NotFoundError
 from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
+from langorch.domain.errors import NotFoundError
 from langorch.domain.runs import RunStatus, execution_name
 
 if TYPE_CHECKING:
