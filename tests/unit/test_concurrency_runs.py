@@ -206,3 +206,21 @@ def test_a_restart_of_the_local_stack_leaves_runs_waiting_for_their_key_queued(d
     # Then the two going runs have an execution again, and the waiting one still has none
     assert sorted(r.run_id for r in recovered) == sorted(going)
     assert waiting not in deps.executions.names
+
+
+def test_a_run_stopped_from_outside_lets_the_next_of_its_key_start_when_reconciled(deps: Fakes):
+    # Given customer a's two runs going, a third waiting, and the first's execution stopped
+    # from the Step Functions console
+    from langorch.app.recovery.reconcile import reconcile_runs
+
+    first = launch(deps, "a", 1)
+    launch(deps, "a", 2)
+    third = launch(deps, "a", 3)
+    deps.executions.end(first, "ABORTED")
+
+    # When runs are reconciled with their executions
+    reconcile_runs(deps)  # type: ignore[arg-type]
+
+    # Then the first is cancelled and the third started in its place
+    assert deps.runs.get_run(first).status is RunStatus.cancelled
+    assert third in deps.executions.names
