@@ -101,6 +101,40 @@ def test_deleting_says_whether_there_was_one(store: Store) -> None:
     assert store.list() == []
 
 
+def test_pausing_disables_the_schedule_and_keeps_the_rest(store: Store) -> None:
+    store.put(
+        "langorch-digest",
+        "cron(0 9 * * ? *)",
+        "Europe/Paris",
+        {"workflow_id": "digest"},
+        description="digest",
+    )
+    assert store.set_state("langorch-digest", "DISABLED") is True
+    [info] = store.list("langorch-digest")
+    assert (info.state, info.expression, info.timezone) == (
+        "DISABLED",
+        "cron(0 9 * * ? *)",
+        "Europe/Paris",
+    )
+    assert (info.input, info.target_arn, info.role_arn, info.dead_letter_arn) == (
+        {"workflow_id": "digest"},
+        TARGET,
+        ROLE,
+        DLQ,
+    )
+
+
+def test_resuming_enables_a_paused_schedule(store: Store) -> None:
+    store.put("langorch-digest", "cron(0 9 * * ? *)", "UTC", {}, state="DISABLED")
+    assert [s.state for s in store.list()] == ["DISABLED"]
+    assert store.set_state("langorch-digest", "ENABLED") is True
+    assert [s.state for s in store.list()] == ["ENABLED"]
+
+
+def test_pausing_an_unknown_schedule_says_there_is_none(store: Store) -> None:
+    assert store.set_state("langorch-nothing", "DISABLED") is False
+
+
 def test_ensuring_the_group_twice_is_fine(store: Store) -> None:
     store.ensure_group()
     assert store.list() == []

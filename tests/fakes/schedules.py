@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from langorch.adapters.scheduler import ScheduleInfo
@@ -65,6 +66,7 @@ class InMemorySchedules:
         input: dict[str, Any],
         *,
         description: str = "",
+        state: str = "ENABLED",
     ) -> bool:
         """Create or update the schedule; returns whether it was created."""
         if not self.configured:
@@ -77,7 +79,7 @@ class InMemorySchedules:
             expression=cron,
             timezone=timezone,
             input=json.loads(json.dumps(input, sort_keys=True)),
-            state="ENABLED",
+            state=state,
             target_arn=self._target_arn,
             role_arn=self._role_arn,
             dead_letter_arn=self.dead_letter_arn,
@@ -90,6 +92,15 @@ class InMemorySchedules:
         """Delete the schedule; returns whether one was deleted."""
         if self._schedules.pop(name, None) is None:
             return False
+        self.writes += 1
+        return True
+
+    def set_state(self, name: str, state: str) -> bool:
+        """Pause (``DISABLED``) or resume (``ENABLED``); returns whether it exists."""
+        found = self._schedules.get(name)
+        if found is None:
+            return False
+        self._schedules[name] = replace(found, state=state)
         self.writes += 1
         return True
 

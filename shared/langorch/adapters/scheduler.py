@@ -109,6 +109,7 @@ class Schedules:
         input: dict[str, Any],
         *,
         description: str = "",
+        state: str = "ENABLED",
     ) -> bool:
         """Create the schedule, or update it to these settings.
 
@@ -122,6 +123,7 @@ class Schedules:
             timezone: IANA name (``ScheduleExpressionTimezone``).
             input: the target Input (JSON object; may hold Scheduler context attributes).
             description: free text shown in the console.
+            state: ``ENABLED``, or ``DISABLED`` to keep a paused schedule paused.
 
         Returns:
             Whether it was created (``False``: updated).
@@ -150,7 +152,7 @@ class Schedules:
             # OFF: fire at the slot's time; the scheduled time is also the run's dedupe key.
             "FlexibleTimeWindow": {"Mode": "OFF"},
             "Target": target,
-            "State": "ENABLED",
+            "State": state,
             "Description": description[:512],
             "ActionAfterCompletion": "DELETE" if cron.startswith(ONE_TIME_PREFIX) else "NONE",
         }
@@ -190,6 +192,44 @@ class Schedules:
             if _code(exc) == _MISSING:
                 return False
             raise StorageError(f"cannot delete schedule {name}: {exc}") from exc
+
+    def set_state(self, name: str, state: str) -> bool:
+        """Pause (``DISABLED``) or resume (``ENABLED``) the schedule, keeping all else.
+
+        ``UpdateSchedule`` replaces the whole schedule, so it is read first and written back
+        with only its State changed.
+
+        Returns:
+            Whether the schedule exists.
+
+        Raises:
+            StorageError: the Scheduler refused.
+        """
+        try:
+            item = self._client.get_schedule(Name=name, GroupName=self.group)
+        except ClientError as exc:
+            if _code(exc) == _MISSING:
+                return False
+            raise StorageError(f"cannot read schedule {name}: {exc}") from exc
+        kept = (
+            "ScheduleExpression",
+            "ScheduleExpressionTimezone",
+            "FlexibleTimeWindow",
+            "Target",
+            "Description",
+            "StartDate",
+            "EndDate",
+            "ActionAfterCompletion",
+            "KmsKeyArn",
+        )
+        request = {key: item[key] for key in kept if item.get(key) is not None}
+        try:
+            self._client.update_schedule(Name=name, GroupName=self.group, State=state, **request)
+        except ClientError as exc:
+            if _code(exc) == _MISSING:
+                return False
+            raise StorageError(f"cannot set schedule {name} {state}: {exc}") from exc
+        return True
 
     def get(self, name: str) -> ScheduleInfo | None:
         """The schedule, or ``None`` when it does not exist."""

@@ -338,8 +338,14 @@ class ScheduleStore(Protocol):
         input: dict[str, Any],
         *,
         description: str = "",
+        state: str = "ENABLED",
     ) -> bool:
-        """Create or update a schedule; returns whether it was created."""
+        """Create or update a schedule (``state``: ``ENABLED`` or ``DISABLED``); returns
+        whether it was created."""
+        ...
+
+    def set_state(self, name: str, state: str) -> bool:
+        """Pause (``DISABLED``) or resume (``ENABLED``) a schedule; returns whether it exists."""
         ...
 
     def delete(self, name: str) -> bool:

@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from langorch.domain.concurrency import LEASE_SECONDS, WAIT_SECONDS
+from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
 from langorch.domain.errors import DefinitionError, TaskClosedError
 from langorch.domain.resources import (
     WAITER_SECONDS,
@@ -183,7 +185,8 @@ def release_ended_run(
         run_id: the run.
         resources: the resource locks.
         wake: the executions, to wake the runs whose turn it now is (``None``: they wake when
-            their park times out).
+            their park times out), and to start the runs queued behind a workflow's
+            ``concurrency`` (``None``: they start when another run of their key ends).
 
     Returns:
         The resources it held or queued for.
@@ -191,7 +194,37 @@ def release_ended_run(
     touched = resources.release_run(run_id)
     if wake is not None:
         for name in touched:
-            wake_next(name, resources, wake)
+            if name.startswith(CONCURRENCY_PREFIX):
+                start_next_runs(name, resources, wake)
+            else:
+                wake_next(name, resources, wake)
     if touched:
         logger.info("resources released", extra={"run_id": run_id, "resources": touched})
     return touched
+
+
+def start_next_runs(name: str, resources: ResourceLocks, executions: Executions) -> list[str]:
+    """Start the runs queued on a ``concurrency:`` resource whose turn it now is, in order.
+
+    Each is granted its lease first, then its execution is started (named by the run id, so a
+    second releaser racing this one starts nothing twice: the grant is kept, the start is
+    idempotent). A crash between the two leaves a run holding a lease it does not use until a
+    redelivery of its start, or the lease's expiry (``LEASE_SECONDS``).
+
+    Returns:
+        The run ids started.
+    """
+    started: list[str] = []
+    now = time.time()
+    for waiter in resources.get(name).live(now).queue:
+        grant = resources.acquire(
+            name, waiter.holder, now=now, lease_seconds=LEASE_SECONDS, wait_seconds=WAIT_SECONDS
+        )
+        if not grant.acquired:
+            break
+        run_id = waiter.holder.rsplit("/", 1)[0]
+        executions.start(run_id, {"run_id": run_id, "resume": None})
+        started.append(run_id)
+    if started:
+        logger.info("queued runs started", extra={"resource": name, "runs": started})
+    return started

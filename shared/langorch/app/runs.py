@@ -101,7 +101,11 @@ class StartDeps(Protocol):
 
 
 class LaunchDeps(StartDeps, Protocol):
-    """What :func:`launch_run` needs: :class:`StartDeps` and the executions."""
+    """What :func:`launch_run` needs: :class:`StartDeps`, the executions and the resource
+    locks (a workflow's ``concurrency`` is a lease on one)."""
+
+    @property
+    def resources(self) -> ResourceLocks: ...
 
     @property
     def executions(self) -> Executions: ...
@@ -199,6 +203,13 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
         InputValidationError: the input does not fit the workflow's inputs schema, or is larger
             than :data:`~langorch.domain.limits.MAX_INPUT_BYTES` (the run could not carry it).
     """
+    run, created, _ = _create_run(cmd, deps)
+    return run, created
+
+
+def _create_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool, tuple[str, int] | None]:
+    """:func:`start_run`, and the ``concurrency:`` resource the run needs a lease on, with its
+    limit."""
     plan = deps.definitions.get_workflow(cmd.workflow_id, cmd.version)
     if plan is None:
         from langorch.domain.errors import NotFoundError
@@ -210,6 +221,11 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
     data = with_defaults(plan, cmd.input)
     ensure_input_fits(plan.plan_id, data)
     ensure_valid_input(plan, data)
+    resource = None
+    if plan.concurrency is not None:
+        from langorch.domain.concurrency import resource_name
+
+        resource = resource_name(plan.plan_id, plan.concurrency, data), plan.concurrency.limit
     run_id = dedupe_run_id(cmd.dedupe_key) if cmd.dedupe_key else new_run_id(deps.ids)
     now = deps.clock()
     run = RunRecord(
@@ -241,7 +257,7 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
         "run started" if created else "duplicate start ignored",
         extra={"run_id": run_id, "workflow_id": plan.plan_id, "workflow_version": plan.version},
     )
-    return stored, created
+    return stored, created, resource
 
 
 def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
@@ -253,7 +269,9 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
     Returns:
         The run and whether this call created it.
     """
-    run, created = start_run(cmd, deps)
+    run, created, resource = _create_run(cmd, deps)
+    if resource is not None and not _concurrency_turn(run, created, resource, deps):
+        return run, created
     # The execution ARN derives from the run id; it is not written back to the record, which
     # the first segment may already be changing.
     arn, started = deps.executions.start(run.run_id, {"run_id": run.run_id, "resume": None})
@@ -263,6 +281,58 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
         extra={"run_id": run.run_id, "workflow_id": run.workflow_id},
     )
     return run, created
+
+
+def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:
+    # The workflow's limit is the resource's: set once, and again when a new version changes it.
+    state = deps.resources.get(resource)
+    if not state.declared or state.limit != limit:
+        deps.resources.set_limit(resource, limit)
+
+
+def _concurrency_turn(
+    run: RunRecord, created: bool, slot: tuple[str, int], deps: LaunchDeps
+) -> bool:
+    """Whether the run may start now under its workflow's ``concurrency``; if not, it waits
+    ``queued`` in the resource's queue (no execution, no Lambda) until a run of its key ends
+    (:func:`langorch.app.resources.start_next_runs`)."""
+    from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER, WAIT_SECONDS
+    from langorch.domain.resources import holder_of
+
+    if run.is_terminal:
+        return False  # a late duplicate of an ended run: its lease is given back, take none
+    resource, limit = slot
+    _ensure_limit(resource, limit, deps)
+    grant = deps.resources.acquire(
+        resource,
+        holder_of(run.run_id, RUN_HOLDER),
+        now=time.time(),  # lease times are the resource locks' wall clock, as the engine's
+        lease_seconds=LEASE_SECONDS,
+        wait_seconds=WAIT_SECONDS,
+    )
+    if grant.acquired:
+        return True
+    if created:
+        deps.runs.append_events(
+            run.run_id,
+            [
+                TimelineEvent(
+                    seq=2,
+                    at=deps.clock(),
+                    type=TimelineEventType.resource_waiting,
+                    detail={
+                        "resource": resource,
+                        "position": grant.position,
+                        "reason": "concurrency",
+                    },
+                )
+            ],
+        )
+    logger.info(
+        "run queued for concurrency",
+        extra={"run_id": run.run_id, "resource": resource, "position": grant.position},
+    )
+    return False
 
 
 @dataclass(frozen=True)
@@ -374,6 +444,8 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         if not released:
             deps.checkpointer.flush()
             deps.runs.release_lease(cmd.run_id, fence)
+    if ended.status in ("succeeded", "failed") and plan.concurrency is not None:
+        _end_concurrency(run, plan, deps)
     if ended.status == "paused":
         ended.seconds = deps.settings.pause_recheck_seconds  # AwaitResume's look again
     if ended.status in ("waiting_approval", "sleeping", "waiting_resource"):
@@ -383,6 +455,17 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         if deps.runs.pause_of(run.run_id) is not None:
             settle_pause(run.run_id, deps)
     return ended
+
+
+def _end_concurrency(run: RunRecord, plan: Any, deps: SegmentDeps) -> None:
+    """Give back the run's ``concurrency`` lease and start the runs of its key next in line."""
+    from langorch.app.resources import start_next_runs
+    from langorch.domain.concurrency import RUN_HOLDER, resource_name
+    from langorch.domain.resources import holder_of
+
+    resource = resource_name(plan.plan_id, plan.concurrency, dict(run.input))
+    deps.resources.release(resource, holder_of(run.run_id, RUN_HOLDER))
+    start_next_runs(resource, deps.resources, deps.executions)
 
 
 class _PauseWatch:
@@ -544,7 +627,7 @@ def mark_failed(run_id: str, error: RunError, deps: FailDeps) -> bool:
     run = deps.runs.get_run(run_id)
     # Before the terminal check: a retried call whose first try failed the run and then
     # stopped still gives the leases back (releasing is idempotent).
-    release_ended_run(run_id, deps.resources)
+    release_ended_run(run_id, deps.resources, wake=deps.executions)
     if run.is_terminal:
         return False
     # The first cause, not the last retry's symptom (the state machine passes the latter).

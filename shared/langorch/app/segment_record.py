@@ -29,7 +29,7 @@ from langorch.domain.runs import (
 )
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Clock, ResourceLocks, RunsStore
+    from langorch.app.ports import Clock, Executions, ResourceLocks, RunsStore
 
 logger = logging.getLogger("langorch.app.runs")
 
@@ -44,11 +44,15 @@ class EndDeps(Protocol):
 
 
 class FailDeps(EndDeps, Protocol):
-    """What :func:`langorch.app.runs.mark_failed` needs: :class:`EndDeps` and the resource
-    locks (a failed run gives back what it held)."""
+    """What :func:`langorch.app.runs.mark_failed` needs: :class:`EndDeps`, the resource
+    locks (a failed run gives back what it held) and the executions (to wake or start the runs
+    next in line)."""
 
     @property
     def resources(self) -> ResourceLocks: ...
+
+    @property
+    def executions(self) -> Executions: ...
 
 
 @dataclass

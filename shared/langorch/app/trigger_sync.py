@@ -212,7 +212,6 @@ def _sync_schedules(
                 have.expression == want.expression
                 and have.timezone == want.timezone
                 and have.input == want.input
-                and have.state == "ENABLED"
                 and have.target_arn == deps.settings.trigger_function_arn
                 and have.role_arn == deps.settings.scheduler_role_arn
                 and have.dead_letter_arn == deps.settings.schedule_dlq_arn
@@ -225,6 +224,8 @@ def _sync_schedules(
                     want.timezone,
                     want.input,
                     description=f"langorch workflow {plan.plan_id}: {want.cron} ({want.timezone})",
+                    # A paused schedule stays paused when its workflow changes.
+                    state=have.state if have is not None else "ENABLED",
                 )
                 action = "created" if created else "updated"
             sync.schedules.append(ScheduleChange(want.name, action, want.expression, want.timezone))

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 _PLAIN_FIELD = re.compile(r"^[0-9A-Za-z,\-*/]+$")
@@ -240,3 +242,39 @@ def _classic_days(text: str) -> str:
         return str(day - 1)
 
     return re.sub(r"\d+", shift, text)
+
+
+def cron_slots(
+    expression: str, timezone: str, start: datetime, end: datetime, *, limit: int
+) -> list[datetime]:
+    """The slots of a classic five-field cron in ``[start, end]``, oldest first, in UTC.
+
+    Slots are computed in ``timezone`` (as the Scheduler fires them: ``0 17 * * *`` in
+    Europe/Paris is 16:00 or 15:00 UTC with the season).
+
+    Args:
+        expression: a definition's ``cron_expression`` (five fields).
+        timezone: an IANA name.
+        start: the first moment (timezone-aware; a slot at exactly ``start`` counts).
+        end: the last moment (timezone-aware; a slot at exactly ``end`` counts).
+        limit: at most this many slots plus one are returned, so a caller can tell "more".
+
+    Raises:
+        ValueError: the expression or timezone is not understood.
+    """
+    # Imported here: croniter costs ~0.5x an `import boto3`, and only a backfill needs it.
+    from croniter import croniter
+
+    try:
+        zone = ZoneInfo(timezone)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown timezone {timezone!r}") from exc
+    # croniter yields slots after its start: begin one second early so `start` itself counts.
+    iterator = croniter(expression, (start - timedelta(seconds=1)).astimezone(zone))
+    slots: list[datetime] = []
+    while len(slots) <= limit:
+        slot = iterator.get_next(datetime).astimezone(UTC)
+        if slot > end:
+            break
+        slots.append(slot)
+    return slots

@@ -26,6 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidator, field_validator
 
 from langorch.domain.budgets import BudgetSpec
+from langorch.domain.concurrency import ConcurrencySpec
 from langorch.domain.prices import TokenPrice
 from langorch.domain.step_settings import (
     ASK,
@@ -434,6 +435,9 @@ class TaskPlan(_Model):
     budget: BudgetSpec | None = Field(default=None, exclude_if=_unset)
     """What one run may spend on LLM calls, and who is asked past it
     (:mod:`langorch.domain.budgets`). Left out of dumps while unset."""
+    concurrency: ConcurrencySpec | None = Field(default=None, exclude_if=_unset)
+    """At most ``limit`` runs per rendered ``key`` at once; the rest wait ``queued`` in order
+    (:mod:`langorch.domain.concurrency`). Left out of dumps while unset."""
     tool_policies: list[ToolPolicy] | None = Field(default=None, exclude_if=_unset)
     """Rules over the tool calls its LLM steps make: allow, deny or require approval
     (:mod:`langorch.domain.tool_policies`). Left out of dumps while unset."""

@@ -119,6 +119,7 @@ class SqliteSchedules:
         input: dict[str, Any],
         *,
         description: str = "",
+        state: str = "ENABLED",
     ) -> bool:
         """Create the schedule, or update it to these settings.
 
@@ -128,6 +129,7 @@ class SqliteSchedules:
             timezone: IANA name.
             input: the target Input (JSON object; may hold Scheduler context attributes).
             description: free text.
+            state: ``ENABLED``, or ``DISABLED`` to keep a paused schedule paused.
 
         Returns:
             Whether it was created (``False``: updated).
@@ -150,7 +152,7 @@ class SqliteSchedules:
             cron,
             timezone,
             json.dumps(input, sort_keys=True),
-            "ENABLED",
+            state,
             self._target_arn,
             self._role_arn,
             self.dead_letter_arn,
@@ -177,6 +179,19 @@ class SqliteSchedules:
         with self._db.write() as connection:
             cursor = connection.execute(
                 "DELETE FROM schedules WHERE group_name = ? AND name = ?", (self.group, name)
+            )
+        return cursor.rowcount > 0
+
+    def set_state(self, name: str, state: str) -> bool:
+        """Pause (``DISABLED``) or resume (``ENABLED``) the schedule; the tick skips a paused one.
+
+        Returns:
+            Whether the schedule exists.
+        """
+        with self._db.write() as connection:
+            cursor = connection.execute(
+                "UPDATE schedules SET state = ? WHERE group_name = ? AND name = ?",
+                (state, self.group, name),
             )
         return cursor.rowcount > 0
 

@@ -122,7 +122,10 @@ def reconcile_runs(
 def _end(run: RunRecord, ended: str, error: RunError, deps: ReconcileDeps) -> bool:
     if ended == "ABORTED":
         # Stopped on purpose (the console, an operator's script): a cancellation, not a failure.
-        _, changed = record_cancelled(run.run_id, deps, actor="reconcile", reason=error.message)
+        # Woken: the runs next in line for what it held (resources, its concurrency key) go on.
+        _, changed = record_cancelled(
+            run.run_id, deps, actor="reconcile", reason=error.message, wake=deps.executions
+        )
         return changed
     failed = mark_failed(run.run_id, error, deps)
     if failed:

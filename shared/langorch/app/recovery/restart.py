@@ -12,7 +12,9 @@ from there:
 - a sleeping run sleeps the rest of its wait, then wakes;
 - a queued or running run continues from its last checkpoint (LangGraph does not run a finished
   superstep again; a step cut off mid-way runs again, as after a Lambda crash — its side effects
-  carry idempotency keys).
+  carry idempotency keys);
+- a run waiting in a workflow's ``concurrency`` queue is left queued: it never had an execution,
+  and starts when a run of its key ends.
 
 Nothing is doubled: a run whose execution exists is left alone, so calling this twice starts
 nothing twice.
@@ -29,16 +31,18 @@ after a redrive gets its redrive's execution back.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from langorch.app.recovery.reconcile import OPEN_STATUSES
 from langorch.app.runs import LEASE_GRACE_SECONDS
+from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
 from langorch.domain.errors import NotFoundError
-from langorch.domain.runs import execution_name
+from langorch.domain.runs import RunStatus, execution_name
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Clock, Executions, RunsStore
+    from langorch.app.ports import Clock, Executions, ResourceLocks, RunsStore
     from langorch.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,6 +61,8 @@ class RestartDeps(Protocol):
     def executions(self) -> Executions: ...
     @property
     def clock(self) -> Clock: ...
+    @property
+    def resources(self) -> ResourceLocks: ...
 
 
 @dataclass(frozen=True)
@@ -86,8 +92,11 @@ def recover_in_flight(deps: RestartDeps, *, limit: int = 1000) -> list[Recovered
         StorageError: DynamoDB or Step Functions failed (calling again picks up the rest).
     """
     recovered: list[Recovered] = []
+    waiting = _queued_for_concurrency(deps)
     for status in OPEN_STATUSES:
         for run in deps.runs.list_runs(status=status, limit=limit):
+            if run.status is RunStatus.queued and run.run_id in waiting:
+                continue  # it never had an execution: it starts when its key's turn comes
             name = execution_name(run.run_id, run.attempt)  # the current attempt's
             try:
                 deps.executions.describe(name)
@@ -102,6 +111,17 @@ def recover_in_flight(deps: RestartDeps, *, limit: int = 1000) -> list[Recovered
                 extra={"run_id": run.run_id, "workflow_id": run.workflow_id, "status": status},
             )
     return recovered
+
+
+def _queued_for_concurrency(deps: RestartDeps) -> set[str]:
+    """Runs waiting in a workflow's ``concurrency`` queue: queued with no execution on purpose."""
+    now = time.time()
+    return {
+        waiter.holder.rsplit("/", 1)[0]
+        for state in deps.resources.list()
+        if state.name.startswith(CONCURRENCY_PREFIX)
+        for waiter in state.live(now).queue
+    }
 
 
 def _take_over_lease(deps: RestartDeps, run_id: str) -> None:

@@ -21,6 +21,7 @@ from langorch.cli.commands import (
     keys,
     resources,
     runs,
+    schedules,
     secrets,
     tools,
     workflows,
@@ -42,5 +43,6 @@ GROUPS: list[ModuleType] = [
     keys,
     secrets,
     resources,
+    schedules,
 ]
 """Registered in this order; ``langorch --help`` lists them so."""
