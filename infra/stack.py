@@ -109,6 +109,21 @@ class LangorchStack(Stack):
                 actions=["states:DescribeExecution"],
                 resource_arns=[self.executions_arn],
             )
+        # A run that ends starts the next run waiting for its concurrency key. By name: the
+        # state machine invokes the runner, so a reference to it from the runner's role would
+        # be a cycle.
+        iam.Grant.add_to_principal(
+            grantee=self.functions.run_segment,
+            actions=["states:StartExecution"],
+            resource_arns=[
+                self.format_arn(
+                    service="states",
+                    resource="stateMachine",
+                    resource_name=f"{prefix}-runs",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        )
         self.api = HttpApi(
             self,
             "Http",

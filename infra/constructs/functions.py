@@ -257,6 +257,11 @@ class Functions(Construct):
         # and counters (the runs-table actions above), the link key and SES for the emails.
         _grant_secret_read(secrets.link_signing_key, trigger)
         email.grant_send(trigger)
+        # A run the reconcile pass ends gives back its resource leases, which wakes the run
+        # parked next in that resource's queue (its task token: not ARN-scoped, see below).
+        iam.Grant.add_to_principal(
+            grantee=trigger, actions=["states:SendTaskSuccess"], resource_arns=["*"]
+        )
         # runner: pinned definitions, the run (lease, timeline — Query: MarkFailed reads it
         # for the first cause of a failing streak — approvals it cancels),
         # checkpoints (LangGraph's saver: Query, Scan for list(), BatchWrite) with S3 offload,

@@ -105,6 +105,7 @@ class _EndDeps:
     runs: Any
     clock: Any
     resources: Any = field(default_factory=InMemoryResourceLocks)
+    executions: Any = None  # nothing is queued behind this run: nothing to start
 
 
 def test_mark_failed_writes_a_minimal_record_when_the_full_one_does_not_fit(dynamodb: Any):
