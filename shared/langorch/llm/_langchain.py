@@ -382,3 +382,33 @@ def _run_tool(tools: dict[str, Any], name: str, args: dict[str, Any]) -> str:
     if len(output) > MAX_TOOL_OUTPUT_CHARS:
         output = output[:MAX_TOOL_OUTPUT_CHARS] + " [truncated]"
     return output
+
+
+class LazyKey:
+    """A provider's API key, given or read by a function at its first use (a secret read from
+    Secrets Manager only when a step calls the provider), then kept.
+
+    Args:
+        source: the key, or a function returning it.
+        missing: what a step is told when there is none: where to set it.
+    """
+
+    def __init__(self, source: Callable[[], str | None] | str | None, missing: str) -> None:
+        self._source = source
+        self._missing = missing
+        self._key: str | None = None
+
+    def __call__(self) -> str:
+        """The key.
+
+        Raises:
+            ProviderUnavailableError: there is none.
+        """
+        if self._key is None:
+            from langorch.llm.base import ProviderUnavailableError
+
+            key = self._source() if callable(self._source) else self._source
+            if not key:
+                raise ProviderUnavailableError(self._missing)
+            self._key = key
+        return self._key

@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm._langchain import Answer, ChatProvider, message_text
+from langorch.llm._langchain import Answer, ChatProvider, LazyKey, message_text
 from langorch.llm.base import LLMCallError, LLMRequest, ProviderUnavailableError
 from langorch.llm.errors import malformed, refusal, throttled, timed_out, truncated
 from langorch.llm.schema import ANSWER_SCHEMA_NAME, output_schema
@@ -57,20 +57,12 @@ class AnthropicProvider(ChatProvider):
     ) -> None:
         super().__init__(default_model or DEFAULT_ANTHROPIC_MODEL)
         self._settings = settings or AnthropicSettings()
-        self._api_key = api_key
-        self._resolved_key: str | None = None
-
-    def _key(self) -> str:
-        if self._resolved_key is None:
-            key = self._api_key() if callable(self._api_key) else self._api_key
-            if not key:
-                raise ProviderUnavailableError(
-                    "the anthropic provider has no API key: set LANGORCH_ANTHROPIC_API_KEY (or "
-                    "ANTHROPIC_API_KEY) in the environment, or store it in Secrets Manager for a "
-                    'deployment (LANGORCH_LLM_API_KEY_SECRET, as {"anthropic_api_key": ...})'
-                )
-            self._resolved_key = key
-        return self._resolved_key
+        self._key = LazyKey(
+            api_key,
+            "the anthropic provider has no API key: set LANGORCH_ANTHROPIC_API_KEY (or "
+            "ANTHROPIC_API_KEY) in the environment, or store it in Secrets Manager for a "
+            'deployment (LANGORCH_LLM_API_KEY_SECRET, as {"anthropic_api_key": ...})',
+        )
 
     def _chat_key(self, model: str, request: LLMRequest) -> Hashable:
         return (model, request.temperature, request.max_tokens)

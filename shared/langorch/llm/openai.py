@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm._langchain import Answer, ChatProvider, message_text, parse_json_object
+from langorch.llm._langchain import Answer, ChatProvider, LazyKey, message_text, parse_json_object
 from langorch.llm.base import LLMCallError, LLMRequest, ProviderUnavailableError
 from langorch.llm.errors import guardrail, malformed, refusal, throttled, timed_out, truncated
 from langorch.llm.schema import ANSWER_SCHEMA_NAME, is_strict_compatible, output_schema
@@ -62,20 +62,12 @@ class OpenAIProvider(ChatProvider):
         if timeout_seconds is not None:
             settings = replace(settings, timeout_seconds=timeout_seconds)
         self._settings = settings
-        self._api_key = api_key
-        self._resolved_key: str | None = None
-
-    def _key(self) -> str:
-        if self._resolved_key is None:
-            key = self._api_key() if callable(self._api_key) else self._api_key
-            if not key:
-                raise ProviderUnavailableError(
-                    "the openai provider has no API key: set LANGORCH_OPENAI_API_KEY (or "
-                    "OPENAI_API_KEY) in the environment, or store it in Secrets Manager for a "
-                    "deployment (LANGORCH_LLM_API_KEY_SECRET)"
-                )
-            self._resolved_key = key
-        return self._resolved_key
+        self._key = LazyKey(
+            api_key,
+            "the openai provider has no API key: set LANGORCH_OPENAI_API_KEY (or "
+            "OPENAI_API_KEY) in the environment, or store it in Secrets Manager for a "
+            "deployment (LANGORCH_LLM_API_KEY_SECRET)",
+        )
 
     def _chat_key(self, model: str, request: LLMRequest) -> Hashable:
         return (model, request.temperature, request.max_tokens)
