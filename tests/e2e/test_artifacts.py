@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from langorch.composition.bootstrap import build_container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 from tests.e2e.readme import REPO
 from tests.e2e.test_dev_pipeline import langorch
+from tests.support.polling import wait_for
 
 REPORT = """
 workflows:
@@ -127,11 +127,11 @@ def test_runs_show_lists_what_the_file_digest_run_attached_with_paths_that_open_
 def _ended(stack: LocalStack, workflow_id: str) -> Any:
     """The workflow's one run once it ended (its S3 event starts it in the state machine)."""
     container = build_container(stack.settings)
-    deadline = time.monotonic() + 180  # a bound for a stuck run, not a speed: machines are busy
-    while not (runs := container.runs.list_runs(workflow_id=workflow_id)) or not all(
-        r.is_terminal for r in runs
-    ):
-        assert time.monotonic() < deadline, f"the {workflow_id} run did not end within 180 s"
-        time.sleep(0.2)
-    [run] = runs
+
+    def ended() -> list[Any] | None:
+        runs = container.runs.list_runs(workflow_id=workflow_id)
+        return runs if runs and all(r.is_terminal for r in runs) else None
+
+    # A bound for a stuck run, not a speed: it scales with LANGORCH_TEST_PATIENCE
+    [run] = wait_for(ended, what=f"the {workflow_id} run to end", timeout=180, interval=0.2)
     return run
