@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -55,3 +56,75 @@ def test_every_command_accepts_home_before_or_after_its_name() -> None:
     assert parser.parse_args(["runs", "list", "--home", "/srv/b"]).home == "/srv/b"
     assert parser.parse_args(["dev", "--home", "/srv/c"]).home == "/srv/c"
     assert parser.parse_args(["workflows", "list"]).home is None
+
+
+HEAVY = ("pydantic", "boto3", "botocore", "moto", "langgraph", "langchain_core", "yaml", "mcp")
+"""Packages a command that does not use them must not pay for (issue 26: a command in 0.3 s)."""
+
+PROBE = """
+import json, sys
+sys.path.insert(0, {shared!r})  # this tree's code, not the installed one
+from langorch.cli.main import main
+code = main({argv!r})
+loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({heavy!r}))
+groups = sorted(m for m in sys.modules if m.startswith("langorch.cli.commands."))
+print(json.dumps({{"code": code, "heavy": loaded, "groups": groups}}))
+"""
+
+
+def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:
+    """What a fresh interpreter has imported after running ``langorch argv``."""
+    code = PROBE.format(shared=str(REPO / "shared"), argv=argv, heavy=HEAVY)
+    env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
+        check=True,
+    )
+    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> None:
+    # Given a fresh interpreter
+    # When it runs `langorch --help`
+    loaded = _loaded_by(["--help"], tmp_path)
+
+    # Then it listed the groups without importing one, nor pydantic, boto3, LangGraph, moto, ...
+    assert loaded == {"code": 0, "heavy": [], "groups": []}
+
+
+def test_a_local_runs_list_loads_its_group_and_the_embedded_store_only(tmp_path: Path) -> None:
+    # Given a local home (its stack file and SQLite store)
+    home = tmp_path / "home"
+    home.mkdir()
+    stack = {"endpoint_url": "http://127.0.0.1:9", "settings": {"local_home": str(home)}}
+    (home / "stack.json").write_text(json.dumps(stack))
+
+    # When a fresh interpreter runs `langorch runs list` against it
+    loaded = _loaded_by(["--home", str(home), "runs", "list"], tmp_path)
+
+    # Then it read the store with pydantic (the records' models) and nothing heavier,
+    # and loaded only the `runs` group (with the redrive and fork commands it registers)
+    assert loaded["code"] == 0
+    assert loaded["heavy"] == ["pydantic"]
+    assert loaded["groups"] == [
+        "langorch.cli.commands._start_input",
+        "langorch.cli.commands.recovery",
+        "langorch.cli.commands.runs",
+    ]
+
+
+def test_the_help_listing_every_group_is_the_same_loaded_or_not() -> None:
+    from langorch.cli.main import build_parser
+
+    # Given the parser with every group loaded, and the one a bare `langorch --help` builds
+    full, listed = build_parser(), build_parser([])
+
+    # Then both list the same groups with the same help (the table in
+    # langorch.cli.commands agrees with what each group's module registers)
+    assert listed.format_help() == full.format_help()

@@ -1,7 +1,8 @@
 """How command groups plug into ``langorch``.
 
 A group is a module under :mod:`langorch.cli.commands` with a ``register(subparsers)``
-function, listed in :data:`langorch.cli.commands.GROUPS`. It adds its commands with
+function, listed (name and help) in :data:`langorch.cli.commands.GROUPS`; a command line imports
+only the groups it names. It adds its commands with
 :func:`add_group` and :func:`add_command`::
 
     def register(subparsers: Subparsers) -> None:

@@ -18,12 +18,10 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import boto3
-
-from langorch.adapters.aws import make_client, new_session
 from langorch.config import Settings
 
 if TYPE_CHECKING:
+    import boto3
     from slack_sdk import WebClient
 
     from langorch.adapters.artifacts import S3Artifacts, S3ArtifactWriter
@@ -103,6 +101,10 @@ class Container:
         """
         cache: dict[tuple[str, str | None], Any] = self.__dict__.setdefault("_clients", {})
         if (service, role) not in cache:
+            # Imported here: a container on the embedded stores (the CLI against a local home)
+            # may never build a client, and boto3 costs a command a third of a second.
+            from langorch.adapters.aws import make_client, new_session
+
             if role:
                 from langorch.adapters.aws import assumed_role_session
 

@@ -1,48 +1,50 @@
 """Command groups of ``langorch``: one module per group, each with ``register(subparsers)``.
 
 To add a group, write ``langorch/cli/commands/<group>.py`` (see :mod:`langorch.cli.registry`)
-and append its module to :data:`GROUPS`.
+and append a :class:`Group` naming it to :data:`GROUPS`. A command line loads only the groups
+it names (:func:`langorch.cli.main.build_parser`): ``langorch runs list`` never imports the
+modules of ``dev`` or ``workflows``, and ``langorch --help`` imports none.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from types import ModuleType
 
-from langorch.cli.commands import (
-    agents,
-    approvals,
-    audit,
-    blocks,
-    console,
-    dev,
-    events,
-    files,
-    hooks,
-    keys,
-    resources,
-    runs,
-    schedules,
-    secrets,
-    tools,
-    workflows,
-)
 
-GROUPS: list[ModuleType] = [
-    dev,
-    console,
-    blocks,
-    workflows,
-    tools,
-    agents,
-    runs,
-    hooks,
-    approvals,
-    audit,
-    files,
-    events,
-    keys,
-    secrets,
-    resources,
-    schedules,
-]
+@dataclass(frozen=True)
+class Group:
+    """A command group: its name on the command line and its one-line help.
+
+    The help is written here, not only in the module, so ``langorch --help`` lists every group
+    without importing one (``tests/unit/test_cli_main.py`` checks that the two agree).
+    """
+
+    name: str
+    help: str
+
+    def load(self) -> ModuleType:
+        """The group's module, ``langorch.cli.commands.<name>`` (imported on first use)."""
+        return importlib.import_module(f"{__name__}.{self.name}")
+
+
+GROUPS: tuple[Group, ...] = (
+    Group("dev", "run langorch on this machine (AWS emulator)"),
+    Group("console", "runs, graphs, timelines and approvals in a browser"),
+    Group("blocks", "register and inspect blocks"),
+    Group("workflows", "register, validate and inspect workflows"),
+    Group("tools", "register MCP tool servers blocks may call"),
+    Group("agents", "register the agents CKP procedures' nodes name"),
+    Group("runs", "start and inspect runs"),
+    Group("hooks", "deliver signed webhooks"),
+    Group("approvals", "inspect approvals and their audit trail"),
+    Group("audit", "approval evidence: export a ledger, verify one"),
+    Group("files", "drop files into the watched bucket"),
+    Group("events", "put events on an EventBridge bus"),
+    Group("keys", "rotate the approval-link signing key"),
+    Group("secrets", "store secrets the functions read (never shown)"),
+    Group("resources", "declare and inspect resource limits"),
+    Group("schedules", "pause, resume and backfill workflows' schedules"),
+)
 """Registered in this order; ``langorch --help`` lists them so."""

@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import time
-import urllib.error
-import urllib.request
 import uuid
 from typing import Any
 
@@ -35,6 +33,9 @@ def register(subparsers: Subparsers) -> None:
 
 
 def _send(ctx: Context, args: argparse.Namespace) -> int:
+    # Imported here, as every command's heavier imports are: only a send pays for them.
+    import urllib.error
+    import urllib.request
     from datetime import UTC, datetime
 
     from standardwebhooks import Webhook
