@@ -109,7 +109,9 @@ def test_a_function_error_fails_the_task_with_its_error_type(in_process: Any) ->
 def test_a_lambda_task_reaches_the_dispatcher_from_the_emulators_server() -> None:
     # Given moto's own server, as `langorch dev` runs it, and the routing in this process
     port = free_port()
-    stop = start_emulator(port)
+    emulator = start_emulator(port)
+    emulator.warm()
+    emulator.open_executions()
     recorder = Recorder()
     undo = route_lambda_invocations(recorder)
     try:
@@ -123,7 +125,7 @@ def test_a_lambda_task_reaches_the_dispatcher_from_the_emulators_server() -> Non
         described = _execute(sfn, "canary-server")
     finally:
         undo()
-        stop()
+        emulator.stop()
     assert recorder.calls == [(FUNCTION, {"run_id": "run-1"})], BROKEN
     assert described["status"] == "SUCCEEDED"
 

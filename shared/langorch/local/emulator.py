@@ -3,8 +3,11 @@
 Our stores are our own (SQLite, :mod:`langorch.composition.embedded`); the one AWS behaviour the
 local stack runs on moto is the run state machine: moto's Step Functions interpreter executes the
 package's ASL file (``statemachine.asl.json``), parks approvals on task tokens, times them out and
-retries and catches as the service does. It runs in the ``langorch dev`` process as moto's own
-``ThreadedMotoServer``, so the CLI, the console and the sandboxes reach it over HTTP like AWS.
+retries and catches as the service does. It runs in the ``langorch dev`` process, moto's own WSGI
+app served as moto's ``ThreadedMotoServer`` serves it, so the CLI, the console and the sandboxes
+reach it over HTTP like AWS. Its port accepts connections from the first instant; moto and its
+interpreter (seconds of CPU to import) warm up behind it, and Step Functions calls wait at a gate
+until the run state machine exists (:class:`Emulator`): ``langorch dev`` is ready before that.
 
 Without Docker, moto cannot run Lambda code, and the interpreter's Lambda tasks must reach our
 handlers, and moto's ``StopExecution`` leaves a task-token wait pending where Step Functions
@@ -53,6 +56,7 @@ import socket
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
+from importlib import import_module
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -192,58 +196,179 @@ def ensure_port_free(port: int, *, what: str, option: str) -> None:
             ) from exc
 
 
-def start_emulator(port: int) -> Callable[[], None]:
-    """Start moto's ``ThreadedMotoServer`` on 127.0.0.1:``port``, executing state machines.
+GATE_WAIT_SECONDS = 20.0
+"""How long a Step Functions call waits at the gate before it is answered 503 (retried by the
+SDKs): less than the clients' 30 s read timeout, so a call never times out while it waits."""
 
-    Returns:
-        Its stop function (which also clears what it held: moto's backends are this process's
-        memory, and a later emulator in this process must not see this one's executions).
+MACHINE_SETUP = frozenset(
+    {"CreateStateMachine", "UpdateStateMachine", "ListStateMachines", "DescribeStateMachine"}
+)
+"""The Step Functions operations that pass the gate: what creates the run state machine."""
+
+
+class ExecutionsGate:
+    """WSGI middleware in front of moto's app: a Step Functions call waits (never fails) until
+    the run state machine exists and the gate is opened; every other call passes.
+
+    Args:
+        app: moto's WSGI app.
+        wait_seconds: how long one call waits before it is answered 503, which the SDKs retry
+            (see :data:`GATE_WAIT_SECONDS`).
+    """
+
+    def __init__(self, app: Callable[..., Any], wait_seconds: float = GATE_WAIT_SECONDS) -> None:
+        self._app = app
+        self._wait_seconds = wait_seconds
+        self._opened = threading.Event()
+        self._failure: str | None = None
+
+    def open(self, failure: str | None = None) -> None:
+        """Let the waiting calls through (or answer them ``failure``: the warm-up failed)."""
+        self._failure = failure
+        self._opened.set()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        service, _, operation = environ.get("HTTP_X_AMZ_TARGET", "").partition(".")
+        if service == "AWSStepFunctions" and operation not in MACHINE_SETUP:
+            opened = self._opened.wait(self._wait_seconds)
+            if not opened or self._failure:
+                reason = self._failure or "the run state machine is warming up: try again"
+                body = json.dumps({"__type": "ServiceUnavailable", "message": reason}).encode()
+                headers = [
+                    ("Content-Type", "application/x-amz-json-1.0"),
+                    ("Content-Length", str(len(body))),
+                ]
+                start_response("503 Service Unavailable", headers)
+                return [body]
+        return self._app(environ, start_response)
+
+
+class Emulator:
+    """moto's server on a port that accepts connections from the start, warmed up later.
+
+    Importing moto's server and its Step Functions interpreter costs seconds of CPU (most of it
+    moto's EC2 and Batch models, which the interpreter's task states import); ``langorch dev`` is
+    ready without waiting for them. The port is bound and listening at once (connections
+    queue); :meth:`warm` imports moto, serves moto's own WSGI app on that socket, then imports
+    the interpreter and installs the stop fix (this module's table). Step Functions calls wait
+    at a gate until :meth:`open_executions` — after the run state machine exists — so a run
+    started the moment the stack is ready waits for it and does not fail.
 
     Raises:
         PortBusyError: something already listens on ``port``.
     """
-    from moto.server import ThreadedMotoServer
 
-    ensure_port_free(port, what="the AWS emulator", option="--emulator-port")
-    # One access-log line per AWS call drowns what the developer wants to see.
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)
-    # moto imports its ASL interpreter (~2.7 s here, most of it moto's EC2 and Batch models) on
-    # the first execution; importing it now, beside the rest of the start, takes it off the
-    # path to "ready". The stop fix is installed with it, before any execution can run.
-    undos: list[Callable[[], None]] = []
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self._socket = _listen(port)
+        self._gate: ExecutionsGate | None = None
+        self._server: Any = None
+        self._serving: threading.Thread | None = None
+        self._undos: list[Callable[[], None]] = []
 
-    def warm() -> None:
+    def warm(self) -> None:
+        """Serve moto on the port and import its interpreter (seconds of CPU; run it in a
+        thread of its own). Step Functions calls still wait at the gate afterwards.
+
+        Raises:
+            EmulatorError: moto could not be served.
+        """
         try:
-            undos.append(stop_ends_task_waits())
+            self._serve()
+        except OSError as exc:
+            raise EmulatorError(f"the AWS emulator did not start: {exc}") from exc
+        try:
+            import_module("moto.stepfunctions.parser.models")  # what StartExecution imports
+            self._undos.append(stop_ends_task_waits())
         except EmulatorError:
             logger.exception("stopped executions will not end their approval waits")
 
-    warming = threading.Thread(target=warm, name="langorch-warm-asl", daemon=True)
-    warming.start()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    def _serve(self) -> None:
+        # Served as moto's ThreadedMotoServer serves it (the same app, handler and werkzeug
+        # server), on the socket bound at start and behind the gate; nothing of moto replaced.
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        # One access-log line per AWS call drowns what the developer wants to see.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._gate = ExecutionsGate(DomainDispatcherApplication(create_backend_app))
+        server = make_server(
+            "127.0.0.1",
+            self.port,
+            self._gate,
+            threaded=True,
+            request_handler=MotoRequestHandler,
+            fd=self._socket.fileno(),
+        )
+        self._server = server
+        self._serving = threading.Thread(
+            target=server.serve_forever, name="langorch-emulator", daemon=True
+        )
+        self._serving.start()
+        _post(f"{self.endpoint}/moto-api/reset", b"")
+        _post(f"{self.endpoint}/moto-api/config", json.dumps(EXECUTION_CONFIG).encode("utf-8"))
+
+    def open_executions(self, failure: str | None = None) -> None:
+        """Let Step Functions calls through the gate (``failure``: answer them that instead)."""
+        if self._gate is not None:
+            self._gate.open(failure)
+
+    def stop(self) -> None:
+        """Stop serving and clear what moto held (its backends are this process's memory, and
+        a later emulator in this process must not see this one's executions)."""
+        if self._server is not None:
+            self.open_executions("the AWS emulator is stopping")
+            try:
+                _post(f"{self.endpoint}/moto-api/reset", b"")
+            except OSError:
+                logger.warning("could not reset the emulator on port %d", self.port)
+            self._server.shutdown()
+            self._server.server_close()
+        if self._serving is not None:
+            self._serving.join(timeout=5)
+        self._socket.close()
+        while self._undos:
+            self._undos.pop()()
+
+
+def _listen(port: int) -> socket.socket:
+    """A socket listening on 127.0.0.1:``port`` (connections queue until it is served).
+
+    Raises:
+        PortBusyError: the port is taken.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # As a server binds: a port left in TIME_WAIT by a stopped stack is free to reuse.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        _post(f"{endpoint}/moto-api/reset", b"")
-        _post(f"{endpoint}/moto-api/config", json.dumps(EXECUTION_CONFIG).encode("utf-8"))
-    except BaseException:
-        server.stop()
-        warming.join()
-        for undo in undos:
-            undo()
-        raise
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise PortBusyError(
+            f"cannot start the AWS emulator on 127.0.0.1:{port}: {exc.strerror or exc} "
+            "(another `langorch dev`?); stop what uses it or pick another port with "
+            "--emulator-port PORT"
+        ) from exc
+    return sock
 
-    def stop() -> None:
-        try:
-            _post(f"{endpoint}/moto-api/reset", b"")
-        except OSError:
-            logger.warning("could not reset the emulator on port %d", port)
-        server.stop()
-        warming.join()
-        for undo in undos:
-            undo()
 
-    return stop
+def start_emulator(port: int) -> Emulator:
+    """Bind moto's port, 127.0.0.1:``port``, for an :class:`Emulator` executing state machines.
+
+    Returns at once, the port accepting connections (they wait); :meth:`Emulator.warm` serves
+    them, and :meth:`Emulator.open_executions` lets Step Functions calls through once the state
+    machines they need exist.
+
+    Raises:
+        PortBusyError: something already listens on ``port``.
+    """
+    return Emulator(port)
 
 
 def _post(url: str, body: bytes) -> None:

@@ -25,6 +25,8 @@ import logging
 import os
 import secrets
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +37,7 @@ import yaml
 from langorch.config import Settings
 from langorch.domain.errors import LangorchError
 from langorch.local._invoke import ACCOUNT_ID, TRIGGER, LambdaInvoker, Transport, function_arn
-from langorch.local.emulator import PortBusyError, ensure_port_free
+from langorch.local.emulator import EmulatorError, PortBusyError, ensure_port_free
 
 __all__ = ["LocalStack", "PortBusyError", "free_port", "start_local_stack"]
 
@@ -79,6 +81,8 @@ class LocalStack:
     fake_slack: Any = None
     """The fake Slack (``slack=True``): its recorded messages, its base URL."""
     """The examples' tool servers and agents (``servers=True``): an ``ExampleTools``."""
+    warm_up: WarmUp | None = None
+    """The state machine's warm-up (the interpreter, the machine, the runs recovered)."""
     _stops: list[Callable[[], None]] = field(default_factory=list)
     _flush_logs: Callable[[float], bool] | None = None
 
@@ -102,6 +106,8 @@ class LocalStack:
     def stop(self) -> None:
         """Stop everything this stack started (newest first) and forget the stack file."""
         self.stack_file.unlink(missing_ok=True)
+        if self.warm_up is not None:
+            self.warm_up.join()  # what it starts (executions) is stopped below with the rest
         while self._stops:
             self._stops.pop()()
 
@@ -165,6 +171,7 @@ def start_local_stack(
     servers: bool = False,
     slack: bool = False,
     before_recovery: Callable[[LocalStack], None] | None = None,
+    background_warm_up: bool = False,
 ) -> LocalStack:
     """Start the local stack with everything provisioned.
 
@@ -193,6 +200,9 @@ def start_local_stack(
         before_recovery: runs once the stack can serve functions, before in-flight runs get
             their executions again: what those runs call must be up first (the examples' tool
             servers, each on a new address and token).
+        background_warm_up: return once every port accepts requests, before the state
+            machine's warm-up, which the caller starts (``stack.warm_up.start()``) when what it
+            adds is up too (``langorch dev``: the console); by default, return warm.
 
     Raises:
         PortBusyError: the emulator's or the gateway's port is taken.
@@ -205,6 +215,7 @@ def start_local_stack(
     from langorch.local.lambdas import Dispatcher, function_environment
     from langorch.local.logs import CloudWatchSink
 
+    started = time.monotonic()
     home = home.resolve()
     home.mkdir(parents=True, exist_ok=True)
     check_home_layout(home)
@@ -238,7 +249,9 @@ def start_local_stack(
     try:
         if slack:
             settings = stack.settings = _with_fake_slack(stack, settings)
-        stack._stops.append(start_emulator(port))
+        # Its port is bound now; moto is imported and served by the warm-up (below).
+        emulator = start_emulator(port)
+        stack._stops.append(emulator.stop)
         container = EmbeddedContainer(settings)
         container.ensure_resources(engine=False)  # LangGraph's tables: the first segment's
         seed_builtins(container.definitions)
@@ -254,9 +267,8 @@ def start_local_stack(
         stack._stops.append(dispatcher.uninstall)
         stack.transport = dispatcher.transport()
         stack.functions = _function_arns(region)
-        settings = settings.model_copy(
-            update={"state_machine_arn": _state_machine(container, stack.functions)}
-        )
+        # Created by the warm-up (below): its name, and so its ARN, are known now.
+        settings = settings.model_copy(update={"state_machine_arn": state_machine_arn(region)})
         dispatcher.environment = function_environment(settings)
         sink.ensure_groups(list(_function_names()))
         stack.settings = settings
@@ -273,8 +285,7 @@ def start_local_stack(
 
         if before_recovery is not None:
             before_recovery(stack)
-        # Before the gateway opens: a click on an old link then finds the run parked again.
-        stack.recovered = recover_runs(container)
+        stack.warm_up = WarmUp(stack, emulator, started)
         if reserved is not None:
             reserved.close()
             reserved = None
@@ -282,6 +293,11 @@ def start_local_stack(
         if console:
             _for_a_person(stack)
         write_stack_file(stack.stack_file, _stack_document(stack))
+        if not background_warm_up:
+            stack.warm_up.start()
+            stack.warm_up.wait()
+            if stack.warm_up.error:
+                raise EmulatorError(stack.warm_up.error)
         return stack
     except BaseException:
         if reserved is not None:
@@ -326,6 +342,79 @@ def _function_names() -> list[str]:
     return list(FUNCTIONS.values())
 
 
+def state_machine_arn(region: str) -> str:
+    """The run state machine's ARN in the emulator (its name is fixed)."""
+    from langorch.local.statemachine import STATE_MACHINE_NAME
+
+    return f"arn:aws:states:{region}:{ACCOUNT_ID}:stateMachine:{STATE_MACHINE_NAME}"
+
+
+class WarmUp:
+    """What the local stack finishes after it is ready, in a background thread: moto served and
+    its Step Functions interpreter imported, the run state machine created from the package's
+    ASL, the runs in flight when the stack last stopped given new executions.
+
+    Started once the rest of the stack is up, not beside it: imports hold the interpreter's
+    lock, so seconds of moto imported in parallel would only have slowed the rest as much
+    (measured: the ready time doubled, the warm time stayed).
+
+    Until then a Step Functions call waits at the emulator's gate, and what the gateway, the
+    scheduler tick and the bucket watcher invoke waits for the recovery (a click on an old
+    approval link then finds its run parked again): nothing fails, it is late.
+    """
+
+    def __init__(self, stack: LocalStack, emulator: Any, started: float) -> None:
+        self._stack = stack
+        self._emulator = emulator
+        self._started = started
+        self._done = threading.Event()
+        self.seconds: float | None = None
+        """From the start of the stack to warm."""
+        self.error: str | None = None
+        """Why the warm-up failed (``None``: it did not)."""
+        self._thread = threading.Thread(target=self._run, name="langorch-warm-up", daemon=True)
+
+    def start(self) -> None:
+        """Start it in its thread (once)."""
+        if not self._thread.is_alive() and not self._done.is_set():
+            self._thread.start()
+
+    def _run(self) -> None:
+        stack, emulator = self._stack, self._emulator
+        try:
+            emulator.warm()
+            arn = _state_machine(stack.container, stack.functions)
+            if arn != stack.settings.state_machine_arn:
+                raise EmulatorError(
+                    f"the run state machine is {arn}, not {stack.settings.state_machine_arn}"
+                )
+            emulator.open_executions()
+            stack.recovered = recover_runs(stack.container)
+        except Exception as exc:
+            logger.exception("the state machine did not warm up")
+            self.error = f"{type(exc).__name__}: {exc}"
+            emulator.open_executions(f"the local stack's state machine failed: {self.error}")
+        self.seconds = time.monotonic() - self._started
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until the warm-up ended (well or not); ``False`` when ``timeout`` passed."""
+        return self._done.wait(timeout)
+
+    def gated(self, transport: Transport) -> Transport:
+        """``transport``, each invocation waiting for the warm-up first."""
+
+        def invoke(name: str, payload: bytes) -> tuple[bytes, str | None]:
+            self._done.wait()
+            return transport(name, payload)
+
+        return invoke
+
+    def join(self) -> None:
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def _state_machine(container: Any, function_arns: dict[str, str]) -> str:
     """Create (or update) the run state machine in the emulator from the package's ASL."""
     from langorch.local.statemachine import ensure_state_machine
@@ -354,13 +443,16 @@ def _start_background(stack: LocalStack, gateway_port: int) -> None:
     from langorch.local import gateway, ticker
     from langorch.local.bucket_events import start_bucket_events
 
-    assert stack.transport is not None
+    assert stack.transport is not None and stack.warm_up is not None
     container = stack.container
+    # What comes from outside waits for the warm-up: a click on an old approval link then
+    # finds its run parked again, a webhook its state machine.
+    transport = stack.warm_up.gated(stack.transport)
     stack.gateway_url, stop_gateway = gateway.start_gateway(
-        stack.settings, port=gateway_port, transport=stack.transport
+        stack.settings, port=gateway_port, transport=transport
     )
     stack._stops.append(stop_gateway)
-    trigger = stack.invoker(TRIGGER)
+    trigger = LambdaInvoker(TRIGGER, transport)
     stack.ticker = ticker.start_ticker(stack.settings, container.schedules, invoke=trigger)
     stack._stops.append(stack.ticker)
     stack.bucket_events = start_bucket_events(

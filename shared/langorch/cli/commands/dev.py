@@ -117,15 +117,22 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         # runs resume: a run that calls a tool finds it at its new address.
         servers=True,
         slack=args.slack,
+        # Ready once every port accepts requests; the state machine warms up behind it.
+        background_warm_up=True,
     )
     from langorch.local.example_tools import ExampleTools
 
     tools: ExampleTools = stack.example_servers or ExampleTools()
     console_url = _start_console(ctx, stack, args.console_port, args.console_email)
     took = time.monotonic() - started
+    warm_up = stack.warm_up
+    assert warm_up is not None  # every stack has one
+    warm_up.start()  # now that every port is up: imports beside them would only slow them
+    if args.ready_only or ctx.out.json_mode:
+        warm_up.wait()  # both figures in the one result
     settings = stack.settings
     lines = [
-        f"langorch dev is ready in {took:.1f} s",
+        f"langorch dev is ready in {took:.1f} s; {_warm_line(warm_up)}",
         f"  store         {home / 'langorch.db'}  (SQLite: runs, approvals, workflows, "
         "checkpoints, memory, secrets, schedules, logs)",
         f"  bucket        {home / 'bucket'}  (drop files here, or `langorch files put`)",
@@ -147,11 +154,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
             f"  slack (fake)  {stack.fake_slack.base_url}  (approval requests posted there; "
             f"a press goes to {stack.gateway_url or 'the gateway'}/slack/interactions)"
         )
-    if stack.recovered:
-        lines.append(
-            f"  recovered     {len(stack.recovered)} runs in flight when it last stopped "
-            "(approvals stay parked, waits resume, segments continue from their checkpoint)"
-        )
+    lines += _recovered_lines(stack)
     lines += _console_line(console_url)
     if stack.background:
         lines.append(f"  running       {', '.join(stack.background)}")
@@ -178,6 +181,8 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     ctx.out.result(
         {
             "ready_seconds": round(took, 2),
+            "warm_seconds": _seconds(warm_up),
+            "warm_up_error": warm_up.error,
             "endpoint_url": settings.endpoint_url,
             "stack_file": str(stack.stack_file),
             "state_machine_arn": settings.state_machine_arn,
@@ -195,12 +200,41 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     )
     if args.ready_only:
         stack.stop()  # its tool servers with it
-        return 0
+        return 0 if warm_up.error is None else 1
+    if warm_up.seconds is None:
+
+        def say_when_warm() -> None:
+            warm_up.wait()
+            print("\n".join([_warm_line(warm_up), *_recovered_lines(stack)]), flush=True)
+
+        threading.Thread(target=say_when_warm, name="langorch-say-warm", daemon=True).start()
     try:
         wait_until_stopped()
     finally:
         stack.stop()
     return 0
+
+
+def _seconds(warm_up: Any) -> float | None:
+    return None if warm_up.seconds is None else round(warm_up.seconds, 2)
+
+
+def _warm_line(warm_up: Any) -> str:
+    """What the state machine's warm-up has come to (moto's interpreter costs seconds)."""
+    if warm_up.error is not None:
+        return f"the state machine did not start: {warm_up.error} (runs cannot start; see above)"
+    if warm_up.seconds is None:
+        return "the state machine warms up behind it (runs started now wait for it, not fail)"
+    return f"state machine warm in {warm_up.seconds:.1f} s"
+
+
+def _recovered_lines(stack: Any) -> list[str]:
+    if not stack.recovered:
+        return []
+    return [
+        f"  recovered     {len(stack.recovered)} runs in flight when it last stopped "
+        "(approvals stay parked, waits resume, segments continue from their checkpoint)"
+    ]
 
 
 def wait_until_stopped() -> None:
