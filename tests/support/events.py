@@ -1,12 +1,15 @@
 """What a Lambda function's handler is called with, for tests that call it directly: the recorded
 events of ``tests/fixtures/events``, an API Gateway v2 request for an approval link, and the
-context Powertools reads."""
+context Powertools reads; and what the function logs."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,3 +68,16 @@ def approval_event(
     if form is not None:
         built["body"] = base64.b64encode(urlencode(form).encode()).decode()
     return built
+
+
+@contextlib.contextmanager
+def function_log(handler_module: Any) -> Iterator[io.StringIO]:
+    """Everything a function's handler module logs while inside (its Powertools JSON handler is
+    shared with the ``langorch.*`` loggers)."""
+    stream = io.StringIO()
+    handler = handler_module.logger.registered_handler
+    previous = handler.setStream(stream)
+    try:
+        yield stream
+    finally:
+        handler.setStream(previous)
