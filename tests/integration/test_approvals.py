@@ -15,8 +15,6 @@ API Gateway HTTP API (v2) events.
 
 from __future__ import annotations
 
-import base64
-import copy
 import io
 import json
 import logging
@@ -31,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import boto3
 import pytest
@@ -61,17 +59,26 @@ from langorch.domain.runs import (
     RunTrigger,
     transition,
 )
+from tests.fakes.clock import FakeClock
 from tests.support.aws import one_request_at_a_time
-from tests.unit.approvals_support import decide_command, view_command
+from tests.unit.approvals_support import (
+    ALICE,
+    BASE_URL,
+    BOB,
+    CALLBACK_CONTEXT,
+    call,
+    decide_command,
+    event,
+    nonce,
+    open_and_decide,
+    read,
+    view_command,
+)
 
 from .conftest import UseContainer
 
 REGION = "us-east-1"
 ROOT = Path(__file__).resolve().parents[2]
-EVENTS = ROOT / "tests" / "fixtures" / "events"
-BASE_URL = "https://approve.example.com"
-ALICE = "alice@example.com"
-BOB = "bob@example.com"
 MOTO_CONFIG: Any = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
@@ -81,16 +88,6 @@ MOTO_CONFIG: Any = {
 # --------------------------------------------------------------------------------------------
 # Fixtures
 # --------------------------------------------------------------------------------------------
-
-
-class Clock:
-    """A clock the test moves (the state machine's own timeouts use real time)."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC).replace(microsecond=0)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 class CountingStepFunctions(StepFunctions):
@@ -121,7 +118,7 @@ class Parked:
 @dataclass
 class Stack:
     container: Container
-    clock: Clock
+    clock: FakeClock
     sfn: Any
     machine_arn: str
     outbox: Path
@@ -217,9 +214,9 @@ def _waiting_run(container: Container, run_id: str, request: dict[str, Any], now
 def _task_token(sfn: Any, execution_arn: str) -> str:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        for event in sfn.get_execution_history(executionArn=execution_arn)["events"]:
-            if event["type"] == "TaskScheduled":
-                parameters = json.loads(event["taskScheduledEventDetails"]["parameters"])
+        for entry in sfn.get_execution_history(executionArn=execution_arn)["events"]:
+            if entry["type"] == "TaskScheduled":
+                parameters = json.loads(entry["taskScheduledEventDetails"]["parameters"])
                 return str(parameters["Payload"]["task_token"])
         time.sleep(0.02)
     raise AssertionError("the execution never scheduled its task")
@@ -271,7 +268,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         sfn = boto3.client("stepfunctions", region_name=REGION)
         machine = _machine(sfn, role, function_arn)
         outbox = tmp_path / "outbox"
-        clock = Clock()
+        clock = FakeClock(datetime.now(UTC).replace(microsecond=0))
         container = Container(
             Settings(outbox_dir=str(outbox), state_machine_arn=machine, public_base_url=BASE_URL),
             clock=clock,
@@ -284,16 +281,6 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         yield Stack(container, clock, sfn, machine, outbox, steps)
 
 
-class FakeContext:
-    """What Powertools reads from a Lambda context."""
-
-    function_name = "approval-callback"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:approval-callback"
-    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
-
-
 @pytest.fixture
 def callback(stack: Stack, handler_container: UseContainer) -> Any:
     """The approval_callback handler module, using the test's container."""
@@ -303,60 +290,10 @@ def callback(stack: Stack, handler_container: UseContainer) -> Any:
     return handler
 
 
-def _event(
-    link: str,
-    *,
-    method: str = "GET",
-    form: dict[str, str] | None = None,
-    source_ip: str = "203.0.113.7",
-) -> dict[str, Any]:
-    """A recorded API Gateway v2 event, pointed at ``link``."""
-    name = "approval_post.json" if method == "POST" else "approval_get.json"
-    event: dict[str, Any] = copy.deepcopy(json.loads((EVENTS / name).read_text()))
-    parts = urlsplit(link)
-    approval_id = parts.path.rsplit("/", 1)[-1]
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    event["rawPath"] = event["requestContext"]["http"]["path"] = parts.path
-    event["rawQueryString"] = parts.query
-    event["queryStringParameters"] = query or None
-    event["pathParameters"] = {"id": approval_id}
-    event["requestContext"]["http"]["method"] = method
-    event["requestContext"]["http"]["sourceIp"] = source_ip
-    event["routeKey"] = event["requestContext"]["routeKey"] = f"{method} /approvals/{{id}}"
-    if form is not None:
-        event["body"] = base64.b64encode(urlencode(form).encode()).decode()
-    return event
-
-
 def _page(outcome: Any) -> Any:
     from langorch.web.pages import outcome_page
 
     return outcome_page(outcome)
-
-
-def _call(callback: Any, event: dict[str, Any]) -> dict[str, Any]:
-    return dict(callback.handler(event, FakeContext()))
-
-
-def _nonce(body: str) -> str:
-    found = re.search(r'name="nonce" value="([^"]+)"', body)
-    assert found, "the page has no nonce"
-    return found.group(1)
-
-
-def _read(callback: Any, body: str) -> str:
-    """A person reads the page: the test's clock moves past the form's dwell."""
-    container = callback.container()
-    container.clock.now += timedelta(seconds=container.settings.approval_form_dwell_seconds)
-    return _nonce(body)
-
-
-def _open_and_decide(
-    callback: Any, link: str, decision: str, **fields: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    page = _call(callback, _event(link))
-    form = {"nonce": _read(callback, page["body"]), "decision": decision, **fields}
-    return page, _call(callback, _event(link, method="POST", form=form))
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,7 +306,7 @@ def test_get_and_head_repeated_decide_nothing(stack: Stack, callback: Any) -> No
     parked = stack.park()
     link = parked.links[ALICE]
     # When its link is opened and probed many times, as mail scanners do
-    pages = [_call(callback, _event(link, method=m)) for m in ("GET", "HEAD", "GET", "HEAD")]
+    pages = [call(callback, event(link, method=m)) for m in ("GET", "HEAD", "GET", "HEAD")]
     # Then every answer is the inert page, and nothing was decided or resumed
     assert [p["statusCode"] for p in pages] == [200, 200, 200, 200]
     assert pages[1]["body"] == ""
@@ -390,7 +327,7 @@ def test_post_approve_resumes_the_run_with_the_decision(stack: Stack, callback: 
     # Given alice opened her link
     parked = stack.park()
     # When she approves with a comment and an edit
-    _, answer = _open_and_decide(
+    _, answer = open_and_decide(
         callback,
         parked.links[ALICE],
         "approved",
@@ -463,12 +400,12 @@ def test_a_click_after_the_execution_ended_is_kept_for_a_redrive(
     # (alice opened the page a dwell before the approval's 1 s ran out)
     dwell = timedelta(seconds=stack.container.settings.approval_form_dwell_seconds)
     stack.clock.now -= dwell
-    page = _call(callback, _event(parked.links[ALICE]))
+    page = call(callback, event(parked.links[ALICE]))
     stack.clock.now += dwell
     stack.wait_status(parked, "FAILED", seconds=15)
     # When alice approves
-    form = {"nonce": _nonce(page["body"]), "decision": "approved"}
-    answer = _call(callback, _event(parked.links[ALICE], method="POST", form=form))
+    form = {"nonce": nonce(page["body"]), "decision": "approved"}
+    answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
     # Then SendTaskSuccess was refused (closed token), and she reads that her decision is kept
     # while the run is not running
     assert answer["statusCode"] == 202
@@ -535,8 +472,8 @@ def test_a_later_visit_delivers_a_lost_decision_once_as_recorded(
     stack.clock.now += REDELIVERY_GRACE + timedelta(seconds=1)
     # When bob later opens his link, and then alice opens hers (a POST, and the other
     # redelivery paths: tests/unit/test_approvals_usecases.py)
-    first = _call(callback, _event(parked.links[BOB]))
-    later = _call(callback, _event(parked.links[ALICE]))
+    first = call(callback, event(parked.links[BOB]))
+    later = call(callback, event(parked.links[ALICE]))
     # Then the run resumed once, with alice's recorded decision (not bob's), and both read it
     output = json.loads(stack.wait_status(parked, "SUCCEEDED")["output"])
     assert output == RECORDED
@@ -594,15 +531,15 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
     )["executionArn"]
     token = _task_token(stack.sfn, arn)
     answer = request_handler.handler(
-        {"run_id": run_id, "approval": request, "task_token": token}, FakeContext()
+        {"run_id": run_id, "approval": request, "task_token": token}, CALLBACK_CONTEXT
     )
     mail = json.loads(next(stack.outbox.glob("*.json")).read_text())
     eml = next(stack.outbox.glob("*.eml")).read_text()
-    page = _call(callback, _event(mail["link"]))
+    page = call(callback, event(mail["link"]))
     code = re.search(r"one-time code: (\d{6})", mail["text"])
     assert code
-    form = {"nonce": _read(callback, page["body"]), "decision": "approved", "code": code.group(1)}
-    post = _call(callback, _event(mail["link"], method="POST", form=form))
+    form = {"nonce": read(callback, page["body"]), "decision": "approved", "code": code.group(1)}
+    post = call(callback, event(mail["link"], method="POST", form=form))
     assert post["statusCode"] == 200
     printed = capsys.readouterr()
     # Then the token is nowhere a person or a log can see, while the link was printed locally

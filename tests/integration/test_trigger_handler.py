@@ -7,24 +7,16 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from functions.trigger import handler as trigger
 from langorch.composition.container import Container
+from tests.support.events import LambdaContext, function_log
 
 from .conftest import UseContainer
 from .triggers_support import executions, load_event, make_deps
-
-
-@dataclass
-class FakeContext:
-    function_name: str = "langorch-trigger"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:langorch-trigger"
-    aws_request_id: str = "req-1"
 
 
 @pytest.fixture
@@ -37,16 +29,13 @@ def deps(aws: None, handler_container: UseContainer) -> Container:
 
 @pytest.fixture
 def log_output() -> Iterator[io.StringIO]:
-    """Everything the function logs (its JSON handler is shared with ``langorch.*`` loggers)."""
-    stream = io.StringIO()
-    handler = trigger.logger.registered_handler
-    previous = handler.setStream(stream)
-    yield stream
-    handler.setStream(previous)
+    """Everything the function logs."""
+    with function_log(trigger) as stream:
+        yield stream
 
 
 def _invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return trigger.handler(event, FakeContext())  # type: ignore[arg-type]
+    return trigger.handler(event, LambdaContext())  # type: ignore[arg-type]
 
 
 def test_a_recorded_webhook_request_answers_202_with_the_run_id(deps: Container):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.loading import load_text
 from langorch.llm import LLMRegistry
+from tests.support.events import load_event as load_event  # re-exported: the trigger tests
 
 REGION = "us-east-1"
-EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "events"
+
 NOW_TS = 1_795_000_005
 """The clock of every test container: 5 s after the recorded deliveries were signed."""
 NOW = datetime.fromtimestamp(NOW_TS, UTC)
@@ -68,12 +68,6 @@ workflows:
     steps:
       - {step_id: noop, kind: transform, transform: {x: "1"}}
 """
-
-
-def load_event(name: str) -> dict[str, Any]:
-    """A recorded event from ``tests/fixtures/events``."""
-    data: dict[str, Any] = json.loads((EVENTS / name).read_text(encoding="utf-8"))
-    return data
 
 
 def create_state_machine() -> str:

@@ -8,13 +8,10 @@ on the in-memory fakes of ``tests/fakes``.
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
@@ -30,8 +27,11 @@ from langorch.app.approvals.decisions import request_approval as request
 from langorch.domain.runs import PendingInterrupt, RunRecord, RunStatus, RunTrigger, transition
 from tests.fakes import Fakes, InMemoryExecutions
 from tests.fakes.approvals import InMemoryApprovals
+from tests.support.events import EVENTS as EVENTS  # re-exported: the Slack tests build on it
+from tests.support.events import LambdaContext
+from tests.support.events import approval_event as event
 
-EVENTS = Path(__file__).resolve().parents[1] / "fixtures" / "events"
+CALLBACK_CONTEXT = LambdaContext("approval-callback", "c6af9ac6-7b61-11e6-9a41-93e8deadbeef")
 BASE_URL = "https://approve.example.com"
 ALICE = "alice@example.com"
 BOB = "bob@example.com"
@@ -212,44 +212,9 @@ def waiting_run(
     container.runs.save_run(run)
 
 
-class FakeContext:
-    """What Powertools reads from a Lambda context."""
-
-    function_name = "approval-callback"
-    function_version = "$LATEST"
-    memory_limit_in_mb = 256
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:approval-callback"
-    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e8deadbeef"
-
-
-def event(
-    link: str,
-    *,
-    method: str = "GET",
-    form: dict[str, str] | None = None,
-    source_ip: str = "203.0.113.7",
-) -> dict[str, Any]:
-    """A recorded API Gateway v2 event, pointed at ``link``."""
-    name = "approval_post.json" if method == "POST" else "approval_get.json"
-    built: dict[str, Any] = copy.deepcopy(json.loads((EVENTS / name).read_text()))
-    parts = urlsplit(link)
-    approval_id = parts.path.rsplit("/", 1)[-1]
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    built["rawPath"] = built["requestContext"]["http"]["path"] = parts.path
-    built["rawQueryString"] = parts.query
-    built["queryStringParameters"] = query or None
-    built["pathParameters"] = {"id": approval_id}
-    built["requestContext"]["http"]["method"] = method
-    built["requestContext"]["http"]["sourceIp"] = source_ip
-    built["routeKey"] = built["requestContext"]["routeKey"] = f"{method} /approvals/{{id}}"
-    if form is not None:
-        built["body"] = base64.b64encode(urlencode(form).encode()).decode()
-    return built
-
-
 def call(callback: Any, built: dict[str, Any]) -> dict[str, Any]:
     """The handler's answer to one event."""
-    return dict(callback.handler(built, FakeContext()))
+    return dict(callback.handler(built, CALLBACK_CONTEXT))
 
 
 def nonce(body: str) -> str:

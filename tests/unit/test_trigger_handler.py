@@ -8,7 +8,6 @@ import base64
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -16,15 +15,8 @@ import pytest
 from functions.trigger import handler as trigger
 from tests.fakes import Fakes
 from tests.integration.triggers_support import SECRET, load_event
+from tests.support.events import LambdaContext, function_log
 from tests.unit.triggers_support import all_runs, make_deps
-
-
-@dataclass
-class FakeContext:
-    function_name: str = "langorch-trigger"
-    memory_limit_in_mb: int = 256
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:langorch-trigger"
-    aws_request_id: str = "req-1"
 
 
 @pytest.fixture
@@ -38,16 +30,13 @@ def deps() -> Iterator[Fakes]:
 
 @pytest.fixture
 def log_output() -> Iterator[io.StringIO]:
-    """Everything the function logs (its JSON handler is shared with ``langorch.*`` loggers)."""
-    stream = io.StringIO()
-    handler = trigger.logger.registered_handler
-    previous = handler.setStream(stream)
-    yield stream
-    handler.setStream(previous)
+    """Everything the function logs."""
+    with function_log(trigger) as stream:
+        yield stream
 
 
 def _invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return trigger.handler(event, FakeContext())  # type: ignore[arg-type]
+    return trigger.handler(event, LambdaContext())  # type: ignore[arg-type]
 
 
 def test_a_base64_encoded_body_is_verified_byte_for_byte(deps: Fakes):
