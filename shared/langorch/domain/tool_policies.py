@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from langorch.domain.errors import Problem
+from langorch.domain.errors import Problem, StepFailedError
 from langorch.domain.identities import identity_problems
 from langorch.domain.templates import TemplateError, check_expression, evaluate
 
@@ -39,6 +39,11 @@ ToolAction = Literal["allow", "deny", "require_approval"]
 TOOL_STEP_SUFFIX = ":tool"
 """A tool-call approval's ``step_id`` is the LLM step's id plus this (it is no step of the
 plan)."""
+
+
+class ToolCallRefusedError(StepFailedError):
+    """A step's own call (an ``http`` request, a CKP agent or tool call) was refused by a tool
+    policy or by the person asked to approve it; another attempt would be refused again."""
 
 
 class ToolPolicy(BaseModel):
@@ -134,6 +139,7 @@ def tool_request(
     policy: ToolPolicy,
     rule: int,
     approvers: list[str],
+    asker: str = "The model",
 ) -> dict[str, Any]:
     """The approval request of a call a rule holds, shaped as an ``approval`` step's (links,
     policies, reminders and the console handle it as any other): the exact call is shown."""
@@ -142,7 +148,7 @@ def tool_request(
         "kind": "approval",
         "step_id": step_id + TOOL_STEP_SUFFIX,
         "title": f"Tool call: may {step_id} call {tool}?",
-        "message": f"The model asks to call {tool}. {reason}",
+        "message": f"{asker} asks to call {tool}. {reason}",
         "context": {"tool": tool, "arguments": dict(args), "rule": policy.when},
         "editable": {},
         "approvers": approvers,

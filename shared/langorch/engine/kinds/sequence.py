@@ -325,6 +325,7 @@ class _Node:
                 binding.label(batch[0].action), _args(shown[0]), "unbound", 0, step=batch[0]
             )
             raise UnboundActionError(f"node {self.spec.step_id}, step {batch[0].id}: {binding.why}")
+        self._gate(binding, batch, shown)
         digest = fingerprint(binding.kind, binding.label(batch[0].action), shown)
 
         async def make() -> dict[str, Any]:
@@ -359,6 +360,24 @@ class _Node:
                 batch=len(batch) if len(batch) > 1 else None,
             )
         return results
+
+    def _gate(self, binding: Binding, batch: list[ActionStep], shown: list[Any]) -> None:
+        """The run's tool policies on each agent or MCP tool call of the batch (``tool``: the
+        action, or the MCP tool's name; ``args``: its parameters, secrets masked). Refused, the
+        node fails (its handlers and ``on_error`` route see ``ToolCallRefusedError``)."""
+        if binding.kind not in ("agent", "tool") or not self.ctx.tool_policies:
+            return
+        from langorch.domain.tool_policies import ToolCallRefusedError
+        from langorch.engine.kinds._tool_gate import check_call
+
+        for step, args in zip(batch, shown, strict=True):
+            tool = binding.tool if binding.kind == "tool" and binding.tool else step.action
+            asker = f"Node {self.spec.step_id} (via {binding.label(step.action)})"
+            refused = check_call(self.spec, self.ctx, self.emit, tool, dict(args), asker=asker)
+            if refused is not None:
+                raise ToolCallRefusedError(
+                    f"node {self.spec.step_id}, step {step.id} ({step.action}): {refused}"
+                )
 
     def _render(self, step: ActionStep, scope: dict[str, Any]) -> dict[str, Any]:
         rendered: dict[str, Any] = {}
