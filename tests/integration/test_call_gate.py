@@ -18,6 +18,7 @@ from langorch.domain.runs import TimelineEventType
 from langorch.domain.tool_policies import ToolPolicy
 from tests.agent_desk import AgentDesk, agent_desk
 from tests.fakes import Fakes
+from tests.fakes.budgets import InMemoryBudgetCounters
 from tests.unit.test_ckp_agents import Deployment, desktop, registration
 
 FINANCE = "finance@example.com"
@@ -186,3 +187,21 @@ def test_an_agent_call_requiring_approval_parks_and_approved_reaches_the_agent_o
     # Then the agent was called once
     assert desk.actions() == [["type"]]
     assert not run.interrupted
+
+
+def test_an_agents_declared_cost_per_step_is_counted_in_the_node_and_the_budgets(
+    desk: AgentDesk,
+) -> None:
+    # Given an agent declaring $0.10 a step, and a workflow's day counter
+    deployment = Deployment(registration(desk, cost_per_step_usd=0.1))
+    run = deployment.runner(desktop(AMOUNT, AMOUNT | {"step_id": "again"}))
+    counters = InMemoryBudgetCounters()
+    run.context.update(budget_counters=counters, budget_periods=[("p/day/2026-11-27", 10**7)])
+
+    # When the node performs its two steps
+    run.start(amount=20)
+
+    # Then the node cost $0.20, and the day's counter holds it
+    (usage,) = run.state["usage"]
+    assert usage["cost_usd"] == pytest.approx(0.2)
+    assert counters.spent("p/day/2026-11-27") == 200_000

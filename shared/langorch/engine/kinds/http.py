@@ -95,12 +95,13 @@ def _gate(spec: StepSpec, ctx: EngineContext, method: str, url: str, host: str, 
     Asked before the recorded call: a request approved and made is replayed from its record,
     the approval's answer is kept by the checkpoint, so neither is asked or sent twice.
     """
-    if not ctx.tool_policies:
+    from langorch.engine.kinds._tool_gate import check_call, gated
+
+    if not gated(ctx):
         return
     from langgraph.config import get_stream_writer
 
     from langorch.domain.tool_policies import ToolCallRefusedError
-    from langorch.engine.kinds._tool_gate import check_call
 
     args = {"method": method, "url": url, "host": host, "body": body}
     refused = check_call(spec, ctx, get_stream_writer(), "http", args)
