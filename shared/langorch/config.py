@@ -50,6 +50,9 @@ class Settings(BaseSettings):
     prices_file: str | None = None
     """LLM prices over the shipped ones (a JSON or YAML file of ``provider/model`` to US
     dollars per million tokens, :mod:`langorch.domain.prices`)."""
+    tool_policies_file: str | None = None
+    """The deployment's tool-call rules (a JSON or YAML list, :mod:`langorch.domain.tool_policies`),
+    weighed with each tool server's and workflow's, the strictest winning."""
     offline_script: str | None = None
     """Scripted answers for the offline provider (a JSON or YAML file)."""
     openai_api_key: str | None = Field(

@@ -113,6 +113,7 @@ class Fakes:
         self.http = http
         self.prices = PriceTable.shipped()
         self.budgets = InMemoryBudgetCounters()
+        self.deployment_tool_policies: list[Any] = []
         if seed_builtins:
             from langorch.app.definitions import seed_builtins as seed
 

@@ -220,3 +220,58 @@ def test_a_shadow_rule_on_a_call_that_waited_for_approval_is_recorded_once(desk:
 
     # Then the shadow rule's record is on the timeline once
     assert len(_detail(fakes, run_id, TimelineEventType.tool_policy_shadow)) == 1
+
+
+def test_a_tool_servers_own_rule_denies_its_tool_whichever_workflow_calls_it(desk: Any) -> None:
+    # Given the desk registered with a rule denying big orders, and a workflow with no rules
+    fakes = _fakes(desk)
+    server = fakes.tool_servers.get("desk")
+    assert server is not None
+    rule = ToolPolicy(when=BIG, action="deny", reason="the desk takes no big orders")
+    fakes.tool_servers.put(server.model_copy(update={"policies": (rule,)}))
+
+    # When the model calls place_order for BIG-1
+    run_id, ended = _start(fakes)
+
+    # Then the server saw nothing, and the timeline names the server's rule
+    assert ended.status == "succeeded"
+    assert desk.desk.seen == []
+    (denied,) = _detail(fakes, run_id, TimelineEventType.tool_call_denied)
+    assert (denied["policy_of"], denied["rule"]) == ("tool server desk", 0)
+    told = fakes.runs.get_run(run_id).outputs["confirmation"]
+    assert "not allowed by the tool server desk's tool policies" in told
+
+
+def test_the_deployments_deny_wins_over_the_workflows_allow(desk: Any) -> None:
+    # Given a workflow allowing big orders, and the deployment denying them
+    fakes = _fakes(desk, ToolPolicy(when=BIG, action="allow"))
+    fakes.deployment_tool_policies = [ToolPolicy(when=BIG, action="deny")]
+
+    # When the model calls place_order for BIG-1
+    run_id, _ = _start(fakes)
+
+    # Then the call was refused by the deployment's rule
+    assert desk.desk.seen == []
+    (denied,) = _detail(fakes, run_id, TimelineEventType.tool_call_denied)
+    assert denied["policy_of"] == "deployment"
+
+
+# --- declared costs ----------------------------------------------------------------------------
+
+
+def test_a_tool_servers_declared_cost_is_counted_in_the_step_and_the_run(desk: Any) -> None:
+    # Given the desk declaring $0.25 a call (and place_order $0.40), under a free model
+    fakes = _fakes(desk)
+    server = fakes.tool_servers.get("desk")
+    assert server is not None
+    priced = {"cost_per_call_usd": 0.25, "tool_costs": {"place_order": 0.4}}
+    fakes.tool_servers.put(server.model_copy(update=priced))
+
+    # When the model calls place_order once
+    run_id, ended = _start(fakes)
+
+    # Then the step and the run cost what the call declared
+    assert ended.status == "succeeded", ended.error
+    (finished,) = _detail(fakes, run_id, TimelineEventType.step_finished)
+    assert finished["cost_usd"] == pytest.approx(0.4)
+    assert fakes.runs.get_run(run_id).cost_usd == pytest.approx(0.4)

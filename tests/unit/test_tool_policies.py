@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
+from langorch.domain.errors import DefinitionError
 from langorch.domain.loading import load_text
-from langorch.domain.tool_policies import ToolPolicy, decide
+from langorch.domain.tool_policies import ToolPolicy, decide, parse_policies, rule_on
 from langorch.domain.validation import check_workflow
 from tests.fakes import Fakes
 
@@ -60,3 +63,52 @@ workflows:
         "tool_policies[0].when",
         "tool_policies[1].approvers",
     ]
+
+
+# --- the places rules come from ----------------------------------------------------------------
+
+DENY_REFUNDS = ToolPolicy(when='tool == "issue_refund"', action="deny")
+ALLOW_REFUNDS = ToolPolicy(when='tool == "issue_refund"', action="allow")
+ASK_REFUNDS = ToolPolicy(
+    when='tool == "issue_refund"', action="require_approval", approvers=["f@example.com"]
+)
+
+
+def test_a_workflows_allow_does_not_lift_the_deployments_deny() -> None:
+    # Given the deployment denying refunds and the workflow allowing them
+    places = [("deployment", [DENY_REFUNDS]), ("workflow", [ALLOW_REFUNDS])]
+
+    # Then the deployment's rule decides
+    ruling = rule_on(places, "issue_refund", {})
+    assert (ruling.action, ruling.where, ruling.rule) == ("deny", "deployment", 0)
+
+
+def test_a_workflow_may_hold_for_approval_what_its_tool_server_allows() -> None:
+    # Given a tool server allowing refunds and a workflow asking for approval of them
+    places = [("tool server desk", [ALLOW_REFUNDS]), ("workflow", [ASK_REFUNDS])]
+
+    # Then the stricter verdict, the workflow's, decides
+    ruling = rule_on(places, "issue_refund", {})
+    assert (ruling.action, ruling.where) == ("require_approval", "workflow")
+
+
+def test_among_equal_verdicts_the_earlier_place_decides() -> None:
+    places = [("tool server desk", [ASK_REFUNDS]), ("workflow", [ASK_REFUNDS])]
+    assert rule_on(places, "issue_refund", {}).where == "tool server desk"
+
+
+def test_a_policy_file_names_each_bad_rule_by_its_path() -> None:
+    # Given a deployment's rules: one with an unknown action, one asking no one
+    data = [
+        {"when": 'tool == "x"', "action": "block"},
+        {"when": 'tool == "y"', "action": "require_approval"},
+    ]
+    # When they are read, Then the unknown action is named at its path
+    with pytest.raises(DefinitionError) as first:
+        parse_policies(data, "tool-policy file p.yaml")
+    assert first.value.problems[0].path == "tool_policies[0].action"
+
+    # And once valid, a rule with nobody to ask is named at its path
+    with pytest.raises(DefinitionError) as second:
+        parse_policies(data[1:], "tool-policy file p.yaml")
+    assert [p.path for p in second.value.problems] == ["tool_policies[0].approvers"]

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langorch.domain.agents import AgentCallError, AgentRegistration
 from langorch.domain.ckp.binding import Catalog
 from langorch.domain.errors import SecretNotFoundError
-from langorch.domain.tool_servers import SECRET_VALUE_KEY, ToolServerError
+from langorch.domain.tool_servers import SECRET_VALUE_KEY, ToolServer, ToolServerError
 
 if TYPE_CHECKING:
     from langorch.app.ports import AgentStore, SecretsStore, ToolConnector, ToolServerStore
@@ -76,7 +76,7 @@ class AgentCalls:
         self._connect = connect
         self._http = http
         self._known: dict[str, AgentRegistration | None] = {}
-        self._tools: dict[str, bool] = {}
+        self._tools: dict[str, ToolServer | None] = {}
 
     @classmethod
     def of(cls, deps: AgentCallDeps) -> AgentCalls:
@@ -99,13 +99,18 @@ class AgentCalls:
             found = self._known[agent]
             if found is not None:
                 agents[agent] = found
-        tools: set[str] = set()
+        found_servers: dict[str, ToolServer] = {}
         for server in servers:
             if server not in self._tools:
-                self._tools[server] = self._servers.get(server) is not None
-            if self._tools[server]:
-                tools.add(server)
-        return Catalog(agents=agents, tools=frozenset(tools))
+                self._tools[server] = self._servers.get(server)
+            registration = self._tools[server]
+            if registration is not None:
+                found_servers[server] = registration
+        return Catalog(
+            agents=agents,
+            tools=frozenset(found_servers),
+            servers=found_servers,
+        )
 
     async def call_agent(
         self,

@@ -52,6 +52,8 @@ class AddAgent:
     max_steps_per_batch: int | None = None
     max_duration_seconds: int | None = None
     description: str = ""
+    cost_per_step_usd: float = 0.0
+    """What the agent charges per step it performs (US dollars)."""
 
 
 def add_agent(cmd: AddAgent, deps: AgentDeps) -> tuple[AgentRegistration, bool]:
@@ -77,6 +79,7 @@ def add_agent(cmd: AddAgent, deps: AgentDeps) -> tuple[AgentRegistration, bool]:
         "resource_key": cmd.resource_key,
         "concurrency_limit": cmd.limit,
         "description": cmd.description,
+        "cost_per_step_usd": cmd.cost_per_step_usd,
     }
     if cmd.max_steps_per_batch is not None:
         fields["max_steps_per_batch"] = cmd.max_steps_per_batch

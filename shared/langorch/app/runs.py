@@ -175,6 +175,8 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def prices(self) -> PriceTable: ...
     @property
     def budgets(self) -> BudgetCounters: ...
+    @property
+    def deployment_tool_policies(self) -> list[ToolPolicy]: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -531,18 +533,23 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         budget=_budget(plan, deps.settings.default_approvers),
         budget_counters=deps.budgets if plan.budget else None,
         budget_periods=plan.budget.periods(run.workflow_id, deps.clock()) if plan.budget else [],
-        tool_policies=_tool_policies(plan, deps.settings.default_approvers),
+        tool_policies=_tool_policies(plan.tool_policies, plan, deps.settings.default_approvers),
+        deployment_tool_policies=_tool_policies(
+            deps.deployment_tool_policies, plan, deps.settings.default_approvers
+        ),
         default_max_tokens=deps.settings.default_llm_max_tokens,
     )
 
 
-def _tool_policies(plan: Any, default_approvers: list[str]) -> list[ToolPolicy]:
-    """The workflow's tool-call rules, each with its approvers resolved (its own, the
-    workflow's, the deployment's)."""
+def _tool_policies(
+    rules: list[ToolPolicy] | None, plan: Any, default_approvers: list[str]
+) -> list[ToolPolicy]:
+    """Tool-call rules (the workflow's or the deployment's), each with its approvers resolved
+    (its own, the workflow's, the deployment's)."""
     approvers = list(plan.approvers or default_approvers)
     return [
         rule if rule.approvers else rule.model_copy(update={"approvers": approvers})
-        for rule in plan.tool_policies or ()
+        for rule in rules or ()
     ]
 
 

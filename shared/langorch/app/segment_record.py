@@ -245,6 +245,7 @@ _DETAIL = (
     "fix",
     "cost_usd",
     "rule",
+    "policy_of",
     "decided_by",
 )
 """What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP

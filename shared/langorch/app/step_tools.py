@@ -263,6 +263,11 @@ class StepAttempt:
         """The step's tools, or ``None`` when it lists none."""
         return self._toolbox
 
+    @property
+    def tool_cost_usd(self) -> float:
+        """What the tool calls made so far declare they cost (US dollars)."""
+        return self._toolbox.spent_usd if self._toolbox is not None else 0.0
+
     async def once(
         self, kind: str, digest: str, call: Callable[[], Awaitable[dict[str, Any]]]
     ) -> tuple[dict[str, Any], bool]:
@@ -316,6 +321,8 @@ class StepToolbox:
         self._registered: list[tuple[ToolConnection, ToolServer]] | None = None
         self._mcp: dict[str, tuple[ToolConnection, ToolServer, ToolSpec]] | None = None
         self._unregistered: list[str] = []
+        self.spent_usd = 0.0
+        """What the calls made (or replayed) declare they cost: their servers' prices."""
 
     @property
     def max_calls(self) -> int:
@@ -357,11 +364,12 @@ class StepToolbox:
                 "refused",
             )
         self._calls += 1
+        run, server = await self._runner(name, summary, started)
         if self._gate is not None:
-            refused = await self._gate(name, args)  # may park the run for a person
+            where = (server.name, server.policies) if server is not None else (None, ())
+            refused = await self._gate(name, args, *where)  # may park the run for a person
             if refused is not None:
                 return refused, "refused"
-        run, server = await self._runner(name, summary, started)
 
         async def make(key: str | None = None) -> dict[str, Any]:
             output, outcome = await run(args, key)
@@ -370,6 +378,8 @@ class StepToolbox:
             return {"output": output, "error": outcome != "ok", "outcome": outcome}
 
         digest = fingerprint(name, args)
+        if server is not None:
+            self.spent_usd += server.call_cost(name)
         if server is None:  # a built-in tool: no server to remember a key
             result, replayed = await self._recorder.once("tool", digest, make)
         else:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from langorch.domain.tool_policies import ToolPolicy
 from langorch.domain.tool_servers import (
     OnUnknown,
     ToolServer,
@@ -40,6 +41,12 @@ class AddTool:
     or ``fail`` (the step fails for a person to decide)."""
     builtin_names: frozenset[str] = field(default_factory=frozenset)
     """Names a registration may not take (the built-in tools)."""
+    policies: Sequence[ToolPolicy] = ()
+    """Tool-call rules over the server's tools (already checked: ``parse_policies``)."""
+    cost_per_call_usd: float = 0.0
+    """What one call of its tools costs (US dollars)."""
+    tool_costs: Sequence[str] = ()
+    """``TOOL=USD`` options: a tool's own cost per call."""
 
 
 def add_tool(
@@ -66,6 +73,9 @@ def add_tool(
             headers=headers,
             description=cmd.description,
             on_unknown=cmd.on_unknown,
+            policies=tuple(cmd.policies),
+            cost_per_call_usd=cmd.cost_per_call_usd,
+            tool_costs=_tool_costs(cmd.tool_costs),
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -135,3 +145,21 @@ async def probe_tools(
         return [s for s in await connection.list_tools() if server.allows(s.name)]
     finally:
         await connection.aclose()
+
+
+def _tool_costs(options: Sequence[str]) -> dict[str, float]:
+    """``TOOL=USD`` options as a mapping.
+
+    Raises:
+        ToolServerError: an option is not ``TOOL=USD``.
+    """
+    costs: dict[str, float] = {}
+    for option in options:
+        name, _, value = option.partition("=")
+        try:
+            costs[name.strip()] = float(value)
+        except ValueError:
+            raise ToolServerError(
+                f"--tool-cost {option!r}: expected TOOL=USD (e.g. issue_refund=0.25)"
+            ) from None
+    return costs

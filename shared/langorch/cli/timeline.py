@@ -8,6 +8,7 @@ from typing import Any
 
 from langorch.domain.prices import format_usd
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
+from langorch.domain.tool_policies import WORKFLOW, rule_label
 
 _MARK = {
     TimelineEventType.run_started: "start",
@@ -118,7 +119,8 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
     elif kind in (TimelineEventType.tool_call_denied, TimelineEventType.tool_policy_shadow):
         parts.append(f"{detail.get('tool', '?')}({_short(detail.get('args', ''), 50)})")
         verb = "would " if kind == TimelineEventType.tool_policy_shadow else ""
-        parts.append(f"{verb}{detail.get('outcome', '')} by tool_policies[{detail.get('rule')}]")
+        rule = rule_label(str(detail.get("policy_of") or WORKFLOW), detail.get("rule"))
+        parts.append(f"{verb}{detail.get('outcome', '')} by {rule}")
         if detail.get("decided_by"):
             parts.append(f"({detail['decided_by']})")
     elif kind == TimelineEventType.approval_requested:

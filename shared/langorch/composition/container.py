@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from langorch.app.memory import MemoryManager
     from langorch.app.ports import ApprovalNotifier, EmailSender, EventBus, ToolConnector
     from langorch.domain.prices import PriceTable
+    from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
     from langorch.engine.context import Downloader, HttpCaller
     from langorch.llm import LLMRegistry
@@ -373,6 +374,15 @@ class Container:
         from langorch.adapters.prices import read_prices
 
         return table.merged(read_prices(self.settings.prices_file))
+
+    @cached_property
+    def deployment_tool_policies(self) -> list[ToolPolicy]:
+        """The deployment's tool-call rules: the tool-policy file's (none when unset)."""
+        if not self.settings.tool_policies_file:
+            return []
+        from langorch.adapters.prices import read_tool_policies
+
+        return read_tool_policies(self.settings.tool_policies_file)
 
     def _bedrock_client(self, read_timeout: float) -> Any:
         # Not self.client(): Bedrock is never the emulator, and never its fake credentials

@@ -79,6 +79,8 @@ class AgentRegistration(BaseModel):
         resource_key: What it drives; its calls hold a lease on it.
         concurrency_limit: Leases of ``resource_key`` at once (the resource's limit).
         description: Free text for ``agents list``.
+        cost_per_step_usd: What the agent charges per step it performs (US dollars), counted
+            in the step's and the run's cost and in the workflow's budgets.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,6 +98,7 @@ class AgentRegistration(BaseModel):
     resource_key: str | None = None
     concurrency_limit: int | None = Field(default=None, ge=1, le=MAX_LIMIT)
     description: str = Field(default="", max_length=500)
+    cost_per_step_usd: float = Field(default=0.0, ge=0, le=1000)
 
     @field_validator("url")
     @classmethod

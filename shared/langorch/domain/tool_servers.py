@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from langorch.domain.errors import LangorchError, NotFoundError
+from langorch.domain.tool_policies import ToolPolicy
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_-]{0,63}$"
 """A registered name: what ``tools_required`` lists and what a model's tool call may name."""
@@ -93,6 +94,11 @@ class ToolServer(BaseModel):
         description: Free text shown by ``langorch tools list``.
         on_unknown: A call whose outcome is unknown after a crash: sent again with the same
             idempotency key (``retry``), or failing the step (``fail``).
+        policies: Tool-call rules over calls of this server's tools, whichever workflow makes
+            them (:mod:`langorch.domain.tool_policies`, the precedence of places).
+        cost_per_call_usd: What one call of the server's tools costs (US dollars), counted in
+            the step's and the run's cost and in the workflow's budgets.
+        tool_costs: A tool's own cost per call, over ``cost_per_call_usd``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -103,6 +109,9 @@ class ToolServer(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     description: str = Field(default="", max_length=500)
     on_unknown: OnUnknown = "retry"
+    policies: tuple[ToolPolicy, ...] = ()
+    cost_per_call_usd: float = Field(default=0.0, ge=0, le=1000)
+    tool_costs: dict[str, float] = Field(default_factory=dict)
 
     @field_validator("url")
     @classmethod
@@ -132,6 +141,18 @@ class ToolServer(BaseModel):
             if not secret_id or secret_id.startswith(SECRET_REF) or len(secret_id) > 512:
                 raise ValueError(f"header {header}: give the secret id, not {secret_id!r}")
         return headers
+
+    @field_validator("tool_costs")
+    @classmethod
+    def _costs(cls, costs: dict[str, float]) -> dict[str, float]:
+        bad = [f"{name}={cost}" for name, cost in costs.items() if not 0 <= cost <= 1000]
+        if bad:
+            raise ValueError(f"a tool's cost is 0 to 1000 US dollars a call: {bad}")
+        return costs
+
+    def call_cost(self, tool: str) -> float:
+        """What one call of ``tool`` costs (US dollars; 0: nothing declared)."""
+        return self.tool_costs.get(tool, self.cost_per_call_usd)
 
     def allows(self, tool: str) -> bool:
         """Whether a model may call the server's tool ``tool``."""

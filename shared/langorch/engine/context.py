@@ -96,6 +96,11 @@ class StepEffects(Protocol):
         """The step's bound tools (a :class:`langorch.llm.toolbox.Toolbox`), or ``None``."""
         ...
 
+    @property
+    def tool_cost_usd(self) -> float:
+        """What the tool calls made so far declare they cost (US dollars)."""
+        ...
+
     async def once(
         self, kind: str, digest: str, call: Callable[[], Awaitable[dict[str, Any]]]
     ) -> tuple[dict[str, Any], bool]:
@@ -107,9 +112,12 @@ class StepEffects(Protocol):
         ...
 
 
-ToolGate = Callable[[str, dict[str, Any]], Awaitable[str | None]]
-"""Asked before each tool call ``(tool, args)``: ``None`` lets it run, a text refuses it (what
-the model is told). It may park the run on an approval (``interrupt``)."""
+ToolGate = Callable[
+    [str, dict[str, Any], str | None, Sequence["ToolPolicy"]], Awaitable[str | None]
+]
+"""Asked before each tool call ``(tool, args, server, server's rules)`` (``server``: the
+registered tool server the call goes to, ``None`` for a built-in tool): ``None`` lets it run, a
+text refuses it (what the model is told). It may park the run on an approval (``interrupt``)."""
 
 
 class SideEffects(Protocol):
@@ -264,6 +272,9 @@ class EngineContext:
     of the segment's start)."""
     tool_policies: list[ToolPolicy] = field(default_factory=list)
     """The workflow's tool-call rules, their approvers resolved (empty: every call allowed)."""
+    deployment_tool_policies: list[ToolPolicy] = field(default_factory=list)
+    """The deployment's tool-call rules (``LANGORCH_TOOL_POLICIES_FILE``), their approvers
+    resolved; they and a tool server's rules weigh with the workflow's, the strictest winning."""
     default_max_tokens: int | None = None
     """The deployment's output limit for LLM steps that set none (for estimates)."""
     redacted: frozenset[str] = frozenset()

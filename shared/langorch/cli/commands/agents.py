@@ -51,6 +51,14 @@ def register(subparsers: Subparsers) -> None:
         "--max-duration", type=int, metavar="S", help="seconds one call may take (default 300)"
     )
     add.add_argument("--description", default="", help="shown by `agents list`")
+    add.add_argument(
+        "--cost",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="what the agent charges per step it performs (US dollars; counted in run costs "
+        "and budgets)",
+    )
 
     add_command(agents, "list", _list, "every registered agent")
 
@@ -76,6 +84,7 @@ def _add(ctx: Context, args: argparse.Namespace) -> None:
         max_steps_per_batch=args.max_steps,
         max_duration_seconds=args.max_duration,
         description=args.description,
+        cost_per_step_usd=args.cost,
     )
     agent, new = add_agent(cmd, ctx.container)
     verb = "registered" if new else "replaced"

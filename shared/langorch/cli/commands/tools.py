@@ -46,6 +46,29 @@ def register(subparsers: Subparsers) -> None:
         "the same idempotency key (retry, the default), or fail the step for a person (fail)",
     )
 
+    add.add_argument(
+        "--policies",
+        metavar="FILE",
+        help="tool-call rules over this server's tools, whichever workflow calls them (a YAML "
+        "or JSON list, as a workflow's tool_policies)",
+    )
+
+    add.add_argument(
+        "--cost",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="what one call of the server's tools costs (US dollars; counted in run costs and "
+        "budgets)",
+    )
+    add.add_argument(
+        "--tool-cost",
+        action="append",
+        default=[],
+        metavar="TOOL=USD",
+        help="one tool's own cost per call, over --cost; repeatable",
+    )
+
     add_command(tools, "list", _list, "every registered tool")
 
     show = add_command(tools, "show", _show, "one registration (secret ids, never values)")
@@ -84,6 +107,9 @@ def _add(ctx: Context, args: argparse.Namespace) -> None:
         description=args.description,
         on_unknown=args.on_unknown,
         builtin_names=KNOWN_TOOLS,
+        policies=_policies(args.policies) if args.policies else (),
+        cost_per_call_usd=args.cost,
+        tool_costs=args.tool_cost,
     )
     server, new = add_tool(cmd, _store(ctx), _secrets(ctx))
     verb = "registered" if new else "replaced"
@@ -93,6 +119,13 @@ def _add(ctx: Context, args: argparse.Namespace) -> None:
         + (f" (allowed: {', '.join(server.allow)})" if server.allow else "")
         + (f"; headers from secrets: {', '.join(server.headers)}" if server.headers else ""),
     )
+
+
+def _policies(path: str) -> list[Any]:
+    """The rules in ``--policies FILE`` (checked with their paths)."""
+    from langorch.adapters.prices import read_tool_policies
+
+    return read_tool_policies(path)
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
@@ -130,6 +163,9 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
     if server.description:
         lines.append(f"  about    {server.description}")
     lines.append(f"  unknown  {_ON_UNKNOWN[server.on_unknown]}")
+    for index, rule in enumerate(server.policies):
+        mode = " (shadow)" if rule.mode == "shadow" else ""
+        lines.append(f"  policy   [{index}] {rule.action}{mode} when {rule.when}")
     if args.probe:
         from langorch.adapters.mcp import McpConnection
 

@@ -21,13 +21,14 @@ actions and tools are one call per step.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from langorch.domain.agents import AgentRegistration, ExecutionMode
 from langorch.domain.ckp.actions import BUILTIN_ACTIONS, KNOWN_ACTIONS
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import Problem
+from langorch.domain.tool_servers import ToolServer
 
 ORCHESTRATOR_AGENTS = frozenset({"MasterAgent", "Orchestrator", "LLMAgent"})
 """Agent names meaning langorch itself: their nodes bind only built-in actions and tools."""
@@ -42,6 +43,8 @@ class Catalog:
     agents: Mapping[str, AgentRegistration]
     tools: frozenset[str] = frozenset()
     """Registered tool servers' names (``server`` of ``server.tool``)."""
+    servers: Mapping[str, ToolServer] = field(default_factory=dict)
+    """The registrations of those tool servers (their rules and declared costs)."""
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,7 @@ async def run_http(
     tried = {"method": http.method, "url": url, "body": body}
     host = url.split("/")[2] if "//" in url else url
 
+    _gate(spec, ctx, http.method, url, host, body)
     caller = ctx.http
 
     async def send() -> dict[str, Any]:
@@ -86,6 +87,26 @@ async def run_http(
         raise
     key = output_key(spec, http.response_key, f"{spec.step_id}_response")
     return Outcome(context={key: response})
+
+
+def _gate(spec: StepSpec, ctx: EngineContext, method: str, url: str, host: str, body: Any) -> None:
+    """The run's tool policies on this request (``tool == "http"``); refused, the step fails.
+
+    Asked before the recorded call: a request approved and made is replayed from its record,
+    the approval's answer is kept by the checkpoint, so neither is asked or sent twice.
+    """
+    from langorch.engine.kinds._tool_gate import check_call, gated
+
+    if not gated(ctx):
+        return
+    from langgraph.config import get_stream_writer
+
+    from langorch.domain.tool_policies import ToolCallRefusedError
+
+    args = {"method": method, "url": url, "host": host, "body": body}
+    refused = check_call(spec, ctx, get_stream_writer(), "http", args)
+    if refused is not None:
+        raise ToolCallRefusedError(f"step {spec.step_id}: {refused}")
 
 
 async def _recorded(

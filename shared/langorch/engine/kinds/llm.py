@@ -75,6 +75,7 @@ async def call_llm(
     granted, held = _within_budget(spec, state, ctx, provider, len(system) + len(prompt))
     visit = visits_of(spec, state)
     effects = _begin(spec, ctx, visit, attempt, list(block.tools_required))
+    tool_cost = 0.0
     request = LLMRequest(
         run_id=ctx.run_id,
         step_id=spec.step_id,
@@ -104,7 +105,10 @@ async def call_llm(
         except Exception as exc:
             _charge_failure(exc, request, ctx)  # a refused or cut answer is billed too
             raise
-        return asdict(made)
+        answered = asdict(made)
+        if effects is not None:  # kept with the answer: a replay makes no calls, costs the same
+            answered[TOOL_COST] = effects.tool_cost_usd
+        return answered
 
     try:
         if effects is None:
@@ -116,18 +120,41 @@ async def call_llm(
                 recorded, _ = await effects.once("llm", _digest(request), answer)
             finally:
                 await effects.aclose()
+            tool_cost = float(recorded.pop(TOOL_COST, 0.0) or 0.0)
             result = LLMResult(**recorded)
     except BaseException as exc:
         _settle(ctx, held, getattr(exc, "cost_usd", 0.0))  # parked or failed: what it cost
         raise
     tokens, usage = _usage(spec, result)
     cost = _charge(ctx, result.provider, result.model, tokens)
+    if tool_cost:
+        ctx.spent_usd += tool_cost
+        usage["tool_cost_usd"] = round(tool_cost, 9)
+        cost = round((cost or 0.0) + tool_cost, 9)
     _settle(ctx, held, cost or 0.0)
     if cost is not None:
         usage["cost_usd"] = cost
     if granted:
         usage["budget_granted"] = granted
     return dict(result.outputs), tokens, usage
+
+
+TOOL_COST = "tool_cost_usd"
+"""Where a recorded answer keeps what its tool calls declared they cost."""
+
+
+def charge_declared(ctx: EngineContext, cost: float) -> None:
+    """Count a call's declared cost (a tool's, an agent's): the run's spend and the workflow's
+    day and month counters (added, as nothing was reserved for it)."""
+    from langorch.domain.budgets import micros
+
+    if cost <= 0:
+        return
+    ctx.spent_usd += cost
+    if ctx.budget_counters is None:
+        return
+    for key, _ in ctx.budget_periods:
+        ctx.budget_counters.settle(key, micros(cost))
 
 
 class UnpricedModelError(StepFailedError):

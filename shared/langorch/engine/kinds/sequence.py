@@ -164,6 +164,8 @@ class _Node:
         self.emit = get_stream_writer()
         self.effects: StepEffects | None = None
         self.calls = 0
+        self.spent_usd = 0.0
+        """What the node's agent and tool calls declare they cost."""
         shared = state.get("shared_context") or {}
         self.sensitive = [v for k, v in shared.items() if k in ctx.redacted and isinstance(v, str)]
 
@@ -196,7 +198,12 @@ class _Node:
                 await self.effects.aclose()
         context = scrub(self.context, self.hidden)
         shown = {k: (REDACTED if k in self.ctx.redacted else v) for k, v in context.items()}
-        return Outcome(context=context, summary=summarize(shown))
+        usage = []
+        if self.spent_usd:
+            cost = round(self.spent_usd, 9)
+            usage = [{"step_id": self.spec.step_id, "cost_usd": cost, "tool_cost_usd": cost}]
+        state = {"usage": usage} if usage else {}
+        return Outcome(context=context, summary=summarize(shown), state=state)
 
     def _catalog(self) -> Catalog:
         if self.ctx.actions is None:
@@ -325,6 +332,7 @@ class _Node:
                 binding.label(batch[0].action), _args(shown[0]), "unbound", 0, step=batch[0]
             )
             raise UnboundActionError(f"node {self.spec.step_id}, step {batch[0].id}: {binding.why}")
+        self._gate(binding, batch, shown, catalog)
         digest = fingerprint(binding.kind, binding.label(batch[0].action), shown)
 
         async def make() -> dict[str, Any]:
@@ -347,6 +355,7 @@ class _Node:
         except _Partial as partial:
             results = partial.results
         duration = int((time.monotonic() - started) * 1000)
+        self._charge(binding, batch, catalog, replayed=replayed)
         for step, args, (ok, _output, error) in zip(batch, shown, results, strict=True):
             self._event(
                 binding.label(step.action),
@@ -359,6 +368,58 @@ class _Node:
                 batch=len(batch) if len(batch) > 1 else None,
             )
         return results
+
+    def _gate(
+        self, binding: Binding, batch: list[ActionStep], shown: list[Any], catalog: Catalog
+    ) -> None:
+        """The tool policies on each agent or MCP tool call of the batch (``tool``: the action,
+        or the MCP tool's name; ``args``: its parameters, secrets masked; an MCP tool's server
+        adds its own rules). Refused, the node fails (its handlers and ``on_error`` route see
+        ``ToolCallRefusedError``)."""
+        if binding.kind not in ("agent", "tool"):
+            return
+        from langorch.domain.tool_policies import ToolCallRefusedError
+        from langorch.engine.kinds._tool_gate import check_call
+
+        server = binding.target if binding.kind == "tool" else None
+        registration = catalog.servers.get(server or "")
+        rules = registration.policies if registration is not None else ()
+        for step, args in zip(batch, shown, strict=True):
+            tool = binding.tool if binding.kind == "tool" and binding.tool else step.action
+            asker = f"Node {self.spec.step_id} (via {binding.label(step.action)})"
+            refused = check_call(
+                self.spec,
+                self.ctx,
+                self.emit,
+                tool,
+                dict(args),
+                asker=asker,
+                server=server,
+                server_rules=rules,
+            )
+            if refused is not None:
+                raise ToolCallRefusedError(
+                    f"node {self.spec.step_id}, step {step.id} ({step.action}): {refused}"
+                )
+
+    def _charge(
+        self, binding: Binding, batch: list[ActionStep], catalog: Catalog, *, replayed: bool
+    ) -> None:
+        """Count what a call declares it costs (an agent's price per step, a tool server's per
+        call): in the node's cost, and, made now (not replayed from its record), in the run's
+        spend and the workflow's budgets."""
+        from langorch.engine.kinds.llm import charge_declared
+
+        cost = 0.0
+        if binding.kind == "agent":
+            cost = catalog.agents[binding.target].cost_per_step_usd * len(batch)
+        elif binding.kind == "tool":
+            server = catalog.servers.get(binding.target)
+            cost = server.call_cost(binding.tool or "") if server is not None else 0.0
+        if cost:
+            self.spent_usd += cost
+            if not replayed:
+                charge_declared(self.ctx, cost)
 
     def _render(self, step: ActionStep, scope: dict[str, Any]) -> dict[str, Any]:
         rendered: dict[str, Any] = {}
