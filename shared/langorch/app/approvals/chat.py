@@ -20,6 +20,7 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.commands import DecideApproval, ViewApproval
@@ -121,6 +122,9 @@ def decide_in_chat(cmd: DecideInChat, ports: RequestPorts) -> ChatAnswer:
     if not isinstance(chat, ChatNotifier):
         raise ChannelNotConfiguredError(f"no chat notifier for {cmd.message.channel!r}")
     answer = _decide(cmd, ports, chat)
+    if answer.outcome not in ("replayed", "not_found"):
+        once = f"{cmd.message.channel}:{_digest(cmd.delivery_id)}:finished"
+        ports.approvals.use_view_token(cmd.approval_id, once)
     # A decision edited every message already (``decide_approval`` does, whichever channel).
     try:
         chat.tell(cmd.message, cmd.user_id, answer.text)
@@ -142,8 +146,12 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
     visitor = Visitor(
         "POST", user_agent=cmd.message.channel, channel=cmd.message.channel, operator=operator
     )
-    once = hashlib.sha256(cmd.delivery_id.encode()).hexdigest()[:32]
-    if not store.use_view_token(approval.approval_id, f"{cmd.message.channel}:{once}"):
+    once = f"{cmd.message.channel}:{_digest(cmd.delivery_id)}"
+    # Claimed once, finished once: a delivery whose claim is spent but whose finish is not is
+    # a retry of a run that ended half-way (a crash after Slack's acknowledgement), and goes
+    # on (deciding is idempotent); one whose both are spent is a replay.
+    claimed = store.use_view_token(approval.approval_id, once)
+    if not claimed and not store.use_view_token(approval.approval_id, f"{once}:finished"):
         audit(
             store,
             approval.approval_id,
@@ -212,6 +220,45 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
             approval,
         )
     return ChatAnswer("refused", "This approval cannot be decided now.", approval)
+
+
+def _digest(delivery_id: str) -> str:
+    return hashlib.sha256(delivery_id.encode()).hexdigest()[:32]
+
+
+PRESS_JOB = "langorch.chat_press"
+"""The ``kind`` of a handed-on press (:func:`press_job`)."""
+
+
+def press_job(cmd: DecideInChat) -> dict[str, str]:
+    """``cmd`` as a job to hand on (:class:`~langorch.app.ports.Handoff`): JSON, and without
+    the request's signature (only its hash, which is what the replay check keeps anyway)."""
+    return {
+        "kind": PRESS_JOB,
+        "approval_id": cmd.approval_id,
+        "decision": cmd.decision,
+        "user_id": cmd.user_id,
+        "channel": cmd.message.channel,
+        "conversation": cmd.message.conversation,
+        "message_id": cmd.message.message_id,
+        "delivery": _digest(cmd.delivery_id),
+    }
+
+
+def press_of(job: Mapping[str, Any]) -> DecideInChat:
+    """The press a job of :func:`press_job` carries.
+
+    Raises:
+        ValueError: not such a job (names the missing field).
+    """
+    fields = ("approval_id", "decision", "user_id", "channel", "conversation", "message_id")
+    missing = [f for f in (*fields, "delivery") if not isinstance(job.get(f), str)]
+    if job.get("kind") != PRESS_JOB or missing:
+        raise ValueError(f"not a chat press job: missing {', '.join(missing) or 'kind'}")
+    where = PostedMessage(job["channel"], job["conversation"], job["message_id"])
+    return DecideInChat(
+        job["approval_id"], job["decision"], job["user_id"], where, delivery_id=job["delivery"]
+    )
 
 
 def sentence_of_held() -> str:
