@@ -14,6 +14,7 @@ alone picks the status code for each (Powertools' exception handlers map the err
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -24,7 +25,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.adapters.slack import SlackSignatureError
-from langorch.app.approvals.chat import PRESS_JOB
+from langorch.app.approvals.chat import FORM_JOB, PRESS_JOB
 from langorch.app.approvals.decisions import (
     DecideApproval,
     ViewApproval,
@@ -173,9 +174,9 @@ def _slack() -> Response[str]:
     on, then acknowledged at once. Slack wants its 200 within three seconds whatever the
     stores are doing, so nothing here reads or writes them: the press is decided by the
     handed-on job (:func:`_decide_press`), which answers the person beside the message."""
-    from langorch.app.approvals.chat import DecideInChat, press_job
+    from langorch.app.approvals.chat import DecideInChat, open_form, press_job
     from langorch.domain.approvals.channels import PostedMessage
-    from langorch.web.slack import read_interaction
+    from langorch.web.slack import FormOpened, FormSent, form_errors, read_interaction
 
     event = app.current_event
     try:
@@ -188,16 +189,47 @@ def _slack() -> Response[str]:
         return Response(status_code=200, content_type="text/plain", body="")
     logger.thread_safe_append_keys(approval_id=press.approval_id)
     where = PostedMessage("slack", press.conversation, press.message_id)
+    if isinstance(press, FormOpened):
+        job = open_form(
+            "slack", press.trigger_id, press.user_id, where, press.approval_id, container()
+        )
+        _hand_on(job)
+        return Response(status_code=200, content_type="text/plain", body="")
+    form: dict[str, str] = {}
+    if isinstance(press, FormSent):
+        # Checked before the modal closes (Slack shows each error under its field): the
+        # edits' types only, from the modal itself; the store is the decision's to read.
+        errors = form_errors(press.kinds, press.form)
+        if errors:
+            body = json.dumps({"response_action": "errors", "errors": errors})
+            return Response(status_code=200, content_type="application/json", body=body)
+        form = press.form
+    decision = press.form.get("decision", "") if isinstance(press, FormSent) else press.decision
     command = DecideInChat(
-        press.approval_id, press.decision, press.user_id, where, delivery_id=signature
+        press.approval_id, decision, press.user_id, where, delivery_id=signature, form=form
     )
-    container().handoff.hand_off(
-        press_job(command),
-        function_arn=app.lambda_context.invoked_function_arn,
-        run=_decide_press,
-    )
-    logger.info("slack interaction handed on")
+    _hand_on(press_job(command))
     return Response(status_code=200, content_type="text/plain", body="")
+
+
+def _hand_on(job: Mapping[str, Any]) -> None:
+    container().handoff.hand_off(
+        job, function_arn=app.lambda_context.invoked_function_arn, run=_handed_on
+    )
+    logger.info("slack interaction handed on", extra={"kind": job["kind"]})
+
+
+def _handed_on(job: Mapping[str, Any]) -> None:
+    """Run a job this function handed on (the same here as in the asynchronous invocation)."""
+    from langorch.app.approvals.chat import fill_form
+
+    if job.get("kind") == FORM_JOB:
+        shown = fill_form(job, container())
+        logger.info(
+            "slack form filled", extra={"approval_id": job.get("approval_id"), "outcome": shown}
+        )
+        return
+    _decide_press(job)
 
 
 def _decide_press(job: Mapping[str, Any]) -> None:
@@ -243,8 +275,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Request keys are context-local (see run_segment's handler): locally many invocations
     # share this process, and a line must never carry another request's ids.
     logger.thread_safe_clear_keys()
-    if isinstance(event, dict) and event.get("kind") == PRESS_JOB:
-        # A press this function handed to itself (Lambda's asynchronous invocation).
-        _decide_press(event)
-        return {"handled": PRESS_JOB}
+    if isinstance(event, dict) and event.get("kind") in (PRESS_JOB, FORM_JOB):
+        # A job this function handed to itself (Lambda's asynchronous invocation).
+        _handed_on(event)
+        return {"handled": event["kind"]}
     return app.resolve(event, context)

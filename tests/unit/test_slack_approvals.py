@@ -32,6 +32,8 @@ from langorch.local.fake_slack import (
     FakeSlack,
     RunningFakeSlack,
     serve,
+    signed_form_opening,
+    signed_form_submission,
     signed_headers,
     signed_interaction,
 )
@@ -357,6 +359,104 @@ def test_lambda_handoff_invokes_the_function_asynchronously() -> None:
     assert calls == [
         {"FunctionName": "arn:fn", "InvocationType": "Event", "Payload": b'{"kind": "k"}'}
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# The modal: a comment and typed edits
+# --------------------------------------------------------------------------------------------
+
+
+def _open_form(stack: SlackStack, callback: Any, parked: Parked, user: str) -> dict[str, Any]:
+    """``user`` presses "Comment or edit…" on alice's message: the modal as it reads then."""
+    message = stack.message(parked)
+    body, headers = signed_form_opening(
+        SIGNING_SECRET,
+        user_id=user,
+        approval_id=parked.approval_id,
+        conversation=message.conversation,
+        message_ts=message.message_id,
+        timestamp=int(stack.clock().timestamp()),
+    )
+    assert call(callback, slack_event(body, headers))["statusCode"] == 200
+    (view_id,) = stack.slack.views
+    return stack.slack.views[view_id]
+
+
+def _submit(
+    stack: SlackStack, callback: Any, view: dict[str, Any], user: str, values: dict[str, str]
+) -> dict[str, Any]:
+    body, headers = signed_form_submission(
+        SIGNING_SECRET,
+        view,
+        user_id=user,
+        values=values,
+        timestamp=int(stack.clock().timestamp()),
+    )
+    return call(callback, slack_event(body, headers))
+
+
+def test_comment_or_edit_opens_a_modal_with_each_editable_value_as_a_typed_input(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a request whose amount and note may be edited
+    parked = stack.park()
+    # When alice presses "Comment or edit…"
+    view = _open_form(stack, callback, parked, "UALICE")
+    # Then the modal asks for a decision and a comment, and shows each value to edit
+    inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+    assert list(inputs) == ["decision", "comment", "edit.amount", "edit.note"]
+    assert inputs["edit.amount"]["element"]["initial_value"] == "1200"
+    assert inputs["edit.amount"]["hint"]["text"] == "A number."
+    assert view["callback_id"] == "langorch.form"
+    assert stack.slack.called("views.open")[0]["trigger_id"] == "1700000001.trigger"
+
+
+def test_a_rejection_from_the_modal_carries_the_comment_and_the_typed_edits(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given alice's open modal
+    parked = stack.park()
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When she rejects with a comment and a new amount
+    values = {"decision": "rejected", "comment": "Too high", "edit.amount": "900"}
+    answer = _submit(stack, callback, view, "UALICE", values)
+    # Then the modal closes, and the run resumes rejected with the comment and the edit
+    assert answer["statusCode"] == 200
+    assert answer["body"] == ""
+    output = stack.output(parked)
+    assert output["decision"] == "rejected"
+    assert output["comment"] == "Too high"
+    assert output["edits"] == {"amount": 900}
+
+
+def test_an_edit_of_the_wrong_type_is_shown_in_the_modal_and_decides_nothing(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given alice's open modal
+    parked = stack.park()
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When she approves with an amount that is not a number
+    values = {"decision": "approved", "edit.amount": "nine hundred"}
+    answer = _submit(stack, callback, view, "UALICE", values)
+    # Then Slack is told to show the error under the amount, and nothing is decided
+    assert json.loads(answer["body"]) == {
+        "response_action": "errors",
+        "errors": {"edit.amount": "amount must be a number (like 0)"},
+    }
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_a_person_who_is_not_an_approver_opening_the_modal_is_told_so(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given mallory, whom the approval does not name
+    parked = stack.park()
+    # When mallory presses "Comment or edit…"
+    view = _open_form(stack, callback, parked, "UMALLORY")
+    # Then the modal says so, offers nothing to submit, and the refusal is audited
+    assert "submit" not in view
+    assert "not an approver" in json.dumps(view["blocks"])
+    assert stack.audit(parked)[-1] == ("refused", "not_an_approver", "slack:UMALLORY")
 
 
 # --------------------------------------------------------------------------------------------

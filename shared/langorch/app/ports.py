@@ -287,6 +287,25 @@ class ChatNotifier(ApprovalNotifier, Protocol):
         ...
 
 
+@runtime_checkable
+class ChatForms(Protocol):
+    """A chat whose people can open a form beside a request (Slack: a modal) for a comment
+    and typed edits."""
+
+    def open_form(self, trigger: str, where: Mapping[str, str]) -> str:
+        """Open the form at once (Slack's trigger id lasts three seconds), showing that the
+        approval is being read; returns the form's id for :meth:`fill_form`."""
+        ...
+
+    def fill_form(self, form_id: str, approval: Approval, where: Mapping[str, str]) -> None:
+        """Show the approval's decision, comment and editable values in the open form."""
+        ...
+
+    def close_form(self, form_id: str, text: str) -> None:
+        """Show ``text`` in the open form instead, with nothing to submit."""
+        ...
+
+
 Job = Mapping[str, Any]
 """Work handed on: JSON-shaped (an asynchronous invocation's payload)."""
 
