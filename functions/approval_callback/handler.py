@@ -1,6 +1,8 @@
 """The approval_callback Lambda: ``GET|HEAD|POST /approvals/{id}`` from API Gateway (HTTP API v2).
 
-``POST /slack/interactions`` takes Slack's button presses (see :func:`_slack`).
+``POST /slack/interactions`` takes Slack's button presses (see :func:`_slack`): verified,
+handed on (this function invokes itself asynchronously; locally a worker thread) and
+acknowledged within Slack's three seconds; the handed-on event decides.
 
 ``GET`` and ``HEAD`` show the page and never decide (mail scanners open links); only a ``POST``
 from the page's form — signed query string, the page view's token, and the one-time code when
@@ -12,6 +14,8 @@ alone picks the status code for each (Powertools' exception handlers map the err
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -21,6 +25,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.adapters.slack import SlackSignatureError
+from langorch.app.approvals.chat import FORM_JOB, PRESS_JOB
 from langorch.app.approvals.decisions import (
     DecideApproval,
     ViewApproval,
@@ -165,11 +170,13 @@ def _post(approval_id: str) -> Response[str]:
 
 @app.post("/slack/interactions")
 def _slack() -> Response[str]:
-    """A button pressed on a Slack message: verified (signature, timestamp window), decided
-    as the Slack user, answered beside the message; Slack only needs the 200."""
-    from langorch.app.approvals.chat import DecideInChat, decide_in_chat
+    """A button pressed on a Slack message: verified (signature, timestamp window) and handed
+    on, then acknowledged at once. Slack wants its 200 within three seconds whatever the
+    stores are doing, so nothing here reads or writes them: the press is decided by the
+    handed-on job (:func:`_decide_press`), which answers the person beside the message."""
+    from langorch.app.approvals.chat import DecideInChat, open_form, press_job
     from langorch.domain.approvals.channels import PostedMessage
-    from langorch.web.slack import read_interaction
+    from langorch.web.slack import FormOpened, FormSent, form_errors, read_interaction
 
     event = app.current_event
     try:
@@ -182,14 +189,62 @@ def _slack() -> Response[str]:
         return Response(status_code=200, content_type="text/plain", body="")
     logger.thread_safe_append_keys(approval_id=press.approval_id)
     where = PostedMessage("slack", press.conversation, press.message_id)
+    if isinstance(press, FormOpened):
+        job = open_form(
+            "slack", press.trigger_id, press.user_id, where, press.approval_id, container()
+        )
+        _hand_on(job)
+        return Response(status_code=200, content_type="text/plain", body="")
+    form: dict[str, str] = {}
+    if isinstance(press, FormSent):
+        # Checked before the modal closes (Slack shows each error under its field): the
+        # edits' types only, from the modal itself; the store is the decision's to read.
+        errors = form_errors(press.kinds, press.form)
+        if errors:
+            body = json.dumps({"response_action": "errors", "errors": errors})
+            return Response(status_code=200, content_type="application/json", body=body)
+        form = press.form
+    decision = press.form.get("decision", "") if isinstance(press, FormSent) else press.decision
     command = DecideInChat(
-        press.approval_id, press.decision, press.user_id, where, delivery_id=signature
+        press.approval_id, decision, press.user_id, where, delivery_id=signature, form=form
     )
+    _hand_on(press_job(command))
+    return Response(status_code=200, content_type="text/plain", body="")
+
+
+def _hand_on(job: Mapping[str, Any]) -> None:
+    container().handoff.hand_off(
+        job, function_arn=app.lambda_context.invoked_function_arn, run=_handed_on
+    )
+    logger.info("slack interaction handed on", extra={"kind": job["kind"]})
+
+
+def _handed_on(job: Mapping[str, Any]) -> None:
+    """Run a job this function handed on (the same here as in the asynchronous invocation)."""
+    from langorch.app.approvals.chat import fill_form
+
+    if job.get("kind") == FORM_JOB:
+        shown = fill_form(job, container())
+        logger.info(
+            "slack form filled", extra={"approval_id": job.get("approval_id"), "outcome": shown}
+        )
+        return
+    _decide_press(job)
+
+
+def _decide_press(job: Mapping[str, Any]) -> None:
+    """Decide a handed-on press as its Slack user and tell them (the same here as in the
+    asynchronous invocation). A store's error raises, so the press is run again."""
+    from langorch.app.approvals.chat import decide_in_chat, press_of
+
+    command = press_of(job)
     answer = decide_in_chat(command, container())
-    logger.info("slack interaction answered", extra={"outcome": answer.outcome})
+    logger.info(
+        "slack press decided",
+        extra={"approval_id": command.approval_id, "outcome": answer.outcome},
+    )
     if answer.outcome == "decided" and answer.approval is not None:
         _approval_wait(answer.approval)
-    return Response(status_code=200, content_type="text/plain", body="")
 
 
 def _slack_refused(error: LangorchError) -> Response[str]:
@@ -215,8 +270,13 @@ def _approval_wait(approval: Approval) -> None:
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Route the API Gateway v2 event to the page (GET/HEAD) or the decision (POST)."""
+    """Route the API Gateway v2 event to the page (GET/HEAD) or the decision (POST); decide
+    a Slack press handed on by ``POST /slack/interactions``."""
     # Request keys are context-local (see run_segment's handler): locally many invocations
     # share this process, and a line must never carry another request's ids.
     logger.thread_safe_clear_keys()
+    if isinstance(event, dict) and event.get("kind") in (PRESS_JOB, FORM_JOB):
+        # A job this function handed to itself (Lambda's asynchronous invocation).
+        _handed_on(event)
+        return {"handled": event["kind"]}
     return app.resolve(event, context)

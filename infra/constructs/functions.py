@@ -328,6 +328,22 @@ class Functions(Construct):
         _grant_secret_read(secrets.link_signing_key, callback)
         # Slack: the signing secret verifies button presses, the bot token answers them.
         _grant_secret_read(secrets.slack, callback)
+        # A press is acknowledged at once and decided by the function's own asynchronous
+        # invocation (Bolt's lazy listener): it invokes itself, and Lambda retries that event
+        # twice when deciding fails. In a policy of its own: the function depends on its
+        # role's default policy, which naming the function's ARN would make a cycle.
+        assert callback.role is not None
+        iam.Policy(
+            self,
+            "CallbackInvokesItself",
+            roles=[callback.role],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["lambda:InvokeFunction"], resources=[callback.function_arn]
+                )
+            ],
+        )
+        callback.configure_async_invoke(retry_attempts=2)
         email.grant_send(callback)
         # Task tokens are not ARN-scoped: SendTaskSuccess names no state machine in the
         # request, so IAM cannot match it to one, and the service authorization reference

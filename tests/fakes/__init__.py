@@ -17,7 +17,7 @@ from langorch.adapters.mcp import McpConnection
 from langorch.config import Settings
 from langorch.domain.prices import PriceTable
 from tests.fakes.agents import InMemoryAgents
-from tests.fakes.approvals import RecordingApprovalTimers
+from tests.fakes.approvals import InlineHandoff, RecordingApprovalTimers
 from tests.fakes.artifacts import InMemoryArtifacts
 from tests.fakes.budgets import InMemoryBudgetCounters
 from tests.fakes.checkpoints import InMemoryCheckpoints
@@ -106,6 +106,9 @@ class Fakes:
         self.approval_timers = RecordingApprovalTimers()
         self.notifiers: dict[str, Any] = {}
         """Chat channels (``slack``): tests that post to one add its fake or adapter."""
+        self.handoff = InlineHandoff()
+        """Handed-on work runs at once, on the caller's thread (a test reads its outcome
+        right after the request; tests of the hand-off itself swap the adapter in)."""
         self.ids = SequentialIds()
         self.checkpointer = InMemoryCheckpoints(self.runs)
         self.memory_store = InMemoryStore()

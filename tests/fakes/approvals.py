@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -322,3 +322,16 @@ class RecordingApprovalTimers:
     def cancel(self, approval_id: str) -> None:
         if self.scheduled.pop(approval_id, None) is not None:
             self.cancelled.append(approval_id)
+
+
+class InlineHandoff:
+    """Runs handed-on work at once on the caller's thread, and remembers each job."""
+
+    def __init__(self) -> None:
+        self.jobs: list[dict[str, Any]] = []
+
+    def hand_off(
+        self, job: Mapping[str, Any], *, function_arn: str, run: Callable[[Mapping[str, Any]], None]
+    ) -> None:
+        self.jobs.append(dict(job))
+        run(job)

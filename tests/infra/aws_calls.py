@@ -42,6 +42,7 @@ SERVICE_PREFIX = {
     "bedrock-runtime": "bedrock",
     "scheduler": "scheduler",
     "sts": "sts",
+    "lambda": "lambda",
 }
 SPECIAL_ACTIONS = {
     # S3 authorizes these under other actions' names.
@@ -51,6 +52,8 @@ SPECIAL_ACTIONS = {
     # The Converse API is authorized as InvokeModel (WithResponseStream when streaming).
     ("bedrock-runtime", "converse"): "bedrock:InvokeModel",
     ("bedrock-runtime", "converse_stream"): "bedrock:InvokeModelWithResponseStream",
+    # Lambda's Invoke operation is authorized as InvokeFunction.
+    ("lambda", "invoke"): "lambda:InvokeFunction",
 }
 TRANSACTION_ACTIONS = {
     "Put": "dynamodb:PutItem",

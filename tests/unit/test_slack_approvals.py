@@ -12,6 +12,7 @@ import base64
 import copy
 import json
 import logging
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,16 +20,20 @@ from urllib.parse import urlencode
 
 import pytest
 
+from langorch.adapters.handoff import LambdaHandoff, ThreadHandoff
 from langorch.adapters.slack import SlackNotifier, SlackRequestVerifier, web_client
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.chat import ChatAnswer, DecideInChat, decide_in_chat
 from langorch.app.approvals.decisions import REDELIVERY_GRACE
 from langorch.domain.approvals.channels import PostedMessage, posted_messages
 from langorch.domain.approvals.record import ApprovalStatus
+from langorch.domain.errors import StorageError
 from langorch.local.fake_slack import (
     FakeSlack,
     RunningFakeSlack,
     serve,
+    signed_form_opening,
+    signed_form_submission,
     signed_headers,
     signed_interaction,
 )
@@ -234,6 +239,224 @@ def test_a_replayed_press_is_refused_and_only_audited(stack: SlackStack, callbac
     assert len(stack.container.approvals.votes(parked.approval_id)) == 1
     assert ("refused", "replayed", "slack:UALICE") in stack.audit(parked)
     assert "seen before" in _ephemeral_to(stack, "UALICE")[-1]
+
+
+# --------------------------------------------------------------------------------------------
+# Acknowledged at once, decided out of the request
+# --------------------------------------------------------------------------------------------
+
+
+class GatedApprovals:
+    """The approvals store behind a gate: every call waits until the gate opens (a store
+    that takes its time), and fails the first ``failures`` decisions (a crash half-way)."""
+
+    def __init__(self, store: Any, *, failures: int = 0) -> None:
+        self._store = store
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failures = failures
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+
+        def gated(*args: Any, **kwargs: Any) -> Any:
+            if not self.gate.wait(timeout=30):
+                raise AssertionError(f"the store's {name} was called while the gate was shut")
+            if name in ("decide", "vote") and self.failures > 0:
+                self.failures -= 1
+                raise StorageError("the process died here")
+            return method(*args, **kwargs)
+
+        return gated
+
+
+def test_a_press_is_acknowledged_while_the_store_is_still_busy(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a store that answers nothing until let go, and presses handed to a worker thread
+    parked = stack.park()
+    gated = GatedApprovals(stack.container.approvals)
+    stack.container.approvals = gated
+    stack.container.handoff = handoff = ThreadHandoff()
+    body, headers = stack.press(parked, "UALICE")
+    gated.gate.clear()
+    # When alice presses Approve
+    answer = call(callback, slack_event(body, headers))
+    # Then Slack has its 200 before the store has answered anything
+    assert answer["statusCode"] == 200
+    assert stack.steps.sent == []
+    # And once the store answers, the press is decided and alice is told
+    gated.gate.set()
+    handoff.drain()
+    assert stack.output(parked)["decision"] == "approved"
+    assert "approved by alice@example.com" in _ephemeral_to(stack, "UALICE")[-1]
+
+
+def test_a_press_handed_on_carries_no_signature(stack: SlackStack, callback: Any) -> None:
+    # Given a press
+    parked = stack.park()
+    body, headers = stack.press(parked, "UALICE")
+    # When it is acknowledged and handed on
+    call(callback, slack_event(body, headers))
+    # Then the job names the press, and holds only a hash of the request's signature
+    (job,) = stack.container.handoff.jobs
+    assert job["approval_id"] == parked.approval_id
+    assert job["user_id"] == "UALICE"
+    assert headers["X-Slack-Signature"] not in json.dumps(job)
+    assert headers["X-Slack-Signature"][3:] not in json.dumps(job)
+
+
+def test_a_press_whose_decision_failed_half_way_is_decided_when_run_again(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a store that fails the first decision (after the press was claimed)
+    parked = stack.park()
+    stack.container.approvals = GatedApprovals(stack.container.approvals, failures=1)
+    stack.container.handoff = handoff = ThreadHandoff()
+    # When alice presses Approve and the handed-on press is run again after the failure
+    body, headers = stack.press(parked, "UALICE")
+    assert call(callback, slack_event(body, headers))["statusCode"] == 200
+    handoff.drain()
+    # Then the retry decides (it is not taken for a replay), once
+    assert stack.output(parked)["decision"] == "approved"
+    assert len(stack.steps.sent) == 1
+    assert ("refused", "replayed", "slack:UALICE") not in stack.audit(parked)
+
+
+def test_the_handed_on_event_decides_in_the_function_itself(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a press handed on, as the asynchronous invocation's event
+    parked = stack.park()
+    jobs: list[dict[str, Any]] = []
+
+    class Queued:
+        def hand_off(self, job: Any, *, function_arn: str, run: Any) -> None:
+            jobs.append(json.loads(json.dumps(dict(job))))
+
+    stack.container.handoff = Queued()
+    body, headers = stack.press(parked, "UALICE")
+    call(callback, slack_event(body, headers))
+    assert stack.steps.sent == []
+    # When Lambda invokes the function with it
+    call(callback, jobs[0])
+    # Then the press is decided
+    assert stack.output(parked)["decision"] == "approved"
+
+
+def test_lambda_handoff_invokes_the_function_asynchronously() -> None:
+    # Given a Lambda client that records its calls
+    calls: list[dict[str, Any]] = []
+
+    class Client:
+        def invoke(self, **params: Any) -> dict[str, Any]:
+            calls.append(params)
+            return {"StatusCode": 202}
+
+    # When a job is handed on
+    LambdaHandoff(Client()).hand_off({"kind": "k"}, function_arn="arn:fn", run=print)
+    # Then the function is invoked with it as an asynchronous event
+    assert calls == [
+        {"FunctionName": "arn:fn", "InvocationType": "Event", "Payload": b'{"kind": "k"}'}
+    ]
+
+
+# --------------------------------------------------------------------------------------------
+# The modal: a comment and typed edits
+# --------------------------------------------------------------------------------------------
+
+
+def _open_form(stack: SlackStack, callback: Any, parked: Parked, user: str) -> dict[str, Any]:
+    """``user`` presses "Comment or edit…" on alice's message: the modal as it reads then."""
+    message = stack.message(parked)
+    body, headers = signed_form_opening(
+        SIGNING_SECRET,
+        user_id=user,
+        approval_id=parked.approval_id,
+        conversation=message.conversation,
+        message_ts=message.message_id,
+        timestamp=int(stack.clock().timestamp()),
+    )
+    assert call(callback, slack_event(body, headers))["statusCode"] == 200
+    (view_id,) = stack.slack.views
+    return stack.slack.views[view_id]
+
+
+def _submit(
+    stack: SlackStack, callback: Any, view: dict[str, Any], user: str, values: dict[str, str]
+) -> dict[str, Any]:
+    body, headers = signed_form_submission(
+        SIGNING_SECRET,
+        view,
+        user_id=user,
+        values=values,
+        timestamp=int(stack.clock().timestamp()),
+    )
+    return call(callback, slack_event(body, headers))
+
+
+def test_comment_or_edit_opens_a_modal_with_each_editable_value_as_a_typed_input(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a request whose amount and note may be edited
+    parked = stack.park()
+    # When alice presses "Comment or edit…"
+    view = _open_form(stack, callback, parked, "UALICE")
+    # Then the modal asks for a decision and a comment, and shows each value to edit
+    inputs = {b["block_id"]: b for b in view["blocks"] if b["type"] == "input"}
+    assert list(inputs) == ["decision", "comment", "edit.amount", "edit.note"]
+    assert inputs["edit.amount"]["element"]["initial_value"] == "1200"
+    assert inputs["edit.amount"]["hint"]["text"] == "A number."
+    assert view["callback_id"] == "langorch.form"
+    assert stack.slack.called("views.open")[0]["trigger_id"] == "1700000001.trigger"
+
+
+def test_a_rejection_from_the_modal_carries_the_comment_and_the_typed_edits(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given alice's open modal
+    parked = stack.park()
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When she rejects with a comment and a new amount
+    values = {"decision": "rejected", "comment": "Too high", "edit.amount": "900"}
+    answer = _submit(stack, callback, view, "UALICE", values)
+    # Then the modal closes, and the run resumes rejected with the comment and the edit
+    assert answer["statusCode"] == 200
+    assert answer["body"] == ""
+    output = stack.output(parked)
+    assert output["decision"] == "rejected"
+    assert output["comment"] == "Too high"
+    assert output["edits"] == {"amount": 900}
+
+
+def test_an_edit_of_the_wrong_type_is_shown_in_the_modal_and_decides_nothing(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given alice's open modal
+    parked = stack.park()
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When she approves with an amount that is not a number
+    values = {"decision": "approved", "edit.amount": "nine hundred"}
+    answer = _submit(stack, callback, view, "UALICE", values)
+    # Then Slack is told to show the error under the amount, and nothing is decided
+    assert json.loads(answer["body"]) == {
+        "response_action": "errors",
+        "errors": {"edit.amount": "amount must be a number (like 0)"},
+    }
+    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
+
+
+def test_a_person_who_is_not_an_approver_opening_the_modal_is_told_so(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given mallory, whom the approval does not name
+    parked = stack.park()
+    # When mallory presses "Comment or edit…"
+    view = _open_form(stack, callback, parked, "UMALLORY")
+    # Then the modal says so, offers nothing to submit, and the refusal is audited
+    assert "submit" not in view
+    assert "not an approver" in json.dumps(view["blocks"])
+    assert stack.audit(parked)[-1] == ("refused", "not_an_approver", "slack:UMALLORY")
 
 
 # --------------------------------------------------------------------------------------------

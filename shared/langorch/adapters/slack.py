@@ -25,7 +25,14 @@ from slack_sdk.signature import Clock, SignatureVerifier
 
 from langorch.domain.approvals.channels import PostedMessage
 from langorch.domain.errors import LangorchError, SignatureError, StorageError
-from langorch.web.slack import decided_blocks, outcome_text, request_blocks
+from langorch.web.slack import (
+    decided_blocks,
+    form_view,
+    loading_view,
+    notice_view,
+    outcome_text,
+    request_blocks,
+)
 
 if TYPE_CHECKING:
     from slack_sdk import WebClient
@@ -165,6 +172,19 @@ class SlackNotifier:
     def tell(self, posted: PostedMessage, user_id: str, text: str) -> None:
         """A message beside ``posted`` that only ``user_id`` sees."""
         self._call("chat_postEphemeral", channel=posted.conversation, user=user_id, text=text)
+
+    def open_form(self, trigger: str, where: Mapping[str, str]) -> str:
+        """``views.open`` with the press's trigger id: the modal, reading the approval."""
+        answer = self._call("views_open", trigger_id=trigger, view=loading_view(where))
+        return str(answer["view"]["id"])
+
+    def fill_form(self, form_id: str, approval: Approval, where: Mapping[str, str]) -> None:
+        """``views.update``: the decision, a comment and the editable values."""
+        self._call("views_update", view_id=form_id, view=form_view(approval, where))
+
+    def close_form(self, form_id: str, text: str) -> None:
+        """``views.update``: ``text`` and nothing to submit."""
+        self._call("views_update", view_id=form_id, view=notice_view(text))
 
     def address_of(self, user_id: str) -> str | None:
         """The explicit mapping's address, else the Slack profile's email (cached)."""

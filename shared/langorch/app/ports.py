@@ -17,7 +17,7 @@ module imports nothing heavy at run time, so the trigger function's cold start s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -284,6 +284,49 @@ class ChatNotifier(ApprovalNotifier, Protocol):
 
     def tell(self, posted: PostedMessage, user_id: str, text: str) -> None:
         """Answer one person beside the message, visible to them alone (Slack: ephemeral)."""
+        ...
+
+
+@runtime_checkable
+class ChatForms(Protocol):
+    """A chat whose people can open a form beside a request (Slack: a modal) for a comment
+    and typed edits."""
+
+    def open_form(self, trigger: str, where: Mapping[str, str]) -> str:
+        """Open the form at once (Slack's trigger id lasts three seconds), showing that the
+        approval is being read; returns the form's id for :meth:`fill_form`."""
+        ...
+
+    def fill_form(self, form_id: str, approval: Approval, where: Mapping[str, str]) -> None:
+        """Show the approval's decision, comment and editable values in the open form."""
+        ...
+
+    def close_form(self, form_id: str, text: str) -> None:
+        """Show ``text`` in the open form instead, with nothing to submit."""
+        ...
+
+
+Job = Mapping[str, Any]
+"""Work handed on: JSON-shaped (an asynchronous invocation's payload)."""
+
+
+class Handoff(Protocol):
+    """Work acknowledged now and done a moment later, out of the request (a chat's button
+    press: Slack wants its answer within three seconds, whatever the stores are doing).
+
+    Handed on durably: once :meth:`hand_off` returns, the job runs even if this process ends,
+    and a job whose run raises is run again (the job must be idempotent). In the cloud the
+    function invokes itself asynchronously (Lambda queues the event and retries it); locally
+    it runs in this process, on a worker thread.
+    """
+
+    def hand_off(self, job: Job, *, function_arn: str, run: Callable[[Job], None]) -> None:
+        """Queue ``job`` for ``function_arn`` (the cloud), or for ``run`` here (locally).
+
+        Raises:
+            StorageError: it could not be handed on (nothing was queued; the caller answers
+                with an error, and the person presses again).
+        """
         ...
 
 

@@ -42,7 +42,13 @@ if TYPE_CHECKING:
     from langorch.adapters.stepfunctions import StepFunctions
     from langorch.adapters.sts import CallerIdentity
     from langorch.app.memory import MemoryManager
-    from langorch.app.ports import ApprovalNotifier, EmailSender, EventBus, ToolConnector
+    from langorch.app.ports import (
+        ApprovalNotifier,
+        EmailSender,
+        EventBus,
+        Handoff,
+        ToolConnector,
+    )
     from langorch.domain.prices import PriceTable
     from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
@@ -270,6 +276,14 @@ class Container:
                 "'Approvals in Slack')"
             )
         return web_client(token, self.settings.slack_base_url)
+
+    @cached_property
+    def handoff(self) -> Handoff:
+        """Work acknowledged now and done out of the request: the function invokes itself
+        asynchronously (Slack's button presses)."""
+        from langorch.adapters.handoff import LambdaHandoff
+
+        return LambdaHandoff(self.client("lambda"))
 
     @cached_property
     def slack_requests(self) -> SlackRequestVerifier:

@@ -18,6 +18,7 @@ from langorch.composition.container import Container
 from langorch.domain.artifacts import ARTIFACTS_PREFIX
 
 if TYPE_CHECKING:
+    from langorch.adapters.handoff import ThreadHandoff
     from langorch.adapters.local_artifacts import FolderArtifacts
     from langorch.adapters.local_events import LocalEventBus
     from langorch.adapters.local_files import FolderBucket
@@ -181,6 +182,14 @@ class EmbeddedContainer(Container):
         from langorch.adapters.sqlite.logs import SqliteLogs
 
         return SqliteLogs(self.db)
+
+    @cached_property
+    def handoff(self) -> ThreadHandoff:  # type: ignore[override]
+        """Handed-on work runs in this process (a sandbox's), on a worker thread: the local
+        gateway acknowledges a Slack press as fast as the cloud does."""
+        from langorch.adapters.handoff import ThreadHandoff
+
+        return ThreadHandoff()
 
     def ensure_resources(self, *, engine: bool = True) -> None:
         """Create every store's tables and the bucket folder when missing.

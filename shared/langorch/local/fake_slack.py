@@ -2,10 +2,12 @@
 
 ``slack_sdk``'s ``WebClient`` is pointed at it (``Settings.slack_base_url``); it answers the
 calls langorch makes (``chat.postMessage``, ``chat.update``, ``chat.postEphemeral``,
-``users.info``, ``users.lookupByEmail``), keeps every message as Slack would show it, and records
-each call. :func:`signed_interaction` builds the request Slack sends when someone presses a
-button, signed with the app's signing secret, so a test (or a person at ``langorch dev``) can
-press it by posting it to the local gateway's ``POST /slack/interactions``.
+``users.info``, ``users.lookupByEmail``, ``views.open``, ``views.update``), keeps every message
+and modal as Slack would show it, and records each call. :func:`signed_interaction` builds the
+request Slack sends when someone presses a button, signed with the app's signing secret, so a
+test (or a person at ``langorch dev``) can press it by posting it to the local gateway's
+``POST /slack/interactions``; :func:`signed_form_opening` and :func:`signed_form_submission`
+do the same for the modal.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class FakeSlack:
     """(conversation, ts) -> the message as it reads now (``text``, ``blocks``)."""
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     ephemeral: list[dict[str, Any]] = field(default_factory=list)
+    views: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """view id -> the modal as it reads now (``views.open``, ``views.update``)."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
@@ -76,12 +80,27 @@ class FakeSlack:
                 if found is None:
                     return {"ok": False, "error": "users_not_found"}
                 return {"ok": True, "user": {"id": found}}
+            if method == "views.open":
+                view_id = f"V{next(self._ts):08d}"
+                self.views[view_id] = _view(params)
+                return {"ok": True, "view": {"id": view_id, **self.views[view_id]}}
+            if method == "views.update":
+                view_id = str(params.get("view_id"))
+                if view_id not in self.views:
+                    return {"ok": False, "error": "not_found"}
+                self.views[view_id] = _view(params)
+                return {"ok": True, "view": {"id": view_id, **self.views[view_id]}}
             return {"ok": False, "error": "unknown_method"}
 
     def called(self, method: str) -> list[dict[str, Any]]:
         """The parameters of every call of ``method``, oldest first."""
         with self._lock:
             return [p for m, p in self.calls if m == method]
+
+
+def _view(params: dict[str, Any]) -> dict[str, Any]:
+    view = params.get("view")
+    return dict(json.loads(view) if isinstance(view, str) else view or {})
 
 
 def _shown(params: dict[str, Any]) -> dict[str, Any]:
@@ -203,3 +222,64 @@ def signed_headers(signing_secret: str, body: bytes, timestamp: int) -> dict[str
         "X-Slack-Request-Timestamp": str(timestamp),
         "X-Slack-Signature": signature,
     }
+
+
+def signed_form_opening(
+    signing_secret: str,
+    *,
+    user_id: str,
+    approval_id: str,
+    conversation: str,
+    message_ts: str,
+    timestamp: int,
+    trigger_id: str = "1700000001.trigger",
+) -> tuple[bytes, dict[str, str]]:
+    """The request Slack sends when ``user_id`` presses "Comment or edit…"."""
+    payload = {
+        "type": "block_actions",
+        "user": {"id": user_id},
+        "trigger_id": trigger_id,
+        "container": {"type": "message", "channel_id": conversation, "message_ts": message_ts},
+        "actions": [
+            {"action_id": "langorch.review", "value": approval_id, "type": "button"},
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    return body, signed_headers(signing_secret, body, timestamp)
+
+
+def signed_form_submission(
+    signing_secret: str,
+    view: dict[str, Any],
+    *,
+    user_id: str,
+    values: dict[str, str],
+    timestamp: int,
+) -> tuple[bytes, dict[str, str]]:
+    """The request Slack sends when ``user_id`` submits the modal ``view`` (as it reads in
+    :attr:`FakeSlack.views`) with ``values`` typed or picked, by block id (``decision``,
+    ``comment``, ``edit.<key>``); inputs not in ``values`` keep their initial value."""
+    state: dict[str, dict[str, Any]] = {}
+    for block in view.get("blocks", []):
+        if block.get("type") != "input":
+            continue
+        element = block["element"]
+        block_id, action_id = block["block_id"], element["action_id"]
+        if element["type"] == "radio_buttons":
+            picked = values.get(block_id, (element.get("initial_option") or {}).get("value"))
+            option = {"value": picked} if picked is not None else None
+            state[block_id] = {action_id: {"type": "radio_buttons", "selected_option": option}}
+        else:
+            typed = values.get(block_id, element.get("initial_value"))
+            state[block_id] = {action_id: {"type": "plain_text_input", "value": typed}}
+    payload = {
+        "type": "view_submission",
+        "user": {"id": user_id},
+        "view": {
+            "callback_id": view.get("callback_id"),
+            "private_metadata": view.get("private_metadata", ""),
+            "state": {"values": state},
+        },
+    }
+    body = urlencode({"payload": json.dumps(payload)}).encode()
+    return body, signed_headers(signing_secret, body, timestamp)

@@ -20,6 +20,7 @@ import hashlib
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.commands import DecideApproval, ViewApproval
@@ -34,7 +35,14 @@ from langorch.app.approvals.ports import (
     LinkSettings,
     RequestPorts,
 )
-from langorch.app.ports import ApprovalNotifier, ChatNotifier, Executions, RunsStore, SecretsStore
+from langorch.app.ports import (
+    ApprovalNotifier,
+    ChatForms,
+    ChatNotifier,
+    Executions,
+    RunsStore,
+    SecretsStore,
+)
 from langorch.domain.approvals.audit import Visitor
 from langorch.domain.approvals.channels import PostedMessage
 from langorch.domain.approvals.outcomes import (
@@ -67,6 +75,9 @@ class DecideInChat:
     delivery_id: str = field(repr=False)
     """What makes this request one of a kind (its signature): a second delivery of it is a
     replay and decides nothing. Only its hash is stored, never logged."""
+    form: Mapping[str, str] = field(default_factory=dict)
+    """What the chat's form sent besides the decision (``comment``, ``edit.<key>``), as the
+    approval page's form names them; empty for a button."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +132,9 @@ def decide_in_chat(cmd: DecideInChat, ports: RequestPorts) -> ChatAnswer:
     if not isinstance(chat, ChatNotifier):
         raise ChannelNotConfiguredError(f"no chat notifier for {cmd.message.channel!r}")
     answer = _decide(cmd, ports, chat)
+    if answer.outcome not in ("replayed", "not_found"):
+        once = f"{cmd.message.channel}:{_digest(cmd.delivery_id)}:finished"
+        ports.approvals.use_view_token(cmd.approval_id, once)
     # A decision edited every message already (``decide_approval`` does, whichever channel).
     try:
         chat.tell(cmd.message, cmd.user_id, answer.text)
@@ -142,8 +156,12 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
     visitor = Visitor(
         "POST", user_agent=cmd.message.channel, channel=cmd.message.channel, operator=operator
     )
-    once = hashlib.sha256(cmd.delivery_id.encode()).hexdigest()[:32]
-    if not store.use_view_token(approval.approval_id, f"{cmd.message.channel}:{once}"):
+    once = f"{cmd.message.channel}:{_digest(cmd.delivery_id)}"
+    # Claimed once, finished once: a delivery whose claim is spent but whose finish is not is
+    # a retry of a run that ended half-way (a crash after Slack's acknowledgement), and goes
+    # on (deciding is idempotent); one whose both are spent is a replay.
+    claimed = store.use_view_token(approval.approval_id, once)
+    if not claimed and not store.use_view_token(approval.approval_id, f"{once}:finished"):
         audit(
             store,
             approval.approval_id,
@@ -182,7 +200,8 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
     try:
         view = view_approval(ViewApproval(approval.approval_id, link, visitor), quick)
         if isinstance(view, Shown):
-            form = {"decision": cmd.decision, "nonce": view.nonce}
+            extra = {k: v for k, v in cmd.form.items() if k == "comment" or k.startswith("edit.")}
+            form = {**extra, "decision": cmd.decision, "nonce": view.nonce}
             outcome = decide_approval(
                 DecideApproval(approval.approval_id, link, form, visitor), quick
             )
@@ -212,6 +231,124 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
             approval,
         )
     return ChatAnswer("refused", "This approval cannot be decided now.", approval)
+
+
+def _digest(delivery_id: str) -> str:
+    return hashlib.sha256(delivery_id.encode()).hexdigest()[:32]
+
+
+PRESS_JOB = "langorch.chat_press"
+"""The ``kind`` of a handed-on press (:func:`press_job`)."""
+
+
+def press_job(cmd: DecideInChat) -> dict[str, Any]:
+    """``cmd`` as a job to hand on (:class:`~langorch.app.ports.Handoff`): JSON, and without
+    the request's signature (only its hash, which is what the replay check keeps anyway)."""
+    return {
+        "kind": PRESS_JOB,
+        "approval_id": cmd.approval_id,
+        "decision": cmd.decision,
+        "user_id": cmd.user_id,
+        "channel": cmd.message.channel,
+        "conversation": cmd.message.conversation,
+        "message_id": cmd.message.message_id,
+        "delivery": _digest(cmd.delivery_id),
+        "form": dict(cmd.form),
+    }
+
+
+def press_of(job: Mapping[str, Any]) -> DecideInChat:
+    """The press a job of :func:`press_job` carries.
+
+    Raises:
+        ValueError: not such a job (names the missing field).
+    """
+    fields = ("approval_id", "decision", "user_id", "channel", "conversation", "message_id")
+    missing = [f for f in (*fields, "delivery") if not isinstance(job.get(f), str)]
+    if job.get("kind") != PRESS_JOB or missing:
+        raise ValueError(f"not a chat press job: missing {', '.join(missing) or 'kind'}")
+    where = PostedMessage(job["channel"], job["conversation"], job["message_id"])
+    form = job.get("form") or {}
+    return DecideInChat(
+        job["approval_id"],
+        job["decision"],
+        job["user_id"],
+        where,
+        delivery_id=job["delivery"],
+        form={str(k): str(v) for k, v in form.items()},
+    )
+
+
+FORM_JOB = "langorch.chat_form"
+"""The ``kind`` of a handed-on form to fill (:func:`open_form`)."""
+
+
+def open_form(
+    channel: str,
+    trigger: str,
+    user_id: str,
+    where: PostedMessage,
+    approval_id: str,
+    ports: RequestPorts,
+) -> dict[str, str]:
+    """Open a chat's form beside a request at once (its trigger lasts seconds) and return the
+    job that fills it (:func:`fill_form`, handed on: it reads the store).
+
+    Raises:
+        ChannelNotConfiguredError: the channel has no notifier with forms.
+    """
+    chat = ports.notifiers.get(channel)
+    if not isinstance(chat, ChatForms):
+        raise ChannelNotConfiguredError(f"no chat notifier with forms for {channel!r}")
+    shown = {
+        "approval_id": approval_id,
+        "conversation": where.conversation,
+        "message_id": where.message_id,
+    }
+    form_id = chat.open_form(trigger, shown)
+    return {"kind": FORM_JOB, "channel": channel, "form_id": form_id, "user_id": user_id, **shown}
+
+
+def fill_form(job: Mapping[str, Any], ports: RequestPorts) -> str:
+    """Fill an opened form with the approval, for an approver of it while it is pending;
+    otherwise say why in the form (a stranger's opening is audited, like their press).
+
+    Returns:
+        ``shown``, ``not_an_approver``, ``already_decided`` or ``not_found``.
+    """
+    chat = ports.notifiers.get(str(job["channel"]))
+    if not isinstance(chat, ChatForms) or not isinstance(chat, ChatNotifier):
+        raise ChannelNotConfiguredError(f"no chat notifier with forms for {job['channel']!r}")
+    form_id, user_id = str(job["form_id"]), str(job["user_id"])
+    approval = ports.approvals.get(str(job["approval_id"]))
+    if approval is None:
+        chat.close_form(form_id, "This approval no longer exists.")
+        return "not_found"
+    address = chat.address_of(user_id)
+    if not address or not any(approval.same_person(a, address) for a in approval.named()):
+        operator = f"{job['channel']}:{user_id}"
+        audit(
+            ports.approvals,
+            approval.approval_id,
+            "refused",
+            "not_an_approver",
+            at=ports.clock(),
+            actor=operator,
+            visitor=Visitor(
+                "GET",
+                user_agent=str(job["channel"]),
+                channel=str(job["channel"]),
+                operator=operator,
+            ),
+        )
+        chat.close_form(form_id, "You are not an approver of this request.")
+        return "not_an_approver"
+    if approval.decided_at is not None:
+        chat.close_form(form_id, "Already decided: " + _decided_text(approval))
+        return "already_decided"
+    where = {k: str(job[k]) for k in ("approval_id", "conversation", "message_id")}
+    chat.fill_form(form_id, approval, where)
+    return "shown"
 
 
 def sentence_of_held() -> str:
