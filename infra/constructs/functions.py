@@ -250,6 +250,8 @@ class Functions(Construct):
             "ConditionCheckItem",
             "BatchWriteItem",
             "Query",
+            # A resource queue's waiters are items of their own: a release deletes one.
+            "DeleteItem",
         )
         _grant_index_query(tables.runs, trigger)
         secrets.grant_read_webhook_secrets(trigger)
@@ -276,6 +278,7 @@ class Functions(Construct):
             "ConditionCheckItem",
             "BatchWriteItem",
             "Query",
+            "DeleteItem",  # a resource queue's waiter item, when it leaves the queue
         )
         # PutItem: a segment's fenced supersteps are TransactWriteItems Puts (its ConditionCheck
         # is on the runs table, granted above).

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     """A role ``read_file`` steps read the bucket with (the deployed stack's: it may read
     files and is explicitly denied the checkpoint prefix). Unset: the process's credentials."""
     checkpoint_prefix: str = "checkpoints"
+    resource_queue_cap: int = Field(default=1000, ge=1, le=100_000)
+    """Waiters one resource's queue (a step's ``resource``, a workflow's ``concurrency`` key) may
+    hold; past it an acquire is refused with ``QueueFullError`` instead of queued."""
 
     default_llm_provider: str = "offline"
     default_llm_model: str | None = None

@@ -12,6 +12,7 @@ import pytest
 from langorch.adapters.dynamodb.resources import ResourceLocksRepository
 from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite.resources import SqliteResourceLocks
+from langorch.domain.resources import QueueFullError
 from tests.fakes import InMemoryResourceLocks
 
 NOW, LEASE, WAIT = 1_741_078_800.0, 300.0, 60.0
@@ -19,21 +20,25 @@ NOW, LEASE, WAIT = 1_741_078_800.0, 300.0, 60.0
 Locks = ResourceLocksRepository | InMemoryResourceLocks | SqliteResourceLocks
 
 
+CAP = 5
+"""The queue cap every store is built with here (``LANGORCH_RESOURCE_QUEUE_CAP``)."""
+
+
 @pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def locks(request: pytest.FixtureRequest) -> Locks:
     """The same tests run against the in-memory fake, the SQLite store and the DynamoDB
     adapter."""
     if request.param == "fake":
-        return InMemoryResourceLocks()
+        return InMemoryResourceLocks(max_waiters=CAP)
     if request.param == "sqlite":
-        return SqliteResourceLocks(request.getfixturevalue("sqlite_db"))
+        return SqliteResourceLocks(request.getfixturevalue("sqlite_db"), max_waiters=CAP)
     return request.getfixturevalue("dynamo_locks")  # type: ignore[no-any-return]
 
 
 @pytest.fixture
 def dynamo_locks(dynamodb: Any) -> ResourceLocksRepository:
     RunsRepository(dynamodb, "runs").create_table()
-    return ResourceLocksRepository(dynamodb, "runs")
+    return ResourceLocksRepository(dynamodb, "runs", max_waiters=CAP)
 
 
 def take(locks: Locks, name: str, holder: str, now: float = NOW) -> Any:
@@ -94,7 +99,8 @@ def test_release_run_gives_back_every_lease_and_place_of_the_run(locks: Locks) -
 
 
 def test_concurrent_acquires_never_grant_more_than_the_limit(locks: Locks) -> None:
-    # Given a resource of limit 2 and 8 steps asking for it at the same moment
+    # Given a resource of limit 2 (and a queue cap of 6) and 8 steps asking for it at once
+    locks = type(locks)(*_same_store(locks), max_waiters=6)  # type: ignore[call-arg]
     locks.set_limit("web:pool-a", 2)
     start = threading.Barrier(8)
     grants: dict[str, Any] = {}
@@ -124,3 +130,104 @@ def test_a_parked_token_is_kept_with_the_place_and_its_turn_is_told(locks: Locks
     assert [(w.holder, w.token) for w in locks.get("r").queue] == [("run-b/step", "tok-b")]
     locks.release("r", "run-a/step")
     assert locks.park("r", "run-b/step", "tok-b2", now=NOW, wait_seconds=WAIT) is True
+
+
+def _same_store(locks: Locks) -> tuple[Any, ...]:
+    """The arguments that build another ``locks`` on the same storage (with another cap)."""
+    if isinstance(locks, InMemoryResourceLocks):
+        return ()
+    if isinstance(locks, SqliteResourceLocks):
+        return (locks._db,)
+    return (locks._client, locks._table)
+
+
+def test_a_full_queue_refuses_a_newcomer_with_the_cap_and_the_way_out(locks: Locks) -> None:
+    # Given a resource held, with CAP waiters queued behind it
+    for n in range(CAP + 1):
+        take(locks, "r", f"run-{n}/step")
+    # When one more asks
+    with pytest.raises(QueueFullError, match=r"5 runs or steps already wait") as refused:
+        take(locks, "r", "run-late/step")
+    # Then it is refused (not queued), the message names the setting, and the queue is unchanged
+    assert "LANGORCH_RESOURCE_QUEUE_CAP" in str(refused.value)
+    assert [w.holder for w in locks.get("r").queue] == [f"run-{n}/step" for n in range(1, CAP + 1)]
+    # And a waiter already queued still asks again without being refused
+    assert take(locks, "r", "run-3/step").position == 3
+
+
+def test_a_full_queue_takes_a_newcomer_again_once_a_waiter_leaves(locks: Locks) -> None:
+    for n in range(CAP + 1):
+        take(locks, "r", f"run-{n}/step")
+    locks.release("r", "run-2/step")
+    assert take(locks, "r", "run-late/step").position == CAP
+
+
+def test_waiters_keep_arrival_order_through_parks_releases_and_a_requeue(locks: Locks) -> None:
+    # Given a holder and three waiters, the second parked with its token
+    for n in "abcd":
+        take(locks, "r", f"run-{n}/step")
+    locks.park("r", "run-c/step", "tok-c", now=NOW, wait_seconds=WAIT)
+    # When the first waiter's place expires and it asks again later, after the others refreshed
+    later = NOW + WAIT + 1
+    take(locks, "r", "run-a/step", now=later)  # the holder refreshes its lease
+    locks.park("r", "run-c/step", "tok-c", now=later, wait_seconds=WAIT)
+    take(locks, "r", "run-d/step", now=later)
+    take(locks, "r", "run-b/step", now=later)
+    # Then it stands at the back, behind those who kept asking, and tokens are kept
+    queue = locks.get("r").live(later).queue
+    assert [(w.holder, w.token) for w in queue] == [
+        ("run-c/step", "tok-c"),
+        ("run-d/step", None),
+        ("run-b/step", None),
+    ]
+
+
+def test_dynamodb_keeps_each_waiter_in_its_own_item_and_the_holders_in_the_resource(
+    dynamo_locks: ResourceLocksRepository, dynamodb: Any
+) -> None:
+    # Given a held resource with CAP parked waiters, each with a 1 KB task token
+    take(dynamo_locks, "r", "run-holder/step")
+    for n in range(CAP):
+        take(dynamo_locks, "r", f"run-{n}/step")
+        dynamo_locks.park("r", f"run-{n}/step", f"{n}" * 1024, now=NOW, wait_seconds=WAIT)
+    # When the holder releases
+    dynamo_locks.release("r", "run-holder/step")
+    # Then the resource item holds the holder set and counters, no queue and no token
+    resource = dynamodb.get_item(TableName="runs", Key={"pk": {"S": "resource"}, "sk": {"S": "r"}})
+    assert "queue" not in resource["Item"] and "token" not in str(resource["Item"])
+    assert resource["Item"]["waiters"] == {"N": str(CAP)}
+    # And each waiter is one item, keyed by its arrival, in order, with its token
+    items = dynamodb.query(
+        TableName="runs",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "resource-queue#r"}},
+    )["Items"]
+    assert [i["holder"]["S"] for i in items] == [f"run-{n}/step" for n in range(CAP)]
+    assert [i["sk"]["S"] for i in items] == sorted(i["sk"]["S"] for i in items)
+    assert items[0]["token"]["S"] == "0" * 1024
+
+
+def test_dynamodb_moves_a_queue_stored_by_an_older_langorch_into_items(
+    dynamo_locks: ResourceLocksRepository, dynamodb: Any
+) -> None:
+    # Given a resource item written by an older langorch: the queue as one JSON attribute
+    dynamodb.put_item(
+        TableName="runs",
+        Item={
+            "pk": {"S": "resource"},
+            "sk": {"S": "r"},
+            "version": {"N": "3"},
+            "grants": {"N": "1"},
+            "leases": {"S": '{"run-a/step": %r}' % (NOW + LEASE)},
+            "queue": {"S": '[["run-b/step", %r, "tok-b"]]' % (NOW + WAIT)},
+        },
+    )
+    # When a newcomer queues
+    assert take(dynamo_locks, "r", "run-c/step").position == 2
+    # Then the old waiter keeps its place, now in an item of its own, and the attribute is gone
+    assert [(w.holder, w.token) for w in dynamo_locks.get("r").queue] == [
+        ("run-b/step", "tok-b"),
+        ("run-c/step", None),
+    ]
+    resource = dynamodb.get_item(TableName="runs", Key={"pk": {"S": "resource"}, "sk": {"S": "r"}})
+    assert "queue" not in resource["Item"]

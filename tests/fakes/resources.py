@@ -13,7 +13,8 @@ class InMemoryResourceLocks:
     """:class:`langorch.app.ports.ResourceLocks` in memory (one lock stands for the
     adapter's conditional write: a change is decided and stored as one step)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_waiters: int = rules.MAX_WAITERS) -> None:
+        self._max_waiters = max_waiters
         self._lock = threading.Lock()
         self._states: dict[str, ResourceState] = {}
 
@@ -27,6 +28,7 @@ class InMemoryResourceLocks:
                 now=now,
                 lease_seconds=lease_seconds,
                 wait_seconds=wait_seconds,
+                max_waiters=self._max_waiters,
             )
             self._states[name] = state
             return grant
@@ -34,7 +36,12 @@ class InMemoryResourceLocks:
     def park(self, name: str, holder: str, token: str, *, now: float, wait_seconds: float) -> bool:
         with self._lock:
             state, turn = rules.park(
-                self.get(name), holder, token, now=now, wait_seconds=wait_seconds
+                self.get(name),
+                holder,
+                token,
+                now=now,
+                wait_seconds=wait_seconds,
+                max_waiters=self._max_waiters,
             )
             self._states[name] = state
             return turn

@@ -159,7 +159,11 @@ class Container:
     def resources(self) -> ResourceLocksRepository:
         from langorch.adapters.dynamodb.resources import ResourceLocksRepository
 
-        return ResourceLocksRepository(self.client("dynamodb"), self.settings.runs_table)
+        return ResourceLocksRepository(
+            self.client("dynamodb"),
+            self.settings.runs_table,
+            max_waiters=self.settings.resource_queue_cap,
+        )
 
     @cached_property
     def checkpointer(self) -> DynamoCheckpointSaver:

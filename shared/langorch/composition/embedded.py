@@ -97,7 +97,7 @@ class EmbeddedContainer(Container):
     def resources(self) -> SqliteResourceLocks:  # type: ignore[override]
         from langorch.adapters.sqlite.resources import SqliteResourceLocks
 
-        return SqliteResourceLocks(self.db)
+        return SqliteResourceLocks(self.db, max_waiters=self.settings.resource_queue_cap)
 
     @cached_property
     def checkpointer(self) -> SqliteCheckpointSaver:  # type: ignore[override]

@@ -19,16 +19,23 @@ conditional write, so the rules are the same everywhere and are tested without A
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from langorch.domain.errors import Problem
+from langorch.domain.errors import LangorchError, Problem
 
 DEFAULT_LIMIT = 1
 """Leases of a resource nobody declared: one at a time, the safe default for a desktop session."""
 
 MAX_LIMIT = 1000
 """The largest ``concurrency_limit`` (a bound on the lease map one item carries)."""
+
+MAX_WAITERS = 1000
+"""The default cap on a resource's queue (``LANGORCH_RESOURCE_QUEUE_CAP`` sets it per deployment).
+
+Each waiter is its own stored item (DynamoDB's ``adapters.dynamodb.resources``), so the cap is
+not an item-size limit but a bound on what one resource may hold back: past it an acquire is
+refused (:class:`QueueFullError`) rather than queued behind thousands of others."""
 
 POLL_SECONDS = 10
 """The longest a run that found its resource full stays parked (a task token, no Lambda)
@@ -46,6 +53,19 @@ _NAME_HINT = (
     "use letters, digits and _ . : / @ - (up to 128 characters), e.g. browser:session-1; "
     "templates are not supported: one literal name per step"
 )
+
+
+class QueueFullError(LangorchError):
+    """A resource's queue holds its cap of waiters: the acquire is refused, not queued."""
+
+    def __init__(self, name: str, cap: int) -> None:
+        super().__init__(
+            f"resource {name}: {cap} runs or steps already wait for it (the queue's cap); "
+            "this one was refused, not queued. Try again once the queue drains, raise the cap "
+            "(LANGORCH_RESOURCE_QUEUE_CAP) or the resource's limit (langorch resources set)"
+        )
+        self.name = name
+        self.cap = cap
 
 
 def holder_of(run_id: str, step_id: str) -> str:
@@ -138,7 +158,13 @@ class Grant:
 
 
 def acquire(
-    state: ResourceState, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+    state: ResourceState,
+    holder: str,
+    *,
+    now: float,
+    lease_seconds: float,
+    wait_seconds: float,
+    max_waiters: int = MAX_WAITERS,
 ) -> tuple[ResourceState, Grant]:
     """Take a lease for ``holder``, or queue it (FIFO).
 
@@ -148,6 +174,9 @@ def acquire(
 
     Returns:
         The new state (to store) and the grant.
+
+    Raises:
+        QueueFullError: ``holder`` would join a queue that already holds ``max_waiters``.
     """
     live = state.live(now)
     reclaimed = tuple(sorted(set(state.leases) - set(live.leases)))
@@ -169,12 +198,19 @@ def acquire(
             for w in live.queue
         )
     else:
+        _check_room(live, max_waiters)
         queue = (*live.queue, waiter)
     return replace(live, queue=queue), Grant(False, position=ahead + 1, reclaimed=reclaimed)
 
 
 def park(
-    state: ResourceState, holder: str, token: str, *, now: float, wait_seconds: float
+    state: ResourceState,
+    holder: str,
+    token: str,
+    *,
+    now: float,
+    wait_seconds: float,
+    max_waiters: int = MAX_WAITERS,
 ) -> tuple[ResourceState, bool]:
     """Keep the task token ``holder``'s parked run waits on, beside its place in the queue.
 
@@ -182,6 +218,9 @@ def park(
         The new state, and whether it is already ``holder``'s turn (a slot freed between the
         segment that queued it and this park, so nobody will wake it: it wakes itself). A
         holder no longer queued (its place expired) is queued again at the back.
+
+    Raises:
+        QueueFullError: ``holder`` must queue again and the queue holds ``max_waiters``.
     """
     live = state.live(now)
     holders = [w.holder for w in live.queue]
@@ -191,9 +230,15 @@ def park(
             for w in live.queue
         )
     else:
+        _check_room(live, max_waiters)
         queue = (*live.queue, Waiter(holder, now + wait_seconds, token))
     parked = replace(live, queue=queue)
     return parked, holder in next_up(parked)
+
+
+def _check_room(live: ResourceState, max_waiters: int) -> None:
+    if len(live.queue) >= max_waiters:
+        raise QueueFullError(live.name, max_waiters)
 
 
 def next_up(state: ResourceState) -> list[str]:
@@ -223,3 +268,46 @@ def holders_of_run(state: ResourceState, run_id: str) -> list[str]:
     found = [h for h in state.leases if h.startswith(prefix)]
     found += [w.holder for w in state.queue if w.holder.startswith(prefix)]
     return sorted(set(found))
+
+
+@dataclass(frozen=True)
+class QueueChanges:
+    """What a store writes to turn its stored queue into a rule's new queue, one item per
+    waiter (``adapters/*/resources.py``): constant work per acquire or release, not the whole
+    queue rewritten."""
+
+    delete: tuple[int, ...] = ()
+    """Arrival keys of stored waiters that left the queue (or move to its back)."""
+    keep: tuple[tuple[int, Waiter], ...] = ()
+    """Stored waiters that stay in place but changed (a refreshed expiry, a parked token)."""
+    append: tuple[Waiter, ...] = ()
+    """New waiters for the back of the queue, in order (each takes the next arrival key)."""
+
+
+def queue_changes(
+    stored: Sequence[tuple[int | None, Waiter]], new: Sequence[Waiter]
+) -> QueueChanges:
+    """The item writes from ``stored`` (arrival key, waiter; in key order) to ``new``.
+
+    A waiter keeps its arrival key while the order allows: one that must now stand behind a
+    waiter with a later key (queued again at the back after its place expired) is deleted and
+    appended. A stored waiter without a key (a queue written by an older langorch as one item)
+    is appended, which moves it into items of its own.
+    """
+    keys = {w.holder: (key, w) for key, w in stored if key is not None}
+    staying = {w.holder for w in new}
+    delete = [key for key, w in stored if key is not None and w.holder not in staying]
+    keep: list[tuple[int, Waiter]] = []
+    append: list[Waiter] = []
+    last = -1
+    for waiter in new:
+        key, old = keys.get(waiter.holder, (None, None))
+        if key is not None and not append and key > last:
+            last = key
+            if waiter != old:
+                keep.append((key, waiter))
+            continue
+        if key is not None:
+            delete.append(key)
+        append.append(waiter)
+    return QueueChanges(tuple(sorted(delete)), tuple(keep), tuple(append))

@@ -62,6 +62,7 @@ from langorch.domain.errors import (
     SignatureError,
     UnsupportedMediaTypeError,
 )
+from langorch.domain.resources import QueueFullError
 from langorch.domain.triggers import StartedRun
 from langorch.web.http import (
     FormContentError,
@@ -137,6 +138,9 @@ ERRORS: Mapping[type[Exception], Answer] = {
     DefinitionError: Answer(422),
     NotFoundError: Answer(404, "Not found"),
     ConflictError: Answer(409),
+    # A concurrency key's (or a resource's) queue at its cap: the start is refused, not queued;
+    # the sender retries later (webhook senders back off on 429).
+    QueueFullError: Answer(429),
     # The approval page: a refused link or form, in the approver's words.
     ApprovalLinkError: Answer(400, "This link cannot be used", "This link cannot be used."),
     LinkForgedError: Answer(

@@ -1,27 +1,37 @@
-"""Resource locks in the runs table (seed 001 §7b): one item per resource.
+"""Resource locks in the runs table (seed 001 §7b): one item per resource, one per waiter.
 
 Layout (beside the runs' items; one partition holds every resource, so listing is one Query)::
 
-    pk          sk       attributes
-    resource    <name>   limit (N, only once declared), version (N), grants (N),
-                         leases (JSON: holder -> expires at),
-                         queue (JSON: [[holder, expires at, task token]])
+    pk                       sk             attributes
+    resource                 <name>         limit (N, only once declared), version (N),
+                                            grants (N), leases (JSON: holder -> expires at),
+                                            arrivals (N: the last arrival key given),
+                                            waiters (N: waiter items stored)
+    resource-queue#<name>    <arrival, 12   holder, expires_at (N), token (S, once parked)
+                              digits>
 
-Every change is read, decided by :mod:`langorch.domain.resources` and written back with a
-condition on ``version`` (optimistic concurrency): two acquires racing for the last slot both
-read version 7, one writes 8, the other's condition fails, it reads again and queues. ``limit``
+Every change reads the resource item (and, when it has waiters, its queue: one Query), decides
+with :mod:`langorch.domain.resources` and writes back with a condition on ``version``
+(optimistic concurrency): two acquires racing for the last slot both read version 7, one writes
+8, the other's condition fails, it reads again and queues. A change that touches no waiter is
+one UpdateItem; one that does is one TransactWriteItems of the resource item and the waiter
+items it adds, changes or removes (usually one), so a write costs the same with 3 waiters or
+900, where the queue used to be one JSON attribute rewritten whole (cost growing with the square
+of the queue, and a few hundred waiters' task tokens filling the 400 KB item). The queue is
+capped (``max_waiters``; :class:`langorch.domain.resources.QueueFullError` past it). ``limit``
 is written by itself (``resources set``) and never touches ``version``, so declaring a limit
-does not make a concurrent acquire retry.
+does not make a concurrent acquire retry. A queue written by an older langorch (the ``queue``
+attribute) is read once and moved into items by the next change.
 
-The lease state is small (``MAX_LIMIT`` leases, one waiter per waiting step); the hot partition
-takes DynamoDB's per-partition write rate (1,000 writes/s), far above what runs that queue for
-a desktop session make.
+The resource item stays small (``MAX_LIMIT`` leases); every resource shares the ``resource``
+partition, which takes DynamoDB's per-partition write rate (1,000 writes/s).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
@@ -34,8 +44,16 @@ from langorch.domain.resources import Grant, ResourceState, Waiter
 T = TypeVar("T")
 
 PK = "resource"
+QUEUE_PK = "resource-queue#"
 MAX_RACES = 25
 """Lost conditional writes in a row before giving up (a StorageError: the segment is retried)."""
+
+MAX_ACTIONS = 100
+"""TransactWriteItems' limit. Only expired waiters leave in bulk (dropped by a rule's ``live``);
+those past the limit stay stored, expired, until a later change deletes them."""
+
+Stored = list[tuple[int | None, Waiter]]
+"""A resource's queue as stored: (arrival key, waiter) in order; ``None``: a legacy entry."""
 
 UNCHANGED_SINCE_READ = "attribute_not_exists(#version) OR #version = :seen"
 """The write's condition: nobody changed the resource's leases since this process read them."""
@@ -49,9 +67,12 @@ class ResourceLocksRepository:
         table_name: the runs table.
     """
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(
+        self, client: Any, table_name: str, *, max_waiters: int = rules.MAX_WAITERS
+    ) -> None:
         self._client = client
         self._table = table_name
+        self._max_waiters = max_waiters
 
     def acquire(
         self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
@@ -59,12 +80,18 @@ class ResourceLocksRepository:
         """Take a lease for ``holder`` or queue it (see :func:`langorch.domain.resources.acquire`).
 
         Raises:
+            QueueFullError: the queue holds ``max_waiters`` and ``holder`` would join it.
             StorageError: DynamoDB failed, or the resource changed under every attempt.
         """
 
         def decide(state: ResourceState) -> tuple[ResourceState, Grant]:
             return rules.acquire(
-                state, holder, now=now, lease_seconds=lease_seconds, wait_seconds=wait_seconds
+                state,
+                holder,
+                now=now,
+                lease_seconds=lease_seconds,
+                wait_seconds=wait_seconds,
+                max_waiters=self._max_waiters,
             )
 
         return self._change(name, decide)
@@ -73,7 +100,14 @@ class ResourceLocksRepository:
         """Keep ``holder``'s task token in its queue place (see :func:`rules.park`)."""
 
         def decide(state: ResourceState) -> tuple[ResourceState, bool]:
-            return rules.park(state, holder, token, now=now, wait_seconds=wait_seconds)
+            return rules.park(
+                state,
+                holder,
+                token,
+                now=now,
+                wait_seconds=wait_seconds,
+                max_waiters=self._max_waiters,
+            )
 
         return self._change(name, decide)
 
@@ -115,7 +149,7 @@ class ResourceLocksRepository:
 
     def get(self, name: str) -> ResourceState:
         """The resource as stored (undeclared and free when there is no item)."""
-        return self._read(name)[0]
+        return self._read(name).state
 
     def list(self) -> list[ResourceState]:
         """Every resource declared or used, by name."""
@@ -131,7 +165,7 @@ class ResourceLocksRepository:
                 page = self._client.query(**kwargs)
             except ClientError as exc:
                 raise self._error("Query", exc) from exc
-            found += [_state(item) for item in page.get("Items", [])]
+            found += [self._with_queue(item).state for item in page.get("Items", [])]
             if "LastEvaluatedKey" not in page:
                 return sorted(found, key=lambda s: s.name)
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -140,18 +174,18 @@ class ResourceLocksRepository:
 
     def _change(self, name: str, decide: Callable[[ResourceState], tuple[ResourceState, T]]) -> T:
         for _ in range(MAX_RACES):
-            state, version = self._read(name)
-            new, answer = decide(state)
-            if new == state:
+            seen = self._read(name)
+            new, answer = decide(seen.state)
+            if new == seen.state:
                 return answer  # nothing to write (a release of nothing, a no-op)
-            if self._write(new, version):
+            if self._write(new, seen):
                 return answer
         raise StorageError(
             f"resource {name}: {MAX_RACES} conditional writes in a row lost a race; "
             "the segment is retried"
         )
 
-    def _read(self, name: str) -> tuple[ResourceState, int | None]:
+    def _read(self, name: str) -> _Seen:
         try:
             item = self._client.get_item(
                 TableName=self._table, Key=_key(name), ConsistentRead=True
@@ -159,35 +193,113 @@ class ResourceLocksRepository:
         except ClientError as exc:
             raise self._error("GetItem", exc) from exc
         if item is None:
-            return ResourceState(name=name), None
-        version = int(item["version"]["N"]) if "version" in item else None
-        return _state(item), version
+            return _Seen(ResourceState(name=name), None, [], 0, 0)
+        return self._with_queue(item)
 
-    def _write(self, state: ResourceState, version: int | None) -> bool:
+    def _with_queue(self, item: dict[str, Any]) -> _Seen:
+        """The resource item read with its waiters (queried only when it says it has some)."""
+        name = item["sk"]["S"]
+        stored: Stored = [
+            (None, Waiter(str(w[0]), float(w[1]), w[2] if len(w) > 2 else None))
+            for w in json.loads(item["queue"]["S"] if "queue" in item else "[]")
+        ]
+        count = int(item["waiters"]["N"]) if "waiters" in item else 0
+        if count:
+            stored += self._waiters(name)
+        declared = "limit" in item
+        leases = json.loads(item["leases"]["S"]) if "leases" in item else {}
+        state = ResourceState(
+            name=name,
+            limit=int(item["limit"]["N"]) if declared else rules.DEFAULT_LIMIT,
+            declared=declared,
+            leases={str(h): float(t) for h, t in leases.items()},
+            queue=tuple(w for _, w in stored),
+            grants=int(item["grants"]["N"]) if "grants" in item else 0,
+        )
+        version = int(item["version"]["N"]) if "version" in item else None
+        arrivals = int(item["arrivals"]["N"]) if "arrivals" in item else 0
+        return _Seen(state, version, stored, arrivals, count)
+
+    def _waiters(self, name: str) -> Stored:
+        found: Stored = []
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": QUEUE_PK + name}},
+            "ConsistentRead": True,
+        }
+        while True:
+            try:
+                page = self._client.query(**kwargs)
+            except ClientError as exc:
+                raise self._error("Query", exc) from exc
+            for item in page.get("Items", []):
+                token = item["token"]["S"] if "token" in item else None
+                waiter = Waiter(item["holder"]["S"], float(item["expires_at"]["N"]), token)
+                found.append((int(item["sk"]["S"]), waiter))
+            if "LastEvaluatedKey" not in page:
+                return found
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _write(self, state: ResourceState, seen: _Seen) -> bool:
+        changes = rules.queue_changes(seen.stored, state.queue)
+        room = MAX_ACTIONS - 1 - len(changes.keep) - len(changes.append)
+        delete = changes.delete[:room]
+        puts = [*changes.keep]
+        arrivals = seen.arrivals
+        for waiter in changes.append:
+            arrivals += 1
+            puts.append((arrivals, waiter))
+        waiters = seen.waiters - len(delete) + len(changes.append)
         leases = {h: t for h, t in sorted(state.leases.items())}
-        queue = [[w.holder, w.expires_at, w.token] for w in state.queue]
+        update = {
+            "TableName": self._table,
+            "Key": _key(state.name),
+            "UpdateExpression": (
+                "SET #leases = :leases, #grants = :grants, #version = :next,"
+                " #arrivals = :arrivals, #waiters = :waiters REMOVE #queue"
+            ),
+            "ConditionExpression": UNCHANGED_SINCE_READ,
+            "ExpressionAttributeNames": {
+                "#leases": "leases",
+                "#queue": "queue",
+                "#grants": "grants",
+                "#version": "version",
+                "#arrivals": "arrivals",
+                "#waiters": "waiters",
+            },
+            "ExpressionAttributeValues": {
+                ":leases": {"S": json.dumps(leases)},
+                ":grants": {"N": str(state.grants)},
+                ":seen": {"N": str(seen.version or 0)},
+                ":next": {"N": str((seen.version or 0) + 1)},
+                ":arrivals": {"N": str(arrivals)},
+                ":waiters": {"N": str(waiters)},
+            },
+        }
+        if not puts and not delete:
+            return self._update(update)
+        actions: list[dict[str, Any]] = [{"Update": update}]
+        queue_pk = {"S": QUEUE_PK + state.name}
+        actions += [
+            {"Delete": {"TableName": self._table, "Key": {"pk": queue_pk, "sk": _arrival(key)}}}
+            for key in delete
+        ]
+        actions += [
+            {"Put": {"TableName": self._table, "Item": _waiter_item(queue_pk, key, w)}}
+            for key, w in puts
+        ]
         try:
-            self._client.update_item(
-                TableName=self._table,
-                Key=_key(state.name),
-                UpdateExpression=(
-                    "SET #leases = :leases, #queue = :queue, #grants = :grants, #version = :next"
-                ),
-                ConditionExpression=UNCHANGED_SINCE_READ,
-                ExpressionAttributeNames={
-                    "#leases": "leases",
-                    "#queue": "queue",
-                    "#grants": "grants",
-                    "#version": "version",
-                },
-                ExpressionAttributeValues={
-                    ":leases": {"S": json.dumps(leases)},
-                    ":queue": {"S": json.dumps(queue)},
-                    ":grants": {"N": str(state.grants)},
-                    ":seen": {"N": str(version or 0)},
-                    ":next": {"N": str((version or 0) + 1)},
-                },
-            )
+            self._client.transact_write_items(TransactItems=actions)
+        except ClientError as exc:
+            if _code(exc) == "TransactionCanceledException":
+                return False  # the version condition failed (or a concurrent transaction)
+            raise self._error("TransactWriteItems", exc) from exc
+        return True
+
+    def _update(self, update: dict[str, Any]) -> bool:
+        try:
+            self._client.update_item(**update)
         except ClientError as exc:
             if _code(exc) == "ConditionalCheckFailedException":
                 return False
@@ -202,15 +314,28 @@ def _key(name: str) -> dict[str, Any]:
     return {"pk": {"S": PK}, "sk": {"S": name}}
 
 
-def _state(item: dict[str, Any]) -> ResourceState:
-    declared = "limit" in item
-    leases = json.loads(item["leases"]["S"]) if "leases" in item else {}
-    queue = json.loads(item["queue"]["S"]) if "queue" in item else []
-    return ResourceState(
-        name=item["sk"]["S"],
-        limit=int(item["limit"]["N"]) if declared else rules.DEFAULT_LIMIT,
-        declared=declared,
-        leases={str(h): float(t) for h, t in leases.items()},
-        queue=tuple(Waiter(str(w[0]), float(w[1]), w[2] if len(w) > 2 else None) for w in queue),
-        grants=int(item["grants"]["N"]) if "grants" in item else 0,
-    )
+@dataclass(frozen=True)
+class _Seen:
+    """A resource as read: its state, the version and queue items the write is conditioned on."""
+
+    state: ResourceState
+    version: int | None
+    stored: Stored
+    arrivals: int
+    waiters: int
+
+
+def _arrival(key: int) -> dict[str, str]:
+    return {"S": f"{key:012d}"}  # fixed width: the sort key orders arrivals
+
+
+def _waiter_item(pk: dict[str, str], key: int, waiter: Waiter) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "pk": pk,
+        "sk": _arrival(key),
+        "holder": {"S": waiter.holder},
+        "expires_at": {"N": repr(waiter.expires_at)},
+    }
+    if waiter.token is not None:
+        item["token"] = {"S": waiter.token}
+    return item

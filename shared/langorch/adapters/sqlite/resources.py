@@ -2,8 +2,12 @@
 :class:`langorch.adapters.dynamodb.resources.ResourceLocksRepository` does.
 
 One row per resource: its declared limit (``NULL`` until ``resources set``), the number of
-leases granted, the leases (JSON: holder -> expires at) and the queue (JSON: ``[[holder,
-expires at, task token]]``).
+leases granted and the holder set (JSON: holder -> expires at; at most the limit). The queue is
+one row per waiter in ``resource_waiters`` (holder, expires at, task token), ordered by its
+``arrival`` key (``AUTOINCREMENT``: never reused, so later arrivals sort later); an acquire or a
+release writes the waiters it changes, not the whole queue, and the queue holds at most
+``max_waiters`` (:class:`langorch.domain.resources.QueueFullError` past it). The ``queue`` column
+of files written by an older langorch is read once and moved into rows by the next change.
 
 Every change reads the row, applies :mod:`langorch.domain.resources`' rule and writes the result
 in one ``BEGIN IMMEDIATE`` transaction: nobody writes between the read and the write (another
@@ -29,7 +33,13 @@ SCHEMA = (
     "CREATE TABLE IF NOT EXISTS resources ("
     " name TEXT PRIMARY KEY, concurrency_limit INTEGER, grants INTEGER NOT NULL DEFAULT 0,"
     " leases TEXT NOT NULL DEFAULT '{}', queue TEXT NOT NULL DEFAULT '[]')",
+    "CREATE TABLE IF NOT EXISTS resource_waiters ("
+    " arrival INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, holder TEXT NOT NULL,"
+    " expires_at REAL NOT NULL, token TEXT, UNIQUE (name, holder))",
 )
+
+Stored = list[tuple[int | None, Waiter]]
+"""A resource's queue as stored: (arrival key, waiter) in order; ``None``: a legacy entry."""
 
 
 class SqliteResourceLocks:
@@ -39,8 +49,9 @@ class SqliteResourceLocks:
         db: the home's database.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, max_waiters: int = rules.MAX_WAITERS) -> None:
         self._db = db
+        self._max_waiters = max_waiters
         db.ensure_schema("resources", SCHEMA)
 
     def acquire(
@@ -50,7 +61,12 @@ class SqliteResourceLocks:
 
         def decide(state: ResourceState) -> tuple[ResourceState, Grant]:
             return rules.acquire(
-                state, holder, now=now, lease_seconds=lease_seconds, wait_seconds=wait_seconds
+                state,
+                holder,
+                now=now,
+                lease_seconds=lease_seconds,
+                wait_seconds=wait_seconds,
+                max_waiters=self._max_waiters,
             )
 
         return self._change(name, decide)
@@ -59,7 +75,14 @@ class SqliteResourceLocks:
         """Keep ``holder``'s task token in its queue place (see :func:`rules.park`)."""
 
         def decide(state: ResourceState) -> tuple[ResourceState, bool]:
-            return rules.park(state, holder, token, now=now, wait_seconds=wait_seconds)
+            return rules.park(
+                state,
+                holder,
+                token,
+                now=now,
+                wait_seconds=wait_seconds,
+                max_waiters=self._max_waiters,
+            )
 
         return self._change(name, decide)
 
@@ -102,53 +125,74 @@ class SqliteResourceLocks:
     def get(self, name: str) -> ResourceState:
         """The resource as stored (undeclared and free when there is no row)."""
         with self._db.read() as connection:
-            return _read(connection, name)
+            return _read(connection, name)[0]
 
     def list(self) -> list[ResourceState]:
         """Every resource declared or used, by name."""
         with self._db.read() as connection:
-            rows = connection.execute(_SELECT_ALL).fetchall()
-        return [_state(row) for row in rows]
+            names = [row[0] for row in connection.execute(_SELECT_NAMES).fetchall()]
+            return [_read(connection, name)[0] for name in names]
 
     def _change(self, name: str, decide: Callable[[ResourceState], tuple[ResourceState, T]]) -> T:
         with self._db.write() as connection:
-            state = _read(connection, name)
+            state, stored = _read(connection, name)
             new, answer = decide(state)
             if new != state:  # a release of nothing writes nothing
-                _write(connection, new)
+                _write(connection, new, stored)
         return answer
 
 
 _SELECT_ONE = "SELECT name, concurrency_limit, grants, leases, queue FROM resources WHERE name = ?"
-_SELECT_ALL = "SELECT name, concurrency_limit, grants, leases, queue FROM resources ORDER BY name"
+_SELECT_NAMES = "SELECT name FROM resources ORDER BY name"
+_SELECT_WAITERS = (
+    "SELECT arrival, holder, expires_at, token FROM resource_waiters WHERE name = ?"
+    " ORDER BY arrival"
+)
 
 
-def _read(connection: sqlite3.Connection, name: str) -> ResourceState:
+def _read(connection: sqlite3.Connection, name: str) -> tuple[ResourceState, Stored]:
     row = connection.execute(_SELECT_ONE, (name,)).fetchone()
-    return ResourceState(name=name) if row is None else _state(row)
-
-
-def _write(connection: sqlite3.Connection, state: ResourceState) -> None:
-    """Store the leases, the queue and the grant count (never the limit: ``set_limit``'s)."""
-    leases = dict(sorted(state.leases.items()))
-    queue = [[w.holder, w.expires_at, w.token] for w in state.queue]
-    connection.execute(
-        "INSERT INTO resources (name, grants, leases, queue) VALUES (?, ?, ?, ?)"
-        " ON CONFLICT (name) DO UPDATE SET grants = excluded.grants, leases = excluded.leases,"
-        " queue = excluded.queue",
-        (state.name, state.grants, json.dumps(leases), json.dumps(queue)),
-    )
-
-
-def _state(row: tuple[str, int | None, int, str, str]) -> ResourceState:
-    name, limit, grants, leases, queue = row
-    return ResourceState(
+    if row is None:
+        return ResourceState(name=name), []
+    _, limit, grants, leases, legacy = row
+    stored: Stored = [
+        (None, Waiter(str(w[0]), float(w[1]), w[2] if len(w) > 2 else None))
+        for w in json.loads(legacy)
+    ]
+    stored += [
+        (int(arrival), Waiter(str(holder), float(expires_at), token))
+        for arrival, holder, expires_at, token in connection.execute(_SELECT_WAITERS, (name,))
+    ]
+    state = ResourceState(
         name=name,
         limit=rules.DEFAULT_LIMIT if limit is None else int(limit),
         declared=limit is not None,
         leases={str(h): float(t) for h, t in json.loads(leases).items()},
-        queue=tuple(
-            Waiter(str(w[0]), float(w[1]), w[2] if len(w) > 2 else None) for w in json.loads(queue)
-        ),
+        queue=tuple(w for _, w in stored),
         grants=int(grants),
+    )
+    return state, stored
+
+
+def _write(connection: sqlite3.Connection, state: ResourceState, stored: Stored) -> None:
+    """Store the holder set and the grant count (never the limit: ``set_limit``'s), and the
+    waiters that changed."""
+    leases = dict(sorted(state.leases.items()))
+    connection.execute(
+        "INSERT INTO resources (name, grants, leases, queue) VALUES (?, ?, ?, '[]')"
+        " ON CONFLICT (name) DO UPDATE SET grants = excluded.grants, leases = excluded.leases,"
+        " queue = '[]'",
+        (state.name, state.grants, json.dumps(leases)),
+    )
+    changes = rules.queue_changes(stored, state.queue)
+    connection.executemany(
+        "DELETE FROM resource_waiters WHERE arrival = ?", [(key,) for key in changes.delete]
+    )
+    connection.executemany(
+        "UPDATE resource_waiters SET expires_at = ?, token = ? WHERE arrival = ?",
+        [(w.expires_at, w.token, key) for key, w in changes.keep],
+    )
+    connection.executemany(
+        "INSERT INTO resource_waiters (name, holder, expires_at, token) VALUES (?, ?, ?, ?)",
+        [(state.name, w.holder, w.expires_at, w.token) for w in changes.append],
     )
