@@ -23,6 +23,7 @@ from langorch.cli.commands import (
     runs,
     schedules,
     secrets,
+    test,
     tools,
     workflows,
 )
@@ -44,5 +45,6 @@ GROUPS: list[ModuleType] = [
     secrets,
     resources,
     schedules,
+    test,
 ]
 """Registered in this order; ``langorch --help`` lists them so."""
