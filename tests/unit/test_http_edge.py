@@ -22,6 +22,7 @@ import langorch
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.rotation import KeyRotationError
 from langorch.app.memory import MemoryTooLargeError
+from langorch.app.workflow_tests import UnscriptedApprovalError, UnscriptedCallError
 from langorch.domain._jinja_sandbox import ExpressionLimitError
 from langorch.domain.agents import AgentError
 from langorch.domain.approvals.edits import EditRejectedError
@@ -129,6 +130,8 @@ NEVER_AT_AN_EDGE: dict[type[LangorchError], str] = {
     NoMatchingBlocksError: "langorch workflows draft, a CLI command",
     ArtifactError: "an attach step, inside a run (the console serves only listed files)",
     ArtifactTooLargeError: "an attach step's download, inside a run",
+    UnscriptedApprovalError: "langorch test, a CLI command (a case's scripted people)",
+    UnscriptedCallError: "langorch test, a CLI command (a case's scripted tools and HTTP)",
 }
 """Named errors no HTTP request meets, each with the reason; every other one needs a row."""
 

@@ -46,5 +46,6 @@ GROUPS: tuple[Group, ...] = (
     Group("secrets", "store secrets the functions read (never shown)"),
     Group("resources", "declare and inspect resource limits"),
     Group("schedules", "pause, resume and backfill workflows' schedules"),
+    Group("test", "run workflow tests (tests.yaml) offline: no AWS, no network"),
 )
 """Registered in this order; ``langorch --help`` lists them so."""

@@ -168,6 +168,9 @@ def register(subparsers: Subparsers) -> None:
     from langorch.cli.commands import recovery  # redrive and fork: their own module
 
     recovery.register_into(runs)
+    from langorch.cli.commands import run_diff  # runs diff: its own module
+
+    run_diff.register_into(runs)
 
 
 def _start(ctx: Context, args: argparse.Namespace) -> int | None:
