@@ -24,6 +24,7 @@ _SES_IDENTITY = ("create", "existing")
 PLACEHOLDER_SENDER = "langorch@example.com"
 """The shipped ``sender_email``: SES can never verify it, so synthesis refuses it."""
 _LOG_LEVELS = ("ALL", "ERROR", "FATAL", "OFF")
+_KEY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}$")
 RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 """The retention periods CloudWatch Logs offers."""
 
@@ -86,6 +87,11 @@ class DeployConfig:
         api_rate_limit: HTTP API steady-state requests per second.
         api_burst_limit: HTTP API burst.
         alarm_email: optional address subscribed to the alarm topic.
+        kms: ``managed`` (each service's AWS-managed key), ``cmk`` (the stack creates one
+            customer-managed key, rotated yearly) or a KMS key ARN (yours, in the stack's
+            region; its key policy must allow what README "Encryption keys" lists). With a
+            customer-managed key, tables, the files bucket, queues, the alarm topic, secrets,
+            log groups and the state machine are all encrypted with it.
         snap_start: SnapStart on the runner (not offered in every region, e.g. China's).
         bundle: build the dependency layer (``pip install`` for arm64, byte-compiled). Off
             for ``make synth`` and tests, which must stay offline and fast; ``make deploy``
@@ -123,6 +129,7 @@ class DeployConfig:
     api_rate_limit: int = 50
     api_burst_limit: int = 100
     alarm_email: str | None = None
+    kms: str = "managed"
     snap_start: bool = True
     bundle: bool = False
     python312: str | None = None
@@ -286,6 +293,11 @@ class DeployConfig:
             raise ConfigError(
                 f"reconcile_minutes {self.reconcile_minutes}: between 1 and 1440 (a day), "
                 "or 0 for no reconcile schedule"
+            )
+        if self.kms not in ("managed", "cmk") and not _KEY_ARN.match(self.kms):
+            raise ConfigError(
+                f"kms {self.kms!r}: 'managed' (AWS-managed keys), 'cmk' (the stack creates a "
+                "customer-managed key) or a key ARN (arn:aws:kms:<region>:<account>:key/<id>)"
             )
         if self.log_retention_days not in RETENTION_DAYS:
             allowed = ", ".join(str(d) for d in RETENTION_DAYS)

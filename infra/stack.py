@@ -14,6 +14,7 @@ from infra.config import DeployConfig
 from infra.constructs.api import HttpApi
 from infra.constructs.email import Email
 from infra.constructs.functions import SEGMENT_BUDGET_SECONDS, Functions
+from infra.constructs.keys import StackKey, encrypt_with
 from infra.constructs.observability import Observability
 from infra.constructs.operators import RecoveryOperatorPolicy
 from infra.constructs.secrets import Secrets
@@ -228,6 +229,12 @@ class LangorchStack(Stack):
             files=self.files,
             state_machine=state_machine,
         )
+        self.key: StackKey | None = None
+        if config.kms != "managed":
+            self.key = StackKey(
+                self, "Key", setting=config.kms, retain_data=config.retain_data, prefix=prefix
+            )
+            encrypt_with(self, self.key.key, except_buckets=[self.files.access_logs])
         self._outputs(public_base_url)
         suppress(self)
 

@@ -25,6 +25,7 @@ from infra.constructs.secrets import Secrets
 from infra.constructs.storage import FilesBucket
 from infra.constructs.tables import Tables
 from infra.retention import retention_days
+from langorch.adapters.dynamodb.approvals._items import AUDIT_PARTITION_PREFIX
 
 SEGMENT_BUDGET_SECONDS = 600
 """A segment stops at the next step boundary after this long (``Settings``)..."""
@@ -92,6 +93,37 @@ def _grant_table(table: dynamodb.Table, grantee: iam.IGrantable, *actions: str) 
         grantee=grantee,
         actions=[f"dynamodb:{action}" for action in actions],
         resource_arns=[table.table_arn],
+    )
+
+
+AUDIT_WRITES = ("dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem")
+"""What no role may do to an audit line: change it, delete it, or write it in a batch (a batch's
+put replaces and its delete removes; ``append_audit`` is one conditional PutItem)."""
+AUDIT_READS = ("dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem")
+
+
+def _protect_audit(table: dynamodb.Table, grantee: iam.IGrantable, *, reads_it: bool) -> None:
+    """Deny changing or deleting approvals' audit lines, and reading them unless ``reads_it``.
+
+    Audit lines live in partitions of their own (``audit#approval#<id>``) because IAM only sees
+    partition keys (``dynamodb:LeadingKeys``), never sort keys. ``ForAnyValue``: a batch
+    touching one audit partition among others is denied too. PutItem stays allowed (that is
+    the append); IAM has no condition on ``ConditionExpression``, so a role could in principle
+    replace a line with a PutItem of the same key: ``append_audit`` never does (its
+    ``attribute_not_exists`` condition), point-in-time recovery keeps every version, and the
+    evidence chain (``langorch audit verify``) shows a line that changed after export.
+    """
+    audit = [f"{AUDIT_PARTITION_PREFIX}*"]
+    where = {"ForAnyValue:StringLike": {"dynamodb:LeadingKeys": audit}}
+    actions = [*AUDIT_WRITES, *([] if reads_it else AUDIT_READS)]
+    principal = grantee.grant_principal
+    principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            effect=iam.Effect.DENY,
+            actions=actions,
+            resources=[table.table_arn],
+            conditions=where,
+        )
     )
 
 
@@ -362,6 +394,22 @@ class Functions(Construct):
         iam.Grant.add_to_principal(
             grantee=request, actions=["states:SendTaskSuccess"], resource_arns=["*"]
         )
+        # Who holds SendTaskSuccess, and why each must (the IAM-from-code test derives the same
+        # four from the code): approval_callback resumes a decided run; request_approval hands
+        # a decision recorded while the run had no task to the task that parks it again; the
+        # runner and the trigger wake the run queued next on a resource a run gives back. A
+        # task token is an opaque string that names no state machine, and Step Functions
+        # authorizes SendTaskSuccess on no resource type and no service condition key, so
+        # "*" cannot be narrowed by ARN; what contains it is who can read tokens: they are kept
+        # in the runs table's approval `secret` items and resource queues, never in a URL, an
+        # email, a log line or the state machine's logged execution data.
+        #
+        # The approvals' audit lines: every role appends them (PutItem), none may change or
+        # delete them, and only the two that show them (request_approval posts chat messages
+        # from the trail, approval_callback updates them on a decision) may read them.
+        for function, reads_it in ((trigger, False), (runner, False), (request, True)):
+            _protect_audit(tables.runs, function, reads_it=reads_it)
+        _protect_audit(tables.runs, callback, reads_it=True)
 
     @property
     def all(self) -> dict[str, lambda_.Function]:

@@ -619,3 +619,35 @@ def test_the_sqlite_audit_trail_refuses_updates_and_deletes(sqlite_db: Database)
             c.execute(statement)
         assert isinstance(refused.value.__cause__, sqlite3.IntegrityError)
     assert store.audit(approval.approval_id) == [line]
+
+
+def test_dynamodb_audit_lines_have_a_partition_of_their_own_and_old_ones_still_read(
+    dynamodb: Any,
+) -> None:
+    from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
+    from langorch.adapters.dynamodb.runs import RunsRepository
+
+    # Given the DynamoDB store, and a line written before audit had its own partition
+    RunsRepository(dynamodb, "runs").create_table()
+    store = ApprovalsRepository(dynamodb, "runs")
+    approval = _pending(store)
+    old = AuditEntry(approval_id=approval.approval_id, at=NOW, action="requested", outcome="a")
+    dynamodb.put_item(
+        TableName="runs",
+        Item={
+            "pk": {"S": f"approval#{approval.approval_id}"},
+            "sk": {"S": "audit#2026-01-05T12:00:00+00:00#legacy"},
+            "body": {"S": old.model_dump_json(exclude_none=True)},
+        },
+    )
+    # When a new line is appended
+    new = AuditEntry(
+        approval_id=approval.approval_id, at=NOW + timedelta(seconds=1), action="view", outcome="b"
+    )
+    store.append_audit(new)
+    # Then it is stored under audit#approval#<id> (what the IAM LeadingKeys conditions match)
+    items = dynamodb.scan(TableName="runs")["Items"]
+    partitions = {i["pk"]["S"] for i in items if i["sk"]["S"].startswith("audit#")}
+    assert f"audit#approval#{approval.approval_id}" in partitions
+    # ...and the trail reads both, oldest first
+    assert store.audit(approval.approval_id) == [old, new]

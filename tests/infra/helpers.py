@@ -55,12 +55,22 @@ def function_role(resources: dict[str, Any], function_id: str) -> str:
 
 
 def actions_on(statements: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """Action -> the rendered resources it is allowed on."""
+    """Action -> the rendered resources it is allowed on (``Deny`` statements: see
+    :func:`denials`)."""
     allowed: dict[str, set[str]] = {}
     for statement in statements:
-        assert statement["Effect"] == "Allow"
+        assert statement["Effect"] in ("Allow", "Deny")
+        if statement["Effect"] == "Deny":
+            continue
         for action in as_list(statement["Action"]):
             allowed.setdefault(action, set()).update(
                 render(r) for r in as_list(statement["Resource"])
             )
     return allowed
+
+
+def denials(statements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``Deny`` statements, actions as a sorted list."""
+    return [
+        {**s, "Action": sorted(as_list(s["Action"]))} for s in statements if s["Effect"] == "Deny"
+    ]

@@ -66,6 +66,7 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"reconcile_minutes": 2000}, "reconcile_minutes 2000: between 1 and 1440"),
         ({"approval_channels": "email,pager"}, "approval_channels: .*'pager' unknown; choose from"),
         ({"slack_channel": "#approvals"}, "slack_channel '#approvals' is not a Slack channel id"),
+        ({"kms": "alias/mine"}, "kms 'alias/mine': 'managed' .* or a key ARN"),
     ],
 )
 def test_invalid_settings_are_refused_with_the_setting_named(

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.infra.aws_calls import REPO, Call, function_calls
+from langorch.adapters.dynamodb.approvals._items import AUDIT_PARTITION_PREFIX
+from tests.infra.aws_calls import REPO, Call, function_calls, handler_uses, wrapped_uses
 from tests.infra.conftest import Synth
-from tests.infra.helpers import actions_on, function_role, role_statements
+from tests.infra.helpers import actions_on, denials, function_role, render, role_statements
 
 HANDLERS = {
     "trigger": "trigger",
@@ -102,3 +103,57 @@ def test_each_table_allows_exactly_the_calls_made_on_it(synth: Synth, name: str)
                 granted.setdefault(table, set()).add(action)
     # Then each table gets exactly what is called on it
     assert granted == needed
+
+
+def _denied(synth: Synth, name: str) -> list[dict[str, object]]:
+    function = synth.stack.functions.all[name]
+    role = function_role(synth.resources, synth.logical_id(function))
+    return denials(role_statements(synth.resources, role))
+
+
+def _reads_audit(name: str) -> bool:
+    uses = wrapped_uses(handler_uses(REPO / "functions" / HANDLERS[name] / "handler.py"))
+    return ("approvals", "audit") in uses
+
+
+def test_the_derivation_sees_who_appends_and_who_reads_the_audit_trail() -> None:
+    # A guard on the analysis the audit test below relies on
+    appends = {
+        name
+        for name, handler in HANDLERS.items()
+        if ("approvals", "append_audit")
+        in wrapped_uses(handler_uses(REPO / "functions" / handler / "handler.py"))
+    }
+    assert appends == set(HANDLERS)
+    assert {name for name in HANDLERS if _reads_audit(name)} == {
+        "request-approval",
+        "approval-callback",
+    }
+
+
+@pytest.mark.parametrize("name", list(HANDLERS))
+def test_audit_lines_are_append_only_and_unreadable_by_roles_whose_code_never_reads_them(
+    synth: Synth, name: str
+) -> None:
+    # Given the role's Deny statements and whether its code reads an approval's audit trail
+    runs = f"<{synth.logical_id(synth.stack.tables.runs)}.Arn>"
+    reads = {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:BatchGetItem"}
+    writes = {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+    expected = writes if _reads_audit(name) else writes | reads
+    # Then one statement denies exactly those on the runs table's audit partitions (PutItem,
+    # the append, stays allowed)
+    (deny,) = _denied(synth, name)
+    assert deny["Action"] == sorted(expected)
+    assert render(deny["Resource"]) == runs
+    assert deny["Condition"] == {
+        "ForAnyValue:StringLike": {"dynamodb:LeadingKeys": [f"{AUDIT_PARTITION_PREFIX}*"]}
+    }
+    assert "dynamodb:PutItem" not in deny["Action"]
+
+
+def test_send_task_success_is_held_only_by_roles_whose_code_sends_it(synth: Synth) -> None:
+    # Task tokens name no state machine, so the grant is on "*"; what keeps it contained is
+    # that no role holds it without code that calls it
+    for name in HANDLERS:
+        sends = any("states:SendTaskSuccess" in c.actions for c in _calls(name))
+        assert ("states:SendTaskSuccess" in _granted(synth, name)) == sends, name

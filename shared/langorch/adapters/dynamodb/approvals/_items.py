@@ -15,11 +15,17 @@ Layout (same table and key names as :mod:`langorch.adapters.dynamodb.runs`)::
     secret    approval#<id>        secret                     task_token, code#<approver_ref>,
                                                               attempts#<approver_ref> (N)
     vote      approval#<id>        vote#<approver_ref>        body (Vote JSON) | delegated_to
-    audit     approval#<id>        audit#<iso time>#<random>  body (AuditEntry JSON)
+    audit     audit#approval#<id>  audit#<iso time>#<random>  body (AuditEntry JSON)
     view      approval#<id>        view#<view_id>             (a used page-view token)
 
     GSI gsi1  gsi1pk = approvals          gsi1sk = <created_at>#<id>   (every approval)
     GSI gsi2  gsi2pk = approvals#pending  gsi2sk = <created_at>#<id>   (removed when it ends)
+
+Audit lines have a partition of their own (``audit#...``) so IAM can tell them apart: a
+``dynamodb:LeadingKeys`` condition (partition keys only; IAM cannot see sort keys) denies every
+role UpdateItem/DeleteItem on them and the roles that never read them any read
+(``infra/constructs/functions.py``). Lines written before that lived under ``approval#<id>``
+and are still read from there.
 
 The task token and the code hashes live in their own ``secret`` item, which carries no index
 attributes: the GSIs (projection ALL) never copy them, and only ``task_token`` and
@@ -67,6 +73,15 @@ _CHANGING = frozenset(
 def pk(approval_id: str) -> str:
     """The approval's partition key."""
     return f"approval#{approval_id}"
+
+
+AUDIT_PARTITION_PREFIX = "audit#"
+"""Partition keys of audit lines start with this (the IAM conditions in ``infra`` match it)."""
+
+
+def audit_pk(approval_id: str) -> str:
+    """The partition of the approval's audit lines (apart from its other items, for IAM)."""
+    return f"{AUDIT_PARTITION_PREFIX}{pk(approval_id)}"
 
 
 def text(item: dict[str, Any], name: str) -> str | None:

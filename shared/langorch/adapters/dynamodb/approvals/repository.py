@@ -33,6 +33,7 @@ from langorch.adapters.dynamodb.approvals._items import (
     list_query,
     request_json,
 )
+from langorch.adapters.dynamodb.approvals._items import audit_pk as _audit_pk
 from langorch.adapters.dynamodb.approvals._items import pk as _pk
 from langorch.adapters.dynamodb.approvals._items import text as _s
 from langorch.domain.approvals.policy import Vote, VotesChangedError
@@ -536,7 +537,7 @@ class ApprovalsRepository:
                 self._client.put_item(
                     TableName=self._table,
                     Item={
-                        "pk": {"S": _pk(entry.approval_id)},
+                        "pk": {"S": _audit_pk(entry.approval_id)},
                         "sk": {"S": sk},
                         "body": {"S": entry.model_dump_json(exclude_none=True)},
                     },
@@ -550,8 +551,19 @@ class ApprovalsRepository:
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
         """The approval's audit trail, oldest first."""
-        query = approval_votes.prefix_query(self._table, approval_id, AUDIT_PREFIX)
-        return [AuditEntry.model_validate_json(i["body"]["S"]) for i in self._query(query)]
+        # Lines written before audit had its own partition are still under the approval's.
+        legacy = approval_votes.prefix_query(self._table, approval_id, AUDIT_PREFIX)
+        query = {
+            **legacy,
+            "ExpressionAttributeValues": {
+                ":pk": {"S": _audit_pk(approval_id)},
+                ":prefix": {"S": AUDIT_PREFIX},
+            },
+        }
+        items = [*self._query(legacy), *self._query(query)]
+        # Sort keys are <prefix><iso time>#<random>: their order is the trail's.
+        items.sort(key=lambda i: str(i["sk"]["S"]))
+        return [AuditEntry.model_validate_json(i["body"]["S"]) for i in items]
 
     # ----------------------------------------------------------------------------------------
     # Mapping and plumbing

@@ -1,0 +1,151 @@
+"""The production options of issue 34, each synthesized for real (cdk-nag checked) and linted by
+cfn-lint in its region: a customer-managed key (created, or given by ARN), ...
+
+Synthesis is slow (a Node process), so each variant is built once per session and carries
+several options at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.constructs.keys import ENCRYPTED_TYPES
+from tests.infra.conftest import CONTEXT
+from tests.infra.test_compliance import ACCEPTED_LINT
+
+GIVEN_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+VARIANTS: dict[str, dict[str, Any]] = {
+    "hardened": {"kms": "cmk", "retain_data": "false"},
+    "given-key": {"region": "us-east-1", "kms": GIVEN_KEY},
+}
+
+
+def _synth(root: Path, name: str, extra: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    from infra.app import build_app
+
+    context = {**CONTEXT, "build_dir": str(root / "build"), **extra}
+    outdir = root / name
+    app, stack = build_app(outdir=str(outdir), context=context)
+    app.synth()  # raises on any cdk-nag finding
+    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+    return stack, template
+
+
+@pytest.fixture(scope="session")
+def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any]]]:
+    root = tmp_path_factory.mktemp("production")
+    return {name: _synth(root, name, extra) for name, extra in VARIANTS.items()}
+
+
+def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_passes_cfn_lint_in_its_region(
+    variants: dict[str, tuple[Any, dict[str, Any]]], name: str
+) -> None:
+    from cfnlint.api import ManualArgs, lint
+
+    stack, template = variants[name]
+    matches = lint(json.dumps(template), config=ManualArgs(regions=[stack.region]))
+    problems = {
+        f"{m.rule.id} {m.message}"
+        for m in matches
+        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
+    }
+    assert problems == set(), "\n".join(sorted(problems))
+
+
+def _key_of(resource: dict[str, Any]) -> Any:
+    """The KMS key a resource is encrypted with (``None``: not a customer-managed key)."""
+    props = resource["Properties"]
+    kind = resource["Type"]
+    if kind == "AWS::DynamoDB::Table":
+        sse = props.get("SSESpecification", {})
+        return sse.get("KMSMasterKeyId") if sse.get("SSEType") == "KMS" else None
+    if kind == "AWS::S3::Bucket":
+        (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        default = rule["ServerSideEncryptionByDefault"]
+        return default.get("KMSMasterKeyID") if default["SSEAlgorithm"] == "aws:kms" else None
+    if kind in ("AWS::SQS::Queue", "AWS::SNS::Topic"):
+        return props.get("KmsMasterKeyId")
+    if kind in ("AWS::SecretsManager::Secret", "AWS::Logs::LogGroup"):
+        return props.get("KmsKeyId")
+    if kind == "AWS::StepFunctions::StateMachine":
+        config = props.get("EncryptionConfiguration", {})
+        return config.get("KmsKeyId") if config.get("Type") == "CUSTOMER_MANAGED_KMS_KEY" else None
+    raise AssertionError(kind)
+
+
+def _storing(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] in ENCRYPTED_TYPES}
+
+
+def test_with_kms_cmk_every_storing_resource_uses_the_one_created_key(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given kms: cmk
+    stack, template = variants["hardened"]
+    (key_id,) = _of_type(template, "AWS::KMS::Key")
+    key = template["Resources"][key_id]
+    assert key["Properties"]["EnableKeyRotation"] is True
+    access_logs = stack.get_logical_id(stack.files.access_logs.node.default_child)
+    # Then every table, bucket, queue, topic, secret, log group and the state machine use it,
+    # except the access-log bucket (S3 server access logs cannot be delivered into SSE-KMS)
+    storing = _storing(template)
+    assert {r["Type"] for r in storing.values()} == set(ENCRYPTED_TYPES)
+    for logical_id, resource in storing.items():
+        if logical_id == access_logs:
+            assert _key_of(resource) is None
+            continue
+        assert _key_of(resource) == {"Fn::GetAtt": [key_id, "Arn"]}, logical_id
+
+
+def test_a_created_key_lets_the_services_use_it_for_this_account_only(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given the created key's policy
+    _, template = variants["hardened"]
+    (key,) = _of_type(template, "AWS::KMS::Key").values()
+    statements = {s.get("Sid"): s for s in key["Properties"]["KeyPolicy"]["Statement"]}
+    # Then callers use it through the stack's services, from this account only
+    via = statements["UseThroughLangorchServices"]["Condition"]["StringEquals"]
+    assert via["kms:CallerAccount"] == "123456789012"
+    assert {s.split(".")[0] for s in via["kms:ViaService"]} == {
+        "dynamodb", "s3", "sqs", "sns", "secretsmanager", "states",
+    }  # fmt: skip
+    # ...CloudWatch Logs for this account's log groups, and the services that publish into
+    # encrypted queues and topics, conditioned on this account
+    logs = statements["CloudWatchLogsOfThisAccount"]
+    assert logs["Principal"] == {"Service": "logs.eu-west-1.amazonaws.com"}
+    publishers = statements["PublishersToEncryptedQueuesAndTopics"]
+    assert publishers["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
+    # ...and it is deleted with the stack when data is not retained (7-day window)
+    assert key["DeletionPolicy"] == "Delete"
+    assert key["Properties"]["PendingWindowInDays"] == 7
+
+
+def test_a_given_key_is_used_by_arn_and_nothing_creates_a_key(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given kms: <key ARN>
+    stack, template = variants["given-key"]
+    access_logs = stack.get_logical_id(stack.files.access_logs.node.default_child)
+    # Then no key is created, and every storing resource names the given one
+    assert not _of_type(template, "AWS::KMS::Key")
+    for logical_id, resource in _storing(template).items():
+        if logical_id != access_logs:
+            assert _key_of(resource) == GIVEN_KEY, logical_id
+
+
+def test_kms_managed_is_the_default_and_creates_no_key(synth: Any) -> None:
+    # Given the default stack (kms: managed)
+    # Then nothing is on a customer-managed key
+    assert not synth.of_type("AWS::KMS::Key")
+    for logical_id, resource in _storing(synth.template).items():
+        assert _key_of(resource) is None, logical_id
