@@ -15,7 +15,7 @@ PY_DIRS := $(wildcard shared functions tests bench infra)
 
 CDK := npx --yes aws-cdk@2.1148.1
 
-.PHONY: install lock dev test lint types unit bench bench-pipeline synth deploy destroy clean chromium
+.PHONY: install lock dev test lint types unit bench bench-pipeline capacity synth deploy destroy clean chromium
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check \
@@ -74,6 +74,11 @@ bench: $(STAMP)
 
 bench-pipeline: $(STAMP)
 	$(BIN)/python bench/pipeline.py
+
+# Which AWS quota binds first for a stated mix (README "Capacity"); MIX="--runs-per-hour 7200
+# --llm-calls 5" states another.
+capacity: $(STAMP)
+	$(BIN)/python bench/capacity.py $(MIX)
 
 # Offline: no AWS account, no CDK CLI, no Docker.
 synth: $(STAMP)

@@ -59,21 +59,15 @@ def host_speed() -> float:
 def fresh_stack(**settings: Any) -> Iterator[Any]:
     """A new moto account with langorch's tables and bucket, and a container on it.
 
-    DynamoDB is moto as ``langorch dev`` runs it (``local_dynamodb``): the figures are the
-    local stack's. Every measurement gets its own (empty) tables.
+    DynamoDB is moto's, in-process: request counts are exact, times are moto's. Every
+    measurement gets its own (empty) tables.
     """
     from moto import mock_aws
 
-    from langorch.local.emulator import local_dynamodb
-
     with mock_aws():
-        undo = local_dynamodb()
-        try:
-            container = new_container(**settings)
-            container.ensure_resources()
-            yield container
-        finally:
-            undo()
+        container = new_container(**settings)
+        container.ensure_resources()
+        yield container
 
 
 def new_container(**settings: Any) -> Any:
@@ -218,6 +212,9 @@ class DynamoMeter:
         self._peek = peek
         self._lock = threading.Lock()
         self.tables: dict[str, TableUse] = {}
+        self.writes: list[tuple[str, int]] = []
+        """(table, bytes) of each write request that sent whole items, in order: a superstep's
+        checkpoint write is one entry on the checkpoints table."""
         # Updated items are sized after the measurement (a read inside the hook would be timed).
         self._unsized: list[tuple[str, dict[str, Any], str]] = []
         client.meta.events.register("before-parameter-build.dynamodb", self._before)
@@ -258,31 +255,38 @@ class DynamoMeter:
         params = context.get("bench_params") or {}
         elapsed = time.perf_counter() - context.get("bench_started", time.perf_counter())
         op = model.name
+        sent: Counter[str] = Counter()
         for table, wru, rru, written in self._units(op, params, parsed):
             with self._lock:
                 use = self.tables.setdefault(table, TableUse())
                 use.write_units += wru
                 use.read_units += rru
                 use.written_bytes += written
+                sent[table] += written
                 if wru:
                     use.op_write_units[op] += wru
         with self._lock:
-            tables = self._tables_of(op, params)
-            for table in tables:
-                use = self.tables.setdefault(table, TableUse())
-                use.requests[op] += 1
-                use.seconds += elapsed / len(tables)
+            self.writes.extend((table, size) for table, size in sent.items() if size)
+            # One request is one request: a transaction that checks the run item (runs table)
+            # and writes a checkpoint counts once, on the table it writes (its check's units
+            # are still billed to the table checked, above).
+            use = self.tables.setdefault(self._table_of(op, params), TableUse())
+            use.requests[op] += 1
+            use.seconds += elapsed
 
     @staticmethod
-    def _tables_of(op: str, params: dict[str, Any]) -> list[str]:
+    def _table_of(op: str, params: dict[str, Any]) -> str:
+        """The table a request is counted on: its own, or the first a batch or transaction
+        writes (a ``ConditionCheck`` only reads)."""
         if "TableName" in params:
-            return [params["TableName"]]
+            return str(params["TableName"])
         if "RequestItems" in params:
-            return list(params["RequestItems"])
+            return str(next(iter(params["RequestItems"])))
         if "TransactItems" in params:
-            names = {next(iter(entry.values()))["TableName"] for entry in params["TransactItems"]}
-            return sorted(names)
-        return ["(other)"]
+            actions = [next(iter(entry.items())) for entry in params["TransactItems"]]
+            written = [body for kind, body in actions if kind != "ConditionCheck"]
+            return str((written or [actions[0][1]])[0]["TableName"])
+        return "(other)"
 
     def _units(
         self, op: str, params: dict[str, Any], parsed: dict[str, Any]
@@ -303,8 +307,10 @@ class DynamoMeter:
         elif op == "TransactWriteItems":
             for entry in params["TransactItems"]:
                 kind, body = next(iter(entry.items()))
-                if kind == "Update":
-                    self._unsized.append((body["TableName"], body["Key"], "TransactWriteItems"))
+                if kind in ("Update", "ConditionCheck"):
+                    # A check bills like a transactional write of the item it checks.
+                    op_kind = "TransactWriteItems" if kind == "Update" else "ConditionCheck"
+                    self._unsized.append((body["TableName"], body["Key"], op_kind))
                     continue
                 size = item_size(body["Item"]) if kind == "Put" else 0
                 yield body["TableName"], write_units(size, transactional=True), 0.0, size
@@ -336,12 +342,13 @@ class DynamoMeter:
             unsized, self._unsized = self._unsized, []
         for table, key, op in unsized:
             size = self._stored_size(table, key)
-            units = write_units(size, transactional=op == "TransactWriteItems")
+            units = write_units(size, transactional=op in ("TransactWriteItems", "ConditionCheck"))
             with self._lock:
                 use = self.tables.setdefault(table, TableUse())
                 use.write_units += units
                 use.op_write_units[op] += units
-                use.written_bytes += size
+                if op != "ConditionCheck":  # a check writes nothing
+                    use.written_bytes += size
 
     def _stored_size(self, table: str, key: dict[str, Any]) -> int:
         try:

@@ -563,6 +563,77 @@ def bench_growing_state() -> dict[str, Any]:
 
 
 # ============================================================================================
+# P5 writes: bytes written per superstep as the state grows (1 KB of new state per step)
+# ============================================================================================
+
+WRITE_SAMPLES = (10, 100, 400)
+
+
+def bench_superstep_bytes() -> dict[str, Any]:
+    """Bytes each superstep writes (checkpoints table items + S3 offloads), at 1 KB per step.
+
+    One segment runs all 400 growth steps; every write request to the checkpoints table is one
+    superstep's (the input checkpoint first), and an S3 offload belongs to the superstep whose
+    write follows it. Flat is the target (issue 33 item 5): today every superstep rewrites the
+    whole state, so the figure grows with the step number.
+    """
+    from langorch.app import runs as runs_app
+
+    workflow = "growing"
+    steps = max(WRITE_SAMPLES)
+    with fresh_stack(segment_budget_seconds=3600.0) as container:
+        register_yaml(
+            container, linear_workflow(workflow, growth_steps(steps), inputs=["alphabet"])
+        )
+        run, _ = runs_app.start_run(
+            runs_app.StartRun(workflow, input={"alphabet": ALPHABET}), container
+        )
+        meter = dynamo_meter(container)
+        offloads: list[int] = []
+        s3 = container.client("s3")
+
+        def put(params: dict[str, Any], **_: Any) -> None:
+            body = params.get("Body", b"")
+            offloads.append(len(body) if isinstance(body, bytes | str) else 0)
+            meter.writes.append(("(s3)", offloads[-1]))
+
+        s3.meta.events.register("before-parameter-build.s3.PutObject", put)
+        result = runs_app.run_segment(runs_app.RunSegment(run.run_id), container)
+        s3.meta.events.unregister("before-parameter-build.s3.PutObject", put)
+        meter.detach()
+        assert result.status == "succeeded", result
+        per_superstep: list[int] = []
+        pending = 0
+        for table_name, size in meter.writes:
+            if table_name == "(s3)":
+                pending += size
+            elif table_name == container.settings.checkpoints_table:
+                per_superstep.append(size + pending)
+                pending = 0
+    # per_superstep[0] is the input checkpoint; per_superstep[k] is the superstep of step k.
+    samples = {k: per_superstep[k] for k in WRITE_SAMPLES if k < len(per_superstep)}
+    total = sum(per_superstep)
+    rows = [[k, size / 1024] for k, size in samples.items()]
+    rows.append([f"whole run ({len(per_superstep)} supersteps), MB", total / 2**20])
+    print(
+        table(
+            "P5w  bytes written per superstep at 1 KB of new state per step "
+            "(checkpoints table + S3 offloads; target: flat +-20 %)",
+            ["step", "KB written"],
+            rows,
+        )
+    )
+    print(f"  S3 offloads: {len(offloads)} ({sum(offloads) / 2**20:.1f} MB)")
+    print()
+    return {
+        "bytes_per_superstep": {str(k): v for k, v in samples.items()},
+        "supersteps": len(per_superstep),
+        "total_bytes": total,
+        "s3_offloads": len(offloads),
+    }
+
+
+# ============================================================================================
 # P7: modelled AWS cost per 1,000 runs (10 blocks, 1 approval, excluding LLM tokens)
 # ============================================================================================
 
@@ -627,6 +698,27 @@ SMALL_FUNCTION_SECONDS = 0.1
 APPROVAL_TABLE = {"wru": 4.0, "rru": 2.0, "requests": 4}
 
 
+def states_entered(statuses: list[str]) -> list[str]:
+    """The states an execution enters when its segments answer ``statuses`` in turn.
+
+    Walked through ``statemachine.asl.json`` as shipped: from ``RunSegment``, ``Route``
+    picks the branch of each status, then each state's ``Next`` is followed until the next
+    ``RunSegment`` or an end (a Task's success path; a Wait's ``Next``).
+    """
+    from langorch.local.statemachine import asl_text
+
+    states = json.loads(asl_text())["States"]
+    entered: list[str] = []
+    for status in statuses:
+        entered += ["RunSegment", "Route"]
+        choices = states["Route"]["Choices"]
+        name = next((c["Next"] for c in choices if c["StringEquals"] == status), None)
+        while name is not None and name != "RunSegment":
+            entered.append(name)
+            name = states[name].get("Next")
+    return entered
+
+
 def bench_cost() -> dict[str, Any]:
     """P7: one run measured on moto, then the per-1,000-runs cost model."""
     from langorch.adapters.request_counter import RequestCounter
@@ -681,9 +773,11 @@ def _cost_model(
 ) -> dict[str, Any]:
     n_segments = len(segments)
     n_approvals = len(approvals)
-    # Step Functions (ARCHITECTURE §2): RunSegment + Choice per segment, AwaitApproval per
-    # approval, the terminal Succeed. Standard workflows bill every state entered.
-    transitions = 2 * n_segments + n_approvals + 1
+    # Step Functions Standard bills every state entered: walked through the shipped ASL from
+    # the statuses the segments answered (an approval round is AwaitApproval + Decided, then
+    # RunSegment + Route: the execution history's StateEntered events).
+    entered = states_entered([status for status, _ in segments])
+    transitions = len(entered)
     lambda_calls = {
         "trigger": 1,
         "run_segment": n_segments,
@@ -750,10 +844,7 @@ def _cost_model(
         + " ".join(f"{status}:{sec:.2f}" for status, sec in segments)
         + f"; trigger (start_run) {trigger_s:.2f} s"
     )
-    print(
-        f"  Step Functions transitions = 2 x {n_segments} segments (RunSegment + Choice) "
-        f"+ {n_approvals} AwaitApproval + 1 Succeed = {transitions}"
-    )
+    print(f"  Step Functions transitions (states entered) = {transitions}: {' > '.join(entered)}")
     print(
         f"  Lambda: {sum(lambda_calls.values())} invocations {lambda_calls}, "
         f"{lambda_seconds:.2f} s at {LAMBDA_GB:g} GB arm64 (segments as measured on moto, "
@@ -818,6 +909,7 @@ def main() -> None:
         "steps": bench_steps(),
         "imports": bench_imports(),
         "growing_state": bench_growing_state(),
+        "superstep_bytes": bench_superstep_bytes(),
         "cost": bench_cost(),
     }
     results["seconds"] = time.perf_counter() - started
