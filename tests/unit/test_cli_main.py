@@ -109,12 +109,13 @@ def test_a_local_runs_list_loads_its_group_and_the_embedded_store_only(tmp_path:
     loaded = _loaded_by(["--home", str(home), "runs", "list"], tmp_path)
 
     # Then it read the store with pydantic (the records' models) and nothing heavier,
-    # and loaded only the `runs` group (with the redrive and fork commands it registers)
+    # and loaded only the `runs` group (with the redrive, fork and diff commands it registers)
     assert loaded["code"] == 0
     assert loaded["heavy"] == ["pydantic"]
     assert loaded["groups"] == [
         "langorch.cli.commands._start_input",
         "langorch.cli.commands.recovery",
+        "langorch.cli.commands.run_diff",
         "langorch.cli.commands.runs",
     ]
 
