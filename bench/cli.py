@@ -7,13 +7,31 @@ wall time, the median CPU time of the process, and what ``python -X importtime``
 cost (one more run), with the heaviest top-level packages it loaded. Target (issue 26): every
 command <= 0.3 s of wall on a quiet host; compare only readings taken at a similar host speed.
 
-Figures (2-core host, median of 3; "host speed" is ``_support.host_speed``, 0.5 s when quiet):
+Figures (2-core host shared with seven other sessions at load 15-35, so the wall times say more
+about the host than the command; CPU is the process's own user + system time, median of 3):
 
-======================  ===========================  ===========================
-command                 before (host speed 1.0 s)    after (host speed x.x s)
-======================  ===========================  ===========================
-(filled in below)
-======================  ===========================  ===========================
+==========================  ====================  ====================
+command                     before: CPU / wall s  after: CPU / wall s
+==========================  ====================  ====================
+``--help``                  0.22 / 1.0            0.15 / 2.5
+``runs --help``             0.33 / 1.5            0.18 / 3.3
+``runs list``               1.10 / 8.6            0.61 / 10.3
+``runs show RUN``           1.39 / 11.9           1.19 / 19.1
+``runs logs RUN``           1.18 / 10.2           0.71 / 6.8
+``workflows list``          1.18 / 9.4            0.92 / 20.5
+``workflows show ID``       1.18 / 7.7            1.03 / 14.5
+``workflows validate F``    1.42 / 9.7            1.23 / 17.5
+``blocks list``             1.18 / 9.1            0.93 / 14.6
+``tools list``              1.09 / 10.3           0.63 / 8.2
+``agents list``             0.93 / 8.9            0.59 / 8.7
+``approvals list``          1.10 / 12.0           0.73 / 15.4
+``resources list``          1.02 / 8.2            0.74 / 10.4
+``approvals show ID``       1.11 / 5.2            0.77 / 10.0
+==========================  ====================  ====================
+
+Host speed 4.75 s before (18.1 s after that run), 18.8 s during the after run (0.5 s quiet).
+What is left on a local ``runs list``: pydantic and pydantic-settings (the records' models and
+``Settings``); ``workflows``/``blocks`` also load jinja2 (the definitions' template checks).
 
 Run: ``.venv/bin/python bench/cli.py [--repeat 3]``.
 """

@@ -16,7 +16,12 @@ Figures on this 2-core host, shared with seven other sessions (wall clock; "host
 
 - before (issue 25, 2026-11-27; host speed 1.06 s before, 12.2 s after): full home ready 18.5 /
   38.5 s, new home 37.8 / 39.7 s — the ready line waited for the interpreter.
-- after: see the closing note of issue 25 (filled in from the run below).
+- after (same day; host speed 16.5 s before, 13.5 s after — 27-33x a quiet host): full home
+  ready 4.9 / 4.0 s (warm 38.7 / 44.7 s), new home ready 4.6 / 4.2 s (warm 33.7 / 44.2 s). The
+  ready time no longer includes moto: CPU of the ``langorch dev`` process at its ready line fell
+  from ~7.9 s to ~3.3 s (the repository's examples, measured at load ~30), the rest of which is
+  mostly the examples' MCP server (``mcp``'s pydantic models); this bench starts with no
+  examples.
 
 Run: ``.venv/bin/python bench/home.py [--runs 10000] [--events 100000] [--starts 3]``.
 """

@@ -125,7 +125,10 @@ class Dev:
             log = (self.home.parent / f"dev-{self.starts}.log").read_text(errors="replace")
             raise AssertionError(f"langorch dev exited {self.process.returncode}:\n{log[-3000:]}")
         log = (self.home.parent / f"dev-{self.starts}.log").read_text(errors="replace")
-        return "is ready in" in log and endpoint_reachable(f"http://127.0.0.1:{self.gateway_port}")
+        # Warm too: the crash's moments are measured from a stack that runs executions (a click
+        # made before waits for the warm-up, which on a loaded host outlasts a click's deadline).
+        warm = "state machine warm in" in log
+        return warm and endpoint_reachable(f"http://127.0.0.1:{self.gateway_port}")
 
     def kill(self) -> None:
         assert self.process is not None
