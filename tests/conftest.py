@@ -11,7 +11,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from tests.support.aws import share_service_models
+
 REGION = "us-east-1"
+
+# Every test process parses botocore's service models once, not once per session.
+share_service_models()
 
 
 @pytest.fixture(autouse=True)

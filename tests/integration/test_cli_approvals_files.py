@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from langorch.cli.errors import EXIT_CONFLICT
 from langorch.cli.main import main
 from langorch.composition.container import Container
-from langorch.config import Settings
+from tests.support.cli import fresh_emulator
 
 TOKEN = "task-token-that-must-never-be-printed"
 NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
@@ -21,11 +20,7 @@ NOW = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
 @pytest.fixture
 def container(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
-    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
-    built = Container(Settings(endpoint_url=endpoint))
-    built.ensure_resources()
-    return built
+    return fresh_emulator(endpoint, tmp_path / "home", monkeypatch)
 
 
 def langorch(capsys: pytest.CaptureFixture[str], endpoint: str, *args: str) -> tuple[int, Any, str]:

@@ -9,23 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from langorch.cli.main import main
 from langorch.composition.container import Container
-from langorch.config import Settings
 from tests.order_desk import load_order_desk
+from tests.support.cli import fresh_emulator
 
 TOKEN = "cli-token-never-printed"
 
 
 @pytest.fixture
 def container(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
-    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
-    built = Container(Settings(endpoint_url=endpoint))
-    built.ensure_resources()
-    return built
+    return fresh_emulator(endpoint, tmp_path / "home", monkeypatch)
 
 
 @pytest.fixture(scope="module")

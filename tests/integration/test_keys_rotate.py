@@ -8,24 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
 from langorch.adapters.secrets import Secrets
 from langorch.app.approvals.decisions import ensure_signing_key, load_signing_keys_fresh
 from langorch.app.approvals.rotation import KeyRotationError, next_key_id, rotate_signing_key
 from langorch.cli.main import main
 from langorch.composition.container import Container
-from langorch.config import Settings
 from langorch.domain.approvals.record import LinkForgedError, sign_link, verify_link
+from tests.support.cli import fresh_emulator
 
 NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def container(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
-    monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
-    built = Container(Settings(endpoint_url=endpoint))
+    built = fresh_emulator(endpoint, tmp_path / "home", monkeypatch, stores=False)
     ensure_signing_key(built.secrets, built.settings.link_signing_secret)
     return built
 

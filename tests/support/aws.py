@@ -37,3 +37,30 @@ def one_request_at_a_time(client: Any) -> Any:
     events.register(f"after-call.{service}", _leave, unique_id="tests-atomic-leave")
     events.register(f"after-call-error.{service}", _leave, unique_id="tests-atomic-error")
     return client
+
+
+_LOADERS: dict[str | None, Any] = {}
+
+
+def share_service_models() -> None:
+    """Let every botocore session of this process read AWS's service models once.
+
+    Each new botocore session (moto's ``mock_aws`` resets boto3's default one for every test;
+    every container builds its own) reads and parses the service models, endpoints and
+    partitions again: ~0.1 s of CPU per client, on every test that makes one. The models are
+    data shipped with botocore, the same for every session, so one loader per data path serves
+    them all from its cache. Sessions stay separate: credentials, config and clients are not
+    shared, only the parsed files.
+    """
+    from botocore import loaders, session
+
+    def register_shared_loader(self: Any) -> None:
+        def loader() -> Any:
+            path = self.get_config_variable("data_path")
+            if path not in _LOADERS:
+                _LOADERS[path] = loaders.create_loader(path)
+            return _LOADERS[path]
+
+        self._components.lazy_register_component("data_loader", loader)
+
+    session.Session._register_data_loader = register_shared_loader

@@ -74,12 +74,30 @@ def use_stack(home: Path, endpoint: str, **settings: Any) -> None:
     (home / "stack.json").write_text(json.dumps({"endpoint_url": endpoint, "settings": settings}))
 
 
+def fresh_emulator(
+    endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch, *, stores: bool = True
+) -> Container:
+    """The moto server on ``endpoint`` reset, ``LANGORCH_HOME`` pointed at ``home`` (no stack
+    file there), and a container on the emulator.
+
+    Args:
+        endpoint: The moto server's URL.
+        home: The folder the commands find as their home.
+        monkeypatch: The test's, to set ``LANGORCH_HOME``.
+        stores: Create the tables and buckets (``False``: an empty account).
+    """
+    monkeypatch.setenv("LANGORCH_HOME", str(home))
+    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    container = Container(Settings(endpoint_url=endpoint))
+    if stores:
+        container.ensure_resources()
+    return container
+
+
 def emulator_home(endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh emulator (the moto server reset, the stores created) and ``home`` holding the
     stack file `make dev` would have written for it, found through ``LANGORCH_HOME``."""
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
-    Container(Settings(endpoint_url=endpoint)).ensure_resources()
+    fresh_emulator(endpoint, home, monkeypatch)
     home.mkdir()
-    monkeypatch.setenv("LANGORCH_HOME", str(home))
     use_stack(home, endpoint)
     return home

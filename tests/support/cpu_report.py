@@ -6,6 +6,9 @@ the worker process (``time.process_time``) and in the children the worker waited
 line per worker to ``$LANGORCH_CPU_REPORT`` (default ``.pytest_cache/cpu-report.jsonl``).
 It measures, it never fails a test: the suite's CPU budget (PERFORMANCE P8) is read off the
 report, not asserted.
+
+``LANGORCH_CPU_REPORT_BY=test`` keys the report by test id instead of by file, to find which
+tests of a heavy file spend its CPU.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ def _now() -> float:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: Any) -> Iterator[None]:
     started = _now()
     yield
-    _spent[item.nodeid.split("::", 1)[0]] += _now() - started
+    by_test = os.environ.get("LANGORCH_CPU_REPORT_BY") == "test"
+    _spent[item.nodeid if by_test else item.nodeid.split("::", 1)[0]] += _now() - started
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
