@@ -550,7 +550,10 @@ class ApprovalsRepository:
         key = {"pk": {"S": f"{CHAIN_PREFIX}{chain_key(entry.approval_id, run_id)}"}}
         key["sk"] = {"S": CHAIN_HEAD_SK}
         for _ in range(CHAIN_ATTEMPTS):
-            head = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+            try:
+                head = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+            except ClientError as exc:
+                raise self._storage_error("GetItem", exc) from exc
             prev = head.get("Item", {}).get("digest", {}).get("S", GENESIS)
             line = chained(entry, run_id, prev)
             assert line.digest is not None
