@@ -22,6 +22,7 @@ import pytest
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.approvals import SqliteApprovals
 from langorch.app.approvals.ports import ApprovalsStore
+from langorch.domain.approvals.audit import line_body
 from langorch.domain.approvals.policy import VotesChangedError
 from langorch.domain.approvals.record import (
     AlreadyDecidedError,
@@ -34,6 +35,7 @@ from langorch.domain.approvals.record import (
     new_approval,
 )
 from langorch.domain.errors import NotFoundError, StorageError
+from langorch.domain.evidence import GENESIS, digest
 from tests.fakes.approvals import InMemoryApprovals
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
@@ -412,8 +414,54 @@ def test_the_audit_trail_is_append_only_and_oldest_first(store: ApprovalsStore) 
     ]
     for line in lines:
         store.append_audit(line)
-    assert store.audit(approval.approval_id) == lines
+    unchained = {"run_id": None, "prev": None, "digest": None}
+    assert [e.model_copy(update=unchained) for e in store.audit(approval.approval_id)] == lines
     assert store.audit("apr-other") == []
+
+
+def _line(approval: Approval, outcome: str) -> AuditEntry:
+    return AuditEntry(approval_id=approval.approval_id, at=NOW, action="view", outcome=outcome)
+
+
+def test_a_runs_audit_lines_are_chained_as_they_are_written(store: ApprovalsStore) -> None:
+    # Given two approvals of one run
+    first, second = _pending(store, 1), _pending(store, 2)
+
+    # When lines of both are written, interleaved
+    for approval, outcome in [(first, "a"), (second, "b"), (first, "c")]:
+        store.append_audit(_line(approval, outcome))
+
+    # Then they form one chain in written order: each carries the previous line's digest, and
+    # its own digest is that of what it holds
+    lines = {e.outcome: e for a in (first, second) for e in store.audit(a.approval_id)}
+    assert [lines[o].prev for o in "abc"] == [GENESIS, lines["a"].digest, lines["b"].digest]
+    assert all(e.run_id == "run-1" for e in lines.values())
+    assert all(e.digest == digest(line_body(e)) for e in lines.values())
+
+
+def test_concurrent_audit_writers_never_fork_a_runs_chain(store: ApprovalsStore) -> None:
+    # Given two approvals of one run, and eight writers adding lines at once
+    approvals = [_pending(store, 1), _pending(store, 2)]
+
+    def write(n: int) -> None:
+        for k in range(3):
+            store.append_audit(_line(approvals[n % 2], f"{n}-{k}"))
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then the 24 lines form one unbroken chain: one first line, each other line after exactly
+    # one line, none after the last
+    lines = [e for a in approvals for e in store.audit(a.approval_id)]
+    assert len(lines) == 24
+    prevs = [e.prev for e in lines]
+    digests = {e.digest for e in lines}
+    assert len(set(prevs)) == 24
+    assert prevs.count(GENESIS) == 1
+    assert set(prevs) - {GENESIS} <= digests
 
 
 # --------------------------------------------------------------------------------------------
@@ -618,7 +666,7 @@ def test_the_sqlite_audit_trail_refuses_updates_and_deletes(sqlite_db: Database)
         with pytest.raises(StorageError, match="append-only") as refused, sqlite_db.write() as c:
             c.execute(statement)
         assert isinstance(refused.value.__cause__, sqlite3.IntegrityError)
-    assert store.audit(approval.approval_id) == [line]
+    assert [e.outcome for e in store.audit(approval.approval_id)] == [line.outcome]
 
 
 def test_dynamodb_audit_lines_have_a_partition_of_their_own_and_old_ones_still_read(
@@ -650,4 +698,4 @@ def test_dynamodb_audit_lines_have_a_partition_of_their_own_and_old_ones_still_r
     partitions = {i["pk"]["S"] for i in items if i["sk"]["S"].startswith("audit#")}
     assert f"audit#approval#{approval.approval_id}" in partitions
     # ...and the trail reads both, oldest first
-    assert store.audit(approval.approval_id) == [old, new]
+    assert [e.outcome for e in store.audit(approval.approval_id)] == ["a", "b"]

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from langorch.domain.approvals.audit import chain_key, chained
 from langorch.domain.approvals.policy import Vote, VotesChangedError
 from langorch.domain.approvals.record import (
     CLOSED,
@@ -28,6 +29,7 @@ from langorch.domain.approvals.record import (
     SupersededError,
 )
 from langorch.domain.errors import NotFoundError
+from langorch.domain.evidence import GENESIS
 
 MAX_COMMENT_CHARS = 4000
 MAX_LIST = 1000
@@ -49,6 +51,8 @@ class InMemoryApprovals:
         self._attempts: dict[tuple[str, str], int] = {}
         self._views: set[tuple[str, str]] = set()
         self._audit: dict[str, list[AuditEntry]] = {}
+        self._heads: dict[str, str] = {}
+        """Chain key -> the digest of its last audit line."""
         self._slots: dict[tuple[str, str], Vote | str] = {}
         """(approval, slot) -> the vote in it, or the delegate it was handed to."""
         self._vote_counts: dict[str, int] = {}
@@ -298,8 +302,14 @@ class InMemoryApprovals:
     # Audit ----------------------------------------------------------------------------------
 
     def append_audit(self, entry: AuditEntry) -> None:
-        with self._lock:
-            self._audit.setdefault(entry.approval_id, []).append(entry.model_copy(deep=True))
+        with self._lock:  # the run's chain head is read and moved under the lock
+            approval = self._approvals.get(entry.approval_id)
+            run_id = approval.run_id if approval is not None else None
+            key = chain_key(entry.approval_id, run_id)
+            line = chained(entry, run_id, self._heads.get(key, GENESIS))
+            assert line.digest is not None
+            self._heads[key] = line.digest
+            self._audit.setdefault(entry.approval_id, []).append(line)
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
         with self._lock:

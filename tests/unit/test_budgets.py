@@ -8,6 +8,7 @@ decision resumes the run as an approval step's would.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -243,3 +244,37 @@ def test_a_budgeted_step_on_a_model_without_a_price_fails_naming_the_price_to_ad
     error = deps.runs.get_run(run.run_id).error
     assert error is not None and error.type == "UnpricedModelError"
     assert "'offline/priced'" in error.message and "prices:" in error.message
+
+
+def test_twenty_concurrent_runs_never_overspend_the_day_by_more_than_one_estimate() -> None:
+    # Given a workflow whose runs may spend $0.25 a day in all (each call is estimated at
+    # about $0.11 and costs about $0.02), its runs started together
+    deps = Fakes()
+    register_text(deps, DAILY)  # type: ignore[arg-type]
+    runs = [start_run(StartRun("daily", input={"topic": "tea"}), deps)[0] for _ in range(20)]
+
+    # When all twenty run their segment at once, in threads, through the engine
+    ended: list[SegmentResult] = []
+    gate = threading.Barrier(len(runs))
+
+    def run(run_id: str) -> None:
+        gate.wait()
+        ended.append(run_segment(RunSegment(run_id), deps))
+
+    threads = [threading.Thread(target=run, args=(r.run_id,)) for r in runs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    # Then the day's counter holds exactly what the finished runs cost, within the limit plus
+    # at most one call's estimate; the others were refused budget_exceeded, none half-run
+    key = f"daily/day/{deps.clock():%Y-%m-%d}"
+    spent = deps.budgets.spent(key) / 1e6
+    records = [deps.runs.get_run(r.run_id) for r in runs]
+    assert spent == pytest.approx(sum(r.cost_usd for r in records), abs=1e-5)
+    assert spent <= 0.25 + 0.11
+    statuses = sorted(r.status.value for r in records)
+    assert set(statuses) == {"succeeded", "failed"}
+    refused = [r for r in records if r.status is RunStatus.failed]
+    assert all(r.error is not None and r.error.type == "budget_exceeded" for r in refused)

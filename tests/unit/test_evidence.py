@@ -109,3 +109,32 @@ def test_the_cli_exports_and_verifies_a_file(
     path.write_text(path.read_text().replace('"approved"', '"rejected"', 1), encoding="utf-8")
     assert _verify(Ctx(), Args()) == 1  # type: ignore[arg-type]
     assert Ctx.out.data["first_bad"] is not None
+
+
+def test_each_audit_line_carries_the_link_its_store_wrote_and_the_export_keeps_it(
+    stack: FakeStack, callback: Any
+) -> None:
+    # Given a run whose approval alice viewed and approved
+    events = [e for e in _ledger(stack, callback) if e["kind"] == "event"]
+
+    # Then its audit lines were chained as they were written: one chain, from GENESIS
+    assert events[0]["stored_prev"] == GENESIS
+    assert all(b["stored_prev"] == a["stored_digest"] for a, b in itertools.pairwise(events))
+
+
+def test_a_line_altered_in_the_store_is_found_by_verify(stack: FakeStack, callback: Any) -> None:
+    # Given a run's approval decided, then one of its audit lines rewritten in the store
+    parked = stack.park()
+    open_and_decide(callback, parked.links[ALICE], "approved")
+    store = stack.container.approvals
+    (approval,) = store.list(run_id=parked.run_id)
+    trail = store._audit[approval.approval_id]
+    trail[1] = trail[1].model_copy(update={"source_ip": "198.51.100.9"})
+
+    # When it is exported (its export chain is whole) and verified
+    lines = _lines(export_ledger(stack.container, run_id=parked.run_id))  # type: ignore[arg-type]
+    found = verify(lines)
+
+    # Then the rewritten line is named: the store's digest no longer holds
+    assert found.first_bad == 4  # the run, the question, the first line, then this one
+    assert "altered in the store" in found.reason

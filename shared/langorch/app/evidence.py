@@ -4,7 +4,9 @@ For each run: a ``run`` entry (workflow and its version, status), then each of i
 the order asked — an ``asked`` entry (what was shown, to whom, under which policy), every line of
 its audit trail (views, votes, delegations, reminders, escalations, the decision) and, once
 decided, a ``decided`` entry with the decided payload and ``authorised``, the digest of what the
-decision let through. The chain is computed over the stores' append-only records when exported.
+decision let through. The export's chain is computed when exported; each audit line also keeps
+the link its store wrote with it (``stored_prev``, ``stored_digest``: one chain per run, made as
+the line was written), which ``audit verify`` checks too, so a line altered in the store is found.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
+from langorch.domain.approvals.audit import AuditEntry, line_body
 from langorch.domain.errors import NotFoundError
 from langorch.domain.evidence import chain, digest
 
@@ -73,14 +76,22 @@ def _run_entries(run_id: str, deps: EvidenceDeps) -> Iterator[dict[str, Any]]:
     for approval in sorted(approvals, key=lambda a: (a.created_at, a.approval_id)):
         yield _asked(approval, version)
         for line in deps.approvals.audit(approval.approval_id):
-            yield {
-                "kind": "event",
-                "run_id": run_id,
-                "approval_id": approval.approval_id,
-                **line.model_dump(mode="json", exclude_none=True, exclude={"approval_id"}),
-            }
+            yield stored_line(line, run_id)
         if approval.decided_at is not None:
             yield _decided(approval, version)
+
+
+def stored_line(line: AuditEntry, run_id: str) -> dict[str, Any]:
+    """An audit line as exported: as stored, its stored chain link renamed (``stored_prev``,
+    ``stored_digest``) beside the export's own ``prev`` and ``digest``."""
+    body = line_body(line)
+    stored = {"stored_prev": body.pop("prev", None), "stored_digest": line.digest}
+    return {
+        "kind": "event",
+        "run_id": run_id,
+        **body,
+        **{k: v for k, v in stored.items() if v is not None},
+    }
 
 
 def _asked(approval: Approval, version: int | None) -> dict[str, Any]:

@@ -73,6 +73,7 @@ def verify(lines: Sequence[str]) -> Verified:
     """
     prev = GENESIS
     count = 0
+    links: dict[str, set[str]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -96,4 +97,34 @@ def verify(lines: Sequence[str]) -> Verified:
                 count, number, f"line {number} was altered: its content no longer has its digest"
             )
         prev = entry["digest"]
+        stored = _stored_problem(entry, number, links)
+        if stored:
+            return Verified(count, number, stored)
     return Verified(count)
+
+
+def _stored_problem(entry: Mapping[str, Any], number: int, links: dict[str, set[str]]) -> str:
+    """What is wrong with an exported audit line's stored link ("" when it holds).
+
+    The line as stored is the exported one without the export's fields, ``stored_prev`` as its
+    ``prev``; its digest must be ``stored_digest``, and no other line of its run may follow the
+    same line (a fork: a line inserted or replaced beside the chain).
+    """
+    if entry.get("kind") != "event" or "stored_digest" not in entry:
+        return ""
+    body = {k: v for k, v in entry.items() if k not in _EXPORT_FIELDS}
+    body["prev"] = body.pop("stored_prev", None)
+    if digest(body) != entry["stored_digest"]:
+        return (
+            f"line {number} was altered in the store: the audit line no longer has the digest "
+            "written with it"
+        )
+    followed = links.setdefault(str(entry.get("run_id")), set())
+    if body["prev"] in followed:
+        return f"line {number} follows a line another line of its run already follows"
+    followed.add(str(body["prev"]))
+    return ""
+
+
+_EXPORT_FIELDS = frozenset({"kind", "seq", "prev", "digest", "stored_digest"})
+"""What an export adds to a stored audit line."""

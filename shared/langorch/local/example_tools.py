@@ -7,6 +7,9 @@ An example folder may ship MCP tool servers and a ``tools.yaml`` naming them::
         server: mcp_server.py      # a module beside tools.yaml with serve(token) -> .url, .stop()
         allow: [lookup_order]      # optional: the tools a model may call
         description: ...
+        policies: [...]            # optional: the server's tool-call rules (tools add --policies)
+        cost: 0.01                 # optional: US dollars a call (tools add --cost)
+        tool_costs: {refund: 0.25} # optional: a tool's own (tools add --tool-cost)
 
 and stand-in agents for its CKP procedures with an ``agents.yaml``::
 
@@ -100,6 +103,7 @@ def start_example_servers(container: Any, folders: Iterable[Path]) -> ExampleToo
 
 def _start_tools(container: Any, spec_file: Path, started: ExampleTools) -> None:
     from langorch.app.tool_registry import AddTool, add_tool
+    from langorch.domain.tool_policies import parse_policies
     from langorch.llm.builtin_tools import KNOWN_TOOLS
 
     for entry in _entries(spec_file):
@@ -117,6 +121,11 @@ def _start_tools(container: Any, spec_file: Path, started: ExampleTools) -> None
                 headers=[f"Authorization=secret:{secret_id}"],
                 description=str(entry.get("description") or ""),
                 builtin_names=KNOWN_TOOLS,
+                policies=parse_policies(
+                    entry.get("policies") or [], f"{spec_file}: {entry['name']}", "policies"
+                ),
+                cost_per_call_usd=float(entry.get("cost") or 0.0),
+                tool_costs=[f"{k}={v}" for k, v in (entry.get("tool_costs") or {}).items()],
             ),
             container.tool_servers,
             container.secrets,

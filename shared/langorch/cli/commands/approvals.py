@@ -73,6 +73,26 @@ def register(subparsers: Subparsers) -> None:
         "--wide", action="store_true", help="every column, nothing cut to the terminal's width"
     )
 
+    stats = add_command(
+        approvals,
+        "stats",
+        _stats,
+        "how approvals are decided: time to decide, rubber-stamp signals (decided without "
+        "opening the evidence, or within --within seconds of it), approve rate per approver "
+        "and per policy",
+    )
+    stats.add_argument("--since", metavar="DATE", help="only approvals asked since (ISO date)")
+    stats.add_argument(
+        "--within",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="a decision this soon after first viewing the evidence is a rubber stamp (10)",
+    )
+    stats.add_argument(
+        "--limit", type=bounded_int(1, 1000), default=1000, help="the newest this many (1000)"
+    )
+
     show = add_command(approvals, "show", _show, "what is asked, who may decide, how it ended")
     show.add_argument("approval_id", metavar="ID")
 
@@ -146,6 +166,49 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
         return table(short, _LIST_COLUMNS, max_width=terminal_width(), shrink=_SHRINK)
 
     ctx.out.result({"approvals": rows}, text)
+
+
+def _stats(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.domain.approvals.quality import decision_facts, quality
+
+    repository = _repository(ctx)
+    since = datetime.fromisoformat(args.since).replace(tzinfo=UTC) if args.since else None
+    found = [a for a in repository.list(limit=args.limit) if since is None or a.created_at >= since]
+    facts = [decision_facts(a, repository.audit(a.approval_id)) for a in found]
+    report = quality([f for f in facts if f is not None], within=args.within)
+    ctx.out.result(report, lambda: _stats_text(report))
+
+
+def _stats_text(report: dict[str, Any]) -> str:
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:.0%}"
+
+    lines = [
+        f"decided              {report['decided']}",
+        f"median to decide     {report['median_seconds_to_decide'] or '-'} s",
+        f"approve rate         {pct(report['approve_rate'])}",
+        f"rubber stamps        {pct(report['rubber_stamp_rate'])}  (decided unopened, or within "
+        f"{report['within_seconds']:g} s of opening; unopened: {report['unopened']})",
+    ]
+    for group, title in (("by_approver", "APPROVER"), ("by_policy", "POLICY")):
+        rows = [
+            {
+                "name": name,
+                "decided": str(figures["decided"]),
+                "approved": pct(figures["approve_rate"]),
+                "stamps": pct(figures["rubber_stamp_rate"]),
+            }
+            for name, figures in report[group].items()
+        ]
+        if rows:
+            columns = [
+                ("name", title),
+                ("decided", "DECIDED"),
+                ("approved", "APPROVED"),
+                ("stamps", "RUBBER STAMPS"),
+            ]
+            lines += ["", table(rows, columns)]
+    return "\n".join(lines)
 
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:

@@ -52,6 +52,35 @@ class AuditEntry(BaseModel):
     """Where it came from when not the emailed link: ``console``, ``slack``."""
     operator: str | None = None
     """Who acted through that channel (``ana (OS user)``, an IAM principal's ARN)."""
+    run_id: str | None = None
+    """The run of the approval; its lines form one chain per run (set by the store)."""
+    prev: str | None = None
+    """The digest of the run's line written before this one (``GENESIS`` for its first)."""
+    digest: str | None = None
+    """SHA-256 of this line's canonical JSON without ``digest`` (set by the store, as the line
+    is written; :func:`chained`)."""
+
+
+def chained(entry: AuditEntry, run_id: str | None, prev: str) -> AuditEntry:
+    """``entry`` as the next line of its run's chain: after the line whose digest is ``prev``.
+
+    The store calls this while it holds the run's chain head, and writes the line and the new
+    head together (one transaction, or one conditional write of the head).
+    """
+    from langorch.domain.evidence import digest
+
+    body = entry.model_copy(update={"run_id": run_id, "prev": prev, "digest": None})
+    return body.model_copy(update={"digest": digest(line_body(body))})
+
+
+def line_body(entry: AuditEntry) -> dict[str, object]:
+    """What a line's digest is taken over: its JSON fields but the digest (as stored)."""
+    return entry.model_dump(mode="json", exclude_none=True, exclude={"digest"})
+
+
+def chain_key(approval_id: str, run_id: str | None) -> str:
+    """Which chain a line joins: its run's, or its approval's when no run is known."""
+    return f"run#{run_id}" if run_id else f"approval#{approval_id}"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from langorch.adapters.dynamodb.approvals._items import (
 from langorch.adapters.dynamodb.approvals._items import audit_pk as _audit_pk
 from langorch.adapters.dynamodb.approvals._items import pk as _pk
 from langorch.adapters.dynamodb.approvals._items import text as _s
+from langorch.domain.approvals.audit import chain_key, chained
 from langorch.domain.approvals.policy import Vote, VotesChangedError
 from langorch.domain.approvals.record import (
     CLOSED,
@@ -48,6 +49,7 @@ from langorch.domain.approvals.record import (
     SupersededError,
 )
 from langorch.domain.errors import NotFoundError, StorageError
+from langorch.domain.evidence import GENESIS
 
 SECRET_SK = "secret"  # noqa: S105 - an item name
 MAX_COMMENT_CHARS = 4000
@@ -59,6 +61,13 @@ IS_DECIDABLE = "#status = :pending AND expires_at > :now"
 """Only a pending approval that has not expired takes a decision — the decide-once rule."""
 AUDIT_PREFIX = "audit#"
 ENTRY_IS_NEW = "attribute_not_exists(pk)"
+CHAIN_PREFIX = "auditchain#"
+"""The partition of a run's audit chain head (``auditchain#run#<run_id>``)."""
+CHAIN_HEAD_SK = "head"
+HEAD_UNMOVED = "attribute_not_exists(pk) OR digest = :prev"
+"""A chain's head moves only from the line the writer read as the last."""
+CHAIN_ATTEMPTS = 50
+"""Writers racing for one run's chain: each retry reads the head anew."""
 VOTES_UNCHANGED = "vote_count = :count"
 """A counted decision is written with exactly the votes it read (none arrived since)."""
 IS_OPEN = (
@@ -530,24 +539,59 @@ class ApprovalsRepository:
     # ----------------------------------------------------------------------------------------
 
     def append_audit(self, entry: AuditEntry) -> None:
-        """Add one line to the approval's audit trail (create-only, never overwritten)."""
-        for _ in range(3):
-            sk = f"{AUDIT_PREFIX}{_utc_iso(entry.at)}#{self._suffix()}"
+        """Add one line to the approval's audit trail (create-only, never overwritten), chained
+        after its run's last line.
+
+        The line and the run's chain head are written in one transaction, the head only if it
+        still names the line read as the last: of two writers racing, the loser reads the new
+        head and chains after it, so a run's chain never forks.
+        """
+        found = self._get_item(entry.approval_id, APPROVAL_SK, projection="run_id")
+        run_id = found["run_id"]["S"] if found and "run_id" in found else None
+        key = {"pk": {"S": f"{CHAIN_PREFIX}{chain_key(entry.approval_id, run_id)}"}}
+        key["sk"] = {"S": CHAIN_HEAD_SK}
+        for _ in range(CHAIN_ATTEMPTS):
             try:
-                self._client.put_item(
-                    TableName=self._table,
-                    Item={
-                        "pk": {"S": _audit_pk(entry.approval_id)},
-                        "sk": {"S": sk},
-                        "body": {"S": entry.model_dump_json(exclude_none=True)},
-                    },
-                    ConditionExpression=ENTRY_IS_NEW,
+                head = self._client.get_item(TableName=self._table, Key=key, ConsistentRead=True)
+            except ClientError as exc:
+                raise self._storage_error("GetItem", exc) from exc
+            prev = head.get("Item", {}).get("digest", {}).get("S", GENESIS)
+            line = chained(entry, run_id, prev)
+            assert line.digest is not None
+            sk = f"{AUDIT_PREFIX}{_utc_iso(line.at)}#{self._suffix()}"
+            audit_item = {
+                "pk": {"S": _audit_pk(line.approval_id)},
+                "sk": {"S": sk},
+                "body": {"S": line.model_dump_json(exclude_none=True)},
+            }
+            try:
+                self._client.transact_write_items(
+                    TransactItems=[
+                        {
+                            "Put": {
+                                "TableName": self._table,
+                                "Item": audit_item,
+                                "ConditionExpression": ENTRY_IS_NEW,
+                            }
+                        },
+                        {
+                            "Put": {
+                                "TableName": self._table,
+                                "Item": {**key, "digest": {"S": line.digest}},
+                                "ConditionExpression": HEAD_UNMOVED,
+                                "ExpressionAttributeValues": {":prev": {"S": prev}},
+                            }
+                        },
+                    ]
                 )
                 return
             except ClientError as exc:
-                if _code(exc) != "ConditionalCheckFailedException":
-                    raise self._storage_error("PutItem", exc) from exc
-        raise StorageError(f"approval {entry.approval_id}: no free audit key after 3 attempts")
+                if _code(exc) not in ("TransactionCanceledException", "TransactionConflict"):
+                    raise self._storage_error("TransactWriteItems", exc) from exc
+        raise StorageError(
+            f"approval {entry.approval_id}: its run's audit chain kept moving; "
+            f"no line written after {CHAIN_ATTEMPTS} attempts"
+        )
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
         """The approval's audit trail, oldest first."""

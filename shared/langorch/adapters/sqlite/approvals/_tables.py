@@ -57,6 +57,9 @@ SCHEMA = (
     " BEGIN SELECT RAISE(ABORT, 'the approval audit trail is append-only'); END",
     "CREATE TRIGGER IF NOT EXISTS approval_audit_no_delete BEFORE DELETE ON approval_audit"
     " BEGIN SELECT RAISE(ABORT, 'the approval audit trail is append-only'); END",
+    # Each chain's last line (a run's, see langorch.domain.approvals.audit.chained).
+    "CREATE TABLE IF NOT EXISTS approval_audit_heads ("
+    " chain TEXT PRIMARY KEY, digest TEXT NOT NULL)",
 )
 
 # The parts of the record kept in columns beside the request body (they change).

@@ -26,6 +26,7 @@ from langorch.adapters.sqlite.approvals._tables import (
     moment,
     request_json,
 )
+from langorch.domain.approvals.audit import chain_key, chained
 from langorch.domain.approvals.policy import Vote, VotesChangedError
 from langorch.domain.approvals.record import (
     CLOSED,
@@ -39,6 +40,7 @@ from langorch.domain.approvals.record import (
     SupersededError,
 )
 from langorch.domain.errors import NotFoundError
+from langorch.domain.evidence import GENESIS
 
 MAX_COMMENT_CHARS = 4000
 MAX_LIST = 1000
@@ -442,11 +444,26 @@ class SqliteApprovals:
     # ----------------------------------------------------------------------------------------
 
     def append_audit(self, entry: AuditEntry) -> None:
-        """Add one line to the approval's audit trail (insert-only, never overwritten)."""
+        """Add one line to the approval's audit trail (insert-only, never overwritten), chained
+        after its run's last line: the line and the run's new head in one transaction."""
         with self._db.write() as connection:
+            found = connection.execute(
+                "SELECT run_id FROM approvals WHERE approval_id = ?", (entry.approval_id,)
+            ).fetchone()
+            run_id = found[0] if found is not None else None
+            key = chain_key(entry.approval_id, run_id)
+            head = connection.execute(
+                "SELECT digest FROM approval_audit_heads WHERE chain = ?", (key,)
+            ).fetchone()
+            line = chained(entry, run_id, head[0] if head is not None else GENESIS)
             connection.execute(
                 "INSERT INTO approval_audit (approval_id, at, body) VALUES (?, ?, ?)",
-                (entry.approval_id, iso(entry.at), entry.model_dump_json(exclude_none=True)),
+                (line.approval_id, iso(line.at), line.model_dump_json(exclude_none=True)),
+            )
+            connection.execute(
+                "INSERT INTO approval_audit_heads (chain, digest) VALUES (?, ?) "
+                "ON CONFLICT (chain) DO UPDATE SET digest = excluded.digest",
+                (key, line.digest),
             )
 
     def audit(self, approval_id: str) -> builtins.list[AuditEntry]:
