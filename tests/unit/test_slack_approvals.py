@@ -25,6 +25,7 @@ from langorch.adapters.slack import SlackNotifier, SlackRequestVerifier, web_cli
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.chat import ChatAnswer, DecideInChat, decide_in_chat
 from langorch.app.approvals.decisions import REDELIVERY_GRACE
+from langorch.app.approvals.votes import fire_timers
 from langorch.domain.approvals.channels import PostedMessage, posted_messages
 from langorch.domain.approvals.record import ApprovalStatus
 from langorch.domain.errors import StorageError
@@ -162,6 +163,26 @@ def test_a_request_is_posted_as_a_dm_to_each_approver_without_a_link_or_token(
     assert "sig=" not in shown and parked.token not in shown
     # And the emails went out as well
     assert sorted(parked.links) == [ALICE, BOB]
+
+
+def test_without_a_console_the_message_has_no_details_button_to_an_unusable_page(
+    fake_slack: RunningFakeSlack,
+) -> None:
+    # Given a stack with no console configured (the approval page needs a signed link)
+    stack = SlackStack(fake_slack)
+    stack.container.settings = stack.container.settings.model_copy(update={"console_url": None})
+    # When a request is posted
+    parked = stack.park()
+    # Then its buttons are Approve, Reject and "Comment or edit…", and no link at all
+    message = stack.message(parked)
+    blocks = stack.slack.messages[message.conversation, message.message_id]["blocks"]
+    (actions,) = [b for b in blocks if b["type"] == "actions"]
+    assert [e["action_id"] for e in actions["elements"]] == [
+        "langorch.approve",
+        "langorch.reject",
+        "langorch.review",
+    ]
+    assert "url" not in json.dumps(blocks)
 
 
 def test_a_retried_request_posts_nothing_twice(stack: SlackStack) -> None:
@@ -586,6 +607,56 @@ def test_a_decision_on_the_email_page_edits_the_slack_messages(
     call(callback, slack_event(body, headers))
     assert "Already decided" in _ephemeral_to(stack, "UALICE")[-1]
     assert stack.output(parked)["decision"] == "rejected"
+
+
+def _thread_of(stack: SlackStack, parked: Parked, to: str | None = ALICE) -> list[str]:
+    """What was posted in the thread of the message sent to ``to``."""
+    message = stack.message(parked, to)
+    return [
+        str(p["text"])
+        for p in stack.slack.called("chat.postMessage")
+        if p.get("thread_ts") == message.message_id and p.get("channel") == message.conversation
+    ]
+
+
+def test_a_vote_shows_the_quorum_progress_on_the_message_and_in_its_thread(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a request both approvers must approve
+    parked = stack.park(policy={"quorum": "all"})
+    # When alice approves in Slack
+    body, headers = stack.press(parked, "UALICE")
+    call(callback, slack_event(body, headers))
+    # Then each message reads "1 of 2 approvals" and keeps its buttons
+    for to in (ALICE, BOB):
+        message = stack.message(parked, to)
+        shown = stack.slack.messages[message.conversation, message.message_id]
+        assert "1 of 2 approvals" in json.dumps(shown["blocks"])
+        assert "langorch.approve" in json.dumps(shown["blocks"])
+        # And its thread says who voted how
+        assert _thread_of(stack, parked, to) == [
+            f"{ALICE} approved: 1 of 2 approvals; waiting for {BOB}."
+        ]
+
+
+def test_reminders_and_escalations_are_posted_in_the_thread(stack: SlackStack) -> None:
+    # Given a quorum request with a reminder at 4 h and an escalation to a manager at a day
+    policy = {
+        "quorum": "all",
+        "reminders": ["4h"],
+        "escalation": [{"after": "1d", "approvers": ["boss@example.com"]}],
+    }
+    parked = stack.park(policy=policy, timeout=3 * 86400)
+    # When the reminder and then the escalation fire
+    stack.clock.advance(4 * 3600)
+    fire_timers(parked.approval_id, stack.container)
+    stack.clock.advance(20 * 3600)
+    fire_timers(parked.approval_id, stack.container)
+    # Then both are told in the thread, with whom they went to
+    thread = _thread_of(stack, parked)
+    assert thread[0].startswith(f"Reminded {ALICE}, {BOB}: no decision 4h after the request")
+    assert "(0 of 2 approvals;" in thread[0]
+    assert thread[1].startswith("Escalated to boss@example.com:")
 
 
 def test_thirty_concurrent_presses_on_a_quorum_request_count_each_vote_once(

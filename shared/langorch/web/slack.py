@@ -1,7 +1,8 @@
 """Slack's side of an approval: the request as Block Kit, and a button press read back.
 
 The message shows what the approval page shows (title, message, the shown values) with Approve
-and Reject buttons and a Details button to the approval in the console. It carries no signed
+and Reject buttons, "Comment or edit…" (a modal) and, when a console is configured, a Details
+button to the approval there. It carries no signed
 link, no code and no task token: a button's value is only the approval id, and who pressed it
 is Slack's verified user, resolved to an address server-side. Text is escaped for Slack's
 ``mrkdwn`` (``&``, ``<``, ``>``: a value cannot become a link or a mention) and bounded.
@@ -87,8 +88,11 @@ def _head(approval: Approval) -> list[dict[str, Any]]:
     return blocks
 
 
-def request_blocks(approval: Approval, details_url: str) -> list[dict[str, Any]]:
-    """The request: what is asked, the shown values, Approve / Reject / Details."""
+def request_blocks(
+    approval: Approval, details_url: str | None, *, progress: str | None = None
+) -> list[dict[str, Any]]:
+    """The request: what is asked, the shown values, Approve / Reject / Details (and a
+    quorum's ``progress``, ``1 of 2 approvals``, once votes are in)."""
     actions = {
         "type": "actions",
         "block_id": BLOCK_ID,
@@ -96,15 +100,12 @@ def request_blocks(approval: Approval, details_url: str) -> list[dict[str, Any]]
             _button("Approve", APPROVE, approval.approval_id, style="primary"),
             _button("Reject", REJECT, approval.approval_id, style="danger"),
             *_review(approval),
-            {
-                "type": "button",
-                "text": {"type": "plain_text", "text": "Details"},
-                "action_id": DETAILS,
-                "url": details_url,
-            },
+            *_details(details_url),
         ],
     }
     due = f"Decide before {human_time(approval.expires_at)}."
+    if progress:
+        due = f"{escape(progress)}. {due}"
     return [*_head(approval), {"type": "context", "elements": [_mrkdwn(due)]}, actions]
 
 
@@ -123,23 +124,28 @@ def _review(approval: Approval) -> list[dict[str, Any]]:
     ]
 
 
-def decided_blocks(approval: Approval, details_url: str) -> list[dict[str, Any]]:
+def decided_blocks(approval: Approval, details_url: str | None) -> list[dict[str, Any]]:
     """The request once decided: who decided and when, the buttons gone."""
-    return [
+    blocks = [
         *_head(approval),
         {"type": "context", "elements": [_mrkdwn(escape(outcome_text(approval)))]},
+    ]
+    if details_url is not None:
+        blocks.append({"type": "actions", "block_id": BLOCK_ID, "elements": _details(details_url)})
+    return blocks
+
+
+def _details(details_url: str | None) -> list[dict[str, Any]]:
+    # No console: no Details button (see channels.details_url: the page needs a signed link).
+    if details_url is None:
+        return []
+    return [
         {
-            "type": "actions",
-            "block_id": BLOCK_ID,
-            "elements": [
-                {
-                    "type": "button",
-                    "text": {"type": "plain_text", "text": "Details"},
-                    "action_id": DETAILS,
-                    "url": details_url,
-                }
-            ],
-        },
+            "type": "button",
+            "text": {"type": "plain_text", "text": "Details"},
+            "action_id": DETAILS,
+            "url": details_url,
+        }
     ]
 
 

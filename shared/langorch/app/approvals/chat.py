@@ -227,7 +227,7 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
     if isinstance(outcome, FormAgain):
         return ChatAnswer(
             "refused",
-            f"{sentence_of(outcome.error)} Open Details to decide on the approval page.",
+            f"{sentence_of(outcome.error)} Decide on the approval page (your email's link).",
             approval,
         )
     return ChatAnswer("refused", "This approval cannot be decided now.", approval)
