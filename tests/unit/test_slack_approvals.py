@@ -799,3 +799,47 @@ def test_a_step_naming_its_channels_asks_with_them(make_container: Any) -> None:
     # Then the request the run parks with names both channels
     (request,) = asked
     assert request["channels"] == ["email", "slack"]
+
+
+# --------------------------------------------------------------------------------------------
+# The console's preview
+# --------------------------------------------------------------------------------------------
+
+
+def _console_page(stack: SlackStack, approval_id: str) -> str:
+    from langorch.console.app import ConsoleApp
+    from langorch.console.http import Request, Sessions
+    from langorch.console.operator import Operator
+
+    sessions = Sessions(b"k" * 32, token="start-up-token")
+    operator = Operator("ana", "OS user", "ana@example.com")
+    console = ConsoleApp(stack.container, "the test stack", frozenset(), operator, sessions)
+    signed_in = sessions.open("start-up-token") or ""
+    page = console.handle(Request("GET", f"/approvals/{approval_id}", {}, {}, session=signed_in))
+    assert page.status == 200
+    return page.body.decode("utf-8")
+
+
+def test_the_console_shows_the_slack_message_as_approvers_see_it(stack: SlackStack) -> None:
+    # Given a request posted to Slack, whose shown values hold markup
+    parked = stack.park()
+    # When the operator opens it in the console
+    body = _console_page(stack, parked.approval_id)
+    # Then the page previews the message: title, escaped values, the buttons (inert)
+    preview = body[body.index('id="slack-preview"') :]
+    assert "Pay invoice 42" in preview
+    assert "<strong>vendor</strong><br>ACME &amp; Sons" in preview
+    assert "&lt;b&gt;before&lt;/b&gt;" in preview
+    assert "disabled" in preview and ">Approve</button>" in preview
+
+
+def test_the_console_shows_no_slack_preview_for_a_request_not_sent_to_slack(
+    stack: SlackStack,
+) -> None:
+    # Given a stack whose requests go by email only
+    stack.container.settings = stack.container.settings.model_copy(
+        update={"approval_channels": ["email"]}
+    )
+    parked = stack.park()
+    # When the operator opens it, Then there is no Slack preview
+    assert "slack-preview" not in _console_page(stack, parked.approval_id)
