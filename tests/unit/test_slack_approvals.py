@@ -467,6 +467,36 @@ def test_an_edit_of_the_wrong_type_is_shown_in_the_modal_and_decides_nothing(
     assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
 
 
+def test_a_vote_is_handed_to_a_slack_user_from_the_modal(stack: SlackStack, callback: Any) -> None:
+    # Given a request both must approve, whose policy allows delegation, and carol in Slack
+    stack.slack.users["UCAROL"] = "carol@example.com"
+    parked = stack.park(policy={"quorum": "all", "delegation": True})
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When alice hands her vote to carol (picked as a Slack user) in the modal
+    values = {"decision": "delegate", "delegate_to_user": "UCAROL"}
+    assert _submit(stack, callback, view, "UALICE", values)["statusCode"] == 200
+    # Then carol holds alice's vote, alice is told, and the thread says so
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval.delegations == {"carol@example.com": ALICE}
+    assert "handed to carol@example.com" in _ephemeral_to(stack, "UALICE")[-1]
+    assert _thread_of(stack, parked)[-1].startswith(
+        f"{ALICE} handed their vote to carol@example.com"
+    )
+
+
+def test_a_vote_handed_to_nobody_is_shown_in_the_modal(stack: SlackStack, callback: Any) -> None:
+    # Given alice's modal on a request that allows delegation
+    parked = stack.park(policy={"quorum": "all", "delegation": True})
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When she picks "Hand my vote to…" and nobody
+    answer = _submit(stack, callback, view, "UALICE", {"decision": "delegate"})
+    # Then the modal says whom is missing, and nothing is recorded
+    assert json.loads(answer["body"])["errors"] == {
+        "delegate_to_user": "Choose whom to hand your vote to."
+    }
+    assert stack.container.approvals.get(parked.approval_id).delegations == {}
+
+
 def test_a_person_who_is_not_an_approver_opening_the_modal_is_told_so(
     stack: SlackStack, callback: Any
 ) -> None:
