@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +124,30 @@ def test_the_ask_a_person_example_is_the_file_its_command_runs():
     # Then the README shows that file's definition as it is
     assert snippet in shipped
     assert "on_error: ask" in snippet
+
+
+def _walkthroughs() -> list[tuple[str, str]]:
+    """Each ``python examples/…`` command of the README and the output block after it."""
+    text = README.read_text(encoding="utf-8")
+    found = re.findall(r"```bash\n(python examples/\S+)\n```\s*\n```\n(.*?)```", text, re.DOTALL)
+    return [(command, shown) for command, shown in found]
+
+
+def test_the_readme_has_the_slack_walkthrough():
+    assert [c for c, _ in _walkthroughs()] == ["python examples/slack_review/walkthrough.py"]
+
+
+@pytest.mark.parametrize("command,shown", _walkthroughs(), ids=lambda v: v.split("\n")[0][:40])
+def test_each_walkthrough_prints_what_the_readme_shows(command: str, shown: str):
+    # Given the repository as a fresh checkout sees it
+    script = command.split()[1]
+    # When the README's walkthrough runs (its own local stack, offline)
+    done = subprocess.run(
+        [sys.executable, script], cwd=REPO, capture_output=True, text=True, timeout=900, check=False
+    )
+    # Then it ends well and prints each line the README shows (times and ids aside)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for line in shown.splitlines():
+        if line.strip() and "UTC" not in line and "…" not in line.replace("Comment…", ""):
+            assert line in done.stdout, f"the README shows {line!r}; the walkthrough did not"
+    assert "succeeded" in done.stdout

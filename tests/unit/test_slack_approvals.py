@@ -25,6 +25,7 @@ from langorch.adapters.slack import SlackNotifier, SlackRequestVerifier, web_cli
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.chat import ChatAnswer, DecideInChat, decide_in_chat
 from langorch.app.approvals.decisions import REDELIVERY_GRACE
+from langorch.app.approvals.votes import fire_timers
 from langorch.domain.approvals.channels import PostedMessage, posted_messages
 from langorch.domain.approvals.record import ApprovalStatus
 from langorch.domain.errors import StorageError
@@ -162,6 +163,26 @@ def test_a_request_is_posted_as_a_dm_to_each_approver_without_a_link_or_token(
     assert "sig=" not in shown and parked.token not in shown
     # And the emails went out as well
     assert sorted(parked.links) == [ALICE, BOB]
+
+
+def test_without_a_console_the_message_has_no_details_button_to_an_unusable_page(
+    fake_slack: RunningFakeSlack,
+) -> None:
+    # Given a stack with no console configured (the approval page needs a signed link)
+    stack = SlackStack(fake_slack)
+    stack.container.settings = stack.container.settings.model_copy(update={"console_url": None})
+    # When a request is posted
+    parked = stack.park()
+    # Then its buttons are Approve, Reject and "Comment or edit…", and no link at all
+    message = stack.message(parked)
+    blocks = stack.slack.messages[message.conversation, message.message_id]["blocks"]
+    (actions,) = [b for b in blocks if b["type"] == "actions"]
+    assert [e["action_id"] for e in actions["elements"]] == [
+        "langorch.approve",
+        "langorch.reject",
+        "langorch.review",
+    ]
+    assert "url" not in json.dumps(blocks)
 
 
 def test_a_retried_request_posts_nothing_twice(stack: SlackStack) -> None:
@@ -446,6 +467,36 @@ def test_an_edit_of_the_wrong_type_is_shown_in_the_modal_and_decides_nothing(
     assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
 
 
+def test_a_vote_is_handed_to_a_slack_user_from_the_modal(stack: SlackStack, callback: Any) -> None:
+    # Given a request both must approve, whose policy allows delegation, and carol in Slack
+    stack.slack.users["UCAROL"] = "carol@example.com"
+    parked = stack.park(policy={"quorum": "all", "delegation": True})
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When alice hands her vote to carol (picked as a Slack user) in the modal
+    values = {"decision": "delegate", "delegate_to_user": "UCAROL"}
+    assert _submit(stack, callback, view, "UALICE", values)["statusCode"] == 200
+    # Then carol holds alice's vote, alice is told, and the thread says so
+    approval = stack.container.approvals.get(parked.approval_id)
+    assert approval.delegations == {"carol@example.com": ALICE}
+    assert "handed to carol@example.com" in _ephemeral_to(stack, "UALICE")[-1]
+    assert _thread_of(stack, parked)[-1].startswith(
+        f"{ALICE} handed their vote to carol@example.com"
+    )
+
+
+def test_a_vote_handed_to_nobody_is_shown_in_the_modal(stack: SlackStack, callback: Any) -> None:
+    # Given alice's modal on a request that allows delegation
+    parked = stack.park(policy={"quorum": "all", "delegation": True})
+    view = _open_form(stack, callback, parked, "UALICE")
+    # When she picks "Hand my vote to…" and nobody
+    answer = _submit(stack, callback, view, "UALICE", {"decision": "delegate"})
+    # Then the modal says whom is missing, and nothing is recorded
+    assert json.loads(answer["body"])["errors"] == {
+        "delegate_to_user": "Choose whom to hand your vote to."
+    }
+    assert stack.container.approvals.get(parked.approval_id).delegations == {}
+
+
 def test_a_person_who_is_not_an_approver_opening_the_modal_is_told_so(
     stack: SlackStack, callback: Any
 ) -> None:
@@ -588,6 +639,56 @@ def test_a_decision_on_the_email_page_edits_the_slack_messages(
     assert stack.output(parked)["decision"] == "rejected"
 
 
+def _thread_of(stack: SlackStack, parked: Parked, to: str | None = ALICE) -> list[str]:
+    """What was posted in the thread of the message sent to ``to``."""
+    message = stack.message(parked, to)
+    return [
+        str(p["text"])
+        for p in stack.slack.called("chat.postMessage")
+        if p.get("thread_ts") == message.message_id and p.get("channel") == message.conversation
+    ]
+
+
+def test_a_vote_shows_the_quorum_progress_on_the_message_and_in_its_thread(
+    stack: SlackStack, callback: Any
+) -> None:
+    # Given a request both approvers must approve
+    parked = stack.park(policy={"quorum": "all"})
+    # When alice approves in Slack
+    body, headers = stack.press(parked, "UALICE")
+    call(callback, slack_event(body, headers))
+    # Then each message reads "1 of 2 approvals" and keeps its buttons
+    for to in (ALICE, BOB):
+        message = stack.message(parked, to)
+        shown = stack.slack.messages[message.conversation, message.message_id]
+        assert "1 of 2 approvals" in json.dumps(shown["blocks"])
+        assert "langorch.approve" in json.dumps(shown["blocks"])
+        # And its thread says who voted how
+        assert _thread_of(stack, parked, to) == [
+            f"{ALICE} approved: 1 of 2 approvals; waiting for {BOB}."
+        ]
+
+
+def test_reminders_and_escalations_are_posted_in_the_thread(stack: SlackStack) -> None:
+    # Given a quorum request with a reminder at 4 h and an escalation to a manager at a day
+    policy = {
+        "quorum": "all",
+        "reminders": ["4h"],
+        "escalation": [{"after": "1d", "approvers": ["boss@example.com"]}],
+    }
+    parked = stack.park(policy=policy, timeout=3 * 86400)
+    # When the reminder and then the escalation fire
+    stack.clock.advance(4 * 3600)
+    fire_timers(parked.approval_id, stack.container)
+    stack.clock.advance(20 * 3600)
+    fire_timers(parked.approval_id, stack.container)
+    # Then both are told in the thread, with whom they went to
+    thread = _thread_of(stack, parked)
+    assert thread[0].startswith(f"Reminded {ALICE}, {BOB}: no decision 4h after the request")
+    assert "(0 of 2 approvals;" in thread[0]
+    assert thread[1].startswith("Escalated to boss@example.com:")
+
+
 def test_thirty_concurrent_presses_on_a_quorum_request_count_each_vote_once(
     stack: SlackStack,
 ) -> None:
@@ -728,3 +829,47 @@ def test_a_step_naming_its_channels_asks_with_them(make_container: Any) -> None:
     # Then the request the run parks with names both channels
     (request,) = asked
     assert request["channels"] == ["email", "slack"]
+
+
+# --------------------------------------------------------------------------------------------
+# The console's preview
+# --------------------------------------------------------------------------------------------
+
+
+def _console_page(stack: SlackStack, approval_id: str) -> str:
+    from langorch.console.app import ConsoleApp
+    from langorch.console.http import Request, Sessions
+    from langorch.console.operator import Operator
+
+    sessions = Sessions(b"k" * 32, token="start-up-token")
+    operator = Operator("ana", "OS user", "ana@example.com")
+    console = ConsoleApp(stack.container, "the test stack", frozenset(), operator, sessions)
+    signed_in = sessions.open("start-up-token") or ""
+    page = console.handle(Request("GET", f"/approvals/{approval_id}", {}, {}, session=signed_in))
+    assert page.status == 200
+    return page.body.decode("utf-8")
+
+
+def test_the_console_shows_the_slack_message_as_approvers_see_it(stack: SlackStack) -> None:
+    # Given a request posted to Slack, whose shown values hold markup
+    parked = stack.park()
+    # When the operator opens it in the console
+    body = _console_page(stack, parked.approval_id)
+    # Then the page previews the message: title, escaped values, the buttons (inert)
+    preview = body[body.index('id="slack-preview"') :]
+    assert "Pay invoice 42" in preview
+    assert "<strong>vendor</strong><br>ACME &amp; Sons" in preview
+    assert "&lt;b&gt;before&lt;/b&gt;" in preview
+    assert "disabled" in preview and ">Approve</button>" in preview
+
+
+def test_the_console_shows_no_slack_preview_for_a_request_not_sent_to_slack(
+    stack: SlackStack,
+) -> None:
+    # Given a stack whose requests go by email only
+    stack.container.settings = stack.container.settings.model_copy(
+        update={"approval_channels": ["email"]}
+    )
+    parked = stack.park()
+    # When the operator opens it, Then there is no Slack preview
+    assert "slack-preview" not in _console_page(stack, parked.approval_id)

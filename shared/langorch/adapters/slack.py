@@ -27,6 +27,7 @@ from langorch.domain.approvals.channels import PostedMessage
 from langorch.domain.errors import LangorchError, SignatureError, StorageError
 from langorch.web.slack import (
     decided_blocks,
+    escape,
     form_view,
     loading_view,
     notice_view,
@@ -125,7 +126,7 @@ class SlackNotifier:
         return dict(response.data) if isinstance(response.data, dict) else {}
 
     def post_request(
-        self, approval: Approval, details_url: str, *, skip: Sequence[str | None] = ()
+        self, approval: Approval, details_url: str | None, *, skip: Sequence[str | None] = ()
     ) -> list[PostedMessage]:
         """Post the request in the channel, or as a DM to each approver not in ``skip``."""
         blocks = request_blocks(approval, details_url)
@@ -159,7 +160,9 @@ class SlackNotifier:
         answer = self._call("chat_postMessage", channel=where, text=text, blocks=blocks)
         return PostedMessage(CHANNEL, str(answer["channel"]), str(answer["ts"]), to)
 
-    def show_decided(self, approval: Approval, posted: PostedMessage, details_url: str) -> None:
+    def show_decided(
+        self, approval: Approval, posted: PostedMessage, details_url: str | None
+    ) -> None:
         """Edit the message: the outcome, who decided and when; the buttons gone."""
         self._call(
             "chat_update",
@@ -172,6 +175,27 @@ class SlackNotifier:
     def tell(self, posted: PostedMessage, user_id: str, text: str) -> None:
         """A message beside ``posted`` that only ``user_id`` sees."""
         self._call("chat_postEphemeral", channel=posted.conversation, user=user_id, text=text)
+
+    def reply(self, posted: PostedMessage, text: str) -> None:
+        """``chat.postMessage`` in the message's thread (``thread_ts``)."""
+        self._call(
+            "chat_postMessage",
+            channel=posted.conversation,
+            thread_ts=posted.message_id,
+            text=escape(text),
+        )
+
+    def show_progress(
+        self, approval: Approval, posted: PostedMessage, details_url: str | None, progress: str
+    ) -> None:
+        """``chat.update``: the request as posted, with the quorum's progress under it."""
+        self._call(
+            "chat_update",
+            channel=posted.conversation,
+            ts=posted.message_id,
+            text=f"Approval needed: {approval.title} ({progress})",
+            blocks=request_blocks(approval, details_url, progress=progress),
+        )
 
     def open_form(self, trigger: str, where: Mapping[str, str]) -> str:
         """``views.open`` with the press's trigger id: the modal, reading the approval."""

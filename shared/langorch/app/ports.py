@@ -259,7 +259,7 @@ class ApprovalNotifier(Protocol):
         ...
 
     def post_request(
-        self, approval: Approval, details_url: str, *, skip: Sequence[str | None] = ()
+        self, approval: Approval, details_url: str | None, *, skip: Sequence[str | None] = ()
     ) -> list[PostedMessage]:
         """Post the request (one shared channel, or one DM per approver not in ``skip``).
 
@@ -268,7 +268,9 @@ class ApprovalNotifier(Protocol):
         """
         ...
 
-    def show_decided(self, approval: Approval, posted: PostedMessage, details_url: str) -> None:
+    def show_decided(
+        self, approval: Approval, posted: PostedMessage, details_url: str | None
+    ) -> None:
         """Edit a posted message to show the outcome: who decided, when (buttons removed)."""
         ...
 
@@ -284,6 +286,23 @@ class ChatNotifier(ApprovalNotifier, Protocol):
 
     def tell(self, posted: PostedMessage, user_id: str, text: str) -> None:
         """Answer one person beside the message, visible to them alone (Slack: ephemeral)."""
+        ...
+
+
+@runtime_checkable
+class ChatThreads(Protocol):
+    """A chat whose request messages carry a thread (Slack): what happens to a request after
+    it was posted (votes, reminders, escalations, delegations) is told there, and the
+    message itself shows the quorum's progress."""
+
+    def reply(self, posted: PostedMessage, text: str) -> None:
+        """Post ``text`` in ``posted``'s thread."""
+        ...
+
+    def show_progress(
+        self, approval: Approval, posted: PostedMessage, details_url: str | None, progress: str
+    ) -> None:
+        """Edit the (still pending) message to show ``progress`` (``1 of 2 approvals``)."""
         ...
 
 

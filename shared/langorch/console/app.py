@@ -39,6 +39,7 @@ from langorch.console.http import (
 )
 from langorch.console.operator import Operator, OperatorError
 from langorch.console.runview import build_run_view
+from langorch.console.slackview import slack_preview
 from langorch.domain.artifacts import Artifact, ArtifactError, content_disposition, human_size
 from langorch.domain.errors import LangorchError, NotFoundError, StorageError
 from langorch.web.errors import REFUSED, answer_for
@@ -394,6 +395,7 @@ class ConsoleApp:
             own=self.operator.approver_in(approval),
             why_not="" if deciders else actions.why_not(self.operator, approval),
             audit=self.container.approvals.audit(approval.approval_id),
+            slack=slack_preview(approval, self.container.settings),
             error=again.pop("error", None),
             message=request.arg("done"),
         )

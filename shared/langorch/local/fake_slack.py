@@ -265,7 +265,10 @@ def signed_form_submission(
             continue
         element = block["element"]
         block_id, action_id = block["block_id"], element["action_id"]
-        if element["type"] == "radio_buttons":
+        if element["type"] == "users_select":
+            picked = values.get(block_id)
+            state[block_id] = {action_id: {"type": "users_select", "selected_user": picked}}
+        elif element["type"] == "radio_buttons":
             picked = values.get(block_id, (element.get("initial_option") or {}).get("value"))
             option = {"value": picked} if picked is not None else None
             state[block_id] = {action_id: {"type": "radio_buttons", "selected_option": option}}

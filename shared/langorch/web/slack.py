@@ -1,7 +1,8 @@
 """Slack's side of an approval: the request as Block Kit, and a button press read back.
 
 The message shows what the approval page shows (title, message, the shown values) with Approve
-and Reject buttons and a Details button to the approval in the console. It carries no signed
+and Reject buttons, "Comment or edit…" (a modal) and, when a console is configured, a Details
+button to the approval there. It carries no signed
 link, no code and no task token: a button's value is only the approval id, and who pressed it
 is Slack's verified user, resolved to an address server-side. Text is escaped for Slack's
 ``mrkdwn`` (``&``, ``<``, ``>``: a value cannot become a link or a mention) and bounded.
@@ -32,6 +33,10 @@ REJECT = "langorch.reject"
 DETAILS = "langorch.details"
 REVIEW = "langorch.review"
 """The button that opens the modal: a comment, typed edits, then Approve or Reject."""
+DELEGATE = "delegate"
+"""The modal's decision that hands the person's vote to a Slack user (the page's ``delegate``)."""
+DELEGATE_TO = "delegate_to_user"
+"""The modal's block (and form field) naming that Slack user's id."""
 FORM_CALLBACK = "langorch.form"
 """The modal's ``callback_id`` (its ``view_submission`` is read back by it)."""
 MAX_FORM_FIELDS = 40
@@ -87,8 +92,11 @@ def _head(approval: Approval) -> list[dict[str, Any]]:
     return blocks
 
 
-def request_blocks(approval: Approval, details_url: str) -> list[dict[str, Any]]:
-    """The request: what is asked, the shown values, Approve / Reject / Details."""
+def request_blocks(
+    approval: Approval, details_url: str | None, *, progress: str | None = None
+) -> list[dict[str, Any]]:
+    """The request: what is asked, the shown values, Approve / Reject / Details (and a
+    quorum's ``progress``, ``1 of 2 approvals``, once votes are in)."""
     actions = {
         "type": "actions",
         "block_id": BLOCK_ID,
@@ -96,15 +104,12 @@ def request_blocks(approval: Approval, details_url: str) -> list[dict[str, Any]]
             _button("Approve", APPROVE, approval.approval_id, style="primary"),
             _button("Reject", REJECT, approval.approval_id, style="danger"),
             *_review(approval),
-            {
-                "type": "button",
-                "text": {"type": "plain_text", "text": "Details"},
-                "action_id": DETAILS,
-                "url": details_url,
-            },
+            *_details(details_url),
         ],
     }
     due = f"Decide before {human_time(approval.expires_at)}."
+    if progress:
+        due = f"{escape(progress)}. {due}"
     return [*_head(approval), {"type": "context", "elements": [_mrkdwn(due)]}, actions]
 
 
@@ -123,23 +128,28 @@ def _review(approval: Approval) -> list[dict[str, Any]]:
     ]
 
 
-def decided_blocks(approval: Approval, details_url: str) -> list[dict[str, Any]]:
+def decided_blocks(approval: Approval, details_url: str | None) -> list[dict[str, Any]]:
     """The request once decided: who decided and when, the buttons gone."""
-    return [
+    blocks = [
         *_head(approval),
         {"type": "context", "elements": [_mrkdwn(escape(outcome_text(approval)))]},
+    ]
+    if details_url is not None:
+        blocks.append({"type": "actions", "block_id": BLOCK_ID, "elements": _details(details_url)})
+    return blocks
+
+
+def _details(details_url: str | None) -> list[dict[str, Any]]:
+    # No console: no Details button (see channels.details_url: the page needs a signed link).
+    if details_url is None:
+        return []
+    return [
         {
-            "type": "actions",
-            "block_id": BLOCK_ID,
-            "elements": [
-                {
-                    "type": "button",
-                    "text": {"type": "plain_text", "text": "Details"},
-                    "action_id": DETAILS,
-                    "url": details_url,
-                }
-            ],
-        },
+            "type": "button",
+            "text": {"type": "plain_text", "text": "Details"},
+            "action_id": DETAILS,
+            "url": details_url,
+        }
     ]
 
 
@@ -291,9 +301,12 @@ def form_view(approval: Approval, where: Mapping[str, str]) -> dict[str, Any]:
     metadata = json.dumps({**where, "kinds": kinds})
     if len(metadata) > MAX_METADATA_CHARS:
         # Too many keys to carry their kinds: the modal takes the decision and the comment.
-        kinds, inputs = {}, [_mrkdwn_section("Edit the values on the approval page (Details).")]
+        kinds, inputs = (
+            {},
+            [_mrkdwn_section("Edit the values on the approval page (your email's link).")],
+        )
         metadata = json.dumps(dict(where))
-    decision = {
+    decision: dict[str, Any] = {
         "type": "input",
         "block_id": "decision",
         "label": {"type": "plain_text", "text": "Decision"},
@@ -303,6 +316,9 @@ def form_view(approval: Approval, where: Mapping[str, str]) -> dict[str, Any]:
             "options": [_option("Approve", "approved"), _option("Reject", "rejected")],
         },
     }
+    delegation = _delegation(approval)
+    if delegation:
+        decision["element"]["options"].append(_option("Hand my vote to…", DELEGATE))
     comment = {
         "type": "input",
         "block_id": "comment",
@@ -322,8 +338,23 @@ def form_view(approval: Approval, where: Mapping[str, str]) -> dict[str, Any]:
         "submit": {"type": "plain_text", "text": "Send"},
         "close": {"type": "plain_text", "text": "Cancel"},
         "private_metadata": metadata,
-        "blocks": [*_head(approval), decision, comment, *inputs],
+        "blocks": [*_head(approval), decision, *delegation, comment, *inputs],
     }
+
+
+def _delegation(approval: Approval) -> list[dict[str, Any]]:
+    """Whom to hand the vote to (a Slack user), when the approval's policy allows delegation."""
+    if approval.policy is None or not approval.policy.delegation:
+        return []
+    return [
+        {
+            "type": "input",
+            "block_id": DELEGATE_TO,
+            "optional": True,
+            "label": {"type": "plain_text", "text": "Hand my vote to"},
+            "element": {"type": "users_select", "action_id": "user"},
+        }
+    ]
 
 
 def _mrkdwn_section(text: str) -> dict[str, Any]:
@@ -371,6 +402,15 @@ def _input(key: str, value: Any, text: str, kind: str) -> dict[str, Any]:
 
 
 def form_errors(kinds: Mapping[str, str], form: Mapping[str, str]) -> dict[str, str]:
+    """What the modal must show before it closes: an edit that does not fit its kind, or a
+    vote handed to nobody (see :func:`edit_errors`)."""
+    errors = edit_errors(kinds, form)
+    if form.get("decision") == DELEGATE and not form.get(DELEGATE_TO):
+        errors[DELEGATE_TO] = "Choose whom to hand your vote to."
+    return errors
+
+
+def edit_errors(kinds: Mapping[str, str], form: Mapping[str, str]) -> dict[str, str]:
     """Each edit that does not fit its kind, by the modal block that shows it (what Slack's
     ``response_action: errors`` takes); empty when all fit. The store is not read: whether a
     value changed is the decision's to see (:func:`~langorch.domain.approvals.edits.parse_edits`
@@ -420,6 +460,8 @@ def _read_form(payload: Mapping[str, Any]) -> FormSent:
         for state in actions.values():
             picked = state.get("selected_option")
             value = picked.get("value") if isinstance(picked, dict) else state.get("value")
+            if state.get("type") == "users_select":
+                value = state.get("selected_user")
             if isinstance(value, str):
                 form[str(block_id)] = value
             elif block_id.startswith(EDIT_PREFIX) and state.get("type") == "plain_text_input":

@@ -12,6 +12,9 @@
   approver, the page view, then the form. Separation of duties, delegation, quorums and the run
   checks hold as on the emailed page, and of a decision from email, console and chat exactly
   one is recorded.
+- :func:`post_in_threads` tells each message's thread what happened since (a vote, a
+  reminder, an escalation, a delegation); :func:`show_progress` shows a quorum's progress on
+  the message.
 - :func:`show_decided` edits every message posted for a decided approval to say who decided and
   when (the emailed page says "already decided" by itself).
 """
@@ -19,14 +22,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from langorch.app.approvals.driver import audit
 from langorch.app.approvals.ports import (
     LinkSettings,
     RequestPorts,
 )
-from langorch.app.ports import ApprovalNotifier
+from langorch.app.ports import ApprovalNotifier, ChatThreads
 from langorch.domain.approvals.channels import (
     CHAT_CHANNELS,
     PostedMessage,
@@ -46,11 +49,14 @@ def chosen_channels(approval: Approval, settings: LinkSettings) -> list[str]:
     return channels_of(approval.channels, settings.approval_channels)
 
 
-def details_url(approval: Approval, settings: LinkSettings) -> str:
-    """Where a message's Details button leads: the approval in the console when one is
-    configured, else the approval page (which asks for the emailed link). Never signed."""
-    base = (settings.console_url or settings.public_base_url).rstrip("/")
-    return f"{base}/approvals/{approval.approval_id}"
+def details_url(approval: Approval, settings: LinkSettings) -> str | None:
+    """Where a message's Details button leads: the approval in the console, when one is
+    configured. Without a console there is no Details button: the approval page itself opens
+    only with the approver's signed link (a bearer link, which a message shared in a channel
+    must never carry), so a plain link to it would land on "this link is not valid"."""
+    if not settings.console_url:
+        return None
+    return f"{settings.console_url.rstrip('/')}/approvals/{approval.approval_id}"
 
 
 def post_to_channels(approval: Approval, ports: RequestPorts) -> list[PostedMessage]:
@@ -110,6 +116,56 @@ def show_decided(approval: Approval, ports: RequestPorts) -> int:
             continue
         edited += 1
     return edited
+
+
+def post_in_threads(approval: Approval, text: str, ports: RequestPorts) -> int:
+    """Post ``text`` in the thread of every chat message posted for ``approval``.
+
+    Best effort, like :func:`show_decided`: what it tells happened already (and was emailed).
+
+    Returns:
+        How many threads it was posted in.
+    """
+    return _each_thread(approval, ports, lambda chat, message: chat.reply(message, text))
+
+
+def show_progress(approval: Approval, progress: str, ports: RequestPorts) -> int:
+    """Edit every chat message posted for a pending ``approval`` to show a quorum's
+    ``progress`` (``1 of 2 approvals``). Best effort.
+
+    Returns:
+        How many messages were edited.
+    """
+    url = details_url(approval, ports.settings)
+    return _each_thread(
+        approval, ports, lambda chat, message: chat.show_progress(approval, message, url, progress)
+    )
+
+
+def _each_thread(
+    approval: Approval,
+    ports: RequestPorts,
+    act: Callable[[ChatThreads, PostedMessage], None],
+) -> int:
+    done = 0
+    for message in posted_messages(ports.approvals.audit(approval.approval_id)):
+        chat = ports.notifiers.get(message.channel)
+        if not isinstance(chat, ChatThreads):
+            continue
+        try:
+            act(chat, message)
+        except LangorchError as exc:
+            logger.warning(
+                "approval thread not updated",
+                extra={
+                    "approval_id": approval.approval_id,
+                    "channel": message.channel,
+                    "error": type(exc).__name__,
+                },
+            )
+            continue
+        done += 1
+    return done
 
 
 def _notifier(

@@ -56,6 +56,7 @@ from langorch.domain.approvals.outcomes import (
 from langorch.domain.approvals.record import Approval, ApprovalLinkError, sign_link
 from langorch.domain.errors import LangorchError
 from langorch.web.errors import sentence_of
+from langorch.web.slack import DELEGATE, DELEGATE_TO
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class ChatAnswer:
     """What the person in the chat is told (only them), and what happened."""
 
     outcome: str
-    """``decided``, ``voted``, ``already_decided``, ``held``, ``not_an_approver``,
+    """``decided``, ``voted``, ``delegated``, ``already_decided``, ``held``, ``not_an_approver``,
     ``replayed``, ``refused`` or ``not_found``."""
     text: str
     approval: Approval | None = None
@@ -178,7 +179,15 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
         if address
         else None
     )
-    if approver is None or cmd.decision not in DECISIONS:
+    delegate_to = cmd.form.get(DELEGATE_TO) if cmd.decision == DELEGATE else None
+    if delegate_to is not None:
+        # The vote goes to the person Slack knows that user as (the mapping, else the profile).
+        to = chat.address_of(delegate_to)
+        if approver is not None and not to:
+            text = "Slack shows no email for the person you chose; nothing was recorded."
+            return ChatAnswer("refused", text, approval)
+        delegate_to = to
+    if approver is None or (cmd.decision not in DECISIONS and delegate_to is None):
         why = "not_an_approver" if approver is None else "invalid_form"
         audit(store, approval.approval_id, "refused", why, at=now, actor=operator, visitor=visitor)
         text = (
@@ -201,6 +210,8 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
         view = view_approval(ViewApproval(approval.approval_id, link, visitor), quick)
         if isinstance(view, Shown):
             extra = {k: v for k, v in cmd.form.items() if k == "comment" or k.startswith("edit.")}
+            if delegate_to is not None:
+                extra = {"delegate_to": delegate_to}
             form = {**extra, "decision": cmd.decision, "nonce": view.nonce}
             outcome = decide_approval(
                 DecideApproval(approval.approval_id, link, form, visitor), quick
@@ -212,6 +223,9 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
     # Voted and DecisionHeld are kinds of Decided: asked about first.
     if isinstance(outcome, DecisionHeld):
         return ChatAnswer("held", sentence_of_held(), outcome.approval)
+    if isinstance(outcome, Voted) and outcome.delegated_to:
+        text = f"Your vote is handed to {outcome.delegated_to}: {outcome.progress}."
+        return ChatAnswer("delegated", text, outcome.approval)
     if isinstance(outcome, Voted):
         text = (
             f"Your vote is recorded: {outcome.progress}."
@@ -227,7 +241,7 @@ def _decide(cmd: DecideInChat, ports: RequestPorts, chat: ChatNotifier) -> ChatA
     if isinstance(outcome, FormAgain):
         return ChatAnswer(
             "refused",
-            f"{sentence_of(outcome.error)} Open Details to decide on the approval page.",
+            f"{sentence_of(outcome.error)} Decide on the approval page (your email's link).",
             approval,
         )
     return ChatAnswer("refused", "This approval cannot be decided now.", approval)

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from enum import Enum
 
-from langorch.app.approvals.channels import show_decided
+from langorch.app.approvals.channels import post_in_threads, show_decided, show_progress
 from langorch.app.approvals.checks import (
     Form,
     Opened,
@@ -272,6 +272,8 @@ def _counted(cmd: DecideApproval, ports: RequestPorts, opened: Opened, form: For
     for _ in range(MAX_RECOUNTS):
         outcome, deciding = tallied.progress.outcome, tallied.progress.deciding
         if outcome is None or deciding is None:
+            if tallied.recorded:
+                _tell_vote(ports, tallied.approval, approver, form, tallied.progress.summary)
             return Voted(tallied.approval, tallied.progress.summary, tallied.recorded)
         final = Form(ApprovalStatus(outcome), {}, deciding.comment or None)
         try:
@@ -283,6 +285,16 @@ def _counted(cmd: DecideApproval, ports: RequestPorts, opened: Opened, form: For
     raise DecisionNotDeliveredError(
         f"approval {opened.approval.approval_id}: votes kept arriving; press again"
     )
+
+
+def _tell_vote(
+    ports: RequestPorts, approval: Approval, approver: str, form: Form, summary: str
+) -> None:
+    """A vote that did not decide yet: the chat messages show the progress, their threads
+    who voted how."""
+    show_progress(approval, summary, ports)
+    said = f" ({form.comment})" if form.comment else ""
+    post_in_threads(approval, f"{approver} {form.decision.value}{said}: {summary}.", ports)
 
 
 def _delegate(cmd: DecideApproval, ports: RequestPorts, opened: Opened) -> DecideOutcome:
@@ -304,6 +316,11 @@ def _delegate(cmd: DecideApproval, ports: RequestPorts, opened: Opened) -> Decid
         return form_again(cmd, ports, opened, exc)
     email_delegate(after, approver, to, ports)
     tallied = recount(ports.approvals, after.approval_id)
+    post_in_threads(
+        tallied.approval,
+        f"{approver} handed their vote to {to} ({tallied.progress.summary}).",
+        ports,
+    )
     return Voted(tallied.approval, tallied.progress.summary, False, delegated_to=to)
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from langorch.app.approvals.channels import post_in_threads
 from langorch.app.approvals.driver import record
 from langorch.app.approvals.keys import load_signing_keys
 from langorch.app.approvals.ports import ApprovalsStore, RequestPorts
@@ -271,6 +272,11 @@ def _fire(
         _email_one(
             after, address, ref, keys, ports, randbelow, reason=why, progress=counted.summary
         )
+    if timer.kind == "reminder":
+        told = f"Reminded {', '.join(to) or 'nobody'}: {timer.why} ({counted.summary})."
+    else:
+        told = f"Escalated to {', '.join(to) or 'nobody'}: {timer.why}."
+    post_in_threads(after, told, ports)
     logger.info(
         "approval timer fired",
         extra={"approval_id": after.approval_id, "run_id": after.run_id, "timer": timer.kind},
