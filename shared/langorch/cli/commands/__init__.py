@@ -24,6 +24,7 @@ from langorch.cli.commands import (
     schedules,
     secrets,
     tools,
+    triggers,
     workflows,
 )
 
@@ -44,5 +45,6 @@ GROUPS: list[ModuleType] = [
     secrets,
     resources,
     schedules,
+    triggers,
 ]
 """Registered in this order; ``langorch --help`` lists them so."""
