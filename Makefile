@@ -15,7 +15,7 @@ PY_DIRS := $(wildcard shared functions tests bench infra)
 
 CDK := npx --yes aws-cdk@2.1148.1
 
-.PHONY: install lock dev test lint types unit bench bench-pipeline synth deploy destroy clean chromium
+.PHONY: install lock dev test lint types unit bench bench-pipeline bench-flow synth deploy destroy clean chromium
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check \
@@ -74,6 +74,10 @@ bench: $(STAMP)
 
 bench-pipeline: $(STAMP)
 	$(BIN)/python bench/pipeline.py
+
+# Issue 31: 500 webhook deliveries, 5 keys, concurrency 2 per key, on `langorch dev`.
+bench-flow: $(STAMP)
+	$(BIN)/python bench/flow.py
 
 # Offline: no AWS account, no CDK CLI, no Docker.
 synth: $(STAMP)
