@@ -15,7 +15,7 @@ PY_DIRS := $(wildcard shared functions tests bench infra)
 
 CDK := npx --yes aws-cdk@2.1148.1
 
-.PHONY: install lock dev test lint types unit bench bench-pipeline capacity synth deploy destroy clean chromium
+.PHONY: install lock dev test lint types unit bench bench-pipeline bench-flow capacity synth deploy destroy clean chromium
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check \
@@ -79,6 +79,10 @@ bench-pipeline: $(STAMP)
 # --llm-calls 5" states another.
 capacity: $(STAMP)
 	$(BIN)/python bench/capacity.py $(MIX)
+
+# Issue 31: 500 webhook deliveries, 5 keys, concurrency 2 per key, on `langorch dev`.
+bench-flow: $(STAMP)
+	$(BIN)/python bench/flow.py
 
 # Offline: no AWS account, no CDK CLI, no Docker.
 synth: $(STAMP)

@@ -127,6 +127,19 @@ workflows:
         transform: {unit_price: "total / quantity"}
         on_error: ask
       - {step_id: label, kind: transform, depends_on: [divide], transform: {label: "unit_price"}}
+  - plan_id: console_queue
+    name: One sync per customer
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    concurrency: {limit: 1, key: "{{ customer }}"}
+    inputs_schema: {properties: {customer: {type: string}}}
+    steps:
+      - step_id: hold
+        kind: approval
+        approval: {title: "Sync {{ customer }}", timeout_seconds: 3600}
+        branches: {approved: done, rejected: done, timed_out: done}
+      - {step_id: done, kind: transform, transform: {synced: "'yes'"}}
 """
 
 # No skip when the browser is missing: `make test` installs Debian's chromium first, and a
@@ -1043,3 +1056,33 @@ def test_langorch_dev_prints_the_console_beside_the_gateway(
     assert [w[0] for w in lines if w and w[0] == "gateway"] == ["gateway"]
     [console] = [w[1] for w in lines if w and w[0] == "console"]
     assert console.startswith(f"http://127.0.0.1:{port}/?token=")
+
+
+def test_a_queued_run_says_in_the_list_and_on_its_page_which_key_it_waits_for(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    # Given a run of customer acme holding its key's one slot (parked on an approval)
+    status, first = deliver(stack, container, "console_queue", {"customer": "acme"})
+    assert status == 202, first
+    wait_for("it to park", lambda: run_in(container, str(first["run_id"]), "waiting_approval"))
+    # When a second delivery for acme arrives
+    status, second = deliver(stack, container, "console_queue", {"customer": "acme"})
+    assert status == 202, second
+    queued = str(second["run_id"])
+    assert container.runs.get_run(queued).status.value == "queued"
+
+    # Then the runs list, filtered to queued runs, says why it waits
+    page.goto(f"{console.url}/runs?status=queued&workflow=console_queue")
+    row = page.locator("#runs tr", has=page.locator(f"a:text-is('{queued}')"))
+    assert (
+        row.locator(".why-waiting")
+        .inner_text()
+        .startswith(
+            "waits for a slot of concurrency:console_queue:acme (concurrency): place 1 in line"
+        )
+    )
+    shot(page, "runs-queued")
+    # And so does its page
+    page.goto(f"{console.url}/runs/{queued}")
+    assert "concurrency:console_queue:acme" in page.locator("#why-waiting").inner_text()
+    shot(page, "run-queued")

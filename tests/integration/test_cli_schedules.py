@@ -63,3 +63,25 @@ def test_a_backfill_time_that_is_not_iso_is_a_usage_error(
 
     assert code == 2
     assert "--from 'yesterday' is not an ISO-8601 time" in capsys.readouterr().err
+
+
+def test_triggers_show_lists_a_workflows_schedule_and_its_run_counts(
+    home: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # When the triggers of a workflow that never ran are shown
+    code = main(["triggers", "show", "hourly", *home])
+
+    # Then its schedule is listed, with no flow control and no runs counted
+    said = capsys.readouterr().out
+    assert code == 0
+    assert '"cron_expression": "0 * * * *"' in said and "(none)" in said
+    assert "last 0 run(s)" in said
+
+
+def test_triggers_show_of_an_unknown_workflow_names_it(
+    home: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["triggers", "show", "nope", *home, "--json"])
+
+    assert code != 0
+    assert "workflow nope not found" in json.loads(capsys.readouterr().out)["error"]

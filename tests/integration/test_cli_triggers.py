@@ -245,3 +245,49 @@ def test_hooks_send_signs_with_a_secret_stored_before_standard_webhooks(
         "d-legacy"
     )
     Webhook(standard_secret(stored[0])).verify(delivery.body, dict(delivery.headers))
+
+
+EVENTED = {
+    "workflows": [
+        {
+            "plan_id": "on_order",
+            "memory": False,
+            "triggers": [{"type": "event", "pattern": {"source": ["shop.orders"]}}],
+            "steps": [{"step_id": "s", "kind": "transform", "transform": {"x": "1"}}],
+        }
+    ]
+}
+
+
+def _project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, listed: list[str]) -> Path:
+    """A project folder with a cdk.json listing ``listed`` in event_workflows, as the cwd."""
+    (tmp_path / "cdk.json").write_text(
+        json.dumps({"context": {"langorch": {"event_workflows": listed}}})
+    )
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "orders.yaml").write_text(yaml.safe_dump(EVENTED))
+    monkeypatch.chdir(tmp_path)
+    return folder / "orders.yaml"
+
+
+def test_put_warns_when_an_event_trigger_has_no_deployed_rule(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a project whose cdk.json lists another file in event_workflows
+    file = _project(tmp_path, monkeypatch, ["other/events.yaml"])
+    # When a workflow with an event trigger is put to the cloud from this file
+    done = cli("workflows", "put", str(file))
+    # Then it is stored, with a warning that no rule starts it and how to add one
+    assert done.code == 0, done.stderr
+    assert "workflow on_order has an event trigger but no deployed rule" in done.stderr
+    assert "event_workflows" in done.stderr and "cdk deploy" in done.stderr
+
+
+def test_put_does_not_warn_when_event_workflows_lists_the_files_folder(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    file = _project(tmp_path, monkeypatch, ["workflows"])
+    done = cli("workflows", "put", str(file))
+    assert done.code == 0, done.stderr
+    assert "no deployed rule" not in done.stderr

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     )
     from langorch.config import Settings
     from langorch.domain.budgets import BudgetSpec
+    from langorch.domain.definitions import TaskPlan
     from langorch.domain.prices import PriceTable
     from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
@@ -205,13 +206,15 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
         InputValidationError: the input does not fit the workflow's inputs schema, or is larger
             than :data:`~langorch.domain.limits.MAX_INPUT_BYTES` (the run could not carry it).
     """
-    run, created, _ = _create_run(cmd, deps)
+    run, created, _, _ = _create_run(cmd, deps)
     return run, created
 
 
-def _create_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool, tuple[str, int] | None]:
-    """:func:`start_run`, and the ``concurrency:`` resource the run needs a lease on, with its
-    limit."""
+def _create_run(
+    cmd: StartRun, deps: StartDeps
+) -> tuple[RunRecord, bool, tuple[str, int] | None, TaskPlan]:
+    """:func:`start_run`, the ``concurrency:`` resource the run needs a lease on (with its
+    limit), and the workflow."""
     plan = deps.definitions.get_workflow(cmd.workflow_id, cmd.version)
     if plan is None:
         from langorch.domain.errors import NotFoundError
@@ -259,7 +262,7 @@ def _create_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool, tuple[
         "run started" if created else "duplicate start ignored",
         extra={"run_id": run_id, "workflow_id": plan.plan_id, "workflow_version": plan.version},
     )
-    return stored, created, resource
+    return stored, created, resource, plan
 
 
 def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
@@ -271,7 +274,11 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
     Returns:
         The run and whether this call created it.
     """
-    run, created, resource = _create_run(cmd, deps)
+    run, created, resource, plan = _create_run(cmd, deps)
+    if created and (dropped := _admit(run, plan, deps)) is not None:
+        return dropped, created  # rate_limit / singleton: recorded, not started
+    if not created and run.is_terminal:
+        return run, created  # a late duplicate of an ended (or dropped) run starts nothing
     if resource is not None and not _concurrency_turn(run, created, resource, deps):
         return run, created
     # The execution ARN derives from the run id; it is not written back to the record, which
@@ -283,6 +290,15 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
         extra={"run_id": run.run_id, "workflow_id": run.workflow_id},
     )
     return run, created
+
+
+def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None:
+    """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
+    if plan.rate_limit is None and plan.singleton is None:
+        return None
+    from langorch.app.flow_control import admit
+
+    return admit(run, plan, deps)
 
 
 def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:
@@ -448,6 +464,10 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             deps.runs.release_lease(cmd.run_id, fence)
     if ended.status in ("succeeded", "failed") and plan.concurrency is not None:
         _end_concurrency(run, plan, deps)
+    if ended.status in ("succeeded", "failed") and plan.singleton is not None:
+        from langorch.app.flow_control import release_singleton
+
+        release_singleton(run, plan, deps.resources)
     if ended.status == "paused":
         ended.seconds = deps.settings.pause_recheck_seconds  # AwaitResume's look again
     if ended.status in ("waiting_approval", "sleeping", "waiting_resource"):

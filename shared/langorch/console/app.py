@@ -290,6 +290,7 @@ class ConsoleApp:
             artifacts_error=artifacts_error,
             recovery=True,
             message=request.arg("done"),
+            why_waiting=listing.why_waiting(run, events) if run.status.value == "queued" else "",
         )
 
     def artifact(self, request: Request, match: re.Match[str]) -> Response:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,7 +27,7 @@ from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import LangorchError, NotFoundError
 from langorch.domain.plan.graph import StepGraph
 from langorch.domain.prices import format_usd
-from langorch.domain.runs import RunRecord, RunStatus
+from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent, TimelineEventType
 
 PAGE_SIZE = 50
 MAX_READS = 20
@@ -57,6 +57,8 @@ class RunsPage:
     filters: dict[str, str]
     next_cursor: str | None
     first: bool
+    waiting: dict[str, str] = field(default_factory=dict)
+    """Why each queued run on the page waits (run id -> a sentence)."""
 
 
 def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> RunsPage:
@@ -104,7 +106,28 @@ def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> Run
             break
     found = found[:size]
     next_cursor = format_cursor(found[-1]) if (found and (more or len(found) == size)) else None
-    return RunsPage(found, filters, next_cursor, first=not request.arg("before"))
+    # One timeline read per queued run on the page (a page holds at most PAGE_SIZE).
+    waiting = {
+        run.run_id: why_waiting(run, container.runs.get_timeline(run.run_id))
+        for run in found
+        if run.status is RunStatus.queued
+    }
+    return RunsPage(found, filters, next_cursor, first=not request.arg("before"), waiting=waiting)
+
+
+def why_waiting(run: RunRecord, events: list[TimelineEvent]) -> str:
+    """Why a queued run has not started: the key whose slots are taken and its place in line
+    (a workflow's ``concurrency``), else that its execution has not started yet."""
+    for event in reversed(events):
+        if event.type is TimelineEventType.resource_waiting:
+            resource = str(event.detail.get("resource", ""))
+            place = event.detail.get("position")
+            rule = event.detail.get("reason") or "a resource"
+            return (
+                f"waits for a slot of {resource} ({rule}): place {place} in line when it "
+                "arrived; it starts when a run of that key ends"
+            )
+    return "waits for its execution to start"
 
 
 def newer_runs(

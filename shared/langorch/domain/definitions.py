@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, PlainValidat
 
 from langorch.domain.budgets import BudgetSpec
 from langorch.domain.concurrency import ConcurrencySpec
+from langorch.domain.flow_control import FlowControl, TriggerFlow
 from langorch.domain.prices import TokenPrice
 from langorch.domain.step_settings import (
     ASK,
@@ -350,8 +351,9 @@ class ScheduleSpec(_Model):
     human_readable: str = ""
 
 
-class Trigger(_Model):
-    """What starts runs of a workflow."""
+class Trigger(_Model, TriggerFlow):
+    """What starts runs of a workflow, and its flow control
+    (:mod:`langorch.domain.flow_control`)."""
 
     type: Literal["schedule", "webhook", "s3", "manual", "event"]
     schedule: ScheduleSpec | None = None
@@ -383,8 +385,10 @@ class InputSchema(_Model):
     additionalProperties: bool = True
 
 
-class TaskPlan(_Model):
-    """A workflow: steps wired by dependencies and branches (seed 000 ``TaskPlan``)."""
+class TaskPlan(_Model, FlowControl):
+    """A workflow: steps wired by dependencies and branches (seed 000 ``TaskPlan``); its
+    flow-control keys (``rate_limit``, ``singleton``, …) are in
+    :mod:`langorch.domain.flow_control`."""
 
     plan_id: str = Field(pattern=IDENTIFIER)
     name: str = ""

@@ -36,6 +36,7 @@ from langorch.domain.definitions import (
 )
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.event_patterns import pattern_problems
+from langorch.domain.flow_control import unenforced
 from langorch.domain.hooks import hook_outputs, hook_problems, hook_templates, hook_tools
 from langorch.domain.identities import identity_problems
 from langorch.domain.kinds import registry
@@ -245,6 +246,7 @@ def check_workflow(
             *_remember_problems(topology),
             *_tool_warnings(topology, tools),
             *_ask_warnings(topology),
+            *unenforced(plan, list(plan.triggers)),
         ],
     )
 
@@ -785,6 +787,8 @@ def _plan_problems(plan: TaskPlan) -> Iterator[Problem]:
                 yield from _schedule_problems(f"{path}.schedule", trigger.schedule)
         elif trigger.schedule is not None:
             yield _ignored_trigger(f"{path}.schedule", trigger.type)
+        if trigger.catch_up is not None and trigger.type != "schedule":
+            yield _ignored_trigger(f"{path}.catch_up", trigger.type)
         if trigger.type == "s3":
             if not (trigger.bucket or trigger.prefix or trigger.suffix):
                 yield Problem(

@@ -46,6 +46,7 @@ GROUPS: tuple[Group, ...] = (
     Group("secrets", "store secrets the functions read (never shown)"),
     Group("resources", "declare and inspect resource limits"),
     Group("schedules", "pause, resume and backfill workflows' schedules"),
+    Group("triggers", "inspect what starts a workflow's runs"),
     Group("test", "run workflow tests (tests.yaml) offline: no AWS, no network"),
 )
 """Registered in this order; ``langorch --help`` lists them so."""

@@ -118,10 +118,37 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
     for sync in batch.triggers:
         for warning in sync.warnings:
             ctx.out.warn(warning)
+    if ctx.settings.local_home is None:  # the local bus matches every event trigger
+        rules = _event_rule_warnings(args.files)
+        document["warnings"] += [{"path": "triggers", "message": w} for w in rules]
+        for warning in rules:
+            ctx.out.warn(warning)
     ctx.out.result(
         document,
         lambda: "\n".join([put_text(results), *_sync_lines(batch.triggers)]).rstrip(),
     )
+
+
+def _event_rule_warnings(files: list[str]) -> list[str]:
+    """Workflows put with an event trigger whose file ``cdk.json``'s ``event_workflows`` (in
+    the current folder) does not list: the stack has no rule for them."""
+    import json
+
+    from langorch.app.event_rules import unruled_event_triggers
+    from langorch.domain.loading import load_file
+
+    plans = [(Path(f), plan) for f in files for plan in load_file(Path(f)).workflows]
+    cdk = Path.cwd() / "cdk.json"
+    listed: list[str] | None = None
+    if cdk.is_file():
+        context = json.loads(cdk.read_text()).get("context", {}).get("langorch", {})
+        value = context.get("event_workflows", [])
+        listed = (
+            [v.strip() for v in value.split(",") if v.strip()]
+            if isinstance(value, str)
+            else [str(v) for v in value]
+        )
+    return unruled_event_triggers(plans, listed, Path.cwd())
 
 
 def _sync_document(sync: TriggerSync) -> dict[str, Any]:

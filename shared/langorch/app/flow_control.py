@@ -1,0 +1,109 @@
+"""The start of a run under its workflow's flow control (:mod:`langorch.domain.flow_control`):
+whether a new run may start, or is dropped with its reason recorded.
+
+A dropped start is still a run: stored (so a redelivery of the same event dedupes to it and
+starts nothing), ended ``cancelled`` with ``status_reason`` saying why, and a ``run_cancelled``
+timeline event by ``flow_control`` with the rule's facts — what ``runs list --status
+cancelled``, ``langorch triggers show`` and the console read.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Protocol
+
+from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER
+from langorch.domain.flow_control import (
+    RATE_PREFIX,
+    SINGLETON_PREFIX,
+    key_resource,
+    period_seconds,
+)
+from langorch.domain.resources import holder_of
+from langorch.domain.runs import RunStatus, TimelineEvent, TimelineEventType, transition
+
+if TYPE_CHECKING:
+    from langorch.app.ports import Clock, ResourceLocks, RunsStore
+    from langorch.domain.definitions import TaskPlan
+    from langorch.domain.runs import RunRecord
+
+logger = logging.getLogger(__name__)
+
+ACTOR = "flow_control"
+"""Who a dropped start's timeline event names."""
+
+
+class FlowDeps(Protocol):
+    """What deciding a start needs: the runs, the resource locks and a clock."""
+
+    @property
+    def runs(self) -> RunsStore: ...
+
+    @property
+    def resources(self) -> ResourceLocks: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+
+def admit(run: RunRecord, plan: TaskPlan, deps: FlowDeps) -> RunRecord | None:
+    """Apply ``rate_limit`` and ``singleton`` to a newly created run.
+
+    Returns:
+        ``None`` when the run may go on to start; else the run as dropped (cancelled, with the
+        reason on its timeline).
+
+    Raises:
+        InputValidationError: a key does not render over the input.
+    """
+    data = dict(run.input)
+    now = deps.clock().timestamp()  # the injected clock: a window a test can move past
+    if plan.rate_limit is not None:
+        spec = plan.rate_limit
+        name = key_resource(RATE_PREFIX, plan.plan_id, spec, data, "rate_limit")
+        # Its own holder form (not <run_id>/…): the start counts for the whole period, and
+        # giving back a run's leases when it ends must not give this one back.
+        holder = f"{run.run_id}:rate"
+        period = period_seconds(spec.period)
+        if not _take(name, holder, spec.limit, period, now, deps):
+            facts = {"rule": "rate_limit", "key": name, "limit": spec.limit, "period": spec.period}
+            return _drop(run, f"rate limit: {spec.limit} per {spec.period}", facts, deps)
+    if plan.singleton is not None:
+        name = key_resource(SINGLETON_PREFIX, plan.plan_id, plan.singleton, data, "singleton")
+        if not _take(name, holder_of(run.run_id, RUN_HOLDER), 1, LEASE_SECONDS, now, deps):
+            facts = {"rule": "singleton", "key": name, "mode": plan.singleton.mode}
+            return _drop(run, "singleton: a run of this key is running", facts, deps)
+    return None
+
+
+def release_singleton(run: RunRecord, plan: TaskPlan, resources: ResourceLocks) -> None:
+    """Give back the run's ``singleton`` lease (it ended), so the key's next start runs."""
+    if plan.singleton is None:
+        return
+    name = key_resource(
+        SINGLETON_PREFIX, plan.plan_id, plan.singleton, dict(run.input), "singleton"
+    )
+    resources.release(name, holder_of(run.run_id, RUN_HOLDER))
+
+
+def _take(name: str, holder: str, limit: int, lease: float, now: float, deps: FlowDeps) -> bool:
+    """Take one of the key's ``limit`` leases for ``lease`` seconds; never queue."""
+    state = deps.resources.get(name)
+    if not state.declared or state.limit != limit:
+        deps.resources.set_limit(name, limit)
+    grant = deps.resources.acquire(name, holder, now=now, lease_seconds=lease, wait_seconds=0)
+    if not grant.acquired:
+        deps.resources.release(name, holder)  # leave the queue: a dropped start waits for nothing
+    return grant.acquired
+
+
+def _drop(run: RunRecord, reason: str, facts: dict[str, Any], deps: FlowDeps) -> RunRecord:
+    at = deps.clock()
+    dropped = transition(run, RunStatus.cancelled, now=at, reason=reason)
+    deps.runs.save_run(dropped)
+    event = TimelineEvent(
+        seq=2, at=at, type=TimelineEventType.run_cancelled, actor=ACTOR, detail=facts
+    )
+    deps.runs.append_events(run.run_id, [event])
+    logger.info("start dropped", extra={"run_id": run.run_id, **facts})
+    return dropped

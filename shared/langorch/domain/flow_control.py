@@ -1,0 +1,193 @@
+"""Flow control as data on a workflow (issue 31): what shapes the starts of its runs.
+
+Every key is an expression over the run's input (``{{ customer_id }}`` or
+``{{ input.customer_id }}``; empty: one key for the whole workflow), and every decision is kept
+where people look: a dropped start is a run ended ``cancelled`` with the reason on its timeline.
+
+Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
+:mod:`langorch.domain.resources` (conditional writes, a capped queue of one item per waiter):
+
+- ``rate_limit: {limit, period, key}`` — at most ``limit`` starts per key in any ``period``;
+  a start past it is dropped (cancelled, reason ``rate_limit``). A start takes a lease that
+  lasts ``period`` and is never given back early, so the window slides.
+- ``singleton: {key, mode: skip}`` — at most one run per key at once; a start while one runs
+  is dropped (cancelled, reason ``singleton``). The lease is the run's until it ends.
+
+Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
+control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch``, ``priority``,
+``singleton.mode: cancel_running`` and a schedule trigger's ``catch_up``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from langorch.domain.concurrency import ConcurrencySpec
+from langorch.domain.errors import InputValidationError, Problem
+from langorch.domain.templates import TemplateError, check, render
+
+RATE_PREFIX = "rate:"
+SINGLETON_PREFIX = "singleton:"
+
+MAX_PERIOD_SECONDS = 7 * 86_400
+"""The longest window (a week): past it a lease would outlive what a key is worth keeping."""
+
+PERIOD = re.compile(r"^([1-9][0-9]{0,5})(s|m|h|d)$")
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86_400}
+_PERIOD_HINT = "a whole number and a unit: 30s, 1m, 2h, 1d (at most 7d)"
+
+
+def period_seconds(text: str) -> int:
+    """``30s`` -> 30, ``1m`` -> 60, ``2h`` -> 7200, ``1d`` -> 86400.
+
+    Raises:
+        ValueError: not a period, or longer than :data:`MAX_PERIOD_SECONDS`.
+    """
+    match = PERIOD.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a period: use {_PERIOD_HINT}")
+    seconds = int(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    if seconds > MAX_PERIOD_SECONDS:
+        raise ValueError(f"{text!r} is longer than 7d")
+    return seconds
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(default="", max_length=500)
+    """A template over the run's input; empty: one key for the whole workflow."""
+
+    @field_validator("key")
+    @classmethod
+    def _a_template(cls, value: str) -> str:
+        problem = check(value)
+        if problem:
+            raise ValueError(f"the key is not a valid template ({problem})")
+        return value
+
+
+def _a_period(value: str) -> str:
+    period_seconds(value)
+    return value
+
+
+class RateSpec(_Spec):
+    """``throttle`` / ``rate_limit``: ``limit`` starts per ``period`` per key."""
+
+    limit: int = Field(ge=1, le=10_000)
+    period: str
+    """``30s``, ``1m``, ``2h``, ``1d``."""
+
+    _period = field_validator("period")(_a_period)
+
+
+class DebounceSpec(_Spec):
+    """``debounce``: the last start of a key within ``period`` runs (with the count it replaced)."""
+
+    period: str
+    _period = field_validator("period")(_a_period)
+
+
+class BatchSpec(_Spec):
+    """``batch``: starts of a key collected into one run (its input the list), up to
+    ``max_size`` or ``timeout`` after the first."""
+
+    max_size: int = Field(ge=2, le=1000)
+    timeout: str
+    _timeout = field_validator("timeout")(_a_period)
+
+
+class SingletonSpec(_Spec):
+    """``singleton``: one run per key at once; another start is skipped, or cancels the
+    running one (``cancel_running``)."""
+
+    mode: Literal["skip", "cancel_running"] = "skip"
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
+class FlowControl(BaseModel):
+    """The flow-control keys a workflow (``TaskPlan``) carries beside ``concurrency``.
+
+    Left out of dumps while unset, so stored definitions keep their format.
+    """
+
+    throttle: RateSpec | None = Field(default=None, exclude_if=_unset)
+    """Past ``limit`` per ``period``, starts wait (not enforced yet)."""
+    rate_limit: RateSpec | None = Field(default=None, exclude_if=_unset)
+    """Past ``limit`` per ``period``, starts are dropped with the reason recorded."""
+    debounce: DebounceSpec | None = Field(default=None, exclude_if=_unset)
+    batch: BatchSpec | None = Field(default=None, exclude_if=_unset)
+    priority: str | None = Field(default=None, max_length=500, exclude_if=_unset)
+    """A template over the input giving a number; higher starts first among queued runs."""
+    singleton: SingletonSpec | None = Field(default=None, exclude_if=_unset)
+
+    @field_validator("priority")
+    @classmethod
+    def _a_template(cls, value: str | None) -> str | None:
+        problem = check(value) if value else None
+        if problem:
+            raise ValueError(f"the priority is not a valid template ({problem})")
+        return value
+
+
+class TriggerFlow(BaseModel):
+    """Flow-control keys on one trigger."""
+
+    concurrency: ConcurrencySpec | None = Field(default=None, exclude_if=_unset)
+    """Like the workflow's, for the runs this trigger starts (not enforced yet)."""
+    catch_up: Literal["latest", "all", "none"] | None = Field(default=None, exclude_if=_unset)
+    """schedule: after downtime, start the latest missed slot, all of them, or none (not
+    enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
+
+
+NOT_ENFORCED = ("throttle", "debounce", "batch", "priority")
+"""Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
+
+
+def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
+    """Warnings for the flow-control keys a definition sets that are not enforced yet."""
+    hint = "it is stored but does not shape starts yet (README: Triggers and flow control)"
+    found = [
+        Problem(name, f"{name} is not enforced yet", hint)
+        for name in NOT_ENFORCED
+        if getattr(plan, name) is not None
+    ]
+    if plan.singleton is not None and plan.singleton.mode == "cancel_running":
+        found.append(Problem("singleton.mode", "cancel_running is not enforced yet", hint))
+    for i, trigger in enumerate(triggers):
+        for name in ("concurrency", "catch_up"):
+            if getattr(trigger, name) is not None:
+                found.append(Problem(f"triggers[{i}].{name}", f"{name} is not enforced yet", hint))
+    return found
+
+
+def key_resource(prefix: str, workflow_id: str, spec: _Spec, data: dict[str, Any], at: str) -> str:
+    """The resource a key's starts share (``rate:<workflow>:<key>``).
+
+    Raises:
+        InputValidationError: the key does not render over the input (at ``<at>.key``).
+    """
+    from langorch.domain.concurrency import ConcurrencySpec, resource_name
+
+    try:
+        render(spec.key, {**data, "input": data}, max_chars=10_000) if spec.key else ""
+    except TemplateError as exc:
+        raise InputValidationError(
+            f"workflow {workflow_id}",
+            [
+                Problem(
+                    f"{at}.key",
+                    f"cannot render {spec.key!r} over the input: {exc}",
+                    "give the run the input the key reads",
+                )
+            ],
+        ) from exc
+    name = resource_name(workflow_id, ConcurrencySpec(limit=1, key=spec.key), data)
+    return prefix + name.removeprefix("concurrency:")

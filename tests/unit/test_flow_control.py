@@ -1,0 +1,188 @@
+"""Flow control as data on a workflow (issue 31): ``rate_limit`` drops starts past its window
+with the reason recorded, ``singleton`` skips a start while its key runs; each key validated
+with its field path. Resource locks on the fake, SQLite and DynamoDB (moto)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from langorch.app.definitions import validate_files
+from langorch.app.runs import RunSegment, StartRun, launch_run, run_segment
+from langorch.domain.definitions import TaskPlan
+from langorch.domain.errors import DefinitionError
+from langorch.domain.lookup import InMemoryLookup
+from langorch.domain.runs import RunStatus, TimelineEventType
+from langorch.domain.validation import check_workflow
+from tests.fakes import Fakes
+from tests.fakes.approvals import InMemoryApprovals
+from tests.integration.conftest import register_text
+
+FLOW = """
+workflows:
+  - plan_id: hook
+    memory: false
+    rate_limit: {limit: 2, period: 1m, key: "{{ customer_id }}"}
+    inputs_schema: {properties: {customer_id: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: nightly
+    memory: false
+    singleton: {key: "{{ input.account }}"}
+    inputs_schema: {properties: {account: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+"""
+
+
+@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+def deps(request: pytest.FixtureRequest) -> Fakes:
+    fakes = Fakes()
+    if request.param == "sqlite":
+        from langorch.adapters.sqlite.resources import SqliteResourceLocks
+
+        locks: Any = SqliteResourceLocks(request.getfixturevalue("sqlite_db"))
+        fakes.resources = locks
+    elif request.param == "dynamodb":
+        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
+        from langorch.adapters.dynamodb.runs import RunsRepository
+
+        dynamodb = request.getfixturevalue("dynamodb")
+        RunsRepository(dynamodb, "runs").create_table()
+        fakes.resources = ResourceLocksRepository(dynamodb, "runs")  # type: ignore[assignment]
+    register_text(fakes, FLOW)  # type: ignore[arg-type]
+    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    return fakes
+
+
+def start(deps: Fakes, workflow: str, dedupe: str | None = None, **data: str) -> Any:
+    run, _ = launch_run(StartRun(workflow, input=data, dedupe_key=dedupe), deps)
+    return run
+
+
+def test_a_rate_limited_burst_starts_the_limit_and_records_each_drop(deps: Fakes) -> None:
+    # Given a workflow limited to 2 starts per minute per customer
+    # When 5 starts for customer a and 1 for customer b arrive in the same second
+    runs = [start(deps, "hook", customer_id="a") for _ in range(5)]
+    other = start(deps, "hook", customer_id="b")
+    # Then 2 of a's and b's one started; a's 3 others are cancelled, not started
+    assert sorted(deps.executions.names) == sorted([runs[0].run_id, runs[1].run_id, other.run_id])
+    dropped = [deps.runs.get_run(r.run_id) for r in runs[2:]]
+    assert {r.status for r in dropped} == {RunStatus.cancelled}
+    assert {r.status_reason for r in dropped} == {"rate limit: 2 per 1m"}
+    # And each drop is on its run's timeline, by flow control, with the rule's facts
+    for run in dropped:
+        event = deps.runs.get_timeline(run.run_id)[-1]
+        assert event.type is TimelineEventType.run_cancelled and event.actor == "flow_control"
+        assert event.detail["rule"] == "rate_limit" and event.detail["limit"] == 2
+
+
+def test_a_rate_limit_window_slides_with_time(deps: Fakes) -> None:
+    # Given customer a's two starts used up the minute
+    start(deps, "hook", customer_id="a")
+    deps.clock.advance(30)
+    start(deps, "hook", customer_id="a")
+    # When 31 s later (the first start's minute is over) a third arrives, then a fourth
+    deps.clock.advance(31)
+    third = start(deps, "hook", customer_id="a")
+    fourth = start(deps, "hook", customer_id="a")
+    # Then the third starts (one slot freed) and the fourth is dropped
+    assert third.run_id in deps.executions.names
+    assert deps.runs.get_run(fourth.run_id).status is RunStatus.cancelled
+
+
+def test_a_redelivered_dropped_start_stays_dropped_and_uses_no_slot(deps: Fakes) -> None:
+    # Given a's minute used up and a third delivery dropped
+    for n in range(3):
+        start(deps, "hook", dedupe=f"d{n}", customer_id="a")
+    # When the dropped delivery is redelivered
+    again = start(deps, "hook", dedupe="d2", customer_id="a")
+    # Then it is the same cancelled run, and nothing more started
+    assert again.status is RunStatus.cancelled and len(deps.executions.names) == 2
+
+
+def test_a_singleton_skips_a_start_while_its_key_runs_and_takes_the_next(deps: Fakes) -> None:
+    # Given a run of account x running
+    first = start(deps, "nightly", account="x")
+    # When x starts again meanwhile, and y starts
+    skipped = start(deps, "nightly", account="x")
+    other = start(deps, "nightly", account="y")
+    # Then x's second is skipped with the reason; y runs
+    assert deps.runs.get_run(skipped.run_id).status is RunStatus.cancelled
+    assert deps.runs.get_run(skipped.run_id).status_reason == (
+        "singleton: a run of this key is running"
+    )
+    assert other.run_id in deps.executions.names
+    # And once the first run ends, the next start of x runs
+    assert run_segment(RunSegment(first.run_id), deps).status == "succeeded"
+    later = start(deps, "nightly", account="x")
+    assert later.run_id in deps.executions.names
+
+
+def _plan(**flow: Any) -> dict[str, Any]:
+    return {
+        "plan_id": "w",
+        "steps": [{"step_id": "a", "kind": "transform", "transform": {"x": "1"}}],
+        **flow,
+    }
+
+
+@pytest.mark.parametrize(
+    ("flow", "path", "says"),
+    [
+        ({"rate_limit": {"limit": 0, "period": "1m"}}, "rate_limit.limit", "greater than"),
+        ({"throttle": {"limit": 2, "period": "5x"}}, "throttle.period", "is not a period"),
+        ({"debounce": {"period": "8d"}}, "debounce.period", "longer than 7d"),
+        ({"batch": {"max_size": 5000, "timeout": "60s"}}, "batch.max_size", "less than"),
+        ({"singleton": {"key": "{{ x", "mode": "skip"}}, "singleton.key", "not a valid template"),
+        ({"singleton": {"mode": "kill"}}, "singleton.mode", "'skip' or 'cancel_running'"),
+        ({"priority": "{{"}, "priority", "not a valid template"),
+        ({"rate_limit": {"limit": 1, "period": "1m", "per": 2}}, "rate_limit.per", "unknown field"),
+    ],
+)
+def test_each_flow_control_key_is_validated_with_its_field_path(
+    flow: dict[str, Any], path: str, says: str, tmp_path: Any
+) -> None:
+    # Given a workflow file with one bad flow-control key
+    import json
+
+    file = tmp_path / "w.json"
+    file.write_text(json.dumps({"workflows": [_plan(**flow)]}))
+    # When it is validated
+    with pytest.raises(DefinitionError) as refused:
+        validate_files([file])
+    # Then the problem names the field path and what is wrong
+    found = refused.value.problems
+    assert any(p.path.endswith(path) and says in p.message for p in found), found
+
+
+def test_catch_up_is_refused_on_a_trigger_that_is_not_a_schedule() -> None:
+    plan = TaskPlan.model_validate(_plan(triggers=[{"type": "webhook", "catch_up": "all"}]))
+    errors = check_workflow(plan, InMemoryLookup(), tools=None, providers=None).errors
+    assert [(p.path, p.message) for p in errors if "catch_up" in p.path] == [
+        ("triggers[0].catch_up", "a webhook trigger ignores catch_up")
+    ]
+
+
+def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
+    plan = TaskPlan.model_validate(
+        _plan(
+            debounce={"period": "30s", "key": "{{ k }}"},
+            triggers=[
+                {
+                    "type": "schedule",
+                    "schedule": {"cron_expression": "0 * * * *"},
+                    "catch_up": "latest",
+                }
+            ],
+        )
+    )
+    found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
+    assert found.ok
+    assert {p.path for p in found.warnings} >= {"debounce", "triggers[0].catch_up"}
+    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "debounce")
+
+
+def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:
+    assert "rate_limit" not in TaskPlan.model_validate(_plan()).model_dump(mode="json")

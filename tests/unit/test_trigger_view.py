@@ -1,0 +1,47 @@
+"""``langorch triggers show``'s use-case on fakes: a workflow's triggers and flow control, and
+what its recent starts became (started, queued behind a key, dropped and why), counted."""
+
+from __future__ import annotations
+
+from langorch.app.runs import StartRun, launch_run
+from langorch.app.trigger_view import show_triggers
+from tests.fakes import Fakes
+from tests.fakes.approvals import InMemoryApprovals
+from tests.integration.conftest import register_text
+
+FLOW = """
+workflows:
+  - plan_id: hook
+    memory: false
+    concurrency: {limit: 1, key: "{{ customer_id }}"}
+    rate_limit: {limit: 3, period: 1m, key: "{{ customer_id }}"}
+    debounce: {period: 30s}
+    triggers:
+      - {type: webhook}
+    inputs_schema: {properties: {customer_id: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+"""
+
+
+def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() -> None:
+    # Given a workflow with concurrency 1 and a rate limit of 3 per minute per customer
+    deps = Fakes()
+    register_text(deps, FLOW)  # type: ignore[arg-type]
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    # When 5 webhook deliveries for customer a arrive at once
+    for _ in range(5):
+        launch_run(StartRun("hook", input={"customer_id": "a"}, trigger="webhook"), deps)
+    # Then the view says 1 running, 2 queued behind the key, 2 dropped by the rate limit
+    view = show_triggers("hook", deps)
+    assert view.by_trigger == {"webhook": {"cancelled": 2, "queued": 3}}
+    assert view.dropped == {"rate limit: 3 per 1m": 2}
+    keys = {k.resource: (k.limit, k.held, k.waiting) for k in view.keys}
+    assert keys == {"concurrency:hook:a": (1, 1, 2), "rate:hook:a": (3, 3, 0)}
+    # And the flow control is listed as written, with what is not enforced yet said so
+    assert view.flow["rate_limit"] == {
+        "spec": {"key": "{{ customer_id }}", "limit": 3, "period": "1m"},
+        "enforced": True,
+    }
+    assert view.flow["debounce"]["enforced"] is False
+    assert view.triggers == [{"type": "webhook"}]
