@@ -19,6 +19,7 @@ from langorch.cli.commands import (
     files,
     hooks,
     keys,
+    replay,
     resources,
     runs,
     schedules,
@@ -46,5 +47,6 @@ GROUPS: list[ModuleType] = [
     resources,
     schedules,
     test,
+    replay,
 ]
 """Registered in this order; ``langorch --help`` lists them so."""
