@@ -121,3 +121,30 @@ def test_the_ask_a_person_example_is_the_file_its_command_runs():
     # Then the README shows that file's definition as it is
     assert snippet in shipped
     assert "on_error: ask" in snippet
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [argv for argv in langorch_commands(("test",)) if len(argv) > 1],
+    ids=lambda argv: argv[1],
+)
+def test_each_test_command_passes_as_written(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # Given the repository as a fresh checkout sees it
+    monkeypatch.chdir(REPO)
+    # When the README's `langorch test FILE` runs, Then every case passes
+    assert main(argv) == 0
+    out, _ = capsys.readouterr()
+    assert " passed, 0 failed" in out
+
+
+def test_the_testing_section_shows_the_blog_review_case_it_ships():
+    # Given the README's tests.yaml snippet and the file the example ships
+    [snippet] = definition_snippets("Testing workflows")
+    shipped = (REPO / "examples" / "blog_review" / "tests.yaml").read_text()
+    # Then the case it shows is the example's (its lines, comments aside)
+    for line in snippet.splitlines():
+        code = line.split("#")[0].rstrip()
+        if code.strip() and not code.startswith("definitions"):
+            assert code.strip() in shipped, line
