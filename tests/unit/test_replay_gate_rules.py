@@ -108,3 +108,44 @@ def test_recorded_decisions_keep_what_each_approval_showed_even_when_cut() -> No
         ("approved", "", "a@x", {"invoice": "aaaa"}),
         ("rejected", "no", "a@x", {"invoice": "bbbb"}),
     ]
+
+
+def _run(run_id: str, status: str, error: str | None = None, **outputs: object) -> object:
+    from langorch.domain.runs import RunError, RunRecord, RunStatus, RunTrigger
+
+    return RunRecord(
+        run_id=run_id,
+        workflow_id="w",
+        workflow_version=1,
+        status=RunStatus(status),
+        trigger=RunTrigger(type="manual"),
+        created_at=AT,
+        updated_at=AT,
+        outputs=dict(outputs),
+        error=RunError(step_id="s", type="LLMCallError", message=error) if error else None,
+    )
+
+
+def test_a_call_without_a_record_is_reported_not_counted_as_the_candidates_failure() -> None:
+    from langorch.domain.replay import compare
+
+    # Given a recorded run, and a replay that stopped because a changed prompt had no record
+    recorded = _run("run-1", "succeeded", report="done")
+    stopped = _run("run-2", "failed", "replay: step report's prompt is not the recorded one")
+    # When they are compared
+    found = compare(
+        recorded,
+        [],
+        stopped,
+        [],
+        asked=[],
+        unrecorded=["model call at step report"],  # type: ignore[arg-type]
+    )
+    # Then the call is reported, no new failure is claimed, no outputs compared
+    assert found.unrecorded == ["model call at step report"]
+    assert found.new_failure is None and found.outputs_changed == []
+    # ... while the same failure without a refusal is the candidate's own
+    failed = _run("run-3", "failed", "division by zero")
+    assert compare(recorded, [], failed, [], asked=[], unrecorded=[]).new_failure == (  # type: ignore[arg-type]
+        "division by zero"
+    )

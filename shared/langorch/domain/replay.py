@@ -19,6 +19,9 @@ from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.run_diff import diff_runs
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType, timeline_cost
 
+REFUSED = "replay: "
+"""How a replay's refusal of a call without a record starts (:mod:`langorch.app.replay`)."""
+
 FAIL_ON_CHOICES = ("path", "failure", "outputs", "approvals", "unrecorded")
 """What ``--fail-on`` may name, besides ``cost+N%``."""
 
@@ -161,6 +164,10 @@ def compare(
     failure = None
     if replayed.status.value == "failed" and recorded.status.value != "failed":
         failure = replayed.error.message if replayed.error else "failed"
+        if unrecorded and REFUSED in failure:
+            failure = None  # not the candidate's failure: a call it made had no record
+    # A run that ended without outputs (failed) is not compared key by key.
+    compared = bool(recorded.outputs) and bool(replayed.outputs)
     return RunReplay(
         run_id=recorded.run_id,
         replay_run_id=replayed.run_id,
@@ -169,7 +176,7 @@ def compare(
         status=replayed.status.value,
         path_changed=path_a != path_b,
         path_diff=[line for line in difflib.unified_diff(path_a, path_b, lineterm="", n=1)][2:],
-        outputs_changed=[key for key, _, _ in found.outputs],
+        outputs_changed=[key for key, _, _ in found.outputs] if compared else [],
         routing_changed=bool(routing),
         approvals_recorded=before,
         approvals_replayed=after,
