@@ -151,3 +151,30 @@ def test_each_walkthrough_prints_what_the_readme_shows(command: str, shown: str)
         if line.strip() and "UTC" not in line and "…" not in line.replace("Comment…", ""):
             assert line in done.stdout, f"the README shows {line!r}; the walkthrough did not"
     assert "succeeded" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [argv for argv in langorch_commands(("test",)) if len(argv) > 1],
+    ids=lambda argv: argv[1],
+)
+def test_each_test_command_passes_as_written(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    # Given the repository as a fresh checkout sees it
+    monkeypatch.chdir(REPO)
+    # When the README's `langorch test FILE` runs, Then every case passes
+    assert main(argv) == 0
+    out, _ = capsys.readouterr()
+    assert " passed, 0 failed" in out
+
+
+def test_the_testing_section_shows_the_blog_review_case_it_ships():
+    # Given the README's tests.yaml snippet and the file the example ships
+    [snippet] = definition_snippets("Testing workflows")
+    shipped = (REPO / "examples" / "blog_review" / "tests.yaml").read_text()
+    # Then the case it shows is the example's (its lines, comments aside)
+    for line in snippet.splitlines():
+        code = line.split("#")[0].rstrip()
+        if code.strip() and not code.startswith("definitions"):
+            assert code.strip() in shipped, line

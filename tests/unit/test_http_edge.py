@@ -22,6 +22,7 @@ import langorch
 from langorch.app.approvals.channels import ChannelNotConfiguredError
 from langorch.app.approvals.rotation import KeyRotationError
 from langorch.app.memory import MemoryTooLargeError
+from langorch.app.replay import NoRecordError
 from langorch.app.workflow_tests import UnscriptedApprovalError, UnscriptedCallError
 from langorch.domain._jinja_sandbox import ExpressionLimitError
 from langorch.domain.agents import AgentError
@@ -130,6 +131,7 @@ NEVER_AT_AN_EDGE: dict[type[LangorchError], str] = {
     NoMatchingBlocksError: "langorch workflows draft, a CLI command",
     ArtifactError: "an attach step, inside a run (the console serves only listed files)",
     ArtifactTooLargeError: "an attach step's download, inside a run",
+    NoRecordError: "langorch replay, a CLI command (a call no record answers, inside a replay)",
     UnscriptedApprovalError: "langorch test, a CLI command (a case's scripted people)",
     UnscriptedCallError: "langorch test, a CLI command (a case's scripted tools and HTTP)",
 }

@@ -78,3 +78,22 @@ def test_the_text_puts_the_two_timelines_side_by_side() -> None:
     marked = [line.split()[1] for line in text.splitlines() if line.startswith("* ")]
     assert marked == ["digest"]
     assert "outputs that differ:" in text and "  notes: A notes on otters  B corrected" in text
+
+
+def test_the_console_compares_a_run_with_its_fork() -> None:
+    from langorch.console.app import ConsoleApp
+    from tests.fakes.approvals import InMemoryApprovals
+    from tests.unit.test_console import OPERATOR, ORIGIN, SESSIONS, get
+
+    # Given a run and its fork, on a stack the console shows
+    deps, original, child = _run_and_fork()
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]  # the page's badge
+    app = ConsoleApp(deps, "the test stack", frozenset({ORIGIN}), OPERATOR, SESSIONS)
+    # When the comparison page is opened
+    page = app.handle(get(f"/runs/{original}/diff/{child}"))
+    # Then it names the fork and its edited key, and marks the step whose output changed
+    body = page.body.decode()
+    assert page.status == 200
+    assert "B is a fork of A at step <strong>digest</strong>, edited:" in body
+    assert '<span class="mono">notes</span> = "corrected"' in body
+    assert body.count('class="changed"') == 1 and "differs: summary" in body

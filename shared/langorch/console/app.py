@@ -88,6 +88,7 @@ class ConsoleApp:
             ("GET", re.compile(r"/"), lambda r, m: Response.redirect("/runs")),
             ("GET", re.compile(r"/runs"), self.runs),
             ("GET", re.compile(r"/runs/([^/]+)"), self.run),
+            ("GET", re.compile(r"/runs/([^/]+)/diff/([^/]+)"), self.diff),
             ("POST", re.compile(r"/runs/([^/]+)/cancel"), self.cancel),
             ("POST", re.compile(r"/runs/([^/]+)/pause"), self.pause),
             ("POST", re.compile(r"/runs/([^/]+)/resume"), self.resume),
@@ -292,6 +293,17 @@ class ConsoleApp:
             message=request.arg("done"),
             why_waiting=listing.why_waiting(run, events) if run.status.value == "queued" else "",
         )
+
+    def diff(self, request: Request, match: re.Match[str]) -> Response:
+        """Two runs side by side (``langorch runs diff``): steps, decisions, outputs."""
+        from langorch.domain.run_diff import diff_runs
+
+        runs = self.container.runs
+        a, b = match.group(1), match.group(2)
+        found = diff_runs(
+            runs.get_run(a), runs.get_timeline(a), runs.get_run(b), runs.get_timeline(b)
+        )
+        return self.page("run_diff.html", request, diff=found)
 
     def artifact(self, request: Request, match: re.Match[str]) -> Response:
         """One of the run's files, as a download.

@@ -48,5 +48,10 @@ GROUPS: tuple[Group, ...] = (
     Group("schedules", "pause, resume and backfill workflows' schedules"),
     Group("triggers", "inspect what starts a workflow's runs"),
     Group("test", "run workflow tests (tests.yaml) offline: no AWS, no network"),
+    Group(
+        "replay",
+        "re-run recorded runs on a candidate version, calls and decisions served from the "
+        "records (nothing is sent)",
+    ),
 )
 """Registered in this order; ``langorch --help`` lists them so."""

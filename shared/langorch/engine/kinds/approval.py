@@ -159,7 +159,12 @@ def _previous_round(last: Any, shown: dict[str, Any], iteration: int) -> dict[st
 
 
 def _digest(value: Any) -> str:
-    """A short, stable fingerprint of a shown value (the values themselves may be large)."""
+    return shown_digest(value)
+
+
+def shown_digest(value: Any) -> str:
+    """A short, stable fingerprint of a shown value (the values themselves may be large); a
+    decision keeps these under ``shown``, so ``langorch replay`` knows what it was about."""
     text = json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

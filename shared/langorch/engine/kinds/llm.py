@@ -384,6 +384,12 @@ def _usage(spec: StepSpec, result: Any) -> tuple[dict[str, int], dict[str, Any]]
 
 
 def _digest(request: Any) -> str:
+    return request_digest(request)
+
+
+def request_digest(request: Any) -> str:
+    """The fingerprint an LLM call is recorded under: the same prompt to the same model, with
+    the same keys, choices and tools, is the same call (``langorch replay`` serves it)."""
     from langorch.domain.tasks import fingerprint
 
     return fingerprint(

@@ -1,0 +1,151 @@
+"""The replay gate's rules: what --fail-on means, and the decisions a recorded timeline keeps."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from langorch.domain.replay import FailOn, FailOnError, RunReplay, recorded_decisions
+from langorch.domain.runs import TimelineEvent, TimelineEventType
+
+AT = datetime(2026, 11, 27, 12, 0, tzinfo=UTC)
+
+
+def _replayed(**changes: object) -> RunReplay:
+    fields: dict[str, object] = {
+        "run_id": "run-1",
+        "replay_run_id": "run-2",
+        "recorded_version": 1,
+        "recorded_status": "succeeded",
+        "status": "succeeded",
+        "path_changed": False,
+        "path_diff": [],
+        "outputs_changed": [],
+        "routing_changed": False,
+        "approvals_recorded": [],
+        "approvals_replayed": [],
+        "routing_diff": [],
+        "cost_usd": (0.10, 0.10),
+        "duration_ms": (5, 5),
+        "new_failure": None,
+    }
+    return RunReplay(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+def test_fail_on_reads_kinds_and_a_cost_rise() -> None:
+    # Given the documented list / When it is parsed / Then each item is understood
+    rule = FailOn.parse("path, failure,cost+20%")
+    assert rule.kinds == {"path", "failure"} and rule.cost_rise == pytest.approx(0.2)
+
+
+def test_fail_on_names_an_item_it_does_not_judge_and_what_it_does() -> None:
+    # Given a typo / When it is parsed / Then the error names it and lists the choices
+    with pytest.raises(FailOnError) as caught:
+        FailOn.parse("path,costs+20")
+    [problem] = caught.value.problems
+    assert problem.path == "--fail-on costs+20"
+    assert "cost+N%" in problem.hint and "unrecorded" in problem.hint
+
+
+def test_a_cost_rise_past_the_limit_fails_the_gate_and_one_within_it_does_not() -> None:
+    # Given a 20 % limit
+    rule = FailOn.parse("cost+20%")
+    # When a replay costs 30 % more, or 10 % more / Then only the first fails, saying by how much
+    assert rule.reasons(_replayed(cost_usd=(0.10, 0.13))) == ["cost +30% (limit +20%)"]
+    assert rule.reasons(_replayed(cost_usd=(0.10, 0.11))) == []
+
+
+def test_only_the_named_kinds_fail_the_gate() -> None:
+    # Given a gate on failures only
+    rule = FailOn.parse("failure")
+    # When a replay changed its path but did not fail / Then it passes; a new failure does not
+    assert rule.reasons(_replayed(path_changed=True)) == []
+    assert rule.reasons(_replayed(new_failure="boom")) == ["new failure: boom"]
+
+
+def _event(seq: int, kind: TimelineEventType, **fields: object) -> TimelineEvent:
+    return TimelineEvent(seq=seq, at=AT, type=kind, **fields)  # type: ignore[arg-type]
+
+
+def test_recorded_decisions_keep_what_each_approval_showed_even_when_cut() -> None:
+    # Given a timeline with two decided approvals, the second's summary cut short
+    cut = '{"decision": "rejected", "approver": "a@x", "shown": {"invoice": "bbbb"}, "votes": [{…'
+    events = [
+        _event(
+            1,
+            TimelineEventType.approval_decided,
+            step_id="gate",
+            actor="a@x",
+            detail={"decision": "approved", "comment": ""},
+        ),
+        _event(
+            2,
+            TimelineEventType.step_finished,
+            step_id="gate",
+            outputs_summary={
+                "gate_decision": '{"decision": "approved", "shown": {"invoice": "aaaa"}}'
+            },
+        ),
+        _event(
+            3,
+            TimelineEventType.approval_decided,
+            step_id="gate",
+            actor="a@x",
+            detail={"decision": "rejected", "comment": "no"},
+        ),
+        _event(
+            4,
+            TimelineEventType.step_finished,
+            step_id="gate",
+            outputs_summary={"gate_decision": cut},
+        ),
+    ]
+    # When the decisions are read
+    found = recorded_decisions(events)
+    # Then each keeps its decision, comment, approver and the digests of what it showed
+    assert [(d.decision, d.comment, d.approver, d.shown) for d in found] == [
+        ("approved", "", "a@x", {"invoice": "aaaa"}),
+        ("rejected", "no", "a@x", {"invoice": "bbbb"}),
+    ]
+
+
+def _run(run_id: str, status: str, error: str | None = None, **outputs: object) -> object:
+    from langorch.domain.runs import RunError, RunRecord, RunStatus, RunTrigger
+
+    return RunRecord(
+        run_id=run_id,
+        workflow_id="w",
+        workflow_version=1,
+        status=RunStatus(status),
+        trigger=RunTrigger(type="manual"),
+        created_at=AT,
+        updated_at=AT,
+        outputs=dict(outputs),
+        error=RunError(step_id="s", type="LLMCallError", message=error) if error else None,
+    )
+
+
+def test_a_call_without_a_record_is_reported_not_counted_as_the_candidates_failure() -> None:
+    from langorch.domain.replay import compare
+
+    # Given a recorded run, and a replay that stopped because a changed prompt had no record
+    recorded = _run("run-1", "succeeded", report="done")
+    stopped = _run("run-2", "failed", "replay: step report's prompt is not the recorded one")
+    # When they are compared
+    found = compare(
+        recorded,
+        [],
+        stopped,
+        [],
+        asked=[],
+        unrecorded=["model call at step report"],  # type: ignore[arg-type]
+    )
+    # Then the call is reported, no new failure is claimed, no outputs compared
+    assert found.unrecorded == ["model call at step report"]
+    assert found.new_failure is None and found.outputs_changed == []
+    # ... while the same failure without a refusal is the candidate's own
+    failed = _run("run-3", "failed", "division by zero")
+    assert compare(recorded, [], failed, [], asked=[], unrecorded=[]).new_failure == (  # type: ignore[arg-type]
+        "division by zero"
+    )
