@@ -29,6 +29,44 @@ RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731,
 """The retention periods CloudWatch Logs offers."""
 
 
+NO_SES_REGIONS = (
+    "ap-east-1",
+    "ap-east-2",
+    "ap-southeast-4",
+    "ap-southeast-6",
+    "ap-southeast-7",
+    "cn-north-1",
+    "cn-northwest-1",
+    "eu-south-2",
+    "mx-central-1",
+)
+"""Regions where SES cannot be deployed (tests/infra/test_config.py checks cfn-lint agrees)."""
+RESIDENCIES = ("global", "regional")
+GEOGRAPHIES = ("us-gov.", "us.", "eu.", "apac.", "jp.", "au.", "ca.")
+"""Geography (cross-region) inference profile prefixes: prompts stay in that geography."""
+_GEOGRAPHY_REGIONS = {
+    "us-gov.": ("us-gov-",),
+    "us.": ("us-east-", "us-west-"),
+    "eu.": ("eu-",),
+    "apac.": ("ap-",),
+    "jp.": ("ap-northeast-1", "ap-northeast-3"),
+    "au.": ("ap-southeast-2", "ap-southeast-4"),
+    "ca.": ("ca-",),
+}
+
+
+def _in_geography(region: str, geo: str) -> bool:
+    return region.startswith(_GEOGRAPHY_REGIONS[geo])
+
+
+def geography_of(region: str) -> str | None:
+    """The geography profile prefix for a stack in ``region`` (``None``: none is known)."""
+    for geo in ("us-gov.", "jp.", "au.", "us.", "eu.", "apac.", "ca."):
+        if _in_geography(region, geo):
+            return geo
+    return None
+
+
 class ConfigError(ValueError):
     """A deployment setting is missing or invalid; the message names it and how to fix it."""
 
@@ -49,9 +87,13 @@ class DeployConfig:
         ses_identity: ``create`` (the stack creates the identity: the address or domain is
             new to SES in this account and region) or ``existing`` (it is verified already,
             e.g. by another stage or by hand: the stack only grants sending from it).
+        email: approval emails through SES (``off``: no SES resources, for regions without
+            SES; approvals then go to the console or Slack, ``approval_channels``).
         public_base_url: the base of approval links; ``None`` means the HTTP API's own URL.
         domain_name: optional custom domain for the HTTP API (needs ``certificate_arn``).
         certificate_arn: ACM certificate for ``domain_name``, in the stack's region.
+        hosted_zone_id: the Route 53 public hosted zone of ``domain_name``: the stack creates
+            its A/AAAA alias records to the API (unset: create them yourself).
         default_approvers: who approves when a workflow names nobody.
         approval_channels: where approval requests go when a step names no ``channels``
             (``email``, ``slack``, ``console``); ``slack`` needs the Slack secret filled in
@@ -66,6 +108,11 @@ class DeployConfig:
             when ``bedrock_regions`` lists every region the profile routes to.
         bedrock_regions: regions whose foundation models an inference profile may route to
             (default: the stack's region only).
+        llm_residency: ``global`` (any inference profile, including ``global.…`` ones, which
+            may process prompts in any commercial region) or ``regional`` (only in-region
+            foundation models and geography profiles such as ``eu.…``, whose routing regions
+            ``bedrock_regions`` must list, all in the profile's geography): README, "Where
+            prompts are processed".
         bedrock_marketplace_products: AWS Marketplace product ids of third-party models
             (Anthropic, Meta, ...; the Bedrock model catalog lists them): the runner may then
             subscribe the account on the first invocation. Empty: someone with Marketplace
@@ -107,9 +154,11 @@ class DeployConfig:
     sender_email: str = "langorch@example.com"
     ses_domain: str | None = None
     ses_identity: str = "create"
+    email: bool = True
     public_base_url: str | None = None
     domain_name: str | None = None
     certificate_arn: str | None = None
+    hosted_zone_id: str | None = None
     default_approvers: tuple[str, ...] = ()
     approval_channels: tuple[str, ...] = ("email", "console")
     slack_channel: str | None = None
@@ -117,6 +166,7 @@ class DeployConfig:
     llm_model: str | None = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
     bedrock_models: tuple[str, ...] = ()
     bedrock_regions: tuple[str, ...] = ()
+    llm_residency: str = "global"
     bedrock_marketplace_products: tuple[str, ...] = ()
     mcp_servers: tuple[str, ...] = ()
     mcp_secrets: tuple[str, ...] = ()
@@ -134,6 +184,39 @@ class DeployConfig:
     bundle: bool = False
     python312: str | None = None
     build_dir: str | None = None
+
+    def _validate_residency(self) -> None:
+        if self.llm_residency not in RESIDENCIES:
+            raise ConfigError(
+                f"llm_residency {self.llm_residency!r}: 'global' or 'regional' (README, "
+                '"Where prompts are processed")'
+            )
+        if self.llm_residency == "global":
+            return
+        for model in self.models_to_grant:
+            if model.startswith("global."):
+                hint = geography_of(self.region) if self.region else None
+                instead = f"{hint}{model[len('global.') :]}" if hint else "a geography profile"
+                raise ConfigError(
+                    f"llm_residency regional: {model!r} is a global inference profile, which "
+                    f"may process prompts in any commercial region; use {instead!r} (and list "
+                    "its routing regions in bedrock_regions) or an in-region model id"
+                )
+            geo = next((g for g in GEOGRAPHIES if model.startswith(g)), None)
+            if geo is None:
+                continue
+            if not self.bedrock_regions:
+                raise ConfigError(
+                    f"llm_residency regional: {model!r} is a geography profile; list the "
+                    "regions it routes to in bedrock_regions (the Bedrock console's "
+                    "cross-region inference page names them)"
+                )
+            outside = [r for r in self.bedrock_regions if not _in_geography(r, geo)]
+            if outside:
+                raise ConfigError(
+                    f"llm_residency regional: bedrock_regions {', '.join(outside)} are outside "
+                    f"the {geo.rstrip('.')} geography of {model!r}"
+                )
 
     def _validate_mcp(self) -> None:
         for url in self.mcp_servers:
@@ -214,7 +297,7 @@ class DeployConfig:
         ):
             if name in raw:
                 raw[name] = tuple(_as_list(raw[name]))
-        for name in ("retain_data", "bundle", "snap_start"):
+        for name in ("retain_data", "bundle", "snap_start", "email"):
             if name in raw:
                 raw[name] = _as_bool(name, raw[name])
         for name in (
@@ -236,6 +319,7 @@ class DeployConfig:
 
     def _validate(self) -> None:
         self._validate_mcp()
+        self._validate_residency()
         from langorch.domain.approvals.channels import UnknownChannelError, channels_of
 
         try:
@@ -262,6 +346,18 @@ class DeployConfig:
                 "verify: set an address you receive mail at (or one at a domain you own) in "
                 'cdk.json\'s "langorch" settings or with CDK_ARGS="-c sender_email=you@your.domain"'
             )
+        if self.email and self.region in NO_SES_REGIONS:
+            raise ConfigError(
+                f"region {self.region} has no SES, so approval emails cannot be sent from it "
+                f"(nor from {', '.join(r for r in NO_SES_REGIONS if r != self.region)}): deploy "
+                'with -c email=off -c approval_channels=console (or "console,slack" with the '
+                'Slack app: README, "Approvals in Slack"), or in a region with SES'
+            )
+        if not self.email and "email" in self.approval_channels:
+            raise ConfigError(
+                "approval_channels names email but email is off: choose console and/or slack "
+                "(-c approval_channels=console)"
+            )
         if self.ses_identity not in _SES_IDENTITY:
             raise ConfigError(
                 f"ses_identity {self.ses_identity!r}: 'create' (the stack creates and verifies "
@@ -287,6 +383,11 @@ class DeployConfig:
             raise ConfigError(f"public_base_url {self.public_base_url!r} must be https://")
         if bool(self.domain_name) != bool(self.certificate_arn):
             raise ConfigError("domain_name and certificate_arn go together: set both or neither")
+        if self.hosted_zone_id and not self.domain_name:
+            raise ConfigError(
+                "hosted_zone_id is where domain_name's DNS records go: set domain_name and "
+                "certificate_arn too, or leave hosted_zone_id unset"
+            )
         if self.checkpoint_ttl_days < 1:
             raise ConfigError("checkpoint_ttl_days must be at least 1")
         if not 0 <= self.reconcile_minutes <= 1440:

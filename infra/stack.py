@@ -8,6 +8,7 @@ from typing import Any
 
 from aws_cdk import ArnFormat, CfnOutput, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from infra.config import DeployConfig
@@ -64,6 +65,7 @@ class LangorchStack(Stack):
             sender_email=config.sender_email,
             domain=config.ses_domain,
             create_identity=config.ses_identity == "create",
+            enabled=config.email,
         )
         self.functions = Functions(
             self,
@@ -136,7 +138,13 @@ class LangorchStack(Stack):
             log_retention_days=config.log_retention_days,
             domain_name=config.domain_name,
             certificate_arn=config.certificate_arn,
+            hosted_zone_id=config.hosted_zone_id,
         )
+        if self.email.events is not None:
+            # Bounces and complaints of approval emails escalate their approval (issue 34).
+            self.email.events.add_subscription(
+                subscriptions.LambdaSubscription(self.functions.trigger)
+            )
         self.triggers = Triggers(
             self,
             "Triggers",
@@ -183,9 +191,7 @@ class LangorchStack(Stack):
                 "LANGORCH_DEFAULT_APPROVERS": json.dumps(list(config.default_approvers)),
                 "LANGORCH_PUBLIC_BASE_URL": public_base_url,
                 "LANGORCH_SENDER_EMAIL": config.sender_email,
-                "LANGORCH_SES_CONFIGURATION_SET": (
-                    self.email.configuration_set.configuration_set_name
-                ),
+                "LANGORCH_SES_CONFIGURATION_SET": (self.email.configuration_set_name),
                 # Secret ARNs, never values: the handlers read them from Secrets Manager.
                 "LANGORCH_LINK_SIGNING_SECRET": self.secrets.link_signing_key.secret_arn,
                 "LANGORCH_LLM_API_KEY_SECRET": self.secrets.llm_api_key.secret_arn,
@@ -221,6 +227,14 @@ class LangorchStack(Stack):
             state_machine=state_machine,
             dead_letter_queues=self.triggers.dead_letter_queues,
             alarm_email=config.alarm_email,
+            tables={
+                "definitions": self.tables.definitions,
+                "runs": self.tables.runs,
+                "checkpoints": self.tables.checkpoints,
+                "memory": self.tables.memory,
+            },
+            bedrock_models=config.models_to_grant,
+            ses_configuration_set=self.email.configuration_set_name if config.email else None,
         )
         self.operators = RecoveryOperatorPolicy(
             self,
@@ -260,7 +274,7 @@ class LangorchStack(Stack):
             "WebhookSecretPrefix": self.secrets.webhook_prefix,
             "SlackSecret": self.secrets.slack.secret_arn,
             "SenderEmail": self.email.sender_email,
-            "SesConfigurationSet": self.email.configuration_set.configuration_set_name,
+            "SesConfigurationSet": self.email.configuration_set_name,
             "LogGroupPrefix": self.functions.log_group_prefix,
             "AlarmTopicArn": self.observability.topic.topic_arn,
             "DashboardName": self.observability.dashboard.dashboard_name,

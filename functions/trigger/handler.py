@@ -26,6 +26,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from langorch import observability
 from langorch.adapters.scheduler import APPROVAL_TIMER_KIND
+from langorch.app.approvals.bounces import (
+    record_undeliverable,
+    ses_notifications,
+    undeliverable_of,
+)
 from langorch.app.approvals.votes import fire_timers
 from langorch.app.recovery.reconcile import reconcile_runs
 from langorch.app.triggers import (
@@ -150,6 +155,18 @@ def _approval_timer(event: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _email_events(notifications: list[dict[str, Any]]) -> dict[str, Any]:
+    """SES bounces and complaints of approval emails: mark the recipient undeliverable on the
+    approval and escalate it (``langorch.app.approvals.bounces``)."""
+    escalated = []
+    for notification in notifications:
+        for notice in undeliverable_of(notification):
+            logger.thread_safe_append_keys(approval_id=notice.approval_id)
+            if record_undeliverable(notice, container()):
+                escalated.append(notice.approval_id)
+    return {"email_events": len(notifications), "escalated": escalated}
+
+
 def _reconcile() -> dict[str, Any]:
     """End the runs whose execution ended without their record following; count them."""
     repairs = reconcile_runs(container())
@@ -173,6 +190,9 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger.thread_safe_clear_keys()  # context-local keys, as in run_segment's handler
     if event.get("kind") == APPROVAL_TIMER_KIND:
         return _approval_timer(event)
+    notifications = ses_notifications(event)
+    if notifications is not None:
+        return _email_events(notifications)
     kind = event_kind(event)
     if kind == "http":
         return app.resolve(event, context)

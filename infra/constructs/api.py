@@ -12,6 +12,8 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_route53 as route53
+from aws_cdk import aws_route53_targets as targets
 from constructs import Construct
 
 from infra.retention import retention_days
@@ -69,6 +71,8 @@ class HttpApi(Construct):
         rate_limit, burst_limit: stage throttling.
         log_retention_days: retention of the access logs.
         domain_name, certificate_arn: optional custom domain.
+        hosted_zone_id: the Route 53 public zone of ``domain_name``: the stack adds its alias
+            records (else you point the name at the API's regional domain yourself).
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class HttpApi(Construct):
         log_retention_days: int,
         domain_name: str | None = None,
         certificate_arn: str | None = None,
+        hosted_zone_id: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.api = apigwv2.HttpApi(
@@ -109,6 +114,22 @@ class HttpApi(Construct):
                 certificate=acm.Certificate.from_certificate_arn(self, "Cert", certificate_arn),
             )
             mapping = apigwv2.DomainMappingOptions(domain_name=self.domain)
+            if hosted_zone_id:
+                # The name only resolves with a record: an alias to the API's regional domain
+                # (A and AAAA). A trailing dot makes it fully qualified, so the zone's name
+                # need not be configured too.
+                zone = route53.HostedZone.from_hosted_zone_id(self, "Zone", hosted_zone_id)
+                target = route53.RecordTarget.from_alias(
+                    targets.ApiGatewayv2DomainProperties(
+                        self.domain.regional_domain_name, self.domain.regional_hosted_zone_id
+                    )
+                )
+                route53.ARecord(
+                    self, "DnsA", zone=zone, record_name=f"{domain_name}.", target=target
+                )
+                route53.AaaaRecord(
+                    self, "DnsAaaa", zone=zone, record_name=f"{domain_name}.", target=target
+                )
         self.stage = apigwv2.HttpStage(
             self,
             "Stage",

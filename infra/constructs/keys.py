@@ -21,9 +21,10 @@ VIA_SERVICES = ("dynamodb", "s3", "sqs", "sns", "secretsmanager", "states")
 needs no grant of its own, as with the AWS-managed keys: ``kms:ViaService`` and
 ``kms:CallerAccount`` keep it to this account's use through these services."""
 
-PUBLISHERS = ("cloudwatch.amazonaws.com", "events.amazonaws.com")
+PUBLISHERS = ("cloudwatch.amazonaws.com", "events.amazonaws.com", "ses.amazonaws.com")
 """Services that write into encrypted queues and topics in their own name: CloudWatch alarms
-publish to the alarm topic, EventBridge rules send failed events to their dead-letter queue."""
+publish to the alarm topic, EventBridge rules send failed events to their dead-letter queue,
+SES publishes bounces and complaints to the email events topic."""
 
 USE = [
     "kms:Encrypt",

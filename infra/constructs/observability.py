@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
@@ -76,6 +77,10 @@ class Observability(Construct):
         state_machine: the run state machine.
         dead_letter_queues: every DLQ by name.
         alarm_email: optional subscriber of the alarm topic.
+        tables: tables whose throttled reads and writes alarm, by short name.
+        bedrock_models: model or profile ids whose Bedrock throttles alarm.
+        ses_configuration_set: the approval emails' configuration set, whose bounce and
+            complaint rates alarm (``None``: no email).
     """
 
     def __init__(
@@ -89,6 +94,9 @@ class Observability(Construct):
         state_machine: sfn.StateMachine,
         dead_letter_queues: dict[str, sqs.Queue],
         alarm_email: str | None,
+        tables: dict[str, dynamodb.ITable] | None = None,
+        bedrock_models: tuple[str, ...] = (),
+        ses_configuration_set: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.topic = sns.Topic(self, "Alarms", display_name=f"{prefix} alarms", enforce_ssl=True)
@@ -97,6 +105,7 @@ class Observability(Construct):
         action = cw_actions.SnsAction(self.topic)
 
         self.alarms: list[cw.Alarm] = []
+        tables = tables or {}
 
         def alarm(id: str, metric: cw.IMetric, description: str, threshold: float = 1) -> None:
             created = cw.Alarm(
@@ -145,6 +154,69 @@ class Observability(Construct):
                 function.metric_throttles(period=PERIOD, statistic="Sum"),
                 f"The {name} function was throttled: raise the account's concurrency limit.",
             )
+        for name, queue in dead_letter_queues.items():
+            # Dead letters are kept DLQ_RETENTION (14 days): alarm at half of it, while there
+            # is still time to redrive them.
+            alarm(
+                f"DlqAge-{name}",
+                queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                f"The oldest message in the {name} DLQ is 7 days old; it is deleted at 14.",
+                threshold=7 * 24 * 3600,
+            )
+        for name, table in tables.items():
+            throttled = cw.MathExpression(
+                expression="reads + writes",
+                using_metrics={
+                    kind: cw.Metric(
+                        namespace="AWS/DynamoDB",
+                        metric_name=f"{kind.title()[:-1]}ThrottleEvents",
+                        dimensions_map={"TableName": table.table_name},
+                        period=PERIOD,
+                        statistic="Sum",
+                    )
+                    for kind in ("reads", "writes")
+                },
+                period=PERIOD,
+            )
+            alarm(
+                f"TableThrottled-{name}",
+                throttled,
+                f"DynamoDB throttled requests on the {name} table (on-demand: a sudden peak "
+                "above twice the previous one, or a hot partition).",
+            )
+        for model in bedrock_models:
+            # Model ids hold ':' and '.', which alarm names take; only the last part names it.
+            short = model.split(".", 1)[-1].split(":")[0][:60]
+            alarm(
+                f"BedrockThrottled-{short}",
+                cw.Metric(
+                    namespace="AWS/Bedrock",
+                    metric_name="InvocationThrottles",
+                    dimensions_map={"ModelId": model},
+                    period=PERIOD,
+                    statistic="Sum",
+                ),
+                f"Bedrock throttled {model}: raise its quota (Service Quotas, Amazon Bedrock) "
+                "or spread the load over a cross-region profile.",
+            )
+        if ses_configuration_set:
+            # Reputation metrics of the configuration set: SES reviews an account at a 5%
+            # bounce rate and pauses it at 10%; complaints at 0.1% and 0.5%.
+            for metric_name, threshold in (("BounceRate", 0.05), ("ComplaintRate", 0.001)):
+                alarm(
+                    f"Ses{metric_name}",
+                    cw.Metric(
+                        namespace="AWS/SES",
+                        metric_name=f"Reputation.{metric_name}",
+                        dimensions_map={"ses:configuration-set": ses_configuration_set},
+                        period=Duration.hours(1),
+                        statistic="Maximum",
+                    ),
+                    f"Approval emails' {metric_name} reached {threshold:.1%}, where SES reviews "
+                    "the account (it pauses sending at twice that): check the approvers' "
+                    "addresses (`langorch approvals show`).",
+                    threshold=threshold,
+                )
         alarm(
             "ExecutionsThrottled",
             state_machine.metric_throttled(period=PERIOD, statistic="Sum"),

@@ -48,6 +48,9 @@ class FilesBucket(Construct):
                 s3.LifecycleRule(id="expire-logs", expiration=Duration.days(log_retention_days))
             ],
             removal_policy=removal,
+            # retain_data=false: the stack's destroy empties the bucket first (S3 deletes
+            # no bucket that holds objects; the access-log bucket always does).
+            auto_delete_objects=not retain_data,
         )
         self.bucket = s3.Bucket(
             self,
@@ -76,6 +79,9 @@ class FilesBucket(Construct):
                 ),
             ],
             removal_policy=removal,
+            # retain_data=false: the stack's destroy empties the bucket first (S3 deletes
+            # no bucket that holds objects; the access-log bucket always does).
+            auto_delete_objects=not retain_data,
         )
         # Object-created events go to EventBridge, where a rule tells drops from checkpoint
         # offloads and retries into a DLQ (S3's own notifications can do neither). Set on the

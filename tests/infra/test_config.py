@@ -127,3 +127,83 @@ def test_synth_with_the_placeholder_sender_says_so_in_one_line() -> None:
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "sender_email" in errors[0] and "-c sender_email=" in errors[0]
     assert "b'!!" not in result.stderr
+
+
+REGIONAL = {**SENDER, "llm_residency": "regional", "region": "eu-west-1"}
+
+
+def test_regional_residency_refuses_a_global_profile_and_names_the_geography_one() -> None:
+    # Given llm_residency regional in eu-west-1 and the shipped global default model
+    # Then it is refused, with the eu. profile to use instead
+    with pytest.raises(ConfigError, match=r"global inference profile.*'eu\.anthropic\.claude"):
+        DeployConfig.parse(
+            {**REGIONAL, "llm_model": "global.anthropic.claude-haiku-4-5-20251001-v1:0"}
+        )
+
+
+@pytest.mark.parametrize(
+    ("regions", "message"),
+    [
+        ("", "list the regions it routes to in bedrock_regions"),
+        ("eu-west-1,us-east-1", "bedrock_regions us-east-1 are outside the eu geography"),
+    ],
+)
+def test_regional_residency_checks_a_geography_profile_against_bedrock_regions(
+    regions: str, message: str
+) -> None:
+    model = "eu.anthropic.claude-haiku-4-5-20251001-v1:0"
+    with pytest.raises(ConfigError, match=message):
+        DeployConfig.parse({**REGIONAL, "llm_model": model, "bedrock_regions": regions})
+
+
+def test_regional_residency_accepts_in_geography_profiles_and_in_region_models() -> None:
+    geography = DeployConfig.parse(
+        {
+            **REGIONAL,
+            "llm_model": "eu.anthropic.claude-haiku-4-5-20251001-v1:0",
+            "bedrock_regions": "eu-west-1,eu-west-3,eu-central-1",
+        }
+    )
+    assert geography.llm_residency == "regional"
+    in_region = DeployConfig.parse({**REGIONAL, "llm_model": "amazon.nova-lite-v1:0"})
+    assert in_region.models_to_grant == ("amazon.nova-lite-v1:0",)
+
+
+def test_a_region_without_ses_is_refused_with_the_list_and_the_alternative() -> None:
+    # Given a region SES does not serve, with email on (the default)
+    # Then synthesis is refused, naming the other regions and how to deploy without email
+    with pytest.raises(ConfigError) as refused:
+        DeployConfig.parse({**SENDER, "region": "eu-south-2"})
+    message = str(refused.value)
+    assert "region eu-south-2 has no SES" in message
+    assert "mx-central-1" in message and "-c email=off -c approval_channels=console" in message
+    # ...and accepted with email off and approvals in the console
+    config = DeployConfig.parse(
+        {**SENDER, "region": "eu-south-2", "email": "off", "approval_channels": "console"}
+    )
+    assert config.email is False
+
+
+def test_email_off_refuses_the_email_approval_channel() -> None:
+    with pytest.raises(ConfigError, match="approval_channels names email but email is off"):
+        DeployConfig.parse({**SENDER, "email": "off"})
+
+
+def test_the_regions_without_ses_are_the_ones_cloudformation_lacks_ses_in() -> None:
+    # Given cfn-lint's per-region resource lists (commercial and China partitions)
+    from pathlib import Path
+
+    import cfnlint
+
+    from infra.config import NO_SES_REGIONS
+
+    providers = Path(cfnlint.__file__).parent / "data" / "schemas" / "providers"
+    lacking = {
+        f.stem
+        for f in providers.glob("*-*-[0-9].json")
+        if "-iso" not in f.stem
+        and "eusc-" not in f.stem
+        and '"AWS::SES::ConfigurationSet"' not in f.read_text()
+    }
+    # Then the list the stack refuses is exactly those
+    assert set(NO_SES_REGIONS) == lacking

@@ -7,7 +7,7 @@ import json
 from tests.infra.conftest import Synth
 
 
-def test_sender_identity_uses_a_configuration_set_without_event_destinations(
+def test_sender_identity_uses_a_configuration_set_without_tracking_events(
     synth: Synth,
 ) -> None:
     (identity,) = synth.of_type("AWS::SES::EmailIdentity").values()
@@ -16,9 +16,11 @@ def test_sender_identity_uses_a_configuration_set_without_event_destinations(
     assert identity["Properties"]["ConfigurationSetAttributes"] == {
         "ConfigurationSetName": {"Ref": config_set_id}
     }
-    # Open/click tracking needs an event destination; none exists, so SES never rewrites
-    # approval links.
-    assert not synth.of_type("AWS::SES::ConfigurationSetEventDestination")
+    # Open/click tracking needs an event destination for those events; the one destination
+    # takes bounces and complaints only, so SES never rewrites approval links.
+    (destination,) = synth.of_type("AWS::SES::ConfigurationSetEventDestination").values()
+    events = destination["Properties"]["EventDestination"]["MatchingEventTypes"]
+    assert sorted(events) == ["bounce", "complaint"]
     config_set = synth.resources[config_set_id]["Properties"]
     assert "TrackingOptions" not in config_set
     assert config_set["DeliveryOptions"] == {"TlsPolicy": "REQUIRE"}
@@ -72,3 +74,19 @@ def test_link_signing_key_value_expression_is_pinned(synth: Synth) -> None:
             ],
         ]
     }
+
+
+def test_bounces_and_complaints_reach_the_trigger_function_through_sns(synth: Synth) -> None:
+    # Given the configuration set's event destination
+    (destination,) = synth.of_type("AWS::SES::ConfigurationSetEventDestination").values()
+    topic = synth.logical_id(synth.stack.email.events)
+    target = destination["Properties"]["EventDestination"]["SnsDestination"]["TopicARN"]
+    # Then it publishes to the email events topic, which the trigger function subscribes to
+    assert target == {"Ref": topic}
+    trigger = synth.logical_id(synth.stack.functions.trigger)
+    assert any(
+        s["Properties"]["TopicArn"] == {"Ref": topic}
+        and s["Properties"]["Protocol"] == "lambda"
+        and s["Properties"]["Endpoint"] == {"Fn::GetAtt": [trigger, "Arn"]}
+        for s in synth.of_type("AWS::SNS::Subscription").values()
+    )

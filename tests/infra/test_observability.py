@@ -23,14 +23,21 @@ def test_dashboard_shows_lambdas_own_metrics_too(synth: Synth) -> None:
     assert '"AWS/Lambda","Duration"' in body
 
 
-def test_alarms_cover_failed_runs_dlqs_throttles_and_handler_errors(synth: Synth) -> None:
+def test_alarms_cover_failed_runs_dlqs_throttles_reputation_and_handler_errors(
+    synth: Synth,
+) -> None:
     alarms = {
         a["Properties"]["AlarmName"]: a["Properties"]
         for a in synth.of_type("AWS::CloudWatch::Alarm").values()
     }
     prefix = f"langorch-{STAGE}-"
     expected = {"RunsFailed", "ExecutionsThrottled"}
-    expected |= {f"Dlq-{q}" for q in ("schedules", "file-events", "trigger", "events")}
+    queues = ("schedules", "file-events", "trigger", "events")
+    expected |= {f"Dlq-{q}" for q in queues}
+    # ...dead letters about to expire, throttling by DynamoDB and Bedrock, SES reputation
+    expected |= {f"DlqAge-{q}" for q in queues}
+    expected |= {f"TableThrottled-{t}" for t in ("definitions", "runs", "checkpoints", "memory")}
+    expected |= {"BedrockThrottled-claude-3-haiku-20240307-v1", "SesBounceRate", "SesComplaintRate"}
     for fn in ("trigger", "run-segment", "request-approval", "approval-callback"):
         expected.add(f"Throttles-{fn}")
     # Lambda's Errors for the API's functions; for the two the state machine retries on
@@ -38,7 +45,7 @@ def test_alarms_cover_failed_runs_dlqs_throttles_and_handler_errors(synth: Synth
     expected |= {"Errors-trigger", "Errors-approval-callback"}
     expected |= {"UnexpectedErrors-run-segment", "UnexpectedErrors-request-approval"}
     assert set(alarms) == {prefix + name for name in expected}
-    topic = next(iter(synth.of_type("AWS::SNS::Topic")))
+    topic = synth.logical_id(synth.stack.observability.topic)
     for alarm in alarms.values():
         assert alarm["AlarmActions"] == [{"Ref": topic}]
         assert alarm["TreatMissingData"] == "notBreaching"
@@ -46,9 +53,12 @@ def test_alarms_cover_failed_runs_dlqs_throttles_and_handler_errors(synth: Synth
 
 
 def test_alarm_email_is_subscribed(synth: Synth) -> None:
-    (topic,) = synth.of_type("AWS::SNS::Topic").values()
+    topic_id = synth.logical_id(synth.stack.observability.topic)
+    topic = synth.resources[topic_id]
     subscriptions = topic["Properties"].get("Subscription") or [
-        s["Properties"] for s in synth.of_type("AWS::SNS::Subscription").values()
+        s["Properties"]
+        for s in synth.of_type("AWS::SNS::Subscription").values()
+        if s["Properties"]["TopicArn"] == {"Ref": topic_id}
     ]
     assert any(s.get("Endpoint") == "ops@example.org" for s in subscriptions)
 

@@ -1,5 +1,6 @@
 """The production options of issue 34, each synthesized for real (cdk-nag checked) and linted by
-cfn-lint in its region: a customer-managed key (created, or given by ARN), ...
+cfn-lint in its region: a customer-managed key (created, or given by ARN), regional LLM
+residency, a custom domain with its DNS records, buckets emptied on destroy, ...
 
 Synthesis is slow (a Node process), so each variant is built once per session and carries
 several options at once.
@@ -19,7 +20,16 @@ from tests.infra.test_compliance import ACCEPTED_LINT
 
 GIVEN_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 VARIANTS: dict[str, dict[str, Any]] = {
-    "hardened": {"kms": "cmk", "retain_data": "false"},
+    "hardened": {
+        "kms": "cmk",
+        "retain_data": "false",
+        "llm_residency": "regional",
+        "llm_model": "eu.anthropic.claude-haiku-4-5-20251001-v1:0",
+        "bedrock_regions": "eu-west-1,eu-west-3,eu-central-1",
+        "domain_name": "runs.example.org",
+        "certificate_arn": "arn:aws:acm:eu-west-1:123456789012:certificate/abc",
+        "hosted_zone_id": "Z0123456789ABCDEFGHIJ",
+    },
     "given-key": {"region": "us-east-1", "kms": GIVEN_KEY},
 }
 
@@ -149,3 +159,62 @@ def test_kms_managed_is_the_default_and_creates_no_key(synth: Any) -> None:
     assert not synth.of_type("AWS::KMS::Key")
     for logical_id, resource in _storing(synth.template).items():
         assert _key_of(resource) is None, logical_id
+
+
+def test_regional_residency_grants_only_the_geography_profile_and_its_regions(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    from tests.infra.helpers import actions_on, function_role, render, role_statements
+
+    # Given llm_residency regional with the eu. profile routing to three EU regions
+    stack, template = variants["hardened"]
+    runner = stack.get_logical_id(stack.functions.run_segment.node.default_child)
+    role = function_role(template["Resources"], runner)
+    invoke = actions_on(role_statements(template["Resources"], role))["bedrock:InvokeModel"]
+    # Then the runner may invoke the profile and its model in those regions only: no global
+    # profile, no region-less foundation model (what a global profile needs)
+    base = "anthropic.claude-haiku-4-5-20251001-v1:0"
+    assert {render(r) for r in invoke} == {
+        f"arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.{base}",
+        *(
+            f"arn:aws:bedrock:{r}::foundation-model/{base}"
+            for r in ("eu-west-1", "eu-west-3", "eu-central-1")
+        ),
+    }
+
+
+def test_a_custom_domain_gets_alias_records_in_its_hosted_zone(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given domain_name with hosted_zone_id
+    _, template = variants["hardened"]
+    records = _of_type(template, "AWS::Route53::RecordSet")
+    # Then A and AAAA aliases of runs.example.org point at the API's regional domain
+    assert sorted(r["Properties"]["Type"] for r in records.values()) == ["A", "AAAA"]
+    for record in records.values():
+        props = record["Properties"]
+        assert props["Name"] == "runs.example.org."
+        assert props["HostedZoneId"] == "Z0123456789ABCDEFGHIJ"
+        assert "RegionalDomainName" in json.dumps(props["AliasTarget"])
+    # ...and without a zone (the default stack has no domain) no record is made
+    _, given = variants["given-key"]
+    assert not _of_type(given, "AWS::Route53::RecordSet")
+
+
+def test_retain_data_false_empties_both_buckets_before_deleting_them(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given retain_data false: S3 refuses to delete a bucket that holds objects, and the
+    # access-log bucket always holds some
+    stack, template = variants["hardened"]
+    emptied = {
+        json.dumps(r["Properties"]["BucketName"])
+        for r in _of_type(template, "Custom::S3AutoDeleteObjects").values()
+    }
+    # Then both buckets are emptied by the stack's destroy
+    for bucket in (stack.files.bucket, stack.files.access_logs):
+        ref = {"Ref": stack.get_logical_id(bucket.node.default_child)}
+        assert json.dumps(ref) in emptied
+    # ...while retained buckets (the default) are never emptied
+    _, given = variants["given-key"]
+    assert not _of_type(given, "Custom::S3AutoDeleteObjects")

@@ -63,3 +63,32 @@ def test_a_role_refused_on_the_sender_points_at_the_stack_grant() -> None:
         f"resource `arn:aws:ses:eu-west-1:1:identity/{SENDER}'",
     )
     assert f"may not send as {SENDER}" in text and "langorch-prod-approvals" in text
+
+
+def test_an_approval_email_is_tagged_with_its_approval_for_bounce_events() -> None:
+    # Given the sender with the stack's configuration set
+    client = boto3.client(
+        "ses", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x"
+    )
+    sender = SesSender(client, sender=SENDER, configuration_set="langorch-prod-approvals")
+    with Stubber(client) as stub:
+        # Then SES is asked to send through the set, tagged with the approval (what its bounce
+        # and complaint events carry back to the trigger function)
+        stub.add_response(
+            "send_email",
+            {"MessageId": "m-1"},
+            {
+                "Source": SENDER,
+                "Destination": {"ToAddresses": ["alice@example.net"]},
+                "Message": {
+                    "Subject": {"Data": "s", "Charset": "UTF-8"},
+                    "Body": {
+                        "Text": {"Data": "t", "Charset": "UTF-8"},
+                        "Html": {"Data": "h", "Charset": "UTF-8"},
+                    },
+                },
+                "ConfigurationSetName": "langorch-prod-approvals",
+                "Tags": [{"Name": "approval_id", "Value": "apr-1"}],
+            },
+        )
+        assert sender.send(EMAIL) == "m-1"

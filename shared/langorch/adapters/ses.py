@@ -55,6 +55,9 @@ class SesSender:
         }
         if self._configuration_set:
             request["ConfigurationSetName"] = self._configuration_set
+            # SES's bounce and complaint events carry the tags: they name the approval to
+            # escalate (langorch.app.approvals.bounces).
+            request["Tags"] = [{"Name": "approval_id", "Value": email.approval_id}]
         try:
             response = self._client.send_email(**request)
         except ClientError as exc:

@@ -240,6 +240,23 @@ def fire_timers(
     return TimersFired(fired, upcoming.due)
 
 
+def fire_escalation(
+    approval: Approval,
+    *,
+    why: str,
+    ports: RequestPorts,
+    randbelow: Callable[[int], int] = random_source.randbelow,
+) -> bool:
+    """Escalate a pending approval to its policy's next level now, not when its timer is due
+    (an approver's email bounced). ``False``: no level is left, or another call moved it."""
+    policy = approval.policy
+    level = approval.escalation_level
+    if policy is None or level >= len(policy.escalation):
+        return False
+    timer = Timer(kind="escalation", index=level, due=ports.clock(), why=why)
+    return _fire(approval, timer, ports, randbelow)
+
+
 def _fire(
     approval: Approval, timer: Timer, ports: RequestPorts, randbelow: Callable[[int], int]
 ) -> bool:

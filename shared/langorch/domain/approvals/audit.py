@@ -30,6 +30,7 @@ AuditAction = Literal[
     "delegated",
     "override",
     "superseded",
+    "undeliverable",
 ]
 
 
