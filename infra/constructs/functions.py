@@ -270,13 +270,14 @@ class Functions(Construct):
         # timeline events: BatchWrite), webhook signatures. StartExecution comes with the
         # state machine.
         _grant_table(tables.definitions, trigger, "GetItem", "Scan")
-        # The reconcile pass lists open runs by status (an index) and ends stranded ones
-        # (UpdateItem; Query reads the timeline for the first cause); DescribeExecution is
-        # granted with the state machine.
+        # The reconcile pass lists open runs by status (an index, then the page's records by
+        # key: BatchGetItem) and ends stranded ones (UpdateItem; Query reads the timeline for
+        # the first cause); DescribeExecution is granted with the state machine.
         _grant_table(
             tables.runs,
             trigger,
             "GetItem",
+            "BatchGetItem",
             "PutItem",
             "UpdateItem",
             "ConditionCheckItem",

@@ -47,10 +47,18 @@ class RecoveryOperatorPolicy(Construct):
         prefix = files.checkpoint_prefix
         statements = [
             # The run record (reopened with a conditional write), its lease, its timeline;
-            # Query on the indexes lists runs by status and workflow (bulk, runs list).
+            # Query on the indexes lists runs by status and workflow (bulk, runs list), and
+            # BatchGetItem reads the listed page's records (the indexes hold no bodies).
             _allow(
                 "RunRecords",
-                ["GetItem", "PutItem", "UpdateItem", "ConditionCheckItem", "BatchWriteItem"],
+                [
+                    "GetItem",
+                    "BatchGetItem",
+                    "PutItem",
+                    "UpdateItem",
+                    "ConditionCheckItem",
+                    "BatchWriteItem",
+                ],
                 [runs],
             ),
             _allow("RunQueries", ["Query"], [runs, f"{runs}/index/*"]),

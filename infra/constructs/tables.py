@@ -28,15 +28,17 @@ class Tables(Construct):
         self._protect = retain_data
         # adapters/dynamodb/definitions.py: pk/sk.
         self.definitions = self._table("Definitions", "pk", "sk")
-        # adapters/dynamodb/runs.py: pk/sk, runs by workflow (gsi1) and by status (gsi2),
-        # projection ALL because a listing must need no second read.
+        # adapters/dynamodb/runs.py: pk/sk, runs by workflow (gsi1) and by status (gsi2), each
+        # key sharded; the indexes carry only run_id and status (a listing reads the records by
+        # key), so a save that changes no status writes no index (issue 33).
         self.runs = self._table("Runs", "pk", "sk")
         for index in ("gsi1", "gsi2"):
             self.runs.add_global_secondary_index(
                 index_name=index,
                 partition_key=dynamodb.Attribute(name=f"{index}pk", type=_S),
                 sort_key=dynamodb.Attribute(name=f"{index}sk", type=_S),
-                projection_type=dynamodb.ProjectionType.ALL,
+                projection_type=dynamodb.ProjectionType.INCLUDE,
+                non_key_attributes=["run_id", "status"],
             )
         # adapters/dynamodb/checkpointer.py: PK/SK, every item carries `ttl` when a TTL is set.
         self.checkpoints = self._table("Checkpoints", "PK", "SK", ttl="ttl")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from langorch.app.recovery.reconcile import reconcile_runs
+from langorch.app.recovery.reconcile import START_GRACE_SECONDS, reconcile_runs
 from langorch.app.runs import (
     RunSegment,
     StartRun,
@@ -75,6 +75,30 @@ def test_a_start_retried_after_the_execution_failed_to_start_starts_it_once(
     run, created = launch_run(StartRun("flow", input={"n": 2}, dedupe_key="evt-2"), deps)
     assert not created
     assert deps.executions.names == [run.run_id]
+
+
+def test_reconcile_starts_a_queued_run_whose_execution_never_started(deps: Fakes) -> None:
+    # Given a start whose record was written but whose execution could not start (throttled),
+    # and nobody retried the event
+    deps.executions.fail_next_start()
+    with pytest.raises(StorageError):
+        launch_run(StartRun("flow", input={"n": 2}), deps)
+    (run,) = deps.runs.list_runs()
+
+    # When the runs are reconciled while its start could still be under way, then it is left
+    assert reconcile_runs(deps) == []
+    assert deps.executions.names == []
+
+    # When they are reconciled five minutes on, then its execution is started, once
+    deps.clock.advance(START_GRACE_SECONDS + 1)
+    (repair,) = reconcile_runs(deps)
+    assert (repair.run_id, repair.execution_status, repair.repaired) == (
+        run.run_id,
+        "NOT_STARTED",
+        True,
+    )
+    assert deps.executions.names == [run.run_id]
+    assert reconcile_runs(deps) == []
 
 
 def test_an_unknown_workflow_is_not_found_with_how_to_register_it(deps: Fakes) -> None:

@@ -247,9 +247,11 @@ _DETAIL = (
     "rule",
     "policy_of",
     "decided_by",
+    "parked_seconds",
 )
 """What of an engine event the timeline keeps in ``detail`` (``action_step``, ``batch``: a CKP
-step's id and the size of the agent call it was part of)."""
+step's id and the size of the agent call it was part of; ``parked_seconds``: how long a step
+the model throttled parked its run before calling again)."""
 
 
 def timeline_event(

@@ -212,7 +212,7 @@ async def _failed(
     or record it for a person to fix (``ask``: the node runs again and asks). ``fixing`` and
     ``fix``: the failure an earlier round asked about and its answer, whose retry this was
     (the next round follows it, showing the inputs as edited)."""
-    from langorch.llm.calls import error_tokens, retry_delay  # light: no SDK
+    from langorch.llm.calls import error_tokens, is_throttled, retry_delay  # light: no SDK
 
     error = _normalise(exc, spec, attempt)
     duration = _ms(started)
@@ -239,6 +239,8 @@ async def _failed(
         # The server's Retry-After, within the step's own time; LangGraph's backoff follows.
         await asyncio.sleep(retry_delay(exc, limit_seconds=spec.timeout_seconds))
         raise exc
+    if is_throttled(exc):
+        _park_throttled(exc, spec, attempt, duration=duration, emit=emit)
     # on_error, else the plan's on_failure (resolved at compile); nothing catches an error
     # that ends the run (its budget), and nobody is asked to fix it.
     ends_run = getattr(exc, "ends_run", False)
@@ -291,6 +293,32 @@ async def _failed(
         },
         goto=route,
     )
+
+
+def _park_throttled(
+    exc: Exception, spec: StepSpec, attempt: int, *, duration: int, emit: Emit
+) -> None:
+    """Park the run instead of failing the step: the provider is over its quota (issue 33).
+
+    A ``wait`` interrupt (the run sleeps in Step Functions, no Lambda runs); when it wakes the
+    step runs again from its start. Each park this step already came back from answers one
+    ``interrupt`` call at once (LangGraph replays a task's resumes in order), so the loop parks
+    at the first unanswered one, for longer each time, with jitter. Never returns.
+    """
+    from langorch.llm.calls import throttle_park_seconds
+
+    parks = 0
+    while True:
+        seconds = throttle_park_seconds(exc, parks)
+        request = {"kind": "wait", "step_id": spec.step_id, "seconds": seconds}
+        try:
+            interrupt({**request, "reason": "throttled"})
+        except GraphBubbleUp:
+            error = _normalise(exc, spec, attempt)
+            emit(step_event("step_retried", spec, attempt=attempt, duration_ms=duration,
+                            error=error, parked_seconds=seconds))  # fmt: skip
+            raise
+        parks += 1
 
 
 def _retries(attempt: int) -> dict[str, int]:

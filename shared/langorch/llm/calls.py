@@ -12,18 +12,26 @@ one attempt, :func:`call_model`:
   attempt fails (a refused or cut answer is billed all the same);
 * leaves waiting to the step: :func:`retry_delay` is the wait the server asked for
   (``Retry-After``, "try again in 20s"), bounded by the step's own time.
+
+A call still throttled on the step's last attempt does not fail the step: the step parks the run
+(a ``wait`` interrupt: Step Functions sleeps, no Lambda runs) for
+:func:`throttle_park_seconds` and calls again when it wakes (issue 33: a burst over a model's
+quota queues runs instead of failing them).
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
+import random
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
 from langorch.llm._langchain import ATTEMPT_TALLY, Tally
 from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
-from langorch.llm.errors import timed_out
+from langorch.llm.errors import ThrottledError, timed_out
 
 MAX_MARGIN_SECONDS = 0.25
 """How much earlier than the step the call gives up (at most; 5% of short budgets)."""
@@ -128,6 +136,34 @@ def retry_delay(exc: BaseException, *, limit_seconds: float | None) -> float:
     if not isinstance(wait, int | float) or wait <= 0:
         return 0.0
     return float(min(wait, limit_seconds)) if limit_seconds is not None else float(wait)
+
+
+THROTTLE_PARK_SECONDS = 10.0
+"""The first park of a throttled step when the provider named no wait (it doubles per park)."""
+THROTTLE_PARK_MAX_SECONDS = 600.0
+"""The longest one park of a throttled step lasts (before jitter)."""
+
+
+def is_throttled(exc: BaseException) -> bool:
+    """Whether the provider refused the call for rate or quota (429, ``ThrottlingException``)."""
+    return isinstance(exc, ThrottledError)
+
+
+def throttle_park_seconds(
+    exc: BaseException,
+    parks: int,
+    *,
+    jitter: Callable[[float, float], float] = random.uniform,
+) -> int:
+    """How long a throttled step parks before it calls again: the server's ``Retry-After`` (or
+    :data:`THROTTLE_PARK_SECONDS`) doubled per earlier park, capped, times 0.5-1.5 so that runs
+    throttled together do not call again together. Whole seconds, at least 1 (a Step Functions
+    ``Wait``). ``jitter`` is the module's generator, which the runner reseeds after a SnapStart
+    restore (sandboxes restored from one snapshot must not wake together)."""
+    asked = getattr(exc, "retry_after", None)
+    base = float(asked) if isinstance(asked, int | float) and asked > 0 else THROTTLE_PARK_SECONDS
+    wait: float = min(THROTTLE_PARK_MAX_SECONDS, base * 2 ** min(parks, 16))
+    return max(1, math.ceil(wait * float(jitter(0.5, 1.5))))
 
 
 def error_tokens(exc: BaseException) -> dict[str, int] | None:

@@ -37,6 +37,31 @@ EVENT_PREFIX = "ev#"
 GSI_WORKFLOW = "gsi1"
 GSI_STATUS = "gsi2"
 
+INDEX_SHARDS = 8
+"""Each index key is written as this many (``wf#<id>#<n>``, ``status#<status>#<n>``, ``n`` a
+hash of the run id): every running run on one ``status#running`` key would hold all of them to
+one partition's 1,000 write units a second (issue 33). Listings read every shard and merge."""
+INDEX_ATTRIBUTES = ("run_id", "status")
+"""What the indexes carry besides their keys (and the table's): a listing reads the records by
+key, so a save of the body never writes an index, and a status filter still runs in the index."""
+
+
+def index_shard(run_id: str) -> int:
+    """Which of the :data:`INDEX_SHARDS` keys a run's index entries go to (stable per run)."""
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:4], "big") % INDEX_SHARDS
+
+
+def workflow_keys(workflow_id: str) -> list[str]:
+    """Every ``gsi1pk`` the runs of a workflow can have: each shard's, and the unsharded key
+    that runs stored before sharding still carry."""
+    return [f"wf#{workflow_id}#{n}" for n in range(INDEX_SHARDS)] + [f"wf#{workflow_id}"]
+
+
+def status_keys(status: RunStatus) -> list[str]:
+    """Every ``gsi2pk`` of the runs in ``status`` (each shard's, and the unsharded key)."""
+    return [f"status#{status.value}#{n}" for n in range(INDEX_SHARDS)] + [f"status#{status.value}"]
+
+
 MAX_BODY_BYTES = MAX_RECORD_BODY_BYTES
 """The record's JSON stays under this (derived in :mod:`langorch.domain.limits`): an update
 replacing it still fits an item, on DynamoDB and on the local stack's emulator."""
@@ -151,9 +176,9 @@ def run_item(run: RunRecord, *, fence: int | None) -> dict[str, Any]:
         "created_at": {"S": created},
         "updated_at": {"S": _utc_iso(run.updated_at)},
         "body": {"S": bounded_body(run)},
-        "gsi1pk": {"S": f"wf#{run.workflow_id}"},
+        "gsi1pk": {"S": f"wf#{run.workflow_id}#{index_shard(run.run_id)}"},
         "gsi1sk": {"S": f"{created}#{run.run_id}"},
-        "gsi2pk": {"S": f"status#{run.status.value}"},
+        "gsi2pk": {"S": f"status#{run.status.value}#{index_shard(run.run_id)}"},
         "gsi2sk": {"S": f"{created}#{run.run_id}"},
     }
     if fence is not None:
@@ -215,7 +240,10 @@ def table_definition() -> dict[str, Any]:
                     {"AttributeName": f"{index}pk", "KeyType": "HASH"},
                     {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "ALL"},
+                "Projection": {
+                    "ProjectionType": "INCLUDE",
+                    "NonKeyAttributes": list(INDEX_ATTRIBUTES),
+                },
             }
             for index in (GSI_WORKFLOW, GSI_STATUS)
         ],

@@ -13,11 +13,16 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
 
-    GSI gsi1  gsi1pk = wf#<workflow_id>   gsi1sk = <created_at>#<run_id>   (runs of a workflow)
-    GSI gsi2  gsi2pk = status#<status>    gsi2sk = <created_at>#<run_id>   (runs in a status)
+    GSI gsi1  gsi1pk = wf#<workflow_id>#<n>  gsi1sk = <created_at>#<run_id>  (runs of a workflow)
+    GSI gsi2  gsi2pk = status#<status>#<n>   gsi2sk = <created_at>#<run_id>  (runs in a status)
 
-Only run items carry the GSI attributes, so both indexes are sparse and hold runs only
-(projection ALL: a listing needs no second read). ``created_at`` is fixed-width UTC ISO-8601
+Only run items carry the GSI attributes, so both indexes are sparse and hold runs only. ``n`` is
+one of ``INDEX_SHARDS`` (8), a hash of the run id: no index key takes every running run's writes
+(one partition takes 1,000 write units a second; issue 33). The indexes carry only their keys,
+``run_id`` and ``status``: a save that changes no status writes no index, and an index write is
+one unit whatever the record's size. A listing queries every shard of its keys (and the
+unsharded key runs stored before sharding still carry), merges them newest first, and reads the
+page's records by key (``BatchGetItem``). ``created_at`` is fixed-width UTC ISO-8601
 (``2025-01-31T09:00:00.000000Z``), so the sort keys order by time; lists read them backwards
 for newest first. GSI reads are eventually consistent: a run created a moment ago may be missing
 from a list for a moment, never from :meth:`RunsRepository.get_run`.
@@ -48,6 +53,8 @@ key attribute should carry); the raw key is kept beside it for people.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
 from collections.abc import Iterator, Sequence
@@ -88,7 +95,9 @@ from langorch.adapters.dynamodb._run_items import (
     refused_save,
     run_item,
     run_pk,
+    status_keys,
     table_definition,
+    workflow_keys,
 )
 from langorch.domain.errors import (
     ConflictError,
@@ -108,6 +117,7 @@ _BATCH_WRITE_MAX = 25
 _TRANSACT_PAGES = 50
 """Pages per fenced transaction: 50 full pages stay under TransactWriteItems' 4 MB."""
 _MAX_LIST = 1000
+_BATCH_GET_MAX = 100
 _CREATE_ATTEMPTS = 4
 
 
@@ -292,18 +302,20 @@ class RunsRepository:
         # The indexes' sort key is `<created_at>#<run_id>`: a cursor is a key condition.
         below = None if before is None else f"{_utc_iso(before[0])}#{before[1]}"
         if workflow_id is not None:
-            return self._query_index(
-                GSI_WORKFLOW, f"wf#{workflow_id}", limit, status=status, below=below
-            )
-        statuses = [status] if status is not None else list(RunStatus)
-        # No index holds every run: read the newest `limit` of each status and merge.
-        runs = [
-            run
-            for each in statuses
-            for run in self._query_index(GSI_STATUS, f"status#{each}", limit, below=below)
-        ]
-        runs.sort(key=lambda r: (_utc_iso(r.created_at), r.run_id), reverse=True)
-        return runs[:limit]
+            streams = [
+                self._index_keys(GSI_WORKFLOW, key, limit, status=status, below=below)
+                for key in workflow_keys(workflow_id)
+            ]
+        else:
+            # No index holds every run: read each status's keys (every shard) and merge.
+            statuses = [status] if status is not None else list(RunStatus)
+            streams = [
+                self._index_keys(GSI_STATUS, key, limit, below=below)
+                for each in statuses
+                for key in status_keys(each)
+            ]
+        newest_first = heapq.merge(*streams, reverse=True)
+        return self._records_in_order((run_id for _, run_id in newest_first), limit, status)
 
     def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
@@ -729,7 +741,7 @@ class RunsRepository:
     # Reads and writes
     # ----------------------------------------------------------------------------------------
 
-    def _query_index(
+    def _index_keys(
         self,
         index: str,
         partition: str,
@@ -737,7 +749,9 @@ class RunsRepository:
         *,
         status: RunStatus | None = None,
         below: str | None = None,
-    ) -> list[RunRecord]:
+    ) -> Iterator[tuple[str, str]]:
+        """``(sort key, run id)`` of one index key's runs, newest first, read a page at a time
+        as the merge asks for them."""
         request: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": index,
@@ -755,17 +769,55 @@ class RunsRepository:
             request["FilterExpression"] = "#status = :status"
             request["ExpressionAttributeNames"]["#status"] = "status"
             request["ExpressionAttributeValues"][":status"] = {"S": status.value}
-        runs: list[RunRecord] = []
         for item in self._paginate("Query", request):
-            try:
-                runs.append(record(item))
-            except UnreadableRecordError as exc:
-                # One bad record must not take the listing down (issue 35): skip it, say so.
-                logger.warning("%s", exc, extra={"run_id": item["run_id"]["S"]})
-                continue
-            if len(runs) >= limit:
+            yield item[f"{index}sk"]["S"], item["run_id"]["S"]
+
+    def _records_in_order(
+        self, run_ids: Iterator[str], limit: int, status: RunStatus | None
+    ) -> list[RunRecord]:
+        """The records of ``run_ids`` in their order, ``limit`` at most, read by key a batch at
+        a time (the indexes hold no bodies); a record that does not parse, or that left
+        ``status`` since the index saw it, is passed over for the next."""
+        runs: list[RunRecord] = []
+        while len(runs) < limit:
+            wanted = list(itertools.islice(run_ids, min(limit - len(runs), _BATCH_GET_MAX)))
+            if not wanted:
                 break
+            items = self._batch_get_runs(wanted)
+            for run_id in wanted:
+                item = items.get(run_id)
+                if item is None:
+                    continue  # deleted since the index listed it
+                try:
+                    run = record(item)
+                except UnreadableRecordError as exc:
+                    # One bad record must not take the listing down (issue 35): skip it, say so.
+                    logger.warning("%s", exc, extra={"run_id": run_id})
+                    continue
+                if status is None or run.status is status:
+                    runs.append(run)
         return runs
+
+    def _batch_get_runs(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The run items of ``run_ids`` (up to 100), by run id; absent ones are left out."""
+        keys = [{"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}} for run_id in run_ids]
+        request: dict[str, Any] = {self._table: {"Keys": keys}}
+        found: dict[str, dict[str, Any]] = {}
+        for attempt in range(8):
+            try:
+                response = self._client.batch_get_item(RequestItems=request)
+            except ClientError as exc:
+                raise self._storage_error("BatchGetItem", exc) from exc
+            for item in response.get("Responses", {}).get(self._table, []):
+                found[item["run_id"]["S"]] = item
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled keys: back off, ask again
+        raise StorageError(
+            f"BatchGetItem on table {self._table} left keys unprocessed after retries "
+            "(throttled); list again in a moment"
+        )
 
     def _query_events(
         self, run_id: str, *, forward: bool, limit: int | None

@@ -27,7 +27,7 @@ from langorch.domain.limits import cut
 from langorch.domain.runs import RunError, RunRecord, RunStatus, execution_name
 
 if TYPE_CHECKING:
-    from langorch.app.ports import Executions
+    from langorch.app.ports import Executions, WorkflowSource
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +42,22 @@ OPEN_STATUSES = (
 ENDED_EXECUTION = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
 
 
+START_GRACE_SECONDS = 300.0
+"""How old a ``queued`` run with no execution must be before the pass starts one: younger, its
+start may still be under way (the trigger writes the record, then starts the execution)."""
+NOT_STARTED = "NOT_STARTED"
+"""What a repair names as the execution's status when there was none to describe."""
+
+
 class ReconcileDeps(CloseDeps, Protocol):
-    """What :func:`reconcile_runs` needs: the runs, the executions, the approvals, a clock."""
+    """What :func:`reconcile_runs` needs: the runs, the executions, the approvals, a clock,
+    and the workflows (a run queued behind its workflow's ``concurrency`` has no execution on
+    purpose)."""
 
     @property
     def executions(self) -> Executions: ...
+    @property
+    def definitions(self) -> WorkflowSource: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,10 @@ def reconcile_runs(
 ) -> list[Repair]:
     """End every open run whose execution has ended (``failed``, with the execution's cause).
 
-    Runs without an execution are left alone (a start still under way, or a local run).
+    A ``queued`` run that never got an execution (its trigger died or was throttled between
+    the record and StartExecution) is given one, once it is older than
+    :data:`START_GRACE_SECONDS`; one queued behind its workflow's ``concurrency`` is left to
+    its queue. Other runs without an execution are left alone.
 
     Args:
         deps: the runs, the executions and a clock.
@@ -93,9 +107,12 @@ def reconcile_runs(
     repairs: list[Repair] = []
     for status in OPEN_STATUSES:
         for run in deps.runs.list_runs(status=status, limit=limit):
+            name = execution_name(run.run_id, run.attempt)
             try:
-                execution = deps.executions.describe(execution_name(run.run_id, run.attempt))
+                execution = deps.executions.describe(name)
             except NotFoundError:
+                if _never_started(run, deps):
+                    repairs.append(_start(run, name, deps, dry_run=dry_run))
                 continue
             ended = str(execution.get("status", ""))
             if ended not in ENDED_EXECUTION:
@@ -117,6 +134,31 @@ def reconcile_runs(
                 },
             )
     return repairs
+
+
+def _never_started(run: RunRecord, deps: ReconcileDeps) -> bool:
+    """A ``queued`` run older than :data:`START_GRACE_SECONDS` with no execution, whose workflow
+    queues none behind a ``concurrency`` key: its trigger wrote the record and died (or was
+    throttled) before StartExecution."""
+    if run.status is not RunStatus.queued:
+        return False
+    if (deps.clock() - run.created_at).total_seconds() < START_GRACE_SECONDS:
+        return False
+    plan = deps.definitions.get_workflow(run.workflow_id, run.workflow_version)
+    return plan is not None and plan.concurrency is None
+
+
+def _start(run: RunRecord, name: str, deps: ReconcileDeps, *, dry_run: bool) -> Repair:
+    """Start the execution a queued run never got (by its name: a start racing it makes one)."""
+    started = False
+    if not dry_run:
+        _, started = deps.executions.start(name, {"run_id": run.run_id, "resume": None})
+    logger.warning(
+        "run without an execution started" if started else "run without an execution found",
+        extra={"run_id": run.run_id, "workflow_id": run.workflow_id},
+    )
+    reason = "its execution never started; started by runs reconcile"
+    return Repair(run.run_id, run.workflow_id, run.status.value, NOT_STARTED, reason, started)
 
 
 def _end(run: RunRecord, ended: str, error: RunError, deps: ReconcileDeps) -> bool:
