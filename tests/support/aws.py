@@ -39,28 +39,20 @@ def one_request_at_a_time(client: Any) -> Any:
     return client
 
 
-_LOADERS: dict[str | None, Any] = {}
+def default_session_on_shared_loader() -> None:
+    """Make boto3's default session one whose clients read botocore's service models through
+    langorch's shared data loader (public APIs only: ``setup_default_session``'s
+    ``botocore_session`` and the session's ``data_loader`` component).
 
-
-def share_service_models() -> None:
-    """Let every botocore session of this process read AWS's service models once.
-
-    Each new botocore session (moto's ``mock_aws`` resets boto3's default one for every test;
-    every container builds its own) reads and parses the service models, endpoints and
-    partitions again: ~0.1 s of CPU per client, on every test that makes one. The models are
-    data shipped with botocore, the same for every session, so one loader per data path serves
-    them all from its cache. Sessions stay separate: credentials, config and clients are not
-    shared, only the parsed files.
+    ``mock_aws`` resets the default session for every test, and a fresh session parses the
+    models again: ~0.1 s of CPU per client, on most tests.
     """
-    from botocore import loaders, session
+    import boto3
 
-    def register_shared_loader(self: Any) -> None:
-        def loader() -> Any:
-            path = self.get_config_variable("data_path")
-            if path not in _LOADERS:
-                _LOADERS[path] = loaders.create_loader(path)
-            return _LOADERS[path]
+    from langorch.adapters.aws import shared_botocore_session
 
-        self._components.lazy_register_component("data_loader", loader)
-
-    session.Session._register_data_loader = register_shared_loader
+    core = shared_botocore_session()
+    boto3.setup_default_session(botocore_session=core)
+    # boto3 appends its own data folder to the loader's search path per session: keep one.
+    paths = core.get_component("data_loader").search_paths
+    paths[:] = list(dict.fromkeys(paths))

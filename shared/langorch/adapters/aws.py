@@ -61,7 +61,9 @@ def _data_loader() -> Any:
         return _loader
 
 
-def _botocore_session() -> Any:
+def shared_botocore_session() -> Any:
+    """A new botocore session reading service models through the process's one data loader
+    (credentials, config and clients stay its own)."""
     from botocore.session import get_session
 
     core = get_session()
@@ -71,7 +73,7 @@ def _botocore_session() -> Any:
 
 def _shared_session(**kwargs: Any) -> boto3.Session:
     """A boto3 session on the shared data loader."""
-    session = boto3.Session(botocore_session=_botocore_session(), **kwargs)
+    session = boto3.Session(botocore_session=shared_botocore_session(), **kwargs)
     # boto3 appends its own data folder to the loader's search path per session: keep one.
     paths = _data_loader().search_paths
     paths[:] = list(dict.fromkeys(paths))
