@@ -59,3 +59,16 @@ workflows:
         branches: {{approved: done, rejected: done, timed_out: done}}
       - {{step_id: done, kind: transform, transform: {{paid: "amount"}}}}
 """
+
+
+LINEAR = """
+workflows:
+  - plan_id: linear
+    memory: false
+    inputs_schema: {properties: {x: {type: integer}}}
+    steps:
+      - {step_id: double, kind: transform, transform: {y: "x * 2"}}
+      - {step_id: add, kind: transform, depends_on: [double], transform: {z: "y + 1"}}
+      - {step_id: last, kind: transform, depends_on: [add], transform: {w: "z + 1"}}
+"""
+"""Three transforms in a row: ``y = 2x``, ``z = y + 1``, ``w = z + 1``."""

@@ -11,7 +11,6 @@ A screenshot of each page is kept in ``artifacts/console/`` (gitignored) to be l
 
 from __future__ import annotations
 
-import shutil
 import threading
 import urllib.error
 import urllib.request
@@ -22,17 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright import sync_api as playwright_sync
 
-from langorch.app.trigger_sync import register_and_sync
 from langorch.composition.container import Container
 from langorch.console.operator import Operator, local_operator
 from langorch.console.server import RunningConsole, serve_console
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack, free_port
 from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for
+from tests.support.browser import SCREENSHOTS, shot
+from tests.support.stacks import running_stack
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "console"
 HOSTILE = (
     '<script>window.__pwned=1</script>"\'><img src=x onerror="window.__pwned=2"> Ünïcødé ✓ 注文'
 )
@@ -142,20 +139,12 @@ workflows:
       - {step_id: done, kind: transform, transform: {synced: "'yes'"}}
 """
 
-# No skip when the browser is missing: `make test` installs Debian's chromium first, and a
-# browser test that skips would let the console go untested while the suite stays green.
-assert Path(CHROMIUM).exists(), "Debian's chromium is missing: run `make chromium` (make test does)"
-
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     home = tmp_path_factory.mktemp("console") / ".langorch"
-    running = start_local_stack(home=home, port=free_port(), examples=None)
-    definitions = home / "console.yaml"
-    definitions.write_text(DEFINITIONS)
-    register_and_sync([str(definitions)], running.container)
-    yield running
-    running.stop()
+    with running_stack(home, definitions=DEFINITIONS) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +159,6 @@ def console(container: Container) -> Iterator[RunningConsole]:
     running = serve_console(container, target="the local stack", port=0, operator=operator)
     yield running
     running.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_sync.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -209,12 +190,6 @@ def page(fresh_page: Any, console: RunningConsole) -> Any:
 
 def console_as(container: Container, operator: Operator) -> RunningConsole:
     return serve_console(container, target="the local stack", port=0, operator=operator)
-
-
-def shot(page: Any, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 def parked(stack: LocalStack, container: Container, data: dict[str, Any]) -> str:
@@ -593,7 +568,7 @@ def test_the_graph_draws_every_branch_around_the_steps_with_its_label_in_sight(
     assert found["hidden"] == []
     assert {"normal", "urgent", "approved", "rejected / timed_out"} <= set(found["labels"])
     page.locator("svg.graph").scroll_into_view_if_needed()
-    page.locator("svg.graph").screenshot(path=str(ARTIFACTS / "graph-triage.png"))
+    page.locator("svg.graph").screenshot(path=str(SCREENSHOTS / "graph-triage.png"))
 
 
 # --- the runs list ----------------------------------------------------------------------------

@@ -9,24 +9,20 @@ are kept in ``artifacts/console/`` (gitignored) to be looked at.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright import sync_api as playwright_sync
 
 from langorch.app.runs import StartRun, launch_run
-from langorch.app.trigger_sync import register_and_sync
 from langorch.composition.container import Container
 from langorch.console.operator import local_operator
 from langorch.console.server import RunningConsole, serve_console
-from langorch.local.stack import LocalStack, free_port, start_local_stack
+from langorch.local.stack import LocalStack
 from tests.e2e.test_walkthrough import run_in, wait_for
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "console"
+from tests.support.browser import shot
+from tests.support.stacks import running_stack
 
 DEFINITIONS = """
 workflows:
@@ -46,19 +42,12 @@ workflows:
             - {name: order.json, from: order}
 """
 
-# No skip when the browser is missing: `make test` installs Debian's chromium first.
-assert Path(CHROMIUM).exists(), "Debian's chromium is missing: run `make chromium` (make test does)"
-
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     home = tmp_path_factory.mktemp("console-artifacts") / ".langorch"
-    running = start_local_stack(home=home, port=free_port(), examples=None)
-    definitions = home / "report.yaml"
-    definitions.write_text(DEFINITIONS)
-    register_and_sync([str(definitions)], running.container)
-    yield running
-    running.stop()
+    with running_stack(home, definitions=DEFINITIONS) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -84,27 +73,16 @@ def run_id(container: Container) -> str:
 
 
 @pytest.fixture
-def page(console: RunningConsole) -> Iterator[Any]:
-    """A tab signed in to the console (its start-up link opened)."""
-    with playwright_sync.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        context = browser.new_context(
-            viewport={"width": 1280, "height": 900}, accept_downloads=True
-        )
-        opened = context.new_page()
-        errors: list[str] = []
-        opened.on("pageerror", lambda exc: errors.append(str(exc)))
-        opened.goto(console.startup_url)
-        yield opened
-        context.close()
-        browser.close()
-        assert errors == [], f"the page logged errors: {errors}"
-
-
-def shot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.evaluate("window.scrollTo(0, 0)")
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+def page(browser: Any, console: RunningConsole) -> Iterator[Any]:
+    """A tab signed in to the console (its start-up link opened), in the module's browser."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda exc: errors.append(str(exc)))
+    opened.goto(console.startup_url)
+    yield opened
+    context.close()
+    assert errors == [], f"the page logged errors: {errors}"
 
 
 def test_the_run_page_lists_the_runs_files_and_a_click_downloads_each(

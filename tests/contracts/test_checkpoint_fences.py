@@ -29,10 +29,10 @@ from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
 from langorch.domain.errors import LeaseLostError
-from langorch.domain.runs import RunRecord, RunTrigger
 from langorch.engine.segments import FENCE_KEY
 from tests.fakes import InMemoryRuns
 from tests.fakes.checkpoints import InMemoryCheckpoints
+from tests.support.records import a_run
 
 RUN = "run-1"
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
@@ -70,15 +70,7 @@ def _lease_taker(runs: InMemoryRuns | RunsRepository) -> Callable[[str], int]:
     clock = itertools.count(start=1_000, step=1_000)
 
     def take_over(run_id: str) -> int:
-        run = RunRecord(
-            run_id=run_id,
-            workflow_id="lunch_order",
-            workflow_version=1,
-            trigger=RunTrigger(type="manual"),
-            created_at=T0,
-            updated_at=T0,
-        )
-        runs.create_run(run)  # once: the same run id is the same run
+        runs.create_run(a_run(run_id))  # once: the same run id is the same run
         return runs.acquire_lease(run_id, "segment", now=next(clock), ttl_seconds=1)
 
     return take_over

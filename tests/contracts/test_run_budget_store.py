@@ -26,11 +26,11 @@ from langorch.domain.runs import (
     RunError,
     RunRecord,
     RunStatus,
-    RunTrigger,
     TimelineEventType,
     transition,
 )
 from tests.fakes import InMemoryResourceLocks, InMemoryRuns
+from tests.support.records import a_run
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 
@@ -48,21 +48,13 @@ def repo(request: pytest.FixtureRequest) -> Runs:
     return repository
 
 
-def a_run(run_id: str = "run-big", **fields: Any) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        workflow_id="lunch_order",
-        workflow_version=1,
-        trigger=RunTrigger(type="webhook"),
-        created_at=T0,
-        updated_at=T0,
-        **fields,
-    )
+def a_big_run(run_id: str = "run-big", **fields: Any) -> RunRecord:
+    return a_run(run_id, trigger="webhook", **fields)
 
 
 def test_a_run_with_an_input_at_the_budget_can_be_updated_to_every_status(repo: Runs) -> None:
     # Given a run whose input is just under the budget, with outputs far over theirs
-    run = a_run(input={"note": "x" * (MAX_INPUT_BYTES - 100)})
+    run = a_big_run(input={"note": "x" * (MAX_INPUT_BYTES - 100)})
     repo.create_run(run)
     fence = repo.acquire_lease(run.run_id, "seg-1", now=T0.timestamp(), ttl_seconds=60)
 
@@ -92,7 +84,7 @@ def test_a_run_with_an_input_at_the_budget_can_be_updated_to_every_status(repo: 
 
 def test_a_record_over_the_budget_is_refused_before_it_is_stored(repo: Runs) -> None:
     # Given a run whose input is over the budget (no door lets it in; this is the last guard)
-    run = a_run(input={"note": "x" * 200_000})
+    run = a_big_run(input={"note": "x" * 200_000})
 
     # When it is created, then it is refused with a named error and nothing is stored
     with pytest.raises(RecordTooLargeError, match="pass large data as a file"):
@@ -113,8 +105,8 @@ def test_mark_failed_writes_a_minimal_record_when_the_full_one_does_not_fit(dyna
     # rewritten (before: MarkFailed failed too, and the run stayed `queued` forever)
     repository = RunsRepository(dynamodb, "runs")
     repository.create_table()
-    legacy = a_run("run-legacy", input={"note": "x" * 250_000})
-    item = run_item(a_run("run-legacy"), fence=0)
+    legacy = a_big_run("run-legacy", input={"note": "x" * 250_000})
+    item = run_item(a_big_run("run-legacy"), fence=0)
     item["body"] = {"S": legacy.model_dump_json()}
     dynamodb.put_item(TableName="runs", Item=item)
 

@@ -21,17 +21,8 @@ from langorch.local.stack import LocalStack
 from tests.e2e.readme import REPO, langorch_commands
 from tests.support.cli import langorch_json as langorch
 from tests.support.polling import wait_for
-from tests.support.stacks import EXAMPLES, running_stack
-
-LINEAR = """
-workflows:
-  - plan_id: linear
-    memory: false
-    inputs_schema: {properties: {x: {type: integer}}}
-    steps:
-      - {step_id: double, kind: transform, transform: {y: "x * 2"}}
-      - {step_id: add, kind: transform, depends_on: [double], transform: {z: "y + 1"}}
-"""
+from tests.support.stacks import EXAMPLES, START_BLOG_REVIEW, running_stack
+from tests.workflows import LINEAR
 
 
 @pytest.fixture
@@ -145,15 +136,7 @@ def test_a_run_waiting_on_an_approval_says_where_its_email_is_and_can_be_cancell
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ):
     # Given a blog review run followed until it parks on its approval
-    code, data, err = langorch(
-        capsys,
-        "runs",
-        "start",
-        "blog_review",
-        "--input",
-        '{"commit_message": "Add S3 offload"}',
-        "--wait",
-    )
+    code, data, err = langorch(capsys, *START_BLOG_REVIEW, "--wait")
     assert code == 0, err
     document = data["runs"][0]
     run_id = document["run"]["run_id"]
@@ -181,15 +164,7 @@ def test_an_operator_pauses_and_resumes_a_run_from_the_command_line(
     stack: LocalStack, capsys: pytest.CaptureFixture[str]
 ):
     # Given a blog review run parked on its approval (issue 28 item 3)
-    code, data, err = langorch(
-        capsys,
-        "runs",
-        "start",
-        "blog_review",
-        "--input",
-        '{"commit_message": "Add S3 offload"}',
-        "--wait",
-    )
+    code, data, err = langorch(capsys, *START_BLOG_REVIEW, "--wait")
     assert code == 0, err
     run_id = data["runs"][0]["run"]["run_id"]
 

@@ -15,7 +15,7 @@ import pytest
 
 from langorch.cli.main import main
 from langorch.local.stack import LocalStack
-from tests.support.stacks import EXAMPLES, running_stack
+from tests.support.stacks import EXAMPLES, START_BLOG_REVIEW, running_stack
 
 
 @pytest.fixture
@@ -64,15 +64,7 @@ def test_a_run_started_against_the_stack_shows_its_approver_in_the_timeline(
 ):
     # Given the local stack
     # When a blog review run is started and approved from the command line
-    code, data, err = langorch(
-        capsys,
-        "runs",
-        "start",
-        "blog_review",
-        "--input",
-        '{"commit_message": "Add S3 offload"}',
-        "--approve",
-    )
+    code, data, err = langorch(capsys, *START_BLOG_REVIEW, "--approve")
     run_id = data["runs"][0]["run"]["run_id"]
 
     # Then it succeeded, and `runs show` has who decided

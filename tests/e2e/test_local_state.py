@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from langorch.domain.runs import RunRecord, RunTrigger, TimelineEvent, TimelineEventType
+from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 from langorch.local.stack import HomeLayoutError, PortBusyError, free_port, start_local_stack
+from tests.support.records import a_run
 
 
 def test_runs_files_secrets_schedules_and_log_lines_survive_a_restart(tmp_path: Path) -> None:
@@ -73,15 +74,7 @@ def test_a_home_of_the_previous_layout_is_refused_with_the_fix(tmp_path: Path) -
 
 
 def _run(run_id: str) -> RunRecord:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    return RunRecord(
-        run_id=run_id,
-        workflow_id="probe",
-        workflow_version=1,
-        trigger=RunTrigger(type="manual"),
-        created_at=now,
-        updated_at=now,
-    )
+    return a_run(run_id, workflow_id="probe", at=datetime(2026, 1, 1, tzinfo=UTC))
 
 
 def _event(seq: int) -> TimelineEvent:

@@ -52,13 +52,6 @@ from langorch.domain.approvals.outcomes import Shown
 from langorch.domain.approvals.record import (
     ApprovalStatus,
 )
-from langorch.domain.runs import (
-    PendingInterrupt,
-    RunRecord,
-    RunStatus,
-    RunTrigger,
-    transition,
-)
 from tests.fakes.clock import FakeClock
 from tests.support.aws import one_request_at_a_time
 from tests.unit.approvals_support import (
@@ -67,12 +60,14 @@ from tests.unit.approvals_support import (
     BOB,
     CALLBACK_CONTEXT,
     call,
+    codes,
     decide_command,
     event,
     nonce,
     open_and_decide,
     read,
     view_command,
+    waiting_run,
 )
 
 from .conftest import UseContainer
@@ -153,7 +148,7 @@ class Stack:
             "max_iterations": 3,
             "interrupt_id": interrupt_id,
         }
-        _waiting_run(self.container, run_id, request, self.clock.now)
+        waiting_run(self.container, run_id, request, self.clock.now)
         arn = self.sfn.start_execution(
             stateMachineArn=self.machine_arn,
             name=run_id,
@@ -164,7 +159,7 @@ class Stack:
         result = request_approval(
             RequestApproval(run_id=run_id, approval=request, task_token=token),
             self.container,
-            randbelow=_codes(),
+            randbelow=codes(),
         )
         parked = Parked(arn, token, result.approval_id)
         for path in sorted(set(self.outbox.glob("*.json")) - before):
@@ -186,29 +181,6 @@ class Stack:
                 return dict(described)
             time.sleep(0.05)
         raise AssertionError(f"execution did not reach {wanted}: {self.status(parked)}")
-
-
-def _codes() -> Any:
-    values = iter([111111, 222222, 333333, 444444, 555555, 666666])
-    return lambda n: next(values)
-
-
-def _waiting_run(container: Container, run_id: str, request: dict[str, Any], now: datetime) -> None:
-    run = RunRecord(
-        run_id=run_id,
-        workflow_id="invoices",
-        workflow_version=1,
-        trigger=RunTrigger(type="manual"),
-        created_at=now,
-        updated_at=now,
-    )
-    container.runs.create_run(run)
-    run = transition(run, RunStatus.running, now=now)
-    pending = PendingInterrupt(
-        interrupt_id=request["interrupt_id"], kind="approval", request=request
-    )
-    run = transition(run, RunStatus.waiting_approval, now=now, pending=pending)
-    container.runs.save_run(run)
 
 
 def _task_token(sfn: Any, execution_arn: str) -> str:
@@ -523,7 +495,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
         "interrupt_id": "int-x",
         "require_code": True,
     }
-    _waiting_run(stack.container, run_id, request, stack.clock.now)
+    waiting_run(stack.container, run_id, request, stack.clock.now)
     arn = stack.sfn.start_execution(
         stateMachineArn=stack.machine_arn,
         name=run_id,

@@ -19,7 +19,7 @@ from langorch.app.runs import StartRun, cancel_run, start_run
 from langorch.domain.runs import TimelineEventType
 from langorch.local.statemachine import definition_with
 from tests.support.pipeline import Pipeline, pipelines
-from tests.workflows import GATED_APPROVAL
+from tests.workflows import GATED_APPROVAL, LINEAR
 
 
 @pytest.fixture
@@ -32,18 +32,6 @@ def pipeline_factory(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
 @pytest.fixture
 def pipeline(pipeline_factory: Callable[..., Pipeline]) -> Pipeline:
     return pipeline_factory()
-
-
-LINEAR = """
-workflows:
-  - plan_id: linear
-    memory: false
-    inputs_schema: {properties: {x: {type: integer}}}
-    steps:
-      - {step_id: double, kind: transform, transform: {y: "x * 2"}}
-      - {step_id: add, kind: transform, depends_on: [double], transform: {z: "y + 1"}}
-      - {step_id: last, kind: transform, depends_on: [add], transform: {w: "z + 1"}}
-"""
 
 
 def test_a_linear_run_succeeds_and_so_does_its_execution(pipeline: Pipeline):

@@ -11,6 +11,14 @@ from langorch.local.stack import LocalStack, free_port, start_local_stack
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
+START_BLOG_REVIEW = (
+    "runs",
+    "start",
+    "blog_review",
+    "--input",
+    '{"commit_message": "Add S3 offload"}',
+)
+"""The command line that starts the blog review example (add ``--wait`` or ``--approve``)."""
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ import pytest
 
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
 from langorch.llm import LLMRegistry, LLMRequest, is_retryable
+from tests.llm_servers import completion
 
 
 class FakeOpenAI:
@@ -52,7 +53,7 @@ class FakeOpenAI:
     ) -> None:
         """Queue a chat completion whose message content is ``content`` as JSON."""
         message = {"role": "assistant", "content": json.dumps(content)}
-        self.replies.append((200, _completion(message, "stop", prompt_tokens, completion_tokens)))
+        self.replies.append((200, completion(message, "stop", prompt_tokens, completion_tokens)))
 
     def tool_call(
         self, name: str, args: dict[str, Any], *, prompt_tokens: int = 0, completion_tokens: int = 0
@@ -70,7 +71,7 @@ class FakeOpenAI:
             ],
         }
         self.replies.append(
-            (200, _completion(message, "tool_calls", prompt_tokens, completion_tokens))
+            (200, completion(message, "tool_calls", prompt_tokens, completion_tokens))
         )
 
     def error(self, status: int, message: str) -> None:
@@ -78,23 +79,6 @@ class FakeOpenAI:
         self.replies.append(
             (status, {"error": {"message": message, "type": "error", "code": None}})
         )
-
-
-def _completion(
-    message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int
-) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "gpt-4o-mini",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
-    }
 
 
 @pytest.fixture

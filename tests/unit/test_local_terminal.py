@@ -9,9 +9,10 @@ from typing import Any
 
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.runs import SqliteRuns
-from langorch.domain.runs import RunError, RunRecord, RunTrigger, TimelineEvent, TimelineEventType
+from langorch.domain.runs import RunError, RunRecord, TimelineEvent, TimelineEventType
 from langorch.local._sandbox import LineRouter
 from langorch.local.terminal import TerminalSink, TimelineFollower, human_line, timeline_line
+from tests.support.records import a_run
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -103,14 +104,7 @@ def test_the_follower_starts_from_now_not_from_the_history(sqlite_db: Database) 
 
 
 def _run(run_id: str) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        workflow_id="probe",
-        workflow_version=1,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
-    )
+    return a_run(run_id, workflow_id="probe", at=T0)
 
 
 def test_a_segment_that_failed_and_will_be_retried_is_a_log_line() -> None:
