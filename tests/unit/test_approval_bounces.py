@@ -12,8 +12,8 @@ import pytest
 
 from functions.trigger import handler as trigger
 from langorch.cli.commands.approvals import detail
+from tests.support.events import LambdaContext
 from tests.unit.approvals_support import FakeStack, Parked
-from tests.unit.test_trigger_handler import FakeContext
 
 ANN, BOB, BOSS = "ann@example.com", "bob@example.com", "boss@example.com"
 POLICY = {"escalation": [{"after": "1d", "approvers": [BOSS]}]}
@@ -53,7 +53,7 @@ def _bounce(parked: Parked, address: str, bounce_type: str = "Permanent") -> dic
 
 
 def _invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return trigger.handler(event, FakeContext())  # type: ignore[arg-type]
+    return trigger.handler(event, LambdaContext())  # type: ignore[arg-type]
 
 
 def test_a_hard_bounce_marks_the_approver_undeliverable_and_escalates_at_once(

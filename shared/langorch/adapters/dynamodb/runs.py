@@ -63,6 +63,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from langorch.adapters.dynamodb._items import batch_get
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import response as _response
@@ -801,23 +802,8 @@ class RunsRepository:
     def _batch_get_runs(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The run items of ``run_ids`` (up to 100), by run id; absent ones are left out."""
         keys = [{"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}} for run_id in run_ids]
-        request: dict[str, Any] = {self._table: {"Keys": keys}}
-        found: dict[str, dict[str, Any]] = {}
-        for attempt in range(8):
-            try:
-                response = self._client.batch_get_item(RequestItems=request)
-            except ClientError as exc:
-                raise self._storage_error("BatchGetItem", exc) from exc
-            for item in response.get("Responses", {}).get(self._table, []):
-                found[item["run_id"]["S"]] = item
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                return found
-            time.sleep(min(0.05 * 2**attempt, 1.0))  # throttled keys: back off, ask again
-        raise StorageError(
-            f"BatchGetItem on table {self._table} left keys unprocessed after retries "
-            "(throttled); list again in a moment"
-        )
+        items = batch_get(self._client, self._table, keys, self._storage_error)
+        return {item["run_id"]["S"]: item for item in items}
 
     def _query_events(
         self, run_id: str, *, forward: bool, limit: int | None

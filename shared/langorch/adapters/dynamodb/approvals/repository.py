@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from botocore.exceptions import ClientError
 
+from langorch.adapters.dynamodb._items import batch_get
 from langorch.adapters.dynamodb._items import error_code as _code
 from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
@@ -527,11 +528,19 @@ class ApprovalsRepository:
         """
         limit = max(1, min(limit, MAX_LIST))
         request = list_query(self._table, pending_only=pending_only, run_id=run_id, limit=limit)
-        found: list[Approval] = []
+        # The index holds keys only (the runs table's indexes project no body): the keys of
+        # the page in index order, then the items by key, 100 at a time.
+        keys: list[dict[str, Any]] = []
         for item in self._query(request):
-            found.append(self._approval(item))
-            if len(found) >= limit:
+            keys.append({"pk": item["pk"], "sk": item["sk"]})
+            if len(keys) >= limit:
                 break
+        found: list[Approval] = []
+        for start in range(0, len(keys), 100):
+            page = keys[start : start + 100]
+            items = batch_get(self._client, self._table, page, self._storage_error)
+            by_pk = {item["pk"]["S"]: item for item in items}
+            found.extend(self._approval(by_pk[k["pk"]["S"]]) for k in page if k["pk"]["S"] in by_pk)
         return found
 
     # ----------------------------------------------------------------------------------------
