@@ -144,3 +144,20 @@ def test_the_run_ending_closes_the_newest_question_at_its_pause_point() -> None:
     # Then it is the newest that closed
     newest = deps.approvals.get(approval_id_for(run_id, interrupt_id, 2))
     assert newest is not None and newest.status is ApprovalStatus.timed_out
+
+
+# --- a fork ------------------------------------------------------------------------------------
+
+
+def test_a_fork_leaves_the_original_runs_pending_approval_open() -> None:
+    from langorch.app.recovery.forks import fork
+
+    # Given a run parked on its approval
+    deps = with_approvals(Fakes(public_base_url="https://approve.example.com"), GATED)
+    parked = parked_on_approval(deps)
+    # When it is forked before its approval (a new run; the original goes on waiting)
+    forked = fork(deps, parked.run_id, at_step="gate", edits={"note": "try"})
+    # Then the original's question still stands: a fork neither ends nor replaces the run
+    original = deps.approvals.get(parked.requested.approval_id)
+    assert original is not None and original.status is ApprovalStatus.pending
+    assert forked.run_id != parked.run_id
