@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -265,6 +265,44 @@ def _approval_wait(approval: Approval) -> None:
         return
     waited = (approval.decided_at - approval.created_at).total_seconds()
     metrics.add_metric(name="ApprovalWait", unit=MetricUnit.Seconds, value=max(waited, 0.0))
+    _approval_quality(approval)
+
+
+_QUALITY_UNITS = {
+    "ApprovalDecideSeconds": MetricUnit.Seconds,
+    "ApprovalRubberStamp": MetricUnit.Count,
+    "ApprovalApproved": MetricUnit.Count,
+}
+"""The per-decision figures ``langorch approvals stats`` aggregates; CloudWatch's Average of
+the 0/1 series is the rubber-stamp and approve rate."""
+
+
+def _approval_quality(approval: Approval) -> None:
+    """One decision's quality figures, per policy (``workflow/step``).
+
+    The policy dimension is bounded by the deployed workflows' approval steps; the approver is
+    not a dimension (any address may decide: one paid series per person, without bound) —
+    per approver is ``langorch approvals stats`` and the console's quality page.
+    """
+    from langorch.domain.approvals.quality import RUBBER_STAMP_SECONDS, decision_facts
+
+    facts = decision_facts(approval, container().approvals.audit(approval.approval_id))
+    if facts is None:
+        return
+    stamp = facts.rubber_stamp(RUBBER_STAMP_SECONDS)
+    _per_policy("ApprovalDecideSeconds", max(facts.seconds_to_decide, 0.0), policy=facts.policy)
+    _per_policy("ApprovalRubberStamp", float(stamp), policy=facts.policy)
+    _per_policy("ApprovalApproved", float(facts.approved), policy=facts.policy)
+
+
+def _per_policy(name: str, value: float, **dimensions: str) -> None:
+    """A metric with its own dimensions (``policy``), not the process's shared set."""
+    with single_metric(
+        name=name, unit=_QUALITY_UNITS[name], value=value, namespace=observability.NAMESPACE
+    ) as metric:
+        metric.add_dimension("service", observability.SERVICE)
+        for key, dimension in dimensions.items():
+            metric.add_dimension(key, dimension)
 
 
 @logger.inject_lambda_context(clear_state=True, log_event=False)

@@ -40,12 +40,13 @@ def metric(
     )
 
 
-def search(name: str, dimension: str, label: str) -> cw.MathExpression:
+def search(name: str, dimension: str, label: str, statistic: str = "Sum") -> cw.MathExpression:
     """Every series of a metric emitted per value of one more dimension (``trigger`` of
     ``RunsStarted``, ``status`` of ``WebhookRejected``): one line per value seen."""
     return cw.MathExpression(
         expression=(
-            f"SEARCH('{{{NAMESPACE},service,{dimension}}} MetricName=\"{name}\"', 'Sum', "
+            f"SEARCH('{{{NAMESPACE},service,{dimension}}} MetricName=\"{name}\"', "
+            f"'{statistic}', "
             f"{int(PERIOD.to_seconds())})"
         ),
         label=label,
@@ -304,6 +305,17 @@ class Observability(Construct):
             cw.GraphWidget(
                 title="Run cost by workflow (USD)",
                 left=[search("RunCost", "workflow", "cost")],
+                width=12,
+            ),
+            # The figures of `langorch approvals stats`, per policy (workflow/step); per
+            # approver is the CLI's and the console's (approvers are not a bounded dimension).
+            cw.GraphWidget(
+                title="Approval quality by policy (rates 0-1; time to decide, s)",
+                left=[
+                    search("ApprovalRubberStamp", "policy", "rubber-stamp rate", "Average"),
+                    search("ApprovalApproved", "policy", "approve rate", "Average"),
+                ],
+                right=[search("ApprovalDecideSeconds", "policy", "time to decide", "p50")],
                 width=12,
             ),
         )

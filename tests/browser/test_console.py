@@ -664,6 +664,37 @@ def test_the_approvals_tab_shows_how_many_wait_for_a_decision(
     assert badge.inner_text().split()[0] == str(waiting)
 
 
+def test_the_approval_quality_page_shows_the_figures_of_approvals_stats_per_policy(
+    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+):
+    from langorch.app.approvals.quality import approval_quality
+
+    # Given an approval the operator opens and approves in the console
+    run_id = parked(stack, container, {"item": "quality 1"})
+    [approval] = container.approvals.list(run_id=run_id)
+    page.goto(f"{console.url}/approvals/{approval.approval_id}")
+    page.get_by_role("button", name="Approve").click()
+    wait_for("the decision", lambda: not container.approvals.get(approval.approval_id).is_pending)
+
+    # When the operator follows the approvals page's link to the quality page
+    page.goto(f"{console.url}/approvals")
+    page.get_by_role("link", name="Approval quality").click()
+    shot(page, "approval-quality")
+
+    # Then it shows what `langorch approvals stats` computes: totals, per policy, per approver
+    report = approval_quality(container.approvals, limit=500)
+    policy = f"console_review/{approval.step_id}"
+    assert policy in report["by_policy"]
+    totals = page.locator("#quality-totals").inner_text().lower()
+    assert f"decided\n{report['decided']}" in totals
+    row = page.locator("#quality-by_policy tr", has_text=policy).inner_text().split("\t")
+    figures = report["by_policy"][policy]
+    assert row[:2] == [policy, str(figures["decided"])]
+    assert row[2] == f"{round(figures['approve_rate'] * 100)}%"
+    approver = page.locator("#quality-by_approver").inner_text()
+    assert "approver@example.com" in approver
+
+
 # --- who the console acts as ------------------------------------------------------------------
 
 

@@ -32,6 +32,7 @@ from langorch.domain.approvals.record import (
     LinkExpiredError,
     RunEndedError,
     SupersededError,
+    approval_id_for,
     new_approval,
 )
 from langorch.domain.errors import NotFoundError, StorageError
@@ -298,6 +299,24 @@ def test_a_superseded_approval_is_closed_and_stays_superseded(store: ApprovalsSt
     assert not store.mark(approval.approval_id, ApprovalStatus.cancelled)
     stored = store.get(approval.approval_id)
     assert stored is not None and stored.status is ApprovalStatus.superseded
+
+
+def test_the_next_generation_at_a_pause_point_is_found_after_the_superseded_one(
+    store: ApprovalsStore,
+) -> None:
+    from langorch.app.approvals.driver import newest_at
+
+    # Given a pending approval superseded by the next generation at the same pause point
+    first = _pending(store)
+    assert store.mark(first.approval_id, ApprovalStatus.superseded)
+    second_id = approval_id_for(first.run_id, first.interrupt_id, 2)
+    _, created = store.put_pending(first.model_copy(update={"approval_id": second_id}), "token-2")
+    # Then both are kept, each under its own id, and the pause point's newest is the second
+    assert created and second_id != first.approval_id
+    assert newest_at(store, first.run_id, first.interrupt_id) == (2, store.get(second_id))
+    assert store.task_token(second_id) == "token-2"
+    old = store.get(first.approval_id)
+    assert old is not None and old.status is ApprovalStatus.superseded
 
 
 # --------------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ def _replay(module_name: str) -> int:
                 metrics.add_metric(name=name, unit="Count", value=1)
                 metrics.flush_metrics()
                 emitted += 1
-        elif isinstance(func, ast.Name) and func.id in ("_count", "_dollars"):
+        elif isinstance(func, ast.Name) and func.id in ("_count", "_dollars", "_per_policy"):
             dimensions = {k.arg: "x" for k in node.keywords if k.arg}
             for name in _names(node.args[0]):
                 getattr(module, func.id)(name, 1, **dimensions)

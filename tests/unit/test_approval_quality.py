@@ -77,3 +77,33 @@ def test_the_approve_rate_is_kept_per_policy_and_pending_questions_are_not_count
     assert report["decided"] == 2
     assert report["by_policy"]["refunds/summary:budget"]["approve_rate"] == 1.0
     assert report["by_policy"]["refunds/refund:tool"]["approve_rate"] == 0.0
+
+
+def test_the_use_case_reads_decided_approvals_asked_since_a_date_from_the_store() -> None:
+    from langorch.app.approvals.quality import approval_quality
+    from tests.fakes.approvals import InMemoryApprovals
+
+    # Given a store with an approval decided unopened, one still pending and one asked earlier
+    store = InMemoryApprovals()
+    blind = _decided(ANA, ApprovalStatus.approved, after=30, step="pay")
+    pending = _decided(ANA, ApprovalStatus.approved, after=30, step="ship").model_copy(
+        update={"status": ApprovalStatus.pending, "decided_by": None, "decided_at": None}
+    )
+    old = _decided(BEN, ApprovalStatus.rejected, after=30, step="old").model_copy(
+        update={"created_at": ASKED - timedelta(days=2)}
+    )
+    for approval in (blind, pending, old):
+        store.put_pending(approval, "token")
+    for decided in (blind, old):
+        assert decided.decided_by is not None and decided.decided_at is not None
+        store.decide(
+            decided.approval_id, decided.status, decided.decided_by, None, {}, decided.decided_at
+        )
+    # When the figures are asked for since the day before
+    report = approval_quality(store, since=ASKED - timedelta(days=1))
+    # Then only the decided one since then counts, a rubber stamp by ana on refunds/pay
+    assert report["decided"] == 1 and report["unopened"] == 1
+    assert report["by_policy"] == {
+        "refunds/pay": {"decided": 1, "approve_rate": 1.0, "rubber_stamp_rate": 1.0}
+    }
+    assert list(report["by_approver"]) == [ANA]

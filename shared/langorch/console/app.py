@@ -24,6 +24,7 @@ from urllib.parse import quote, unquote, urlencode
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from langorch.app.approvals.quality import approval_quality
 from langorch.app.artifacts import find_artifact
 from langorch.console import actions, listing
 from langorch.console.http import (
@@ -49,6 +50,9 @@ Route = Callable[[Request, re.Match[str]], Response]
 
 MAX_BADGE = 100
 """Pending approvals counted for the badge (more reads "100+")."""
+
+QUALITY_LIMIT = 500
+"""Approvals the quality page reads (each costs its audit trail's read)."""
 
 STATIC_TYPES = {
     ".css": "text/css; charset=utf-8",
@@ -98,6 +102,7 @@ class ConsoleApp:
             ("GET", re.compile(r"/api/status"), self.status),
             ("GET", re.compile(r"/api/runs"), self.newer),
             ("GET", re.compile(r"/approvals"), self.approvals),
+            ("GET", re.compile(r"/approvals/quality"), self.approval_quality),
             ("GET", re.compile(r"/approvals/([^/]+)"), self.approval),
             ("POST", re.compile(r"/approvals/([^/]+)"), self.decide),
             ("GET", re.compile(r"/workflows"), self.workflows),
@@ -391,6 +396,10 @@ class ConsoleApp:
         pending = self.container.approvals.list(pending_only=True, limit=200)
         recent = [a for a in self.container.approvals.list(limit=30) if not a.is_pending]
         return self.page("approvals.html", request, pending=pending, recent=recent[:15])
+
+    def approval_quality(self, request: Request, _: re.Match[str]) -> Response:
+        report = approval_quality(self.container.approvals, limit=QUALITY_LIMIT)
+        return self.page("approval_quality.html", request, report=report, limit=QUALITY_LIMIT)
 
     def approval(self, request: Request, match: re.Match[str], **again: Any) -> Response:
         approval = self.container.approvals.get(match.group(1))

@@ -66,7 +66,7 @@ def resume_after_timeout(
     Raises:
         StorageError: DynamoDB failed (the segment fails and is retried).
     """
-    approval_id = approval_id_for(run_id, interrupt_id)
+    approval_id = current_approval_id(approvals, run_id, interrupt_id)
     driven = drive(approvals, approval_id, Event.timeout, clock)
     if driven is None or driven[0].target is State.timed_out:
         if driven is not None:
@@ -90,7 +90,7 @@ def expire_approval(
     Returns:
         Whether this call closed it.
     """
-    approval_id = approval_id_for(run_id, interrupt_id)
+    approval_id = current_approval_id(approvals, run_id, interrupt_id)
     sources = frozenset({State.pending, State.expired})
     return drive(approvals, approval_id, Event.timeout, clock, sources=sources) is not None
 
@@ -120,11 +120,54 @@ def close_for_ended_run(
     Returns:
         Whether this call closed it.
     """
-    approval_id = approval_id_for(run_id, interrupt_id)
+    approval_id = current_approval_id(approvals, run_id, interrupt_id)
     sources = frozenset({State.pending, State.expired}) if keep_decision else None
     return (
         drive(approvals, approval_id, Event.cancel, clock, sources=sources, actor=actor) is not None
     )
+
+
+MAX_GENERATIONS = 100
+"""Questions asked again at one pause point before the walk stops (each a changed input)."""
+
+
+def newest_at(
+    approvals: ApprovalsStore, run_id: str, interrupt_id: str
+) -> tuple[int, Approval | None]:
+    """The newest approval asked at a run's pause point, and its generation.
+
+    A question asked again there because what it shows changed supersedes the one before and
+    takes the next generation's id (:func:`approval_id_for`): the walk follows superseded
+    ones to the newest that exists (one read per generation; nearly always one).
+
+    Returns:
+        The generation and the approval (``(1, None)``: none asked yet).
+    """
+    generation = 1
+    found = approvals.get(approval_id_for(run_id, interrupt_id))
+    while (
+        found is not None
+        and found.status is ApprovalStatus.superseded
+        and generation < MAX_GENERATIONS
+    ):
+        newer = approvals.get(approval_id_for(run_id, interrupt_id, generation + 1))
+        if newer is None:
+            break
+        generation, found = generation + 1, newer
+    return generation, found
+
+
+def current_approval_id(approvals: ApprovalsStore, run_id: str, interrupt_id: str) -> str:
+    """The id of the newest approval asked at a run's pause point (the first's if none)."""
+    generation, _ = newest_at(approvals, run_id, interrupt_id)
+    return approval_id_for(run_id, interrupt_id, generation)
+
+
+def supersede_id(
+    approval_id: str, *, approvals: ApprovalsStore, clock: Clock, actor: str | None = None
+) -> bool:
+    """Supersede one open approval by its id (see :func:`supersede`)."""
+    return drive(approvals, approval_id, Event.supersede, clock, actor=actor) is not None
 
 
 def supersede(
@@ -150,7 +193,7 @@ def supersede(
     Returns:
         Whether this call superseded it.
     """
-    approval_id = approval_id_for(run_id, interrupt_id)
+    approval_id = current_approval_id(approvals, run_id, interrupt_id)
     return drive(approvals, approval_id, Event.supersede, clock, actor=actor) is not None
 
 

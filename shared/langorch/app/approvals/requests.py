@@ -11,10 +11,11 @@ import logging
 import secrets as random_source
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from langorch.app.approvals.channels import chosen_channels, post_to_channels
-from langorch.app.approvals.driver import apply_event, audit, record
+from langorch.app.approvals.driver import apply_event, audit, newest_at, record, supersede_id
 from langorch.app.approvals.keys import SigningKeys, load_signing_keys
 from langorch.app.approvals.ports import PagePorts, RequestPorts
 from langorch.domain.approvals.audit import Visitor
@@ -23,6 +24,7 @@ from langorch.domain.approvals.lifecycle import Event, State, state_of, step
 from langorch.domain.approvals.record import (
     Approval,
     ApprovalStatus,
+    approval_id_for,
     approver_ref,
     decision_output,
     link_url,
@@ -94,7 +96,9 @@ def request_approval(
         request.setdefault("workflow_version", run.workflow_version)
     except NotFoundError:
         workflow_id = None  # the approval still works; only listings lose the workflow
-    approval = new_approval(run_id=cmd.run_id, workflow_id=workflow_id, request=request, now=now)
+    approval = _this_generation(
+        new_approval(run_id=cmd.run_id, workflow_id=workflow_id, request=request, now=now), ports
+    )
     stored, created = ports.approvals.put_pending(approval, cmd.task_token)
     if created:
         record(ports.approvals, stored, step(State.new, Event.request), at=now)
@@ -134,6 +138,36 @@ def request_approval(
         },
     )
     return ApprovalRequested(stored.approval_id, created, emailed)
+
+
+def _this_generation(approval: Approval, ports: RequestPorts) -> Approval:
+    """``approval`` under the id it is asked by at its pause point: the newest one's (a retried
+    request); or, when the newest is still open but showed something else (the run's state
+    changed before the decision: a fix edited it, a redrive changed what it shows), the next
+    generation's, the open one superseded so its links say so and decide nothing."""
+    generation, newest = newest_at(ports.approvals, approval.run_id, approval.interrupt_id)
+    if newest is not None and _shows_otherwise(newest, approval, ports.clock()):
+        supersede_id(newest.approval_id, approvals=ports.approvals, clock=ports.clock)
+        logger.info(
+            "approval superseded: what it shows changed",
+            extra={"approval_id": newest.approval_id, "run_id": approval.run_id},
+        )
+        generation += 1
+    new_id = approval_id_for(approval.run_id, approval.interrupt_id, generation)
+    return (
+        approval
+        if new_id == approval.approval_id
+        else approval.model_copy(update={"approval_id": new_id})
+    )
+
+
+def _shows_otherwise(stored: Approval, asked: Approval, now: datetime) -> bool:
+    """Whether an open approval was asked about something other than ``asked`` shows."""
+    if state_of(stored, now=now) not in (State.pending, State.expired):
+        return False
+    if stored.asked is None or asked.asked is None:
+        return False  # recorded before the digest was: nothing to compare
+    return stored.asked.shown_digest != asked.asked.shown_digest
 
 
 def hand_over_decision(

@@ -441,8 +441,8 @@ def _kept_approval(
     delivered: the park hands the run that recorded decision instead of asking again. A closed
     one (timed out, cancelled by ``runs reconcile``) is asked again, and so is an open one asked
     on another version (:func:`_supersede_unkept` closes it)."""
+    from langorch.app.approvals.driver import newest_at
     from langorch.domain.approvals.lifecycle import State, state_of
-    from langorch.domain.approvals.record import approval_id_for
 
     for interrupt in point.interrupts:
         value = getattr(interrupt, "value", None)
@@ -451,7 +451,7 @@ def _kept_approval(
         step_id = value.get("step_id")
         if diff is not None and step_id in (*diff.changed, *diff.removed):
             return None
-        approval = deps.approvals.get(approval_id_for(run_id, str(interrupt.id)))
+        _, approval = newest_at(deps.approvals, run_id, str(interrupt.id))
         kept = (State.pending, State.decided)
         state = state_of(approval, now=deps.clock()) if approval is not None else None
         if approval is not None and state not in kept:
@@ -493,9 +493,9 @@ def _is_approval(value: Any) -> bool:
 
 def _recorded_decision(deps: RedriveDeps, run_id: str, kept: str | None) -> str | None:
     """The decision recorded on the kept approval and not delivered yet, if any."""
-    from langorch.domain.approvals.record import approval_id_for
+    from langorch.app.approvals.driver import newest_at
 
-    approval = deps.approvals.get(approval_id_for(run_id, kept)) if kept else None
+    approval = newest_at(deps.approvals, run_id, kept)[1] if kept else None
     return approval.status.value if approval is not None and approval.is_undelivered else None
 
 

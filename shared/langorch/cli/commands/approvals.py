@@ -169,13 +169,10 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _stats(ctx: Context, args: argparse.Namespace) -> None:
-    from langorch.domain.approvals.quality import decision_facts, quality
+    from langorch.app.approvals.quality import approval_quality
 
-    repository = _repository(ctx)
     since = datetime.fromisoformat(args.since).replace(tzinfo=UTC) if args.since else None
-    found = [a for a in repository.list(limit=args.limit) if since is None or a.created_at >= since]
-    facts = [decision_facts(a, repository.audit(a.approval_id)) for a in found]
-    report = quality([f for f in facts if f is not None], within=args.within)
+    report = approval_quality(_repository(ctx), since=since, within=args.within, limit=args.limit)
     ctx.out.result(report, lambda: _stats_text(report))
 
 

@@ -332,13 +332,21 @@ class Approval(BaseModel):
         return self.status in DECISIONS and self.delivered_at is None
 
 
-def approval_id_for(run_id: str, interrupt_id: str) -> str:
+def approval_id_for(run_id: str, interrupt_id: str, generation: int = 1) -> str:
     """The approval id of a run's interrupt: a retried request yields the same id.
 
+    Args:
+        run_id: The run.
+        interrupt_id: The pause point.
+        generation: 1 for the first question at this pause point; each question asked again
+            there because what it shows changed (the one before superseded) is the next.
+
     Returns:
-        ``"apr-"`` and 26 lowercase base32 characters of SHA-256 over run and interrupt id.
+        ``"apr-"`` and 26 lowercase base32 characters of SHA-256 over run and interrupt id
+        (and the generation after the first).
     """
-    digest = hashlib.sha256(f"{run_id}\n{interrupt_id}".encode()).digest()
+    key = f"{run_id}\n{interrupt_id}" + (f"\n{generation}" if generation > 1 else "")
+    digest = hashlib.sha256(key.encode()).digest()
     return APPROVAL_ID_PREFIX + base64.b32encode(digest).decode("ascii").lower()[:26]
 
 
