@@ -33,6 +33,13 @@ workflows:
     inputs_schema: {properties: {account: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: jobs
+    memory: false
+    concurrency: {limit: 1, key: "{{ team }}"}
+    priority: "{{ urgency }}"
+    inputs_schema: {properties: {team: {type: string}, urgency: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
 """
 
 
@@ -118,6 +125,47 @@ def test_a_singleton_skips_a_start_while_its_key_runs_and_takes_the_next(deps: F
     assert run_segment(RunSegment(first.run_id), deps).status == "succeeded"
     later = start(deps, "nightly", account="x")
     assert later.run_id in deps.executions.names
+
+
+def test_queued_runs_of_a_key_start_by_priority_then_in_arrival_order(deps: Fakes) -> None:
+    # Given team t's one slot taken
+    first = start(deps, "jobs", team="t", urgency="0")
+    # When four more queue: two at urgency 0, two at urgency 5, interleaved
+    low1, high1, low2, high2 = (
+        start(deps, "jobs", team="t", urgency=u) for u in ("0", "5", "0", "5")
+    )
+    # Then each run that ends starts the highest-priority one queued, first come first
+    order = []
+    running = first
+    for _ in range(4):
+        assert run_segment(RunSegment(running.run_id), deps).status == "succeeded"
+        running = deps.runs.get_run(deps.executions.names[-1])
+        order.append(running.run_id)
+    assert order == [high1.run_id, high2.run_id, low1.run_id, low2.run_id]
+
+
+def test_a_queued_run_records_its_priority_on_its_timeline(deps: Fakes) -> None:
+    # Given team t's slot taken
+    start(deps, "jobs", team="t", urgency="1")
+    # When a run of urgency 7 queues behind it
+    queued = start(deps, "jobs", team="t", urgency="7")
+    # Then its waiting event says why and at which priority
+    event = deps.runs.get_timeline(queued.run_id)[-1]
+    assert event.type is TimelineEventType.resource_waiting
+    assert (event.detail["reason"], event.detail["priority"]) == ("concurrency", 7)
+
+
+def test_a_priority_that_is_not_a_whole_number_refuses_the_start(deps: Fakes) -> None:
+    from langorch.domain.errors import InputValidationError
+
+    # Given team t's slot taken
+    start(deps, "jobs", team="t", urgency="1")
+    # When a run whose urgency is not a number starts
+    with pytest.raises(InputValidationError) as refused:
+        start(deps, "jobs", team="t", urgency="soon")
+    # Then the problem names the field and says what it must be
+    assert refused.value.problems[0].path == "priority"
+    assert "whole number" in refused.value.problems[0].message
 
 
 def _plan(**flow: Any) -> dict[str, Any]:

@@ -228,6 +228,9 @@ def _create_run(
     ensure_valid_input(plan, data)
     resource = None
     if plan.concurrency is not None:
+        from langorch.domain.flow_control import priority_of
+
+        priority_of(plan.plan_id, plan.priority, data)  # a bad one refuses the start, not a run
         from langorch.domain.concurrency import resource_name
 
         resource = resource_name(plan.plan_id, plan.concurrency, data), plan.concurrency.limit
@@ -279,7 +282,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
         return dropped, created  # rate_limit / singleton: recorded, not started
     if not created and run.is_terminal:
         return run, created  # a late duplicate of an ended (or dropped) run starts nothing
-    if resource is not None and not _concurrency_turn(run, created, resource, deps):
+    if resource is not None and not _concurrency_turn(run, created, resource, plan, deps):
         return run, created
     # The execution ARN derives from the run id; it is not written back to the record, which
     # the first segment may already be changing.
@@ -309,17 +312,20 @@ def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:
 
 
 def _concurrency_turn(
-    run: RunRecord, created: bool, slot: tuple[str, int], deps: LaunchDeps
+    run: RunRecord, created: bool, slot: tuple[str, int], plan: TaskPlan, deps: LaunchDeps
 ) -> bool:
     """Whether the run may start now under its workflow's ``concurrency``; if not, it waits
     ``queued`` in the resource's queue (no execution, no Lambda) until a run of its key ends
-    (:func:`langorch.app.resources.start_next_runs`)."""
+    (:func:`langorch.app.resources.start_next_runs`), ahead of the queued runs of a lower
+    ``priority``."""
     from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER, WAIT_SECONDS
+    from langorch.domain.flow_control import priority_of
     from langorch.domain.resources import holder_of
 
     if run.is_terminal:
         return False  # a late duplicate of an ended run: its lease is given back, take none
     resource, limit = slot
+    priority = priority_of(plan.plan_id, plan.priority, dict(run.input))
     _ensure_limit(resource, limit, deps)
     grant = deps.resources.acquire(
         resource,
@@ -327,6 +333,7 @@ def _concurrency_turn(
         now=time.time(),  # lease times are the resource locks' wall clock, as the engine's
         lease_seconds=LEASE_SECONDS,
         wait_seconds=WAIT_SECONDS,
+        priority=priority,
     )
     if grant.acquired:
         return True
@@ -342,6 +349,7 @@ def _concurrency_turn(
                         "resource": resource,
                         "position": grant.position,
                         "reason": "concurrency",
+                        "priority": priority,
                     },
                 )
             ],

@@ -108,7 +108,7 @@ def _trigger(trigger: Trigger) -> dict[str, Any]:
 
 def _flow(plan: TaskPlan) -> dict[str, Any]:
     flow: dict[str, Any] = {}
-    for name in ("concurrency", "rate_limit", "singleton", *NOT_ENFORCED):
+    for name in ("concurrency", "priority", "rate_limit", "singleton", *NOT_ENFORCED):
         value = getattr(plan, name)
         if value is None:
             continue

@@ -12,9 +12,12 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   lasts ``period`` and is never given back early, so the window slides.
 - ``singleton: {key, mode: skip}`` — at most one run per key at once; a start while one runs
   is dropped (cancelled, reason ``singleton``). The lease is the run's until it ends.
+- ``priority`` — among the runs queued for a ``concurrency`` key, higher starts first (FIFO
+  within a priority): the waiter's stored sort key carries it
+  (:func:`langorch.domain.resources.waiter_key`).
 
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch``, ``priority``,
+control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch``,
 ``singleton.mode: cancel_running`` and a schedule trigger's ``catch_up``.
 """
 
@@ -147,7 +150,7 @@ class TriggerFlow(BaseModel):
     enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
 
 
-NOT_ENFORCED = ("throttle", "debounce", "batch", "priority")
+NOT_ENFORCED = ("throttle", "debounce", "batch")
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
 
 
@@ -166,6 +169,34 @@ def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
             if getattr(trigger, name) is not None:
                 found.append(Problem(f"triggers[{i}].{name}", f"{name} is not enforced yet", hint))
     return found
+
+
+def priority_of(workflow_id: str, template: str | None, data: dict[str, Any]) -> int:
+    """A run's ``priority`` rendered over its input: a whole number, clamped to the queue's
+    range (:data:`langorch.domain.resources.MIN_PRIORITY` to ``MAX_PRIORITY``); 0 unset.
+
+    Raises:
+        InputValidationError: it does not render, or not to a whole number (at ``priority``).
+    """
+    from langorch.domain.resources import MAX_PRIORITY, MIN_PRIORITY
+
+    if not template:
+        return 0
+    try:
+        text = render(template, {**data, "input": data}, max_chars=100)
+        value = int(str(text).strip())
+    except (TemplateError, ValueError) as exc:
+        raise InputValidationError(
+            f"workflow {workflow_id}",
+            [
+                Problem(
+                    "priority",
+                    f"{template!r} does not render to a whole number over the input ({exc})",
+                    "give the run the input it reads, as an integer (e.g. 0, 5, -1)",
+                )
+            ],
+        ) from exc
+    return max(MIN_PRIORITY, min(MAX_PRIORITY, value))
 
 
 def key_resource(prefix: str, workflow_id: str, spec: _Spec, data: dict[str, Any], at: str) -> str:
