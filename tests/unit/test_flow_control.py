@@ -33,6 +33,12 @@ workflows:
     inputs_schema: {properties: {account: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: latest
+    memory: false
+    singleton: {key: "{{ account }}", mode: cancel_running}
+    inputs_schema: {properties: {account: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
   - plan_id: jobs
     memory: false
     concurrency: {limit: 1, key: "{{ team }}"}
@@ -168,6 +174,47 @@ def test_a_priority_that_is_not_a_whole_number_refuses_the_start(deps: Fakes) ->
     assert "whole number" in refused.value.problems[0].message
 
 
+def test_cancel_running_cancels_the_keys_running_run_and_starts_the_new_one(deps: Fakes) -> None:
+    # Given a run of account x running, under singleton mode cancel_running
+    first = start(deps, "latest", account="x")
+    # When x starts again
+    second = start(deps, "latest", account="x")
+    # Then the first is cancelled, saying by which run, by flow control
+    old = deps.runs.get_run(first.run_id)
+    assert old.status is RunStatus.cancelled
+    assert old.status_reason == f"singleton: replaced by run {second.run_id}"
+    cancelled = deps.runs.get_timeline(first.run_id)[-1]
+    assert (cancelled.type, cancelled.actor) == (TimelineEventType.run_cancelled, "flow_control")
+    # And the second started, its timeline naming the run it cancelled
+    assert second.run_id in deps.executions.names
+    took = deps.runs.get_timeline(second.run_id)[-1]
+    assert took.type is TimelineEventType.resource_acquired
+    assert took.detail["cancelled"] == [first.run_id]
+
+
+def test_cancel_running_leaves_other_keys_running(deps: Fakes) -> None:
+    # Given runs of accounts x and y running
+    x = start(deps, "latest", account="x")
+    y = start(deps, "latest", account="y")
+    # When x starts again
+    start(deps, "latest", account="x")
+    # Then only x's first run was cancelled
+    assert deps.runs.get_run(x.run_id).status is RunStatus.cancelled
+    assert deps.runs.get_run(y.run_id).status is RunStatus.queued
+
+
+def test_after_a_replaced_run_the_new_one_holds_the_key_until_it_ends(deps: Fakes) -> None:
+    # Given x's first run replaced by a second
+    start(deps, "latest", account="x")
+    second = start(deps, "latest", account="x")
+    # When the second ends, and x starts again
+    assert run_segment(RunSegment(second.run_id), deps).status == "succeeded"
+    third = start(deps, "latest", account="x")
+    # Then the third starts cancelling nothing (the ended second is left as it was)
+    assert deps.runs.get_run(second.run_id).status is RunStatus.succeeded
+    assert deps.runs.get_timeline(third.run_id)[-1].type is TimelineEventType.run_started
+
+
 def _plan(**flow: Any) -> dict[str, Any]:
     return {
         "plan_id": "w",
@@ -234,3 +281,15 @@ def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
 
 def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:
     assert "rate_limit" not in TaskPlan.model_validate(_plan()).model_dump(mode="json")
+
+
+def test_enforced_keys_are_stored_without_a_warning() -> None:
+    plan = TaskPlan.model_validate(
+        _plan(
+            concurrency={"limit": 1},
+            priority="{{ urgency }}",
+            singleton={"key": "{{ k }}", "mode": "cancel_running"},
+        )
+    )
+    found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
+    assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]

@@ -10,6 +10,7 @@ cancelled``, ``langorch triggers show`` and the console read.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER
@@ -46,8 +47,21 @@ class FlowDeps(Protocol):
     def clock(self) -> Clock: ...
 
 
-def admit(run: RunRecord, plan: TaskPlan, deps: FlowDeps) -> RunRecord | None:
-    """Apply ``rate_limit`` and ``singleton`` to a newly created run.
+Cancel = Callable[[str, str], object]
+"""Cancel a run (its id) with a reason, as flow control (``app.runs``' ``cancel_run``)."""
+
+
+def admit(
+    run: RunRecord, plan: TaskPlan, deps: FlowDeps, cancel: Cancel | None = None
+) -> RunRecord | None:
+    """Apply ``rate_limit`` and ``singleton`` to a newly created run (``singleton.mode:
+    cancel_running`` cancels the key's running run and lets this one start).
+
+    Args:
+        run: the run just created.
+        plan: its workflow.
+        deps: the runs, the resource locks and a clock.
+        cancel: cancels a running run (``cancel_running``; ``None``: the new start is dropped).
 
     Returns:
         ``None`` when the run may go on to start; else the run as dropped (cancelled, with the
@@ -70,10 +84,39 @@ def admit(run: RunRecord, plan: TaskPlan, deps: FlowDeps) -> RunRecord | None:
             return _drop(run, f"rate limit: {spec.limit} per {spec.period}", facts, deps)
     if plan.singleton is not None:
         name = key_resource(SINGLETON_PREFIX, plan.plan_id, plan.singleton, data, "singleton")
-        if not _take(name, holder_of(run.run_id, RUN_HOLDER), 1, LEASE_SECONDS, now, deps):
+        holder = holder_of(run.run_id, RUN_HOLDER)
+        taken = _take(name, holder, 1, LEASE_SECONDS, now, deps)
+        if not taken and plan.singleton.mode == "cancel_running" and cancel is not None:
+            taken = _replace_running(run, name, holder, now, deps, cancel)
+        if not taken:
             facts = {"rule": "singleton", "key": name, "mode": plan.singleton.mode}
             return _drop(run, "singleton: a run of this key is running", facts, deps)
     return None
+
+
+def _replace_running(
+    run: RunRecord, name: str, holder: str, now: float, deps: FlowDeps, cancel: Cancel
+) -> bool:
+    """``singleton.mode: cancel_running``: cancel the run holding the key (recorded on its
+    timeline and the new run's), then take the key; whether it was taken.
+
+    A start racing another for the freed key may still lose it (and is dropped)."""
+    running = [h.rsplit("/", 1)[0] for h in deps.resources.get(name).live(now).leases]
+    for old in running:
+        cancel(old, f"singleton: replaced by run {run.run_id}")
+        deps.resources.release(name, holder_of(old, RUN_HOLDER))  # ended before it held it?
+    if not _take(name, holder, 1, LEASE_SECONDS, now, deps):
+        return False
+    event = TimelineEvent(
+        seq=3,  # after run_started (1) and a concurrency wait (2)
+        at=deps.clock(),
+        type=TimelineEventType.resource_acquired,
+        actor=ACTOR,
+        detail={"rule": "singleton", "key": name, "mode": "cancel_running", "cancelled": running},
+    )
+    deps.runs.append_events(run.run_id, [event])
+    logger.info("running run replaced", extra={"run_id": run.run_id, "cancelled": running})
+    return True
 
 
 def release_singleton(run: RunRecord, plan: TaskPlan, resources: ResourceLocks) -> None:

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from langorch.app.segment_record import (
     FailDeps,
@@ -299,9 +299,14 @@ def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None
     """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
     if plan.rate_limit is None and plan.singleton is None:
         return None
-    from langorch.app.flow_control import admit
+    from langorch.app.flow_control import ACTOR, admit
 
-    return admit(run, plan, deps)
+    def cancel(run_id: str, reason: str) -> object:
+        # Every launcher passes the container, which has what cancelling needs besides
+        # LaunchDeps (the approvals a parked run closes, the settings naming the state machine).
+        return cancel_run(run_id, cast("CancelDeps", deps), actor=ACTOR, reason=reason)
+
+    return admit(run, plan, deps, cancel)
 
 
 def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:

@@ -113,9 +113,7 @@ def _flow(plan: TaskPlan) -> dict[str, Any]:
         if value is None:
             continue
         written = value if isinstance(value, str) else value.model_dump(mode="json")
-        enforced = name not in NOT_ENFORCED and not (
-            name == "singleton" and plan.singleton is not None and plan.singleton.mode != "skip"
-        )
+        enforced = name not in NOT_ENFORCED
         flow[name] = {"spec": written, "enforced": enforced}
     return flow
 

@@ -11,14 +11,16 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   a start past it is dropped (cancelled, reason ``rate_limit``). A start takes a lease that
   lasts ``period`` and is never given back early, so the window slides.
 - ``singleton: {key, mode: skip}`` — at most one run per key at once; a start while one runs
-  is dropped (cancelled, reason ``singleton``). The lease is the run's until it ends.
+  is dropped (cancelled, reason ``singleton``). The lease is the run's until it ends. With
+  ``mode: cancel_running`` the new start cancels the running run instead (its timeline says
+  by which run; the new run's ``resource_acquired`` event names the one it cancelled).
 - ``priority`` — among the runs queued for a ``concurrency`` key, higher starts first (FIFO
   within a priority): the waiter's stored sort key carries it
   (:func:`langorch.domain.resources.waiter_key`).
 
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch``,
-``singleton.mode: cancel_running`` and a schedule trigger's ``catch_up``.
+control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch`` and a schedule
+trigger's ``catch_up``.
 """
 
 from __future__ import annotations
@@ -162,8 +164,6 @@ def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
         for name in NOT_ENFORCED
         if getattr(plan, name) is not None
     ]
-    if plan.singleton is not None and plan.singleton.mode == "cancel_running":
-        found.append(Problem("singleton.mode", "cancel_running is not enforced yet", hint))
     for i, trigger in enumerate(triggers):
         for name in ("concurrency", "catch_up"):
             if getattr(trigger, name) is not None:
