@@ -4,6 +4,7 @@ with its field path. Resource locks on the fake, SQLite and DynamoDB (moto)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -37,6 +38,12 @@ workflows:
     memory: false
     singleton: {key: "{{ account }}", mode: cancel_running}
     inputs_schema: {properties: {account: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: digest
+    memory: false
+    debounce: {period: 30s, key: "{{ topic }}"}
+    inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
   - plan_id: jobs
@@ -215,6 +222,39 @@ def test_after_a_replaced_run_the_new_one_holds_the_key_until_it_ends(deps: Fake
     assert deps.runs.get_timeline(third.run_id)[-1].type is TimelineEventType.run_started
 
 
+def test_a_debounced_burst_runs_once_with_the_last_input_and_the_count(deps: Fakes) -> None:
+    # Given a workflow debounced for 30 s per topic
+    # When 20 starts for topic t arrive over 5 s
+    runs = []
+    for n in range(20):
+        runs.append(start(deps, "digest", topic="t", n=str(n)))
+        deps.clock.advance(0.25)
+    # Then the first 19 are cancelled as debounced, each saying by which run
+    for earlier, later in itertools.pairwise(runs):
+        run = deps.runs.get_run(earlier.run_id)
+        assert run.status is RunStatus.cancelled
+        assert run.status_reason == f"debounce: replaced by run {later.run_id} within 30s"
+    # And the last is held, carrying the count of starts and its own input
+    last = deps.runs.get_run(runs[-1].run_id)
+    assert last.trigger.detail["debounce"]["count"] == 20 and last.input["n"] == "19"
+    # And it sleeps out its period, then runs
+    assert run_segment(RunSegment(last.run_id), deps).status == "sleeping"
+    deps.clock.advance(30)
+    woke = run_segment(RunSegment(last.run_id, resume={"woke": True}), deps)
+    assert woke.status == "succeeded"
+
+
+def test_a_start_after_the_debounce_period_starts_a_new_count(deps: Fakes) -> None:
+    # Given topic t's held run whose period is over
+    first = start(deps, "digest", topic="t")
+    deps.clock.advance(31)
+    # When t starts again
+    second = start(deps, "digest", topic="t")
+    # Then the first is left to run and the second counts from 1
+    assert deps.runs.get_run(first.run_id).status is RunStatus.queued
+    assert deps.runs.get_run(second.run_id).trigger.detail["debounce"]["count"] == 1
+
+
 def _plan(**flow: Any) -> dict[str, Any]:
     return {
         "plan_id": "w",
@@ -263,7 +303,7 @@ def test_catch_up_is_refused_on_a_trigger_that_is_not_a_schedule() -> None:
 def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
     plan = TaskPlan.model_validate(
         _plan(
-            debounce={"period": "30s", "key": "{{ k }}"},
+            batch={"max_size": 5, "timeout": "30s", "key": "{{ k }}"},
             triggers=[
                 {
                     "type": "schedule",
@@ -275,8 +315,8 @@ def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
     )
     found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
     assert found.ok
-    assert {p.path for p in found.warnings} >= {"debounce", "triggers[0].catch_up"}
-    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "debounce")
+    assert {p.path for p in found.warnings} >= {"batch", "triggers[0].catch_up"}
+    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "batch")
 
 
 def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:
@@ -288,6 +328,7 @@ def test_enforced_keys_are_stored_without_a_warning() -> None:
         _plan(
             concurrency={"limit": 1},
             priority="{{ urgency }}",
+            debounce={"period": "30s"},
             singleton={"key": "{{ k }}", "mode": "cancel_running"},
         )
     )

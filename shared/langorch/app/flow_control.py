@@ -10,11 +10,14 @@ cancelled``, ``langorch triggers show`` and the console read.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER
 from langorch.domain.flow_control import (
+    DEBOUNCE,
+    DEBOUNCE_PREFIX,
     RATE_PREFIX,
     SINGLETON_PREFIX,
     key_resource,
@@ -72,6 +75,8 @@ def admit(
     """
     data = dict(run.input)
     now = deps.clock().timestamp()  # the injected clock: a window a test can move past
+    if plan.debounce is not None and cancel is not None:
+        _debounce(run, plan, data, now, deps, cancel)
     if plan.rate_limit is not None:
         spec = plan.rate_limit
         name = key_resource(RATE_PREFIX, plan.plan_id, spec, data, "rate_limit")
@@ -117,6 +122,54 @@ def _replace_running(
     deps.runs.append_events(run.run_id, [event])
     logger.info("running run replaced", extra={"run_id": run.run_id, "cancelled": running})
     return True
+
+
+def _debounce(
+    run: RunRecord,
+    plan: TaskPlan,
+    data: dict[str, Any],
+    now: float,
+    deps: FlowDeps,
+    cancel: Cancel,
+) -> None:
+    """Hold the run for the debounce period, replacing (cancelling) the key's held run.
+
+    The key is a lease of one lasting the period: the held run's. A start within it takes the
+    key over and carries the count on; after it the key is free and the count starts again.
+    """
+    assert plan.debounce is not None
+    spec = plan.debounce
+    name = key_resource(DEBOUNCE_PREFIX, plan.plan_id, spec, data, "debounce")
+    period = period_seconds(spec.period)
+    holder = holder_of(run.run_id, RUN_HOLDER)
+    count = 1
+    if not _take(name, holder, 1, period, now, deps):
+        for held in deps.resources.get(name).live(now).leases:
+            old = held.rsplit("/", 1)[0]
+            before = deps.runs.get_run(old).trigger.detail.get(DEBOUNCE, {})
+            count = max(count, int(before.get("count", 1)) + 1)
+            cancel(old, f"debounce: replaced by run {run.run_id} within {spec.period}")
+            deps.resources.release(name, held)
+        _take(name, holder, 1, period, now, deps)  # a racing start may win it: both then run
+    hold = {"until": now + period, "count": count, "key": name}
+    trigger = run.trigger.model_copy(update={"detail": {**run.trigger.detail, DEBOUNCE: hold}})
+    deps.runs.save_run(run.model_copy(update={"trigger": trigger}))
+    event = TimelineEvent(
+        seq=2,
+        at=deps.clock(),
+        type=TimelineEventType.wait_started,
+        actor=ACTOR,
+        detail={"rule": "debounce", "key": name, "period": spec.period, "count": count},
+    )
+    deps.runs.append_events(run.run_id, [event])
+
+
+def debounce_wait(run: RunRecord, now: float) -> int:
+    """Seconds a debounced run still sleeps before its first segment (0: it may run)."""
+    hold = run.trigger.detail.get(DEBOUNCE)
+    if not isinstance(hold, dict) or run.segment > 0 or run.status is not RunStatus.queued:
+        return 0
+    return max(0, math.ceil(float(hold.get("until", 0)) - now))
 
 
 def release_singleton(run: RunRecord, plan: TaskPlan, resources: ResourceLocks) -> None:

@@ -297,7 +297,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
 
 def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None:
     """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
-    if plan.rate_limit is None and plan.singleton is None:
+    if plan.rate_limit is None and plan.singleton is None and plan.debounce is None:
         return None
     from langorch.app.flow_control import ACTOR, admit
 
@@ -398,6 +398,14 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_id=run.workflow_id,
             workflow_version=run.workflow_version,
         )
+    from langorch.app.flow_control import debounce_wait
+
+    debounced = "debounce" in run.trigger.detail
+    if debounced and (wait := debounce_wait(run, deps.clock().timestamp())) > 0:
+        # Debounced: asleep until its period is over (a later start of its key cancels it).
+        return SegmentResult(run.run_id, "sleeping", run.segment, seconds=wait)
+    if cmd.resume == {"woke": True} and run.pending is None and run.segment == 0 and debounced:
+        cmd = replace(cmd, resume=None)  # woke from the debounce sleep: the first segment
     if run.status is RunStatus.queued and run.pending is not None and cmd.resume is None:
         from langorch.app.repark import repark  # a redrive kept the parked approval
 

@@ -17,10 +17,14 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
 - ``priority`` — among the runs queued for a ``concurrency`` key, higher starts first (FIFO
   within a priority): the waiter's stored sort key carries it
   (:func:`langorch.domain.resources.waiter_key`).
+- ``debounce: {period, key}`` — a start of a key holds its run asleep for ``period`` (its
+  first segment sleeps, the state machine's Wait: nothing polls); a later start within the
+  period cancels the held run (reason ``debounce: ...``) and holds its own, carrying the count
+  of starts so far in ``trigger.detail.debounce.count``. The last start runs, with its input.
 
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch`` and a schedule
-trigger's ``catch_up``.
+control"): ``throttle`` (delay instead of drop), ``batch`` and a schedule trigger's
+``catch_up``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ from langorch.domain.templates import TemplateError, check, render
 
 RATE_PREFIX = "rate:"
 SINGLETON_PREFIX = "singleton:"
+DEBOUNCE_PREFIX = "debounce:"
+DEBOUNCE = "debounce"
+"""The key of a debounced run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
 
 MAX_PERIOD_SECONDS = 7 * 86_400
 """The longest window (a week): past it a lease would outlive what a key is worth keeping."""
@@ -152,7 +159,7 @@ class TriggerFlow(BaseModel):
     enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
 
 
-NOT_ENFORCED = ("throttle", "debounce", "batch")
+NOT_ENFORCED = ("throttle", "batch")
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
 
 
