@@ -46,6 +46,12 @@ workflows:
     inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: collect
+    memory: false
+    batch: {max_size: 50, timeout: 60s, key: "{{ topic }}"}
+    inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
   - plan_id: jobs
     memory: false
     concurrency: {limit: 1, key: "{{ team }}"}
@@ -255,6 +261,29 @@ def test_a_start_after_the_debounce_period_starts_a_new_count(deps: Fakes) -> No
     assert deps.runs.get_run(second.run_id).trigger.detail["debounce"]["count"] == 1
 
 
+def test_a_batched_burst_runs_in_batches_of_max_size_covering_each_start_once(
+    deps: Fakes,
+) -> None:
+    # Given a workflow batching up to 50 starts per topic
+    # When 120 starts for topic t arrive
+    runs = [start(deps, "collect", topic="t", n=str(n)) for n in range(120)]
+    # Then 3 runs remain (the others were moved into them): 50, 50 and 20 items
+    kept = [deps.runs.get_run(r.run_id) for r in runs]
+    kept = [r for r in kept if r.status is not RunStatus.cancelled]
+    assert [len(r.input["items"]) for r in kept] == [50, 50, 20]
+    # And together they carry each start's input once, in arrival order
+    assert [i["n"] for r in kept for i in r.input["items"]] == [str(n) for n in range(120)]
+    # And the full ones run at once; the open one sleeps until its timeout, then runs
+    assert [run_segment(RunSegment(r.run_id), deps).status for r in kept] == [
+        "succeeded",
+        "succeeded",
+        "sleeping",
+    ]
+    deps.clock.advance(60)
+    woke = run_segment(RunSegment(kept[2].run_id, resume={"woke": True}), deps)
+    assert woke.status == "succeeded"
+
+
 def _plan(**flow: Any) -> dict[str, Any]:
     return {
         "plan_id": "w",
@@ -303,7 +332,7 @@ def test_catch_up_is_refused_on_a_trigger_that_is_not_a_schedule() -> None:
 def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
     plan = TaskPlan.model_validate(
         _plan(
-            batch={"max_size": 5, "timeout": "30s", "key": "{{ k }}"},
+            throttle={"limit": 5, "period": "30s", "key": "{{ k }}"},
             triggers=[
                 {
                     "type": "schedule",
@@ -315,8 +344,8 @@ def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
     )
     found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
     assert found.ok
-    assert {p.path for p in found.warnings} >= {"batch", "triggers[0].catch_up"}
-    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "batch")
+    assert {p.path for p in found.warnings} >= {"throttle", "triggers[0].catch_up"}
+    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "throttle")
 
 
 def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:
@@ -329,6 +358,7 @@ def test_enforced_keys_are_stored_without_a_warning() -> None:
             concurrency={"limit": 1},
             priority="{{ urgency }}",
             debounce={"period": "30s"},
+            batch={"max_size": 5, "timeout": "30s"},
             singleton={"key": "{{ k }}", "mode": "cancel_running"},
         )
     )

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER
 from langorch.domain.flow_control import (
+    BATCH,
+    BATCH_PREFIX,
     DEBOUNCE,
     DEBOUNCE_PREFIX,
     RATE_PREFIX,
@@ -75,6 +77,9 @@ def admit(
     """
     data = dict(run.input)
     now = deps.clock().timestamp()  # the injected clock: a window a test can move past
+    if plan.batch is not None and cancel is not None:
+        run = _batch(run, plan, data, now, deps, cancel)
+        data = dict(run.input)
     if plan.debounce is not None and cancel is not None:
         _debounce(run, plan, data, now, deps, cancel)
     if plan.rate_limit is not None:
@@ -164,9 +169,55 @@ def _debounce(
     deps.runs.append_events(run.run_id, [event])
 
 
+def _batch(
+    run: RunRecord,
+    plan: TaskPlan,
+    data: dict[str, Any],
+    now: float,
+    deps: FlowDeps,
+    cancel: Cancel,
+) -> RunRecord:
+    """Take the key's open batch over: its items plus this start's input become this run's
+    input, the run that held it is cancelled; held until the batch's timeout, or run now
+    (closing the batch) when it is full. Returns the run as stored."""
+    assert plan.batch is not None
+    spec = plan.batch
+    name = key_resource(BATCH_PREFIX, plan.plan_id, spec, data, "batch")
+    timeout = period_seconds(spec.timeout)
+    holder = holder_of(run.run_id, RUN_HOLDER)
+    items: list[Any] = []
+    until = now + timeout
+    if not _take(name, holder, 1, timeout, now, deps):
+        for held in deps.resources.get(name).live(now).leases:
+            old = deps.runs.get_run(held.rsplit("/", 1)[0])
+            items = list(old.input.get("items", []))
+            until = float(old.trigger.detail.get(BATCH, {}).get("until", until))
+            cancel(old.run_id, f"batch: moved into run {run.run_id} ({len(items)} items)")
+            deps.resources.release(name, held)
+        _take(name, holder, 1, max(1.0, until - now), now, deps)
+    items.append(data)
+    full = len(items) >= spec.max_size
+    if full:
+        deps.resources.release(name, holder)  # closed: the next start opens a new batch
+    hold = {"until": now if full else until, "count": len(items), "key": name}
+    trigger = run.trigger.model_copy(update={"detail": {**run.trigger.detail, BATCH: hold}})
+    batched = run.model_copy(update={"trigger": trigger, "input": {"items": items}})
+    deps.runs.save_run(batched)
+    event = TimelineEvent(
+        seq=2,
+        at=deps.clock(),
+        type=TimelineEventType.wait_started,
+        actor=ACTOR,
+        detail={"rule": "batch", "key": name, "count": len(items), "full": full},
+    )
+    deps.runs.append_events(run.run_id, [event])
+    return batched
+
+
 def debounce_wait(run: RunRecord, now: float) -> int:
-    """Seconds a debounced run still sleeps before its first segment (0: it may run)."""
-    hold = run.trigger.detail.get(DEBOUNCE)
+    """Seconds a debounced or batch run still sleeps before its first segment (0: it may
+    run)."""
+    hold = run.trigger.detail.get(DEBOUNCE) or run.trigger.detail.get(BATCH)
     if not isinstance(hold, dict) or run.segment > 0 or run.status is not RunStatus.queued:
         return 0
     return max(0, math.ceil(float(hold.get("until", 0)) - now))

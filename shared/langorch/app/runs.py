@@ -297,7 +297,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
 
 def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None:
     """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
-    if plan.rate_limit is None and plan.singleton is None and plan.debounce is None:
+    if not (plan.rate_limit or plan.singleton or plan.debounce or plan.batch):
         return None
     from langorch.app.flow_control import ACTOR, admit
 
@@ -400,7 +400,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         )
     from langorch.app.flow_control import debounce_wait
 
-    debounced = "debounce" in run.trigger.detail
+    debounced = "debounce" in run.trigger.detail or "batch" in run.trigger.detail
     if debounced and (wait := debounce_wait(run, deps.clock().timestamp())) > 0:
         # Debounced: asleep until its period is over (a later start of its key cancels it).
         return SegmentResult(run.run_id, "sleeping", run.segment, seconds=wait)

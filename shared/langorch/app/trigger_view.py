@@ -99,7 +99,7 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
 
 
 def _by_flow_control(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith(("rate limit:", "singleton:", "debounce:"))  # type: ignore[union-attr]
+    return bool(reason) and reason.startswith(("rate limit:", "singleton:", "debounce:", "batch:"))  # type: ignore[union-attr]
 
 
 def _trigger(trigger: Trigger) -> dict[str, Any]:

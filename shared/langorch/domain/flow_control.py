@@ -21,10 +21,14 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   first segment sleeps, the state machine's Wait: nothing polls); a later start within the
   period cancels the held run (reason ``debounce: ...``) and holds its own, carrying the count
   of starts so far in ``trigger.detail.debounce.count``. The last start runs, with its input.
+- ``batch: {max_size, timeout, key}`` — starts of a key are collected into one run whose input
+  is ``{"items": [input, ...]}``: each start takes the open batch over (cancelling the run that
+  held it, reason ``batch: ...``) with the items so far plus its own, and sleeps until
+  ``timeout`` after the batch's first start; the start that makes ``max_size`` runs at once
+  and closes the batch.
 
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop), ``batch`` and a schedule trigger's
-``catch_up``.
+control"): ``throttle`` (delay instead of drop) and a schedule trigger's ``catch_up``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,9 @@ from langorch.domain.templates import TemplateError, check, render
 RATE_PREFIX = "rate:"
 SINGLETON_PREFIX = "singleton:"
 DEBOUNCE_PREFIX = "debounce:"
+BATCH_PREFIX = "batch:"
+BATCH = "batch"
+"""The key of a batch run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
 DEBOUNCE = "debounce"
 """The key of a debounced run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
 
@@ -159,7 +166,7 @@ class TriggerFlow(BaseModel):
     enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
 
 
-NOT_ENFORCED = ("throttle", "batch")
+NOT_ENFORCED = ("throttle",)
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
 
 
