@@ -9,8 +9,9 @@ conditional write, so the rules are the same everywhere and are tested without A
 - A lease is held by a *holder*, ``<run_id>/<step_id>``, and expires ``lease_seconds`` after it
   was taken or refreshed: the holder of a lease that outlived its segment (a crashed Lambda)
   has died, and the next acquirer reclaims the slot.
-- Waiters queue in arrival order (FIFO). A free slot goes to the first waiters in the queue;
-  a newcomer never overtakes them. A waiter that stops asking (its run ended without saying
+- Waiters queue by priority (a workflow's ``priority``; 0 by default), then in arrival order
+  (FIFO). A free slot goes to the first waiters in the queue; a newcomer never overtakes a
+  waiter of its priority or higher. A waiter that stops asking (its run ended without saying
   so) drops out after ``wait_seconds``.
 - An undeclared resource has :data:`DEFAULT_LIMIT` (1): a resource is single-capacity until an
   operator says otherwise (``langorch resources set NAME --limit N``).

@@ -7,8 +7,12 @@ Layout (beside the runs' items; one partition holds every resource, so listing i
                                             grants (N), leases (JSON: holder -> expires at),
                                             arrivals (N: the last arrival key given),
                                             waiters (N: waiter items stored)
-    resource-queue#<name>    <arrival, 12   holder, expires_at (N), token (S, once parked)
+    resource-queue#<name>    p<key, 20      holder, expires_at (N), token (S, once parked)
                               digits>
+
+A waiter's key is its priority band then its arrival (``rules.waiter_key``), so the sort key
+orders the queue and a waiter queued ahead of lower priorities is one Put; keys written before
+priorities (12 bare digits, priority 0) sort first and are moved by the change that needs it.
 
 Every change reads the resource item (and, when it has waiters, its queue: one Query), decides
 with :mod:`langorch.domain.resources` and writes back with a condition on ``version``
