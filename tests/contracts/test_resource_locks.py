@@ -62,6 +62,30 @@ def test_a_released_lease_goes_to_the_first_in_line(locks: Locks) -> None:
     assert locks.release("r", "run-a/step") is False
 
 
+def test_waiters_queue_by_priority_then_arrival_and_keep_it_when_stored(locks: Locks) -> None:
+    # Given one lease held and waiters of priority 0, 3, 0 queued
+    take(locks, "r", "run-a/step")
+    for holder, priority in (("run-b/step", 0), ("run-c/step", 3), ("run-d/step", 0)):
+        locks.acquire(
+            "r", holder, now=NOW, lease_seconds=LEASE, wait_seconds=WAIT, priority=priority
+        )
+    # When another of priority 3 arrives, and the first lease is given back
+    grant = locks.acquire(
+        "r", "run-e/step", now=NOW, lease_seconds=LEASE, wait_seconds=WAIT, priority=3
+    )
+    locks.release("r", "run-a/step")
+    # Then it waited second, and the queue read back is by priority, then arrival
+    assert grant.position == 2
+    state = locks.get("r")
+    assert [(w.holder, w.priority) for w in state.queue] == [
+        ("run-c/step", 3),
+        ("run-e/step", 3),
+        ("run-b/step", 0),
+        ("run-d/step", 0),
+    ]
+    assert take(locks, "r", "run-c/step").acquired
+
+
 def test_an_expired_lease_is_reclaimed(locks: Locks) -> None:
     take(locks, "r", "run-dead/step")
     grant = take(locks, "r", "run-b/step", now=NOW + LEASE + 1)

@@ -19,7 +19,14 @@ class InMemoryResourceLocks:
         self._states: dict[str, ResourceState] = {}
 
     def acquire(
-        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+        self,
+        name: str,
+        holder: str,
+        *,
+        now: float,
+        lease_seconds: float,
+        wait_seconds: float,
+        priority: int = 0,
     ) -> Grant:
         with self._lock:
             state, grant = rules.acquire(
@@ -29,6 +36,7 @@ class InMemoryResourceLocks:
                 lease_seconds=lease_seconds,
                 wait_seconds=wait_seconds,
                 max_waiters=self._max_waiters,
+                priority=priority,
             )
             self._states[name] = state
             return grant

@@ -4,6 +4,7 @@ with its field path. Resource locks on the fake, SQLite and DynamoDB (moto)."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -31,6 +32,31 @@ workflows:
     memory: false
     singleton: {key: "{{ input.account }}"}
     inputs_schema: {properties: {account: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: latest
+    memory: false
+    singleton: {key: "{{ account }}", mode: cancel_running}
+    inputs_schema: {properties: {account: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: digest
+    memory: false
+    debounce: {period: 30s, key: "{{ topic }}"}
+    inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: collect
+    memory: false
+    batch: {max_size: 50, timeout: 60s, key: "{{ topic }}"}
+    inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: jobs
+    memory: false
+    concurrency: {limit: 1, key: "{{ team }}"}
+    priority: "{{ urgency }}"
+    inputs_schema: {properties: {team: {type: string}, urgency: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
 """
@@ -120,6 +146,144 @@ def test_a_singleton_skips_a_start_while_its_key_runs_and_takes_the_next(deps: F
     assert later.run_id in deps.executions.names
 
 
+def test_queued_runs_of_a_key_start_by_priority_then_in_arrival_order(deps: Fakes) -> None:
+    # Given team t's one slot taken
+    first = start(deps, "jobs", team="t", urgency="0")
+    # When four more queue: two at urgency 0, two at urgency 5, interleaved
+    low1, high1, low2, high2 = (
+        start(deps, "jobs", team="t", urgency=u) for u in ("0", "5", "0", "5")
+    )
+    # Then each run that ends starts the highest-priority one queued, first come first
+    order = []
+    running = first
+    for _ in range(4):
+        assert run_segment(RunSegment(running.run_id), deps).status == "succeeded"
+        running = deps.runs.get_run(deps.executions.names[-1])
+        order.append(running.run_id)
+    assert order == [high1.run_id, high2.run_id, low1.run_id, low2.run_id]
+
+
+def test_a_queued_run_records_its_priority_on_its_timeline(deps: Fakes) -> None:
+    # Given team t's slot taken
+    start(deps, "jobs", team="t", urgency="1")
+    # When a run of urgency 7 queues behind it
+    queued = start(deps, "jobs", team="t", urgency="7")
+    # Then its waiting event says why and at which priority
+    event = deps.runs.get_timeline(queued.run_id)[-1]
+    assert event.type is TimelineEventType.resource_waiting
+    assert (event.detail["reason"], event.detail["priority"]) == ("concurrency", 7)
+
+
+def test_a_priority_that_is_not_a_whole_number_refuses_the_start(deps: Fakes) -> None:
+    from langorch.domain.errors import InputValidationError
+
+    # Given team t's slot taken
+    start(deps, "jobs", team="t", urgency="1")
+    # When a run whose urgency is not a number starts
+    with pytest.raises(InputValidationError) as refused:
+        start(deps, "jobs", team="t", urgency="soon")
+    # Then the problem names the field and says what it must be
+    assert refused.value.problems[0].path == "priority"
+    assert "whole number" in refused.value.problems[0].message
+
+
+def test_cancel_running_cancels_the_keys_running_run_and_starts_the_new_one(deps: Fakes) -> None:
+    # Given a run of account x running, under singleton mode cancel_running
+    first = start(deps, "latest", account="x")
+    # When x starts again
+    second = start(deps, "latest", account="x")
+    # Then the first is cancelled, saying by which run, by flow control
+    old = deps.runs.get_run(first.run_id)
+    assert old.status is RunStatus.cancelled
+    assert old.status_reason == f"singleton: replaced by run {second.run_id}"
+    cancelled = deps.runs.get_timeline(first.run_id)[-1]
+    assert (cancelled.type, cancelled.actor) == (TimelineEventType.run_cancelled, "flow_control")
+    # And the second started, its timeline naming the run it cancelled
+    assert second.run_id in deps.executions.names
+    took = deps.runs.get_timeline(second.run_id)[-1]
+    assert took.type is TimelineEventType.resource_acquired
+    assert took.detail["cancelled"] == [first.run_id]
+
+
+def test_cancel_running_leaves_other_keys_running(deps: Fakes) -> None:
+    # Given runs of accounts x and y running
+    x = start(deps, "latest", account="x")
+    y = start(deps, "latest", account="y")
+    # When x starts again
+    start(deps, "latest", account="x")
+    # Then only x's first run was cancelled
+    assert deps.runs.get_run(x.run_id).status is RunStatus.cancelled
+    assert deps.runs.get_run(y.run_id).status is RunStatus.queued
+
+
+def test_after_a_replaced_run_the_new_one_holds_the_key_until_it_ends(deps: Fakes) -> None:
+    # Given x's first run replaced by a second
+    start(deps, "latest", account="x")
+    second = start(deps, "latest", account="x")
+    # When the second ends, and x starts again
+    assert run_segment(RunSegment(second.run_id), deps).status == "succeeded"
+    third = start(deps, "latest", account="x")
+    # Then the third starts cancelling nothing (the ended second is left as it was)
+    assert deps.runs.get_run(second.run_id).status is RunStatus.succeeded
+    assert deps.runs.get_timeline(third.run_id)[-1].type is TimelineEventType.run_started
+
+
+def test_a_debounced_burst_runs_once_with_the_last_input_and_the_count(deps: Fakes) -> None:
+    # Given a workflow debounced for 30 s per topic
+    # When 20 starts for topic t arrive over 5 s
+    runs = []
+    for n in range(20):
+        runs.append(start(deps, "digest", topic="t", n=str(n)))
+        deps.clock.advance(0.25)
+    # Then the first 19 are cancelled as debounced, each saying by which run
+    for earlier, later in itertools.pairwise(runs):
+        run = deps.runs.get_run(earlier.run_id)
+        assert run.status is RunStatus.cancelled
+        assert run.status_reason == f"debounce: replaced by run {later.run_id} within 30s"
+    # And the last is held, carrying the count of starts and its own input
+    last = deps.runs.get_run(runs[-1].run_id)
+    assert last.trigger.detail["debounce"]["count"] == 20 and last.input["n"] == "19"
+    # And it sleeps out its period, then runs
+    assert run_segment(RunSegment(last.run_id), deps).status == "sleeping"
+    deps.clock.advance(30)
+    woke = run_segment(RunSegment(last.run_id, resume={"woke": True}), deps)
+    assert woke.status == "succeeded"
+
+
+def test_a_start_after_the_debounce_period_starts_a_new_count(deps: Fakes) -> None:
+    # Given topic t's held run whose period is over
+    first = start(deps, "digest", topic="t")
+    deps.clock.advance(31)
+    # When t starts again
+    second = start(deps, "digest", topic="t")
+    # Then the first is left to run and the second counts from 1
+    assert deps.runs.get_run(first.run_id).status is RunStatus.queued
+    assert deps.runs.get_run(second.run_id).trigger.detail["debounce"]["count"] == 1
+
+
+def test_a_batched_burst_runs_in_batches_of_max_size_covering_each_start_once(
+    deps: Fakes,
+) -> None:
+    # Given a workflow batching up to 50 starts per topic
+    # When 120 starts for topic t arrive
+    runs = [start(deps, "collect", topic="t", n=str(n)) for n in range(120)]
+    # Then 3 runs remain (the others were moved into them): 50, 50 and 20 items
+    kept = [deps.runs.get_run(r.run_id) for r in runs]
+    kept = [r for r in kept if r.status is not RunStatus.cancelled]
+    assert [len(r.input["items"]) for r in kept] == [50, 50, 20]
+    # And together they carry each start's input once, in arrival order
+    assert [i["n"] for r in kept for i in r.input["items"]] == [str(n) for n in range(120)]
+    # And the full ones run at once; the open one sleeps until its timeout, then runs
+    assert [run_segment(RunSegment(r.run_id), deps).status for r in kept] == [
+        "succeeded",
+        "succeeded",
+        "sleeping",
+    ]
+    deps.clock.advance(60)
+    woke = run_segment(RunSegment(kept[2].run_id, resume={"woke": True}), deps)
+    assert woke.status == "succeeded"
+
+
 def _plan(**flow: Any) -> dict[str, Any]:
     return {
         "plan_id": "w",
@@ -168,7 +332,7 @@ def test_catch_up_is_refused_on_a_trigger_that_is_not_a_schedule() -> None:
 def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
     plan = TaskPlan.model_validate(
         _plan(
-            debounce={"period": "30s", "key": "{{ k }}"},
+            throttle={"limit": 5, "period": "30s", "key": "{{ k }}"},
             triggers=[
                 {
                     "type": "schedule",
@@ -180,9 +344,23 @@ def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
     )
     found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
     assert found.ok
-    assert {p.path for p in found.warnings} >= {"debounce", "triggers[0].catch_up"}
-    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "debounce")
+    assert {p.path for p in found.warnings} >= {"throttle", "triggers[0].catch_up"}
+    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "throttle")
 
 
 def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:
     assert "rate_limit" not in TaskPlan.model_validate(_plan()).model_dump(mode="json")
+
+
+def test_enforced_keys_are_stored_without_a_warning() -> None:
+    plan = TaskPlan.model_validate(
+        _plan(
+            concurrency={"limit": 1},
+            priority="{{ urgency }}",
+            debounce={"period": "30s"},
+            batch={"max_size": 5, "timeout": "30s"},
+            singleton={"key": "{{ k }}", "mode": "cancel_running"},
+        )
+    )
+    found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
+    assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]

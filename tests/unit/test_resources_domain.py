@@ -134,3 +134,31 @@ def test_a_waiter_that_parks_after_its_turn_came_is_told_so() -> None:
     state, _ = release(state, "run-a/s")
     state, turn = park(state, "run-b/s", "tok-b", now=0.0, wait_seconds=WAIT)
     assert turn is True
+
+
+def test_a_higher_priority_waiter_queues_ahead_of_lower_ones_and_behind_its_equals() -> None:
+    # Given one lease held and waiters of priority 0, 5, 0
+    state = take(ResourceState(name="r"), "run-a/s")[0]
+    for holder, priority in (("b/s", 0), ("c/s", 5), ("d/s", 0)):
+        state = acquire(
+            state, holder, now=0, lease_seconds=LEASE, wait_seconds=WAIT, priority=priority
+        )[0]
+    # When another of priority 5 arrives
+    state, grant = acquire(state, "e/s", now=0, lease_seconds=LEASE, wait_seconds=WAIT, priority=5)
+    # Then it waits second: behind the earlier 5, ahead of both 0s
+    assert grant.position == 2
+    assert [w.holder for w in state.queue] == ["c/s", "e/s", "b/s", "d/s"]
+
+
+def test_a_waiter_queued_ahead_of_stored_ones_is_one_write_under_a_key_that_sorts_there() -> None:
+    from langorch.domain.resources import Waiter, queue_changes, waiter_key
+
+    # Given two waiters of priority 0 stored under their keys
+    low = [Waiter("b/s", 60.0), Waiter("c/s", 60.0)]
+    stored = [(waiter_key(0, 1), low[0]), (waiter_key(0, 2), low[1])]
+    # When one of priority 3 queues ahead of them
+    high = Waiter("d/s", 60.0, priority=3)
+    changes = queue_changes(stored, [high, *low], arrivals=2)
+    # Then only it is written, under a key sorting before theirs; nothing moves
+    assert changes.delete == () and [w for _, w in changes.put] == [high]
+    assert changes.put[0][0] < stored[0][0] and changes.arrivals == 3

@@ -15,7 +15,7 @@ workflows:
     memory: false
     concurrency: {limit: 1, key: "{{ customer_id }}"}
     rate_limit: {limit: 3, period: 1m, key: "{{ customer_id }}"}
-    debounce: {period: 30s}
+    throttle: {limit: 9, period: 1m}
     triggers:
       - {type: webhook}
     inputs_schema: {properties: {customer_id: {type: string}}}
@@ -43,5 +43,5 @@ def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() 
         "spec": {"key": "{{ customer_id }}", "limit": 3, "period": "1m"},
         "enforced": True,
     }
-    assert view.flow["debounce"]["enforced"] is False
+    assert view.flow["throttle"]["enforced"] is False
     assert view.triggers == [{"type": "webhook"}]

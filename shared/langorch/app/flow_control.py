@@ -10,10 +10,16 @@ cancelled``, ``langorch triggers show`` and the console read.
 from __future__ import annotations
 
 import logging
+import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER
 from langorch.domain.flow_control import (
+    BATCH,
+    BATCH_PREFIX,
+    DEBOUNCE,
+    DEBOUNCE_PREFIX,
     RATE_PREFIX,
     SINGLETON_PREFIX,
     key_resource,
@@ -46,8 +52,21 @@ class FlowDeps(Protocol):
     def clock(self) -> Clock: ...
 
 
-def admit(run: RunRecord, plan: TaskPlan, deps: FlowDeps) -> RunRecord | None:
-    """Apply ``rate_limit`` and ``singleton`` to a newly created run.
+Cancel = Callable[[str, str], object]
+"""Cancel a run (its id) with a reason, as flow control (``app.runs``' ``cancel_run``)."""
+
+
+def admit(
+    run: RunRecord, plan: TaskPlan, deps: FlowDeps, cancel: Cancel | None = None
+) -> RunRecord | None:
+    """Apply ``rate_limit`` and ``singleton`` to a newly created run (``singleton.mode:
+    cancel_running`` cancels the key's running run and lets this one start).
+
+    Args:
+        run: the run just created.
+        plan: its workflow.
+        deps: the runs, the resource locks and a clock.
+        cancel: cancels a running run (``cancel_running``; ``None``: the new start is dropped).
 
     Returns:
         ``None`` when the run may go on to start; else the run as dropped (cancelled, with the
@@ -58,6 +77,11 @@ def admit(run: RunRecord, plan: TaskPlan, deps: FlowDeps) -> RunRecord | None:
     """
     data = dict(run.input)
     now = deps.clock().timestamp()  # the injected clock: a window a test can move past
+    if plan.batch is not None and cancel is not None:
+        run = _batch(run, plan, data, now, deps, cancel)
+        data = dict(run.input)
+    if plan.debounce is not None and cancel is not None:
+        _debounce(run, plan, data, now, deps, cancel)
     if plan.rate_limit is not None:
         spec = plan.rate_limit
         name = key_resource(RATE_PREFIX, plan.plan_id, spec, data, "rate_limit")
@@ -70,10 +94,133 @@ def admit(run: RunRecord, plan: TaskPlan, deps: FlowDeps) -> RunRecord | None:
             return _drop(run, f"rate limit: {spec.limit} per {spec.period}", facts, deps)
     if plan.singleton is not None:
         name = key_resource(SINGLETON_PREFIX, plan.plan_id, plan.singleton, data, "singleton")
-        if not _take(name, holder_of(run.run_id, RUN_HOLDER), 1, LEASE_SECONDS, now, deps):
+        holder = holder_of(run.run_id, RUN_HOLDER)
+        taken = _take(name, holder, 1, LEASE_SECONDS, now, deps)
+        if not taken and plan.singleton.mode == "cancel_running" and cancel is not None:
+            taken = _replace_running(run, name, holder, now, deps, cancel)
+        if not taken:
             facts = {"rule": "singleton", "key": name, "mode": plan.singleton.mode}
             return _drop(run, "singleton: a run of this key is running", facts, deps)
     return None
+
+
+def _replace_running(
+    run: RunRecord, name: str, holder: str, now: float, deps: FlowDeps, cancel: Cancel
+) -> bool:
+    """``singleton.mode: cancel_running``: cancel the run holding the key (recorded on its
+    timeline and the new run's), then take the key; whether it was taken.
+
+    A start racing another for the freed key may still lose it (and is dropped)."""
+    running = [h.rsplit("/", 1)[0] for h in deps.resources.get(name).live(now).leases]
+    for old in running:
+        cancel(old, f"singleton: replaced by run {run.run_id}")
+        deps.resources.release(name, holder_of(old, RUN_HOLDER))  # ended before it held it?
+    if not _take(name, holder, 1, LEASE_SECONDS, now, deps):
+        return False
+    event = TimelineEvent(
+        seq=3,  # after run_started (1) and a concurrency wait (2)
+        at=deps.clock(),
+        type=TimelineEventType.resource_acquired,
+        actor=ACTOR,
+        detail={"rule": "singleton", "key": name, "mode": "cancel_running", "cancelled": running},
+    )
+    deps.runs.append_events(run.run_id, [event])
+    logger.info("running run replaced", extra={"run_id": run.run_id, "cancelled": running})
+    return True
+
+
+def _debounce(
+    run: RunRecord,
+    plan: TaskPlan,
+    data: dict[str, Any],
+    now: float,
+    deps: FlowDeps,
+    cancel: Cancel,
+) -> None:
+    """Hold the run for the debounce period, replacing (cancelling) the key's held run.
+
+    The key is a lease of one lasting the period: the held run's. A start within it takes the
+    key over and carries the count on; after it the key is free and the count starts again.
+    """
+    assert plan.debounce is not None
+    spec = plan.debounce
+    name = key_resource(DEBOUNCE_PREFIX, plan.plan_id, spec, data, "debounce")
+    period = period_seconds(spec.period)
+    holder = holder_of(run.run_id, RUN_HOLDER)
+    count = 1
+    if not _take(name, holder, 1, period, now, deps):
+        for held in deps.resources.get(name).live(now).leases:
+            old = held.rsplit("/", 1)[0]
+            before = deps.runs.get_run(old).trigger.detail.get(DEBOUNCE, {})
+            count = max(count, int(before.get("count", 1)) + 1)
+            cancel(old, f"debounce: replaced by run {run.run_id} within {spec.period}")
+            deps.resources.release(name, held)
+        _take(name, holder, 1, period, now, deps)  # a racing start may win it: both then run
+    hold = {"until": now + period, "count": count, "key": name}
+    trigger = run.trigger.model_copy(update={"detail": {**run.trigger.detail, DEBOUNCE: hold}})
+    deps.runs.save_run(run.model_copy(update={"trigger": trigger}))
+    event = TimelineEvent(
+        seq=2,
+        at=deps.clock(),
+        type=TimelineEventType.wait_started,
+        actor=ACTOR,
+        detail={"rule": "debounce", "key": name, "period": spec.period, "count": count},
+    )
+    deps.runs.append_events(run.run_id, [event])
+
+
+def _batch(
+    run: RunRecord,
+    plan: TaskPlan,
+    data: dict[str, Any],
+    now: float,
+    deps: FlowDeps,
+    cancel: Cancel,
+) -> RunRecord:
+    """Take the key's open batch over: its items plus this start's input become this run's
+    input, the run that held it is cancelled; held until the batch's timeout, or run now
+    (closing the batch) when it is full. Returns the run as stored."""
+    assert plan.batch is not None
+    spec = plan.batch
+    name = key_resource(BATCH_PREFIX, plan.plan_id, spec, data, "batch")
+    timeout = period_seconds(spec.timeout)
+    holder = holder_of(run.run_id, RUN_HOLDER)
+    items: list[Any] = []
+    until = now + timeout
+    if not _take(name, holder, 1, timeout, now, deps):
+        for held in deps.resources.get(name).live(now).leases:
+            old = deps.runs.get_run(held.rsplit("/", 1)[0])
+            items = list(old.input.get("items", []))
+            until = float(old.trigger.detail.get(BATCH, {}).get("until", until))
+            cancel(old.run_id, f"batch: moved into run {run.run_id} ({len(items)} items)")
+            deps.resources.release(name, held)
+        _take(name, holder, 1, max(1.0, until - now), now, deps)
+    items.append(data)
+    full = len(items) >= spec.max_size
+    if full:
+        deps.resources.release(name, holder)  # closed: the next start opens a new batch
+    hold = {"until": now if full else until, "count": len(items), "key": name}
+    trigger = run.trigger.model_copy(update={"detail": {**run.trigger.detail, BATCH: hold}})
+    batched = run.model_copy(update={"trigger": trigger, "input": {"items": items}})
+    deps.runs.save_run(batched)
+    event = TimelineEvent(
+        seq=2,
+        at=deps.clock(),
+        type=TimelineEventType.wait_started,
+        actor=ACTOR,
+        detail={"rule": "batch", "key": name, "count": len(items), "full": full},
+    )
+    deps.runs.append_events(run.run_id, [event])
+    return batched
+
+
+def debounce_wait(run: RunRecord, now: float) -> int:
+    """Seconds a debounced or batch run still sleeps before its first segment (0: it may
+    run)."""
+    hold = run.trigger.detail.get(DEBOUNCE) or run.trigger.detail.get(BATCH)
+    if not isinstance(hold, dict) or run.segment > 0 or run.status is not RunStatus.queued:
+        return 0
+    return max(0, math.ceil(float(hold.get("until", 0)) - now))
 
 
 def release_singleton(run: RunRecord, plan: TaskPlan, resources: ResourceLocks) -> None:

@@ -551,9 +551,17 @@ class ResourceLocks(Protocol):
     """
 
     def acquire(
-        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+        self,
+        name: str,
+        holder: str,
+        *,
+        now: float,
+        lease_seconds: float,
+        wait_seconds: float,
+        priority: int = 0,
     ) -> Grant:
-        """Take a lease for ``holder``, or queue it (``Grant.position``)."""
+        """Take a lease for ``holder``, or queue it (``Grant.position``): behind the waiters
+        of its ``priority`` or higher, ahead of the lower ones."""
         ...
 
     def release(self, name: str, holder: str) -> bool:

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from langorch.app.segment_record import (
     FailDeps,
@@ -228,6 +228,9 @@ def _create_run(
     ensure_valid_input(plan, data)
     resource = None
     if plan.concurrency is not None:
+        from langorch.domain.flow_control import priority_of
+
+        priority_of(plan.plan_id, plan.priority, data)  # a bad one refuses the start, not a run
         from langorch.domain.concurrency import resource_name
 
         resource = resource_name(plan.plan_id, plan.concurrency, data), plan.concurrency.limit
@@ -279,7 +282,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
         return dropped, created  # rate_limit / singleton: recorded, not started
     if not created and run.is_terminal:
         return run, created  # a late duplicate of an ended (or dropped) run starts nothing
-    if resource is not None and not _concurrency_turn(run, created, resource, deps):
+    if resource is not None and not _concurrency_turn(run, created, resource, plan, deps):
         return run, created
     # The execution ARN derives from the run id; it is not written back to the record, which
     # the first segment may already be changing.
@@ -294,11 +297,16 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
 
 def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None:
     """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
-    if plan.rate_limit is None and plan.singleton is None:
+    if not (plan.rate_limit or plan.singleton or plan.debounce or plan.batch):
         return None
-    from langorch.app.flow_control import admit
+    from langorch.app.flow_control import ACTOR, admit
 
-    return admit(run, plan, deps)
+    def cancel(run_id: str, reason: str) -> object:
+        # Every launcher passes the container, which has what cancelling needs besides
+        # LaunchDeps (the approvals a parked run closes, the settings naming the state machine).
+        return cancel_run(run_id, cast("CancelDeps", deps), actor=ACTOR, reason=reason)
+
+    return admit(run, plan, deps, cancel)
 
 
 def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:
@@ -309,17 +317,20 @@ def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:
 
 
 def _concurrency_turn(
-    run: RunRecord, created: bool, slot: tuple[str, int], deps: LaunchDeps
+    run: RunRecord, created: bool, slot: tuple[str, int], plan: TaskPlan, deps: LaunchDeps
 ) -> bool:
     """Whether the run may start now under its workflow's ``concurrency``; if not, it waits
     ``queued`` in the resource's queue (no execution, no Lambda) until a run of its key ends
-    (:func:`langorch.app.resources.start_next_runs`)."""
+    (:func:`langorch.app.resources.start_next_runs`), ahead of the queued runs of a lower
+    ``priority``."""
     from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER, WAIT_SECONDS
+    from langorch.domain.flow_control import priority_of
     from langorch.domain.resources import holder_of
 
     if run.is_terminal:
         return False  # a late duplicate of an ended run: its lease is given back, take none
     resource, limit = slot
+    priority = priority_of(plan.plan_id, plan.priority, dict(run.input))
     _ensure_limit(resource, limit, deps)
     grant = deps.resources.acquire(
         resource,
@@ -327,6 +338,7 @@ def _concurrency_turn(
         now=time.time(),  # lease times are the resource locks' wall clock, as the engine's
         lease_seconds=LEASE_SECONDS,
         wait_seconds=WAIT_SECONDS,
+        priority=priority,
     )
     if grant.acquired:
         return True
@@ -342,6 +354,7 @@ def _concurrency_turn(
                         "resource": resource,
                         "position": grant.position,
                         "reason": "concurrency",
+                        "priority": priority,
                     },
                 )
             ],
@@ -385,6 +398,14 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_id=run.workflow_id,
             workflow_version=run.workflow_version,
         )
+    from langorch.app.flow_control import debounce_wait
+
+    debounced = "debounce" in run.trigger.detail or "batch" in run.trigger.detail
+    if debounced and (wait := debounce_wait(run, deps.clock().timestamp())) > 0:
+        # Debounced: asleep until its period is over (a later start of its key cancels it).
+        return SegmentResult(run.run_id, "sleeping", run.segment, seconds=wait)
+    if cmd.resume == {"woke": True} and run.pending is None and run.segment == 0 and debounced:
+        cmd = replace(cmd, resume=None)  # woke from the debounce sleep: the first segment
     if run.status is RunStatus.queued and run.pending is not None and cmd.resume is None:
         from langorch.app.repark import repark  # a redrive kept the parked approval
 

@@ -99,7 +99,7 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
 
 
 def _by_flow_control(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith(("rate limit:", "singleton:"))  # type: ignore[union-attr]
+    return bool(reason) and reason.startswith(("rate limit:", "singleton:", "debounce:", "batch:"))  # type: ignore[union-attr]
 
 
 def _trigger(trigger: Trigger) -> dict[str, Any]:
@@ -108,14 +108,12 @@ def _trigger(trigger: Trigger) -> dict[str, Any]:
 
 def _flow(plan: TaskPlan) -> dict[str, Any]:
     flow: dict[str, Any] = {}
-    for name in ("concurrency", "rate_limit", "singleton", *NOT_ENFORCED):
+    for name in ("concurrency", "priority", "rate_limit", "singleton", *NOT_ENFORCED):
         value = getattr(plan, name)
         if value is None:
             continue
         written = value if isinstance(value, str) else value.model_dump(mode="json")
-        enforced = name not in NOT_ENFORCED and not (
-            name == "singleton" and plan.singleton is not None and plan.singleton.mode != "skip"
-        )
+        enforced = name not in NOT_ENFORCED
         flow[name] = {"spec": written, "enforced": enforced}
     return flow
 

@@ -11,11 +11,24 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   a start past it is dropped (cancelled, reason ``rate_limit``). A start takes a lease that
   lasts ``period`` and is never given back early, so the window slides.
 - ``singleton: {key, mode: skip}`` — at most one run per key at once; a start while one runs
-  is dropped (cancelled, reason ``singleton``). The lease is the run's until it ends.
+  is dropped (cancelled, reason ``singleton``). The lease is the run's until it ends. With
+  ``mode: cancel_running`` the new start cancels the running run instead (its timeline says
+  by which run; the new run's ``resource_acquired`` event names the one it cancelled).
+- ``priority`` — among the runs queued for a ``concurrency`` key, higher starts first (FIFO
+  within a priority): the waiter's stored sort key carries it
+  (:func:`langorch.domain.resources.waiter_key`).
+- ``debounce: {period, key}`` — a start of a key holds its run asleep for ``period`` (its
+  first segment sleeps, the state machine's Wait: nothing polls); a later start within the
+  period cancels the held run (reason ``debounce: ...``) and holds its own, carrying the count
+  of starts so far in ``trigger.detail.debounce.count``. The last start runs, with its input.
+- ``batch: {max_size, timeout, key}`` — starts of a key are collected into one run whose input
+  is ``{"items": [input, ...]}``: each start takes the open batch over (cancelling the run that
+  held it, reason ``batch: ...``) with the items so far plus its own, and sleeps until
+  ``timeout`` after the batch's first start; the start that makes ``max_size`` runs at once
+  and closes the batch.
 
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop), ``debounce``, ``batch``, ``priority``,
-``singleton.mode: cancel_running`` and a schedule trigger's ``catch_up``.
+control"): ``throttle`` (delay instead of drop) and a schedule trigger's ``catch_up``.
 """
 
 from __future__ import annotations
@@ -31,6 +44,12 @@ from langorch.domain.templates import TemplateError, check, render
 
 RATE_PREFIX = "rate:"
 SINGLETON_PREFIX = "singleton:"
+DEBOUNCE_PREFIX = "debounce:"
+BATCH_PREFIX = "batch:"
+BATCH = "batch"
+"""The key of a batch run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
+DEBOUNCE = "debounce"
+"""The key of a debounced run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
 
 MAX_PERIOD_SECONDS = 7 * 86_400
 """The longest window (a week): past it a lease would outlive what a key is worth keeping."""
@@ -147,7 +166,7 @@ class TriggerFlow(BaseModel):
     enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
 
 
-NOT_ENFORCED = ("throttle", "debounce", "batch", "priority")
+NOT_ENFORCED = ("throttle",)
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
 
 
@@ -159,13 +178,39 @@ def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
         for name in NOT_ENFORCED
         if getattr(plan, name) is not None
     ]
-    if plan.singleton is not None and plan.singleton.mode == "cancel_running":
-        found.append(Problem("singleton.mode", "cancel_running is not enforced yet", hint))
     for i, trigger in enumerate(triggers):
         for name in ("concurrency", "catch_up"):
             if getattr(trigger, name) is not None:
                 found.append(Problem(f"triggers[{i}].{name}", f"{name} is not enforced yet", hint))
     return found
+
+
+def priority_of(workflow_id: str, template: str | None, data: dict[str, Any]) -> int:
+    """A run's ``priority`` rendered over its input: a whole number, clamped to the queue's
+    range (:data:`langorch.domain.resources.MIN_PRIORITY` to ``MAX_PRIORITY``); 0 unset.
+
+    Raises:
+        InputValidationError: it does not render, or not to a whole number (at ``priority``).
+    """
+    from langorch.domain.resources import MAX_PRIORITY, MIN_PRIORITY
+
+    if not template:
+        return 0
+    try:
+        text = render(template, {**data, "input": data}, max_chars=100)
+        value = int(str(text).strip())
+    except (TemplateError, ValueError) as exc:
+        raise InputValidationError(
+            f"workflow {workflow_id}",
+            [
+                Problem(
+                    "priority",
+                    f"{template!r} does not render to a whole number over the input ({exc})",
+                    "give the run the input it reads, as an integer (e.g. 0, 5, -1)",
+                )
+            ],
+        ) from exc
+    return max(MIN_PRIORITY, min(MAX_PRIORITY, value))
 
 
 def key_resource(prefix: str, workflow_id: str, spec: _Spec, data: dict[str, Any], at: str) -> str:

@@ -9,8 +9,9 @@ conditional write, so the rules are the same everywhere and are tested without A
 - A lease is held by a *holder*, ``<run_id>/<step_id>``, and expires ``lease_seconds`` after it
   was taken or refreshed: the holder of a lease that outlived its segment (a crashed Lambda)
   has died, and the next acquirer reclaims the slot.
-- Waiters queue in arrival order (FIFO). A free slot goes to the first waiters in the queue;
-  a newcomer never overtakes them. A waiter that stops asking (its run ended without saying
+- Waiters queue by priority (a workflow's ``priority``; 0 by default), then in arrival order
+  (FIFO). A free slot goes to the first waiters in the queue; a newcomer never overtakes a
+  waiter of its priority or higher. A waiter that stops asking (its run ended without saying
   so) drops out after ``wait_seconds``.
 - An undeclared resource has :data:`DEFAULT_LIMIT` (1): a resource is single-capacity until an
   operator says otherwise (``langorch resources set NAME --limit N``).
@@ -29,6 +30,12 @@ DEFAULT_LIMIT = 1
 
 MAX_LIMIT = 1000
 """The largest ``concurrency_limit`` (a bound on the lease map one item carries)."""
+
+MIN_PRIORITY, MAX_PRIORITY = -9999, 9999
+"""A waiter's priority range (a workflow's rendered ``priority`` is clamped to it)."""
+
+ARRIVALS = 10**12
+"""Arrival numbers per priority band in a stored waiter's sort key (:func:`waiter_key`)."""
 
 MAX_WAITERS = 1000
 """The default cap on a resource's queue (``LANGORCH_RESOURCE_QUEUE_CAP`` sets it per deployment).
@@ -119,6 +126,8 @@ class Waiter:
     token: str | None = None
     """The Step Functions task token the parked run waits on (``None`` until it parked):
     whoever frees a slot wakes the run with it. Never logged."""
+    priority: int = 0
+    """Higher waits ahead of lower (a workflow's ``priority``); FIFO within a priority."""
 
 
 @dataclass(frozen=True)
@@ -165,8 +174,10 @@ def acquire(
     lease_seconds: float,
     wait_seconds: float,
     max_waiters: int = MAX_WAITERS,
+    priority: int = 0,
 ) -> tuple[ResourceState, Grant]:
-    """Take a lease for ``holder``, or queue it (FIFO).
+    """Take a lease for ``holder``, or queue it: behind every waiter of its ``priority`` or
+    higher, ahead of the lower ones (FIFO within a priority).
 
     A holder that already holds a lease keeps it, refreshed (a retried or resumed step). A free
     slot goes to the first waiters: ``holder`` gets one only if fewer waiters are ahead of it
@@ -191,7 +202,7 @@ def acquire(
         queue = tuple(w for w in live.queue if w.holder != holder)
         granted = replace(live, leases=leases, queue=queue, grants=live.grants + 1)
         return granted, Grant(True, number=granted.grants, reclaimed=reclaimed)
-    waiter = Waiter(holder, now + wait_seconds)
+    waiter = Waiter(holder, now + wait_seconds, priority=priority)
     if holder in holders:
         queue = tuple(
             replace(w, expires_at=waiter.expires_at) if w.holder == holder else w
@@ -199,8 +210,17 @@ def acquire(
         )
     else:
         _check_room(live, max_waiters)
-        queue = (*live.queue, waiter)
+        queue = _enqueue(live.queue, waiter)
+        ahead = queue.index(waiter)
     return replace(live, queue=queue), Grant(False, position=ahead + 1, reclaimed=reclaimed)
+
+
+def _enqueue(queue: tuple[Waiter, ...], waiter: Waiter) -> tuple[Waiter, ...]:
+    """``queue`` with ``waiter`` behind every waiter of its priority or higher."""
+    at = len(queue)
+    while at > 0 and queue[at - 1].priority < waiter.priority:
+        at -= 1
+    return (*queue[:at], waiter, *queue[at:])
 
 
 def park(
@@ -231,7 +251,7 @@ def park(
         )
     else:
         _check_room(live, max_waiters)
-        queue = (*live.queue, Waiter(holder, now + wait_seconds, token))
+        queue = _enqueue(live.queue, Waiter(holder, now + wait_seconds, token))
     parked = replace(live, queue=queue)
     return parked, holder in next_up(parked)
 
@@ -270,6 +290,16 @@ def holders_of_run(state: ResourceState, run_id: str) -> list[str]:
     return sorted(set(found))
 
 
+def waiter_key(priority: int, arrival: int) -> int:
+    """A stored waiter's sort key: its priority band (higher first), then its arrival."""
+    return (MAX_PRIORITY + 1 - priority) * ARRIVALS + arrival
+
+
+def priority_of(key: int) -> int:
+    """The priority a stored waiter's key carries (0 for a key from before priorities)."""
+    return 0 if key < ARRIVALS else MAX_PRIORITY + 1 - key // ARRIVALS
+
+
 @dataclass(frozen=True)
 class QueueChanges:
     """What a store writes to turn its stored queue into a rule's new queue, one item per
@@ -277,37 +307,45 @@ class QueueChanges:
     queue rewritten."""
 
     delete: tuple[int, ...] = ()
-    """Arrival keys of stored waiters that left the queue (or move to its back)."""
-    keep: tuple[tuple[int, Waiter], ...] = ()
-    """Stored waiters that stay in place but changed (a refreshed expiry, a parked token)."""
-    append: tuple[Waiter, ...] = ()
-    """New waiters for the back of the queue, in order (each takes the next arrival key)."""
+    """Keys of stored waiters that left the queue (or move)."""
+    put: tuple[tuple[int, Waiter], ...] = ()
+    """Waiters to write under their key: changed ones in place (a refreshed expiry, a parked
+    token), new or moved ones under a new :func:`waiter_key`."""
+    arrivals: int = 0
+    """The last arrival number given (the store keeps it for the next change)."""
 
 
 def queue_changes(
-    stored: Sequence[tuple[int | None, Waiter]], new: Sequence[Waiter]
+    stored: Sequence[tuple[int | None, Waiter]], new: Sequence[Waiter], arrivals: int
 ) -> QueueChanges:
-    """The item writes from ``stored`` (arrival key, waiter; in key order) to ``new``.
+    """The item writes from ``stored`` (key, waiter; in key order) to ``new``.
 
-    A waiter keeps its arrival key while the order allows: one that must now stand behind a
-    waiter with a later key (queued again at the back after its place expired) is deleted and
-    appended. A stored waiter without a key (a queue written by an older langorch as one item)
-    is appended, which moves it into items of its own.
+    Keys sort as the queue does (:func:`waiter_key`), so a waiter queued ahead of lower
+    priorities is one write. A waiter keeps its key while the order allows; one that must now
+    stand behind a waiter with a later key (queued again after its place expired) is deleted
+    and written under a new key. A stored waiter without a key (a queue written by an older
+    langorch as one item) gets one, which moves it into an item of its own.
+
+    Args:
+        stored: the queue as stored.
+        new: the rule's new queue (sorted by priority, highest first).
+        arrivals: the last arrival number given.
     """
     keys = {w.holder: (key, w) for key, w in stored if key is not None}
     staying = {w.holder for w in new}
     delete = [key for key, w in stored if key is not None and w.holder not in staying]
-    keep: list[tuple[int, Waiter]] = []
-    append: list[Waiter] = []
+    put: list[tuple[int, Waiter]] = []
     last = -1
     for waiter in new:
         key, old = keys.get(waiter.holder, (None, None))
-        if key is not None and not append and key > last:
+        if key is not None and key > last:
             last = key
             if waiter != old:
-                keep.append((key, waiter))
+                put.append((key, waiter))
             continue
         if key is not None:
             delete.append(key)
-        append.append(waiter)
-    return QueueChanges(tuple(sorted(delete)), tuple(keep), tuple(append))
+        arrivals += 1
+        last = waiter_key(waiter.priority, arrivals)
+        put.append((last, waiter))
+    return QueueChanges(tuple(sorted(delete)), tuple(put), arrivals)

@@ -7,8 +7,12 @@ Layout (beside the runs' items; one partition holds every resource, so listing i
                                             grants (N), leases (JSON: holder -> expires at),
                                             arrivals (N: the last arrival key given),
                                             waiters (N: waiter items stored)
-    resource-queue#<name>    <arrival, 12   holder, expires_at (N), token (S, once parked)
+    resource-queue#<name>    p<key, 20      holder, expires_at (N), token (S, once parked)
                               digits>
+
+A waiter's key is its priority band then its arrival (``rules.waiter_key``), so the sort key
+orders the queue and a waiter queued ahead of lower priorities is one Put; keys written before
+priorities (12 bare digits, priority 0) sort first and are moved by the change that needs it.
 
 Every change reads the resource item (and, when it has waiters, its queue: one Query), decides
 with :mod:`langorch.domain.resources` and writes back with a condition on ``version``
@@ -75,7 +79,14 @@ class ResourceLocksRepository:
         self._max_waiters = max_waiters
 
     def acquire(
-        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+        self,
+        name: str,
+        holder: str,
+        *,
+        now: float,
+        lease_seconds: float,
+        wait_seconds: float,
+        priority: int = 0,
     ) -> Grant:
         """Take a lease for ``holder`` or queue it (see :func:`langorch.domain.resources.acquire`).
 
@@ -92,6 +103,7 @@ class ResourceLocksRepository:
                 lease_seconds=lease_seconds,
                 wait_seconds=wait_seconds,
                 max_waiters=self._max_waiters,
+                priority=priority,
             )
 
         return self._change(name, decide)
@@ -235,22 +247,23 @@ class ResourceLocksRepository:
                 raise self._error("Query", exc) from exc
             for item in page.get("Items", []):
                 token = item["token"]["S"] if "token" in item else None
-                waiter = Waiter(item["holder"]["S"], float(item["expires_at"]["N"]), token)
-                found.append((int(item["sk"]["S"]), waiter))
+                key = _key_of(item["sk"]["S"])
+                expires_at = float(item["expires_at"]["N"])
+                waiter = Waiter(item["holder"]["S"], expires_at, token, rules.priority_of(key))
+                found.append((key, waiter))
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _write(self, state: ResourceState, seen: _Seen) -> bool:
-        changes = rules.queue_changes(seen.stored, state.queue)
-        room = MAX_ACTIONS - 1 - len(changes.keep) - len(changes.append)
+        changes = rules.queue_changes(seen.stored, state.queue, seen.arrivals)
+        room = MAX_ACTIONS - 1 - len(changes.put)
         delete = changes.delete[:room]
-        puts = [*changes.keep]
-        arrivals = seen.arrivals
-        for waiter in changes.append:
-            arrivals += 1
-            puts.append((arrivals, waiter))
-        waiters = seen.waiters - len(delete) + len(changes.append)
+        puts = changes.put
+        arrivals = changes.arrivals
+        stored = {key for key, _ in seen.stored if key is not None}
+        added = sum(1 for key, _ in puts if key not in stored)
+        waiters = seen.waiters - len(delete) + added
         leases = {h: t for h, t in sorted(state.leases.items())}
         update = {
             "TableName": self._table,
@@ -326,7 +339,14 @@ class _Seen:
 
 
 def _arrival(key: int) -> dict[str, str]:
-    return {"S": f"{key:012d}"}  # fixed width: the sort key orders arrivals
+    # Fixed width, so the sort key orders the queue. Keys from before priorities were 12 bare
+    # digits; the "p" sorts these after them (they are read first, and moved on the next change
+    # that queues a higher priority ahead of them).
+    return {"S": f"{key:012d}" if key < rules.ARRIVALS else f"p{key:020d}"}
+
+
+def _key_of(sk: str) -> int:
+    return int(sk.removeprefix("p"))
 
 
 def _waiter_item(pk: dict[str, str], key: int, waiter: Waiter) -> dict[str, Any]:

@@ -55,7 +55,14 @@ class SqliteResourceLocks:
         db.ensure_schema("resources", SCHEMA)
 
     def acquire(
-        self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
+        self,
+        name: str,
+        holder: str,
+        *,
+        now: float,
+        lease_seconds: float,
+        wait_seconds: float,
+        priority: int = 0,
     ) -> Grant:
         """Take a lease for ``holder`` or queue it (see :func:`rules.acquire`)."""
 
@@ -67,6 +74,7 @@ class SqliteResourceLocks:
                 lease_seconds=lease_seconds,
                 wait_seconds=wait_seconds,
                 max_waiters=self._max_waiters,
+                priority=priority,
             )
 
         return self._change(name, decide)
@@ -160,7 +168,7 @@ def _read(connection: sqlite3.Connection, name: str) -> tuple[ResourceState, Sto
         for w in json.loads(legacy)
     ]
     stored += [
-        (int(arrival), Waiter(str(holder), float(expires_at), token))
+        (int(arrival), Waiter(str(holder), float(expires_at), token, rules.priority_of(arrival)))
         for arrival, holder, expires_at, token in connection.execute(_SELECT_WAITERS, (name,))
     ]
     state = ResourceState(
@@ -184,15 +192,19 @@ def _write(connection: sqlite3.Connection, state: ResourceState, stored: Stored)
         " queue = '[]'",
         (state.name, state.grants, json.dumps(leases)),
     )
-    changes = rules.queue_changes(stored, state.queue)
+    # The last arrival number stored (keys are unique table-wide, and a key only has to sort
+    # among the waiters stored today).
+    (arrivals,) = connection.execute(
+        "SELECT MAX(arrival % ?) FROM resource_waiters", (rules.ARRIVALS,)
+    ).fetchone()
+    changes = rules.queue_changes(stored, state.queue, int(arrivals or 0))
     connection.executemany(
         "DELETE FROM resource_waiters WHERE arrival = ?", [(key,) for key in changes.delete]
     )
+    # A waiter's key carries its priority (rules.waiter_key): one row per waiter, put by key.
     connection.executemany(
-        "UPDATE resource_waiters SET expires_at = ?, token = ? WHERE arrival = ?",
-        [(w.expires_at, w.token, key) for key, w in changes.keep],
-    )
-    connection.executemany(
-        "INSERT INTO resource_waiters (name, holder, expires_at, token) VALUES (?, ?, ?, ?)",
-        [(state.name, w.holder, w.expires_at, w.token) for w in changes.append],
+        "INSERT INTO resource_waiters (arrival, name, holder, expires_at, token)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT (arrival) DO UPDATE SET"
+        " expires_at = excluded.expires_at, token = excluded.token",
+        [(key, state.name, w.holder, w.expires_at, w.token) for key, w in changes.put],
     )
