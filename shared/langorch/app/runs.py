@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.app.segment_record import (
     FailDeps,
@@ -101,17 +101,6 @@ class StartDeps(Protocol):
     def ids(self) -> Ids: ...
 
 
-class LaunchDeps(StartDeps, Protocol):
-    """What :func:`launch_run` needs: :class:`StartDeps`, the executions and the resource
-    locks (a workflow's ``concurrency`` is a lease on one)."""
-
-    @property
-    def resources(self) -> ResourceLocks: ...
-
-    @property
-    def executions(self) -> Executions: ...
-
-
 class CloseDeps(FailDeps, Protocol):
     """What ending a run from outside needs besides a stop: :class:`FailDeps`, the approvals."""
 
@@ -126,6 +115,15 @@ class CancelDeps(CloseDeps, Protocol):
     def settings(self) -> Settings: ...
     @property
     def executions(self) -> Executions: ...
+
+
+class LaunchDeps(StartDeps, CancelDeps, Protocol):
+    """What :func:`launch_run` needs: :class:`StartDeps`, the executions and the resource
+    locks (a workflow's ``concurrency`` is a lease on one), and what cancelling a run needs
+    (``singleton: cancel_running``, ``debounce`` and ``batch`` replace a run by the new one)."""
+
+    @property
+    def resources(self) -> ResourceLocks: ...
 
 
 class Checkpoints(Protocol):
@@ -302,9 +300,7 @@ def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None
     from langorch.app.flow_control import ACTOR, admit
 
     def cancel(run_id: str, reason: str) -> object:
-        # Every launcher passes the container, which has what cancelling needs besides
-        # LaunchDeps (the approvals a parked run closes, the settings naming the state machine).
-        return cancel_run(run_id, cast("CancelDeps", deps), actor=ACTOR, reason=reason)
+        return cancel_run(run_id, deps, actor=ACTOR, reason=reason)
 
     return admit(run, plan, deps, cancel)
 
