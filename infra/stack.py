@@ -112,6 +112,13 @@ class LangorchStack(Stack):
                 actions=["states:DescribeExecution"],
                 resource_arns=[self.executions_arn],
             )
+        # A start under `singleton: cancel_running`, `debounce` or `batch` cancels the run it
+        # replaces, whose execution the trigger stops (the executions of this machine only).
+        iam.Grant.add_to_principal(
+            grantee=self.functions.trigger,
+            actions=["states:StopExecution"],
+            resource_arns=[self.executions_arn],
+        )
         # A run that ends starts the next run waiting for its concurrency key. By name: the
         # state machine invokes the runner, so a reference to it from the runner's role would
         # be a cycle.

@@ -171,6 +171,8 @@ def main() -> None:
         examples = Path(scratch) / "examples"
         examples.mkdir()
         (examples / HERE.name).symlink_to(HERE)
+        # Its blocks and their scripted answers are the blog review's.
+        (examples / "blog_review").symlink_to(HERE.parent / "blog_review")
         stack = start_local_stack(
             home=Path(scratch) / ".langorch", port=free_port(), examples=examples, slack=True
         )

@@ -406,9 +406,10 @@ class Functions(Construct):
         # email, a log line or the state machine's logged execution data.
         #
         # The approvals' audit lines: every role appends them (PutItem), none may change or
-        # delete them, and only the two that show them (request_approval posts chat messages
-        # from the trail, approval_callback updates them on a decision) may read them.
-        for function, reads_it in ((trigger, False), (runner, False), (request, True)):
+        # delete them, and only the three that show them (request_approval posts chat messages
+        # from the trail, approval_callback updates them on a decision, the trigger's timers
+        # post reminders and escalations into their threads) may read them.
+        for function, reads_it in ((trigger, True), (runner, False), (request, True)):
             _protect_audit(tables.runs, function, reads_it=reads_it)
         _protect_audit(tables.runs, callback, reads_it=True)
 

@@ -17,7 +17,6 @@ import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ import pytest
 from langorch.composition.container import Container
 from langorch.console.operator import Operator, local_operator
 from langorch.console.server import RunningConsole, serve_console
-from langorch.local.stack import LocalStack, free_port
+from langorch.local.stack import LocalStack
 from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for
 from tests.support.browser import SCREENSHOTS, shot
 from tests.support.stacks import running_stack
@@ -1035,33 +1034,6 @@ def _session(console: RunningConsole) -> tuple[str, str]:
     token = re.search(r'name="csrf" value="([^"]+)"', body)
     assert token is not None
     return cookie, token.group(1)
-
-
-def test_langorch_dev_prints_the_console_beside_the_gateway(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-):
-    from langorch.cli.main import main
-
-    monkeypatch.chdir(tmp_path)
-    port = free_port()
-    code = main(
-        [
-            "dev",
-            "--ready-only",
-            "--home",
-            str(tmp_path / ".langorch"),
-            "--port",
-            str(free_port()),
-            "--console-port",
-            str(port),
-        ]
-    )
-    out = capsys.readouterr().out
-    assert code == 0
-    lines = [line.split() for line in out.splitlines()]
-    assert [w[0] for w in lines if w and w[0] == "gateway"] == ["gateway"]
-    [console] = [w[1] for w in lines if w and w[0] == "console"]
-    assert console.startswith(f"http://127.0.0.1:{port}/?token=")
 
 
 def test_a_queued_run_says_in_the_list_and_on_its_page_which_key_it_waits_for(

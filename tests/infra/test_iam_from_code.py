@@ -128,6 +128,7 @@ def test_the_derivation_sees_who_appends_and_who_reads_the_audit_trail() -> None
     assert {name for name in HANDLERS if _reads_audit(name)} == {
         "request-approval",
         "approval-callback",
+        "trigger",  # its timers post reminders and escalations into the Slack threads
     }
 
 

@@ -23,12 +23,10 @@ from langorch.domain.approvals.record import ApprovalStatus
 from tests.integration.test_approvals import (  # noqa: F401 - the fixtures
     Parked,
     Stack,
-    _codes,
     _task_token,
-    _waiting_run,
     stack,
 )
-from tests.unit.approvals_support import decide_command, view_command
+from tests.unit.approvals_support import codes, decide_command, view_command, waiting_run
 
 VOTERS = [f"voter{n:02d}@example.com" for n in range(30)]
 
@@ -49,7 +47,7 @@ def park_with_policy(stack: Stack, approvers: list[str], policy: dict[str, Any])
         "interrupt_id": f"int-{stack.runs_seen}",
         "policy": policy,
     }
-    _waiting_run(stack.container, run_id, request, stack.clock.now)
+    waiting_run(stack.container, run_id, request, stack.clock.now)
     arn = stack.sfn.start_execution(
         stateMachineArn=stack.machine_arn,
         name=run_id,
@@ -60,7 +58,7 @@ def park_with_policy(stack: Stack, approvers: list[str], policy: dict[str, Any])
     result = request_approval(
         RequestApproval(run_id=run_id, approval=request, task_token=token),
         stack.container,
-        randbelow=_codes(),
+        randbelow=codes(),
     )
     parked = Parked(arn, token, result.approval_id)
     for path in sorted(set(stack.outbox.glob("*.json")) - before):

@@ -37,7 +37,7 @@ def old_item(exc: ClientError) -> dict[str, Any] | None:
 
 
 def batch_get(
-    client: Any,
+    batch_get_item: Callable[..., Any],
     table: str,
     keys: Sequence[dict[str, Any]],
     storage_error: Callable[[str, ClientError], StorageError],
@@ -47,6 +47,9 @@ def batch_get(
     The listing indexes project keys only (no hot body in an index), so a page of a listing is
     an index query for the keys and one ``BatchGetItem`` for the items. Throttled keys come
     back unprocessed: asked again with a short back-off, then a ``StorageError``.
+
+    ``batch_get_item`` is the client's bound method (``self._client.batch_get_item``), so the
+    calling adapter names the operation it makes (tests/infra/aws_calls.py reads it there).
     """
     if not keys:
         return []
@@ -54,7 +57,7 @@ def batch_get(
     found: list[dict[str, Any]] = []
     for attempt in range(8):
         try:
-            answer = client.batch_get_item(RequestItems=request)
+            answer = batch_get_item(RequestItems=request)
         except ClientError as exc:
             raise storage_error("BatchGetItem", exc) from exc
         found.extend(answer.get("Responses", {}).get(table, []))

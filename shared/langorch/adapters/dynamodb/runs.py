@@ -802,7 +802,7 @@ class RunsRepository:
     def _batch_get_runs(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The run items of ``run_ids`` (up to 100), by run id; absent ones are left out."""
         keys = [{"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}} for run_id in run_ids]
-        items = batch_get(self._client, self._table, keys, self._storage_error)
+        items = batch_get(self._client.batch_get_item, self._table, keys, self._storage_error)
         return {item["run_id"]["S"]: item for item in items}
 
     def _query_events(

@@ -538,7 +538,7 @@ class ApprovalsRepository:
         found: list[Approval] = []
         for start in range(0, len(keys), 100):
             page = keys[start : start + 100]
-            items = batch_get(self._client, self._table, page, self._storage_error)
+            items = batch_get(self._client.batch_get_item, self._table, page, self._storage_error)
             by_pk = {item["pk"]["S"]: item for item in items}
             found.extend(self._approval(by_pk[k["pk"]["S"]]) for k in page if k["pk"]["S"] in by_pk)
         return found
