@@ -47,7 +47,7 @@ def test_dev_stack_registers_the_examples(stack: LocalStack, capsys: pytest.Capt
     # When the user lists workflows (no endpoint given: the stack file is found)
     code, data, _ = langorch(capsys, "workflows", "list")
 
-    # Then the six examples are there (the CKP procedure among them)
+    # Then the examples are there (the CKP procedure among them)
     assert code == 0
     assert {w["id"] for w in data["workflows"]} == {
         "blog_review",
@@ -56,6 +56,7 @@ def test_dev_stack_registers_the_examples(stack: LocalStack, capsys: pytest.Capt
         "invoice_batch",
         "lunch_order",
         "order_status",
+        "slack_review",
     }
 
 

@@ -38,8 +38,10 @@ def test_a_procedure_is_exported_as_written_and_stored_again_as_the_same_version
 @pytest.mark.parametrize("path", OWN_FORMAT, ids=lambda p: p.parent.name)
 def test_a_workflow_of_langorchs_format_round_trips_through_ckp(path: Path) -> None:
     # Given every workflow of an example in langorch's own format
+    # (with every example's blocks: slack_review's are the blog review's, as in `langorch dev`)
     loaded = load_file(path)
-    lookup = InMemoryLookup([*loaded.blocks, *builtin_blocks()], loaded.workflows)
+    blocks = {b.block_id: b for p in OWN_FORMAT for b in load_file(p).blocks}
+    lookup = InMemoryLookup([*blocks.values(), *builtin_blocks()], loaded.workflows)
     for plan in loaded.workflows:
         # When it is exported as CKP and the procedure is loaded back
         document = export_ckp(plan, lookup)

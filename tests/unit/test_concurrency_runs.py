@@ -102,6 +102,7 @@ def test_a_queued_run_says_why_on_its_timeline(deps: Fakes):
         "resource": "concurrency:sync:a",
         "position": 1,
         "reason": "concurrency",
+        "priority": 0,
     }
     assert third not in deps.executions.names
 
