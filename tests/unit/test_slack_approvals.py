@@ -38,6 +38,7 @@ from langorch.local.fake_slack import (
     signed_headers,
     signed_interaction,
 )
+from tests.support.polling import PATIENCE
 from tests.unit.approvals_support import (
     ALICE,
     BOB,
@@ -281,7 +282,8 @@ class GatedApprovals:
         method = getattr(self._store, name)
 
         def gated(*args: Any, **kwargs: Any) -> Any:
-            if not self.gate.wait(timeout=30):
+            # A guard against a test that never reopens the gate, not a speed bound.
+            if not self.gate.wait(timeout=300 * PATIENCE):
                 raise AssertionError(f"the store's {name} was called while the gate was shut")
             if name in ("decide", "vote") and self.failures > 0:
                 self.failures -= 1
