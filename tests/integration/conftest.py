@@ -105,5 +105,5 @@ def endpoint() -> Iterator[str]:
     server.start()
     yield f"http://127.0.0.1:{port}"
     # moto's backends outlive the server in this process: leave nothing for later tests.
-    requests.post(f"http://127.0.0.1:{port}/moto-api/reset", timeout=5)
+    requests.post(f"http://127.0.0.1:{port}/moto-api/reset", timeout=60)
     server.stop()

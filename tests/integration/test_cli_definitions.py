@@ -27,7 +27,7 @@ TABLE = "langorch-definitions"
 def repo(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DefinitionsRepository:
     """A fresh emulator state with the definitions table; no local stack file anywhere."""
     monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    requests.post(f"{endpoint}/moto-api/reset", timeout=60).raise_for_status()
     client = make_client("dynamodb", Settings(endpoint_url=endpoint))
     repository = DefinitionsRepository(client, TABLE)
     repository.create_table()

@@ -17,7 +17,7 @@ from langorch.config import Settings
 
 @pytest.fixture
 def container(endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Container:
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    requests.post(f"{endpoint}/moto-api/reset", timeout=60).raise_for_status()
     container = Container(Settings(endpoint_url=endpoint))
     container.ensure_resources()
     home = tmp_path / ".langorch"

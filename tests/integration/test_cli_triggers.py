@@ -66,7 +66,7 @@ def cli(
     monkeypatch.setenv("LANGORCH_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("LANGORCH_TRIGGER_FUNCTION_ARN", TRIGGER_FN)
     monkeypatch.setenv("LANGORCH_SCHEDULER_ROLE_ARN", SCHEDULER_ROLE)
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    requests.post(f"{endpoint}/moto-api/reset", timeout=60).raise_for_status()
     DefinitionsRepository(
         make_client("dynamodb", Settings(endpoint_url=endpoint)), "langorch-definitions"
     ).create_table()

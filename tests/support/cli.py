@@ -87,7 +87,7 @@ def fresh_emulator(
         stores: Create the tables and buckets (``False``: an empty account).
     """
     monkeypatch.setenv("LANGORCH_HOME", str(home))
-    requests.post(f"{endpoint}/moto-api/reset", timeout=5).raise_for_status()
+    requests.post(f"{endpoint}/moto-api/reset", timeout=60).raise_for_status()
     container = Container(Settings(endpoint_url=endpoint))
     if stores:
         container.ensure_resources()
