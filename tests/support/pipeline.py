@@ -76,7 +76,8 @@ class Pipeline:
     def wait_for(self, what: Callable[[], bool], *, timeout: float = 30.0) -> None:
         wait_for(what, what="the pipeline", timeout=timeout, interval=0.1)
 
-    def finished(self, run_id: str, *, timeout: float = 30.0) -> dict[str, Any]:
+    def finished(self, run_id: str, *, timeout: float = 300.0) -> dict[str, Any]:
+        # A guard, not a speed bound: the condition ends the wait as soon as the run ends.
         self.wait_for(lambda: self.execution(run_id)["status"] != "RUNNING", timeout=timeout)
         return self.execution(run_id)
 
