@@ -38,8 +38,10 @@ RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PLATFORM = "aarch64-manylinux_2_34"
 """The Lambda python3.12 runtime: Amazon Linux 2023 (glibc 2.34) on arm64."""
-LAYER_EXTRAS = ("bedrock", "openai", "anthropic")
-"""Optional dependency groups the cloud runner needs (LLM providers are imported lazily)."""
+LAYER_EXTRAS = ("bedrock", "openai", "anthropic", "otel")
+"""Optional dependency groups the cloud runner needs (LLM providers and the OpenTelemetry
+exporter are imported lazily; langsmith imports the OpenTelemetry SDK when installed, in the
+runner's SnapStart snapshot)."""
 PRUNED = ("numpy", "numpy.libs", "zstandard")
 """Installed as requirements of requirements, never needed on the paths the runner takes:
 

@@ -6,6 +6,8 @@ own endpoint and names and pass it to :func:`langorch.composition.container.buil
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -109,11 +111,25 @@ class Settings(BaseSettings):
 
     tool_max_calls_per_step: int = Field(default=8, ge=1, le=100)
     """Tool calls one attempt of a step may make; later calls are refused (told to the model)."""
+    http_allowed_domains: list[str] | None = None
+    """The hosts ``http`` steps and the ``http_get`` tool may reach (``example.com`` exactly,
+    ``*.example.com`` its subdomains); a refused call fails the step (``http``) or is told to
+    the model (``http_get``), named on the timeline. ``None``: any public host."""
     tool_server_urls: list[str] | None = None
     """The MCP server URLs registered tools may use (the deployed stack's ``mcp_servers``);
     ``None``: any (local mode). A registered tool with another URL is refused at run time."""
     tool_call_timeout_seconds: float = Field(default=30.0, gt=0, le=900)
     """Seconds one tool call may take; a slower call is told to the model as an error."""
+    otel_exporter: Literal["none", "console", "otlp"] = "none"
+    """OpenTelemetry traces of runs, one trace per run across its segments with GenAI spans for
+    LLM and tool calls (:mod:`langorch.adapters.otel`): ``otlp`` sends them to ``otel_endpoint``
+    (a collector; the ADOT Lambda layer's), ``console`` prints them (``langorch dev --trace
+    console``). ``none``: X-Ray only (Powertools), the default."""
+    otel_endpoint: str = "http://localhost:4318/v1/traces"
+    """The OTLP/HTTP traces URL (the ADOT Lambda layer's collector listens here)."""
+    trace_content: bool = False
+    """Put prompts, outputs, tool arguments and error messages in spans (off: ids, models,
+    token counts, costs and durations only)."""
     segment_budget_seconds: float = 600.0
     """A segment stops at the next step boundary after this long and returns ``continue``."""
     pause_recheck_seconds: int = Field(default=3600, ge=1, le=365 * 86_400)

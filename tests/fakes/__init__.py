@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from langgraph.store.memory import InMemoryStore
 
 from langorch.adapters.mcp import McpConnection
+from langorch.app.traces import NO_TRACES, RunTraces
 from langorch.config import Settings
 from langorch.domain.prices import PriceTable
 from tests.fakes.agents import InMemoryAgents
@@ -117,6 +118,8 @@ class Fakes:
         self.prices = PriceTable.shipped()
         self.budgets = InMemoryBudgetCounters()
         self.deployment_tool_policies: list[Any] = []
+        self.traces: RunTraces = NO_TRACES
+        """Where runs' spans go (a test of traces swaps in the OpenTelemetry adapter)."""
         if seed_builtins:
             from langorch.app.definitions import seed_builtins as seed
 

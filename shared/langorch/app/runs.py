@@ -26,6 +26,7 @@ from langorch.app.segment_record import (
     record_segment,
 )
 from langorch.app.tasks import SideEffectDeps
+from langorch.app.traces import SegmentTrace
 from langorch.domain.errors import (
     RecordTooLargeError,
     RunNotFinishedError,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
         RunsStore,
         WorkflowSource,
     )
+    from langorch.app.traces import RunTraces
     from langorch.config import Settings
     from langorch.domain.budgets import BudgetSpec
     from langorch.domain.definitions import TaskPlan
@@ -176,6 +178,8 @@ class SegmentDeps(SideEffectDeps, Protocol):
     def budgets(self) -> BudgetCounters: ...
     @property
     def deployment_tool_policies(self) -> list[ToolPolicy]: ...
+    @property
+    def traces(self) -> RunTraces: ...
 
 
 # --------------------------------------------------------------------------------------------
@@ -433,6 +437,9 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
     # graph knows whether it still waits on that interrupt.
     retried = parked is None and run.status is RunStatus.running
     run = transition(run, RunStatus.running, now=started_at)
+    if run.trace_context is None and (context := deps.traces.new_context()) is not None:
+        # Its first traced segment: every later one continues this trace (stored just below).
+        run = run.model_copy(update={"trace_context": context})
     # One write takes the lease and stores the run as running.
     fence = deps.runs.acquire_lease(
         run.run_id,
@@ -475,6 +482,8 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             run, result, deps, fence, started_at, parked, cmd.resume, pause=asked.request
         )
         released = True
+        trace = SegmentTrace(run, result.events, started_at, deps.clock(), ended.status)
+        deps.traces.segment(trace)
     finally:
         if not released:
             deps.checkpointer.flush()
@@ -536,6 +545,10 @@ def _after_timeout(run: RunRecord, cmd: RunSegment, deps: SegmentDeps) -> RunSeg
     return replace(cmd, resume=answer)
 
 
+def _domains(domains: list[str] | None) -> tuple[str, ...] | None:
+    return None if domains is None else tuple(domains)
+
+
 def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineContext:
     """What the steps of this segment reach the world through (LangGraph's runtime context)."""
     from langorch.app.agent_calls import AgentCalls, SecretValues
@@ -551,6 +564,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         llm=deps.llm,
         memory=deps.memory if plan.memory or _uses_memory(plan) else None,
         http=deps.http,
+        http_allowed_domains=_domains(deps.settings.http_allowed_domains),
         files=deps.files,
         artifacts=deps.artifact_writer,
         download=deps.download,

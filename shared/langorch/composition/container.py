@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         Handoff,
         ToolConnector,
     )
+    from langorch.app.traces import RunTraces
     from langorch.domain.prices import PriceTable
     from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
@@ -401,6 +402,26 @@ class Container:
         from langorch.adapters.prices import read_tool_policies
 
         return read_tool_policies(self.settings.tool_policies_file)
+
+    @cached_property
+    def traces(self) -> RunTraces:
+        """Where runs' OpenTelemetry spans go (``otel_exporter``); off by default, and then the
+        OpenTelemetry SDK is never imported (X-Ray through Powertools stays the tracer)."""
+        from langorch.app.traces import NO_TRACES
+
+        exporter = self.settings.otel_exporter
+        if exporter == "none":
+            return NO_TRACES
+        try:
+            from langorch.adapters.otel import otel_traces
+        except ImportError as exc:
+            raise ImportError(
+                f"otel_exporter={exporter!r} needs the OpenTelemetry SDK: "
+                "pip install 'langorch[otel]' (or set LANGORCH_OTEL_EXPORTER=none)"
+            ) from exc
+        return otel_traces(
+            exporter, endpoint=self.settings.otel_endpoint, content=self.settings.trace_content
+        )
 
     def _bedrock_client(self, read_timeout: float) -> Any:
         # Not self.client(): Bedrock is never the emulator, and never its fake credentials

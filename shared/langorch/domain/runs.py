@@ -340,6 +340,9 @@ class RunRecord(_Stored):
     cost_usd: float = Field(default=0.0, ge=0)
     """What the run's LLM calls cost so far, failed attempts included (US dollars): the sum
     of its timeline's ``cost_usd``, added by each segment as it is recorded."""
+    trace_context: str | None = Field(default=None, max_length=55)
+    """The run's OpenTelemetry trace (a W3C ``traceparent``), set by its first traced segment
+    and continued by every later one, so a run over many segments is one trace."""
 
     @field_validator("created_at", "updated_at", "started_at", "ended_at")
     @classmethod

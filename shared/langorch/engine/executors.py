@@ -351,6 +351,7 @@ def _finished(
             duration_ms=duration,
             tokens=outcome.tokens,
             cost_usd=step_cost(outcome.state.get("usage")),
+            llm_calls=llm_calls(outcome.state.get("usage")),
             branch=outcome.label,
             outputs_summary=shown,
         )
@@ -415,6 +416,14 @@ def _fixed_without_retry(
     if outputs:
         update["shared_context"] = outputs
     return Command(update=update, goto=_route(spec, Outcome(context=outputs)))
+
+
+def llm_calls(usage: Any) -> list[dict[str, Any]] | None:
+    """A step's LLM calls for its traces (provider, model, tokens, cost; never content);
+    ``None``: it made none. The timeline does not keep them (its tokens and cost are totals)."""
+    keys = ("provider", "model", "input", "output", "cost_usd")
+    calls = [{k: u[k] for k in keys if k in u} for u in usage or () if isinstance(u, dict)]
+    return calls or None
 
 
 def step_cost(usage: Any) -> float | None:

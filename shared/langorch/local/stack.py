@@ -159,6 +159,16 @@ def merged_offline_script(example_dirs: list[Path], target: Path) -> Path | None
     return target
 
 
+def _tracing(trace: str | None) -> dict[str, Any]:
+    """The settings of ``langorch dev --trace``: ``console`` prints runs' spans, a URL sends
+    them to that OTLP/HTTP collector (``http://localhost:4318/v1/traces``)."""
+    if trace is None:
+        return {}
+    if trace == "console":
+        return {"otel_exporter": "console"}
+    return {"otel_exporter": "otlp", "otel_endpoint": trace}
+
+
 def start_local_stack(
     *,
     home: Path,
@@ -172,6 +182,7 @@ def start_local_stack(
     slack: bool = False,
     before_recovery: Callable[[LocalStack], None] | None = None,
     background_warm_up: bool = False,
+    trace: str | None = None,
 ) -> LocalStack:
     """Start the local stack with everything provisioned.
 
@@ -203,6 +214,8 @@ def start_local_stack(
         background_warm_up: return once every port accepts requests, before the state
             machine's warm-up, which the caller starts (``stack.warm_up.start()``) when what it
             adds is up too (``langorch dev``: the console); by default, return warm.
+        trace: ``console`` prints runs' OpenTelemetry spans; a URL sends them to that OTLP/HTTP
+            collector (``None``: no OpenTelemetry).
 
     Raises:
         PortBusyError: the emulator's or the gateway's port is taken.
@@ -244,6 +257,7 @@ def start_local_stack(
         public_base_url=f"http://127.0.0.1:{gateway_port}",
         trigger_function_arn=function_arn(region, TRIGGER),
         scheduler_role_arn=SCHEDULER_ROLE,
+        **_tracing(trace),
     )
     stack = LocalStack(settings=settings, home=home)
     try:

@@ -62,6 +62,13 @@ def register(subparsers: Subparsers) -> None:
         "(README, 'Approvals in Slack')",
     )
     dev.add_argument(
+        "--trace",
+        metavar="console|URL",
+        help="OpenTelemetry traces of runs (one per run, GenAI spans): 'console' prints the "
+        "spans, a URL sends them to that OTLP/HTTP collector, e.g. "
+        "http://localhost:4318/v1/traces (README, 'Traces')",
+    )
+    dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
     )
 
@@ -119,6 +126,7 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         slack=args.slack,
         # Ready once every port accepts requests; the state machine warms up behind it.
         background_warm_up=True,
+        trace=args.trace,
     )
     from langorch.local.example_tools import ExampleTools
 
