@@ -74,6 +74,7 @@ class RecordedSideEffects:
         max_calls: Tool calls a step may make.
         call_timeout: Seconds one tool call may take.
         allowed_urls: The server URLs this deployment may call (``None``: any).
+        allowed_domains: The hosts ``http_get`` may fetch (``None``: any public host).
         connect: Opens a session with a registered server (``None``: only built-in tools).
     """
 
@@ -88,8 +89,10 @@ class RecordedSideEffects:
         call_timeout: float,
         allowed_urls: Sequence[str] | None = None,
         connect: ToolConnector | None = None,
+        allowed_domains: Sequence[str] | None = None,
     ) -> None:
         self._run_id = run_id
+        self._allowed_domains = None if allowed_domains is None else tuple(allowed_domains)
         self._connect = connect
         self._allowed_urls = None if allowed_urls is None else frozenset(allowed_urls)
         self._tasks = tasks
@@ -111,6 +114,7 @@ class RecordedSideEffects:
             call_timeout=settings.tool_call_timeout_seconds,
             allowed_urls=settings.tool_server_urls,
             connect=deps.tool_connector,
+            allowed_domains=settings.http_allowed_domains,
         )
 
     def begin(
@@ -137,6 +141,7 @@ class RecordedSideEffects:
                 max_calls=self._max_calls,
                 call_timeout=self._timeout,
                 gate=gate,
+                allowed_domains=self._allowed_domains,
             )
         return StepAttempt(recorder, toolbox)
 
@@ -294,6 +299,8 @@ class StepToolbox:
         call_timeout: Seconds per call.
         gate: Asked before each call (the tool policies): a text refuses the call, told to
             the model; it may park the run for a person first.
+        allowed_domains: The hosts ``http_get`` may fetch (``None``: any public host); a
+            refused fetch is told to the model and named on the timeline.
     """
 
     def __init__(
@@ -307,8 +314,10 @@ class StepToolbox:
         max_calls: int,
         call_timeout: float,
         gate: ToolGate | None = None,
+        allowed_domains: tuple[str, ...] | None = None,
     ) -> None:
         self._gate = gate
+        self._allowed_domains = allowed_domains
         self._names = names
         self._recorder = recorder
         self._resolve = resolve
@@ -364,6 +373,9 @@ class StepToolbox:
                 "refused",
             )
         self._calls += 1
+        if name == "http_get" and (refused := self._egress_refusal(args)) is not None:
+            self._event(name, summary, "refused", started, failure=refused)
+            return f"error: {refused}", "refused"
         run, server = await self._runner(name, summary, started)
         if self._gate is not None:
             where = (server.name, server.policies) if server is not None else (None, ())
@@ -469,6 +481,12 @@ class StepToolbox:
             text, failed = value
             return (f"error: {text}", "error") if failed else (str(text), "ok")
         return str(value), "ok"
+
+    def _egress_refusal(self, args: dict[str, Any]) -> str | None:
+        """Why this ``http_get`` may not fetch its URL (the deployment's domain allow-list)."""
+        from langorch.domain.egress import egress_refusal
+
+        return egress_refusal(str(args.get("url") or ""), self._allowed_domains)
 
     def _builtin_tools(self) -> dict[str, Any]:
         if self._builtins is None:

@@ -233,6 +233,8 @@ class EngineContext:
     llm: LLMInvoker
     memory: Memory | None = None
     http: HttpCaller | None = None
+    http_allowed_domains: tuple[str, ...] | None = None
+    """The hosts ``http`` steps may call (:mod:`langorch.domain.egress`); ``None``: any."""
     files: FileReader | None = None
     """``read_file`` steps' reader (the files bucket); such a step fails without one."""
     artifacts: ArtifactWriter | None = None

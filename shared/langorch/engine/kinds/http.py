@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from langorch.domain.egress import EgressRefusedError, egress_refusal
 from langorch.domain.errors import LangorchError, StepFailedError
 from langorch.domain.kinds.http import http_spec
 from langorch.domain.tasks import fingerprint
@@ -69,6 +70,11 @@ async def run_http(
     tried = {"method": http.method, "url": url, "body": body}
     host = url.split("/")[2] if "//" in url else url
 
+    refused = egress_refusal(url, ctx.http_allowed_domains)
+    if refused is not None:
+        raise EgressRefusedError(
+            f"step {spec.step_id}: {http.method} {url.split('?')[0]}: {refused}"
+        )
     _gate(spec, ctx, http.method, url, host, body)
     caller = ctx.http
 
