@@ -20,6 +20,8 @@ _EMAIL = re.compile(r"^[^@\s]+@([^@\s]+\.[^@\s]+)$")
 _PROVIDERS = ("offline", "bedrock", "openai", "anthropic")
 _MCP_URL = re.compile(r"^https?://[^/@\s]+(/\S*)?$")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+_DOMAIN = re.compile(r"^(\*\.)?([A-Za-z0-9-]{1,63}\.)+[A-Za-z0-9-]{1,63}$")
+OTEL_MODES = ("off", "otlp")
 _SES_IDENTITY = ("create", "existing")
 PLACEHOLDER_SENDER = "langorch@example.com"
 """The shipped ``sender_email``: SES can never verify it, so synthesis refuses it."""
@@ -120,6 +122,15 @@ class DeployConfig:
         mcp_servers: URLs of the MCP tool servers the runner may call (``langorch tools add``
             registers them; a registered tool whose URL is not listed here is refused at run
             time). Empty: no registered tool may be called.
+        http_allowed_domains: the hosts ``http`` steps and the ``http_get`` tool may reach
+            (``example.com`` exactly, ``*.example.com`` its subdomains); unset: any public
+            host (README, "Production checklist").
+        otel: ``otlp`` sends runs' OpenTelemetry traces from the runner to ``otel_endpoint``
+            (default ``http://localhost:4318/v1/traces``, a collector layer's); ``off``: X-Ray
+            only (the default).
+        otel_layer_arn: a Lambda layer added to the runner, e.g. an OpenTelemetry collector
+            (the ADOT collector layer) that forwards what the runner sends to localhost.
+        trace_content: put prompts, outputs and tool arguments in spans.
         mcp_secrets: names of the Secrets Manager secrets that hold the tool servers' header
             values (``--header NAME=secret:ID``); the runner may read exactly these.
         event_workflows: workflow files (or folders of them) whose event triggers get an
@@ -170,6 +181,11 @@ class DeployConfig:
     bedrock_marketplace_products: tuple[str, ...] = ()
     mcp_servers: tuple[str, ...] = ()
     mcp_secrets: tuple[str, ...] = ()
+    http_allowed_domains: tuple[str, ...] | None = None
+    otel: str = "off"
+    otel_endpoint: str | None = None
+    otel_layer_arn: str | None = None
+    trace_content: bool = False
     event_workflows: tuple[str, ...] = ()
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
@@ -217,6 +233,18 @@ class DeployConfig:
                     f"llm_residency regional: bedrock_regions {', '.join(outside)} are outside "
                     f"the {geo.rstrip('.')} geography of {model!r}"
                 )
+
+    def _validate_egress(self) -> None:
+        for domain in self.http_allowed_domains or ():
+            if not _DOMAIN.match(domain):
+                raise ConfigError(
+                    f"http_allowed_domains: {domain!r} is not a host name (api.example.com) "
+                    "or a wildcard over a domain's subdomains (*.example.com)"
+                )
+        if self.otel not in OTEL_MODES:
+            raise ConfigError(f"otel {self.otel!r}: 'off' or 'otlp' (README, \"Traces\")")
+        if self.otel == "off" and (self.otel_endpoint or self.otel_layer_arn):
+            raise ConfigError("otel_endpoint and otel_layer_arn need otel: otlp")
 
     def _validate_mcp(self) -> None:
         for url in self.mcp_servers:
@@ -294,10 +322,11 @@ class DeployConfig:
             "mcp_servers",
             "mcp_secrets",
             "event_workflows",
+            "http_allowed_domains",
         ):
             if name in raw:
                 raw[name] = tuple(_as_list(raw[name]))
-        for name in ("retain_data", "bundle", "snap_start", "email"):
+        for name in ("retain_data", "bundle", "snap_start", "email", "trace_content"):
             if name in raw:
                 raw[name] = _as_bool(name, raw[name])
         for name in (
@@ -319,6 +348,7 @@ class DeployConfig:
 
     def _validate(self) -> None:
         self._validate_mcp()
+        self._validate_egress()
         self._validate_residency()
         from langorch.domain.approvals.channels import UnknownChannelError, channels_of
 

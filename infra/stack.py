@@ -224,6 +224,7 @@ class LangorchStack(Stack):
             "LANGORCH_TOOL_SERVER_URLS", json.dumps(list(config.mcp_servers))
         )
         self.secrets.grant_read_tool_secrets(self.functions.run_segment, config.mcp_secrets)
+        self._egress_and_traces(config)
 
         self.observability = Observability(
             self,
@@ -258,6 +259,30 @@ class LangorchStack(Stack):
             encrypt_with(self, self.key.key, except_buckets=[self.files.access_logs])
         self._outputs(public_base_url)
         suppress(self)
+
+    def _egress_and_traces(self, config: DeployConfig) -> None:
+        """The runner's domain allow-list and its OpenTelemetry export (README, "Production
+        checklist"): only the runner calls out to http steps' hosts and exports run spans."""
+        runner = self.functions.run_segment
+        if config.http_allowed_domains is not None:
+            runner.add_environment(
+                "LANGORCH_HTTP_ALLOWED_DOMAINS", json.dumps(list(config.http_allowed_domains))
+            )
+        if config.otel == "off":
+            return
+        runner.add_environment("LANGORCH_OTEL_EXPORTER", "otlp")
+        if config.otel_endpoint:
+            runner.add_environment("LANGORCH_OTEL_ENDPOINT", config.otel_endpoint)
+        if config.trace_content:
+            runner.add_environment("LANGORCH_TRACE_CONTENT", "true")
+        if config.otel_layer_arn:
+            from aws_cdk import aws_lambda as lambda_
+
+            runner.add_layers(
+                lambda_.LayerVersion.from_layer_version_arn(
+                    self, "OtelCollectorLayer", config.otel_layer_arn
+                )
+            )
 
     def _outputs(self, public_base_url: str) -> None:
         # Read by `langorch … --stack NAME` (langorch.cli.target.OUTPUT_FIELDS): the keys are

@@ -67,6 +67,9 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"approval_channels": "email,pager"}, "approval_channels: .*'pager' unknown; choose from"),
         ({"slack_channel": "#approvals"}, "slack_channel '#approvals' is not a Slack channel id"),
         ({"kms": "alias/mine"}, "kms 'alias/mine': 'managed' .* or a key ARN"),
+        ({"http_allowed_domains": "https://x.org"}, "http_allowed_domains: 'https://x.org'"),
+        ({"otel": "xray"}, "otel 'xray': 'off' or 'otlp'"),
+        ({"otel_endpoint": "http://c:4318/v1/traces"}, "otel_endpoint and otel_layer_arn need"),
     ],
 )
 def test_invalid_settings_are_refused_with_the_setting_named(

@@ -19,6 +19,7 @@ from tests.infra.conftest import CONTEXT
 from tests.infra.test_compliance import ACCEPTED_LINT
 
 GIVEN_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+OTEL_LAYER = "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1"
 VARIANTS: dict[str, dict[str, Any]] = {
     "hardened": {
         "kms": "cmk",
@@ -29,6 +30,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "domain_name": "runs.example.org",
         "certificate_arn": "arn:aws:acm:eu-west-1:123456789012:certificate/abc",
         "hosted_zone_id": "Z0123456789ABCDEFGHIJ",
+        "http_allowed_domains": "api.example.com,*.example.org",
+        "otel": "otlp",
+        "otel_layer_arn": OTEL_LAYER,
     },
     "given-key": {"region": "us-east-1", "kms": GIVEN_KEY},
 }
@@ -218,3 +222,34 @@ def test_retain_data_false_empties_both_buckets_before_deleting_them(
     # ...while retained buckets (the default) are never emptied
     _, given = variants["given-key"]
     assert not _of_type(given, "Custom::S3AutoDeleteObjects")
+
+
+def _runner(stack: Any, template: dict[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = template["Resources"][
+        stack.get_logical_id(stack.functions.run_segment.node.default_child)
+    ]["Properties"]
+    return props
+
+
+def test_the_domain_allow_list_and_otlp_traces_reach_only_the_runner(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given http_allowed_domains and otel: otlp with a collector layer
+    stack, template = variants["hardened"]
+    runner = _runner(stack, template)
+    env = runner["Environment"]["Variables"]
+    # Then the runner gets the allow-list and exports its spans over OTLP through the layer
+    assert json.loads(env["LANGORCH_HTTP_ALLOWED_DOMAINS"]) == ["api.example.com", "*.example.org"]
+    assert env["LANGORCH_OTEL_EXPORTER"] == "otlp"
+    assert "LANGORCH_TRACE_CONTENT" not in env
+    assert OTEL_LAYER in runner["Layers"]
+    # ...and the trigger, which calls no step's host, gets neither
+    trigger = template["Resources"][
+        stack.get_logical_id(stack.functions.trigger.node.default_child)
+    ]
+    assert "LANGORCH_HTTP_ALLOWED_DOMAINS" not in trigger["Properties"]["Environment"]["Variables"]
+    # ...while by default any host is allowed and X-Ray alone traces
+    given_stack, given = variants["given-key"]
+    default_env = _runner(given_stack, given)["Environment"]["Variables"]
+    assert "LANGORCH_HTTP_ALLOWED_DOMAINS" not in default_env
+    assert "LANGORCH_OTEL_EXPORTER" not in default_env

@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 
 Exporter = Literal["console", "otlp"]
 SCOPE = "langorch"
+FLUSH_MILLIS = 5_000
+"""The longest a segment waits for its spans to be sent (a Lambda sandbox freezes after)."""
 _ENDED = frozenset({"succeeded", "failed"})
 _FORCED: ContextVar[tuple[int, int] | None] = ContextVar("langorch_forced_ids", default=None)
 
@@ -165,7 +167,8 @@ class OtelRunTraces:
             return
         try:
             self._export(trace_, trace_.run.trace_context)
-            self.provider.force_flush()
+            # Bounded: an unreachable collector delays the segment by seconds, never more.
+            self.provider.force_flush(FLUSH_MILLIS)
         except Exception:  # a trace must never fail the run it describes
             logger.warning("could not export the run's spans", exc_info=True)
 
@@ -316,4 +319,5 @@ def otel_traces(exporter: Exporter, *, endpoint: str, content: bool) -> OtelRunT
         return OtelRunTraces(ConsoleSpanExporter(), content=content)
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-    return OtelRunTraces(OTLPSpanExporter(endpoint=endpoint), content=content, batch=True)
+    exporter_ = OTLPSpanExporter(endpoint=endpoint, timeout=FLUSH_MILLIS / 1000)
+    return OtelRunTraces(exporter_, content=content, batch=True)
