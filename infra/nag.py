@@ -201,7 +201,6 @@ def suppress(stack: LangorchStack) -> None:
     _operators(stack)
     secrets = stack.secrets
     for secret in (
-        secrets.link_signing_seed,
         secrets.link_signing_key,
         secrets.llm_api_key,
         secrets.slack,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from tests.infra.conftest import Synth
 
 
@@ -26,18 +24,29 @@ def test_sender_identity_uses_a_configuration_set_without_tracking_events(
     assert config_set["DeliveryOptions"] == {"TlsPolicy": "REQUIRE"}
 
 
-def test_link_signing_key_has_the_loader_shape_and_generated_material(synth: Synth) -> None:
-    secrets = synth.stack.secrets
-    key = synth.resources[synth.logical_id(secrets.link_signing_key)]["Properties"]
-    separator, parts = key["SecretString"]["Fn::Join"]
-    seed = synth.logical_id(secrets.link_signing_seed)
-    text = separator.join(p if isinstance(p, str) else "SEED" for p in parts)
-    assert parts[1] == {"Ref": seed}
-    document = json.loads(text.replace("{{resolve:secretsmanager:SEED:SecretString:::}}", "K"))
-    assert document == {"current": "k1", "keys": {"k1": "K"}}
-    generated = synth.resources[seed]["Properties"]["GenerateSecretString"]
-    # 64 letters and digits: valid base64 for 48 bytes (load_signing_keys needs >= 32).
-    assert generated == {"ExcludePunctuation": True, "IncludeSpace": False, "PasswordLength": 64}
+def test_link_signing_key_is_generated_by_secrets_manager_in_the_loader_shape(
+    synth: Synth,
+) -> None:
+    # Given the link-signing key secret
+    key = synth.resources[synth.logical_id(synth.stack.secrets.link_signing_key)]["Properties"]
+    # Then Secrets Manager generates it on create, {"current": "k1", "k1": <64 letters and
+    # digits: valid base64 for 48 bytes>}: the template holds no value, and CloudFormation
+    # never writes the key again (load_signing_keys reads this flat shape). Pinned: changing
+    # this generator makes CloudFormation generate a new key over the rotated ones.
+    assert "SecretString" not in key
+    assert key["GenerateSecretString"] == {
+        "ExcludePunctuation": True,
+        "GenerateStringKey": "k1",
+        "IncludeSpace": False,
+        "PasswordLength": 64,
+        "SecretStringTemplate": '{"current": "k1"}',
+    }
+    # ...and no seed secret is left beside it
+    descriptions = [
+        r["Properties"].get("Description", "")
+        for r in synth.of_type("AWS::SecretsManager::Secret").values()
+    ]
+    assert not [d for d in descriptions if "generated material" in d]
 
 
 def test_llm_key_secret_is_generated_empty_and_holds_no_template_value(synth: Synth) -> None:
@@ -53,26 +62,6 @@ def test_llm_key_secret_is_generated_empty_and_holds_no_template_value(synth: Sy
         "GenerateStringKey": "placeholder",
         "PasswordLength": 16,
         "SecretStringTemplate": '{"api_key": ""}',
-    }
-
-
-def test_link_signing_key_value_expression_is_pinned(synth: Synth) -> None:
-    # CloudFormation writes a secret again only when its SecretString changes in the
-    # template. The link-signing key's is a fixed expression over the seed (never key
-    # material), so a deploy never undoes `langorch keys rotate` -- unless this expression
-    # changes, which this test makes a deliberate act.
-    secrets = synth.stack.secrets
-    key = synth.resources[synth.logical_id(secrets.link_signing_key)]["Properties"]
-    seed = synth.logical_id(secrets.link_signing_seed)
-    assert key["SecretString"] == {
-        "Fn::Join": [
-            "",
-            [
-                '{"current": "k1", "keys": {"k1": "{{resolve:secretsmanager:',
-                {"Ref": seed},
-                ':SecretString:::}}"}}',
-            ],
-        ]
     }
 
 

@@ -11,7 +11,7 @@ import base64
 import secrets as random_source
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from langorch.domain.errors import StorageError
 
@@ -34,17 +34,28 @@ class SigningKeys:
         return self.keys[self.current]
 
 
+def key_entries(value: dict[str, Any]) -> tuple[Any, Any]:
+    """The secret's current key id and its keys (id -> base64), oldest first.
+
+    Two shapes: ``{"current": KEY_ID, "keys": {KEY_ID: key, ...}}`` (what rotation writes), and
+    the flat ``{"current": "k1", "k1": key}`` Secrets Manager generates when the stack creates
+    the secret (CloudFormation generates flat JSON only).
+    """
+    if "keys" in value:
+        return value.get("current"), value.get("keys")
+    return value.get("current"), {k: v for k, v in value.items() if k != "current"}
+
+
 def load_signing_keys(secrets: SecretsStore, name: str) -> SigningKeys:
-    """Read ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}`` from the secret.
+    """Read ``{"current": KEY_ID, "keys": {KEY_ID: base64 key, ...}}`` (or the flat shape of
+    :func:`key_entries`) from the secret.
 
     Raises:
         SecretNotFoundError: the secret does not exist (create it with
             :func:`ensure_signing_key`).
         StorageError: the secret is not of that shape.
     """
-    value = secrets.get_json(name)
-    current = value.get("current")
-    raw = value.get("keys")
+    current, raw = key_entries(secrets.get_json(name))
     if not isinstance(current, str) or not isinstance(raw, dict) or current not in raw:
         raise StorageError(
             f"secret {name} must be {{'current': KEY_ID, 'keys': {{KEY_ID: base64 key}}}} "
@@ -90,8 +101,8 @@ def ensure_signing_key(
 
 def load_signing_keys_fresh(secrets: SecretsStore, name: str) -> SigningKeys:
     """:func:`load_signing_keys`, bypassing the per-process cache (just after a write)."""
-    value = secrets.get_json(name, fresh=True)
+    current, raw = key_entries(secrets.get_json(name, fresh=True))
     return SigningKeys(
-        current=str(value["current"]),
-        keys={k: base64.b64decode(str(v)) for k, v in value["keys"].items()},
+        current=str(current),
+        keys={k: base64.b64decode(str(v)) for k, v in raw.items()},
     )

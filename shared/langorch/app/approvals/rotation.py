@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from langorch.app.approvals.keys import MIN_KEY_BYTES, load_signing_keys
+from langorch.app.approvals.keys import MIN_KEY_BYTES, key_entries, load_signing_keys
 from langorch.domain.errors import LangorchError
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def rotate_signing_key(
         )
     # Validates the shape (and every key) before anything is written.
     before = load_signing_keys(secrets, name)
-    stored = secrets.get_json(name, fresh=True)["keys"]  # oldest first, as stored
+    _, stored = key_entries(secrets.get_json(name, fresh=True))  # oldest first, as stored
     new_id = next_key_id(list(stored))
     material = base64.b64encode(token_bytes(MIN_KEY_BYTES)).decode("ascii")
     keys = {**{k: str(v) for k, v in stored.items()}, new_id: material}
