@@ -242,7 +242,9 @@ class DeployConfig:
                     "or a wildcard over a domain's subdomains (*.example.com)"
                 )
         if self.otel not in OTEL_MODES:
-            raise ConfigError(f"otel {self.otel!r}: 'off' or 'otlp' (README, \"Traces\")")
+            raise ConfigError(
+                f"otel {self.otel!r}: 'off' or 'otlp' (README, \"Production checklist\")"
+            )
         if self.otel == "off" and (self.otel_endpoint or self.otel_layer_arn):
             raise ConfigError("otel_endpoint and otel_layer_arn need otel: otlp")
 

@@ -66,7 +66,7 @@ def register(subparsers: Subparsers) -> None:
         metavar="console|URL",
         help="OpenTelemetry traces of runs (one per run, GenAI spans): 'console' prints the "
         "spans, a URL sends them to that OTLP/HTTP collector, e.g. "
-        "http://localhost:4318/v1/traces (README, 'Traces')",
+        "http://localhost:4318/v1/traces (README, 'Production checklist')",
     )
     dev.add_argument(
         "--ready-only", action="store_true", help="start, print where everything is, stop"
