@@ -58,7 +58,10 @@ def test_every_command_accepts_home_before_or_after_its_name() -> None:
     assert parser.parse_args(["workflows", "list"]).home is None
 
 
-HEAVY = ("pydantic", "boto3", "botocore", "moto", "langgraph", "langchain_core", "yaml", "mcp")
+HEAVY = (
+    *("pydantic", "pydantic_settings", "boto3", "botocore", "moto", "langgraph", "langchain_core"),
+    *("yaml", "mcp", "jinja2", "asyncio"),
+)
 """Packages a command that does not use them must not pay for (issue 26: a command in 0.3 s)."""
 
 PROBE = """
