@@ -129,6 +129,9 @@ LISTINGS = [
     ["agents", "list"],
     ["resources", "list"],
     ["approvals", "list"],
+    ["workflows", "list"],
+    ["blocks", "list"],
+    ["tools", "list"],
 ]
 """Commands that read a local home's SQLite store and render nothing: pydantic is all they need."""
 
