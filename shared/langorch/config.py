@@ -5,7 +5,7 @@ own endpoint and names and pass it to :func:`langorch.composition.container.buil
 
 ``Settings()`` reads the environment as pydantic-settings' ``BaseSettings`` would (this model
 was one until the CLI's start-up time mattered, issue 26: that package imports asyncio, dotenv
-and its own CLI, a third of a local ``langorch runs list``): a field's variable is
+and its own CLI, a fifth of a local ``langorch runs list``'s imports): a field's variable is
 ``LANGORCH_<FIELD>`` (any case), or the names of its ``validation_alias``; a list or dict field
 takes JSON; a value passed to the constructor (or in ``Settings.model_validate``'s mapping)
 wins over the environment.
