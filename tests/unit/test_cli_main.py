@@ -94,6 +94,7 @@ def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:
     return result
 
 
+@pytest.mark.subprocess
 def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> None:
     # Given a fresh interpreter
     # When it runs `langorch --help`
@@ -103,6 +104,7 @@ def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> Non
     assert loaded == {"code": 0, "heavy": [], "groups": []}
 
 
+@pytest.mark.subprocess
 def test_a_local_runs_list_loads_its_group_and_the_embedded_store_only(tmp_path: Path) -> None:
     # Given a local home (its stack file and SQLite store)
     home = tmp_path / "home"
