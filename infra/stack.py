@@ -194,7 +194,7 @@ class LangorchStack(Stack):
                 "LANGORCH_CHECKPOINT_TTL_DAYS": str(config.checkpoint_ttl_days),
                 "LANGORCH_SEGMENT_BUDGET_SECONDS": str(SEGMENT_BUDGET_SECONDS),
                 "LANGORCH_DEFAULT_LLM_PROVIDER": config.llm_provider,
-                # pydantic-settings parses list settings from JSON.
+                # Settings() parses list settings from JSON (langorch.config).
                 "LANGORCH_DEFAULT_APPROVERS": json.dumps(list(config.default_approvers)),
                 "LANGORCH_PUBLIC_BASE_URL": public_base_url,
                 "LANGORCH_SENDER_EMAIL": config.sender_email,

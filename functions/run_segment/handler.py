@@ -57,6 +57,7 @@ def load_engine() -> None:
     """
     import langorch.adapters.dynamodb.checkpointer
     import langorch.composition.container
+    import langorch.domain._jinja_sandbox  # Jinja2: the templates import it on first use
     import langorch.engine.compiler
     import langorch.engine.segments  # noqa: F401
 

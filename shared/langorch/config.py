@@ -2,20 +2,51 @@
 
 Nothing else reads the environment. Tests and the local stack build a ``Settings`` with their
 own endpoint and names and pass it to :func:`langorch.composition.container.build_container`.
+
+``Settings()`` reads the environment as pydantic-settings' ``BaseSettings`` would (this model
+was one until the CLI's start-up time mattered, issue 26: that package imports asyncio, dotenv
+and its own CLI, a fifth of a local ``langorch runs list``'s imports): a field's variable is
+``LANGORCH_<FIELD>`` (any case), or the names of its ``validation_alias``; a list or dict field
+takes JSON; a value passed to the constructor (or in ``Settings.model_validate``'s mapping)
+wins over the environment.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import json
+import os
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+ENV_PREFIX = "LANGORCH_"
+"""A field's environment variable is this prefix and its name (unless it has aliases)."""
+
+_JSON_TYPES = (list, dict, set, frozenset, tuple)
+"""Annotations whose values the environment gives as JSON."""
 
 
-class Settings(BaseSettings):
+class SettingsError(ValueError):
+    """A setting in the environment that cannot be read (a list or dict that is not JSON)."""
+
+
+class Settings(BaseModel):
     """Where langorch's resources are and how it behaves by default."""
 
-    model_config = SettingsConfigDict(env_prefix="LANGORCH_", extra="ignore")
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        """Settings from ``values``, then the environment (:func:`from_environment`), then the
+        defaults.
+
+        Raises:
+            SettingsError: a list or dict setting in the environment is not JSON.
+            pydantic.ValidationError: a value is out of its range or of the wrong type.
+        """
+        super().__init__(**{**from_environment(os.environ), **values})
 
     region: str = "us-east-1"
     endpoint_url: str | None = None
@@ -182,3 +213,45 @@ class Settings(BaseSettings):
     webhook_max_body_bytes: int = 262_144
     webhook_tolerance_seconds: int = 300
     log_group_prefix: str = "/aws/lambda/"
+
+
+def from_environment(env: Mapping[str, str]) -> dict[str, Any]:
+    """The settings ``env`` gives, by field name, as :class:`Settings` reads them.
+
+    Args:
+        env: the environment (names compared in any case).
+
+    Raises:
+        SettingsError: a list or dict setting is not JSON.
+    """
+    by_name = {name.lower(): name for name in env}
+    found: dict[str, Any] = {}
+    for field, info in Settings.model_fields.items():
+        alias = info.validation_alias
+        names = (
+            [str(choice) for choice in alias.choices]
+            if isinstance(alias, AliasChoices)
+            else [ENV_PREFIX + field]
+        )
+        variable = next((by_name[name.lower()] for name in names if name.lower() in by_name), None)
+        if variable is None:
+            continue
+        value = env[variable]
+        if _takes_json(info.annotation):
+            try:
+                found[field] = json.loads(value)
+            except ValueError as exc:
+                raise SettingsError(
+                    f"{variable} is not JSON ({exc}): a list or dict setting is written as JSON, "
+                    'e.g. ["a@example.com"] or {"U123": "a@example.com"}'
+                ) from None
+        else:
+            found[field] = value
+    return found
+
+
+def _takes_json(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_json(arg) for arg in typing.get_args(annotation))
+    return origin in _JSON_TYPES or annotation in _JSON_TYPES

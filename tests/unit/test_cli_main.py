@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -58,7 +60,10 @@ def test_every_command_accepts_home_before_or_after_its_name() -> None:
     assert parser.parse_args(["workflows", "list"]).home is None
 
 
-HEAVY = ("pydantic", "boto3", "botocore", "moto", "langgraph", "langchain_core", "yaml", "mcp")
+HEAVY = (
+    *("pydantic", "pydantic_settings", "boto3", "botocore", "moto", "langgraph", "langchain_core"),
+    *("yaml", "mcp", "jinja2", "asyncio"),
+)
 """Packages a command that does not use them must not pay for (issue 26: a command in 0.3 s)."""
 
 PROBE = """
@@ -89,6 +94,7 @@ def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:
     return result
 
 
+@pytest.mark.subprocess
 def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> None:
     # Given a fresh interpreter
     # When it runs `langorch --help`
@@ -98,6 +104,7 @@ def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> Non
     assert loaded == {"code": 0, "heavy": [], "groups": []}
 
 
+@pytest.mark.subprocess
 def test_a_local_runs_list_loads_its_group_and_the_embedded_store_only(tmp_path: Path) -> None:
     # Given a local home (its stack file and SQLite store)
     home = tmp_path / "home"
@@ -118,6 +125,37 @@ def test_a_local_runs_list_loads_its_group_and_the_embedded_store_only(tmp_path:
         "langorch.cli.commands.run_diff",
         "langorch.cli.commands.runs",
     ]
+
+
+LISTINGS = [
+    ["agents", "list"],
+    ["resources", "list"],
+    ["approvals", "list"],
+    ["workflows", "list"],
+    ["blocks", "list"],
+    ["tools", "list"],
+]
+"""Commands that read a local home's SQLite store and render nothing: pydantic is all they need."""
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("command", LISTINGS, ids=" ".join)
+def test_a_local_listing_loads_no_package_heavier_than_pydantic(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # Given a local home (its stack file and SQLite store)
+    home = tmp_path / "home"
+    home.mkdir()
+    stack = {"endpoint_url": "http://127.0.0.1:9", "settings": {"local_home": str(home)}}
+    (home / "stack.json").write_text(json.dumps(stack))
+
+    # When a fresh interpreter runs the listing against it
+    loaded = _loaded_by(["--home", str(home), *command], tmp_path)
+
+    # Then it read the store with pydantic and imported neither Jinja2 (no template is rendered),
+    # botocore (no AWS service is called), pydantic-settings nor asyncio
+    assert loaded["code"] == 0
+    assert loaded["heavy"] == ["pydantic"]
 
 
 def test_the_help_listing_every_group_is_the_same_loaded_or_not() -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from langorch.adapters.log_lines import Event, LogLine
 from langorch.domain.errors import StorageError
 
 PUT_MAX_EVENTS = 10_000
@@ -19,9 +18,6 @@ PUT_MAX_BYTES = 1_048_576
 EVENT_OVERHEAD_BYTES = 26
 PUT_MAX_SPAN_MS = 24 * 60 * 60 * 1000
 """The events of one PutLogEvents call may not span more than 24 hours."""
-
-Event = tuple[int, str]
-"""A log event to write: ``(epoch milliseconds, message)``."""
 
 
 def put_batches(events: Sequence[Event]) -> Iterator[list[Event]]:
@@ -45,24 +41,6 @@ def put_batches(events: Sequence[Event]) -> Iterator[list[Event]]:
         size += cost
     if batch:
         yield batch
-
-
-@dataclass(frozen=True)
-class LogLine:
-    """One log event: where it was written, when (epoch milliseconds) and the line itself."""
-
-    group: str
-    stream: str
-    timestamp: int
-    message: str
-
-    def fields(self) -> dict[str, Any] | None:
-        """The line as JSON (Powertools writes one object per line), else ``None``."""
-        try:
-            value = json.loads(self.message)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
 
 
 class CloudWatchLogs:

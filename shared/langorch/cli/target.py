@@ -216,7 +216,7 @@ def local_home(
 
 
 def _settings(env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
-    # Imported here: `--help` and offline commands never pay for pydantic-settings.
+    # Imported here: `--help` and offline commands never pay for pydantic.
     from pydantic import ValidationError
 
     from langorch.config import Settings
@@ -235,7 +235,7 @@ def _settings(env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
 
 
 def _parse_lists(values: dict[str, Any]) -> dict[str, Any]:
-    # pydantic-settings parses list fields from JSON; model_validate does not, so do it here.
+    # Settings() parses list fields from JSON; model_validate does not, so do it here.
     parsed = dict(values)
     raw = parsed.get("default_approvers")
     if isinstance(raw, str):

@@ -10,6 +10,10 @@ Two syntaxes are accepted:
 Missing names render as empty strings (seed 000's ``state.get(key, "")``); an expression over a
 missing name evaluates to ``None``. A list or a dict renders as JSON (``["Burrito Bowl"]``), in
 both syntaxes: a prompt shows the model data, not Python's ``repr``.
+
+Jinja2 is imported when a ``{{ … }}`` template is first parsed or rendered, not with this module:
+the definitions and records that import it are read by CLI listings that render nothing
+(issue 26: a command in 0.3 s).
 """
 
 from __future__ import annotations
@@ -18,17 +22,14 @@ import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jinja2 import ChainableUndefined, TemplateSyntaxError, nodes
-
-from langorch.domain._jinja_sandbox import (
-    BoundedSandbox,
-    ExpressionLimitError,
-    check_time,
-    time_bound,
-)
 from langorch.domain.errors import LangorchError
+
+if TYPE_CHECKING:
+    from jinja2 import nodes
+
+    from langorch.domain._jinja_sandbox import BoundedSandbox
 
 _PLACEHOLDER = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_\.]*)\}(?!\})")
 _JINJA_MARK = re.compile(r"\{\{|\{%")
@@ -61,13 +62,6 @@ class TemplateError(LangorchError):
     """A template or expression is malformed or failed to evaluate."""
 
 
-class _Undefined(ChainableUndefined):
-    """Missing names are empty, and attribute access on them stays empty (``a.b.c``)."""
-
-    def __str__(self) -> str:
-        return ""
-
-
 def _as_text(value: Any) -> Any:
     """What a rendered value prints as: JSON for lists and dicts, itself otherwise."""
     if isinstance(value, list | tuple | dict):
@@ -77,6 +71,16 @@ def _as_text(value: Any) -> Any:
 
 @lru_cache(maxsize=1)
 def _environment() -> BoundedSandbox:
+    from jinja2 import ChainableUndefined
+
+    from langorch.domain._jinja_sandbox import BoundedSandbox
+
+    class _Undefined(ChainableUndefined):
+        """Missing names are empty, and attribute access on them stays empty (``a.b.c``)."""
+
+        def __str__(self) -> str:
+            return ""
+
     # finalize applies to every {{ … }} output (not to expressions, which keep their types).
     env = BoundedSandbox(undefined=_Undefined, autoescape=False, finalize=_as_text)
     env.filters["tojson_compact"] = lambda v: json.dumps(v, default=str)
@@ -107,6 +111,8 @@ def placeholders(template: str) -> set[str]:
     """The top-level names a template reads (for validation of available inputs)."""
     if not is_jinja(template):
         return {m.group(1).split(".")[0] for m in _PLACEHOLDER.finditer(template)}
+    from jinja2 import TemplateSyntaxError, nodes
+
     try:
         ast = _environment().parse(template)
     except TemplateSyntaxError as exc:
@@ -119,6 +125,8 @@ def check(template: str) -> str | None:
     """The syntax error of a template, or ``None`` when it parses."""
     if not is_jinja(template):
         return None
+    from jinja2 import TemplateSyntaxError
+
     try:
         _environment().parse(template)
     except TemplateSyntaxError as exc:
@@ -128,6 +136,8 @@ def check(template: str) -> str | None:
 
 @lru_cache(maxsize=2048)
 def _compile(template: str) -> Any:
+    from jinja2 import TemplateSyntaxError
+
     try:
         return _environment().from_string(template)
     except TemplateSyntaxError as exc:
@@ -196,6 +206,8 @@ def render(
         # Seed 000 placeholders: plain lookups, no code runs; other braces are literal.
         text = _PLACEHOLDER.sub(lambda m: str(_as_text(_lookup(context, m.group(1)))), template)
     else:
+        from langorch.domain._jinja_sandbox import ExpressionLimitError
+
         try:
             text = _bounded_render(_compile(template), context, max_chars, too_long_hint)
         except (TemplateError, ExpressionLimitError):
@@ -219,6 +231,8 @@ def _too_long(rendered: int | None, max_chars: int, hint: str) -> TemplateError:
 
 def _bounded_render(compiled: Any, context: dict[str, Any], max_chars: int, hint: str) -> str:
     """Render chunk by chunk, so a runaway loop stops at the size or time bound."""
+    from langorch.domain._jinja_sandbox import check_time, time_bound
+
     parts: list[str] = []
     size = 0
     with time_bound():
@@ -233,6 +247,8 @@ def _bounded_render(compiled: Any, context: dict[str, Any], max_chars: int, hint
 
 @lru_cache(maxsize=2048)
 def _compile_expression(expression: str) -> Any:
+    from jinja2 import TemplateSyntaxError
+
     try:
         return _environment().compile_expression(expression, undefined_to_none=True)
     except TemplateSyntaxError as exc:
@@ -253,6 +269,8 @@ def evaluate(expression: str, context: dict[str, Any]) -> Any:
     Raises:
         TemplateError: the expression is malformed or fails.
     """
+    from langorch.domain._jinja_sandbox import ExpressionLimitError, time_bound
+
     compiled = _compile_expression(strip_braces(expression))
     try:
         with time_bound():
@@ -277,6 +295,8 @@ def expression_outcomes(expression: str) -> list[Any] | None:
         The possible values, or ``None`` when any of them is known only at run time (or the
         expression does not parse: that is reported by :func:`check_expression`).
     """
+    from jinja2 import TemplateSyntaxError, nodes
+
     try:
         template = _environment().parse("{{ " + strip_braces(expression) + " }}")
     except TemplateSyntaxError:
@@ -289,6 +309,8 @@ def expression_outcomes(expression: str) -> list[Any] | None:
 
 
 def _outcomes(node: nodes.Node) -> list[Any] | None:
+    from jinja2 import nodes
+
     if isinstance(node, nodes.Const):
         return [node.value]
     if isinstance(node, nodes.CondExpr):

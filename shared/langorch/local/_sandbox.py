@@ -101,6 +101,7 @@ PRELOAD = (
     "langorch.adapters.sqlite.checkpointer",
     "langorch.engine.compiler",
     "langorch.engine.segments",
+    "langorch.domain._jinja_sandbox",  # Jinja2: the templates import it on first use
     "langorch.local.sandbox_warmup",
 )
 """Imported once by the fork server, so no sandbox imports them again: what the runner imports on

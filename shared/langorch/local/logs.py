@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from langorch.adapters.logs import Event, put_batches
+from langorch.adapters.log_lines import Event
+from langorch.adapters.logs import put_batches
 from langorch.domain.errors import StorageError
 
 LOG_RETENTION_DAYS = 14

@@ -26,18 +26,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
+from langorch.adapters.stored_definitions import Kind, StoredDefinition
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import ConflictError, StorageError
-
-Kind = Literal["block", "workflow"]
-KINDS: tuple[Kind, ...] = ("block", "workflow")
 
 HEAD_SK = "head"
 VERSION_DIGITS = 10
@@ -50,18 +47,6 @@ _VERSION_IS_NEW = "attribute_not_exists(pk)"
 # writers that both read version N cannot both become N+1.
 _HEAD_IS_NEW = "attribute_not_exists(pk)"
 _HEAD_IS_UNCHANGED = "#version = :previous_version"
-
-
-@dataclass(frozen=True)
-class StoredDefinition(Generic[_DefinitionT]):
-    """A stored version with the metadata the store keeps beside it."""
-
-    kind: Kind
-    id: str
-    version: int
-    content_hash: str
-    created_at: datetime
-    definition: _DefinitionT
 
 
 def _utcnow() -> datetime:

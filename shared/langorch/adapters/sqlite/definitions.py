@@ -19,8 +19,8 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from langorch.adapters.dynamodb.definitions import Kind, StoredDefinition
 from langorch.adapters.sqlite._db import Database
+from langorch.adapters.stored_definitions import Kind, StoredDefinition
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 
 SCHEMA = (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from langorch.adapters.logs import Event, LogLine
+from langorch.adapters.log_lines import Event, LogLine
 from langorch.adapters.sqlite._db import Database
 
 SCHEMA = (
