@@ -7,9 +7,10 @@ records, so the engine's own recorder serves each call the candidate makes with 
 question at the same place. What no record answers reaches the replay ports below, never a
 server: a model call is looked up by its prompt anywhere in the step's records, else made live
 (``live_models``) or refused; a tool, agent or ``http`` call is refused. Every refusal is
-reported. People's decisions are served from the recorded timeline: the decision about the
-same thing (the digests of what the approval showed), else the step's next one; an approval
-the original never asked is a routing change, answered with ``unrecorded_approvals``.
+reported. People's decisions are served from the recorded timeline, with the values they edited:
+the decision about the same thing (the digests of what the approval showed), else the step's
+next one; an approval the original never asked is a routing change, answered with
+``unrecorded_approvals``.
 """
 
 from __future__ import annotations
@@ -158,11 +159,19 @@ class ReplayHttp:
 
 
 class ReplayApprovals:
-    """``drive``'s ``on_approval`` for a replay: the recorded people decide again."""
+    """``drive``'s ``on_approval`` for a replay: the recorded people decide again, with the
+    edits they made. An edit the replay cannot make again is reported: one the record did not
+    keep, or of a key the candidate no longer lets the approver edit."""
 
-    def __init__(self, decisions: list[RecordedDecision], unrecorded_answer: str) -> None:
+    def __init__(
+        self,
+        decisions: list[RecordedDecision],
+        unrecorded_answer: str,
+        unrecorded: Unrecorded | None = None,
+    ) -> None:
         self._left = list(decisions)
         self._answer = unrecorded_answer
+        self._unrecorded = unrecorded or Unrecorded()
         self.asked: list[AskedApproval] = []
 
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -192,8 +201,30 @@ class ReplayApprovals:
             decision=decision.decision,  # type: ignore[arg-type]
             comment=decision.comment,
             approver=decision.approver,
+            edits=self._edits(step, decision, set(request.get("editable") or {})),
         )
         return answer_for(request, said)
+
+    def _edits(self, step: str, decision: RecordedDecision, editable: set[str]) -> dict[str, Any]:
+        """The recorded edits the candidate's approval accepts; the rest reported."""
+        edits = decision.edits or {}
+        # A run recorded before edits were kept: the keys its approval set that are editable
+        # were edited, but their values are unknown.
+        unknown = set(decision.unkept_edits)
+        if decision.edits is None:
+            unknown |= set(decision.changed_keys) & editable
+        if unknown:
+            self._unrecorded.add(
+                f"approval {step}: edits of {', '.join(sorted(unknown))} were not recorded; "
+                "replayed without them"
+            )
+        dropped = sorted(set(edits) - editable)
+        if dropped:
+            self._unrecorded.add(
+                f"approval {step}: edits of {', '.join(dropped)} not applied (not editable in "
+                "the candidate)"
+            )
+        return {k: v for k, v in edits.items() if k in editable}
 
 
 class SourceDeps(Protocol):
@@ -251,7 +282,7 @@ def replay_run(
     )
     for record in tasks:
         scratch.tasks.put(run.run_id, record)
-    approvals = ReplayApprovals(recorded_decisions(events), unrecorded_answer)
+    approvals = ReplayApprovals(recorded_decisions(events), unrecorded_answer, unrecorded)
     drive(run.run_id, scratch, on_approval=approvals, sleep=sleep)
     return compare(
         recorded,
