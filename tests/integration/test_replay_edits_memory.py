@@ -12,10 +12,10 @@ import pytest
 
 from langorch.app.definitions import register_files, seed_builtins
 from langorch.app.runs import StartRun, drive, start_run
+from langorch.app.segment_record import SegmentResult
 from langorch.app.workflow_tests import answer_for
 from langorch.composition.embedded import EmbeddedContainer
 from langorch.config import Settings
-from langorch.domain.runs import RunRecord
 from langorch.domain.workflow_tests import Decision
 from langorch.local.replay import ReplayReport, replay
 
@@ -48,12 +48,12 @@ def source(tmp_path: Path) -> EmbeddedContainer:
     return container
 
 
-def _record(source: EmbeddedContainer) -> RunRecord:
+def _record(source: EmbeddedContainer) -> SegmentResult:
     run, _ = start_run(StartRun("lunch_order", input=INPUT, version=1), source)
     return drive(run.run_id, source, on_approval=_fill_in_the_preference)
 
 
-def _replay(source: EmbeddedContainer, run: RunRecord) -> ReplayReport:
+def _replay(source: EmbeddedContainer, run: SegmentResult) -> ReplayReport:
     return replay(source, "lunch_order", 2, [source.runs.get_run(run.run_id)])
 
 
@@ -67,4 +67,18 @@ def test_an_approvals_edits_are_applied_again_in_its_replay(source: EmbeddedCont
     # every model call answered from the record
     [run] = report.runs
     assert (run.status, run.path_changed, run.outputs_changed) == ("succeeded", False, [])
+    assert run.unrecorded == []
+
+
+def test_a_replay_reads_the_memory_its_recorded_run_read(source: EmbeddedContainer) -> None:
+    # Given a first run that saved the preference, and a second one that read it from memory
+    # and ordered without asking anyone
+    _record(source)
+    second = _record(source)
+    assert second.status == "succeeded" and second.outputs["restaurant"] == "Sushi Go"
+    # When the second run is replayed on the candidate (in a scratch store, memory empty)
+    report = _replay(source, second)
+    # Then it reads what the recorded run read: it asks no one and orders the same lunch
+    [run] = report.runs
+    assert (run.path_changed, run.routing_changed, run.outputs_changed) == (False, False, [])
     assert run.unrecorded == []
