@@ -10,9 +10,10 @@ import pytest
 
 from langorch.app.promotions import PromoteWorkflow, promote_workflow
 from langorch.domain.definitions import PlanStep, TaskPlan
-from langorch.domain.errors import InputValidationError
+from langorch.domain.errors import InputValidationError, NotFoundError
 from langorch.domain.promotions import Gate, GateFailedError, read_gate
 from tests.fakes import InMemoryDefinitions
+from tests.unit.conftest import MakeFakes
 
 NOW = datetime(2026, 11, 27, 12, tzinfo=UTC)
 
@@ -96,3 +97,19 @@ def test_a_file_that_is_not_a_replay_report_names_every_missing_field() -> None:
     assert (
         "langorch replay --workflow digest --candidate-version 2" in raised.value.problems[0].hint
     )
+
+
+def test_a_run_of_a_workflow_stored_only_as_drafts_says_how_to_activate_one(
+    make_container: MakeFakes,
+) -> None:
+    from langorch.app.runs import StartRun, start_run
+
+    # Given a workflow whose only version is a draft
+    container = make_container()
+    plan = TaskPlan(plan_id="digest", steps=[PlanStep(step_id="s", kind="transform")])
+    container.definitions.put_workflow(plan, activate=False)
+    # When a run of it is started
+    with pytest.raises(NotFoundError, match="no active version, only drafts") as raised:
+        start_run(StartRun("digest"), container)
+    # Then the error says how to activate one
+    assert "langorch workflows promote digest --version N" in str(raised.value)
