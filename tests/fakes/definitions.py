@@ -55,6 +55,14 @@ class InMemoryDefinitions(InMemoryLookup):
         """The newest stored version, active or a draft."""
         return super().get_workflow(workflow_id)
 
+    def latest_version(self, kind: str, definition_id: str) -> int | None:
+        """The newest stored version (active or a draft), or ``None``."""
+        if kind == "block":
+            block = self.get_block(definition_id)
+            return None if block is None else block.version
+        latest = self.latest_workflow(definition_id)
+        return None if latest is None else latest.version
+
     def active_version(self, workflow_id: str) -> int | None:
         """The active version (added with :meth:`add_workflow`: the latest)."""
         if workflow_id in self._active:

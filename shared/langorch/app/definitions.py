@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from langorch.domain.builtins import builtin_blocks
 from langorch.domain.ckp.binding import Catalog, bind_procedure
@@ -417,6 +417,15 @@ def _store_workflow(
     )
 
 
+@runtime_checkable
+class _KnowsLatest(Protocol):
+    """A store that tells its newest version apart from the active one (drafts)."""
+
+    def latest_version(self, kind: Kind, definition_id: str) -> int | None: ...
+
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None: ...
+
+
 class _BatchFirst:
     """The workflows a batch stored, then the store: a subflow is pinned to the version its
     batch stored, even a draft."""
@@ -469,6 +478,11 @@ class _PendingLookup:
 
     def _predict_workflow(self, plan: TaskPlan) -> TaskPlan:
         latest = None if self._base is None else self._base.get_workflow(plan.plan_id)
+        if isinstance(self._base, _KnowsLatest):
+            # The active version may be older than a draft: the next version follows the latest.
+            newest = self._base.latest_version("workflow", plan.plan_id)
+            if newest is not None:
+                latest = self._base.get_workflow(plan.plan_id, newest)
         return plan.model_copy(update={"version": _next_version(latest, plan)})
 
 
