@@ -1,6 +1,7 @@
 """Contract of the definitions store (``DefinitionsStore`` + ``WorkflowSource``): the DynamoDB
 adapter on moto, the local SQLite store and the in-memory fake — immutable versions, no-op
-re-registration, lookups, and concurrent writers of changed content never sharing a version.
+re-registration, lookups, drafts and promotions of the active version, and concurrent writers
+of changed content never sharing a version nor losing a promotion.
 The metadata the CLI and console read (``get_stored``, ``versions``, ``list_stored``, searches)
 is the two adapters' (the fake has none)."""
 
@@ -18,6 +19,8 @@ from langorch.adapters.dynamodb.definitions import DefinitionsRepository
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.definitions import SqliteDefinitions
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
+from langorch.domain.errors import NotFoundError
+from langorch.domain.promotions import Gate, Promotion
 from tests.fakes import InMemoryDefinitions
 
 CREATED_AT = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -119,6 +122,100 @@ def test_listing_gives_the_latest_version_of_each_workflow_by_id(store: Store) -
     store.put_workflow(_plan("a", description="one"))
     store.put_workflow(_plan("a", description="two"))
     assert [(p.plan_id, p.version) for p in store.list_workflows()] == [("a", 2), ("b", 1)]
+
+
+# --- the active version: drafts and promotions ----------------------------------------------
+
+
+def _promotion(version: int, *, by: str = "ana", gate: Gate | None = None) -> Promotion:
+    return Promotion("digest", version, None, by, CREATED_AT, gate=gate, forced=False)
+
+
+def test_a_draft_is_stored_but_runs_still_get_the_active_version(store: Store) -> None:
+    # Given a workflow, and a changed version of it stored as a draft
+    store.put_workflow(_plan(description="one"))
+    draft, new = store.put_workflow(_plan(description="two"), activate=False)
+    # Then the draft is a new version, readable by number, but not the active one
+    assert (draft.version, new) == (2, True)
+    assert store.get_workflow("digest", 2) == draft
+    active = store.get_workflow("digest")
+    assert active is not None and active.version == 1
+    assert [p.version for p in store.list_workflows()] == [1]
+
+
+def test_a_workflow_stored_only_as_a_draft_has_no_active_version(store: Store) -> None:
+    # Given a workflow whose only version is a draft
+    store.put_workflow(_plan(), activate=False)
+    # Then nothing starts it: it is neither read as active nor listed
+    assert store.get_workflow("digest") is None
+    assert store.get_workflow("digest", 1) is not None
+    assert store.list_workflows() == []
+
+
+def test_a_promotion_activates_the_version_and_keeps_its_record(store: Store) -> None:
+    # Given an active version 1 and a draft version 2
+    store.put_workflow(_plan(description="one"))
+    store.put_workflow(_plan(description="two"), activate=False)
+    gate = Gate("replay.json", runs=20, failures=0, passed=True, fail_on=("path",))
+    # When version 2 is promoted with a gate
+    recorded = store.promote(_promotion(2, gate=gate))
+    # Then it is active, and the record says what it replaced, who, when and the gate
+    active = store.get_workflow("digest")
+    assert active is not None and active.version == 2
+    assert recorded == Promotion("digest", 2, 1, "ana", CREATED_AT, gate=gate)
+    assert store.promotions("digest") == [recorded]
+
+
+def test_promotions_are_kept_oldest_first(store: Store) -> None:
+    # Given two versions, promoted back and forth
+    store.put_workflow(_plan(description="one"))
+    store.put_workflow(_plan(description="two"))
+    store.promote(_promotion(1, by="ana"))
+    store.promote(_promotion(2, by="bo"))
+    # Then both promotions are kept in order, each with the version it replaced
+    history = [(p.version, p.previous_version, p.promoted_by) for p in store.promotions("digest")]
+    assert history == [(1, 2, "ana"), (2, 1, "bo")]
+    assert store.promotions("nope") == []
+
+
+def test_a_draft_after_a_promotion_keeps_the_promoted_version_active(store: Store) -> None:
+    # Given version 2 stored, and version 1 promoted back (a rollback)
+    store.put_workflow(_plan(description="one"))
+    store.put_workflow(_plan(description="two"))
+    store.promote(_promotion(1))
+    # When a third version is put as a draft, then a fourth as active
+    store.put_workflow(_plan(description="three"), activate=False)
+    kept = store.get_workflow("digest")
+    store.put_workflow(_plan(description="four"))
+    # Then the draft left version 1 active, and the plain put made version 4 active
+    assert kept is not None and kept.version == 1
+    latest = store.get_workflow("digest")
+    assert latest is not None and latest.version == 4
+
+
+def test_promoting_a_version_that_does_not_exist_is_not_found(store: Store) -> None:
+    # Given one stored version
+    store.put_workflow(_plan())
+    # When version 2, or an unknown workflow, is promoted
+    # Then both are refused and nothing is recorded
+    with pytest.raises(NotFoundError, match="digest@2"):
+        store.promote(_promotion(2))
+    with pytest.raises(NotFoundError):
+        store.promote(Promotion("nope", 1, None, "ana", CREATED_AT))
+    assert store.promotions("digest") == []
+
+
+def test_listing_says_the_latest_and_the_active_version(repo: Repository) -> None:
+    # Given an active version 1 and a draft version 2
+    repo.put_workflow(_plan(description="one"))
+    repo.put_workflow(_plan(description="two"), activate=False)
+    # When the workflows are listed, and the active one read with its metadata
+    [listed] = repo.list_stored("workflow")
+    active = repo.get_stored("workflow", "digest")
+    # Then the listing is at the latest version and names the active one
+    assert (listed.version, listed.active_version) == (2, 1)
+    assert active is not None and (active.version, active.active_version) == (1, 1)
+    assert repo.latest_version("workflow", "digest") == 2
 
 
 # --- versions and their metadata (the CLI's `show`, the console's history) ----------------
@@ -246,6 +343,62 @@ def test_concurrent_puts_of_changed_content_never_share_a_version(shared_repo: R
     assert sorted(stored) == [(version, True) for version in range(2, WRITERS + 2)]
     kept = {v.version: v.definition.description for v in shared_repo.versions("block", "summarize")}
     assert sorted(kept.values()) == sorted(["", *(f"writer {n}" for n in range(WRITERS))])
+
+
+@pytest.mark.slow
+def test_concurrent_promotions_and_drafts_lose_no_promotion(shared_repo: Repository) -> None:
+    # Given versions 1..3 of a workflow (3 active), and writers that each promote one of them
+    # while others store drafts
+    for n in range(3):
+        shared_repo.put_workflow(_plan(description=f"v{n + 1}"))
+    barrier = threading.Barrier(WRITERS)
+
+    def write(writer: int) -> None:
+        barrier.wait()
+        if writer % 2:
+            shared_repo.put_workflow(_plan(description=f"draft {writer}"), activate=False)
+        else:
+            shared_repo.promote(_promotion(1 + writer // 2, by=f"writer {writer}"))
+
+    # When they all write at once
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(WRITERS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then every promotion is recorded, each replacing the one before it, the last one is
+    # active (no draft undid it), and every draft is a version of its own
+    history = shared_repo.promotions("digest")
+    assert len(history) == WRITERS // 2
+    chain = [3, *(p.version for p in history)]
+    assert [p.previous_version for p in history] == chain[:-1]
+    active = shared_repo.get_workflow("digest")
+    assert active is not None and active.version == history[-1].version
+    assert shared_repo.latest_version("workflow", "digest") == 3 + WRITERS // 2
+
+
+def test_a_head_from_before_drafts_reads_its_latest_as_active(dynamodb: Any) -> None:
+    # Given a workflow whose head item was written before heads had an active version
+    repository = DefinitionsRepository(dynamodb, "definitions", clock=lambda: CREATED_AT)
+    repository.create_table()
+    repository.put_workflow(_plan(description="one"))
+    repository.put_workflow(_plan(description="two"))
+    dynamodb.update_item(
+        TableName="definitions",
+        Key={"pk": {"S": "workflow#digest"}, "sk": {"S": "head"}},
+        UpdateExpression="REMOVE active, revision",
+    )
+    # When it is read, a draft is stored, and version 1 promoted
+    before = repository.get_workflow("digest")
+    repository.put_workflow(_plan(description="three"), activate=False)
+    during = repository.get_workflow("digest")
+    recorded = repository.promote(_promotion(1))
+    # Then its latest was active, the draft kept it so, and the promotion replaced it
+    assert before is not None and before.version == 2
+    assert during is not None and during.version == 2
+    assert recorded.previous_version == 2
+    active = repository.get_workflow("digest")
+    assert active is not None and active.version == 1
 
 
 def _put_in_own_process(path: str, writer: int, barrier: Any) -> None:

@@ -214,6 +214,55 @@ def test_a_subflow_in_the_same_batch_is_stored_first_and_pinned(tmp_path: Path) 
     assert stored.steps[0].subflow is not None and stored.steps[0].subflow.version == 1
 
 
+def test_a_draft_batch_pins_its_subflow_to_the_draft_stored_with_it(tmp_path: Path) -> None:
+    # Given a parent and its child subflow stored (active), and changed copies of both
+    parent = _workflow(
+        "parent",
+        {"step_id": "child", "kind": "subflow", "subflow": {"workflow_id": "child"}},
+    )
+    store = InMemoryStore()
+    register_files(
+        store,
+        [
+            _write(
+                tmp_path / "v1.yaml",
+                {"blocks": [_block()], "workflows": [parent, _workflow("child")]},
+            )
+        ],
+    )
+    changed = {**_workflow("child"), "description": "changed"}
+    draft = _write(tmp_path / "v2.yaml", {"workflows": [{**parent, "description": "v2"}, changed]})
+    # When the changed batch is stored as drafts
+    register_files(store, [draft], activate=False)
+    # Then the parent's draft runs the child's draft, while the active parent still runs child 1
+    parent_draft = store.get_workflow("parent", 2)
+    active = store.get_workflow("parent")
+    assert parent_draft is not None and parent_draft.steps[0].subflow is not None
+    assert parent_draft.steps[0].subflow.version == 2
+    assert active is not None and active.steps[0].subflow is not None
+    assert (active.version, active.steps[0].subflow.version) == (1, 1)
+
+
+def test_a_pin_to_the_version_a_batch_creates_counts_drafts(tmp_path: Path) -> None:
+    # Given a child workflow at version 1 (active) and version 2 (a draft)
+    store = InMemoryStore()
+    register_files(
+        store,
+        [_write(tmp_path / "v1.yaml", {"blocks": [_block()], "workflows": [_workflow("child")]})],
+    )
+    draft = {**_workflow("child"), "description": "two"}
+    register_files(store, [_write(tmp_path / "v2.yaml", {"workflows": [draft]})], activate=False)
+    # When a batch changes the child again and pins a parent to the version that makes (3)
+    parent = _workflow(
+        "parent",
+        {"step_id": "child", "kind": "subflow", "subflow": {"workflow_id": "child", "version": 3}},
+    )
+    third = {**_workflow("child"), "description": "three"}
+    results = register_files(store, [_write(tmp_path / "v3.yaml", {"workflows": [parent, third]})])
+    # Then the pin validates: the child's next version follows its draft, not its active one
+    assert [(r.id, r.version) for r in results] == [("child", 3), ("parent", 1)]
+
+
 def test_validate_files_offline_resolves_built_ins(tmp_path: Path) -> None:
     # Given a workflow using a built-in block and no store at all
     file = _write(

@@ -149,3 +149,58 @@ def test_a_call_without_a_record_is_reported_not_counted_as_the_candidates_failu
     assert compare(recorded, [], failed, [], asked=[], unrecorded=[]).new_failure == (  # type: ignore[arg-type]
         "division by zero"
     )
+
+
+# --- approval edits: kept with the decision, served again ------------------------------------
+
+
+def test_a_decisions_event_keeps_the_edits_but_not_secret_looking_or_huge_ones() -> None:
+    from langorch.app.segment_record import MAX_EDITS_BYTES, edits_kept
+
+    # Given edits of a plain key and of a secret-looking one, and edits too large to keep
+    edits = {"restaurant": "Sushi Go", "api_token": "t0p"}
+    huge = {"notes": "x" * (MAX_EDITS_BYTES + 1)}
+    # When the timeline event's share of them is taken
+    # Then plain values are kept, the others only named
+    assert edits_kept(edits) == {"edits": {"restaurant": "Sushi Go"}, "edits_unkept": ["api_token"]}
+    assert edits_kept(huge) == {"edits_unkept": ["notes"]}
+    assert edits_kept({}) == {} and edits_kept(None) == {}
+
+
+def _decided(detail: dict[str, object], **summary: str) -> list[TimelineEvent]:
+    return [
+        _event(1, TimelineEventType.approval_decided, step_id="ask", actor="a@x", detail=detail),
+        _event(2, TimelineEventType.step_finished, step_id="ask", outputs_summary=summary),
+    ]
+
+
+def test_a_replayed_decision_carries_its_recorded_edits_the_candidate_accepts() -> None:
+    from langorch.app.replay import ReplayApprovals, Unrecorded
+
+    # Given a recorded approval whose approver edited two keys, one no longer editable
+    detail = {"decision": "approved", "edits": {"restaurant": "Sushi Go", "tip": 3}}
+    unrecorded = Unrecorded()
+    approvals = ReplayApprovals(recorded_decisions(_decided(detail)), "approved", unrecorded)
+    # When the candidate asks that approval, with only the restaurant editable
+    answer = approvals({"step_id": "ask", "approvers": ["a@x"], "editable": {"restaurant": ""}})
+    # Then the answer carries the accepted edit, and the dropped one is reported
+    assert answer["edits"] == {"restaurant": "Sushi Go"}
+    assert unrecorded.calls == [
+        "approval ask: edits of tip not applied (not editable in the candidate)"
+    ]
+
+
+def test_a_decision_recorded_before_edits_were_kept_reports_the_keys_it_edited() -> None:
+    from langorch.app.replay import ReplayApprovals, Unrecorded
+
+    # Given a decision recorded without its edits, whose step set an editable key
+    events = _decided({"decision": "approved"}, ask_decision="{}", restaurant="Sushi Go")
+    unrecorded = Unrecorded()
+    approvals = ReplayApprovals(recorded_decisions(events), "approved", unrecorded)
+    # When the candidate asks that approval
+    answer = approvals({"step_id": "ask", "approvers": ["a@x"], "editable": {"restaurant": ""}})
+    # Then it is replayed without edits, and the report says which values were unknown
+    assert answer["edits"] == {}
+    assert unrecorded.calls == [
+        "approval ask: edits of restaurant were not recorded; replayed without them"
+    ]

@@ -28,3 +28,5 @@ class StoredDefinition(Generic[_DefinitionT]):
     content_hash: str
     created_at: datetime
     definition: _DefinitionT
+    active_version: int | None = None
+    """The definition's active version, where the read knew it (listings, the active read)."""

@@ -16,6 +16,10 @@ The rules (RELIABILITY.md "Definitions and CLI input"):
   ``version`` left empty are filled with the latest stored version at registration time, so
   a run never changes behaviour because a block changed later.
 * Built-in blocks are stored on first use: a workflow that uses one registers it too.
+* A stored workflow version becomes the *active* one (what runs start) unless it is stored as a
+  draft (``activate=False``, ``workflows put --draft``): then ``workflows promote`` activates
+  it (:mod:`langorch.app.promotions`). A draft's subflows from the same batch are pinned to
+  the drafts stored with it.
 * A CKP procedure (seed 001) is a workflow too: compiled when its file is loaded, bound to the
   deployment's agents and tools here (the nodes an agent with a resource key performs hold its
   lease), and its problems are reported at their JSON paths in the procedure.
@@ -26,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from langorch.domain.builtins import builtin_blocks
 from langorch.domain.ckp.binding import Catalog, bind_procedure
@@ -34,6 +38,7 @@ from langorch.domain.ckp.compiler import ckp_path
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.loading import load_file
+from langorch.domain.lookup import InMemoryLookup
 from langorch.domain.validation import (
     DefinitionLookup,
     Validation,
@@ -57,15 +62,16 @@ class DefinitionsStore(Protocol):
         ...
 
     def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
-        """The workflow at ``version`` (``None``: latest), or ``None``."""
+        """The workflow at ``version`` (``None``: the active one), or ``None``."""
         ...
 
     def put_block(self, block: BlockDefinition) -> tuple[BlockDefinition, bool]:
         """Store a block; returns the stored version and whether it is new."""
         ...
 
-    def put_workflow(self, plan: TaskPlan) -> tuple[TaskPlan, bool]:
-        """Store a workflow; returns the stored version and whether it is new."""
+    def put_workflow(self, plan: TaskPlan, *, activate: bool = True) -> tuple[TaskPlan, bool]:
+        """Store a workflow (a draft unless ``activate``); returns the stored version and
+        whether it is new."""
         ...
 
 
@@ -243,6 +249,7 @@ def register_files(
     tools: frozenset[str] = KNOWN_TOOLS,
     strict: bool = False,
     agents: Sequence[AgentRegistration] = (),
+    activate: bool = True,
 ) -> list[RegisterResult]:
     """Validate every file, then store blocks, then workflows (with pinned versions).
 
@@ -252,6 +259,7 @@ def register_files(
         tools: the tools bound in this deployment (default: the built-ins).
         strict: count warnings as errors (:func:`validate_files` returns the warnings).
         agents: the registered agents CKP procedures bind to.
+        activate: make the new workflow versions active (``False``: drafts, to promote).
 
     Returns:
         One result per stored definition: blocks first, then workflows.
@@ -265,12 +273,19 @@ def register_files(
         _store_block(repo, block, source=batch.sources.get(("block", block.block_id)))
         for block in batch.blocks
     ]
-    # Subflows come first, so the repo's latest version of a subflow from this batch is the
-    # one just stored when its parent is pinned.
-    results.extend(
-        _store_workflow(repo, plan, source=batch.sources.get(("workflow", plan.plan_id)))
-        for plan in batch.workflows
-    )
+    # Subflows come first, so a subflow from this batch is stored (a draft too) when its
+    # parent is pinned to it.
+    stored = InMemoryLookup()
+    for plan in batch.workflows:
+        result = _store_workflow(
+            repo,
+            plan,
+            source=batch.sources.get(("workflow", plan.plan_id)),
+            activate=activate,
+            batch=stored,
+        )
+        stored.add_workflow(cast(TaskPlan, result.definition))
+        results.append(result)
     return results
 
 
@@ -382,9 +397,15 @@ def _store_block(
 
 
 def _store_workflow(
-    repo: DefinitionsStore, plan: TaskPlan, *, source: str | None
+    repo: DefinitionsStore,
+    plan: TaskPlan,
+    *,
+    source: str | None,
+    activate: bool = True,
+    batch: InMemoryLookup | None = None,
 ) -> RegisterResult:
-    stored, created = repo.put_workflow(pin_versions(plan, repo))
+    lookup = repo if batch is None else _BatchFirst(batch, repo)
+    stored, created = repo.put_workflow(pin_versions(plan, lookup), activate=activate)
     return RegisterResult(
         kind="workflow",
         id=stored.plan_id,
@@ -394,6 +415,31 @@ def _store_workflow(
         definition=stored,
         source=source,
     )
+
+
+@runtime_checkable
+class _KnowsLatest(Protocol):
+    """A store that tells its newest version apart from the active one (drafts)."""
+
+    def latest_version(self, kind: Kind, definition_id: str) -> int | None: ...
+
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None: ...
+
+
+class _BatchFirst:
+    """The workflows a batch stored, then the store: a subflow is pinned to the version its
+    batch stored, even a draft."""
+
+    def __init__(self, batch: InMemoryLookup, base: DefinitionLookup) -> None:
+        self._batch = batch
+        self._base = base
+
+    def get_block(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
+        return self._base.get_block(block_id, version)
+
+    def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
+        found = self._batch.get_workflow(workflow_id, version)
+        return found if found is not None else self._base.get_workflow(workflow_id, version)
 
 
 class _PendingLookup:
@@ -432,6 +478,11 @@ class _PendingLookup:
 
     def _predict_workflow(self, plan: TaskPlan) -> TaskPlan:
         latest = None if self._base is None else self._base.get_workflow(plan.plan_id)
+        if isinstance(self._base, _KnowsLatest):
+            # The active version may be older than a draft: the next version follows the latest.
+            newest = self._base.latest_version("workflow", plan.plan_id)
+            if newest is not None:
+                latest = self._base.get_workflow(plan.plan_id, newest)
         return plan.model_copy(update={"version": _next_version(latest, plan)})
 
 

@@ -7,15 +7,17 @@ records, so the engine's own recorder serves each call the candidate makes with 
 question at the same place. What no record answers reaches the replay ports below, never a
 server: a model call is looked up by its prompt anywhere in the step's records, else made live
 (``live_models``) or refused; a tool, agent or ``http`` call is refused. Every refusal is
-reported. People's decisions are served from the recorded timeline: the decision about the
-same thing (the digests of what the approval showed), else the step's next one; an approval
-the original never asked is a routing change, answered with ``unrecorded_approvals``.
+reported. What the run read from memory is served from its records too (a read without one is
+reported and answered from the replay's own, empty, memory). People's decisions are served
+from the recorded timeline, with the values they edited: the decision about the same thing
+(the digests of what the approval showed), else the step's next one; an approval the original
+never asked is a routing change, answered with ``unrecorded_approvals``.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,8 +32,8 @@ from langorch.domain.replay import (
     recorded_decisions,
 )
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
-from langorch.domain.tasks import TaskRecord, fingerprint
-from langorch.engine.context import LLMInvoker
+from langorch.domain.tasks import MEMORY_LOAD_STEP, TaskRecord, fingerprint
+from langorch.engine.context import LLMInvoker, Memory
 from langorch.llm.base import LLMCallError, LLMRequest, LLMResult
 
 
@@ -157,12 +159,71 @@ class ReplayHttp:
         raise NoRecordError(f"replay: {method} {url.split('?')[0]} has no record; not sent")
 
 
-class ReplayApprovals:
-    """``drive``'s ``on_approval`` for a replay: the recorded people decide again."""
+class ReplayMemory:
+    """The ``memory`` port of a replay. What the recorded run's ``query_memory`` steps read is
+    served from their records before this port is asked; a read that reaches it had no record
+    (the run was recorded before memory reads were kept, or the candidate asks something
+    else) and is reported, then answered from the scratch store: what the replay itself saved,
+    else nothing. Saves stay in the scratch store."""
 
-    def __init__(self, decisions: list[RecordedDecision], unrecorded_answer: str) -> None:
+    def __init__(self, inner: Memory, unrecorded: Unrecorded) -> None:
+        self._inner = inner
+        self._unrecorded = unrecorded
+
+    def _unserved(self, what: str) -> None:
+        self._unrecorded.add(
+            f"memory read ({what}) with no record; read from the replay's own memory"
+        )
+
+    def get_preferences(self, user_id: str) -> dict[str, Any]:
+        """Reported, then the scratch store's."""
+        self._unserved("preferences")
+        return self._inner.get_preferences(user_id)
+
+    def update_preferences(self, user_id: str, values: dict[str, Any]) -> None:
+        """Kept in the scratch store."""
+        self._inner.update_preferences(user_id, values)
+
+    def get_history(self, user_id: str, workflow_id: str, limit: int = 10) -> list[dict[str, Any]]:
+        """Reported, then the scratch store's."""
+        self._unserved("history")
+        return self._inner.get_history(user_id, workflow_id, limit)
+
+    def save_history(
+        self, user_id: str, workflow_id: str, run_id: str, summary: dict[str, Any]
+    ) -> None:
+        """Kept in the scratch store."""
+        self._inner.save_history(user_id, workflow_id, run_id, summary)
+
+    def search_preferences(
+        self, user_id: str, query: str, keys: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """Reported, then the scratch store's."""
+        self._unserved("preferences search")
+        return self._inner.search_preferences(user_id, query, keys)
+
+    def search_history(
+        self, user_id: str, workflow_id: str, query: str, limit: int = 10
+    ) -> list[dict[str, Any]]:
+        """Reported, then the scratch store's."""
+        self._unserved("history search")
+        return self._inner.search_history(user_id, workflow_id, query, limit)
+
+
+class ReplayApprovals:
+    """``drive``'s ``on_approval`` for a replay: the recorded people decide again, with the
+    edits they made. An edit the replay cannot make again is reported: one the record did not
+    keep, or of a key the candidate no longer lets the approver edit."""
+
+    def __init__(
+        self,
+        decisions: list[RecordedDecision],
+        unrecorded_answer: str,
+        unrecorded: Unrecorded | None = None,
+    ) -> None:
         self._left = list(decisions)
         self._answer = unrecorded_answer
+        self._unrecorded = unrecorded or Unrecorded()
         self.asked: list[AskedApproval] = []
 
     def __call__(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -192,8 +253,30 @@ class ReplayApprovals:
             decision=decision.decision,  # type: ignore[arg-type]
             comment=decision.comment,
             approver=decision.approver,
+            edits=self._edits(step, decision, set(request.get("editable") or {})),
         )
         return answer_for(request, said)
+
+    def _edits(self, step: str, decision: RecordedDecision, editable: set[str]) -> dict[str, Any]:
+        """The recorded edits the candidate's approval accepts; the rest reported."""
+        edits = decision.edits or {}
+        # A run recorded before edits were kept: the keys its approval set that are editable
+        # were edited, but their values are unknown.
+        unknown = set(decision.unkept_edits)
+        if decision.edits is None:
+            unknown |= set(decision.changed_keys) & editable
+        if unknown:
+            self._unrecorded.add(
+                f"approval {step}: edits of {', '.join(sorted(unknown))} were not recorded; "
+                "replayed without them"
+            )
+        dropped = sorted(set(edits) - editable)
+        if dropped:
+            self._unrecorded.add(
+                f"approval {step}: edits of {', '.join(dropped)} not applied (not editable in "
+                "the candidate)"
+            )
+        return {k: v for k, v in edits.items() if k in editable}
 
 
 class SourceDeps(Protocol):
@@ -212,12 +295,13 @@ class ReplayDeps(SegmentDeps, StartDeps, Protocol):
 def recorded_tasks(
     source: SourceDeps, run_id: str, events: list[TimelineEvent]
 ) -> list[TaskRecord]:
-    """Every call the run recorded: each step's records for each visit it made."""
+    """Every call the run recorded: each step's records for each visit it made, and what it
+    loaded from memory before its first step."""
     visits: dict[str, int] = {}
     for event in events:
         if event.type == TimelineEventType.step_started and event.step_id:
             visits[event.step_id] = visits.get(event.step_id, 0) + 1
-    found: list[TaskRecord] = []
+    found: list[TaskRecord] = list(source.tasks.load(run_id, MEMORY_LOAD_STEP, 0))
     for step, count in visits.items():
         for visit in range(count):
             found += source.tasks.load(run_id, step, visit)
@@ -251,7 +335,7 @@ def replay_run(
     )
     for record in tasks:
         scratch.tasks.put(run.run_id, record)
-    approvals = ReplayApprovals(recorded_decisions(events), unrecorded_answer)
+    approvals = ReplayApprovals(recorded_decisions(events), unrecorded_answer, unrecorded)
     drive(run.run_id, scratch, on_approval=approvals, sleep=sleep)
     return compare(
         recorded,

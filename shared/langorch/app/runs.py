@@ -221,6 +221,13 @@ def _create_run(
     if plan is None:
         from langorch.domain.errors import NotFoundError
 
+        # Versions start at 1: a version 1 without an active one means only drafts are stored.
+        if cmd.version is None and deps.definitions.get_workflow(cmd.workflow_id, 1) is not None:
+            raise NotFoundError(
+                f"workflow {cmd.workflow_id} has no active version, only drafts: activate one "
+                f"with `langorch workflows promote {cmd.workflow_id} --version N` "
+                f"(`langorch workflows history {cmd.workflow_id}` lists them)"
+            )
         at = f"@{cmd.version}" if cmd.version else ""
         raise NotFoundError(
             f"workflow {cmd.workflow_id}{at} not found; register it with `langorch workflows put`"

@@ -338,6 +338,7 @@ def _resumed_event(
         }
         if parked.request.get("fix"):
             detail["fix"] = fix_said(answer)
+        detail.update(edits_kept(answer.get("edits")))
         return TimelineEvent(
             seq=1,
             at=started_at,
@@ -444,6 +445,32 @@ def _requested(request: dict[str, Any]) -> dict[str, Any]:
             "error": f"{fix.get('error_type', 'Error')}: {fix.get('error_message', '')}"[:500]
         }
     return detail
+
+
+MAX_EDITS_BYTES = 16_384
+"""The most of an approval's edits a decision's timeline event keeps (the replay gate serves
+them again); larger edits are named in ``edits_unkept`` instead."""
+
+
+def edits_kept(edits: Any) -> dict[str, Any]:
+    """What a decision's timeline event keeps of the person's edits: ``edits`` (the values, so
+    a replay applies them again) and ``edits_unkept`` (keys whose values are not kept:
+    secret-looking ones, as the timeline's summaries hide them, or all past
+    :data:`MAX_EDITS_BYTES`)."""
+    import json
+
+    from langorch.domain.runs import looks_secret
+
+    if not isinstance(edits, dict) or not edits:
+        return {}
+    kept = {str(k): v for k, v in edits.items() if not looks_secret(str(k))}
+    unkept = sorted(str(k) for k in edits if str(k) not in kept)
+    if len(json.dumps(kept, default=str).encode("utf-8")) > MAX_EDITS_BYTES:
+        kept, unkept = {}, sorted(str(k) for k in edits)
+    said: dict[str, Any] = {"edits": kept} if kept else {}
+    if unkept:
+        said["edits_unkept"] = unkept
+    return said
 
 
 def fix_said(answer: dict[str, Any]) -> dict[str, Any]:

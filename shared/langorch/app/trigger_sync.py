@@ -246,8 +246,13 @@ def register_and_sync(
     *,
     strict: bool = False,
     tools: frozenset[str] | None = None,
+    draft: bool = False,
 ) -> RegisteredBatch:
     """Validate and store definition files, then sync every stored workflow's triggers.
+
+    With ``draft`` the new workflow versions are stored without being activated, and no
+    trigger is synced: triggers start the active version, which has not changed
+    (``workflows promote`` syncs them).
 
     Schedules EventBridge Scheduler cannot express are reported with the other problems,
     before anything is stored.
@@ -259,6 +264,7 @@ def register_and_sync(
         tools: the tools bound in this deployment (``None``: the built-ins and the tools
             registered in ``deps.tool_servers``); a block needing
             another is a warning.
+        draft: store the workflows as drafts (see above).
 
     Returns:
         The stored definitions and, per workflow, what its triggers' sync did.
@@ -281,12 +287,15 @@ def register_and_sync(
         problems.extend(Problem(where + p.path, p.message, p.hint) for p in schedule_problems(plan))
     if problems:
         raise DefinitionError(str(paths[0]) if len(paths) == 1 else f"{len(paths)} files", problems)
-    results = register_files(deps.definitions, paths, tools=bound, agents=agents)
-    synced = [
-        sync_triggers(r.definition, deps)
-        for r in results
-        if r.kind == "workflow" and isinstance(r.definition, TaskPlan)
+    results = register_files(
+        deps.definitions, paths, tools=bound, agents=agents, activate=not draft
+    )
+    # Triggers start the active version: a put of content identical to a draft leaves it a
+    # draft, so the version synced is the store's active one, not the one put.
+    active = [
+        deps.definitions.get_workflow(r.id) for r in results if r.kind == "workflow" and not draft
     ]
+    synced = [sync_triggers(plan, deps) for plan in active if plan is not None]
     return RegisteredBatch(results, synced, batch.warnings)
 
 

@@ -257,7 +257,8 @@ def graph_of(container: Any, workflow_id: str, version: int | None) -> StepGraph
 
 
 def workflow_view(container: Any, workflow_id: str, request: Request) -> dict[str, Any]:
-    """The workflow page: versions, the chosen one's graph and triggers, a diff, a start form.
+    """The workflow page: versions (the active one first shown and marked), the chosen one's
+    graph and triggers, a diff, the last promotions, a start form.
 
     Raises:
         NotFoundError: no such workflow or version.
@@ -267,7 +268,9 @@ def workflow_view(container: Any, workflow_id: str, request: Request) -> dict[st
         raise NotFoundError(f"workflow {workflow_id} does not exist")
     by_version = {s.version: s for s in stored}
     latest = stored[-1].version
-    version = _version(request.arg("version"), latest)
+    active_plan = container.definitions.get_workflow(workflow_id)
+    active = None if active_plan is None else active_plan.version
+    version = _version(request.arg("version"), latest if active is None else active)
     if version not in by_version:
         raise NotFoundError(f"workflow {workflow_id} has no version {version}")
     plan: TaskPlan = by_version[version].definition
@@ -283,6 +286,8 @@ def workflow_view(container: Any, workflow_id: str, request: Request) -> dict[st
         "versions": stored,
         "version": version,
         "latest": latest,
+        "active": active,
+        "promotions": container.definitions.promotions(workflow_id)[-5:],
         "graph": graph_svg(graph) if graph is not None else None,
         "diff": diff,
         "against": against,

@@ -40,27 +40,54 @@ class RecordedDecision:
     approver: str | None
     shown: dict[str, str] | None
     """Digests of what the approval showed (``None``: the timeline's copy was cut)."""
+    edits: dict[str, Any] | None = None
+    """The values the person edited (``None``: a run recorded before edits were kept)."""
+    unkept_edits: tuple[str, ...] = ()
+    """Keys edited whose values the timeline did not keep (too large, or secret-looking)."""
+    changed_keys: tuple[str, ...] = ()
+    """The keys the approval step set, as its finished event's summary names them."""
 
 
 def recorded_decisions(events: list[TimelineEvent]) -> list[RecordedDecision]:
-    """The decisions of a recorded run, in order, each with what it was shown when known."""
-    waiting: dict[str, list[tuple[str, str, str | None]]] = {}
+    """The decisions of a recorded run, in order, each with what it was shown and the edits
+    made, when known."""
+    waiting: dict[str, list[TimelineEvent]] = {}
     found: list[RecordedDecision] = []
     for event in events:
         step = event.step_id
         if step is None:
             continue
         if event.type in (TimelineEventType.approval_decided, TimelineEventType.approval_timed_out):
-            said = str(event.detail.get("decision") or "timed_out")
-            comment = str(event.detail.get("comment") or "")
-            waiting.setdefault(step, []).append((said, comment, event.actor))
+            waiting.setdefault(step, []).append(event)
         elif event.type == TimelineEventType.step_finished and waiting.get(step):
-            said, comment, actor = waiting[step].pop(0)
-            summary = (event.outputs_summary or {}).get(f"{step}_decision")
-            found.append(RecordedDecision(step, said, comment, actor, _shown(summary)))
-    for step, left in waiting.items():  # decided, but the step never finished (run failed)
-        found += [RecordedDecision(step, s, c, a, None) for s, c, a in left]
+            summary = event.outputs_summary or {}
+            found.append(
+                _decision(
+                    waiting[step].pop(0),
+                    _shown(summary.get(f"{step}_decision")),
+                    tuple(k for k in summary if k != f"{step}_decision"),
+                )
+            )
+    for left in waiting.values():  # decided, but the step never finished (run failed)
+        found += [_decision(event, None, ()) for event in left]
     return found
+
+
+def _decision(
+    event: TimelineEvent, shown: dict[str, str] | None, changed: tuple[str, ...]
+) -> RecordedDecision:
+    detail = event.detail
+    edits = detail.get("edits")
+    return RecordedDecision(
+        step_id=str(event.step_id),
+        decision=str(detail.get("decision") or "timed_out"),
+        comment=str(detail.get("comment") or ""),
+        approver=event.actor,
+        shown=shown,
+        edits=dict(edits) if isinstance(edits, dict) else None,
+        unkept_edits=tuple(str(k) for k in detail.get("edits_unkept") or ()),
+        changed_keys=changed,
+    )
 
 
 def _shown(summary: str | None) -> dict[str, str] | None:

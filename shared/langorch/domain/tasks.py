@@ -17,10 +17,15 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-TaskKind = Literal["llm", "turn", "tool", "http", "attach"]
+TaskKind = Literal["llm", "turn", "tool", "http", "attach", "memory"]
 """``llm``: a step's structured answer; ``turn``: one model round of a tool loop; ``tool``:
 one tool call; ``http``: an ``http`` step's response; ``attach``: the record of a file an
-``attach`` step kept (so a step run again neither downloads nor writes it twice)."""
+``attach`` step kept (so a step run again neither downloads nor writes it twice); ``memory``:
+what a ``query_memory`` step read (a replay reads it again)."""
+
+MEMORY_LOAD_STEP = "_load_memory"
+"""The step id a run's memory load (before its first step) is recorded under: no step's id (an
+id starts with a letter)."""
 
 TaskState = Literal["started", "done"]
 """``started``: sent, nothing recorded back yet; ``done``: its result is recorded."""

@@ -36,6 +36,7 @@ from langorch.domain.definitions import (
 from langorch.domain.errors import DefinitionError, NotFoundError, Problem
 from langorch.domain.kinds import registry as kinds
 from langorch.domain.kinds.base import StepKind, reads_of
+from langorch.domain.tasks import MEMORY_LOAD_STEP, fingerprint
 from langorch.engine.context import EngineContext
 from langorch.engine.executors import is_retryable, make_step_node
 from langorch.engine.kinds.base import OWN_NAMES, StepSpec, summarize
@@ -221,15 +222,38 @@ class _BlocksLookup:
 
 
 async def load_memory(state: OrchestrationState, runtime: Runtime[EngineContext]) -> dict[str, Any]:
-    """Load the user's preferences and this workflow's history before the first step."""
+    """Load the user's preferences and this workflow's history before the first step.
+
+    What was loaded is recorded with the run's calls (a ``memory`` task record of the
+    :data:`~langorch.domain.tasks.MEMORY_LOAD_STEP`), so a replay of the run loads the same.
+    """
     ctx = runtime.context
-    if ctx.memory is None:
+    memory = ctx.memory
+    if memory is None:
         return {"status": "running"}
-    prefs, history = await asyncio.gather(
-        asyncio.to_thread(ctx.memory.get_preferences, ctx.user_id),
-        asyncio.to_thread(ctx.memory.get_history, ctx.user_id, ctx.workflow_id, 10),
-    )
-    return {"user_preferences": prefs, "user_history": history, "status": "running"}
+
+    async def read() -> dict[str, Any]:
+        prefs, history = await asyncio.gather(
+            asyncio.to_thread(memory.get_preferences, ctx.user_id),
+            asyncio.to_thread(memory.get_history, ctx.user_id, ctx.workflow_id, 10),
+        )
+        return {"user_preferences": prefs, "user_history": history}
+
+    if ctx.side_effects is None:
+        loaded = await read()
+    else:
+        effects = ctx.side_effects.begin(
+            step_id=MEMORY_LOAD_STEP, visit=0, attempt=1, tools=[], emit=lambda _event: None
+        )
+        try:
+            loaded, _ = await effects.once("memory", fingerprint("load", ctx.workflow_id), read)
+        finally:
+            await effects.aclose()
+    return {
+        "user_preferences": loaded["user_preferences"],
+        "user_history": loaded["user_history"],
+        "status": "running",
+    }
 
 
 def make_save_memory(remember: Iterable[str] = ()) -> Any:

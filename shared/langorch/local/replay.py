@@ -19,6 +19,7 @@ from typing import Any
 from langorch.app.replay import (
     RefusingTools,
     ReplayHttp,
+    ReplayMemory,
     ReplayModels,
     Unrecorded,
     recorded_tasks,
@@ -88,13 +89,22 @@ class _NoEmail:
 
 
 class _ReplayContainer(EmbeddedContainer):
-    """The scratch home's stores; definitions read from the target; refusing tools."""
+    """The scratch home's stores; definitions read from the target; refusing tools; memory
+    reads served from the records, the rest reported."""
 
     def __init__(
-        self, settings: Settings, *, definitions: Any, tools: RefusingTools, **ports: Any
+        self,
+        settings: Settings,
+        *,
+        definitions: Any,
+        tools: RefusingTools,
+        unrecorded: Unrecorded,
+        **ports: Any,
     ) -> None:
         super().__init__(settings, **ports)
         self.__dict__["definitions"] = definitions  # runs read definitions, never write them
+        scratch_memory = self.memory  # the scratch home's, built now, then wrapped
+        self.__dict__["memory"] = ReplayMemory(scratch_memory, unrecorded)
         self._tools = tools
 
     @property
@@ -170,6 +180,7 @@ def replay(
                 settings,
                 definitions=source.definitions,
                 tools=RefusingTools(unrecorded),
+                unrecorded=unrecorded,
                 clock=clock,
                 llm=ReplayModels(tasks, source.llm if live_models else None, unrecorded),  # type: ignore[arg-type]
                 http=ReplayHttp(tasks, unrecorded),

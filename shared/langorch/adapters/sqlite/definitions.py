@@ -7,6 +7,11 @@ keep in step, because a new version is written inside one write transaction (``B
 reading the latest, comparing its hash and inserting the next version happen with no other writer
 in between, in this process or another. Two writers of changed content therefore always get two
 different versions, and identical content (same ``content_hash()``) is a no-op.
+
+The *active* version of a workflow (what runs start; ``get_workflow(id)``) is its row in
+``active_versions`` (``version`` NULL: only drafts are stored); a workflow without a row is from
+before drafts, and its latest version is active. A promotion sets the row and appends its record
+to ``promotions`` in one write transaction.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -22,6 +28,8 @@ from pydantic import BaseModel
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.stored_definitions import Kind, StoredDefinition
 from langorch.domain.definitions import BlockDefinition, TaskPlan
+from langorch.domain.errors import NotFoundError
+from langorch.domain.promotions import Promotion
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS definitions ("
@@ -29,9 +37,15 @@ SCHEMA = (
     " content_hash TEXT NOT NULL, created_at TEXT NOT NULL,"
     " category TEXT NOT NULL, tags TEXT NOT NULL, body TEXT NOT NULL,"
     " PRIMARY KEY (kind, id, version))",
+    "CREATE TABLE IF NOT EXISTS active_versions ("
+    " kind TEXT NOT NULL, id TEXT NOT NULL, version INTEGER, PRIMARY KEY (kind, id))",
+    "CREATE TABLE IF NOT EXISTS promotions ("
+    " workflow_id TEXT NOT NULL, seq INTEGER NOT NULL, body TEXT NOT NULL,"
+    " PRIMARY KEY (workflow_id, seq))",
 )
 """``tags`` is a JSON array (searched with ``json_each``), ``body`` the definition as JSON
-(the DynamoDB item's ``body``, as that adapter writes it)."""
+(the DynamoDB item's ``body``, as that adapter writes it); a promotion's ``body`` is
+:meth:`~langorch.domain.promotions.Promotion.to_dict` as JSON."""
 
 # Every query reads the same columns, in the order _from_row takes them.
 _SELECT_VERSION = (
@@ -58,6 +72,16 @@ _SELECT_LATEST_MATCHING = (
     " AND NOT EXISTS (SELECT 1 FROM json_each(?) AS wanted"
     "  WHERE wanted.value NOT IN (SELECT value FROM json_each(d.tags)))"
     " ORDER BY d.id"
+)
+_SELECT_ACTIVE = "SELECT version FROM active_versions WHERE kind = ? AND id = ?"
+_SET_ACTIVE = (
+    "INSERT INTO active_versions (kind, id, version) VALUES (?, ?, ?)"
+    " ON CONFLICT (kind, id) DO UPDATE SET version = excluded.version"
+)
+_SELECT_PROMOTIONS = "SELECT body FROM promotions WHERE workflow_id = ? ORDER BY seq"
+_INSERT_PROMOTION = (
+    "INSERT INTO promotions (workflow_id, seq, body) VALUES"
+    " (?, (SELECT COALESCE(MAX(seq), 0) + 1 FROM promotions WHERE workflow_id = ?), ?)"
 )
 _INSERT = (
     "INSERT INTO definitions (kind, id, version, content_hash, created_at, category, tags, body)"
@@ -111,11 +135,13 @@ class SqliteDefinitions:
         stored, created = self._put("block", block.block_id, block)
         return stored.definition, created
 
-    def put_workflow(self, plan: TaskPlan) -> tuple[TaskPlan, bool]:
+    def put_workflow(self, plan: TaskPlan, *, activate: bool = True) -> tuple[TaskPlan, bool]:
         """Store a workflow: a new version when its content changed, else nothing.
 
         Args:
             plan: the workflow; its ``version`` is ignored (the store assigns it).
+            activate: make a new version the active one (``False``: a draft, for
+                :meth:`promote`); identical content changes nothing either way.
 
         Returns:
             The stored workflow (with its version) and whether a new version was written.
@@ -123,11 +149,42 @@ class SqliteDefinitions:
         Raises:
             StorageError: SQLite failed.
         """
-        stored, created = self._put("workflow", plan.plan_id, plan)
+        stored, created = self._put("workflow", plan.plan_id, plan, activate=activate)
         return stored.definition, created
 
+    def promote(self, promotion: Promotion) -> Promotion:
+        """Make ``promotion.version`` the active version and keep the record, atomically.
+
+        Args:
+            promotion: who, when, the gate; its ``previous_version`` is set here to the version
+                this write replaced.
+
+        Returns:
+            The promotion as recorded.
+
+        Raises:
+            NotFoundError: no such workflow or version.
+            StorageError: SQLite failed.
+        """
+        workflow_id = promotion.workflow_id
+        with self._db.write() as connection:
+            exists = connection.execute(
+                _SELECT_VERSION, ("workflow", workflow_id, promotion.version)
+            ).fetchone()
+            if exists is None:
+                raise NotFoundError(f"workflow {workflow_id}@{promotion.version} not found")
+            recorded = replace(
+                promotion, previous_version=_active(connection, "workflow", workflow_id)
+            )
+            connection.execute(_SET_ACTIVE, ("workflow", workflow_id, promotion.version))
+            connection.execute(
+                _INSERT_PROMOTION,
+                (workflow_id, workflow_id, json.dumps(recorded.to_dict(), sort_keys=True)),
+            )
+        return recorded
+
     def _put(
-        self, kind: Kind, definition_id: str, definition: _DefinitionT
+        self, kind: Kind, definition_id: str, definition: _DefinitionT, *, activate: bool = True
     ) -> tuple[StoredDefinition[_DefinitionT], bool]:
         content_hash = definition.content_hash()
         with self._db.write() as connection:
@@ -143,7 +200,10 @@ class SqliteDefinitions:
                 created_at=self._clock(),
                 definition=definition.model_copy(update={"version": version}),
             )
+            # A draft keeps the active version as it was (from before drafts: the latest).
+            active = version if activate else _active(connection, kind, definition_id)
             connection.execute(_INSERT, _to_row(stored))
+            connection.execute(_SET_ACTIVE, (kind, definition_id, active))
         return stored, True
 
     # ----------------------------------------------------------------------------------------
@@ -156,27 +216,50 @@ class SqliteDefinitions:
         return None if stored is None else cast(BlockDefinition, stored.definition)
 
     def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
-        """The workflow at ``version`` (``None``: the latest), or ``None`` when absent."""
+        """The workflow at ``version`` (``None``: the active one), or ``None`` when absent."""
         stored = self.get_stored("workflow", workflow_id, version)
         return None if stored is None else cast(TaskPlan, stored.definition)
 
     def get_stored(
         self, kind: Kind, definition_id: str, version: int | None = None
     ) -> StoredDefinition[Any] | None:
-        """A stored version with its metadata (``None`` version: the latest), or ``None``."""
+        """A stored version with its metadata (``None`` version: the active one, with its
+        ``active_version``), or ``None``."""
         with self._db.read() as connection:
             if version is None:
-                return _latest(connection, kind, definition_id)
+                version = _active(connection, kind, definition_id)
+                if version is None:
+                    return None
+                row = connection.execute(_SELECT_VERSION, (kind, definition_id, version)).fetchone()
+                return None if row is None else replace(_from_row(row), active_version=version)
             row = connection.execute(_SELECT_VERSION, (kind, definition_id, version)).fetchone()
         return None if row is None else _from_row(row)
+
+    def latest_version(self, kind: Kind, definition_id: str) -> int | None:
+        """The newest stored version (active or a draft), or ``None`` when none is stored."""
+        with self._db.read() as connection:
+            latest = _latest(connection, kind, definition_id)
+        return None if latest is None else latest.version
+
+    def promotions(self, workflow_id: str) -> list[Promotion]:
+        """Every promotion of a workflow, oldest first (empty when none)."""
+        with self._db.read() as connection:
+            rows = connection.execute(_SELECT_PROMOTIONS, (workflow_id,)).fetchall()
+        return [Promotion.from_dict(json.loads(body)) for (body,) in rows]
 
     def list_blocks(self) -> list[BlockDefinition]:
         """The latest version of every block, by id."""
         return [cast(BlockDefinition, s.definition) for s in self.list_stored("block")]
 
     def list_workflows(self) -> list[TaskPlan]:
-        """The latest version of every workflow, by id."""
-        return [cast(TaskPlan, s.definition) for s in self.list_stored("workflow")]
+        """The active version of every workflow that has one, by id."""
+        found = []
+        for latest in self.list_stored("workflow"):
+            if latest.active_version == latest.version:
+                found.append(cast(TaskPlan, latest.definition))
+            elif latest.active_version is not None:
+                found.append(cast(TaskPlan, self.get_workflow(latest.id, latest.active_version)))
+        return found
 
     def list_stored(
         self,
@@ -185,7 +268,8 @@ class SqliteDefinitions:
         category: str | None = None,
         tags: list[str] | None = None,
     ) -> list[StoredDefinition[Any]]:
-        """The latest version of every definition of ``kind`` with metadata, sorted by id.
+        """The latest version of every definition of ``kind`` with metadata (and its
+        ``active_version``), sorted by id.
 
         Args:
             kind: ``"block"`` or ``"workflow"``.
@@ -197,7 +281,14 @@ class SqliteDefinitions:
             rows = connection.execute(
                 _SELECT_LATEST_MATCHING, (kind, category, category, wanted_tags)
             ).fetchall()
-        return [_from_row(row) for row in rows]
+            active = dict(
+                connection.execute(
+                    "SELECT id, version FROM active_versions WHERE kind = ?", (kind,)
+                ).fetchall()
+            )
+        latest = [_from_row(row) for row in rows]
+        # A definition with no row is from before drafts: its latest version is active.
+        return [replace(s, active_version=active.get(s.id, s.version)) for s in latest]
 
     def search_blocks(
         self, category: str | None = None, tags: list[str] | None = None
@@ -218,6 +309,15 @@ def _latest(
 ) -> StoredDefinition[Any] | None:
     row = connection.execute(_SELECT_LATEST, (kind, definition_id)).fetchone()
     return None if row is None else _from_row(row)
+
+
+def _active(connection: sqlite3.Connection, kind: Kind, definition_id: str) -> int | None:
+    """The active version (``None``: only drafts, or nothing, is stored)."""
+    row = connection.execute(_SELECT_ACTIVE, (kind, definition_id)).fetchone()
+    if row is not None:
+        return None if row[0] is None else int(row[0])
+    latest = _latest(connection, kind, definition_id)  # from before drafts: the latest is active
+    return None if latest is None else latest.version
 
 
 def _to_row(stored: StoredDefinition[Any]) -> tuple[Any, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from langorch.cli.context import Context
@@ -90,15 +91,26 @@ def show(ctx: Context, kind: Kind, ref: str) -> None:
     definition_id, version = parse_ref(ref)
     repo = ctx.definitions()
     stored = repo.get_stored(kind, definition_id, version)
+    latest = repo.latest_version(kind, definition_id)
     if stored is None:
-        latest = repo.get_stored(kind, definition_id, None) if version is not None else None
-        if latest is not None:
+        if latest is not None and version is not None:
             raise NotFoundError(
                 f"{kind} {definition_id} has no version {version} in {ctx.target().name}: "
-                f"its versions are 1 to {latest.version}"
+                f"its versions are 1 to {latest}"
+            )
+        if latest is not None:  # only drafts are stored
+            raise NotFoundError(
+                f"workflow {definition_id} has no active version, only drafts (1 to {latest}): "
+                f"`langorch {kind}s show {definition_id}@{latest}` shows one, `langorch "
+                f"workflows promote {definition_id} --version {latest}` activates it"
             )
         raise NotFoundError(_not_stored(ctx, kind, definition_id))
-    ctx.out.result(stored_document(stored), lambda: _show_text(stored))
+    if kind == "workflow" and stored.active_version is None:
+        active = repo.get_stored(kind, definition_id)
+        stored = replace(stored, active_version=None if active is None else active.version)
+    document = stored_document(stored)
+    document["latest_version"] = latest
+    ctx.out.result(document, lambda: _show_text(stored, latest))
 
 
 def _not_stored(ctx: Context, kind: Kind, definition_id: str) -> str:
@@ -110,7 +122,7 @@ def _not_stored(ctx: Context, kind: Kind, definition_id: str) -> str:
 
 
 def require_workflow(ctx: Context, workflow_id: str) -> TaskPlan:
-    """The latest stored version of a workflow.
+    """The active version of a workflow.
 
     Raises:
         NotFoundError: it is not stored, with how to list and store workflows.
@@ -122,7 +134,7 @@ def require_workflow(ctx: Context, workflow_id: str) -> TaskPlan:
 
 
 def require_webhook(ctx: Context, workflow_id: str) -> TaskPlan:
-    """The latest stored version of a workflow that has a webhook trigger.
+    """The active version of a workflow that has a webhook trigger.
 
     Raises:
         NotFoundError: it is not stored.
@@ -146,13 +158,14 @@ def stored_document(stored: StoredDefinition[Any]) -> dict[str, Any]:
         "version": stored.version,
         "content_hash": stored.content_hash,
         "created_at": stored.created_at,
+        "active_version": stored.active_version,
         "definition": stored.definition.model_dump(mode="json"),
     }
 
 
-def _show_text(stored: StoredDefinition[Any]) -> str:
+def _show_text(stored: StoredDefinition[Any], latest: int | None = None) -> str:
     header = (
-        f"# {stored.kind} {stored.id} version {stored.version}\n"
+        f"# {stored.kind} {stored.id} version {stored.version}{_state(stored, latest)}\n"
         f"# hash {stored.content_hash}\n"
         f"# created {stored.created_at.isoformat()}\n"
     )
@@ -164,3 +177,15 @@ def _show_text(stored: StoredDefinition[Any]) -> str:
     body = stored.definition.model_dump(mode="json", exclude_defaults=True)
     body["version"] = stored.version
     return header + to_yaml(body).rstrip()
+
+
+def _state(stored: StoredDefinition[Any], latest: int | None) -> str:
+    """`` (active)``, `` (draft; active: 2)`` or `` (active; draft 4 is newer)`` for a
+    workflow; nothing for a block (every block version is usable)."""
+    if stored.kind != "workflow":
+        return ""
+    active = stored.active_version
+    if active == stored.version:
+        newer = f"; draft {latest} is newer" if latest is not None and latest > active else ""
+        return f" (active{newer})"
+    return f" (draft; active: {'none' if active is None else active})"

@@ -73,7 +73,10 @@ def register_into(runs: Subparsers) -> None:
 
 def _version_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--version", type=_version, metavar="N|latest", help="continue on this workflow version"
+        "--version",
+        type=_version,
+        metavar="N|latest",
+        help="continue on this workflow version (latest: the active one; a draft by its number)",
     )
     parser.add_argument("--reason", help="why (recorded in the run's timeline)")
     parser.add_argument(

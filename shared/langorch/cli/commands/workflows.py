@@ -1,4 +1,5 @@
-"""``langorch workflows put | validate | new | draft | list | show | rotate-secret``."""
+"""``langorch workflows put | validate | new | draft | list | show | promote | history |
+rotate-secret``."""
 
 from __future__ import annotations
 
@@ -36,6 +37,12 @@ def register(subparsers: Subparsers) -> None:
         "validate and store every definition in the files, pinning block versions",
     )
     put.add_argument("files", nargs="+", metavar="FILE")
+    put.add_argument(
+        "--draft",
+        action="store_true",
+        help="store new workflow versions without activating them: runs, triggers and "
+        "schedules keep starting the active version until `workflows promote`",
+    )
     add_strict(put)
 
     validate = add_command(
@@ -62,7 +69,33 @@ def register(subparsers: Subparsers) -> None:
         help="more blocks to compose from (besides the built-in and stored ones)",
     )
 
-    add_command(workflows, "list", _list, "the latest version of every workflow")
+    add_command(workflows, "list", _list, "every workflow: its latest and its active version")
+
+    promote = add_command(
+        workflows,
+        "promote",
+        _promote,
+        "make a stored version the active one (what runs, triggers and schedules start), "
+        "recording who, when and the replay gate's result",
+    )
+    promote.add_argument("workflow", metavar="ID")
+    promote.add_argument("--version", type=int, required=True, metavar="N")
+    promote.add_argument(
+        "--gate",
+        metavar="FILE",
+        help="the report of `langorch replay --out FILE` on this version: a failed verdict "
+        "refuses the promotion",
+    )
+    promote.add_argument(
+        "--force",
+        action="store_true",
+        help="promote although the gate failed (recorded as forced)",
+    )
+
+    history = add_command(
+        workflows, "history", _history, "a workflow's versions and promotions, oldest first"
+    )
+    history.add_argument("workflow", metavar="ID")
 
     new = add_command(
         workflows,
@@ -109,9 +142,10 @@ def register(subparsers: Subparsers) -> None:
 def _put(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.app.trigger_sync import register_and_sync
 
-    batch = register_and_sync(args.files, ctx.container, strict=args.strict)
+    batch = register_and_sync(args.files, ctx.container, strict=args.strict, draft=args.draft)
     results = batch.results
     document = put_document(results)
+    document["draft"] = args.draft
     document["triggers"] = [_sync_document(s) for s in batch.triggers]
     document["warnings"] = problem_documents(batch.warnings)
     warn_each(ctx, batch.warnings)
@@ -125,8 +159,32 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
             ctx.out.warn(warning)
     ctx.out.result(
         document,
-        lambda: "\n".join([put_text(results), *_sync_lines(batch.triggers)]).rstrip(),
+        lambda: "\n".join(
+            [
+                put_text(results),
+                *_draft_lines(ctx, results, args.draft),
+                *_sync_lines(batch.triggers),
+            ]
+        ).rstrip(),
     )
+
+
+def _draft_lines(ctx: Context, results: list[Any], draft: bool) -> list[str]:
+    """How to promote each workflow version the put left inactive."""
+    lines = []
+    for result in results:
+        if result.kind != "workflow":
+            continue
+        active = ctx.definitions().get_workflow(result.id)
+        if active is not None and active.version == result.version:
+            continue
+        running = "nothing (no active version)" if active is None else f"version {active.version}"
+        lines.append(
+            f"workflow {result.id}: version {result.version} is a draft; runs start {running}. "
+            f"Promote it: langorch workflows promote {result.id} --version {result.version}"
+            + ("" if not draft else " [--gate replay.json]")
+        )
+    return lines
 
 
 def _event_rule_warnings(files: list[str]) -> list[str]:
@@ -315,6 +373,7 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
         {
             "id": s.id,
             "version": s.version,
+            "active_version": s.active_version,
             "steps": len(s.definition.steps),
             "triggers": [t.type for t in s.definition.all_triggers()],
             "name": s.definition.name,
@@ -325,7 +384,8 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
     ]
     columns = [
         ("id", "ID"),
-        ("version", "VERSION"),
+        ("version", "LATEST"),
+        ("active_version", "ACTIVE"),
         ("steps", "STEPS"),
         ("triggers", "TRIGGERS"),
         ("name", "NAME"),
@@ -335,6 +395,115 @@ def _list(ctx: Context, args: argparse.Namespace) -> None:
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
     show(ctx, "workflow", args.ref)
+
+
+def _promote(ctx: Context, args: argparse.Namespace) -> None:
+    import json
+
+    from langorch.app.promotions import PromoteWorkflow, promote_workflow, sync_for
+    from langorch.console.operator import OperatorError, operator_of
+    from langorch.domain.promotions import read_gate
+
+    if args.version < 1:
+        raise UsageError(f"--version {args.version}: expected a positive integer")
+    gate = None
+    if args.gate is not None:
+        path = Path(args.gate)
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise UsageError(f"--gate {args.gate}: cannot read it ({exc.strerror})") from exc
+        except ValueError as exc:
+            raise UsageError(
+                f"--gate {args.gate}: not JSON ({exc}); write it with `langorch replay "
+                f"--workflow {args.workflow} --candidate-version {args.version} --out {args.gate}`"
+            ) from exc
+        gate = read_gate(report, source=args.gate, workflow_id=args.workflow, version=args.version)
+    try:
+        who = operator_of(ctx.container).principal
+    except OperatorError as exc:
+        raise UsageError(str(exc)) from exc
+    cmd = PromoteWorkflow(args.workflow, args.version, who, gate=gate, force=args.force)
+    done = promote_workflow(cmd, ctx.container, sync=sync_for(ctx.container))
+    if done.promotion is None:
+        ctx.out.result(
+            {"workflow_id": args.workflow, "version": args.version, "promoted": False},
+            f"workflow {args.workflow}: version {args.version} is already active; nothing changed",
+        )
+        return
+    promotion = done.promotion
+    document: dict[str, Any] = {"promoted": True, **promotion.to_dict()}
+    if done.triggers is not None:
+        document["triggers"] = _sync_document(done.triggers)
+    ctx.out.result(document, lambda: _promotion_text(promotion, done.triggers))
+
+
+def _promotion_text(promotion: Any, triggers: TriggerSync | None) -> str:
+    before = promotion.previous_version
+    was = "none" if before is None else f"version {before}"
+    lines = [
+        f"workflow {promotion.workflow_id}: version {promotion.version} is active "
+        f"(was {was}); promoted by {promotion.promoted_by}"
+    ]
+    if promotion.gate is not None:
+        lines.append(
+            promotion.gate.text() + (" — promoted with --force" if promotion.forced else "")
+        )
+    lines += _sync_lines([] if triggers is None else [triggers])
+    return "\n".join(lines)
+
+
+def _history(ctx: Context, args: argparse.Namespace) -> None:
+    from langorch.domain.errors import NotFoundError
+
+    repo = ctx.definitions()
+    versions = repo.versions("workflow", args.workflow)
+    if not versions:
+        raise NotFoundError(
+            f"no workflow {args.workflow} is stored in {ctx.target().name}: "
+            "`langorch workflows list` shows those that are"
+        )
+    active = repo.get_stored("workflow", args.workflow)
+    promotions = repo.promotions(args.workflow)
+    document = {
+        "workflow_id": args.workflow,
+        "active_version": None if active is None else active.version,
+        "versions": [
+            {"version": v.version, "content_hash": v.content_hash, "created_at": v.created_at}
+            for v in versions
+        ],
+        "promotions": [p.to_dict() for p in promotions],
+    }
+    ctx.out.result(document, lambda: _history_text(document, promotions))
+
+
+def _history_text(document: dict[str, Any], promotions: list[Any]) -> str:
+    active = document["active_version"]
+    rows = [
+        {
+            "version": v["version"],
+            "state": "active" if v["version"] == active else "",
+            "created_at": v["created_at"],
+            "content_hash": v["content_hash"][:12],
+        }
+        for v in document["versions"]
+    ]
+    columns = [
+        ("version", "VERSION"),
+        ("state", "STATE"),
+        ("created_at", "CREATED"),
+        ("content_hash", "HASH"),
+    ]
+    lines = [table(rows, columns), "", "promotions:" if promotions else "promotions: none"]
+    for p in promotions:
+        was = "none" if p.previous_version is None else str(p.previous_version)
+        gate = "no gate" if p.gate is None else p.gate.text()
+        forced = " (forced)" if p.forced else ""
+        lines.append(
+            f"  {p.promoted_at.isoformat()}  {was} -> {p.version}  by {p.promoted_by}  "
+            f"{gate}{forced}"
+        )
+    return "\n".join(lines)
 
 
 def _export(ctx: Context, args: argparse.Namespace) -> None:

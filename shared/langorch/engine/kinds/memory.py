@@ -1,14 +1,22 @@
-"""``query_memory`` / ``save_memory`` against the segment's long-term memory."""
+"""``query_memory`` / ``save_memory`` against the segment's long-term memory.
+
+What a ``query_memory`` step read is recorded with the run's calls (a ``memory`` task record,
+:mod:`langorch.app.tasks`): the step run again after a crash reads the same, and a replay of
+the run (``langorch replay``, in a scratch store whose memory is empty) reads what the recorded
+run read.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
 from langorch.domain.kinds.memory import memory_spec
 from langorch.domain.step_settings import MemorySpec
+from langorch.domain.tasks import fingerprint
 from langorch.domain.templates import render
 from langorch.engine.context import EngineContext, Memory
 from langorch.engine.kinds.base import (
@@ -18,6 +26,7 @@ from langorch.engine.kinds.base import (
     input_scope,
     output_key,
     scope_of,
+    visits_of,
 )
 from langorch.engine.state import OrchestrationState
 
@@ -41,6 +50,25 @@ async def run_query_memory(
     memory = _memory(spec, ctx)
     mem = memory_spec(spec.step, spec.block)
     query = _query(spec, mem, state)
+
+    async def read() -> dict[str, Any]:
+        value, extra = await _read(memory, mem, query, ctx)
+        return {"value": value, "extra": extra}
+
+    asked = fingerprint({"scope": mem.scope, "query": query, "keys": list(mem.keys)})
+    read_back = await _recorded(spec, ctx, visits_of(spec, state), attempt, asked, read)
+    value, extra = read_back["value"], read_back["extra"]
+    context = {output_key(spec, None, "memory_results"): value}
+    if mem.keys and isinstance(value, dict):
+        context.update(value)  # the named keys are also readable directly
+    return Outcome(context=context, state=extra)
+
+
+async def _read(
+    memory: Memory, mem: MemorySpec, query: str, ctx: EngineContext
+) -> tuple[Any, dict[str, Any]]:
+    """The step's result and the whole scope it loads (``user_preferences`` /
+    ``user_history``)."""
     value: Any
     extra: dict[str, Any] = {}
     if mem.scope == "history":
@@ -57,10 +85,33 @@ async def run_query_memory(
         value = {k: prefs[k] for k in mem.keys if k in prefs} if mem.keys else prefs
         if query:
             value = await asyncio.to_thread(memory.search_preferences, ctx.user_id, query, mem.keys)
-    context = {output_key(spec, None, "memory_results"): value}
-    if mem.keys and isinstance(value, dict):
-        context.update(value)  # the named keys are also readable directly
-    return Outcome(context=context, state=extra)
+    return value, extra
+
+
+async def _recorded(
+    spec: StepSpec,
+    ctx: EngineContext,
+    visit: int,
+    attempt: int,
+    digest: str,
+    read: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """What was read: recorded once, then read back from the record (read, unrecorded,
+    without a store)."""
+    if ctx.side_effects is None:
+        return await read()
+    effects = ctx.side_effects.begin(
+        step_id=spec.step_id, visit=visit, attempt=attempt, tools=[], emit=_no_events
+    )
+    try:
+        result, _ = await effects.once("memory", digest, read)
+    finally:
+        await effects.aclose()
+    return result
+
+
+def _no_events(event: Any) -> None:
+    """A memory read emits no events of its own (its step events say what it did)."""
 
 
 def _query(spec: StepSpec, mem: MemorySpec, state: OrchestrationState) -> str:
