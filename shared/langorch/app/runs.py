@@ -277,7 +277,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
     """
     run, created, resource, plan = _create_run(cmd, deps)
     if created and (dropped := _admit(run, plan, deps)) is not None:
-        return dropped, created  # rate_limit / singleton: recorded, not started
+        return dropped, created  # rate_limit / singleton / throttle: recorded, not started
     if not created and run.is_terminal:
         return run, created  # a late duplicate of an ended (or dropped) run starts nothing
     if resource is not None and not _concurrency_turn(run, created, resource, plan, deps):
@@ -295,7 +295,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
 
 def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None:
     """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
-    if not (plan.rate_limit or plan.singleton or plan.debounce or plan.batch):
+    if not (plan.rate_limit or plan.singleton or plan.debounce or plan.batch or plan.throttle):
         return None
     from langorch.app.flow_control import ACTOR, admit
 
@@ -394,14 +394,15 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_id=run.workflow_id,
             workflow_version=run.workflow_version,
         )
-    from langorch.app.flow_control import debounce_wait
+    from langorch.app.flow_control import held, hold_wait
 
-    debounced = "debounce" in run.trigger.detail or "batch" in run.trigger.detail
-    if debounced and (wait := debounce_wait(run, deps.clock().timestamp())) > 0:
-        # Debounced: asleep until its period is over (a later start of its key cancels it).
+    debounced = held(run)
+    if debounced and (wait := hold_wait(run, deps.clock().timestamp())) > 0:
+        # Debounced, batched or throttled: asleep until its hold is over (a later start of a
+        # debounce or batch key cancels it).
         return SegmentResult(run.run_id, "sleeping", run.segment, seconds=wait)
     if cmd.resume == {"woke": True} and run.pending is None and run.segment == 0 and debounced:
-        cmd = replace(cmd, resume=None)  # woke from the debounce sleep: the first segment
+        cmd = replace(cmd, resume=None)  # woke from the hold's sleep: the first segment
     if run.status is RunStatus.queued and run.pending is not None and cmd.resume is None:
         from langorch.app.repark import repark  # a redrive kept the parked approval
 

@@ -27,8 +27,16 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   ``timeout`` after the batch's first start; the start that makes ``max_size`` runs at once
   and closes the batch.
 
+- ``throttle: {limit, period, key}`` — past ``limit`` starts per key in any ``period``, a
+  start is delayed, not dropped: it reserves the key's next free slot
+  (:func:`langorch.domain.resources.reserve`, first come first served), waits ``queued`` with
+  the reason and its slot (``status_reason``, ``trigger.detail.throttle``, a
+  ``resource_waiting`` event) and its first segment sleeps until then (the state machine's
+  Wait, as a debounced run's: no Lambda, nothing polls). A slot more than a week away is
+  dropped instead (cancelled, reason ``throttle: ...``).
+
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop) and a schedule trigger's ``catch_up``.
+control"): a trigger's ``concurrency`` and a schedule trigger's ``catch_up``.
 """
 
 from __future__ import annotations
@@ -46,10 +54,16 @@ RATE_PREFIX = "rate:"
 SINGLETON_PREFIX = "singleton:"
 DEBOUNCE_PREFIX = "debounce:"
 BATCH_PREFIX = "batch:"
+THROTTLE_PREFIX = "throttle:"
 BATCH = "batch"
 """The key of a batch run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
 DEBOUNCE = "debounce"
 """The key of a debounced run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
+THROTTLE = "throttle"
+"""The key of a delayed run's ``trigger.detail``: ``{"until": epoch seconds, "key": resource,
+"delay": seconds}``."""
+HOLDS = (DEBOUNCE, BATCH, THROTTLE)
+"""The ``trigger.detail`` keys that hold a run's first segment until their ``until``."""
 
 MAX_PERIOD_SECONDS = 7 * 86_400
 """The longest window (a week): past it a lease would outlive what a key is worth keeping."""
@@ -97,7 +111,9 @@ def _a_period(value: str) -> str:
 class RateSpec(_Spec):
     """``throttle`` / ``rate_limit``: ``limit`` starts per ``period`` per key."""
 
-    limit: int = Field(ge=1, le=10_000)
+    limit: int = Field(ge=1, le=1000)
+    """At most the resource locks' ``MAX_LIMIT``: a key's item holds up to ``limit`` leases
+    (it refuses a larger limit, and 10,000 run ids would not fit DynamoDB's 400 KB item)."""
     period: str
     """``30s``, ``1m``, ``2h``, ``1d``."""
 
@@ -138,7 +154,7 @@ class FlowControl(BaseModel):
     """
 
     throttle: RateSpec | None = Field(default=None, exclude_if=_unset)
-    """Past ``limit`` per ``period``, starts wait (not enforced yet)."""
+    """Past ``limit`` per ``period``, starts are delayed to the next free slot."""
     rate_limit: RateSpec | None = Field(default=None, exclude_if=_unset)
     """Past ``limit`` per ``period``, starts are dropped with the reason recorded."""
     debounce: DebounceSpec | None = Field(default=None, exclude_if=_unset)
@@ -166,7 +182,7 @@ class TriggerFlow(BaseModel):
     enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
 
 
-NOT_ENFORCED = ("throttle",)
+NOT_ENFORCED: tuple[str, ...] = ()
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
 
 
