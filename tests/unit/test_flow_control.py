@@ -58,6 +58,15 @@ workflows:
     inputs_schema: {properties: {customer_id: {type: string}, n: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: feeds
+    memory: false
+    concurrency: {limit: 2}
+    triggers:
+      - type: schedule
+        schedule: {cron_expression: "* * * * *"}
+        concurrency: {limit: 1}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
   - plan_id: jobs
     memory: false
     concurrency: {limit: 1, key: "{{ team }}"}
@@ -200,6 +209,63 @@ def test_throttle_keys_are_counted_apart(deps: Fakes) -> None:
     other = start(deps, "paced", customer_id="b")
     # Then b is not delayed
     assert "throttle" not in deps.runs.get_run(other.run_id).trigger.detail
+
+
+def fire(deps: Fakes, workflow: str, minute: int) -> Any:
+    from langorch.app.triggers import handle_schedule
+    from langorch.domain.triggers import ScheduleFired, schedule_name
+
+    slot = f"2026-11-27T10:{minute:02d}:00Z"
+    fired = ScheduleFired(
+        source="langorch.schedule",
+        workflow_id=workflow,
+        schedule=schedule_name(workflow, 0),
+        scheduled_time=slot,
+    )
+    [run] = handle_schedule(fired, deps).started
+    return deps.runs.get_run(run.run_id)
+
+
+def running(deps: Fakes, runs: list[Any]) -> list[str]:
+    """The runs of ``runs`` whose execution started and that have not ended."""
+    names = set(deps.executions.names)
+    return [
+        r.run_id for r in runs if r.run_id in names and not deps.runs.get_run(r.run_id).is_terminal
+    ]
+
+
+def test_a_triggers_concurrency_limits_the_runs_it_starts_in_order(deps: Fakes) -> None:
+    # Given a workflow whose schedule trigger runs one at a time (the workflow allows 2)
+    # When 3 slots fire at once
+    slots = [fire(deps, "feeds", minute) for minute in range(3)]
+    # Then one runs; the others wait queued on the trigger's own key, saying so
+    assert running(deps, slots) == [slots[0].run_id]
+    event = deps.runs.get_timeline(slots[1].run_id)[-1]
+    assert event.detail["resource"] == "concurrency:feeds@schedule:"
+    # And each end starts the next, in the order they fired
+    for now, after in itertools.pairwise(slots):
+        assert run_segment(RunSegment(now.run_id), deps).status == "succeeded"
+        assert running(deps, slots) == [after.run_id]
+
+
+def test_a_run_starts_only_when_its_trigger_and_its_workflow_both_have_room(deps: Fakes) -> None:
+    # Given one scheduled run and one run by hand filling the workflow's 2 slots
+    first = fire(deps, "feeds", 0)
+    manual = start(deps, "feeds")
+    # When a second slot fires, and another run is started by hand
+    second = fire(deps, "feeds", 1)
+    manual2 = start(deps, "feeds")
+    everyone = [first, manual, second, manual2]
+    assert running(deps, everyone) == [first.run_id, manual.run_id]
+    # Then the first scheduled run's end lets the run by hand in (the workflow's next in line);
+    # the second slot, holding its trigger's key, now waits for the workflow's
+    assert run_segment(RunSegment(first.run_id), deps).status == "succeeded"
+    assert running(deps, everyone) == [manual.run_id, manual2.run_id]
+    holders = deps.resources.get("concurrency:feeds:").queue
+    assert [w.holder for w in holders] == [f"{second.run_id}/run"]
+    # And once a run of the workflow ends, it starts: never more than 2 at once, 1 scheduled
+    assert run_segment(RunSegment(manual.run_id), deps).status == "succeeded"
+    assert running(deps, everyone) == [second.run_id, manual2.run_id]
 
 
 def test_queued_runs_of_a_key_start_by_priority_then_in_arrival_order(deps: Fakes) -> None:
@@ -384,6 +450,14 @@ def test_catch_up_is_refused_on_a_trigger_that_is_not_a_schedule() -> None:
     assert [(p.path, p.message) for p in errors if "catch_up" in p.path] == [
         ("triggers[0].catch_up", "a webhook trigger ignores catch_up")
     ]
+
+
+def test_a_triggers_concurrency_is_stored_without_a_warning() -> None:
+    plan = TaskPlan.model_validate(
+        _plan(triggers=[{"type": "webhook", "concurrency": {"limit": 2}}])
+    )
+    found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
+    assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]
 
 
 def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:

@@ -142,10 +142,9 @@ def _flow(plan: TaskPlan) -> dict[str, Any]:
 
 
 def _keys(workflow_id: str, resources: ResourceLocks, now: float) -> list[KeyView]:
-    prefixes = tuple(
-        f"{p}{workflow_id}:"
-        for p in (CONCURRENCY_PREFIX, RATE_PREFIX, THROTTLE_PREFIX, SINGLETON_PREFIX)
-    )
+    kinds = (CONCURRENCY_PREFIX, RATE_PREFIX, THROTTLE_PREFIX, SINGLETON_PREFIX)
+    # ... and its triggers' concurrency keys (concurrency:<workflow>@<trigger type>:<key>)
+    prefixes = (*(f"{p}{workflow_id}:" for p in kinds), f"{CONCURRENCY_PREFIX}{workflow_id}@")
     views = []
     for state in resources.list():
         if state.name.startswith(prefixes):

@@ -331,6 +331,7 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
             version=plan.version,
             dedupe_key=webhook_dedupe_key(plan.plan_id, delivery.delivery_id),
             trigger="webhook",
+            trigger_concurrency=trigger.concurrency,
             # Facts for people reading the run; the signature is never stored.
             trigger_detail={
                 "delivery_id": delivery.delivery_id,
@@ -504,6 +505,7 @@ def handle_schedule(event: ScheduleFired, deps: TriggerDeps) -> TriggerOutcome:
             version=plan.version,
             dedupe_key=event.dedupe_key,
             trigger="schedule",
+            trigger_concurrency=trigger.concurrency,
             trigger_detail={"schedule": event.schedule, "scheduled_time": event.scheduled_time},
         ),
         deps,
@@ -559,6 +561,7 @@ def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcom
             version=plan.version,
             dedupe_key=dedupe_key,
             trigger="s3",
+            trigger_concurrency=trigger.concurrency,
             trigger_detail={
                 "bucket": event.bucket,
                 "key": event.key,
@@ -626,6 +629,7 @@ def handle_event(event: EventDelivered, deps: TriggerDeps) -> TriggerOutcome:
             version=plan.version,
             dedupe_key=event.dedupe_key(plan.plan_id),
             trigger="event",
+            trigger_concurrency=trigger.concurrency,
             trigger_detail={
                 "event_id": event.event_id,
                 "bus": event.bus,

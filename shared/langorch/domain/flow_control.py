@@ -35,8 +35,15 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   Wait, as a debounced run's: no Lambda, nothing polls). A slot more than a week away is
   dropped instead (cancelled, reason ``throttle: ...``).
 
+On a trigger (``app/runs.py``'s ``launch_run``, the trigger handlers pass it):
+
+- ``concurrency: {limit, key}`` — like the workflow's, for the runs that trigger starts: a key
+  of its own (``concurrency:<workflow>@<trigger type>:<key>``), taken before the workflow's;
+  a run starts only holding both (it waits, holding its trigger's, in the workflow's queue).
+  Runs started by hand take only the workflow's.
+
 Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): a trigger's ``concurrency`` and a schedule trigger's ``catch_up``.
+control"): a schedule trigger's ``catch_up``.
 """
 
 from __future__ import annotations
@@ -176,7 +183,8 @@ class TriggerFlow(BaseModel):
     """Flow-control keys on one trigger."""
 
     concurrency: ConcurrencySpec | None = Field(default=None, exclude_if=_unset)
-    """Like the workflow's, for the runs this trigger starts (not enforced yet)."""
+    """Like the workflow's, for the runs this trigger starts: a key of its own
+    (``concurrency:<workflow>@<trigger type>:<key>``), held with the workflow's."""
     catch_up: Literal["latest", "all", "none"] | None = Field(default=None, exclude_if=_unset)
     """schedule: after downtime, start the latest missed slot, all of them, or none (not
     enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
@@ -195,7 +203,7 @@ def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
         if getattr(plan, name) is not None
     ]
     for i, trigger in enumerate(triggers):
-        for name in ("concurrency", "catch_up"):
+        for name in ("catch_up",):
             if getattr(trigger, name) is not None:
                 found.append(Problem(f"triggers[{i}].{name}", f"{name} is not enforced yet", hint))
     return found
