@@ -460,7 +460,7 @@ def test_a_triggers_concurrency_is_stored_without_a_warning() -> None:
     assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]
 
 
-def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
+def test_catch_up_on_a_schedule_is_stored_without_a_warning() -> None:
     plan = TaskPlan.model_validate(
         _plan(
             triggers=[
@@ -473,9 +473,7 @@ def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
         )
     )
     found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
-    assert found.ok
-    assert {p.path for p in found.warnings} >= {"triggers[0].catch_up"}
-    assert all("not enforced yet" in p.message for p in found.warnings if "catch_up" in p.path)
+    assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]
 
 
 def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:

@@ -72,6 +72,9 @@ class TriggersView:
     dropped: dict[str, int]
     """Why starts were turned away (a cancelled run's ``status_reason`` from flow control)."""
     keys: list[KeyView] = field(default_factory=list)
+    missed_slots: int = 0
+    """Schedule slots missed while the scheduler was down and not run (``catch_up: latest``
+    or ``none``), as recorded on the runs that caught up."""
     delayed: dict[str, int] = field(default_factory=dict)
     """Starts delayed past their arrival, by rule (``throttle``), of the ``runs_read`` newest:
     each such run carries its slot in ``trigger.detail``."""
@@ -92,12 +95,16 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
     by_trigger: dict[str, Counter[str]] = {}
     dropped: Counter[str] = Counter()
     delayed: Counter[str] = Counter()
+    missed = 0
     for run in runs:
         by_trigger.setdefault(run.trigger.type, Counter())[run.status.value] += 1
         if run.status is RunStatus.cancelled and _by_flow_control(run.status_reason):
             dropped[run.status_reason or ""] += 1
         if THROTTLE in run.trigger.detail:
             delayed[THROTTLE] += 1
+        caught = run.trigger.detail.get("catch_up")
+        if isinstance(caught, dict):
+            missed += int(caught.get("skipped", 0))
     return TriggersView(
         workflow_id=plan.plan_id,
         version=plan.version,
@@ -108,11 +115,12 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
         dropped=dict(dropped),
         keys=_keys(plan.plan_id, deps.resources, deps.clock().timestamp()),
         delayed=dict(delayed),
+        missed_slots=missed,
     )
 
 
 def _by_flow_control(reason: str | None) -> bool:
-    rules = ("rate limit:", "singleton:", "debounce:", "batch:", "throttle:")
+    rules = ("rate limit:", "singleton:", "debounce:", "batch:", "throttle:", "catch_up:")
     return bool(reason) and reason.startswith(rules)  # type: ignore[union-attr]
 
 

@@ -42,8 +42,13 @@ On a trigger (``app/runs.py``'s ``launch_run``, the trigger handlers pass it):
   a run starts only holding both (it waits, holding its trigger's, in the workflow's queue).
   Runs started by hand take only the workflow's.
 
-Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): a schedule trigger's ``catch_up``.
+- ``catch_up: latest|all|none`` (a schedule trigger) — after downtime, the slots missed since
+  the schedule's last recorded slot are started all, the most recent only, or none (the count
+  recorded on one cancelled run): :func:`langorch.app.schedules.catch_up_schedules`, which
+  ``langorch dev`` runs when it starts. Unset, as before: nothing is caught up.
+
+Nothing is validated-but-not-enforced today (:data:`NOT_ENFORCED` is empty; ``workflows put``
+warns for a key listed there).
 """
 
 from __future__ import annotations
@@ -186,12 +191,14 @@ class TriggerFlow(BaseModel):
     """Like the workflow's, for the runs this trigger starts: a key of its own
     (``concurrency:<workflow>@<trigger type>:<key>``), held with the workflow's."""
     catch_up: Literal["latest", "all", "none"] | None = Field(default=None, exclude_if=_unset)
-    """schedule: after downtime, start the latest missed slot, all of them, or none (not
-    enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
+    """schedule: after downtime, start the latest missed slot, all of them, or none (the count
+    recorded); unset: none, and nothing recorded (``langorch schedules backfill`` by hand)."""
 
 
 NOT_ENFORCED: tuple[str, ...] = ()
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
+TRIGGER_NOT_ENFORCED: tuple[str, ...] = ()
+"""The same for a trigger's keys."""
 
 
 def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
@@ -203,7 +210,7 @@ def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
         if getattr(plan, name) is not None
     ]
     for i, trigger in enumerate(triggers):
-        for name in ("catch_up",):
+        for name in TRIGGER_NOT_ENFORCED:
             if getattr(trigger, name) is not None:
                 found.append(Problem(f"triggers[{i}].{name}", f"{name} is not enforced yet", hint))
     return found

@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -455,11 +456,28 @@ def _start_background(stack: LocalStack, gateway_port: int) -> None:
     trigger = LambdaInvoker(TRIGGER, transport)
     stack.ticker = ticker.start_ticker(stack.settings, container.schedules, invoke=trigger)
     stack._stops.append(stack.ticker)
+    _catch_up(stack, until=stack.ticker.since)
     stack.bucket_events = start_bucket_events(
         container.bucket, container.db, trigger, region=stack.settings.region
     )
     stack._stops.append(stack.bucket_events)
     stack.background += ["gateway", "ticker", "bucket-events"]
+
+
+def _catch_up(stack: LocalStack, *, until: datetime) -> None:
+    """The schedules' ``catch_up`` after the stack was down: the slots missed up to ``until``
+    (the ticker fires the ones after it), each schedule by its trigger's ``catch_up``."""
+    from langorch.app.schedules import catch_up_schedules
+
+    for done in catch_up_schedules(stack.container, until=until):
+        logger.info(
+            "schedule %s caught up (%s): %d missed, %d started, %d skipped",
+            done.schedule,
+            done.mode,
+            done.count,
+            len(done.started),
+            done.skipped,
+        )
 
 
 EMULATOR_LOG = "logs/emulator.log"

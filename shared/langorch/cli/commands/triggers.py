@@ -43,6 +43,8 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
             lines.append(f"  dropped {count}: {reason}")
         for rule, count in view.delayed.items():
             lines.append(f"  delayed {count}: by {rule}")
+        if view.missed_slots:
+            lines.append(f"  schedule slots missed in downtime, not run: {view.missed_slots}")
         if view.keys:
             lines.append(f"{'KEY':<48} {'LIMIT':>5}  {'HELD':>4}  {'WAITING':>7}")
             lines += [
