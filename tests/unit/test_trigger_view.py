@@ -74,3 +74,27 @@ def test_the_view_counts_the_starts_a_throttle_delayed_and_shows_its_key() -> No
     view = show_triggers("paced", deps)
     assert view.delayed == {"throttle": 2} and view.dropped == {}
     assert [(k.resource, k.limit, k.held) for k in view.keys] == [("throttle:paced:", 1, 1)]
+
+
+DIGEST = """
+workflows:
+  - plan_id: digest
+    memory: false
+    debounce: {period: 30s}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+"""
+
+
+def test_the_view_counts_debounced_starts_per_rule_not_as_drops() -> None:
+    # Given a debounced workflow
+    deps = Fakes()
+    register_text(deps, DIGEST)  # type: ignore[arg-type]
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    # When 20 starts arrive within its period
+    for _ in range(20):
+        launch_run(StartRun("digest", trigger="webhook"), deps)
+        deps.clock.advance(0.25)
+    # Then the 19 replaced starts are counted under debounce, once, not as 19 drops
+    view = show_triggers("digest", deps)
+    assert (view.merged, view.dropped) == ({"debounce": 19}, {})

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from langorch.app.ports import Clock, ResourceLocks, RunsStore, WorkflowSource
     from langorch.domain.definitions import TaskPlan, Trigger
 
+MERGED = ("debounce:", "batch:")
+"""The reasons of starts folded into a later run: counted per rule, not listed as drops."""
+
 RECENT = 1000
 """Runs read for the counts (the newest first)."""
 
@@ -75,6 +78,10 @@ class TriggersView:
     missed_slots: int = 0
     """Schedule slots missed while the scheduler was down and not run (``catch_up: latest``
     or ``none``), as recorded on the runs that caught up."""
+    merged: dict[str, int] = field(default_factory=dict)
+    """Starts folded into another run, by rule (``debounce``: replaced by a later start;
+    ``batch``: moved into the next batch run), counted apart from the drops (each reason names
+    its run, so listing them as drops would be one line per start)."""
     delayed: dict[str, int] = field(default_factory=dict)
     """Starts delayed past their arrival, by rule (``throttle``), of the ``runs_read`` newest:
     each such run carries its slot in ``trigger.detail``."""
@@ -94,12 +101,16 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
     runs = deps.runs.list_runs(workflow_id=workflow_id, limit=RECENT)
     by_trigger: dict[str, Counter[str]] = {}
     dropped: Counter[str] = Counter()
+    merged: Counter[str] = Counter()
     delayed: Counter[str] = Counter()
     missed = 0
     for run in runs:
         by_trigger.setdefault(run.trigger.type, Counter())[run.status.value] += 1
-        if run.status is RunStatus.cancelled and _by_flow_control(run.status_reason):
-            dropped[run.status_reason or ""] += 1
+        reason = run.status_reason or ""
+        if run.status is RunStatus.cancelled and reason.startswith(MERGED):
+            merged[reason.split(":", 1)[0]] += 1
+        elif run.status is RunStatus.cancelled and _by_flow_control(reason):
+            dropped[reason] += 1
         if THROTTLE in run.trigger.detail:
             delayed[THROTTLE] += 1
         caught = run.trigger.detail.get("catch_up")
@@ -116,6 +127,7 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
         keys=_keys(plan.plan_id, deps.resources, deps.clock().timestamp()),
         delayed=dict(delayed),
         missed_slots=missed,
+        merged=dict(merged),
     )
 
 

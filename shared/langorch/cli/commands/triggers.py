@@ -41,6 +41,8 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
             lines.append(f"  {trigger:<9} " + "  ".join(f"{s} {n}" for s, n in counts.items()))
         for reason, count in view.dropped.items():
             lines.append(f"  dropped {count}: {reason}")
+        for rule, count in view.merged.items():
+            lines.append(f"  folded {count} into later runs: by {rule} (counted on the run)")
         for rule, count in view.delayed.items():
             lines.append(f"  delayed {count}: by {rule}")
         if view.missed_slots:
