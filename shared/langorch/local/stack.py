@@ -353,7 +353,8 @@ def state_machine_arn(region: str) -> str:
 class WarmUp:
     """What the local stack finishes after it is ready, in a background thread: moto served and
     its Step Functions interpreter imported, the run state machine created from the package's
-    ASL, the runs in flight when the stack last stopped given new executions.
+    ASL, the runs in flight when the stack last stopped given new executions, then the slots
+    the schedules with ``catch_up`` missed while it was down caught up.
 
     Started once the rest of the stack is up, not beside it: imports hold the interpreter's
     lock, so seconds of moto imported in parallel would only have slowed the rest as much
@@ -391,6 +392,8 @@ class WarmUp:
                 )
             emulator.open_executions()
             stack.recovered = recover_runs(stack.container)
+            if stack.ticker is not None:  # the slots before the tick's window: missed
+                _catch_up(stack, until=stack.ticker.since)
         except Exception as exc:
             logger.exception("the state machine did not warm up")
             self.error = f"{type(exc).__name__}: {exc}"
@@ -456,7 +459,6 @@ def _start_background(stack: LocalStack, gateway_port: int) -> None:
     trigger = LambdaInvoker(TRIGGER, transport)
     stack.ticker = ticker.start_ticker(stack.settings, container.schedules, invoke=trigger)
     stack._stops.append(stack.ticker)
-    _catch_up(stack, until=stack.ticker.since)
     stack.bucket_events = start_bucket_events(
         container.bucket, container.db, trigger, region=stack.settings.region
     )
