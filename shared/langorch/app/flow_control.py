@@ -1,5 +1,6 @@
 """The start of a run under its workflow's flow control (:mod:`langorch.domain.flow_control`):
-whether a new run may start, or is dropped with its reason recorded.
+whether a new run may start, is delayed (``throttle``: it waits ``queued`` for its slot), or
+is dropped with its reason recorded.
 
 A dropped start is still a run: stored (so a redelivery of the same event dedupes to it and
 starts nothing), ended ``cancelled`` with ``status_reason`` saying why, and a ``run_cancelled``
@@ -64,8 +65,9 @@ Cancel = Callable[[str, str], object]
 def admit(
     run: RunRecord, plan: TaskPlan, deps: FlowDeps, cancel: Cancel | None = None
 ) -> RunRecord | None:
-    """Apply ``rate_limit`` and ``singleton`` to a newly created run (``singleton.mode:
-    cancel_running`` cancels the key's running run and lets this one start).
+    """Apply ``batch``, ``debounce``, ``rate_limit``, ``singleton`` and ``throttle`` to a newly
+    created run (``singleton.mode: cancel_running`` cancels the key's running run and lets this
+    one start; ``throttle`` may delay it to a later slot, recorded on the run).
 
     Args:
         run: the run just created.
