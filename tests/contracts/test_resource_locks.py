@@ -255,3 +255,41 @@ def test_dynamodb_moves_a_queue_stored_by_an_older_langorch_into_items(
     ]
     resource = dynamodb.get_item(TableName="runs", Key={"pk": {"S": "resource"}, "sk": {"S": "r"}})
     assert "queue" not in resource["Item"]
+
+
+def test_reservations_space_starts_to_the_limit_per_period_in_arrival_order(locks: Locks) -> None:
+    # Given a throttle of 3 starts per 60 s
+    # When 10 starts reserve at once
+    due = [
+        locks.reserve("throttle:w", f"run-{n}:throttle", now=NOW, limit=3, period=60)
+        for n in range(10)
+    ]
+    # Then 3 may start now and the others are spaced a period apart, 3 at a time, in order
+    assert [d - NOW for d in due] == [0, 0, 0, 60, 60, 60, 120, 120, 120, 180]
+    # And the resource keeps only the newest 3 reservations (the ones a later start depends on)
+    assert len(locks.get("throttle:w").leases) == 3
+
+
+def test_a_repeated_reservation_keeps_its_slot(locks: Locks) -> None:
+    for n in range(4):
+        locks.reserve("throttle:w", f"run-{n}:throttle", now=NOW, limit=3, period=60)
+    again = locks.reserve("throttle:w", "run-3:throttle", now=NOW + 5, limit=3, period=60)
+    assert again == NOW + 60
+
+
+def test_concurrent_reservations_never_put_more_than_the_limit_in_a_period(locks: Locks) -> None:
+    # Given 8 starts reserving at once under 2 per 60 s
+    start = threading.Barrier(8)
+    due: dict[str, float] = {}
+
+    def ask(holder: str) -> None:
+        start.wait()
+        due[holder] = locks.reserve("throttle:w", holder, now=NOW, limit=2, period=60)
+
+    threads = [threading.Thread(target=ask, args=(f"run-{n}:throttle",)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    # Then they got 4 windows of 2 starts each
+    assert sorted(d - NOW for d in due.values()) == [0, 0, 60, 60, 120, 120, 180, 180]

@@ -54,6 +54,12 @@ class InMemoryResourceLocks:
             self._states[name] = state
             return turn
 
+    def reserve(self, name: str, holder: str, *, now: float, limit: int, period: float) -> float:
+        with self._lock:
+            state, due = rules.reserve(self.get(name), holder, now=now, limit=limit, period=period)
+            self._states[name] = state
+            return due
+
     def release(self, name: str, holder: str) -> bool:
         with self._lock:
             if name not in self._states:

@@ -52,6 +52,21 @@ workflows:
     inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: paced
+    memory: false
+    throttle: {limit: 3, period: 1m, key: "{{ customer_id }}"}
+    inputs_schema: {properties: {customer_id: {type: string}, n: {type: string}}}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+  - plan_id: feeds
+    memory: false
+    concurrency: {limit: 2}
+    triggers:
+      - type: schedule
+        schedule: {cron_expression: "* * * * *"}
+        concurrency: {limit: 1}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
   - plan_id: jobs
     memory: false
     concurrency: {limit: 1, key: "{{ team }}"}
@@ -144,6 +159,113 @@ def test_a_singleton_skips_a_start_while_its_key_runs_and_takes_the_next(deps: F
     assert run_segment(RunSegment(first.run_id), deps).status == "succeeded"
     later = start(deps, "nightly", account="x")
     assert later.run_id in deps.executions.names
+
+
+def test_a_throttled_burst_is_delayed_in_order_not_dropped(deps: Fakes) -> None:
+    # Given a workflow throttled to 3 starts per minute per customer
+    # When 10 starts for customer a arrive at once
+    runs = [start(deps, "paced", customer_id="a", n=str(n)) for n in range(10)]
+    # Then every one has its execution (none dropped) and waits queued
+    assert sorted(deps.executions.names) == sorted(r.run_id for r in runs)
+    stored = [deps.runs.get_run(r.run_id) for r in runs]
+    assert {r.status for r in stored} == {RunStatus.queued}
+    # And 3 may start now; the 7 others are delayed in arrival order, 3 per minute
+    delays = [r.trigger.detail.get("throttle", {}).get("delay", 0) for r in stored]
+    assert delays == [0, 0, 0, 60, 60, 60, 120, 120, 120, 180]
+    # And a delayed run says why and until when, on its record and its timeline
+    assert (stored[9].status_reason or "").startswith("throttle: 3 per 1m; starts at ")
+    event = deps.runs.get_timeline(runs[9].run_id)[-1]
+    assert event.type is TimelineEventType.resource_waiting and event.actor == "flow_control"
+    assert (event.detail["reason"], event.detail["delay_seconds"]) == ("throttle", 180)
+
+
+def test_each_throttled_run_starts_in_its_own_window(deps: Fakes) -> None:
+    # Given 10 starts at once under 3 per minute
+    runs = [start(deps, "paced", customer_id="a", n=str(n)) for n in range(10)]
+    # When each minute the state machine runs (or wakes) every run not yet done
+    ran_in: dict[str, int] = {}
+    asleep: set[str] = set()
+    for minute in range(4):
+        for run in runs:
+            if run.run_id in ran_in:
+                continue
+            woke = {"woke": True} if run.run_id in asleep else None
+            result = run_segment(RunSegment(run.run_id, resume=woke), deps)
+            if result.status == "succeeded":
+                ran_in[run.run_id] = minute
+            else:
+                assert result.status == "sleeping" and result.seconds
+                asleep.add(run.run_id)
+        deps.clock.advance(60)
+    # Then every run ran once, 3 per minute, in the order they arrived: none lost
+    assert [ran_in[r.run_id] for r in runs] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3]
+
+
+def test_throttle_keys_are_counted_apart(deps: Fakes) -> None:
+    # Given customer a's minute used up
+    for _ in range(3):
+        start(deps, "paced", customer_id="a")
+    # When customer b starts
+    other = start(deps, "paced", customer_id="b")
+    # Then b is not delayed
+    assert "throttle" not in deps.runs.get_run(other.run_id).trigger.detail
+
+
+def fire(deps: Fakes, workflow: str, minute: int) -> Any:
+    from langorch.app.triggers import handle_schedule
+    from langorch.domain.triggers import ScheduleFired, schedule_name
+
+    slot = f"2026-11-27T10:{minute:02d}:00Z"
+    fired = ScheduleFired(
+        source="langorch.schedule",
+        workflow_id=workflow,
+        schedule=schedule_name(workflow, 0),
+        scheduled_time=slot,
+    )
+    [run] = handle_schedule(fired, deps).started
+    return deps.runs.get_run(run.run_id)
+
+
+def running(deps: Fakes, runs: list[Any]) -> list[str]:
+    """The runs of ``runs`` whose execution started and that have not ended."""
+    names = set(deps.executions.names)
+    return [
+        r.run_id for r in runs if r.run_id in names and not deps.runs.get_run(r.run_id).is_terminal
+    ]
+
+
+def test_a_triggers_concurrency_limits_the_runs_it_starts_in_order(deps: Fakes) -> None:
+    # Given a workflow whose schedule trigger runs one at a time (the workflow allows 2)
+    # When 3 slots fire at once
+    slots = [fire(deps, "feeds", minute) for minute in range(3)]
+    # Then one runs; the others wait queued on the trigger's own key, saying so
+    assert running(deps, slots) == [slots[0].run_id]
+    event = deps.runs.get_timeline(slots[1].run_id)[-1]
+    assert event.detail["resource"] == "concurrency:feeds@schedule:"
+    # And each end starts the next, in the order they fired
+    for now, after in itertools.pairwise(slots):
+        assert run_segment(RunSegment(now.run_id), deps).status == "succeeded"
+        assert running(deps, slots) == [after.run_id]
+
+
+def test_a_run_starts_only_when_its_trigger_and_its_workflow_both_have_room(deps: Fakes) -> None:
+    # Given one scheduled run and one run by hand filling the workflow's 2 slots
+    first = fire(deps, "feeds", 0)
+    manual = start(deps, "feeds")
+    # When a second slot fires, and another run is started by hand
+    second = fire(deps, "feeds", 1)
+    manual2 = start(deps, "feeds")
+    everyone = [first, manual, second, manual2]
+    assert running(deps, everyone) == [first.run_id, manual.run_id]
+    # Then the first scheduled run's end lets the run by hand in (the workflow's next in line);
+    # the second slot, holding its trigger's key, now waits for the workflow's
+    assert run_segment(RunSegment(first.run_id), deps).status == "succeeded"
+    assert running(deps, everyone) == [manual.run_id, manual2.run_id]
+    holders = deps.resources.get("concurrency:feeds:").queue
+    assert [w.holder for w in holders] == [f"{second.run_id}/run"]
+    # And once a run of the workflow ends, it starts: never more than 2 at once, 1 scheduled
+    assert run_segment(RunSegment(manual.run_id), deps).status == "succeeded"
+    assert running(deps, everyone) == [second.run_id, manual2.run_id]
 
 
 def test_queued_runs_of_a_key_start_by_priority_then_in_arrival_order(deps: Fakes) -> None:
@@ -296,6 +418,7 @@ def _plan(**flow: Any) -> dict[str, Any]:
     ("flow", "path", "says"),
     [
         ({"rate_limit": {"limit": 0, "period": "1m"}}, "rate_limit.limit", "greater than"),
+        ({"throttle": {"limit": 5000, "period": "1m"}}, "throttle.limit", "less than"),
         ({"throttle": {"limit": 2, "period": "5x"}}, "throttle.period", "is not a period"),
         ({"debounce": {"period": "8d"}}, "debounce.period", "longer than 7d"),
         ({"batch": {"max_size": 5000, "timeout": "60s"}}, "batch.max_size", "less than"),
@@ -329,10 +452,17 @@ def test_catch_up_is_refused_on_a_trigger_that_is_not_a_schedule() -> None:
     ]
 
 
-def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
+def test_a_triggers_concurrency_is_stored_without_a_warning() -> None:
+    plan = TaskPlan.model_validate(
+        _plan(triggers=[{"type": "webhook", "concurrency": {"limit": 2}}])
+    )
+    found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
+    assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]
+
+
+def test_catch_up_on_a_schedule_is_stored_without_a_warning() -> None:
     plan = TaskPlan.model_validate(
         _plan(
-            throttle={"limit": 5, "period": "30s", "key": "{{ k }}"},
             triggers=[
                 {
                     "type": "schedule",
@@ -343,9 +473,7 @@ def test_keys_not_enforced_yet_are_stored_with_a_warning_that_says_so() -> None:
         )
     )
     found = check_workflow(plan, InMemoryLookup(), tools=None, providers=None)
-    assert found.ok
-    assert {p.path for p in found.warnings} >= {"throttle", "triggers[0].catch_up"}
-    assert all("not enforced yet" in p.message for p in found.warnings if p.path == "throttle")
+    assert found.ok and not [p for p in found.warnings if "not enforced" in p.message]
 
 
 def test_an_unset_flow_control_key_is_left_out_of_the_stored_definition() -> None:
@@ -357,6 +485,7 @@ def test_enforced_keys_are_stored_without_a_warning() -> None:
         _plan(
             concurrency={"limit": 1},
             priority="{{ urgency }}",
+            throttle={"limit": 5, "period": "30s", "key": "{{ k }}"},
             debounce={"period": "30s"},
             batch={"max_size": 5, "timeout": "30s"},
             singleton={"key": "{{ k }}", "mode": "cancel_running"},

@@ -23,6 +23,17 @@ workflows:
       - {step_id: work, kind: transform, transform: {done: "1"}}
 """
 
+PACED = """
+workflows:
+  - plan_id: paced
+    memory: false
+    throttle: {limit: 1, period: 1m}
+    triggers:
+      - {type: webhook}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+"""
+
 
 def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() -> None:
     # Given a workflow with concurrency 1 and a rate limit of 3 per minute per customer
@@ -37,11 +48,53 @@ def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() 
     assert view.by_trigger == {"webhook": {"cancelled": 2, "queued": 3}}
     assert view.dropped == {"rate limit: 3 per 1m": 2}
     keys = {k.resource: (k.limit, k.held, k.waiting) for k in view.keys}
-    assert keys == {"concurrency:hook:a": (1, 1, 2), "rate:hook:a": (3, 3, 0)}
+    assert keys == {
+        "concurrency:hook:a": (1, 1, 2),
+        "rate:hook:a": (3, 3, 0),
+        "throttle:hook:": (9, 3, 0),
+    }
     # And the flow control is listed as written, with what is not enforced yet said so
     assert view.flow["rate_limit"] == {
         "spec": {"key": "{{ customer_id }}", "limit": 3, "period": "1m"},
         "enforced": True,
     }
-    assert view.flow["throttle"]["enforced"] is False
+    assert view.flow["throttle"]["enforced"] is True
     assert view.triggers == [{"type": "webhook"}]
+
+
+def test_the_view_counts_the_starts_a_throttle_delayed_and_shows_its_key() -> None:
+    # Given a workflow throttled to 1 start per minute
+    deps = Fakes()
+    register_text(deps, PACED)  # type: ignore[arg-type]
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    # When 3 webhook deliveries arrive at once
+    for _ in range(3):
+        launch_run(StartRun("paced", trigger="webhook"), deps)
+    # Then the view counts 2 delayed (none dropped) and the key's one slot reserved
+    view = show_triggers("paced", deps)
+    assert view.delayed == {"throttle": 2} and view.dropped == {}
+    assert [(k.resource, k.limit, k.held) for k in view.keys] == [("throttle:paced:", 1, 1)]
+
+
+DIGEST = """
+workflows:
+  - plan_id: digest
+    memory: false
+    debounce: {period: 30s}
+    steps:
+      - {step_id: work, kind: transform, transform: {done: "1"}}
+"""
+
+
+def test_the_view_counts_debounced_starts_per_rule_not_as_drops() -> None:
+    # Given a debounced workflow
+    deps = Fakes()
+    register_text(deps, DIGEST)  # type: ignore[arg-type]
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    # When 20 starts arrive within its period
+    for _ in range(20):
+        launch_run(StartRun("digest", trigger="webhook"), deps)
+        deps.clock.advance(0.25)
+    # Then the 19 replaced starts are counted under debounce, once, not as 19 drops
+    view = show_triggers("digest", deps)
+    assert (view.merged, view.dropped) == ({"debounce": 19}, {})

@@ -1,5 +1,6 @@
 """The start of a run under its workflow's flow control (:mod:`langorch.domain.flow_control`):
-whether a new run may start, or is dropped with its reason recorded.
+whether a new run may start, is delayed (``throttle``: it waits ``queued`` for its slot), or
+is dropped with its reason recorded.
 
 A dropped start is still a run: stored (so a redelivery of the same event dedupes to it and
 starts nothing), ended ``cancelled`` with ``status_reason`` saying why, and a ``run_cancelled``
@@ -12,6 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER
@@ -20,8 +22,12 @@ from langorch.domain.flow_control import (
     BATCH_PREFIX,
     DEBOUNCE,
     DEBOUNCE_PREFIX,
+    HOLDS,
+    MAX_PERIOD_SECONDS,
     RATE_PREFIX,
     SINGLETON_PREFIX,
+    THROTTLE,
+    THROTTLE_PREFIX,
     key_resource,
     period_seconds,
 )
@@ -59,8 +65,9 @@ Cancel = Callable[[str, str], object]
 def admit(
     run: RunRecord, plan: TaskPlan, deps: FlowDeps, cancel: Cancel | None = None
 ) -> RunRecord | None:
-    """Apply ``rate_limit`` and ``singleton`` to a newly created run (``singleton.mode:
-    cancel_running`` cancels the key's running run and lets this one start).
+    """Apply ``batch``, ``debounce``, ``rate_limit``, ``singleton`` and ``throttle`` to a newly
+    created run (``singleton.mode: cancel_running`` cancels the key's running run and lets this
+    one start; ``throttle`` may delay it to a later slot, recorded on the run).
 
     Args:
         run: the run just created.
@@ -81,7 +88,7 @@ def admit(
         run = _batch(run, plan, data, now, deps, cancel)
         data = dict(run.input)
     if plan.debounce is not None and cancel is not None:
-        _debounce(run, plan, data, now, deps, cancel)
+        run = _debounce(run, plan, data, now, deps, cancel)
     if plan.rate_limit is not None:
         spec = plan.rate_limit
         name = key_resource(RATE_PREFIX, plan.plan_id, spec, data, "rate_limit")
@@ -101,6 +108,8 @@ def admit(
         if not taken:
             facts = {"rule": "singleton", "key": name, "mode": plan.singleton.mode}
             return _drop(run, "singleton: a run of this key is running", facts, deps)
+    if plan.throttle is not None:
+        return _throttle(run, plan, data, now, deps)
     return None
 
 
@@ -136,8 +145,9 @@ def _debounce(
     now: float,
     deps: FlowDeps,
     cancel: Cancel,
-) -> None:
-    """Hold the run for the debounce period, replacing (cancelling) the key's held run.
+) -> RunRecord:
+    """Hold the run for the debounce period, replacing (cancelling) the key's held run;
+    returns the run as stored.
 
     The key is a lease of one lasting the period: the held run's. A start within it takes the
     key over and carries the count on; after it the key is free and the count starts again.
@@ -158,7 +168,8 @@ def _debounce(
         _take(name, holder, 1, period, now, deps)  # a racing start may win it: both then run
     hold = {"until": now + period, "count": count, "key": name}
     trigger = run.trigger.model_copy(update={"detail": {**run.trigger.detail, DEBOUNCE: hold}})
-    deps.runs.save_run(run.model_copy(update={"trigger": trigger}))
+    holding = run.model_copy(update={"trigger": trigger})
+    deps.runs.save_run(holding)
     event = TimelineEvent(
         seq=2,
         at=deps.clock(),
@@ -167,6 +178,49 @@ def _debounce(
         detail={"rule": "debounce", "key": name, "period": spec.period, "count": count},
     )
     deps.runs.append_events(run.run_id, [event])
+    return holding
+
+
+def _throttle(
+    run: RunRecord, plan: TaskPlan, data: dict[str, Any], now: float, deps: FlowDeps
+) -> RunRecord | None:
+    """Reserve the run's start slot under ``throttle``: past ``limit`` per ``period`` the run
+    is delayed, not dropped — it stays ``queued`` with its slot in ``trigger.detail.throttle``
+    (its first segment sleeps until then: the state machine's Wait, as a debounced run's) and
+    the reason and slot on its record and timeline. Returns the run as dropped only when the
+    slot is more than :data:`MAX_PERIOD_SECONDS` away (a backlog past a week is turned away,
+    its reservation kept, so the limit still holds); else ``None``."""
+    assert plan.throttle is not None
+    spec = plan.throttle
+    name = key_resource(THROTTLE_PREFIX, plan.plan_id, spec, data, "throttle")
+    # Its own holder form (not <run_id>/…), as rate_limit's: giving back an ended run's leases
+    # must not give back its slot, which counts for the whole period.
+    holder = f"{run.run_id}:throttle"
+    period = period_seconds(spec.period)
+    _declare(name, spec.limit, deps)  # what `triggers show` and `resources list` show
+    due = deps.resources.reserve(name, holder, now=now, limit=spec.limit, period=period)
+    facts: dict[str, Any] = {"rule": "throttle", "key": name, "limit": spec.limit}
+    facts |= {"period": spec.period, "delay_seconds": math.ceil(due - now)}
+    if due - now > MAX_PERIOD_SECONDS:
+        reason = f"throttle: {spec.limit} per {spec.period}, backlog longer than 7d"
+        return _drop(run, reason, facts, deps)
+    if due <= now:
+        return None
+    at = datetime.fromtimestamp(due, UTC)
+    hold = {"until": due, "key": name, "delay": due - now}
+    trigger = run.trigger.model_copy(update={"detail": {**run.trigger.detail, THROTTLE: hold}})
+    reason = f"throttle: {spec.limit} per {spec.period}; starts at {at:%Y-%m-%dT%H:%M:%SZ}"
+    deps.runs.save_run(run.model_copy(update={"trigger": trigger, "status_reason": reason}))
+    event = TimelineEvent(
+        seq=deps.runs.next_event_seq(run.run_id),
+        at=deps.clock(),
+        type=TimelineEventType.resource_waiting,
+        actor=ACTOR,
+        detail={**facts, "resource": name, "reason": "throttle", "until": at.isoformat()},
+    )
+    deps.runs.append_events(run.run_id, [event])
+    logger.info("start delayed", extra={"run_id": run.run_id, **facts})
+    return None
 
 
 def _batch(
@@ -214,13 +268,19 @@ def _batch(
     return batched
 
 
-def debounce_wait(run: RunRecord, now: float) -> int:
-    """Seconds a debounced or batch run still sleeps before its first segment (0: it may
-    run)."""
-    hold = run.trigger.detail.get(DEBOUNCE) or run.trigger.detail.get(BATCH)
-    if not isinstance(hold, dict) or run.segment > 0 or run.status is not RunStatus.queued:
+def held(run: RunRecord) -> bool:
+    """Whether flow control holds the run's first segment (debounce, batch or throttle)."""
+    return any(key in run.trigger.detail for key in HOLDS)
+
+
+def hold_wait(run: RunRecord, now: float) -> int:
+    """Seconds a debounced, batch or throttled run still sleeps before its first segment
+    (0: it may run)."""
+    if run.segment > 0 or run.status is not RunStatus.queued:
         return 0
-    return max(0, math.ceil(float(hold.get("until", 0)) - now))
+    holds = [run.trigger.detail.get(key) for key in HOLDS]
+    until = max((float(h.get("until", 0)) for h in holds if isinstance(h, dict)), default=0.0)
+    return max(0, math.ceil(until - now))
 
 
 def release_singleton(run: RunRecord, plan: TaskPlan, resources: ResourceLocks) -> None:
@@ -235,13 +295,18 @@ def release_singleton(run: RunRecord, plan: TaskPlan, resources: ResourceLocks) 
 
 def _take(name: str, holder: str, limit: int, lease: float, now: float, deps: FlowDeps) -> bool:
     """Take one of the key's ``limit`` leases for ``lease`` seconds; never queue."""
-    state = deps.resources.get(name)
-    if not state.declared or state.limit != limit:
-        deps.resources.set_limit(name, limit)
+    _declare(name, limit, deps)
     grant = deps.resources.acquire(name, holder, now=now, lease_seconds=lease, wait_seconds=0)
     if not grant.acquired:
         deps.resources.release(name, holder)  # leave the queue: a dropped start waits for nothing
     return grant.acquired
+
+
+def _declare(name: str, limit: int, deps: FlowDeps) -> None:
+    """Set the key's limit: once, and again when a new workflow version changes it."""
+    state = deps.resources.get(name)
+    if not state.declared or state.limit != limit:
+        deps.resources.set_limit(name, limit)
 
 
 def _drop(run: RunRecord, reason: str, facts: dict[str, Any], deps: FlowDeps) -> RunRecord:

@@ -564,6 +564,11 @@ class ResourceLocks(Protocol):
         of its ``priority`` or higher, ahead of the lower ones."""
         ...
 
+    def reserve(self, name: str, holder: str, *, now: float, limit: int, period: float) -> float:
+        """Reserve ``holder``'s start under ``limit`` starts per ``period`` seconds; when it
+        may start (``now`` or later, after every start reserved before it)."""
+        ...
+
     def release(self, name: str, holder: str) -> bool:
         """Give back ``holder``'s lease and its place in the queue; whether it had either."""
         ...

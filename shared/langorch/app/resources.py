@@ -12,12 +12,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from langorch.domain.concurrency import LEASE_SECONDS, WAIT_SECONDS
+from langorch.domain.concurrency import LEASE_SECONDS, WAIT_SECONDS, run_holder, run_of, then_of
 from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
 from langorch.domain.errors import DefinitionError, TaskClosedError
 from langorch.domain.resources import (
     WAITER_SECONDS,
     Grant,
+    QueueFullError,
     check_limit,
     check_name,
     tokens_to_wake,
@@ -222,9 +223,32 @@ def start_next_runs(name: str, resources: ResourceLocks, executions: Executions)
         )
         if not grant.acquired:
             break
-        run_id = waiter.holder.rsplit("/", 1)[0]
+        run_id = run_of(waiter.holder)
+        then = then_of(waiter.holder)
+        if then is not None and not _take_next(then, run_id, waiter.priority, resources, now):
+            continue  # holds its trigger's key, and now waits in its workflow's queue
         executions.start(run_id, {"run_id": run_id, "resume": None})
         started.append(run_id)
     if started:
         logger.info("queued runs started", extra={"resource": name, "runs": started})
     return started
+
+
+def _take_next(name: str, run_id: str, priority: int, resources: ResourceLocks, now: float) -> bool:
+    """A run granted its trigger's key takes its workflow's (``name``), or queues for it (the
+    workflow's next end starts it); whether it holds it."""
+    try:
+        grant = resources.acquire(
+            name,
+            run_holder(run_id),
+            now=now,
+            lease_seconds=LEASE_SECONDS,
+            wait_seconds=WAIT_SECONDS,
+            priority=priority,
+        )
+    except QueueFullError:
+        # It keeps its trigger's slot but has no place: it starts on a redelivery of its start
+        # (launch_run takes both keys again), or when that slot's lease expires.
+        logger.error("workflow queue full", extra={"run_id": run_id, "resource": name})
+        return False
+    return grant.acquired

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from langorch.app.traces import RunTraces
     from langorch.config import Settings
     from langorch.domain.budgets import BudgetSpec
+    from langorch.domain.concurrency import ConcurrencySpec
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.prices import PriceTable
     from langorch.domain.tool_policies import ToolPolicy
@@ -198,6 +199,13 @@ class StartRun:
     trigger: str = "manual"
     trigger_detail: dict[str, Any] = field(default_factory=dict)
     user_id: str = "default"
+    trigger_concurrency: ConcurrencySpec | None = None
+    """The ``concurrency`` of the trigger that starts it: a key of its own, held with the
+    workflow's (both limits hold)."""
+
+
+Slot = tuple[str, int, str]
+"""A ``concurrency`` key a run must hold to start: its resource, its limit, the run's holder."""
 
 
 def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
@@ -212,11 +220,9 @@ def start_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool]:
     return run, created
 
 
-def _create_run(
-    cmd: StartRun, deps: StartDeps
-) -> tuple[RunRecord, bool, tuple[str, int] | None, TaskPlan]:
-    """:func:`start_run`, the ``concurrency:`` resource the run needs a lease on (with its
-    limit), and the workflow."""
+def _create_run(cmd: StartRun, deps: StartDeps) -> tuple[RunRecord, bool, list[Slot], TaskPlan]:
+    """:func:`start_run`, the ``concurrency:`` keys the run needs a lease on, in the order it
+    takes them (its trigger's, then its workflow's), and the workflow."""
     plan = deps.definitions.get_workflow(cmd.workflow_id, cmd.version)
     if plan is None:
         from langorch.domain.errors import NotFoundError
@@ -235,22 +241,15 @@ def _create_run(
     data = with_defaults(plan, cmd.input)
     ensure_input_fits(plan.plan_id, data)
     ensure_valid_input(plan, data)
-    resource = None
-    if plan.concurrency is not None:
-        from langorch.domain.flow_control import priority_of
-
-        priority_of(plan.plan_id, plan.priority, data)  # a bad one refuses the start, not a run
-        from langorch.domain.concurrency import resource_name
-
-        resource = resource_name(plan.plan_id, plan.concurrency, data), plan.concurrency.limit
     run_id = dedupe_run_id(cmd.dedupe_key) if cmd.dedupe_key else new_run_id(deps.ids)
+    slots, detail = _slots(cmd, plan, data, run_id)
     now = deps.clock()
     run = RunRecord(
         run_id=run_id,
         workflow_id=plan.plan_id,
         workflow_version=plan.version,
         status=RunStatus.queued,
-        trigger=RunTrigger(type=cmd.trigger, detail=cmd.trigger_detail),  # type: ignore[arg-type]
+        trigger=RunTrigger(type=cmd.trigger, detail=detail),  # type: ignore[arg-type]
         dedupe_key=cmd.dedupe_key,
         input=data,
         user_id=cmd.user_id,
@@ -274,7 +273,38 @@ def _create_run(
         "run started" if created else "duplicate start ignored",
         extra={"run_id": run_id, "workflow_id": plan.plan_id, "workflow_version": plan.version},
     )
-    return stored, created, resource, plan
+    return stored, created, slots, plan
+
+
+def _slots(
+    cmd: StartRun, plan: TaskPlan, data: dict[str, Any], run_id: str
+) -> tuple[list[Slot], dict[str, Any]]:
+    """The keys the run takes (its trigger's ``concurrency``, then its workflow's) and its
+    trigger detail (naming the trigger's key, given back when the run ends)."""
+    from langorch.domain.concurrency import (
+        TRIGGER_DETAIL,
+        resource_name,
+        run_holder,
+        trigger_resource,
+    )
+    from langorch.domain.flow_control import priority_of
+
+    detail = dict(cmd.trigger_detail)
+    if plan.concurrency is None and cmd.trigger_concurrency is None:
+        return [], detail
+    priority_of(plan.plan_id, plan.priority, data)  # a bad one refuses the start, not a run
+    slots: list[Slot] = []
+    workflows = None
+    if plan.concurrency is not None:
+        workflows = resource_name(plan.plan_id, plan.concurrency, data)
+    if cmd.trigger_concurrency is not None:
+        spec = cmd.trigger_concurrency
+        name = trigger_resource(plan.plan_id, cmd.trigger, spec, data)
+        detail[TRIGGER_DETAIL] = name
+        slots.append((name, spec.limit, run_holder(run_id, then=workflows)))
+    if plan.concurrency is not None and workflows is not None:
+        slots.append((workflows, plan.concurrency.limit, run_holder(run_id)))
+    return slots, detail
 
 
 def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
@@ -286,12 +316,12 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
     Returns:
         The run and whether this call created it.
     """
-    run, created, resource, plan = _create_run(cmd, deps)
+    run, created, slots, plan = _create_run(cmd, deps)
     if created and (dropped := _admit(run, plan, deps)) is not None:
-        return dropped, created  # rate_limit / singleton: recorded, not started
+        return dropped, created  # rate_limit / singleton / throttle: recorded, not started
     if not created and run.is_terminal:
         return run, created  # a late duplicate of an ended (or dropped) run starts nothing
-    if resource is not None and not _concurrency_turn(run, created, resource, plan, deps):
+    if slots and not _concurrency_turn(run, created, slots, plan, deps):
         return run, created
     # The execution ARN derives from the run id; it is not written back to the record, which
     # the first segment may already be changing.
@@ -306,7 +336,7 @@ def launch_run(cmd: StartRun, deps: LaunchDeps) -> tuple[RunRecord, bool]:
 
 def _admit(run: RunRecord, plan: TaskPlan, deps: LaunchDeps) -> RunRecord | None:
     """The run as dropped by its workflow's flow control, or ``None`` (it may start)."""
-    if not (plan.rate_limit or plan.singleton or plan.debounce or plan.batch):
+    if not (plan.rate_limit or plan.singleton or plan.debounce or plan.batch or plan.throttle):
         return None
     from langorch.app.flow_control import ACTOR, admit
 
@@ -324,31 +354,39 @@ def _ensure_limit(resource: str, limit: int, deps: LaunchDeps) -> None:
 
 
 def _concurrency_turn(
-    run: RunRecord, created: bool, slot: tuple[str, int], plan: TaskPlan, deps: LaunchDeps
+    run: RunRecord, created: bool, slots: list[Slot], plan: TaskPlan, deps: LaunchDeps
 ) -> bool:
-    """Whether the run may start now under its workflow's ``concurrency``; if not, it waits
-    ``queued`` in the resource's queue (no execution, no Lambda) until a run of its key ends
+    """Whether the run may start now under its trigger's and its workflow's ``concurrency``
+    (taken in that order); if not, it waits ``queued`` in the first full key's queue (no
+    execution, no Lambda) until a run of that key ends
     (:func:`langorch.app.resources.start_next_runs`), ahead of the queued runs of a lower
     ``priority``."""
-    from langorch.domain.concurrency import LEASE_SECONDS, RUN_HOLDER, WAIT_SECONDS
+    from langorch.domain.concurrency import LEASE_SECONDS, WAIT_SECONDS
     from langorch.domain.flow_control import priority_of
-    from langorch.domain.resources import holder_of
 
     if run.is_terminal:
         return False  # a late duplicate of an ended run: its lease is given back, take none
-    resource, limit = slot
     priority = priority_of(plan.plan_id, plan.priority, dict(run.input))
-    _ensure_limit(resource, limit, deps)
-    grant = deps.resources.acquire(
-        resource,
-        holder_of(run.run_id, RUN_HOLDER),
-        now=time.time(),  # lease times are the resource locks' wall clock, as the engine's
-        lease_seconds=LEASE_SECONDS,
-        wait_seconds=WAIT_SECONDS,
-        priority=priority,
-    )
-    if grant.acquired:
-        return True
+    for resource, limit, holder in slots:
+        _ensure_limit(resource, limit, deps)
+        grant = deps.resources.acquire(
+            resource,
+            holder,
+            now=time.time(),  # lease times are the resource locks' wall clock, as the engine's
+            lease_seconds=LEASE_SECONDS,
+            wait_seconds=WAIT_SECONDS,
+            priority=priority,
+        )
+        if not grant.acquired:
+            _queued(run, created, resource, grant.position, priority, deps)
+            return False
+    return True
+
+
+def _queued(
+    run: RunRecord, created: bool, resource: str, position: int, priority: int, deps: LaunchDeps
+) -> None:
+    """Record why a run waits for a ``concurrency`` key (once, when it was created)."""
     if created:
         deps.runs.append_events(
             run.run_id,
@@ -359,7 +397,7 @@ def _concurrency_turn(
                     type=TimelineEventType.resource_waiting,
                     detail={
                         "resource": resource,
-                        "position": grant.position,
+                        "position": position,
                         "reason": "concurrency",
                         "priority": priority,
                     },
@@ -368,9 +406,8 @@ def _concurrency_turn(
         )
     logger.info(
         "run queued for concurrency",
-        extra={"run_id": run.run_id, "resource": resource, "position": grant.position},
+        extra={"run_id": run.run_id, "resource": resource, "position": position},
     )
-    return False
 
 
 @dataclass(frozen=True)
@@ -405,14 +442,15 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             workflow_id=run.workflow_id,
             workflow_version=run.workflow_version,
         )
-    from langorch.app.flow_control import debounce_wait
+    from langorch.app.flow_control import held, hold_wait
 
-    debounced = "debounce" in run.trigger.detail or "batch" in run.trigger.detail
-    if debounced and (wait := debounce_wait(run, deps.clock().timestamp())) > 0:
-        # Debounced: asleep until its period is over (a later start of its key cancels it).
+    debounced = held(run)
+    if debounced and (wait := hold_wait(run, deps.clock().timestamp())) > 0:
+        # Debounced, batched or throttled: asleep until its hold is over (a later start of a
+        # debounce or batch key cancels it).
         return SegmentResult(run.run_id, "sleeping", run.segment, seconds=wait)
     if cmd.resume == {"woke": True} and run.pending is None and run.segment == 0 and debounced:
-        cmd = replace(cmd, resume=None)  # woke from the debounce sleep: the first segment
+        cmd = replace(cmd, resume=None)  # woke from the hold's sleep: the first segment
     if run.status is RunStatus.queued and run.pending is not None and cmd.resume is None:
         from langorch.app.repark import repark  # a redrive kept the parked approval
 
@@ -495,7 +533,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         if not released:
             deps.checkpointer.flush()
             deps.runs.release_lease(cmd.run_id, fence)
-    if ended.status in ("succeeded", "failed") and plan.concurrency is not None:
+    if ended.status in ("succeeded", "failed"):
         _end_concurrency(run, plan, deps)
     if ended.status in ("succeeded", "failed") and plan.singleton is not None:
         from langorch.app.flow_control import release_singleton
@@ -513,14 +551,22 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
 
 
 def _end_concurrency(run: RunRecord, plan: Any, deps: SegmentDeps) -> None:
-    """Give back the run's ``concurrency`` lease and start the runs of its key next in line."""
+    """Give back the run's ``concurrency`` leases (its workflow's, its trigger's) and start the
+    runs of those keys next in line: the workflow's first (they already hold their trigger's
+    key), then the trigger's (which then take the workflow's key, or queue for it)."""
     from langorch.app.resources import start_next_runs
-    from langorch.domain.concurrency import RUN_HOLDER, resource_name
-    from langorch.domain.resources import holder_of
+    from langorch.domain.concurrency import TRIGGER_DETAIL, resource_name, run_holder
 
-    resource = resource_name(plan.plan_id, plan.concurrency, dict(run.input))
-    deps.resources.release(resource, holder_of(run.run_id, RUN_HOLDER))
-    start_next_runs(resource, deps.resources, deps.executions)
+    workflows = None
+    if plan.concurrency is not None:
+        workflows = resource_name(plan.plan_id, plan.concurrency, dict(run.input))
+        deps.resources.release(workflows, run_holder(run.run_id))
+    triggers = run.trigger.detail.get(TRIGGER_DETAIL)
+    if isinstance(triggers, str):
+        deps.resources.release(triggers, run_holder(run.run_id, then=workflows))
+    for name in (workflows, triggers):
+        if isinstance(name, str):
+            start_next_runs(name, deps.resources, deps.executions)
 
 
 class _PauseWatch:

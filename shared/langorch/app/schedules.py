@@ -7,12 +7,18 @@
   through :func:`langorch.app.triggers.handle_schedule` with the same Input the Scheduler sends.
   The run's dedupe key is the slot (``schedule:<name>:<time>``), so a slot that already ran, by
   the Scheduler or an earlier backfill, starts nothing new.
+* :func:`catch_up_schedules` — after downtime, each schedule trigger with ``catch_up`` looks for
+  the slots missed since its last recorded slot (the newest run it started) and starts them
+  all (``all``), only the most recent (``latest``), or none (``none``); the decision is recorded
+  on one run (the latest missed slot's: started, or ended ``cancelled`` for ``none``) as
+  ``trigger.detail.catch_up = {mode, missed, skipped}``. A trigger without ``catch_up`` is left
+  as before: its missed slots are not caught up (run a backfill).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from langorch.app.triggers import TriggerDeps, handle_schedule
@@ -168,3 +174,123 @@ def backfill_schedules(
             (result.started if run.created else result.found).append(run)
         result.skipped += [(moment, why) for _, why in outcome.skipped]
     return result
+
+
+CATCH_UP = "catch_up"
+"""The ``trigger.detail`` key of a caught-up slot's run: ``{mode, missed, skipped}``."""
+
+LAST_SLOT_RUNS = 200
+"""The newest runs of a workflow read to find a schedule's last recorded slot."""
+
+
+@dataclass
+class CatchUp:
+    """What catching up one schedule did.
+
+    Attributes:
+        workflow_id: the workflow.
+        schedule: the schedule's name.
+        mode: its ``catch_up``.
+        missed: the slots missed since its last recorded slot, oldest first (the newest
+            :data:`MAX_BACKFILL_SLOTS` of them).
+        count: how many slots were missed.
+        started: runs started (``all``: one per missed slot; ``latest``: the last one).
+        skipped: missed slots not run.
+    """
+
+    workflow_id: str
+    schedule: str
+    mode: str
+    missed: list[str] = field(default_factory=list)
+    count: int = 0
+    started: list[StartedRun] = field(default_factory=list)
+    skipped: int = 0
+
+
+def catch_up_schedules(deps: ScheduleDeps, *, until: datetime) -> list[CatchUp]:
+    """Catch up the slots every ``catch_up`` schedule missed before ``until`` (when the
+    scheduler came back: the slots after it are its own to fire).
+
+    A schedule that never started a run has no last slot, so nothing counts as missed; a
+    paused one (``DISABLED``) is skipped (its slots are not missed, they are paused). ``all``
+    starts at most the newest :data:`MAX_BACKFILL_SLOTS` (older ones are counted skipped).
+    Running it again finds nothing more: each missed slot's run (or the ``none`` record) is
+    stored under the slot's dedupe key and becomes the last recorded slot.
+
+    Raises:
+        StorageError: a backend failed (running it again starts only what is missing).
+    """
+    done: list[CatchUp] = []
+    paused = {s.name for s in deps.schedules.list() if s.state == "DISABLED"}
+    for plan in deps.definitions.list_workflows():
+        for index, trigger in enumerate(schedule_triggers(plan)):
+            name = schedule_name(plan.plan_id, index)
+            if trigger.catch_up is None or trigger.schedule is None or name in paused:
+                continue
+            last = _last_slot(plan.plan_id, name, deps)
+            if last is None:
+                continue
+            cron = trigger.schedule.cron_expression, trigger.schedule.timezone
+            slots, count = _missed(*cron, last + timedelta(seconds=1), until)
+            if slots:
+                done.append(_catch_up(plan.plan_id, name, trigger.catch_up, slots, count, deps))
+    return done
+
+
+def _missed(
+    expression: str, timezone: str, start: datetime, end: datetime
+) -> tuple[list[datetime], int]:
+    """The newest :data:`MAX_BACKFILL_SLOTS` slots in ``[start, end]`` and how many there are
+    (read a page at a time: a long downtime of a frequent schedule is counted, not listed)."""
+    slots: list[datetime] = []
+    count = 0
+    while True:
+        page = cron_slots(expression, timezone, start, end, limit=MAX_BACKFILL_SLOTS)
+        more = len(page) > MAX_BACKFILL_SLOTS
+        page = page[:MAX_BACKFILL_SLOTS]
+        count += len(page)
+        slots = (slots + page)[-MAX_BACKFILL_SLOTS:]
+        if not more:
+            return slots, count
+        start = page[-1] + timedelta(seconds=1)
+
+
+def _catch_up(
+    workflow_id: str,
+    name: str,
+    mode: str,
+    slots: list[datetime],
+    count: int,
+    deps: ScheduleDeps,
+) -> CatchUp:
+    missed = [slot.strftime("%Y-%m-%dT%H:%M:%SZ") for slot in slots]
+    result = CatchUp(workflow_id, name, mode, missed, count)
+    run_all = mode == "all"
+    ran = len(missed) if run_all else (1 if mode == "latest" else 0)
+    result.skipped = count - ran
+    facts = {CATCH_UP: {"mode": mode, "missed": count, "skipped": result.skipped}}
+    for moment in missed if run_all else missed[-1:]:
+        fired = ScheduleFired(
+            source="langorch.schedule",
+            workflow_id=workflow_id,
+            schedule=name,
+            scheduled_time=moment,
+        )
+        skip = None
+        if mode == "none":
+            skip = f"catch_up: none — {count} missed slot(s) not run"
+        outcome = handle_schedule(fired, deps, detail=facts, skip=skip)
+        result.started += [run for run in outcome.started if run.created and skip is None]
+    return result
+
+
+def _last_slot(workflow_id: str, name: str, deps: ScheduleDeps) -> datetime | None:
+    """The newest slot the schedule has a run for (among the workflow's newest runs)."""
+    slots = [
+        str(run.trigger.detail.get("scheduled_time"))
+        for run in deps.runs.list_runs(workflow_id=workflow_id, limit=LAST_SLOT_RUNS)
+        if run.trigger.type == "schedule" and run.trigger.detail.get("schedule") == name
+    ]
+    if not slots:
+        return None
+    return datetime.fromisoformat(max(slots).replace("Z", "+00:00"))

@@ -14,12 +14,21 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
 from langorch.domain.errors import NotFoundError
-from langorch.domain.flow_control import NOT_ENFORCED, RATE_PREFIX, SINGLETON_PREFIX
+from langorch.domain.flow_control import (
+    NOT_ENFORCED,
+    RATE_PREFIX,
+    SINGLETON_PREFIX,
+    THROTTLE,
+    THROTTLE_PREFIX,
+)
 from langorch.domain.runs import RunStatus
 
 if TYPE_CHECKING:
     from langorch.app.ports import Clock, ResourceLocks, RunsStore, WorkflowSource
     from langorch.domain.definitions import TaskPlan, Trigger
+
+MERGED = ("debounce:", "batch:")
+"""The reasons of starts folded into a later run: counted per rule, not listed as drops."""
 
 RECENT = 1000
 """Runs read for the counts (the newest first)."""
@@ -66,6 +75,16 @@ class TriggersView:
     dropped: dict[str, int]
     """Why starts were turned away (a cancelled run's ``status_reason`` from flow control)."""
     keys: list[KeyView] = field(default_factory=list)
+    missed_slots: int = 0
+    """Schedule slots missed while the scheduler was down and not run (``catch_up: latest``
+    or ``none``), as recorded on the runs that caught up."""
+    merged: dict[str, int] = field(default_factory=dict)
+    """Starts folded into another run, by rule (``debounce``: replaced by a later start;
+    ``batch``: moved into the next batch run), counted apart from the drops (each reason names
+    its run, so listing them as drops would be one line per start)."""
+    delayed: dict[str, int] = field(default_factory=dict)
+    """Starts delayed past their arrival, by rule (``throttle``), of the ``runs_read`` newest:
+    each such run carries its slot in ``trigger.detail``."""
 
 
 def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
@@ -82,10 +101,21 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
     runs = deps.runs.list_runs(workflow_id=workflow_id, limit=RECENT)
     by_trigger: dict[str, Counter[str]] = {}
     dropped: Counter[str] = Counter()
+    merged: Counter[str] = Counter()
+    delayed: Counter[str] = Counter()
+    missed = 0
     for run in runs:
         by_trigger.setdefault(run.trigger.type, Counter())[run.status.value] += 1
-        if run.status is RunStatus.cancelled and _by_flow_control(run.status_reason):
-            dropped[run.status_reason or ""] += 1
+        reason = run.status_reason or ""
+        if run.status is RunStatus.cancelled and reason.startswith(MERGED):
+            merged[reason.split(":", 1)[0]] += 1
+        elif run.status is RunStatus.cancelled and _by_flow_control(reason):
+            dropped[reason] += 1
+        if THROTTLE in run.trigger.detail:
+            delayed[THROTTLE] += 1
+        caught = run.trigger.detail.get("catch_up")
+        if isinstance(caught, dict):
+            missed += int(caught.get("skipped", 0))
     return TriggersView(
         workflow_id=plan.plan_id,
         version=plan.version,
@@ -95,11 +125,15 @@ def show_triggers(workflow_id: str, deps: TriggerViewDeps) -> TriggersView:
         by_trigger={t: dict(sorted(c.items())) for t, c in sorted(by_trigger.items())},
         dropped=dict(dropped),
         keys=_keys(plan.plan_id, deps.resources, deps.clock().timestamp()),
+        delayed=dict(delayed),
+        missed_slots=missed,
+        merged=dict(merged),
     )
 
 
 def _by_flow_control(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith(("rate limit:", "singleton:", "debounce:", "batch:"))  # type: ignore[union-attr]
+    rules = ("rate limit:", "singleton:", "debounce:", "batch:", "throttle:", "catch_up:")
+    return bool(reason) and reason.startswith(rules)  # type: ignore[union-attr]
 
 
 def _trigger(trigger: Trigger) -> dict[str, Any]:
@@ -108,7 +142,16 @@ def _trigger(trigger: Trigger) -> dict[str, Any]:
 
 def _flow(plan: TaskPlan) -> dict[str, Any]:
     flow: dict[str, Any] = {}
-    for name in ("concurrency", "priority", "rate_limit", "singleton", *NOT_ENFORCED):
+    for name in (
+        "concurrency",
+        "priority",
+        "rate_limit",
+        "throttle",
+        "singleton",
+        "debounce",
+        "batch",
+        *NOT_ENFORCED,
+    ):
         value = getattr(plan, name)
         if value is None:
             continue
@@ -119,9 +162,9 @@ def _flow(plan: TaskPlan) -> dict[str, Any]:
 
 
 def _keys(workflow_id: str, resources: ResourceLocks, now: float) -> list[KeyView]:
-    prefixes = tuple(
-        f"{p}{workflow_id}:" for p in (CONCURRENCY_PREFIX, RATE_PREFIX, SINGLETON_PREFIX)
-    )
+    kinds = (CONCURRENCY_PREFIX, RATE_PREFIX, THROTTLE_PREFIX, SINGLETON_PREFIX)
+    # ... and its triggers' concurrency keys (concurrency:<workflow>@<trigger type>:<key>)
+    prefixes = (*(f"{p}{workflow_id}:" for p in kinds), f"{CONCURRENCY_PREFIX}{workflow_id}@")
     views = []
     for state in resources.list():
         if state.name.startswith(prefixes):

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from langorch.app.runs import LaunchDeps, StartRun, launch_run
+from langorch.app.runs import LaunchDeps, StartRun, launch_run, record_cancelled, start_run
 from langorch.domain.artifacts import ARTIFACTS_PREFIX
 from langorch.domain.definitions import IDENTIFIER, TaskPlan, Trigger
 from langorch.domain.errors import (
@@ -331,6 +331,7 @@ def accept_webhook(request: WebhookRequest, deps: WebhookDeps) -> StartedRun:
             version=plan.version,
             dedupe_key=webhook_dedupe_key(plan.plan_id, delivery.delivery_id),
             trigger="webhook",
+            trigger_concurrency=trigger.concurrency,
             # Facts for people reading the run; the signature is never stored.
             trigger_detail={
                 "delivery_id": delivery.delivery_id,
@@ -451,12 +452,21 @@ def _verified(request: WebhookRequest, deps: WebhookDeps) -> SignedDelivery:
 # --------------------------------------------------------------------------------------------
 
 
-def handle_schedule(event: ScheduleFired, deps: TriggerDeps) -> TriggerOutcome:
+def handle_schedule(
+    event: ScheduleFired,
+    deps: TriggerDeps,
+    *,
+    detail: dict[str, Any] | None = None,
+    skip: str | None = None,
+) -> TriggerOutcome:
     """Start the run for one schedule slot (once, however often the slot is delivered).
 
     Args:
         event: the schedule's Input with the scheduled time substituted.
         deps: the ports it needs.
+        detail: more facts for the run's ``trigger.detail`` (a caught-up slot's).
+        skip: record the slot's run without starting it: ended ``cancelled`` with this reason
+            (its dedupe key then holds the slot, so it never starts later).
 
     Returns:
         The run started or found; a skip when the workflow or its schedule trigger is gone or
@@ -496,18 +506,26 @@ def handle_schedule(event: ScheduleFired, deps: TriggerDeps) -> TriggerOutcome:
         )
         outcome.skipped.append((event.workflow_id, str(exc)))
         return outcome
-    _start(
-        outcome,
-        StartRun(
-            plan.plan_id,
-            input=dict(trigger.input),
-            version=plan.version,
-            dedupe_key=event.dedupe_key,
-            trigger="schedule",
-            trigger_detail={"schedule": event.schedule, "scheduled_time": event.scheduled_time},
-        ),
-        deps,
+    command = StartRun(
+        plan.plan_id,
+        input=dict(trigger.input),
+        version=plan.version,
+        dedupe_key=event.dedupe_key,
+        trigger="schedule",
+        trigger_concurrency=trigger.concurrency,
+        trigger_detail={
+            "schedule": event.schedule,
+            "scheduled_time": event.scheduled_time,
+            **(detail or {}),
+        },
     )
+    if skip is None:
+        _start(outcome, command, deps)
+        return outcome
+    run, created = start_run(command, deps)
+    if created:
+        record_cancelled(run.run_id, deps, actor="catch_up", reason=skip)
+    outcome.started.append(StartedRun(plan.plan_id, run.run_id, created))
     return outcome
 
 
@@ -559,6 +577,7 @@ def handle_s3_object(event: S3ObjectCreated, deps: TriggerDeps) -> TriggerOutcom
             version=plan.version,
             dedupe_key=dedupe_key,
             trigger="s3",
+            trigger_concurrency=trigger.concurrency,
             trigger_detail={
                 "bucket": event.bucket,
                 "key": event.key,
@@ -626,6 +645,7 @@ def handle_event(event: EventDelivered, deps: TriggerDeps) -> TriggerOutcome:
             version=plan.version,
             dedupe_key=event.dedupe_key(plan.plan_id),
             trigger="event",
+            trigger_concurrency=trigger.concurrency,
             trigger_detail={
                 "event_id": event.event_id,
                 "bus": event.bus,

@@ -117,8 +117,13 @@ def runs_page(container: Any, request: Request, *, size: int = PAGE_SIZE) -> Run
 
 def why_waiting(run: RunRecord, events: list[TimelineEvent]) -> str:
     """Why a queued run has not started: the key whose slots are taken and its place in line
-    (a workflow's ``concurrency``), else that its execution has not started yet."""
+    (a workflow's ``concurrency``), the slot a ``throttle`` delayed it to, else that its
+    execution has not started yet."""
     for event in reversed(events):
+        if event.type is TimelineEventType.resource_waiting and "until" in event.detail:
+            resource = str(event.detail.get("resource", ""))
+            rule = event.detail.get("reason") or "flow control"
+            return f"delayed by {resource} ({rule}): starts at {event.detail['until']}"
         if event.type is TimelineEventType.resource_waiting:
             resource = str(event.detail.get("resource", ""))
             place = event.detail.get("position")

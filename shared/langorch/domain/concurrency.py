@@ -84,3 +84,43 @@ def resource_name(workflow_id: str, spec: ConcurrencySpec, data: dict[str, Any])
         return name
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
     return f"{PREFIX}{workflow_id}:@{digest}"
+
+
+TRIGGER_DETAIL = "concurrency"
+"""The ``trigger.detail`` key naming the resource of the ``concurrency`` of the trigger that
+started the run (the key it holds or waits for, given back when it ends)."""
+
+THEN = "then="
+"""The step part of a run's holder on its trigger's key when it must take its workflow's key
+next: ``<run_id>/then=<the workflow's resource>``."""
+
+
+def trigger_resource(
+    workflow_id: str, trigger_type: str, spec: ConcurrencySpec, data: dict[str, Any]
+) -> str:
+    """``concurrency:<workflow>@<trigger type>:<key>``: a trigger's own key, apart from the
+    workflow's (a workflow id has no ``@``), shared by the runs that trigger type starts.
+
+    Raises:
+        InputValidationError: the key does not render over the input.
+    """
+    return resource_name(f"{workflow_id}@{trigger_type}", spec, data)
+
+
+def run_holder(run_id: str, then: str | None = None) -> str:
+    """A run's holder on a ``concurrency`` key: ``<run_id>/run``, or on its trigger's key
+    ``<run_id>/then=<resource>`` when it must hold the workflow's ``resource`` too (it takes
+    the trigger's key first, then the workflow's: both limits hold, and every run takes them in
+    that order, so none waits on another holding what it needs)."""
+    return f"{run_id}/{RUN_HOLDER if then is None else THEN + then}"
+
+
+def run_of(holder: str) -> str:
+    """The run a ``concurrency`` holder stands for (a run id has no ``/``)."""
+    return holder.split("/", 1)[0]
+
+
+def then_of(holder: str) -> str | None:
+    """The resource a holder must take next (:func:`run_holder`), or ``None``."""
+    part = holder.split("/", 1)[1] if "/" in holder else ""
+    return part.removeprefix(THEN) if part.startswith(THEN) else None

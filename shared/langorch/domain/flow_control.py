@@ -27,8 +27,28 @@ Enforced today (``app/runs.py``'s ``launch_run``), each a resource of
   ``timeout`` after the batch's first start; the start that makes ``max_size`` runs at once
   and closes the batch.
 
-Validated but not enforced yet (``workflows put`` warns; see README "Triggers and flow
-control"): ``throttle`` (delay instead of drop) and a schedule trigger's ``catch_up``.
+- ``throttle: {limit, period, key}`` — past ``limit`` starts per key in any ``period``, a
+  start is delayed, not dropped: it reserves the key's next free slot
+  (:func:`langorch.domain.resources.reserve`, first come first served), waits ``queued`` with
+  the reason and its slot (``status_reason``, ``trigger.detail.throttle``, a
+  ``resource_waiting`` event) and its first segment sleeps until then (the state machine's
+  Wait, as a debounced run's: no Lambda, nothing polls). A slot more than a week away is
+  dropped instead (cancelled, reason ``throttle: ...``).
+
+On a trigger (``app/runs.py``'s ``launch_run``, the trigger handlers pass it):
+
+- ``concurrency: {limit, key}`` — like the workflow's, for the runs that trigger starts: a key
+  of its own (``concurrency:<workflow>@<trigger type>:<key>``), taken before the workflow's;
+  a run starts only holding both (it waits, holding its trigger's, in the workflow's queue).
+  Runs started by hand take only the workflow's.
+
+- ``catch_up: latest|all|none`` (a schedule trigger) — after downtime, the slots missed since
+  the schedule's last recorded slot are started all, the most recent only, or none (the count
+  recorded on one cancelled run): :func:`langorch.app.schedules.catch_up_schedules`, which
+  ``langorch dev`` runs when it starts. Unset, as before: nothing is caught up.
+
+Nothing is validated-but-not-enforced today (:data:`NOT_ENFORCED` is empty; ``workflows put``
+warns for a key listed there).
 """
 
 from __future__ import annotations
@@ -46,10 +66,16 @@ RATE_PREFIX = "rate:"
 SINGLETON_PREFIX = "singleton:"
 DEBOUNCE_PREFIX = "debounce:"
 BATCH_PREFIX = "batch:"
+THROTTLE_PREFIX = "throttle:"
 BATCH = "batch"
 """The key of a batch run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
 DEBOUNCE = "debounce"
 """The key of a debounced run's ``trigger.detail``: ``{"until": epoch seconds, "count": n}``."""
+THROTTLE = "throttle"
+"""The key of a delayed run's ``trigger.detail``: ``{"until": epoch seconds, "key": resource,
+"delay": seconds}``."""
+HOLDS = (DEBOUNCE, BATCH, THROTTLE)
+"""The ``trigger.detail`` keys that hold a run's first segment until their ``until``."""
 
 MAX_PERIOD_SECONDS = 7 * 86_400
 """The longest window (a week): past it a lease would outlive what a key is worth keeping."""
@@ -97,7 +123,9 @@ def _a_period(value: str) -> str:
 class RateSpec(_Spec):
     """``throttle`` / ``rate_limit``: ``limit`` starts per ``period`` per key."""
 
-    limit: int = Field(ge=1, le=10_000)
+    limit: int = Field(ge=1, le=1000)
+    """At most the resource locks' ``MAX_LIMIT``: a key's item holds up to ``limit`` leases
+    (it refuses a larger limit, and 10,000 run ids would not fit DynamoDB's 400 KB item)."""
     period: str
     """``30s``, ``1m``, ``2h``, ``1d``."""
 
@@ -138,7 +166,7 @@ class FlowControl(BaseModel):
     """
 
     throttle: RateSpec | None = Field(default=None, exclude_if=_unset)
-    """Past ``limit`` per ``period``, starts wait (not enforced yet)."""
+    """Past ``limit`` per ``period``, starts are delayed to the next free slot."""
     rate_limit: RateSpec | None = Field(default=None, exclude_if=_unset)
     """Past ``limit`` per ``period``, starts are dropped with the reason recorded."""
     debounce: DebounceSpec | None = Field(default=None, exclude_if=_unset)
@@ -160,14 +188,17 @@ class TriggerFlow(BaseModel):
     """Flow-control keys on one trigger."""
 
     concurrency: ConcurrencySpec | None = Field(default=None, exclude_if=_unset)
-    """Like the workflow's, for the runs this trigger starts (not enforced yet)."""
+    """Like the workflow's, for the runs this trigger starts: a key of its own
+    (``concurrency:<workflow>@<trigger type>:<key>``), held with the workflow's."""
     catch_up: Literal["latest", "all", "none"] | None = Field(default=None, exclude_if=_unset)
-    """schedule: after downtime, start the latest missed slot, all of them, or none (not
-    enforced yet; ``langorch schedules backfill`` starts missed slots by hand)."""
+    """schedule: after downtime, start the latest missed slot, all of them, or none (the count
+    recorded); unset: none, and nothing recorded (``langorch schedules backfill`` by hand)."""
 
 
-NOT_ENFORCED = ("throttle",)
+NOT_ENFORCED: tuple[str, ...] = ()
 """Workflow keys that are validated and stored but shape no start yet (a warning on put)."""
+TRIGGER_NOT_ENFORCED: tuple[str, ...] = ()
+"""The same for a trigger's keys."""
 
 
 def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
@@ -179,7 +210,7 @@ def unenforced(plan: FlowControl, triggers: list[TriggerFlow]) -> list[Problem]:
         if getattr(plan, name) is not None
     ]
     for i, trigger in enumerate(triggers):
-        for name in ("concurrency", "catch_up"):
+        for name in TRIGGER_NOT_ENFORCED:
             if getattr(trigger, name) is not None:
                 found.append(Problem(f"triggers[{i}].{name}", f"{name} is not enforced yet", hint))
     return found

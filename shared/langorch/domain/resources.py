@@ -215,6 +215,34 @@ def acquire(
     return replace(live, queue=queue), Grant(False, position=ahead + 1, reclaimed=reclaimed)
 
 
+def reserve(
+    state: ResourceState, holder: str, *, now: float, limit: int, period: float
+) -> tuple[ResourceState, float]:
+    """Reserve ``holder``'s start under ``limit`` starts per ``period`` (``throttle``): the
+    earliest moment at or after ``now``, and after every start already reserved (first come,
+    first served), such that no window of ``period`` seconds holds more than ``limit`` starts.
+
+    A reservation is a lease that expires one ``period`` after its start (then it bounds no
+    later start). Only the newest ``limit`` are kept: an older one cannot bound a start after
+    them, so the item holds at most ``limit`` leases however long the backlog is. ``holder``
+    already reserved gets its slot again (a retried start).
+
+    Returns:
+        The new state (to store) and the start's slot (epoch seconds; ``now`` when it may start
+        at once).
+    """
+    live = state.live(now)
+    if holder in live.leases:
+        return live, live.leases[holder] - period
+    starts = sorted(expiry - period for expiry in live.leases.values())
+    due = max([now, *starts[-1:]])
+    if len(starts) >= limit:
+        due = max(due, starts[-limit] + period)  # the limit-th newest start leaves the window
+    leases = {**live.leases, holder: due + period}
+    newest = sorted(leases.items(), key=lambda lease: (lease[1], lease[0]))[-limit:]
+    return replace(live, leases=dict(newest), grants=live.grants + 1), due
+
+
 def _enqueue(queue: tuple[Waiter, ...], waiter: Waiter) -> tuple[Waiter, ...]:
     """``queue`` with ``waiter`` behind every waiter of its priority or higher."""
     at = len(queue)

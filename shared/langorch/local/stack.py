@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -366,7 +367,8 @@ def state_machine_arn(region: str) -> str:
 class WarmUp:
     """What the local stack finishes after it is ready, in a background thread: moto served and
     its Step Functions interpreter imported, the run state machine created from the package's
-    ASL, the runs in flight when the stack last stopped given new executions.
+    ASL, the runs in flight when the stack last stopped given new executions, then the slots
+    the schedules with ``catch_up`` missed while it was down caught up.
 
     Started once the rest of the stack is up, not beside it: imports hold the interpreter's
     lock, so seconds of moto imported in parallel would only have slowed the rest as much
@@ -404,6 +406,8 @@ class WarmUp:
                 )
             emulator.open_executions()
             stack.recovered = recover_runs(stack.container)
+            if stack.ticker is not None:  # the slots before the tick's window: missed
+                _catch_up(stack, until=stack.ticker.since)
         except Exception as exc:
             logger.exception("the state machine did not warm up")
             self.error = f"{type(exc).__name__}: {exc}"
@@ -474,6 +478,22 @@ def _start_background(stack: LocalStack, gateway_port: int) -> None:
     )
     stack._stops.append(stack.bucket_events)
     stack.background += ["gateway", "ticker", "bucket-events"]
+
+
+def _catch_up(stack: LocalStack, *, until: datetime) -> None:
+    """The schedules' ``catch_up`` after the stack was down: the slots missed up to ``until``
+    (the ticker fires the ones after it), each schedule by its trigger's ``catch_up``."""
+    from langorch.app.schedules import catch_up_schedules
+
+    for done in catch_up_schedules(stack.container, until=until):
+        logger.info(
+            "schedule %s caught up (%s): %d missed, %d started, %d skipped",
+            done.schedule,
+            done.mode,
+            done.count,
+            len(done.started),
+            done.skipped,
+        )
 
 
 EMULATOR_LOG = "logs/emulator.log"

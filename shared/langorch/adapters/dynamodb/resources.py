@@ -123,6 +123,14 @@ class ResourceLocksRepository:
 
         return self._change(name, decide)
 
+    def reserve(self, name: str, holder: str, *, now: float, limit: int, period: float) -> float:
+        """Reserve ``holder``'s start slot (see :func:`rules.reserve`); when it may start."""
+
+        def decide(state: ResourceState) -> tuple[ResourceState, float]:
+            return rules.reserve(state, holder, now=now, limit=limit, period=period)
+
+        return self._change(name, decide)
+
     def release(self, name: str, holder: str) -> bool:
         """Give back ``holder``'s lease and queue place; whether it had either."""
         return self._change(name, lambda state: rules.release(state, holder))

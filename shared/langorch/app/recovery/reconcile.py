@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from langorch.app.runs import CloseDeps, close_pending_approval, mark_failed, record_cancelled
+from langorch.domain.concurrency import TRIGGER_DETAIL
 from langorch.domain.errors import NotFoundError
 from langorch.domain.limits import cut
 from langorch.domain.runs import RunError, RunRecord, RunStatus, execution_name
@@ -138,12 +139,14 @@ def reconcile_runs(
 
 def _never_started(run: RunRecord, deps: ReconcileDeps) -> bool:
     """A ``queued`` run older than :data:`START_GRACE_SECONDS` with no execution, whose workflow
-    queues none behind a ``concurrency`` key: its trigger wrote the record and died (or was
-    throttled) before StartExecution."""
+    queues none behind a ``concurrency`` key (its workflow's or its trigger's): its trigger
+    wrote the record and died (or was throttled) before StartExecution."""
     if run.status is not RunStatus.queued:
         return False
     if (deps.clock() - run.created_at).total_seconds() < START_GRACE_SECONDS:
         return False
+    if TRIGGER_DETAIL in run.trigger.detail:
+        return False  # taken its trigger's concurrency key: it may be queued on purpose
     plan = deps.definitions.get_workflow(run.workflow_id, run.workflow_version)
     return plan is not None and plan.concurrency is None
 

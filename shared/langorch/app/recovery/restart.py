@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Protocol
 from langorch.app.recovery.reconcile import OPEN_STATUSES
 from langorch.app.runs import LEASE_GRACE_SECONDS
 from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
+from langorch.domain.concurrency import run_of
 from langorch.domain.errors import NotFoundError
 from langorch.domain.runs import RunStatus, execution_name
 
@@ -117,7 +118,7 @@ def _queued_for_concurrency(deps: RestartDeps) -> set[str]:
     """Runs waiting in a workflow's ``concurrency`` queue: queued with no execution on purpose."""
     now = time.time()
     return {
-        waiter.holder.rsplit("/", 1)[0]
+        run_of(waiter.holder)
         for state in deps.resources.list()
         if state.name.startswith(CONCURRENCY_PREFIX)
         for waiter in state.live(now).queue

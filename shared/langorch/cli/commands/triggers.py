@@ -1,5 +1,5 @@
 """``langorch triggers show WORKFLOW``: a workflow's triggers and flow control, and what its
-recent starts became — started, queued behind a key, dropped and why — with counts."""
+recent starts became — started, queued behind a key, delayed, dropped and why — with counts."""
 
 from __future__ import annotations
 
@@ -41,6 +41,12 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
             lines.append(f"  {trigger:<9} " + "  ".join(f"{s} {n}" for s, n in counts.items()))
         for reason, count in view.dropped.items():
             lines.append(f"  dropped {count}: {reason}")
+        for rule, count in view.merged.items():
+            lines.append(f"  folded {count} into later runs: by {rule} (counted on the run)")
+        for rule, count in view.delayed.items():
+            lines.append(f"  delayed {count}: by {rule}")
+        if view.missed_slots:
+            lines.append(f"  schedule slots missed in downtime, not run: {view.missed_slots}")
         if view.keys:
             lines.append(f"{'KEY':<48} {'LIMIT':>5}  {'HELD':>4}  {'WAITING':>7}")
             lines += [
