@@ -137,6 +137,10 @@ class Settings(BaseSettings):
     """The role schedules assume to invoke the trigger function."""
     schedule_dlq_arn: str | None = None
     """Where the Scheduler puts a schedule's event it could not deliver after its retries."""
+    dead_letter_queues: str = ""
+    """The stack's dead-letter queues as ``name=ARN`` pairs, comma-separated (its
+    ``DeadLetterQueues`` output), for ``langorch queues redrive``; empty: none (the local
+    stack delivers its events in process)."""
     public_base_url: str = "http://127.0.0.1:8787"
     """Approval links are built from this, never from request headers."""
     sender_email: str = "langorch@example.com"
