@@ -250,6 +250,8 @@ class LangorchStack(Stack):
             tables=self.tables,
             files=self.files,
             state_machine=state_machine,
+            dead_letter_queues=list(self.triggers.dead_letter_queues.values()),
+            trigger=self.functions.trigger,
         )
         self.key: StackKey | None = None
         if config.kms != "managed":
@@ -301,6 +303,11 @@ class LangorchStack(Stack):
             "SchedulerGroup": self.triggers.schedule_group_name,
             "SchedulerRoleArn": self.triggers.scheduler_role.role_arn,
             "ScheduleDlqArn": self.triggers.schedule_dlq.queue_arn,
+            # `langorch queues redrive`: name=ARN pairs (langorch.adapters.dead_letters).
+            "DeadLetterQueues": ",".join(
+                f"{name}={queue.queue_arn}"
+                for name, queue in self.triggers.dead_letter_queues.items()
+            ),
             "LinkSigningSecret": self.secrets.link_signing_key.secret_arn,
             "LlmApiKeySecret": self.secrets.llm_api_key.secret_arn,
             "WebhookSecretPrefix": self.secrets.webhook_prefix,
@@ -310,7 +317,8 @@ class LangorchStack(Stack):
             "LogGroupPrefix": self.functions.log_group_prefix,
             "AlarmTopicArn": self.observability.topic.topic_arn,
             "DashboardName": self.observability.dashboard.dashboard_name,
-            # Attach to the people who run `langorch runs redrive | fork --stack …`.
+            # Attach to the people who run `langorch runs redrive | fork` and `langorch queues
+            # redrive` with `--stack …`.
             "OperatorRecoveryPolicyArn": self.operators.policy.managed_policy_arn,
         }
         for key, value in outputs.items():

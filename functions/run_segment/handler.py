@@ -3,14 +3,16 @@
 Events (built by the state machine, ``statemachine.asl.json``)::
 
     {"action": "segment", "run_id": "run-…", "resume": null | {"woke": true} | {decision…},
-     "owner": "<execution name>/<time it entered RunSegment>"}
+     "owner": "<execution name>/<time it entered RunSegment>", "carried": {…, "events": N}}
     {"action": "fail", "run_id": "run-…", "state": {…, "error": {"Error": …, "Cause": …}}}
     {"action": "park", "run_id": "run-…", "resource": {"name": …, "holder": …}, "task_token": …}
     {"action": "park_paused", "run_id": "run-…", "task_token": …}
 
 A segment answers the state machine's payload: ``run_id``, ``status`` (what ``Route`` branches
-on), ``segment``, ``seconds`` for a sleep, ``approval`` (with ``timeout_seconds``) for an
-approval, ``resource`` (with ``seconds``) for a run queued for a resource, and ``resume: null``
+on: ``continued`` when the run went on in a fresh execution, continue-as-new), ``events`` (the
+history events its execution will have at the next ``RunSegment``), ``segment``, ``seconds`` for
+a sleep, ``approval`` (with ``timeout_seconds``) for an approval, ``resource`` (with
+``seconds``) for a run queued for a resource, and ``resume: null``
 for the next ``RunSegment``. ``park`` keeps a queued run's task token with its place in the
 resource's queue, so the release that makes it its turn wakes it (``AwaitResource``);
 ``park_paused`` keeps a paused run's token with its pause request, so ``langorch runs resume``
@@ -32,10 +34,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from langorch.app.continuation import CountedSegment, counted_segment
 from langorch.app.run_failures import note_segment_error
-from langorch.app.runs import RunSegment, mark_failed, run_segment
+from langorch.app.runs import RunSegment, mark_failed
 from langorch.composition.bootstrap import SandboxContainer
 from langorch.domain.errors import LeaseHeldError, LeaseLostError, StorageError
+from langorch.domain.history import STARTED_EVENTS
 from langorch.domain.runs import RunError
 from langorch.observability import (
     NAMESPACE,
@@ -102,6 +106,20 @@ class SegmentEvent(BaseModel):
     """The execution and the time it entered RunSegment: the same on the state machine's
     retries of this segment, so a retry after a crash takes back the lease its dead attempt
     held (``None``: a fresh owner)."""
+    carried: dict[str, Any] = Field(default_factory=dict)
+    """The state data as it entered RunSegment: ``events``, the history events its execution
+    has so far (absent on an execution's first entry)."""
+
+    @property
+    def events(self) -> int:
+        """The history events the execution has so far (counted from the shipped ASL)."""
+        events = self.carried.get("events")
+        return events if isinstance(events, int) and events > 0 else STARTED_EVENTS
+
+    @property
+    def execution(self) -> str | None:
+        """The execution asking (its name is the owner's first part)."""
+        return self.owner.split("/", 1)[0] if self.owner else None
 
 
 class FailEvent(BaseModel):
@@ -198,8 +216,9 @@ def _segment(request: SegmentEvent) -> dict[str, Any]:
     started = time.perf_counter()
     deps = container()
     try:
-        result = run_segment(
-            RunSegment(request.run_id, resume=request.resume, owner=request.owner), deps
+        segment = RunSegment(request.run_id, resume=request.resume, owner=request.owner)
+        result, events = counted_segment(
+            CountedSegment(segment, request.events, request.execution), deps
         )
     except Exception as exc:
         # Kept before the retry, so MarkFailed reports this first cause, not a retry's symptom.
@@ -219,7 +238,7 @@ def _segment(request: SegmentEvent) -> dict[str, Any]:
     if result.ended and result.workflow_id:
         _dollars("RunCost", result.cost_usd, workflow=result.workflow_id)
     log.info("segment answered", extra={"status": result.status})
-    return {**result.to_dict(), "resume": None}
+    return {**result.to_dict(), "resume": None, "events": events}
 
 
 def _dollars(name: str, value: float, **dimensions: str) -> None:

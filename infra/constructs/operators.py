@@ -1,15 +1,18 @@
 """What operators need to recover runs from their own machine: a managed policy to attach.
 
-``langorch runs redrive | fork`` (and ``runs show`` / ``runs list`` to follow them) run with the
-operator's credentials against the deployed stack (``--stack``). The policy grants exactly the
-AWS calls those use-cases can make — derived from the code and checked action for action by
-``tests/infra/test_operator_policy.py`` — plus reading this stack's outputs (``--stack``).
+``langorch runs redrive | fork`` (and ``runs show`` / ``runs list`` to follow them) and
+``langorch queues redrive`` run with the operator's credentials against the deployed stack
+(``--stack``). The policy grants exactly the AWS calls those use-cases can make — derived from
+the code and checked action for action by ``tests/infra/test_operator_policy.py`` — plus reading
+this stack's outputs (``--stack``).
 """
 
 from __future__ import annotations
 
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -24,6 +27,8 @@ class RecoveryOperatorPolicy(Construct):
         tables: the stack's tables.
         files: the files bucket (offloaded checkpoints live under its checkpoint prefix).
         state_machine: the run state machine (redrives start executions of it).
+        dead_letter_queues: the stack's DLQs (``queues redrive`` reads and deletes letters).
+        trigger: the function the DLQs' events were for (``queues redrive`` invokes it).
     """
 
     def __init__(
@@ -34,6 +39,8 @@ class RecoveryOperatorPolicy(Construct):
         tables: Tables,
         files: FilesBucket,
         state_machine: sfn.IStateMachine,
+        dead_letter_queues: list[sqs.IQueue],
+        trigger: lambda_.IFunction,
     ) -> None:
         super().__init__(scope, id)
         stack = Stack.of(self)
@@ -84,6 +91,17 @@ class RecoveryOperatorPolicy(Construct):
             iam.PolicyStatement(
                 sid="FollowExecutions", actions=["states:DescribeExecution"], resources=[executions]
             ),
+            # queues redrive: each letter read, delivered to the trigger again, then deleted.
+            iam.PolicyStatement(
+                sid="DeadLetters",
+                actions=["sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:DeleteMessage"],
+                resources=[q.queue_arn for q in dead_letter_queues],
+            ),
+            iam.PolicyStatement(
+                sid="RedeliverDeadLetters",
+                actions=["lambda:InvokeFunction"],
+                resources=[trigger.function_arn],
+            ),
             iam.PolicyStatement(
                 sid="StackOutputs",
                 actions=["cloudformation:DescribeStacks"],
@@ -94,7 +112,7 @@ class RecoveryOperatorPolicy(Construct):
             self,
             "Policy",
             description=(
-                "langorch operators: runs redrive / fork / show with --stack "
+                "langorch operators: runs redrive / fork / show and queues redrive with --stack "
                 f"{stack.stack_name} (exactly what those commands call)"
             ),
             statements=statements,

@@ -166,6 +166,11 @@ class Settings(BaseModel):
     pause_recheck_seconds: int = Field(default=3600, ge=1, le=365 * 86_400)
     """How long an execution parked on a pause waits before it looks again whether the run
     was resumed (a resume wakes it at once; this is the fallback for a wake-up that was lost)."""
+    execution_history_limit: int = Field(default=24_000, ge=50, le=25_000)
+    """The history events a run's execution may reach before the run continues in a fresh
+    execution (continue-as-new). Step Functions fails an execution at 25,000; the 1,000 kept
+    back are room for the events of retries, which the count (from the shipped state machine,
+    ``langorch.domain.history``) does not see."""
     checkpoint_ttl_days: int | None = 30
     default_approvers: list[str] = []
 
@@ -179,6 +184,10 @@ class Settings(BaseModel):
     """The role schedules assume to invoke the trigger function."""
     schedule_dlq_arn: str | None = None
     """Where the Scheduler puts a schedule's event it could not deliver after its retries."""
+    dead_letter_queues: str = ""
+    """The stack's dead-letter queues as ``name=ARN`` pairs, comma-separated (its
+    ``DeadLetterQueues`` output), for ``langorch queues redrive``; empty: none (the local
+    stack delivers its events in process)."""
     public_base_url: str = "http://127.0.0.1:8787"
     """Approval links are built from this, never from request headers."""
     sender_email: str = "langorch@example.com"

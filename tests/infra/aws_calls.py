@@ -43,6 +43,7 @@ SERVICE_PREFIX = {
     "scheduler": "scheduler",
     "sts": "sts",
     "lambda": "lambda",
+    "sqs": "sqs",
 }
 SPECIAL_ACTIONS = {
     # S3 authorizes these under other actions' names.

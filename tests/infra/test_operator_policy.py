@@ -1,7 +1,7 @@
-"""The operators' managed policy allows exactly the AWS calls ``langorch runs redrive | fork``
-can make against a deployed stack: derived from the use-cases the CLI module imports
-(``tests/infra/aws_calls.py``), so a new call without a grant — or a grant no code uses — fails
-here, not in an operator's terminal during an incident."""
+"""The operators' managed policy allows exactly the AWS calls ``langorch runs redrive | fork`` and
+``langorch queues redrive`` can make against a deployed stack: derived from the use-cases the
+CLI module imports (``tests/infra/aws_calls.py``), so a new call without a grant — or a grant no
+code uses — fails here, not in an operator's terminal during an incident."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ from tests.infra.aws_calls import REPO, Call, function_calls
 from tests.infra.conftest import Synth
 from tests.infra.helpers import actions_on
 
-COMMANDS = REPO / "shared" / "langorch" / "cli" / "commands" / "recovery.py"
+COMMANDS = [
+    REPO / "shared" / "langorch" / "cli" / "commands" / f"{group}.py"
+    for group in ("recovery", "queues")
+]
 NOT_FROM_USE_CASES = {"cloudformation:DescribeStacks"}
 """``--stack NAME`` reads the stack's outputs before any use-case runs."""
 RUN_HERE_ONLY = {"run_segment", "RunSegment"}
@@ -33,7 +36,8 @@ def needed(tmp_path_factory: pytest.TempPathFactory) -> set[Call]:
     """The calls of every use-case the recovery commands import (inside their functions)."""
     imports = [
         node
-        for node in ast.walk(ast.parse(COMMANDS.read_text(encoding="utf-8")))
+        for commands in COMMANDS
+        for node in ast.walk(ast.parse(commands.read_text(encoding="utf-8")))
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("langorch.app")
     ]
     for node in imports:
@@ -53,6 +57,7 @@ def test_the_derivation_sees_what_a_redrive_and_a_fork_call(needed: set[Call]) -
     assert ("dynamodb:UpdateItem", "runs_table") in actions  # the conditional reopen
     assert ("dynamodb:Query", "checkpoints_table") in actions  # the checkpoint history
     assert ("states:StartExecution", None) in actions
+    assert {("sqs:ReceiveMessage", None), ("lambda:InvokeFunction", None)} <= actions  # queues
 
 
 def test_the_policy_allows_exactly_the_calls_the_commands_make(

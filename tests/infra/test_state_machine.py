@@ -150,4 +150,8 @@ def test_a_paused_run_parks_on_a_task_token_the_runner_keeps_and_a_resume_wakes(
     timeout = [c for c in await_resume["Catch"] if c["ErrorEquals"] == ["States.Timeout"]]
     assert [c["Next"] for c in timeout] == ["Resumed"]
     assert states["Resumed"]["Next"] == "RunSegment"
-    assert states["Resumed"]["Parameters"] == {"run_id.$": "$.run_id", "resume": None}
+    assert states["Resumed"]["Parameters"] == {
+        "run_id.$": "$.run_id",
+        "resume": None,
+        "events.$": "$.events",  # the history count goes on (continue-as-new)
+    }

@@ -43,8 +43,8 @@ from langorch.domain.runs import (
     RunTrigger,
     TimelineEvent,
     TimelineEventType,
+    current_execution,
     dedupe_run_id,
-    execution_name,
     minimal_failed,
     new_run_id,
     transition,
@@ -819,7 +819,7 @@ def cancel_run(
     run, changed = record_cancelled(run_id, deps, actor=actor, reason=reason, wake=deps.executions)
     if run.status is RunStatus.cancelled and deps.settings.state_machine_arn:
         # The current execution: a redriven run's is named by its attempt.
-        deps.executions.stop(execution_name(run_id, run.attempt), reason)
+        deps.executions.stop(current_execution(run), reason)
     return run, changed
 
 

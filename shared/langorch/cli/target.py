@@ -49,6 +49,7 @@ OPTIONAL_OUTPUT_FIELDS: Mapping[str, str] = {
     "SchedulerGroup": "scheduler_group",
     "SchedulerRoleArn": "scheduler_role_arn",
     "ScheduleDlqArn": "schedule_dlq_arn",
+    "DeadLetterQueues": "dead_letter_queues",
     "LinkSigningSecret": "link_signing_secret",
     "LlmApiKeySecret": "llm_api_key_secret",
     "WebhookSecretPrefix": "webhook_secret_prefix",

@@ -34,6 +34,7 @@ _MARK = {
     TimelineEventType.run_resumed: "resumed",
     TimelineEventType.run_redriven: "redrive",
     TimelineEventType.run_forked: "fork",
+    TimelineEventType.run_continued: "continued",
 }
 
 
@@ -163,6 +164,8 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.extend(_recovery_parts(event))
     elif kind in (TimelineEventType.run_paused, TimelineEventType.run_resumed):
         parts.extend(_pause_parts(event))
+    elif kind == TimelineEventType.run_continued:
+        parts.append(f"in execution {detail.get('to')} (history at {detail.get('events')} events)")
     if isinstance(fix, dict) and kind in _FIXED_BY and fix.get("choice") in ("skip", "fail"):
         verb = "skipped" if fix["choice"] == "skip" else "failed"
         parts.append(f"{verb} by {fix.get('by') or 'nobody in time'}")

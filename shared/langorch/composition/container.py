@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from slack_sdk import WebClient
 
     from langorch.adapters.artifacts import S3Artifacts, S3ArtifactWriter
+    from langorch.adapters.dead_letters import SqsDeadLetters
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
@@ -281,6 +282,15 @@ class Container:
                 "'Approvals in Slack')"
             )
         return web_client(token, self.settings.slack_base_url)
+
+    @cached_property
+    def dead_letters(self) -> SqsDeadLetters:
+        """The stack's dead-letter queues and their target (``langorch queues redrive``)."""
+        from langorch.adapters.dead_letters import SqsDeadLetters, parse_queues
+
+        queues = parse_queues(self.settings.dead_letter_queues)
+        target = self.settings.trigger_function_arn
+        return SqsDeadLetters(self.client("sqs"), self.client("lambda"), queues, target)
 
     @cached_property
     def handoff(self) -> Handoff:

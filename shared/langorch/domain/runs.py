@@ -324,6 +324,10 @@ class RunRecord(_Stored):
     attempt: int = Field(default=0, ge=0)
     """How many times the run was redriven: its current execution is
     :func:`execution_name` ``(run_id, attempt)``."""
+    continued: int = Field(default=0, ge=0)
+    """How many times the run went on in a fresh execution within its attempt (continue-as-new,
+    before an execution's history reaches its limit): its current execution is
+    :func:`execution_name` ``(run_id, attempt, continued)``."""
     redrives: list[Redrive] = Field(default_factory=list)
     """The run's redrives, oldest first (the last :data:`MAX_LINEAGE` are kept)."""
     forked_from: ForkLink | None = None
@@ -524,21 +528,27 @@ def new_run_id(id_gen: Callable[[], str]) -> str:
 _EXECUTION_NAME_MAX = 80
 
 
-def execution_name(run_id: str, attempt: int = 0) -> str:
+def execution_name(run_id: str, attempt: int = 0, continued: int = 0) -> str:
     """The name of the run's Step Functions execution for ``attempt`` (0: its first).
 
     The first execution is named by the run id (a duplicate start starts nothing); a redrive's
-    is ``<run_id>-r<attempt>``, so a repeated redrive of the same attempt starts nothing either.
+    is ``<run_id>-r<attempt>``, so a repeated redrive of the same attempt starts nothing either;
+    the ``continued``-th fresh execution of an attempt (continue-as-new) adds ``-c<continued>``.
     An id too long for the suffix keeps a hash of itself, so names never collide.
     """
-    if attempt == 0:
+    suffix = (f"-r{attempt}" if attempt else "") + (f"-c{continued}" if continued else "")
+    if not suffix:
         return run_id
-    suffix = f"-r{attempt}"
     if len(run_id) + len(suffix) <= _EXECUTION_NAME_MAX:
         return run_id + suffix
     digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:10]
     keep = _EXECUTION_NAME_MAX - len(suffix) - len(digest) - 1
     return f"{run_id[:keep]}-{digest}{suffix}"
+
+
+def current_execution(run: RunRecord) -> str:
+    """The name of the execution the run is in now (its attempt's, continued or not)."""
+    return execution_name(run.run_id, run.attempt, run.continued)
 
 
 def reopened(
@@ -576,6 +586,7 @@ def reopened(
         "outputs_truncated": False,
         "pending": pending,
         "attempt": redrive.attempt,
+        "continued": 0,
         "workflow_version": redrive.to_version,
         "redrives": [*run.redrives, redrive][-MAX_LINEAGE:],
     }
@@ -620,6 +631,8 @@ class TimelineEventType(StrEnum):
     run_resumed = "run_resumed"
     run_redriven = "run_redriven"
     run_forked = "run_forked"
+    run_continued = "run_continued"
+    """The run went on in a fresh execution (continue-as-new): ``detail`` names both."""
 
 
 class TokenUsage(_Stored):

@@ -105,7 +105,7 @@ from langorch.domain.approvals.votes import (
     check_may_vote,
 )
 from langorch.domain.errors import NotFoundError, StorageError, TaskClosedError
-from langorch.domain.runs import RunStatus, execution_name
+from langorch.domain.runs import RunStatus, current_execution
 
 __all__ = [
     "MIN_KEY_BYTES",
@@ -490,7 +490,7 @@ def _run_now(ports: PagePorts, approval: Approval) -> _RunNow:
     if run.is_terminal or waits_on != approval.interrupt_id:
         return _RunNow.elsewhere
     try:
-        status = ports.executions.describe(execution_name(run.run_id, run.attempt))["status"]
+        status = ports.executions.describe(current_execution(run))["status"]
     except NotFoundError:
         return _RunNow.waiting
     except StorageError:

@@ -25,7 +25,7 @@ from langorch.app.runs import CloseDeps, close_pending_approval, mark_failed, re
 from langorch.domain.concurrency import TRIGGER_DETAIL
 from langorch.domain.errors import NotFoundError
 from langorch.domain.limits import cut
-from langorch.domain.runs import RunError, RunRecord, RunStatus, execution_name
+from langorch.domain.runs import RunError, RunRecord, RunStatus, current_execution
 
 if TYPE_CHECKING:
     from langorch.app.ports import Executions, WorkflowSource
@@ -108,7 +108,7 @@ def reconcile_runs(
     repairs: list[Repair] = []
     for status in OPEN_STATUSES:
         for run in deps.runs.list_runs(status=status, limit=limit):
-            name = execution_name(run.run_id, run.attempt)
+            name = current_execution(run)
             try:
                 execution = deps.executions.describe(name)
             except NotFoundError:

@@ -26,6 +26,7 @@ from langorch.domain.runs import (
     RunStatus,
     TimelineEvent,
     TimelineEventType,
+    current_execution,
     execution_name,
     reopened,
 )
@@ -271,7 +272,7 @@ def _already_redriven(run: RunRecord, from_step: str | None, deps: RedriveDeps) 
     # Open: redrivable only when its execution has ended (or never existed): stranded.
     if not deps.settings.state_machine_arn:
         return False  # driven on this machine: no execution to ask; the lease guards it
-    name = execution_name(run.run_id, run.attempt)
+    name = current_execution(run)
     try:
         status = str(deps.executions.describe(name).get("status", ""))
     except NotFoundError:
@@ -514,7 +515,7 @@ def _lost_race(deps: RedriveDeps, run_id: str, note: Redrive | None) -> Redriven
     return Redriven(
         run_id=run_id,
         attempt=current.attempt,
-        execution_name=execution_name(run_id, current.attempt),
+        execution_name=current_execution(current),
         started=False,
         from_step=last.from_step,
         checkpoint_id=last.checkpoint_id,

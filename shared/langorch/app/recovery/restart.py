@@ -24,7 +24,7 @@ the run's execution was lost, not ended — so the same execution is started aga
 name and the record, timeline and checkpoints are not touched. A redrive also asks a wait again
 from its step (its whole duration), where a restart must wake the run at its time, and it
 compiles each run's graph, which a start-up with many runs in flight cannot afford. The name
-started again is the current attempt's (``execution_name(run_id, run.attempt)``), so a run lost
+started again is the current attempt's (``current_execution(run)``), so a run lost
 after a redrive gets its redrive's execution back.
 """
 
@@ -40,7 +40,7 @@ from langorch.app.runs import LEASE_GRACE_SECONDS
 from langorch.domain.concurrency import PREFIX as CONCURRENCY_PREFIX
 from langorch.domain.concurrency import run_of
 from langorch.domain.errors import NotFoundError
-from langorch.domain.runs import RunStatus, execution_name
+from langorch.domain.runs import RunStatus, current_execution
 
 if TYPE_CHECKING:
     from langorch.app.ports import Clock, Executions, ResourceLocks, RunsStore
@@ -98,7 +98,7 @@ def recover_in_flight(deps: RestartDeps, *, limit: int = 1000) -> list[Recovered
         for run in deps.runs.list_runs(status=status, limit=limit):
             if run.status is RunStatus.queued and run.run_id in waiting:
                 continue  # it never had an execution: it starts when its key's turn comes
-            name = execution_name(run.run_id, run.attempt)  # the current attempt's
+            name = current_execution(run)  # the current attempt's
             try:
                 deps.executions.describe(name)
                 continue  # it has one: nothing was lost

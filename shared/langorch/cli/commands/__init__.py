@@ -47,6 +47,7 @@ GROUPS: tuple[Group, ...] = (
     Group("resources", "declare and inspect resource limits"),
     Group("schedules", "pause, resume and backfill workflows' schedules"),
     Group("triggers", "inspect what starts a workflow's runs"),
+    Group("queues", "redrive the stack's dead-letter queues"),
     Group("test", "run workflow tests (tests.yaml) offline: no AWS, no network"),
     Group(
         "replay",

@@ -460,12 +460,12 @@ def _status(text: str | None) -> Any:
 
 def _show(ctx: Context, args: argparse.Namespace) -> None:
     from langorch.cli.timeline import render_run
-    from langorch.domain.runs import execution_name
+    from langorch.domain.runs import current_execution
 
     repo = ctx.container.runs
     run = repo.get_run(args.run_id)
     events = repo.get_timeline(args.run_id)
-    execution = _execution(ctx, execution_name(run.run_id, run.attempt))
+    execution = _execution(ctx, current_execution(run))
     document = run_json(run)
     artifacts = _artifacts(ctx.container, run.run_id)
 
