@@ -116,7 +116,9 @@ class CheckpointTable:
         self.batch_write([{"PutRequest": {"Item": item}} for item in items])
         logger.debug("stored %s (%d items)", what, len(items))
 
-    def write_fenced(self, items: Sequence[Item], fence: Fence, *, what: str) -> None:
+    def write_fenced(
+        self, items: Sequence[Item], fence: Fence, *, what: str, watch_pause: bool = False
+    ) -> bool:
         """Put items only while ``fence`` holds the run's lease: one transaction per chunk.
 
         Each ``TransactWriteItems`` is a ``ConditionCheck`` on the run item (``fence =
@@ -127,15 +129,32 @@ class CheckpointTable:
         the writes of a segment that crashed there), and a refused chunk writes nothing, so a
         stale segment never adds a checkpoint.
 
+        With ``watch_pause`` the last chunk's check also asks that no operator's pause stands
+        on the run. When that check fails the chunk is sent again with the fence check alone:
+        it lands if the fence still holds (the pause was the reason), so a pause never costs a
+        finished superstep, and costs a second request only when one stands.
+
+        Returns:
+            Whether a pause stood on the run when the last chunk was written (always ``False``
+            without ``watch_pause``).
+
         Raises:
             LeaseLostError: the run's fence is no longer ``fence.value`` (or the run is gone).
             StorageError: DynamoDB refused the request for another reason.
         """
-        check = fence.condition_check()
-        for chunk in _transaction_chunks(items):
+        chunks = _transaction_chunks(items)
+        paused = False
+        for n, chunk in enumerate(chunks):
             puts = [{"Put": {"TableName": self.name, "Item": item}} for item in chunk]
-            self._transact([check, *puts], fence)
+            if watch_pause and n == len(chunks) - 1:
+                try:
+                    self._transact([fence.condition_check(unpaused=True), *puts], fence)
+                    continue
+                except LeaseLostError:
+                    paused = True  # or the lease was lost: the fence check alone tells
+            self._transact([fence.condition_check(), *puts], fence)
         logger.debug("stored %s (%d items, fence %d)", what, len(items), fence.value)
+        return paused
 
     def _transact(self, actions: builtins.list[dict[str, Any]], fence: Fence) -> None:
         for attempt in range(_MAX_ATTEMPTS):

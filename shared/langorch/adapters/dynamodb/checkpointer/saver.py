@@ -62,6 +62,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             config carrying ``configurable["langorch_fence"]`` has its writes fenced: each
             superstep is one ``TransactWriteItems`` that also checks the run's fence, and a
             segment that lost its lease gets :class:`LeaseLostError` with nothing written.
+            A checkpoint's check also looks for an operator's pause (:meth:`pause_seen`).
             Without it, or without a fence in the config, writes are ``BatchWriteItem``.
     """
 
@@ -101,6 +102,8 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         # ``None``: the thread had no checkpoint (a new run's first segment reads that 2-3 times).
         self._newest: dict[tuple[str, str], tuple[int, Group | None]] = {}
         self._writes_stored = 0  # counts stored writes: a read older than one is not kept
+        # Runs whose fenced checkpoint write found an operator's pause (see pause_seen).
+        self._paused: set[str] = set()
 
     def setup(self) -> None:
         """Create the table if it is missing (on-demand, ``PK``/``SK`` strings) and enable TTL.
@@ -138,9 +141,9 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         fence = self._fence(config)
         group = self._group(fence)
         with self.buffer.lock:
-            self._write(
-                group, fence, [*self.buffer.items(group), item], f"checkpoint {checkpoint['id']}"
-            )
+            what = f"checkpoint {checkpoint['id']}"
+            if self._write(group, fence, [*self.buffer.items(group), item], what, checkpoint=True):
+                self._paused.add(thread[0])
             self.buffer.stored_checkpoint(thread, checkpoint["id"])
             if fence is not None:
                 # The writes stored with it belong to its parent: the new one has none yet.
@@ -210,25 +213,52 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         if lost is not None:
             raise lost
 
-    def _write(self, group: FenceGroup, fence: Fence | None, items: Items, what: str) -> None:
+    def _write(
+        self,
+        group: FenceGroup,
+        fence: Fence | None,
+        items: Items,
+        what: str,
+        *,
+        checkpoint: bool = False,
+    ) -> bool:
         """Store ``items`` (buffered ones of ``group`` included) and clear ``group``.
 
         Call with the buffer's lock held. A refused fence drops the group: its items can never
         be written, and they must not ride along with a newer segment's write.
+
+        Returns:
+            Whether a fenced ``checkpoint`` write found an operator's pause standing.
         """
         if not items:
-            return
+            return False
         self._writes_stored += 1
         self._forget(group)
+        paused = False
         if fence is None:
             self.table.write_items(items, what=what)
         else:
             try:
-                self.table.write_fenced(items, fence, what=what)
+                paused = self.table.write_fenced(items, fence, what=what, watch_pause=checkpoint)
             except LeaseLostError:
                 self.buffer.clear(group)
                 raise
         self.buffer.clear(group)
+        return paused
+
+    def pause_seen(self, run_id: str) -> bool:
+        """Whether a fenced checkpoint write of ``run_id`` found an operator's pause standing on
+        the run since the last call (which this call forgets).
+
+        The segment asks at each step boundary instead of reading the run item: the check
+        rides in the checkpoint write's own transaction, so a pause costs no request until one
+        stands (then one more, to store the superstep under the fence alone).
+        """
+        with self.buffer.lock:
+            if run_id not in self._paused:
+                return False
+            self._paused.discard(run_id)
+            return True
 
     def _forget(self, group: FenceGroup) -> None:
         """Drop the remembered newest checkpoints a write to ``group`` may change."""
