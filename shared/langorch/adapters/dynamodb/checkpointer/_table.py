@@ -282,6 +282,23 @@ class CheckpointTable:
             # Writes without their checkpoint (it was never stored): look below them.
             upper = checkpoint_sk(ns, text(first, "cid"))
 
+    def checkpoint_range(self, thread_id: str, ns: str, low_id: str, high_id: str) -> Items:
+        """The checkpoint items (no writes) of a namespace from ``low_id`` to ``high_id``,
+        both included: one paged ``Query`` (a delta checkpoint's lineage lies in it)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk AND SK BETWEEN :lo AND :hi",
+            "FilterExpression": "k = :c",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": thread_id},
+                ":lo": {"S": checkpoint_sk(ns, low_id)},
+                ":hi": {"S": checkpoint_sk(ns, high_id)},
+                ":c": {"S": "c"},
+            },
+            "ConsistentRead": True,
+        }
+        return [item for page in self.pages("Query", self.client.query, kwargs) for item in page]
+
     def query_groups(
         self,
         thread_id: str,
