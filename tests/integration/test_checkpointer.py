@@ -576,3 +576,23 @@ def test_a_run_logs_nothing_at_info(
 
     # Then the saver wrote no INFO (or louder) line
     assert [r for r in caplog.records if r.name.startswith("langorch")] == []
+
+
+def test_a_copied_checkpoint_whose_values_differ_under_the_same_versions_is_stored_as_is(
+    new_saver: Callable[..., DynamoCheckpointSaver],
+) -> None:
+    # Given a stored checkpoint, and a copy of it with an edited value but the same channel
+    # versions (as a fork or a redrive with edits makes one: engine.rewind.copy_to_head)
+    saver, config = new_saver(), _thread()
+    first = empty_checkpoint()
+    first["channel_values"] = {"trail": ["a"]}
+    first["channel_versions"] = {"trail": 1}
+    stored = saver.put(config, first, {"source": "loop", "step": 0}, {"trail": 1})
+    edited = empty_checkpoint()
+    edited["channel_values"] = {"trail": ["a", "edited"]}
+    edited["channel_versions"] = {"trail": 1}
+    # When the copy is stored as the child of the first
+    saver.put(stored, edited, {"source": "fork", "step": 1}, {"trail": 1})
+    # Then a fresh process reads the edited value back
+    newest = new_saver().get_tuple(config)
+    assert newest is not None and newest.checkpoint["channel_values"]["trail"] == ["a", "edited"]

@@ -20,7 +20,8 @@ format before deltas): it reads as it always did, and serves as a base for the d
 so a run started before deltas resumes.
 
 Changes are found by comparing each key's (or element's) serialized bytes with the parent's,
-never by identity, so a value changed in place is still stored.
+never by identity or channel version, so a value changed in place, or a copied checkpoint whose
+values differ under the same versions, is still stored.
 """
 
 from __future__ import annotations
@@ -57,10 +58,9 @@ class FieldView:
 
 @dataclass(frozen=True)
 class View:
-    """A stored checkpoint as the saver remembers it: its id, versions and fields' bytes."""
+    """A stored checkpoint as the saver remembers it: its id and its fields' bytes."""
 
     checkpoint_id: str
-    versions: Mapping[str, Any]
     fields: Mapping[str, FieldView]
 
     @property
@@ -85,19 +85,10 @@ def encode(
     checkpoint_id = checkpoint["id"]
     deltas: dict[str, Any] = {}
     views: dict[str, FieldView] = {}
-    versions = checkpoint["channel_versions"]
     for name, value in fields_of(checkpoint).items():
         old = parent.fields.get(name) if parent is not None else None
-        channel = name[2:] if name.startswith("v:") else None
-        if (
-            old is not None
-            and parent is not None
-            and channel is not None
-            and channel in parent.versions
-            and parent.versions[channel] == versions.get(channel)
-        ):
-            views[name] = old  # same version: unchanged, nothing stored
-            continue
+        # Every field is compared, whatever its version: a copied checkpoint (a fork, a redrive
+        # with edits) keeps its source's versions while its values differ from the parent's.
         kind, parts = _parts(value, dumps)
         size = _size(kind, parts)
         patch = _patch(old, kind, parts, value) if old is not None else None
@@ -111,7 +102,7 @@ def encode(
             views[name] = FieldView(kind, parts, old.base, old.chain)  # changed back: nothing
     head = {key: value for key, value in checkpoint.items() if key not in _SPLIT}
     payload = {"h": head, "d": deltas, "k": list(checkpoint["channel_values"])}
-    return payload, View(checkpoint_id, dict(versions), views)
+    return payload, View(checkpoint_id, views)
 
 
 def assemble(
@@ -160,7 +151,7 @@ def assemble(
     for name, value in fields_of(checkpoint).items():
         kind, parts = _parts(value, dumps)
         views[name] = FieldView(kind, parts, bases[name], chains[name])
-    return checkpoint, View(checkpoint_id, dict(checkpoint["channel_versions"]), views)
+    return checkpoint, View(checkpoint_id, views)
 
 
 def _parts(value: Any, dumps: Dumps) -> tuple[str, Any]:
