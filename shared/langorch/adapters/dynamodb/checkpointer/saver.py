@@ -42,8 +42,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_VIEWS_KEPT = 256
-"""How many threads' newest checkpoints a saver keeps to diff the next put against."""
+_VIEWS_KEPT = 16
+"""How many threads' newest checkpoints a saver keeps to diff the next put against. Each holds
+its state twice (values and their bytes): a Lambda sandbox runs one segment at a time, and a
+few hundred kilobytes of state times this must stay well inside its memory."""
 
 FENCE_KEY = "langorch_fence"
 """The ``configurable`` key a segment puts its lease's fence under (``engine.segments``)."""
