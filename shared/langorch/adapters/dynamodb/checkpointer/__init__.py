@@ -64,7 +64,10 @@ What this saver does instead
   one still needed (``base``) to the checkpoint along the parent links (one ``Query``), and
   replays them; the newest checkpoint of a thread it wrote is served from memory. Items
   without ``dv`` are whole checkpoints (the format before deltas): read as before, and the base
-  of the deltas written after them, so runs started before deltas resume.
+  of the deltas written after them, so runs started before deltas resume. With a TTL, a field
+  whose whole value lies in an item past half its TTL is stored whole again: the items a
+  checkpoint needs are at most half a TTL older than it, so they outlive its write by at least
+  half the TTL (before deltas, every item stood alone).
 * **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` (two when it has
   pending writes, e.g. a parked interrupt), thanks to the item layout below.
 * **S3 offload**: a payload of ``offload_threshold_bytes`` or more (after optional zlib

@@ -78,10 +78,14 @@ def fields_of(checkpoint: Checkpoint) -> dict[str, Any]:
 
 
 def encode(
-    checkpoint: Checkpoint, parent: View | None, dumps: Dumps
+    checkpoint: Checkpoint,
+    parent: View | None,
+    dumps: Dumps,
+    too_old: Callable[[str], bool] = lambda _: False,
 ) -> tuple[dict[str, Any], View]:
     """The delta payload of ``checkpoint`` against ``parent`` (``None``: everything whole),
-    and the view of it to diff its child against."""
+    and the view of it to diff its child against. A field whose whole value lies in a
+    checkpoint ``too_old`` says may expire soon (TTL) is stored whole again."""
     checkpoint_id = checkpoint["id"]
     deltas: dict[str, Any] = {}
     views: dict[str, FieldView] = {}
@@ -92,7 +96,12 @@ def encode(
         kind, parts = _parts(value, dumps)
         size = _size(kind, parts)
         patch = _patch(old, kind, parts, value) if old is not None else None
-        if patch is None or old is None or old.chain + patch[-1] > SNAPSHOT_RATIO * max(size, 1):
+        if (
+            patch is None
+            or old is None
+            or old.chain + patch[-1] > SNAPSHOT_RATIO * max(size, 1)
+            or too_old(old.base)
+        ):
             deltas[name] = (FULL, value)
             views[name] = FieldView(kind, parts, checkpoint_id, 0)
         elif patch[-1] or (patch[0] == MERGE and patch[2]):
@@ -185,3 +194,20 @@ def _patch(old: FieldView, kind: str, parts: Any, value: Any) -> tuple[Any, ...]
             return None
         return (APPEND, value[known:], sum(len(part) for part in parts[known:]))
     return None
+
+
+def written_at(checkpoint_id: str) -> float | None:
+    """When a checkpoint was created (epoch seconds), from its id: LangGraph's ids are UUIDv6,
+    whose first 15 hex digits past the version are a 100 ns count since 1582-10-15. ``None``
+    for an id of another form."""
+    digits = checkpoint_id.replace("-", "")
+    if len(digits) != 32 or digits[12] != "6":
+        return None
+    try:
+        ticks = int(digits[:12] + digits[13:16], 16)
+    except ValueError:
+        return None
+    return (ticks - _GREGORIAN_TO_UNIX_TICKS) / 10_000_000
+
+
+_GREGORIAN_TO_UNIX_TICKS = 0x01B21DD213814000

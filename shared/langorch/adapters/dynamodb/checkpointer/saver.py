@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langorch.adapters.dynamodb.checkpointer._buffer import FenceGroup, WriteBuffer
-from langorch.adapters.dynamodb.checkpointer._deltas import View, assemble, encode
+from langorch.adapters.dynamodb.checkpointer._deltas import View, assemble, encode, written_at
 from langorch.adapters.dynamodb.checkpointer._fence import Fence
 from langorch.adapters.dynamodb.checkpointer._keys import (
     Group,
@@ -156,7 +157,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         with self.buffer.lock:
             known = self._views.get(thread)
         parent = known[0] if known and parent_id and known[0].checkpoint_id == parent_id else None
-        payload, view = encode(checkpoint, parent, self._dumps)
+        payload, view = encode(checkpoint, parent, self._dumps, self._expiring)
         item = self.codec.checkpoint_item(config, checkpoint, metadata, (payload, view.base))
         fence = self._fence(config)
         group = self._group(fence)
@@ -386,6 +387,13 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             self._views.move_to_end(thread)
             while len(self._views) > _VIEWS_KEPT:
                 self._views.popitem(last=False)
+
+    def _expiring(self, checkpoint_id: str) -> bool:
+        """Whether a checkpoint's item is past half its TTL: deltas are not built on it (its
+        expiry would take the newer items that need it along)."""
+        ttl = self.codec.ttl_seconds
+        created = written_at(checkpoint_id)
+        return ttl is not None and created is not None and time.time() - created > ttl / 2
 
     def _dumps(self, value: Any) -> bytes:
         kind, data = self.serde.dumps_typed(value)
