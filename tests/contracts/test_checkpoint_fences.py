@@ -29,6 +29,7 @@ from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.checkpointer import SqliteCheckpointSaver
 from langorch.domain.errors import LeaseLostError
+from langorch.domain.runs import PauseRequest
 from langorch.engine.segments import FENCE_KEY
 from tests.fakes import InMemoryRuns
 from tests.fakes.checkpoints import InMemoryCheckpoints
@@ -47,22 +48,47 @@ class Fenced:
     saver: Saver
     take_over: Callable[[str], int]
     """Gives the run to a new segment (its lease taken, or taken over); returns its fence."""
+    pause: Callable[[str], None]
+    """An operator asks the (leased) run to pause."""
 
 
 @pytest.fixture(params=["fake", "sqlite", "dynamodb"])
 def fenced(request: pytest.FixtureRequest) -> Fenced:
     if request.param == "fake":
         runs = InMemoryRuns()
-        return Fenced(InMemoryCheckpoints(runs), _lease_taker(runs))
+        return Fenced(InMemoryCheckpoints(runs), _lease_taker(runs), _pauser(runs))
     if request.param == "sqlite":
         db: Database = request.getfixturevalue("sqlite_db")
-        return Fenced(SqliteCheckpointSaver(db), _sqlite_lease_taker(db))
+        return Fenced(SqliteCheckpointSaver(db), _sqlite_lease_taker(db), _sqlite_pauser(db))
     dynamodb = request.getfixturevalue("dynamodb")
     repository = RunsRepository(dynamodb, "runs")
     repository.create_table()
     saver = DynamoCheckpointSaver(dynamodb, "checkpoints", runs_table="runs")
     saver.setup()
-    return Fenced(saver, _lease_taker(repository))
+    return Fenced(saver, _lease_taker(repository), _pauser(repository))
+
+
+def _pauser(runs: InMemoryRuns | RunsRepository) -> Callable[[str], None]:
+    def pause(run_id: str) -> None:
+        runs.request_pause(run_id, PauseRequest(by="cli:alice", reason="", at=T0))
+
+    return pause
+
+
+def _sqlite_pauser(db: Database) -> Callable[[str], None]:
+    """A pause as the runs store keeps it: a row of ``run_pauses``."""
+
+    def pause(run_id: str) -> None:
+        with db.write() as connection:
+            connection.execute(
+                "CREATE TABLE IF NOT EXISTS run_pauses"
+                " (run_id TEXT PRIMARY KEY, pause TEXT, token TEXT)"
+            )
+            connection.execute(
+                "INSERT INTO run_pauses (run_id, pause) VALUES (?, ?)", (run_id, '{"by": "a"}')
+            )
+
+    return pause
 
 
 def _lease_taker(runs: InMemoryRuns | RunsRepository) -> Callable[[str], int]:
@@ -181,6 +207,42 @@ def test_writes_under_a_stale_fence_are_refused_and_nothing_is_stored(fenced: Fe
     # And none was stored
     stored = fenced.saver.get_tuple(_config(checkpoint_id=checkpoint_id))
     assert stored is not None and stored.pending_writes == []
+
+
+# --- an operator's pause, seen by the checkpoint write ------------------------------------
+
+
+def test_a_checkpoint_under_a_standing_pause_is_stored_and_the_pause_is_seen_once(
+    fenced: Fenced,
+) -> None:
+    # Given a segment holding the lease of a run an operator asked to pause
+    fence = fenced.take_over(RUN)
+    fenced.pause(RUN)
+    # When it stores a checkpoint under its fence
+    checkpoint_id = _put(fenced.saver, fence)
+    # Then the checkpoint is stored (the superstep is not lost) and the pause is seen, once
+    assert _stored_ids(fenced.saver) == [checkpoint_id]
+    assert fenced.saver.pause_seen(RUN)
+    assert not fenced.saver.pause_seen(RUN)
+
+
+def test_a_checkpoint_without_a_pause_reports_none(fenced: Fenced) -> None:
+    # Given a segment holding the lease of a run nobody asked to pause
+    fence = fenced.take_over(RUN)
+    # When it stores a checkpoint under its fence, then no pause is seen
+    _put(fenced.saver, fence)
+    assert not fenced.saver.pause_seen(RUN)
+
+
+def test_a_stale_fence_under_a_standing_pause_is_still_refused(fenced: Fenced) -> None:
+    # Given a segment whose lease was taken over, on a run asked to pause
+    stale = fenced.take_over(RUN)
+    fenced.take_over(RUN)
+    fenced.pause(RUN)
+    # When it stores a checkpoint, then it is refused as lease lost, nothing stored
+    with pytest.raises(LeaseLostError, match=f"fence {stale}"):
+        _put(fenced.saver, stale)
+    assert _stored_ids(fenced.saver) == []
 
 
 # --- unfenced ------------------------------------------------------------------------------

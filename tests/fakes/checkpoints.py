@@ -23,12 +23,14 @@ class InMemoryCheckpoints(InMemorySaver):
     Args:
         runs: the runs fake whose fences guard writes, as the DynamoDB saver's ``runs_table``
             does: a write whose config carries a fence is stored only while that fence is the
-            run's, and is otherwise refused with ``LeaseLostError`` (nothing stored).
+            run's, and is otherwise refused with ``LeaseLostError`` (nothing stored). A
+            fenced ``put`` also notes a standing pause, as the DynamoDB saver's does.
     """
 
     def __init__(self, runs: InMemoryRuns | None = None) -> None:
         super().__init__()
         self._runs = runs
+        self._paused: set[str] = set()
 
     def put(
         self,
@@ -39,7 +41,18 @@ class InMemoryCheckpoints(InMemorySaver):
     ) -> RunnableConfig:
         """Store a checkpoint, only under the run's current fence when the config has one."""
         with self._fenced(config):
-            return super().put(config, checkpoint, metadata, new_versions)
+            stored = super().put(config, checkpoint, metadata, new_versions)
+        run_id = str(config["configurable"]["thread_id"])
+        fenced = self._runs is not None and config["configurable"].get(FENCE_KEY) is not None
+        if fenced and self._runs is not None and self._runs.pause_of(run_id) is not None:
+            self._paused.add(run_id)
+        return stored
+
+    def pause_seen(self, run_id: str) -> bool:
+        """Whether a fenced ``put`` of ``run_id`` found a pause since the last call (forgot)."""
+        seen = run_id in self._paused
+        self._paused.discard(run_id)
+        return seen
 
     def put_writes(
         self,

@@ -402,12 +402,79 @@ def test_a_state_growing_1kb_per_step_for_400_steps_completes_and_reads_back(
     # When it runs 400 steps, durable after each
     result = graph.invoke({"chunks": []}, {**config, "recursion_limit": 1000}, durability="sync")
 
-    # Then the state outgrew a DynamoDB item, went to S3, and a fresh process reads it back whole
-    assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] > 0
+    # Then the state outgrew a DynamoDB item, yet nothing went to S3 (each superstep stored
+    # only its new chunk), and a fresh process reads it back whole
+    assert s3.list_objects_v2(Bucket=BUCKET)["KeyCount"] == 0
     stored = new_saver().get_tuple(config)
     assert stored is not None
     assert stored.checkpoint["channel_values"]["chunks"] == result["chunks"]
     assert len(result["chunks"]) == 400
+
+
+def _checkpoint_item_sizes(dynamodb: Any, thread_id: str) -> list[int]:
+    """Stored bytes of a thread's checkpoint items, oldest first (payload plus attributes)."""
+    items = dynamodb.query(
+        TableName=TABLE,
+        KeyConditionExpression="PK = :pk",
+        FilterExpression="k = :c",
+        ExpressionAttributeValues={":pk": {"S": thread_id}, ":c": {"S": "c"}},
+        ConsistentRead=True,
+    )["Items"]
+    return [sum(len(name) + len(next(iter(v.values()))) for name, v in i.items()) for i in items]
+
+
+@pytest.mark.slow
+def test_a_superstep_stores_only_what_changed_so_its_bytes_stay_flat_as_the_state_grows(
+    new_saver: Callable[..., DynamoCheckpointSaver], dynamodb: Any
+) -> None:
+    # Given a run that adds 1 KB of incompressible state per step, for 200 steps
+    config = _thread()
+    growing_graph(new_saver(), 200).invoke(
+        {"chunks": []}, {**config, "recursion_limit": 1000}, durability="sync"
+    )
+    # When the checkpoints it stored are weighed
+    sizes = _checkpoint_item_sizes(dynamodb, config["configurable"]["thread_id"])
+    # Then the checkpoint of step 200 weighs what the one of step 10 did (within 20 %), not
+    # 20 times as much: each holds that step's new kilobyte, not the whole state
+    assert len(sizes) == 202
+    assert 0.8 <= sizes[200] / sizes[10] <= 1.2, (sizes[10], sizes[200])
+    assert sizes[200] < 2 * 1024
+
+
+def test_a_run_stored_whole_before_deltas_resumes_and_reads_back(
+    new_saver: Callable[..., DynamoCheckpointSaver],
+) -> None:
+    # Given a run whose checkpoints were stored whole, as before deltas (3 of 6 steps done:
+    # its items rewritten in that format, under the same keys)
+    config = _thread()
+    thread_id = config["configurable"]["thread_id"]
+    with pytest.raises(RuntimeError, match="step_3 crashed"):
+        linear_graph(new_saver(), 6, fail_once_at={"step_3"}).invoke(
+            {"trail": []}, config, durability="sync"
+        )
+    saver = new_saver()
+    for tup in reversed(list(saver.list(config))):
+        parent = tup.parent_config or {"configurable": {"thread_id": thread_id}}
+        item = saver.codec.checkpoint_item(
+            {"configurable": {**parent["configurable"], "checkpoint_ns": ""}},
+            tup.checkpoint,
+            tup.metadata,
+        )
+        assert "dv" not in item  # the whole-checkpoint format
+        saver.table.write_items([item], what="an old checkpoint")
+    # When a fresh process resumes it to its end
+    result = linear_graph(new_saver(), 6).invoke(None, config, durability="sync")
+    # Then it went on from step 3, and its newest checkpoint (changes since the old one) reads
+    # back whole in yet another process, as do the old ones
+    assert result["trail"] == [f"step_{n}" for n in range(6)]
+    newest = saver.table.latest_group(thread_id, "")
+    assert newest is not None and "dv" in newest[0]
+    [base] = saver.table.checkpoint_range(thread_id, "", *[newest[0]["base"]["S"]] * 2)
+    assert "dv" not in base  # the changes are on top of an old, whole checkpoint
+    history = list(new_saver().list(config))
+    assert history[0].checkpoint["channel_values"]["trail"] == result["trail"]
+    trails = [t.checkpoint["channel_values"].get("trail", []) for t in reversed(history)]
+    assert trails == sorted(trails, key=len) and result["trail"][:3] in trails
 
 
 def test_a_deleted_s3_payload_is_a_loud_error(
@@ -509,3 +576,23 @@ def test_a_run_logs_nothing_at_info(
 
     # Then the saver wrote no INFO (or louder) line
     assert [r for r in caplog.records if r.name.startswith("langorch")] == []
+
+
+def test_a_copied_checkpoint_whose_values_differ_under_the_same_versions_is_stored_as_is(
+    new_saver: Callable[..., DynamoCheckpointSaver],
+) -> None:
+    # Given a stored checkpoint, and a copy of it with an edited value but the same channel
+    # versions (as a fork or a redrive with edits makes one: engine.rewind.copy_to_head)
+    saver, config = new_saver(), _thread()
+    first = empty_checkpoint()
+    first["channel_values"] = {"trail": ["a"]}
+    first["channel_versions"] = {"trail": 1}
+    stored = saver.put(config, first, {"source": "loop", "step": 0}, {"trail": 1})
+    edited = empty_checkpoint()
+    edited["channel_values"] = {"trail": ["a", "edited"]}
+    edited["channel_versions"] = {"trail": 1}
+    # When the copy is stored as the child of the first
+    saver.put(stored, edited, {"source": "fork", "step": 1}, {"trail": 1})
+    # Then a fresh process reads the edited value back
+    newest = new_saver().get_tuple(config)
+    assert newest is not None and newest.checkpoint["channel_values"]["trail"] == ["a", "edited"]

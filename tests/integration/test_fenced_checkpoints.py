@@ -338,3 +338,27 @@ def test_the_state_machine_retries_a_segment_that_lost_its_lease_like_one_refuse
     # Then a lost lease is retried as a held one is (the retry finds the newer segment's run)
     assert {"LeaseHeldError", "LeaseLostError"} <= retried
     assert issubclass(LeaseLostError, LeaseHeldError)
+
+
+STEPS_10 = "workflows:\n  - plan_id: ten\n    memory: false\n    steps:\n" + "".join(
+    f"      - {{step_id: s{i}, kind: transform, {after}transform: {{x{i}: '{i}'}}}}\n"
+    for i, after in ((i, f"depends_on: [s{i - 1}], " if i > 1 else "") for i in range(1, 11))
+)
+
+
+def test_a_segment_learns_of_no_pause_without_reading_the_run_at_each_step_boundary(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a 10-step run nobody asked to pause
+    setup = processes()
+    register_text(setup, STEPS_10)
+    run, _ = start_run(StartRun("ten"), setup)
+    setup.compiler.workflow(run.workflow_id, run.workflow_version)  # cached, as in a warm Lambda
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When one segment runs it to its end
+    result = run_segment(RunSegment(run.run_id), setup)
+    # Then the run was read once, when the segment started: its 11 step boundaries learnt
+    # that no pause stood from the fenced checkpoint writes they made anyway
+    assert result.status == "succeeded"
+    assert counter.counts["TransactWriteItems"] >= 11, counter.counts
+    assert counter.counts["GetItem"] == 1, counter.counts

@@ -130,10 +130,16 @@ class LaunchDeps(StartDeps, CancelDeps, Protocol):
 
 
 class Checkpoints(Protocol):
-    """The part of the checkpointer a segment drives itself: write what it buffered."""
+    """The part of the checkpointer a segment drives itself: write what it buffered, and
+    learn of an operator's pause from its fenced writes."""
 
     def flush(self) -> None:
         """Store every buffered checkpoint write."""
+        ...
+
+    def pause_seen(self, run_id: str) -> bool:
+        """Whether a fenced checkpoint write of the run found a pause standing since the last
+        call (forgotten by this one)."""
         ...
 
 
@@ -509,7 +515,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
             "shared_context": dict(run.input),
             "status": "running",
         }
-        asked = _PauseWatch(deps.runs, run.run_id)
+        asked = _PauseWatch(deps.runs, deps.checkpointer, run.run_id)
         result = asyncio.run(
             advance(
                 graph,
@@ -570,16 +576,26 @@ def _end_concurrency(run: RunRecord, plan: Any, deps: SegmentDeps) -> None:
 
 
 class _PauseWatch:
-    """Whether an operator asked the run to pause, read at each step boundary (one small
-    read); the request it last saw is kept for the timeline."""
+    """Whether an operator asked the run to pause, asked at each step boundary; the request it
+    last saw is kept for the timeline.
 
-    def __init__(self, runs: RunsStore, run_id: str) -> None:
+    The checkpoint write that ends each superstep checks the run's pause along with its lease
+    fence (in the same transaction), so a boundary costs no request of its own: the request is
+    read only once a write found one standing. A pause asked while a step runs is therefore
+    seen by the write of that step's superstep, and the segment stops at that boundary, as
+    before, with the step's checkpoint stored.
+    """
+
+    def __init__(self, runs: RunsStore, checkpoints: Checkpoints, run_id: str) -> None:
         self._runs = runs
+        self._checkpoints = checkpoints
         self._run_id = run_id
         self.request: PauseRequest | None = None
 
     def __call__(self) -> bool:
-        self.request = self._runs.pause_of(self._run_id)
+        if not self._checkpoints.pause_seen(self._run_id):
+            return False
+        self.request = self._runs.pause_of(self._run_id)  # None: lifted since the write
         return self.request is not None
 
 

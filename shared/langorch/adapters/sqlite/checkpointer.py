@@ -18,7 +18,9 @@ LangGraph holds to its own conformance suite) with three changes:
   the transaction holds the file's write lock from its start. A config without a fence writes
   unchecked (tests, the conformance suite, forks into a new run). The runs table is the runs
   store's; this saver only reads its ``fence`` column, so a fenced write before that table exists
-  is a :class:`~langorch.domain.errors.StorageError`, never an unchecked write.
+  is a :class:`~langorch.domain.errors.StorageError`, never an unchecked write. A fenced
+  ``put`` also notes whether an operator's pause stands on the run (:meth:`pause_seen`), in the
+  same transaction, so a segment needs no read of its own at each step boundary.
 - **Async.** ``SqliteSaver`` has no async API (its async twin needs ``aiosqlite`` and its own
   connection); the engine drives graphs asynchronously, so each async method runs its sync twin
   in a worker thread, as the DynamoDB saver does.
@@ -56,6 +58,8 @@ the fenced-write contract suite passes the engine's key)."""
 
 _SELECT_FENCE = "SELECT fence FROM runs WHERE run_id = ?"
 """The lease's fence of a run, as the runs store keeps it (``acquire_lease`` increments it)."""
+_SELECT_PAUSE = "SELECT 1 FROM run_pauses WHERE run_id = ? AND pause IS NOT NULL"
+"""Whether an operator's pause stands on the run (the runs store's ``run_pauses`` table)."""
 
 
 class SqliteCheckpointSaver(SqliteSaver):
@@ -71,6 +75,8 @@ class SqliteCheckpointSaver(SqliteSaver):
     def __init__(self, db: Database, *, serde: SerializerProtocol | None = None) -> None:
         self._db = db
         self._setup_lock = threading.Lock()
+        self._pause_lock = threading.Lock()
+        self._paused: set[str] = set()  # runs whose fenced put found a pause (pause_seen)
         super().__init__(db.connection(), serde=serde)
         self.setup()
 
@@ -140,7 +146,7 @@ class SqliteCheckpointSaver(SqliteSaver):
             LeaseLostError: the config's fence is no longer the run's (nothing written).
             StorageError: SQLite refused, or a fenced write found no runs table.
         """
-        with self._fenced(config):
+        with self._fenced(config, watch_pause=True):
             return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
@@ -175,6 +181,16 @@ class SqliteCheckpointSaver(SqliteSaver):
         """
         yield from [*super().list(config, filter=filter, before=before, limit=limit)]
 
+    def pause_seen(self, run_id: str) -> bool:
+        """Whether a fenced checkpoint write of ``run_id`` found an operator's pause standing
+        since the last call (which this call forgets): read in the write's own transaction,
+        so a segment needs no read of its own at each step boundary."""
+        with self._pause_lock:
+            if run_id not in self._paused:
+                return False
+            self._paused.discard(run_id)
+            return True
+
     def flush(self) -> None:
         """Nothing is buffered: every write is stored when its call returns."""
 
@@ -182,9 +198,10 @@ class SqliteCheckpointSaver(SqliteSaver):
         """Async twin of :meth:`flush`."""
 
     @contextmanager
-    def _fenced(self, config: RunnableConfig) -> Iterator[None]:
+    def _fenced(self, config: RunnableConfig, *, watch_pause: bool = False) -> Iterator[None]:
         """The write transaction of a ``put``/``put_writes``, opened by the fence check when
-        the config carries a fence (``SqliteSaver``'s own cursor joins it)."""
+        the config carries a fence (``SqliteSaver``'s own cursor joins it); with
+        ``watch_pause``, it also notes a standing pause for :meth:`pause_seen`."""
         fence = config.get("configurable", {}).get(FENCE_KEY)
         if fence is None:
             yield
@@ -203,6 +220,9 @@ class SqliteCheckpointSaver(SqliteSaver):
                     f"run {run_id}: this segment's lease (fence {fence}) was taken over by "
                     "another segment; its checkpoint write was refused and nothing was written"
                 )
+            if watch_pause and _pause_stands(connection, run_id):
+                with self._pause_lock:
+                    self._paused.add(run_id)
             yield
 
     # --- async: each runs its sync twin in a worker thread -------------------------------
@@ -249,3 +269,14 @@ class SqliteCheckpointSaver(SqliteSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async twin of :meth:`delete_thread`."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+
+def _pause_stands(connection: sqlite3.Connection, run_id: str) -> bool:
+    """Whether an operator's pause stands on the run. A file without the runs store's
+    ``run_pauses`` table (only a fence column, as some tests keep) has no pause to find."""
+    try:
+        return connection.execute(_SELECT_PAUSE, (run_id,)).fetchone() is not None
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return False
+        raise StorageError(f"run {run_id}: cannot read its pause ({exc})") from exc

@@ -87,9 +87,18 @@ class PayloadCodec:
     # ------------------------------------------------------------------ encoding
 
     def checkpoint_item(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        delta: tuple[dict[str, Any], str] | None = None,
     ) -> Item:
-        """The item of a checkpoint whose parent ``config`` addresses."""
+        """The item of a checkpoint whose parent ``config`` addresses.
+
+        With ``delta`` (a payload of :func:`._deltas.encode` and the id of the oldest item a
+        read needs), the item holds that payload (``dv`` set, ``base`` the id); without, the
+        whole checkpoint (the format before deltas, still read).
+        """
         thread_id, ns = address(config)
         parent_id = config["configurable"].get("checkpoint_id")
         checkpoint_id = checkpoint["id"]
@@ -107,9 +116,12 @@ class PayloadCodec:
         }
         if parent_id:
             item["par"] = {"S": str(parent_id)}
+        if delta is not None:
+            item["dv"] = {"N": "1"}
+            item["base"] = {"S": delta[1]}
         self._set_payload(
             item,
-            self.serde.dumps_typed(checkpoint),
+            self.serde.dumps_typed(checkpoint if delta is None else delta[0]),
             s3_key=checkpoint_object_key(self.key_prefix, thread_id, ns, checkpoint_id),
             overhead=len(meta_bytes),
         )
@@ -202,8 +214,13 @@ class PayloadCodec:
         checkpoint_item: Item,
         write_items: Sequence[Item],
         buffered: Mapping[tuple[str, str], Item],
+        checkpoint: Checkpoint | None = None,
     ) -> CheckpointTuple:
-        """A checkpoint with its pending writes: stored ones, replaced by buffered ones."""
+        """A checkpoint with its pending writes: stored ones, replaced by buffered ones.
+
+        ``checkpoint`` is the item's checkpoint when the caller assembled it (a delta item);
+        without it, the item's payload is the whole checkpoint.
+        """
         thread_id = text(checkpoint_item, "PK")
         ns = text(checkpoint_item, "ns")
         checkpoint_id = text(checkpoint_item, "cid")
@@ -216,13 +233,13 @@ class PayloadCodec:
         ordered: builtins.list[tuple[tuple[str, str, int], PendingWrite]] = []
         for item in merged.values():
             task_id, task_path = text(item, "tid"), text(item, "tp")
-            for idx, channel, value in self._payload(item):
+            for idx, channel, value in self.payload(item):
                 ordered.append(((task_path, task_id, int(idx)), (task_id, str(channel), value)))
         ordered.sort(key=lambda pair: pair[0])
         parent = checkpoint_item.get("par", {}).get("S")
         return CheckpointTuple(
             config=runnable_config(thread_id, ns, checkpoint_id),
-            checkpoint=self._payload(checkpoint_item),
+            checkpoint=self.payload(checkpoint_item) if checkpoint is None else checkpoint,
             metadata=self.metadata(checkpoint_item),
             parent_config=runnable_config(thread_id, ns, parent) if parent else None,
             pending_writes=[write for _, write in ordered],
@@ -235,7 +252,7 @@ class PayloadCodec:
         )
         return metadata
 
-    def _payload(self, item: Item) -> Any:
+    def payload(self, item: Item) -> Any:
         """Read back what :meth:`_set_payload` stored."""
         data = bytes(item["p"]["B"]) if "p" in item else self._fetch_offloaded(item)
         if item.get("enc", {}).get("S") == "zlib":

@@ -116,7 +116,9 @@ class CheckpointTable:
         self.batch_write([{"PutRequest": {"Item": item}} for item in items])
         logger.debug("stored %s (%d items)", what, len(items))
 
-    def write_fenced(self, items: Sequence[Item], fence: Fence, *, what: str) -> None:
+    def write_fenced(
+        self, items: Sequence[Item], fence: Fence, *, what: str, watch_pause: bool = False
+    ) -> bool:
         """Put items only while ``fence`` holds the run's lease: one transaction per chunk.
 
         Each ``TransactWriteItems`` is a ``ConditionCheck`` on the run item (``fence =
@@ -127,15 +129,32 @@ class CheckpointTable:
         the writes of a segment that crashed there), and a refused chunk writes nothing, so a
         stale segment never adds a checkpoint.
 
+        With ``watch_pause`` the last chunk's check also asks that no operator's pause stands
+        on the run. When that check fails the chunk is sent again with the fence check alone:
+        it lands if the fence still holds (the pause was the reason), so a pause never costs a
+        finished superstep, and costs a second request only when one stands.
+
+        Returns:
+            Whether a pause stood on the run when the last chunk was written (always ``False``
+            without ``watch_pause``).
+
         Raises:
             LeaseLostError: the run's fence is no longer ``fence.value`` (or the run is gone).
             StorageError: DynamoDB refused the request for another reason.
         """
-        check = fence.condition_check()
-        for chunk in _transaction_chunks(items):
+        chunks = _transaction_chunks(items)
+        paused = False
+        for n, chunk in enumerate(chunks):
             puts = [{"Put": {"TableName": self.name, "Item": item}} for item in chunk]
-            self._transact([check, *puts], fence)
+            if watch_pause and n == len(chunks) - 1:
+                try:
+                    self._transact([fence.condition_check(unpaused=True), *puts], fence)
+                    continue
+                except LeaseLostError:
+                    paused = True  # or the lease was lost: the fence check alone tells
+            self._transact([fence.condition_check(), *puts], fence)
         logger.debug("stored %s (%d items, fence %d)", what, len(items), fence.value)
+        return paused
 
     def _transact(self, actions: builtins.list[dict[str, Any]], fence: Fence) -> None:
         for attempt in range(_MAX_ATTEMPTS):
@@ -262,6 +281,23 @@ class CheckpointTable:
                 return group
             # Writes without their checkpoint (it was never stored): look below them.
             upper = checkpoint_sk(ns, text(first, "cid"))
+
+    def checkpoint_range(self, thread_id: str, ns: str, low_id: str, high_id: str) -> Items:
+        """The checkpoint items (no writes) of a namespace from ``low_id`` to ``high_id``,
+        both included: one paged ``Query`` (a delta checkpoint's lineage lies in it)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk AND SK BETWEEN :lo AND :hi",
+            "FilterExpression": "k = :c",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": thread_id},
+                ":lo": {"S": checkpoint_sk(ns, low_id)},
+                ":hi": {"S": checkpoint_sk(ns, high_id)},
+                ":c": {"S": "c"},
+            },
+            "ConsistentRead": True,
+        }
+        return [item for page in self.pages("Query", self.client.query, kwargs) for item in page]
 
     def query_groups(
         self,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
+import time
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +21,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from langorch.adapters.dynamodb.checkpointer._buffer import FenceGroup, WriteBuffer
+from langorch.adapters.dynamodb.checkpointer._deltas import View, assemble, encode, written_at
 from langorch.adapters.dynamodb.checkpointer._fence import Fence
 from langorch.adapters.dynamodb.checkpointer._keys import (
     Group,
+    Item,
     Items,
+    Thread,
     address,
     runnable_config,
     text,
@@ -29,13 +35,18 @@ from langorch.adapters.dynamodb.checkpointer._keys import (
 from langorch.adapters.dynamodb.checkpointer._payload import PayloadCodec
 from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
 from langorch.adapters.dynamodb.checkpointer._threaded import ThreadedAsyncSaver
-from langorch.domain.errors import LeaseLostError
+from langorch.domain.errors import LeaseLostError, StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
 
 logger = logging.getLogger(__name__)
+
+_VIEWS_KEPT = 16
+"""How many threads' newest checkpoints a saver keeps to diff the next put against. Each holds
+its state twice (values and their bytes): a Lambda sandbox runs one segment at a time, and a
+few hundred kilobytes of state times this must stay well inside its memory."""
 
 FENCE_KEY = "langorch_fence"
 """The ``configurable`` key a segment puts its lease's fence under (``engine.segments``)."""
@@ -62,6 +73,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             config carrying ``configurable["langorch_fence"]`` has its writes fenced: each
             superstep is one ``TransactWriteItems`` that also checks the run's fence, and a
             segment that lost its lease gets :class:`LeaseLostError` with nothing written.
+            A checkpoint's check also looks for an operator's pause (:meth:`pause_seen`).
             Without it, or without a fence in the config, writes are ``BatchWriteItem``.
     """
 
@@ -101,6 +113,12 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         # ``None``: the thread had no checkpoint (a new run's first segment reads that 2-3 times).
         self._newest: dict[tuple[str, str], tuple[int, Group | None]] = {}
         self._writes_stored = 0  # counts stored writes: a read older than one is not kept
+        # Runs whose fenced checkpoint write found an operator's pause (see pause_seen).
+        self._paused: set[str] = set()
+        # The newest checkpoint of each (thread, namespace) this saver stored or read, with
+        # what its next put is diffed against (_deltas.View). A checkpoint never changes once
+        # stored, so this needs no fence: a put uses it only when it is the put's parent.
+        self._views: OrderedDict[Thread, tuple[View, Checkpoint]] = OrderedDict()
 
     def setup(self) -> None:
         """Create the table if it is missing (on-demand, ``PK``/``SK`` strings) and enable TTL.
@@ -121,9 +139,10 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
 
         Args:
             config: Carries ``thread_id``, ``checkpoint_ns`` and the parent ``checkpoint_id``.
-            checkpoint: The checkpoint to store (stored whole, channel values included).
+            checkpoint: The checkpoint to store: what changed since its parent when the saver
+                knows the parent (it stored or read it last), else whole.
             metadata: Its metadata.
-            new_versions: Unused: the whole checkpoint is stored.
+            new_versions: Unused: changes are found against the parent itself.
 
         Returns:
             The config addressing the stored checkpoint.
@@ -134,14 +153,20 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             StorageError: DynamoDB or S3 refused the write (buffered writes stay buffered).
         """
         thread = address(config)
-        item = self.codec.checkpoint_item(config, checkpoint, metadata)
+        parent_id = config["configurable"].get("checkpoint_id")
+        with self.buffer.lock:
+            known = self._views.get(thread)
+        parent = known[0] if known and parent_id and known[0].checkpoint_id == parent_id else None
+        payload, view = encode(checkpoint, parent, self._dumps, self._expiring)
+        item = self.codec.checkpoint_item(config, checkpoint, metadata, (payload, view.base))
         fence = self._fence(config)
         group = self._group(fence)
         with self.buffer.lock:
-            self._write(
-                group, fence, [*self.buffer.items(group), item], f"checkpoint {checkpoint['id']}"
-            )
+            what = f"checkpoint {checkpoint['id']}"
+            if self._write(group, fence, [*self.buffer.items(group), item], what, checkpoint=True):
+                self._paused.add(thread[0])
             self.buffer.stored_checkpoint(thread, checkpoint["id"])
+            self._remember(thread, view, checkpoint)
             if fence is not None:
                 # The writes stored with it belong to its parent: the new one has none yet.
                 self._newest[thread] = (fence.value, (item, []))
@@ -210,25 +235,52 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         if lost is not None:
             raise lost
 
-    def _write(self, group: FenceGroup, fence: Fence | None, items: Items, what: str) -> None:
+    def _write(
+        self,
+        group: FenceGroup,
+        fence: Fence | None,
+        items: Items,
+        what: str,
+        *,
+        checkpoint: bool = False,
+    ) -> bool:
         """Store ``items`` (buffered ones of ``group`` included) and clear ``group``.
 
         Call with the buffer's lock held. A refused fence drops the group: its items can never
         be written, and they must not ride along with a newer segment's write.
+
+        Returns:
+            Whether a fenced ``checkpoint`` write found an operator's pause standing.
         """
         if not items:
-            return
+            return False
         self._writes_stored += 1
         self._forget(group)
+        paused = False
         if fence is None:
             self.table.write_items(items, what=what)
         else:
             try:
-                self.table.write_fenced(items, fence, what=what)
+                paused = self.table.write_fenced(items, fence, what=what, watch_pause=checkpoint)
             except LeaseLostError:
                 self.buffer.clear(group)
                 raise
         self.buffer.clear(group)
+        return paused
+
+    def pause_seen(self, run_id: str) -> bool:
+        """Whether a fenced checkpoint write of ``run_id`` found an operator's pause standing on
+        the run since the last call (which this call forgets).
+
+        The segment asks at each step boundary instead of reading the run item: the check
+        rides in the checkpoint write's own transaction, so a pause costs no request until one
+        stands (then one more, to store the superstep under the fence alone).
+        """
+        with self.buffer.lock:
+            if run_id not in self._paused:
+                return False
+            self._paused.discard(run_id)
+            return True
 
     def _forget(self, group: FenceGroup) -> None:
         """Drop the remembered newest checkpoints a write to ``group`` may change."""
@@ -275,7 +327,77 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             group = self.table.checkpoint_group(thread_id, ns, checkpoint_id)
         else:
             group = self._newest_group(config, thread_id, ns)
-        return None if group is None else self.codec.to_tuple(*group, buffered)
+        if group is None:
+            return None
+        checkpoint = self._checkpoint(group[0], {}, newest=not checkpoint_id)
+        return self.codec.to_tuple(*group, buffered, checkpoint)
+
+    def _checkpoint(self, item: Item, known: dict[str, Item], *, newest: bool) -> Checkpoint:
+        """The checkpoint of an item: whole, or assembled from its delta lineage.
+
+        ``known`` holds checkpoint items already read (by id), and gets those read here: a
+        listing reads a lineage once for all the checkpoints on it. A ``newest`` read is
+        remembered, so the next put is diffed against it without another read.
+        """
+        if "dv" not in item:
+            whole: Checkpoint = self.codec.payload(item)
+            if newest:
+                _, view = assemble([(text(item, "cid"), whole, False)], self._dumps)
+                assert view is not None
+                self._remember((text(item, "PK"), text(item, "ns")), view, whole)
+            return whole
+        thread: Thread = (text(item, "PK"), text(item, "ns"))
+        checkpoint_id, base = text(item, "cid"), text(item, "base")
+        with self.buffer.lock:
+            cached = self._views.get(thread)
+        if cached is not None and cached[0].checkpoint_id == checkpoint_id:
+            return copy.deepcopy(cached[1])
+        lineage = self._lineage(item, base, known)
+        payloads = [(text(i, "cid"), self.codec.payload(i), "dv" in i) for i in lineage]
+        checkpoint, view = assemble(payloads, self._dumps if newest else None)
+        if view is not None:
+            self._remember(thread, view, checkpoint)
+        return checkpoint
+
+    def _lineage(self, item: Item, base: str, known: dict[str, Item]) -> Items:
+        """The items from ``base`` to ``item`` along the parent links, oldest first."""
+        thread_id, ns, checkpoint_id = text(item, "PK"), text(item, "ns"), text(item, "cid")
+        chain = [item]
+        fetched = False
+        while text(chain[-1], "cid") != base:
+            parent = chain[-1].get("par", {}).get("S")
+            if parent is not None and parent not in known and not fetched:
+                for found in self.table.checkpoint_range(thread_id, ns, base, checkpoint_id):
+                    known.setdefault(text(found, "cid"), found)
+                fetched = True
+            if parent is None or parent not in known:
+                raise StorageError(
+                    f"checkpoint {checkpoint_id} of thread {thread_id} (namespace {ns!r}) is "
+                    f"stored as changes since checkpoint {base}, but its ancestor "
+                    f"{parent or '(none)'} is missing: the thread's items were deleted in part "
+                    "(hint: restore the table from a backup, or fail the run)"
+                )
+            chain.append(known[parent])
+        return chain[::-1]
+
+    def _remember(self, thread: Thread, view: View, checkpoint: Checkpoint) -> None:
+        """Keep the newest checkpoint of a thread (a few hundred threads at most)."""
+        with self.buffer.lock:
+            self._views[thread] = (view, checkpoint)
+            self._views.move_to_end(thread)
+            while len(self._views) > _VIEWS_KEPT:
+                self._views.popitem(last=False)
+
+    def _expiring(self, checkpoint_id: str) -> bool:
+        """Whether a checkpoint's item is past half its TTL: deltas are not built on it (its
+        expiry would take the newer items that need it along)."""
+        ttl = self.codec.ttl_seconds
+        created = written_at(checkpoint_id)
+        return ttl is not None and created is not None and time.time() - created > ttl / 2
+
+    def _dumps(self, value: Any) -> bytes:
+        kind, data = self.serde.dumps_typed(value)
+        return kind.encode() + b"\0" + data
 
     def _newest_group(self, config: RunnableConfig, thread_id: str, ns: str) -> Group | None:
         """The namespace's newest checkpoint: remembered under the config's fence, else read."""
@@ -335,6 +457,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         if limit is not None and limit <= 0:
             return
         wanted_id = get_checkpoint_id(config) if config else None
+        known: dict[str, Item] = {}  # checkpoint items read for lineages, by id
         yielded = 0
         for checkpoint_item, write_items in groups:
             checkpoint_id = text(checkpoint_item, "cid")
@@ -346,7 +469,9 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
                 metadata = self.codec.metadata(checkpoint_item)
                 if any(metadata.get(key) != value for key, value in filter.items()):
                     continue
-            yield self.codec.to_tuple(checkpoint_item, write_items, buffered)
+            known.setdefault(checkpoint_id, checkpoint_item)
+            checkpoint = self._checkpoint(checkpoint_item, known, newest=False)
+            yield self.codec.to_tuple(checkpoint_item, write_items, buffered, checkpoint)
             yielded += 1
             if limit is not None and yielded >= limit:
                 return
@@ -361,6 +486,9 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             StorageError: DynamoDB or S3 refused a call.
         """
         self.buffer.forget_thread(thread_id)
+        with self.buffer.lock:
+            for thread in [thread for thread in self._views if thread[0] == thread_id]:
+                del self._views[thread]
         deleted = self.table.delete_thread(thread_id)
         self.codec.delete_thread(thread_id)
         logger.debug("deleted thread %s (%d items)", thread_id, deleted)
