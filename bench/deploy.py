@@ -68,7 +68,7 @@ def tree_bytes(path: Path) -> int:
 
 def build_layer(python312: str) -> Path:
     """The layer's ``python/`` directory, built as for deploy (cached by requirements)."""
-    requirements = "\n".join(bundling.layer_requirements()) + "\n"
+    requirements = bundling.layer_requirements()
     layer = BUILD / "layer"
     stamp = layer / "requirements.txt"
     if stamp.exists() and stamp.read_text(encoding="utf-8") == requirements:
