@@ -13,7 +13,6 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +37,7 @@ from langorch.domain.approvals.record import (
 from langorch.domain.errors import NotFoundError, StorageError
 from langorch.domain.evidence import GENESIS, digest
 from tests.fakes.approvals import InMemoryApprovals
+from tests.support.stores import STORES, under_contract
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 ALICE = "alice@example.com"
@@ -45,22 +45,19 @@ BOB = "bob@example.com"
 TOKEN = "token-1"
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
-def store(request: pytest.FixtureRequest) -> Iterator[ApprovalsStore]:
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> ApprovalsStore:
     """The store under contract: the fake, the SQLite store on a fresh file, or the DynamoDB
     adapter on moto (writes made atomic)."""
-    if request.param == "fake":
-        yield InMemoryApprovals()
-        return
-    if request.param == "sqlite":
-        yield SqliteApprovals(request.getfixturevalue("sqlite_db"))
-        return
+    return under_contract(request, InMemoryApprovals, SqliteApprovals, _on_dynamodb)
+
+
+def _on_dynamodb(client: Any) -> ApprovalsStore:
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
 
-    client = request.getfixturevalue("dynamodb")  # atomic per request, as DynamoDB's
     RunsRepository(client, "runs").create_table()
-    yield ApprovalsRepository(client, "runs")
+    return ApprovalsRepository(client, "runs")
 
 
 def _approval(n: int = 1, *, run_id: str = "run-1", created: datetime = NOW) -> Approval:

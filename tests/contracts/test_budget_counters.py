@@ -13,25 +13,21 @@ from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
 from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite.budgets import SqliteBudgetCounters
 from tests.fakes.budgets import InMemoryBudgetCounters
+from tests.support.stores import STORES, under_contract
 
 Counters = BudgetCountersRepository | SqliteBudgetCounters | InMemoryBudgetCounters
 KEY = "refunds/day/2026-11-27"
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def counters(request: pytest.FixtureRequest) -> Counters:
     """The same tests run against the in-memory fake, the SQLite store and DynamoDB."""
-    if request.param == "fake":
-        return InMemoryBudgetCounters()
-    if request.param == "sqlite":
-        return SqliteBudgetCounters(request.getfixturevalue("sqlite_db"))
-    return request.getfixturevalue("dynamo_counters")  # type: ignore[no-any-return]
+    return under_contract(request, InMemoryBudgetCounters, SqliteBudgetCounters, _on_dynamodb)
 
 
-@pytest.fixture
-def dynamo_counters(dynamodb: Any) -> BudgetCountersRepository:
-    RunsRepository(dynamodb, "runs").create_table()
-    return BudgetCountersRepository(dynamodb, "runs")
+def _on_dynamodb(client: Any) -> BudgetCountersRepository:
+    RunsRepository(client, "runs").create_table()
+    return BudgetCountersRepository(client, "runs")
 
 
 def test_reservations_are_granted_while_they_fit_and_refused_past_the_limit(
