@@ -46,3 +46,33 @@ def runs_on_dynamodb(client: Any) -> Any:
     repository = RunsRepository(client, "runs")
     repository.create_table()
     return repository
+
+
+def fakes_on_resource_locks(request: pytest.FixtureRequest, definitions: str) -> Any:
+    """The fakes (``tests.fakes.Fakes``) with the resource locks ``request.param`` names: the
+    fake's, the embedded stack's (SQLite) or the cloud's (DynamoDB on moto); ``definitions``
+    (YAML) registered, and an approvals store."""
+    from tests.fakes import Fakes
+    from tests.fakes.approvals import InMemoryApprovals
+    from tests.integration.conftest import register_text
+
+    fakes = Fakes()
+    fakes.resources = under_contract(
+        request, lambda: fakes.resources, _sqlite_locks, _dynamodb_locks
+    )
+    register_text(fakes, definitions)  # type: ignore[arg-type]
+    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    return fakes
+
+
+def _sqlite_locks(db: Any) -> Any:
+    from langorch.adapters.sqlite.resources import SqliteResourceLocks
+
+    return SqliteResourceLocks(db)
+
+
+def _dynamodb_locks(client: Any) -> Any:
+    from langorch.adapters.dynamodb.resources import ResourceLocksRepository
+
+    runs_on_dynamodb(client)  # creates the runs table the locks live in
+    return ResourceLocksRepository(client, "runs")
