@@ -332,6 +332,7 @@ print(before, after, result.outputs)
 """
 
 
+@pytest.mark.subprocess
 def test_openai_sdk_is_imported_by_the_first_openai_call_only(fake_openai: FakeOpenAI) -> None:
     # Given a fresh interpreter with a registry, the openai provider looked up, an offline call
     fake_openai.answer({"title": "Hello"})
