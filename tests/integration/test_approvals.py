@@ -130,16 +130,21 @@ class Stack:
             f"run-{self.runs_seen}", an_approval_request(self.runs_seen, **request)
         )
 
-    def park_request(self, run_id: str, request: dict[str, Any]) -> Parked:
-        """Start run ``run_id``'s execution waiting on its task token, and request ``request``:
-        the links and codes each approver was mailed."""
+    def start_waiting(self, run_id: str, request: dict[str, Any]) -> tuple[str, str]:
+        """Run ``run_id`` parked on ``request``, its execution started and waiting on its task
+        token: the execution's ARN and the token."""
         waiting_run(self.container, run_id, request, self.clock.now)
         arn = self.sfn.start_execution(
             stateMachineArn=self.machine_arn,
             name=run_id,
             input=json.dumps({"run_id": run_id, "approval": request}),
         )["executionArn"]
-        token = _task_token(self.sfn, arn)
+        return arn, _task_token(self.sfn, arn)
+
+    def park_request(self, run_id: str, request: dict[str, Any]) -> Parked:
+        """Start run ``run_id``'s execution waiting on its task token, and request ``request``:
+        the links and codes each approver was mailed."""
+        arn, token = self.start_waiting(run_id, request)
         before = set(self.outbox.glob("*.json"))
         result = request_approval(
             RequestApproval(run_id=run_id, approval=request, task_token=token),
@@ -477,13 +482,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
         "interrupt_id": "int-x",
         "require_code": True,
     }
-    waiting_run(stack.container, run_id, request, stack.clock.now)
-    arn = stack.sfn.start_execution(
-        stateMachineArn=stack.machine_arn,
-        name=run_id,
-        input=json.dumps({"run_id": run_id, "approval": request}),
-    )["executionArn"]
-    token = _task_token(stack.sfn, arn)
+    _, token = stack.start_waiting(run_id, request)
     answer = request_handler.handler(
         {"run_id": run_id, "approval": request, "task_token": token}, CALLBACK_CONTEXT
     )
