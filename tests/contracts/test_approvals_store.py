@@ -38,6 +38,7 @@ from langorch.domain.errors import NotFoundError, StorageError
 from langorch.domain.evidence import GENESIS, digest
 from tests.fakes.approvals import InMemoryApprovals
 from tests.support.stores import STORES, under_contract
+from tests.support.threads import at_once
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 ALICE = "alice@example.com"
@@ -345,21 +346,7 @@ def test_concurrent_code_attempts_never_exceed_the_limit(store: ApprovalsStore) 
     # Failed before: 30 concurrent wrong codes were checked 14 times against a limit of 5
     # (the count was read, then incremented).
     approval = _pending(store)
-    barrier = threading.Barrier(30)
-    granted: list[int | None] = []
-    lock = threading.Lock()
-
-    def attempt() -> None:
-        barrier.wait()
-        got = store.claim_code_attempt(approval.approval_id, "ref-a", 5)
-        with lock:
-            granted.append(got)
-
-    threads = [threading.Thread(target=attempt) for _ in range(30)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    granted = at_once([lambda: store.claim_code_attempt(approval.approval_id, "ref-a", 5)] * 30)
     assert sorted(g for g in granted if g is not None) == [1, 2, 3, 4, 5]
     assert granted.count(None) == 25
 

@@ -4,7 +4,6 @@ limit, settling, and no overspend past the limit under 20 concurrent reservation
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite.budgets import SqliteBudgetCounters
 from tests.fakes.budgets import InMemoryBudgetCounters
 from tests.support.stores import STORES, under_contract
+from tests.support.threads import at_once
 
 Counters = BudgetCountersRepository | SqliteBudgetCounters | InMemoryBudgetCounters
 KEY = "refunds/day/2026-11-27"
@@ -64,21 +64,8 @@ def test_keys_are_apart(counters: Counters) -> None:
 
 def test_20_concurrent_reservations_never_pass_the_limit(counters: Counters) -> None:
     # Given 20 runs reserving one call's estimate (1,000) each against a limit of 10,500
-    barrier = threading.Barrier(20)
-    results: list[bool] = []
-    lock = threading.Lock()
-
-    def reserve() -> None:
-        barrier.wait()
-        granted = counters.reserve(KEY, 1_000, 10_500)
-        with lock:
-            results.append(granted)
-
-    threads = [threading.Thread(target=reserve) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    # When they reserve at once
+    results = at_once([lambda: counters.reserve(KEY, 1_000, 10_500)] * 20)
 
     # Then exactly the ten that fit were granted: the day overspends by nothing (at most one
     # call's cost past its estimate, once the calls settle)
