@@ -52,6 +52,24 @@ def dynamodb(aws: None) -> Any:
 
 
 @pytest.fixture
+def openai_server() -> Iterator[Any]:
+    """A fake OpenAI-compatible server on loopback (``tests/llm_servers.py``)."""
+    from tests.llm_servers import FakeOpenAI
+
+    with FakeOpenAI().running() as server:
+        yield server
+
+
+@pytest.fixture
+def bedrock_server() -> Iterator[Any]:
+    """A fake Bedrock runtime on loopback (``tests/llm_servers.py``)."""
+    from tests.llm_servers import FakeBedrock
+
+    with FakeBedrock().running() as server:
+        yield server
+
+
+@pytest.fixture
 def s3(aws: None) -> Any:
     return boto3.client("s3", region_name=REGION)
 

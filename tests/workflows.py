@@ -72,3 +72,13 @@ workflows:
       - {step_id: last, kind: transform, depends_on: [add], transform: {w: "z + 1"}}
 """
 """Three transforms in a row: ``y = 2x``, ``z = y + 1``, ``w = z + 1``."""
+
+SHOP_RESOURCE = "browser:session-1"
+SHOP_ON_A_RESOURCE = f"""
+workflows:
+  - plan_id: shop
+    memory: false
+    steps:
+      - {{step_id: browse, kind: transform, transform: {{done: "1"}}, resource: "{SHOP_RESOURCE}"}}
+"""
+"""One step that holds ``SHOP_RESOURCE`` (a browser session) while it runs."""

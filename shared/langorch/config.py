@@ -162,7 +162,12 @@ class Settings(BaseModel):
     """Put prompts, outputs, tool arguments and error messages in spans (off: ids, models,
     token counts, costs and durations only)."""
     segment_budget_seconds: float = 600.0
-    """A segment stops at the next step boundary after this long and returns ``continue``."""
+    """A segment stops at the next step boundary after this long and returns ``continue``: the
+    safety net that ends every segment before its Lambda's timeout."""
+    segment_budget_supersteps: int | None = Field(default=None, ge=1)
+    """A segment also stops after this many supersteps (a superstep runs every step whose
+    inputs are ready) and returns ``continue``: a budget in work, so a run is cut into the same
+    segments on any machine, however loaded. ``None``: the time budget alone."""
     pause_recheck_seconds: int = Field(default=3600, ge=1, le=365 * 86_400)
     """How long an execution parked on a pause waits before it looks again whether the run
     was resumed (a resume wakes it at once; this is the fallback for a wake-up that was lost)."""

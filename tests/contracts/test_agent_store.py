@@ -4,6 +4,8 @@ read back whole, and never a secret value stored."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from langorch.adapters.dynamodb.agents import AgentsRepository
@@ -12,17 +14,17 @@ from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 from langorch.adapters.sqlite.agents import SqliteAgents
 from langorch.domain.agents import AgentRegistration
 from tests.fakes.agents import InMemoryAgents
+from tests.support.stores import STORES, under_contract
 
 Store = AgentsRepository | InMemoryAgents | SqliteAgents
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "fake":
-        return InMemoryAgents()
-    if request.param == "sqlite":
-        return SqliteAgents(request.getfixturevalue("sqlite_db"))
-    client = request.getfixturevalue("dynamodb")
+    return under_contract(request, InMemoryAgents, SqliteAgents, _on_dynamodb)
+
+
+def _on_dynamodb(client: Any) -> AgentsRepository:
     DefinitionsRepository(client, "definitions").create_table()
     return AgentsRepository(client, "definitions")
 

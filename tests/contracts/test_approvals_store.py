@@ -13,7 +13,6 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -38,6 +37,8 @@ from langorch.domain.approvals.record import (
 from langorch.domain.errors import NotFoundError, StorageError
 from langorch.domain.evidence import GENESIS, digest
 from tests.fakes.approvals import InMemoryApprovals
+from tests.support.stores import STORES, under_contract
+from tests.support.threads import at_once
 
 NOW = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)
 ALICE = "alice@example.com"
@@ -45,22 +46,19 @@ BOB = "bob@example.com"
 TOKEN = "token-1"
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
-def store(request: pytest.FixtureRequest) -> Iterator[ApprovalsStore]:
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> ApprovalsStore:
     """The store under contract: the fake, the SQLite store on a fresh file, or the DynamoDB
     adapter on moto (writes made atomic)."""
-    if request.param == "fake":
-        yield InMemoryApprovals()
-        return
-    if request.param == "sqlite":
-        yield SqliteApprovals(request.getfixturevalue("sqlite_db"))
-        return
+    return under_contract(request, InMemoryApprovals, SqliteApprovals, _on_dynamodb)
+
+
+def _on_dynamodb(client: Any) -> ApprovalsStore:
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.runs import RunsRepository
 
-    client = request.getfixturevalue("dynamodb")  # atomic per request, as DynamoDB's
     RunsRepository(client, "runs").create_table()
-    yield ApprovalsRepository(client, "runs")
+    return ApprovalsRepository(client, "runs")
 
 
 def _approval(n: int = 1, *, run_id: str = "run-1", created: datetime = NOW) -> Approval:
@@ -348,21 +346,7 @@ def test_concurrent_code_attempts_never_exceed_the_limit(store: ApprovalsStore) 
     # Failed before: 30 concurrent wrong codes were checked 14 times against a limit of 5
     # (the count was read, then incremented).
     approval = _pending(store)
-    barrier = threading.Barrier(30)
-    granted: list[int | None] = []
-    lock = threading.Lock()
-
-    def attempt() -> None:
-        barrier.wait()
-        got = store.claim_code_attempt(approval.approval_id, "ref-a", 5)
-        with lock:
-            granted.append(got)
-
-    threads = [threading.Thread(target=attempt) for _ in range(30)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    granted = at_once([lambda: store.claim_code_attempt(approval.approval_id, "ref-a", 5)] * 30)
     assert sorted(g for g in granted if g is not None) == [1, 2, 3, 4, 5]
     assert granted.count(None) == 25
 

@@ -4,7 +4,6 @@ limit, settling, and no overspend past the limit under 20 concurrent reservation
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -13,25 +12,22 @@ from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
 from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite.budgets import SqliteBudgetCounters
 from tests.fakes.budgets import InMemoryBudgetCounters
+from tests.support.stores import STORES, under_contract
+from tests.support.threads import at_once
 
 Counters = BudgetCountersRepository | SqliteBudgetCounters | InMemoryBudgetCounters
 KEY = "refunds/day/2026-11-27"
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def counters(request: pytest.FixtureRequest) -> Counters:
     """The same tests run against the in-memory fake, the SQLite store and DynamoDB."""
-    if request.param == "fake":
-        return InMemoryBudgetCounters()
-    if request.param == "sqlite":
-        return SqliteBudgetCounters(request.getfixturevalue("sqlite_db"))
-    return request.getfixturevalue("dynamo_counters")  # type: ignore[no-any-return]
+    return under_contract(request, InMemoryBudgetCounters, SqliteBudgetCounters, _on_dynamodb)
 
 
-@pytest.fixture
-def dynamo_counters(dynamodb: Any) -> BudgetCountersRepository:
-    RunsRepository(dynamodb, "runs").create_table()
-    return BudgetCountersRepository(dynamodb, "runs")
+def _on_dynamodb(client: Any) -> BudgetCountersRepository:
+    RunsRepository(client, "runs").create_table()
+    return BudgetCountersRepository(client, "runs")
 
 
 def test_reservations_are_granted_while_they_fit_and_refused_past_the_limit(
@@ -68,21 +64,8 @@ def test_keys_are_apart(counters: Counters) -> None:
 
 def test_20_concurrent_reservations_never_pass_the_limit(counters: Counters) -> None:
     # Given 20 runs reserving one call's estimate (1,000) each against a limit of 10,500
-    barrier = threading.Barrier(20)
-    results: list[bool] = []
-    lock = threading.Lock()
-
-    def reserve() -> None:
-        barrier.wait()
-        granted = counters.reserve(KEY, 1_000, 10_500)
-        with lock:
-            results.append(granted)
-
-    threads = [threading.Thread(target=reserve) for _ in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    # When they reserve at once
+    results = at_once([lambda: counters.reserve(KEY, 1_000, 10_500)] * 20)
 
     # Then exactly the ten that fit were granted: the day overspends by nothing (at most one
     # call's cost past its estimate, once the calls settle)

@@ -9,7 +9,6 @@ records (moto cannot stop an execution it is running that waits on a task token)
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -19,6 +18,7 @@ from moto import mock_aws
 from langorch.adapters.stepfunctions import StepFunctions
 from langorch.domain.errors import NotFoundError, TaskClosedError
 from tests.fakes import InMemoryExecutions
+from tests.support.polling import wait_for
 
 Runner = StepFunctions | InMemoryExecutions
 Park = Callable[[str], str]
@@ -66,13 +66,15 @@ def _moto_executions(*, execute: bool) -> Iterator[tuple[StepFunctions, Park]]:
 
         def park(run_id: str) -> str:
             runner.start(run_id, {"run_id": run_id})
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
+
+            def token() -> str | None:
                 for message in sqs.receive_message(QueueUrl=queue_url).get("Messages", []):
                     body = json.loads(message["Body"])
                     if body["run_id"] == run_id:
                         return str(body["token"])
-            raise AssertionError(f"execution {run_id} did not reach its task within 10 s")
+                return None
+
+            return wait_for(token, what=f"execution {run_id} to reach its task")
 
         yield runner, park
 
@@ -98,12 +100,13 @@ def running(request: pytest.FixtureRequest) -> Iterator[tuple[Runner, Park]]:
 
 
 def _status(runner: Runner, run_id: str, leaving: str = "RUNNING") -> dict[str, Any]:
-    """The execution's description once its status is no longer ``leaving`` (10 s at most)."""
-    deadline = time.monotonic() + 10
-    while True:
+    """The execution's description once its status is no longer ``leaving``."""
+
+    def left() -> dict[str, Any] | None:
         described = runner.describe(run_id)
-        if described["status"] != leaving or time.monotonic() > deadline:
-            return described
+        return described if described["status"] != leaving else None
+
+    return wait_for(left, what=f"execution {run_id} to leave {leaving}")
 
 
 def test_a_started_execution_is_named_by_the_run_and_running(

@@ -14,6 +14,7 @@ from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite.resources import SqliteResourceLocks
 from langorch.domain.resources import QueueFullError
 from tests.fakes import InMemoryResourceLocks
+from tests.support.stores import STORES, under_contract
 
 NOW, LEASE, WAIT = 1_741_078_800.0, 300.0, 60.0
 
@@ -24,21 +25,26 @@ CAP = 5
 """The queue cap every store is built with here (``LANGORCH_RESOURCE_QUEUE_CAP``)."""
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def locks(request: pytest.FixtureRequest) -> Locks:
     """The same tests run against the in-memory fake, the SQLite store and the DynamoDB
     adapter."""
-    if request.param == "fake":
-        return InMemoryResourceLocks(max_waiters=CAP)
-    if request.param == "sqlite":
-        return SqliteResourceLocks(request.getfixturevalue("sqlite_db"), max_waiters=CAP)
-    return request.getfixturevalue("dynamo_locks")  # type: ignore[no-any-return]
+    return under_contract(
+        request,
+        lambda: InMemoryResourceLocks(max_waiters=CAP),
+        lambda db: SqliteResourceLocks(db, max_waiters=CAP),
+        _on_dynamodb,
+    )
 
 
 @pytest.fixture
 def dynamo_locks(dynamodb: Any) -> ResourceLocksRepository:
-    RunsRepository(dynamodb, "runs").create_table()
-    return ResourceLocksRepository(dynamodb, "runs", max_waiters=CAP)
+    return _on_dynamodb(dynamodb)
+
+
+def _on_dynamodb(client: Any) -> ResourceLocksRepository:
+    RunsRepository(client, "runs").create_table()
+    return ResourceLocksRepository(client, "runs", max_waiters=CAP)
 
 
 def take(locks: Locks, name: str, holder: str, now: float = NOW) -> Any:

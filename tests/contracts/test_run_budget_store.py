@@ -31,21 +31,16 @@ from langorch.domain.runs import (
 )
 from tests.fakes import InMemoryResourceLocks, InMemoryRuns
 from tests.support.records import a_run
+from tests.support.stores import STORES, runs_on_dynamodb, under_contract
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 
 Runs = RunsRepository | InMemoryRuns | SqliteRuns
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def repo(request: pytest.FixtureRequest) -> Runs:
-    if request.param == "fake":
-        return InMemoryRuns()
-    if request.param == "sqlite":
-        return SqliteRuns(request.getfixturevalue("sqlite_db"))
-    repository = RunsRepository(request.getfixturevalue("dynamodb"), "runs")
-    repository.create_table()
-    return repository
+    return under_contract(request, InMemoryRuns, SqliteRuns, runs_on_dynamodb)
 
 
 def a_big_run(run_id: str = "run-big", **fields: Any) -> RunRecord:

@@ -40,6 +40,7 @@ from langorch.domain.runs import (
 )
 from tests.fakes import InMemoryRuns
 from tests.support.sqlite_processes import race_for_leases
+from tests.support.stores import STORES, runs_on_dynamodb, under_contract
 
 T0 = datetime(2025, 3, 4, 9, 0, tzinfo=UTC)
 NOW = 1_741_078_800.0  # T0 in epoch seconds: the lease clock
@@ -49,22 +50,16 @@ TTL = 720.0
 Runs = RunsRepository | InMemoryRuns | SqliteRuns
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def repo(request: pytest.FixtureRequest) -> Runs:
     """The same tests run against the in-memory fake, the SQLite store and the DynamoDB
     adapter."""
-    if request.param == "fake":
-        return InMemoryRuns()
-    if request.param == "sqlite":
-        return SqliteRuns(request.getfixturevalue("sqlite_db"))
-    return request.getfixturevalue("dynamo_repo")  # type: ignore[no-any-return]
+    return under_contract(request, InMemoryRuns, SqliteRuns, runs_on_dynamodb)
 
 
 @pytest.fixture
 def dynamo_repo(dynamodb: Any) -> RunsRepository:
-    repository = RunsRepository(dynamodb, "runs")
-    repository.create_table()
-    return repository
+    return runs_on_dynamodb(dynamodb)  # type: ignore[no-any-return]
 
 
 def a_run(

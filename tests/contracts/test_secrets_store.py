@@ -9,19 +9,19 @@ from langorch.adapters.secrets import Secrets
 from langorch.adapters.sqlite.secrets import SqliteSecrets
 from langorch.domain.errors import SecretNotFoundError
 from tests.fakes import InMemorySecrets
+from tests.support.stores import under_contract
 
 Store = Secrets | InMemorySecrets | SqliteSecrets
 
 
 @pytest.fixture(params=["fake", "sqlite", "secretsmanager"])
 def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "fake":
-        return InMemorySecrets()
-    if request.param == "sqlite":
-        return SqliteSecrets(request.getfixturevalue("sqlite_db"))
+    return under_contract(request, InMemorySecrets, SqliteSecrets, _on_moto, cloud_fixture="aws")
+
+
+def _on_moto(_: None) -> Secrets:
     import boto3
 
-    request.getfixturevalue("aws")
     return Secrets(boto3.client("secretsmanager", region_name="us-east-1"))
 
 

@@ -14,17 +14,17 @@ from langorch.adapters.dynamodb.tasks import TasksRepository
 from langorch.adapters.sqlite.tasks import SqliteTasks
 from langorch.domain.tasks import TaskRecord
 from tests.fakes import InMemoryTasks
+from tests.support.stores import STORES, under_contract
 
 Store = TasksRepository | InMemoryTasks | SqliteTasks
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "fake":
-        return InMemoryTasks()
-    if request.param == "sqlite":
-        return SqliteTasks(request.getfixturevalue("sqlite_db"))
-    client = request.getfixturevalue("dynamodb")
+    return under_contract(request, InMemoryTasks, SqliteTasks, _on_dynamodb)
+
+
+def _on_dynamodb(client: Any) -> TasksRepository:
     RunsRepository(client, "runs").create_table()
     return TasksRepository(client, "runs")
 

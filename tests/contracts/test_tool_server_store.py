@@ -4,6 +4,8 @@ value stored."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
@@ -11,17 +13,17 @@ from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 from langorch.adapters.sqlite.tool_servers import SqliteToolServers
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import InMemoryToolServers
+from tests.support.stores import STORES, under_contract
 
 Store = ToolServersRepository | InMemoryToolServers | SqliteToolServers
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Store:
-    if request.param == "fake":
-        return InMemoryToolServers()
-    if request.param == "sqlite":
-        return SqliteToolServers(request.getfixturevalue("sqlite_db"))
-    client = request.getfixturevalue("dynamodb")
+    return under_contract(request, InMemoryToolServers, SqliteToolServers, _on_dynamodb)
+
+
+def _on_dynamodb(client: Any) -> ToolServersRepository:
     DefinitionsRepository(client, "definitions").create_table()
     return ToolServersRepository(client, "definitions")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +42,6 @@ def definitions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path.parent.mkdir()
     path.write_text(DEFINITIONS)
     return path
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI().running() as server:
-        yield server  # type: ignore[misc]
 
 
 def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:

@@ -17,15 +17,9 @@ from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.local.stack import LocalStack
 from tests.support.polling import wait_for
 from tests.support.stacks import running_stack
+from tests.workflows import SHOP_ON_A_RESOURCE as FLOW
+from tests.workflows import SHOP_RESOURCE as RESOURCE
 
-RESOURCE = "browser:session-1"
-FLOW = f"""
-workflows:
-  - plan_id: shop
-    memory: false
-    steps:
-      - {{step_id: browse, kind: transform, transform: {{done: "1"}}, resource: "{RESOURCE}"}}
-"""
 DEAD = "run-dead/step"
 """A holder that died holding the resource."""
 DEADLINE_SECONDS = 240.0

@@ -13,9 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from langorch.app.approvals.decisions import (
-    RequestApproval,
     decide_approval,
-    request_approval,
     view_approval,
 )
 from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, Shown, Voted
@@ -26,7 +24,7 @@ from tests.integration.test_approvals import (  # noqa: F401 - the fixtures
     _task_token,
     stack,
 )
-from tests.unit.approvals_support import codes, decide_command, view_command, waiting_run
+from tests.unit.approvals_support import decide_command, view_command
 
 VOTERS = [f"voter{n:02d}@example.com" for n in range(30)]
 
@@ -47,24 +45,7 @@ def park_with_policy(stack: Stack, approvers: list[str], policy: dict[str, Any])
         "interrupt_id": f"int-{stack.runs_seen}",
         "policy": policy,
     }
-    waiting_run(stack.container, run_id, request, stack.clock.now)
-    arn = stack.sfn.start_execution(
-        stateMachineArn=stack.machine_arn,
-        name=run_id,
-        input=json.dumps({"run_id": run_id, "approval": request}),
-    )["executionArn"]
-    token = _task_token(stack.sfn, arn)
-    before = set(stack.outbox.glob("*.json"))
-    result = request_approval(
-        RequestApproval(run_id=run_id, approval=request, task_token=token),
-        stack.container,
-        randbelow=codes(),
-    )
-    parked = Parked(arn, token, result.approval_id)
-    for path in sorted(set(stack.outbox.glob("*.json")) - before):
-        mail = json.loads(path.read_text())
-        parked.links[mail["to"]] = mail["link"]
-    return parked
+    return stack.park_request(run_id, request)
 
 
 def _forms(

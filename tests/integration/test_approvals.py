@@ -22,7 +22,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -54,15 +53,18 @@ from langorch.domain.approvals.record import (
 )
 from tests.fakes.clock import FakeClock
 from tests.support.aws import one_request_at_a_time
+from tests.support.polling import wait_for
 from tests.unit.approvals_support import (
     ALICE,
     BASE_URL,
     BOB,
     CALLBACK_CONTEXT,
+    an_approval_request,
     call,
     codes,
     decide_command,
     event,
+    mailed_code,
     nonce,
     open_and_decide,
     read,
@@ -120,41 +122,29 @@ class Stack:
     steps: CountingStepFunctions
     runs_seen: int = 0
 
-    def park(
-        self,
-        *,
-        timeout: int = 300,
-        require_code: bool = False,
-        approvers: list[str] | None = None,
-        editable: dict[str, Any] | None = None,
-        title: str = "Pay invoice 42",
-    ) -> Parked:
-        """Start an execution that waits on its task token, and request the approval."""
+    def park(self, **request: Any) -> Parked:
+        """Start an execution that waits on its task token, and request the approval
+        (``request``: what differs from :func:`an_approval_request`'s)."""
         self.runs_seen += 1
-        run_id = f"run-{self.runs_seen}"
-        interrupt_id = f"int-{self.runs_seen}"
-        request = {
-            "kind": "approval",
-            "step_id": "review",
-            "title": title,
-            "message": "Check the amount <b>before</b> paying.",
-            "context": {"vendor": "ACME & Sons", "amount": 1200},
-            "editable": editable if editable is not None else {"amount": 1200, "note": "ok"},
-            "approvers": approvers or [ALICE, BOB],
-            "timeout_seconds": timeout,
-            "on_timeout": "reject",
-            "require_code": require_code,
-            "iteration": 1,
-            "max_iterations": 3,
-            "interrupt_id": interrupt_id,
-        }
+        return self.park_request(
+            f"run-{self.runs_seen}", an_approval_request(self.runs_seen, **request)
+        )
+
+    def start_waiting(self, run_id: str, request: dict[str, Any]) -> tuple[str, str]:
+        """Run ``run_id`` parked on ``request``, its execution started and waiting on its task
+        token: the execution's ARN and the token."""
         waiting_run(self.container, run_id, request, self.clock.now)
         arn = self.sfn.start_execution(
             stateMachineArn=self.machine_arn,
             name=run_id,
             input=json.dumps({"run_id": run_id, "approval": request}),
         )["executionArn"]
-        token = _task_token(self.sfn, arn)
+        return arn, _task_token(self.sfn, arn)
+
+    def park_request(self, run_id: str, request: dict[str, Any]) -> Parked:
+        """Start run ``run_id``'s execution waiting on its task token, and request ``request``:
+        the links and codes each approver was mailed."""
+        arn, token = self.start_waiting(run_id, request)
         before = set(self.outbox.glob("*.json"))
         result = request_approval(
             RequestApproval(run_id=run_id, approval=request, task_token=token),
@@ -165,33 +155,30 @@ class Stack:
         for path in sorted(set(self.outbox.glob("*.json")) - before):
             mail = json.loads(path.read_text())
             parked.links[mail["to"]] = mail["link"]
-            found = re.search(r"one-time code: (\d{6})", mail["text"])
-            if found:
-                parked.codes[mail["to"]] = found.group(1)
+            if code := mailed_code(mail["text"]):
+                parked.codes[mail["to"]] = code
         return parked
 
     def status(self, parked: Parked) -> str:
         return str(self.sfn.describe_execution(executionArn=parked.execution_arn)["status"])
 
-    def wait_status(self, parked: Parked, wanted: str, seconds: float = 10) -> dict[str, Any]:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
+    def wait_status(self, parked: Parked, wanted: str) -> dict[str, Any]:
+        def reached() -> dict[str, Any] | None:
             described = self.sfn.describe_execution(executionArn=parked.execution_arn)
-            if described["status"] == wanted:
-                return dict(described)
-            time.sleep(0.05)
-        raise AssertionError(f"execution did not reach {wanted}: {self.status(parked)}")
+            return dict(described) if described["status"] == wanted else None
+
+        return wait_for(reached, what=f"the execution to reach {wanted}")
 
 
 def _task_token(sfn: Any, execution_arn: str) -> str:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+    def scheduled() -> str | None:
         for entry in sfn.get_execution_history(executionArn=execution_arn)["events"]:
             if entry["type"] == "TaskScheduled":
                 parameters = json.loads(entry["taskScheduledEventDetails"]["parameters"])
                 return str(parameters["Payload"]["task_token"])
-        time.sleep(0.02)
-    raise AssertionError("the execution never scheduled its task")
+        return None
+
+    return wait_for(scheduled, what="the execution to schedule its task")
 
 
 def _machine(sfn: Any, role: str, function_arn: str) -> str:
@@ -374,7 +361,7 @@ def test_a_click_after_the_execution_ended_is_kept_for_a_redrive(
     stack.clock.now -= dwell
     page = call(callback, event(parked.links[ALICE]))
     stack.clock.now += dwell
-    stack.wait_status(parked, "FAILED", seconds=15)
+    stack.wait_status(parked, "FAILED")
     # When alice approves
     form = {"nonce": nonce(page["body"]), "decision": "approved"}
     answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
@@ -495,13 +482,7 @@ def test_the_task_token_appears_in_no_email_url_page_or_log(
         "interrupt_id": "int-x",
         "require_code": True,
     }
-    waiting_run(stack.container, run_id, request, stack.clock.now)
-    arn = stack.sfn.start_execution(
-        stateMachineArn=stack.machine_arn,
-        name=run_id,
-        input=json.dumps({"run_id": run_id, "approval": request}),
-    )["executionArn"]
-    token = _task_token(stack.sfn, arn)
+    _, token = stack.start_waiting(run_id, request)
     answer = request_handler.handler(
         {"run_id": run_id, "approval": request, "task_token": token}, CALLBACK_CONTEXT
     )

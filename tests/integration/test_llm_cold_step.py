@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +65,6 @@ result = drive(run.run_id, fakes, on_approval=lambda r: {{}}, sleep=lambda s: No
 events = [e.model_dump(mode="json") for e in fakes.runs.get_timeline(run.run_id)]
 print(json.dumps({{"status": result.status, "outputs": result.outputs, "events": events}}))
 """
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI().running() as server:
-        yield server  # type: ignore[misc]
 
 
 def _run_cold(server: FakeOpenAI) -> dict[str, Any]:

@@ -10,12 +10,10 @@ timeline.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import langchain_aws  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
 import langchain_openai  # noqa: F401
-import pytest
 
 from langorch.composition.container import Container
 from tests.integration.conftest import MakeContainer, register_text, run_to_end
@@ -39,18 +37,6 @@ workflows:
       - {{step_id: draft, block_id: b_draft, retry_backoff_seconds: 0, on_error: recover}}
       - {{step_id: recover, kind: transform, transform: {{why: "error.type"}}}}
 """
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI().running() as server:
-        yield server  # type: ignore[misc]
-
-
-@pytest.fixture
-def bedrock_server() -> Iterator[FakeBedrock]:
-    with FakeBedrock().running() as server:
-        yield server  # type: ignore[misc]
 
 
 def _container(make_container: MakeContainer, timeout: int = 30, **settings: Any) -> Container:

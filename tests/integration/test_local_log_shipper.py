@@ -14,6 +14,7 @@ import pytest
 
 from langorch.adapters.logs import PUT_MAX_EVENTS, CloudWatchLogs
 from langorch.local.logs import CloudWatchSink, environment_stream
+from tests.support.polling import wait_for
 
 PREFIX = "/aws/lambda/"
 FUNCTION = "langorch-trigger"
@@ -164,9 +165,7 @@ def test_a_write_tried_again_succeeds_once_the_group_exists(make_sink, logs, cap
     stream = environment_stream("0" * 32)
     caplog.set_level(logging.WARNING, logger="langorch.local.logs")
     sink("langorch-late", stream, [(int(time.time() * 1000), "late group")])
-    deadline = time.monotonic() + 30
-    while not caplog.records and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: caplog.records, what="the sink's warning")
     assert "will try again" in caplog.records[0].getMessage()
 
     # When the group is created and the stack stops (which ends the pause)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from langorch.local.lambdas import FUNCTIONS, Dispatcher
+from tests.support.polling import wait_for
 
 TRIGGER = FUNCTIONS["trigger"]
 
@@ -76,10 +76,7 @@ def dispatcher(tmp_path: Path, shipped: Shipped) -> Iterator[Dispatcher]:
 
 
 def _wait_for(path: Path, count: int) -> None:
-    deadline = time.monotonic() + 30
-    while len(list(path.glob("in-*"))) < count:
-        assert time.monotonic() < deadline, "the invocations did not start"
-        time.sleep(0.02)
+    wait_for(lambda: len(list(path.glob("in-*"))) >= count, what=f"{count} invocations to start")
 
 
 def test_overlapping_invocations_run_in_different_sandboxes(

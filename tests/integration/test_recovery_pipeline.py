@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from langorch.domain.loading import load_text
 from langorch.domain.runs import TimelineEventType, execution_name
 from tests.integration.test_state_machine import APPROVAL
 from tests.support.pipeline import Pipeline, pipelines
+from tests.support.threads import at_once
 from tests.unit.approvals_support import decide_command, view_command
 
 V1 = """
@@ -105,25 +106,12 @@ def test_a_failed_run_redriven_on_a_fixed_version_succeeds_in_a_new_execution(
 def test_two_concurrent_redrives_start_one_execution(pipeline: Pipeline) -> None:
     run_id = _failed_run(pipeline)
     _register(pipeline, V2)
-    barrier = threading.Barrier(2)
-    results: list[Any] = []
-    errors: list[BaseException] = []
     settings = pipeline.container.settings
-
-    def operator() -> None:
-        container = build_container(settings)  # each operator is its own process
-        barrier.wait()
-        try:
-            results.append(redrive(container, run_id, version="latest", reason="race"))
-        except BaseException as exc:  # surfaced by the assertion below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=operator) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert errors == []
+    # Each operator is its own process (its own container); both redrive at once
+    operators = [build_container(settings) for _ in range(2)]
+    results = at_once(
+        [partial(redrive, c, run_id, version="latest", reason="race") for c in operators]
+    )
     assert sorted(r.started for r in results) == [False, True]
     client = pipeline.container.client("stepfunctions")
     names = [

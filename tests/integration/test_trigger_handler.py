@@ -4,16 +4,13 @@ proven on fakes in ``tests/unit/test_trigger_handler.py``."""
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from functions.trigger import handler as trigger
 from langorch.composition.container import Container
-from tests.support.events import LambdaContext, function_log
+from tests.support.events import invoke
 
 from .conftest import UseContainer
 from .triggers_support import executions, load_event, make_deps
@@ -27,23 +24,12 @@ def deps(aws: None, handler_container: UseContainer) -> Container:
     return container
 
 
-@pytest.fixture
-def log_output() -> Iterator[io.StringIO]:
-    """Everything the function logs."""
-    with function_log(trigger) as stream:
-        yield stream
-
-
-def _invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return trigger.handler(event, LambdaContext())  # type: ignore[arg-type]
-
-
 def test_a_recorded_webhook_request_answers_202_with_the_run_id(deps: Container):
     # Given the recorded API Gateway v2 request (signed with the test secret)
     event = load_event("apigw_v2_webhook.json")
 
     # When the function is invoked
-    response = _invoke(event)
+    response = invoke(trigger, event)
 
     # Then it answers 202 with the run id as JSON, and the execution exists
     assert response["statusCode"] == 202
@@ -58,8 +44,8 @@ def test_a_recorded_scheduler_invocation_starts_the_slots_run_once(deps: Contain
     event = load_event("scheduler_invoke.json")
 
     # When it is delivered twice
-    first = _invoke(event)
-    second = _invoke(event)
+    first = invoke(trigger, event)
+    second = invoke(trigger, event)
 
     # Then one run was created
     assert first["runs"][0]["created"] is True
@@ -72,7 +58,7 @@ def test_a_recorded_s3_event_starts_the_matching_workflow(deps: Container):
     event = load_event("eventbridge_s3_object_created.json")
 
     # When the function is invoked
-    result = _invoke(event)
+    result = invoke(trigger, event)
 
     # Then the .json watcher started, with the decoded key
     assert [r["workflow_id"] for r in result["runs"]] == ["json_drop"]
@@ -92,8 +78,8 @@ def test_a_classic_s3_notification_through_sqs_starts_the_run_the_eventbridge_ev
     sqs = {"Records": [{"eventSource": "aws:sqs", "body": json.dumps({"Records": [record]})}]}
 
     # When the function gets it, and then the same write through EventBridge
-    first = _invoke(sqs)
-    second = _invoke(bridge)
+    first = invoke(trigger, sqs)
+    second = invoke(trigger, bridge)
 
     # Then the classic shape started the .json watcher with the decoded key, and the
     # EventBridge event of the same write started nothing more

@@ -101,3 +101,14 @@ def emulator_home(endpoint: str, home: Path, monkeypatch: pytest.MonkeyPatch) ->
     home.mkdir()
     use_stack(home, endpoint)
     return home
+
+
+STACK_OUTPUTS = {
+    "DefinitionsTable": "prod-definitions",
+    "RunsTable": "prod-runs",
+    "CheckpointsTable": "prod-checkpoints",
+    "MemoryTable": "prod-memory",
+    "Bucket": "prod-bucket",
+}
+"""A deployed stack's outputs (``prod-`` names), as ``langorch`` reads them to find its
+resources."""

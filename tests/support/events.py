@@ -70,6 +70,12 @@ def approval_event(
     return built
 
 
+def invoke(handler_module: Any, event: dict[str, Any]) -> dict[str, Any]:
+    """Call a function's handler with ``event`` as Lambda would (with a context Powertools
+    reads)."""
+    return handler_module.handler(event, LambdaContext())  # type: ignore[no-any-return]
+
+
 @contextlib.contextmanager
 def function_log(handler_module: Any) -> Iterator[io.StringIO]:
     """Everything a function's handler module logs while inside (its Powertools JSON handler is

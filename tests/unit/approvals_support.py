@@ -21,9 +21,12 @@ from langorch.app.approvals.decisions import (
     RequestApproval,
     ViewApproval,
     Visitor,
+    decide_approval,
     ensure_signing_key,
+    view_approval,
 )
 from langorch.app.approvals.decisions import request_approval as request
+from langorch.domain.approvals.outcomes import AlreadyDecided, Shown
 from langorch.domain.runs import PendingInterrupt, RunRecord, RunStatus, RunTrigger, transition
 from tests.fakes import Fakes, InMemoryExecutions
 from tests.fakes.approvals import InMemoryApprovals
@@ -115,21 +118,15 @@ class FakeStack:
         """A run waiting on its task token, and the approval requested for it."""
         self.runs_seen += 1
         run_id = f"run-{self.runs_seen}"
-        approval = {
-            "kind": "approval",
-            "step_id": "review",
-            "title": title,
-            "message": "Check the amount <b>before</b> paying.",
-            "context": {"vendor": "ACME & Sons", "amount": 1200},
-            "editable": editable if editable is not None else {"amount": 1200, "note": "ok"},
-            "approvers": approvers or [ALICE, BOB],
-            "timeout_seconds": timeout,
-            "on_timeout": "reject",
-            "require_code": require_code,
-            "iteration": 1 if previous is None else previous["iteration"] + 1,
-            "max_iterations": 3,
-            "interrupt_id": f"int-{self.runs_seen}",
-        }
+        approval = an_approval_request(
+            self.runs_seen,
+            title=title,
+            approvers=approvers,
+            timeout=timeout,
+            require_code=require_code,
+            editable=editable,
+            iteration=1 if previous is None else previous["iteration"] + 1,
+        )
         if previous is not None:
             approval["previous"] = previous
         if policy is not None:
@@ -145,9 +142,8 @@ class FakeStack:
         parked = Parked(run_id, token, result.approval_id, request=approval)
         for mail in self.container.email.sent[before:]:
             parked.links[mail.to] = mail.link
-            found = re.search(r"one-time code: (\d{6})", mail.text)
-            if found:
-                parked.codes[mail.to] = found.group(1)
+            if code := mailed_code(mail.text):
+                parked.codes[mail.to] = code
         return parked
 
     def park_again(self, parked: Parked) -> ApprovalRequested:
@@ -178,6 +174,41 @@ class FakeStack:
         """The approval's audit trail as (action, outcome, actor)."""
         trail = self.container.approvals.audit(parked.approval_id)
         return [(e.action, e.outcome, e.actor) for e in trail]
+
+
+def an_approval_request(
+    n: int,
+    *,
+    title: str = "Pay invoice 42",
+    approvers: list[str] | None = None,
+    timeout: int = 300,
+    require_code: bool = False,
+    editable: dict[str, Any] | None = None,
+    iteration: int = 1,
+) -> dict[str, Any]:
+    """The approval request of the ``n``-th parked run: an invoice to pay, ALICE and BOB to
+    decide it, its amount and note editable."""
+    return {
+        "kind": "approval",
+        "step_id": "review",
+        "title": title,
+        "message": "Check the amount <b>before</b> paying.",
+        "context": {"vendor": "ACME & Sons", "amount": 1200},
+        "editable": editable if editable is not None else {"amount": 1200, "note": "ok"},
+        "approvers": approvers or [ALICE, BOB],
+        "timeout_seconds": timeout,
+        "on_timeout": "reject",
+        "require_code": require_code,
+        "iteration": iteration,
+        "max_iterations": 3,
+        "interrupt_id": f"int-{n}",
+    }
+
+
+def mailed_code(text: str) -> str | None:
+    """The one-time code an approval email carries, if any."""
+    found = re.search(r"one-time code: (\d{6})", text)
+    return found.group(1) if found else None
 
 
 def codes() -> Any:
@@ -271,3 +302,14 @@ def tampered(link: str, name: str, value: str) -> str:
     query = dict(parse_qsl(parts.query))
     query[name] = value
     return f"{parts.scheme}://{parts.netloc}{parts.path}?{urlencode(query)}"
+
+
+def press(stack: FakeStack, link: str, decision: str, **form: str) -> Any:
+    """Open the page, read it, press a button (the page that says who decided, when decided)."""
+    shown = view_approval(view_command(link), stack.container)
+    if isinstance(shown, AlreadyDecided):
+        return shown
+    assert isinstance(shown, Shown)
+    stack.read_pages()
+    fields = {"nonce": shown.nonce, "decision": decision, **form}
+    return decide_approval(decide_command(link, fields), stack.container)

@@ -12,7 +12,7 @@ import pytest
 
 from functions.trigger import handler as trigger
 from langorch.cli.commands.approvals import detail
-from tests.support.events import LambdaContext
+from tests.support.events import invoke
 from tests.unit.approvals_support import FakeStack, Parked
 
 ANN, BOB, BOSS = "ann@example.com", "bob@example.com", "boss@example.com"
@@ -52,10 +52,6 @@ def _bounce(parked: Parked, address: str, bounce_type: str = "Permanent") -> dic
     }
 
 
-def _invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return trigger.handler(event, LambdaContext())  # type: ignore[arg-type]
-
-
 def test_a_hard_bounce_marks_the_approver_undeliverable_and_escalates_at_once(
     stack: FakeStack,
 ) -> None:
@@ -63,7 +59,7 @@ def test_a_hard_bounce_marks_the_approver_undeliverable_and_escalates_at_once(
     parked = stack.park(approvers=[ANN, BOB], editable={}, policy=POLICY, timeout=3 * 86400)
     before = len(stack.container.email.sent)
     # When SES reports ann's email bounced for good (through SNS to the trigger function)
-    answer = _invoke(_sns(_bounce(parked, ANN)))
+    answer = invoke(trigger, _sns(_bounce(parked, ANN)))
     # Then the boss is asked now, not in a day, and told why
     assert answer == {"email_events": 1, "escalated": [parked.approval_id]}
     (escalated,) = stack.container.email.sent[before:]
@@ -85,9 +81,9 @@ def test_a_repeated_notice_escalates_no_further_and_a_complaint_counts_as_undeli
 ) -> None:
     # Given an approval that escalated on a bounce, and SNS delivering the same notice again
     parked = stack.park(approvers=[ANN, BOB], editable={}, policy=POLICY, timeout=3 * 86400)
-    _invoke(_sns(_bounce(parked, ANN)))
+    invoke(trigger, _sns(_bounce(parked, ANN)))
     before = len(stack.container.email.sent)
-    again = _invoke(_sns(_bounce(parked, ANN)))
+    again = invoke(trigger, _sns(_bounce(parked, ANN)))
     # Then nobody more is emailed: the policy has no further level
     assert again["escalated"] == []
     assert stack.container.email.sent[before:] == []
@@ -97,7 +93,7 @@ def test_a_repeated_notice_escalates_no_further_and_a_complaint_counts_as_undeli
         "complaint": {"complainedRecipients": [{"emailAddress": BOB}]},
         "mail": {"tags": {"approval_id": [parked.approval_id]}},
     }
-    _invoke(_sns(complaint))
+    invoke(trigger, _sns(complaint))
     assert ("undeliverable", "complaint (complaint)", BOB) in stack.audit(parked)
 
 
@@ -105,7 +101,7 @@ def test_a_transient_bounce_is_not_final_and_changes_nothing(stack: FakeStack) -
     # Given a mailbox that is only full (SES retried; the next reminder may get through)
     parked = stack.park(approvers=[ANN, BOB], editable={}, policy=POLICY, timeout=3 * 86400)
     before = len(stack.container.email.sent)
-    answer = _invoke(_sns(_bounce(parked, ANN, bounce_type="Transient")))
+    answer = invoke(trigger, _sns(_bounce(parked, ANN, bounce_type="Transient")))
     # Then nothing is recorded or sent
     assert answer == {"email_events": 1, "escalated": []}
     assert stack.container.email.sent[before:] == []

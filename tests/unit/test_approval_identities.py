@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from langorch.app.approvals.decisions import decide_approval, view_approval
 from langorch.app.approvals.keys import load_signing_keys
 from langorch.app.approvals.requests import reissue_approval
-from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, FormAgain, Shown, Voted
+from langorch.domain.approvals.outcomes import Decided, FormAgain, Voted
 from langorch.domain.approvals.policy import Vote
 from langorch.domain.approvals.record import link_url, new_approval, sign_link
 from langorch.domain.approvals.votes import SelfApprovalError, progress
@@ -21,8 +20,7 @@ from tests.unit.approvals_support import (
     BASE_URL,
     FakeStack,
     Parked,
-    decide_command,
-    view_command,
+    press,
     waiting_run,
 )
 
@@ -41,22 +39,6 @@ STARTER_SPELLINGS = [
 ]
 """Ana's address as the attackers spelled it when starting her own run (issue 35)."""
 SOD = {"quorum": "any", "separation_of_duties": True}
-
-
-@pytest.fixture
-def stack() -> FakeStack:
-    return FakeStack()
-
-
-def press(stack: FakeStack, link: str, decision: str, **form: str) -> Any:
-    """Open the page, read it, press a button."""
-    shown = view_approval(view_command(link), stack.container)
-    if isinstance(shown, AlreadyDecided):
-        return shown
-    assert isinstance(shown, Shown)
-    stack.read_pages()
-    fields = {"nonce": shown.nonce, "decision": decision, **form}
-    return decide_approval(decide_command(link, fields), stack.container)
 
 
 def links_after_reissue(stack: FakeStack, parked: Parked) -> dict[str, str]:

@@ -8,30 +8,14 @@ from typing import Any
 
 import pytest
 
-from langorch.app.approvals.decisions import decide_approval, view_approval
+from langorch.app.approvals.decisions import view_approval
 from langorch.app.approvals.votes import fire_timers
 from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, FormAgain, Shown, Voted
 from langorch.domain.approvals.votes import DelegatedAwayError, SelfApprovalError
-from tests.unit.approvals_support import FakeStack, Parked, decide_command, view_command
+from tests.unit.approvals_support import FakeStack, Parked, press, view_command
 
 ANN, BOB, CAT = "ann@example.com", "bob@example.com", "cat@example.com"
 BOSS, DEPUTY = "boss@example.com", "deputy@example.com"
-
-
-@pytest.fixture
-def stack() -> FakeStack:
-    return FakeStack()
-
-
-def press(stack: FakeStack, link: str, decision: str, **form: str) -> Any:
-    """Open the page, read it, press a button."""
-    shown = view_approval(view_command(link), stack.container)
-    if isinstance(shown, AlreadyDecided):
-        return shown  # the page already says who decided
-    assert isinstance(shown, Shown)
-    stack.read_pages()
-    fields = {"nonce": shown.nonce, "decision": decision, **form}
-    return decide_approval(decide_command(link, fields), stack.container)
 
 
 def park(stack: FakeStack, policy: dict[str, Any], **kw: Any) -> Parked:

@@ -9,14 +9,7 @@ import pytest
 
 from langorch.cli.target import StackOutputs, resolve_target
 from langorch.config import Settings
-
-OUTPUTS = {
-    "DefinitionsTable": "prod-definitions",
-    "RunsTable": "prod-runs",
-    "CheckpointsTable": "prod-checkpoints",
-    "MemoryTable": "prod-memory",
-    "Bucket": "prod-bucket",
-}
+from tests.support.cli import STACK_OUTPUTS as OUTPUTS
 
 
 def _recording(seen: list[str]) -> StackOutputs:

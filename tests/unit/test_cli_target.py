@@ -17,14 +17,7 @@ from langorch.cli.target import (
     resolve_target,
 )
 from langorch.config import Settings
-
-OUTPUTS = {
-    "DefinitionsTable": "prod-definitions",
-    "RunsTable": "prod-runs",
-    "CheckpointsTable": "prod-checkpoints",
-    "MemoryTable": "prod-memory",
-    "Bucket": "prod-bucket",
-}
+from tests.support.cli import STACK_OUTPUTS as OUTPUTS
 
 
 def _outputs(found: Mapping[str, str]) -> StackOutputs:

@@ -6,7 +6,6 @@ Order is read from the executions' start order, not timing."""
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
 
@@ -14,8 +13,8 @@ from langorch.app.runs import RunSegment, StartRun, cancel_run, launch_run, mark
 from langorch.domain.errors import DefinitionError, InputValidationError
 from langorch.domain.runs import RunError, RunStatus, TimelineEventType
 from tests.fakes import Fakes
-from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.stores import STORES, fakes_on_resource_locks
 
 FLOW = """
 workflows:
@@ -28,24 +27,10 @@ workflows:
 """
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def deps(request: pytest.FixtureRequest) -> Fakes:
-    fakes = Fakes()
-    if request.param == "sqlite":  # the embedded stack's resource locks
-        from langorch.adapters.sqlite.resources import SqliteResourceLocks
-
-        locks: Any = SqliteResourceLocks(request.getfixturevalue("sqlite_db"))
-        fakes.resources = locks
-    elif request.param == "dynamodb":  # the cloud's, on moto
-        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
-        from langorch.adapters.dynamodb.runs import RunsRepository
-
-        dynamodb = request.getfixturevalue("dynamodb")
-        RunsRepository(dynamodb, "runs").create_table()
-        fakes.resources = ResourceLocksRepository(dynamodb, "runs")  # type: ignore[assignment]
-    register_text(fakes, FLOW)  # type: ignore[arg-type]
-    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    return fakes
+    """The fakes, their resource locks the fake's, SQLite's or DynamoDB's."""
+    return fakes_on_resource_locks(request, FLOW)  # type: ignore[no-any-return]
 
 
 def launch(deps: Fakes, customer: str, n: int) -> str:

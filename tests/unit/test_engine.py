@@ -114,6 +114,25 @@ def test_linear_flow_accumulates_shared_context(make_container: MakeContainer):
     assert result.outputs == {"topic": "x", "facts": "F", "draft": "D", "title": "T"}
 
 
+def test_a_superstep_budget_cuts_a_run_into_the_same_segments_on_any_machine(
+    make_container: MakeContainer,
+):
+    # Given the linear plan, a time budget no segment reaches and a budget of one superstep
+    container = make_container(
+        {"fetch": {"facts": "F"}, "write": {"draft": "D"}, "title": {"title": "T"}},
+        segment_budget_supersteps=1,
+    )
+    register_text(container, LINEAR)
+
+    # When it runs to the end
+    result = run_to_end(container, "linear", {"topic": "x"})
+
+    # Then each segment ran one superstep (the graph's start, then one step each), however
+    # long they took, and the run's outputs are those of one uncut run
+    assert result.segment == 4
+    assert result.outputs == {"topic": "x", "facts": "F", "draft": "D", "title": "T"}
+
+
 # --- 4: decision routing -------------------------------------------------------------------
 
 DECISION = """

@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.subprocess  # each test starts a fresh Python; make test runs them
+
 _CHECK = """
 import asyncio, sys
 from langorch.domain.definitions import TaskPlan

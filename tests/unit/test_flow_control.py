@@ -17,8 +17,7 @@ from langorch.domain.lookup import InMemoryLookup
 from langorch.domain.runs import RunStatus, TimelineEventType
 from langorch.domain.validation import check_workflow
 from tests.fakes import Fakes
-from tests.fakes.approvals import InMemoryApprovals
-from tests.integration.conftest import register_text
+from tests.support.stores import STORES, fakes_on_resource_locks
 
 FLOW = """
 workflows:
@@ -77,24 +76,10 @@ workflows:
 """
 
 
-@pytest.fixture(params=["fake", "sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def deps(request: pytest.FixtureRequest) -> Fakes:
-    fakes = Fakes()
-    if request.param == "sqlite":
-        from langorch.adapters.sqlite.resources import SqliteResourceLocks
-
-        locks: Any = SqliteResourceLocks(request.getfixturevalue("sqlite_db"))
-        fakes.resources = locks
-    elif request.param == "dynamodb":
-        from langorch.adapters.dynamodb.resources import ResourceLocksRepository
-        from langorch.adapters.dynamodb.runs import RunsRepository
-
-        dynamodb = request.getfixturevalue("dynamodb")
-        RunsRepository(dynamodb, "runs").create_table()
-        fakes.resources = ResourceLocksRepository(dynamodb, "runs")  # type: ignore[assignment]
-    register_text(fakes, FLOW)  # type: ignore[arg-type]
-    fakes.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
-    return fakes
+    """The fakes, their resource locks the fake's, SQLite's or DynamoDB's."""
+    return fakes_on_resource_locks(request, FLOW)  # type: ignore[no-any-return]
 
 
 def start(deps: Fakes, workflow: str, dedupe: str | None = None, **data: str) -> Any:

@@ -80,7 +80,7 @@ def spellings(draw: st.DrawFn) -> tuple[str, bool]:
     return f"{space}{address}{space}", disguised
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(spelling=spellings())
 def test_every_spelling_of_an_address_is_that_person_or_refused(
     spelling: tuple[str, bool],
@@ -120,7 +120,7 @@ def test_a_look_alike_in_the_domain_is_refused() -> None:
     assert refused.value.part == "domain"
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(
     first=st.text(string.ascii_lowercase + string.digits + "._-", min_size=1, max_size=12),
     second=st.text(string.ascii_lowercase + string.digits + "._-", min_size=1, max_size=12),
@@ -132,7 +132,7 @@ def test_different_people_stay_different(first: str, second: str) -> None:
     assert same == (first == second)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(spelling=spellings())
 def test_the_canonical_identity_reads_as_itself(spelling: tuple[str, bool]) -> None:
     address, disguised = spelling

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import langchain_anthropic  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
@@ -16,6 +17,7 @@ from langorch.llm.calls import call_model
 from langorch.llm.errors import ModelRefusalError, OutputTruncatedError, ThrottledError
 from langorch.llm.settings import AnthropicSettings
 from tests.llm_servers import FakeAnthropic
+from tests.support.llm import an_llm_request
 
 
 @pytest.fixture
@@ -32,21 +34,13 @@ def _registry(server: FakeAnthropic, key: str | None = "sk-ant-test") -> LLMRegi
     )
 
 
-def _request(**overrides: Any) -> LLMRequest:
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "step_id": "draft",
-        "block_id": "write_draft",
-        "provider": "anthropic",
-        "model": None,
-        "system_prompt": "You write drafts.",
-        "prompt": "Write a title.",
-        "output_keys": ["title"],
-        "attempt": 1,
-        "max_attempts": 3,
-    }
-    fields.update(overrides)
-    return LLMRequest(**fields)
+_request = partial(
+    an_llm_request,
+    provider="anthropic",
+    system_prompt="You write drafts.",
+    attempt=1,
+    max_attempts=3,
+)
 
 
 def _call(registry: LLMRegistry, request: LLMRequest) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ import pytest
 from botocore.stub import Stubber
 
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
-from langorch.llm import LLMRegistry, LLMRequest, is_retryable
+from langorch.llm import LLMRegistry, is_retryable
+from tests.support.llm import an_llm_request
 
 MODEL = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
 
@@ -96,21 +98,17 @@ def bedrock() -> Iterator[StubbedBedrock]:
         yield stub
 
 
-def _request(**overrides: Any) -> LLMRequest:
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "step_id": "check",
-        "block_id": "check_previous_order",
-        "provider": "bedrock",
-        "model": None,
-        "system_prompt": "You decide.",
-        "prompt": "Did the user order before?",
-        "output_keys": ["reason", "confidence"],
-        "output_types": {"confidence": "number"},
-        "choices": ["has_preference", "no_preference"],
-    }
-    fields.update(overrides)
-    return LLMRequest(**fields)
+_request = partial(
+    an_llm_request,
+    step_id="check",
+    block_id="check_previous_order",
+    provider="bedrock",
+    system_prompt="You decide.",
+    prompt="Did the user order before?",
+    output_keys=["reason", "confidence"],
+    output_types={"confidence": "number"},
+    choices=["has_preference", "no_preference"],
+)
 
 
 def _registry(stub: StubbedBedrock) -> LLMRegistry:

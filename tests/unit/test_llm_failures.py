@@ -8,7 +8,6 @@ server received: one attempt is one paid request, never more.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import langchain_aws  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
@@ -28,18 +27,7 @@ from langorch.llm.errors import (
 )
 from langorch.llm.settings import BedrockSettings
 from tests.llm_servers import FakeBedrock, FakeOpenAI, Reply, converse
-
-
-@pytest.fixture
-def openai_server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI().running() as server:
-        yield server  # type: ignore[misc]
-
-
-@pytest.fixture
-def bedrock_server() -> Iterator[FakeBedrock]:
-    with FakeBedrock().running() as server:
-        yield server  # type: ignore[misc]
+from tests.support.llm import an_llm_request
 
 
 def _openai(server: FakeOpenAI) -> LLMRegistry:
@@ -62,20 +50,8 @@ def _bedrock(server: FakeBedrock, **settings: Any) -> LLMRegistry:
 
 
 def _request(provider: str, **overrides: Any) -> LLMRequest:
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "step_id": "draft",
-        "block_id": "write_draft",
-        "provider": provider,
-        "model": None,
-        "system_prompt": "You write drafts.",
-        "prompt": "Write a title.",
-        "output_keys": ["title"],
-        "attempt": 1,
-        "max_attempts": 3,
-    }
-    fields.update(overrides)
-    return LLMRequest(**fields)
+    fields = {"system_prompt": "You write drafts.", "attempt": 1, "max_attempts": 3, **overrides}
+    return an_llm_request(provider=provider, **fields)
 
 
 def _call(registry: LLMRegistry, request: LLMRequest, budget: float | None = 30.0) -> Any:

@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.subprocess  # each test starts a fresh Python; make test runs them
+
 _CHECK = """
 import sys
 import langorch.llm

@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from langorch.domain.errors import LLMError
-from langorch.llm import LLMRegistry, LLMRequest, OfflineScriptError, is_retryable
+from langorch.llm import LLMRegistry, OfflineScriptError, is_retryable
+from tests.support.llm import an_llm_request
 
-
-def _request(**overrides: Any) -> LLMRequest:
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "step_id": "draft",
-        "block_id": "write_draft",
-        "provider": "offline",
-        "model": None,
-        "system_prompt": "",
-        "prompt": "Write a post about lunch.",
-        "output_keys": ["title"],
-    }
-    fields.update(overrides)
-    return LLMRequest(**fields)
+_request = partial(an_llm_request, prompt="Write a post about lunch.")
 
 
 def test_unscripted_answer_fills_every_key_with_a_value_of_its_type() -> None:

@@ -10,14 +10,16 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
-from langorch.llm import LLMRegistry, LLMRequest, is_retryable
+from langorch.llm import LLMRegistry, is_retryable
 from tests.llm_servers import completion
+from tests.support.llm import an_llm_request
 
 
 class FakeOpenAI:
@@ -97,20 +99,14 @@ def _registry(fake: FakeOpenAI) -> LLMRegistry:
     )
 
 
-def _request(**overrides: Any) -> LLMRequest:
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "step_id": "draft",
-        "block_id": "write_draft",
-        "provider": "openai",
-        "model": None,
-        "system_prompt": "You write drafts.",
-        "prompt": "Write a title and a word count.",
-        "output_keys": ["title", "words"],
-        "output_types": {"words": "integer"},
-    }
-    fields.update(overrides)
-    return LLMRequest(**fields)
+_request = partial(
+    an_llm_request,
+    provider="openai",
+    system_prompt="You write drafts.",
+    prompt="Write a title and a word count.",
+    output_keys=["title", "words"],
+    output_types={"words": "integer"},
+)
 
 
 def test_openai_answer_is_the_structured_content_with_its_token_usage(
@@ -336,6 +332,7 @@ print(before, after, result.outputs)
 """
 
 
+@pytest.mark.subprocess
 def test_openai_sdk_is_imported_by_the_first_openai_call_only(fake_openai: FakeOpenAI) -> None:
     # Given a fresh interpreter with a registry, the openai provider looked up, an offline call
     fake_openai.answer({"title": "Hello"})

@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from langorch.domain.errors import LLMError
-from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS, LLMRegistry, LLMRequest, is_retryable
+from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS, LLMRegistry, is_retryable
 from langorch.llm.schema import output_schema, validate_outputs
+from tests.support.llm import an_llm_request
 
-
-def _request(**overrides: Any) -> LLMRequest:
-    fields: dict[str, Any] = {
-        "run_id": "run-1",
-        "step_id": "extract",
-        "block_id": "extract_invoice",
-        "provider": "",
-        "model": None,
-        "system_prompt": "",
-        "prompt": "Read the invoice.",
-        "output_keys": ["total"],
-        "output_types": {"total": "number"},
-    }
-    fields.update(overrides)
-    return LLMRequest(**fields)
+_request = partial(
+    an_llm_request,
+    step_id="extract",
+    block_id="extract_invoice",
+    provider="",
+    prompt="Read the invoice.",
+    output_keys=["total"],
+    output_types={"total": "number"},
+)
 
 
 def test_known_providers_and_tools_are_published() -> None:

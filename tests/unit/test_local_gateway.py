@@ -6,7 +6,6 @@ import base64
 import http.client
 import json
 import logging
-import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
@@ -15,6 +14,7 @@ import pytest
 
 from langorch.config import Settings
 from langorch.local.gateway import parse_response, start_gateway
+from tests.support.polling import wait_for
 
 
 class Recorder:
@@ -200,10 +200,10 @@ def test_the_access_log_never_has_the_query_string(gateway: str, caplog: pytest.
         return [r.getMessage() for r in caplog.records if r.name == "langorch.local.gateway"]
 
     # The server thread logs after it has answered: wait for its line.
-    deadline = time.monotonic() + 5
-    while not any(line.startswith("GET /approvals/apr-1 200") for line in lines()):
-        assert time.monotonic() < deadline, f"no access-log line; got {lines()}"
-        time.sleep(0.01)
+    wait_for(
+        lambda: any(line.startswith("GET /approvals/apr-1 200") for line in lines()),
+        what="the gateway's access-log line",
+    )
     gateway_logger.removeHandler(caplog.handler)
     assert any(line.startswith("GET /approvals/apr-1 200") for line in lines())
     assert not any("SIGNATURE-VALUE" in line or "sig=" in line for line in lines())

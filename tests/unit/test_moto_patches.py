@@ -34,6 +34,8 @@ def _root(node: ast.expr) -> str | None:
 
 def moto_assignments(source: str) -> list[int]:
     """Line numbers where ``source`` assigns into a moto module or class."""
+    if "moto" not in source:
+        return []  # names no moto module: nothing to parse (most files; parsing costs CPU)
     tree = ast.parse(source)
     moto = _moto_names(tree)
     found: list[int] = []

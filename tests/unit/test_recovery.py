@@ -4,8 +4,8 @@ version, and idempotently."""
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from langorch.domain.runs import RunStatus, TimelineEventType, execution_name
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
 from tests.support.parking import ask_for_approval, parked_on_approval, with_approvals
+from tests.support.threads import at_once
 from tests.workflows import pay_after_approval
 
 FLOW = """
@@ -233,24 +234,8 @@ def test_a_stranded_run_whose_execution_ended_is_redriven(deps: Fakes) -> None:
 
 def test_two_concurrent_redrives_start_one_execution(deps: Fakes) -> None:
     run_id, _, _ = _failed_run(deps)
-    barrier = threading.Barrier(2)
-    results: list[Any] = []
-    errors: list[BaseException] = []
-
-    def go() -> None:
-        process = deps.another_process()
-        barrier.wait()
-        try:
-            results.append(redrive(process, run_id, reason="twice"))
-        except BaseException as exc:  # surfaced below with the thread's own error
-            errors.append(exc)
-
-    threads = [threading.Thread(target=go) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    processes = [deps.another_process() for _ in range(2)]
+    results = at_once([partial(redrive, p, run_id, reason="twice") for p in processes])
     assert sorted(r.started for r in results) == [False, True]
     assert {r.attempt for r in results} == {1}
     assert deps.executions.names == [run_id, execution_name(run_id, 1)]

@@ -15,15 +15,9 @@ from langorch.domain.runs import RunStatus, TimelineEvent, TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.workflows import SHOP_ON_A_RESOURCE as FLOW
+from tests.workflows import SHOP_RESOURCE as RESOURCE
 
-RESOURCE = "browser:session-1"
-FLOW = f"""
-workflows:
-  - plan_id: shop
-    memory: false
-    steps:
-      - {{step_id: browse, kind: transform, transform: {{done: "1"}}, resource: "{RESOURCE}"}}
-"""
 OTHER = "run-other/step"
 """A holder outside the test's runs, so all three runs find the resource full."""
 

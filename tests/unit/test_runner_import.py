@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.subprocess  # each test starts a fresh Python; make test runs them
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = """

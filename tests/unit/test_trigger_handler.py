@@ -8,14 +8,13 @@ import base64
 import io
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from functions.trigger import handler as trigger
 from tests.fakes import Fakes
 from tests.integration.triggers_support import SECRET, load_event
-from tests.support.events import LambdaContext, function_log
+from tests.support.events import function_log, invoke
 from tests.unit.triggers_support import all_runs, make_deps
 
 
@@ -35,16 +34,12 @@ def log_output() -> Iterator[io.StringIO]:
         yield stream
 
 
-def _invoke(event: dict[str, Any]) -> dict[str, Any]:
-    return trigger.handler(event, LambdaContext())  # type: ignore[arg-type]
-
-
 def test_a_base64_encoded_body_is_verified_byte_for_byte(deps: Fakes):
     # Given the recorded request with isBase64Encoded
     event = load_event("apigw_v2_webhook_base64.json")
 
     # When the function is invoked
-    response = _invoke(event)
+    response = invoke(trigger, event)
 
     # Then the signature over the decoded bytes verifies
     assert response["statusCode"] == 202
@@ -57,7 +52,7 @@ def test_a_body_changed_in_transit_is_refused(deps: Fakes):
     event["body"] = base64.b64encode(raw).decode()
 
     # When the function is invoked
-    response = _invoke(event)
+    response = invoke(trigger, event)
 
     # Then it is a 401 with a JSON error and nothing started
     assert response["statusCode"] == 401
@@ -73,7 +68,7 @@ def test_logs_name_the_delivery_and_run_but_never_the_signature_or_secret(
     signature = event["headers"]["webhook-signature"].partition(",")[2]
 
     # When the function handles it
-    response = _invoke(event)
+    response = invoke(trigger, event)
 
     # Then the output has the delivery and run ids and neither the signature nor the secret
     out = log_output.getvalue()
@@ -92,8 +87,8 @@ def test_a_started_run_and_a_rejection_are_counted_with_their_dimension(
     bad["headers"]["webhook-id"] = "dlv-forged"
 
     # When both are handled
-    _invoke(good)
-    _invoke(bad)
+    invoke(trigger, good)
+    invoke(trigger, bad)
 
     # Then EMF lines count RunsStarted by trigger and WebhookRejected by status
     metrics = [
@@ -111,8 +106,8 @@ def test_an_unknown_route_is_a_404_and_an_unknown_event_is_ignored(deps: Fakes):
     get["requestContext"]["http"]["method"] = "GET"
 
     # When each is handled
-    response = _invoke(get)
-    ignored = _invoke({"source": "somewhere.else"})
+    response = invoke(trigger, get)
+    ignored = invoke(trigger, {"source": "somewhere.else"})
 
     # Then nothing starts
     assert response["statusCode"] == 404
@@ -127,7 +122,7 @@ def test_a_malformed_s3_notification_is_refused_with_its_reason_and_starts_nothi
     event = {"Records": [{"eventSource": "aws:sqs", "body": json.dumps({"hello": "world"})}]}
 
     # When the function gets it
-    answer = _invoke(event)
+    answer = invoke(trigger, event)
 
     # Then it says why, logs it as an error, and nothing starts
     assert answer["ignored"] == "malformed S3 event"
@@ -153,8 +148,8 @@ workflows:
     event = load_event("eventbridge_order_placed.json")
 
     # When EventBridge invokes the function with it twice
-    first = _invoke(event_envelope("orders", "default", event))
-    again = _invoke(event_envelope("orders", "default", event))
+    first = invoke(trigger, event_envelope("orders", "default", event))
+    again = invoke(trigger, event_envelope("orders", "default", event))
 
     # Then one run started and the redelivery found it
     assert first["trigger"] == "event"
@@ -168,7 +163,7 @@ def test_a_malformed_event_envelope_is_refused_with_its_reason(deps: Fakes):
     envelope = {"source": "langorch.event", "workflow_id": "orders", "event": {"source": "x"}}
 
     # When the function gets it
-    answer = _invoke(envelope)
+    answer = invoke(trigger, envelope)
 
     # Then it says why and nothing starts
     assert answer["ignored"] == "malformed EventBridge event"

@@ -523,6 +523,7 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
                 initial=initial,
                 resume=resume,
                 deadline=time.monotonic() + budget,
+                max_supersteps=deps.settings.segment_budget_supersteps,
                 fence=fence,
                 pause=asked,
             )

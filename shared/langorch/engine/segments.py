@@ -71,11 +71,12 @@ async def advance(
     initial: dict[str, Any] | None,
     resume: Resume | None,
     deadline: float,
+    max_supersteps: int | None = None,
     fence: int | None = None,
     pause: Callable[[], bool] | None = None,
 ) -> Advance:
-    """Run the graph of ``ctx.run_id`` until it parks, ends, fails, passes ``deadline`` or is
-    asked to pause.
+    """Run the graph of ``ctx.run_id`` until it parks, ends, fails, passes ``deadline`` or
+    ``max_supersteps``, or is asked to pause.
 
     Args:
         graph: the compiled graph (with a checkpointer).
@@ -84,6 +85,9 @@ async def advance(
         resume: the answer to the pending interrupt, when the run is parked.
         deadline: a ``time.monotonic()`` value; the segment stops at the first superstep
             boundary after it and returns ``continue``.
+        max_supersteps: the segment stops after this many supersteps and returns
+            ``continue`` (``None``: no such budget); unlike ``deadline``, the same on any
+            machine.
         fence: the segment's lease fence; every checkpoint write carries it, so once another
             segment has taken the lease this one cannot write (``None``: unfenced, e.g. tests).
         pause: asked at each superstep boundary whether an operator asked the run to pause;
@@ -121,13 +125,18 @@ async def advance(
                 events.append(chunk)
                 continue
             checkpoints += 1
-            # Stop at a superstep boundary once past the deadline or asked to pause — but only
-            # after this segment made progress (the first checkpoint of a fresh run is its
-            # input; a pause asked before the segment started was honoured before it).
-            if checkpoints > 1 and time.monotonic() > deadline:
+            # The first checkpoint is where the segment starts (a fresh run's input, or the
+            # checkpoint it resumes); each later one ends a superstep this segment ran. Stop at
+            # such a boundary once past a budget or asked to pause — only after progress (a
+            # pause asked before the segment started was honoured before it).
+            ran = checkpoints - 1
+            if ran and max_supersteps is not None and ran >= max_supersteps:
                 stopped = True  # the checkpoint of this superstep is stored: stop here
                 break
-            if checkpoints > 1 and pause is not None and pause():
+            if ran and time.monotonic() > deadline:
+                stopped = True
+                break
+            if ran and pause is not None and pause():
                 stopped = pausing = True
                 break
     except (StorageError, ConflictError):
