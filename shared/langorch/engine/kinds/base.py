@@ -269,3 +269,32 @@ def summarize(values: dict[str, Any]) -> dict[str, str]:
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         summary[key] = text if len(text) <= SUMMARY_CHARS else text[: SUMMARY_CHARS - 1] + "…"
     return summary
+
+
+async def recorded_once(
+    spec: StepSpec,
+    ctx: EngineContext,
+    *,
+    kind: str,
+    visit: int,
+    attempt: int,
+    digest: str,
+    call: Callable[[], Awaitable[dict[str, Any]]],
+) -> dict[str, Any]:
+    """``call``'s result, recorded the first time and read back from the record after (a
+    re-run step, a replay); made unrecorded when the run keeps no records (no side-effects
+    store). The record emits no events of its own: the step's events say what it did."""
+    if ctx.side_effects is None:
+        return await call()
+    effects = ctx.side_effects.begin(
+        step_id=spec.step_id, visit=visit, attempt=attempt, tools=[], emit=_no_events
+    )
+    try:
+        result, _ = await effects.once(kind, digest, call)
+    finally:
+        await effects.aclose()
+    return result
+
+
+def _no_events(event: Any) -> None:
+    """A recorded call of a step kind emits nothing itself."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langorch.domain.egress import EgressRefusedError, egress_refusal
@@ -25,6 +24,7 @@ from langorch.engine.kinds.base import (
     StepSpec,
     input_scope,
     output_key,
+    recorded_once,
     visits_of,
 )
 from langorch.engine.state import OrchestrationState
@@ -87,7 +87,15 @@ async def run_http(
         return {"status": status, "body": payload}
 
     try:
-        response = await _recorded(spec, ctx, visit, attempt, fingerprint(tried), send)
+        response = await recorded_once(
+            spec,
+            ctx,
+            kind="http",
+            visit=visit,
+            attempt=attempt,
+            digest=fingerprint(tried),
+            call=send,
+        )
     except Exception as exc:
         setattr(exc, TRIED, tried)  # the error keeps its type (and retry rule): only noted
         raise
@@ -113,31 +121,6 @@ def _gate(spec: StepSpec, ctx: EngineContext, method: str, url: str, host: str, 
     refused = check_call(spec, ctx, get_stream_writer(), "http", args)
     if refused is not None:
         raise ToolCallRefusedError(f"step {spec.step_id}: {refused}")
-
-
-async def _recorded(
-    spec: StepSpec,
-    ctx: EngineContext,
-    visit: int,
-    attempt: int,
-    digest: str,
-    send: Callable[[], Awaitable[dict[str, Any]]],
-) -> dict[str, Any]:
-    """The call's response: recorded once, then replayed (made, unrecorded, without a store)."""
-    if ctx.side_effects is None:
-        return await send()
-    effects = ctx.side_effects.begin(
-        step_id=spec.step_id, visit=visit, attempt=attempt, tools=[], emit=_no_events
-    )
-    try:
-        response, _ = await effects.once("http", digest, send)
-    finally:
-        await effects.aclose()
-    return response
-
-
-def _no_events(event: Any) -> None:
-    """An http step emits no tool events of its own (its step events say what it did)."""
 
 
 EXECUTORS: dict[str, Executor] = {"http": run_http}

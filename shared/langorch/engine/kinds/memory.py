@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langorch.domain.errors import StepFailedError
@@ -25,6 +24,7 @@ from langorch.engine.kinds.base import (
     StepSpec,
     input_scope,
     output_key,
+    recorded_once,
     scope_of,
     visits_of,
 )
@@ -56,7 +56,15 @@ async def run_query_memory(
         return {"value": value, "extra": extra}
 
     asked = fingerprint({"scope": mem.scope, "query": query, "keys": list(mem.keys)})
-    read_back = await _recorded(spec, ctx, visits_of(spec, state), attempt, asked, read)
+    read_back = await recorded_once(
+        spec,
+        ctx,
+        kind="memory",
+        visit=visits_of(spec, state),
+        attempt=attempt,
+        digest=asked,
+        call=read,
+    )
     value, extra = read_back["value"], read_back["extra"]
     context = {output_key(spec, None, "memory_results"): value}
     if mem.keys and isinstance(value, dict):
@@ -86,32 +94,6 @@ async def _read(
         if query:
             value = await asyncio.to_thread(memory.search_preferences, ctx.user_id, query, mem.keys)
     return value, extra
-
-
-async def _recorded(
-    spec: StepSpec,
-    ctx: EngineContext,
-    visit: int,
-    attempt: int,
-    digest: str,
-    read: Callable[[], Awaitable[dict[str, Any]]],
-) -> dict[str, Any]:
-    """What was read: recorded once, then read back from the record (read, unrecorded,
-    without a store)."""
-    if ctx.side_effects is None:
-        return await read()
-    effects = ctx.side_effects.begin(
-        step_id=spec.step_id, visit=visit, attempt=attempt, tools=[], emit=_no_events
-    )
-    try:
-        result, _ = await effects.once("memory", digest, read)
-    finally:
-        await effects.aclose()
-    return result
-
-
-def _no_events(event: Any) -> None:
-    """A memory read emits no events of its own (its step events say what it did)."""
 
 
 def _query(spec: StepSpec, mem: MemorySpec, state: OrchestrationState) -> str:
