@@ -110,6 +110,31 @@ workflows:
         branches: {approved: send, rejected: close, timed_out: close}
       - {step_id: send, kind: transform, transform: {sent: "'yes'"}}
       - {step_id: close, kind: transform, transform: {sent: "'no'"}}
+  - plan_id: console_batch
+    name: Pay an invoice
+    description: Small invoices are paid, larger ones approved, the largest by finance.
+    triggers: [{type: webhook}]
+    approvers: [approver@example.com]
+    memory: false
+    inputs_schema: {properties: {amount: {type: number}}}
+    steps:
+      - step_id: check_amount
+        kind: decision
+        cases:
+          - {when: "amount > 10000", branch: needs_finance}
+          - {when: "amount > 1000", branch: needs_approval}
+        default_branch: automatic
+        branches: {automatic: post, needs_approval: approve, needs_finance: finance}
+      - step_id: approve
+        kind: approval
+        approval: {title: "Pay {{ amount }}?", timeout_seconds: 3600}
+        branches: {approved: post, rejected: refuse, timed_out: refuse}
+      - step_id: finance
+        kind: approval
+        approval: {title: "Finance: pay {{ amount }}?", timeout_seconds: 3600}
+        branches: {approved: post, rejected: refuse, timed_out: refuse}
+      - {step_id: post, kind: transform, transform: {paid: "amount"}}
+      - {step_id: refuse, kind: transform, transform: {paid: "0"}}
   - plan_id: console_fix
     name: Price per unit
     description: A failing division asks a person to fix it instead of failing the run.
@@ -547,8 +572,16 @@ GEOMETRY = """
       hidden.push(label.textContent);
     }
   }
-  const labels = [...svg.querySelectorAll(".edge-label")].map((t) => t.textContent);
-  return {through, hidden, labels};
+  const texts = [...svg.querySelectorAll(".edge-label")];
+  const labels = texts.map((t) => t.textContent);
+  const covering = [];
+  texts.forEach((a, i) => texts.slice(i + 1).forEach((b) => {
+    const p = a.getBBox(), q = b.getBBox();
+    if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) {
+      covering.push([a.textContent, b.textContent]);
+    }
+  }));
+  return {through, hidden, labels, covering};
 }
 """
 
@@ -566,8 +599,26 @@ def test_the_graph_draws_every_branch_around_the_steps_with_its_label_in_sight(
     assert found["through"] == []
     assert found["hidden"] == []
     assert {"normal", "urgent", "approved", "rejected / timed_out"} <= set(found["labels"])
+    assert found["covering"] == []
     page.locator("svg.graph").scroll_into_view_if_needed()
     page.locator("svg.graph").screenshot(path=str(SCREENSHOTS / "graph-triage.png"))
+
+
+def test_branch_labels_leaving_one_step_never_cover_each_other(console: RunningConsole, page: Any):
+    # Given a decision whose default branch skips the row its other branches go to (the
+    # invoice_batch shape: "automatic" and "needs_approval" leave it side by side)
+    page.goto(f"{console.url}/workflows/console_batch")
+
+    # When the browser lays the graph out
+    found = page.evaluate(GEOMETRY)
+
+    # Then each label has its own place, in sight, and no edge crosses a step
+    assert {"automatic", "needs_approval", "needs_finance"} <= set(found["labels"])
+    assert found["covering"] == []
+    assert found["hidden"] == []
+    assert found["through"] == []
+    page.locator("svg.graph").scroll_into_view_if_needed()
+    page.locator("svg.graph").screenshot(path=str(SCREENSHOTS / "graph-batch.png"))
 
 
 # --- the runs list ----------------------------------------------------------------------------

@@ -41,6 +41,14 @@ MAX_SLOTS = 6
 PORT_GAP = 22
 """The distance between the ends of edges that leave or enter one side of a step."""
 MAX_LABEL = 22
+LABEL_CHAR_W = 6.5
+"""A label character's width at the stylesheet's 11 px, estimated a little wide (an estimate
+that errs narrow would let two labels touch)."""
+LABEL_ASCENT = 10
+LABEL_DESCENT = 3
+"""A label's extent above and below its baseline at 11 px."""
+LABEL_LINE = LABEL_ASCENT + LABEL_DESCENT
+"""How far a label moves off another: a line, which keeps it inside the band (GAP_Y)."""
 SWEEPS = 4
 """Ordering passes (down and up): enough for the plans people write; each is linear."""
 
@@ -421,15 +429,12 @@ def graph_svg(
         "</defs>",
     ]
     # Edges first, then the boxes and the labels over them.
-    labels = []
     for route in drawn.routes:
         parts.append(_edge(route, (route.source, route.target) in taken_set))
-        if route.label:
-            labels.append(_label(route))
     for step_id, node in graph.steps.items():
         state = "plan" if states is None else states.get(step_id, "pending")
         parts.append(_node(drawn.nodes[step_id], str(node.kind or "step"), state, link_steps))
-    parts += labels
+    parts += _labels(drawn.routes)
     parts.append("</svg>")
     return Markup("".join(parts))  # noqa: S704 - every text part is escaped above
 
@@ -459,18 +464,47 @@ def _path(route: Route) -> str:
     return " ".join(d)
 
 
-def _label(route: Route) -> str:
-    """A label in the band below the source, beside its edge's curve (never under a box)."""
+def _labels(routes: Iterable[Route]) -> list[str]:
+    """Each labelled route's label, none over another: one that would cover a label already
+    placed moves a line up, else a line down (both stay in the band: :data:`GAP_Y`)."""
+    placed: list[tuple[float, float, float, float]] = []
+    texts = []
+    for route in routes:
+        if not route.label:
+            continue
+        x, y, anchor, text = _label_at(route)
+        width = len(text) * LABEL_CHAR_W
+        left = x - {"start": 0.0, "middle": width / 2, "end": width}[anchor]
+        for dy in (0, -LABEL_LINE, LABEL_LINE, 0):  # the last: nowhere free, where it was
+            box = (left, left + width, y + dy - LABEL_ASCENT, y + dy + LABEL_DESCENT)
+            if not any(_overlaps(box, other) for other in placed):
+                break
+        placed.append(box)
+        texts.append(
+            f'<text class="edge-label" x="{x}" y="{y + dy}" text-anchor="{anchor}">'
+            f"{escape(text)}</text>"
+        )
+    return texts
+
+
+def _overlaps(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    """Whether two (left, right, top, bottom) boxes share any area."""
+    return a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+
+
+def _label_at(route: Route) -> tuple[int, int, str, str]:
+    """Where a label goes (x, baseline y, text anchor) and its text: in the band below the
+    source, beside its edge's curve (never under a box)."""
     assert route.label is not None
     (x1, y1), (x2, y2) = route.points[0], route.points[1]
-    text = escape(_short(route.label, 24))
+    text = _short(route.label, 24)
     if route.lane:
         x, y, anchor = (x1 + 6, y2 + 4, "start") if route.back else (x1 - 6, y2 + 4, "end")
     else:
         x, y = (x1 + x2) // 2, (y1 + y2) // 2 + 4
         anchor = "middle" if abs(x2 - x1) < 8 else ("end" if x2 < x1 else "start")
         x += {"middle": 0, "end": -4, "start": 4}[anchor]
-    return f'<text class="edge-label" x="{x}" y="{y}" text-anchor="{anchor}">{text}</text>'
+    return x, y, anchor, text
 
 
 _STATE_WORDS = {"pending": "not reached"}
