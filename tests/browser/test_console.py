@@ -577,7 +577,8 @@ GEOMETRY = """
   const covering = [];
   texts.forEach((a, i) => texts.slice(i + 1).forEach((b) => {
     const p = a.getBBox(), q = b.getBBox();
-    if (p.x < q.x + q.width && q.x < p.x + p.width && p.y < q.y + q.height && q.y < p.y + p.height) {
+    const across = p.x < q.x + q.width && q.x < p.x + p.width;
+    if (across && p.y < q.y + q.height && q.y < p.y + p.height) {
       covering.push([a.textContent, b.textContent]);
     }
   }));
