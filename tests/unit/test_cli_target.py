@@ -158,3 +158,35 @@ def test_a_closed_port_is_not_reachable() -> None:
     # When probed (the socket is closed again)
     # Then it is reported unreachable
     assert endpoint_reachable(f"http://127.0.0.1:{port}", timeout=0.2) is False
+
+
+def test_list_and_dict_settings_in_the_environment_are_read_as_json(tmp_path: Path) -> None:
+    # Given the approval channels, the Slack users and the approvers as JSON (as the stack
+    # sets them for its functions)
+    env = {
+        "LANGORCH_ENDPOINT_URL": "http://env:1",
+        "LANGORCH_APPROVAL_CHANNELS": '["slack"]',
+        "LANGORCH_SLACK_USERS": '{"U1": "a@example.com"}',
+        "LANGORCH_DEFAULT_APPROVERS": '["a@example.com"]',
+    }
+
+    # When the CLI resolves its target
+    settings = resolve_target(env=env, cwd=tmp_path).settings
+
+    # Then each is the list or dict its JSON says
+    assert settings.approval_channels == ["slack"]
+    assert settings.slack_users == {"U1": "a@example.com"}
+    assert settings.default_approvers == ["a@example.com"]
+
+
+def test_a_list_setting_that_is_not_json_is_a_target_error_naming_it(tmp_path: Path) -> None:
+    # Given approvers written as a bare address
+    env = {"LANGORCH_ENDPOINT_URL": "http://env:1", "LANGORCH_DEFAULT_APPROVERS": "a@x.com"}
+
+    # When the CLI resolves its target
+    with pytest.raises(TargetError) as caught:
+        resolve_target(env=env, cwd=tmp_path)
+
+    # Then the error names the variable and the JSON form it takes
+    assert str(caught.value).startswith("invalid LANGORCH_* setting: LANGORCH_DEFAULT_APPROVERS")
+    assert '["a@example.com"]' in str(caught.value)

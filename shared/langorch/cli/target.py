@@ -220,31 +220,16 @@ def _settings(env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
     # Imported here: `--help` and offline commands never pay for pydantic.
     from pydantic import ValidationError
 
-    from langorch.config import Settings
+    from langorch.config import Settings, SettingsError, from_environment
 
-    # Settings reads LANGORCH_* itself; passing them explicitly keeps `env` the only source.
-    prefix = "LANGORCH_"
-    from_env: dict[str, Any] = {
-        name[len(prefix) :].lower(): value
-        for name, value in env.items()
-        if name.startswith(prefix) and name != "LANGORCH_HOME"
-    }
+    # `env` read as Settings() reads the environment (lists and dicts as JSON), passed
+    # explicitly so that it, not the process's environment, is what the command uses.
     try:
-        return Settings.model_validate({**_parse_lists(from_env), **overrides})
+        return Settings.model_validate({**from_environment(env), **overrides})
+    except SettingsError as exc:
+        raise TargetError(f"invalid LANGORCH_* setting: {exc}") from None
     except ValidationError as exc:
         raise TargetError(f"invalid LANGORCH_* setting: {_first_error(exc)}") from exc
-
-
-def _parse_lists(values: dict[str, Any]) -> dict[str, Any]:
-    # Settings() parses list fields from JSON; model_validate does not, so do it here.
-    parsed = dict(values)
-    raw = parsed.get("default_approvers")
-    if isinstance(raw, str):
-        try:
-            parsed["default_approvers"] = json.loads(raw)
-        except json.JSONDecodeError:
-            parsed["default_approvers"] = [a.strip() for a in raw.split(",") if a.strip()]
-    return parsed
 
 
 def _local_settings(path: Path, env: Mapping[str, str], overrides: Mapping[str, Any]) -> Settings:
@@ -272,4 +257,4 @@ def _local_settings(path: Path, env: Mapping[str, str], overrides: Mapping[str, 
 def _first_error(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = ".".join(str(part) for part in error["loc"])
-    return f"{where}: {error['msg']}"
+    return f"{where}: {error['msg']}" if where else str(error["msg"])
