@@ -5,7 +5,6 @@ comes back."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ from langorch.app.runs import StartRun, launch_run
 from langorch.app.triggers import handle_schedule
 from langorch.domain.runs import RunStatus
 from langorch.domain.triggers import ScheduleFired, schedule_name
+from tests.support.polling import wait_for
 from tests.support.stacks import running_stack
 
 PACED = """
@@ -31,17 +31,16 @@ workflows:
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
 """
-PATIENCE_SECONDS = 300.0
 
 
 def _ended(container: Any, run_ids: list[str]) -> list[Any]:
-    """The runs once every one has ended (bounded: a stuck run fails the test, not hangs it)."""
-    deadline = time.monotonic() + PATIENCE_SECONDS
-    while True:
+    """The runs once every one has ended (a stuck run fails the test, naming them)."""
+
+    def all_ended() -> list[Any] | None:
         runs = [container.runs.get_run(run_id) for run_id in run_ids]
-        if all(run.is_terminal for run in runs) or time.monotonic() > deadline:
-            return runs
-        time.sleep(0.2)
+        return runs if all(run.is_terminal for run in runs) else None
+
+    return wait_for(all_ended, what=f"runs {run_ids} to end", timeout=300, interval=0.2)
 
 
 def test_a_throttled_burst_runs_one_per_slot_on_the_dev_stack(tmp_path: Path) -> None:
