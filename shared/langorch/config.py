@@ -20,7 +20,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 ENV_PREFIX = "LANGORCH_"
 """A field's environment variable is this prefix and its name (unless it has aliases)."""
@@ -75,6 +75,25 @@ class Settings(BaseModel):
     resource_queue_cap: int = Field(default=1000, ge=1, le=100_000)
     """Waiters one resource's queue (a step's ``resource``, a workflow's ``concurrency`` key) may
     hold; past it an acquire is refused with ``QueueFullError`` instead of queued."""
+    model_limits: dict[str, Any] = Field(default_factory=dict)
+    """Per-model and per-provider limits on LLM calls (issue 33), as JSON in
+    ``LANGORCH_MODEL_LIMITS`` (cdk.json's ``model_limits``): ``{"bedrock:anthropic.claude*":
+    {"concurrency": 4, "rate": "60/1m"}, "openai": {"concurrency": 8}}``. A call over a limit
+    waits (its run parks), never fails: :mod:`langorch.domain.model_limits`."""
+
+    @field_validator("model_limits")
+    @classmethod
+    def _model_limits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if value:
+            from langorch.domain.errors import DefinitionError
+            from langorch.domain.model_limits import ModelLimits
+            from langorch.llm.registry import KNOWN_PROVIDERS
+
+            try:
+                ModelLimits.parse(value, providers=KNOWN_PROVIDERS)
+            except DefinitionError as exc:
+                raise ValueError(f"{exc}\n(LANGORCH_MODEL_LIMITS, as JSON)") from None
+        return value
 
     default_llm_provider: str = "offline"
     default_llm_model: str | None = None

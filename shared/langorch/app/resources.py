@@ -114,6 +114,7 @@ class WakingLocks:
     def __init__(self, resources: ResourceLocks, executions: Executions) -> None:
         self._resources = resources
         self._executions = executions
+        self._limits: dict[str, int] = {}
 
     def acquire(
         self, name: str, holder: str, *, now: float, lease_seconds: float, wait_seconds: float
@@ -129,6 +130,23 @@ class WakingLocks:
         if released:
             wake_next(name, self._resources, self._executions)
         return released
+
+    def reserve(self, name: str, holder: str, *, now: float, limit: int, period: float) -> float:
+        """Reserve a start under a rate (see :meth:`ResourceLocks.reserve`)."""
+        return self._resources.reserve(name, holder, now=now, limit=limit, period=period)
+
+    def ensure_limit(self, name: str, limit: int) -> None:
+        """Store ``limit`` as the resource's limit unless it is already (read once per
+        resource by this segment: the settings, not an operator, own a model's limit; a
+        raised limit wakes the runs it now lets in)."""
+        if self._limits.get(name) == limit:
+            return
+        state = self._resources.get(name)
+        if not state.declared or state.limit != limit:
+            self._resources.set_limit(name, limit)
+            if state.limit < limit:
+                wake_next(name, self._resources, self._executions)
+        self._limits[name] = limit
 
 
 @dataclass(frozen=True)

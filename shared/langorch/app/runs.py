@@ -67,6 +67,7 @@ if TYPE_CHECKING:
     from langorch.domain.budgets import BudgetSpec
     from langorch.domain.concurrency import ConcurrencySpec
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.model_limits import ModelLimits
     from langorch.domain.prices import PriceTable
     from langorch.domain.tool_policies import ToolPolicy
     from langorch.engine.compiler import GraphCompiler
@@ -646,6 +647,7 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         segment=run.segment,
         resources=WakingLocks(deps.resources, deps.executions),
         resource_lease_seconds=deps.settings.segment_budget_seconds + LEASE_GRACE_SECONDS,
+        model_limits=_model_limits(deps.settings.model_limits),
         actions=AgentCalls.of(deps),
         secrets=SecretValues(deps.secrets),
         redacted=_sensitive(plan),
@@ -660,6 +662,15 @@ def _engine_context(run: RunRecord, plan: Any, deps: SegmentDeps) -> EngineConte
         ),
         default_max_tokens=deps.settings.default_llm_max_tokens,
     )
+
+
+def _model_limits(raw: dict[str, Any]) -> ModelLimits | None:
+    """The deployment's ``model_limits`` (checked when the settings were read)."""
+    if not raw:
+        return None
+    from langorch.domain.model_limits import ModelLimits
+
+    return ModelLimits.parse(raw)
 
 
 def _tool_policies(

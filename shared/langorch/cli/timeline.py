@@ -6,6 +6,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from langorch.domain.model_limits import describe_wait
 from langorch.domain.prices import format_usd
 from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 from langorch.domain.tool_policies import WORKFLOW, rule_label
@@ -146,7 +147,9 @@ def event_line(event: TimelineEvent, asked: AskedAt | None = None) -> str | None
         parts.append(f"{detail.get('seconds')} s")
     elif kind == TimelineEventType.resource_waiting:
         parts.append(
-            f"waiting for resource {detail.get('resource')} (position {detail.get('position')})"
+            describe_wait(
+                str(detail.get("resource")), detail.get("position"), detail.get("parked_seconds")
+            )
         )
     elif kind in (TimelineEventType.resource_acquired, TimelineEventType.resource_released):
         parts.append(f"{detail.get('resource')}")
@@ -311,11 +314,8 @@ def render_run(run: RunRecord, events: list[TimelineEvent], *, timeline: bool = 
         lines += ["", *lineage(run)]
     if run.pending is not None and run.pending.kind == "resource":
         request = run.pending.request
-        lines += [
-            "",
-            f"waiting for resource {request.get('resource')} "
-            f"(position {request.get('position')}) at {request.get('step_id', '')}",
-        ]
+        said = describe_wait(str(request.get("resource")), request.get("position"))
+        lines += ["", f"{said} at {request.get('step_id', '')}"]
     elif run.pending is not None:
         lines += ["", f"waiting on {run.pending.kind} {run.pending.request.get('step_id', '')}"]
     if run.held is not None and run.pending is not None:

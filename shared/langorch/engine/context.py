@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from langorch.domain.budgets import BudgetSpec
     from langorch.domain.ckp.binding import Catalog
     from langorch.domain.definitions import TaskPlan
+    from langorch.domain.model_limits import ModelLimits
     from langorch.domain.prices import PriceTable
     from langorch.domain.resources import Grant
     from langorch.domain.tool_policies import ToolPolicy
@@ -174,6 +175,14 @@ class ResourceGate(Protocol):
 
     def release(self, name: str, holder: str) -> bool: ...
 
+    def reserve(self, name: str, holder: str, *, now: float, limit: int, period: float) -> float:
+        """Reserve ``holder``'s start under ``limit`` starts per ``period``: when it may start."""
+        ...
+
+    def ensure_limit(self, name: str, limit: int) -> None:
+        """Make ``limit`` the resource's ``concurrency_limit`` (a model's, from the settings)."""
+        ...
+
 
 class BudgetCounter(Protocol):
     """The workflow's stored spend per day and month (``app.ports.BudgetCounters``)."""
@@ -255,6 +264,8 @@ class EngineContext:
     resource_lease_seconds: float = 1020.0
     """How long a step's lease lasts: longer than the segment that took it can run, so only a
     dead holder's lease expires."""
+    model_limits: ModelLimits | None = None
+    """The deployment's per-model concurrency and rate (``model_limits``); ``None``: none."""
     actions: ActionDispatch | None = None
     """Agents and MCP tools for CKP steps; without it only built-in actions bind."""
     secrets: SecretReader | None = None

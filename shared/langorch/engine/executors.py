@@ -107,7 +107,7 @@ def make_step_node(spec: StepSpec) -> Any:
             if answer.choice != fixes.RETRY:
                 return _fixed_without_retry(answer, spec, fixing, done=done, emit=emit)
             state = fixes.with_inputs(state, answer.inputs)
-        queued = resources.enter(spec, ctx, attempt, emit, step_event)
+        queued = resources.enter(spec, ctx, attempt, emit, step_event, visit=done)
         if queued is not None:
             return queued  # woken while still queued for the step's resource: ask again
         started = time.monotonic()

@@ -5,9 +5,10 @@ The functions' structured log lines (Powertools JSON, EMF metrics) go to a file 
 The terminal gets a line per event a person follows, from two sources:
 
 - **the runs' timelines** (:class:`TimelineFollower`): a run started, an approval asked, decided
-  or timed out, a wait, a run finished, failed (and why: the step and the error) or cancelled
-  (and by whom) — whichever process did it: a function, ``langorch runs start`` or ``cancel``
-  in another terminal, the console;
+  or timed out, a wait (and what a step waits for: a resource, a model's slot or rate), a run
+  finished, failed (and why: the step and the error) or cancelled (and by whom) — whichever
+  process did it: a function, ``langorch runs start`` or ``cancel`` in another terminal, the
+  console;
 - **the functions' log records** (:class:`TerminalSink`, a dispatcher log sink) for what is on
   no timeline: a segment that failed and will be retried, a webhook refused at the door.
 
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from langorch.domain.model_limits import describe_wait
 from langorch.domain.runs import TimelineEvent, TimelineEventType
 
 Lines = list[tuple[int, str]]
@@ -135,6 +137,11 @@ def timeline_line(run_id: str, workflow_id: str, event: TimelineEvent) -> str | 
         return f"{run} approval at {event.step_id} timed out"
     if kind is TimelineEventType.wait_started:
         return f"{run} sleeping at {event.step_id}"
+    if kind is TimelineEventType.resource_waiting:
+        said = describe_wait(
+            str(detail.get("resource")), detail.get("position"), detail.get("parked_seconds")
+        )
+        return f"{run} {said} at {event.step_id}"
     if kind is TimelineEventType.run_cancelled:
         who = f" by {event.actor}" if event.actor else ""
         reason = f": {_short(str(detail['reason']))}" if detail.get("reason") else ""

@@ -332,6 +332,24 @@ def _charge_failure(exc: Exception, request: Any, ctx: EngineContext) -> None:
         exc.cost_usd = cost  # type: ignore[attr-defined]  # read by the executor's _failed
 
 
+LLM_KINDS = frozenset({"action", "extraction", "llm_action"})
+"""Kinds whose every run calls the step's model (a ``decision`` does when it has no
+``cases`` and no ``condition``)."""
+
+
+def model_of(spec: StepSpec, ctx: EngineContext) -> tuple[str, str] | None:
+    """The provider and model the step's LLM calls go to, as the registry resolves them
+    (``model_limits`` key them); ``None``: the step calls no model."""
+    kind = spec.kind.value
+    if kind == "decision":
+        if spec.step.cases or spec.step.condition:
+            return None
+    elif kind not in LLM_KINDS:
+        return None
+    provider = spec.provider or ctx.default_provider or "offline"
+    return provider, priced_model(provider, spec.model, ctx)
+
+
 def priced_model(provider: str, model: str | None, ctx: EngineContext) -> str:
     """The model a call with ``model`` goes to, as the registry resolves it (for prices)."""
     if model:
