@@ -131,6 +131,11 @@ class DeployConfig:
         otel_layer_arn: a Lambda layer added to the runner, e.g. an OpenTelemetry collector
             (the ADOT collector layer) that forwards what the runner sends to localhost.
         trace_content: put prompts, outputs and tool arguments in spans.
+        model_limits: per-model and per-provider limits on the runner's LLM calls, e.g.
+            ``{"bedrock:anthropic.claude-3-5-sonnet*": {"concurrency": 4, "rate": "60/1m"},
+            "openai": {"concurrency": 8}}`` (an object in cdk.json, JSON with ``-c``): a call
+            over a limit parks its run until a slot frees, never fails it (README, "Model
+            limits").
         mcp_secrets: names of the Secrets Manager secrets that hold the tool servers' header
             values (``--header NAME=secret:ID``); the runner may read exactly these.
         event_workflows: workflow files (or folders of them) whose event triggers get an
@@ -186,6 +191,7 @@ class DeployConfig:
     otel_endpoint: str | None = None
     otel_layer_arn: str | None = None
     trace_content: bool = False
+    model_limits: Mapping[str, Any] | None = None
     event_workflows: tuple[str, ...] = ()
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
@@ -233,6 +239,15 @@ class DeployConfig:
                     f"llm_residency regional: bedrock_regions {', '.join(outside)} are outside "
                     f"the {geo.rstrip('.')} geography of {model!r}"
                 )
+
+    def _validate_model_limits(self) -> None:
+        from langorch.domain.errors import DefinitionError
+        from langorch.domain.model_limits import ModelLimits
+
+        try:
+            ModelLimits.parse(self.model_limits, providers=_PROVIDERS)
+        except DefinitionError as exc:
+            raise ConfigError(f'{exc}\n(README, "Model limits")') from None
 
     def _validate_egress(self) -> None:
         for domain in self.http_allowed_domains or ():
@@ -341,6 +356,8 @@ class DeployConfig:
                 raw[name] = _as_int(name, raw[name])
         if "api_burst_limit" in raw:
             raw["api_burst_limit"] = _as_int("api_burst_limit", raw["api_burst_limit"])
+        if isinstance(raw.get("model_limits"), str) and raw["model_limits"]:
+            raw["model_limits"] = _as_json("model_limits", raw["model_limits"])
         for name, value in list(raw.items()):
             if value == "":
                 raw[name] = None
@@ -349,6 +366,7 @@ class DeployConfig:
         return config
 
     def _validate(self) -> None:
+        self._validate_model_limits()
         self._validate_mcp()
         self._validate_egress()
         self._validate_residency()
@@ -466,3 +484,14 @@ def _as_int(name: str, value: Any) -> int:
         return int(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{name} {value!r}: a whole number") from exc
+
+
+def _as_json(name: str, value: str) -> Any:
+    """A ``-c name=…`` value that is an object in cdk.json, given as JSON text."""
+    try:
+        return json.loads(value)
+    except ValueError as exc:
+        raise ConfigError(
+            f"{name}: not JSON ({exc}); in cdk.json write an object, with -c the same object "
+            f'as JSON, e.g. -c \'{name}={{"openai": {{"concurrency": 8}}}}\''
+        ) from None

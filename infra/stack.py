@@ -263,9 +263,12 @@ class LangorchStack(Stack):
         suppress(self)
 
     def _egress_and_traces(self, config: DeployConfig) -> None:
-        """The runner's domain allow-list and its OpenTelemetry export (README, "Production
-        checklist"): only the runner calls out to http steps' hosts and exports run spans."""
+        """The runner's model limits (README, "Model limits"), domain allow-list and
+        OpenTelemetry export (README, "Production checklist"): only the runner calls models and
+        http steps' hosts, and exports run spans."""
         runner = self.functions.run_segment
+        if config.model_limits:  # only the runner calls models (checked by DeployConfig)
+            runner.add_environment("LANGORCH_MODEL_LIMITS", json.dumps(dict(config.model_limits)))
         if config.http_allowed_domains is not None:
             runner.add_environment(
                 "LANGORCH_HTTP_ALLOWED_DOMAINS", json.dumps(list(config.http_allowed_domains))

@@ -69,6 +69,11 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"kms": "alias/mine"}, "kms 'alias/mine': 'managed' .* or a key ARN"),
         ({"http_allowed_domains": "https://x.org"}, "http_allowed_domains: 'https://x.org'"),
         ({"otel": "xray"}, "otel 'xray': 'off' or 'otlp'"),
+        (
+            {"model_limits": {"openai:*": {"concurrency": 0}}},
+            r"model_limits\['openai:\*'\]\.concurrency: must be a whole number from 1 to 1000",
+        ),
+        ({"model_limits": "{openai"}, "model_limits: not JSON"),
         ({"otel_endpoint": "http://c:4318/v1/traces"}, "otel_endpoint and otel_layer_arn need"),
     ],
 )
@@ -210,3 +215,10 @@ def test_the_regions_without_ses_are_the_ones_cloudformation_lacks_ses_in() -> N
     }
     # Then the list the stack refuses is exactly those
     assert set(NO_SES_REGIONS) == lacking
+
+
+def test_model_limits_are_read_from_json_on_the_command_line() -> None:
+    # Given -c model_limits='{"openai": {"concurrency": 8}}', When parsed
+    values = {"model_limits": '{"openai": {"concurrency": 8}}', **SENDER}
+    # Then the object is kept as cdk.json would give it
+    assert DeployConfig.parse(values).model_limits == {"openai": {"concurrency": 8}}

@@ -31,6 +31,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "certificate_arn": "arn:aws:acm:eu-west-1:123456789012:certificate/abc",
         "hosted_zone_id": "Z0123456789ABCDEFGHIJ",
         "http_allowed_domains": "api.example.com,*.example.org",
+        "model_limits": {"bedrock:eu.anthropic.*": {"concurrency": 4, "rate": "60/1m"}},
         "otel": "otlp",
         "otel_layer_arn": OTEL_LAYER,
     },
@@ -253,3 +254,18 @@ def test_the_domain_allow_list_and_otlp_traces_reach_only_the_runner(
     default_env = _runner(given_stack, given)["Environment"]["Variables"]
     assert "LANGORCH_HTTP_ALLOWED_DOMAINS" not in default_env
     assert "LANGORCH_OTEL_EXPORTER" not in default_env
+
+
+def test_model_limits_reach_the_runner_that_calls_the_models(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given model_limits in the deploy settings
+    stack, template = variants["hardened"]
+    # Then the runner reads them from its environment, as Settings reads LANGORCH_MODEL_LIMITS
+    env = _runner(stack, template)["Environment"]["Variables"]
+    assert json.loads(env["LANGORCH_MODEL_LIMITS"]) == {
+        "bedrock:eu.anthropic.*": {"concurrency": 4, "rate": "60/1m"}
+    }
+    # ...and by default nothing limits the models
+    given_stack, given = variants["given-key"]
+    assert "LANGORCH_MODEL_LIMITS" not in _runner(given_stack, given)["Environment"]["Variables"]

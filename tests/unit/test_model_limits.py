@@ -293,3 +293,20 @@ def test_a_call_over_its_models_rate_sleeps_until_its_start_instead_of_failing()
     assert waiting.detail["parked_seconds"] == slept.seconds
     assert f"waits {slept.seconds} s for the rate of provider offline" in event_line(waiting)
     assert deps.runs.get_run(second).status.value == "sleeping"
+
+
+def test_a_raised_limit_lets_the_runs_in_line_in_at_once() -> None:
+    # Given a run parked in line for the offline model, whose one slot another call holds
+    deps = a_stack({"offline:*": {"concurrency": 1}})
+    deps.resources.acquire(SLOT, OTHER, now=time.time(), lease_seconds=600, wait_seconds=600)
+    run_id = start_run(StartRun("titles"), deps)[0].run_id
+    assert run_segment(RunSegment(run_id), deps).status == "waiting_resource"
+    token = deps.executions.park(run_id)
+    park_for_resource(ParkForResource(run_id, SLOT, f"{run_id}/title", token), deps)
+
+    # When a redeploy raises the model's concurrency to 2 and a segment first sees it
+    WakingLocks(deps.resources, deps.executions).ensure_limit(SLOT, 2)
+
+    # Then the parked run is woken without waiting for the other call to end
+    assert deps.executions.describe(run_id)["status"] == "SUCCEEDED"
+    assert deps.resources.get(SLOT).limit == 2
