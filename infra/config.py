@@ -73,6 +73,10 @@ class ConfigError(ValueError):
     """A deployment setting is missing or invalid; the message names it and how to fix it."""
 
 
+MAX_MODEL_LIMITS_CHARS = 2048
+"""``model_limits`` as JSON in the runner's environment (Lambda's holds 4 KB in all)."""
+
+
 @dataclass(frozen=True)
 class DeployConfig:
     """What differs between deployments of the same code.
@@ -248,6 +252,13 @@ class DeployConfig:
             ModelLimits.parse(self.model_limits, providers=_PROVIDERS)
         except DefinitionError as exc:
             raise ConfigError(f'{exc}\n(README, "Model limits")') from None
+        size = len(json.dumps(dict(self.model_limits or {})))
+        if size > MAX_MODEL_LIMITS_CHARS:
+            raise ConfigError(
+                f"model_limits: {size:,} characters as JSON, past {MAX_MODEL_LIMITS_CHARS:,} (it "
+                "travels in the runner's environment, 4 KB in all): cover models with patterns "
+                '("bedrock:anthropic.*") rather than one key each'
+            )
 
     def _validate_egress(self) -> None:
         for domain in self.http_allowed_domains or ():

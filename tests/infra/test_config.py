@@ -74,6 +74,10 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
             r"model_limits\['openai:\*'\]\.concurrency: must be a whole number from 1 to 1000",
         ),
         ({"model_limits": "{openai"}, "model_limits: not JSON"),
+        (
+            {"model_limits": {f"openai:m{i}": {"concurrency": 1} for i in range(100)}},
+            "model_limits: 3,390 characters as JSON, past 2,048",
+        ),
         ({"otel_endpoint": "http://c:4318/v1/traces"}, "otel_endpoint and otel_layer_arn need"),
     ],
 )
