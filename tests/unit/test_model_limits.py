@@ -310,3 +310,16 @@ def test_a_raised_limit_lets_the_runs_in_line_in_at_once() -> None:
     # Then the parked run is woken without waiting for the other call to end
     assert deps.executions.describe(run_id)["status"] == "SUCCEEDED"
     assert deps.resources.get(SLOT).limit == 2
+
+
+def test_a_models_resource_is_not_a_name_a_step_or_an_operator_may_take() -> None:
+    from langorch.app.resources import declare_resource
+    from langorch.domain.resources import check_step_resource
+
+    # Given a step naming a model's resource, When validated, Then it is refused with the fix
+    [problem] = check_step_resource("model:openai:gpt-4o", "transform", False, "steps[0]")
+    assert problem.path == "steps[0].resource"
+    assert "model_limits" in problem.hint
+    # And `langorch resources set model:… --limit N` is refused the same way (the setting owns it)
+    with pytest.raises(DefinitionError, match="a model's resource"):
+        declare_resource("model:openai", 3, Fakes())  # type: ignore[arg-type]

@@ -21,6 +21,7 @@ from langorch.domain.resources import (
     QueueFullError,
     check_limit,
     check_name,
+    check_not_reserved,
     tokens_to_wake,
 )
 
@@ -62,6 +63,7 @@ def declare_resource(name: str, limit: int, deps: ResourceDeps) -> ResourceState
         StorageError: the store failed.
     """
     problems = [*check_name(name, "name"), *check_limit(limit, "limit")]
+    problems += check_not_reserved(name, "name")
     if problems:
         raise DefinitionError(f"resource {name}", problems)
     deps.resources.set_limit(name, limit)

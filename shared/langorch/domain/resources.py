@@ -86,6 +86,25 @@ def check_name(name: str, path: str) -> Iterator[Problem]:
         yield Problem(path, f"{name!r} is not a resource name", _NAME_HINT)
 
 
+RESERVED_PREFIXES = ("model:", "model-rate:")
+"""Resources langorch names itself: models' slots and rates (``model_limits``)."""
+
+
+def check_not_reserved(name: str, path: str) -> list[Problem]:
+    """A problem when ``name`` is one langorch keeps for itself (:data:`RESERVED_PREFIXES`)."""
+    if not name.startswith(RESERVED_PREFIXES):
+        return []
+    return [
+        Problem(
+            path,
+            f"{name!r} is a model's resource, which langorch keeps for itself",
+            "a model's concurrency and rate are set per deployment in model_limits "
+            '(LANGORCH_MODEL_LIMITS; README, "Model limits"), and every LLM step holds its '
+            "model's slot by itself; name another resource",
+        )
+    ]
+
+
 def check_limit(limit: int, path: str = "limit") -> Iterator[Problem]:
     """Problems with a ``concurrency_limit``."""
     if not 1 <= limit <= MAX_LIMIT:
@@ -105,6 +124,7 @@ def check_step_resource(resource: str | None, kind: str, parks: bool, path: str)
     if resource is None:
         return []
     problems = list(check_name(resource, f"{path}.resource"))
+    problems += check_not_reserved(resource, f"{path}.resource")
     if parks:
         problems.append(
             Problem(
