@@ -128,6 +128,10 @@ class WafRestApi(Construct):
             description="langorch webhooks and approvals (behind AWS WAF)",
             endpoint_configuration=apigw.EndpointConfiguration(types=[apigw.EndpointType.REGIONAL]),
             cloud_watch_role=False,
+            # Every request body reaches the handlers base64-encoded, byte for byte: a webhook's
+            # signature is over its exact bytes, and a REST API otherwise passes bodies on as
+            # UTF-8 text. Answers stay text (the handlers never set isBase64Encoded).
+            binary_media_types=["*/*"],
             deploy_options=apigw.StageOptions(
                 stage_name=STAGE,
                 throttling_rate_limit=rate_limit,

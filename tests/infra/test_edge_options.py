@@ -159,6 +159,9 @@ def test_the_rest_api_serves_the_http_apis_routes_to_the_same_functions(
         routes[f"{props['HttpMethod']} {path_of(props['ResourceId'])}"] = ref_target(uri)
     trigger = stack.get_logical_id(stack.functions.trigger.node.default_child)
     callback = stack.get_logical_id(stack.functions.approval_callback.node.default_child)
+    # ...and every body arrives byte for byte (base64): signatures are over the exact bytes
+    (api,) = _of_type(template, "AWS::ApiGateway::RestApi").values()
+    assert api["Properties"]["BinaryMediaTypes"] == ["*/*"]
     assert routes == {
         "POST /hooks/{workflow_id}": trigger,
         "GET /approvals/{id}": callback,
