@@ -7,6 +7,7 @@ command line (or ``context`` passed to the ``App`` in tests) wins over it. Value
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -153,6 +154,13 @@ class DeployConfig:
         sfn_log_level: Step Functions log level (execution data is never logged).
         api_rate_limit: HTTP API steady-state requests per second.
         api_burst_limit: HTTP API burst.
+        waf: ``{rate_limit_per_5min: N}`` puts the public API behind an AWS WAF web ACL: a
+            rate-based rule (N requests per source IP per 5 minutes) and AWS's common and
+            known-bad-inputs rule groups. The API is then a regional REST API, the only API
+            Gateway kind a web ACL attaches to (``infra/constructs/edge.py`` says why not
+            CloudFront). Unset: the HTTP API, no WAF.
+        webhook_authorizer: ``{issuer, audience}``: a JWT authorizer on ``POST /hooks/…``
+            only, in addition to each delivery's signature (README, "Production checklist").
         alarm_email: optional address subscribed to the alarm topic.
         kms: ``managed`` (each service's AWS-managed key), ``cmk`` (the stack creates one
             customer-managed key, rotated yearly) or a KMS key ARN (yours, in the stack's
@@ -204,6 +212,8 @@ class DeployConfig:
     sfn_log_level: str = "ALL"
     api_rate_limit: int = 50
     api_burst_limit: int = 100
+    waf: Waf | None = None
+    webhook_authorizer: JwtAuthorizer | None = None
     alarm_email: str | None = None
     kms: str = "managed"
     snap_start: bool = True
@@ -372,6 +382,7 @@ class DeployConfig:
         for name, value in list(raw.items()):
             if value == "":
                 raw[name] = None
+        _parse_edge(raw)
         config = cls(**raw)
         config._validate()
         return config
@@ -461,11 +472,100 @@ class DeployConfig:
                 f"kms {self.kms!r}: 'managed' (AWS-managed keys), 'cmk' (the stack creates a "
                 "customer-managed key) or a key ARN (arn:aws:kms:<region>:<account>:key/<id>)"
             )
+        if self.waf is not None and self.webhook_authorizer is not None:
+            raise ConfigError(
+                "webhook_authorizer is an HTTP API JWT authorizer, and with waf the API is a "
+                "REST API, which has none: choose one (webhooks keep their signatures either "
+                'way; README, "Production checklist")'
+            )
         if self.log_retention_days not in RETENTION_DAYS:
             allowed = ", ".join(str(d) for d in RETENTION_DAYS)
             raise ConfigError(
                 f"log_retention_days {self.log_retention_days}: CloudWatch Logs allows {allowed}"
             )
+
+
+WAF_RATE_LIMITS = (10, 2_000_000_000)
+"""What AWS WAF accepts as a rate-based rule's limit (requests per 5 minutes per IP)."""
+
+
+@dataclass(frozen=True)
+class Waf:
+    """The ``waf`` setting: the web ACL in front of the public API.
+
+    Attributes:
+        rate_limit_per_5min: requests one source IP may make in any 5 minutes before WAF
+            blocks it (until its rate falls back under the limit).
+    """
+
+    rate_limit_per_5min: int
+
+
+@dataclass(frozen=True)
+class JwtAuthorizer:
+    """The ``webhook_authorizer`` setting: who issues the senders' tokens, and for whom.
+
+    Attributes:
+        issuer: the token issuer URL (``https://…``, its ``iss`` claim); API Gateway reads its
+            keys from ``<issuer>/.well-known/openid-configuration``.
+        audience: accepted ``aud`` (or ``client_id``) values; at least one.
+    """
+
+    issuer: str
+    audience: tuple[str, ...]
+
+
+def _parse_edge(raw: dict[str, Any]) -> None:
+    """``waf`` and ``webhook_authorizer`` from an object (cdk.json) or its JSON (``-c``)."""
+    for name in ("waf", "webhook_authorizer"):
+        if isinstance(raw.get(name), str | bool) and str(raw[name]).strip().lower() in (
+            "off",
+            "false",
+        ):
+            raw[name] = None
+    if raw.get("waf") is not None:
+        waf = _as_object("waf", raw["waf"], {"rate_limit_per_5min": 2000})
+        unknown = sorted(set(waf) - {"rate_limit_per_5min"})
+        if unknown:
+            raise ConfigError(f"waf: unknown key(s) {', '.join(unknown)} (rate_limit_per_5min)")
+        limit = _as_int("waf.rate_limit_per_5min", waf.get("rate_limit_per_5min"))
+        low, high = WAF_RATE_LIMITS
+        if not low <= limit <= high:
+            raise ConfigError(
+                f"waf.rate_limit_per_5min {limit}: between {low} and {high:,} requests per "
+                "source IP in 5 minutes (AWS WAF's range)"
+            )
+        raw["waf"] = Waf(rate_limit_per_5min=limit)
+    if raw.get("webhook_authorizer") is not None:
+        jwt = _as_object("webhook_authorizer", raw["webhook_authorizer"], None)
+        issuer = str(jwt.get("issuer") or "")
+        audience = tuple(_as_list(jwt.get("audience") or []))
+        unknown = sorted(set(jwt) - {"issuer", "audience"})
+        if unknown or not issuer.startswith("https://") or not audience:
+            raise ConfigError(
+                "webhook_authorizer: {issuer: https://<your identity provider>, audience: "
+                "[<accepted aud values>]}, both required"
+                + (f"; unknown key(s) {', '.join(unknown)}" if unknown else "")
+            )
+        raw["webhook_authorizer"] = JwtAuthorizer(issuer=issuer, audience=audience)
+
+
+def _as_object(name: str, value: Any, on: dict[str, Any] | None) -> dict[str, Any]:
+    """A setting given as an object, as its JSON (``-c name='{…}'``), or ``on`` (defaults)."""
+    if isinstance(value, Waf | JwtAuthorizer):
+        return {k: getattr(value, k) for k in value.__dataclass_fields__}
+    if on is not None and _is_on(value):
+        return on
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):  # not JSON: refused below, by name
+            value = json.loads(value)
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} {value!r}: an object, e.g. {name}='{{…}}' with -c")
+    return value
+
+
+def _is_on(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "on"))
 
 
 def _as_list(value: Any) -> list[str]:

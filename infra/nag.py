@@ -220,6 +220,7 @@ def suppress(stack: LangorchStack) -> None:
         "approvals by signed, expiring, single-use links, both verified in the handlers; "
         "senders and approvers have no AWS identity to authorize.",
     )
+    _rest_api(stack)
     for queue in stack.triggers.dead_letter_queues.values():
         _ack(
             queue,
@@ -228,6 +229,36 @@ def suppress(stack: LangorchStack) -> None:
             "rule or the trigger's asynchronous invocations); nothing consumes it "
             "automatically, an alarm fires on its depth.",
         )
+
+
+def _rest_api(stack: LangorchStack) -> None:
+    """The REST API of the ``waf`` option (infra/constructs/edge.py), when it is the edge."""
+    from infra.constructs.edge import WafRestApi
+
+    if not isinstance(stack.api, WafRestApi):
+        return
+    _ack(
+        stack.api,
+        "AwsSolutions-APIG2",
+        "No API Gateway request validation: every route is a Lambda proxy whose handler "
+        "parses and bounds its input (webhook signature and size, approval form fields and "
+        "size, Slack signature) and answers a named 4xx; a model here would duplicate that.",
+    )
+    _ack(
+        stack.api,
+        "AwsSolutions-APIG6",
+        "No stage execution logging: it needs an account-wide API Gateway CloudWatch role "
+        "(this app sets none: @aws-cdk/aws-apigateway:disableCloudWatchRole) and would log "
+        "request data, approval links' signed query strings included; the stage's access "
+        "log records every request, its WAF verdict and integration status instead.",
+    )
+    _ack(
+        stack.api,
+        "AwsSolutions-COG4",
+        "No Cognito authorizer: webhook senders, approvers and Slack have no Cognito identity; "
+        "webhooks are authenticated by their HMAC signature, approvals by signed single-use "
+        "links and Slack by its request signature, all verified in the handlers.",
+    )
 
 
 def _operators(stack: LangorchStack) -> None:

@@ -12,7 +12,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from infra.config import DeployConfig
-from infra.constructs.api import HttpApi
+from infra.constructs.edge import public_api
 from infra.constructs.email import Email
 from infra.constructs.functions import SEGMENT_BUDGET_SECONDS, Functions
 from infra.constructs.keys import StackKey, encrypt_with
@@ -134,18 +134,12 @@ class LangorchStack(Stack):
                 )
             ],
         )
-        self.api = HttpApi(
+        # The HTTP API, or with `waf` a REST API behind a web ACL (infra/constructs/edge.py).
+        self.api = public_api(
             self,
-            "Http",
-            prefix=prefix,
+            config,
             trigger=self.functions.trigger,
             approval_callback=self.functions.approval_callback,
-            rate_limit=config.api_rate_limit,
-            burst_limit=config.api_burst_limit,
-            log_retention_days=config.log_retention_days,
-            domain_name=config.domain_name,
-            certificate_arn=config.certificate_arn,
-            hosted_zone_id=config.hosted_zone_id,
         )
         if self.email.events is not None:
             # Bounces and complaints of approval emails escalate their approval (issue 34).

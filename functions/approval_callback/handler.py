@@ -50,6 +50,7 @@ from langorch.web.http import (
     UnreadableBodyError,
     raw_body,
 )
+from langorch.web.proxy_events import answer_either
 from langorch.web.slack import SlackPayloadError
 
 if TYPE_CHECKING:
@@ -308,8 +309,8 @@ def _per_policy(name: str, value: float, **dimensions: str) -> None:
 @logger.inject_lambda_context(clear_state=True, log_event=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """Route the API Gateway v2 event to the page (GET/HEAD) or the decision (POST); decide
-    a Slack press handed on by ``POST /slack/interactions``."""
+    """Route the API Gateway event (v2, or the ``waf`` option's v1) to the page (GET/HEAD)
+    or the decision (POST); decide a Slack press handed on by ``POST /slack/interactions``."""
     # Request keys are context-local (see run_segment's handler): locally many invocations
     # share this process, and a line must never carry another request's ids.
     logger.thread_safe_clear_keys()
@@ -317,4 +318,4 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         # A job this function handed to itself (Lambda's asynchronous invocation).
         _handed_on(event)
         return {"handled": event["kind"]}
-    return app.resolve(event, context)
+    return answer_either(app.resolve, event, context)

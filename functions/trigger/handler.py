@@ -1,6 +1,7 @@
 """The trigger Lambda: one function for the three things that start runs.
 
-* API Gateway HTTP API (v2) ``POST /hooks/{workflow_id}`` — a signed webhook delivery;
+* API Gateway HTTP API (v2) ``POST /hooks/{workflow_id}`` — a signed webhook delivery (or
+  the REST API's 1.0 event of the ``waf`` option, answered alike: ``web.proxy_events``);
 * the Input of a langorch EventBridge Scheduler schedule (``source: langorch.schedule``);
 * an EventBridge ``Object Created`` event from S3 (``source: aws.s3``);
 * an event trigger's rule (``source: langorch.event``, the EventBridge event inside), or a bare
@@ -47,6 +48,7 @@ from langorch.domain.s3_notifications import S3EventError, objects_created
 from langorch.domain.triggers import EventDelivered, S3ObjectCreated, ScheduleFired, event_kind
 from langorch.web.errors import answer_for, http_status, outcome_status
 from langorch.web.http import error_body, raw_body
+from langorch.web.proxy_events import answer_either
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -195,7 +197,7 @@ def _handle(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         return _email_events(notifications)
     kind = event_kind(event)
     if kind == "http":
-        return app.resolve(event, context)
+        return answer_either(app.resolve, event, context)
     if kind == "schedule":
         try:
             fired = ScheduleFired.model_validate(event)

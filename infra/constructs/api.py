@@ -8,6 +8,7 @@ import jsii
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_lambda as lambda_
@@ -16,6 +17,7 @@ from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_route53_targets as targets
 from constructs import Construct
 
+from infra.config import JwtAuthorizer
 from infra.retention import retention_days
 
 ACCESS_LOG_FORMAT = {
@@ -60,9 +62,12 @@ class HttpApi(Construct):
     """``POST /hooks/{workflow_id}`` -> trigger, ``GET|HEAD|POST /approvals/{id}`` and
     ``POST /slack/interactions`` -> callback.
 
-    No IAM or JWT authorizer: webhooks are authenticated by their HMAC signature and approvals
-    by their signed, expiring, single-use links, both verified in the handlers. The stage is
-    throttled so a flood cannot run up Lambda and DynamoDB costs.
+    Webhooks are authenticated by their HMAC signature and approvals by their signed,
+    expiring, single-use links, both verified in the handlers. ``webhook_authorizer`` adds a
+    JWT authorizer to the webhook route only, on top of the signature: approval pages and Slack
+    stay without one (an approver follows a link from an email, Slack signs its own requests;
+    neither carries a bearer token). The stage is throttled so a flood cannot run up Lambda and
+    DynamoDB costs.
 
     Args:
         prefix: name prefix, ``langorch-<stage>``.
@@ -73,6 +78,7 @@ class HttpApi(Construct):
         domain_name, certificate_arn: optional custom domain.
         hosted_zone_id: the Route 53 public zone of ``domain_name``: the stack adds its alias
             records (else you point the name at the API's regional domain yourself).
+        webhook_authorizer: the JWT issuer and audiences webhook senders' tokens must match.
     """
 
     def __init__(
@@ -89,6 +95,7 @@ class HttpApi(Construct):
         domain_name: str | None = None,
         certificate_arn: str | None = None,
         hosted_zone_id: str | None = None,
+        webhook_authorizer: JwtAuthorizer | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.api = apigwv2.HttpApi(
@@ -145,8 +152,21 @@ class HttpApi(Construct):
         )
         hooks = integrations.HttpLambdaIntegration("Hooks", trigger)
         approvals = integrations.HttpLambdaIntegration("Approvals", approval_callback)
+        jwt = None
+        if webhook_authorizer is not None:
+            # Bearer token in Authorization; API Gateway checks signature, issuer, audience and
+            # expiry before the trigger runs, which still verifies the delivery's signature.
+            jwt = authorizers.HttpJwtAuthorizer(
+                "WebhookJwt",
+                webhook_authorizer.issuer,
+                jwt_audience=list(webhook_authorizer.audience),
+                authorizer_name=f"{prefix}-webhooks",
+            )
         self.api.add_routes(
-            path="/hooks/{workflow_id}", methods=[apigwv2.HttpMethod.POST], integration=hooks
+            path="/hooks/{workflow_id}",
+            methods=[apigwv2.HttpMethod.POST],
+            integration=hooks,
+            authorizer=jwt,
         )
         self.api.add_routes(
             path="/approvals/{id}",

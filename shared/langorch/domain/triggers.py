@@ -61,15 +61,16 @@ def event_kind(event: Mapping[str, Any]) -> EventKind:
         event: the Lambda event.
 
     Returns:
-        ``"http"`` (API Gateway HTTP API v2), ``"schedule"`` (a langorch schedule's Input),
+        ``"http"`` (API Gateway HTTP API v2, or REST API v1), ``"schedule"`` (a langorch
+        schedule's Input),
         ``"reconcile"`` (the stack's reconcile schedule),
         ``"s3"`` (EventBridge ``Object Created`` from S3, or a classic S3 notification direct
         or through SQS/SNS), ``"event"`` (an event trigger's envelope, or any other EventBridge
         event) or ``"unknown"``.
     """
     context = event.get("requestContext")
-    if isinstance(context, Mapping) and "http" in context:
-        return "http"
+    if isinstance(context, Mapping) and ("http" in context or "httpMethod" in event):
+        return "http"  # an HTTP API (2.0) or, with the waf option, a REST API (1.0) request
     if event.get("source") == SCHEDULE_SOURCE:
         return "schedule"
     if event.get("source") == RECONCILE_SOURCE:
