@@ -69,6 +69,7 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
         ({"kms": "alias/mine"}, "kms 'alias/mine': 'managed' .* or a key ARN"),
         ({"http_allowed_domains": "https://x.org"}, "http_allowed_domains: 'https://x.org'"),
         ({"otel": "xray"}, "otel 'xray': 'off' or 'otlp'"),
+        ({"runs_indexes": "all"}, "runs_indexes 'all': 'lean' .* or 'full'"),
         ({"otel_endpoint": "http://c:4318/v1/traces"}, "otel_endpoint and otel_layer_arn need"),
     ],
 )
