@@ -27,6 +27,7 @@ _SES_IDENTITY = ("create", "existing")
 PLACEHOLDER_SENDER = "langorch@example.com"
 """The shipped ``sender_email``: SES can never verify it, so synthesis refuses it."""
 _LOG_LEVELS = ("ALL", "ERROR", "FATAL", "OFF")
+_RUNS_INDEXES = ("lean", "full")
 _KEY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}$")
 RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 """The retention periods CloudWatch Logs offers."""
@@ -149,6 +150,10 @@ class DeployConfig:
         log_retention_days: retention of every log group.
         checkpoint_ttl_days: checkpoints (and their offloaded S3 objects) expire after this.
         retain_data: keep tables and the bucket when the stack is destroyed.
+        runs_indexes: ``lean`` (the runs table's indexes carry keys, run id and status) or
+            ``full`` (they carry the whole record, as on a stack deployed before the lean
+            indexes: CloudFormation cannot change an index's projection in place, so such a
+            stack keeps ``full`` to update; README, "Upgrading a stack").
         reconcile_minutes: how often the stack's schedule ends runs whose execution ended
             without their record following (``langorch runs reconcile``); 0 turns it off.
         sfn_log_level: Step Functions log level (execution data is never logged).
@@ -208,6 +213,7 @@ class DeployConfig:
     log_retention_days: int = 30
     checkpoint_ttl_days: int = 30
     retain_data: bool = True
+    runs_indexes: str = "lean"
     reconcile_minutes: int = 15
     sfn_log_level: str = "ALL"
     api_rate_limit: int = 50
@@ -447,6 +453,11 @@ class DeployConfig:
                 raise ConfigError(f"default_approvers: {approver!r} is not an email address")
         if self.llm_provider not in _PROVIDERS:
             raise ConfigError(f"llm_provider {self.llm_provider!r}: one of {', '.join(_PROVIDERS)}")
+        if self.runs_indexes not in _RUNS_INDEXES:
+            raise ConfigError(
+                f"runs_indexes {self.runs_indexes!r}: 'lean' (a new stack) or 'full' (a stack "
+                'deployed before the lean indexes; README, "Upgrading a stack")'
+            )
         if self.sfn_log_level not in _LOG_LEVELS:
             raise ConfigError(
                 f"sfn_log_level {self.sfn_log_level!r}: one of {', '.join(_LOG_LEVELS)}"

@@ -48,7 +48,12 @@ class LangorchStack(Stack):
         super().__init__(scope, id, **kwargs)
         self.config = config
         prefix = config.prefix
-        self.tables = Tables(self, "Tables", retain_data=config.retain_data)
+        self.tables = Tables(
+            self,
+            "Tables",
+            retain_data=config.retain_data,
+            full_index_projection=config.runs_indexes == "full",
+        )
         self.files = FilesBucket(
             self,
             "Files",

@@ -20,9 +20,13 @@ class Tables(Construct):
 
     Args:
         retain_data: keep the tables (and their data) when the stack is destroyed.
+        full_index_projection: the runs table's indexes project the whole record, as a stack
+            deployed before the lean indexes has them (``runs_indexes: full``).
     """
 
-    def __init__(self, scope: Construct, id: str, *, retain_data: bool) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, retain_data: bool, full_index_projection: bool = False
+    ) -> None:
         super().__init__(scope, id)
         self._removal = RemovalPolicy.RETAIN if retain_data else RemovalPolicy.DESTROY
         self._protect = retain_data
@@ -31,14 +35,19 @@ class Tables(Construct):
         # adapters/dynamodb/runs.py: pk/sk, runs by workflow (gsi1) and by status (gsi2), each
         # key sharded; the indexes carry only run_id and status (a listing reads the records by
         # key), so a save that changes no status writes no index (issue 33).
+        # CloudFormation cannot change an index's projection in place, so a stack deployed
+        # with the earlier full-record indexes keeps them (its keys are sharded all the same).
         self.runs = self._table("Runs", "pk", "sk")
+        lean = not full_index_projection
         for index in ("gsi1", "gsi2"):
             self.runs.add_global_secondary_index(
                 index_name=index,
                 partition_key=dynamodb.Attribute(name=f"{index}pk", type=_S),
                 sort_key=dynamodb.Attribute(name=f"{index}sk", type=_S),
-                projection_type=dynamodb.ProjectionType.INCLUDE,
-                non_key_attributes=["run_id", "status"],
+                projection_type=(
+                    dynamodb.ProjectionType.INCLUDE if lean else dynamodb.ProjectionType.ALL
+                ),
+                non_key_attributes=["run_id", "status"] if lean else None,
             )
         # adapters/dynamodb/checkpointer.py: PK/SK, every item carries `ttl` when a TTL is set.
         self.checkpoints = self._table("Checkpoints", "PK", "SK", ttl="ttl")

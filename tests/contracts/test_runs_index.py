@@ -94,8 +94,21 @@ def test_listings_merge_the_shards_newest_first_page_by_page(runs: RunsRepositor
     assert pages() == ["run-099", *newest_first]
 
 
-def test_runs_stored_before_sharding_are_still_listed(runs: RunsRepository) -> None:
-    # Given a run stored with the unsharded index keys of the earlier layout, and a new one
+@pytest.fixture
+def earlier_table(dynamodb: Any) -> RunsRepository:
+    """A runs table as a stack deployed before the lean indexes has it (``runs_indexes: full``)."""
+    repository = RunsRepository(dynamodb, "runs")
+    repository.create_table(full_index_projection=True)
+    return repository
+
+
+@pytest.mark.parametrize("table", ["runs", "earlier_table"])
+def test_runs_stored_before_sharding_are_still_listed(
+    table: str, request: pytest.FixtureRequest
+) -> None:
+    # Given a table with today's indexes or the earlier full-record ones, a run stored with the
+    # unsharded index keys of the earlier layout, and a new one
+    runs: RunsRepository = request.getfixturevalue(table)
     runs.create_run(a_run(1))
     runs._client.update_item(
         TableName="runs",

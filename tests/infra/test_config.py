@@ -78,6 +78,7 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
             {"model_limits": {f"openai:m{i}": {"concurrency": 1} for i in range(100)}},
             "model_limits: 3,390 characters as JSON, past 2,048",
         ),
+        ({"runs_indexes": "all"}, "runs_indexes 'all': 'lean' .* or 'full'"),
         ({"otel_endpoint": "http://c:4318/v1/traces"}, "otel_endpoint and otel_layer_arn need"),
     ],
 )

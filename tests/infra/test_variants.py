@@ -16,6 +16,10 @@ import pytest
 from tests.infra.conftest import CONTEXT
 from tests.infra.test_compliance import ACCEPTED_LINT
 
+# The first test to use `variants` synthesizes all three stacks (each is one test's synth):
+# its time limit is three tests' (a loaded 2-core machine took 300 s for the three).
+pytestmark = pytest.mark.timeout(900)
+
 LONG_STAGE = "a-long-stage-name-20"  # the longest a stage may be (20)
 VARIANTS: dict[str, dict[str, Any]] = {
     "us-east-1": {"region": "us-east-1", "ses_identity": "existing"},
@@ -24,6 +28,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "ses_domain": "example.org",
         "bedrock_marketplace_products": "prod-abc123,prod-def456",
         "reconcile_minutes": "0",
+        "runs_indexes": "full",  # a stack deployed before the lean indexes
     },
     "cn-northwest-1": {
         "region": "cn-northwest-1",
@@ -218,3 +223,20 @@ def test_nothing_keeps_a_fixed_name_that_outlives_the_stack(
         assert group.get("DeletionPolicy", "Delete") == "Delete"
         for secret in _of_type(template, "AWS::SecretsManager::Secret").values():
             assert "Name" not in secret["Properties"]
+
+
+def test_a_stack_deployed_before_the_lean_indexes_keeps_its_full_record_indexes(
+    variants: dict[str, tuple[Any, dict[str, Any]]],
+) -> None:
+    # Given runs_indexes: full (CloudFormation cannot change an index's projection in place)
+    stack, template = variants["eu-central-1"]
+    runs = template["Resources"][stack.get_logical_id(stack.tables.runs.node.default_child)]
+    # Then the runs table's indexes are the earlier ones: the same keys, the whole record
+    indexes = {i["IndexName"]: i for i in runs["Properties"]["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"gsi1", "gsi2"}
+    for name, index in indexes.items():
+        assert index["KeySchema"] == [
+            {"AttributeName": f"{name}pk", "KeyType": "HASH"},
+            {"AttributeName": f"{name}sk", "KeyType": "RANGE"},
+        ]
+        assert index["Projection"] == {"ProjectionType": "ALL"}

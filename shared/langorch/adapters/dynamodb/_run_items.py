@@ -221,8 +221,19 @@ def pause_of(item: Mapping[str, Any]) -> PauseRequest | None:
     return None if stored is None else PauseRequest.model_validate_json(stored)
 
 
-def table_definition() -> dict[str, Any]:
-    """The runs table's keys and its two sparse indexes (``CreateTable`` without the name)."""
+def table_definition(*, full_index_projection: bool = False) -> dict[str, Any]:
+    """The runs table's keys and its two sparse indexes (``CreateTable`` without the name).
+
+    Args:
+        full_index_projection: the indexes project the whole record, as a stack deployed
+            before the lean indexes has them (its ``runs_indexes: full``). Listings read the
+            records by key either way; only the index writes are larger.
+    """
+    projection: dict[str, Any] = (
+        {"ProjectionType": "ALL"}
+        if full_index_projection
+        else {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(INDEX_ATTRIBUTES)}
+    )
     return {
         "BillingMode": "PAY_PER_REQUEST",
         "KeySchema": [
@@ -240,10 +251,7 @@ def table_definition() -> dict[str, Any]:
                     {"AttributeName": f"{index}pk", "KeyType": "HASH"},
                     {"AttributeName": f"{index}sk", "KeyType": "RANGE"},
                 ],
-                "Projection": {
-                    "ProjectionType": "INCLUDE",
-                    "NonKeyAttributes": list(INDEX_ATTRIBUTES),
-                },
+                "Projection": projection,
             }
             for index in (GSI_WORKFLOW, GSI_STATUS)
         ],

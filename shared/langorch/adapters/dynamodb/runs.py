@@ -163,13 +163,18 @@ class RunsRepository:
     # Table
     # ----------------------------------------------------------------------------------------
 
-    def create_table(self) -> None:
+    def create_table(self, *, full_index_projection: bool = False) -> None:
         """Create the runs table and its two indexes (tests and the local stack; CDK in AWS).
 
         Does nothing if the table exists.
+
+        Args:
+            full_index_projection: indexes as a stack deployed before the lean ones has them
+                (:func:`table_definition`).
         """
         try:
-            self._client.create_table(TableName=self._table, **table_definition())
+            definition = table_definition(full_index_projection=full_index_projection)
+            self._client.create_table(TableName=self._table, **definition)
             self._client.get_waiter("table_exists").wait(TableName=self._table)
         except ClientError as exc:
             if _code(exc) == "ResourceInUseException":
