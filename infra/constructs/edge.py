@@ -63,7 +63,7 @@ def public_api(
 ) -> HttpApi | WafRestApi:
     """The stack's public API as configured: :class:`WafRestApi` with ``waf``, else the HTTP
     API (unchanged, so an existing stack keeps its API and URL)."""
-    common = {
+    common: dict[str, Any] = {
         "prefix": config.prefix,
         "trigger": trigger,
         "approval_callback": approval_callback,
