@@ -703,6 +703,34 @@ def test_times_are_shown_in_the_viewers_zone_with_utc_on_hover(
     context.close()
 
 
+def test_the_workflows_list_shows_a_workflow_stored_only_as_drafts_marked_as_such(
+    console: RunningConsole, container: Container, page: Any
+):
+    from langorch.domain.definitions import PlanStep, TaskPlan
+
+    # Given a workflow stored only as a draft (`langorch workflows put --draft`)
+    draft = TaskPlan(
+        plan_id="console_drafted",
+        name="Not promoted yet",
+        steps=[PlanStep(step_id="only", kind="transform", transform={"x": "'1'"})],
+    )
+    container.definitions.put_workflow(draft, activate=False)
+
+    # When the operator opens the workflows list
+    page.goto(f"{console.url}/workflows")
+    shot(page, "workflows-drafts")
+
+    # Then it is listed beside the active ones, marked as having no active version
+    row = page.locator("tr", has=page.get_by_role("link", name="console_drafted"))
+    assert row.locator(".pill").inner_text() == "draft only"
+    active = page.locator("tr", has=page.get_by_role("link", name="console_review"))
+    assert active.locator(".pill").count() == 0 and "v1 active" in active.inner_text()
+
+    # And its page says that only drafts are stored and how to promote one
+    row.get_by_role("link", name="console_drafted").click()
+    assert "only drafts are stored" in page.locator("main").inner_text()
+
+
 def test_the_approvals_tab_shows_how_many_wait_for_a_decision(
     stack: LocalStack, container: Container, console: RunningConsole, page: Any
 ):

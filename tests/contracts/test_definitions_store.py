@@ -2,8 +2,9 @@
 adapter on moto, the local SQLite store and the in-memory fake — immutable versions, no-op
 re-registration, lookups, drafts and promotions of the active version, and concurrent writers
 of changed content never sharing a version nor losing a promotion.
-The metadata the CLI and console read (``get_stored``, ``versions``, ``list_stored``, searches)
-is the two adapters' (the fake has none)."""
+Every stored workflow with its latest and active versions (``stored_workflows``, what the CLI
+and the console list) is all three's; the rest of the metadata (``get_stored``, ``versions``,
+``list_stored``, searches) is the two adapters' (the fake has none)."""
 
 from __future__ import annotations
 
@@ -150,6 +151,30 @@ def test_a_workflow_stored_only_as_a_draft_has_no_active_version(store: Store) -
     assert store.get_workflow("digest") is None
     assert store.get_workflow("digest", 1) is not None
     assert store.list_workflows() == []
+
+
+def test_stored_workflows_list_every_workflow_with_its_latest_and_active_versions(
+    store: Store,
+) -> None:
+    # Given a workflow stored only as a draft, one with a draft newer than its active version,
+    # and one whose latest version is active
+    store.put_workflow(_plan("drafted"), activate=False)
+    store.put_workflow(_plan("digest", description="one"))
+    store.put_workflow(_plan("digest", description="two"), activate=False)
+    store.put_workflow(_plan("active"))
+
+    # When every stored workflow is listed
+    listed = store.stored_workflows()
+
+    # Then each is there, by id, with its latest version and its active one (none for drafts)
+    assert [(s.id, s.version, s.active_version) for s in listed] == [
+        ("active", 1, 1),
+        ("digest", 2, 1),
+        ("drafted", 1, None),
+    ]
+    assert [s.definition.version for s in listed] == [1, 2, 1]
+    assert listed[1].definition.description == "two"
+    assert all(s.content_hash == s.definition.content_hash() for s in listed)
 
 
 def test_a_promotion_activates_the_version_and_keeps_its_record(store: Store) -> None:

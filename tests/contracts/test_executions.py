@@ -1,4 +1,5 @@
-"""Contract of the executions port (``Executions``): Step Functions on moto and the fake.
+"""Contract of the executions port (``Executions``): Step Functions on moto (boto3's adapter
+under ``mock_aws``, and the embedded default's HTTP adapter against moto's server) and the fake.
 
 For the task-token tests the state machine really runs on moto (``execute_state_machine``): its
 one state waits for a task token, sent to an SQS queue the test reads, as the run state
@@ -13,14 +14,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import requests
 from moto import mock_aws
 
+from langorch.adapters.emulator_stepfunctions import EmulatorStepFunctions
 from langorch.adapters.stepfunctions import StepFunctions
 from langorch.domain.errors import NotFoundError, TaskClosedError
 from tests.fakes import InMemoryExecutions
 from tests.support.polling import wait_for
 
-Runner = StepFunctions | InMemoryExecutions
+Runner = StepFunctions | EmulatorStepFunctions | InMemoryExecutions
 Park = Callable[[str], str]
 """Starts the run's execution and returns the task token it waits on."""
 
@@ -50,50 +53,102 @@ def _waiting_machine(queue_url: str) -> str:
     )
 
 
+def _machine(sqs: Any, client: Any) -> tuple[str, str]:
+    """The waiting state machine and the queue its tokens go to: (machine ARN, queue URL)."""
+    queue_url = sqs.create_queue(QueueName=_QUEUE)["QueueUrl"]
+    arn = client.create_state_machine(
+        name="langorch-runs",
+        definition=_waiting_machine(queue_url),
+        roleArn=f"arn:aws:iam::{_ACCOUNT}:role/runs",
+    )["stateMachineArn"]
+    return str(arn), str(queue_url)
+
+
+def _parker(runner: Runner, sqs: Any, queue_url: str) -> Park:
+    def park(run_id: str) -> str:
+        runner.start(run_id, {"run_id": run_id})
+
+        def token() -> str | None:
+            for message in sqs.receive_message(QueueUrl=queue_url).get("Messages", []):
+                body = json.loads(message["Body"])
+                if body["run_id"] == run_id:
+                    return str(body["token"])
+            return None
+
+        return wait_for(token, what=f"execution {run_id} to reach its task")
+
+    return park
+
+
 def _moto_executions(*, execute: bool) -> Iterator[tuple[StepFunctions, Park]]:
     import boto3
 
     with mock_aws(config={"stepfunctions": {"execute_state_machine": execute}}):
         sqs = boto3.client("sqs", region_name="us-east-1")
-        queue_url = sqs.create_queue(QueueName=_QUEUE)["QueueUrl"]
         client = boto3.client("stepfunctions", region_name="us-east-1")
-        arn = client.create_state_machine(
-            name="langorch-runs",
-            definition=_waiting_machine(queue_url),
-            roleArn=f"arn:aws:iam::{_ACCOUNT}:role/runs",
-        )["stateMachineArn"]
+        arn, queue_url = _machine(sqs, client)
         runner = StepFunctions(client, arn)
+        yield runner, _parker(runner, sqs, queue_url)
 
-        def park(run_id: str) -> str:
-            runner.start(run_id, {"run_id": run_id})
 
-            def token() -> str | None:
-                for message in sqs.receive_message(QueueUrl=queue_url).get("Messages", []):
-                    body = json.loads(message["Body"])
-                    if body["run_id"] == run_id:
-                        return str(body["token"])
-                return None
+def _emulator_executions(endpoint: str, *, execute: bool) -> Iterator[tuple[Runner, Park]]:
+    """The embedded default's adapter against moto's server (the emulator ``langorch dev``
+    serves), configured and emptied for each test."""
+    import boto3
 
-            return wait_for(token, what=f"execution {run_id} to reach its task")
+    config = {"stepfunctions": {"execute_state_machine": execute}}
+    requests.post(f"{endpoint}/moto-api/reset", timeout=60)
+    requests.post(f"{endpoint}/moto-api/config", json=config, timeout=60)
+    session = boto3.Session(
+        aws_access_key_id="local",
+        aws_secret_access_key="local",  # the emulator's, not a secret
+        region_name="us-east-1",
+    )
+    sqs = session.client("sqs", endpoint_url=endpoint)
+    arn, queue_url = _machine(sqs, session.client("stepfunctions", endpoint_url=endpoint))
+    runner = EmulatorStepFunctions(endpoint, arn, region="us-east-1")
+    yield runner, _parker(runner, sqs, queue_url)
+    requests.post(f"{endpoint}/moto-api/reset", timeout=60)
 
-        yield runner, park
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[str]:
+    """moto's server on a free loopback port (started only by the tests that use it)."""
+    from moto.server import ThreadedMotoServer
+
+    from langorch.local.stack import free_port
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    with pytest.MonkeyPatch.context() as patch:
+        # Where the interpreter's own task calls (SQS) go, as `moto_server --port` sets it.
+        patch.setenv("MOTO_PORT", str(port))
+        yield f"http://127.0.0.1:{port}"
+    server.stop()
 
 
 def _executions(request: pytest.FixtureRequest, *, execute: bool) -> Iterator[tuple[Runner, Park]]:
     if request.param == "fake":
         fake = InMemoryExecutions()
         yield fake, lambda run_id: fake.park(run_id, {"run_id": run_id})
-        return
-    yield from _moto_executions(execute=execute)
+    elif request.param == "emulator":
+        endpoint = request.getfixturevalue("emulator")
+        yield from _emulator_executions(endpoint, execute=execute)
+    else:
+        yield from _moto_executions(execute=execute)
 
 
-@pytest.fixture(params=["fake", "stepfunctions"])
+ADAPTERS = ["fake", "stepfunctions", "emulator"]
+
+
+@pytest.fixture(params=ADAPTERS)
 def executions(request: pytest.FixtureRequest) -> Iterator[tuple[Runner, Park]]:
     """Executions as records (moto's default mode)."""
     yield from _executions(request, execute=False)
 
 
-@pytest.fixture(params=["fake", "stepfunctions"])
+@pytest.fixture(params=ADAPTERS)
 def running(request: pytest.FixtureRequest) -> Iterator[tuple[Runner, Park]]:
     """Executions that run, so their tasks issue tokens."""
     yield from _executions(request, execute=True)

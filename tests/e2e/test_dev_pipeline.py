@@ -94,6 +94,13 @@ def test_a_run_started_with_wait_runs_in_the_state_machine_and_its_logs_come_bac
     assert run["outputs"]["z"] == 9
     execution = build_container(stack.settings).stepfunctions.describe(run["run_id"])
     assert execution["status"] == "SUCCEEDED"
+    # (and `runs show`, which asks the emulator without boto3, says so too)
+    code, shown, err = langorch(capsys, "runs", "show", run["run_id"])
+    assert code == 0, err
+    assert (shown["execution"]["arn"], shown["execution"]["status"]) == (
+        execution["executionArn"],
+        "SUCCEEDED",
+    )
 
     # And `runs logs` pulls the segment's lines back from CloudWatch Logs (shipped in the
     # background, and the run ends inside the segment's invocation, before they are: a reader

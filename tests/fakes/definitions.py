@@ -2,25 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from datetime import datetime
 
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import NotFoundError
 from langorch.domain.promotions import Promotion
+from langorch.domain.stored import StoredDefinition
 from langorch.domain.validation import InMemoryLookup
+from tests.fakes.clock import T0
 
 
 class InMemoryDefinitions(InMemoryLookup):
     """The definitions table's contract in memory (``tests/contracts/test_definitions_store``):
-    a workflow's ``get_workflow(id)`` is its active version."""
+    a workflow's ``get_workflow(id)`` is its active version.
+
+    Args:
+        blocks: stored blocks (each version as given).
+        workflows: stored workflows (the latest of each active).
+        clock: when a version is stored (``created_at`` in :meth:`stored_workflows`).
+    """
 
     def __init__(
-        self, blocks: Iterable[BlockDefinition] = (), workflows: Iterable[TaskPlan] = ()
+        self,
+        blocks: Iterable[BlockDefinition] = (),
+        workflows: Iterable[TaskPlan] = (),
+        *,
+        clock: Callable[[], datetime] = lambda: T0,
     ) -> None:
         self._active: dict[str, int | None] = {}
         self._promotions: dict[str, list[Promotion]] = {}
+        self._clock = clock
+        self._created: dict[tuple[str, int], datetime] = {}
         super().__init__(blocks, workflows)
+
+    def add_workflow(self, plan: TaskPlan) -> None:
+        """Store one workflow version as it is (version included), stored now."""
+        super().add_workflow(plan)
+        self._created[plan.plan_id, plan.version] = self._clock()
 
     def put_block(self, block: BlockDefinition) -> tuple[BlockDefinition, bool]:
         """Store a block; returns the stored version and whether it is new."""
@@ -95,3 +115,20 @@ class InMemoryDefinitions(InMemoryLookup):
     def list_workflows(self) -> list[TaskPlan]:
         """The active version of every workflow that has one, by id."""
         return sorted(self.workflows(), key=lambda p: p.plan_id)
+
+    def stored_workflows(self) -> list[StoredDefinition[TaskPlan]]:
+        """Every stored workflow's latest version (active or a draft) with its
+        ``active_version``, by id."""
+        latest = sorted(super().workflows(), key=lambda p: p.plan_id)
+        return [
+            StoredDefinition(
+                kind="workflow",
+                id=plan.plan_id,
+                version=plan.version,
+                content_hash=plan.content_hash(),
+                created_at=self._created[plan.plan_id, plan.version],
+                definition=plan,
+                active_version=self.active_version(plan.plan_id),
+            )
+            for plan in latest
+        ]

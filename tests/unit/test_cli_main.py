@@ -127,6 +127,29 @@ def test_a_local_runs_list_loads_its_group_and_the_embedded_store_only(tmp_path:
     ]
 
 
+@pytest.mark.subprocess
+def test_a_local_runs_show_loads_neither_boto3_nor_botocore(tmp_path: Path) -> None:
+    from langorch.composition.embedded import EmbeddedContainer
+    from langorch.config import Settings
+    from tests.support.records import a_run
+
+    # Given a local home with a stack that has a state machine, and a run in its store
+    home = tmp_path / "home"
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:langorch-runs"
+    settings = {"local_home": str(home), "state_machine_arn": machine}
+    EmbeddedContainer(Settings.model_validate(settings)).runs.create_run(a_run("run-1"))
+    stack = {"endpoint_url": "http://127.0.0.1:9", "settings": settings}
+    (home / "stack.json").write_text(json.dumps(stack))
+
+    # When a fresh interpreter runs `langorch runs show` against it
+    loaded = _loaded_by(["--home", str(home), "runs", "show", "run-1"], tmp_path)
+
+    # Then it read the run with pydantic and asked the emulator for its execution without
+    # importing boto3 or botocore (nor anything else heavy)
+    assert loaded["code"] == 0
+    assert loaded["heavy"] == ["pydantic"]
+
+
 LISTINGS = [
     ["agents", "list"],
     ["resources", "list"],

@@ -69,3 +69,24 @@ def test_the_workflow_page_lists_promotions_with_their_gate(sqlite_db: Any) -> N
     # Then version 2 is active and the promotion is listed with its gate, forced
     assert "v2 · active" in page
     assert "v2 by ana" in page and "20 runs replayed, 1 failing, forced" in page
+
+
+def test_the_workflows_list_shows_a_workflow_stored_only_as_drafts_and_says_so(
+    sqlite_db: Any,
+) -> None:
+    # Given a workflow stored only as a draft (`workflows put --draft`), and one with an
+    # active version 1 and a draft version 2
+    stack = _Stack(sqlite_db)
+    drafted = TaskPlan(plan_id="drafted", description="new", steps=[PlanStep(step_id="s")])
+    stack.definitions.put_workflow(drafted, activate=False)
+    stack.definitions.put_workflow(_plan("one"))
+    stack.definitions.put_workflow(_plan("two"), activate=False)
+
+    # When the workflows list is opened
+    page = _page(stack, "/workflows")
+
+    # Then both are listed: the draft-only one marked as having no active version, the other
+    # with its active version and its newer draft
+    assert 'href="/workflows/drafted"' in page and 'href="/workflows/digest"' in page
+    assert "draft only" in page
+    assert "v1 active" in page and "v2 draft" in page

@@ -6,6 +6,8 @@ fit (:class:`~langorch.domain.history.HistoryBudget`), the segment runs nothing 
 run over instead: the run record names the next execution (``continued``, so cancel, reconcile
 and the CLI address it), the timeline says where it continued, and the new execution starts
 with the same resume the old one was given. The old execution ends (``ContinuedAsNew``).
+An operator's cancel between the record write and the start finds no execution to stop: the
+hand-over reads the record again after the start and stops the new execution of a cancelled run.
 
 A hand-over happens only on entry to ``RunSegment``, never while the run is parked: a pending
 approval's (or resource's, or pause's) task token belongs to the execution that parked it, and
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from langorch.domain.history import CONTINUED, STARTED_EVENTS, HistoryBudget
 from langorch.domain.runs import (
     RunRecord,
+    RunStatus,
     TimelineEvent,
     TimelineEventType,
     current_execution,
@@ -98,6 +101,7 @@ def continue_as_new(cmd: CountedSegment, deps: ContinueDeps) -> SegmentResult:
     name = current_execution(run)
     payload: dict[str, Any] = {"run_id": run.run_id, "resume": cmd.segment.resume}
     deps.executions.start(name, payload)
+    _stop_if_cancelled(run.run_id, name, deps)
     logger.info(
         "run continued in a fresh execution",
         extra={"run_id": run.run_id, "execution": name, "events": cmd.events},
@@ -109,6 +113,23 @@ def continue_as_new(cmd: CountedSegment, deps: ContinueDeps) -> SegmentResult:
         workflow_id=run.workflow_id,
         workflow_version=run.workflow_version,
     )
+
+
+def _stop_if_cancelled(run_id: str, name: str, deps: ContinueDeps) -> None:
+    """Stop the execution just started when the run was cancelled meanwhile.
+
+    Between the record naming the next execution and its start, an operator's cancel finds
+    the record naming an execution that does not exist yet, and stops nothing. Read after the
+    start, the record tells: either the cancel's write came first and is seen here, or it came
+    after the start, and the cancel's own stop finds the execution. Either way it is stopped.
+    """
+    run = deps.runs.get_run(run_id)
+    if run.status is RunStatus.cancelled:
+        deps.executions.stop(name, run.status_reason or "cancelled by an operator")
+        logger.info(
+            "run cancelled during its hand-over: the next execution is stopped",
+            extra={"run_id": run_id, "execution": name},
+        )
 
 
 def _record_handover(run: RunRecord, asking: str, events: int, deps: ContinueDeps) -> RunRecord:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.resources import Grant, ResourceState
     from langorch.domain.runs import ForkLink, PauseRequest, RunRecord, RunStatus, TimelineEvent
+    from langorch.domain.stored import StoredDefinition
     from langorch.domain.tool_servers import ToolServer
     from langorch.domain.triggers import PutEvent
     from langorch.llm.toolbox import ToolSpec
@@ -75,7 +76,13 @@ class WorkflowSource(Protocol):
         ...
 
     def list_workflows(self) -> list[TaskPlan]:
-        """The latest version of every workflow."""
+        """The active version of every workflow that has one, by id (what runs start on)."""
+        ...
+
+    def stored_workflows(self) -> list[StoredDefinition[TaskPlan]]:
+        """Every stored workflow, by id: its latest version (active or a draft) with its
+        ``active_version`` (``None`` for a workflow stored only as drafts) — what the CLI and
+        the console list."""
         ...
 
 

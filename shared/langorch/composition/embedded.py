@@ -18,6 +18,7 @@ from langorch.composition.container import Container
 from langorch.domain.artifacts import ARTIFACTS_PREFIX
 
 if TYPE_CHECKING:
+    from langorch.adapters.emulator_stepfunctions import EmulatorStepFunctions
     from langorch.adapters.handoff import ThreadHandoff
     from langorch.adapters.local_artifacts import FolderArtifacts
     from langorch.adapters.local_events import LocalEventBus
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from langorch.adapters.sqlite.secrets import SqliteSecrets
     from langorch.adapters.sqlite.tasks import SqliteTasks
     from langorch.adapters.sqlite.tool_servers import SqliteToolServers
+    from langorch.adapters.stepfunctions import StepFunctions
 
 BUCKET_DIR = "bucket"
 """The drop bucket's folder under the home (``<home>/bucket/<key>``)."""
@@ -67,6 +69,26 @@ class EmbeddedContainer(Container):
         from langorch.adapters.sqlite.runs import SqliteRuns
 
         return SqliteRuns(self.db)
+
+    @property
+    def executions(self) -> EmulatorStepFunctions | StepFunctions:  # type: ignore[override]
+        """The run state machine's executions: on the emulator at ``Settings.endpoint_url``
+        without boto3 (a CLI command must not pay for it: issue 26), else Step Functions."""
+        endpoint = self.settings.endpoint_url
+        if not endpoint:
+            return self.stepfunctions
+        return self._emulator_executions
+
+    @cached_property
+    def _emulator_executions(self) -> EmulatorStepFunctions:
+        from langorch.adapters.emulator_stepfunctions import EmulatorStepFunctions
+
+        assert self.settings.endpoint_url is not None  # checked by ``executions``
+        return EmulatorStepFunctions(
+            self.settings.endpoint_url,
+            self.settings.state_machine_arn,
+            region=self.settings.region,
+        )
 
     @cached_property
     def tool_servers(self) -> SqliteToolServers:  # type: ignore[override]

@@ -435,8 +435,10 @@ class ConsoleApp:
     # ---------------------------------------------------------------------------------------
 
     def workflows(self, request: Request, _: re.Match[str]) -> Response:
-        plans = sorted(self.container.definitions.list_workflows(), key=lambda p: p.plan_id)
-        return self.page("workflows.html", request, plans=plans)
+        # Every stored workflow, drafts-only ones included (marked): the latest version of each
+        # with its active one; steps, triggers and description are the latest's.
+        stored = self.container.definitions.stored_workflows()
+        return self.page("workflows.html", request, stored=stored)
 
     def workflow(self, request: Request, match: re.Match[str]) -> Response:
         view = listing.workflow_view(self.container, match.group(1), request)

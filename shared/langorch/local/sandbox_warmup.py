@@ -28,6 +28,7 @@ SERVICES = ("stepfunctions",)
 warm_clients(SERVICES)
 
 ADAPTERS = (
+    "langorch.adapters.emulator_stepfunctions",
     "langorch.adapters.local_files",
     "langorch.adapters.outbox",
     "langorch.adapters.scheduler",
@@ -41,7 +42,6 @@ ADAPTERS = (
     "langorch.adapters.sqlite.secrets",
     "langorch.adapters.sqlite.tasks",
     "langorch.adapters.sqlite.tool_servers",
-    "langorch.adapters.stepfunctions",
     "langorch.composition.embedded",
 )
 """What the embedded container's properties import on first use (the functions' containers)."""

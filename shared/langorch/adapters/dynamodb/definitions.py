@@ -41,10 +41,10 @@ from typing import Any, TypeVar, cast
 from botocore.exceptions import BotoCoreError, ClientError
 from pydantic import BaseModel
 
-from langorch.adapters.stored_definitions import Kind, StoredDefinition
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import ConflictError, NotFoundError, StorageError
 from langorch.domain.promotions import Promotion
+from langorch.domain.stored import Kind, StoredDefinition
 
 HEAD_SK = "head"
 PROMOTION_PREFIX = "promotion#"
@@ -396,6 +396,11 @@ class DefinitionsRepository:
         """The active version of every workflow that has one, by id."""
         active = (self._active(s) for s in self.list_stored("workflow"))
         return [cast(TaskPlan, s.definition) for s in active if s is not None]
+
+    def stored_workflows(self) -> list[StoredDefinition[TaskPlan]]:
+        """Every stored workflow's latest version (active or a draft) with its
+        ``active_version``, by id."""
+        return cast(list[StoredDefinition[TaskPlan]], self.list_stored("workflow"))
 
     def list_stored(
         self,

@@ -26,10 +26,10 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 
 from langorch.adapters.sqlite._db import Database
-from langorch.adapters.stored_definitions import Kind, StoredDefinition
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import NotFoundError
 from langorch.domain.promotions import Promotion
+from langorch.domain.stored import Kind, StoredDefinition
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS definitions ("
@@ -260,6 +260,11 @@ class SqliteDefinitions:
             elif latest.active_version is not None:
                 found.append(cast(TaskPlan, self.get_workflow(latest.id, latest.active_version)))
         return found
+
+    def stored_workflows(self) -> list[StoredDefinition[TaskPlan]]:
+        """Every stored workflow's latest version (active or a draft) with its
+        ``active_version``, by id."""
+        return cast(list[StoredDefinition[TaskPlan]], self.list_stored("workflow"))
 
     def list_stored(
         self,

@@ -13,10 +13,10 @@ from langorch.domain.errors import NotFoundError
 if TYPE_CHECKING:
     import argparse
 
-    from langorch.adapters.stored_definitions import StoredDefinition
     from langorch.app.definitions import RegisterResult
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.errors import Problem
+    from langorch.domain.stored import StoredDefinition
 
 Kind = Literal["block", "workflow"]
 

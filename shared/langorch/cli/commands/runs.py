@@ -471,7 +471,7 @@ def _show(ctx: Context, args: argparse.Namespace) -> None:
 
     def text() -> str:
         where = (
-            f"  execution {execution['arn']} ({execution['status']})"
+            f"  execution {execution['arn']} ({execution['status'] or execution['reason']})"
             if execution.get("arn")
             else f"  no Step Functions execution: {execution['reason']}"
         )
@@ -537,7 +537,7 @@ _DRIVEN_HERE = (
 
 def _execution(ctx: Context, run_id: str) -> dict[str, Any]:
     """The run's Step Functions execution (ARN and status), or why there is none."""
-    from langorch.domain.errors import NotFoundError
+    from langorch.domain.errors import NotFoundError, StorageError
 
     arn = ctx.settings.state_machine_arn
     if not arn:
@@ -550,6 +550,9 @@ def _execution(ctx: Context, run_id: str) -> dict[str, Any]:
         described = ctx.container.executions.describe(run_id)
     except NotFoundError:
         return {"arn": None, "status": None, "reason": _DRIVEN_HERE}
+    except StorageError as exc:  # the run is still shown, from its record
+        arn_of = ctx.container.executions.execution_arn(run_id)
+        return {"arn": arn_of, "status": None, "reason": f"status unknown: {exc}"}
     return {"arn": described["executionArn"], "status": described["status"], "reason": None}
 
 

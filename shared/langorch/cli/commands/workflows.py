@@ -368,7 +368,7 @@ def _draft_text(intent: str, composed_by: str, picks: Any, body: dict[str, Any])
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
-    stored = ctx.definitions().list_stored("workflow")
+    stored = ctx.definitions().stored_workflows()
     rows = [
         {
             "id": s.id,

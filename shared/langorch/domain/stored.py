@@ -1,7 +1,9 @@
-"""What a definitions store returns, whichever store it is (DynamoDB or the local SQLite file).
+"""What a definitions store returns, whichever store it is (DynamoDB, the local SQLite file,
+the fake): a stored version with its metadata.
 
 Kept apart from :mod:`langorch.adapters.dynamodb.definitions` so the local store and the CLI's
-listings read them without importing botocore (issue 26: a command in 0.3 s).
+listings read them without importing botocore (issue 26: a command in 0.3 s), and in the domain
+so the ports can name it (``WorkflowSource.stored_workflows``).
 """
 
 from __future__ import annotations
