@@ -33,10 +33,11 @@ from langorch.domain.errors import (
 from langorch.domain.fileformats import parse_content
 from langorch.domain.limits import check_json_shape
 from langorch.domain.loading import load_text
-from langorch.domain.runs import RunRecord, RunStatus, RunTrigger, fitted_record
+from langorch.domain.runs import RunRecord, RunStatus, fitted_record
 from langorch.domain.triggers import S3ObjectCreated
 from tests.fakes import Fakes
 from tests.integration.triggers_support import signed
+from tests.support.records import a_run
 from tests.unit.approvals_support import ALICE, FakeStack, open_and_decide
 from tests.unit.triggers_support import all_runs, executions, make_deps, webhook_answer
 
@@ -397,15 +398,8 @@ def test_a_file_too_deep_or_not_strict_is_a_content_error_naming_the_path(
 def test_outputs_nested_too_deep_are_summarised_so_the_record_reads_back() -> None:
     # Given a run whose outputs a transform nested 250 levels deep (no door would take them)
     now = datetime.now(UTC)
-    run = RunRecord(
-        run_id="run-1",
-        workflow_id="w",
-        workflow_version=1,
-        status=RunStatus.succeeded,
-        trigger=RunTrigger(type="manual"),
-        created_at=now,
-        updated_at=now,
-        outputs={"tree": deep(DEPTH), "n": 1},
+    run = a_run(
+        workflow_id="w", at=now, status=RunStatus.succeeded, outputs={"tree": deep(DEPTH), "n": 1}
     )
 
     # When the record is fitted for storing
