@@ -13,6 +13,7 @@ import pytest
 from langorch.adapters.http import MAX_RESPONSE_BYTES
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import TimelineEventType
+from tests.support.definitions import workflow
 
 from .conftest import MakeContainer, register_text, run_to_end
 
@@ -53,15 +54,14 @@ def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
     assert parent.step("call_child").subflow.version == 1  # type: ignore[union-attr]
 
 
-WAIT = """
-workflows:
-  - plan_id: sleeper
-    memory: false
-    steps:
+WAIT = workflow(
+    "sleeper",
+    steps="""
       - {step_id: before, kind: transform, transform: {a: "1"}}
       - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 90}}
       - {step_id: after, kind: transform, depends_on: [nap], transform: {b: "a + 1"}}
-"""
+""",
+)
 
 
 def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: MakeContainer):
@@ -125,12 +125,10 @@ def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, se
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: caller
-    memory: false
-    inputs_schema: {{properties: {{sku: {{type: string}}}}}}
-    steps:
+        workflow(
+            "caller",
+            inputs={"sku": "string"},
+            steps=f"""
       - step_id: order
         kind: http
         max_retries: 3
@@ -138,6 +136,7 @@ workflows:
         http: {{method: POST, url: "{server}/orders", body: {{sku: "{{{{ sku }}}}"}},
                 response_key: order}}
 """,
+        ),
     )
 
     # When the run goes through
@@ -157,12 +156,10 @@ def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: refused
-    memory: false
-    inputs_schema: {{properties: {{sku: {{type: string}}}}}}
-    steps:
+        workflow(
+            "refused",
+            inputs={"sku": "string"},
+            steps=f"""
       - step_id: order
         kind: http
         max_retries: 1
@@ -173,6 +170,7 @@ workflows:
           body: {{sku: "{{{{ sku }}}}"}}
           headers: {{Authorization: "Bearer not-kept-anywhere"}}
 """,
+        ),
     )
 
     # When the run fails after both attempts
@@ -198,11 +196,9 @@ def test_an_oversized_http_response_is_not_asked_for_again(
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: greedy
-    memory: false
-    steps:
+        workflow(
+            "greedy",
+            steps=f"""
       - step_id: fetch
         kind: http
         max_retries: 3
@@ -211,6 +207,7 @@ workflows:
         http: {{method: POST, url: "{server}/huge", body: {{}}}}
       - {{step_id: note, kind: transform, transform: {{why: "error.type"}}}}
 """,
+        ),
     )
 
     # When the run goes through
@@ -235,11 +232,9 @@ def test_an_http_response_too_deep_or_not_strict_fails_the_step_not_the_segment(
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: fetcher
-    memory: false
-    steps:
+        workflow(
+            "fetcher",
+            steps=f"""
       - step_id: fetch
         kind: http
         max_retries: 3
@@ -248,6 +243,7 @@ workflows:
         http: {{method: POST, url: "{server}/{path}", body: {{}}}}
       - {{step_id: note, kind: transform, transform: {{why: "error.type", said: "error.message"}}}}
 """,
+        ),
     )
 
     # When the run goes through

@@ -23,50 +23,48 @@ from tests.fakes import Fakes
 from tests.fakes.artifacts import FakeDownloads
 from tests.fakes.tools import InMemoryTasks
 from tests.integration.conftest import drive, register_text, run_to_end
+from tests.support.definitions import workflow
 
-REPORT = """
-workflows:
-  - plan_id: report
-    memory: false
-    inputs_schema: {properties: {customer: {type: string}, invoice: {type: object}}}
-    steps:
+REPORT = workflow(
+    "report",
+    inputs={"customer": "string", "invoice": "object"},
+    steps="""
       - step_id: keep
         kind: attach
         settings:
           files:
             - {name: "note-{{ customer }}.md", content: "# For {{ customer }}"}
             - {name: invoice.json, from: invoice}
-"""
+""",
+)
 
-FETCH = """
-workflows:
-  - plan_id: fetch
-    memory: false
-    inputs_schema: {properties: {url: {type: string}, key: {type: string}}}
-    steps:
+FETCH = workflow(
+    "fetch",
+    inputs={"url": "string", "key": "string"},
+    steps="""
       - step_id: keep
         kind: attach
         settings:
           files:
             - {name: invoice.pdf, url: "{{ url }}"}
             - {name: received.csv, key: "{{ key }}"}
-"""
+""",
+)
 
 INVOICE_URL = "https://billing.example/invoices/42.pdf?token=t0k3n"
 
 
 def _files(files: str) -> str:
     """A workflow whose one attach step has these files (a YAML flow list)."""
-    return f"""
-workflows:
-  - plan_id: probe
-    memory: false
-    inputs_schema: {{properties: {{base: {{type: string}}, text: {{type: string}}}}}}
-    steps:
+    return workflow(
+        "probe",
+        inputs={"base": "string", "text": "string"},
+        steps=f"""
       - step_id: keep
         kind: attach
         settings: {{files: {files}}}
-"""
+""",
+    )
 
 
 def _problems(text: str) -> list[tuple[str, str, str]]:

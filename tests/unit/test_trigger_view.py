@@ -8,6 +8,7 @@ from langorch.app.trigger_view import show_triggers
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
 FLOW = """
 workflows:
@@ -76,14 +77,13 @@ def test_the_view_counts_the_starts_a_throttle_delayed_and_shows_its_key() -> No
     assert [(k.resource, k.limit, k.held) for k in view.keys] == [("throttle:paced:", 1, 1)]
 
 
-DIGEST = """
-workflows:
-  - plan_id: digest
-    memory: false
-    debounce: {period: 30s}
-    steps:
+DIGEST = workflow(
+    "digest",
+    debounce={"period": "30s"},
+    steps="""
       - {step_id: work, kind: transform, transform: {done: "1"}}
-"""
+""",
+)
 
 
 def test_the_view_counts_debounced_starts_per_rule_not_as_drops() -> None:
