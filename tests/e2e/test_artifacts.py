@@ -24,10 +24,7 @@ from tests.e2e.test_dev_pipeline import langorch
 from tests.support.definitions import workflow
 from tests.support.polling import wait_for
 
-REPORT = workflow(
-    "report",
-    inputs={"customer": "string", "order": "object"},
-    steps="""
+REPORT = workflow("report", inputs={"customer": "string", "order": "object"}).steps("""
       - {step_id: total, kind: transform, transform: {total: "order.amount * 2"}}
       - step_id: keep
         kind: attach
@@ -36,8 +33,7 @@ REPORT = workflow(
           files:
             - {name: "report-{{ customer }}.md", content: "# {{ customer }}\\n\\ntotal {{ total }}"}
             - {name: order.json, from: order}
-""",
-)
+""")
 
 
 @pytest.fixture

@@ -13,28 +13,23 @@ import pytest
 from langorch.adapters.http import MAX_RESPONSE_BYTES
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import TimelineEventType
-from tests.support.definitions import workflow
+from tests.support.definitions import together, workflow
 
 from .conftest import MakeContainer, register_text, run_to_end
 
-SUBFLOW = """
-workflows:
-  - plan_id: child
-    memory: false
-    inputs_schema: {properties: {n: {type: integer}}}
-    steps:
+SUBFLOW = together(
+    workflow("child", inputs={"n": "integer"}).steps("""
       - {step_id: square, kind: transform, transform: {squared: "n * n"}}
-  - plan_id: parent
-    memory: false
-    inputs_schema: {properties: {x: {type: integer}}}
-    steps:
+"""),
+    workflow("parent", inputs={"x": "integer"}).steps("""
       - {step_id: prep, kind: transform, transform: {value: "x + 1"}}
       - step_id: call_child
         kind: subflow
         depends_on: [prep]
         subflow: {workflow_id: child, inputs: {n: value}, outputs: [squared]}
       - {step_id: after, kind: transform, depends_on: [call_child], transform: {result: "squared"}}
-"""
+"""),
+)
 
 
 def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
@@ -54,14 +49,11 @@ def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
     assert parent.step("call_child").subflow.version == 1  # type: ignore[union-attr]
 
 
-WAIT = workflow(
-    "sleeper",
-    steps="""
+WAIT = workflow("sleeper").steps("""
       - {step_id: before, kind: transform, transform: {a: "1"}}
       - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 90}}
       - {step_id: after, kind: transform, depends_on: [nap], transform: {b: "a + 1"}}
-""",
-)
+""")
 
 
 def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: MakeContainer):
@@ -125,18 +117,14 @@ def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, se
     container = make_container()
     register_text(
         container,
-        workflow(
-            "caller",
-            inputs={"sku": "string"},
-            steps=f"""
+        workflow("caller", inputs={"sku": "string"}).steps(f"""
       - step_id: order
         kind: http
         max_retries: 3
         retry_backoff_seconds: 0
         http: {{method: POST, url: "{server}/orders", body: {{sku: "{{{{ sku }}}}"}},
                 response_key: order}}
-""",
-        ),
+"""),
     )
 
     # When the run goes through
@@ -156,10 +144,7 @@ def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
     container = make_container()
     register_text(
         container,
-        workflow(
-            "refused",
-            inputs={"sku": "string"},
-            steps=f"""
+        workflow("refused", inputs={"sku": "string"}).steps(f"""
       - step_id: order
         kind: http
         max_retries: 1
@@ -169,8 +154,7 @@ def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
           url: "{server}/orders?sku={{{{ sku }}}}"
           body: {{sku: "{{{{ sku }}}}"}}
           headers: {{Authorization: "Bearer not-kept-anywhere"}}
-""",
-        ),
+"""),
     )
 
     # When the run fails after both attempts
@@ -196,9 +180,7 @@ def test_an_oversized_http_response_is_not_asked_for_again(
     container = make_container()
     register_text(
         container,
-        workflow(
-            "greedy",
-            steps=f"""
+        workflow("greedy").steps(f"""
       - step_id: fetch
         kind: http
         max_retries: 3
@@ -206,8 +188,7 @@ def test_an_oversized_http_response_is_not_asked_for_again(
         on_error: note
         http: {{method: POST, url: "{server}/huge", body: {{}}}}
       - {{step_id: note, kind: transform, transform: {{why: "error.type"}}}}
-""",
-        ),
+"""),
     )
 
     # When the run goes through
@@ -232,9 +213,7 @@ def test_an_http_response_too_deep_or_not_strict_fails_the_step_not_the_segment(
     container = make_container()
     register_text(
         container,
-        workflow(
-            "fetcher",
-            steps=f"""
+        workflow("fetcher").steps(f"""
       - step_id: fetch
         kind: http
         max_retries: 3
@@ -242,8 +221,7 @@ def test_an_http_response_too_deep_or_not_strict_fails_the_step_not_the_segment(
         on_error: note
         http: {{method: POST, url: "{server}/{path}", body: {{}}}}
       - {{step_id: note, kind: transform, transform: {{why: "error.type", said: "error.message"}}}}
-""",
-        ),
+"""),
     )
 
     # When the run goes through

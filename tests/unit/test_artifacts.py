@@ -25,46 +25,34 @@ from tests.fakes.tools import InMemoryTasks
 from tests.integration.conftest import drive, register_text, run_to_end
 from tests.support.definitions import workflow
 
-REPORT = workflow(
-    "report",
-    inputs={"customer": "string", "invoice": "object"},
-    steps="""
+REPORT = workflow("report", inputs={"customer": "string", "invoice": "object"}).steps("""
       - step_id: keep
         kind: attach
         settings:
           files:
             - {name: "note-{{ customer }}.md", content: "# For {{ customer }}"}
             - {name: invoice.json, from: invoice}
-""",
-)
+""")
 
-FETCH = workflow(
-    "fetch",
-    inputs={"url": "string", "key": "string"},
-    steps="""
+FETCH = workflow("fetch", inputs={"url": "string", "key": "string"}).steps("""
       - step_id: keep
         kind: attach
         settings:
           files:
             - {name: invoice.pdf, url: "{{ url }}"}
             - {name: received.csv, key: "{{ key }}"}
-""",
-)
+""")
 
 INVOICE_URL = "https://billing.example/invoices/42.pdf?token=t0k3n"
 
 
 def _files(files: str) -> str:
     """A workflow whose one attach step has these files (a YAML flow list)."""
-    return workflow(
-        "probe",
-        inputs={"base": "string", "text": "string"},
-        steps=f"""
+    return workflow("probe", inputs={"base": "string", "text": "string"}).steps(f"""
       - step_id: keep
         kind: attach
         settings: {{files: {files}}}
-""",
-    )
+""")
 
 
 def _problems(text: str) -> list[tuple[str, str, str]]:

@@ -25,8 +25,7 @@ def sync_flow(concurrency: str = '{limit: 2, key: "{{ customer_id }}"}') -> str:
         "sync",
         concurrency=yaml.safe_load(concurrency),
         inputs={"customer_id": "string", "n": "integer"},
-        steps='- {step_id: work, kind: transform, transform: {done: "1"}}',
-    )
+    ).steps('- {step_id: work, kind: transform, transform: {done: "1"}}')
 
 
 FLOW = sync_flow()

@@ -421,10 +421,7 @@ def test_an_exhausted_review_loop_takes_on_max_iterations_and_does_not_publish(
     assert review[-1].outputs_summary["exhausted"] == "after 3 rounds -> abandon"
 
 
-UNROUTED_LOOP = workflow(
-    "unrouted",
-    approvers=["ed@example.com"],
-    steps="""
+UNROUTED_LOOP = workflow("unrouted", approvers=["ed@example.com"]).steps("""
       - {step_id: draft, kind: transform, transform: {text: "'draft'"}}
       - step_id: review
         kind: approval
@@ -432,8 +429,7 @@ UNROUTED_LOOP = workflow(
         approval: {show_keys: [text], max_iterations: 2}
         branches: {approved: publish, rejected: draft}
       - {step_id: publish, kind: terminate, terminate: {outputs: {text: text}}}
-""",
-)
+""")
 
 
 def test_an_exhausted_review_loop_without_a_route_fails_the_run_with_a_named_error(
@@ -549,17 +545,13 @@ def test_for_each_runs_the_body_per_item_and_collects_results(make_container: Ma
     assert "report" in result.outputs
 
 
-PARALLEL = workflow(
-    "fan_out",
-    inputs={"n": "integer"},
-    steps="""
+PARALLEL = workflow("fan_out", inputs={"n": "integer"}).steps("""
       - {step_id: start, kind: transform, transform: {base: "n"}}
       - {step_id: left, kind: transform, depends_on: [start], transform: {l: "base + 1"}}
       - {step_id: right, kind: transform, depends_on: [start], transform: {r: "base + 2"}}
       - {step_id: slow, kind: transform, depends_on: [right], transform: {s: "r * 10"}}
       - {step_id: join, kind: transform, depends_on: [left, slow], transform: {total: "l + s"}}
-""",
-)
+""")
 
 
 def test_parallel_branches_join_once_after_all_finish(make_container: MakeContainer):

@@ -33,11 +33,8 @@ from tests.unit.approvals_support import CountingExecutions, decide_command, vie
 
 OPS = "ops@example.com"
 ORDER = workflow(
-    "order",
-    approvers=["ops@example.com"],
-    inputs={"sku": "string"},
-    required=["sku"],
-    steps="""
+    "order", approvers=["ops@example.com"], inputs={"sku": "string"}, required=["sku"]
+).steps("""
       - step_id: reserve
         kind: http
         http:
@@ -49,8 +46,7 @@ ORDER = workflow(
         kind: transform
         depends_on: [reserve]
         transform: {confirmed: "reservation"}
-""",
-)
+""")
 
 
 class Shop:
@@ -255,10 +251,9 @@ def test_a_workflows_on_failure_ask_asks_for_any_of_its_steps(deps: Fakes) -> No
             on_failure="ask",
             ask={"approvers": ["lead@example.com"], "title": "Split {{ total }} failed"},
             inputs={"total": "number", "people": "integer"},
-            steps="""
+        ).steps("""
       - {step_id: divide, kind: transform, transform: {each: "total / people"}}
-""",
-        ),
+"""),
     )
 
     # When it runs, the failure asks the workflow's ask: approvers, with its title

@@ -13,18 +13,14 @@ from langorch.domain.tasks import TaskRecord
 from tests.fakes import Fakes
 from tests.fakes.tools import InMemoryTasks
 from tests.integration.conftest import drive, register_text
+from tests.support.definitions import workflow
 
-ORDERING = """
-workflows:
-  - plan_id: ordering
-    memory: false
-    inputs_schema: {properties: {sku: {type: string}}}
-    steps:
+ORDERING = workflow("ordering", inputs={"sku": "string"}).steps("""
       - step_id: order
         kind: http
         http: {method: POST, url: "https://shop.example/orders", body: {sku: "{{ sku }}"},
                response_key: order}
-"""
+""")
 
 
 class Shop:

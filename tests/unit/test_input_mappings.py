@@ -166,13 +166,10 @@ def test_a_key_of_the_same_name_wins_over_a_step_id(make_container: MakeFakes):
     container = make_container()
     register_text(
         container,
-        workflow(
-            "same_name",
-            steps="""
+        workflow("same_name").steps("""
       - {step_id: title, kind: transform, transform: {title: "'Hello'"}}
       - {step_id: shout, kind: transform, depends_on: [title], transform: {loud: "title | upper"}}
-""",
-        ),
+"""),
     )
 
     # When it runs / Then `title` is the key's value, as before steps had results
@@ -220,10 +217,7 @@ def test_a_mapping_to_a_key_the_step_does_not_write_is_a_warning() -> None:
 
 # --- required and optional mappings ----------------------------------------------------------
 
-OPTIONAL = workflow(
-    "greet",
-    inputs={"request": "object"},
-    steps="""
+OPTIONAL = workflow("greet", inputs={"request": "object"}).steps("""
       - step_id: hello
         kind: transform
         input_mappings:
@@ -231,8 +225,7 @@ OPTIONAL = workflow(
           title: {path: request.user.title, default: friend}
           nick: request.user.nick
         transform: {text: "'Hello ' ~ title ~ ' ' ~ name ~ '[' ~ nick ~ ']'"}
-""",
-)
+""")
 
 
 def test_an_optional_mapping_gives_its_default_and_a_plain_one_empty(make_container: MakeFakes):

@@ -37,6 +37,7 @@ from langorch.domain.runs import RunRecord, RunStatus, fitted_record
 from langorch.domain.triggers import S3ObjectCreated
 from tests.fakes import Fakes
 from tests.integration.triggers_support import signed
+from tests.support.definitions import workflow
 from tests.support.records import a_run
 from tests.unit.approvals_support import ALICE, FakeStack, open_and_decide
 from tests.unit.triggers_support import all_runs, executions, make_deps, webhook_answer
@@ -227,14 +228,11 @@ def test_a_schedule_input_nested_250_deep_is_refused_when_the_workflow_is_put() 
 def test_an_s3_trigger_with_an_input_not_strict_json_starts_nothing(deps: Fakes) -> None:
     # Given an s3 trigger whose stored input holds NaN (stored before the loader refused it)
     plan = load_text(
-        """
-workflows:
-  - plan_id: drop
-    memory: false
-    triggers: [{type: s3, prefix: in/, input: {limit: 1}}]
-    steps:
+        workflow(
+            "drop", triggers=[{"type": "s3", "prefix": "in/", "input": {"limit": 1}}]
+        ).steps("""
       - {step_id: noop, kind: transform, transform: {x: "1"}}
-""",
+"""),
         source="drop.yaml",
         fmt="yaml",
     ).workflows[0]

@@ -13,13 +13,10 @@ from tests.fakes import Fakes
 from tests.integration.conftest import register_text
 from tests.support.definitions import workflow
 
-FLOW = workflow(
-    "flow",
-    steps="""
+FLOW = workflow("flow").steps("""
       - {step_id: first, kind: transform, transform: {a: "1"}}
       - {step_id: second, kind: transform, depends_on: [first], transform: {b: "a + 1"}}
-""",
-)
+""")
 
 
 @pytest.fixture

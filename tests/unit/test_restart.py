@@ -17,12 +17,9 @@ from tests.integration.conftest import register_text
 from tests.support.definitions import workflow
 from tests.workflows import ASK_THEN_DONE
 
-FLOW = workflow(
-    "flow",
-    steps="""
+FLOW = workflow("flow").steps("""
       - {step_id: one, kind: transform, transform: {a: "1"}}
-""",
-)
+""")
 
 
 @pytest.fixture

@@ -263,11 +263,8 @@ def test_a_failure_after_a_segment_that_ended_well_is_its_own_first_cause(deps: 
 # --- an approval showing a large value, end to end on fakes ---------------------------------
 
 SHOWS_MENU = workflow(
-    "menu_gate",
-    approvers=["boss@example.com"],
-    inputs={"size": "integer"},
-    required=["size"],
-    steps="""
+    "menu_gate", approvers=["boss@example.com"], inputs={"size": "integer"}, required=["size"]
+).steps("""
       - {step_id: cook, kind: transform, transform: {menu: "'m' * size"}}
       - step_id: gate
         kind: approval
@@ -275,8 +272,7 @@ SHOWS_MENU = workflow(
         approval: {title: "Order?", timeout_seconds: 60, show_keys: [menu]}
         branches: {approved: done, rejected: done, timed_out: done}
       - {step_id: done, kind: transform, transform: {ok: "1"}}
-""",
-)
+""")
 
 
 def test_an_approval_showing_a_150_kb_value_parks_and_its_request_is_stored(deps: Fakes):

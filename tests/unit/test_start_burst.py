@@ -26,12 +26,9 @@ from tests.fakes.executions import InMemoryExecutions
 from tests.integration.conftest import register_text
 from tests.support.definitions import workflow
 
-FLOW = workflow(
-    "flow",
-    steps="""
+FLOW = workflow("flow").steps("""
       - {step_id: double, kind: transform, transform: {twice: "n * 2"}}
-""",
-)
+""")
 
 BURST = 1_000
 BUCKET, REFILL_PER_SECOND = 100, 10.0
