@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -14,6 +12,7 @@ from langorch.adapters.http import MAX_RESPONSE_BYTES
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import TimelineEventType
 from tests.support.definitions import together, workflow
+from tests.support.loopback import JsonHandler, serving
 
 from .conftest import MakeContainer, register_text, run_to_end
 
@@ -76,12 +75,12 @@ def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: Ma
     assert done.outputs["b"] == 2
 
 
-class _Recorder(BaseHTTPRequestHandler):
+class _Recorder(JsonHandler):
     calls: list[dict[str, Any]] = []
     fail_first = 0
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.loads(self.body())
         type(self).calls.append({"key": self.headers["Idempotency-Key"], "body": body})
         status = 503 if len(type(self).calls) <= type(self).fail_first else 201
         payload = json.dumps({"id": "ord-1"}).encode()
@@ -91,25 +90,15 @@ class _Recorder(BaseHTTPRequestHandler):
             status, payload = 200, b'{"tree": ' + b"[" * 250 + b"]" * 250 + b"}"
         if self.path == "/nan":
             status, payload = 200, b'{"price": NaN}'
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json(status, payload)
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
     _Recorder.calls = []
     _Recorder.fail_first = 2
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serving(_Recorder) as url:
+        yield url
 
 
 def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, server: str):
