@@ -176,37 +176,28 @@ def test_a_key_of_the_same_name_wins_over_a_step_id(make_container: MakeFakes):
     assert run_to_end(container, "same_name").outputs["loud"] == "HELLO"
 
 
-def test_a_template_reading_an_earlier_steps_result_is_not_warned_about() -> None:
-    # Given a transform reading analyze.score, analyze being an earlier step
-    data = {
+def _after_analyze(**use: Any) -> dict[str, Any]:
+    """Two steps: ``analyze``, which writes ``score``, then the transform ``use`` with ``use``'s
+    fields."""
+    analyze = {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}}
+    return {
         "steps": [
-            {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}},
-            {
-                "step_id": "use",
-                "kind": "transform",
-                "depends_on": ["analyze"],
-                "transform": {"x": "analyze.score + 1"},
-            },
+            analyze,
+            {"step_id": "use", "kind": "transform", "depends_on": ["analyze"], **use},
         ]
     }
+
+
+def test_a_template_reading_an_earlier_steps_result_is_not_warned_about() -> None:
+    # Given a transform reading analyze.score, analyze being an earlier step
+    data = _after_analyze(transform={"x": "analyze.score + 1"})
     # When validated / Then nothing is reported
     assert _warnings(data) == []
 
 
 def test_a_mapping_to_a_key_the_step_does_not_write_is_a_warning() -> None:
     # Given a mapping to analyze.verdict, where analyze writes only score
-    data = {
-        "steps": [
-            {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}},
-            {
-                "step_id": "use",
-                "kind": "transform",
-                "depends_on": ["analyze"],
-                "input_mappings": {"v": "analyze.verdict"},
-                "transform": {"x": "v"},
-            },
-        ]
-    }
+    data = _after_analyze(input_mappings={"v": "analyze.verdict"}, transform={"x": "v"})
     # When validated
     warnings = _warnings(data)
     # Then the mapping resolves to nothing, said with what the step writes
