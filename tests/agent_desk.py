@@ -9,12 +9,12 @@ path, headers, body — so a test can say how many calls were made and what each
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.support.loopback import JsonHandler, serving
 
 
 @dataclass
@@ -47,30 +47,15 @@ def agent_desk() -> Iterator[AgentDesk]:
     """An agent on a free loopback port for the duration of the block."""
     desk = AgentDesk()
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+            body = json.loads(self.body())
             headers = {k.lower(): v for k, v in self.headers.items()}
             desk.requests.append({"path": self.path, "headers": headers, "body": body})
             status = desk.status
             answer = desk.answer(body, headers) if status == 200 else {"error": "unavailable"}
-            data = json.dumps(answer).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self.send_json(status, answer)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    desk.url = f"http://127.0.0.1:{server.server_address[1]}/agent"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(Handler) as url:
+        desk.url = f"{url}/agent"
         yield desk
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from mcp.server.mcpserver import Context
@@ -168,6 +170,18 @@ class KeyedDesk:
 def serve(app: Any) -> Any:
     """Serve ``app`` on 127.0.0.1 in a thread (the order desk's runner): ``.url``, ``.stop()``."""
     return load_order_desk().Running(app)
+
+
+@contextmanager
+def serving(desk: Any) -> Iterator[Any]:
+    """Serve ``desk`` (a ``SlowDesk``, a ``KeyedDesk``) for the block: the running server
+    (``.url``), with the desk itself as ``.desk``."""
+    running = serve(desk.app)
+    running.desk = desk
+    try:
+        yield running
+    finally:
+        running.stop()
 
 
 if __name__ == "__main__":

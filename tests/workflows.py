@@ -1,12 +1,10 @@
 """Workflow definitions several test modules run (one copy each)."""
 
-GATED_APPROVAL = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
+from tests.support.definitions import workflow
+
+GATED_APPROVAL = workflow(
+    "gated", approvers=["boss@example.com"], inputs={"amount": "number"}
+).steps("""
       - {step_id: prepare, kind: transform, transform: {doubled: "amount * 2"}}
       - step_id: gate
         kind: approval
@@ -16,7 +14,7 @@ workflows:
         branches: {approved: pay, rejected: refuse, timed_out: refuse}
       - {step_id: pay, kind: transform, transform: {paid: "doubled"}}
       - {step_id: refuse, kind: terminate, terminate: {status: failed, message: "refused"}}
-"""
+""")
 """Double an amount, ask boss@example.com (the doubled amount shown and editable), then pay or
 end the run failed."""
 
@@ -27,18 +25,13 @@ BOSS_APPROVES_40 = {
 }
 """The answer that resumes a ``GATED_APPROVAL`` run: approved, the doubled amount edited to 40."""
 
-ASK_THEN_DONE = """
-workflows:
-  - plan_id: gated
-    memory: false
-    approvers: [boss@example.com]
-    steps:
+ASK_THEN_DONE = workflow("gated", approvers=["boss@example.com"]).steps("""
       - step_id: gate
         kind: approval
         approval: {title: "Go?", timeout_seconds: 60}
         branches: {approved: done, rejected: done, timed_out: done}
       - {step_id: done, kind: transform, transform: {ok: "1"}}
-"""
+""")
 """Ask boss@example.com "Go?", then end succeeded whatever the answer (workflow ``gated``)."""
 
 
@@ -61,24 +54,15 @@ workflows:
 """
 
 
-LINEAR = """
-workflows:
-  - plan_id: linear
-    memory: false
-    inputs_schema: {properties: {x: {type: integer}}}
-    steps:
+LINEAR = workflow("linear", inputs={"x": "integer"}).steps("""
       - {step_id: double, kind: transform, transform: {y: "x * 2"}}
       - {step_id: add, kind: transform, depends_on: [double], transform: {z: "y + 1"}}
       - {step_id: last, kind: transform, depends_on: [add], transform: {w: "z + 1"}}
-"""
+""")
 """Three transforms in a row: ``y = 2x``, ``z = y + 1``, ``w = z + 1``."""
 
 SHOP_RESOURCE = "browser:session-1"
-SHOP_ON_A_RESOURCE = f"""
-workflows:
-  - plan_id: shop
-    memory: false
-    steps:
+SHOP_ON_A_RESOURCE = workflow("shop").steps(f"""
       - {{step_id: browse, kind: transform, transform: {{done: "1"}}, resource: "{SHOP_RESOURCE}"}}
-"""
+""")
 """One step that holds ``SHOP_RESOURCE`` (a browser session) while it runs."""

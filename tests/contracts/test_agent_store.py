@@ -4,8 +4,6 @@ read back whole, and never a secret value stored."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from langorch.adapters.dynamodb.agents import AgentsRepository
@@ -14,19 +12,15 @@ from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 from langorch.adapters.sqlite.agents import SqliteAgents
 from langorch.domain.agents import AgentRegistration
 from tests.fakes.agents import InMemoryAgents
-from tests.support.stores import STORES, under_contract
+from tests.support.stores import STORES, on_definitions_table, under_contract
 
 Store = AgentsRepository | InMemoryAgents | SqliteAgents
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Store:
-    return under_contract(request, InMemoryAgents, SqliteAgents, _on_dynamodb)
-
-
-def _on_dynamodb(client: Any) -> AgentsRepository:
-    DefinitionsRepository(client, "definitions").create_table()
-    return AgentsRepository(client, "definitions")
+    cloud = on_definitions_table(AgentsRepository)
+    return under_contract(request, InMemoryAgents, SqliteAgents, cloud)
 
 
 def _agent(name: str = "DESKTOP", **changes: object) -> AgentRegistration:

@@ -4,15 +4,12 @@ limit, settling, and no overspend past the limit under 20 concurrent reservation
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
-from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite.budgets import SqliteBudgetCounters
 from tests.fakes.budgets import InMemoryBudgetCounters
-from tests.support.stores import STORES, under_contract
+from tests.support.stores import STORES, on_runs_table, under_contract
 from tests.support.threads import at_once
 
 Counters = BudgetCountersRepository | SqliteBudgetCounters | InMemoryBudgetCounters
@@ -22,12 +19,8 @@ KEY = "refunds/day/2026-11-27"
 @pytest.fixture(params=STORES)
 def counters(request: pytest.FixtureRequest) -> Counters:
     """The same tests run against the in-memory fake, the SQLite store and DynamoDB."""
-    return under_contract(request, InMemoryBudgetCounters, SqliteBudgetCounters, _on_dynamodb)
-
-
-def _on_dynamodb(client: Any) -> BudgetCountersRepository:
-    RunsRepository(client, "runs").create_table()
-    return BudgetCountersRepository(client, "runs")
+    cloud = on_runs_table(BudgetCountersRepository)
+    return under_contract(request, InMemoryBudgetCounters, SqliteBudgetCounters, cloud)
 
 
 def test_reservations_are_granted_while_they_fit_and_refused_past_the_limit(

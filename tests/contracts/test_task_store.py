@@ -14,19 +14,15 @@ from langorch.adapters.dynamodb.tasks import TasksRepository
 from langorch.adapters.sqlite.tasks import SqliteTasks
 from langorch.domain.tasks import TaskRecord
 from tests.fakes import InMemoryTasks
-from tests.support.stores import STORES, under_contract
+from tests.support.stores import STORES, on_runs_table, under_contract
 
 Store = TasksRepository | InMemoryTasks | SqliteTasks
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Store:
-    return under_contract(request, InMemoryTasks, SqliteTasks, _on_dynamodb)
-
-
-def _on_dynamodb(client: Any) -> TasksRepository:
-    RunsRepository(client, "runs").create_table()
-    return TasksRepository(client, "runs")
+    cloud = on_runs_table(TasksRepository)
+    return under_contract(request, InMemoryTasks, SqliteTasks, cloud)
 
 
 def _record(index: int, *, step: str = "lookup", visit: int = 0, attempt: int = 1) -> TaskRecord:

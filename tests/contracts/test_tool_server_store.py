@@ -4,8 +4,6 @@ value stored."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from langorch.adapters.dynamodb.definitions import DefinitionsRepository
@@ -13,19 +11,15 @@ from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
 from langorch.adapters.sqlite.tool_servers import SqliteToolServers
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import InMemoryToolServers
-from tests.support.stores import STORES, under_contract
+from tests.support.stores import STORES, on_definitions_table, under_contract
 
 Store = ToolServersRepository | InMemoryToolServers | SqliteToolServers
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Store:
-    return under_contract(request, InMemoryToolServers, SqliteToolServers, _on_dynamodb)
-
-
-def _on_dynamodb(client: Any) -> ToolServersRepository:
-    DefinitionsRepository(client, "definitions").create_table()
-    return ToolServersRepository(client, "definitions")
+    cloud = on_definitions_table(ToolServersRepository)
+    return under_contract(request, InMemoryToolServers, SqliteToolServers, cloud)
 
 
 def _server(name: str = "orders", **changes: object) -> ToolServer:

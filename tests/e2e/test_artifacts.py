@@ -21,14 +21,10 @@ from langorch.composition.bootstrap import build_container
 from langorch.local.stack import LocalStack, free_port, start_local_stack
 from tests.e2e.readme import REPO
 from tests.e2e.test_dev_pipeline import langorch
+from tests.support.definitions import workflow
 from tests.support.polling import wait_for
 
-REPORT = """
-workflows:
-  - plan_id: report
-    memory: false
-    inputs_schema: {properties: {customer: {type: string}, order: {type: object}}}
-    steps:
+REPORT = workflow("report", inputs={"customer": "string", "order": "object"}).steps("""
       - {step_id: total, kind: transform, transform: {total: "order.amount * 2"}}
       - step_id: keep
         kind: attach
@@ -37,7 +33,7 @@ workflows:
           files:
             - {name: "report-{{ customer }}.md", content: "# {{ customer }}\\n\\ntotal {{ total }}"}
             - {name: order.json, from: order}
-"""
+""")
 
 
 @pytest.fixture

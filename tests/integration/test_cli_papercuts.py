@@ -18,6 +18,7 @@ from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.runs import RunError, TimelineEvent, TimelineEventType
 from tests.support.cli import Result, emulator_home, runner, use_stack
+from tests.support.records import a_run
 
 DEFINITIONS = """
 blocks:
@@ -342,7 +343,7 @@ def test_logs_of_a_failed_step_give_the_reason(langorch: Any, definitions: str, 
 
 def test_a_timed_out_approval_reads_as_no_decision_with_how_long_it_waited():
     from langorch.cli.timeline import render_run
-    from langorch.domain.runs import RunRecord, RunStatus, RunTrigger
+    from langorch.domain.runs import RunStatus
 
     at = datetime(2026, 11, 23, 9, 0, tzinfo=UTC)
     events = [
@@ -363,14 +364,10 @@ def test_a_timed_out_approval_reads_as_no_decision_with_how_long_it_waited():
             detail={"decision": "timed_out", "comment": ""},
         ),
     ]
-    run = RunRecord(
-        run_id="run-1",
+    run = a_run(
         workflow_id="wf",
-        workflow_version=1,
+        at=at,
         status=RunStatus.failed,
-        trigger=RunTrigger(type="manual"),
-        created_at=at,
-        updated_at=at,
         error=RunError(type="ApprovalTimedOut", message="nobody decided"),
     )
 

@@ -8,20 +8,16 @@ from typing import Any
 import pytest
 
 from tests.support.cli import emulator_home, runner
+from tests.support.definitions import workflow
 
-V1 = """
-workflows:
-  - plan_id: tally
-    memory: false
-    inputs_schema: {properties: {total: {type: integer}, count: {type: integer}}}
-    steps:
+V1 = workflow("tally", inputs={"total": "integer", "count": "integer"}).steps("""
       - {step_id: prepare, kind: transform, transform: {items: "total + 0"}}
       - step_id: ratio
         kind: transform
         depends_on: [prepare]
         max_retries: 0
         transform: {per_item: "items / count"}
-"""
+""")
 V2 = V1.replace('"items / count"', '"items / (count or 1)"')
 V3 = V1.replace('"items / count"', '"items / divisor"').replace(
     "count: {type: integer}}", "count: {type: integer}, divisor: {type: integer}}"

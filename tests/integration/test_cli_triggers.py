@@ -5,11 +5,9 @@ Webhooks delivery that the official library verifies."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from langorch.adapters.secrets import Secrets
 from langorch.cli.main import main
 from langorch.config import Settings
 from langorch.domain.webhooks import secret_values, standard_secret, verify
+from tests.support.loopback import JsonHandler, serving
 
 from .triggers_support import SCHEDULER_ROLE, TRIGGER_FN
 
@@ -177,27 +176,15 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Delivery]]:
     """A stand-in for the stack's public URL: records each POST and answers 202."""
     received: list[Delivery] = []
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(JsonHandler):
         def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            body = self.body()
             received.append(Delivery(self.path, dict(self.headers.items()), body))
-            answer = json.dumps({"run_id": "run-1", "created": True}).encode()
-            self.send_response(202)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+            self.send_json(202, {"run_id": "run-1", "created": True})
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    monkeypatch.setenv("LANGORCH_PUBLIC_BASE_URL", f"http://127.0.0.1:{server.server_port}")
-    yield received
-    server.shutdown()
-    server.server_close()
+    with serving(Handler) as url:
+        monkeypatch.setenv("LANGORCH_PUBLIC_BASE_URL", url)
+        yield received
 
 
 def test_hooks_send_delivers_what_the_official_library_verifies(

@@ -135,36 +135,6 @@ def test_list_returns_the_latest_of_each(repo: DefinitionsRepository) -> None:
     assert [(w.plan_id, w.version) for w in workflows] == [("digest", 1)]
 
 
-def test_search_by_category(repo: DefinitionsRepository) -> None:
-    # Given blocks in two categories
-    repo.put_block(_block("a", category="text"))
-    repo.put_block(_block("b", category="mail"))
-    # When searching one category
-    found = repo.search_blocks(category="text")
-    # Then only that category's blocks come back
-    assert [b.block_id for b in found] == ["a"]
-
-
-def test_search_by_tags_requires_every_tag(repo: DefinitionsRepository) -> None:
-    # Given blocks with overlapping tags
-    repo.put_block(_block("a", tags=["llm", "summary"]))
-    repo.put_block(_block("b", tags=["llm"]))
-    repo.put_block(_block("c", tags=["summary", "llm", "fast"]))
-    # When searching for two tags
-    found = repo.search_blocks(tags=["llm", "summary"])
-    # Then only blocks carrying both match
-    assert [b.block_id for b in found] == ["a", "c"]
-
-
-def test_search_uses_the_latest_version_only(repo: DefinitionsRepository) -> None:
-    # Given a block whose tag was removed in version 2
-    repo.put_block(_block("a", tags=["old"]))
-    repo.put_block(_block("a", tags=[]))
-    # When searching the old tag
-    # Then the block no longer matches
-    assert repo.search_blocks(tags=["old"]) == []
-
-
 def test_concurrent_puts_of_different_content_lose_no_version(dynamodb: Any) -> None:
     # Given a stored block, and a competitor that stores other content while we write
     DefinitionsRepository(dynamodb, TABLE).create_table()

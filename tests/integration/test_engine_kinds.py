@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -13,27 +11,24 @@ import pytest
 from langorch.adapters.http import MAX_RESPONSE_BYTES
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.domain.runs import TimelineEventType
+from tests.support.definitions import together, workflow
+from tests.support.loopback import JsonHandler, serving
 
 from .conftest import MakeContainer, register_text, run_to_end
 
-SUBFLOW = """
-workflows:
-  - plan_id: child
-    memory: false
-    inputs_schema: {properties: {n: {type: integer}}}
-    steps:
+SUBFLOW = together(
+    workflow("child", inputs={"n": "integer"}).steps("""
       - {step_id: square, kind: transform, transform: {squared: "n * n"}}
-  - plan_id: parent
-    memory: false
-    inputs_schema: {properties: {x: {type: integer}}}
-    steps:
+"""),
+    workflow("parent", inputs={"x": "integer"}).steps("""
       - {step_id: prep, kind: transform, transform: {value: "x + 1"}}
       - step_id: call_child
         kind: subflow
         depends_on: [prep]
         subflow: {workflow_id: child, inputs: {n: value}, outputs: [squared]}
       - {step_id: after, kind: transform, depends_on: [call_child], transform: {result: "squared"}}
-"""
+"""),
+)
 
 
 def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
@@ -53,15 +48,11 @@ def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
     assert parent.step("call_child").subflow.version == 1  # type: ignore[union-attr]
 
 
-WAIT = """
-workflows:
-  - plan_id: sleeper
-    memory: false
-    steps:
+WAIT = workflow("sleeper").steps("""
       - {step_id: before, kind: transform, transform: {a: "1"}}
       - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 90}}
       - {step_id: after, kind: transform, depends_on: [nap], transform: {b: "a + 1"}}
-"""
+""")
 
 
 def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: MakeContainer):
@@ -84,12 +75,12 @@ def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: Ma
     assert done.outputs["b"] == 2
 
 
-class _Recorder(BaseHTTPRequestHandler):
+class _Recorder(JsonHandler):
     calls: list[dict[str, Any]] = []
     fail_first = 0
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = json.loads(self.body())
         type(self).calls.append({"key": self.headers["Idempotency-Key"], "body": body})
         status = 503 if len(type(self).calls) <= type(self).fail_first else 201
         payload = json.dumps({"id": "ord-1"}).encode()
@@ -99,25 +90,15 @@ class _Recorder(BaseHTTPRequestHandler):
             status, payload = 200, b'{"tree": ' + b"[" * 250 + b"]" * 250 + b"}"
         if self.path == "/nan":
             status, payload = 200, b'{"price": NaN}'
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        self.send_json(status, payload)
 
 
 @pytest.fixture
 def server() -> Iterator[str]:
     _Recorder.calls = []
     _Recorder.fail_first = 2
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
+    with serving(_Recorder) as url:
+        yield url
 
 
 def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, server: str):
@@ -125,19 +106,14 @@ def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, se
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: caller
-    memory: false
-    inputs_schema: {{properties: {{sku: {{type: string}}}}}}
-    steps:
+        workflow("caller", inputs={"sku": "string"}).steps(f"""
       - step_id: order
         kind: http
         max_retries: 3
         retry_backoff_seconds: 0
         http: {{method: POST, url: "{server}/orders", body: {{sku: "{{{{ sku }}}}"}},
                 response_key: order}}
-""",
+"""),
     )
 
     # When the run goes through
@@ -157,12 +133,7 @@ def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: refused
-    memory: false
-    inputs_schema: {{properties: {{sku: {{type: string}}}}}}
-    steps:
+        workflow("refused", inputs={"sku": "string"}).steps(f"""
       - step_id: order
         kind: http
         max_retries: 1
@@ -172,7 +143,7 @@ workflows:
           url: "{server}/orders?sku={{{{ sku }}}}"
           body: {{sku: "{{{{ sku }}}}"}}
           headers: {{Authorization: "Bearer not-kept-anywhere"}}
-""",
+"""),
     )
 
     # When the run fails after both attempts
@@ -198,11 +169,7 @@ def test_an_oversized_http_response_is_not_asked_for_again(
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: greedy
-    memory: false
-    steps:
+        workflow("greedy").steps(f"""
       - step_id: fetch
         kind: http
         max_retries: 3
@@ -210,7 +177,7 @@ workflows:
         on_error: note
         http: {{method: POST, url: "{server}/huge", body: {{}}}}
       - {{step_id: note, kind: transform, transform: {{why: "error.type"}}}}
-""",
+"""),
     )
 
     # When the run goes through
@@ -235,11 +202,7 @@ def test_an_http_response_too_deep_or_not_strict_fails_the_step_not_the_segment(
     container = make_container()
     register_text(
         container,
-        f"""
-workflows:
-  - plan_id: fetcher
-    memory: false
-    steps:
+        workflow("fetcher").steps(f"""
       - step_id: fetch
         kind: http
         max_retries: 3
@@ -247,7 +210,7 @@ workflows:
         on_error: note
         http: {{method: POST, url: "{server}/{path}", body: {{}}}}
       - {{step_id: note, kind: transform, transform: {{why: "error.type", said: "error.message"}}}}
-""",
+"""),
     )
 
     # When the run goes through

@@ -11,19 +11,21 @@ from pathlib import Path
 import pytest
 
 from langorch.cli.main import main
+from tests.support.definitions import workflow
 from tests.support.homes import local_home
 from tests.support.pipeline import Pipeline, pipelines
 
-ORDERS = """
-workflows:
-  - plan_id: big_orders
-    memory: false
-    triggers:
-      - type: event
-        pattern: {source: [shop.orders], detail: {total: [{numeric: [">=", 100]}]}}
-    steps:
+ORDERS = workflow(
+    "big_orders",
+    triggers=[
+        {
+            "type": "event",
+            "pattern": {"source": ["shop.orders"], "detail": {"total": [{"numeric": [">=", 100]}]}},
+        }
+    ],
+).steps("""
       - {step_id: tag, kind: transform, transform: {tagged: "order_id"}}
-"""
+""")
 
 
 @pytest.fixture

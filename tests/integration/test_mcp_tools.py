@@ -22,13 +22,13 @@ import pytest
 
 from langorch.adapters.mcp import McpConnection
 from langorch.app.runs import RunSegment, StartRun, drive, run_segment, start_run
-from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import RunStatus, TimelineEventType
-from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import ToolServer
 from tests.fakes import Fakes, InMemoryTasks, InMemoryToolServers
-from tests.mcp_servers import SlowDesk, serve
+from tests.mcp_servers import SlowDesk, serving
 from tests.order_desk import load_order_desk
+from tests.support.crashes import Crash, DyingTasks
+from tests.support.definitions import put_order_step
 
 TOKEN = "tok-5f1c9d-never-shown"
 SECRET_ID = "langorch/tools/orders"
@@ -43,6 +43,14 @@ def desk() -> Iterator[Any]:
     running.stop()
 
 
+def _put_track(fakes: Fakes, *tools: str, **limits: Any) -> None:
+    """Workflow ``track``: step ``look`` asks where order ``order_id`` is, calling ``tools``,
+    and writes ``status_text`` and ``minutes``."""
+    prompt = "Where is order {{ order_id }}?"
+    outputs = ["status_text", "minutes"]
+    put_order_step(fakes, "track", "look", prompt=prompt, outputs=outputs, tools=[*tools], **limits)
+
+
 def _fakes(desk: Any, script: dict[str, Any], **settings: Any) -> Fakes:
     desk.calls.clear()
     fakes = Fakes(script, **settings)
@@ -52,23 +60,7 @@ def _fakes(desk: Any, script: dict[str, Any], **settings: Any) -> Fakes:
     )
     # Stored as-is: registration-time validation of tool names is the seed helper's (issue 9
     # item 1); these tests are about what happens when the step runs.
-    fakes.definitions.put_block(
-        BlockDefinition(
-            block_id="b_look",
-            input_keys=["order_id"],
-            output_keys=["status_text", "minutes"],
-            prompt_template="Where is order {{ order_id }}?",
-            tools_required=["orders", "calculator", "browser"],
-            max_retries=0,
-        )
-    )
-    fakes.definitions.put_workflow(
-        TaskPlan(
-            plan_id="track",
-            memory=False,
-            steps=[PlanStep(step_id="look", block_id="b_look")],
-        )
-    )
+    _put_track(fakes, "orders", "calculator", "browser")
     return fakes
 
 
@@ -259,26 +251,13 @@ def test_a_server_that_cannot_be_reached_is_a_failed_call_even_when_the_step_suc
     assert all("cannot connect to its MCP server" in e["tool_error"] for e in events)
 
 
-class Crash(BaseException):
-    """The process dies (not an error anything handles)."""
-
-
-class CrashAfterToolCall(InMemoryTasks):
-    """Records the tool call, then dies before the step's answer is recorded: after the side
-    effect, before the step's checkpoint."""
-
-    def put(self, run_id: str, record: TaskRecord) -> None:
-        if record.kind == "llm":
-            raise Crash
-        super().put(run_id, record)
-
-
 def test_a_crash_after_a_tool_call_replays_it_without_calling_the_server_again(
     desk: Any,
 ) -> None:
     # Given a step whose process dies right after its tool call was made and recorded
     fakes = _fakes(desk, _script(LOOKUP))
-    crashing = CrashAfterToolCall()
+    # (the tool call is recorded; the process dies before the step's answer is)
+    crashing = DyingTasks("llm", kept=False)
     fakes.tasks = crashing
     run, _ = start_run(StartRun("track", input={"order_id": "A100"}), fakes)
     with pytest.raises(Crash):
@@ -377,11 +356,9 @@ def test_a_real_provider_binds_the_mcp_tools_and_its_rounds_are_recorded(desk: A
 @pytest.fixture(scope="module")
 def slow_desk() -> Iterator[Any]:
     desk = SlowDesk()
-    running = serve(desk.app)
-    running.desk = desk
-    yield running
-    desk.release()  # a call still waiting answers, so the server's thread can stop
-    running.stop()
+    with serving(desk) as running:
+        yield running
+        desk.release()  # a call still waiting answers, so the server's thread can stop
 
 
 def _slow_fakes(
@@ -389,20 +366,7 @@ def _slow_fakes(
 ) -> Fakes:
     fakes = Fakes(script, **settings)
     fakes.tool_servers.put(ToolServer(name="slow", url=url))
-    fakes.definitions.put_block(
-        BlockDefinition(
-            block_id="b_look",
-            input_keys=["order_id"],
-            output_keys=["status_text", "minutes"],
-            prompt_template="Where is order {{ order_id }}?",
-            tools_required=["slow", "calculator"],
-            max_retries=0,
-            timeout_seconds=timeout_seconds,
-        )
-    )
-    fakes.definitions.put_workflow(
-        TaskPlan(plan_id="track", memory=False, steps=[PlanStep(step_id="look", block_id="b_look")])
-    )
+    _put_track(fakes, "slow", "calculator", timeout_seconds=timeout_seconds)
     return fakes
 
 

@@ -18,6 +18,7 @@ from botocore.exceptions import ClientError
 from langorch.app.runs import StartRun, cancel_run, start_run
 from langorch.domain.runs import TimelineEventType
 from langorch.local.statemachine import definition_with
+from tests.support.definitions import workflow
 from tests.support.pipeline import Pipeline, pipelines
 from tests.workflows import GATED_APPROVAL, LINEAR
 
@@ -69,15 +70,11 @@ def test_a_segment_writes_its_log_lines_to_the_functions_log_group(pipeline: Pip
     pipeline.assert_consistent(run_id)
 
 
-WAIT = """
-workflows:
-  - plan_id: napper
-    memory: false
-    steps:
+WAIT = workflow("napper").steps("""
       - {step_id: before, kind: transform, transform: {a: "1"}}
       - {step_id: nap, kind: wait, depends_on: [before], wait: {seconds: 2}}
       - {step_id: after, kind: transform, depends_on: [nap], transform: {b: "a + 1"}}
-"""
+""")
 
 
 def test_a_wait_sleeps_in_the_state_machine_with_no_lambda_running(pipeline: Pipeline):
@@ -143,15 +140,11 @@ def test_a_run_longer_than_its_segment_budget_loops_through_continue(
     pipeline.assert_consistent(run_id)
 
 
-FAILING = """
-workflows:
-  - plan_id: doomed
-    memory: false
-    steps:
+FAILING = workflow("doomed").steps("""
       - {step_id: prep, kind: transform, transform: {a: "1"}}
       - {step_id: stop, kind: terminate, depends_on: [prep],
          terminate: {status: failed, message: "the invoice total is negative"}}
-"""
+""")
 
 
 def test_a_failing_workflow_ends_failed_with_its_reason_and_a_failed_execution(

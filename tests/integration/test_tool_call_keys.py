@@ -14,23 +14,20 @@ from typing import Any
 import pytest
 
 from langorch.app.runs import RunSegment, StartRun, drive, run_segment, start_run
-from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import RunRecord, TimelineEventType
-from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import OnUnknown, ToolServer
-from tests.fakes import Fakes, InMemoryTasks
-from tests.mcp_servers import KeyedDesk, serve
+from tests.fakes import Fakes
+from tests.mcp_servers import KeyedDesk, serving
+from tests.support.crashes import Crash, DyingTasks
+from tests.support.definitions import put_ordering
 
 KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
 @pytest.fixture(scope="module")
 def desk() -> Iterator[Any]:
-    keyed = KeyedDesk()
-    running = serve(keyed.app)
-    running.desk = keyed
-    yield running
-    running.stop()
+    with serving(KeyedDesk()) as running:
+        yield running
 
 
 def _place(*order_ids: str) -> dict[str, Any]:
@@ -47,21 +44,7 @@ def _fakes(desk: Any, script: dict[str, Any], on_unknown: OnUnknown = "retry") -
     fakes.tool_servers.put(
         ToolServer(name="desk", url=desk.url, allow=("place_order",), on_unknown=on_unknown)
     )
-    fakes.definitions.put_block(
-        BlockDefinition(
-            block_id="b_order",
-            input_keys=["order_id"],
-            output_keys=["confirmation"],
-            prompt_template="Place order {{ order_id }}",
-            tools_required=["desk"],
-            max_retries=0,
-        )
-    )
-    fakes.definitions.put_workflow(
-        TaskPlan(
-            plan_id="ordering", memory=False, steps=[PlanStep(step_id="order", block_id="b_order")]
-        )
-    )
+    put_ordering(fakes)
     return fakes
 
 
@@ -74,30 +57,12 @@ def _tool_events(fakes: Fakes, run_id: str) -> list[dict[str, Any]]:
     return [e.detail for e in timeline if e.type == TimelineEventType.tool_called]
 
 
-class Crash(BaseException):
-    """The process dies (not an error anything handles)."""
-
-
-class DiesBeforeRecordingTheAnswer(InMemoryTasks):
-    """Lets a tool call be recorded as started and reach the server, then dies before its
-    answer is recorded: between sending the call and recording what came back."""
-
-    def put(self, run_id: str, record: TaskRecord) -> None:
-        if record.kind == "tool" and record.done:
-            raise Crash
-        super().put(run_id, record)
-
-    def left_behind(self) -> InMemoryTasks:
-        """What the store holds for the next process."""
-        survivor = InMemoryTasks()
-        survivor._records = dict(self._records)
-        return survivor
-
-
 def _crash_mid_call(fakes: Fakes) -> tuple[str, Fakes]:
     """Start a run whose process dies mid-call; returns the run and the next process."""
     run, _ = start_run(StartRun("ordering", input={"order_id": "A100"}), fakes)
-    dying = DiesBeforeRecordingTheAnswer()
+    # (the call is recorded as started and reaches the server; the process dies before its
+    # answer is recorded)
+    dying = DyingTasks("tool", kept=False, done_only=True)
     fakes.tasks = dying
     with pytest.raises(Crash):
         run_segment(RunSegment(run.run_id), fakes)

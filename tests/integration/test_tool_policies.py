@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from langorch.app.runs import RunSegment, SegmentResult, StartRun, run_segment, start_run
-from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import RunStatus, TimelineEventType
-from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_policies import ToolPolicy
 from langorch.domain.tool_servers import ToolServer
-from tests.fakes import Fakes, InMemoryTasks
-from tests.mcp_servers import KeyedDesk, serve
+from tests.fakes import Fakes
+from tests.mcp_servers import KeyedDesk, serving
+from tests.support.crashes import Crash, DyingTasks
+from tests.support.definitions import put_ordering
 
 FINANCE = "finance@example.com"
 BIG = 'tool == "place_order" and args.order_id == "BIG-1"'
@@ -27,11 +27,8 @@ BIG = 'tool == "place_order" and args.order_id == "BIG-1"'
 
 @pytest.fixture(scope="module")
 def desk() -> Iterator[Any]:
-    keyed = KeyedDesk()
-    running = serve(keyed.app)
-    running.desk = keyed
-    yield running
-    running.stop()
+    with serving(KeyedDesk()) as running:
+        yield running
 
 
 def _fakes(desk: Any, *policies: ToolPolicy) -> Fakes:
@@ -45,25 +42,7 @@ def _fakes(desk: Any, *policies: ToolPolicy) -> Fakes:
     }
     fakes = Fakes(script)
     fakes.tool_servers.put(ToolServer(name="desk", url=desk.url, allow=("place_order",)))
-    fakes.definitions.put_block(
-        BlockDefinition(
-            block_id="b_order",
-            input_keys=["order_id"],
-            output_keys=["confirmation"],
-            prompt_template="Place order {{ order_id }}",
-            tools_required=["desk"],
-            max_retries=0,
-        )
-    )
-    fakes.definitions.put_workflow(
-        TaskPlan(
-            plan_id="ordering",
-            memory=False,
-            approvers=[FINANCE],
-            tool_policies=list(policies),
-            steps=[PlanStep(step_id="order", block_id="b_order")],
-        )
-    )
+    put_ordering(fakes, approvers=[FINANCE], tool_policies=list(policies))
     return fakes
 
 
@@ -151,30 +130,12 @@ def test_a_refused_call_never_reaches_the_server_and_the_model_is_told(desk: Any
     assert (denied["outcome"], denied["decided_by"]) == ("rejected", FINANCE)
 
 
-class Crash(BaseException):
-    """The process dies (not an error anything handles)."""
-
-
-class DiesAfterTheToolCall(InMemoryTasks):
-    """Records the tool call's answer, then dies before the step's answer is recorded."""
-
-    def put(self, run_id: str, record: TaskRecord) -> None:
-        if record.kind == "llm" and record.done:
-            raise Crash
-        super().put(run_id, record)
-
-    def left_behind(self) -> InMemoryTasks:
-        """What the store holds for the next process."""
-        survivor = InMemoryTasks()
-        survivor._records = dict(self._records)
-        return survivor
-
-
 def test_an_approved_call_is_not_sent_again_after_a_crash_and_a_restart(desk: Any) -> None:
     # Given an approved big order whose process died after the call, before the step ended
     fakes = _fakes(desk, ToolPolicy(when=BIG, action="require_approval"))
     run_id, _ = _start(fakes)
-    dying = DiesAfterTheToolCall()
+    # (the tool call's answer is recorded; the process dies before the step's answer is)
+    dying = DyingTasks("llm", kept=False, done_only=True)
     fakes.tasks = dying
     with pytest.raises(Crash):
         run_segment(RunSegment(run_id, resume=APPROVED), fakes)

@@ -39,6 +39,30 @@ def under_contract(
     return cloud(request.getfixturevalue(cloud_fixture))
 
 
+def on_runs_table(adapter: Callable[[Any, str], T]) -> Callable[[Any], T]:
+    """The cloud builder ``under_contract`` takes for an adapter on the runs table: it creates the
+    table (``RunsRepository``), then builds ``adapter(client, "runs")``."""
+
+    def build(client: Any) -> T:
+        runs_on_dynamodb(client)
+        return adapter(client, "runs")
+
+    return build
+
+
+def on_definitions_table(adapter: Callable[[Any, str], T]) -> Callable[[Any], T]:
+    """The cloud builder for an adapter on the definitions table: it creates the table
+    (``DefinitionsRepository``), then builds ``adapter(client, "definitions")``."""
+
+    def build(client: Any) -> T:
+        from langorch.adapters.dynamodb.definitions import DefinitionsRepository
+
+        DefinitionsRepository(client, "definitions").create_table()
+        return adapter(client, "definitions")
+
+    return build
+
+
 def runs_on_dynamodb(client: Any) -> Any:
     """The runs table's adapter (``RunsRepository``) on a table it has just created."""
     from langorch.adapters.dynamodb.runs import RunsRepository

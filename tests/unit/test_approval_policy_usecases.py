@@ -12,6 +12,7 @@ from langorch.app.approvals.decisions import view_approval
 from langorch.app.approvals.votes import fire_timers
 from langorch.domain.approvals.outcomes import AlreadyDecided, Decided, FormAgain, Shown, Voted
 from langorch.domain.approvals.votes import DelegatedAwayError, SelfApprovalError
+from tests.support.definitions import workflow
 from tests.unit.approvals_support import FakeStack, Parked, press, view_command
 
 ANN, BOB, CAT = "ann@example.com", "bob@example.com", "cat@example.com"
@@ -196,12 +197,7 @@ def test_groups_wait_for_the_missing_group(stack: FakeStack) -> None:
 # The run gets the decision and every vote; the page shows the policy
 # --------------------------------------------------------------------------------------------
 
-POLICY_WORKFLOW = """
-workflows:
-  - plan_id: pay
-    memory: false
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
+POLICY_WORKFLOW = workflow("pay", inputs={"amount": "number"}).steps("""
       - step_id: review
         kind: approval
         approval:
@@ -211,7 +207,7 @@ workflows:
         branches: {approved: paid, rejected: refused}
       - {step_id: paid, kind: terminate, terminate: {outputs: {decision: review_decision}}}
       - {step_id: refused, kind: terminate, terminate: {outputs: {refusal: review_decision}}}
-"""
+""")
 
 
 def test_the_run_resumes_with_the_decision_and_every_vote_in_its_state(make_container: Any) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,21 +58,6 @@ from tests.unit.approvals_support import (
     tampered,
     view_command,
 )
-
-
-@pytest.fixture
-def stack() -> FakeStack:
-    return FakeStack()
-
-
-@pytest.fixture
-def callback(stack: FakeStack) -> Iterator[Any]:
-    """The approval_callback handler module, answering from the fakes."""
-    from functions.approval_callback import handler
-
-    previous = handler.container.use(stack.container)
-    yield handler
-    handler.container.use(previous)
 
 
 def _record_then_crash(stack: FakeStack, parked: Parked) -> None:

@@ -17,56 +17,42 @@ from langorch.cli.main import main
 from langorch.domain.artifacts import MAX_ARTIFACT_BYTES
 from langorch.domain.loading import load_text
 from langorch.domain.lookup import InMemoryLookup
-from langorch.domain.tasks import TaskRecord
 from langorch.domain.validation import check_workflow
 from tests.fakes import Fakes
 from tests.fakes.artifacts import FakeDownloads
 from tests.fakes.tools import InMemoryTasks
 from tests.integration.conftest import drive, register_text, run_to_end
+from tests.support.crashes import Crash, DyingTasks
+from tests.support.definitions import workflow
 
-REPORT = """
-workflows:
-  - plan_id: report
-    memory: false
-    inputs_schema: {properties: {customer: {type: string}, invoice: {type: object}}}
-    steps:
+REPORT = workflow("report", inputs={"customer": "string", "invoice": "object"}).steps("""
       - step_id: keep
         kind: attach
         settings:
           files:
             - {name: "note-{{ customer }}.md", content: "# For {{ customer }}"}
             - {name: invoice.json, from: invoice}
-"""
+""")
 
-FETCH = """
-workflows:
-  - plan_id: fetch
-    memory: false
-    inputs_schema: {properties: {url: {type: string}, key: {type: string}}}
-    steps:
+FETCH = workflow("fetch", inputs={"url": "string", "key": "string"}).steps("""
       - step_id: keep
         kind: attach
         settings:
           files:
             - {name: invoice.pdf, url: "{{ url }}"}
             - {name: received.csv, key: "{{ key }}"}
-"""
+""")
 
 INVOICE_URL = "https://billing.example/invoices/42.pdf?token=t0k3n"
 
 
 def _files(files: str) -> str:
     """A workflow whose one attach step has these files (a YAML flow list)."""
-    return f"""
-workflows:
-  - plan_id: probe
-    memory: false
-    inputs_schema: {{properties: {{base: {{type: string}}, text: {{type: string}}}}}}
-    steps:
+    return workflow("probe", inputs={"base": "string", "text": "string"}).steps(f"""
       - step_id: keep
         kind: attach
         settings: {{files: {files}}}
-"""
+""")
 
 
 def _problems(text: str) -> list[tuple[str, str, str]]:
@@ -248,26 +234,13 @@ def test_a_name_rendering_to_a_path_fails_the_step_saying_why(make_container: An
 # --- kept once: a step run again after a crash neither downloads nor writes again ------------
 
 
-class Crash(BaseException):
-    """The process dies (not an error anything handles)."""
-
-
-class CrashAfterTheFirstFile(InMemoryTasks):
-    """Records the first kept file, then the process dies before the step's checkpoint."""
-
-    def put(self, run_id: str, record: TaskRecord) -> None:
-        super().put(run_id, record)
-        if record.kind == "attach":
-            raise Crash
-
-
 def test_a_step_run_again_after_a_crash_keeps_each_file_once() -> None:
     # Given an attach step whose process dies right after its download was kept
     downloads = FakeDownloads({INVOICE_URL: (b"%PDF-1.7", "application/pdf")})
     fakes = Fakes(download=downloads)
     fakes.files.put("inbox/orders.csv", b"a,b\n")
     register_text(fakes, FETCH)
-    fakes.tasks = crashing = CrashAfterTheFirstFile()
+    fakes.tasks = crashing = DyingTasks("attach", kept=True)
     run, _ = start_run(
         StartRun("fetch", input={"url": INVOICE_URL, "key": "inbox/orders.csv"}), fakes
     )

@@ -22,6 +22,7 @@ from langorch.domain.validation import check_workflow
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
 FINANCE = "finance@example.com"
 
@@ -185,19 +186,14 @@ def test_a_negative_budget_is_refused_with_its_path() -> None:
     assert any("budget.per_run" in p.path for p in refused.value.problems)
 
 
-DAILY = (
-    BLOCKS
-    + """
-workflows:
-  - plan_id: daily
-    memory: false
-    llm_model: priced
-    prices: {"offline/priced": {input: 1000, output: 1000}}
-    budget: {per_day: 0.25, on_budget: fail}
-    steps:
+DAILY = BLOCKS + workflow(
+    "daily",
+    llm_model="priced",
+    prices={"offline/priced": {"input": 1000, "output": 1000}},
+    budget={"per_day": 0.25, "on_budget": "fail"},
+).steps("""
       - {step_id: summary, block_id: b_summary}
-"""
-)
+""")
 
 
 def test_a_daily_budget_stops_the_run_whose_estimate_no_longer_fits_the_day() -> None:

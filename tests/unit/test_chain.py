@@ -8,19 +8,14 @@ from typing import Any
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.validation import InMemoryLookup, check_workflow
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.unit.conftest import MakeFakes
 
-CHAINED = """
-workflows:
-  - plan_id: chained
-    memory: false
-    inputs_schema: {properties: {n: {type: integer}}}
-    chain: [double, add, show]
-    steps:
+CHAINED = workflow("chained", inputs={"n": "integer"}, chain=["double", "add", "show"]).steps("""
       - {step_id: show, kind: transform, transform: {text: "'n=' ~ n"}}
       - {step_id: add, kind: transform, transform: {n: "n + 1"}}
       - {step_id: double, kind: transform, transform: {n: "n * 2"}}
-"""
+""")
 
 
 def test_a_chain_runs_its_steps_in_the_order_it_lists_them(make_container: MakeFakes):

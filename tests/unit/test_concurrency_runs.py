@@ -8,23 +8,27 @@ from __future__ import annotations
 import random
 
 import pytest
+import yaml
 
 from langorch.app.runs import RunSegment, StartRun, cancel_run, launch_run, mark_failed, run_segment
 from langorch.domain.errors import DefinitionError, InputValidationError
 from langorch.domain.runs import RunError, RunStatus, TimelineEventType
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 from tests.support.stores import STORES, fakes_on_resource_locks
 
-FLOW = """
-workflows:
-  - plan_id: sync
-    memory: false
-    concurrency: {limit: 2, key: "{{ customer_id }}"}
-    inputs_schema: {properties: {customer_id: {type: string}, n: {type: integer}}}
-    steps:
-      - {step_id: work, kind: transform, transform: {done: "1"}}
-"""
+
+def sync_flow(concurrency: str = '{limit: 2, key: "{{ customer_id }}"}') -> str:
+    """Workflow ``sync``: one step, its runs limited by ``concurrency`` (YAML)."""
+    return workflow(
+        "sync",
+        concurrency=yaml.safe_load(concurrency),
+        inputs={"customer_id": "string", "n": "integer"},
+    ).steps('- {step_id: work, kind: transform, transform: {done: "1"}}')
+
+
+FLOW = sync_flow()
 
 
 @pytest.fixture(params=STORES)
@@ -158,7 +162,7 @@ def test_runs_of_different_keys_do_not_wait_for_each_other(deps: Fakes):
 )
 def test_a_bad_concurrency_is_refused_at_its_path(concurrency: str, path: str):
     # Given a workflow whose concurrency is wrong
-    text = FLOW.replace('{limit: 2, key: "{{ customer_id }}"}', concurrency)
+    text = sync_flow(concurrency)
 
     # When it is registered, then the error names the field
     with pytest.raises(DefinitionError) as raised:

@@ -18,8 +18,9 @@ from langorch.console.runview import build_run_view
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.lookup import InMemoryLookup
 from langorch.domain.plan.topology import step_graph
-from langorch.domain.runs import RunRecord, RunStatus, RunTrigger, TimelineEvent
+from langorch.domain.runs import RunRecord, RunStatus, TimelineEvent
 from langorch.web.look import human_label
+from tests.support.records import a_run
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 ORIGIN = "http://127.0.0.1:8765"
@@ -314,16 +315,8 @@ def event(seq: int, seconds: float, type_: str, step: str, **fields) -> Timeline
 
 
 def test_the_run_view_has_states_spans_and_the_branch_taken():
-    run = RunRecord(
-        run_id="r",
-        workflow_id="review",
-        workflow_version=1,
-        status=RunStatus.succeeded,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
-        ended_at=T0 + timedelta(seconds=10),
-        input={"password": "hunter2"},
+    run = run_record(
+        RunStatus.succeeded, ended_at=T0 + timedelta(seconds=10), input={"password": "hunter2"}
     )
     events = [
         event(1, 0, "step_started", "draft"),
@@ -357,16 +350,7 @@ def test_the_run_view_has_states_spans_and_the_branch_taken():
 
 
 def test_a_failed_step_shows_its_error_and_the_error_route_is_not_the_path_of_a_success():
-    run = RunRecord(
-        run_id="r",
-        workflow_id="review",
-        workflow_version=1,
-        status=RunStatus.failed,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
-        ended_at=T0 + timedelta(seconds=2),
-    )
+    run = run_record(RunStatus.failed, ended_at=T0 + timedelta(seconds=2))
     error = {"step_id": "draft", "type": "StepTimeoutError", "message": "took <too> long"}
     events = [
         event(1, 0, "step_started", "draft"),
@@ -384,16 +368,8 @@ def test_a_failed_step_shows_its_error_and_the_error_route_is_not_the_path_of_a_
 
 
 def run_record(status: RunStatus, **fields) -> RunRecord:
-    return RunRecord(
-        run_id="r",
-        workflow_id="review",
-        workflow_version=1,
-        status=status,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
-        **fields,
-    )
+    """Run ``r`` of the review workflow in ``status``, created at ``T0``."""
+    return a_run("r", workflow_id="review", status=status, at=T0, **fields)
 
 
 def test_each_attempt_of_a_retried_step_is_its_own_span():
@@ -479,14 +455,7 @@ def test_a_failed_http_step_shows_the_request_it_sent_redacted():
 
 
 def test_a_cursor_reads_back_as_the_run_it_was_made_from():
-    run = RunRecord(
-        run_id="run-1",
-        workflow_id="w",
-        workflow_version=1,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
-    )
+    run = a_run("run-1", workflow_id="w", at=T0)
     assert parse_cursor(format_cursor(run)) == (T0, "run-1")
     with pytest.raises(FilterError):
         parse_cursor("not a cursor")
@@ -558,13 +527,8 @@ def listed(count: int):
     for n in range(count):
         at = T0 + timedelta(minutes=n)
         runs.create_run(
-            RunRecord(
-                run_id=f"run-{n:03d}",
-                workflow_id="w",
-                workflow_version=1,
-                trigger=RunTrigger(type="webhook" if n % 2 else "schedule"),
-                created_at=at,
-                updated_at=at,
+            a_run(
+                f"run-{n:03d}", workflow_id="w", trigger="webhook" if n % 2 else "schedule", at=at
             )
         )
     return _Stack(runs, T0 + timedelta(minutes=count))
@@ -735,14 +699,8 @@ def test_langorch_console_says_how_to_start_a_stack_that_is_not_answering(
 
 def test_the_run_page_renders_hostile_values_as_text():
     hostile = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)> ✓"
-    run = RunRecord(
-        run_id="r",
-        workflow_id="review",
-        workflow_version=1,
-        status=RunStatus.failed,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
+    run = run_record(
+        RunStatus.failed,
         input={"note": hostile},
         error={"step_id": "draft", "type": "Boom", "message": hostile},
     )
@@ -773,15 +731,7 @@ def test_only_a_failed_run_offers_to_continue_from_its_last_good_checkpoint(
 ) -> None:
     # Redriving a succeeded or cancelled run from its checkpoint is refused (it has nowhere to
     # continue); the page offers what the use-case accepts: running it again from a step.
-    run = RunRecord(
-        run_id="r",
-        workflow_id="review",
-        workflow_version=1,
-        status=status,
-        trigger=RunTrigger(type="manual"),
-        created_at=T0,
-        updated_at=T0,
-    )
+    run = run_record(status)
     view = build_run_view(run, [event(1, 0, "step_started", "draft")], review_graph(), T0)
     request = Request("GET", "/runs/r", {}, {}, session=SESSION)
 

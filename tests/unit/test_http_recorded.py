@@ -9,22 +9,18 @@ from typing import Any
 import pytest
 
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
-from langorch.domain.tasks import TaskRecord
 from tests.fakes import Fakes
 from tests.fakes.tools import InMemoryTasks
 from tests.integration.conftest import drive, register_text
+from tests.support.crashes import Crash, DyingTasks
+from tests.support.definitions import workflow
 
-ORDERING = """
-workflows:
-  - plan_id: ordering
-    memory: false
-    inputs_schema: {properties: {sku: {type: string}}}
-    steps:
+ORDERING = workflow("ordering", inputs={"sku": "string"}).steps("""
       - step_id: order
         kind: http
         http: {method: POST, url: "https://shop.example/orders", body: {sku: "{{ sku }}"},
                response_key: order}
-"""
+""")
 
 
 class Shop:
@@ -40,25 +36,12 @@ class Shop:
         return 201, {"id": f"ord-{len(self.orders)}"}
 
 
-class Crash(BaseException):
-    """The process dies (not an error anything handles)."""
-
-
-class CrashAfterTheCall(InMemoryTasks):
-    """Records the http response, then the process dies before the step's checkpoint."""
-
-    def put(self, run_id: str, record: TaskRecord) -> None:
-        super().put(run_id, record)
-        if record.kind == "http":
-            raise Crash
-
-
 def test_a_step_run_again_after_a_crash_replays_the_recorded_response() -> None:
     # Given an http step whose process dies right after the service answered
     shop = Shop()
     fakes = Fakes(http=shop)
     register_text(fakes, ORDERING)
-    fakes.tasks = crashing = CrashAfterTheCall()
+    fakes.tasks = crashing = DyingTasks("http", kept=True)
     run, _ = start_run(StartRun("ordering", input={"sku": "A-1"}), fakes)
     with pytest.raises(Crash):
         run_segment(RunSegment(run.run_id), fakes)

@@ -10,6 +10,7 @@ from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import Problem
 from langorch.domain.validation import InMemoryLookup, check_workflow
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes
 
@@ -165,51 +166,38 @@ def test_a_key_of_the_same_name_wins_over_a_step_id(make_container: MakeFakes):
     container = make_container()
     register_text(
         container,
-        """
-workflows:
-  - plan_id: same_name
-    memory: false
-    steps:
+        workflow("same_name").steps("""
       - {step_id: title, kind: transform, transform: {title: "'Hello'"}}
       - {step_id: shout, kind: transform, depends_on: [title], transform: {loud: "title | upper"}}
-""",
+"""),
     )
 
     # When it runs / Then `title` is the key's value, as before steps had results
     assert run_to_end(container, "same_name").outputs["loud"] == "HELLO"
 
 
-def test_a_template_reading_an_earlier_steps_result_is_not_warned_about() -> None:
-    # Given a transform reading analyze.score, analyze being an earlier step
-    data = {
+def _after_analyze(**use: Any) -> dict[str, Any]:
+    """Two steps: ``analyze``, which writes ``score``, then the transform ``use`` with ``use``'s
+    fields."""
+    analyze = {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}}
+    return {
         "steps": [
-            {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}},
-            {
-                "step_id": "use",
-                "kind": "transform",
-                "depends_on": ["analyze"],
-                "transform": {"x": "analyze.score + 1"},
-            },
+            analyze,
+            {"step_id": "use", "kind": "transform", "depends_on": ["analyze"], **use},
         ]
     }
+
+
+def test_a_template_reading_an_earlier_steps_result_is_not_warned_about() -> None:
+    # Given a transform reading analyze.score, analyze being an earlier step
+    data = _after_analyze(transform={"x": "analyze.score + 1"})
     # When validated / Then nothing is reported
     assert _warnings(data) == []
 
 
 def test_a_mapping_to_a_key_the_step_does_not_write_is_a_warning() -> None:
     # Given a mapping to analyze.verdict, where analyze writes only score
-    data = {
-        "steps": [
-            {"step_id": "analyze", "kind": "transform", "transform": {"score": "3"}},
-            {
-                "step_id": "use",
-                "kind": "transform",
-                "depends_on": ["analyze"],
-                "input_mappings": {"v": "analyze.verdict"},
-                "transform": {"x": "v"},
-            },
-        ]
-    }
+    data = _after_analyze(input_mappings={"v": "analyze.verdict"}, transform={"x": "v"})
     # When validated
     warnings = _warnings(data)
     # Then the mapping resolves to nothing, said with what the step writes
@@ -220,12 +208,7 @@ def test_a_mapping_to_a_key_the_step_does_not_write_is_a_warning() -> None:
 
 # --- required and optional mappings ----------------------------------------------------------
 
-OPTIONAL = """
-workflows:
-  - plan_id: greet
-    memory: false
-    inputs_schema: {properties: {request: {type: object}}}
-    steps:
+OPTIONAL = workflow("greet", inputs={"request": "object"}).steps("""
       - step_id: hello
         kind: transform
         input_mappings:
@@ -233,7 +216,7 @@ workflows:
           title: {path: request.user.title, default: friend}
           nick: request.user.nick
         transform: {text: "'Hello ' ~ title ~ ' ' ~ name ~ '[' ~ nick ~ ']'"}
-"""
+""")
 
 
 def test_an_optional_mapping_gives_its_default_and_a_plain_one_empty(make_container: MakeFakes):

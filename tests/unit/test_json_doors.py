@@ -33,10 +33,12 @@ from langorch.domain.errors import (
 from langorch.domain.fileformats import parse_content
 from langorch.domain.limits import check_json_shape
 from langorch.domain.loading import load_text
-from langorch.domain.runs import RunRecord, RunStatus, RunTrigger, fitted_record
+from langorch.domain.runs import RunRecord, RunStatus, fitted_record
 from langorch.domain.triggers import S3ObjectCreated
 from tests.fakes import Fakes
 from tests.integration.triggers_support import signed
+from tests.support.definitions import workflow
+from tests.support.records import a_run
 from tests.unit.approvals_support import ALICE, FakeStack, open_and_decide
 from tests.unit.triggers_support import all_runs, executions, make_deps, webhook_answer
 
@@ -226,14 +228,11 @@ def test_a_schedule_input_nested_250_deep_is_refused_when_the_workflow_is_put() 
 def test_an_s3_trigger_with_an_input_not_strict_json_starts_nothing(deps: Fakes) -> None:
     # Given an s3 trigger whose stored input holds NaN (stored before the loader refused it)
     plan = load_text(
-        """
-workflows:
-  - plan_id: drop
-    memory: false
-    triggers: [{type: s3, prefix: in/, input: {limit: 1}}]
-    steps:
+        workflow(
+            "drop", triggers=[{"type": "s3", "prefix": "in/", "input": {"limit": 1}}]
+        ).steps("""
       - {step_id: noop, kind: transform, transform: {x: "1"}}
-""",
+"""),
         source="drop.yaml",
         fmt="yaml",
     ).workflows[0]
@@ -397,15 +396,8 @@ def test_a_file_too_deep_or_not_strict_is_a_content_error_naming_the_path(
 def test_outputs_nested_too_deep_are_summarised_so_the_record_reads_back() -> None:
     # Given a run whose outputs a transform nested 250 levels deep (no door would take them)
     now = datetime.now(UTC)
-    run = RunRecord(
-        run_id="run-1",
-        workflow_id="w",
-        workflow_version=1,
-        status=RunStatus.succeeded,
-        trigger=RunTrigger(type="manual"),
-        created_at=now,
-        updated_at=now,
-        outputs={"tree": deep(DEPTH), "n": 1},
+    run = a_run(
+        workflow_id="w", at=now, status=RunStatus.succeeded, outputs={"tree": deep(DEPTH), "n": 1}
     )
 
     # When the record is fitted for storing

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -20,6 +18,7 @@ from langorch.domain.errors import LLMError, ProviderNotAvailableError
 from langorch.llm import LLMRegistry, is_retryable
 from tests.llm_servers import completion
 from tests.support.llm import an_llm_request
+from tests.support.loopback import JsonHandler, serving
 
 
 class FakeOpenAI:
@@ -31,24 +30,15 @@ class FakeOpenAI:
         self.paths: list[str] = []
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
                 fake.paths.append(self.path)
-                fake.requests.append(json.loads(self.rfile.read(length)))
-                status, body = fake.replies.pop(0) if fake.replies else (500, {"error": {}})
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                fake.requests.append(json.loads(self.body()))
+                self.send_json(*fake.replies.pop(0) if fake.replies else (500, {"error": {}}))
 
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.handler = Handler
+        self.base_url = ""
+        """Set while the fixture serves it: ``http://127.0.0.1:<port>/v1``."""
 
     def answer(
         self, content: dict[str, Any], *, prompt_tokens: int = 0, completion_tokens: int = 0
@@ -86,11 +76,9 @@ class FakeOpenAI:
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAI]:
     fake = FakeOpenAI()
-    thread = threading.Thread(target=fake.server.serve_forever, daemon=True)
-    thread.start()
-    yield fake
-    fake.server.shutdown()
-    fake.server.server_close()
+    with serving(fake.handler) as url:
+        fake.base_url = f"{url}/v1"
+        yield fake
 
 
 def _registry(fake: FakeOpenAI) -> LLMRegistry:

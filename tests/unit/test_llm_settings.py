@@ -63,33 +63,30 @@ def test_new_llm_fields_leave_stored_content_hashes_unchanged_while_unset() -> N
     assert plan.model_copy(update={"llm_temperature": 0.1}).content_hash() != plan.content_hash()
 
 
-def test_openai_key_is_read_from_either_variable_langorch_first(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("standard", "ours", "field"),
+    [
+        pytest.param("OPENAI_API_KEY", "LANGORCH_OPENAI_API_KEY", "openai_api_key", id="openai"),
+        pytest.param(
+            "ANTHROPIC_API_KEY", "LANGORCH_ANTHROPIC_API_KEY", "anthropic_api_key", id="anthropic"
+        ),
+    ],
+)
+def test_a_provider_key_is_read_from_either_variable_langorch_first(
+    standard: str, ours: str, field: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Given the standard OpenAI variable only
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-standard")
-    assert Settings().openai_api_key == "sk-standard"
+    # Given the provider's standard variable only
+    monkeypatch.setenv(standard, "sk-standard")
+    assert getattr(Settings(), field) == "sk-standard"
 
-    # When langorch's own is set too, it wins
-    monkeypatch.setenv("LANGORCH_OPENAI_API_KEY", "sk-langorch")
-    assert Settings().openai_api_key == "sk-langorch"
+    # When langorch's own is set too, it wins; neither shows in the settings' repr
+    monkeypatch.setenv(ours, "sk-langorch")
+    assert getattr(Settings(), field) == "sk-langorch"
+    assert "sk-standard" not in repr(Settings()) and "sk-langorch" not in repr(Settings())
 
 
 def test_the_key_never_shows_in_the_settings_repr() -> None:
     assert "sk-secret" not in repr(Settings(openai_api_key="sk-secret"))
-
-
-def test_anthropic_key_is_read_from_either_variable_langorch_first(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Given Anthropic's standard variable only
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-standard")
-    assert Settings().anthropic_api_key == "sk-ant-standard"
-
-    # When langorch's own is set too, it wins; neither shows in the settings' repr
-    monkeypatch.setenv("LANGORCH_ANTHROPIC_API_KEY", "sk-ant-langorch")
-    assert Settings().anthropic_api_key == "sk-ant-langorch"
-    assert "sk-ant" not in repr(Settings())
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,10 @@ from langorch.domain.errors import Problem
 from langorch.domain.runs import TimelineEvent, TimelineEventType
 from langorch.domain.validation import InMemoryLookup, check_workflow, workflow_advice
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.unit.conftest import MakeFakes
 
-COUNTER = """
-workflows:
-  - plan_id: counter
-    memory: false
-    inputs_schema: {properties: {n: {type: integer}}}
-    steps:
+COUNTER = workflow("counter", inputs={"n": "integer"}).steps("""
       - {step_id: count, kind: transform, transform: {n: "(n or 0) + 1"}, max_iterations: 3}
       - step_id: again
         kind: decision
@@ -28,7 +24,7 @@ workflows:
         condition: "{{ n < 100 }}"
         branches: {"true": count, "false": done}
       - {step_id: done, kind: terminate, terminate: {outputs: {n: n}}}
-"""
+""")
 
 ROUTED = COUNTER.replace("max_iterations: 3}", "max_iterations: 3, on_max_iterations: enough}") + (
     """      - {step_id: enough, kind: terminate, terminate: {outputs: {stopped_at: n}}}
@@ -159,15 +155,10 @@ def test_a_bound_with_no_route_is_advice_saying_what_happens_at_it() -> None:
     assert "LoopLimitReachedError" in advice[0].message
 
 
-FOR_EACH = """
-workflows:
-  - plan_id: doubles
-    memory: false
-    inputs_schema: {properties: {xs: {type: array}}}
-    steps:
+FOR_EACH = workflow("doubles", inputs={"xs": "array"}).steps("""
       - {step_id: each, kind: loop, loop: {over: xs, body: [double], max_iterations: 2}}
       - {step_id: double, kind: transform, depends_on: [each], transform: {y: "item * 2"}}
-"""
+""")
 
 
 def test_a_for_each_that_leaves_items_out_says_so_in_outputs_and_on_the_timeline(

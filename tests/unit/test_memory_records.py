@@ -8,15 +8,12 @@ from typing import Any
 from langorch.app.replay import ReplayMemory, Unrecorded
 from langorch.domain.tasks import MEMORY_LOAD_STEP
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.unit.conftest import MakeFakes
 
-RECALL = """
-workflows:
-  - plan_id: recall
-    inputs_schema: {properties: {memory_query: {type: string}}}
-    steps:
+RECALL = workflow("recall", inputs={"memory_query": "string"}, memory=True).steps("""
       - {step_id: recall, block_id: query_memory}
-"""
+""")
 
 
 def test_what_a_run_read_from_memory_is_recorded_with_its_calls(

@@ -8,36 +8,31 @@ from langorch.domain.loading import load_text
 from langorch.domain.lookup import InMemoryLookup
 from langorch.domain.validation import check_workflow
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.unit.conftest import MakeFakes
 
-RECALL = """
-workflows:
-  - plan_id: recall
-    inputs_schema: {properties: {memory_query: {type: string}, topic: {type: string}}}
-    steps:
+RECALL = workflow(
+    "recall", inputs={"memory_query": "string", "topic": "string"}, memory=True
+).steps("""
       - {step_id: recall, block_id: query_memory}
-"""
+""")
 
-RECALL_BY_TEMPLATE = """
-workflows:
-  - plan_id: recall_topic
-    inputs_schema: {properties: {topic: {type: string}}}
-    steps:
+RECALL_BY_TEMPLATE = workflow("recall_topic", inputs={"topic": "string"}, memory=True).steps("""
       - step_id: recall
         kind: query_memory
         memory: {query: "my {{ topic }}?"}
-"""
+""")
 
-REMEMBER = """
-workflows:
-  - plan_id: remembers
-    remember: [restaurant, missing]
-    inputs_schema: {properties: {restaurant: {type: string}, note: {type: string}}}
-    steps:
+REMEMBER = workflow(
+    "remembers",
+    remember=["restaurant", "missing"],
+    inputs={"restaurant": "string", "note": "string"},
+    memory=True,
+).steps("""
       - step_id: pick
         kind: transform
         transform: {restaurant: "restaurant", total: "12.5"}
-"""
+""")
 
 
 def test_a_memory_query_with_no_match_gives_empty_results(make_container: MakeFakes) -> None:

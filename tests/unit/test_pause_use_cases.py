@@ -11,15 +11,12 @@ from langorch.domain.errors import TaskClosedError
 from langorch.domain.runs import RunStatus, TimelineEventType
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
-FLOW = """
-workflows:
-  - plan_id: flow
-    memory: false
-    steps:
+FLOW = workflow("flow").steps("""
       - {step_id: first, kind: transform, transform: {a: "1"}}
       - {step_id: second, kind: transform, depends_on: [first], transform: {b: "a + 1"}}
-"""
+""")
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from langorch.domain.fileformats import file_format, parse_content
 from langorch.domain.loading import load_text
 from langorch.domain.validation import InMemoryLookup, Validation, check_workflow, validate_block
 from langorch.engine.kinds.read_file import check_readable
+from tests.support.definitions import workflow
 
 WHERE = "s3://langorch-files/inbox/x"
 
@@ -201,29 +202,24 @@ def _load_problems(text: str) -> list[Problem]:
 
 def test_an_s3_triggered_read_file_with_defaults_has_no_problems():
     # Given the drop's bucket and key read by default, and the outputs read by the next step
-    text = """
-workflows:
-  - plan_id: digest
-    triggers: [{type: s3, prefix: inbox/, suffix: .csv}]
-    steps:
+    text = workflow(
+        "digest", triggers=[{"type": "s3", "prefix": "inbox/", "suffix": ".csv"}], memory=True
+    ).steps("""
       - {step_id: csv, kind: read_file}
       - step_id: count
         kind: transform
         depends_on: [csv]
         transform: {n: "csv_content | length", name: "csv_file.key"}
-"""
+""")
     # When validated, Then nothing is wrong: an s3 trigger provides bucket and key
     assert _problems(text) == []
 
 
 def test_read_file_defaults_without_an_s3_trigger_or_input_are_reported():
     # Given a manual workflow whose read_file step has no settings
-    text = """
-workflows:
-  - plan_id: digest
-    steps:
+    text = workflow("digest", memory=True).steps("""
       - {step_id: csv, kind: read_file}
-"""
+""")
     # When validated, Then the default templates' reads are warned about where they are
     found = _checked(text)
     assert found.errors == []
@@ -237,27 +233,19 @@ workflows:
 
 
 def test_a_read_file_key_template_over_an_input_is_fine_and_its_output_key_is_readable():
-    text = """
-workflows:
-  - plan_id: report
-    inputs_schema: {properties: {day: {type: string}, bucket: {type: string}}}
-    steps:
+    text = workflow("report", inputs={"day": "string", "bucket": "string"}, memory=True).steps("""
       - step_id: load
         kind: read_file
         read_file: {key: "reports/{{ day }}.json", output_key: report}
       - {step_id: use, kind: transform, depends_on: [load], transform: {total: "report.total"}}
-"""
+""")
     assert _problems(text) == []
 
 
 def test_a_bad_format_is_reported_with_its_path_and_the_allowed_values():
-    text = """
-workflows:
-  - plan_id: p
-    triggers: [{type: s3, prefix: inbox/}]
-    steps:
+    text = workflow("p", triggers=[{"type": "s3", "prefix": "inbox/"}], memory=True).steps("""
       - {step_id: csv, kind: read_file, read_file: {format: xlsx}}
-"""
+""")
     [problem] = _load_problems(text)
     assert problem.path == "workflows[0].steps[0].read_file.format"
     assert "'auto', 'text', 'json', 'yaml', 'csv' or 'lines'" in problem.message
@@ -266,13 +254,9 @@ workflows:
 
 @pytest.mark.parametrize("max_bytes", [0, READ_FILE_MAX_BYTES + 1])
 def test_max_bytes_out_of_range_is_reported_with_its_path(max_bytes: int):
-    text = f"""
-workflows:
-  - plan_id: p
-    triggers: [{{type: s3, prefix: inbox/}}]
-    steps:
+    text = workflow("p", triggers=[{"type": "s3", "prefix": "inbox/"}], memory=True).steps(f"""
       - {{step_id: csv, kind: read_file, read_file: {{max_bytes: {max_bytes}}}}}
-"""
+""")
     [problem] = _load_problems(text)
     assert problem.path == "workflows[0].steps[0].read_file.max_bytes"
     assert str(max_bytes) in problem.message
@@ -280,12 +264,9 @@ workflows:
 
 
 def test_read_file_settings_on_another_kind_are_reported_as_ignored():
-    text = """
-workflows:
-  - plan_id: p
-    steps:
+    text = workflow("p", memory=True).steps("""
       - {step_id: t, kind: transform, transform: {a: "1"}, read_file: {key: x.csv}}
-"""
+""")
     assert [p.path for p in _problems(text)] == ["steps[0].read_file"]
 
 
@@ -314,17 +295,13 @@ def test_a_read_file_block_step_writes_the_blocks_first_output_key():
         input_keys=["bucket", "key"],
         output_keys=["document"],
     )
-    text = """
-workflows:
-  - plan_id: p
-    triggers: [{type: s3, prefix: inbox/}]
-    steps:
+    text = workflow("p", triggers=[{"type": "s3", "prefix": "inbox/"}], memory=True).steps("""
       - {step_id: load, block_id: load_drop}
       - step_id: use
         kind: transform
         depends_on: [load]
         transform: {n: "document | length", size: "load_file.size"}
-"""
+""")
     # When validated, Then the block's output key and the metadata key are both available
     assert validate_block(block, tools=frozenset(), providers=frozenset()) == []
     assert _problems(text, block) == []

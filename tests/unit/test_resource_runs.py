@@ -15,6 +15,7 @@ from langorch.domain.runs import RunStatus, TimelineEvent, TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 from tests.workflows import SHOP_ON_A_RESOURCE as FLOW
 from tests.workflows import SHOP_RESOURCE as RESOURCE
 
@@ -146,15 +147,11 @@ def test_a_run_failed_by_the_state_machine_gives_back_the_lease_its_dead_segment
 def test_a_resource_field_is_validated_with_its_path(deps: Fakes) -> None:
     from langorch.domain.errors import DefinitionError
 
-    bad = """
-workflows:
-  - plan_id: bad
-    memory: false
-    steps:
+    bad = workflow("bad").steps("""
       - {step_id: pause, kind: wait, wait: {seconds: 1}, resource: "browser:s1"}
       - {step_id: go, kind: transform, depends_on: [pause], transform: {x: "1"},
          resource: "browser:{{ session }}"}
-"""
+""")
     with pytest.raises(DefinitionError) as raised:
         register_text(deps, bad)  # type: ignore[arg-type]
     paths = sorted(p.path for p in raised.value.problems)

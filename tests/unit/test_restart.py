@@ -14,15 +14,12 @@ from tests.fakes import Fakes
 from tests.fakes.executions import InMemoryExecutions
 from tests.fakes.runs import InMemoryRuns
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 from tests.workflows import ASK_THEN_DONE
 
-FLOW = """
-workflows:
-  - plan_id: flow
-    memory: false
-    steps:
+FLOW = workflow("flow").steps("""
       - {step_id: one, kind: transform, transform: {a: "1"}}
-"""
+""")
 
 
 @pytest.fixture

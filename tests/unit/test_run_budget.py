@@ -29,6 +29,7 @@ from langorch.domain.loading import load_text
 from langorch.domain.runs import RunError, RunStatus, TimelineEvent, TimelineEventType, transition
 from tests.fakes import Fakes
 from tests.integration.triggers_support import load_event, signed
+from tests.support.definitions import workflow
 from tests.unit.triggers_support import all_runs, executions, make_deps, webhook_answer
 
 
@@ -261,13 +262,9 @@ def test_a_failure_after_a_segment_that_ended_well_is_its_own_first_cause(deps: 
 
 # --- an approval showing a large value, end to end on fakes ---------------------------------
 
-SHOWS_MENU = """
-workflows:
-  - plan_id: menu_gate
-    memory: false
-    approvers: [boss@example.com]
-    inputs_schema: {properties: {size: {type: integer}}, required: [size]}
-    steps:
+SHOWS_MENU = workflow(
+    "menu_gate", approvers=["boss@example.com"], inputs={"size": "integer"}, required=["size"]
+).steps("""
       - {step_id: cook, kind: transform, transform: {menu: "'m' * size"}}
       - step_id: gate
         kind: approval
@@ -275,7 +272,7 @@ workflows:
         approval: {title: "Order?", timeout_seconds: 60, show_keys: [menu]}
         branches: {approved: done, rejected: done, timed_out: done}
       - {step_id: done, kind: transform, transform: {ok: "1"}}
-"""
+""")
 
 
 def test_an_approval_showing_a_150_kb_value_parks_and_its_request_is_stored(deps: Fakes):

@@ -10,18 +10,14 @@ from langorch.cli.commands.run_diff import render_diff
 from langorch.domain.run_diff import diff_runs
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
-FLOW = """
-workflows:
-  - plan_id: brief
-    memory: false
-    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
-    steps:
+FLOW = workflow("brief", inputs={"topic": "string"}, required=["topic"]).steps("""
       - {step_id: gather, kind: transform, transform: {notes: "'notes on ' ~ topic"}}
       - {step_id: digest, kind: transform, depends_on: [gather],
          transform: {summary: "notes | upper"}}
       - {step_id: close, kind: transform, depends_on: [digest], transform: {done: "1"}}
-"""
+""")
 
 
 def _no_approval(request: dict[str, Any]) -> dict[str, Any]:

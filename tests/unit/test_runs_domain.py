@@ -148,14 +148,15 @@ def test_a_run_paused_at_a_step_boundary_says_who_and_why() -> None:
     assert stopped.status_reason == "paused by cli:alice: month-end freeze"
 
 
+def _parked_on_approval() -> RunRecord:
+    """A run that started, then parked on ``APPROVAL`` (both at ``T0``)."""
+    running = transition(a_run(), RunStatus.running, now=T0)
+    return transition(running, RunStatus.waiting_approval, now=T0, pending=APPROVAL)
+
+
 def test_a_run_paused_while_parked_keeps_its_approval_open() -> None:
     # Given a run waiting on an approval
-    parked = transition(
-        transition(a_run(), RunStatus.running, now=T0),
-        RunStatus.waiting_approval,
-        now=T0,
-        pending=APPROVAL,
-    )
+    parked = _parked_on_approval()
     # When it is paused
     stopped = paused(parked, ASKED, now=T0)
     # Then it still waits on the same approval
@@ -164,12 +165,7 @@ def test_a_run_paused_while_parked_keeps_its_approval_open() -> None:
 
 def test_a_decision_that_arrives_while_paused_is_held_until_the_resume() -> None:
     # Given a run paused while waiting on an approval
-    parked = transition(
-        transition(a_run(), RunStatus.running, now=T0),
-        RunStatus.waiting_approval,
-        now=T0,
-        pending=APPROVAL,
-    )
+    parked = _parked_on_approval()
     stopped = paused(parked, ASKED, now=T0)
     # When the approver decides meanwhile
     held = holding(stopped, {"decision": "approved"}, now=T0 + timedelta(minutes=1))

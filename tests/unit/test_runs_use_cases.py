@@ -24,17 +24,13 @@ from langorch.domain.errors import (
 from langorch.domain.runs import RunError, RunStatus, TimelineEventType, transition
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 from tests.support.parking import parked_on_approval, with_approvals
 from tests.workflows import ASK_THEN_DONE
 
-FLOW = """
-workflows:
-  - plan_id: flow
-    memory: false
-    inputs_schema: {properties: {n: {type: number}}, required: [n]}
-    steps:
+FLOW = workflow("flow", inputs={"n": "number"}, required=["n"]).steps("""
       - {step_id: double, kind: transform, transform: {twice: "n * 2"}}
-"""
+""")
 
 
 @pytest.fixture
@@ -222,14 +218,10 @@ def test_a_new_execution_of_a_parked_run_parks_on_the_same_approval(deps: Fakes)
     assert deps.runs.get_run(run.run_id).status is RunStatus.waiting_approval
 
 
-WAITING = """
-workflows:
-  - plan_id: napping
-    memory: false
-    steps:
+WAITING = workflow("napping").steps("""
       - {step_id: nap, kind: wait, wait: {seconds: 100}}
       - {step_id: done, kind: transform, transform: {ok: "1"}}
-"""
+""")
 
 
 def test_a_new_execution_of_a_sleeping_run_sleeps_only_the_rest_of_its_wait(deps: Fakes) -> None:

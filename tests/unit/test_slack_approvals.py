@@ -38,6 +38,7 @@ from langorch.local.fake_slack import (
     signed_headers,
     signed_interaction,
 )
+from tests.support.definitions import workflow
 from tests.support.polling import PATIENCE
 from tests.unit.approvals_support import (
     ALICE,
@@ -797,12 +798,7 @@ def test_a_request_for_teams_is_refused_as_a_channel_the_stack_has_no_app_for(
         stack.park()
 
 
-SLACK_WORKFLOW = """
-workflows:
-  - plan_id: pay
-    memory: false
-    inputs_schema: {properties: {amount: {type: number}}}
-    steps:
+SLACK_WORKFLOW = workflow("pay", inputs={"amount": "number"}).steps("""
       - step_id: review
         kind: approval
         approval:
@@ -811,7 +807,7 @@ workflows:
           show_keys: [amount]
         branches: {approved: paid, rejected: paid}
       - {step_id: paid, kind: terminate}
-"""
+""")
 
 
 def test_a_step_naming_its_channels_asks_with_them(make_container: Any) -> None:

@@ -24,14 +24,11 @@ from tests.fakes import Fakes
 from tests.fakes.clock import FakeClock
 from tests.fakes.executions import InMemoryExecutions
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
-FLOW = """
-workflows:
-  - plan_id: flow
-    memory: false
-    steps:
+FLOW = workflow("flow").steps("""
       - {step_id: double, kind: transform, transform: {twice: "n * 2"}}
-"""
+""")
 
 BURST = 1_000
 BUCKET, REFILL_PER_SECOND = 100, 10.0

@@ -8,20 +8,16 @@ import asyncio
 from langorch.engine.compiler import build_graph, resolve_blocks
 from langorch.engine.context import EngineContext
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.unit.conftest import MakeFakes
 
-ERROR_IN_A_LOOP = """
-workflows:
-  - plan_id: per_item
-    memory: false
-    inputs_schema: {properties: {xs: {type: array}}}
-    steps:
+ERROR_IN_A_LOOP = workflow("per_item", inputs={"xs": "array"}).steps("""
       - {step_id: each, kind: loop, loop: {over: xs, body: [risky, check], collect: [failed]}}
       - {step_id: risky, kind: transform, depends_on: [each], transform: {q: "10 // item"},
          on_error: check}
       - {step_id: check, kind: transform, depends_on: [risky],
          transform: {failed: "error.step_id == 'risky'"}}
-"""
+""")
 
 
 def test_a_later_success_of_the_failed_step_clears_the_error(make_container: MakeFakes):

@@ -9,6 +9,7 @@ from langorch.domain.loading import load_text
 from langorch.domain.tool_policies import ToolPolicy, decide, parse_policies, rule_on
 from langorch.domain.validation import check_workflow
 from tests.fakes import Fakes
+from tests.support.definitions import workflow
 
 REFUND = 'tool == "issue_refund" and args.amount > 500'
 
@@ -43,16 +44,15 @@ def test_shadow_rules_are_reported_and_decide_nothing() -> None:
 def test_bad_rules_are_refused_with_their_paths() -> None:
     # Given a workflow with a rule that does not parse and one that asks no one
     plan = load_text(
-        """
-workflows:
-  - plan_id: desk
-    memory: false
-    tool_policies:
-      - {when: 'tool == ', action: deny}
-      - {when: 'tool == "issue_refund"', action: require_approval}
-    steps:
+        workflow(
+            "desk",
+            tool_policies=[
+                {"when": "tool == ", "action": "deny"},
+                {"when": 'tool == "issue_refund"', "action": "require_approval"},
+            ],
+        ).steps("""
       - {step_id: t, kind: transform, transform: {x: "1"}}
-""",
+"""),
         source="t.yaml",
         fmt="yaml",
     ).workflows[0]

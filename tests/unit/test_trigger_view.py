@@ -8,31 +8,24 @@ from langorch.app.trigger_view import show_triggers
 from tests.fakes import Fakes
 from tests.fakes.approvals import InMemoryApprovals
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
-FLOW = """
-workflows:
-  - plan_id: hook
-    memory: false
-    concurrency: {limit: 1, key: "{{ customer_id }}"}
-    rate_limit: {limit: 3, period: 1m, key: "{{ customer_id }}"}
-    throttle: {limit: 9, period: 1m}
-    triggers:
-      - {type: webhook}
-    inputs_schema: {properties: {customer_id: {type: string}}}
-    steps:
+FLOW = workflow(
+    "hook",
+    concurrency={"limit": 1, "key": "{{ customer_id }}"},
+    rate_limit={"limit": 3, "period": "1m", "key": "{{ customer_id }}"},
+    throttle={"limit": 9, "period": "1m"},
+    triggers=[{"type": "webhook"}],
+    inputs={"customer_id": "string"},
+).steps("""
       - {step_id: work, kind: transform, transform: {done: "1"}}
-"""
+""")
 
-PACED = """
-workflows:
-  - plan_id: paced
-    memory: false
-    throttle: {limit: 1, period: 1m}
-    triggers:
-      - {type: webhook}
-    steps:
+PACED = workflow(
+    "paced", throttle={"limit": 1, "period": "1m"}, triggers=[{"type": "webhook"}]
+).steps("""
       - {step_id: work, kind: transform, transform: {done: "1"}}
-"""
+""")
 
 
 def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() -> None:
@@ -76,14 +69,9 @@ def test_the_view_counts_the_starts_a_throttle_delayed_and_shows_its_key() -> No
     assert [(k.resource, k.limit, k.held) for k in view.keys] == [("throttle:paced:", 1, 1)]
 
 
-DIGEST = """
-workflows:
-  - plan_id: digest
-    memory: false
-    debounce: {period: 30s}
-    steps:
+DIGEST = workflow("digest", debounce={"period": "30s"}).steps("""
       - {step_id: work, kind: transform, transform: {done: "1"}}
-"""
+""")
 
 
 def test_the_view_counts_debounced_starts_per_rule_not_as_drops() -> None:
