@@ -252,8 +252,8 @@ def _slot(label: str, rule: _Rule) -> ModelSlot:
 
 
 def resource_name(label: str) -> str:
-    """``model:<label>``, or ``model:@<digest>`` when the label is no resource name (a long ARN):
-    equal labels still share one resource."""
+    """``model:`` and the label, or ``model:@`` and a digest of it when the label is no resource
+    name (a long ARN): equal labels still share one resource."""
     name = PREFIX + label
     if RESOURCE_NAME.match(name):
         return name
