@@ -1,11 +1,15 @@
 """What gets deployed: the built Lambda code asset and dependency layer (P4), and each handler's
 cold import (P3).
 
-P4  The code asset (``functions/`` + ``shared/langorch``) and the layer are built exactly as
-    ``make deploy`` builds them (``infra/constructs/bundling.py``: arm64 wheels, boto3 left to
-    the runtime, pruned, byte-compiled for Python 3.12) and measured unzipped, the figure
-    Lambda's 250 MB limit and P4's 100 MB target are about. The layer is cached under
-    ``build/bench/layer`` and rebuilt only when the requirements change.
+P4  The code asset (``functions/`` + ``shared/langorch``) and the dependency layers are built
+    exactly as ``make deploy`` builds them (``infra/constructs/bundling.py``: arm64 wheels,
+    boto3 and botocore pinned from the lock, pruned, byte-compiled for Python 3.12) and
+    measured unzipped, per function: its code plus the layers it gets (the base layer for
+    every function, the runner's own layer for the runner), the figure Lambda's 250 MB limit
+    and P4's 100 MB target are about. The runner's layer holds the deployment's LLM providers
+    (``--extras``, default ``bedrock`` as ``cdk.json`` configures) and the MCP SDK with
+    ``--tools``; the runner with every extra and the MCP SDK is printed beside it. Layers are
+    cached under ``build/bench/layers`` and rebuilt only when their requirements change.
 
 P3  Each handler module is imported in a fresh interpreter (``python -c "import
     functions.<name>.handler"``), alternated with ``python -c "import boto3"``, from a
@@ -66,18 +70,17 @@ def tree_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def build_layer(python312: str) -> Path:
-    """The layer's ``python/`` directory, built as for deploy (cached by requirements)."""
-    requirements = bundling.layer_requirements()
-    layer = BUILD / "layer"
+def build_layer(name: str, requirements: str, python312: str) -> Path:
+    """A layer's ``python/`` directory, built as for deploy (cached by its requirements)."""
+    layer = BUILD / "layers" / name
     stamp = layer / "requirements.txt"
     if stamp.exists() and stamp.read_text(encoding="utf-8") == requirements:
         return layer / "python"
     shutil.rmtree(layer, ignore_errors=True)
     layer.mkdir(parents=True)
-    source = BUILD / "layer-requirements.txt"
+    source = BUILD / f"layer-{name}-requirements.txt"
     source.write_text(requirements, encoding="utf-8")
-    print(f"  building the layer (arm64 wheels, Python {bundling.PYTHON_VERSION}) ...")
+    print(f"  building the {name} layer (arm64 wheels, Python {bundling.PYTHON_VERSION}) ...")
     started = time.perf_counter()
     bundling.build_layer(source, layer, python312=python312)
     stamp.write_text(requirements, encoding="utf-8")
@@ -85,35 +88,66 @@ def build_layer(python312: str) -> Path:
     return layer / "python"
 
 
-def bench_sizes() -> dict[str, Any]:
-    """P4: the code asset and the layer, unzipped, with the layer's largest packages."""
+def largest(layer: Path) -> list[tuple[str, int]]:
+    """The layer's top-level entries by size, largest first."""
+    sizes = ((p.name, tree_bytes(p) if p.is_dir() else p.stat().st_size) for p in layer.iterdir())
+    return sorted(sizes, key=lambda item: -item[1])
+
+
+def bench_sizes(extras: tuple[str, ...], tools: bool) -> dict[str, Any]:
+    """P4: each function's code asset plus its layers, unzipped, with the layers' largest
+    packages; and the runner with every extra, the most a deployment can configure."""
     python312 = bundling.find_python312()
     code = bundling.stage_code(BUILD, python312=python312)
-    layer = build_layer(python312)
-    code_bytes, layer_bytes = tree_bytes(code), tree_bytes(layer)
-    packages = sorted(
-        ((p.name, tree_bytes(p) if p.is_dir() else p.stat().st_size) for p in layer.iterdir()),
-        key=lambda item: -item[1],
+    configured = bundling.layer_requirements(extras=extras, tools=tools)
+    everything = bundling.layer_requirements(extras=bundling.LAYER_EXTRAS, tools=True)
+    layers = {name: build_layer(name, text, python312) for name, text in configured.items()}
+    layers["runner, every extra"] = build_layer(
+        "runner-all", everything[bundling.RUNNER_LAYER], python312
     )
-    total = code_bytes + layer_bytes
-    rows = [
-        ["code asset (functions/ + langorch/)", code_bytes / 1e6, code_bytes / 2**20],
-        ["dependency layer", layer_bytes / 1e6, layer_bytes / 2**20],
-        ["TOTAL unzipped", total / 1e6, total / 2**20],
-        ["P4 target", P4_TARGET_MB, P4_TARGET_MB * 1e6 / 2**20],
-    ]
-    print(table("P4  Lambda bundle, unzipped, byte-compiled", ["part", "MB", "MiB"], rows))
+    sizes = {name: tree_bytes(path) for name, path in layers.items()}
+    code_bytes = tree_bytes(code)
+    functions = {
+        name: [bundling.BASE_LAYER] for name in ("trigger", "approval-callback", "request-approval")
+    }
+    functions["run-segment"] = [bundling.BASE_LAYER, bundling.RUNNER_LAYER]
+    functions["run-segment, every extra + MCP"] = [bundling.BASE_LAYER, "runner, every extra"]
+    rows: list[list[Any]] = []
+    totals: dict[str, int] = {}
+    for function, its_layers in functions.items():
+        total = totals[function] = code_bytes + sum(sizes[layer] for layer in its_layers)
+        rows.append(
+            [
+                function,
+                " + ".join(its_layers),
+                code_bytes / 1e6,
+                sum(sizes[layer] for layer in its_layers) / 1e6,
+                total / 1e6,
+                "yes" if total <= P4_TARGET_MB * 1e6 else "NO",
+            ]
+        )
     print(
-        "  largest in the layer (MB): "
-        + ", ".join(f"{name} {size / 1e6:.1f}" for name, size in packages[:8] if size > 1e6)
+        table(
+            f"P4  Lambda bundle per function, unzipped, byte-compiled (runner extras: "
+            f"{', '.join(extras) or 'none'}{', MCP' if tools else ''}; target "
+            f"{P4_TARGET_MB:.0f} MB)",
+            ["function", "layers", "code MB", "layers MB", "total MB", "<= target"],
+            rows,
+        )
     )
+    for name, path in layers.items():
+        print(
+            f"  {name} layer {sizes[name] / 1e6:.1f} MB, largest (MB): "
+            + ", ".join(f"{n} {size / 1e6:.1f}" for n, size in largest(path)[:6] if size > 1e6)
+        )
     print()
     return {
         "code_bytes": code_bytes,
-        "layer_bytes": layer_bytes,
-        "total_bytes": total,
+        "layer_bytes": sizes,
+        "function_bytes": totals,
         "target_bytes": int(P4_TARGET_MB * 1e6),
-        "layer_largest": dict(packages[:8]),
+        "runner_extras": list(extras),
+        "runner_tools": tools,
     }
 
 
@@ -174,9 +208,20 @@ def main() -> None:
     parser.add_argument(
         "--imports-only", action="store_true", help="measure P3 only (skip building the bundle)"
     )
+    parser.add_argument(
+        "--extras",
+        default="bedrock",
+        help="the runner layer's extras, comma-separated (cdk.json's deployment: bedrock)",
+    )
+    parser.add_argument(
+        "--tools", action="store_true", help="the MCP SDK in the runner layer (mcp_servers set)"
+    )
     args = parser.parse_args()
     started = time.perf_counter()
-    results: dict[str, Any] = {} if args.imports_only else {"sizes": bench_sizes()}
+    extras = tuple(e for e in args.extras.split(",") if e)
+    results: dict[str, Any] = {}
+    if not args.imports_only:
+        results["sizes"] = bench_sizes(extras, args.tools)
     results["imports"] = bench_handler_imports()
     results["seconds"] = time.perf_counter() - started
     print(f"deploy bench finished in {results['seconds']:.0f} s")

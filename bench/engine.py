@@ -31,7 +31,8 @@ P5       400 steps, each adding 1 KB of new, barely compressible state (a new ke
 P7       Modelled AWS cost per 1,000 runs of a 10-block workflow with one approval (excluding LLM
          tokens), from the requests MEASURED on one run driven through the approval; request units
          are estimated from item sizes (moto does not report real consumed capacity). The model's
-         other inputs (state transitions, Lambda invocations, emails) are printed with it.
+         other inputs (state transitions, Lambda invocations, emails) are printed with it, and
+         each component beside the design's floor and why (``design_floors``).
 """
 
 from __future__ import annotations
@@ -730,6 +731,52 @@ def states_entered(statuses: list[str]) -> list[str]:
     return entered
 
 
+def transaction_write_units(per_table: dict[str, Any]) -> float:
+    """Write units the run spent in ``TransactWriteItems`` (DynamoDB bills a transaction's
+    writes twice)."""
+    return float(sum(use.op_write_units.get("TransactWriteItems", 0) for use in per_table.values()))
+
+
+def design_floors(
+    approvals: int, write_units: float, transaction_wru: float
+) -> dict[str, tuple[float | None, str]]:
+    """Per cost item, the design's floor per run in USD (``None``: none to hold it to) and why.
+
+    Args:
+        approvals: the run's approvals.
+        write_units: the run's DynamoDB write units, as measured.
+        transaction_wru: those spent in transactions (billed twice).
+    """
+    transitions = 2 * (approvals + 1) + approvals + 1
+    calls = 1 + (approvals + 1) + 3 * approvals
+    return {
+        "DynamoDB writes": (
+            (write_units - transaction_wru / 2) * PRICES["dynamodb_wru"],
+            "each write once at its size (1 WRU per KB); a transaction (the fenced checkpoint "
+            f"writes) bills twice: {transaction_wru:g} WRU for {transaction_wru / 2:g} of writes",
+        ),
+        "DynamoDB reads": (None, "a fifth of a write's price; not held to a floor"),
+        "Step Functions": (
+            transitions * PRICES["sfn_transition"],
+            f"{transitions} transitions: Standard bills every state entered, and the approval "
+            "must park as a task token; per segment its Task and the Route choice, per approval "
+            "the park, then the end state",
+        ),
+        "SES": (approvals * PRICES["ses_email"], "one email per approval"),
+        "Lambda requests": (
+            calls * PRICES["lambda_request"],
+            f"{calls} invocations: the trigger, one per segment, per approval its request, "
+            "page and decision",
+        ),
+        "Lambda duration": (None, "timed on this machine's emulator, not in Lambda"),
+        "S3": (0.0, "nothing offloaded: state under the 350,000-byte threshold"),
+        "API Gateway (HTTP API)": (
+            (1 + 2 * approvals) * PRICES["apigw_http_request"],
+            f"{1 + 2 * approvals} requests: the webhook, per approval its page and decision",
+        ),
+    }
+
+
 def bench_cost() -> dict[str, Any]:
     """P7: one run measured on moto, then the per-1,000-runs cost model."""
     from langorch.adapters.request_counter import RequestCounter
@@ -785,8 +832,8 @@ def _cost_model(
     n_segments = len(segments)
     n_approvals = len(approvals)
     # Step Functions Standard bills every state entered: walked through the shipped ASL from
-    # the statuses the segments answered (an approval round is AwaitApproval + Decided, then
-    # RunSegment + Route: the execution history's StateEntered events).
+    # the statuses the segments answered (an approval round is AwaitApproval, then RunSegment
+    # + Route: the execution history's StateEntered events).
     entered = states_entered([status for status, _ in segments])
     transitions = len(entered)
     lambda_calls = {
@@ -865,17 +912,25 @@ def _cost_model(
         f"  SES: {n_approvals} email; API Gateway: {1 + 2 * n_approvals} requests "
         "(webhook, approval page, decision)"
     )
-    rows = [[k, v] for k, v in per_1000.items()]
-    rows = [[k, f"${v:.4f}"] for k, v in per_1000.items()]
-    rows.append(["TOTAL", f"${total:.4f}"])
-    rows.append(["P7 target", "$0.1500"])
+    floors = design_floors(n_approvals, wru, transaction_write_units(per_table))
+    rows = []
+    for item, usd in per_1000.items():
+        floor = floors[item][0]
+        floor_usd = None if floor is None else floor * 1000
+        over = f"{(usd / floor_usd - 1) * 100:+.0f} %" if floor_usd else ""
+        rows.append([item, f"${usd:.4f}", "-" if floor_usd is None else f"${floor_usd:.4f}", over])
+    rows.append(["TOTAL", f"${total:.4f}", "", ""])
+    rows.append(["P7 target", "$0.1500", "", ""])
     print(
         table(
-            "P7  modelled cost per 1,000 runs (us-east-1 on-demand, no free tier)",
-            ["item", "USD"],
+            "P7  modelled cost per 1,000 runs (us-east-1 on-demand, no free tier), beside the "
+            "design's floor",
+            ["item", "USD", "floor", "over"],
             rows,
         )
     )
+    for item, (_, why) in floors.items():
+        print(f"  floor of {item}: {why}")
     print(
         "  excluded: LLM tokens, CloudWatch Logs/metrics/X-Ray, Secrets Manager, data transfer, "
         "Lambda INIT of cold starts"
@@ -908,6 +963,9 @@ def _cost_model(
         "lambda_invocations": sum(lambda_calls.values()),
         "lambda_seconds": lambda_seconds,
         "cost_per_1000_runs": per_1000,
+        "floor_per_1000_runs": {
+            item: None if floor is None else floor * 1000 for item, (floor, _) in floors.items()
+        },
         "total_per_1000_runs": total,
         "target": 0.15,
     }

@@ -110,6 +110,11 @@ class DeployConfig:
             approver.
         llm_provider: the default provider of blocks that name none.
         llm_model: the default model of blocks that name none.
+        llm_providers: the LLM providers whose SDKs the runner's layer carries (``bedrock``,
+            ``openai``, ``anthropic``); a block naming another fails with a message saying
+            so. Unset: ``llm_provider``, and ``bedrock`` when Bedrock models are granted.
+            Each SDK costs the runner's bundle (openai ~26 MB, anthropic ~19 MB unzipped;
+            Lambda allows 250 MB).
         bedrock_models: Bedrock model ids the runner may invoke (least privilege: a block
             using a model not listed here is refused by IAM). Defaults to ``llm_model`` when
             the provider is ``bedrock``. Cross-region inference profile ids (``us.…``) work
@@ -197,6 +202,7 @@ class DeployConfig:
     slack_channel: str | None = None
     llm_provider: str = "bedrock"
     llm_model: str | None = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
+    llm_providers: tuple[str, ...] = ()
     bedrock_models: tuple[str, ...] = ()
     bedrock_regions: tuple[str, ...] = ()
     llm_residency: str = "global"
@@ -290,6 +296,25 @@ class DeployConfig:
         if self.otel == "off" and (self.otel_endpoint or self.otel_layer_arn):
             raise ConfigError("otel_endpoint and otel_layer_arn need otel: otlp")
 
+    def _validate_llm_providers(self) -> None:
+        sdks = _PROVIDERS[1:]
+        for provider in self.llm_providers:
+            if provider not in sdks:
+                raise ConfigError(
+                    f"llm_providers: {provider!r} is not a provider with an SDK: one of "
+                    f"{', '.join(sdks)}"
+                )
+        if not self.llm_providers:
+            return
+        needed = {self.llm_provider} - {"offline"}
+        needed |= {"bedrock"} if self.bedrock_models else set()
+        missing = sorted(needed - set(self.llm_providers))
+        if missing:
+            raise ConfigError(
+                f"llm_providers {list(self.llm_providers)} leaves out {', '.join(missing)}, "
+                "which llm_provider or bedrock_models use: add it"
+            )
+
     def _validate_mcp(self) -> None:
         for url in self.mcp_servers:
             if not _MCP_URL.match(url):
@@ -322,6 +347,18 @@ class DeployConfig:
         if self.llm_provider == "bedrock" and self.llm_model:
             return (self.llm_model,)
         return ()
+
+    @property
+    def runner_extras(self) -> tuple[str, ...]:
+        """The optional dependency groups of the runner's layer: its LLM providers' SDKs
+        (``llm_providers``, else the default provider's and Bedrock's when models are granted)
+        and the OpenTelemetry SDK with ``otel: otlp``."""
+        providers = self.llm_providers
+        if not providers:
+            derived = {self.llm_provider} - {"offline"}
+            derived |= {"bedrock"} if self.models_to_grant else set()
+            providers = tuple(p for p in _PROVIDERS if p in derived)
+        return (*providers, *(("otel",) if self.otel == "otlp" else ()))
 
     @classmethod
     def from_context(cls, get: Any) -> DeployConfig:
@@ -362,6 +399,7 @@ class DeployConfig:
             "approval_channels",
             "bedrock_models",
             "bedrock_regions",
+            "llm_providers",
             "bedrock_marketplace_products",
             "mcp_servers",
             "mcp_secrets",
@@ -458,6 +496,7 @@ class DeployConfig:
                 f"runs_indexes {self.runs_indexes!r}: 'lean' (a new stack) or 'full' (a stack "
                 'deployed before the lean indexes; README, "Upgrading a stack")'
             )
+        self._validate_llm_providers()
         if self.sfn_log_level not in _LOG_LEVELS:
             raise ConfigError(
                 f"sfn_log_level {self.sfn_log_level!r}: one of {', '.join(_LOG_LEVELS)}"

@@ -88,6 +88,8 @@ class LangorchStack(Stack):
             bedrock_regions=config.bedrock_regions,
             bedrock_marketplace_products=config.bedrock_marketplace_products,
             snap_start=config.snap_start,
+            runner_extras=config.runner_extras,
+            runner_tools=bool(config.mcp_servers),
         )
         self.workflow = RunStateMachine(
             self,

@@ -1,13 +1,19 @@
-"""Lambda assets built without Docker: the code asset and the dependency layer.
+"""Lambda assets built without Docker: the code asset and the dependency layers.
 
 CDK's ``PythonFunction`` bundles in a Docker container; there is no Docker here and the first
 real ``cdk deploy`` must not need one. Instead:
 
 - **code**: ``functions/`` and ``shared/langorch`` are copied side by side into one directory
   (``/var/task/functions/...`` and ``/var/task/langorch/...`` in Lambda), so every function
-  ships the same asset and the handlers import ``langorch`` as in local mode.
-- **layer**: the runtime dependencies exactly as ``uv.lock`` pins them (``uv export``, with
-  their hashes), boto3 and botocore included rather than left to the runtime's copy;
+  ships the same asset and the handlers import ``langorch`` as in local mode. The operator's
+  own packages (``cli``, ``console``, ``local``), which no handler can import (the layers
+  contract in ``pyproject.toml``), are left out.
+- **layers**: the runtime dependencies exactly as ``uv.lock`` pins them (``uv export``, with
+  their hashes), boto3 and botocore included rather than left to the runtime's copy, split in
+  two so each function loads only what it imports (:func:`layer_requirements`): the **base**
+  layer every function has, and the **runner** layer (LangGraph, the checkpoint store, the
+  deployment's LLM providers and, when configured, the MCP SDK and OpenTelemetry) only the
+  runner has. Each layer is
   ``uv pip install --target`` with ``--python-platform aarch64-manylinux_2_34
   --python-version 3.12 --only-binary :all:`` fetches the arm64 wheels, then the Python 3.12
   interpreter byte-compiles them. This runs as an ``ILocalBundling`` step only when the
@@ -23,8 +29,11 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import subprocess
+import tomllib
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +48,24 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 PLATFORM = "aarch64-manylinux_2_34"
 """The Lambda python3.12 runtime: Amazon Linux 2023 (glibc 2.34) on arm64."""
 LAYER_EXTRAS = ("bedrock", "openai", "anthropic", "otel")
-"""Optional dependency groups the cloud runner needs (LLM providers and the OpenTelemetry
+"""Optional dependency groups the cloud runner may need (LLM providers and the OpenTelemetry
 exporter are imported lazily; langsmith imports the OpenTelemetry SDK when installed, in the
-runner's SnapStart snapshot)."""
+runner's SnapStart snapshot). A deployment's runner layer carries the ones it configures
+(``DeployConfig.runner_extras``)."""
+ENGINE_PACKAGES = (
+    "langgraph",
+    "langgraph-checkpoint",
+    "langgraph-checkpoint-aws",
+    "langchain-core",
+)
+"""Dependencies only the runner imports: LangGraph and the checkpoint and memory stores
+(``tests/infra/test_layers.py`` proves the other handlers load none of them)."""
+TOOLS_PACKAGES = ("mcp",)
+"""The MCP SDK: the runner opens registered tool servers with it, and only a deployment with
+``mcp_servers`` may (any other refuses a registered tool before connecting)."""
+BASE_LAYER, RUNNER_LAYER = "base", "runner"
+CODE_LEFT_OUT = ("cli", "console", "local")
+"""``langorch`` packages the code asset leaves out: the operator's side, never a handler's."""
 PRUNED = ("numpy", "numpy.libs", "zstandard")
 """Installed as requirements of requirements, never needed on the paths the runner takes:
 
@@ -69,10 +93,10 @@ def uv_binary() -> str:
     return str(find_uv_bin())
 
 
-def layer_requirements(project: Path = REPO_ROOT) -> str:
-    """The layer's requirements file: the package's runtime dependencies and its LLM extras,
-    each pinned to the version in ``uv.lock`` with its hashes (no development tools, not the
-    project itself).
+def export_requirements(project: Path = REPO_ROOT) -> str:
+    """The whole runtime set as one requirements file: the package's dependencies and every
+    layer extra, each pinned to the version in ``uv.lock`` with its hashes (no development
+    tools, not the project itself).
 
     Raises:
         BundlingError: the lock is missing or no longer matches ``pyproject.toml``.
@@ -84,6 +108,93 @@ def layer_requirements(project: Path = REPO_ROOT) -> str:
     if result.returncode != 0:
         raise BundlingError(f"uv could not export the layer's requirements:\n{result.stderr}")
     return result.stdout
+
+
+def normalized(name: str) -> str:
+    """A distribution name as the lock spells it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_blocks(text: str) -> dict[str, str]:
+    """``uv export``'s requirements split per package: name -> its lines (pin, hashes, via)."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines():
+        if line and not line.startswith(("#", " ")):
+            name = re.split(r"[=<>!~ ;\[]", line, maxsplit=1)[0]
+            current = blocks.setdefault(normalized(name), [])
+        elif current is None or not line:
+            continue
+        current.append(line)
+    return {name: "\n".join(lines) + "\n" for name, lines in blocks.items()}
+
+
+def locked_closure(roots: Iterable[tuple[str, Sequence[str]]], lock: dict[str, Any]) -> set[str]:
+    """Every package ``roots`` (name, extras) need, transitively, as ``uv.lock`` records them.
+
+    Markers are not evaluated (a Windows-only dependency is kept): the export's own markers
+    decide at install time, for the Lambda platform.
+    """
+    packages = {p["name"]: p for p in lock["package"]}
+    seen: set[tuple[str, str]] = set()
+    pending = [(normalized(name), extra) for name, extras in roots for extra in ("", *extras)]
+    while pending:
+        name, extra = pending.pop()
+        if (name, extra) in seen or name not in packages:
+            continue
+        seen.add((name, extra))
+        package = packages[name]
+        wanted = package.get("optional-dependencies", {}).get(extra, []) if extra else []
+        for dependency in wanted or (package.get("dependencies", []) if not extra else []):
+            for each in ("", *dependency.get("extra", [])):
+                pending.append((dependency["name"], each))
+    return {name for name, _ in seen}
+
+
+def layer_requirements(
+    *, extras: Sequence[str] = LAYER_EXTRAS, tools: bool = True, project: Path = REPO_ROOT
+) -> dict[str, str]:
+    """The layers' requirements files, carved out of one ``uv export`` of the lock.
+
+    - ``base`` (every function): the package's dependencies but the engine's and the MCP
+      SDK's, with everything they need — boto3 and botocore pinned, Powertools, pydantic,
+      Jinja2 ...;
+    - ``runner`` (the runner only): LangGraph and the stores (:data:`ENGINE_PACKAGES`), the
+      ``extras`` the deployment uses (its LLM providers, ``otel``), the MCP SDK when ``tools``,
+      and what they need that the base layer does not already hold.
+
+    Both are the export's own lines, so every pin is the locked version with its hashes.
+
+    Args:
+        extras: optional dependency groups (of :data:`LAYER_EXTRAS`) for the runner.
+        tools: put the MCP SDK in the runner layer (a deployment with ``mcp_servers``).
+        project: the directory holding ``pyproject.toml`` and ``uv.lock``.
+
+    Raises:
+        BundlingError: the lock is missing or out of date, or an extra is unknown.
+    """
+    unknown = sorted(set(extras) - set(LAYER_EXTRAS))
+    if unknown:
+        raise BundlingError(f"unknown layer extra(s) {unknown}: one of {list(LAYER_EXTRAS)}")
+    blocks = requirement_blocks(export_requirements(project))
+    lock = tomllib.loads((project / "uv.lock").read_text(encoding="utf-8"))
+    own = next(p for p in lock["package"] if p.get("source", {}).get("editable") == ".")
+    runner_only = {*ENGINE_PACKAGES, *TOOLS_PACKAGES}
+    base_roots = [
+        (d["name"], d.get("extra", [])) for d in own["dependencies"] if d["name"] not in runner_only
+    ]
+    runner_roots = [(name, []) for name in (*ENGINE_PACKAGES, *(TOOLS_PACKAGES if tools else ()))]
+    for extra in extras:
+        runner_roots += [
+            (d["name"], d.get("extra", [])) for d in own["optional-dependencies"][extra]
+        ]
+    base = locked_closure(base_roots, lock) & set(blocks)
+    runner = (locked_closure(runner_roots, lock) & set(blocks)) - base
+    header = "# {} layer, exported from uv.lock by infra/constructs/bundling.py\n"
+    return {
+        layer: header.format(layer) + "".join(blocks[name] for name in sorted(names))
+        for layer, names in ((BASE_LAYER, base), (RUNNER_LAYER, runner))
+    }
 
 
 def stage_code(build_dir: Path, *, python312: str | None = None) -> Path:
@@ -100,21 +211,26 @@ def stage_code(build_dir: Path, *, python312: str | None = None) -> Path:
     if code.exists():
         shutil.rmtree(code)
     shutil.copytree(REPO_ROOT / "functions", code / "functions", ignore=_IGNORED)
-    shutil.copytree(REPO_ROOT / "shared" / "langorch", code / "langorch", ignore=_IGNORED)
+    package = REPO_ROOT / "shared" / "langorch"
+
+    def ignored(directory: str, names: list[str]) -> set[str]:
+        left_out = set(CODE_LEFT_OUT) & set(names) if Path(directory) == package else set()
+        return set(_IGNORED(directory, names)) | left_out
+
+    shutil.copytree(package, code / "langorch", ignore=ignored)
     if python312:
         byte_compile(python312, code)
     return code
 
 
-def stage_layer_source(build_dir: Path) -> Path:
-    """Write the layer's requirements into ``build_dir/layer-src``.
+def stage_layer_source(build_dir: Path, layer: str, text: str) -> Path:
+    """Write ``layer``'s requirements (``text``) into ``build_dir/layer-src/<layer>``.
 
     The asset hash of the layer is the hash of this directory (plus the bundling options), so
-    the layer is rebuilt exactly when the requirements change and reused otherwise.
+    the layer is rebuilt exactly when its requirements change and reused otherwise.
     """
-    source = build_dir / "layer-src"
+    source = build_dir / "layer-src" / layer
     source.mkdir(parents=True, exist_ok=True)
-    text = layer_requirements()
     target = source / "requirements.txt"
     if not target.exists() or target.read_text(encoding="utf-8") != text:
         target.write_text(text, encoding="utf-8")
@@ -246,11 +362,14 @@ class LocalLayerBundler:
         return True
 
 
-def layer_code(build_dir: Path, *, bundle: bool, python312: str | None) -> lambda_.Code:
-    """The dependency layer's code: built when ``bundle`` is on, else the placeholder."""
-    if not bundle:
+def layer_code(
+    build_dir: Path, layer: str, requirements: str | None, *, python312: str | None
+) -> lambda_.Code:
+    """A dependency layer's code: built from ``requirements`` (a requirements file's text),
+    or the placeholder when there are none (``bundle`` off)."""
+    if requirements is None:
         return lambda_.Code.from_asset(str(stage_layer_placeholder(build_dir)))
-    source = stage_layer_source(build_dir)
+    source = stage_layer_source(build_dir, layer, requirements)
     interpreter = find_python312(python312)
     return lambda_.Code.from_asset(
         str(source),

@@ -1,4 +1,5 @@
-"""The four Lambda functions: one code asset, one dependency layer, one runtime everywhere."""
+"""The four Lambda functions: one code asset, one runtime everywhere, and the dependency layers
+each one imports (a base layer for all, the runner's own layer for the runner)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from constructs import Construct
 
 from infra.constructs.bundling import (
     ARCHITECTURE,
+    BASE_LAYER,
+    RUNNER_LAYER,
     RUNTIME,
     find_python312,
     layer_code,
+    layer_requirements,
     stage_code,
 )
 from infra.constructs.email import Email
@@ -152,6 +156,8 @@ class _Spec:
     memory: int
     timeout: Duration
     description: str
+    layers: tuple[str, ...] = (BASE_LAYER,)
+    """The dependency layers the handler imports from (tests/infra/test_layers.py)."""
 
 
 _TRIGGER = _Spec(
@@ -167,6 +173,7 @@ _RUNNER = _Spec(
     1024,
     RUNNER_TIMEOUT,
     "Runs one segment of a run (LangGraph, DynamoDB checkpoints)",
+    (BASE_LAYER, RUNNER_LAYER),
 )
 _REQUEST_APPROVAL = _Spec(
     "request-approval",
@@ -188,15 +195,15 @@ class Functions(Construct):
     """The handlers in ``functions/``, their roles, log groups and permissions.
 
     Every function: Python 3.12 on arm64, the same code asset (``functions/`` +
-    ``shared/langorch``) and dependency layer, JSON logs to a log group with retention, X-Ray
-    tracing, and a role of its own holding only what its ``grant_*`` calls give it. The
-    runner has SnapStart and is invoked through the ``live`` alias (SnapStart applies to
-    published versions only).
+    ``shared/langorch``), the base dependency layer (the runner also its own), JSON logs to a
+    log group with retention, X-Ray tracing, and a role of its own holding only what its
+    ``grant_*`` calls give it. The runner has SnapStart and is invoked through the ``live``
+    alias (SnapStart applies to published versions only).
 
     Args:
         prefix: name prefix, ``langorch-<stage>``.
         build_dir: where the assets are staged.
-        bundle: build the dependency layer (else a placeholder; see ``bundling``).
+        bundle: build the dependency layers (else placeholders; see ``bundling``).
         python312: interpreter for byte-compiling, when bundling.
         log_retention_days: retention of the function log groups.
         tables, files, secrets, email: the resources the handlers use.
@@ -206,6 +213,9 @@ class Functions(Construct):
             letting the runner's first invocation subscribe the account (see
             :func:`grant_bedrock_first_use`).
         snap_start: SnapStart on the runner (the alias is used either way).
+        runner_extras: the optional dependency groups in the runner's layer (its LLM
+            providers, ``otel``; ``DeployConfig.runner_extras``).
+        runner_tools: the MCP SDK in the runner's layer (a deployment with ``mcp_servers``).
     """
 
     def __init__(
@@ -226,6 +236,8 @@ class Functions(Construct):
         bedrock_regions: tuple[str, ...] = (),
         bedrock_marketplace_products: tuple[str, ...] = (),
         snap_start: bool = True,
+        runner_extras: tuple[str, ...] = ("bedrock",),
+        runner_tools: bool = False,
     ) -> None:
         super().__init__(scope, id)
         self._prefix = prefix
@@ -233,17 +245,26 @@ class Functions(Construct):
         # Byte-compiled only when bundling: tests and synth need no Python 3.12.
         compiler = find_python312(python312) if bundle else None
         self.code = lambda_.Code.from_asset(str(stage_code(build_dir, python312=compiler)))
-        self.layer = lambda_.LayerVersion(
-            self,
-            "Dependencies",
-            code=layer_code(build_dir, bundle=bundle, python312=python312),
-            compatible_runtimes=[RUNTIME],
-            compatible_architectures=[ARCHITECTURE],
-            # Named so the README's tear-down can list the versions RETAIN leaves behind.
-            layer_version_name=f"{prefix}-dependencies",
-            description="langorch third-party dependencies (arm64, Python 3.12, byte-compiled)",
-            removal_policy=RemovalPolicy.RETAIN,  # a published SnapStart version may use it
+        requirements = (
+            layer_requirements(extras=runner_extras, tools=runner_tools) if bundle else {}
         )
+        self.layers = {
+            layer: lambda_.LayerVersion(
+                self,
+                construct_id,
+                code=layer_code(build_dir, layer, requirements.get(layer), python312=python312),
+                compatible_runtimes=[RUNTIME],
+                compatible_architectures=[ARCHITECTURE],
+                # Named so the README's tear-down can list the versions RETAIN leaves behind.
+                layer_version_name=f"{prefix}-{name}",
+                description=f"langorch {description} (arm64, Python 3.12, byte-compiled)",
+                removal_policy=RemovalPolicy.RETAIN,  # a published SnapStart version may use it
+            )
+            for layer, construct_id, name, description in (
+                (BASE_LAYER, "Dependencies", "dependencies", "dependencies of every function"),
+                (RUNNER_LAYER, "RunnerDependencies", "runner-dependencies", "runner's own"),
+            )
+        }
         self.log_groups: dict[str, logs.LogGroup] = {}
 
         self.trigger = self._function("Trigger", _TRIGGER)
@@ -470,7 +491,7 @@ class Functions(Construct):
             architecture=ARCHITECTURE,
             handler=spec.handler,
             code=self.code,
-            layers=[self.layer],
+            layers=[self.layers[layer] for layer in spec.layers],
             memory_size=spec.memory,
             timeout=spec.timeout,
             role=role,

@@ -8,32 +8,10 @@ from pathlib import Path
 
 from infra.constructs.bundling import (
     REPO_ROOT,
-    layer_requirements,
     prune_layer,
     stage_code,
     stage_layer_placeholder,
 )
-from tests.support.lock import locked_versions
-
-
-def test_the_layer_installs_exactly_the_locked_runtime_set_boto3_included() -> None:
-    # Given the lock the development environment is installed from
-    locked = locked_versions()
-    # When the layer's requirements are exported
-    pins = dict(
-        line.split(" ", 1)[0].split("==")
-        for line in layer_requirements().splitlines()
-        if "==" in line and not line.startswith(("#", " "))
-    )
-    # Then every one is the locked version, each with its hashes...
-    assert pins, "the export named no package"
-    assert {name: locked[name] for name in pins} == pins
-    assert "--hash=sha256:" in layer_requirements()
-    # ...the runner's packages and the LLM extras are in, boto3 pinned rather than left to the
-    # Lambda runtime's copy, and nothing of local mode or development is
-    assert {"langgraph", "aws-lambda-powertools", "langchain-aws", "langchain-openai"} <= set(pins)
-    assert pins["boto3"] == locked["boto3"] and pins["botocore"] == locked["botocore"]
-    assert not {"moto", "pytest", "mypy", "aws-cdk-lib", "langgraph-checkpoint-sqlite"} & set(pins)
 
 
 def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> None:
@@ -41,6 +19,15 @@ def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> 
     assert (code / "functions" / "__init__.py").is_file()
     assert (code / "langorch" / "statemachine.asl.json").is_file()
     assert not list(code.rglob("__pycache__"))
+
+
+def test_code_asset_leaves_out_the_operators_packages(tmp_path: Path) -> None:
+    # The CLI, the console and the local stack: no handler can import them (import-linter's
+    # layers), and tests/infra/test_layers.py imports every module a handler reaches from
+    # this asset.
+    code = stage_code(tmp_path)
+    assert not {"cli", "console", "local"} & {p.name for p in (code / "langorch").iterdir()}
+    assert (code / "langorch" / "composition" / "container.py").is_file()
 
 
 def test_unbuilt_layer_is_a_placeholder_that_says_how_to_build(tmp_path: Path) -> None:

@@ -51,12 +51,36 @@ def test_bedrock_model_is_granted_only_for_the_bedrock_provider() -> None:
 
 
 @pytest.mark.parametrize(
+    ("values", "extras"),
+    [
+        ({}, ("bedrock",)),
+        ({"llm_provider": "openai", "llm_model": "gpt-4o-mini"}, ("openai",)),
+        (
+            {"llm_provider": "openai", "bedrock_models": "amazon.nova-lite-v1:0"},
+            ("bedrock", "openai"),
+        ),
+        ({"llm_provider": "offline", "llm_model": ""}, ()),
+        ({"llm_providers": "bedrock,anthropic", "otel": "otlp"}, ("bedrock", "anthropic", "otel")),
+    ],
+)
+def test_the_runner_layer_carries_the_configured_providers_sdks_and_otel(
+    values: dict[str, Any], extras: tuple[str, ...]
+) -> None:
+    # The default provider's SDK (and Bedrock's when models are granted) unless llm_providers
+    # says which: each SDK costs the runner's bundle (P4)
+    assert DeployConfig.parse({**values, **SENDER}).runner_extras == extras
+
+
+@pytest.mark.parametrize(
     ("values", "message"),
     [
         ({"stage": "Prod"}, "stage"),
         ({"sender_email": "nobody"}, "sender_email"),
         ({"default_approvers": "x"}, "default_approvers"),
         ({"llm_provider": "llama"}, "llm_provider"),
+        ({"llm_providers": "bedrock,llama"}, "llm_providers: 'llama' is not a provider"),
+        ({"llm_providers": "offline"}, "llm_providers: 'offline' is not a provider"),
+        ({"llm_providers": "openai"}, "leaves out bedrock, which llm_provider or bedrock_models"),
         ({"public_base_url": "http://example.org"}, "https://"),
         ({"domain_name": "runs.example.org"}, "certificate_arn"),
         ({"retain_data": "maybe"}, "retain_data"),

@@ -38,15 +38,40 @@ def test_every_function_runs_python_312_on_arm64_with_json_logs_and_tracing(
         assert fn["FunctionName"] == f"langorch-{STAGE}-{name}"
 
 
-def test_all_functions_share_one_code_asset_and_one_layer(synth: Synth) -> None:
+def test_all_functions_share_one_code_asset(synth: Synth) -> None:
     functions = _functions(synth).values()
     assert len({json.dumps(f["Code"], sort_keys=True) for f in functions}) == 1
-    assert len({json.dumps(f["Layers"], sort_keys=True) for f in functions}) == 1
-    layer = synth.of_type("AWS::Lambda::LayerVersion")
-    assert len(layer) == 1
-    props = next(iter(layer.values()))["Properties"]
-    assert props["CompatibleRuntimes"] == ["python3.12"]
-    assert props["CompatibleArchitectures"] == ["arm64"]
+
+
+LAYERS = {
+    "trigger": ["base"],
+    "run-segment": ["base", "runner"],
+    "request-approval": ["base"],
+    "approval-callback": ["base"],
+}
+"""The dependency layers each function imports from (tests/infra/test_layers.py proves each
+handler's code imports with these alone)."""
+
+
+def test_each_function_gets_exactly_the_layers_it_imports_from(synth: Synth) -> None:
+    # Given the stack's layers by name
+    layers = {synth.logical_id(v): k for k, v in synth.stack.functions.layers.items()}
+    # When each function's layer list is read from the template
+    got = {
+        name: [layers[ref_target(ref) or ""] for ref in fn["Layers"]]
+        for name, fn in _functions(synth).items()
+    }
+    # Then the base layer is everyone's, the runner's own layer only the runner's, in order
+    # (a later layer's files would win over an earlier one's: they share none)
+    assert got == LAYERS
+
+
+def test_layers_are_built_for_the_functions_runtime_and_architecture(synth: Synth) -> None:
+    layers = synth.of_type("AWS::Lambda::LayerVersion")
+    assert len(layers) == 2
+    for layer in layers.values():
+        assert layer["Properties"]["CompatibleRuntimes"] == ["python3.12"]
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
 
 
 def test_each_function_logs_to_its_own_group_with_retention(synth: Synth) -> None:

@@ -74,7 +74,8 @@ class AnthropicProvider(ChatProvider):
         except ImportError as exc:
             raise ProviderUnavailableError(
                 "the anthropic provider needs langchain-anthropic: "
-                "pip install 'langorch[anthropic]'"
+                "pip install 'langorch[anthropic]' (a deployment: add anthropic to llm_providers "
+                "in cdk.json)"
             ) from exc
         settings = self._settings
         options: dict[str, Any] = {

@@ -151,7 +151,8 @@ class BedrockProvider(ChatProvider):
             from langchain_aws import ChatBedrockConverse
         except ImportError as exc:
             raise ProviderUnavailableError(
-                "the bedrock provider needs langchain-aws: pip install 'langorch[bedrock]'"
+                "the bedrock provider needs langchain-aws: pip install 'langorch[bedrock]' "
+                "(a deployment: add bedrock to llm_providers in cdk.json)"
             ) from exc
         try:
             client = self._client(_read_timeout(request))

@@ -78,7 +78,8 @@ class OpenAIProvider(ChatProvider):
             from langchain_openai import ChatOpenAI
         except ImportError as exc:
             raise ProviderUnavailableError(
-                "the openai provider needs langchain-openai: pip install 'langorch[openai]'"
+                "the openai provider needs langchain-openai: pip install 'langorch[openai]' "
+                "(a deployment: add openai to llm_providers in cdk.json)"
             ) from exc
         settings = self._settings
         headers = {"OpenAI-Project": settings.project} if settings.project else None
