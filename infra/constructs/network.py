@@ -352,14 +352,14 @@ class Network(Construct):
             self.security_group, ec2.Port.tcp(443), "HTTPS from the langorch functions"
         )
         for service in self.endpoint_services:
-            id = service.title().replace("-", "")
+            endpoint_id = service.title().replace("-", "")
             if service in GATEWAY_ENDPOINTS:
                 self.vpc.add_gateway_endpoint(
-                    id, service=GATEWAY_ENDPOINTS[service], subnets=[subnets]
+                    endpoint_id, service=GATEWAY_ENDPOINTS[service], subnets=[subnets]
                 )
                 continue
             self.vpc.add_interface_endpoint(
-                id,
+                endpoint_id,
                 service=INTERFACE_ENDPOINTS[service],
                 subnets=subnets,
                 security_groups=[endpoint_group],
