@@ -177,6 +177,8 @@ class Network(Construct):
             if egress:
                 self._firewall()
         else:
+            # Explicit ids rather than Vpc.from_lookup: a lookup needs AWS credentials at synth
+            # (make synth and the tests are offline), and without them it yields a dummy VPC.
             self.vpc = ec2.Vpc.from_vpc_attributes(
                 self,
                 "Vpc",
