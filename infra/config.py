@@ -8,8 +8,10 @@ command line (or ``context`` passed to the ``App`` in tests) wins over it. Value
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -28,6 +30,18 @@ PLACEHOLDER_SENDER = "langorch@example.com"
 """The shipped ``sender_email``: SES can never verify it, so synthesis refuses it."""
 _LOG_LEVELS = ("ALL", "ERROR", "FATAL", "OFF")
 _RUNS_INDEXES = ("lean", "full")
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8,17}$")
+_ROUTE_TABLE_ID = re.compile(r"^rtb-[0-9a-f]{8,17}$")
+_AZ = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
+NETWORKS = ("public", "vpc")
+PROVIDER_HOSTS = {"openai": "api.openai.com", "anthropic": "api.anthropic.com"}
+"""The public API host of each LLM provider reached over the internet (Bedrock has a VPC
+endpoint)."""
+MAX_ALLOWED_HOSTS = 500
+"""The most hosts the egress firewall's rule group holds (infra/constructs/network.py)."""
+SLACK_HOST = "slack.com"
+"""Slack's Web API (``https://slack.com/api/``), which posts and answers approval requests."""
 _KEY_ARN = re.compile(r"^arn:aws(-cn|-us-gov)?:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]{1,128}$")
 RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 """The retention periods CloudWatch Logs offers."""
@@ -135,7 +149,7 @@ class DeployConfig:
             time). Empty: no registered tool may be called.
         http_allowed_domains: the hosts ``http`` steps and the ``http_get`` tool may reach
             (``example.com`` exactly, ``*.example.com`` its subdomains); unset: any public
-            host (README, "Production checklist").
+            host, none with ``network: vpc`` (README, "Production checklist").
         otel: ``otlp`` sends runs' OpenTelemetry traces from the runner to ``otel_endpoint``
             (default ``http://localhost:4318/v1/traces``, a collector layer's); ``off``: X-Ray
             only (the default).
@@ -177,6 +191,26 @@ class DeployConfig:
             region; its key policy must allow what README "Encryption keys" lists). With a
             customer-managed key, tables, the files bucket, queues, the alarm topic, secrets,
             log groups and the state machine are all encrypted with it.
+        network: ``public`` (the functions run outside any VPC, the default) or ``vpc``: every
+            function runs in private subnets with security groups that take no inbound
+            traffic, reaches AWS services through VPC endpoints, and the internet only
+            through an AWS Network Firewall that allows ``egress_allow_list`` alone (README,
+            "Network: VPC and egress allow-list").
+        vpc_cidr: the address range of the VPC the stack creates (``/16`` to ``/22``; default
+            ``10.0.0.0/16``).
+        vpc_id: run in this existing VPC instead of creating one; its egress (NAT, firewall)
+            is its owner's, the stack adds only security groups and endpoints.
+        vpc_subnet_ids: the given VPC's private subnets the functions run in (two or more,
+            in different zones).
+        vpc_availability_zones: the zone of each of ``vpc_subnet_ids``, in the same order.
+        vpc_route_table_ids: the route table of each of ``vpc_subnet_ids``, in the same order
+            (the DynamoDB and S3 gateway endpoints add their routes there).
+        vpc_endpoints: create the VPC endpoints (off: the given VPC has them already, e.g.
+            shared from a central endpoints VPC).
+        egress_domains: hosts the functions may reach besides those the stack derives
+            (``http_allowed_domains``, the default LLM provider's API, ``mcp_servers``,
+            Slack, the OTLP endpoint): e.g. ``api.openai.com`` for blocks that name OpenAI
+            while the default is Bedrock.
         snap_start: SnapStart on the runner (not offered in every region, e.g. China's).
         bundle: build the dependency layer (``pip install`` for arm64, byte-compiled). Off
             for ``make synth`` and tests, which must stay offline and fast; ``make deploy``
@@ -228,6 +262,14 @@ class DeployConfig:
     webhook_authorizer: JwtAuthorizer | None = None
     alarm_email: str | None = None
     kms: str = "managed"
+    network: str = "public"
+    vpc_cidr: str | None = None
+    vpc_id: str | None = None
+    vpc_subnet_ids: tuple[str, ...] = ()
+    vpc_availability_zones: tuple[str, ...] = ()
+    vpc_route_table_ids: tuple[str, ...] = ()
+    vpc_endpoints: bool = True
+    egress_domains: tuple[str, ...] = ()
     snap_start: bool = True
     bundle: bool = False
     python312: str | None = None
@@ -329,6 +371,122 @@ class DeployConfig:
                     "digits and /_+=.@-, at most 512)"
                 )
 
+    def _validate_network(self) -> None:
+        if self.network not in NETWORKS:
+            raise ConfigError(
+                f"network {self.network!r}: 'public' (no VPC) or 'vpc' (private subnets, VPC "
+                'endpoints, egress through an allow-list: README, "Network: VPC and egress '
+                'allow-list")'
+            )
+        vpc_settings = {
+            "vpc_cidr": self.vpc_cidr,
+            "vpc_id": self.vpc_id,
+            "vpc_subnet_ids": self.vpc_subnet_ids,
+            "vpc_availability_zones": self.vpc_availability_zones,
+            "vpc_route_table_ids": self.vpc_route_table_ids,
+            "egress_domains": self.egress_domains,
+        }
+        if self.network == "public":
+            stray = [name for name, value in vpc_settings.items() if value]
+            if stray:
+                raise ConfigError(
+                    f"{', '.join(stray)}: only with network: vpc; add -c network=vpc or remove them"
+                )
+            return
+        for domain in self.egress_domains:
+            if not _DOMAIN.match(domain):
+                raise ConfigError(
+                    f"egress_domains: {domain!r} is not a host name (api.example.com) or a "
+                    "wildcard over a domain's subdomains (*.example.com)"
+                )
+        for url in self.mcp_servers:
+            host = urllib.parse.urlsplit(url).hostname or ""
+            if not _DOMAIN.match(host) or _is_address(host):
+                raise ConfigError(
+                    f"mcp_servers: {url!r}: with network: vpc a server is reached through "
+                    "the egress firewall, which allows host names, not addresses: use the "
+                    "server's DNS name"
+                )
+        if len(self.egress_allow_list) > MAX_ALLOWED_HOSTS:
+            raise ConfigError(
+                f"the egress allow-list has {len(self.egress_allow_list)} hosts, the firewall "
+                f"holds {MAX_ALLOWED_HOSTS}: use wildcards (*.example.org) in "
+                "http_allowed_domains and egress_domains"
+            )
+        if self.vpc_id is None:
+            self._validate_created_vpc()
+        else:
+            self._validate_given_vpc()
+
+    def _validate_created_vpc(self) -> None:
+        given_only = ("vpc_subnet_ids", "vpc_availability_zones", "vpc_route_table_ids")
+        stray = [name for name in given_only if getattr(self, name)]
+        if stray:
+            raise ConfigError(
+                f"{', '.join(stray)} describe an existing VPC: set vpc_id too (or remove them "
+                "to let the stack create the VPC)"
+            )
+        if self.vpc_cidr is None:
+            return
+        try:
+            cidr = ipaddress.IPv4Network(self.vpc_cidr)
+        except ValueError:
+            cidr = None
+        # Two zones of a /24 for the functions and /28s for the firewall and NAT: a /22 fits.
+        if cidr is None or not 16 <= cidr.prefixlen <= 22:
+            raise ConfigError(
+                f"vpc_cidr {self.vpc_cidr!r}: an IPv4 network from /16 to /22 "
+                "(e.g. 10.42.0.0/16), its host bits zero"
+            )
+
+    def _validate_given_vpc(self) -> None:
+        assert self.vpc_id is not None
+        if not _VPC_ID.match(self.vpc_id):
+            raise ConfigError(f"vpc_id {self.vpc_id!r} is not a VPC id (vpc-0123456789abcdef0)")
+        if self.vpc_cidr:
+            raise ConfigError("vpc_cidr is for a VPC the stack creates: remove it with vpc_id")
+        subnets, zones = self.vpc_subnet_ids, self.vpc_availability_zones
+        if len(subnets) < 2 or not all(_SUBNET_ID.match(s) for s in subnets):
+            raise ConfigError(
+                f"vpc_subnet_ids {', '.join(subnets) or '(none)'}: two or more private subnet "
+                "ids (subnet-…) of vpc_id, in different availability zones"
+            )
+        if len(zones) != len(subnets) or not all(_AZ.match(z) for z in zones):
+            raise ConfigError(
+                f"vpc_availability_zones {', '.join(zones) or '(none)'}: the zone of each of "
+                f"the {len(subnets)} vpc_subnet_ids, in the same order (e.g. eu-west-1a)"
+            )
+        tables = self.vpc_route_table_ids
+        if self.vpc_endpoints and (
+            len(tables) != len(subnets) or not all(_ROUTE_TABLE_ID.match(t) for t in tables)
+        ):
+            raise ConfigError(
+                f"vpc_route_table_ids {', '.join(tables) or '(none)'}: the route table (rtb-…) "
+                f"of each of the {len(subnets)} vpc_subnet_ids, in the same order, where the "
+                "DynamoDB and S3 gateway endpoints add their routes (or vpc_endpoints: false "
+                "when the VPC has its endpoints already)"
+            )
+
+    @property
+    def egress_allow_list(self) -> tuple[str, ...]:
+        """The hosts the functions may reach on the internet with ``network: vpc``.
+
+        ``http_allowed_domains`` (``http`` steps and ``http_get``), the default LLM provider's
+        API, the MCP servers' hosts, Slack when approvals go there, a remote OTLP endpoint and
+        ``egress_domains``; empty: AWS services only (through VPC endpoints).
+        """
+        hosts = [*(self.http_allowed_domains or ())]
+        if self.llm_provider in PROVIDER_HOSTS:
+            hosts.append(PROVIDER_HOSTS[self.llm_provider])
+        hosts.extend(urllib.parse.urlsplit(url).hostname or "" for url in self.mcp_servers)
+        if "slack" in self.approval_channels or self.slack_channel:
+            hosts.append(SLACK_HOST)
+        otlp = urllib.parse.urlsplit(self.otel_endpoint or "").hostname
+        if self.otel == "otlp" and otlp and otlp not in ("localhost", "127.0.0.1"):
+            hosts.append(otlp)
+        hosts.extend(self.egress_domains)
+        return tuple(dict.fromkeys(host.lower() for host in hosts if host))
+
     @property
     def prefix(self) -> str:
         """Prefix of physical names (functions, log groups, secrets): ``langorch-<stage>``."""
@@ -405,10 +563,21 @@ class DeployConfig:
             "mcp_secrets",
             "event_workflows",
             "http_allowed_domains",
+            "vpc_subnet_ids",
+            "vpc_availability_zones",
+            "vpc_route_table_ids",
+            "egress_domains",
         ):
             if name in raw:
                 raw[name] = tuple(_as_list(raw[name]))
-        for name in ("retain_data", "bundle", "snap_start", "email", "trace_content"):
+        for name in (
+            "retain_data",
+            "bundle",
+            "snap_start",
+            "email",
+            "trace_content",
+            "vpc_endpoints",
+        ):
             if name in raw:
                 raw[name] = _as_bool(name, raw[name])
         for name in (
@@ -436,6 +605,7 @@ class DeployConfig:
         self._validate_mcp()
         self._validate_egress()
         self._validate_residency()
+        self._validate_network()
         from langorch.domain.approvals.channels import UnknownChannelError, channels_of
 
         try:
@@ -616,6 +786,14 @@ def _as_object(name: str, value: Any, on: dict[str, Any] | None) -> dict[str, An
 
 def _is_on(value: Any) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "on"))
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _as_list(value: Any) -> list[str]:

@@ -199,6 +199,15 @@ def suppress(stack: LangorchStack) -> None:
         "qualifier) of that one function.",
     )
     _operators(stack)
+    if stack.network is not None:
+        _ack(
+            stack.network.interfaces_policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "network: vpc. Lambda attaches each function to its subnets with the function's "
+            "role: it creates network interfaces whose ids nobody knows beforehand, and "
+            "ec2:Describe* has no resource-level permissions. These are the actions of AWS's "
+            "AWSLambdaVPCAccessExecutionRole policy without its logs:* on every log group.",
+        )
     secrets = stack.secrets
     for secret in (
         secrets.link_signing_key,

@@ -16,6 +16,7 @@ from infra.constructs.edge import public_api
 from infra.constructs.email import Email
 from infra.constructs.functions import SEGMENT_BUDGET_SECONDS, Functions
 from infra.constructs.keys import StackKey, encrypt_with
+from infra.constructs.network import Network
 from infra.constructs.observability import Observability
 from infra.constructs.operators import RecoveryOperatorPolicy
 from infra.constructs.secrets import Secrets
@@ -254,6 +255,17 @@ class LangorchStack(Stack):
             dead_letter_queues=list(self.triggers.dead_letter_queues.values()),
             trigger=self.functions.trigger,
         )
+        # network: vpc — after every grant (the endpoints follow the functions' finished
+        # policies), before the key (its log groups are encrypted like the others).
+        self.network: Network | None = None
+        if config.network == "vpc":
+            self.network = Network(
+                self,
+                "Network",
+                config=config,
+                functions=list(self.functions.all.values()),
+                assumed_roles=[self.functions.file_reader_role],
+            )
         self.key: StackKey | None = None
         if config.kms != "managed":
             self.key = StackKey(
@@ -270,10 +282,13 @@ class LangorchStack(Stack):
         runner = self.functions.run_segment
         if config.model_limits:  # only the runner calls models (checked by DeployConfig)
             runner.add_environment("LANGORCH_MODEL_LIMITS", json.dumps(dict(config.model_limits)))
-        if config.http_allowed_domains is not None:
-            runner.add_environment(
-                "LANGORCH_HTTP_ALLOWED_DOMAINS", json.dumps(list(config.http_allowed_domains))
-            )
+        domains = config.http_allowed_domains
+        if domains is None and config.network == "vpc":
+            # In a VPC the firewall passes only the allow-list: with none, the runner refuses
+            # http steps itself, naming the setting, rather than leaving them to time out.
+            domains = ()
+        if domains is not None:
+            runner.add_environment("LANGORCH_HTTP_ALLOWED_DOMAINS", json.dumps(list(domains)))
         if config.otel == "off":
             return
         runner.add_environment("LANGORCH_OTEL_EXPORTER", "otlp")
