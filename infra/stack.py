@@ -127,6 +127,13 @@ class LangorchStack(Stack):
             actions=["states:StopExecution"],
             resource_arns=[self.executions_arn],
         )
+        # A run that continues as new while an operator cancels it stops the execution it has
+        # just started (app/continuation.py): the executions of this machine only.
+        iam.Grant.add_to_principal(
+            grantee=self.functions.run_segment,
+            actions=["states:StopExecution"],
+            resource_arns=[self.executions_arn],
+        )
         # A run that ends starts the next run waiting for its concurrency key. By name: the
         # state machine invokes the runner, so a reference to it from the runner's role would
         # be a cycle.
