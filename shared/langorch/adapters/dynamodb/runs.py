@@ -133,6 +133,23 @@ _ENDINGS: dict[str, Any] = {
 """The values :data:`NOT_ENDED_OTHERWISE` names."""
 
 
+_CARRIED_PAGES = 48
+_CARRIED_BYTES = 3_000_000
+"""What of a timeline rides with the record's update: under TransactWriteItems' 100 actions and
+4 MB, less the record (400 KB at most)."""
+
+
+def _carried_pages(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last pages of a timeline that fit in one transaction beside the record."""
+    size, start = 0, len(pages)
+    while start > 0 and len(pages) - start < _CARRIED_PAGES:
+        size += len(pages[start - 1]["events"]["S"])
+        if size > _CARRIED_BYTES and start < len(pages):
+            break
+        start -= 1
+    return pages[start:]
+
+
 def _record_values(run: RunRecord) -> dict[str, Any]:
     """The values of :data:`_RECORD_SET` for ``run``."""
     item = run_item(run, fence=None)
@@ -318,10 +335,21 @@ class RunsRepository:
         newest_first = heapq.merge(*streams, reverse=True)
         return self._records_in_order((run_id for _, run_id in newest_first), limit, status)
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        fence: int | None = None,
+        release: bool = False,
+        events: Sequence[TimelineEvent] = (),
+    ) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
 
-        Lease bookkeeping and ``created_at`` are left as they are, unless ``release``.
+        Lease bookkeeping and ``created_at`` are left as they are, unless ``release``. With
+        ``events``, the record and its timeline pages go in one ``TransactWriteItems`` (a
+        segment's last write: one request instead of two, and the pages are fenced by the
+        record's own condition); a timeline too large for one transaction has its leading pages
+        written first, fenced likewise.
 
         Args:
             run: the run as it is now.
@@ -330,8 +358,11 @@ class RunsRepository:
                 operator's cancel).
             release: with ``fence``, the same write gives the lease back (a segment's last
                 write: one request instead of two).
+            events: timeline events to add (or replace, by ``seq``) in the same write: both
+                land or neither.
 
         Raises:
+            ValueError: the events' ``seq`` is not strictly increasing.
             NotFoundError: the run does not exist.
             LeaseHeldError: ``fence`` is stale: another segment owns the run now.
             ConflictError: the run already ended with a different status.
@@ -343,7 +374,11 @@ class RunsRepository:
             condition = f"{condition} AND {FENCE_IS_CURRENT}"
             values[":fence"] = {"N": str(fence)}
         remove = " REMOVE lease_owner, lease_expires_at" if release and fence is not None else ""
-        old = self._update_record(run, condition, values, remove=remove)
+        pages = event_items(run.run_id, events)
+        if pages:
+            old = self._update_with_pages(run, condition, values, remove, pages, fence)
+        else:
+            old = self._update_record(run, condition, values, remove=remove)
         if old is not None:
             raise refused_save(run, fence, old or None)
 
@@ -505,6 +540,45 @@ class RunsRepository:
     @staticmethod
     def _key(run_id: str) -> dict[str, Any]:
         return {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}
+
+    def _update_with_pages(
+        self,
+        run: RunRecord,
+        condition: str,
+        values: dict[str, Any],
+        remove: str,
+        pages: list[dict[str, Any]],
+        fence: int | None,
+    ) -> dict[str, Any] | None:
+        """The record's update and timeline pages in one transaction (see :meth:`save_run`).
+
+        Returns:
+            ``None`` when written; when refused, the stored item (``{}``: there is none).
+        """
+        carried = _carried_pages(pages)
+        if len(carried) < len(pages):
+            # Rare: a segment of thousands of events. Its leading pages go first, fenced.
+            self._put_pages(run.run_id, pages[: -len(carried)], fence)
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(run.run_id),
+                "UpdateExpression": f"SET {_RECORD_SET}{remove}",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {**_record_values(run), **values},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        puts = [{"Put": {"TableName": self._table, "Item": page}} for page in carried]
+        try:
+            self._client.transact_write_items(TransactItems=[update, *puts])
+        except ClientError as exc:
+            reasons = _response(exc).get("CancellationReasons", [])
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return dict(reasons[0].get("Item") or {})
+            raise self._storage_error("TransactWriteItems", exc) from exc
+        return None
 
     def _update_record(
         self,
@@ -698,7 +772,10 @@ class RunsRepository:
             LeaseHeldError: ``fence`` is stale.
             StorageError: DynamoDB failed.
         """
-        items = event_items(run_id, events)
+        self._put_pages(run_id, event_items(run_id, events), fence)
+
+    def _put_pages(self, run_id: str, items: list[dict[str, Any]], fence: int | None) -> None:
+        """Store timeline pages: batched, or with ``fence`` in transactions that check it."""
         if fence is None:
             for chunk in chunks(items, _BATCH_WRITE_MAX):
                 self._batch_put(chunk)
