@@ -68,6 +68,14 @@ What this saver does instead
   whose whole value lies in an item past half its TTL is stored whole again: the items a
   checkpoint needs are at most half a TTL older than it, so they outlive its write by at least
   half the TTL (before deltas, every item stood alone).
+* **Fewer requests per segment** (issue 33). Under a fence, a run's input checkpoint is held
+  for the next put (only LangGraph's ``__start__`` task runs in between, with no effect outside
+  the graph; a flush or a read by id stores it first), so a new run's first two checkpoints
+  are one transaction. The newest checkpoint of a thread, with its stored writes, is
+  remembered under the fence it was read or written under and trusted under the next one too
+  (no lease was taken in between, so nobody wrote: our own resume after an interrupt in this
+  process reads nothing); ``starts_empty`` tells a run's first segment that its thread is
+  empty (its first lease, not a fork), so it reads nothing at all.
 * **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` (two when it has
   pending writes, e.g. a parked interrupt), thanks to the item layout below.
 * **S3 offload**: a payload of ``offload_threshold_bytes`` or more (after optional zlib
