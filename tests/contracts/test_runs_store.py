@@ -557,6 +557,44 @@ def test_a_refused_last_write_stores_neither_record_nor_timeline(repo: Runs) -> 
     assert repo.get_timeline("run-1") == []
 
 
+def test_a_lease_copies_its_fence_onto_the_fence_item_and_a_pause_flags_it(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run whose segment took the lease
+    dynamo_repo.create_run(a_run())
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+
+    def fence_item() -> dict[str, Any]:
+        key = {"pk": {"S": "run#run-1"}, "sk": {"S": "fence"}}
+        return dict(dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"])
+
+    # Then the fence item carries its fence, and nothing else
+    assert fence_item()["fence"] == {"N": str(fence)}
+    assert "paused" not in fence_item()
+    # And an operator's pause flags it until it is lifted
+    dynamo_repo.request_pause("run-1", PauseRequest(by="ops@example.com", at=T0))
+    assert fence_item()["paused"] == {"BOOL": True}
+    dynamo_repo.lift_pause("run-1")
+    assert "paused" not in fence_item()
+
+
+def test_a_lease_taken_from_a_fence_read_before_another_segment_took_one_is_the_next_one(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a process that read the run, and another that took and gave back its lease since
+    dynamo_repo.create_run(a_run())
+    dynamo_repo.get_run("run-1")
+    other = RunsRepository(dynamo_repo._client, "runs")
+    taken = other.acquire_lease("run-1", "elsewhere", now=NOW, ttl_seconds=TTL)
+    other.release_lease("run-1", taken)
+    # When the first process takes the lease, then it gets the fence after that one
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW + 1, ttl_seconds=TTL)
+    assert fence == taken + 1
+    # And the other process's lease, had it kept it, would be refused
+    with pytest.raises(LeaseHeldError, match="seg"):
+        other.acquire_lease("run-1", "elsewhere", now=NOW + 2, ttl_seconds=TTL)
+
+
 def test_a_segments_last_write_is_one_request(dynamo_repo: RunsRepository) -> None:
     # Given a segment holding the lease, counted request by request
     run = dynamo_repo.create_run(a_run())[0]

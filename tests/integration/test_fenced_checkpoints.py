@@ -386,10 +386,11 @@ def test_a_new_runs_segment_makes_two_requests_besides_its_supersteps_and_reads_
     counter = RequestCounter(setup.client("dynamodb"))
     # When one segment runs it to its end
     result = run_segment(RunSegment(run.run_id), setup)
-    # Then it read the run, took the lease, and wrote 11 transactions of checkpoints (the input
-    # checkpoint went with __start__'s) and one of the record with its timeline: no Query
+    # Then it read the run, took the lease (a transaction: the run item and its fence item),
+    # wrote 11 transactions of checkpoints (the input checkpoint went with __start__'s) and one
+    # of the record with its timeline: no Query
     assert result.status == "succeeded"
-    assert counter.counts == {"GetItem": 1, "UpdateItem": 1, "TransactWriteItems": 12}
+    assert counter.counts == {"GetItem": 1, "TransactWriteItems": 13}
     assert len(_history(setup, run.run_id)) == 12
     # And another process reads the same end state
     fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})
@@ -457,3 +458,32 @@ def _empty_checkpoint() -> Any:
     from langgraph.checkpoint.base import empty_checkpoint
 
     return empty_checkpoint()
+
+
+def test_a_supersteps_fence_check_reads_a_small_fence_item_not_the_run_with_its_input(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a 10-step run started with 20 KB of input (its run item holds all of it)
+    setup = processes()
+    register_text(setup, STEPS_10.replace("memory: false", "memory: false\n    inputs_schema: {}"))
+    run, _ = start_run(StartRun("ten", input={"notes": "n" * 20_000}), setup)
+    checked: list[dict[str, Any]] = []
+
+    def note_checks(params: dict[str, Any], **_: Any) -> None:
+        actions = params["TransactItems"]
+        checked.extend(entry["ConditionCheck"] for entry in actions if "ConditionCheck" in entry)
+
+    setup.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", note_checks
+    )
+    # When a segment runs it to its end
+    assert run_segment(RunSegment(run.run_id), setup).status == "succeeded"
+    # Then every superstep's check read the run's fence item, a few dozen bytes (two write
+    # units a check, where the run item would bill two per KB: 40 here)
+    assert len(checked) == 11
+    keys = {(c["Key"]["pk"]["S"], c["Key"]["sk"]["S"]) for c in checked}
+    assert keys == {(f"run#{run.run_id}", "fence")}
+    item = setup.client("dynamodb").get_item(
+        TableName=setup.settings.runs_table, Key=checked[0]["Key"], ConsistentRead=True
+    )["Item"]
+    assert set(item) == {"pk", "sk", "fence"}

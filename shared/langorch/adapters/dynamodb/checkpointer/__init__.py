@@ -38,15 +38,18 @@ What this saver does instead
 * **Fenced writes** (RELIABILITY.md "Runs and state": the history never forks). A segment puts
   its lease's fence in the config (``configurable["langorch_fence"]``, see
   ``engine.segments``); a saver built with ``runs_table`` then writes each superstep as one
-  ``TransactWriteItems``: a ``ConditionCheck`` that the run item's ``fence`` still equals it,
-  plus the puts. A segment whose lease was taken over gets
+  ``TransactWriteItems``: a ``ConditionCheck`` that the ``fence`` of the run's small fence item
+  (``RunsRepository`` copies it there with the lease) still equals it, plus the puts. A
+  segment whose lease was taken over gets
   :class:`~langorch.domain.errors.LeaseLostError` and writes nothing, so it cannot add a
   checkpoint beside the newer segment's, and never reaches the next step. A checkpoint's check
-  also asks that no operator's pause stands on the run item: when one does, the superstep is
+  also asks that no operator's pause is flagged on that item: when one is, the superstep is
   stored under the fence alone (a second transaction) and
   :meth:`DynamoCheckpointSaver.pause_seen` says so, which is how a segment learns of a pause at
   its step boundary without reading the run item there. Still one request per superstep;
-  the price is the transaction's double write units (and the check). A
+  the price is the transaction's double write units and the check's two (the check bills the
+  size of the item it reads: the run item, with the run's input and outputs, billed two per
+  KB on every superstep). A
   superstep over 99 items or ~3.5 MB is cut into several transactions, the checkpoint in the
   last, each carrying the check: they are not atomic together, which is safe for the reason
   above (a chunk that lands was written while the lease was held, like the writes of a

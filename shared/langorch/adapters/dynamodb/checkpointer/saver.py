@@ -69,7 +69,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         compression_min_bytes: Payloads of this size or more are zlib-compressed when that
             saves at least 10 %; ``None`` disables compression.
         serde: The LangGraph serializer (default: LangGraph's ``JsonPlusSerializer``).
-        runs_table: The runs table, whose run items carry the lease's ``fence``. With it, a
+        runs_table: The runs table, whose fence items carry the lease's ``fence``. With it, a
             config carrying ``configurable["langorch_fence"]`` has its writes fenced: each
             superstep is one ``TransactWriteItems`` that also checks the run's fence, and a
             segment that lost its lease gets :class:`LeaseLostError` with nothing written.
