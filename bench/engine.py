@@ -28,6 +28,9 @@ P5       400 steps, each adding 1 KB of new, barely compressible state (a new ke
          small segment budget so the run needs several segments (``drive``; the later segments run
          in a fresh container). Prints completion, segments, state size, checkpoints offloaded to
          S3, then reads the state and outputs back from yet another fresh container.
+P5w      The same 400 steps in one segment: bytes written per superstep (target: flat) and write
+         units per superstep at step 10 / 100 / 400 as DynamoDB bills them (1 per KB, x2 in a
+         transaction), the fence's ConditionCheck sized when it is sent and shown apart.
 P7       Modelled AWS cost per 1,000 runs of a 10-block workflow with one approval (excluding LLM
          tokens), from the requests MEASURED on one run driven through the approval; request units
          are estimated from item sizes (moto does not report real consumed capacity). The model's
