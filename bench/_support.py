@@ -358,6 +358,65 @@ class DynamoMeter:
         return item_size(item or key)
 
 
+class RequestUnits:
+    """The write units of each write request, in order: ``(table, WRU, of which checks)``.
+
+    Unlike :class:`DynamoMeter`, which sizes checked and updated items once the measurement is
+    over, this sizes the items a transaction's ``ConditionCheck`` reads right after the request
+    (through an uncounted client), so each superstep is billed what it was billed then.
+    Updates are sized the same way. The table is the first one the request writes.
+
+    Args:
+        client: The counted client (the one the adapters were given).
+        peek: An uncounted client on the same account.
+    """
+
+    def __init__(self, client: Any, peek: Any) -> None:
+        self._client = client
+        self._peek = peek
+        self.log: list[tuple[str, float, float]] = []
+        client.meta.events.register("before-parameter-build.dynamodb", self._before)
+        client.meta.events.register("after-call.dynamodb", self._after)
+
+    def detach(self) -> None:
+        self._client.meta.events.unregister("before-parameter-build.dynamodb", self._before)
+        self._client.meta.events.unregister("after-call.dynamodb", self._after)
+
+    @staticmethod
+    def _before(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        context["units_params"] = params
+
+    def _after(self, model: Any, context: dict[str, Any], **_: Any) -> None:
+        params = context.get("units_params") or {}
+        op = model.name
+        if op == "TransactWriteItems":
+            units = checks = 0.0
+            for entry in params.get("TransactItems", []):
+                kind, body = next(iter(entry.items()))
+                if kind == "Put":
+                    size = item_size(body["Item"])
+                else:
+                    size = self._size(body["TableName"], body["Key"])
+                unit = write_units(size, transactional=True)
+                units += unit
+                checks += unit if kind == "ConditionCheck" else 0
+            self.log.append((DynamoMeter._table_of(op, params), units, checks))
+        elif op == "PutItem":
+            self.log.append((params["TableName"], write_units(item_size(params["Item"])), 0.0))
+        elif op == "UpdateItem":
+            size = self._size(params["TableName"], params["Key"])
+            self.log.append((params["TableName"], write_units(size), 0.0))
+        elif op == "BatchWriteItem":
+            for table_name, requests in params["RequestItems"].items():
+                items = [r["PutRequest"]["Item"] for r in requests if "PutRequest" in r]
+                total = sum(write_units(item_size(item)) for item in items)
+                self.log.append((table_name, float(total), 0.0))
+
+    def _size(self, table_name: str, key: dict[str, Any]) -> int:
+        item = self._peek.get_item(TableName=table_name, Key=key, ConsistentRead=True).get("Item")
+        return item_size(item or key)
+
+
 def dynamo_meter(container: Any) -> DynamoMeter:
     """A meter on the container's DynamoDB client (with a private client for sizing)."""
     import boto3

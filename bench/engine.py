@@ -28,6 +28,9 @@ P5       400 steps, each adding 1 KB of new, barely compressible state (a new ke
          small segment budget so the run needs several segments (``drive``; the later segments run
          in a fresh container). Prints completion, segments, state size, checkpoints offloaded to
          S3, then reads the state and outputs back from yet another fresh container.
+P5w      The same 400 steps in one segment: bytes written per superstep (target: flat) and write
+         units per superstep at step 10 / 100 / 400 as DynamoDB bills them (1 per KB, x2 in a
+         transaction), the fence's ConditionCheck sized when it is sent and shown apart.
 P7       Modelled AWS cost per 1,000 runs of a 10-block workflow with one approval (excluding LLM
          tokens), from the requests MEASURED on one run driven through the approval; request units
          are estimated from item sizes (moto does not report real consumed capacity). The model's
@@ -50,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _support import (
     REGION,
     DynamoMeter,
+    RequestUnits,
     counting_steps,
     dynamo_meter,
     fake_aws_environment,
@@ -601,6 +605,7 @@ def bench_superstep_bytes() -> dict[str, Any]:
             runs_app.StartRun(workflow, input={"alphabet": ALPHABET}), container
         )
         meter = dynamo_meter(container)
+        units = _write_units_per_request(container)
         offloads: list[int] = []
         s3 = container.client("s3")
 
@@ -612,26 +617,41 @@ def bench_superstep_bytes() -> dict[str, Any]:
         s3.meta.events.register("before-parameter-build.s3.PutObject", put)
         result = runs_app.run_segment(runs_app.RunSegment(run.run_id), container)
         s3.meta.events.unregister("before-parameter-build.s3.PutObject", put)
+        units.detach()
         meter.detach()
         assert result.status == "succeeded", result
+        checkpoints_table = container.settings.checkpoints_table
         per_superstep: list[int] = []
         pending = 0
         for table_name, size in meter.writes:
             if table_name == "(s3)":
                 pending += size
-            elif table_name == container.settings.checkpoints_table:
+            elif table_name == checkpoints_table:
                 per_superstep.append(size + pending)
                 pending = 0
-    # per_superstep[0] is the input checkpoint; per_superstep[k] is the superstep of step k.
+        wru = [(w, check) for table_name, w, check in units.log if table_name == checkpoints_table]
+    # Index k is the superstep of step k; the first request carried the input checkpoint too
+    # when the saver held it back (then one request fewer than checkpoints: align from the end).
+    per_superstep = per_superstep[-steps - 1 :]
+    wru = [(0.0, 0.0)] * (steps + 1 - len(wru)) + wru[-steps - 1 :]
     samples = {k: per_superstep[k] for k in WRITE_SAMPLES if k < len(per_superstep)}
+    unit_samples = {k: wru[k] for k in WRITE_SAMPLES if k < len(wru)}
     total = sum(per_superstep)
-    rows = [[k, size / 1024] for k, size in samples.items()]
-    rows.append([f"whole run ({len(per_superstep)} supersteps), MB", total / 2**20])
+    rows = [[k, size / 1024, unit_samples[k][0], unit_samples[k][1]] for k, size in samples.items()]
+    rows.append(
+        [
+            f"whole run ({len(per_superstep)} supersteps), MB / WRU",
+            total / 2**20,
+            sum(w for w, _ in wru),
+            sum(c for _, c in wru),
+        ]
+    )
     print(
         table(
-            "P5w  bytes written per superstep at 1 KB of new state per step "
-            "(checkpoints table + S3 offloads; target: flat +-20 %)",
-            ["step", "KB written"],
+            "P5w  bytes and write units per superstep at 1 KB of new state per step "
+            "(checkpoints table + S3 offloads; target: flat +-20 %; WRU as DynamoDB bills: "
+            "1 per KB, x2 in a transaction, the fence's check included)",
+            ["step", "KB written", "WRU", "of which fence check"],
             rows,
         )
     )
@@ -639,10 +659,20 @@ def bench_superstep_bytes() -> dict[str, Any]:
     print()
     return {
         "bytes_per_superstep": {str(k): v for k, v in samples.items()},
+        "write_units_per_superstep": {str(k): w for k, (w, _) in unit_samples.items()},
+        "fence_check_write_units_per_superstep": {str(k): c for k, (_, c) in unit_samples.items()},
         "supersteps": len(per_superstep),
         "total_bytes": total,
         "s3_offloads": len(offloads),
     }
+
+
+def _write_units_per_request(container: Any) -> Any:
+    """Write units of each write request as DynamoDB bills it, the items a transaction checks
+    sized when it is sent (see :class:`_support.RequestUnits`)."""
+    import boto3
+
+    return RequestUnits(container.client("dynamodb"), boto3.client("dynamodb", region_name=REGION))
 
 
 # ============================================================================================

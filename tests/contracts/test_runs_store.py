@@ -529,6 +529,111 @@ def test_a_stale_segment_cannot_add_to_the_timeline(repo: Runs) -> None:
     assert [e.seq for e in repo.get_timeline("run-1")] == [1]
 
 
+def test_a_segments_last_write_stores_the_record_and_its_timeline_together(repo: Runs) -> None:
+    # Given a segment holding the lease of a running run
+    run = repo.create_run(a_run())[0]
+    running = transition(run, RunStatus.running, now=T0)
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL, saving=running)
+    # When its last write ends the run, gives the lease back and adds its events
+    done = transition(running, RunStatus.succeeded, now=T0)
+    repo.save_run(done, fence=fence, release=True, events=[event(1), event(2)])
+    # Then the record, the lease and the timeline all say so
+    assert repo.get_run("run-1").status is RunStatus.succeeded
+    assert [e.seq for e in repo.get_timeline("run-1")] == [1, 2]
+    assert repo.acquire_lease("run-1", "next", now=NOW + 1, ttl_seconds=TTL) == fence + 1
+
+
+def test_a_refused_last_write_stores_neither_record_nor_timeline(repo: Runs) -> None:
+    # Given a segment whose lease was taken over
+    run = repo.create_run(a_run())[0]
+    stale = repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    # When it writes its record and its events with its old fence
+    done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    with pytest.raises(LeaseHeldError, match="stale"):
+        repo.save_run(done, fence=stale, release=True, events=[event(1)])
+    # Then neither landed
+    assert repo.get_run("run-1").status is RunStatus.queued
+    assert repo.get_timeline("run-1") == []
+
+
+def test_a_lease_copies_its_fence_onto_the_fence_item_and_a_pause_flags_it(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run whose segment took the lease
+    dynamo_repo.create_run(a_run())
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+
+    def fence_item() -> dict[str, Any]:
+        key = {"pk": {"S": "run#run-1"}, "sk": {"S": "fence"}}
+        return dict(dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"])
+
+    # Then the fence item carries its fence, and nothing else
+    assert fence_item()["fence"] == {"N": str(fence)}
+    assert "paused" not in fence_item()
+    # And an operator's pause flags it until it is lifted
+    dynamo_repo.request_pause("run-1", PauseRequest(by="ops@example.com", at=T0))
+    assert fence_item()["paused"] == {"BOOL": True}
+    dynamo_repo.lift_pause("run-1")
+    assert "paused" not in fence_item()
+
+
+def test_a_lease_taken_from_a_fence_read_before_another_segment_took_one_is_the_next_one(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a process that read the run, and another that took and gave back its lease since
+    dynamo_repo.create_run(a_run())
+    dynamo_repo.get_run("run-1")
+    other = RunsRepository(dynamo_repo._client, "runs")
+    taken = other.acquire_lease("run-1", "elsewhere", now=NOW, ttl_seconds=TTL)
+    other.release_lease("run-1", taken)
+    # When the first process takes the lease, then it gets the fence after that one
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW + 1, ttl_seconds=TTL)
+    assert fence == taken + 1
+    # And the other process's lease, had it kept it, would be refused
+    with pytest.raises(LeaseHeldError, match="seg"):
+        other.acquire_lease("run-1", "elsewhere", now=NOW + 2, ttl_seconds=TTL)
+
+
+def test_a_segments_last_write_is_one_request(dynamo_repo: RunsRepository) -> None:
+    # Given a segment holding the lease, counted request by request
+    run = dynamo_repo.create_run(a_run())[0]
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    sent: list[str] = []
+    dynamo_repo._client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: sent.append(model.name)
+    )
+    # When it stores its record with 60 events
+    done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(n) for n in range(1, 61)])
+    # Then that took one transaction, and everything reads back
+    assert sent == ["TransactWriteItems"]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == list(range(1, 61))
+
+
+def test_a_last_write_with_a_timeline_too_large_for_one_transaction_still_lands(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a segment holding the lease, with 3,500 events of about 1 KB (60 pages)
+    run = dynamo_repo.create_run(a_run())[0]
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    many = [
+        TimelineEvent(seq=n, at=T0, type=TimelineEventType.step_finished, detail={"n": "x" * 900})
+        for n in range(1, 3501)
+    ]
+    sent: list[str] = []
+    dynamo_repo._client.meta.events.register(
+        "before-call.dynamodb", lambda model, **_: sent.append(model.name)
+    )
+    # When its last write stores them with the record
+    done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
+    dynamo_repo.save_run(done, fence=fence, release=True, events=many)
+    # Then the leading pages went first, fenced, and every page and the record landed
+    assert sent == ["TransactWriteItems", "TransactWriteItems"]
+    assert dynamo_repo.get_timeline("run-1") == many
+    assert dynamo_repo.get_run("run-1").status is RunStatus.succeeded
+
+
 def test_a_timeline_event_keeps_its_details(repo: Runs) -> None:
     repo.create_run(a_run())
     decided = TimelineEvent(

@@ -72,6 +72,9 @@ class InMemoryCheckpoints(InMemorySaver):
     def flush(self) -> None:
         """Nothing is buffered in memory: every write is already stored."""
 
+    def starts_empty(self, run_id: str, fence: int) -> None:
+        """Nothing to note: its reads are local."""
+
     def _fenced(self, config: RunnableConfig) -> AbstractContextManager[None]:
         fence = config.get("configurable", {}).get(FENCE_KEY)
         if self._runs is None or fence is None:

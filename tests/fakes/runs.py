@@ -101,9 +101,20 @@ class InMemoryRuns:
         runs.sort(key=lambda r: (r.created_at.astimezone(UTC), r.run_id), reverse=True)
         return runs[:limit]
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
-        """Store the run's new state; refused as the adapter refuses it."""
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        fence: int | None = None,
+        release: bool = False,
+        events: Sequence[TimelineEvent] = (),
+    ) -> None:
+        """Store the run's new state, and ``events`` with it; refused as the adapter refuses
+        it (then neither is stored)."""
         body = _bounded_body(run)
+        seqs = [event.seq for event in events]
+        if any(b <= a for a, b in itertools.pairwise(seqs)):
+            raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
         with self._lock:
             row = self._rows.get(run.run_id)
             if row is None:
@@ -117,6 +128,7 @@ class InMemoryRuns:
             row.body, row.status = body, run.status
             if release and fence is not None:
                 row.lease_owner = row.lease_expires_at = None
+            row.events.update((e.seq, e.model_dump_json(exclude_none=True)) for e in events)
 
     def add_fork(self, run_id: str, link: ForkLink) -> None:
         """Note a run forked from ``run_id`` (beside the body, as the adapter keeps it)."""

@@ -305,11 +305,12 @@ def test_a_400_step_run_with_growing_state_completes_across_segments(
     assert len(finished) == 400
 
 
-@pytest.mark.parametrize("failing_write", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("failing_write", [1, 2, 3, 4])
 def test_a_storage_fault_mid_segment_leaves_the_run_resumable_not_failed(
     make_container: MakeContainer, failing_write: int
 ):
-    # Given a run whose n-th checkpoint write fails once (each superstep is one write)
+    # Given a run whose n-th checkpoint write fails once (each superstep is one write; the
+    # input checkpoint goes with the first: 4 writes in all)
     from botocore.exceptions import ClientError
 
     from langorch.domain.errors import StorageError

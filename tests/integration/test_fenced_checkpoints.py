@@ -34,6 +34,7 @@ from tests.gated_kinds import (
 )
 from tests.integration.conftest import register_text
 from tests.integration.test_checkpointer import TrailState, linear_graph
+from tests.workflows import ASK_THEN_DONE
 
 Outcome = list[Any]
 
@@ -176,13 +177,23 @@ def test_under_one_fence_the_newest_checkpoint_is_not_read_again_and_matches_a_f
     stored = saver.get_tuple(config)
     assert counter.counts["Query"] >= 1
     assert stored is not None and stored.pending_writes == [("task-1", "__interrupt__", "parked")]
-    # And a newer fence (the next segment) reads again instead of trusting the old one's view
+    # And the next fence (this process's next segment: nobody took the lease in between)
+    # trusts that view, with the write it stored
     counter.reset()
     saver.get_tuple(config)
     assert counter.total == 0, counter.counts
     setup.runs.release_lease(run.run_id, fence)
     newer = setup.runs.acquire_lease(run.run_id, "seg-2", now=1, ttl_seconds=60)
-    again = saver.get_tuple({"configurable": {"thread_id": run.run_id, "langorch_fence": newer}})
+    counter.reset()
+    same = saver.get_tuple({"configurable": {"thread_id": run.run_id, "langorch_fence": newer}})
+    assert counter.total == 0, counter.counts
+    assert same is not None and same.pending_writes == stored.pending_writes
+    # And a fence further on (a lease taken elsewhere meanwhile) reads again
+    setup.runs.release_lease(run.run_id, newer)
+    elsewhere = setup.runs.acquire_lease(run.run_id, "elsewhere", now=2, ttl_seconds=60)
+    setup.runs.release_lease(run.run_id, elsewhere)
+    latest = setup.runs.acquire_lease(run.run_id, "seg-3", now=3, ttl_seconds=60)
+    again = saver.get_tuple({"configurable": {"thread_id": run.run_id, "langorch_fence": latest}})
     assert counter.counts["Query"] >= 1
     assert again is not None and again.pending_writes == stored.pending_writes
 
@@ -362,3 +373,117 @@ def test_a_segment_learns_of_no_pause_without_reading_the_run_at_each_step_bound
     assert result.status == "succeeded"
     assert counter.counts["TransactWriteItems"] >= 11, counter.counts
     assert counter.counts["GetItem"] == 1, counter.counts
+
+
+def test_a_new_runs_segment_makes_two_requests_besides_its_supersteps_and_reads_no_checkpoint(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a new 10-step run (12 checkpoints: its input, __start__'s and one per step)
+    setup = processes()
+    register_text(setup, STEPS_10)
+    run, _ = start_run(StartRun("ten"), setup)
+    setup.compiler.workflow(run.workflow_id, run.workflow_version)  # cached, as in a warm Lambda
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When one segment runs it to its end
+    result = run_segment(RunSegment(run.run_id), setup)
+    # Then it read the run, took the lease (a transaction: the run item and its fence item),
+    # wrote 11 transactions of checkpoints (the input checkpoint went with __start__'s) and one
+    # of the record with its timeline: no Query
+    assert result.status == "succeeded"
+    assert counter.counts == {"GetItem": 1, "TransactWriteItems": 13}
+    assert len(_history(setup, run.run_id)) == 12
+    # And another process reads the same end state
+    fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})
+    assert fresh is not None and fresh.checkpoint["channel_values"]["shared_context"]["x10"] == 10
+
+
+def test_resuming_our_own_interrupt_in_this_process_reads_no_checkpoint(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a run parked on an approval by a segment of this process
+    setup = processes()
+    register_text(setup, ASK_THEN_DONE)
+    run, _ = start_run(StartRun("gated"), setup)
+    parked = run_segment(RunSegment(run.run_id), setup)
+    assert parked.status == "waiting_approval"
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When the same process resumes it (nobody took the lease in between)
+    done = run_segment(RunSegment(run.run_id, resume={"decision": "approved"}), setup)
+    # Then it went on from the checkpoint it remembered, without reading the checkpoints
+    assert done.status == "succeeded" and done.outputs["ok"] == 1
+    assert "Query" not in counter.counts, counter.counts
+
+
+def test_a_lease_taken_elsewhere_between_segments_makes_the_next_one_read_again(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a run parked on an approval by a segment of this process
+    setup = processes()
+    register_text(setup, ASK_THEN_DONE)
+    run, _ = start_run(StartRun("gated"), setup)
+    run_segment(RunSegment(run.run_id), setup)
+    # And another process that took and gave back the run's lease since (it may have written)
+    other = setup.runs.acquire_lease(run.run_id, "elsewhere", now=0, ttl_seconds=60)
+    setup.runs.release_lease(run.run_id, other)
+    counter = RequestCounter(setup.client("dynamodb"))
+    # When this process resumes it
+    done = run_segment(RunSegment(run.run_id, resume={"decision": "approved"}), setup)
+    # Then it read the newest checkpoint from the table instead of trusting its memory
+    assert done.status == "succeeded"
+    assert counter.counts["Query"] >= 1, counter.counts
+
+
+@pytest.mark.usefixtures("gated")
+def test_a_held_input_checkpoint_is_stored_by_a_flush_or_before_a_read_by_id(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a segment under its fence whose graph stored only its input checkpoint so far
+    setup, run, _, saver, config = _segment_under_fence(processes)
+    checkpoint = {**_empty_checkpoint(), "id": "1f000000-0000-6000-8000-000000000001"}
+    held = saver.put(config, checkpoint, {"source": "input", "step": -1}, {})
+    # Then nothing was written yet, and a read of the newest serves it from memory
+    assert _stored(setup, run.run_id) == 0
+    assert saver.get_tuple(config) is not None
+    # When the segment reads it by id, then it is stored first
+    assert saver.get_tuple(held) is not None
+    assert _stored(setup, run.run_id) == 1
+    # And a held checkpoint the segment stops after is stored by its flush
+    second = {**_empty_checkpoint(), "id": "1f000000-0000-6000-8000-000000000002"}
+    saver.put(held, second, {"source": "input", "step": -1}, {})
+    saver.flush()
+    assert _stored(setup, run.run_id) == 2
+
+
+def _empty_checkpoint() -> Any:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    return empty_checkpoint()
+
+
+def test_a_supersteps_fence_check_reads_a_small_fence_item_not_the_run_with_its_input(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a 10-step run started with 20 KB of input (its run item holds all of it)
+    setup = processes()
+    register_text(setup, STEPS_10.replace("memory: false", "memory: false\n    inputs_schema: {}"))
+    run, _ = start_run(StartRun("ten", input={"notes": "n" * 20_000}), setup)
+    checked: list[dict[str, Any]] = []
+
+    def note_checks(params: dict[str, Any], **_: Any) -> None:
+        actions = params["TransactItems"]
+        checked.extend(entry["ConditionCheck"] for entry in actions if "ConditionCheck" in entry)
+
+    setup.client("dynamodb").meta.events.register(
+        "provide-client-params.dynamodb.TransactWriteItems", note_checks
+    )
+    # When a segment runs it to its end
+    assert run_segment(RunSegment(run.run_id), setup).status == "succeeded"
+    # Then every superstep's check read the run's fence item, a few dozen bytes (two write
+    # units a check, where the run item would bill two per KB: 40 here)
+    assert len(checked) == 11
+    keys = {(c["Key"]["pk"]["S"], c["Key"]["sk"]["S"]) for c in checked}
+    assert keys == {(f"run#{run.run_id}", "fence")}
+    item = setup.client("dynamodb").get_item(
+        TableName=setup.settings.runs_table, Key=checked[0]["Key"], ConsistentRead=True
+    )["Item"]
+    assert set(item) == {"pk", "sk", "fence"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from langorch.app.recovery.restart import recover_in_flight
 from langorch.app.runs import RunSegment, StartRun, launch_run, run_segment
 from langorch.domain.errors import LeaseHeldError
-from langorch.domain.runs import RunRecord, TimelineEventType
+from langorch.domain.runs import RunRecord, TimelineEvent, TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.executions import InMemoryExecutions
 from tests.fakes.runs import InMemoryRuns
@@ -87,22 +88,32 @@ def test_the_lease_of_a_segment_that_died_with_the_stack_no_longer_blocks_the_ru
 
 
 class _KilledAtTheLastWrite(InMemoryRuns):
-    """A view of a runs fake's table from a stack killed (SIGKILL) just before a segment's
-    last write: it shares the fake's rows."""
+    """A view of a runs fake's table from a stack killed (SIGKILL) between a segment's timeline
+    and its record, as versions before the two became one write stored them: it shares the
+    fake's rows."""
 
     def __init__(self, table: InMemoryRuns) -> None:
         self.__dict__ = table.__dict__
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        fence: int | None = None,
+        release: bool = False,
+        events: Sequence[TimelineEvent] = (),
+    ) -> None:
         if run.is_terminal and release:
+            self.append_events(run.run_id, events)  # the older version's first write
             raise SystemExit("killed")  # the process dies: nothing after this runs
-        super().save_run(run, fence=fence, release=release)
+        super().save_run(run, fence=fence, release=release, events=events)
 
 
 def test_a_run_whose_finishing_segment_died_before_its_last_write_finishes_once(
     deps: Fakes,
 ) -> None:
-    # Given a run whose segment appended its run_finished, then died before its record said so
+    # Given a run whose segment (of an older version) appended its run_finished, then died
+    # before its record said so
     table = deps.runs
     run, _ = launch_run(StartRun("flow"), deps)
     deps.runs = _KilledAtTheLastWrite(table)

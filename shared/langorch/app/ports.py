@@ -115,9 +115,17 @@ class RunsStore(Protocol):
         """The run (``NotFoundError`` when unknown)."""
         ...
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        fence: int | None = None,
+        release: bool = False,
+        events: Sequence[TimelineEvent] = (),
+    ) -> None:
         """Store the run's new state, under the lease ``fence`` when given; with ``release``,
-        the same write gives that lease back."""
+        the same write gives that lease back; with ``events``, the same write adds (or
+        replaces, by ``seq``) those timeline events: both land or neither."""
         ...
 
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:

@@ -143,6 +143,11 @@ class Checkpoints(Protocol):
         call (forgotten by this one)."""
         ...
 
+    def starts_empty(self, run_id: str, fence: int) -> None:
+        """Note that the run's thread has no checkpoint, as its segment under ``fence`` knows:
+        the segment's first read needs no request (a saver without reads to save ignores it)."""
+        ...
+
 
 class SegmentDeps(SideEffectDeps, Protocol):
     """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports
@@ -500,6 +505,10 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         ttl_seconds=budget + LEASE_GRACE_SECONDS,
         saving=run,
     )
+    if fence == 1 and run.forked_from is None:
+        # The run's first lease, and no fork copied a checkpoint in: every checkpoint write is
+        # fenced, so its thread is empty and the segment's first read asks nothing.
+        deps.checkpointer.starts_empty(run.run_id, fence)
     released = False
     try:
         interrupt_id = cmd.interrupt_id

@@ -139,8 +139,8 @@ def record_segment(
     if not result.events and run.is_terminal and _finished_by_previous(run, deps):
         closing = []  # that segment's run_finished stands: a run ends once on its timeline
     events.extend(closing)
-    deps.runs.append_events(run.run_id, numbered(run, events))
-    deps.runs.save_run(run, fence=fence, release=True)
+    # One write: the record, the lease given back and the segment's timeline.
+    deps.runs.save_run(run, fence=fence, release=True, events=numbered(run, events))
     logger.info(
         "segment ended",
         extra={

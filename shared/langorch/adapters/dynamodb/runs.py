@@ -9,6 +9,7 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      gsi1pk, gsi1sk, gsi2pk, gsi2sk,
                                                      attempt (N, a redrive's), forks (L of JSON),
                                                      pause (PauseRequest JSON), pause_token
+    fence     run#<run_id>             fence         fence (N, the run item's), paused (BOOL)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
@@ -38,7 +39,11 @@ record never drops what an operator asked meanwhile.
 Leases (ARCHITECTURE §2 "One writer per run"): a segment takes the run's lease with a conditional
 write that also increments ``fence``. Writes made under a lease carry that fence and are refused
 once a newer segment has taken over, so a segment that outlived its lease cannot overwrite the
-run.
+run. The same transaction copies the new fence onto the run's small fence item, which is what a
+segment's checkpoint writes check (a check bills the size of the item it reads: two write units
+for the fence item, two per KB for the run item with its input and outputs). The fence item also
+carries the ``paused`` flag those writes look for: ``request_pause`` sets it before the request
+stands on the run item, ``lift_pause`` clears it after the request is gone.
 
 Timeline events are stored in pages: one item per append (per segment, usually), keyed by its
 first event's ``seq`` and split only when it would pass :data:`EVENT_PAGE_BYTES`. A segment's
@@ -57,6 +62,7 @@ import heapq
 import itertools
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -73,6 +79,7 @@ from langorch.adapters.dynamodb._run_items import (
     EVENT_PAGE_BYTES,
     EVENT_PREFIX,
     FENCE_IS_CURRENT,
+    FENCE_SK,
     GSI_STATUS,
     GSI_WORKFLOW,
     LEASE_IS_FREE,
@@ -81,6 +88,7 @@ from langorch.adapters.dynamodb._run_items import (
     NOT_ENDED,
     NOT_ENDED_OTHERWISE,
     PAUSE_STANDS,
+    PAUSED_FLAG,
     RUN_EXISTS,
     RUN_IS_NEW,
     RUN_SK,
@@ -108,7 +116,14 @@ from langorch.domain.errors import (
     StorageError,
     UnreadableRecordError,
 )
-from langorch.domain.runs import ForkLink, PauseRequest, RunRecord, RunStatus, TimelineEvent
+from langorch.domain.runs import (
+    TERMINAL,
+    ForkLink,
+    PauseRequest,
+    RunRecord,
+    RunStatus,
+    TimelineEvent,
+)
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
 
@@ -120,6 +135,10 @@ _TRANSACT_PAGES = 50
 _MAX_LIST = 1000
 _BATCH_GET_MAX = 100
 _CREATE_ATTEMPTS = 4
+_LEASE_ATTEMPTS = 4
+_FENCES_KEPT = 256
+"""How many runs' fences a repository remembers from its reads (to take their leases without
+reading the fence first): a Lambda sandbox runs one segment at a time."""
 
 
 _RECORD_SET = "body = :body, #status = :status, updated_at = :updated_at, gsi2pk = :gsi2pk"
@@ -131,6 +150,23 @@ _ENDINGS: dict[str, Any] = {
     ":cancelled": {"S": RunStatus.cancelled.value},
 }
 """The values :data:`NOT_ENDED_OTHERWISE` names."""
+
+
+_CARRIED_PAGES = 48
+_CARRIED_BYTES = 3_000_000
+"""What of a timeline rides with the record's update: under TransactWriteItems' 100 actions and
+4 MB, less the record (400 KB at most)."""
+
+
+def _carried_pages(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The last pages of a timeline that fit in one transaction beside the record."""
+    size, start = 0, len(pages)
+    while start > 0 and len(pages) - start < _CARRIED_PAGES:
+        size += len(pages[start - 1]["events"]["S"])
+        if size > _CARRIED_BYTES and start < len(pages):
+            break
+        start -= 1
+    return pages[start:]
 
 
 def _record_values(run: RunRecord) -> dict[str, Any]:
@@ -158,6 +194,11 @@ class RunsRepository:
     def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
         self._table = table_name
+        # The fence of each run as this repository last read or wrote it: taking a lease sets
+        # the next one on the run item and its fence item in one transaction, which returns
+        # nothing, so the new value is computed from this one (and the write refused, then
+        # retried, when the run's fence has moved since).
+        self._fences: OrderedDict[str, int] = OrderedDict()
 
     # ----------------------------------------------------------------------------------------
     # Table
@@ -279,6 +320,7 @@ class RunsRepository:
         item = response.get("Item")
         if item is None:
             raise NotFoundError(f"run {run_id} does not exist (check the id with `runs list`)")
+        self._saw_fence(run_id, item)
         return record(item)
 
     def list_runs(
@@ -323,10 +365,21 @@ class RunsRepository:
         newest_first = heapq.merge(*streams, reverse=True)
         return self._records_in_order((run_id for _, run_id in newest_first), limit, status)
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        fence: int | None = None,
+        release: bool = False,
+        events: Sequence[TimelineEvent] = (),
+    ) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
 
-        Lease bookkeeping and ``created_at`` are left as they are, unless ``release``.
+        Lease bookkeeping and ``created_at`` are left as they are, unless ``release``. With
+        ``events``, the record and its timeline pages go in one ``TransactWriteItems`` (a
+        segment's last write: one request instead of two, and the pages are fenced by the
+        record's own condition); a timeline too large for one transaction has its leading pages
+        written first, fenced likewise.
 
         Args:
             run: the run as it is now.
@@ -335,8 +388,11 @@ class RunsRepository:
                 operator's cancel).
             release: with ``fence``, the same write gives the lease back (a segment's last
                 write: one request instead of two).
+            events: timeline events to add (or replace, by ``seq``) in the same write: both
+                land or neither.
 
         Raises:
+            ValueError: the events' ``seq`` is not strictly increasing.
             NotFoundError: the run does not exist.
             LeaseHeldError: ``fence`` is stale: another segment owns the run now.
             ConflictError: the run already ended with a different status.
@@ -348,7 +404,11 @@ class RunsRepository:
             condition = f"{condition} AND {FENCE_IS_CURRENT}"
             values[":fence"] = {"N": str(fence)}
         remove = " REMOVE lease_owner, lease_expires_at" if release and fence is not None else ""
-        old = self._update_record(run, condition, values, remove=remove)
+        pages = event_items(run.run_id, events)
+        if pages:
+            old = self._update_with_pages(run, condition, values, remove, pages, fence)
+        else:
+            old = self._update_record(run, condition, values, remove=remove)
         if old is not None:
             raise refused_save(run, fence, old or None)
 
@@ -410,6 +470,10 @@ class RunsRepository:
             StorageError: DynamoDB failed.
         """
         ours = pause.model_dump_json()
+        # The flag first, so a segment's checkpoint write sees it no later than the request
+        # stands (seen early, pause_of says nothing stands yet, and the next boundary looks
+        # again); taken back if the request is refused.
+        self._flag_pause(run_id, flagged=True)
         try:
             response = self._client.update_item(
                 TableName=self._table,
@@ -425,6 +489,7 @@ class RunsRepository:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
             old = _old_item(exc)
+            self._flag_pause(run_id, flagged=False)
             if old is None:
                 raise NotFoundError(f"run {run_id} does not exist; nothing to pause") from exc
             raise ConflictError(
@@ -457,7 +522,23 @@ class RunsRepository:
                 raise NotFoundError(f"run {run_id} does not exist; nothing to resume") from exc
             raise self._storage_error("UpdateItem", exc) from exc
         old = response.get("Attributes", {})
+        self._flag_pause(run_id, flagged=False)  # after the request is gone (see request_pause)
         return pause_of(old), old.get("pause_token", {}).get("S")
+
+    def _flag_pause(self, run_id: str, *, flagged: bool) -> None:
+        """Set or clear the ``paused`` flag on the run's fence item, which a segment's
+        checkpoint writes check (:mod:`.checkpointer._fence`); the request itself stays on the
+        run item. (Pausing an unknown run id leaves that id a fence item without a flag.)"""
+        request: dict[str, Any] = {"UpdateExpression": f"REMOVE {PAUSED_FLAG}"}
+        if flagged:
+            request = {
+                "UpdateExpression": f"SET {PAUSED_FLAG} = :yes",
+                "ExpressionAttributeValues": {":yes": {"BOOL": True}},
+            }
+        try:
+            self._client.update_item(TableName=self._table, Key=self._fence_key(run_id), **request)
+        except ClientError as exc:
+            raise self._storage_error("UpdateItem", exc) from exc
 
     def park_paused(self, run_id: str, task_token: str) -> bool:
         """Keep the task token of the execution parked on the pause, while a request stands.
@@ -510,6 +591,45 @@ class RunsRepository:
     @staticmethod
     def _key(run_id: str) -> dict[str, Any]:
         return {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}
+
+    def _update_with_pages(
+        self,
+        run: RunRecord,
+        condition: str,
+        values: dict[str, Any],
+        remove: str,
+        pages: list[dict[str, Any]],
+        fence: int | None,
+    ) -> dict[str, Any] | None:
+        """The record's update and timeline pages in one transaction (see :meth:`save_run`).
+
+        Returns:
+            ``None`` when written; when refused, the stored item (``{}``: there is none).
+        """
+        carried = _carried_pages(pages)
+        if len(carried) < len(pages):
+            # Rare: a segment of thousands of events. Its leading pages go first, fenced.
+            self._put_pages(run.run_id, pages[: -len(carried)], fence)
+        update = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(run.run_id),
+                "UpdateExpression": f"SET {_RECORD_SET}{remove}",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {**_record_values(run), **values},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        puts = [{"Put": {"TableName": self._table, "Item": page}} for page in carried]
+        try:
+            self._client.transact_write_items(TransactItems=[update, *puts])
+        except ClientError as exc:
+            reasons = _response(exc).get("CancellationReasons", [])
+            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
+                return dict(reasons[0].get("Item") or {})
+            raise self._storage_error("TransactWriteItems", exc) from exc
+        return None
 
     def _update_record(
         self,
@@ -582,52 +702,131 @@ class RunsRepository:
         """
         if ttl_seconds <= 0:
             raise ValueError(f"ttl_seconds must be positive, not {ttl_seconds}")
-        update = (
-            "SET lease_owner = :owner, lease_expires_at = :until, "
-            "fence = if_not_exists(fence, :zero) + :one"
-        )
-        values: dict[str, Any] = {
-            ":owner": {"S": owner},
-            ":until": {"N": repr(now + ttl_seconds)},
-            ":now": {"N": repr(now)},
-            ":zero": {"N": "0"},
-            ":one": {"N": "1"},
-        }
-        extra: dict[str, Any] = {}
-        if saving is not None:
-            update = f"{update}, {_RECORD_SET}"
-            values |= {**_record_values(saving), **_ENDINGS}
-            extra = {"ExpressionAttributeNames": {"#status": "status"}}
-        try:
-            response = self._client.update_item(
-                TableName=self._table,
-                Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
-                UpdateExpression=update,
-                ConditionExpression=LEASE_IS_FREE
-                + ("" if saving is None else f" AND {NOT_ENDED_OTHERWISE}"),
-                ExpressionAttributeValues=values,
-                ReturnValues="UPDATED_NEW",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **extra,
-            )
-        except ClientError as exc:
-            if _code(exc) != "ConditionalCheckFailedException":
-                raise self._storage_error("UpdateItem", exc) from exc
-            old = _old_item(exc)
+        for attempt in range(_LEASE_ATTEMPTS):
+            seen = self._fences.get(run_id)
+            if seen is None:
+                seen = self._read_fence(run_id)
+            old = self._take_lease(run_id, owner, now, ttl_seconds, saving, seen)
             if old is None:
-                raise NotFoundError(f"run {run_id} does not exist; no lease to take") from exc
+                self._fences[run_id] = seen + 1
+                return seen + 1
+            if not old:
+                raise NotFoundError(f"run {run_id} does not exist; no lease to take")
+            self._saw_fence(run_id, old)
             held = (
                 float(old.get("lease_expires_at", {}).get("N", "0")) > now
                 and old.get("lease_owner", {}).get("S") != owner
             )
-            if saving is not None and not ("lease_owner" in old and held):
-                raise refused_save(saving, None, old) from exc
-            raise LeaseHeldError(
-                f"run {run_id} is being run by {old.get('lease_owner', {}).get('S', '?')} "
-                f"until {lease_until(old)}; this segment must not touch it "
-                "(retry after that time if the other segment has stopped)"
-            ) from exc
-        return int(response["Attributes"]["fence"]["N"])
+            if held:
+                raise LeaseHeldError(
+                    f"run {run_id} is being run by {old.get('lease_owner', {}).get('S', '?')} "
+                    f"until {lease_until(old)}; this segment must not touch it "
+                    "(retry after that time if the other segment has stopped)"
+                )
+            stored = old.get("status", {}).get("S")
+            ended = stored is not None and RunStatus(stored) in TERMINAL
+            if saving is not None and ended and RunStatus(stored) is not saving.status:
+                raise refused_save(saving, None, old)
+            if attempt:  # another segment is taking it this very moment: let it finish
+                time.sleep(0.05 * 2**attempt)
+        raise LeaseHeldError(
+            f"run {run_id}: its lease changed hands {_LEASE_ATTEMPTS} times while this segment "
+            "tried to take it; another segment is taking it (retry later)"
+        )
+
+    def _take_lease(
+        self,
+        run_id: str,
+        owner: str,
+        now: float,
+        ttl_seconds: float,
+        saving: RunRecord | None,
+        seen: int,
+    ) -> dict[str, Any] | None:
+        """One try at the lease, from fence ``seen``: the run item (lease, fence, and the record
+        with ``saving``) and the fence item, in one transaction.
+
+        Returns:
+            ``None`` when taken; when refused, the run item as it was (``{}``: there is none,
+            or the transaction collided with another one on the run).
+        """
+        update = "SET lease_owner = :owner, lease_expires_at = :until, fence = :fence"
+        unchanged = "fence = :seen" if seen else "(attribute_not_exists(fence) OR fence = :seen)"
+        condition = f"{LEASE_IS_FREE} AND {unchanged}"
+        values: dict[str, Any] = {
+            ":owner": {"S": owner},
+            ":until": {"N": repr(now + ttl_seconds)},
+            ":now": {"N": repr(now)},
+            ":fence": {"N": str(seen + 1)},
+            ":seen": {"N": str(seen)},
+        }
+        extra: dict[str, Any] = {}
+        if saving is not None:
+            update = f"{update}, {_RECORD_SET}"
+            condition = f"{condition} AND {NOT_ENDED_OTHERWISE}"
+            values |= {**_record_values(saving), **_ENDINGS}
+            extra = {"ExpressionAttributeNames": {"#status": "status"}}
+        take = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._key(run_id),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": values,
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+                **extra,
+            }
+        }
+        copy = {
+            "Update": {
+                "TableName": self._table,
+                "Key": self._fence_key(run_id),
+                "UpdateExpression": "SET fence = :fence",
+                "ExpressionAttributeValues": {":fence": {"N": str(seen + 1)}},
+            }
+        }
+        try:
+            self._client.transact_write_items(TransactItems=[take, copy])
+        except ClientError as exc:
+            if _code(exc) != "TransactionCanceledException":
+                raise self._storage_error("TransactWriteItems", exc) from exc
+            reasons = _response(exc).get("CancellationReasons", [])
+            codes = [str(reason.get("Code", "None")) for reason in reasons]
+            if codes and codes[0] == "ConditionalCheckFailed":
+                return dict(reasons[0].get("Item") or {})
+            if "TransactionConflict" in codes:
+                self._fences.pop(run_id, None)
+                return {"fence": {"N": "-1"}}  # read it again, after a moment
+            raise self._storage_error("TransactWriteItems", exc) from exc
+        return None
+
+    def _read_fence(self, run_id: str) -> int:
+        """The run's fence, read consistently (``NotFoundError`` for an unknown run)."""
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                ProjectionExpression="fence",
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise self._storage_error("GetItem", exc) from exc
+        if "Item" not in response:
+            raise NotFoundError(f"run {run_id} does not exist; no lease to take")
+        return int(response["Item"].get("fence", {}).get("N", "0"))
+
+    def _saw_fence(self, run_id: str, item: dict[str, Any]) -> None:
+        """Remember the fence a read of the run item found (``-1`` or none: forget it)."""
+        value = int(item.get("fence", {}).get("N", "-1"))
+        self._fences.pop(run_id, None)
+        if value >= 0:
+            self._fences[run_id] = value
+            while len(self._fences) > _FENCES_KEPT:
+                self._fences.popitem(last=False)
+
+    @staticmethod
+    def _fence_key(run_id: str) -> dict[str, Any]:
+        return {"pk": {"S": run_pk(run_id)}, "sk": {"S": FENCE_SK}}
 
     def renew_lease(self, run_id: str, fence: int, *, now: float, ttl_seconds: float) -> None:
         """Extend the lease held with ``fence`` to ``now + ttl_seconds``.
@@ -703,7 +902,10 @@ class RunsRepository:
             LeaseHeldError: ``fence`` is stale.
             StorageError: DynamoDB failed.
         """
-        items = event_items(run_id, events)
+        self._put_pages(run_id, event_items(run_id, events), fence)
+
+    def _put_pages(self, run_id: str, items: list[dict[str, Any]], fence: int | None) -> None:
+        """Store timeline pages: batched, or with ``fence`` in transactions that check it."""
         if fence is None:
             for chunk in chunks(items, _BATCH_WRITE_MAX):
                 self._batch_put(chunk)

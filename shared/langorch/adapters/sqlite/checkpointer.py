@@ -194,6 +194,9 @@ class SqliteCheckpointSaver(SqliteSaver):
     def flush(self) -> None:
         """Nothing is buffered: every write is stored when its call returns."""
 
+    def starts_empty(self, run_id: str, fence: int) -> None:
+        """Nothing to note: its reads are local."""
+
     async def aflush(self) -> None:
         """Async twin of :meth:`flush`."""
 

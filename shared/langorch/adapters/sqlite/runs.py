@@ -224,7 +224,14 @@ class SqliteRuns:
             rows.close()
         return runs
 
-    def save_run(self, run: RunRecord, *, fence: int | None = None, release: bool = False) -> None:
+    def save_run(
+        self,
+        run: RunRecord,
+        *,
+        fence: int | None = None,
+        release: bool = False,
+        events: Sequence[TimelineEvent] = (),
+    ) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
 
         Lease bookkeeping and ``created_at`` are left as they are, unless ``release``.
@@ -235,14 +242,18 @@ class SqliteRuns:
                 segment has taken the lease since. ``None`` writes without a lease (an
                 operator's cancel).
             release: with ``fence``, the same write gives the lease back.
+            events: timeline events to add (or replace, by ``seq``) in the same transaction:
+                both land or neither.
 
         Raises:
+            ValueError: the events' ``seq`` is not strictly increasing.
             NotFoundError: the run does not exist.
             LeaseHeldError: ``fence`` is stale: another segment owns the run now.
             ConflictError: the run already ended with a different status.
             RecordTooLargeError: the record is too large even with its outputs summarised.
         """
         body = _bounded_body(run)
+        rows = _event_rows(run.run_id, events)
         with self._db.write() as connection:
             refusal = _refused_save(run, fence, _lease(connection, run.run_id))
             if refusal is not None:
@@ -250,6 +261,7 @@ class SqliteRuns:
             _write_record(connection, run.run_id, run, body)
             if release and fence is not None:
                 _drop_lease(connection, run.run_id)
+            _write_events(connection, rows)
 
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
         """Store a run reopened by a redrive, only while the stored run is on
@@ -491,12 +503,9 @@ class SqliteRuns:
             ValueError: ``seq`` is not strictly increasing.
             LeaseHeldError: ``fence`` is stale.
         """
-        seqs = [event.seq for event in events]
-        if any(b <= a for a, b in itertools.pairwise(seqs)):
-            raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
-        if not events:
+        rows = _event_rows(run_id, events)
+        if not rows:
             return  # nothing to write, nothing to check (as DynamoDB: no request at all)
-        rows = [(run_id, event.seq, event.model_dump_json(exclude_none=True)) for event in events]
         with self._db.write() as connection:
             if fence is not None:
                 current = connection.execute(
@@ -507,9 +516,7 @@ class SqliteRuns:
                         f"run {run_id}: fence {fence} is stale; another segment owns the run, "
                         "its timeline was not changed"
                     )
-            connection.executemany(
-                "INSERT OR REPLACE INTO run_events (run_id, seq, body) VALUES (?, ?, ?)", rows
-            )
+            _write_events(connection, rows)
 
     def get_timeline(self, run_id: str) -> list[TimelineEvent]:
         """The run's timeline in ``seq`` order (empty for an unknown run)."""
@@ -661,4 +668,19 @@ def _write_record(connection: sqlite3.Connection, run_id: str, run: RunRecord, b
 def _drop_lease(connection: sqlite3.Connection, run_id: str) -> None:
     connection.execute(
         "UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL WHERE run_id = ?", (run_id,)
+    )
+
+
+def _event_rows(run_id: str, events: Sequence[TimelineEvent]) -> list[tuple[str, int, str]]:
+    """``run_events`` rows of ``events`` (``ValueError`` unless ``seq`` strictly increases)."""
+    seqs = [event.seq for event in events]
+    if any(b <= a for a, b in itertools.pairwise(seqs)):
+        raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
+    return [(run_id, event.seq, event.model_dump_json(exclude_none=True)) for event in events]
+
+
+def _write_events(connection: sqlite3.Connection, rows: list[tuple[str, int, str]]) -> None:
+    """Add (or replace, by ``seq``) timeline rows, inside the caller's transaction."""
+    connection.executemany(
+        "INSERT OR REPLACE INTO run_events (run_id, seq, body) VALUES (?, ?, ?)", rows
     )

@@ -38,15 +38,18 @@ What this saver does instead
 * **Fenced writes** (RELIABILITY.md "Runs and state": the history never forks). A segment puts
   its lease's fence in the config (``configurable["langorch_fence"]``, see
   ``engine.segments``); a saver built with ``runs_table`` then writes each superstep as one
-  ``TransactWriteItems``: a ``ConditionCheck`` that the run item's ``fence`` still equals it,
-  plus the puts. A segment whose lease was taken over gets
+  ``TransactWriteItems``: a ``ConditionCheck`` that the ``fence`` of the run's small fence item
+  (``RunsRepository`` copies it there with the lease) still equals it, plus the puts. A
+  segment whose lease was taken over gets
   :class:`~langorch.domain.errors.LeaseLostError` and writes nothing, so it cannot add a
   checkpoint beside the newer segment's, and never reaches the next step. A checkpoint's check
-  also asks that no operator's pause stands on the run item: when one does, the superstep is
+  also asks that no operator's pause is flagged on that item: when one is, the superstep is
   stored under the fence alone (a second transaction) and
   :meth:`DynamoCheckpointSaver.pause_seen` says so, which is how a segment learns of a pause at
   its step boundary without reading the run item there. Still one request per superstep;
-  the price is the transaction's double write units (and the check). A
+  the price is the transaction's double write units and the check's two (the check bills the
+  size of the item it reads: the run item, with the run's input and outputs, billed two per
+  KB on every superstep). A
   superstep over 99 items or ~3.5 MB is cut into several transactions, the checkpoint in the
   last, each carrying the check: they are not atomic together, which is safe for the reason
   above (a chunk that lands was written while the lease was held, like the writes of a
@@ -68,6 +71,14 @@ What this saver does instead
   whose whole value lies in an item past half its TTL is stored whole again: the items a
   checkpoint needs are at most half a TTL older than it, so they outlive its write by at least
   half the TTL (before deltas, every item stood alone).
+* **Fewer requests per segment** (issue 33). Under a fence, a run's input checkpoint is held
+  for the next put (only LangGraph's ``__start__`` task runs in between, with no effect outside
+  the graph; a flush or a read by id stores it first), so a new run's first two checkpoints
+  are one transaction. The newest checkpoint of a thread, with its stored writes, is
+  remembered under the fence it was read or written under and trusted under the next one too
+  (no lease was taken in between, so nobody wrote: our own resume after an interrupt in this
+  process reads nothing); ``starts_empty`` tells a run's first segment that its thread is
+  empty (its first lease, not a fork), so it reads nothing at all.
 * **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` (two when it has
   pending writes, e.g. a parked interrupt), thanks to the item layout below.
 * **S3 offload**: a payload of ``offload_threshold_bytes`` or more (after optional zlib

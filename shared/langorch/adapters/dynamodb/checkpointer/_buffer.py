@@ -105,6 +105,24 @@ class WriteBuffer:
             self._groups[key] = group
         return flush_now
 
+    def hold(self, item: Item, group: FenceGroup) -> None:
+        """Keep a checkpoint item for the group's next write (it goes before the items buffered
+        after it). Call with :attr:`lock` held."""
+        key = (text(item, "PK"), text(item, "SK"))
+        self._items[key] = item
+        self._groups[key] = group
+
+    def held_groups(self, thread_id: str | None) -> list[FenceGroup]:
+        """The groups holding a checkpoint item of a thread (``None``: of any thread)."""
+        with self.lock:
+            return list(
+                dict.fromkeys(
+                    self._groups[key]
+                    for key, item in self._items.items()
+                    if text(item, "k") == "c" and (thread_id is None or key[0] == thread_id)
+                )
+            )
+
     def stored_checkpoint(self, thread: Thread, checkpoint_id: str) -> None:
         """Record a stored checkpoint: the newest of its namespace, open for writes."""
         self._latest_put[thread] = checkpoint_id

@@ -35,8 +35,8 @@ T = TypeVar("T")
 _BATCH_LIMIT = 25  # BatchWriteItem's hard cap on items per request.
 _MAX_ATTEMPTS = 8  # for UnprocessedItems; botocore already retries throttled requests.
 _TRANSACT_LIMIT = 100  # TransactWriteItems' cap on actions per request (the check is one).
-# Under TransactWriteItems' 4 MB cap on the items of a request, less the checked run item (up
-# to 400 KB) and a margin for our estimate of an item's size (DynamoDB adds a few bytes).
+# Under TransactWriteItems' 4 MB cap on the items of a request, less the checked item (the fence
+# item, small; once the run item, up to 400 KB) and a margin for our estimate of an item's size.
 _TRANSACT_BYTES = 3_500_000
 _RETRY_REASONS = frozenset(
     {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
@@ -121,7 +121,7 @@ class CheckpointTable:
     ) -> bool:
         """Put items only while ``fence`` holds the run's lease: one transaction per chunk.
 
-        Each ``TransactWriteItems`` is a ``ConditionCheck`` on the run item (``fence =
+        Each ``TransactWriteItems`` is a ``ConditionCheck`` on the run's fence item (``fence =
         :fence``) plus up to 99 puts and ~3.5 MB. When the items need more than one (rare: a
         superstep of many tasks or big payloads), every chunk carries the check, the last item
         (the checkpoint) in the last chunk. Chunks are not atomic together, and need not be:

@@ -69,7 +69,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         compression_min_bytes: Payloads of this size or more are zlib-compressed when that
             saves at least 10 %; ``None`` disables compression.
         serde: The LangGraph serializer (default: LangGraph's ``JsonPlusSerializer``).
-        runs_table: The runs table, whose run items carry the lease's ``fence``. With it, a
+        runs_table: The runs table, whose fence items carry the lease's ``fence``. With it, a
             config carrying ``configurable["langorch_fence"]`` has its writes fenced: each
             superstep is one ``TransactWriteItems`` that also checks the run's fence, and a
             segment that lost its lease gets :class:`LeaseLostError` with nothing written.
@@ -106,11 +106,13 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         )
         self.buffer = WriteBuffer()
         # The newest checkpoint of each (thread, namespace) as this saver last read or wrote it
-        # under a fence: a segment holds its run's lease, so nobody else writes the thread while
-        # that fence holds, and its second and later reads of the same newest checkpoint (the
-        # state before the run, LangGraph's own read, the state after) need no Query. Kept
-        # only for the fence it was read under; any stored write of the thread forgets it.
-        # ``None``: the thread had no checkpoint (a new run's first segment reads that 2-3 times).
+        # under a fence, with its stored writes: a segment holds its run's lease, so nobody
+        # else writes the thread while that fence holds, and its second and later reads of the
+        # same newest checkpoint (the state before the run, LangGraph's own read, the state
+        # after) need no Query. Trusted under that fence and under the next one (the next
+        # segment's lease, taken by nobody in between, e.g. our own resume after an interrupt
+        # in this process); any write of the thread under an older fence, or unfenced,
+        # forgets it. ``None``: the thread had no checkpoint (:meth:`starts_empty`).
         self._newest: dict[tuple[str, str], tuple[int, Group | None]] = {}
         self._writes_stored = 0  # counts stored writes: a read older than one is not kept
         # Runs whose fenced checkpoint write found an operator's pause (see pause_seen).
@@ -163,7 +165,15 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         group = self._group(fence)
         with self.buffer.lock:
             what = f"checkpoint {checkpoint['id']}"
-            if self._write(group, fence, [*self.buffer.items(group), item], what, checkpoint=True):
+            if fence is not None and metadata.get("source") == "input":
+                # A run's input checkpoint waits for the next put (or a flush): only LangGraph's
+                # __start__ task runs in between, which has no effect outside the graph, and a
+                # segment that stops before storing it starts again from the same input (the
+                # run record's). One request less per segment.
+                self.buffer.hold(item, group)
+            elif self._write(
+                group, fence, [*self.buffer.items(group), item], what, checkpoint=True
+            ):
                 self._paused.add(thread[0])
             self.buffer.stored_checkpoint(thread, checkpoint["id"])
             self._remember(thread, view, checkpoint)
@@ -224,8 +234,6 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         """
         lost: LeaseLostError | None = None
         with self.buffer.lock:
-            # A segment ends with a flush: what it remembered is for its own fence only.
-            self._newest.clear()
             for group in self.buffer.groups():
                 fence = None if group is None else self._fence_of(*group)
                 try:
@@ -255,7 +263,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         if not items:
             return False
         self._writes_stored += 1
-        self._forget(group)
+        known = self._forget(group)
         paused = False
         if fence is None:
             self.table.write_items(items, what=what)
@@ -265,6 +273,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             except LeaseLostError:
                 self.buffer.clear(group)
                 raise
+            self._newest.update(_with_writes(known, items, fence.value))
         self.buffer.clear(group)
         return paused
 
@@ -282,13 +291,21 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             self._paused.discard(run_id)
             return True
 
-    def _forget(self, group: FenceGroup) -> None:
-        """Drop the remembered newest checkpoints a write to ``group`` may change."""
+    def starts_empty(self, run_id: str, fence: int) -> None:
+        """Note that the run's thread has no checkpoint yet, as its segment under ``fence``
+        knows (the run's first lease, and no fork copied one into it): that segment's first
+        read of the newest checkpoint needs no ``Query``."""
+        with self.buffer.lock:
+            self._newest[run_id, ""] = (fence, None)
+
+    def _forget(self, group: FenceGroup) -> dict[Thread, tuple[int, Group | None]]:
+        """Drop the remembered newest checkpoints a write to ``group`` may change; returns
+        those of its thread (a fenced write that lands keeps them, with its writes added)."""
         if group is None:
             self._newest.clear()  # an unfenced write may touch any thread
-            return
-        for key in [key for key in self._newest if key[0] == group[0]]:
-            del self._newest[key]
+            return {}
+        dropped = {key: self._newest.pop(key) for key in list(self._newest) if key[0] == group[0]}
+        return {key: known for key, known in dropped.items() if known[0] >= group[1] - 1}
 
     def _fence(self, config: RunnableConfig) -> Fence | None:
         """The fence a config's writes carry: none without a runs table or a fence in it."""
@@ -324,6 +341,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         checkpoint_id = get_checkpoint_id(config)
         buffered = self.buffer.snapshot(thread_id)
         if checkpoint_id:
+            self._store_held(thread_id)
             group = self.table.checkpoint_group(thread_id, ns, checkpoint_id)
         else:
             group = self._newest_group(config, thread_id, ns)
@@ -380,6 +398,14 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             chain.append(known[parent])
         return chain[::-1]
 
+    def _store_held(self, thread_id: str | None) -> None:
+        """Store the input checkpoints held back for the next put (see :meth:`put`) before a
+        read of the table that must see them (``None``: of every thread)."""
+        with self.buffer.lock:
+            for group in self.buffer.held_groups(thread_id):
+                fence = None if group is None else self._fence_of(*group)
+                self._write(group, fence, self.buffer.items(group), "held checkpoint")
+
     def _remember(self, thread: Thread, view: View, checkpoint: Checkpoint) -> None:
         """Keep the newest checkpoint of a thread (a few hundred threads at most)."""
         with self.buffer.lock:
@@ -403,12 +429,17 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         """The namespace's newest checkpoint: remembered under the config's fence, else read."""
         fence = self._fence(config)
         if fence is None:
+            self._store_held(thread_id)
             return self.table.latest_group(thread_id, ns)
         with self.buffer.lock:
             known = self._newest.get((thread_id, ns))
+            if known is not None and fence.value - 1 <= known[0] <= fence.value:
+                # Ours, or the previous fence's: no lease was taken in between, so nobody wrote.
+                self._newest[thread_id, ns] = (fence.value, known[1])
+                return known[1]
+        self._store_held(thread_id)
+        with self.buffer.lock:
             generation = self._writes_stored
-        if known is not None and known[0] == fence.value:
-            return known[1]
         group = self.table.latest_group(thread_id, ns)
         with self.buffer.lock:
             if generation == self._writes_stored:
@@ -441,6 +472,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             StorageError: DynamoDB or S3 refused a read.
         """
         before_id = get_checkpoint_id(before) if before else None
+        self._store_held(None if config is None else str(config["configurable"]["thread_id"]))
         if config is None:
             groups: Iterable[Group] = self.table.scan_groups()
             buffered = self.buffer.snapshot(None)
@@ -500,3 +532,24 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
     async def aflush(self) -> None:
         """Async twin of :meth:`flush`."""
         await asyncio.to_thread(self.flush)
+
+
+def _with_writes(
+    known: dict[Thread, tuple[int, Group | None]], items: Items, fence: int
+) -> dict[Thread, tuple[int, Group | None]]:
+    """The remembered newest checkpoints of a thread after a fenced write of ``items`` landed:
+    each with the writes stored for it added (a stored checkpoint is remembered by ``put``)."""
+    kept: dict[Thread, tuple[int, Group | None]] = {}
+    for thread, (_, group) in known.items():
+        head_id = None if group is None else text(group[0], "cid")
+        stored = [item for item in items if text(item, "ns") == thread[1]]
+        if any(text(item, "k") == "c" and text(item, "cid") != head_id for item in stored):
+            continue  # a newer checkpoint of the namespace: put() remembers it
+        if group is None:
+            kept[thread] = (fence, None)
+            continue
+        head, writes = group
+        ours = [item for item in stored if text(item, "k") == "w" and text(item, "cid") == head_id]
+        merged = {text(item, "SK"): item for item in [*writes, *ours]}
+        kept[thread] = (fence, (head, list(merged.values())))
+    return kept
