@@ -90,7 +90,25 @@ def main() -> None:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    app.synth()
+    try:
+        app.synth()
+    except RuntimeError as exc:  # jsii's traceback says only "ValidationFailed"
+        if not str(exc).startswith("ValidationFailed"):
+            raise
+        for line in _violations(Path(app.outdir) / "validation-report.json"):
+            print(f"error: {line}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
+def _violations(report: Path) -> list[str]:
+    """Each cdk-nag finding of a failed synth as one line: the rule and what breaks it."""
+    found = json.loads(report.read_text())
+    return [
+        f"{violation['ruleName']} on {construct['constructPath']}"
+        for plugin in found.get("pluginReports", [])
+        for violation in plugin.get("violations", [])
+        for construct in violation.get("violatingConstructs", [])
+    ] or [f"synth validation failed; see {report}"]
 
 
 SUPPORTED_NODE = 22

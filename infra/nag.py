@@ -149,6 +149,13 @@ def suppress(stack: LangorchStack) -> None:
     assert runner_role is not None
     _ack(
         runner_role,
+        executions,
+        "A run that continues as new while an operator cancels it stops the execution it has "
+        "just started: StopExecution on the executions of this stage's one state machine "
+        "(named by run id at run time).",
+    )
+    _ack(
+        runner_role,
         "AwsSolutions-IAM5[Resource::*]",
         XRAY + " With bedrock_marketplace_products set, also aws-marketplace:Subscribe "
         "(conditioned on those product ids) and ViewSubscriptions: Marketplace subscriptions "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -251,3 +253,32 @@ def test_model_limits_are_read_from_json_on_the_command_line() -> None:
     values = {"model_limits": '{"openai": {"concurrency": 8}}', **SENDER}
     # Then the object is kept as cdk.json would give it
     assert DeployConfig.parse(values).model_limits == {"openai": {"concurrency": 8}}
+
+
+def test_a_cdk_nag_finding_is_told_as_its_rule_and_construct(tmp_path: Path) -> None:
+    # Given the validation report a synth that cdk-nag refused leaves behind
+    from infra.app import _violations
+
+    report = tmp_path / "validation-report.json"
+    rule = "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:x:execution:y-runs:*]"
+    report.write_text(
+        json.dumps(
+            {
+                "pluginReports": [
+                    {
+                        "pluginName": "AwsSolutions",
+                        "violations": [
+                            {
+                                "ruleName": rule,
+                                "violatingConstructs": [
+                                    {"constructPath": "s/Functions/RunSegmentRole/Policy"}
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        )
+    )
+    # Then each finding is one line naming the rule and where it broke, not jsii's traceback
+    assert _violations(report) == [f"{rule} on s/Functions/RunSegmentRole/Policy"]
