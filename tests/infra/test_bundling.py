@@ -6,17 +6,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.constructs.bundling import (
-    REPO_ROOT,
-    layer_requirements,
-    prune_layer,
-    stage_code,
-    stage_layer_placeholder,
-)
 from tests.support.lock import locked_versions
+
+# infra.constructs.bundling is imported in the tests, not here: it loads aws-cdk-lib (a Node
+# process, ~9 s of CPU) that collecting this file on a worker that runs no infra test would pay.
 
 
 def test_the_layer_installs_exactly_the_locked_runtime_set_boto3_included() -> None:
+    from infra.constructs.bundling import layer_requirements
+
     # Given the lock the development environment is installed from
     locked = locked_versions()
     # When the layer's requirements are exported
@@ -37,6 +35,8 @@ def test_the_layer_installs_exactly_the_locked_runtime_set_boto3_included() -> N
 
 
 def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> None:
+    from infra.constructs.bundling import stage_code
+
     code = stage_code(tmp_path)
     assert (code / "functions" / "__init__.py").is_file()
     assert (code / "langorch" / "statemachine.asl.json").is_file()
@@ -44,12 +44,16 @@ def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> 
 
 
 def test_unbuilt_layer_is_a_placeholder_that_says_how_to_build(tmp_path: Path) -> None:
+    from infra.constructs.bundling import stage_layer_placeholder
+
     layer = stage_layer_placeholder(tmp_path)
     note = (layer / "python" / "LAYER_NOT_BUILT.txt").read_text()
     assert "bundle=true" in note
 
 
 def test_runner_imports_work_without_the_pruned_numpy_and_zstandard() -> None:
+    from infra.constructs.bundling import REPO_ROOT
+
     # The layer drops numpy and zstandard (P4): the imports the runner needs must not need them.
     # A subprocess, so this test's sys.modules stays clean.
     code = (
@@ -68,6 +72,8 @@ def test_runner_imports_work_without_the_pruned_numpy_and_zstandard() -> None:
 
 
 def test_pruning_removes_unused_packages_and_keeps_boto3(tmp_path: Path) -> None:
+    from infra.constructs.bundling import prune_layer
+
     for name in ("boto3", "botocore", "numpy", "numpy.libs", "langgraph", "zstandard"):
         (tmp_path / name).mkdir()
     (tmp_path / "numpy-2.3.0.dist-info").mkdir()
