@@ -14,6 +14,14 @@ from moto import mock_aws
 REGION = "us-east-1"
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Files that share a session fixture go to one xdist worker (``tests/support/scheduling``)."""
+    from tests.support.scheduling import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials so nothing can reach a real account by accident."""
