@@ -15,7 +15,7 @@ PY_DIRS := $(wildcard shared functions tests bench infra)
 
 CDK := npx --yes aws-cdk@2.1148.1
 
-.PHONY: install lock dev test lint types unit bench bench-pipeline bench-flow capacity synth deploy destroy clean chromium
+.PHONY: install lock dev test test-cpu lint types unit bench bench-pipeline bench-flow capacity synth deploy destroy clean chromium
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check \
@@ -45,6 +45,12 @@ types: $(STAMP)
 # keep an eye on the suite's time (PERFORMANCE P8).
 test: $(STAMP) lint types chromium
 	$(BIN)/pytest -q -n 2 --dist loadfile --durations=15
+
+# CPU seconds per test file (each worker's and the children it waited for) appended to
+# .pytest_cache/cpu-report.jsonl, for P8's budget (tests/support/cpu_report.py);
+# TESTS=tests/infra measures one tier.
+test-cpu: $(STAMP)
+	PYTHONPATH=. $(BIN)/pytest -q -n 2 --dist loadfile -p tests.support.cpu_report $(or $(TESTS),tests)
 
 # The browser tests (tests/browser) drive Debian's chromium with Playwright; Playwright's own
 # browser download needs the network, the distribution's package does not. Quiet, idempotent.

@@ -14,6 +14,31 @@ from moto import mock_aws
 REGION = "us-east-1"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test's timeout (pytest-timeout: the suite's 300 s or its own mark) scales with
+    ``LANGORCH_TEST_PATIENCE``, as every ``wait_for`` deadline does: a busy machine sets 3 and
+    the 400-step run keeps the same bound relative to its work, instead of timing out at load 18.
+    """
+    from tests.support.polling import PATIENCE
+
+    if PATIENCE == 1:
+        return
+    suite = float(config.getini("timeout") or 0)
+    for item in items:
+        mark = item.get_closest_marker("timeout")
+        seconds = float(mark.args[0]) if mark is not None and mark.args else suite
+        if seconds:
+            item.add_marker(pytest.mark.timeout(seconds * PATIENCE), append=False)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Files that share a session fixture go to one xdist worker (``tests/support/scheduling``)."""
+    from tests.support.scheduling import make_scheduler
+
+    return make_scheduler(config, log)
+
+
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials so nothing can reach a real account by accident."""

@@ -6,15 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from infra.constructs.bundling import (
-    REPO_ROOT,
-    prune_layer,
-    stage_code,
-    stage_layer_placeholder,
-)
+# infra.constructs.bundling is imported in the tests, not here: it loads aws-cdk-lib (a Node
+# process, ~9 s of CPU) that collecting this file on a worker that runs no infra test would pay.
 
 
 def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> None:
+    from infra.constructs.bundling import stage_code
+
     code = stage_code(tmp_path)
     assert (code / "functions" / "__init__.py").is_file()
     assert (code / "langorch" / "statemachine.asl.json").is_file()
@@ -22,6 +20,8 @@ def test_code_asset_puts_functions_and_langorch_side_by_side(tmp_path: Path) -> 
 
 
 def test_code_asset_leaves_out_the_operators_packages(tmp_path: Path) -> None:
+    from infra.constructs.bundling import stage_code
+
     # The CLI, the console and the local stack: no handler can import them (import-linter's
     # layers), and tests/infra/test_layers.py imports every module a handler reaches from
     # this asset.
@@ -31,12 +31,16 @@ def test_code_asset_leaves_out_the_operators_packages(tmp_path: Path) -> None:
 
 
 def test_unbuilt_layer_is_a_placeholder_that_says_how_to_build(tmp_path: Path) -> None:
+    from infra.constructs.bundling import stage_layer_placeholder
+
     layer = stage_layer_placeholder(tmp_path)
     note = (layer / "python" / "LAYER_NOT_BUILT.txt").read_text()
     assert "bundle=true" in note
 
 
 def test_runner_imports_work_without_the_pruned_numpy_and_zstandard() -> None:
+    from infra.constructs.bundling import REPO_ROOT
+
     # The layer drops numpy and zstandard (P4): the imports the runner needs must not need them.
     # A subprocess, so this test's sys.modules stays clean.
     code = (
@@ -55,6 +59,8 @@ def test_runner_imports_work_without_the_pruned_numpy_and_zstandard() -> None:
 
 
 def test_pruning_removes_unused_packages_and_keeps_boto3(tmp_path: Path) -> None:
+    from infra.constructs.bundling import prune_layer
+
     for name in ("boto3", "botocore", "numpy", "numpy.libs", "langgraph", "zstandard"):
         (tmp_path / name).mkdir()
     (tmp_path / "numpy-2.3.0.dist-info").mkdir()

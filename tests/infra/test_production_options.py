@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from infra.constructs.keys import ENCRYPTED_TYPES
 from tests.infra.conftest import CONTEXT
 from tests.infra.test_compliance import ACCEPTED_LINT
 
@@ -97,8 +96,16 @@ def _key_of(resource: dict[str, Any]) -> Any:
     raise AssertionError(kind)
 
 
+def _encrypted_types() -> tuple[str, ...]:
+    # Imported here, not at the top: infra.constructs loads aws-cdk-lib (a Node process, ~9 s of
+    # CPU) that collecting this file on a worker that runs no infra test would pay.
+    from infra.constructs.keys import ENCRYPTED_TYPES
+
+    return ENCRYPTED_TYPES
+
+
 def _storing(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {k: v for k, v in template["Resources"].items() if v["Type"] in ENCRYPTED_TYPES}
+    return {k: v for k, v in template["Resources"].items() if v["Type"] in _encrypted_types()}
 
 
 def test_with_kms_cmk_every_storing_resource_uses_the_one_created_key(
@@ -113,7 +120,7 @@ def test_with_kms_cmk_every_storing_resource_uses_the_one_created_key(
     # Then every table, bucket, queue, topic, secret, log group and the state machine use it,
     # except the access-log bucket (S3 server access logs cannot be delivered into SSE-KMS)
     storing = _storing(template)
-    assert {r["Type"] for r in storing.values()} == set(ENCRYPTED_TYPES)
+    assert {r["Type"] for r in storing.values()} == set(_encrypted_types())
     for logical_id, resource in storing.items():
         if logical_id == access_logs:
             assert _key_of(resource) is None

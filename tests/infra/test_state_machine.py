@@ -6,9 +6,17 @@ import json
 from importlib import resources
 from typing import Any
 
-from infra.constructs.workflow import ASL_FILE
 from tests.infra.conftest import Synth
 from tests.infra.helpers import ref_target
+
+
+def _asl_text() -> str:
+    """The ASL file the stack deploys (``infra.constructs.workflow.ASL_FILE``)."""
+    # Imported here, not at the top: infra.constructs loads aws-cdk-lib (a Node process, ~9 s of
+    # CPU) that collecting this file on a worker that runs no infra test would pay.
+    from infra.constructs.workflow import ASL_FILE
+
+    return ASL_FILE.read_text(encoding="utf-8")
 
 
 def _local_asl() -> dict[str, Any]:
@@ -67,7 +75,7 @@ def _transitions(definition: dict[str, Any]) -> set[tuple[str, str, str]]:
 def test_deployed_definition_is_the_asl_file_local_mode_runs(synth: Synth) -> None:
     # Given the file `langorch dev` executes and the template CDK deploys
     local = _local_asl()
-    assert json.loads(ASL_FILE.read_text(encoding="utf-8")) == local  # CDK reads that file
+    assert json.loads(_asl_text()) == local  # CDK reads that file
     deployed = _resolved(synth)
     # Then they have the same start, states and transitions...
     assert deployed["StartAt"] == local["StartAt"]
@@ -88,7 +96,7 @@ def test_substitutions_point_at_the_runner_alias_and_request_approval(synth: Syn
         functions.request_approval
     )
     # Every ${...} in the file is substituted: none reaches Step Functions unresolved.
-    text = ASL_FILE.read_text(encoding="utf-8")
+    text = _asl_text()
     for name in substitutions:
         assert f"${{{name}}}" in text
 
@@ -102,7 +110,7 @@ def test_task_resources_name_the_stacks_partition(synth: Synth) -> None:
     # says ${Partition} and the stack (in eu-west-1) fills in its own
     assert "${Partition}" not in text
     assert text.count('"arn:aws:states:::lambda:invoke') == 5  # the five Task states
-    file_text = ASL_FILE.read_text(encoding="utf-8")
+    file_text = _asl_text()
     assert "arn:aws:" not in file_text
     assert file_text.count("arn:${Partition}:states:::") == 5
 

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import langchain_aws  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
-import langchain_openai  # noqa: F401
-
 from langorch.composition.container import Container
 from tests.integration.conftest import MakeContainer, register_text, run_to_end
 from tests.llm_servers import FakeBedrock, FakeOpenAI
+from tests.support.llm import sdks_imported
+
+# Imported before the first timed call, by the worker that runs this file only.
+_sdks = sdks_imported("langchain_aws", "langchain_openai")
 
 FLOW = """
 blocks:

@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+import pytest
+
 from langorch.llm import LLMRequest
+
+
+def sdks_imported(*modules: str) -> Any:
+    """A module-scoped autouse fixture that imports ``modules`` before the module's first test.
+
+    The SDKs take seconds to import, which must not fall inside a test's timed call; importing
+    them at the top of the test module instead made every xdist worker pay them while collecting
+    (langchain-anthropic alone ~10 s of CPU), the ones that never run the module too. Bind it in
+    the module: ``_sdks = sdks_imported("langchain_aws", "langchain_openai")``.
+    """
+
+    @pytest.fixture(scope="module", autouse=True, name="_sdks_imported")
+    def imported() -> None:
+        for module in modules:
+            importlib.import_module(module)
+
+    return imported
 
 
 def an_llm_request(**fields: Any) -> LLMRequest:

@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-import langchain_anthropic  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
 import pytest
 
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
@@ -17,7 +16,10 @@ from langorch.llm.calls import call_model
 from langorch.llm.errors import ModelRefusalError, OutputTruncatedError, ThrottledError
 from langorch.llm.settings import AnthropicSettings
 from tests.llm_servers import FakeAnthropic
-from tests.support.llm import an_llm_request
+from tests.support.llm import an_llm_request, sdks_imported
+
+# Imported before the first timed call, by the worker that runs this file only.
+_sdks = sdks_imported("langchain_anthropic")
 
 
 @pytest.fixture

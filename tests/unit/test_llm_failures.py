@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import langchain_aws  # noqa: F401 - imported here, not inside a timed call (it takes seconds)
-import langchain_openai  # noqa: F401
 import pytest
 
 from langorch.adapters.aws import bedrock_runtime_client
@@ -27,7 +25,10 @@ from langorch.llm.errors import (
 )
 from langorch.llm.settings import BedrockSettings
 from tests.llm_servers import FakeBedrock, FakeOpenAI, Reply, converse
-from tests.support.llm import an_llm_request
+from tests.support.llm import an_llm_request, sdks_imported
+
+# Imported before the first timed call, by the worker that runs this file only.
+_sdks = sdks_imported("langchain_aws", "langchain_openai")
 
 
 def _openai(server: FakeOpenAI) -> LLMRegistry:
