@@ -19,17 +19,15 @@ from typing import Any
 
 import pytest
 
-from langorch.adapters.aws import bedrock_runtime_client
 from langorch.app.resources import ParkForResource, park_for_resource
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.app.segment_record import SegmentResult
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
 from langorch.domain.runs import TimelineEventType
-from langorch.llm import LLMRegistry
-from langorch.llm.settings import BedrockSettings
 from tests.fakes import Fakes
 from tests.fakes.executions import InMemoryExecutions
 from tests.llm_servers import FakeBedrock, Reply, converse
+from tests.support.llm import bedrock_at
 from tests.support.polling import wait_for
 from tests.support.threads import at_once
 
@@ -113,13 +111,7 @@ def a_stack(limits: dict[str, Any] | None) -> tuple[Fakes, InFlightQuotaBedrock]
         return len(fakes.resources.get(SLOT).live(time.time()).queue)
 
     server = InFlightQuotaBedrock(QUOTA, RUNS, queued)
-    fakes.llm = LLMRegistry(
-        default_provider="bedrock",
-        bedrock=BedrockSettings(region="us-east-1"),
-        bedrock_client_factory=lambda timeout: bedrock_runtime_client(
-            region="us-east-1", read_timeout=timeout, endpoint_url=server.url
-        ),
-    )
+    fakes.llm = bedrock_at(server.url)
     fakes.definitions.put_block(
         BlockDefinition(
             block_id="b_title",

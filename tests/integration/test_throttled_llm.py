@@ -12,13 +12,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from langorch.adapters.aws import bedrock_runtime_client
 from langorch.app.runs import StartRun, drive, start_run
 from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
-from langorch.llm import LLMRegistry
-from langorch.llm.settings import BedrockSettings
 from tests.fakes import Fakes
 from tests.llm_servers import FakeBedrock, Reply, converse
+from tests.support.llm import bedrock_at
 
 
 class QuotaBedrock(FakeBedrock):
@@ -59,13 +57,7 @@ def bedrock() -> Iterator[QuotaBedrock]:
 def a_stack(server: QuotaBedrock) -> Fakes:
     """Fakes whose LLM is the quota'd Bedrock, and a workflow of two LLM steps that try once."""
     fakes = Fakes({})
-    fakes.llm = LLMRegistry(
-        default_provider="bedrock",
-        bedrock=BedrockSettings(region="us-east-1"),
-        bedrock_client_factory=lambda timeout: bedrock_runtime_client(
-            region="us-east-1", read_timeout=timeout, endpoint_url=server.url
-        ),
-    )
+    fakes.llm = bedrock_at(server.url)
     fakes.definitions.put_block(
         BlockDefinition(
             block_id="b_title",

@@ -44,3 +44,18 @@ def an_llm_request(**fields: Any) -> LLMRequest:
         "output_keys": ["title"],
     }
     return LLMRequest(**{**defaults, **fields})
+
+
+def bedrock_at(url: str) -> Any:
+    """An ``LLMRegistry`` whose default provider is Bedrock at ``url`` (a fake Bedrock server)."""
+    from langorch.adapters.aws import bedrock_runtime_client
+    from langorch.llm import LLMRegistry
+    from langorch.llm.settings import BedrockSettings
+
+    return LLMRegistry(
+        default_provider="bedrock",
+        bedrock=BedrockSettings(region="us-east-1"),
+        bedrock_client_factory=lambda timeout: bedrock_runtime_client(
+            region="us-east-1", read_timeout=timeout, endpoint_url=url
+        ),
+    )
