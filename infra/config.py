@@ -471,13 +471,15 @@ class DeployConfig:
     def egress_allow_list(self) -> tuple[str, ...]:
         """The hosts the functions may reach on the internet with ``network: vpc``.
 
-        ``http_allowed_domains`` (``http`` steps and ``http_get``), the default LLM provider's
-        API, the MCP servers' hosts, Slack when approvals go there, a remote OTLP endpoint and
-        ``egress_domains``; empty: AWS services only (through VPC endpoints).
+        ``http_allowed_domains`` (``http`` steps and ``http_get``), the API of each LLM provider
+        the runner carries (``llm_providers``, else the default one), the MCP servers' hosts,
+        Slack when approvals go there, a remote OTLP endpoint and ``egress_domains``; empty: AWS
+        services only (through VPC endpoints).
         """
         hosts = [*(self.http_allowed_domains or ())]
-        if self.llm_provider in PROVIDER_HOSTS:
-            hosts.append(PROVIDER_HOSTS[self.llm_provider])
+        for provider in self.llm_providers or (self.llm_provider,):
+            if provider in PROVIDER_HOSTS:
+                hosts.append(PROVIDER_HOSTS[provider])
         hosts.extend(urllib.parse.urlsplit(url).hostname or "" for url in self.mcp_servers)
         if "slack" in self.approval_channels or self.slack_channel:
             hosts.append(SLACK_HOST)

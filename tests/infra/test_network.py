@@ -114,6 +114,15 @@ def test_the_egress_allow_list_gathers_every_host_the_functions_call() -> None:
     )
 
 
+def test_every_provider_the_runner_carries_is_allowed_not_only_the_default() -> None:
+    # Given Bedrock as the default provider, and blocks that may name OpenAI or Anthropic
+    config = DeployConfig.parse(
+        {**SENDER, "network": "vpc", "llm_providers": "bedrock,openai,anthropic"}
+    )
+    # Then both providers' APIs are reachable through the firewall (Bedrock has its endpoint)
+    assert config.egress_allow_list == ("api.openai.com", "api.anthropic.com")
+
+
 def test_bedrock_without_tools_slack_or_http_domains_allows_no_host() -> None:
     # Given the default provider Bedrock (a VPC endpoint), a local collector, nothing else
     config = DeployConfig.parse(
