@@ -165,3 +165,34 @@ def test_what_runs_call_is_up_before_in_flight_runs_resume(tmp_path: Path) -> No
         assert second.recovered == ["run-in-flight"]
     finally:
         second.stop()
+
+
+def test_langorch_dev_says_the_model_limits_it_runs_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from langorch.cli.main import main
+
+    # Given a model limit in the environment
+    (tmp_path / "none").mkdir()
+    monkeypatch.setenv("LANGORCH_MODEL_LIMITS", '{"offline": {"concurrency": 1}}')
+    # When `langorch dev` starts
+    code = main(
+        [
+            "dev",
+            "--ready-only",
+            "--port",
+            str(free_port()),
+            "--emulator-port",
+            str(free_port()),
+            "--console-port",
+            "0",
+            "--home",
+            str(tmp_path / "home"),
+            "--examples",
+            str(tmp_path / "none"),
+        ]
+    )
+    # Then its banner names them and where they came from
+    out = capsys.readouterr().out
+    assert code == 0
+    assert '  model limits  {"offline": {"concurrency": 1}}  (LANGORCH_MODEL_LIMITS)' in out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import threading
 from pathlib import Path
@@ -106,8 +107,6 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
     examples = _examples(ctx, args.examples)
     home = ctx.home()
     if (home / "stack.json").exists():
-        import json
-
         from langorch.cli.target import endpoint_reachable
 
         endpoint = json.loads((home / "stack.json").read_text()).get("endpoint_url")
@@ -168,6 +167,11 @@ def _dev(ctx: Context, args: argparse.Namespace) -> int:
         lines.append(f"  running       {', '.join(stack.background)}")
     lines += [
         f"  LLM           {_llm_line(settings)}",
+        *(
+            [f"  model limits  {json.dumps(settings.model_limits)}  (LANGORCH_MODEL_LIMITS)"]
+            if settings.model_limits
+            else []
+        ),
         f"  workflows     {', '.join(stack.examples) or '(none)'}",
         *[
             f"  tool          {name} -> {url}  (MCP, example)"
