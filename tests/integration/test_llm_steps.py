@@ -229,9 +229,11 @@ def test_a_bedrock_call_past_the_step_timeout_ends_before_the_retry(
     # When the run goes through
     result, _ = _run(container)
 
-    # Then each attempt's request (at most one per attempt) was abandoned before the next one
-    # was sent
-    assert result.outputs["why"] == "LLMTimeoutError"
+    # Then the step timed out — by the client's read timeout, or by the step's own deadline
+    # when a busy machine spends the margin before the request is sent: which of the two fires
+    # first is the machine's speed, not the behaviour — and each attempt's request (at most
+    # one per attempt) was abandoned before the next one was sent
+    assert result.outputs["why"] in ("LLMTimeoutError", "StepTimeoutError")
     assert 1 <= bedrock_server.calls <= 3
     assert [r.held_open for r in bedrock_server.received] == [0] * bedrock_server.calls
     assert bedrock_server.wait_for(lambda: bedrock_server.hung_up == bedrock_server.calls)
