@@ -357,17 +357,24 @@ STEPS_10 = "workflows:\n  - plan_id: ten\n    memory: false\n    steps:\n" + "".
 )
 
 
-def test_a_segment_learns_of_no_pause_without_reading_the_run_at_each_step_boundary(
+def _one_segment_of_a_new_ten_step_run(
     processes: Callable[[], Container],
-) -> None:
-    # Given a 10-step run nobody asked to pause
+) -> tuple[Container, Any, Any, RequestCounter]:
+    """A new 10-step run nobody asked to pause, run to its end by one segment, its DynamoDB
+    requests counted (the workflow compiled before, as in a warm Lambda)."""
     setup = processes()
     register_text(setup, STEPS_10)
     run, _ = start_run(StartRun("ten"), setup)
-    setup.compiler.workflow(run.workflow_id, run.workflow_version)  # cached, as in a warm Lambda
+    setup.compiler.workflow(run.workflow_id, run.workflow_version)
     counter = RequestCounter(setup.client("dynamodb"))
-    # When one segment runs it to its end
-    result = run_segment(RunSegment(run.run_id), setup)
+    return setup, run, run_segment(RunSegment(run.run_id), setup), counter
+
+
+def test_a_segment_learns_of_no_pause_without_reading_the_run_at_each_step_boundary(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a 10-step run nobody asked to pause, when one segment runs it to its end
+    _, _, result, counter = _one_segment_of_a_new_ten_step_run(processes)
     # Then the run was read once, when the segment started: its 11 step boundaries learnt
     # that no pause stood from the fenced checkpoint writes they made anyway
     assert result.status == "succeeded"
@@ -378,14 +385,9 @@ def test_a_segment_learns_of_no_pause_without_reading_the_run_at_each_step_bound
 def test_a_new_runs_segment_makes_two_requests_besides_its_supersteps_and_reads_no_checkpoint(
     processes: Callable[[], Container],
 ) -> None:
-    # Given a new 10-step run (12 checkpoints: its input, __start__'s and one per step)
-    setup = processes()
-    register_text(setup, STEPS_10)
-    run, _ = start_run(StartRun("ten"), setup)
-    setup.compiler.workflow(run.workflow_id, run.workflow_version)  # cached, as in a warm Lambda
-    counter = RequestCounter(setup.client("dynamodb"))
-    # When one segment runs it to its end
-    result = run_segment(RunSegment(run.run_id), setup)
+    # Given a new 10-step run (12 checkpoints: its input, __start__'s and one per step), when
+    # one segment runs it to its end
+    setup, run, result, counter = _one_segment_of_a_new_ten_step_run(processes)
     # Then it read the run, took the lease (a transaction: the run item and its fence item),
     # wrote 11 transactions of checkpoints (the input checkpoint went with __start__'s) and one
     # of the record with its timeline: no Query
