@@ -67,7 +67,9 @@ def _execute(sfn: Any, name: str) -> dict[str, Any]:
     arn = sfn.create_state_machine(name=name, definition=json.dumps(MACHINE), roleArn=ROLE)[
         "stateMachineArn"
     ]
-    execution = sfn.start_execution(stateMachineArn=arn, name="e1", input=json.dumps({"run_id": name}))
+    execution = sfn.start_execution(
+        stateMachineArn=arn, name="e1", input=json.dumps({"run_id": name})
+    )
     described = wait_for(
         lambda: (
             (d := sfn.describe_execution(executionArn=execution["executionArn"]))["status"]
@@ -160,7 +162,10 @@ def test_a_moto_that_builds_its_lambda_client_elsewhere_is_caught(in_process: An
     # Then nothing reached the dispatcher (moto answered the task itself, without our handler):
     # the canaries above would fail, with BROKEN as the reason
     assert recorder.calls == []
-    assert json.loads(described.get("output") or "{}") != {"status": "succeeded", "seen": "canary-moved"}
+    assert json.loads(described.get("output") or "{}") != {
+        "status": "succeeded",
+        "seen": "canary-moved",
+    }
 
 
 def _waiting_on_a_token(client: Any) -> tuple[str, str]:
