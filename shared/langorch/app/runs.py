@@ -917,8 +917,8 @@ def _cancelled_record(
     or it is cancelled in the execution it is in now.
 
     Returns:
-        The run as it is now, what it was parked on when cancelled, and whether this call
-        cancelled it.
+        The run as it is now, what it was parked on when last read before it ended (another
+        cancel landing meanwhile cleared it), and whether this call cancelled it.
 
     Raises:
         ConflictError: the run moved to another execution at each of :data:`CANCEL_ATTEMPTS`
@@ -926,10 +926,12 @@ def _cancelled_record(
     """
     from langorch.domain.errors import ConflictError
 
+    parked: PendingInterrupt | None = None
     for _ in range(CANCEL_ATTEMPTS):
         run = deps.runs.get_run(run_id)
         if run.is_terminal:
-            return run, run.pending, False
+            return run, parked or run.pending, False
+        parked = run.pending
         now = deps.clock()
         ended = TimelineEvent(
             seq=closing_seq(run),
