@@ -141,6 +141,7 @@ def cancel_from_the_cli(deps: Fakes, run_id: str) -> tuple[int, str]:
 
 
 def racing(runs: HandedOverWhileTheCancelWrites | CancelledWhileTheHandOverWrites) -> Fakes:
+    """Fakes whose runs store makes the race, wired to them (the hooks drive the use-cases)."""
     fakes = with_approvals(Fakes(), FLOW)
     fakes.runs = runs
     runs.deps = fakes
@@ -148,6 +149,7 @@ def racing(runs: HandedOverWhileTheCancelWrites | CancelledWhileTheHandOverWrite
 
 
 def kinds(deps: Fakes, run_id: str) -> list[TimelineEventType]:
+    """The run's hand-over and cancel events, in timeline order."""
     return [
         e.type
         for e in deps.runs.get_timeline(run_id)
@@ -156,6 +158,7 @@ def kinds(deps: Fakes, run_id: str) -> list[TimelineEventType]:
 
 
 def running(deps: Fakes) -> list[str]:
+    """The executions still running."""
     return [n for n in deps.executions.names if deps.executions.describe(n)["status"] == "RUNNING"]
 
 
