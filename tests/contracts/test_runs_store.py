@@ -34,6 +34,7 @@ from langorch.domain.runs import (
     RunTrigger,
     TimelineEvent,
     TimelineEventType,
+    current_execution,
     dedupe_run_id,
     reopened,
     transition,
@@ -380,6 +381,67 @@ def test_a_late_segment_cannot_revive_a_cancelled_run(repo: Runs) -> None:
     with pytest.raises(ConflictError, match="already ended as cancelled"):
         repo.save_run(transition(running, RunStatus.succeeded, now=T0), fence=fence)
     assert repo.get_run("run-1").status is RunStatus.cancelled
+
+
+def _handed_over(repo: Runs, run: RunRecord) -> RunRecord:
+    """``run`` handed to its next execution (``run-1-c1``), written under the lease as the
+    hand-over writes it."""
+    fence = repo.acquire_lease(run.run_id, "run-1/continue", now=NOW, ttl_seconds=TTL)
+    handed = run.model_copy(update={"continued": run.continued + 1})
+    repo.save_run(handed, fence=fence)
+    repo.release_lease(run.run_id, fence)
+    return handed
+
+
+def test_a_cancel_read_before_a_hand_over_cannot_write_back_the_execution_it_read(
+    repo: Runs,
+) -> None:
+    # Given a run an operator's cancel read in its first execution (run-1)
+    read = transition(repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    repo.save_run(read)
+    # And a hand-over that named its next execution (run-1-c1) after that read
+    _handed_over(repo, read)
+    # When the cancel writes in the execution it read, then the write is refused, whole
+    cancelled = transition(read, RunStatus.cancelled, now=T0, reason="operator")
+    ended = event(5, TimelineEventType.run_cancelled)
+    with pytest.raises(ConflictError, match="moved to execution run-1-c1"):
+        repo.save_run(cancelled, events=[ended], in_execution=current_execution(read))
+    # And the run still runs in the execution the hand-over named
+    stored = repo.get_run("run-1")
+    assert (stored.status, current_execution(stored)) == (RunStatus.running, "run-1-c1")
+    assert repo.get_timeline("run-1") == []
+
+
+def test_a_run_stored_before_the_execution_attribute_takes_a_cancel_in_its_execution(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run item written before items carried the execution they name
+    read = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    dynamo_repo.save_run(read)
+    dynamo_repo._client.update_item(
+        TableName="runs",
+        Key={"pk": {"S": "run#run-1"}, "sk": {"S": "run"}},
+        UpdateExpression="REMOVE execution_name",
+    )
+    # When an operator's cancel writes in the execution it read
+    cancelled = transition(read, RunStatus.cancelled, now=T0, reason="operator")
+    dynamo_repo.save_run(cancelled, in_execution="run-1")
+    # Then it is written (nothing moved the run since)
+    assert dynamo_repo.get_run("run-1").status is RunStatus.cancelled
+
+
+def test_a_cancel_in_the_execution_the_run_is_in_is_written(repo: Runs) -> None:
+    # Given a run handed to its next execution, read there
+    run = repo.create_run(a_run())[0]
+    read = _handed_over(repo, transition(run, RunStatus.running, now=T0))
+    # When an operator's cancel writes in that execution, with its timeline event
+    cancelled = transition(read, RunStatus.cancelled, now=T0, reason="operator")
+    ended = event(5, TimelineEventType.run_cancelled)
+    repo.save_run(cancelled, events=[ended], in_execution="run-1-c1")
+    # Then the run is cancelled there, and the timeline says so
+    stored = repo.get_run("run-1")
+    assert (stored.status, current_execution(stored)) == (RunStatus.cancelled, "run-1-c1")
+    assert [e.type for e in repo.get_timeline("run-1")] == [TimelineEventType.run_cancelled]
 
 
 def test_saving_the_same_ending_twice_is_allowed(repo: Runs) -> None:

@@ -25,6 +25,7 @@ from langorch.domain.runs import (
     RunRecord,
     RunStatus,
     TimelineEvent,
+    current_execution,
     fitted_record,
 )
 
@@ -108,6 +109,7 @@ class InMemoryRuns:
         fence: int | None = None,
         release: bool = False,
         events: Sequence[TimelineEvent] = (),
+        in_execution: str | None = None,
     ) -> None:
         """Store the run's new state, and ``events`` with it; refused as the adapter refuses
         it (then neither is stored)."""
@@ -125,6 +127,7 @@ class InMemoryRuns:
                     f"held by {row.lease_owner or 'nobody'}); its write was refused"
                 )
             _refuse_new_ending(row, run)
+            _refuse_other_execution(row, run, in_execution)
             row.body, row.status = body, run.status
             if release and fence is not None:
                 row.lease_owner = row.lease_expires_at = None
@@ -343,4 +346,16 @@ def _refuse_new_ending(row: _Row, run: RunRecord) -> None:
         raise ConflictError(
             f"run {run.run_id} already ended as {row.status}; the write of status "
             f"{run.status} was refused"
+        )
+
+
+def _refuse_other_execution(row: _Row, run: RunRecord, in_execution: str | None) -> None:
+    """A write for one execution of the run is refused once the run has moved to another."""
+    if in_execution is None:
+        return
+    stored = current_execution(_record(row.body))
+    if stored != in_execution:
+        raise ConflictError(
+            f"run {run.run_id} moved to execution {stored} since it was read in "
+            f"{in_execution}; the write was refused (read the run again and retry)"
         )

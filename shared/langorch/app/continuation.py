@@ -6,8 +6,14 @@ fit (:class:`~langorch.domain.history.HistoryBudget`), the segment runs nothing 
 run over instead: the run record names the next execution (``continued``, so cancel, reconcile
 and the CLI address it), the timeline says where it continued, and the new execution starts
 with the same resume the old one was given. The old execution ends (``ContinuedAsNew``).
-An operator's cancel between the record write and the start finds no execution to stop: the
-hand-over reads the record again after the start and stops the new execution of a cancelled run.
+
+An operator's cancel races the hand-over; whatever the order, the run ends cancelled with no
+execution left running. The cancel writes only while the record names the execution it read
+(``in_execution``): one that read the record before the hand-over wrote it reads it again, and
+stops the execution named there. The hand-over writes only a run that has not ended (the store
+refuses to write an unended run over a ``cancelled`` one) and hands over nothing once it has. A
+cancel between the record write and the start finds no execution to stop: the hand-over reads
+the record again after the start and stops the new execution of a cancelled run.
 
 A hand-over happens only on entry to ``RunSegment``, never while the run is parked: a pending
 approval's (or resource's, or pause's) task token belongs to the execution that parked it, and
@@ -21,6 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from langorch.domain.errors import ConflictError
 from langorch.domain.history import CONTINUED, STARTED_EVENTS, HistoryBudget
 from langorch.domain.runs import (
     RunRecord,
@@ -141,12 +148,16 @@ def _record_handover(run: RunRecord, asking: str, events: int, deps: ContinueDep
     )
     try:
         run = deps.runs.get_run(run.run_id)  # as it is under the lease (a decision may have landed)
-        if current_execution(run) != asking:
-            return run  # handed over by an attempt that lost its answer
+        if current_execution(run) != asking or run.is_terminal:
+            return run  # handed over by an attempt that lost its answer, or cancelled
         handed = run.model_copy(update={"continued": run.continued + 1, "updated_at": now})
         name = current_execution(handed)
         handed = handed.model_copy(update={"execution_arn": _arn_like(run.execution_arn, name)})
-        deps.runs.save_run(handed, fence=fence)
+        try:
+            deps.runs.save_run(handed, fence=fence)
+        except ConflictError:
+            # A cancel (which takes no lease) landed since the read: the run stays where it was.
+            return deps.runs.get_run(run.run_id)
         event = TimelineEvent(
             seq=deps.runs.next_event_seq(run.run_id),
             at=now,

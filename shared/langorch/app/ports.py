@@ -98,7 +98,10 @@ class RunsStore(Protocol):
     * ``acquire_lease`` succeeds only when no unexpired lease is held, and returns a fence one
       higher than the last; writes carrying an older fence raise ``LeaseHeldError``.
     * ``save_run`` raises ``NotFoundError`` for an unknown run and ``ConflictError`` when the run
-      already ended with another status (re-saving the same ending is allowed).
+      already ended with another status (re-saving the same ending is allowed). With
+      ``in_execution`` it writes only while the stored run is still in that execution
+      (``current_execution``), else ``ConflictError``: a cancel read before a hand-over to the
+      next execution never writes back the execution it read.
     * ``reopen_run`` writes only while the stored run's ``attempt`` is the expected one: of two
       concurrent redrives of one run, exactly one reopens it.
     * A pause request is kept beside the record (``request_pause``, ``lift_pause``,
@@ -122,10 +125,13 @@ class RunsStore(Protocol):
         fence: int | None = None,
         release: bool = False,
         events: Sequence[TimelineEvent] = (),
+        in_execution: str | None = None,
     ) -> None:
         """Store the run's new state, under the lease ``fence`` when given; with ``release``,
         the same write gives that lease back; with ``events``, the same write adds (or
-        replaces, by ``seq``) those timeline events: both land or neither."""
+        replaces, by ``seq``) those timeline events: both land or neither. With
+        ``in_execution``, only while the stored run is in that execution (else
+        ``ConflictError``)."""
         ...
 
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:

@@ -837,8 +837,10 @@ def cancel_run(
     """Cancel a run: status ``cancelled``, its execution stopped, a pending approval closed.
 
     The record is changed first, so a segment running meanwhile is refused when it saves and
-    a later segment ends at once. Cancelling a cancelled run again repeats the (idempotent)
-    stop, in case an earlier call was cut short before it.
+    a later segment ends at once. The execution stopped is the one the record names when the
+    cancel lands (a hand-over to the next execution meanwhile makes the cancel read it again).
+    Cancelling a cancelled run again repeats the (idempotent) stop, in case an earlier call was
+    cut short before it.
 
     Args:
         run_id: the run.
@@ -881,34 +883,10 @@ def record_cancelled(
 
     Raises:
         NotFoundError: the run does not exist.
+        ConflictError: the run kept moving to new executions while being cancelled.
         StorageError: DynamoDB failed.
     """
-    from langorch.domain.errors import ConflictError
-
-    run = deps.runs.get_run(run_id)
-    changed = False
-    parked = run.pending
-    if not run.is_terminal:
-        now = deps.clock()
-        cancelled = transition(run, RunStatus.cancelled, now=now, reason=reason)
-        deps.runs.append_events(
-            run_id,
-            [
-                TimelineEvent(
-                    seq=closing_seq(run),
-                    at=now,
-                    type=TimelineEventType.run_cancelled,
-                    segment=run.segment,
-                    actor=actor,
-                    detail={"reason": reason[:200]},
-                )
-            ],
-        )
-        try:
-            deps.runs.save_run(cancelled)
-            run, changed = cancelled, True
-        except ConflictError:
-            run = deps.runs.get_run(run_id)
+    run, parked, changed = _cancelled_record(run_id, deps, actor=actor, reason=reason)
     if run.status is not RunStatus.cancelled:
         return run, False  # it had already succeeded or failed: nothing to close
     close_pending_approval(run_id, parked, deps)
@@ -920,6 +898,59 @@ def record_cancelled(
         extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},
     )
     return run, changed
+
+
+CANCEL_ATTEMPTS = 4
+"""How often a cancel reads the run again when it moved meanwhile (a hand-over to the next
+execution happens once per thousands of history events: a second read settles it)."""
+
+
+def _cancelled_record(
+    run_id: str, deps: CloseDeps, *, actor: str, reason: str
+) -> tuple[RunRecord, PendingInterrupt | None, bool]:
+    """Write the run ``cancelled`` with its timeline event, in the execution it was read in.
+
+    The write is conditional on that execution (``in_execution``): a hand-over landing between
+    the read and the write names the next execution, and an unconditional write would put the
+    one read back (the record would name an execution that is ending, and the cancel would
+    stop that one while the next one runs on). Refused, the run is read again: it has ended,
+    or it is cancelled in the execution it is in now.
+
+    Returns:
+        The run as it is now, what it was parked on when last read before it ended (another
+        cancel landing meanwhile cleared it), and whether this call cancelled it.
+
+    Raises:
+        ConflictError: the run moved to another execution at each of :data:`CANCEL_ATTEMPTS`
+            reads.
+    """
+    from langorch.domain.errors import ConflictError
+
+    parked: PendingInterrupt | None = None
+    for _ in range(CANCEL_ATTEMPTS):
+        run = deps.runs.get_run(run_id)
+        if run.is_terminal:
+            return run, parked or run.pending, False
+        parked = run.pending
+        now = deps.clock()
+        ended = TimelineEvent(
+            seq=closing_seq(run),
+            at=now,
+            type=TimelineEventType.run_cancelled,
+            segment=run.segment,
+            actor=actor,
+            detail={"reason": reason[:200]},
+        )
+        cancelled = transition(run, RunStatus.cancelled, now=now, reason=reason)
+        try:
+            deps.runs.save_run(cancelled, events=[ended], in_execution=current_execution(run))
+        except ConflictError:
+            continue  # it ended, or moved to its next execution, since it was read
+        return cancelled, run.pending, True
+    raise ConflictError(
+        f"run {run_id} moved to another execution each of the {CANCEL_ATTEMPTS} times it was "
+        "read to be cancelled; cancel it again"
+    )
 
 
 def close_pending_approval(

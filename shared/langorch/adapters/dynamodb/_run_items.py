@@ -25,6 +25,7 @@ from langorch.domain.runs import (
     RunRecord,
     RunStatus,
     TimelineEvent,
+    current_execution,
     fitted_record,
     unreadable_record,
 )
@@ -96,6 +97,10 @@ STILL_ON_FIRST_ATTEMPT = "(attribute_not_exists(attempt) OR attempt = :expected)
 """Attempt 0: runs never redriven carry no ``attempt`` attribute."""
 NOT_ENDED = "attribute_exists(pk) AND NOT #status IN (:succeeded, :failed, :cancelled)"
 """A pause is asked only of a run that has not ended."""
+IN_EXECUTION = "(attribute_not_exists(execution_name) OR execution_name = :execution)"
+"""A write for one execution of the run (an operator's cancel) lands only while the run is still
+in it: a hand-over to the next execution, or a redrive, writes ``execution_name`` with the body.
+An item written before the attribute existed has not moved since it was read."""
 PAUSE_STANDS = "attribute_exists(pause)"
 """The execution parked on a pause is kept only while the pause stands."""
 
@@ -181,6 +186,7 @@ def run_item(run: RunRecord, *, fence: int | None) -> dict[str, Any]:
         "created_at": {"S": created},
         "updated_at": {"S": _utc_iso(run.updated_at)},
         "body": {"S": bounded_body(run)},
+        "execution_name": {"S": current_execution(run)},
         "gsi1pk": {"S": f"wf#{run.workflow_id}#{index_shard(run.run_id)}"},
         "gsi1sk": {"S": f"{created}#{run.run_id}"},
         "gsi2pk": {"S": f"status#{run.status.value}#{index_shard(run.run_id)}"},
@@ -271,7 +277,12 @@ def lease_until(item: Mapping[str, Any]) -> str:
     return _utc_iso(datetime.fromtimestamp(float(raw), tz=UTC))
 
 
-def refused_save(run: RunRecord, fence: int | None, old: Mapping[str, Any] | None) -> Exception:
+def refused_save(
+    run: RunRecord,
+    fence: int | None,
+    old: Mapping[str, Any] | None,
+    in_execution: str | None = None,
+) -> Exception:
     """Why a conditional save was refused, from the item as it was (``None``: no run)."""
     if old is None:
         return NotFoundError(f"run {run.run_id} does not exist; create it before saving")
@@ -283,9 +294,15 @@ def refused_save(run: RunRecord, fence: int | None, old: Mapping[str, Any] | Non
             f"held by {owner}); its write was refused"
         )
     stored = RunStatus(old["status"]["S"])
-    if stored in TERMINAL:
+    if stored in TERMINAL and stored is not run.status:
         return ConflictError(
             f"run {run.run_id} already ended as {stored}; the write of status {run.status} "
             "was refused"
+        )
+    moved_to = old.get("execution_name", {}).get("S")
+    if in_execution is not None and moved_to not in (None, in_execution):
+        return ConflictError(
+            f"run {run.run_id} moved to execution {moved_to} since it was read in "
+            f"{in_execution}; the write was refused (read the run again and retry)"
         )
     return ConflictError(f"run {run.run_id} changed meanwhile; read it again and retry")

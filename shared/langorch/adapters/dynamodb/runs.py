@@ -8,7 +8,8 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      fence (N), lease_owner, lease_expires_at (N),
                                                      gsi1pk, gsi1sk, gsi2pk, gsi2sk,
                                                      attempt (N, a redrive's), forks (L of JSON),
-                                                     pause (PauseRequest JSON), pause_token
+                                                     pause (PauseRequest JSON), pause_token,
+                                                     execution_name (the run's current one)
     fence     run#<run_id>             fence         fence (N, the run item's), paused (BOOL)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent)
@@ -82,6 +83,7 @@ from langorch.adapters.dynamodb._run_items import (
     FENCE_SK,
     GSI_STATUS,
     GSI_WORKFLOW,
+    IN_EXECUTION,
     LEASE_IS_FREE,
     LEASE_IS_OURS,
     MAX_BODY_BYTES,
@@ -141,7 +143,10 @@ _FENCES_KEPT = 256
 reading the fence first): a Lambda sandbox runs one segment at a time."""
 
 
-_RECORD_SET = "body = :body, #status = :status, updated_at = :updated_at, gsi2pk = :gsi2pk"
+_RECORD_SET = (
+    "body = :body, #status = :status, updated_at = :updated_at, gsi2pk = :gsi2pk,"
+    " execution_name = :execution_name"
+)
 """The attributes a save writes (``#status`` is ``status``, a reserved word)."""
 
 _ENDINGS: dict[str, Any] = {
@@ -180,6 +185,7 @@ _RECORD_NAMES = (
     (":status", "status"),
     (":updated_at", "updated_at"),
     (":gsi2pk", "gsi2pk"),
+    (":execution_name", "execution_name"),
 )
 
 
@@ -372,6 +378,7 @@ class RunsRepository:
         fence: int | None = None,
         release: bool = False,
         events: Sequence[TimelineEvent] = (),
+        in_execution: str | None = None,
     ) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
 
@@ -390,12 +397,16 @@ class RunsRepository:
                 write: one request instead of two).
             events: timeline events to add (or replace, by ``seq``) in the same write: both
                 land or neither.
+            in_execution: write only while the stored run is in this execution (its
+                ``execution_name`` attribute): an operator's cancel, which must not write back
+                the execution it read once a hand-over named the next one.
 
         Raises:
             ValueError: the events' ``seq`` is not strictly increasing.
             NotFoundError: the run does not exist.
             LeaseHeldError: ``fence`` is stale: another segment owns the run now.
-            ConflictError: the run already ended with a different status.
+            ConflictError: the run already ended with a different status, or is no longer in
+                ``in_execution``.
             StorageError: DynamoDB failed.
         """
         condition = f"{RUN_EXISTS} AND {NOT_ENDED_OTHERWISE}"
@@ -403,6 +414,9 @@ class RunsRepository:
         if fence is not None:
             condition = f"{condition} AND {FENCE_IS_CURRENT}"
             values[":fence"] = {"N": str(fence)}
+        if in_execution is not None:
+            condition = f"{condition} AND {IN_EXECUTION}"
+            values[":execution"] = {"S": in_execution}
         remove = " REMOVE lease_owner, lease_expires_at" if release and fence is not None else ""
         pages = event_items(run.run_id, events)
         if pages:
@@ -410,7 +424,7 @@ class RunsRepository:
         else:
             old = self._update_record(run, condition, values, remove=remove)
         if old is not None:
-            raise refused_save(run, fence, old or None)
+            raise refused_save(run, fence, old or None, in_execution)
 
     def reopen_run(self, run: RunRecord, *, expected_attempt: int) -> bool:
         """Store a run reopened by a redrive, only while the stored run is on

@@ -57,6 +57,7 @@ from langorch.domain.runs import (
     RunRecord,
     RunStatus,
     TimelineEvent,
+    execution_name,
     fitted_record,
     unreadable_record,
 )
@@ -231,6 +232,7 @@ class SqliteRuns:
         fence: int | None = None,
         release: bool = False,
         events: Sequence[TimelineEvent] = (),
+        in_execution: str | None = None,
     ) -> None:
         """Store the run's new status, outputs, pending interrupt and error.
 
@@ -244,18 +246,24 @@ class SqliteRuns:
             release: with ``fence``, the same write gives the lease back.
             events: timeline events to add (or replace, by ``seq``) in the same transaction:
                 both land or neither.
+            in_execution: write only while the stored run is in this execution (an
+                operator's cancel, which must not write back the execution it read once a
+                hand-over named the next one).
 
         Raises:
             ValueError: the events' ``seq`` is not strictly increasing.
             NotFoundError: the run does not exist.
             LeaseHeldError: ``fence`` is stale: another segment owns the run now.
-            ConflictError: the run already ended with a different status.
+            ConflictError: the run already ended with a different status, or is no longer in
+                ``in_execution``.
             RecordTooLargeError: the record is too large even with its outputs summarised.
         """
         body = _bounded_body(run)
         rows = _event_rows(run.run_id, events)
         with self._db.write() as connection:
             refusal = _refused_save(run, fence, _lease(connection, run.run_id))
+            if refusal is None and in_execution is not None:
+                refusal = _refused_execution(connection, run, in_execution)
             if refusal is not None:
                 raise refusal
             _write_record(connection, run.run_id, run, body)
@@ -654,6 +662,25 @@ def _refused_save(run: RunRecord, fence: int | None, lease: _Lease | None) -> Ex
             f"{run.status} was refused"
         )
     return None
+
+
+def _refused_execution(
+    connection: sqlite3.Connection, run: RunRecord, in_execution: str
+) -> ConflictError | None:
+    """Why a save for ``in_execution`` is refused: the stored run has moved to another one
+    (its attempt or continuation, read from the body in the write's transaction)."""
+    row = connection.execute(
+        "SELECT json_extract(body, '$.attempt'), json_extract(body, '$.continued')"
+        " FROM runs WHERE run_id = ?",
+        (run.run_id,),
+    ).fetchone()
+    stored = execution_name(run.run_id, int(row[0] or 0), int(row[1] or 0))
+    if stored == in_execution:
+        return None
+    return ConflictError(
+        f"run {run.run_id} moved to execution {stored} since it was read in {in_execution}; "
+        "the write was refused (read the run again and retry)"
+    )
 
 
 def _write_record(connection: sqlite3.Connection, run_id: str, run: RunRecord, body: str) -> None:

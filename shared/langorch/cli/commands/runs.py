@@ -633,11 +633,15 @@ def _render_logs(rows: list[dict[str, Any]]) -> str:
 
 def _cancel(ctx: Context, args: argparse.Namespace) -> int:
     from langorch.app.runs import cancel_run
+    from langorch.domain.runs import current_execution
 
     run, changed = cancel_run(args.run_id, ctx.container, actor="cli", reason=args.reason)
     cancelled = run.status.value == "cancelled"
     if changed:
         text = f"cancelled {run.run_id}"
+        if ctx.container.settings.state_machine_arn:
+            # The one stopped: a run that continued (or was redriven) is in another than its id.
+            text += f" (stopped its execution {current_execution(run)})"
     elif cancelled:
         text = f"{run.run_id} was already cancelled"
     else:
