@@ -175,8 +175,10 @@ def bench_handler_imports() -> dict[str, Any]:
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         "POWERTOOLS_SERVICE_NAME": "langorch",
     }
-    # What the layer prunes is absent in Lambda: block it here too (the venv still has it).
-    absent = f"import sys; sys.modules.update(dict.fromkeys({bundling.PRUNED!r}))\n"
+    # What the layer prunes is absent in Lambda: block it here too (the venv still has it),
+    # PyYAML's libyaml binding included (a pruned file, which `import yaml` loads when there).
+    pruned = (*bundling.PRUNED, "yaml._yaml")
+    absent = f"import sys; sys.modules.update(dict.fromkeys({pruned!r}))\n"
     sets = {
         f"functions.{name}.handler": f"{absent}import functions.{name}.handler" for name in HANDLERS
     }
