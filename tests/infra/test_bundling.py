@@ -223,3 +223,18 @@ def test_a_finished_layer_imports_from_byte_code_alone_naming_its_lambda_path(
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == f"{LAYER_PATH}/pkg/mod.py"
+
+
+def test_a_layers_asset_changes_with_the_way_layers_are_built_not_only_its_requirements(
+    tmp_path: Path,
+) -> None:
+    import hashlib
+
+    from infra.constructs import bundling
+
+    # Given a layer's source staged for CDK (whose asset hash is this directory's)
+    source = bundling.stage_layer_source(tmp_path, "runner", "langgraph==1.0\n")
+    # Then it holds the requirements and the hash of the module that prunes and compiles
+    digest = hashlib.sha256(Path(bundling.__file__).read_bytes()).hexdigest()
+    assert (source / "requirements.txt").read_text() == "langgraph==1.0\n"
+    assert digest in (source / "recipe.txt").read_text()
