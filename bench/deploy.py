@@ -3,7 +3,8 @@ cold import (P3).
 
 P4  The code asset (``functions/`` + ``shared/langorch``) and the dependency layers are built
     exactly as ``make deploy`` builds them (``infra/constructs/bundling.py``: arm64 wheels,
-    boto3 and botocore pinned from the lock, pruned, byte-compiled for Python 3.12) and
+    boto3 and botocore pinned from the lock, pruned, byte-compiled for Python 3.12, the
+    layers' byte code without its sources) and
     measured unzipped, per function: its code plus the layers it gets (the base layer for
     every function, the runner's own layer for the runner), the figure Lambda's 250 MB limit
     and P4's 100 MB target are about. The runner's layer holds the deployment's LLM providers
@@ -71,10 +72,12 @@ def tree_bytes(path: Path) -> int:
 
 
 def build_layer(name: str, requirements: str, python312: str) -> Path:
-    """A layer's ``python/`` directory, built as for deploy (cached by its requirements)."""
+    """A layer's ``python/`` directory, built as for deploy (cached by its requirements and
+    the way layers are built, as the deployed layer's asset hash is)."""
     layer = BUILD / "layers" / name
     stamp = layer / "requirements.txt"
-    if stamp.exists() and stamp.read_text(encoding="utf-8") == requirements:
+    built_from = requirements + bundling.layer_recipe()
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == built_from:
         return layer / "python"
     shutil.rmtree(layer, ignore_errors=True)
     layer.mkdir(parents=True)
@@ -83,7 +86,7 @@ def build_layer(name: str, requirements: str, python312: str) -> Path:
     print(f"  building the {name} layer (arm64 wheels, Python {bundling.PYTHON_VERSION}) ...")
     started = time.perf_counter()
     bundling.build_layer(source, layer, python312=python312)
-    stamp.write_text(requirements, encoding="utf-8")
+    stamp.write_text(built_from, encoding="utf-8")
     print(f"  built in {time.perf_counter() - started:.0f} s")
     return layer / "python"
 
@@ -172,8 +175,10 @@ def bench_handler_imports() -> dict[str, Any]:
         "AWS_DEFAULT_REGION": os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         "POWERTOOLS_SERVICE_NAME": "langorch",
     }
-    # What the layer prunes is absent in Lambda: block it here too (the venv still has it).
-    absent = f"import sys; sys.modules.update(dict.fromkeys({bundling.PRUNED!r}))\n"
+    # What the layer prunes is absent in Lambda: block it here too (the venv still has it),
+    # PyYAML's libyaml binding included (a pruned file, which `import yaml` loads when there).
+    pruned = (*bundling.PRUNED, "yaml._yaml")
+    absent = f"import sys; sys.modules.update(dict.fromkeys({pruned!r}))\n"
     sets = {
         f"functions.{name}.handler": f"{absent}import functions.{name}.handler" for name in HANDLERS
     }

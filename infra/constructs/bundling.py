@@ -15,8 +15,11 @@ real ``cdk deploy`` must not need one. Instead:
   deployment's LLM providers and, when configured, the MCP SDK and OpenTelemetry) only the
   runner has. Each layer is
   ``uv pip install --target`` with ``--python-platform aarch64-manylinux_2_34
-  --python-version 3.12 --only-binary :all:`` fetches the arm64 wheels, then the Python 3.12
-  interpreter byte-compiles them. This runs as an ``ILocalBundling`` step only when the
+  --python-version 3.12 --only-binary :all:`` fetches the arm64 wheels, what no function
+  reads is pruned (:func:`prune_layer`: botocore's models of services no function calls,
+  stubs, an unused binding), then the Python 3.12 interpreter compiles them to byte code
+  without their sources (:func:`finish_layer`: P4's 100 MB per function with every extra
+  holds only so). This runs as an ``ILocalBundling`` step only when the
   ``bundle`` setting is on (``make deploy``); synth and tests use a placeholder so they stay
   offline and take seconds.
 
@@ -28,6 +31,7 @@ stale and recompiled in memory on every cold start.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 import shutil
@@ -77,8 +81,51 @@ PRUNED = ("numpy", "numpy.libs", "zstandard")
   sends no traces to LangSmith. Without it the runner's cold start also skips loading it.
 
 ``tests/infra/test_bundling.py`` proves those imports still work without them."""
-PRUNED_FILES = ("*.pyi",)
-"""Type stubs."""
+PRUNED_FILES = (
+    # Type stubs and C sources: for type checkers and compilers, never read at run time.
+    "**/*.pyi",
+    "**/*.c",
+    # The installer's list of the files it wrote, with their hashes: read by uninstallers
+    # only, and no longer true once the layer is pruned and compiled (1.3 MB over the layers).
+    "*.dist-info/RECORD",
+    # PyYAML's libyaml binding (2.9 MB, every function): ``import yaml`` loads it when present
+    # and falls back when not; our code parses with ``yaml.safe_load``, the pure-Python
+    # loader, so the binding was loaded at every cold start and never used.
+    "yaml/_yaml.*.so",
+    # Powertools' Swagger UI (1.7 MB), served only by ``enable_swagger()``, which no handler
+    # calls (the routes it would serve do not exist).
+    "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.min.*",
+)
+"""Files no function reads, as globs under the layer's root."""
+BOTOCORE_SERVICES = frozenset(
+    {
+        # The clients langorch's code asset builds (``Container.client``, ``make_client``,
+        # ``bedrock_runtime_client``): tests/infra/test_bundling.py derives them from the code.
+        "bedrock-runtime",
+        "dynamodb",
+        "events",
+        "lambda",
+        "logs",
+        "s3",
+        "scheduler",
+        "secretsmanager",
+        "ses",
+        "sqs",
+        "stepfunctions",
+        "sts",
+        # langchain-aws's ChatBedrockConverse builds a control-plane client of its own beside
+        # the bedrock-runtime one it is given (the same test reads its source).
+        "bedrock",
+    }
+)
+"""The AWS services whose botocore models (and boto3 resource models) a layer keeps.
+
+botocore ships the model of every AWS service, 400-odd of them: 21 MB of the 56 MB every
+function loaded, for the 13 services a function can build a client for (1.2 MB). A client for a
+service pruned here fails with botocore's ``UnknownServiceError`` naming the service:
+add it to this set."""
+LAYER_PATH = "/opt/python"
+"""Where Lambda puts a layer's ``python/`` directory (what its byte code names as its files)."""
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache")
 
 
@@ -224,17 +271,28 @@ def stage_code(build_dir: Path, *, python312: str | None = None) -> Path:
 
 
 def stage_layer_source(build_dir: Path, layer: str, text: str) -> Path:
-    """Write ``layer``'s requirements (``text``) into ``build_dir/layer-src/<layer>``.
+    """Write ``layer``'s requirements (``text``) and :func:`layer_recipe` into
+    ``build_dir/layer-src/<layer>``.
 
     The asset hash of the layer is the hash of this directory (plus the bundling options), so
-    the layer is rebuilt exactly when its requirements change and reused otherwise.
+    the layer is rebuilt exactly when its requirements or the way it is built change, and
+    reused otherwise.
     """
     source = build_dir / "layer-src" / layer
     source.mkdir(parents=True, exist_ok=True)
-    target = source / "requirements.txt"
-    if not target.exists() or target.read_text(encoding="utf-8") != text:
-        target.write_text(text, encoding="utf-8")
+    for name, content in (("requirements.txt", text), ("recipe.txt", layer_recipe())):
+        target = source / name
+        if not target.exists() or target.read_text(encoding="utf-8") != content:
+            target.write_text(content, encoding="utf-8")
     return source
+
+
+def layer_recipe() -> str:
+    """How a layer is built beside its requirements — this module (the platform, the pruning,
+    the byte code) — as its hash: the bundling options CDK hashes do not include the local
+    bundler's code, so a new way of pruning would otherwise reuse the old layer."""
+    digest = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return f"# built by infra/constructs/bundling.py, sha256 {digest}\n"
 
 
 def stage_layer_placeholder(build_dir: Path) -> Path:
@@ -283,22 +341,24 @@ def find_python312(explicit: str | None = None) -> str:
     )
 
 
-def byte_compile(python312: str, directory: Path) -> None:
-    """Byte-compile ``directory`` for Python 3.12 (``unchecked-hash``, see the module doc)."""
-    subprocess.run(
-        [
-            python312,
-            "-m",
-            "compileall",
-            "-q",
-            "-j",
-            "0",
-            "--invalidation-mode",
-            "unchecked-hash",
-            str(directory),
-        ],
-        check=True,
-    )
+def byte_compile(python312: str, directory: Path, *, sourceless: bool = False) -> None:
+    """Byte-compile ``directory`` for Python 3.12 (``unchecked-hash``, see the module doc).
+
+    Args:
+        python312: the interpreter to compile with (its version's byte code).
+        directory: compiled in place.
+        sourceless: a dependency layer's way (:func:`finish_layer`): each ``x.pyc`` beside its
+            ``x.py``, naming ``/opt/python/...`` as its file, and the ``.py`` removed.
+    """
+    command = [python312, "-m", "compileall", "-q", "-j", "0"]
+    command += ["--invalidation-mode", "unchecked-hash"]
+    if sourceless:
+        command += ["-b", "-s", str(directory), "-p", LAYER_PATH]
+    subprocess.run([*command, str(directory)], check=True)
+    if sourceless:
+        for source in directory.rglob("*.py"):
+            if source.with_suffix(".pyc").is_file():
+                source.unlink()
 
 
 def build_layer(requirements: Path, output_dir: Path, *, python312: str) -> None:
@@ -329,8 +389,28 @@ def build_layer(requirements: Path, output_dir: Path, *, python312: str) -> None
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise BundlingError(f"uv could not build the layer:\n{result.stderr[-4000:]}")
+    finish_layer(target, python=python312)
+
+
+def finish_layer(target: Path, *, python: str) -> None:
+    """Prune an installed layer and compile it to sourceless byte code.
+
+    Sourceless: the dependencies' sources were half of every layer (the runner with every
+    extra: 40 MB of ``.py`` beside 39 MB of their ``.pyc``), and a layer without byte code
+    would compile them in memory on every cold start (``/opt`` is read-only). Python imports
+    a ``.pyc`` alone (``compileall -b``'s layout); what is lost is the source line of a
+    dependency's frame in a traceback (the file, line and function are still named) —
+    langorch's own code keeps its sources (the code asset). No import path of ours reads a
+    dependency's source: LangChain and LangSmith's ``inspect.getsource`` calls catch its
+    absence, and tests/infra/test_layers.py imports every module a function reaches from
+    layers finished this way.
+
+    Args:
+        target: the installed layer (its ``python/`` directory).
+        python: the interpreter whose byte code to write (Python 3.12 for Lambda).
+    """
     prune_layer(target)
-    byte_compile(python312, target)
+    byte_compile(python, target, sourceless=True)
 
 
 def prune_layer(target: Path) -> None:
@@ -340,12 +420,16 @@ def prune_layer(target: Path) -> None:
             if path.name == name or path.name.startswith(f"{name}-"):
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
     for pattern in PRUNED_FILES:
-        for path in target.rglob(pattern):
+        for path in target.glob(pattern):
             path.unlink()
     # Packages' own test suites, and console scripts: never run in Lambda.
     for tests in [p for p in target.glob("*/tests") if p.is_dir()]:
         shutil.rmtree(tests)
     shutil.rmtree(target / "bin", ignore_errors=True)
+    for models in (target / "botocore" / "data", target / "boto3" / "data"):
+        for service in models.iterdir() if models.is_dir() else ():
+            if service.is_dir() and service.name not in BOTOCORE_SERVICES:
+                shutil.rmtree(service)
 
 
 @jsii.implements(ILocalBundling)

@@ -2,9 +2,10 @@
 
 The layers' requirement sets (``infra/constructs/bundling.py``, exported from ``uv.lock``) are
 installed for this machine's Python from uv's cache, offline, into directories of their own,
-pruned as the deploy prunes them; a fresh interpreter with no site-packages (``-I -S``) then
-imports every module of ours the function's code can reach (``tests/infra/layer_imports.py``)
-with the code asset and those directories alone on its path. Imports inside functions, which
+pruned and compiled to sourceless byte code as the deploy finishes them; a fresh interpreter
+with no site-packages (``-I -S``) then imports every module of ours the function's code can
+reach (``tests/infra/layer_imports.py``) with the code asset and those directories alone on
+its path. Imports inside functions, which
 that does not run, are checked against the installed layers' top-level names.
 """
 
@@ -77,7 +78,7 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Installer:
                 text=True,
             )
             assert result.returncode == 0, result.stderr[-3000:]
-            bundling.prune_layer(target)
+            bundling.finish_layer(target, python=sys.executable)
             done[key] = target
         return done[key]
 
@@ -144,6 +145,25 @@ def test_a_function_without_the_runner_layer_imports_with_the_base_layer_alone(
     assert error == ""
     lazy = {(m, p) for m in modules for p in third_party(m, in_functions=True)}
     assert {(m, p) for m, p in lazy if p not in _importable(base)} <= BUILT_ONLY_IN_THE_RUNNER
+
+
+def test_the_base_layer_builds_a_client_for_every_aws_service_it_keeps(
+    install: Installer, code: Path
+) -> None:
+    # Given the base layer, its botocore pruned to the services the functions use
+    base = install(bundling.BASE_LAYER, (), False)
+    services = sorted(bundling.BOTOCORE_SERVICES)
+    # When boto3 builds a client for each of them, and the DynamoDB resource (no request made)
+    build = (
+        "session = sys.modules['boto3'].Session(\n"
+        "    aws_access_key_id='k', aws_secret_access_key='s', region_name='eu-west-1')\n"
+        f"for service in {services!r}:\n"
+        "    session.client(service)\n"
+        "session.resource('dynamodb')\n"
+    )
+    error = _import_alone(code, [base], {"boto3"}, build)
+    # Then every one is built from the models the layer kept
+    assert error == ""
 
 
 @pytest.mark.parametrize(
