@@ -73,13 +73,20 @@ from langorch.cli.main import main
 code = main({argv!r})
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({heavy!r}))
 groups = sorted(m for m in sys.modules if m.startswith("langorch.cli.commands."))
-print(json.dumps({{"code": code, "heavy": loaded, "groups": groups}}))
+models = sorted(m for m in sys.modules if m in {models!r})
+print(json.dumps({{"code": code, "heavy": loaded, "groups": groups, "models": models}}))
 """
+
+DEFINITION_MODELS = ("langorch.domain.definitions", "langorch.domain.step_settings")
+"""The modules of the definition models: a command that only lists definitions must not build
+their pydantic schemas (issue 26: most of what ``workflows list`` cost)."""
 
 
 def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:
     """What a fresh interpreter has imported after running ``langorch argv``."""
-    code = PROBE.format(shared=str(REPO / "shared"), argv=argv, heavy=HEAVY)
+    code = PROBE.format(
+        shared=str(REPO / "shared"), argv=argv, heavy=HEAVY, models=DEFINITION_MODELS
+    )
     env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1"}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -101,7 +108,7 @@ def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> Non
     loaded = _loaded_by(["--help"], tmp_path)
 
     # Then it listed the groups without importing one, nor pydantic, boto3, LangGraph, moto, ...
-    assert loaded == {"code": 0, "heavy": [], "groups": []}
+    assert loaded == {"code": 0, "heavy": [], "groups": [], "models": []}
 
 
 @pytest.mark.subprocess
@@ -178,6 +185,32 @@ def test_a_local_listing_loads_no_package_heavier_than_pydantic(
     # Then it read the store with pydantic and imported neither Jinja2 (no template is rendered),
     # botocore (no AWS service is called), pydantic-settings nor asyncio
     assert loaded["code"] == 0
+    assert loaded["heavy"] == ["pydantic"]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("group", ["workflows", "blocks"])
+def test_a_local_definitions_listing_builds_no_definition_model(tmp_path: Path, group: str) -> None:
+    from langorch.composition.embedded import EmbeddedContainer
+    from langorch.config import Settings
+    from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
+
+    # Given a local home that stores a block and a workflow using it
+    home = tmp_path / "home"
+    definitions = EmbeddedContainer(Settings.model_validate({"local_home": str(home)})).definitions
+    definitions.put_block(BlockDefinition(block_id="summarize", name="Summarize"))
+    step = PlanStep(step_id="summarize", block_id="summarize")
+    definitions.put_workflow(TaskPlan(plan_id="digest", name="Digest", steps=[step]))
+    stack = {"endpoint_url": "http://127.0.0.1:9", "settings": {"local_home": str(home)}}
+    (home / "stack.json").write_text(json.dumps(stack))
+
+    # When a fresh interpreter lists the group's definitions
+    loaded = _loaded_by(["--home", str(home), "--json", group, "list"], tmp_path)
+
+    # Then it listed them from the stored JSON: no definition model was imported (nor LangGraph
+    # or anything else heavier than pydantic)
+    assert loaded["code"] == 0
+    assert loaded["models"] == []
     assert loaded["heavy"] == ["pydantic"]
 
 
