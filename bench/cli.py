@@ -44,6 +44,28 @@ against the tree before, interleaved 4 times: 5.8-6.6 s wall before, 2.4-3.8 s a
 5.9-8.2 s): ~0.41 -> ~0.22 quiet. ``workflows validate F`` stays over the target (0.41-0.46
 quiet, before and after alike: Jinja2 parses the templates, and the definitions' models).
 
+2026-11-27, the listings off the definition models (``list_bodies``: the stored JSON), YAML by
+LibYAML, no approval record or urllib.request under definition loading. Whole-bench runs at
+load 8-16 (host loop 2.5-6 s) move by more than the change, so each command ran interleaved
+with the tree before, 7 pairs, the host loop read beside each pair (median 2.8-3.4 s); wall /
+CPU s, quiet s; and instructions counted by ``valgrind --tool=callgrind`` (one run each:
+deterministic, load-free):
+
+========================  ===========================  ==============  ====================
+command                   before -> after wall / CPU   quiet s         instructions (G)
+========================  ===========================  ==============  ====================
+``workflows list``        1.96 / 0.70 -> 1.14 / 0.41   0.29 -> 0.19    1.045 -> 0.743 (-29%)
+``blocks list``           1.81 / 0.65 -> 1.42 / 0.51   0.28 -> 0.22    1.033 -> 0.731 (-29%)
+``workflows validate F``  2.40 / 0.94 -> 2.48 / 0.95   0.43 -> 0.41    1.495 -> 1.375 (-8%)
+``runs list`` (same)      1.50 / 0.53 -> 1.38 / 0.55   0.26 -> 0.23    0.815 -> 0.810
+========================  ===========================  ==============  ====================
+
+``workflows validate`` stays over the target: it must build the definition models' schemas
+(the file is validated through them; ``defer_build`` on every model measured within this host's
+noise, 0-15 % of CPU, and would move the work past the runner's snapshot), import Jinja2
+(templates are parsed, not compiled) and PyYAML, and load every kind (validation asks each kind
+which fields it owns). What is left beyond a ``runs list`` is mostly that.
+
 Run: ``.venv/bin/python bench/cli.py [--repeat 3]``.
 """
 

@@ -336,6 +336,48 @@ def test_workflows_are_listed_by_category_and_tags_too(repo: Repository) -> None
     assert [s.id for s in listed] == ["a"]
 
 
+def test_the_bodies_listing_is_the_stored_listing_unparsed(repo: Repository) -> None:
+    # Given two workflows, one with an active version 1 and a newer draft
+    repo.put_workflow(_plan("b", description="one"))
+    repo.put_workflow(_plan("b", description="two"), activate=False)
+    repo.put_workflow(_plan("a", tags=["daily"]))
+    # When the workflows are listed as stored JSON, and as definitions
+    bodies = repo.list_bodies("workflow")
+    stored = repo.list_stored("workflow")
+    # Then both list the same versions with the same metadata, each body the definition's JSON
+    assert [
+        (b.kind, b.id, b.version, b.active_version, b.content_hash, b.created_at, b.body)
+        for b in bodies
+    ] == [
+        (
+            s.kind,
+            s.id,
+            s.version,
+            s.active_version,
+            s.content_hash,
+            s.created_at,
+            s.definition.model_dump(mode="json"),
+        )
+        for s in stored
+    ]
+    assert [(b.id, b.version, b.active_version) for b in bodies] == [("a", 1, 1), ("b", 2, 1)]
+
+
+def test_the_bodies_listing_filters_by_category_and_tags_as_the_stored_one(
+    repo: Repository,
+) -> None:
+    # Given blocks in two categories, with overlapping tags
+    repo.put_block(_block("a", category="text", tags=["llm", "summary"]))
+    repo.put_block(_block("b", category="text", tags=["llm"]))
+    repo.put_block(_block("c", category="mail", tags=["llm", "summary"]))
+    # When the category's blocks carrying both tags are listed as stored JSON
+    listed = repo.list_bodies("block", category="text", tags=["llm", "summary"])
+    # Then only the one matching both filters comes back, at its version
+    assert [(b.kind, b.id, b.version, b.body["category"]) for b in listed] == [
+        ("block", "a", 1, "text")
+    ]
+
+
 # --- concurrent writers ---------------------------------------------------------------------
 
 

@@ -73,13 +73,31 @@ from langorch.cli.main import main
 code = main({argv!r})
 loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({heavy!r}))
 groups = sorted(m for m in sys.modules if m.startswith("langorch.cli.commands."))
-print(json.dumps({{"code": code, "heavy": loaded, "groups": groups}}))
+watched = sorted(m for m in sys.modules if m in {watched!r})
+print(json.dumps({{"code": code, "heavy": loaded, "groups": groups, "watched": watched}}))
 """
+
+DEFINITION_MODELS = ("langorch.domain.definitions", "langorch.domain.step_settings")
+"""The modules of the definition models: a command that only lists definitions must not build
+their pydantic schemas (issue 26: most of what ``workflows list`` cost)."""
+NOT_FOR_VALIDATION = (
+    "langorch.domain.approvals.record",
+    "langorch.domain.approvals.audit",
+    "urllib.request",
+    "http.client",
+)
+"""What checking a definitions file does not use: the approval record's and audit trail's
+models, and the HTTP client the ``http_get`` tool fetches with (issue 26)."""
 
 
 def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:
     """What a fresh interpreter has imported after running ``langorch argv``."""
-    code = PROBE.format(shared=str(REPO / "shared"), argv=argv, heavy=HEAVY)
+    code = PROBE.format(
+        shared=str(REPO / "shared"),
+        argv=argv,
+        heavy=HEAVY,
+        watched=(*DEFINITION_MODELS, *NOT_FOR_VALIDATION),
+    )
     env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1"}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -101,7 +119,7 @@ def test_help_loads_no_command_group_and_no_heavy_package(tmp_path: Path) -> Non
     loaded = _loaded_by(["--help"], tmp_path)
 
     # Then it listed the groups without importing one, nor pydantic, boto3, LangGraph, moto, ...
-    assert loaded == {"code": 0, "heavy": [], "groups": []}
+    assert loaded == {"code": 0, "heavy": [], "groups": [], "watched": []}
 
 
 @pytest.mark.subprocess
@@ -179,6 +197,47 @@ def test_a_local_listing_loads_no_package_heavier_than_pydantic(
     # botocore (no AWS service is called), pydantic-settings nor asyncio
     assert loaded["code"] == 0
     assert loaded["heavy"] == ["pydantic"]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("group", ["workflows", "blocks"])
+def test_a_local_definitions_listing_builds_no_definition_model(tmp_path: Path, group: str) -> None:
+    from langorch.composition.embedded import EmbeddedContainer
+    from langorch.config import Settings
+    from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
+
+    # Given a local home that stores a block and a workflow using it
+    home = tmp_path / "home"
+    definitions = EmbeddedContainer(Settings.model_validate({"local_home": str(home)})).definitions
+    definitions.put_block(BlockDefinition(block_id="summarize", name="Summarize"))
+    step = PlanStep(step_id="summarize", block_id="summarize")
+    definitions.put_workflow(TaskPlan(plan_id="digest", name="Digest", steps=[step]))
+    stack = {"endpoint_url": "http://127.0.0.1:9", "settings": {"local_home": str(home)}}
+    (home / "stack.json").write_text(json.dumps(stack))
+
+    # When a fresh interpreter lists the group's definitions
+    loaded = _loaded_by(["--home", str(home), "--json", group, "list"], tmp_path)
+
+    # Then it listed them from the stored JSON: no definition model was imported (nor LangGraph
+    # or anything else heavier than pydantic)
+    assert loaded["code"] == 0
+    assert loaded["watched"] == []
+    assert loaded["heavy"] == ["pydantic"]
+
+
+@pytest.mark.subprocess
+def test_an_offline_validate_loads_only_what_checking_the_file_needs(tmp_path: Path) -> None:
+    # Given a definitions file and no stack to check it against
+    definitions = REPO / "examples" / "blog_review" / "definitions.yaml"
+
+    # When a fresh interpreter validates it
+    loaded = _loaded_by(["workflows", "validate", str(definitions)], tmp_path)
+
+    # Then it built the definition models (and read YAML, checked templates with Jinja2) but
+    # imported neither the approval record's models nor an HTTP client, nor LangGraph, boto3…
+    assert loaded["code"] == 0
+    assert loaded["watched"] == list(DEFINITION_MODELS)
+    assert loaded["heavy"] == ["jinja2", "pydantic", "yaml"]
 
 
 def test_the_help_listing_every_group_is_the_same_loaded_or_not() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from langorch.domain.definitions import BlockType
 from langorch.domain.errors import DefinitionError
@@ -220,3 +221,41 @@ def test_the_same_block_twice_in_one_file_is_a_problem() -> None:
 def test_an_empty_document_is_a_problem() -> None:
     error = problems_of("", fmt="yaml")
     assert "empty" in error.problems[0].message
+
+
+EXAMPLE_FILES = sorted(
+    (Path(__file__).resolve().parents[2] / "examples").glob("*/definitions.yaml")
+)
+
+
+@pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_yaml_file_reads_as_the_pure_parser_reads_it(path: Path) -> None:
+    # Given a definitions file (LibYAML parses YAML when PyYAML has it: issue 26)
+    text = path.read_text(encoding="utf-8")
+    # When it is loaded
+    loaded = load_text(text, source=str(path), fmt="yaml")
+    # Then its definitions are those of the document PyYAML's pure safe parser reads
+    expected = parse_definitions(yaml.safe_load(text), source=str(path))
+    assert (loaded.blocks, loaded.workflows) == (expected.blocks, expected.workflows)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param("a: [b\n", "at line 2, column 1: expected ',' or ']'", id="unclosed"),
+        pytest.param("a:\n\t- b\n", "found character '\\t' that cannot start", id="tab"),
+        pytest.param("a: \x01\n", "unacceptable character #x0001", id="control-character"),
+        pytest.param("a: b\n c: d\n", "at line 2, column 3: mapping values", id="indentation"),
+        pytest.param("[" * 500 + "]" * 500, "nested so deep the parser stopped", id="depth-500"),
+        pytest.param("[" * 5000 + "]" * 5000, "nested so deep the parser stopped", id="depth-5k"),
+        pytest.param("&a [*a]\n", "is nested at least 1000 levels deep", id="self-alias"),
+    ],
+)
+def test_bad_yaml_is_refused_in_the_pure_parsers_words(text: str, message: str) -> None:
+    # Given a malformed YAML document, or one nested deeper than any door takes (LibYAML words
+    # such errors its own way, and stops at another depth than the pure parser)
+    # When it is loaded
+    error = problems_of(text, fmt="yaml")
+    # Then the problem is worded as PyYAML's pure parser and langorch's depth check word it
+    [problem] = error.problems
+    assert message in problem.message

@@ -97,6 +97,38 @@ def test_snapstart_takes_its_snapshot_with_the_engine_loaded():
     assert result == {"hooked": True, "engine_before_hooks": False, "engine_after_hooks": True}
 
 
+LAZY_FOR_THE_CLI = (
+    "langorch.domain.definitions",
+    "langorch.domain.approvals.record",
+    "langorch.llm.builtin_tools",
+    "urllib.request",
+)
+"""What the CLI's commands import only when they use it (issue 26) and a segment may need at
+once: the definition models, the approval record, the built-in tools and their HTTP client."""
+
+LAZY_PROBE = """
+import json, sys
+sys.path[:0] = [{root!r}, {shared!r}]
+import functions.run_segment.handler as runner
+from snapshot_restore_py import get_before_snapshot
+for func, args, kwargs in get_before_snapshot():  # what Lambda does before the snapshot
+    func(*args, **kwargs)
+print(json.dumps(sorted(m for m in {lazy!r} if m in sys.modules)))
+"""
+
+
+@pytest.mark.slow
+def test_the_snapshot_holds_what_the_cli_imports_only_on_use():
+    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
+
+    # When the handler is imported and the runtime runs the before-snapshot hooks
+    loaded = _probe(LAZY_PROBE.replace("{lazy!r}", repr(LAZY_FOR_THE_CLI)))
+
+    # Then the modules the CLI imports lazily are in the snapshot: a segment does not import
+    # them inside a step's timeout
+    assert loaded == sorted(LAZY_FOR_THE_CLI)
+
+
 RESTORE_PROBE = """
 import json, random, sys
 sys.path[:0] = [{root!r}, {shared!r}]

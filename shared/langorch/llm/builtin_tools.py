@@ -11,9 +11,7 @@ import ast
 import ipaddress
 import operator
 import socket
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -22,6 +20,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from langorch.llm.base import LLMCallError
 
 if TYPE_CHECKING:
+    import urllib.request
+
     from langchain_core.tools import BaseTool
 
 # --------------------------------------------------------------------------------------------
@@ -133,14 +133,20 @@ HTTP_TIMEOUT_SECONDS = 10.0
 HTTP_MAX_BYTES = 100_000
 
 
-class _PublicOnlyRedirects(urllib.request.HTTPRedirectHandler):
-    """Re-check every redirect target: a public URL must not bounce into the VPC."""
+def _public_only_opener() -> urllib.request.OpenerDirector:
+    """An opener that re-checks every redirect target: a public URL must not bounce into the
+    VPC. ``urllib.request`` (with ``http.client`` and ``ssl``) is imported here, on the first
+    fetch, not with the module: ``workflows validate`` reads :data:`KNOWN_TOOLS` (issue 26)."""
+    import urllib.request
 
-    def redirect_request(
-        self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
-    ) -> Any:
-        _check_public_url(newurl)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+    class PublicOnlyRedirects(urllib.request.HTTPRedirectHandler):
+        def redirect_request(
+            self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> Any:
+            _check_public_url(newurl)
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    return urllib.request.build_opener(PublicOnlyRedirects)
 
 
 def _check_public_url(url: str) -> None:
@@ -172,8 +178,11 @@ def http_get(url: str) -> str:
         ValueError: The URL is not http(s), or its host (or a redirect's) is not public.
         OSError: The request failed or timed out.
     """
+    import urllib.error
+    import urllib.request
+
     _check_public_url(url)
-    opener = urllib.request.build_opener(_PublicOnlyRedirects)
+    opener = _public_only_opener()
     request = urllib.request.Request(url, headers={"User-Agent": "langorch-http-get"})  # noqa: S310 - scheme checked above
     try:
         with opener.open(request, timeout=HTTP_TIMEOUT_SECONDS) as response:

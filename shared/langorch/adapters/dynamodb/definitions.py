@@ -44,7 +44,7 @@ from pydantic import BaseModel
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import ConflictError, NotFoundError, StorageError
 from langorch.domain.promotions import Promotion
-from langorch.domain.stored import Kind, StoredDefinition
+from langorch.domain.stored import Kind, StoredBody, StoredDefinition
 
 HEAD_SK = "head"
 PROMOTION_PREFIX = "promotion#"
@@ -417,6 +417,31 @@ class DefinitionsRepository:
             category: only definitions in this category.
             tags: only definitions carrying every one of these tags.
         """
+        stored = [_from_item(item, _MODELS[kind]) for item in self._heads(kind, category, tags)]
+        return sorted(stored, key=lambda s: s.id)
+
+    def list_bodies(
+        self,
+        kind: Kind,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+    ) -> list[StoredBody]:
+        """What :meth:`list_stored` lists, each definition as its stored JSON object (no
+        definition model is validated).
+
+        Args:
+            kind: ``"block"`` or ``"workflow"``.
+            category: only definitions in this category.
+            tags: only definitions carrying every one of these tags.
+        """
+        stored = [_body_from_item(item) for item in self._heads(kind, category, tags)]
+        return sorted(stored, key=lambda s: s.id)
+
+    def _heads(
+        self, kind: Kind, category: str | None, tags: list[str] | None
+    ) -> Iterator[dict[str, Any]]:
+        """The head items of ``kind`` in ``category`` carrying every tag of ``tags``."""
         names = {"#sk": "sk", "#kind": "kind"}
         values: dict[str, Any] = {":head": {"S": HEAD_SK}, ":kind": {"S": kind}}
         clauses = ["#sk = :head", "#kind = :kind"]
@@ -430,7 +455,7 @@ class DefinitionsRepository:
             clauses.append(f"contains(#tags, :tag{index})")
         # Only head items, of this kind, matching every given filter.
         latest_matching = " AND ".join(clauses)
-        items = self._paginate(
+        return self._paginate(
             "scan",
             TableName=self._table,
             FilterExpression=latest_matching,
@@ -438,8 +463,6 @@ class DefinitionsRepository:
             ExpressionAttributeValues=values,
             ConsistentRead=True,
         )
-        stored = [_from_item(item, _MODELS[kind]) for item in items]
-        return sorted(stored, key=lambda s: s.id)
 
     def search_blocks(
         self, category: str | None = None, tags: list[str] | None = None
@@ -551,19 +574,30 @@ def _to_item(stored: StoredDefinition[Any]) -> dict[str, Any]:
 
 
 def _from_item(item: dict[str, Any], model: type[_DefinitionT]) -> StoredDefinition[_DefinitionT]:
-    kind = cast(Kind, item["kind"]["S"])
-    definition = model.model_validate_json(item["body"]["S"])
+    stored = _body_from_item(item)
+    return StoredDefinition(
+        kind=stored.kind,
+        id=stored.id,
+        version=stored.version,
+        content_hash=stored.content_hash,
+        created_at=stored.created_at,
+        definition=model.model_validate_json(item["body"]["S"]),
+        active_version=stored.active_version,
+    )
+
+
+def _body_from_item(item: dict[str, Any]) -> StoredBody:
     version = int(item["version"]["N"])
     # A version item says nothing of what is active; a head does (none: from before drafts).
     active = int(item["active"]["N"]) if "active" in item else None
     if item["sk"]["S"] == HEAD_SK:
         active = version if active is None else (None if active == NO_ACTIVE else active)
-    return StoredDefinition(
-        kind=kind,
+    return StoredBody(
+        kind=cast(Kind, item["kind"]["S"]),
         id=item["id"]["S"],
         version=version,
         content_hash=item["content_hash"]["S"],
         created_at=datetime.fromisoformat(item["created_at"]["S"]),
-        definition=definition,
+        body=json.loads(item["body"]["S"]),
         active_version=active,
     )

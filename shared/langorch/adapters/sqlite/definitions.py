@@ -21,15 +21,17 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
-
-from pydantic import BaseModel
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langorch.adapters.sqlite._db import Database
-from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import NotFoundError
 from langorch.domain.promotions import Promotion
-from langorch.domain.stored import Kind, StoredDefinition
+from langorch.domain.stored import Kind, StoredBody, StoredDefinition
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from langorch.domain.definitions import BlockDefinition, TaskPlan
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS definitions ("
@@ -88,9 +90,7 @@ _INSERT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
-_MODELS: dict[Kind, type[Any]] = {"block": BlockDefinition, "workflow": TaskPlan}
-
-_DefinitionT = TypeVar("_DefinitionT", BlockDefinition, TaskPlan)
+_DefinitionT = TypeVar("_DefinitionT", "BlockDefinition", "TaskPlan")
 
 
 def _utcnow() -> datetime:
@@ -213,12 +213,12 @@ class SqliteDefinitions:
     def get_block(self, block_id: str, version: int | None = None) -> BlockDefinition | None:
         """The block at ``version`` (``None``: the latest), or ``None`` when absent."""
         stored = self.get_stored("block", block_id, version)
-        return None if stored is None else cast(BlockDefinition, stored.definition)
+        return None if stored is None else cast("BlockDefinition", stored.definition)
 
     def get_workflow(self, workflow_id: str, version: int | None = None) -> TaskPlan | None:
         """The workflow at ``version`` (``None``: the active one), or ``None`` when absent."""
         stored = self.get_stored("workflow", workflow_id, version)
-        return None if stored is None else cast(TaskPlan, stored.definition)
+        return None if stored is None else cast("TaskPlan", stored.definition)
 
     def get_stored(
         self, kind: Kind, definition_id: str, version: int | None = None
@@ -249,22 +249,22 @@ class SqliteDefinitions:
 
     def list_blocks(self) -> list[BlockDefinition]:
         """The latest version of every block, by id."""
-        return [cast(BlockDefinition, s.definition) for s in self.list_stored("block")]
+        return [cast("BlockDefinition", s.definition) for s in self.list_stored("block")]
 
     def list_workflows(self) -> list[TaskPlan]:
         """The active version of every workflow that has one, by id."""
         found = []
         for latest in self.list_stored("workflow"):
             if latest.active_version == latest.version:
-                found.append(cast(TaskPlan, latest.definition))
+                found.append(cast("TaskPlan", latest.definition))
             elif latest.active_version is not None:
-                found.append(cast(TaskPlan, self.get_workflow(latest.id, latest.active_version)))
+                found.append(cast("TaskPlan", self.get_workflow(latest.id, latest.active_version)))
         return found
 
     def stored_workflows(self) -> list[StoredDefinition[TaskPlan]]:
         """Every stored workflow's latest version (active or a draft) with its
         ``active_version``, by id."""
-        return cast(list[StoredDefinition[TaskPlan]], self.list_stored("workflow"))
+        return cast("list[StoredDefinition[TaskPlan]]", self.list_stored("workflow"))
 
     def list_stored(
         self,
@@ -281,6 +281,35 @@ class SqliteDefinitions:
             category: only definitions in this category.
             tags: only definitions carrying every one of these tags.
         """
+        rows, active = self._latest_matching(kind, category, tags)
+        latest = [_from_row(row) for row in rows]
+        # A definition with no row is from before drafts: its latest version is active.
+        return [replace(s, active_version=active.get(s.id, s.version)) for s in latest]
+
+    def list_bodies(
+        self,
+        kind: Kind,
+        *,
+        category: str | None = None,
+        tags: list[str] | None = None,
+    ) -> list[StoredBody]:
+        """What :meth:`list_stored` lists, each definition as its stored JSON object: no
+        definition model is imported or validated (a listing of a few fields needs none).
+
+        Args:
+            kind: ``"block"`` or ``"workflow"``.
+            category: only definitions in this category.
+            tags: only definitions carrying every one of these tags.
+        """
+        rows, active = self._latest_matching(kind, category, tags)
+        latest = [_body_from_row(row) for row in rows]
+        return [replace(s, active_version=active.get(s.id, s.version)) for s in latest]
+
+    def _latest_matching(
+        self, kind: Kind, category: str | None, tags: list[str] | None
+    ) -> tuple[list[tuple[Any, ...]], dict[str, int | None]]:
+        """The rows of the latest version of each matching definition, and the active version
+        of each definition of ``kind`` that has an ``active_versions`` row."""
         wanted_tags = json.dumps(list(dict.fromkeys(tags or [])), ensure_ascii=False)
         with self._db.read() as connection:
             rows = connection.execute(
@@ -291,16 +320,14 @@ class SqliteDefinitions:
                     "SELECT id, version FROM active_versions WHERE kind = ?", (kind,)
                 ).fetchall()
             )
-        latest = [_from_row(row) for row in rows]
-        # A definition with no row is from before drafts: its latest version is active.
-        return [replace(s, active_version=active.get(s.id, s.version)) for s in latest]
+        return rows, active
 
     def search_blocks(
         self, category: str | None = None, tags: list[str] | None = None
     ) -> list[BlockDefinition]:
         """Latest blocks in ``category`` (if given) carrying all ``tags`` (if given)."""
         found = self.list_stored("block", category=category, tags=tags)
-        return [cast(BlockDefinition, s.definition) for s in found]
+        return [cast("BlockDefinition", s.definition) for s in found]
 
     def versions(self, kind: Kind, definition_id: str) -> list[StoredDefinition[Any]]:
         """Every stored version of one definition, oldest first (empty when unknown)."""
@@ -326,7 +353,7 @@ def _active(connection: sqlite3.Connection, kind: Kind, definition_id: str) -> i
 
 
 def _to_row(stored: StoredDefinition[Any]) -> tuple[Any, ...]:
-    definition = cast(BaseModel, stored.definition)
+    definition = cast("BaseModel", stored.definition)
     body = json.dumps(definition.model_dump(mode="json"), sort_keys=True, ensure_ascii=False)
     tags = [str(tag) for tag in getattr(definition, "tags", [])]
     return (
@@ -349,5 +376,25 @@ def _from_row(row: tuple[Any, ...]) -> StoredDefinition[Any]:
         version=int(version),
         content_hash=content_hash,
         created_at=datetime.fromisoformat(created_at),
-        definition=_MODELS[kind].model_validate_json(body),
+        definition=_model(kind).model_validate_json(body),
     )
+
+
+def _body_from_row(row: tuple[Any, ...]) -> StoredBody:
+    kind, definition_id, version, content_hash, created_at, body = row
+    return StoredBody(
+        kind=kind,
+        id=definition_id,
+        version=int(version),
+        content_hash=content_hash,
+        created_at=datetime.fromisoformat(created_at),
+        body=json.loads(body),
+    )
+
+
+def _model(kind: Kind) -> type[BlockDefinition] | type[TaskPlan]:
+    """The model a stored ``kind`` parses into. Imported on the first parse, not with this
+    module: the listings (:meth:`SqliteDefinitions.list_bodies`) never build its schema."""
+    from langorch.domain.definitions import BlockDefinition, TaskPlan
+
+    return BlockDefinition if kind == "block" else TaskPlan

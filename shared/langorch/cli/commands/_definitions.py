@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from langorch.app.definitions import RegisterResult
     from langorch.domain.definitions import TaskPlan
     from langorch.domain.errors import Problem
-    from langorch.domain.stored import StoredDefinition
+    from langorch.domain.stored import StoredBody, StoredDefinition
 
 Kind = Literal["block", "workflow"]
 
@@ -148,6 +148,42 @@ def require_webhook(ctx: Context, workflow_id: str) -> TaskPlan:
             f"`langorch runs start {workflow_id}`"
         )
     return plan
+
+
+def block_row(stored: StoredBody) -> dict[str, Any]:
+    """A ``blocks list`` row, read from the stored JSON (a field absent from an older version's
+    body reads as ``BlockDefinition``'s default)."""
+    body = stored.body
+    return {
+        "id": stored.id,
+        "version": stored.version,
+        "type": body.get("block_type", "action"),
+        "category": body.get("category", ""),
+        "tags": body.get("tags", []),
+        "name": body.get("name", ""),
+        "content_hash": stored.content_hash,
+        "created_at": stored.created_at,
+    }
+
+
+def workflow_row(stored: StoredBody) -> dict[str, Any]:
+    """A ``workflows list`` row, read from the stored JSON (as :func:`block_row`)."""
+    body = stored.body
+    # As TaskPlan.all_triggers(): the seed-000 ``schedule`` shorthand is a schedule trigger
+    # unless one is listed.
+    triggers = [trigger["type"] for trigger in body.get("triggers", [])]
+    if body.get("schedule") is not None and "schedule" not in triggers:
+        triggers.append("schedule")
+    return {
+        "id": stored.id,
+        "version": stored.version,
+        "active_version": stored.active_version,
+        "steps": len(body["steps"]),
+        "triggers": triggers,
+        "name": body.get("name", ""),
+        "content_hash": stored.content_hash,
+        "created_at": stored.created_at,
+    }
 
 
 def stored_document(stored: StoredDefinition[Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import argparse
 
 from langorch.cli.commands._definitions import (
     add_strict,
+    block_row,
     problem_documents,
     put_document,
     put_text,
@@ -73,20 +74,9 @@ def _put(ctx: Context, args: argparse.Namespace) -> None:
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
-    stored = ctx.definitions().list_stored("block", category=args.category, tags=args.tags)
-    rows = [
-        {
-            "id": s.id,
-            "version": s.version,
-            "type": s.definition.block_type.value,
-            "category": s.definition.category,
-            "tags": s.definition.tags,
-            "name": s.definition.name,
-            "content_hash": s.content_hash,
-            "created_at": s.created_at,
-        }
-        for s in stored
-    ]
+    # The stored JSON, not the models: building their schemas would be most of the command.
+    stored = ctx.definitions().list_bodies("block", category=args.category, tags=args.tags)
+    rows = [block_row(s) for s in stored]
     columns = [
         ("id", "ID"),
         ("version", "VERSION"),

@@ -15,6 +15,7 @@ from langorch.cli.commands._definitions import (
     require_webhook,
     show,
     warn_each,
+    workflow_row,
 )
 from langorch.cli.context import Context
 from langorch.cli.errors import UsageError
@@ -368,20 +369,8 @@ def _draft_text(intent: str, composed_by: str, picks: Any, body: dict[str, Any])
 
 
 def _list(ctx: Context, args: argparse.Namespace) -> None:
-    stored = ctx.definitions().stored_workflows()
-    rows = [
-        {
-            "id": s.id,
-            "version": s.version,
-            "active_version": s.active_version,
-            "steps": len(s.definition.steps),
-            "triggers": [t.type for t in s.definition.all_triggers()],
-            "name": s.definition.name,
-            "content_hash": s.content_hash,
-            "created_at": s.created_at,
-        }
-        for s in stored
-    ]
+    # The stored JSON, not the models: building their schemas would be most of the command.
+    rows = [workflow_row(s) for s in ctx.definitions().list_bodies("workflow")]
     columns = [
         ("id", "ID"),
         ("version", "LATEST"),

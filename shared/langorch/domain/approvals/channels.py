@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
-from langorch.domain.approvals.audit import AuditEntry
+if TYPE_CHECKING:
+    from langorch.domain.approvals.audit import AuditEntry
+
 
 Channel = Literal["email", "slack", "teams", "console"]
 """Where an approval request can go. ``console`` is the operator console's approvals list

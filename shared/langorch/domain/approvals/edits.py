@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from langorch.domain.approvals.record import InvalidDecisionError
+from langorch.domain.approvals.refusals import InvalidDecisionError
 from langorch.domain.errors import JsonShapeError, JsonSyntaxError
 from langorch.domain.limits import json_shape_problem, loads_strict, was_cut
 

@@ -37,10 +37,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from langorch.domain.approvals.audit import AuditAction as AuditAction
 from langorch.domain.approvals.audit import AuditEntry as AuditEntry
 from langorch.domain.approvals.policy import ApprovalPolicy, Vote
+from langorch.domain.approvals.refusals import ApprovalLinkError as ApprovalLinkError
+from langorch.domain.approvals.refusals import InvalidDecisionError as InvalidDecisionError
 from langorch.domain.errors import (
     ConflictError,
     LangorchError,
-    RequestRejectedError,
     SignatureError,
 )
 from langorch.domain.evidence import digest
@@ -89,13 +90,9 @@ DECISIONS: frozenset[ApprovalStatus] = frozenset({ApprovalStatus.approved, Appro
 
 
 # --------------------------------------------------------------------------------------------
-# Errors: why a link or a form is refused (the page each gets is in langorch.web.errors)
+# Errors: why a link or a form is refused (the page each gets is in langorch.web.errors; the
+# base and InvalidDecisionError are in langorch.domain.approvals.refusals)
 # --------------------------------------------------------------------------------------------
-
-
-class ApprovalLinkError(RequestRejectedError):
-    """Base of the refusals of an approval link or its form; the message is for developers and
-    logs, the approver's page for each is chosen at the web edge (:mod:`langorch.web.errors`)."""
 
 
 class LinkForgedError(ApprovalLinkError, SignatureError):
@@ -145,11 +142,6 @@ class SupersededError(RunEndedError):
 
 class TooLateError(ApprovalLinkError):
     """The decision arrived after Step Functions stopped waiting (timeout)."""
-
-
-class InvalidDecisionError(ApprovalLinkError):
-    """The form carried no valid decision or an edit that cannot be read; the message names
-    what it carried."""
 
 
 class AlreadyDecidedError(ConflictError):
