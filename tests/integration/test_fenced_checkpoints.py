@@ -481,8 +481,10 @@ def test_a_supersteps_fence_check_reads_a_small_fence_item_not_the_run_with_its_
     # When a segment runs it to its end
     assert run_segment(RunSegment(run.run_id), setup).status == "succeeded"
     # Then every superstep's check read the run's fence item, a few dozen bytes (two write
-    # units a check, where the run item would bill two per KB: 40 here)
-    assert len(checked) == 11
+    # units a check, where the run item would bill two per KB: 40 here). At least one check a
+    # superstep: LangGraph hands a task's writes to the saver from a background thread, and
+    # writes that reach it after the next checkpoint are stored at once, with a check of their own
+    assert len(checked) >= 11
     keys = {(c["Key"]["pk"]["S"], c["Key"]["sk"]["S"]) for c in checked}
     assert keys == {(f"run#{run.run_id}", "fence")}
     item = setup.client("dynamodb").get_item(
