@@ -18,12 +18,20 @@ from langorch.local.stack import LocalStack
 from tests.support.stacks import EXAMPLES, START_BLOG_REVIEW, running_stack
 
 
-@pytest.fixture
-def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalStack]:
-    """`langorch dev` in this process, with the examples registered; cwd is its home's parent."""
-    monkeypatch.chdir(tmp_path)
-    with running_stack(tmp_path / ".langorch", examples=EXAMPLES) as running:
+@pytest.fixture(scope="module")
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """`langorch dev` in this process, with the examples registered: one for the module (its
+    tests read the examples and start runs of their own)."""
+    home = tmp_path_factory.mktemp("local-stack") / ".langorch"
+    with running_stack(home, examples=EXAMPLES) as running:
         yield running
+
+
+@pytest.fixture
+def stack(started: LocalStack, monkeypatch: pytest.MonkeyPatch) -> LocalStack:
+    """The module's stack; cwd is its home's parent."""
+    monkeypatch.chdir(started.home.parent)
+    return started
 
 
 def langorch(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any, str]:
