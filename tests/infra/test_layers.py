@@ -56,15 +56,19 @@ Installer = Callable[[str, tuple[str, ...], bool], Path]
 @pytest.fixture(scope="module")
 def install(tmp_path_factory: pytest.TempPathFactory) -> Installer:
     """Install one layer's requirement set (for the given runner extras and tools) into a
-    directory of its own, once per module."""
+    directory of its own, once per module and distinct set: the base layer is the same set
+    whatever the extras and tools, so one install serves every test (and the bytecode its
+    first importer caches serves the next)."""
     root = tmp_path_factory.mktemp("layers")
-    done: dict[tuple[str, tuple[str, ...], bool], Path] = {}
+    exported: dict[tuple[tuple[str, ...], bool], dict[str, str]] = {}
+    done: dict[str, Path] = {}
 
     def installed(layer: str, extras: tuple[str, ...], tools: bool) -> Path:
-        key = (layer, extras if layer == bundling.RUNNER_LAYER else (), tools)
-        if key not in done:
-            text = bundling.layer_requirements(extras=extras, tools=tools)[layer]
-            target = root / f"{layer}-{'-'.join(key[1])}-{tools}"
+        if (extras, tools) not in exported:
+            exported[extras, tools] = bundling.layer_requirements(extras=extras, tools=tools)
+        text = exported[extras, tools][layer]
+        if text not in done:
+            target = root / f"{layer}-{len(done)}"
             requirements = target.with_suffix(".txt")
             requirements.write_text(text, encoding="utf-8")
             result = subprocess.run(
@@ -78,8 +82,8 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Installer:
             )
             assert result.returncode == 0, result.stderr[-3000:]
             bundling.prune_layer(target)
-            done[key] = target
-        return done[key]
+            done[text] = target
+        return done[text]
 
     return installed
 
