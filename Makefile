@@ -10,6 +10,11 @@ STAMP := $(VENV)/.installed
 UV_VERSION := 0.13.9
 UV := .tools/uv-$(UV_VERSION)/bin/uv
 export UV_PYTHON_DOWNLOADS := never
+# Python caches what it compiles (__pycache__, git-ignored) for every command and subprocess here:
+# with PYTHONDONTWRITEBYTECODE set, as some images set it, each pytest worker and each
+# subprocess the suite starts compiled every module it imports from source again (~2 s of CPU
+# per process for boto3, moto and langorch; aws-cdk-lib's modules far more).
+unexport PYTHONDONTWRITEBYTECODE
 # Folders that hold Python today (an empty folder is not in git).
 PY_DIRS := $(wildcard shared functions tests bench infra)
 

@@ -80,6 +80,48 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synth]:
     yield Synth(stack=stack, template=template, outdir=root / "cdk.out", error=error)
 
 
+class Synthesized:
+    """The stack synthesized for each distinct context, once per session (cdk-nag checked,
+    raising on an unacknowledged finding), and each template's cfn-lint findings once: test
+    files that need the same variant share one synthesis and one lint."""
+
+    def __init__(self, root: Path) -> None:
+        self._root = root
+        self._built: dict[str, Synth] = {}
+        self._linted: dict[tuple[str, str], list[tuple[str, str]]] = {}
+
+    def __call__(self, extra: dict[str, Any]) -> Synth:
+        """The stack for ``CONTEXT`` updated with ``extra``."""
+        from infra.app import build_app
+
+        key = json.dumps(extra, sort_keys=True)
+        if key not in self._built:
+            outdir = self._root / f"cdk.out-{len(self._built)}"
+            context = {**CONTEXT, "build_dir": str(self._root / "build"), **extra}
+            app, stack = build_app(outdir=str(outdir), context=context)
+            app.synth()  # raises on any cdk-nag finding
+            template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+            self._built[key] = Synth(stack=stack, template=template, outdir=outdir, error=None)
+        return self._built[key]
+
+    def lint(self, synthesized: Synth) -> list[tuple[str, str]]:
+        """cfn-lint's findings on ``synthesized`` in its region: (rule id, message) pairs."""
+        from cfnlint.api import ManualArgs, lint
+
+        text = json.dumps(synthesized.template)
+        key = (text, str(synthesized.stack.region))
+        if key not in self._linted:
+            matches = lint(text, config=ManualArgs(regions=[key[1]]))
+            self._linted[key] = [(m.rule.id, m.message) for m in matches]
+        return self._linted[key]
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Synthesized:
+    """Variants of the stack, each synthesized (and linted) once per session."""
+    return Synthesized(tmp_path_factory.mktemp("variants"))
+
+
 @pytest.fixture(scope="session")
 def template(synth: Synth) -> Any:
     """The template as a CDK ``assertions.Template`` (matchers)."""

@@ -16,10 +16,10 @@ import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from infra.constructs import bundling
 from tests.infra.layer_imports import (
     load_time_modules,
     reachable_modules,
@@ -55,17 +55,30 @@ Installer = Callable[[str, tuple[str, ...], bool], Path]
 
 
 @pytest.fixture(scope="module")
-def install(tmp_path_factory: pytest.TempPathFactory) -> Installer:
+def bundling() -> ModuleType:
+    """``infra.constructs.bundling``, imported when a test runs: it imports aws-cdk-lib, which
+    starts a Node process, and every pytest worker collects this file."""
+    from infra.constructs import bundling
+
+    return bundling
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory: pytest.TempPathFactory, bundling: ModuleType) -> Installer:
     """Install one layer's requirement set (for the given runner extras and tools) into a
-    directory of its own, once per module."""
+    directory of its own, once per module and distinct set: the base layer is the same set
+    whatever the extras and tools, so one install serves every test (and the bytecode its
+    first importer caches serves the next)."""
     root = tmp_path_factory.mktemp("layers")
-    done: dict[tuple[str, tuple[str, ...], bool], Path] = {}
+    exported: dict[tuple[tuple[str, ...], bool], dict[str, str]] = {}
+    done: dict[str, Path] = {}
 
     def installed(layer: str, extras: tuple[str, ...], tools: bool) -> Path:
-        key = (layer, extras if layer == bundling.RUNNER_LAYER else (), tools)
-        if key not in done:
-            text = bundling.layer_requirements(extras=extras, tools=tools)[layer]
-            target = root / f"{layer}-{'-'.join(key[1])}-{tools}"
+        if (extras, tools) not in exported:
+            exported[extras, tools] = bundling.layer_requirements(extras=extras, tools=tools)
+        text = exported[extras, tools][layer]
+        if text not in done:
+            target = root / f"{layer}-{len(done)}"
             requirements = target.with_suffix(".txt")
             requirements.write_text(text, encoding="utf-8")
             result = subprocess.run(
@@ -79,14 +92,14 @@ def install(tmp_path_factory: pytest.TempPathFactory) -> Installer:
             )
             assert result.returncode == 0, result.stderr[-3000:]
             bundling.finish_layer(target, python=sys.executable)
-            done[key] = target
-        return done[key]
+            done[text] = target
+        return done[text]
 
     return installed
 
 
 @pytest.fixture(scope="module")
-def code(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def code(tmp_path_factory: pytest.TempPathFactory, bundling: ModuleType) -> Path:
     return bundling.stage_code(tmp_path_factory.mktemp("asset"))
 
 
@@ -134,7 +147,7 @@ def test_a_function_without_the_runner_layer_loads_none_of_the_runners_code(name
 
 @pytest.mark.parametrize("name", WITHOUT_THE_RUNNER)
 def test_a_function_without_the_runner_layer_imports_with_the_base_layer_alone(
-    name: str, install: Installer, code: Path
+    name: str, install: Installer, code: Path, bundling: ModuleType
 ) -> None:
     # Given the base layer installed alone
     base = install(bundling.BASE_LAYER, (), False)
@@ -148,7 +161,7 @@ def test_a_function_without_the_runner_layer_imports_with_the_base_layer_alone(
 
 
 def test_the_base_layer_builds_a_client_for_every_aws_service_it_keeps(
-    install: Installer, code: Path
+    install: Installer, code: Path, bundling: ModuleType
 ) -> None:
     # Given the base layer, its botocore pruned to the services the functions use
     base = install(bundling.BASE_LAYER, (), False)
@@ -167,14 +180,14 @@ def test_the_base_layer_builds_a_client_for_every_aws_service_it_keeps(
 
 
 @pytest.mark.parametrize(
-    ("extras", "tools"),
-    [(("bedrock",), False), (bundling.LAYER_EXTRAS, True)],
-    ids=["cdk.json's deployment (bedrock)", "every extra and MCP"],
+    "every", [False, True], ids=["cdk.json's deployment (bedrock)", "every extra and MCP"]
 )
 def test_the_runner_imports_with_the_base_and_its_own_layer_alone(
-    extras: tuple[str, ...], tools: bool, install: Installer, code: Path
+    every: bool, install: Installer, code: Path, bundling: ModuleType
 ) -> None:
-    # Given the base layer and the runner's, for a deployment's extras
+    # Given the base layer and the runner's, for a deployment's extras (Bedrock alone, or
+    # every extra and MCP tools)
+    extras, tools = (bundling.LAYER_EXTRAS, True) if every else (("bedrock",), False)
     layers = [install(bundling.BASE_LAYER, extras, tools), install("runner", extras, tools)]
     left_out = [o for o in OPTIONAL if o not in extras and not (o == "tools" and tools)]
     sdks = {p for o in left_out for p in OPTIONAL[o][0]}
@@ -192,7 +205,7 @@ def test_the_runner_imports_with_the_base_and_its_own_layer_alone(
     assert lazy - provided <= sdks
 
 
-def _pins(text: str) -> set[tuple[str, str]]:
+def _pins(text: str, bundling: ModuleType) -> set[tuple[str, str]]:
     """(package, version) of every ``name==version`` line (a package the lock forks by Python
     version, numpy, is pinned once per version, each under its marker)."""
     return {
@@ -202,12 +215,14 @@ def _pins(text: str) -> set[tuple[str, str]]:
     }
 
 
-def test_each_layer_installs_exactly_the_locked_versions_boto3_pinned_in_the_base() -> None:
+def test_each_layer_installs_exactly_the_locked_versions_boto3_pinned_in_the_base(
+    bundling: ModuleType,
+) -> None:
     lock = tomllib.loads((bundling.REPO_ROOT / "uv.lock").read_text(encoding="utf-8"))
     locked = {(p["name"], p["version"]) for p in lock["package"] if "version" in p}
     # Given each layer's requirements, exported from the lock
     layers = bundling.layer_requirements()
-    pins = {layer: _pins(text) for layer, text in layers.items()}
+    pins = {layer: _pins(text, bundling) for layer, text in layers.items()}
     names = {layer: {name for name, _ in pinned} for layer, pinned in pins.items()}
     for layer, text in layers.items():
         # Then every pin is a locked version, with its hashes
@@ -217,7 +232,7 @@ def test_each_layer_installs_exactly_the_locked_versions_boto3_pinned_in_the_bas
         assert all("--hash=sha256:" in block for block in blocks), layer
     # ...the layers share nothing and together are the whole runtime export
     assert not names["base"] & names["runner"]
-    assert pins["base"] | pins["runner"] == _pins(bundling.export_requirements())
+    assert pins["base"] | pins["runner"] == _pins(bundling.export_requirements(), bundling)
     # ...boto3 and botocore are pinned in the base layer, not left to the Lambda runtime's copy
     versions = dict(locked)
     assert {("boto3", versions["boto3"]), ("botocore", versions["botocore"])} <= pins["base"]
@@ -228,7 +243,9 @@ def test_each_layer_installs_exactly_the_locked_versions_boto3_pinned_in_the_bas
     )
 
 
-def test_the_runner_layer_carries_only_the_extras_the_deployment_configures() -> None:
+def test_the_runner_layer_carries_only_the_extras_the_deployment_configures(
+    bundling: ModuleType,
+) -> None:
     # Given a deployment with Bedrock alone, no MCP server and no OpenTelemetry
     runner = bundling.requirement_blocks(
         bundling.layer_requirements(extras=("bedrock",), tools=False)["runner"]
@@ -238,6 +255,6 @@ def test_the_runner_layer_carries_only_the_extras_the_deployment_configures() ->
     assert not {"openai", "anthropic", "mcp", "cryptography", "opentelemetry-sdk"} & set(runner)
 
 
-def test_an_unknown_extra_is_refused_with_the_ones_there_are() -> None:
+def test_an_unknown_extra_is_refused_with_the_ones_there_are(bundling: ModuleType) -> None:
     with pytest.raises(bundling.BundlingError, match=r"unknown layer extra.*'bedrock'"):
         bundling.layer_requirements(extras=("bedrok",))

@@ -9,15 +9,15 @@ several options at once.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.infra.conftest import CONTEXT
+from tests.infra.conftest import Synthesized
 from tests.infra.test_compliance import ACCEPTED_LINT
+from tests.infra.test_variants import GIVEN_KEY, LONG_STAGE
+from tests.infra.test_variants import VARIANTS as REGION_VARIANTS
 
-GIVEN_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 OTEL_LAYER = "arn:aws:lambda:eu-west-1:901920570463:layer:aws-otel-collector-arm64-ver-0-117-0:1"
 VARIANTS: dict[str, dict[str, Any]] = {
     "hardened": {
@@ -34,25 +34,16 @@ VARIANTS: dict[str, dict[str, Any]] = {
         "otel": "otlp",
         "otel_layer_arn": OTEL_LAYER,
     },
-    "given-key": {"region": "us-east-1", "kms": GIVEN_KEY},
+    # kms: <key ARN>, in us-east-1: test_variants' variant there (long stage, an SES identity
+    # adopted), so one synthesis serves both files
+    "given-key": {"stage": LONG_STAGE, **REGION_VARIANTS["us-east-1"]},
 }
 
 
-def _synth(root: Path, name: str, extra: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    from infra.app import build_app
-
-    context = {**CONTEXT, "build_dir": str(root / "build"), **extra}
-    outdir = root / name
-    app, stack = build_app(outdir=str(outdir), context=context)
-    app.synth()  # raises on any cdk-nag finding
-    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
-    return stack, template
-
-
 @pytest.fixture(scope="session")
-def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any]]]:
-    root = tmp_path_factory.mktemp("production")
-    return {name: _synth(root, name, extra) for name, extra in VARIANTS.items()}
+def variants(synthesized: Synthesized) -> dict[str, tuple[Any, dict[str, Any]]]:
+    built = {name: synthesized(extra) for name, extra in VARIANTS.items()}
+    return {name: (b.stack, b.template) for name, b in built.items()}
 
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -60,17 +51,12 @@ def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_variant_passes_cfn_lint_in_its_region(
-    variants: dict[str, tuple[Any, dict[str, Any]]], name: str
-) -> None:
-    from cfnlint.api import ManualArgs, lint
-
-    stack, template = variants[name]
-    matches = lint(json.dumps(template), config=ManualArgs(regions=[stack.region]))
+def test_variant_passes_cfn_lint_in_its_region(synthesized: Synthesized, name: str) -> None:
+    findings = synthesized.lint(synthesized(VARIANTS[name]))
     problems = {
-        f"{m.rule.id} {m.message}"
-        for m in matches
-        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
+        f"{rule} {message}"
+        for rule, message in findings
+        if not rule.startswith("I") and rule not in ACCEPTED_LINT
     }
     assert problems == set(), "\n".join(sorted(problems))
 

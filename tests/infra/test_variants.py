@@ -8,21 +8,22 @@ Synthesis is slow (a Node process), so all variants are built once per session.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.infra.conftest import CONTEXT
+from tests.infra.conftest import Synthesized
 from tests.infra.test_compliance import ACCEPTED_LINT
 
 # The first test to use `variants` synthesizes all three stacks (each is one test's synth):
 # its time limit is three tests' (a loaded 2-core machine took 300 s for the three).
 pytestmark = pytest.mark.timeout(900)
 
+GIVEN_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 LONG_STAGE = "a-long-stage-name-20"  # the longest a stage may be (20)
 VARIANTS: dict[str, dict[str, Any]] = {
-    "us-east-1": {"region": "us-east-1", "ses_identity": "existing"},
+    # ...with a given KMS key: test_production_options' variant of it (one synthesis for both)
+    "us-east-1": {"region": "us-east-1", "ses_identity": "existing", "kms": GIVEN_KEY},
     "eu-central-1": {
         "region": "eu-central-1",
         "ses_domain": "example.org",
@@ -49,21 +50,10 @@ KNOWN_GAPS = {
 }
 
 
-def _synth(root: Path, name: str, extra: dict[str, Any]) -> tuple[Any, dict[str, Any], Path]:
-    from infra.app import build_app
-
-    context = {**CONTEXT, "stage": LONG_STAGE, "build_dir": str(root / "build"), **extra}
-    outdir = root / name
-    app, stack = build_app(outdir=str(outdir), context=context)
-    app.synth()  # raises on any cdk-nag finding
-    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
-    return stack, template, outdir
-
-
 @pytest.fixture(scope="session")
-def variants(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Any, dict[str, Any]]]:
-    root = tmp_path_factory.mktemp("variants")
-    return {name: _synth(root, name, extra)[:2] for name, extra in VARIANTS.items()}
+def variants(synthesized: Synthesized) -> dict[str, tuple[Any, dict[str, Any]]]:
+    built = {name: synthesized({"stage": LONG_STAGE, **extra}) for name, extra in VARIANTS.items()}
+    return {name: (b.stack, b.template) for name, b in built.items()}
 
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -71,17 +61,12 @@ def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_variant_passes_cfn_lint_in_its_region(
-    variants: dict[str, tuple[Any, dict[str, Any]]], name: str
-) -> None:
-    from cfnlint.api import ManualArgs, lint
-
-    stack, template = variants[name]
-    matches = lint(json.dumps(template), config=ManualArgs(regions=[stack.region]))
+def test_variant_passes_cfn_lint_in_its_region(synthesized: Synthesized, name: str) -> None:
+    findings = synthesized.lint(synthesized({"stage": LONG_STAGE, **VARIANTS[name]}))
     problems = {
-        f"{m.rule.id} {m.message}".split(" '^arn")[0]
-        for m in matches
-        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
+        f"{rule} {message}".split(" '^arn")[0]
+        for rule, message in findings
+        if not rule.startswith("I") and rule not in ACCEPTED_LINT
     }
     assert problems == KNOWN_GAPS.get(name, set()), "\n".join(sorted(problems))
 

@@ -47,7 +47,7 @@ workflows:
       - {step_id: work, kind: transform, transform: {done: "1"}}
   - plan_id: collect
     memory: false
-    batch: {max_size: 50, timeout: 60s, key: "{{ topic }}"}
+    batch: {max_size: 4, timeout: 60s, key: "{{ topic }}"}
     inputs_schema: {properties: {topic: {type: string}, n: {type: string}}}
     steps:
       - {step_id: work, kind: transform, transform: {done: "1"}}
@@ -337,19 +337,19 @@ def test_after_a_replaced_run_the_new_one_holds_the_key_until_it_ends(deps: Fake
 
 def test_a_debounced_burst_runs_once_with_the_last_input_and_the_count(deps: Fakes) -> None:
     # Given a workflow debounced for 30 s per topic
-    # When 20 starts for topic t arrive over 5 s
+    # When 5 starts for topic t arrive over 1.25 s
     runs = []
-    for n in range(20):
+    for n in range(5):
         runs.append(start(deps, "digest", topic="t", n=str(n)))
         deps.clock.advance(0.25)
-    # Then the first 19 are cancelled as debounced, each saying by which run
+    # Then the first 4 are cancelled as debounced, each saying by which run
     for earlier, later in itertools.pairwise(runs):
         run = deps.runs.get_run(earlier.run_id)
         assert run.status is RunStatus.cancelled
         assert run.status_reason == f"debounce: replaced by run {later.run_id} within 30s"
     # And the last is held, carrying the count of starts and its own input
     last = deps.runs.get_run(runs[-1].run_id)
-    assert last.trigger.detail["debounce"]["count"] == 20 and last.input["n"] == "19"
+    assert last.trigger.detail["debounce"]["count"] == 5 and last.input["n"] == "4"
     # And it sleeps out its period, then runs
     assert run_segment(RunSegment(last.run_id), deps).status == "sleeping"
     deps.clock.advance(30)
@@ -371,15 +371,15 @@ def test_a_start_after_the_debounce_period_starts_a_new_count(deps: Fakes) -> No
 def test_a_batched_burst_runs_in_batches_of_max_size_covering_each_start_once(
     deps: Fakes,
 ) -> None:
-    # Given a workflow batching up to 50 starts per topic
-    # When 120 starts for topic t arrive
-    runs = [start(deps, "collect", topic="t", n=str(n)) for n in range(120)]
-    # Then 3 runs remain (the others were moved into them): 50, 50 and 20 items
+    # Given a workflow batching up to 4 starts per topic
+    # When 10 starts for topic t arrive
+    runs = [start(deps, "collect", topic="t", n=str(n)) for n in range(10)]
+    # Then 3 runs remain (the others were moved into them): 4, 4 and 2 items
     kept = [deps.runs.get_run(r.run_id) for r in runs]
     kept = [r for r in kept if r.status is not RunStatus.cancelled]
-    assert [len(r.input["items"]) for r in kept] == [50, 50, 20]
+    assert [len(r.input["items"]) for r in kept] == [4, 4, 2]
     # And together they carry each start's input once, in arrival order
-    assert [i["n"] for r in kept for i in r.input["items"]] == [str(n) for n in range(120)]
+    assert [i["n"] for r in kept for i in r.input["items"]] == [str(n) for n in range(10)]
     # And the full ones run at once; the open one sleeps until its timeout, then runs
     assert [run_segment(RunSegment(r.run_id), deps).status for r in kept] == [
         "succeeded",
