@@ -191,7 +191,9 @@ def main() -> int:
     from _support import fake_aws_environment, host_speed
 
     fake_aws_environment()
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+    # Compiled modules cached, as an installed CLI has them: Python reads any non-empty
+    # PYTHONDONTWRITEBYTECODE (even "0") as "do not write", so it is removed, not set.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     loop = host_speed()
     print(f"host speed: a fixed Python loop in {loop:.2f} s (0.5 s on a quiet host)")
     home = Path(tempfile.mkdtemp(prefix="langorch-bench-cli-"))
