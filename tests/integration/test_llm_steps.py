@@ -10,6 +10,7 @@ timeline.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langorch.composition.container import Container
@@ -237,3 +238,38 @@ def test_a_bedrock_call_past_the_step_timeout_ends_before_the_retry(
     assert 1 <= bedrock_server.calls <= 3
     assert [r.held_open for r in bedrock_server.received] == [0] * bedrock_server.calls
     assert bedrock_server.wait_for(lambda: bedrock_server.hung_up == bedrock_server.calls)
+
+
+def test_an_attempt_cut_off_before_its_request_left_ends_when_that_request_has_closed(
+    make_container: MakeContainer, bedrock_server: FakeBedrock
+) -> None:
+    # Given Bedrock takes 30 s, a step with a 2 s timeout and 2 retries, and a first request
+    # that leaves 1.5 s into its attempt, as on a busy machine (its 2 s read timeout then ends
+    # 1.5 s after the step's deadline)
+    bedrock_server.tool_answer({"title": "late"}, delay=30)
+    container = _container(
+        make_container,
+        timeout=2,
+        default_llm_provider="bedrock",
+        bedrock_endpoint_url=bedrock_server.url,
+    )
+    build = container._bedrock_client
+    sends: list[bool] = []
+
+    def late_first_send(**_: Any) -> None:
+        if not sends:
+            time.sleep(1.5)  # the fault injected: a send held up, not a wait for anything
+        sends.append(True)
+
+    def slow_to_send(read_timeout: float) -> Any:
+        client = build(read_timeout)
+        client.meta.events.register_first("before-send.bedrock-runtime", late_first_send)
+        return client
+
+    container.__dict__["_bedrock_client"] = slow_to_send
+    # When the run goes through
+    result, _ = _run(container)
+    # Then the step timed out, and its retry sent nothing while the first request was open
+    assert result.outputs["why"] in ("LLMTimeoutError", "StepTimeoutError")
+    assert bedrock_server.calls >= 2
+    assert [r.held_open for r in bedrock_server.received] == [0] * bedrock_server.calls

@@ -29,7 +29,7 @@ import threading
 import weakref
 from collections.abc import Callable, Hashable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from langorch.domain.errors import JsonInputError, LLMError
@@ -47,15 +47,63 @@ MAX_TOOL_OUTPUT_CHARS = 4_000
 
 @dataclass
 class Tally:
-    """Tokens billed so far: per request (:class:`Answer`) or per step attempt (``calls.py``)."""
+    """Tokens billed so far: per request (:class:`Answer`) or per step attempt (``calls.py``),
+    and, per attempt, its HTTP requests still open (``request_opened``/``request_closed``)."""
 
     input_tokens: int = 0
     output_tokens: int = 0
+    open_requests: int = field(default=0, compare=False)
+    _settled: threading.Condition = field(
+        default_factory=threading.Condition, compare=False, repr=False
+    )
+    _abandoned: bool = field(default=False, compare=False, repr=False)
 
     def add(self, input_tokens: int, output_tokens: int) -> None:
         """Add one response's usage."""
         self.input_tokens += input_tokens
         self.output_tokens += output_tokens
+
+    def request_opened(self) -> None:
+        """A request of this attempt is about to be sent.
+
+        Raises:
+            AttemptAbandonedError: the attempt was given up (its deadline passed while the
+                SDK's thread was still on its way to sending): the request is not sent.
+        """
+        with self._settled:
+            if self._abandoned:
+                raise AttemptAbandonedError("the step's attempt was given up before this request")
+            self.open_requests += 1
+
+    def request_closed(self) -> None:
+        """A request of this attempt ended (answered, failed or timed out: its connection is
+        closed or back in the pool)."""
+        with self._settled:
+            self.open_requests -= 1
+            self._settled.notify_all()
+
+    def abandon(self) -> bool:
+        """Send no further request for this attempt.
+
+        Returns:
+            Whether a request of it is still open.
+        """
+        with self._settled:
+            self._abandoned = True
+            return self.open_requests > 0
+
+    def wait_closed(self, seconds: float) -> bool:
+        """Block until no request of this attempt is open, at most ``seconds``.
+
+        Returns:
+            Whether none is open.
+        """
+        with self._settled:
+            return self._settled.wait_for(lambda: self.open_requests <= 0, seconds)
+
+
+class AttemptAbandonedError(Exception):
+    """A request was about to leave for a step attempt already given up (not sent)."""
 
 
 ATTEMPT_TALLY: ContextVar[Tally | None] = ContextVar("langorch_llm_attempt_tally", default=None)

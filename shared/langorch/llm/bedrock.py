@@ -24,7 +24,13 @@ from dataclasses import replace
 from typing import Any
 
 from langorch.domain.errors import LLMError
-from langorch.llm._langchain import Answer, ChatProvider, message_text
+from langorch.llm._langchain import (
+    ATTEMPT_TALLY,
+    Answer,
+    AttemptAbandonedError,
+    ChatProvider,
+    message_text,
+)
 from langorch.llm.base import LLMCallError, LLMRequest, ProviderUnavailableError
 from langorch.llm.errors import guardrail, malformed, refusal, throttled, timed_out, truncated
 from langorch.llm.schema import ANSWER_SCHEMA_NAME, output_schema
@@ -123,6 +129,7 @@ class BedrockProvider(ChatProvider):
                         "bedrock_client_factory (the container passes one)"
                     )
                 client = self._client_factory(float(read_timeout))
+                _count_open_requests(client)
             self._clients[read_timeout] = client
             while len(self._clients) > _CLIENTS_KEPT:
                 self._clients.popitem(last=False)
@@ -208,6 +215,33 @@ class BedrockProvider(ChatProvider):
 
     def _translate(self, exc: Exception, request: LLMRequest, result: Answer) -> LLMError:
         return translate_bedrock_error(exc, request)
+
+
+def _count_open_requests(client: Any) -> None:
+    """Count each request this client sends on the step attempt that sends it (the attempt's
+    tally reaches the SDK's worker thread in its context): an attempt cut off by the step's
+    deadline leaves its request running in that thread, and ``call_model`` waits for it to
+    close before the next attempt may send one. botocore's public events: ``before-send``, and
+    ``response-received``, emitted once per request whether it was answered or failed."""
+    events = client.meta.events
+    events.register("before-send.bedrock-runtime", _request_opened, unique_id=_OPENED)
+    events.register("response-received.bedrock-runtime", _request_closed, unique_id=_CLOSED)
+
+
+_OPENED = "langorch-request-opened"
+_CLOSED = "langorch-request-closed"
+
+
+def _request_opened(**_: Any) -> None:
+    attempt = ATTEMPT_TALLY.get()
+    if attempt is not None:
+        attempt.request_opened()
+
+
+def _request_closed(exception: BaseException | None = None, **_: Any) -> None:
+    attempt = ATTEMPT_TALLY.get()
+    if attempt is not None and not isinstance(exception, AttemptAbandonedError):
+        attempt.request_closed()  # (a refused request was never counted open)
 
 
 def _read_timeout(request: LLMRequest) -> int:

@@ -48,6 +48,10 @@ def call_budget(step_seconds: float) -> float:
     return max(step_seconds - min(MAX_MARGIN_SECONDS, step_seconds * 0.05), 0.001)
 
 
+_CLOSE_MARGIN_SECONDS = 5.0
+"""How much longer than its own timeouts an abandoned request is waited for."""
+
+
 async def call_model(
     llm: Invoker,
     request: LLMRequest,
@@ -97,6 +101,29 @@ async def call_model(
         raise
     finally:
         ATTEMPT_TALLY.reset(reset)
+        # Cut off (by this deadline or the step's), a synchronous SDK's call runs on in its
+        # thread: a request it has not sent yet is not sent (``request_opened`` refuses it),
+        # and one it has sent runs until its own timeouts end it, which a busy machine may push
+        # past the deadline. The attempt ends when that request has closed, so the step's next
+        # attempt never sends beside it; bounded by its connect and read timeouts (each at most
+        # the budget) and a margin.
+        if tally.abandon() and budget_seconds is not None:
+            await _until_closed(tally, 2 * budget_seconds + _CLOSE_MARGIN_SECONDS)
+
+
+async def _until_closed(tally: Tally, seconds: float) -> None:
+    """Wait until the attempt's open request has closed (at most ``seconds``), through any
+    cancellation meanwhile (the step's own deadline, just after this call's), which is raised
+    after."""
+    closed = asyncio.ensure_future(asyncio.to_thread(tally.wait_closed, seconds))
+    cancelled = False
+    while not closed.done():
+        try:
+            await asyncio.shield(closed)
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def prepare(llm: Any, provider: str, *, budget_seconds: float | None) -> None:
