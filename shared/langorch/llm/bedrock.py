@@ -9,8 +9,10 @@ One HTTP request per attempt: the factory's clients make a single attempt (botoc
 off) because the step owns the retry policy. botocore is synchronous, so a call cannot be
 cancelled mid-flight; instead each request is sent with a client whose read timeout is what is
 left of the step's time when it is sent (after any earlier model round or tool call), so an
-abandoned request ends when the step does. The first such client is built by :meth:`prepare`,
-before the step's time starts.
+abandoned request ends about when the step does. A busy machine may send it late; so each
+request is counted on its attempt (``_count_open_requests``) and an attempt given up ends only
+when its request has closed, and sends none it had not sent yet (``calls.call_model``). The
+first such client is built by :meth:`prepare`, before the step's time starts.
 """
 
 from __future__ import annotations
