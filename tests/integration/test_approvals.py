@@ -52,7 +52,7 @@ from langorch.domain.approvals.record import (
     ApprovalStatus,
 )
 from tests.fakes.clock import FakeClock
-from tests.support.aws import default_session_on_shared_loader, one_request_at_a_time
+from tests.support.aws import one_request_at_a_time
 from tests.support.polling import wait_for
 from tests.unit.approvals_support import (
     ALICE,
@@ -212,8 +212,6 @@ def _machine(sfn: Any, role: str, function_arn: str) -> str:
 def stack(tmp_path: Path) -> Iterator[Stack]:
     """moto executing state machines; a container whose emails go to an outbox folder."""
     with mock_aws(config=MOTO_CONFIG):
-        # Service models parsed once per process, not per test (mock_aws resets the session)
-        default_session_on_shared_loader()
         iam = boto3.client("iam", region_name=REGION)
         role = iam.create_role(RoleName="sfn", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         archive = io.BytesIO()
@@ -532,7 +530,6 @@ def test_ses_sends_text_and_html_without_header_injection(tmp_path: Path) -> Non
     from langorch.web.emails import render_approval_email
 
     with mock_aws():
-        default_session_on_shared_loader()
         client = boto3.client("ses", region_name=REGION)
         client.verify_email_identity(EmailAddress="langorch@example.com")
         sender = SesSender(client, sender="langorch@example.com", configuration_set=None)
@@ -563,7 +560,6 @@ def test_ses_refusing_an_email_is_a_named_error() -> None:
     from langorch.web.emails import OutgoingEmail
 
     with mock_aws():
-        default_session_on_shared_loader()
         client = boto3.client("ses", region_name=REGION)
         sender = SesSender(client, sender="unverified@example.com", configuration_set=None)
         email = OutgoingEmail(to=ALICE, subject="s", approval_id="a", text="t", html="h", link="l")

@@ -28,7 +28,6 @@ from langorch.local.emulator import EXECUTION_CONFIG, stop_ends_task_waits
 from langorch.local.lambdas import FUNCTIONS, Dispatcher, function_environment
 from langorch.local.logs import CloudWatchSink
 from langorch.local.statemachine import ensure_state_machine
-from tests.support.aws import default_session_on_shared_loader
 from tests.support.polling import wait_for
 
 EXECUTION_OF = {
@@ -126,9 +125,6 @@ def pipelines(home: Path) -> Iterator[Callable[..., Pipeline]]:
     stops executions as the local stack's does; their functions' log lines land in the
     pipeline's store as each invocation returns."""
     with mock_aws(config=EXECUTION_CONFIG), _stops_end_waits():  # type: ignore[arg-type]
-        # moto's Step Functions builds a boto3 Lambda client per task on the default session:
-        # on the shared loader, Lambda's model is parsed once per process, not once per test.
-        default_session_on_shared_loader()
         sinks: list[CloudWatchSink] = []
 
         def sink(name: str, stream: str, lines: list[tuple[int, str]]) -> None:
