@@ -501,6 +501,7 @@ def test_a_redriven_run_shows_its_attempts_as_attempts_and_what_it_sent(
     # When the service works again and the operator redrives the run from the console
     _Flaky.working = True
     page.get_by_role("button", name="Redrive").click()
+    page.wait_for_url(f"**/runs/{run_id}?done=redriven")  # the form's answer, before our reload
     wait_for("the redriven run to succeed", lambda: run_in(container, run_id, "succeeded"))
     page.goto(f"{console.url}/runs/{run_id}")
 
