@@ -269,7 +269,8 @@ def test_an_attempt_cut_off_before_its_request_left_ends_when_that_request_has_c
     container.__dict__["_bedrock_client"] = slow_to_send
     # When the run goes through
     result, _ = _run(container)
-    # Then the step timed out, and its retry sent nothing while the first request was open
+    # Then the step timed out, and no attempt sent while an earlier one's request was open (on a
+    # slow machine the first attempt may be given up before its send: that request never leaves)
     assert result.outputs["why"] in ("LLMTimeoutError", "StepTimeoutError")
-    assert bedrock_server.calls >= 2
+    assert bedrock_server.calls >= 1
     assert [r.held_open for r in bedrock_server.received] == [0] * bedrock_server.calls
