@@ -14,6 +14,12 @@ Two seeds run in ``make test``; more from the command line::
 And an MCP tool call in flight at the SIGKILL (the server acted, the answer never came back): after
 the restart the call is sent again with the same idempotency key, which the server recognises, and
 the timeline says its outcome was unknown.
+
+The tests share one stack (one home, one pair of ports): each finds it running (the first starts
+it), kills it once and starts it again, so every scenario has its own crash and restart; a
+`langorch dev` process costs ~8 s of CPU to warm (moto's interpreter, the fork server), and one
+restart ends where the next test begins. What a test asserts is its own: its runs, and the emails
+of their approvals (the outbox keeps the earlier tests').
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,6 +95,9 @@ class Dev:
     emulator_port: int
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
 
     def start(self) -> None:
         self.starts += 1
@@ -156,14 +165,6 @@ class Dev:
         return build_container(resolve_target(home=str(self.home), env={}).settings)
 
 
-@pytest.fixture
-def dev(tmp_path: Path) -> Iterator[Dev]:
-    (tmp_path / "no-examples").mkdir()
-    running = Dev(tmp_path / "home", free_port(), free_port())
-    yield running
-    running.stop()
-
-
 ORDERING = """
 blocks:
   - block_id: place
@@ -186,8 +187,37 @@ order:
 """
 
 
-def emails(home: Path) -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted((home / "outbox").glob("*.json"))]
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
+    """The module's `langorch dev`, started by the first test that needs it; its examples folder
+    holds the MCP test's workflow and script (read at a start, as examples are)."""
+    root = tmp_path_factory.mktemp("restart")
+    ordering = root / "no-examples" / "ordering"
+    ordering.mkdir(parents=True)
+    (ordering / "definitions.yaml").write_text(ORDERING)
+    (ordering / "offline.yaml").write_text(ORDERING_SCRIPT)
+    shared = Dev(root / "home", free_port(), free_port())
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture
+def dev(stack: Dev) -> Dev:
+    """The module's stack, running (started when no test has yet, or one left it stopped)."""
+    if not stack.running():
+        stack.start()
+    return stack
+
+
+def emails(home: Path, container: Container, runs: Collection[str]) -> list[dict[str, Any]]:
+    """The emails asking for the approvals of ``runs`` (not of an earlier test's runs)."""
+    found = [json.loads(p.read_text()) for p in sorted((home / "outbox").glob("*.json"))]
+    return [e for e in found if _run_of(container, e["approval_id"]) in runs]
+
+
+def _run_of(container: Container, approval_id: str) -> str | None:
+    approval = container.approvals.get(approval_id)
+    return None if approval is None else approval.run_id
 
 
 def approve(link: str) -> bool:
@@ -240,7 +270,7 @@ def approve_some(
     decided: set[str],
 ) -> None:
     """Approve a share of the approvals emailed so far, through their emailed links."""
-    for email in emails(home):
+    for email in emails(home, container, runs):
         approval_id = email["approval_id"]
         if approval_id in decided or rng.random() > share:
             continue
@@ -253,7 +283,6 @@ def approve_some(
 def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: int) -> None:
     rng = random.Random(seed)
     # Given a dev stack with 20 runs in flight: parked on approvals, sleeping, mid-way
-    dev.start()
     (dev.home.parent / "flows.yaml").write_text(GATED + MORE.split("workflows:", 1)[1])
     container = dev.container()
     register_and_sync([str(dev.home.parent / "flows.yaml")], container)
@@ -266,7 +295,7 @@ def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: 
 
     # When the process is SIGKILLed and started again on the same home and ports
     dev.kill()
-    before = {e["approval_id"]: e["link"] for e in emails(dev.home)}
+    before = {e["approval_id"]: e["link"] for e in emails(dev.home, container, runs)}
     dev.start()
     container = dev.container()
 
@@ -288,7 +317,7 @@ def test_every_run_ends_once_after_a_sigkill_at_a_random_moment(dev: Dev, seed: 
     expected = {"gated": "paid", "napping": "done", "chain": "d"}
     assert all(expected[w] in container.runs.get_run(r).outputs for r, w in runs.items())
     # ... every approval was emailed once, and the links emailed before the crash still work
-    sent = Counter(e["approval_id"] for e in emails(dev.home))
+    sent = Counter(e["approval_id"] for e in emails(dev.home, container, runs))
     assert len(sent) == RUNS["gated"] and set(sent.values()) == {1}, sent
     assert set(before) <= decided
     for approval_id in sent:
@@ -303,11 +332,6 @@ def test_an_mcp_call_in_flight_at_a_sigkill_is_sent_again_with_the_same_key(dev:
     desk = KeyedDesk(hold=True)
     server = serve(desk.app)
     try:
-        examples = dev.home.parent / "no-examples" / "ordering"
-        examples.mkdir()
-        (examples / "definitions.yaml").write_text(ORDERING)
-        (examples / "offline.yaml").write_text(ORDERING_SCRIPT)
-        dev.start()
         container = dev.container()
         container.tool_servers.put(ToolServer(name="desk", url=server.url, allow=("place_order",)))
         run, _ = launch_run(StartRun("ordering", input={"order_id": "A100"}), container)
