@@ -215,9 +215,18 @@ def emails(home: Path, container: Container, runs: Collection[str]) -> list[dict
     return [e for e in found if _run_of(container, e["approval_id"]) in runs]
 
 
+_RUN_OF: dict[str, str] = {}
+"""Approval id -> its run (fixed once the approval exists), read once: the outbox is read at
+every poll while the runs end."""
+
+
 def _run_of(container: Container, approval_id: str) -> str | None:
-    approval = container.approvals.get(approval_id)
-    return None if approval is None else approval.run_id
+    if approval_id not in _RUN_OF:
+        approval = container.approvals.get(approval_id)
+        if approval is None:
+            return None
+        _RUN_OF[approval_id] = approval.run_id
+    return _RUN_OF[approval_id]
 
 
 def approve(link: str) -> bool:
