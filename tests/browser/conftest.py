@@ -1,4 +1,4 @@
-"""What the browser tests share: one Chromium per test module (``tests/support/browser.py``)."""
+"""What the browser tests share: one Chromium for the package (``tests/support/browser.py``)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from tests.support.browser import CHROMIUM
 assert Path(CHROMIUM).exists(), "Debian's chromium is missing: run `make chromium` (make test does)"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    """One Chromium for the module; each test opens its own context (cookies, downloads)."""
+    """One Chromium for the browser tests' modules (a launch is ~1 s of CPU); each module opens
+    its contexts. Not for the session: an idle Chromium kept through other packages' tests on
+    the same worker costs more than a launch."""
     with playwright_sync.sync_playwright() as p:
         launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield launched

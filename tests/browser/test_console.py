@@ -1,6 +1,6 @@
 """The run console in a real browser: Debian's Chromium driven by Playwright.
 
-One local stack, one console and one browser for the module. A signed webhook starts a run,
+One local stack, one console and one signed-in tab for the module. A signed webhook starts a run,
 it parks on an approval, the approval is decided in the console's inbox, and the run page
 shows it succeeded with the path it took. Hostile run data (markup, quotes, unicode) is shown
 as text, never run; actions without the page's CSRF token or from another origin do nothing.
@@ -26,7 +26,7 @@ from langorch.console.operator import Operator, local_operator
 from langorch.console.server import RunningConsole, serve_console
 from langorch.local.stack import LocalStack
 from tests.e2e.test_walkthrough import deliver, email_for, run_in, wait_for
-from tests.support.browser import SCREENSHOTS, shot
+from tests.support.browser import SCREENSHOTS, Tab, shot
 from tests.support.stacks import running_stack
 
 HOSTILE = (
@@ -185,31 +185,53 @@ def console(container: Container) -> Iterator[RunningConsole]:
     running.stop()
 
 
-@pytest.fixture
-def fresh_page(browser: Any) -> Iterator[Any]:
-    """A browser tab that never opened the console's start-up link."""
+@pytest.fixture(scope="module")
+def operator_tab(browser: Any, console: RunningConsole) -> Iterator[Tab]:
+    """The operator's browser, signed in once by the console's start-up link: one context and
+    one tab that the tests of the module take in turn."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.on(
-        "console",
-        lambda m: (
-            errors.append(m.text)
-            if m.type == "error" and "401 (Unauthorized)" not in m.text
-            else None
-        ),
-    )
-    yield opened
+    tab = Tab(context, ignored="401 (Unauthorized)")
+    tab.page.goto(console.startup_url)
+    yield tab
     context.close()
+
+
+@pytest.fixture(scope="module")
+def stranger_tab(browser: Any) -> Iterator[Tab]:
+    """A browser of its own, whose cookies each test clears (``fresh_page``)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    yield Tab(context, ignored="401 (Unauthorized)")
+    context.close()
+
+
+@pytest.fixture
+def fresh_page(stranger_tab: Tab) -> Iterator[Any]:
+    """A browser tab that never opened a console's start-up link: it holds no cookie, the only
+    thing a console knows a browser by."""
+    stranger_tab.page.context.clear_cookies()
+    yield stranger_tab.take()
+    errors = stranger_tab.give_back()
     assert errors == [], f"the page logged errors: {errors}"
 
 
 @pytest.fixture
-def page(fresh_page: Any, console: RunningConsole) -> Any:
+def own_page(browser: Any, console: RunningConsole) -> Iterator[Any]:
+    """A tab signed in to the console in a context of its own, for a test that changes what
+    the context keeps (its clock)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = Tab(context, ignored="401 (Unauthorized)")
+    tab.page.goto(console.startup_url)
+    yield tab.page
+    context.close()
+    assert tab.errors == [], f"the page logged errors: {tab.errors}"
+
+
+@pytest.fixture
+def page(operator_tab: Tab) -> Iterator[Any]:
     """A browser tab signed in to the console, as its operator's browser is."""
-    fresh_page.goto(console.startup_url)
-    return fresh_page
+    yield operator_tab.take()
+    errors = operator_tab.give_back()
+    assert errors == [], f"the page logged errors: {errors}"
 
 
 def console_as(container: Container, operator: Operator) -> RunningConsole:
@@ -627,8 +649,9 @@ def test_branch_labels_leaving_one_step_never_cover_each_other(console: RunningC
 
 
 def test_a_new_run_appears_in_the_runs_list_within_two_seconds_without_a_reload(
-    stack: LocalStack, container: Container, console: RunningConsole, page: Any
+    stack: LocalStack, container: Container, console: RunningConsole, own_page: Any
 ):
+    page = own_page
     # Given the runs list open, its timers on a clock the test moves (not the machine's speed)
     page.clock.install()
     page.goto(f"{console.url}/runs")
@@ -859,15 +882,14 @@ def test_a_forged_origin_without_a_session_is_refused(
 
 
 def test_an_operator_the_approval_does_not_name_cannot_decide_it(
-    stack: LocalStack, container: Container, browser: Any
+    stack: LocalStack, container: Container, fresh_page: Any
 ):
     # Given a console whose operator is known as someone the approval does not name
     stranger = console_as(container, local_operator(address="stranger@example.com"))
     run_id = parked(stack, container, {"item": "not yours"})
     [approval] = container.approvals.list(run_id=run_id)
+    page = fresh_page
     try:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
         page.goto(stranger.startup_url)
 
         # When they open the approval
@@ -888,22 +910,21 @@ def test_an_operator_the_approval_does_not_name_cannot_decide_it(
             cookie=cookie,
         )
         assert status == 403 and "names approver@example.com" in body
-        context.close()
+        page.goto("about:blank")  # the tab leaves before its console stops
     finally:
         stranger.stop()
     assert container.approvals.get(approval.approval_id).is_pending
 
 
 def test_the_admin_override_decides_on_an_approvers_behalf_and_is_audited(
-    stack: LocalStack, container: Container, browser: Any
+    stack: LocalStack, container: Container, fresh_page: Any
 ):
     # Given a console started with the admin override by an operator no approval names
     admin = console_as(container, local_operator(admin=True))
     run_id = parked(stack, container, {"item": "on behalf"})
     [approval] = container.approvals.list(run_id=run_id)
+    page = fresh_page
     try:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
         page.goto(admin.startup_url)
         assert "admin override on" in page.locator(".top .operator").inner_text()
 
@@ -913,7 +934,7 @@ def test_the_admin_override_decides_on_an_approvers_behalf_and_is_audited(
         shot(page, "admin-override")
         page.get_by_role("button", name="Approve").click()
         assert "You approved this request" in page.locator(".notice").inner_text()
-        context.close()
+        page.goto("about:blank")  # the tab leaves before its console stops
     finally:
         admin.stop()
 

@@ -21,7 +21,7 @@ from langorch.console.operator import local_operator
 from langorch.console.server import RunningConsole, serve_console
 from langorch.local.stack import LocalStack
 from tests.e2e.test_walkthrough import run_in, wait_for
-from tests.support.browser import shot
+from tests.support.browser import Tab, shot
 from tests.support.stacks import running_stack
 
 DEFINITIONS = """
@@ -72,16 +72,22 @@ def run_id(container: Container) -> str:
     return run.run_id
 
 
-@pytest.fixture
-def page(browser: Any, console: RunningConsole) -> Iterator[Any]:
-    """A tab signed in to the console (its start-up link opened), in the module's browser."""
+@pytest.fixture(scope="module")
+def operator_tab(browser: Any, console: RunningConsole) -> Iterator[Tab]:
+    """The operator's browser, signed in once by the console's start-up link (its downloads
+    accepted): one context and one tab that the module's tests take in turn."""
     context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    opened.goto(console.startup_url)
-    yield opened
+    tab = Tab(context)
+    tab.page.goto(console.startup_url)
+    yield tab
     context.close()
+
+
+@pytest.fixture
+def page(operator_tab: Tab) -> Iterator[Any]:
+    """A tab signed in to the console, in the module's browser."""
+    yield operator_tab.take()
+    errors = operator_tab.give_back()
     assert errors == [], f"the page logged errors: {errors}"
 
 
