@@ -657,14 +657,27 @@ def test_a_lease_taken_from_a_fence_read_before_another_segment_took_one_is_the_
         other.acquire_lease("run-1", "elsewhere", now=NOW + 2, ttl_seconds=TTL)
 
 
-def test_a_segments_last_write_is_one_request(dynamo_repo: RunsRepository) -> None:
+def requests_sent(repo: RunsRepository, request: pytest.FixtureRequest) -> list[str]:
+    """The DynamoDB operations ``repo`` sends from now to the end of the test. Its client is
+    the worker's one (``tests/contracts/conftest.py``): the counter comes off with the test."""
+    sent: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        sent.append(model.name)
+
+    events = repo._client.meta.events
+    events.register("before-call.dynamodb", count)
+    request.addfinalizer(lambda: events.unregister("before-call.dynamodb", count))
+    return sent
+
+
+def test_a_segments_last_write_is_one_request(
+    dynamo_repo: RunsRepository, request: pytest.FixtureRequest
+) -> None:
     # Given a segment holding the lease, counted request by request
     run = dynamo_repo.create_run(a_run())[0]
     fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
-    sent: list[str] = []
-    dynamo_repo._client.meta.events.register(
-        "before-call.dynamodb", lambda model, **_: sent.append(model.name)
-    )
+    sent = requests_sent(dynamo_repo, request)
     # When it stores its record with 60 events
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
     dynamo_repo.save_run(done, fence=fence, release=True, events=[event(n) for n in range(1, 61)])
@@ -674,7 +687,7 @@ def test_a_segments_last_write_is_one_request(dynamo_repo: RunsRepository) -> No
 
 
 def test_a_last_write_with_a_timeline_too_large_for_one_transaction_still_lands(
-    dynamo_repo: RunsRepository,
+    dynamo_repo: RunsRepository, request: pytest.FixtureRequest
 ) -> None:
     # Given a segment holding the lease, with 3,500 events of about 1 KB (60 pages)
     run = dynamo_repo.create_run(a_run())[0]
@@ -683,10 +696,7 @@ def test_a_last_write_with_a_timeline_too_large_for_one_transaction_still_lands(
         TimelineEvent(seq=n, at=T0, type=TimelineEventType.step_finished, detail={"n": "x" * 900})
         for n in range(1, 3501)
     ]
-    sent: list[str] = []
-    dynamo_repo._client.meta.events.register(
-        "before-call.dynamodb", lambda model, **_: sent.append(model.name)
-    )
+    sent = requests_sent(dynamo_repo, request)
     # When its last write stores them with the record
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
     dynamo_repo.save_run(done, fence=fence, release=True, events=many)

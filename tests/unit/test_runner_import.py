@@ -69,34 +69,6 @@ def test_the_runner_handler_loads_the_xray_sdk_when_tracing_is_on():
     assert result == {"loaded": ["aws_xray_sdk"], "validation": False}
 
 
-SNAPSHOT_PROBE = """
-import json, sys
-sys.path[:0] = [{root!r}, {shared!r}]
-import functions.run_segment.handler as runner
-from snapshot_restore_py import get_before_snapshot
-hooks = [func for func, _, _ in get_before_snapshot()]
-before = "langgraph" in sys.modules
-for func, args, kwargs in get_before_snapshot():  # what Lambda does before the snapshot
-    func(*args, **kwargs)
-print(json.dumps({{
-    "hooked": hooks == [runner.load_engine],
-    "engine_before_hooks": before,
-    "engine_after_hooks": "langgraph" in sys.modules,
-}}))
-"""
-
-
-@pytest.mark.slow
-def test_snapstart_takes_its_snapshot_with_the_engine_loaded():
-    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
-
-    # When the handler is imported and the runtime runs the before-snapshot hooks
-    result = _probe(SNAPSHOT_PROBE)
-
-    # Then the import left the engine out and the hook loaded it into the snapshot
-    assert result == {"hooked": True, "engine_before_hooks": False, "engine_after_hooks": True}
-
-
 LAZY_FOR_THE_CLI = (
     "langorch.domain.definitions",
     "langorch.domain.approvals.record",
@@ -106,34 +78,16 @@ LAZY_FOR_THE_CLI = (
 """What the CLI's commands import only when they use it (issue 26) and a segment may need at
 once: the definition models, the approval record, the built-in tools and their HTTP client."""
 
-LAZY_PROBE = """
-import json, sys
-sys.path[:0] = [{root!r}, {shared!r}]
-import functions.run_segment.handler as runner
-from snapshot_restore_py import get_before_snapshot
-for func, args, kwargs in get_before_snapshot():  # what Lambda does before the snapshot
-    func(*args, **kwargs)
-print(json.dumps(sorted(m for m in {lazy!r} if m in sys.modules)))
-"""
-
-
-@pytest.mark.slow
-def test_the_snapshot_holds_what_the_cli_imports_only_on_use():
-    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
-
-    # When the handler is imported and the runtime runs the before-snapshot hooks
-    loaded = _probe(LAZY_PROBE.replace("{lazy!r}", repr(LAZY_FOR_THE_CLI)))
-
-    # Then the modules the CLI imports lazily are in the snapshot: a segment does not import
-    # them inside a step's timeout
-    assert loaded == sorted(LAZY_FOR_THE_CLI)
-
-
-RESTORE_PROBE = """
+SNAPSTART_PROBE = """
 import json, random, sys
 sys.path[:0] = [{root!r}, {shared!r}]
 import functions.run_segment.handler as runner
-from snapshot_restore_py import get_after_restore
+from snapshot_restore_py import get_after_restore, get_before_snapshot
+engine_before_hooks = "langgraph" in sys.modules
+for func, args, kwargs in get_before_snapshot():  # what Lambda does before the snapshot
+    func(*args, **kwargs)
+engine_after_hooks = "langgraph" in sys.modules
+lazy = sorted(m for m in {lazy!r} if m in sys.modules)
 snapshot = random.getstate()  # what every sandbox restored from the snapshot starts with
 draws = []
 for sandbox in range(2):
@@ -142,19 +96,57 @@ for sandbox in range(2):
         func(*args, **kwargs)
     draws.append(random.random())
 print(json.dumps({{
-    "hooked": [func for func, _, _ in get_after_restore()] == [runner.reseed_random],
+    "before_snapshot_hooked": [f for f, _, _ in get_before_snapshot()] == [runner.load_engine],
+    "engine_before_hooks": engine_before_hooks,
+    "engine_after_hooks": engine_after_hooks,
+    "lazy_in_snapshot": lazy,
+    "after_restore_hooked": [f for f, _, _ in get_after_restore()] == [runner.reseed_random],
     "same_draws": draws[0] == draws[1],
 }}))
 """
+"""A SnapStart sandbox's life in one fresh interpreter, as Lambda's runtime drives it: import the
+handler, run the before-snapshot hooks, then restore two sandboxes from that one snapshot and
+run the after-restore hooks in each."""
+
+
+@pytest.fixture(scope="module")
+def snapstart() -> dict[str, Any]:
+    """What ``SNAPSTART_PROBE`` saw, in a fresh interpreter with AWS's runtime-hooks library, as
+    Lambda's runtime has it (one interpreter for the three tests below: each reads its part)."""
+    return _probe(SNAPSTART_PROBE.replace("{lazy!r}", repr(LAZY_FOR_THE_CLI)))
 
 
 @pytest.mark.slow
-def test_sandboxes_restored_from_one_snapshot_draw_different_random_numbers():
+def test_snapstart_takes_its_snapshot_with_the_engine_loaded(snapstart: dict[str, Any]):
     # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
+    # When the handler is imported and the runtime runs the before-snapshot hooks
+    result = snapstart
 
+    # Then the import left the engine out and the hook loaded it into the snapshot
+    assert result["before_snapshot_hooked"] is True
+    assert (result["engine_before_hooks"], result["engine_after_hooks"]) == (False, True)
+
+
+@pytest.mark.slow
+def test_the_snapshot_holds_what_the_cli_imports_only_on_use(snapstart: dict[str, Any]):
+    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
+    # When the handler is imported and the runtime runs the before-snapshot hooks
+    loaded = snapstart["lazy_in_snapshot"]
+
+    # Then the modules the CLI imports lazily are in the snapshot: a segment does not import
+    # them inside a step's timeout
+    assert loaded == sorted(LAZY_FOR_THE_CLI)
+
+
+@pytest.mark.slow
+def test_sandboxes_restored_from_one_snapshot_draw_different_random_numbers(
+    snapstart: dict[str, Any],
+):
+    # Given a fresh interpreter with AWS's runtime-hooks library, as Lambda's runtime has it
     # When two sandboxes are restored from the same snapshot and the runtime runs the
     # after-restore hooks in each
-    result = _probe(RESTORE_PROBE)
+    result = snapstart
 
     # Then the runner's hook reseeded random: their first draws differ
-    assert result == {"hooked": True, "same_draws": False}
+    assert result["after_restore_hooked"] is True
+    assert result["same_draws"] is False
