@@ -16,7 +16,7 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -221,11 +221,26 @@ def completion(
     }
 
 
-# --- Anthropic Messages -----------------------------------------------------------------------
+# --- Tool-calling chat APIs (Anthropic Messages, Bedrock Converse) ----------------------------
 
 
-class FakeAnthropic(LoopbackServer):
-    """``POST /v1/messages``; ``url`` is what ``anthropic_base_url`` takes."""
+@dataclass(frozen=True)
+class ChatApi:
+    """How one chat API spells what a ``ToolChatServer`` queues."""
+
+    tool_use: Callable[[dict[str, Any]], dict[str, Any]]
+    """The content block calling the ``answer`` tool with the given input."""
+    text_block: Callable[[str], dict[str, Any]]
+    document: Callable[[list[dict[str, Any]], str, int, int], dict[str, Any]]
+    """The response document around (content, stop reason, input tokens, output tokens)."""
+    error: Callable[[str, str], tuple[dict[str, Any], dict[str, str]]]
+    """The error body and headers for (the API's error code, the message)."""
+
+
+class ToolChatServer(LoopbackServer):
+    """A chat API whose replies are content lists; ``api`` says how it spells them."""
+
+    api: ChatApi
 
     def tool_answer(
         self,
@@ -236,25 +251,25 @@ class FakeAnthropic(LoopbackServer):
         output_tokens: int = 8,
         delay: float = 0.0,
     ) -> None:
-        """Queue a message calling the ``answer`` tool with ``tool_input``."""
-        content = [{"type": "tool_use", "id": "toolu_1", "name": "answer", "input": tool_input}]
-        self.replies.append(
-            Reply(200, message(content, stop, input_tokens, output_tokens), delay=delay)
-        )
+        """Queue a response calling the ``answer`` tool with ``tool_input``."""
+        content = [self.api.tool_use(tool_input)]
+        body = self.api.document(content, stop, input_tokens, output_tokens)
+        self.replies.append(Reply(200, body, delay=delay))
 
     def text(
         self, text: str, *, stop: str = "end_turn", input_tokens: int = 20, output_tokens: int = 8
     ) -> None:
-        """Queue a message with text only."""
-        content = [{"type": "text", "text": text}]
-        self.replies.append(Reply(200, message(content, stop, input_tokens, output_tokens)))
+        """Queue a response with text only."""
+        body = self.api.document([self.api.text_block(text)], stop, input_tokens, output_tokens)
+        self.replies.append(Reply(200, body))
 
     def error(
-        self, status: int, kind: str, text: str, headers: dict[str, str] | None = None
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
     ) -> None:
-        """Queue an Anthropic-shaped error (``kind``: ``rate_limit_error``, ...)."""
-        body = {"type": "error", "error": {"type": kind, "message": text}}
-        self.replies.append(Reply(status, body, headers or {}))
+        """Queue an error as the API sends it (``code``: ``rate_limit_error``,
+        ``ThrottlingException``, ...)."""
+        body, api_headers = self.api.error(code, message)
+        self.replies.append(Reply(status, body, {**api_headers, **(headers or {})}))
 
 
 def message(
@@ -273,43 +288,6 @@ def message(
     }
 
 
-# --- Bedrock Converse -------------------------------------------------------------------------
-
-
-class FakeBedrock(LoopbackServer):
-    """``POST /model/{modelId}/converse`` as bedrock-runtime answers it."""
-
-    def tool_answer(
-        self,
-        tool_input: dict[str, Any],
-        *,
-        stop: str = "tool_use",
-        input_tokens: int = 20,
-        output_tokens: int = 8,
-        delay: float = 0.0,
-    ) -> None:
-        """Queue a Converse response calling the ``answer`` tool."""
-        content = [{"toolUse": {"toolUseId": "tu-1", "name": "answer", "input": tool_input}}]
-        self.replies.append(
-            Reply(200, converse(content, stop, input_tokens, output_tokens), delay=delay)
-        )
-
-    def text(
-        self, text: str, *, stop: str = "end_turn", input_tokens: int = 20, output_tokens: int = 8
-    ) -> None:
-        """Queue a Converse response with text only."""
-        content = [{"text": text}]
-        self.replies.append(Reply(200, converse(content, stop, input_tokens, output_tokens)))
-
-    def error(
-        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
-    ) -> None:
-        """Queue an AWS JSON error (the code in ``x-amzn-ErrorType``, as the service sends it)."""
-        self.replies.append(
-            Reply(status, {"message": message}, {"x-amzn-ErrorType": code, **(headers or {})})
-        )
-
-
 def converse(
     content: list[dict[str, Any]], stop: str, input_tokens: int, output_tokens: int
 ) -> dict[str, Any]:
@@ -324,3 +302,37 @@ def converse(
         },
         "metrics": {"latencyMs": 5},
     }
+
+
+ANTHROPIC = ChatApi(
+    tool_use=lambda tool_input: {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "answer",
+        "input": tool_input,
+    },
+    text_block=lambda text: {"type": "text", "text": text},
+    document=message,
+    error=lambda kind, text: ({"type": "error", "error": {"type": kind, "message": text}}, {}),
+)
+# The AWS JSON protocol names the error in a header.
+BEDROCK = ChatApi(
+    tool_use=lambda tool_input: {
+        "toolUse": {"toolUseId": "tu-1", "name": "answer", "input": tool_input}
+    },
+    text_block=lambda text: {"text": text},
+    document=converse,
+    error=lambda code, text: ({"message": text}, {"x-amzn-ErrorType": code}),
+)
+
+
+class FakeAnthropic(ToolChatServer):
+    """``POST /v1/messages``; ``url`` is what ``anthropic_base_url`` takes."""
+
+    api = ANTHROPIC
+
+
+class FakeBedrock(ToolChatServer):
+    """``POST /model/{modelId}/converse`` as bedrock-runtime answers it."""
+
+    api = BEDROCK

@@ -35,6 +35,18 @@ MAX_COMMENT_CHARS = 4000
 MAX_LIST = 1000
 
 
+def _undecided() -> dict[str, Any]:
+    """The fields of a pending approval that no decision has touched (fresh: ``edits`` is a
+    new dict each time)."""
+    return {
+        "status": ApprovalStatus.pending,
+        "decided_by": None,
+        "decided_at": None,
+        "comment": None,
+        "edits": {},
+    }
+
+
 def _stored_time(moment: datetime) -> datetime:
     # The adapter stores times as UTC text to the microsecond: read back, they are UTC.
     return moment.astimezone(UTC)
@@ -64,15 +76,7 @@ class InMemoryApprovals:
             stored = self._approvals.get(approval.approval_id)
             if stored is None:
                 fresh = approval.model_copy(
-                    update={
-                        "status": ApprovalStatus.pending,
-                        "decided_by": None,
-                        "decided_at": None,
-                        "comment": None,
-                        "edits": {},
-                        "delivered_at": None,
-                        "emailed": [],
-                    },
+                    update={**_undecided(), "delivered_at": None, "emailed": []},
                     deep=True,
                 )
                 self._approvals[approval.approval_id] = fresh
@@ -189,15 +193,7 @@ class InMemoryApprovals:
             )
             if stored is None or not same:
                 return False
-            self._approvals[approval.approval_id] = stored.model_copy(
-                update={
-                    "status": ApprovalStatus.pending,
-                    "decided_by": None,
-                    "decided_at": None,
-                    "comment": None,
-                    "edits": {},
-                }
-            )
+            self._approvals[approval.approval_id] = stored.model_copy(update=_undecided())
             return True
 
     def mark_delivered(self, approval_id: str, now: datetime) -> Approval | None:

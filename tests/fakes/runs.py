@@ -113,6 +113,7 @@ class InMemoryRuns:
     ) -> None:
         """Store the run's new state, and ``events`` with it; refused as the adapter refuses
         it (then neither is stored)."""
+        self.before_save(run, release=release, events=events)
         body = _bounded_body(run)
         seqs = [event.seq for event in events]
         if any(b <= a for a, b in itertools.pairwise(seqs)):
@@ -132,6 +133,12 @@ class InMemoryRuns:
             if release and fence is not None:
                 row.lease_owner = row.lease_expires_at = None
             row.events.update((e.seq, e.model_dump_json(exclude_none=True)) for e in events)
+
+    def before_save(
+        self, run: RunRecord, *, release: bool, events: Sequence[TimelineEvent]
+    ) -> None:
+        """Nothing here: a test's subclass puts what happens just before a save lands (another
+        writer's race, a crash) here rather than overriding ``save_run``."""
 
     def add_fork(self, run_id: str, link: ForkLink) -> None:
         """Note a run forked from ``run_id`` (beside the body, as the adapter keeps it)."""

@@ -7,31 +7,11 @@ import json
 
 from langorch.domain.tasks import TaskRecord
 from langorch.domain.tool_servers import ToolServer
+from tests.support.by_name import InMemoryByName
 
 
-class InMemoryToolServers:
+class InMemoryToolServers(InMemoryByName[ToolServer]):
     """Registrations by name (``tests/contracts/test_tool_server_store.py``)."""
-
-    def __init__(self) -> None:
-        self._servers: dict[str, ToolServer] = {}
-
-    def put(self, server: ToolServer) -> bool:
-        """Store or replace; returns whether it is new."""
-        new = server.name not in self._servers
-        self._servers[server.name] = server
-        return new
-
-    def get(self, name: str) -> ToolServer | None:
-        """The registration, or ``None``."""
-        return self._servers.get(name)
-
-    def list(self) -> list[ToolServer]:
-        """Every registration, by name."""
-        return [self._servers[name] for name in sorted(self._servers)]
-
-    def delete(self, name: str) -> bool:
-        """Remove; returns whether there was one."""
-        return self._servers.pop(name, None) is not None
 
 
 class InMemoryTasks:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_approvals import (  # noqa: F401 - fixtures used by name
+    Parked,
     Stack,
     callback,
     stack,
@@ -23,17 +24,28 @@ def _metric_lines(out: str, name: str) -> list[dict[str, Any]]:
     return [line for line in lines if name in line]
 
 
-def test_a_decision_emits_how_long_the_approval_waited_and_a_revisit_does_not(
+@pytest.fixture
+def approved_by_alice(
     stack: Stack,  # noqa: F811 - the imported fixture
+    callback: Any,  # noqa: F811 - the imported fixture
+    capsys: pytest.CaptureFixture[str],
+) -> tuple[Parked, str]:
+    """A parked approval that alice opened and approved, and what the decision printed."""
+    parked = stack.park()
+    capsys.readouterr()
+    _open_and_decide(callback, parked.links[ALICE], "approved")
+    return parked, capsys.readouterr().out
+
+
+def test_a_decision_emits_how_long_the_approval_waited_and_a_revisit_does_not(
+    approved_by_alice: tuple[Parked, str],
     callback: Any,  # noqa: F811 - the imported fixture
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     # Given a parked approval that alice approves
-    parked = stack.park()
-    capsys.readouterr()
-    _open_and_decide(callback, parked.links[ALICE], "approved")
+    parked, out = approved_by_alice
     # Then one ApprovalWait in seconds, with the dimensions the dashboard asks for
-    (wait,) = _metric_lines(capsys.readouterr().out, "ApprovalWait")
+    (wait,) = _metric_lines(out, "ApprovalWait")
     directive = wait["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "langorch"
     assert directive["Dimensions"] == [["service"]]
@@ -48,14 +60,10 @@ def test_a_decision_emits_how_long_the_approval_waited_and_a_revisit_does_not(
 
 def test_a_decision_emits_its_quality_figures_per_policy(
     stack: Stack,  # noqa: F811 - the imported fixture
-    callback: Any,  # noqa: F811 - the imported fixture
-    capsys: pytest.CaptureFixture[str],
+    approved_by_alice: tuple[Parked, str],
 ) -> None:
     # Given a parked approval that alice opens and approves
-    parked = stack.park()
-    capsys.readouterr()
-    _open_and_decide(callback, parked.links[ALICE], "approved")
-    out = capsys.readouterr().out
+    parked, out = approved_by_alice
     # Then time to decide, rubber stamp and approved, each once, by policy (workflow/step)
     approval = stack.container.approvals.get(parked.approval_id)
     assert approval is not None

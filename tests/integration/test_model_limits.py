@@ -22,11 +22,12 @@ import pytest
 from langorch.app.resources import ParkForResource, park_for_resource
 from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.app.segment_record import SegmentResult
-from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
+from langorch.domain.definitions import PlanStep, TaskPlan
 from langorch.domain.runs import TimelineEventType
 from tests.fakes import Fakes
 from tests.fakes.executions import InMemoryExecutions
 from tests.llm_servers import FakeBedrock, Reply, converse
+from tests.support.bedrock_blocks import a_title_block
 from tests.support.llm import bedrock_at
 from tests.support.polling import wait_for
 from tests.support.threads import at_once
@@ -112,16 +113,7 @@ def a_stack(limits: dict[str, Any] | None) -> tuple[Fakes, InFlightQuotaBedrock]
 
     server = InFlightQuotaBedrock(QUOTA, RUNS, queued)
     fakes.llm = bedrock_at(server.url)
-    fakes.definitions.put_block(
-        BlockDefinition(
-            block_id="b_title",
-            output_keys=["title"],
-            prompt_template="Write a title.",
-            max_retries=0,
-            llm_provider="bedrock",
-            llm_model=MODEL,
-        )
-    )
+    fakes.definitions.put_block(a_title_block(MODEL))
     steps = [PlanStep(step_id="title", block_id="b_title")]
     fakes.definitions.put_workflow(TaskPlan(plan_id="titles", memory=False, steps=steps))
     return fakes, server

@@ -28,40 +28,42 @@ def _refused(code: str, message: str) -> str:
     return str(refused.value)
 
 
-def test_a_sandbox_recipient_is_named_as_the_cause_not_the_sender() -> None:
-    text = _refused(
+def _unverified(identity: str) -> str:
+    """What the sender raises when SES (in the sandbox or not) has not verified ``identity``."""
+    return _refused(
         "MessageRejected",
         "Email address is not verified. The following identities failed the check in region "
-        "EU-WEST-1: alice@example.net",
+        f"EU-WEST-1: {identity}",
     )
+
+
+def _denied_on_identity(identity: str) -> str:
+    """What the sender raises when the role may not send on ``identity``'s SES resource."""
+    return _refused(
+        "AccessDenied",
+        "User `arn:aws:sts::1:assumed-role/r/f' is not authorized to perform `ses:SendEmail' on "
+        f"resource `arn:aws:ses:eu-west-1:1:identity/{identity}'",
+    )
+
+
+def test_a_sandbox_recipient_is_named_as_the_cause_not_the_sender() -> None:
+    text = _unverified("alice@example.net")
     assert "sandbox" in text and "production access" in text
     assert "sender" not in text.split(";", 1)[1]
 
 
 def test_an_unverified_sender_is_named_with_how_to_verify_it() -> None:
-    text = _refused(
-        "MessageRejected",
-        "Email address is not verified. The following identities failed the check in region "
-        f"EU-WEST-1: {SENDER}",
-    )
+    text = _unverified(SENDER)
     assert f"the sender {SENDER} is not a verified identity" in text
 
 
 def test_a_role_refused_on_the_recipients_identity_points_at_the_sandbox_grant() -> None:
-    text = _refused(
-        "AccessDenied",
-        "User `arn:aws:sts::1:assumed-role/r/f' is not authorized to perform `ses:SendEmail' on "
-        "resource `arn:aws:ses:eu-west-1:1:identity/alice@example.net'",
-    )
+    text = _denied_on_identity("alice@example.net")
     assert "recipient" in text and "identity/*" in text
 
 
 def test_a_role_refused_on_the_sender_points_at_the_stack_grant() -> None:
-    text = _refused(
-        "AccessDenied",
-        "User `arn:aws:sts::1:assumed-role/r/f' is not authorized to perform `ses:SendEmail' on "
-        f"resource `arn:aws:ses:eu-west-1:1:identity/{SENDER}'",
-    )
+    text = _denied_on_identity(SENDER)
     assert f"may not send as {SENDER}" in text and "langorch-prod-approvals" in text
 
 

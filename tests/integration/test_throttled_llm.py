@@ -13,9 +13,10 @@ from collections.abc import Iterator
 import pytest
 
 from langorch.app.runs import StartRun, drive, start_run
-from langorch.domain.definitions import BlockDefinition, PlanStep, TaskPlan
+from langorch.domain.definitions import PlanStep, TaskPlan
 from tests.fakes import Fakes
 from tests.llm_servers import FakeBedrock, Reply, converse
+from tests.support.bedrock_blocks import a_title_block
 from tests.support.llm import bedrock_at
 
 
@@ -58,16 +59,7 @@ def a_stack(server: QuotaBedrock) -> Fakes:
     """Fakes whose LLM is the quota'd Bedrock, and a workflow of two LLM steps that try once."""
     fakes = Fakes({})
     fakes.llm = bedrock_at(server.url)
-    fakes.definitions.put_block(
-        BlockDefinition(
-            block_id="b_title",
-            output_keys=["title"],
-            prompt_template="Write a title.",
-            max_retries=0,
-            llm_provider="bedrock",
-            llm_model="anthropic.claude-test",
-        )
-    )
+    fakes.definitions.put_block(a_title_block("anthropic.claude-test"))
     steps = [
         PlanStep(step_id="first", block_id="b_title"),
         PlanStep(step_id="second", block_id="b_title", depends_on=["first"]),

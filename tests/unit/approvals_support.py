@@ -27,6 +27,7 @@ from langorch.app.approvals.decisions import (
 )
 from langorch.app.approvals.decisions import request_approval as request
 from langorch.domain.approvals.outcomes import AlreadyDecided, Shown
+from langorch.domain.approvals.record import Approval
 from langorch.domain.runs import PendingInterrupt, RunRecord, RunStatus, RunTrigger, transition
 from tests.fakes import Fakes, InMemoryExecutions
 from tests.fakes.approvals import InMemoryApprovals
@@ -155,6 +156,12 @@ class FakeStack:
             randbelow=codes(),
         )
 
+    def approval(self, parked: Parked) -> Approval:
+        """The stored approval (it must be there)."""
+        approval = self.container.approvals.get(parked.approval_id)
+        assert approval is not None, f"approval {parked.approval_id} is not stored"
+        return approval
+
     def status(self, parked: Parked) -> str:
         """The execution's status (RUNNING until resumed)."""
         return str(self.steps.describe(parked.run_id)["status"])
@@ -269,6 +276,13 @@ def open_and_decide(
     page = call(callback, event(link))
     form = {"nonce": read(callback, page["body"]), "decision": decision, **fields}
     return page, call(callback, event(link, method="POST", form=form))
+
+
+def submit(callback: Any, link: str, shown: dict[str, Any], **form: str) -> dict[str, Any]:
+    """Read ``shown`` (the page, or the last answer with its form) and post its form from
+    ``link`` with ``form``: the callback's answer."""
+    fields = {"nonce": read(callback, shown["body"]), **form}
+    return call(callback, event(link, method="POST", form=fields))
 
 
 VISITOR_IP = "198.51.100.9"

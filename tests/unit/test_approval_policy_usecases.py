@@ -212,18 +212,15 @@ POLICY_WORKFLOW = workflow("pay", inputs={"amount": "number"}).steps("""
 
 def test_the_run_resumes_with_the_decision_and_every_vote_in_its_state(make_container: Any) -> None:
     from tests.integration.conftest import register_text, run_to_end
+    from tests.support.approvers import recording_approver
 
     container = make_container()
     register_text(container, POLICY_WORKFLOW)
-    asked: list[dict[str, Any]] = []
-
-    def decide(request: dict[str, Any]) -> dict[str, Any]:
-        asked.append(request)
-        votes = [
-            {"approver": ANN, "decision": "approved", "at": "2026-01-05T12:00:00Z"},
-            {"approver": CAT, "decision": "approved", "at": "2026-01-05T12:01:00Z"},
-        ]
-        return {"decision": "approved", "approver": CAT, "votes": votes}
+    votes = [
+        {"approver": ANN, "decision": "approved", "at": "2026-01-05T12:00:00Z"},
+        {"approver": CAT, "decision": "approved", "at": "2026-01-05T12:01:00Z"},
+    ]
+    asked, decide = recording_approver({"decision": "approved", "approver": CAT, "votes": votes})
 
     result = run_to_end(container, "pay", {"amount": 12000}, on_approval=decide)
 

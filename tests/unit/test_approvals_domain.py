@@ -25,6 +25,7 @@ from langorch.domain.approvals.record import (
     CodeMismatchError,
     CodeMissingError,
     FormExpiredError,
+    LinkClaims,
     LinkExpiredError,
     LinkForgedError,
     approval_id_for,
@@ -226,20 +227,24 @@ def test_a_one_time_code_has_six_digits_and_only_its_hash_is_kept() -> None:
     check_code(approval, claims, " 004 242 ", stored, KEY)
 
 
-@pytest.mark.parametrize("typed", ["123456", "00424", "abcdef"])
-def test_a_wrong_code_is_refused(typed: str) -> None:
+def _asking_for_004242() -> tuple[Approval, LinkClaims, str]:
+    """An approval that asks for a code, alice's verified link to it, and the stored hash of
+    the code she was sent, 004242."""
     approval = _approval(require_code=True)
     claims = verify_link(approval.approval_id, _link(approval), {"k1": KEY}, now=NOW)
-    stored = code_hash(approval.approval_id, claims.approver_ref, "004242", KEY)
+    return approval, claims, code_hash(approval.approval_id, claims.approver_ref, "004242", KEY)
+
+
+@pytest.mark.parametrize("typed", ["123456", "00424", "abcdef"])
+def test_a_wrong_code_is_refused(typed: str) -> None:
+    approval, claims, stored = _asking_for_004242()
     with pytest.raises(CodeMismatchError):
         check_code(approval, claims, typed, stored, KEY)
 
 
 @pytest.mark.parametrize("typed", ["", "  ", "\t"])
 def test_an_empty_code_is_missing_not_wrong(typed: str) -> None:
-    approval = _approval(require_code=True)
-    claims = verify_link(approval.approval_id, _link(approval), {"k1": KEY}, now=NOW)
-    stored = code_hash(approval.approval_id, claims.approver_ref, "004242", KEY)
+    approval, claims, stored = _asking_for_004242()
     with pytest.raises(CodeMissingError):
         check_code(approval, claims, typed, stored, KEY)
     check_code(approval, claims, "004 242", stored, KEY)

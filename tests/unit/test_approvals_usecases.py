@@ -55,6 +55,7 @@ from tests.unit.approvals_support import (
     nonce,
     open_and_decide,
     read,
+    submit,
     tampered,
     view_command,
 )
@@ -100,8 +101,7 @@ def test_each_approver_gets_their_own_link_from_the_public_url(stack: FakeStack)
 def test_a_retried_request_stores_and_emails_nothing_twice(stack: FakeStack) -> None:
     # Given a parked approval whose request is delivered again (at-least-once)
     parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
+    approval = stack.approval(parked)
     again_request = {**approval.model_dump(mode="json"), "interrupt_id": approval.interrupt_id}
     mails = len(stack.container.email.sent)
     # When it is requested again
@@ -116,8 +116,7 @@ def test_a_retried_request_stores_and_emails_nothing_twice(stack: FakeStack) -> 
 
 def test_a_request_for_a_closed_approval_emails_nobody(stack: FakeStack) -> None:
     parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
+    approval = stack.approval(parked)
     assert close_for_ended_run(
         approval.run_id,
         approval.interrupt_id,
@@ -545,10 +544,15 @@ def test_a_decision_whose_task_the_timeout_took_stands(stack: FakeStack) -> None
     assert stack.audit(parked)[-1] == ("decide", "approved", ALICE)
 
 
+def _run_is_now(stack: FakeStack, parked: Parked, status: RunStatus) -> None:
+    """The parked run moves to ``status`` behind its approval's back (cancelled, resumed)."""
+    run = stack.container.runs.get_run(parked.run_id)
+    stack.container.runs.save_run(transition(run, status, now=stack.clock()))
+
+
 def test_a_click_after_the_run_ended_is_refused(stack: FakeStack, callback: Any) -> None:
     parked = stack.park()
-    run = stack.container.runs.get_run(parked.run_id)
-    stack.container.runs.save_run(transition(run, RunStatus.cancelled, now=stack.clock()))
+    _run_is_now(stack, parked, RunStatus.cancelled)
     _, answer = open_and_decide(callback, parked.links[ALICE], "approved")
     assert answer["statusCode"] == 410 and "This run has ended" in answer["body"]
     assert stack.steps.sent == [] and stack.status(parked) == "RUNNING"
@@ -567,8 +571,7 @@ def test_an_approval_expiring_during_the_click_of_an_ended_run_is_closed(
     # the run check
     parked = stack.park(timeout=60)
     page = call(callback, event(parked.links[ALICE]))
-    run = stack.container.runs.get_run(parked.run_id)
-    stack.container.runs.save_run(transition(run, RunStatus.cancelled, now=stack.clock()))
+    _run_is_now(stack, parked, RunStatus.cancelled)
     stack.clock.advance(59)
     runs = stack.container.runs
     original_get_run = runs.get_run
@@ -589,8 +592,7 @@ def test_an_approval_expiring_during_the_click_of_an_ended_run_is_closed(
 def test_a_click_after_the_run_moved_on_is_too_late(stack: FakeStack, callback: Any) -> None:
     # Given a run that no longer waits on this approval (it resumed otherwise)
     parked = stack.park()
-    run = stack.container.runs.get_run(parked.run_id)
-    stack.container.runs.save_run(transition(run, RunStatus.running, now=stack.clock()))
+    _run_is_now(stack, parked, RunStatus.running)
     # When alice approves / Then it is too late, and the approval timed out
     _, answer = open_and_decide(callback, parked.links[ALICE], "approved")
     assert answer["statusCode"] == 410 and "Too late" in answer["body"]
@@ -604,8 +606,7 @@ def test_a_validly_signed_link_for_someone_not_an_approver_is_refused(
     stack: FakeStack, callback: Any
 ) -> None:
     parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
+    approval = stack.approval(parked)
     keys = load_signing_keys(stack.container.secrets, stack.container.settings.link_signing_secret)
     params = sign_link(
         approval.approval_id,
@@ -686,19 +687,15 @@ def test_editable_fields_are_typed_inputs_and_read_back_typed(
     # Failed before: typing Chipotle into an editable field (empty so far) was refused as
     # "not JSON" and everything typed was reset to null.
     parked = stack.park(editable=TYPED)
-    page, answer = open_and_decide(
-        callback,
-        parked.links[ALICE],
-        "approved",
-        **{
-            "edit.restaurant": "Chipotle",
-            "edit.note": "ok",
-            "edit.amount": "1100",
-            "edit.urgent": "yes",
-            "edit.tags": "a\r\nc\r\n",
-            "edit.address": '{"city": "Bergen"}',
-        },
-    )
+    typed = {
+        "edit.restaurant": "Chipotle",
+        "edit.note": "ok",
+        "edit.amount": "1100",
+        "edit.urgent": "yes",
+        "edit.tags": "a\r\nc\r\n",
+        "edit.address": '{"city": "Bergen"}',
+    }
+    page, answer = open_and_decide(callback, parked.links[ALICE], "approved", **typed)
     body = page["body"]
     assert 'name="edit.amount" type="number"' in body
     assert '<select id="f4" name="edit.urgent">' in body and "(one per line)" in body
@@ -775,24 +772,9 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
     assert set(parked.codes) == {ALICE, BOB}
     page = call(callback, event(parked.links[ALICE]))
     assert 'name="code"' in page["body"]
-    page_nonce = read(callback, page["body"])
-    missing = call(
-        callback,
-        event(
-            parked.links[ALICE], method="POST", form={"nonce": page_nonce, "decision": "approved"}
-        ),
-    )
-    wrong = call(
-        callback,
-        event(
-            parked.links[ALICE],
-            method="POST",
-            form={
-                "nonce": read(callback, missing["body"]),
-                "decision": "approved",
-                "code": parked.codes[BOB],
-            },
-        ),
+    missing = submit(callback, parked.links[ALICE], page, decision="approved")
+    wrong = submit(
+        callback, parked.links[ALICE], missing, decision="approved", code=parked.codes[BOB]
     )
     # An empty code is not a guess: "enter the code", and no attempt is spent.
     assert missing["statusCode"] == 400 and "Enter the six-digit code" in missing["body"]
@@ -801,20 +783,11 @@ def test_a_step_requiring_a_code_refuses_a_missing_or_wrong_code(
         assert '<form method="post">' in answer["body"]
     assert "(4 attempts left.)" in wrong["body"]
     assert stack.steps.sent == []
-    right = call(
-        callback,
-        event(
-            parked.links[ALICE],
-            method="POST",
-            form={
-                "nonce": read(callback, wrong["body"]),
-                "decision": "approved",
-                "code": parked.codes[ALICE],
-            },
-        ),
+    right = submit(
+        callback, parked.links[ALICE], wrong, decision="approved", code=parked.codes[ALICE]
     )
-    assert right["statusCode"] == 200 and "You approved" in right["body"]
     assert len(stack.steps.sent) == 1
+    assert right["statusCode"] == 200 and "You approved" in right["body"]
 
 
 def test_too_many_wrong_codes_lock_only_that_approvers_link(
@@ -822,12 +795,11 @@ def test_too_many_wrong_codes_lock_only_that_approvers_link(
 ) -> None:
     # Failed before: five code-less submits from any mailbox locked the approval for everyone.
     parked = stack.park(require_code=True)
-    page_nonce = read(callback, call(callback, event(parked.links[ALICE]))["body"])
-    form = {"nonce": page_nonce, "decision": "approved"}
+    answer = call(callback, event(parked.links[ALICE]))
     for _ in range(MAX_CODE_ATTEMPTS + 2):
-        answer = call(callback, event(parked.links[ALICE], method="POST", form=form))
+        answer = submit(callback, parked.links[ALICE], answer, decision="approved")
         assert answer["statusCode"] == 400 and "Enter the six-digit code" in answer["body"]
-        form["nonce"] = read(callback, answer["body"])
+    form = {"nonce": read(callback, answer["body"]), "decision": "approved"}
     form["code"] = "000000"
     answers = []
     for _ in range(MAX_CODE_ATTEMPTS):
@@ -1021,8 +993,7 @@ def test_expire_approval_closes_it_once_and_later_clicks_read_expired(
     stack: FakeStack, callback: Any
 ) -> None:
     parked = stack.park()
-    approval = stack.container.approvals.get(parked.approval_id)
-    assert approval is not None
+    approval = stack.approval(parked)
     assert approval_id_for(approval.run_id, approval.interrupt_id) == parked.approval_id
     assert expire_approval(approval.run_id, approval.interrupt_id, **_ports(stack)) is True
     assert expire_approval(approval.run_id, approval.interrupt_id, **_ports(stack)) is False

@@ -102,6 +102,15 @@ def desktop(*steps: dict[str, Any], **node: Any) -> dict[str, Any]:
     )
 
 
+def desktop_failing_to_an_end(*steps: dict[str, Any]) -> dict[str, Any]:
+    """A procedure of one DESKTOP node with these steps whose failure ends the run ``failed``."""
+    post = {"type": "sequence", "agent": "DESKTOP", "steps": list(steps), "next_node": "e"}
+    failed = {"type": "terminate", "status": "failed"}
+    return procedure(
+        "post", {"post": post, "e": END, "failed": failed}, global_config={"on_failure": "failed"}
+    )
+
+
 TYPE_CLICK = (
     {"step_id": "user", "action": "type", "target": "login", "value": "{{user}}"},
     {"step_id": "amount", "action": "type", "target": "amount", "value": "{{amount}}"},
@@ -241,20 +250,7 @@ def test_a_replayed_node_gets_the_recorded_results_and_calls_nothing(desk: Agent
 
 def test_a_step_the_agent_fails_fails_the_node_with_its_words(desk: AgentDesk) -> None:
     deployment = Deployment(registration(desk))
-    document = procedure(
-        "post",
-        {
-            "post": {
-                "type": "sequence",
-                "agent": "DESKTOP",
-                "steps": [{"action": "fail", "what": "find the window"}],
-                "next_node": "e",
-            },
-            "e": END,
-            "failed": {"type": "terminate", "status": "failed"},
-        },
-        global_config={"on_failure": "failed"},
-    )
+    document = desktop_failing_to_an_end({"action": "fail", "what": "find the window"})
     run = deployment.runner(document)
     run.start()
     assert run.state["error"]["type"] == "ActionFailedError"
@@ -264,20 +260,7 @@ def test_a_step_the_agent_fails_fails_the_node_with_its_words(desk: AgentDesk) -
 
 def test_an_unbound_action_fails_its_node_with_unbound_action_error(desk: AgentDesk) -> None:
     deployment = Deployment()  # nothing registered
-    document = procedure(
-        "post",
-        {
-            "post": {
-                "type": "sequence",
-                "agent": "DESKTOP",
-                "steps": [{"action": "click"}],
-                "next_node": "e",
-            },
-            "e": END,
-            "failed": {"type": "terminate", "status": "failed"},
-        },
-        global_config={"on_failure": "failed"},
-    )
+    document = desktop_failing_to_an_end({"action": "click"})
     run = deployment.runner(document)
     run.start()
     assert run.state["error"]["type"] == "UnboundActionError"

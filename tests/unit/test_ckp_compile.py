@@ -68,18 +68,13 @@ def test_a_condition_cannot_reach_python() -> None:
 # --- the plan ---------------------------------------------------------------------------------
 
 
+LOG_HI = {"type": "sequence", "steps": [{"action": "log", "message": "hi"}], "next_node": "b"}
+LOG_THEN_END = procedure("a", {"a": LOG_HI, "b": END})
+"""Node ``a`` logs "hi", then ``b`` ends."""
+
+
 def test_compiling_twice_gives_the_same_plan() -> None:
-    document = procedure(
-        "a",
-        {
-            "a": {
-                "type": "sequence",
-                "steps": [{"action": "log", "message": "hi"}],
-                "next_node": "b",
-            },
-            "b": END,
-        },
-    )
+    document = LOG_THEN_END
     assert (
         compiled(document).content_hash()
         == compiled(json.loads(json.dumps(document))).content_hash()
@@ -87,19 +82,7 @@ def test_compiling_twice_gives_the_same_plan() -> None:
 
 
 def test_node_ids_are_step_ids_and_transitions_are_dependencies() -> None:
-    plan = compiled(
-        procedure(
-            "a",
-            {
-                "a": {
-                    "type": "sequence",
-                    "steps": [{"action": "log", "message": "hi"}],
-                    "next_node": "b",
-                },
-                "b": END,
-            },
-        )
-    )
+    plan = compiled(LOG_THEN_END)
     assert [(s.step_id, str(s.kind), s.depends_on) for s in plan.steps] == [
         ("a", "sequence", []),
         ("b", "terminate", ["a"]),
@@ -237,34 +220,35 @@ def test_an_unknown_node_names_the_closest_one() -> None:
     assert problem.hint == "did you mean 'done'?"
 
 
-def test_an_unreachable_node_is_named() -> None:
-    found = problems(
-        procedure(
-            "a", {"a": {"type": "sequence", "steps": [], "next_node": "b"}, "b": END, "c": END}
-        )
-    )
-    assert found == [
-        ("workflow_graph.nodes.c", "node 'c' can never run: no path leads to it from 'a'")
-    ]
-
-
-def test_a_step_without_an_action_is_named_by_its_index() -> None:
-    found = problems(procedure("a", {"a": {"type": "sequence", "steps": [{"target": "x"}]}}))
-    assert found == [
-        ("workflow_graph.nodes.a.steps[0].action", "required field 'action' is missing")
-    ]
-
-
-def test_an_approval_without_approvers_says_who_may_decide() -> None:
-    found = problems(
-        procedure(
-            "ask",
-            {"ask": {"type": "human_approval", "prompt": "ok?", "on_approve": "e"}, "e": END},
-        )
-    )
-    assert found == [
-        ("workflow_graph.nodes.ask.approvers", "human_approval 'ask' names no approvers")
-    ]
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        pytest.param(
+            procedure(
+                "a", {"a": {"type": "sequence", "steps": [], "next_node": "b"}, "b": END, "c": END}
+            ),
+            ("workflow_graph.nodes.c", "node 'c' can never run: no path leads to it from 'a'"),
+            id="an-unreachable-node",
+        ),
+        pytest.param(
+            procedure("a", {"a": {"type": "sequence", "steps": [{"target": "x"}]}}),
+            ("workflow_graph.nodes.a.steps[0].action", "required field 'action' is missing"),
+            id="a-step-without-an-action-by-its-index",
+        ),
+        pytest.param(
+            procedure(
+                "ask",
+                {"ask": {"type": "human_approval", "prompt": "ok?", "on_approve": "e"}, "e": END},
+            ),
+            ("workflow_graph.nodes.ask.approvers", "human_approval 'ask' names no approvers"),
+            id="an-approval-without-approvers-says-who-may-decide",
+        ),
+    ],
+)
+def test_a_broken_node_is_named_at_its_path(
+    document: dict[str, Any], problem: tuple[str, str]
+) -> None:
+    assert problems(document) == [problem]
 
 
 def test_a_loop_body_leaving_its_loop_is_refused() -> None:

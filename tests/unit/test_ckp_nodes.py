@@ -23,27 +23,50 @@ def setv(variable: str, value: Any) -> dict[str, Any]:
     return {"action": "set_variable", "variable": variable, "value": value}
 
 
+def run_from(start: str, nodes: dict[str, Any], **document: Any) -> Runner:
+    """A runner of the procedure of ``nodes`` that starts at ``start``."""
+    return Runner(procedure(start, nodes, **document))
+
+
+def parallel(starts: dict[str, str], *, next_node: str) -> dict[str, Any]:
+    """A parallel node waiting for all its branches (branch id -> its start node)."""
+    branches = [{"branch_id": b, "start_node": start} for b, start in starts.items()]
+    return {
+        "type": "parallel",
+        "branches": branches,
+        "wait_strategy": "all",
+        "next_node": next_node,
+    }
+
+
+def logic(*rules: tuple[str, str], default: str) -> dict[str, Any]:
+    """A logic node: the first (condition, next node) rule that holds, else ``default``."""
+    return {
+        "type": "logic",
+        "rules": [{"condition": c, "next_node": n} for c, n in rules],
+        "default_next_node": default,
+    }
+
+
 # --- sequence, processing, transform ----------------------------------------------------------
 
 
 def test_a_sequence_runs_its_steps_in_order_and_each_sees_what_the_earlier_wrote() -> None:
     # Given a sequence whose second step formats what the first set
-    run = Runner(
-        procedure(
-            "s",
-            {
-                "s": seq(
-                    setv("who", "{{name}}"),
-                    {
-                        "action": "format_string",
-                        "template": "hello {{who}}",
-                        "output_variable": "greeting",
-                    },
-                    next_node="done",
-                ),
-                "done": end(),
-            },
-        )
+    run = run_from(
+        "s",
+        {
+            "s": seq(
+                setv("who", "{{name}}"),
+                {
+                    "action": "format_string",
+                    "template": "hello {{who}}",
+                    "output_variable": "greeting",
+                },
+                next_node="done",
+            ),
+            "done": end(),
+        },
     )
     # When it runs
     run.start(name="Ada")
@@ -54,25 +77,23 @@ def test_a_sequence_runs_its_steps_in_order_and_each_sees_what_the_earlier_wrote
 
 def test_a_processing_node_parses_csv_and_length_counts_the_rows() -> None:
     # Given a processing node parsing a CSV, then logging its size with .length
-    run = Runner(
-        procedure(
-            "parse",
-            {
-                "parse": {
-                    "type": "processing",
-                    "operations": [
-                        {"action": "parse_csv", "source": "{{csv}}", "output_variable": "rows"},
-                        {
-                            "action": "format_string",
-                            "template": "{{rows.length}} rows",
-                            "output_variable": "said",
-                        },
-                    ],
-                    "next_node": "done",
-                },
-                "done": end(),
+    run = run_from(
+        "parse",
+        {
+            "parse": {
+                "type": "processing",
+                "operations": [
+                    {"action": "parse_csv", "source": "{{csv}}", "output_variable": "rows"},
+                    {
+                        "action": "format_string",
+                        "template": "{{rows.length}} rows",
+                        "output_variable": "said",
+                    },
+                ],
+                "next_node": "done",
             },
-        )
+            "done": end(),
+        },
     )
     # When it runs on two rows
     run.start(csv="id,amount\nA,10\nB,20\n")
@@ -115,14 +136,12 @@ def test_a_transform_node_filters_maps_sorts_deduplicates_and_aggregates() -> No
             "output_variable": "total",
         },
     ]
-    run = Runner(
-        procedure(
-            "t",
-            {
-                "t": {"type": "transform", "transformations": transformations, "next_node": "e"},
-                "e": end(),
-            },
-        )
+    run = run_from(
+        "t",
+        {
+            "t": {"type": "transform", "transformations": transformations, "next_node": "e"},
+            "e": end(),
+        },
     )
     invoices = [
         {"id": "A", "vendor": "v1", "amount": 5},
@@ -143,29 +162,19 @@ def test_a_transform_node_filters_maps_sorts_deduplicates_and_aggregates() -> No
 
 def test_a_parallel_node_runs_every_branch_and_its_next_node_once_after_all() -> None:
     # Given two branches (one of two nodes) that join at `report`
-    run = Runner(
-        procedure(
-            "fork",
-            {
-                "fork": {
-                    "type": "parallel",
-                    "branches": [
-                        {"branch_id": "a", "start_node": "a1"},
-                        {"branch_id": "b", "start_node": "b1"},
-                    ],
-                    "wait_strategy": "all",
-                    "next_node": "report",
-                },
-                "a1": seq(setv("a", 1), next_node="a2"),
-                "a2": seq(setv("a2", 2)),
-                "b1": seq(setv("b", 3)),
-                "report": seq(
-                    {"action": "calculate", "expression": "a + a2 + b", "output_variable": "sum"},
-                    next_node="done",
-                ),
-                "done": end(),
-            },
-        )
+    run = run_from(
+        "fork",
+        {
+            "fork": parallel({"a": "a1", "b": "b1"}, next_node="report"),
+            "a1": seq(setv("a", 1), next_node="a2"),
+            "a2": seq(setv("a2", 2)),
+            "b1": seq(setv("b", 3)),
+            "report": seq(
+                {"action": "calculate", "expression": "a + a2 + b", "output_variable": "sum"},
+                next_node="done",
+            ),
+            "done": end(),
+        },
     )
     # When it runs
     run.start()
@@ -176,23 +185,18 @@ def test_a_parallel_node_runs_every_branch_and_its_next_node_once_after_all() ->
 
 
 def _gate(amount: int) -> Runner:
-    run = Runner(
-        procedure(
-            "gate",
-            {
-                "gate": {
-                    "type": "logic",
-                    "rules": [
-                        {"condition": "{{invoices.length}} > 10", "next_node": "many"},
-                        {"condition": "{{invoices.length}} > 2", "next_node": "some"},
-                    ],
-                    "default_next_node": "few",
-                },
-                "many": end(outputs={"size": "many"}),
-                "some": end(outputs={"size": "some"}),
-                "few": end(outputs={"size": "few"}),
-            },
-        )
+    run = run_from(
+        "gate",
+        {
+            "gate": logic(
+                ("{{invoices.length}} > 10", "many"),
+                ("{{invoices.length}} > 2", "some"),
+                default="few",
+            ),
+            "many": end(outputs={"size": "many"}),
+            "some": end(outputs={"size": "some"}),
+            "few": end(outputs={"size": "few"}),
+        },
     )
     run.start(invoices=list(range(amount)))
     return run
@@ -281,28 +285,26 @@ def test_without_continue_on_error_a_failing_item_fails_the_run() -> None:
 
 
 def _verify(on_fail: str, **nodes: Any) -> Runner:
-    run = Runner(
-        procedure(
-            "check",
-            {
-                "check": {
-                    "type": "verification",
-                    "checks": [
-                        {
-                            "id": "enough",
-                            "condition": "{{total}} >= 100",
-                            "on_fail": on_fail,
-                            "message": "total {{total}} is under 100",
-                        }
-                    ],
-                    "next_node": "ok",
-                },
-                "ok": end(outputs={"via": "ok"}),
-                "failed": end(status="failed", outputs={"via": "on_failure"}),
-                **nodes,
+    run = run_from(
+        "check",
+        {
+            "check": {
+                "type": "verification",
+                "checks": [
+                    {
+                        "id": "enough",
+                        "condition": "{{total}} >= 100",
+                        "on_fail": on_fail,
+                        "message": "total {{total}} is under 100",
+                    }
+                ],
+                "next_node": "ok",
             },
-            global_config={"on_failure": "failed"},
-        )
+            "ok": end(outputs={"via": "ok"}),
+            "failed": end(status="failed", outputs={"via": "on_failure"}),
+            **nodes,
+        },
+        global_config={"on_failure": "failed"},
     )
     run.start(total=40)
     return run
@@ -377,26 +379,24 @@ def test_an_llm_action_without_outputs_keeps_the_answer_under_its_node() -> None
 
 
 def _approval(**node: Any) -> Runner:
-    run = Runner(
-        procedure(
-            "ask",
-            {
-                "ask": {
-                    "type": "human_approval",
-                    "prompt": "Post {{count}} invoices?",
-                    "approvers": ["finance@example.com"],
-                    "timeout_ms": 3_600_000,
-                    "escalation_contact": "controller@example.com",
-                    "on_approve": "yes",
-                    "on_reject": "no",
-                    "on_timeout": "late",
-                    **node,
-                },
-                "yes": end(outputs={"via": "approved"}),
-                "no": end(status="failed", outputs={"via": "rejected"}),
-                "late": end(status="failed", outputs={"via": "timed out"}),
+    run = run_from(
+        "ask",
+        {
+            "ask": {
+                "type": "human_approval",
+                "prompt": "Post {{count}} invoices?",
+                "approvers": ["finance@example.com"],
+                "timeout_ms": 3_600_000,
+                "escalation_contact": "controller@example.com",
+                "on_approve": "yes",
+                "on_reject": "no",
+                "on_timeout": "late",
+                **node,
             },
-        )
+            "yes": end(outputs={"via": "approved"}),
+            "no": end(status="failed", outputs={"via": "rejected"}),
+            "late": end(status="failed", outputs={"via": "timed out"}),
+        },
     )
     run.start(count=12)
     return run
@@ -469,18 +469,16 @@ def test_a_subflow_runs_the_other_procedure_with_its_input_and_output_mappings()
 
 
 def test_terminate_ends_with_its_status_outputs_and_final_audit_log() -> None:
-    run = Runner(
-        procedure(
-            "stop",
-            {
-                "stop": end(
-                    status="failed",
-                    message="stopped for {{who}}",
-                    outputs={"who": "{{who}}"},
-                    final_audit_log={"outcome": "stopped", "by": "{{who}}"},
-                )
-            },
-        )
+    run = run_from(
+        "stop",
+        {
+            "stop": end(
+                status="failed",
+                message="stopped for {{who}}",
+                outputs={"who": "{{who}}"},
+                final_audit_log={"outcome": "stopped", "by": "{{who}}"},
+            )
+        },
     )
     run.start(who="ops")
     assert run.state["status"] == "failed"
@@ -500,17 +498,15 @@ def _failing(**node: Any) -> dict[str, Any]:
 
 def test_an_error_handler_fallback_node_takes_a_failing_node_with_the_error_object() -> None:
     # Given a node that fails, with a fallback node that reports the error
-    run = Runner(
-        procedure(
-            "risky",
-            {
-                "risky": _failing(
-                    next_node="done", error_handlers=[{"error_type": "*", "fallback_node": "fix"}]
-                ),
-                "fix": seq(setv("said", "{{error.node_id}}: {{error.message}}"), next_node="done"),
-                "done": end(),
-            },
-        )
+    run = run_from(
+        "risky",
+        {
+            "risky": _failing(
+                next_node="done", error_handlers=[{"error_type": "*", "fallback_node": "fix"}]
+            ),
+            "fix": seq(setv("said", "{{error.node_id}}: {{error.message}}"), next_node="done"),
+            "done": end(),
+        },
     )
     # When it runs
     run.start(zero=0)
@@ -522,17 +518,15 @@ def test_an_error_handler_fallback_node_takes_a_failing_node_with_the_error_obje
 
 
 def test_the_procedures_on_failure_takes_a_failure_no_handler_catches() -> None:
-    run = Runner(
-        procedure(
-            "risky",
-            {
-                "risky": _failing(next_node="done"),
-                "done": end(),
-                "alert": seq(setv("alerted", "{{error.node_id}}"), next_node="failed"),
-                "failed": end(status="failed"),
-            },
-            global_config={"on_failure": "alert"},
-        )
+    run = run_from(
+        "risky",
+        {
+            "risky": _failing(next_node="done"),
+            "done": end(),
+            "alert": seq(setv("alerted", "{{error.node_id}}"), next_node="failed"),
+            "failed": end(status="failed"),
+        },
+        global_config={"on_failure": "alert"},
     )
     run.start(zero=0)
     assert run.shared["alerted"] == "risky"
@@ -541,24 +535,22 @@ def test_the_procedures_on_failure_takes_a_failure_no_handler_catches() -> None:
 
 def test_recovery_steps_run_after_the_last_attempt_before_the_node_fails() -> None:
     # Given a failing node, retried once, whose handler records a recovery
-    run = Runner(
-        procedure(
-            "risky",
-            {
-                "risky": _failing(
-                    next_node="done",
-                    error_handlers=[
-                        {"error_type": "*", "action": "retry", "max_retries": 1, "delay_ms": 0},
-                        {
-                            "error_type": "*",
-                            "recovery_steps": [{"action": "log", "message": "cleaning up"}],
-                            "fallback_node": "done",
-                        },
-                    ],
-                ),
-                "done": end(),
-            },
-        )
+    run = run_from(
+        "risky",
+        {
+            "risky": _failing(
+                next_node="done",
+                error_handlers=[
+                    {"error_type": "*", "action": "retry", "max_retries": 1, "delay_ms": 0},
+                    {
+                        "error_type": "*",
+                        "recovery_steps": [{"action": "log", "message": "cleaning up"}],
+                        "fallback_node": "done",
+                    },
+                ],
+            ),
+            "done": end(),
+        },
     )
     # When it runs
     run.start(zero=0)
@@ -568,22 +560,20 @@ def test_recovery_steps_run_after_the_last_attempt_before_the_node_fails() -> No
 
 
 def test_a_failing_validation_of_a_sequence_fails_the_node() -> None:
-    run = Runner(
-        procedure(
-            "s",
-            {
-                "s": seq(
-                    setv("n", 3),
-                    validations=[
-                        {"id": "big", "condition": "{{n}} > 5", "on_failure": "fail_workflow"}
-                    ],
-                    next_node="done",
-                ),
-                "done": end(),
-                "failed": end(status="failed"),
-            },
-            global_config={"on_failure": "failed"},
-        )
+    run = run_from(
+        "s",
+        {
+            "s": seq(
+                setv("n", 3),
+                validations=[
+                    {"id": "big", "condition": "{{n}} > 5", "on_failure": "fail_workflow"}
+                ],
+                next_node="done",
+            ),
+            "done": end(),
+            "failed": end(status="failed"),
+        },
+        global_config={"on_failure": "failed"},
     )
     run.start()
     assert run.state["error"]["type"] == "VerificationFailedError"

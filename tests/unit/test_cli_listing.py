@@ -33,6 +33,19 @@ def _stored(definition: BlockDefinition | TaskPlan, body: dict[str, Any]) -> Sto
     )
 
 
+def _every_lists_columns(definition: BlockDefinition | TaskPlan) -> dict[str, Any]:
+    """The columns ``blocks list`` and ``workflows list`` both have, for ``_stored``'s version."""
+    return {
+        "id": definition.block_id
+        if isinstance(definition, BlockDefinition)
+        else definition.plan_id,
+        "version": 3,
+        "name": definition.name,
+        "content_hash": definition.content_hash(),
+        "created_at": CREATED_AT,
+    }
+
+
 def _blocks() -> list[BlockDefinition]:
     return [b for path in EXAMPLES for b in load_file(path).blocks] + builtin_blocks()
 
@@ -54,14 +67,10 @@ def test_a_block_row_from_its_stored_json_is_the_row_of_the_block(block: BlockDe
     row = block_row(stored)
     # Then it says what the parsed block says
     assert row == {
-        "id": block.block_id,
-        "version": 3,
+        **_every_lists_columns(block),
         "type": block.block_type.value,
         "category": block.category,
         "tags": block.tags,
-        "name": block.name,
-        "content_hash": block.content_hash(),
-        "created_at": CREATED_AT,
     }
 
 
@@ -74,14 +83,10 @@ def test_a_workflow_row_from_its_stored_json_is_the_row_of_the_workflow(plan: Ta
     row = workflow_row(stored)
     # Then it says what the parsed workflow says: its steps, every trigger (the shorthand's too)
     assert row == {
-        "id": plan.plan_id,
-        "version": 3,
+        **_every_lists_columns(plan),
         "active_version": 2,
         "steps": len(plan.steps),
         "triggers": [t.type for t in plan.all_triggers()],
-        "name": plan.name,
-        "content_hash": plan.content_hash(),
-        "created_at": CREATED_AT,
     }
 
 

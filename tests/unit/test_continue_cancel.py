@@ -88,22 +88,13 @@ class HandedOverWhileTheCancelWrites(InMemoryRuns):
         self.deps: Fakes | None = None
         self.handed_over = False
 
-    def save_run(
-        self,
-        run: RunRecord,
-        *,
-        fence: int | None = None,
-        release: bool = False,
-        events: Sequence[TimelineEvent] = (),
-        in_execution: str | None = None,
+    def before_save(
+        self, run: RunRecord, *, release: bool, events: Sequence[TimelineEvent]
     ) -> None:
         if run.status is RunStatus.cancelled and not self.handed_over and self.deps is not None:
             self.handed_over = True
             continue_as_new(CountedSegment(RunSegment(run.run_id)), self.deps)
             self.deps.executions.end(run.run_id, "SUCCEEDED")  # ContinuedAsNew
-        super().save_run(
-            run, fence=fence, release=release, events=events, in_execution=in_execution
-        )
 
 
 class CancelledWhileTheHandOverWrites(InMemoryRuns):
@@ -115,20 +106,11 @@ class CancelledWhileTheHandOverWrites(InMemoryRuns):
         self.deps: Fakes | None = None
         self.printed: tuple[int, str] | None = None
 
-    def save_run(
-        self,
-        run: RunRecord,
-        *,
-        fence: int | None = None,
-        release: bool = False,
-        events: Sequence[TimelineEvent] = (),
-        in_execution: str | None = None,
+    def before_save(
+        self, run: RunRecord, *, release: bool, events: Sequence[TimelineEvent]
     ) -> None:
         if run.continued and self.printed is None and self.deps is not None:
             self.printed = cancel_from_the_cli(self.deps, run.run_id)
-        super().save_run(
-            run, fence=fence, release=release, events=events, in_execution=in_execution
-        )
 
 
 def cancel_from_the_cli(deps: Fakes, run_id: str) -> tuple[int, str]:

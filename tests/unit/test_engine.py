@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
+from langorch.domain.definitions import TaskPlan
 from langorch.domain.errors import LeaseHeldError, LeaseLostError, UnknownInterruptError
-from langorch.domain.runs import RunStatus, TimelineEventType
+from langorch.domain.runs import RunRecord, RunStatus, TimelineEventType
 from langorch.engine.compiler import build_graph, resolve_blocks
 from tests.gated_kinds import (
     WAIT_SECONDS,
@@ -24,6 +25,7 @@ from tests.gated_kinds import (
     registered,
 )
 from tests.integration.conftest import register_example, register_text, run_to_end
+from tests.support.approvers import recording_approver
 from tests.support.definitions import workflow
 from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes as MakeContainer
@@ -37,15 +39,11 @@ blocks:
      prompt_template: "Write about {facts}"}
   - {block_id: b_title, name: Title, input_keys: [draft], output_keys: [title],
      prompt_template: "Title for {draft}"}
-workflows:
-  - plan_id: linear
-    memory: false
-    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
-    steps:
+""" + workflow("linear", inputs={"topic": "string"}, required=["topic"]).steps("""
       - {step_id: fetch, block_id: b_fetch}
       - {step_id: write, block_id: b_write, depends_on: [fetch]}
       - {step_id: title, block_id: b_title, depends_on: [write]}
-"""
+""")
 
 
 @pytest.fixture
@@ -77,12 +75,17 @@ def test_executor_reads_inputs_renders_prompt_and_writes_outputs(make_container:
 # --- 2: topology ---------------------------------------------------------------------------
 
 
+def _stored_workflow(container: Any, plan_id: str) -> TaskPlan:
+    plan = container.definitions.get_workflow(plan_id)
+    assert plan is not None, f"{plan_id} is not stored"
+    return plan
+
+
 def test_three_step_plan_compiles_to_the_expected_topology(make_container: MakeContainer):
     # Given a three-step linear plan
     container = make_container()
     register_text(container, LINEAR)
-    plan = container.definitions.get_workflow("linear")
-    assert plan is not None
+    plan = _stored_workflow(container, "linear")
 
     # When it is compiled
     graph = build_graph(plan, resolve_blocks(plan, container.definitions)).compile()
@@ -193,17 +196,11 @@ def test_lunch_order_asks_for_a_preference_once_then_runs_automatically(
     make_container: MakeContainer,
 ):
     # Given the lunch-order example and a user with no saved preference
-    container = make_container(script=str(_example_script("lunch_order")))
-    register_example(container, "lunch_order")
-    asked: list[dict[str, Any]] = []
-
-    def fill_in(request: dict[str, Any]) -> dict[str, Any]:
-        asked.append(request)
-        return {
-            "decision": "approved",
-            "approver": "me@example.com",
-            "edits": {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl"]},
-        }
+    container = _lunch_order(make_container)
+    chipotle = {"restaurant": "Chipotle", "items_to_order": ["Burrito Bowl"]}
+    asked, fill_in = recording_approver(
+        {"decision": "approved", "approver": "me@example.com", "edits": chipotle}
+    )
 
     # When it runs twice
     first = run_to_end(
@@ -230,13 +227,8 @@ def test_a_field_the_approver_fills_in_starts_as_its_declared_type(
     # approval, which declares them text and a list
     from langorch.domain.approvals.edits import parse_edits
 
-    container = make_container(script=str(_example_script("lunch_order")))
-    register_example(container, "lunch_order")
-    asked: list[dict[str, Any]] = []
-
-    def fill_in(request: dict[str, Any]) -> dict[str, Any]:
-        asked.append(request)
-        return {"decision": "rejected", "approver": "me@example.com"}
+    container = _lunch_order(make_container)
+    asked, fill_in = recording_approver({"decision": "rejected", "approver": "me@example.com"})
 
     # When the approver is asked
     run_to_end(container, "lunch_order", {"delivery_address": "1 Main St"}, on_approval=fill_in)
@@ -249,6 +241,13 @@ def test_a_field_the_approver_fills_in_starts_as_its_declared_type(
         "restaurant": "Chipotle",
         "items_to_order": ["Burrito Bowl", "Chips"],
     }
+
+
+def _lunch_order(make_container: MakeContainer) -> Any:
+    """A container holding the lunch-order example, its offline script answering for the model."""
+    container = make_container(script=str(_example_script("lunch_order")))
+    register_example(container, "lunch_order")
+    return container
 
 
 def _example_script(name: str) -> Any:
@@ -290,12 +289,18 @@ def test_approval_parks_the_run_and_a_fresh_process_resumes_it(make_container: M
     assert decided[0].actor == "boss@example.com"
 
 
-def test_a_resume_for_an_unknown_interrupt_is_rejected(make_container: MakeContainer):
-    # Given a run parked at an approval
+def _parked_at_approval(make_container: MakeContainer) -> tuple[Any, RunRecord]:
+    """A container and a run of ``gated`` whose first segment parked it at its approval."""
     container = make_container()
     register_text(container, APPROVAL)
     run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
     run_segment(RunSegment(run.run_id), container)
+    return container, run
+
+
+def test_a_resume_for_an_unknown_interrupt_is_rejected(make_container: MakeContainer):
+    # Given a run parked at an approval
+    container, run = _parked_at_approval(make_container)
 
     # When a resume names an interrupt the run is not waiting on
     with pytest.raises(UnknownInterruptError):
@@ -314,10 +319,7 @@ def test_a_segment_without_resume_never_answers_a_pending_interrupt(
     make_container: MakeContainer,
 ):
     # Given a run parked at an approval
-    container = make_container()
-    register_text(container, APPROVAL)
-    run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
-    run_segment(RunSegment(run.run_id), container)
+    container, run = _parked_at_approval(make_container)
 
     parked = container.runs.get_run(run.run_id)
 
@@ -338,10 +340,7 @@ def test_a_segment_without_resume_announces_a_park_its_record_missed(
 ):
     # Given a run whose graph parked at an approval, but whose record never said so (the
     # process died between the checkpoint and the record)
-    container = make_container()
-    register_text(container, APPROVAL)
-    run, _ = start_run(StartRun("gated", input={"amount": 1}), container)
-    run_segment(RunSegment(run.run_id), container)
+    container, run = _parked_at_approval(make_container)
     parked = container.runs.get_run(run.run_id)
     assert parked.pending is not None
     container.runs.save_run(

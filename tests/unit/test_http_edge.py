@@ -76,22 +76,15 @@ from langorch.web.errors import (
     sentence_of,
     title_of,
 )
+from tests.unit.approvals_support import ALICE, an_approval_request
 
 SHARED = Path(langorch.__file__).resolve().parent
 
 NOW = datetime(2025, 3, 1, 9, tzinfo=UTC)
-ALICE = "alice@example.com"
 
 
 def _approval() -> Approval:
-    request = {
-        "kind": "approval",
-        "step_id": "review",
-        "interrupt_id": "int-1",
-        "title": "Pay invoice",
-        "approvers": [ALICE],
-        "timeout_seconds": 3600,
-    }
+    request = an_approval_request(1, approvers=[ALICE], timeout=3600)
     return new_approval(run_id="run-1", workflow_id="wf", request=request, now=NOW)
 
 

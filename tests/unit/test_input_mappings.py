@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import Problem
 from langorch.domain.validation import InMemoryLookup, check_workflow
@@ -18,15 +20,11 @@ NESTED = """
 blocks:
   - {block_id: greet, input_keys: [user_name], output_keys: [greeting],
      prompt_template: "Hello {user_name}"}
-workflows:
-  - plan_id: nested
-    memory: false
-    inputs_schema: {properties: {request: {type: object}}}
-    steps:
+""" + workflow("nested", inputs={"request": "object"}).steps("""
       - {step_id: hello, block_id: greet, input_mappings: {user_name: request.user.name}}
       - {step_id: shout, kind: transform, depends_on: [hello],
          input_mappings: {who: request.user.name}, transform: {loud: "who | upper"}}
-"""
+""")
 
 
 def test_a_nested_mapping_reads_the_value_a_template_would(make_container: MakeFakes):
@@ -94,36 +92,46 @@ def test_a_mapping_whose_key_nothing_provides_is_a_warning_at_the_mapping_with_a
     assert "fix the mapping's path" in warnings[0].hint
 
 
-def test_a_nested_mapping_past_what_the_inputs_schema_declares_is_a_warning() -> None:
-    # Given an inputs schema that declares request.user with an email but no name
-    user = {"type": "object", "properties": {"email": {"type": "string"}}}
+USER_WITH_EMAIL = {"type": "object", "properties": {"email": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("properties", "mapping", "in_message", "in_hint"),
+    [
+        # request.user is declared with an email but no name: the hint says what it has
+        pytest.param(
+            {"request": {"type": "object", "properties": {"user": USER_WITH_EMAIL}}},
+            "request.user.name",
+            "'name'",
+            "email",
+            id="past-what-the-inputs-schema-declares",
+        ),
+        # written as a template, which mappings do not render: the hint gives the form a
+        # mapping takes
+        pytest.param(
+            {"request": {}},
+            "{{ request.user.name }}",
+            "resolves to nothing",
+            "request.user.name",
+            id="a-template-not-a-key-path",
+        ),
+    ],
+)
+def test_a_mapping_that_resolves_to_nothing_is_a_warning_at_its_path(
+    properties: dict[str, Any], mapping: str, in_message: str, in_hint: str
+) -> None:
+    # Given a transform whose mapping for `who` resolves to nothing under the inputs schema
     data = {
-        "inputs_schema": {
-            "properties": {"request": {"type": "object", "properties": {"user": user}}}
-        },
-        "steps": [_transform({"who": "request.user.name"})],
+        "inputs_schema": {"properties": properties},
+        "steps": [_transform({"who": mapping})],
     }
     # When validated
     warnings = _warnings(data)
-    # Then the mapping resolves to nothing, said at its path with what request.user has
+    # Then it is reported as resolving to nothing, said at its path, with the hint that fixes it
     assert [p.path for p in warnings] == ["steps[0].input_mappings.who"]
     assert "resolves to nothing" in warnings[0].message
-    assert "'name'" in warnings[0].message
-    assert "email" in warnings[0].hint
-
-
-def test_a_mapping_that_is_not_a_key_path_is_a_warning() -> None:
-    # Given a mapping written as a template, which mappings do not render
-    data = {
-        "inputs_schema": {"properties": {"request": {}}},
-        "steps": [_transform({"who": "{{ request.user.name }}"})],
-    }
-    # When validated
-    warnings = _warnings(data)
-    # Then it is reported as resolving to nothing, with the form a mapping takes
-    assert [p.path for p in warnings] == ["steps[0].input_mappings.who"]
-    assert "resolves to nothing" in warnings[0].message
-    assert "request.user.name" in warnings[0].hint
+    assert in_message in warnings[0].message
+    assert in_hint in warnings[0].hint
 
 
 # --- per-step results: `<step_id>.output` (seed 004) ----------------------------------------

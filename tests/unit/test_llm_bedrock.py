@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 
 from langorch.domain.errors import LLMError, ProviderNotAvailableError
 from langorch.llm import LLMRegistry, is_retryable
+from tests.llm_servers import converse
 from tests.support.llm import an_llm_request
 
 MODEL = "global.anthropic.claude-haiku-4-5-20251001-v1:0"
@@ -38,53 +39,27 @@ class StubbedBedrock:
     def _record(self, params: dict[str, Any], **_: Any) -> None:
         self.sent.append(params)
 
-    def answer(self, tool_input: dict[str, Any], *, input_tokens: int, output_tokens: int) -> None:
+    def answer(
+        self, tool_input: dict[str, Any], *, input_tokens: int = 1, output_tokens: int = 1
+    ) -> None:
         """Queue a Converse response that calls the ``answer`` tool with ``tool_input``."""
-        self.stubber.add_response(
-            "converse",
-            {
-                "output": {
-                    "message": {
-                        "role": "assistant",
-                        "content": [
-                            {
-                                "toolUse": {
-                                    "toolUseId": "tu-1",
-                                    "name": "answer",
-                                    "input": tool_input,
-                                }
-                            }
-                        ],
-                    }
-                },
-                "stopReason": "tool_use",
-                "usage": {
-                    "inputTokens": input_tokens,
-                    "outputTokens": output_tokens,
-                    "totalTokens": input_tokens + output_tokens,
-                },
-                "metrics": {"latencyMs": 12},
-            },
-        )
+        self._tool_use("tu-1", "answer", tool_input, input_tokens, output_tokens)
 
     def call_tool(self, name: str, tool_input: dict[str, Any]) -> None:
         """Queue a Converse response that calls tool ``name``."""
-        self.stubber.add_response(
-            "converse",
-            {
-                "output": {
-                    "message": {
-                        "role": "assistant",
-                        "content": [
-                            {"toolUse": {"toolUseId": "tu-0", "name": name, "input": tool_input}}
-                        ],
-                    }
-                },
-                "stopReason": "tool_use",
-                "usage": {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8},
-                "metrics": {"latencyMs": 12},
-            },
-        )
+        self._tool_use("tu-0", name, tool_input, 5, 3)
+
+    def _tool_use(
+        self,
+        use_id: str,
+        name: str,
+        tool_input: dict[str, Any],
+        input_tokens: int,
+        output_tokens: int,
+    ) -> None:
+        content = [{"toolUse": {"toolUseId": use_id, "name": name, "input": tool_input}}]
+        response = converse(content, "tool_use", input_tokens, output_tokens)
+        self.stubber.add_response("converse", response)
 
     def fail(self, code: str, status: int) -> None:
         """Queue a Converse error."""
@@ -144,9 +119,7 @@ def test_bedrock_request_forces_a_tool_whose_schema_is_the_output_keys(
     bedrock: StubbedBedrock,
 ) -> None:
     # Given Bedrock will answer
-    bedrock.answer(
-        {"reason": "r", "confidence": 1, "branch": "no_preference"}, input_tokens=1, output_tokens=1
-    )
+    bedrock.answer({"reason": "r", "confidence": 1, "branch": "no_preference"})
 
     # When a decision step runs with a temperature
     _registry(bedrock).invoke(_request(temperature=0.0))
@@ -195,9 +168,7 @@ def test_bedrock_branch_outside_the_choices_is_an_error_listing_them(
     bedrock: StubbedBedrock,
 ) -> None:
     # Given a model that ignores the enum
-    bedrock.answer(
-        {"reason": "r", "confidence": 1, "branch": "maybe"}, input_tokens=1, output_tokens=1
-    )
+    bedrock.answer({"reason": "r", "confidence": 1, "branch": "maybe"})
 
     # When the decision runs
     # Then the error lists the allowed labels

@@ -24,6 +24,19 @@ from tests.support.parking import ask_for_approval, parked_on_approval, with_app
 from tests.support.threads import at_once
 from tests.workflows import pay_after_approval
 
+
+def _brief_plan(digest_version: int) -> str:
+    """The `brief` plan (gather, then digest at `digest_version`), as a YAML `workflows:` list."""
+    return f"""workflows:
+  - plan_id: brief
+    memory: false
+    inputs_schema: {{properties: {{topic: {{type: string}}}}, required: [topic]}}
+    steps:
+      - {{step_id: gather, block_id: gather, block_version: 1}}
+      - {{step_id: digest, block_id: digest, block_version: {digest_version}, depends_on: [gather]}}
+"""
+
+
 FLOW = """
 blocks:
   - block_id: gather
@@ -35,14 +48,7 @@ blocks:
     output_keys: [summary]
     prompt_template: "Summarize {{ notes }}"
     max_retries: 1
-workflows:
-  - plan_id: brief
-    memory: false
-    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
-    steps:
-      - {step_id: gather, block_id: gather, block_version: 1}
-      - {step_id: digest, block_id: digest, block_version: 1, depends_on: [gather]}
-"""
+""" + _brief_plan(digest_version=1)
 
 FIXED = """
 blocks:
@@ -51,14 +57,7 @@ blocks:
     output_keys: [summary]
     prompt_template: "Summarize briefly: {{ notes }}"
     max_retries: 1
-workflows:
-  - plan_id: brief
-    memory: false
-    inputs_schema: {properties: {topic: {type: string}}, required: [topic]}
-    steps:
-      - {step_id: gather, block_id: gather, block_version: 1}
-      - {step_id: digest, block_id: digest, block_version: 2, depends_on: [gather]}
-"""
+""" + _brief_plan(digest_version=2)
 
 INCOMPATIBLE = """
 blocks:

@@ -68,38 +68,32 @@ def _event(seq: int, kind: TimelineEventType, **fields: object) -> TimelineEvent
     return TimelineEvent(seq=seq, at=AT, type=kind, **fields)  # type: ignore[arg-type]
 
 
+def _gate_decided(seq: int, summary: str, decision: str, comment: str) -> list[TimelineEvent]:
+    """a@x's decision on step ``gate`` at ``seq``, then the step's finish with ``summary`` as its
+    ``gate_decision`` output."""
+    return [
+        _event(
+            seq,
+            TimelineEventType.approval_decided,
+            step_id="gate",
+            actor="a@x",
+            detail={"decision": decision, "comment": comment},
+        ),
+        _event(
+            seq + 1,
+            TimelineEventType.step_finished,
+            step_id="gate",
+            outputs_summary={"gate_decision": summary},
+        ),
+    ]
+
+
 def test_recorded_decisions_keep_what_each_approval_showed_even_when_cut() -> None:
     # Given a timeline with two decided approvals, the second's summary cut short
     cut = '{"decision": "rejected", "approver": "a@x", "shown": {"invoice": "bbbb"}, "votes": [{…'
     events = [
-        _event(
-            1,
-            TimelineEventType.approval_decided,
-            step_id="gate",
-            actor="a@x",
-            detail={"decision": "approved", "comment": ""},
-        ),
-        _event(
-            2,
-            TimelineEventType.step_finished,
-            step_id="gate",
-            outputs_summary={
-                "gate_decision": '{"decision": "approved", "shown": {"invoice": "aaaa"}}'
-            },
-        ),
-        _event(
-            3,
-            TimelineEventType.approval_decided,
-            step_id="gate",
-            actor="a@x",
-            detail={"decision": "rejected", "comment": "no"},
-        ),
-        _event(
-            4,
-            TimelineEventType.step_finished,
-            step_id="gate",
-            outputs_summary={"gate_decision": cut},
-        ),
+        *_gate_decided(1, '{"decision": "approved", "shown": {"invoice": "aaaa"}}', "approved", ""),
+        *_gate_decided(3, cut, "rejected", "no"),
     ]
     # When the decisions are read
     found = recorded_decisions(events)

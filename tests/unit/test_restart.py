@@ -95,21 +95,12 @@ class _KilledAtTheLastWrite(InMemoryRuns):
     def __init__(self, table: InMemoryRuns) -> None:
         self.__dict__ = table.__dict__
 
-    def save_run(
-        self,
-        run: RunRecord,
-        *,
-        fence: int | None = None,
-        release: bool = False,
-        events: Sequence[TimelineEvent] = (),
-        in_execution: str | None = None,
+    def before_save(
+        self, run: RunRecord, *, release: bool, events: Sequence[TimelineEvent]
     ) -> None:
         if run.is_terminal and release:
             self.append_events(run.run_id, events)  # the older version's first write
             raise SystemExit("killed")  # the process dies: nothing after this runs
-        super().save_run(
-            run, fence=fence, release=release, events=events, in_execution=in_execution
-        )
 
 
 def test_a_run_whose_finishing_segment_died_before_its_last_write_finishes_once(

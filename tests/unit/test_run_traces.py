@@ -16,6 +16,7 @@ from langorch.app.runs import RunSegment, StartRun, run_segment, start_run
 from langorch.app.traces import SegmentTrace
 from tests.fakes import Fakes
 from tests.integration.conftest import register_text
+from tests.support.definitions import workflow
 
 FLOW = """
 blocks:
@@ -23,19 +24,13 @@ blocks:
     input_keys: [topic]
     output_keys: [draft]
     prompt_template: "A secret draft about {{topic}}"
-workflows:
-  - plan_id: traced
-    memory: false
-    approvers: [boss@example.com]
-    steps:
+""" + workflow("traced", approvers=["boss@example.com"]).steps("""
       - {step_id: draft, block_id: b_draft}
-      - step_id: gate
-        kind: approval
-        depends_on: [draft]
-        approval: {title: "Publish?", timeout_seconds: 60}
-        branches: {approved: publish, rejected: publish, timed_out: publish}
+      - {step_id: gate, kind: approval, depends_on: [draft],
+         approval: {title: "Publish?", timeout_seconds: 60},
+         branches: {approved: publish, rejected: publish, timed_out: publish}}
       - {step_id: publish, kind: transform, transform: {published: "1"}}
-"""
+""")
 
 
 def _traced_run(content: bool = False) -> list[ReadableSpan]:

@@ -48,7 +48,7 @@ from tests.unit.approvals_support import (
     Parked,
     call,
     event,
-    nonce,
+    open_and_decide,
 )
 
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -518,34 +518,30 @@ def test_a_person_who_is_not_an_approver_opening_the_modal_is_told_so(
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "user",
+    [
+        # mallory, a member of the workspace the approval does not name
+        pytest.param("UMALLORY", id="a-member-the-approval-does-not-name"),
+        # a user id Slack's users.info does not find (another workspace's)
+        pytest.param("UOTHER", id="a-user-slack-does-not-know"),
+    ],
+)
 def test_a_person_who_is_not_an_approver_is_told_so_and_only_audited(
-    stack: SlackStack, callback: Any
+    stack: SlackStack, callback: Any, user: str
 ) -> None:
-    # Given mallory, a member of the workspace the approval does not name
+    # Given a press by someone who is not an approver
     parked = stack.park()
-    body, headers = stack.press(parked, "UMALLORY")
-    # When mallory presses Approve on alice's message
+    body, headers = stack.press(parked, user)
+    # When it reaches the callback (they pressed Approve on alice's message)
     answer = call(callback, slack_event(body, headers))
-    # Then mallory is told, the approval stays pending, and only the refusal is written
+    # Then it is acknowledged, they are told, the approval stays pending, and only the refusal
+    # is written
     assert answer["statusCode"] == 200
-    assert "not an approver" in _ephemeral_to(stack, "UMALLORY")[0]
+    assert "not an approver" in _ephemeral_to(stack, user)[0]
     assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
-    assert stack.audit(parked)[-1] == ("refused", "not_an_approver", "slack:UMALLORY")
+    assert stack.audit(parked)[-1] == ("refused", "not_an_approver", f"slack:{user}")
     assert stack.steps.sent == []
-
-
-def test_a_user_slack_does_not_know_is_told_they_are_not_an_approver(
-    stack: SlackStack, callback: Any
-) -> None:
-    # Given a press by a user id Slack's users.info does not find (another workspace's)
-    parked = stack.park()
-    body, headers = stack.press(parked, "UOTHER")
-    # When it reaches the callback
-    answer = call(callback, slack_event(body, headers))
-    # Then it is acknowledged, they are told, and nothing is decided
-    assert answer["statusCode"] == 200
-    assert "not an approver" in _ephemeral_to(stack, "UOTHER")[0]
-    assert stack.container.approvals.get(parked.approval_id).status is ApprovalStatus.pending
 
 
 def test_the_explicit_mapping_wins_over_the_slack_profile(fake_slack: RunningFakeSlack) -> None:
@@ -625,12 +621,9 @@ def test_a_decision_in_slack_makes_the_email_page_say_already_decided(
 def test_a_decision_on_the_email_page_edits_the_slack_messages(
     stack: SlackStack, callback: Any
 ) -> None:
-    # Given bob approves on his emailed page
+    # Given bob rejects on his emailed page
     parked = stack.park()
-    shown = call(callback, event(parked.links[BOB]))
-    stack.read_pages()
-    form = {"decision": "rejected", "nonce": nonce(shown["body"]), "comment": ""}
-    call(callback, event(parked.links[BOB], method="POST", form=form))
+    open_and_decide(callback, parked.links[BOB], "rejected", comment="")
     # Then both Slack messages say bob rejected
     updates = stack.slack.called("chat.update")
     assert len(updates) == 2
@@ -812,15 +805,12 @@ SLACK_WORKFLOW = workflow("pay", inputs={"amount": "number"}).steps("""
 
 def test_a_step_naming_its_channels_asks_with_them(make_container: Any) -> None:
     from tests.integration.conftest import register_text, run_to_end
+    from tests.support.approvers import recording_approver
 
     # Given a workflow whose approval step goes to email and Slack
     container = make_container()
     register_text(container, SLACK_WORKFLOW)
-    asked: list[dict[str, Any]] = []
-
-    def decide(request: dict[str, Any]) -> dict[str, Any]:
-        asked.append(request)
-        return {"decision": "approved", "approver": ALICE}
+    asked, decide = recording_approver({"decision": "approved", "approver": ALICE})
 
     # When it runs to its approval
     run_to_end(container, "pay", {"amount": 12}, on_approval=decide)

@@ -10,6 +10,7 @@ from langorch.domain.definitions import TaskPlan
 from langorch.domain.runs import TimelineEventType
 from langorch.domain.validation import InMemoryLookup, check_workflow
 from tests.integration.conftest import register_text, run_to_end
+from tests.support.definitions import workflow
 from tests.support.recording import record_llm
 from tests.unit.conftest import MakeFakes
 
@@ -17,11 +18,7 @@ HOOKED = """
 blocks:
   - {block_id: describe, input_keys: [topic], output_keys: [text],
      prompt_template: "Describe {topic}"}
-workflows:
-  - plan_id: hooked
-    memory: false
-    inputs_schema: {properties: {raw: {type: string}, n: {type: integer}}}
-    steps:
+""" + workflow("hooked", inputs={"raw": "string", "n": "integer"}).steps("""
       - step_id: write
         block_id: describe
         hooks:
@@ -30,7 +27,7 @@ workflows:
           post:
             - {tool: calculator, args: {expression: "{{ n }} * 2"}, output_key: doubled}
             - transform: {summary: "text ~ ' x' ~ doubled"}
-"""
+""")
 
 
 def test_pre_hooks_feed_the_step_and_post_hooks_see_its_outputs(make_container: MakeFakes):

@@ -28,11 +28,17 @@ PACED = workflow(
 """)
 
 
+def _registered(text: str) -> Fakes:
+    """Fakes (with an approvals store) holding the workflow ``text`` defines."""
+    deps = Fakes()
+    register_text(deps, text)  # type: ignore[arg-type]
+    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    return deps
+
+
 def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() -> None:
     # Given a workflow with concurrency 1 and a rate limit of 3 per minute per customer
-    deps = Fakes()
-    register_text(deps, FLOW)  # type: ignore[arg-type]
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    deps = _registered(FLOW)
     # When 5 webhook deliveries for customer a arrive at once
     for _ in range(5):
         launch_run(StartRun("hook", input={"customer_id": "a"}, trigger="webhook"), deps)
@@ -57,9 +63,7 @@ def test_the_view_counts_started_queued_and_dropped_starts_and_shows_the_keys() 
 
 def test_the_view_counts_the_starts_a_throttle_delayed_and_shows_its_key() -> None:
     # Given a workflow throttled to 1 start per minute
-    deps = Fakes()
-    register_text(deps, PACED)  # type: ignore[arg-type]
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    deps = _registered(PACED)
     # When 3 webhook deliveries arrive at once
     for _ in range(3):
         launch_run(StartRun("paced", trigger="webhook"), deps)
@@ -76,9 +80,7 @@ DIGEST = workflow("digest", debounce={"period": "30s"}).steps("""
 
 def test_the_view_counts_debounced_starts_per_rule_not_as_drops() -> None:
     # Given a debounced workflow
-    deps = Fakes()
-    register_text(deps, DIGEST)  # type: ignore[arg-type]
-    deps.approvals = InMemoryApprovals()  # type: ignore[attr-defined]
+    deps = _registered(DIGEST)
     # When 20 starts arrive within its period
     for _ in range(20):
         launch_run(StartRun("digest", trigger="webhook"), deps)

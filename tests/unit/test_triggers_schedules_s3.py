@@ -335,10 +335,19 @@ def test_an_object_in_another_bucket_starts_that_buckets_watchers_only(deps: Fak
     assert [r.workflow_id for r in outcome.started] == ["elsewhere_drop"]
 
 
-def test_checkpoint_payloads_offloaded_to_the_drop_bucket_start_nothing(deps: Fakes):
-    # Given an event for langorch's own checkpoint offload in the drop bucket
+@pytest.mark.parametrize(
+    "key",
+    [
+        pytest.param("checkpoints/run-abc/0001.json", id="checkpoint-offload"),
+        # a run attaching a .json would otherwise start itself again
+        pytest.param("artifacts/run-abc/fetch/invoice.json", id="file-a-run-attached"),
+    ],
+)
+def test_langorchs_own_objects_in_the_drop_bucket_start_nothing(deps: Fakes, key: str):
+    # Given an event for langorch's own object in the drop bucket (a checkpoint offload, or a
+    # file a run attached)
     raw = load_event("eventbridge_s3_object_created.json")
-    raw["detail"]["object"]["key"] = "checkpoints/run-abc/0001.json"
+    raw["detail"]["object"]["key"] = key
 
     # When it is handled, even though a workflow watches every .json file in that bucket
     plan = deps.definitions.get_workflow("json_drop")
@@ -347,21 +356,5 @@ def test_checkpoint_payloads_offloaded_to_the_drop_bucket_start_nothing(deps: Fa
     outcome = handle_s3_object(S3ObjectCreated.from_event(raw), deps)
 
     # Then nothing starts
-    assert outcome.started == []
-    assert all_runs(deps) == []
-
-
-def test_files_runs_attach_to_the_drop_bucket_start_nothing(deps: Fakes):
-    # Given an event for a file a run attached (an artifact) in the drop bucket
-    raw = load_event("eventbridge_s3_object_created.json")
-    raw["detail"]["object"]["key"] = "artifacts/run-abc/fetch/invoice.json"
-
-    # When it is handled, even though a workflow watches every .json file in that bucket
-    plan = deps.definitions.get_workflow("json_drop")
-    assert plan is not None
-    _store(deps, plan.model_copy(update={"triggers": [Trigger(type="s3", suffix=".json")]}))
-    outcome = handle_s3_object(S3ObjectCreated.from_event(raw), deps)
-
-    # Then nothing starts (a run attaching a .json would otherwise start itself again)
     assert outcome.started == []
     assert all_runs(deps) == []

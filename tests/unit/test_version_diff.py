@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.loading import load_text
-from langorch.domain.version_diff import compare_versions
+from langorch.domain.version_diff import VersionDiff, compare_versions
 
 BLOCKS = """
 blocks:
@@ -53,15 +55,20 @@ def blocks(p: TaskPlan) -> dict[str, BlockDefinition | None]:
     return {s.step_id: LOOKUP.get_block(s.block_id) if s.block_id else None for s in p.steps}
 
 
+def from_v1(v2: TaskPlan, *, state: dict[str, Any], remaining: list[str]) -> VersionDiff:
+    """V1 compared with ``v2`` for a run at ``state`` with ``remaining`` steps still to run."""
+    return compare_versions(
+        V1, blocks(V1), v2, blocks(v2), state=state, remaining=remaining, lookup=LOOKUP
+    )
+
+
 def test_steps_added_removed_and_changed_are_named() -> None:
     v2 = plan(
         2,
         """      - {step_id: draft, block_id: draft}
       - {step_id: whisper, kind: transform, depends_on: [draft], transform: {quiet: "text"}}""",
     )
-    diff = compare_versions(
-        V1, blocks(V1), v2, blocks(v2), state={"text": "x"}, remaining=["whisper"], lookup=LOOKUP
-    )
+    diff = from_v1(v2, state={"text": "x"}, remaining=["whisper"])
     assert (diff.added, diff.removed, diff.changed) == (("whisper",), ("shout",), ())
     assert diff.compatible
 
@@ -77,12 +84,8 @@ def test_a_changed_step_is_seen_and_the_same_content_is_no_change() -> None:
         """      - {step_id: draft, block_id: draft}
       - {step_id: shout, kind: transform, depends_on: [draft], transform: {loud: "text ~ '!'"}}""",
     )
-    kept = compare_versions(
-        V1, blocks(V1), same, blocks(same), state={}, remaining=[], lookup=LOOKUP
-    )
-    moved = compare_versions(
-        V1, blocks(V1), changed, blocks(changed), state={}, remaining=[], lookup=LOOKUP
-    )
+    kept = from_v1(same, state={}, remaining=[])
+    moved = from_v1(changed, state={}, remaining=[])
     assert kept.changed == () and moved.changed == ("shout",)
 
 
@@ -92,15 +95,7 @@ def test_a_key_a_remaining_step_reads_and_the_state_lacks_is_a_problem_with_its_
         """      - {step_id: draft, block_id: draft}
       - {step_id: polish, block_id: polish, depends_on: [draft]}""",
     )
-    diff = compare_versions(
-        V1,
-        blocks(V1),
-        v2,
-        blocks(v2),
-        state={"topic": "t"},
-        remaining=["draft", "polish"],
-        lookup=LOOKUP,
-    )
+    diff = from_v1(v2, state={"topic": "t"}, remaining=["draft", "polish"])
     # draft will provide text; nothing provides tone
     [problem] = diff.problems
     assert problem.path == "steps[1].block_id" and "'tone'" in problem.message
@@ -110,9 +105,7 @@ def test_a_key_a_remaining_step_reads_and_the_state_lacks_is_a_problem_with_its_
 
 def test_a_step_due_at_the_redrive_point_that_the_new_version_removed_is_a_problem() -> None:
     v2 = plan(2, """      - {step_id: draft, block_id: draft}""")
-    diff = compare_versions(
-        V1, blocks(V1), v2, blocks(v2), state={"text": "x"}, remaining=["shout"], lookup=LOOKUP
-    )
+    diff = from_v1(v2, state={"text": "x"}, remaining=["shout"])
     assert [p.path for p in diff.problems] == ["steps.shout"]
 
 
@@ -124,14 +117,6 @@ def test_a_remaining_step_reading_an_earlier_steps_result_is_no_problem() -> Non
       - {step_id: shout, kind: transform, depends_on: [draft], transform: {loud: "draft.text"}}""",
     )
     # When both are still to run
-    diff = compare_versions(
-        V1,
-        blocks(V1),
-        v2,
-        blocks(v2),
-        state={"topic": "t"},
-        remaining=["draft", "shout"],
-        lookup=LOOKUP,
-    )
+    diff = from_v1(v2, state={"topic": "t"}, remaining=["draft", "shout"])
     # Then draft's result will be there for shout
     assert diff.problems == ()

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from langorch.app.segment_record import SegmentResult
 from langorch.domain.definitions import TaskPlan
 from langorch.domain.runs import TimelineEventType
 from langorch.domain.validation import InMemoryLookup, check_workflow
@@ -31,6 +32,12 @@ workflows:
 {extra_steps}"""
 
 
+def _refine_d(container: Any, *, needs_refinement: bool, stop_after: int) -> SegmentResult:
+    """Run ``refine`` to its end on the draft "d" (its body asks for rounds to ``stop_after``)."""
+    inputs = {"draft": "d", "needs_refinement": needs_refinement, "stop_after": stop_after}
+    return run_to_end(container, "refine", inputs)
+
+
 def _limit_events(container: Any, run_id: str) -> list[dict[str, Any]]:
     return [
         e.detail
@@ -47,9 +54,7 @@ def test_a_while_loop_whose_condition_stays_true_stops_at_three_rounds_by_defaul
     register_text(container, refine("{while: needs_refinement, body: [analyze]}"))
 
     # When it runs
-    result = run_to_end(
-        container, "refine", {"draft": "d", "needs_refinement": True, "stop_after": 99}
-    )
+    result = _refine_d(container, needs_refinement=True, stop_after=99)
 
     # Then the body ran 3 times, and the bound is said in outputs and on the timeline
     assert result.status == "succeeded"
@@ -67,9 +72,7 @@ def test_a_while_loop_ends_when_its_condition_turns_false(make_container: MakeFa
     register_text(container, refine("{while: needs_refinement, body: [analyze], max_loops: 5}"))
 
     # When it runs
-    result = run_to_end(
-        container, "refine", {"draft": "d", "needs_refinement": True, "stop_after": 2}
-    )
+    result = _refine_d(container, needs_refinement=True, stop_after=2)
 
     # Then it ran 2 rounds and reports no bound
     assert result.outputs["draft"] == "d++"
@@ -85,9 +88,7 @@ def test_a_while_loop_whose_condition_is_false_at_first_never_runs_its_body(
     register_text(container, refine("{while: needs_refinement, body: [analyze]}"))
 
     # When it runs
-    result = run_to_end(
-        container, "refine", {"draft": "d", "needs_refinement": False, "stop_after": 9}
-    )
+    result = _refine_d(container, needs_refinement=False, stop_after=9)
 
     # Then the body never ran
     assert result.outputs["draft"] == "d"
@@ -100,9 +101,7 @@ def test_a_do_while_loop_runs_its_body_once_before_asking(make_container: MakeFa
     register_text(container, refine("{do_while: needs_refinement, body: [analyze]}"))
 
     # When it runs
-    result = run_to_end(
-        container, "refine", {"draft": "d", "needs_refinement": False, "stop_after": 0}
-    )
+    result = _refine_d(container, needs_refinement=False, stop_after=0)
 
     # Then the body ran once
     assert result.outputs["draft"] == "d+"
@@ -123,9 +122,7 @@ def test_a_while_loop_at_its_bound_follows_on_max_iterations(make_container: Mak
     )
 
     # When the body keeps asking for more
-    result = run_to_end(
-        container, "refine", {"draft": "d", "needs_refinement": True, "stop_after": 99}
-    )
+    result = _refine_d(container, needs_refinement=True, stop_after=99)
 
     # Then after 2 rounds the run went to give_up, not to the step after the loop
     assert result.outputs == {"draft": "d++"}
