@@ -87,10 +87,13 @@ NOT_FOR_VALIDATION = (
     "http.client",
     "langorch.domain.ckp.binding",
     "langorch.domain.ckp.compiler",
+    "langorch.llm.registry",
+    "langorch.llm.builtin_tools",
 )
 """What checking a definitions file does not use: the approval record's and audit trail's
-models, the HTTP client the ``http_get`` tool fetches with, and (for a file with no CKP
-procedure) the CKP compiler and binding (issue 26)."""
+models, the HTTP client the ``http_get`` tool fetches with, (for a file with no CKP procedure)
+the CKP compiler and binding, and the LLM providers and tools (it reads their names only)
+(issue 26)."""
 
 
 def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:

@@ -44,7 +44,7 @@ from langorch.domain.validation import (
     check_workflow,
     workflow_advice,
 )
-from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS
+from langorch.llm.names import KNOWN_PROVIDERS, KNOWN_TOOLS
 
 if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
