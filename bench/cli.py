@@ -83,8 +83,9 @@ command                            instructions (G), before ->   change
 offline
 =================================  ===========================  =========
 
-``workflows list`` (0.748 G), ``blocks list``, ``runs list`` and ``--help`` import exactly
-the same modules before and after (checked), so they cost the same. Wall clock said little that
+``workflows list`` (0.748 G), ``blocks list`` (0.736 G), ``runs list`` (0.813 G) and
+``--help`` (0.237 G) import exactly the same modules before and after (checked), so they cost
+the same. Wall clock said little that
 night (host loop 18-29 s, ~40-60x a quiet host): interleaved 5 pairs per command, quiet s
 before -> after: validate blog 0.32 -> 0.31, seed 000 0.40 -> 0.31, workflows list 0.23 ->
 0.22, blocks list 0.18 -> 0.21, runs list 0.20 -> 0.23, ``--help`` 0.05 -> 0.06 (the last
