@@ -66,6 +66,36 @@ noise, 0-15 % of CPU, and would move the work past the runner's snapshot), impor
 (templates are parsed, not compiled) and PyYAML, and load every kind (validation asks each kind
 which fields it owns). What is left beyond a ``runs list`` is mostly that.
 
+2026-11-28, validation loads what the document uses: no CKP module for a file without a
+procedure, the step kinds its steps name (not all 17), the LLM provider and tool names without
+the providers, no ``logging``. Instructions by ``valgrind --tool=callgrind`` (one run each,
+deterministic), against a ``langorch dev`` home with the examples unless "offline" (a home with
+no stack: the README's first validate on a fresh clone):
+
+=================================  ===========================  =========
+command                            instructions (G), before ->   change
+                                   after
+=================================  ===========================  =========
+``workflows validate`` blog        1.382 -> 1.283                -7.2 %
+``workflows validate`` seed 000    1.304 -> 1.204                -7.7 %
+(the README's, 4 files)
+``workflows validate`` blog,       1.336 -> 1.210                -9.4 %
+offline
+=================================  ===========================  =========
+
+``workflows list`` (0.748 G), ``blocks list`` (0.736 G), ``runs list`` (0.813 G) and
+``--help`` (0.237 G) import exactly the same modules before and after (checked), so they cost
+the same. Wall clock said little that
+night (host loop 18-29 s, ~40-60x a quiet host): interleaved 5 pairs per command, quiet s
+before -> after: validate blog 0.32 -> 0.31, seed 000 0.40 -> 0.31, workflows list 0.23 ->
+0.22, blocks list 0.18 -> 0.21, runs list 0.20 -> 0.23, ``--help`` 0.05 -> 0.06 (the last
+four run unchanged code: that is the noise). By the instructions (0.30 s per G, this host's quiet ratio of 2026-11-27)
+``workflows validate`` is ~0.36-0.38 s quiet: still over the target. What is left beyond a
+listing: pydantic building the definition models (~50 classes; typing.ForwardRef compiles
+each string annotation: ~1,100 ``compile`` calls, ~5 %), Jinja2's import for a ``{{ }}``
+template, the source dataclasses and namedtuples generate (~410 ``exec``, ~15 % of all
+instructions, two thirds in pydantic and annotated_types), PyYAML.
+
 Run: ``.venv/bin/python bench/cli.py [--repeat 3]``.
 """
 
@@ -101,6 +131,15 @@ def commands(run_id: str, approval_id: str | None) -> list[list[str]]:
         ["workflows", "list"],
         ["workflows", "show", "blog_review"],
         ["workflows", "validate", str(ROOT / "examples" / "blog_review" / "definitions.yaml")],
+        # The README's validate of seed 000's blocks and plan (a schedule: croniter checks it).
+        [
+            "workflows",
+            "validate",
+            *(
+                str(ROOT / "examples" / "seed000" / f"{name}.json")
+                for name in ("query_memory", "open_uber_eats", "add_to_cart_generic", "lunch_plan")
+            ),
+        ],
         ["blocks", "list"],
         ["tools", "list"],
         ["agents", "list"],
@@ -238,7 +277,7 @@ def main() -> int:
             readings = [timed(full, env) for _ in range(args.repeat)]
             codes = {code for _, _, code in readings}
             imports, heaviest = import_cost(full, env)
-            name = " ".join(command)
+            name = " ".join(Path(part).name if "/" in part else part for part in command)
             name = name if len(name) <= 28 else name[:25] + "..."
             wall = statistics.median(r[0] for r in readings)
             print(

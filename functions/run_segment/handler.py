@@ -63,7 +63,9 @@ def load_engine() -> None:
     import langorch.composition.container
     import langorch.domain._jinja_sandbox  # Jinja2: the templates import it on first use
     import langorch.engine.compiler
-    import langorch.engine.segments  # noqa: F401
+    import langorch.engine.segments
+    import langorch.llm.builtin_tools
+    import langorch.llm.registry  # noqa: F401  (the package imports its modules on first use)
 
 
 def reseed_random() -> None:

@@ -87,7 +87,7 @@ class Settings(BaseModel):
         if value:
             from langorch.domain.errors import DefinitionError
             from langorch.domain.model_limits import ModelLimits
-            from langorch.llm.registry import KNOWN_PROVIDERS
+            from langorch.llm.names import KNOWN_PROVIDERS
 
             try:
                 ModelLimits.parse(value, providers=KNOWN_PROVIDERS)

@@ -85,9 +85,16 @@ NOT_FOR_VALIDATION = (
     "langorch.domain.approvals.audit",
     "urllib.request",
     "http.client",
+    "langorch.domain.ckp.binding",
+    "langorch.domain.ckp.compiler",
+    "langorch.llm.registry",
+    "langorch.llm.builtin_tools",
+    "logging",
 )
 """What checking a definitions file does not use: the approval record's and audit trail's
-models, and the HTTP client the ``http_get`` tool fetches with (issue 26)."""
+models, the HTTP client the ``http_get`` tool fetches with, (for a file with no CKP procedure)
+the CKP compiler and binding, the LLM providers and tools (it reads their names only), and
+``logging`` (it logs nothing) (issue 26)."""
 
 
 def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:

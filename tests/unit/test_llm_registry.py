@@ -29,6 +29,13 @@ def test_known_providers_and_tools_are_published() -> None:
     assert {"calculator", "current_time", "http_get"} <= KNOWN_TOOLS
 
 
+def test_the_known_tools_are_the_tools_langorch_builds() -> None:
+    from langorch.llm.builtin_tools import TOOL_FACTORIES
+
+    # Then the names validation accepts (read without building a tool) are those it can build
+    assert frozenset(TOOL_FACTORIES) == KNOWN_TOOLS
+
+
 def test_empty_provider_uses_the_default_with_its_default_model() -> None:
     # Given a registry defaulting to offline with a default model
     registry = LLMRegistry(default_provider="offline", default_model="house-model")

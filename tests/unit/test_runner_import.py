@@ -73,10 +73,12 @@ LAZY_FOR_THE_CLI = (
     "langorch.domain.definitions",
     "langorch.domain.approvals.record",
     "langorch.llm.builtin_tools",
+    "langorch.llm.registry",
     "urllib.request",
 )
 """What the CLI's commands import only when they use it (issue 26) and a segment may need at
-once: the definition models, the approval record, the built-in tools and their HTTP client."""
+once: the definition models, the approval record, the LLM providers' registry, the built-in
+tools and their HTTP client."""
 
 SNAPSTART_PROBE = """
 import json, random, sys

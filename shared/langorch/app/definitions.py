@@ -33,8 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from langorch.domain.builtins import builtin_blocks
-from langorch.domain.ckp.binding import Catalog, bind_procedure
-from langorch.domain.ckp.compiler import ckp_path
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.loading import load_file
@@ -46,7 +44,7 @@ from langorch.domain.validation import (
     check_workflow,
     workflow_advice,
 )
-from langorch.llm import KNOWN_PROVIDERS, KNOWN_TOOLS
+from langorch.llm.names import KNOWN_PROVIDERS, KNOWN_TOOLS
 
 if TYPE_CHECKING:
     from langorch.domain.agents import AgentRegistration
@@ -214,13 +212,15 @@ def validate_files(
             if _is_duplicate(seen, "block", block.block_id, source, problems):
                 continue
             batch.blocks.append(block)
-        catalog = Catalog(agents={a.name: a for a in agents}, tools=tools)
         for plan in loaded.workflows:
             if _is_duplicate(seen, "workflow", plan.plan_id, source, problems):
                 continue
-            plan, unbound = bind_procedure(plan, catalog)
+            if plan.ckp is not None:
+                plan, unbound = _bound(plan, agents, tools)
+                found.extend(
+                    _located(f"{source}: procedure {plan.plan_id}", unbound, separator=": ")
+                )
             batch.workflows.append(plan)
-            found.extend(_located(f"{source}: procedure {plan.plan_id}", unbound, separator=": "))
         found.extend(_located(source, loaded.warnings, separator=": "))
     # CKP procedures' own findings (unbound actions, fields a node type ignores) are warnings
     # like the others: errors with --strict.
@@ -370,10 +370,24 @@ def _checked(
         )
 
 
+def _bound(
+    plan: TaskPlan, agents: Sequence[AgentRegistration], tools: frozenset[str]
+) -> tuple[TaskPlan, list[Problem]]:
+    """A CKP procedure bound to the deployment's agents and tools, and its unbound actions.
+
+    The CKP modules are imported here, for a procedure: validating a workflow or a block never
+    loads them (issue 26).
+    """
+    from langorch.domain.ckp.binding import Catalog, bind_procedure
+
+    return bind_procedure(plan, Catalog(agents={a.name: a for a in agents}, tools=tools))
+
+
 def _in_procedure(plan: TaskPlan, validation: Validation) -> Validation:
     """A CKP procedure's findings at the paths the author wrote (its nodes, not its steps)."""
     if plan.ckp is None:
         return validation
+    from langorch.domain.ckp.compiler import ckp_path
 
     def located(problems: list[Problem]) -> list[Problem]:
         return [Problem(ckp_path(plan, p.path), p.message, p.hint) for p in problems]

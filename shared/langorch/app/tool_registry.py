@@ -124,7 +124,7 @@ def known_tool_names(store: ToolServerStore | None) -> frozenset[str]:
     This is what validation's known-tools parameter takes (issue 9 item 1: a name outside it is
     accepted with a warning and fails only if a model calls it while unbound).
     """
-    from langorch.llm.builtin_tools import KNOWN_TOOLS
+    from langorch.llm.names import KNOWN_TOOLS
 
     registered = {server.name for server in store.list()} if store is not None else set()
     return frozenset(KNOWN_TOOLS | registered)

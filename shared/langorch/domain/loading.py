@@ -24,7 +24,7 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from langorch.domain.ckp.compiler import compile_procedure, is_procedure
+from langorch.domain.ckp import is_procedure
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.limits import MAX_JSON_DEPTH, json_shape_problem
@@ -274,6 +274,8 @@ def _compile_one(
     item: dict[str, Any], prefix: str, loaded: LoadedDefinitions, problems: list[Problem]
 ) -> None:
     """Compile one CKP procedure into ``loaded`` or add its problems (paths under ``prefix``)."""
+    from langorch.domain.ckp.compiler import compile_procedure
+
     try:
         compiled = compile_procedure(item)
     except DefinitionError as exc:

@@ -30,7 +30,6 @@ Pure: the engine's gate (:mod:`langorch.engine.kinds._tool_gate`) applies the ve
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,8 +39,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from langorch.domain.errors import DefinitionError, Problem, StepFailedError
 from langorch.domain.identities import identity_problems
 from langorch.domain.templates import TemplateError, check_expression, evaluate
-
-logger = logging.getLogger(__name__)
 
 ToolAction = Literal["allow", "deny", "require_approval"]
 
@@ -198,7 +195,9 @@ def _matches(policy: ToolPolicy, scope: dict[str, Any], index: int) -> bool:
     try:
         return bool(evaluate(policy.when, scope))
     except TemplateError as exc:
-        logger.info(
+        import logging  # here: validation, which imports this module, never logs (issue 26)
+
+        logging.getLogger(__name__).info(
             "tool policy does not apply to this call",
             extra={"rule": index, "reason": str(exc)[:200]},
         )

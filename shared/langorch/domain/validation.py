@@ -322,13 +322,13 @@ def ensure_valid_workflow(
 # --------------------------------------------------------------------------------------------
 
 
-def _ignored(definition: PlanStep | BlockDefinition, kind: StepKind | None, attr: str) -> list[str]:
+def _ignored(
+    definition: PlanStep | BlockDefinition, kind: StepKind | None, attr: registry.FieldsOf
+) -> list[str]:
     """Kind-specific fields set on a definition whose kind does not use them."""
     if kind is None:
         return []
-    owned: set[str] = {_GENERIC_SETTINGS}
-    for other in registry.all_kinds():
-        owned |= getattr(other, attr)
+    owned = {_GENERIC_SETTINGS, *registry.owned_fields(attr)}
     own = getattr(kind, attr) | ({_GENERIC_SETTINGS} if kind.settings_model else set())
     return [
         name

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from langorch.llm.base import LLMCallError
+from langorch.llm.names import KNOWN_TOOLS as KNOWN_TOOLS  # re-exported
 
 if TYPE_CHECKING:
     import urllib.request
@@ -248,9 +249,6 @@ TOOL_FACTORIES: dict[str, ToolFactory] = {
     "http_get": _http_get_tool,
 }
 """Tool name -> factory of the LangChain tool."""
-
-KNOWN_TOOLS: frozenset[str] = frozenset(TOOL_FACTORIES)
-"""The names ``tools_required`` may use."""
 
 
 def check_tools(names: Iterable[str]) -> None:

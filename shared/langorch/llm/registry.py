@@ -9,12 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from langorch.llm.base import LLMCallError, LLMProvider, LLMRequest, LLMResult
+from langorch.llm.names import KNOWN_PROVIDERS as KNOWN_PROVIDERS  # re-exported
 from langorch.llm.offline import OfflineProvider
 from langorch.llm.schema import validate_outputs
 from langorch.llm.settings import AnthropicSettings, BedrockSettings, OpenAISettings
-
-KNOWN_PROVIDERS: frozenset[str] = frozenset({"offline", "bedrock", "openai", "anthropic"})
-"""The names ``llm_provider`` may use."""
 
 
 class LLMRegistry:

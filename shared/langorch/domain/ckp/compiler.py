@@ -171,11 +171,6 @@ class Compiled:
     warnings: list[Problem] = field(default_factory=list)
 
 
-def is_procedure(data: Any) -> bool:
-    """Whether a parsed document is a CKP procedure rather than a block or a workflow."""
-    return isinstance(data, dict) and ("procedure_id" in data or "workflow_graph" in data)
-
-
 def ckp_text(document: dict[str, Any]) -> str:
     """The document as stored and shown: JSON in the author's key order."""
     return json.dumps(document, indent=2, ensure_ascii=False)
