@@ -89,8 +89,10 @@ the same. Wall clock said little that
 night (host loop 18-29 s, ~40-60x a quiet host): interleaved 5 pairs per command, quiet s
 before -> after: validate blog 0.32 -> 0.31, seed 000 0.40 -> 0.31, workflows list 0.23 ->
 0.22, blocks list 0.18 -> 0.21, runs list 0.20 -> 0.23, ``--help`` 0.05 -> 0.06 (the last
-four run unchanged code: that is the noise). By the instructions (0.30 s per G, this host's quiet ratio of 2026-11-27)
-``workflows validate`` is ~0.36-0.38 s quiet: still over the target. What is left beyond a
+four run unchanged code: that is the noise). By the instructions (0.30 s per G, this host's
+quiet ratio of 2026-11-27) ``workflows validate`` is ~0.36-0.38 s quiet: still over the target.
+The next morning, host loop 0.8-1.2 s (load ~1.5): the README's seed-000 validate 0.71-0.87 s
+wall, ``runs list`` 0.43-0.48 s: ~0.36 and ~0.22 quiet. What is left beyond a
 listing: pydantic building the definition models (~50 classes; typing.ForwardRef compiles
 each string annotation: ~1,100 ``compile`` calls, ~5 %), Jinja2's import for a ``{{ }}``
 template, the source dataclasses and namedtuples generate (~410 ``exec``, ~15 % of all
