@@ -60,6 +60,31 @@ def make_container(aws: None) -> Iterator[MakeContainer]:
     yield make
 
 
+@pytest.fixture
+def make_embedded(aws: None, tmp_path: Path) -> Iterator[MakeContainer]:
+    """Build containers on one embedded home (``langorch dev``'s SQLite stores, which pass the
+    DynamoDB adapters' contract suites): for tests of engine behaviour, not of DynamoDB. Each
+    new container is a new process on the same home. (``aws``: no request reaches a real
+    account by accident.)"""
+    from langorch.composition.bootstrap import build_container
+
+    created = False
+
+    def make(script: dict[str, Any] | str | Path | None = None, **settings: Any) -> Container:
+        nonlocal created
+        container = build_container(
+            Settings(local_home=str(tmp_path / "home"), **settings),
+            llm=LLMRegistry(default_provider="offline", offline_script=script),
+        )
+        if not created:
+            container.ensure_resources()
+            seed_builtins(container.definitions)
+            created = True
+        return container
+
+    yield make
+
+
 def register_text(container: Container, text: str) -> None:
     """Register the blocks, then the workflows, of a YAML document."""
     loaded = load_text(text, source="test.yaml", fmt="yaml")

@@ -167,7 +167,7 @@ class Stack:
             described = self.sfn.describe_execution(executionArn=parked.execution_arn)
             return dict(described) if described["status"] == wanted else None
 
-        return wait_for(reached, what=f"the execution to reach {wanted}")
+        return wait_for(reached, what=f"the execution to reach {wanted}", max_interval=0.8)
 
 
 def _task_token(sfn: Any, execution_arn: str) -> str:
@@ -178,7 +178,8 @@ def _task_token(sfn: Any, execution_arn: str) -> str:
                 return str(parameters["Payload"]["task_token"])
         return None
 
-    return wait_for(scheduled, what="the execution to schedule its task")
+    # (backing off: each check reads moto's execution history)
+    return wait_for(scheduled, what="the execution to schedule its task", max_interval=0.8)
 
 
 def _machine(sfn: Any, role: str, function_arn: str) -> str:

@@ -1,4 +1,9 @@
-"""The other step kinds end to end: subflow, wait, http, timeouts; long multi-segment runs."""
+"""The other step kinds end to end: subflow, wait, http, timeouts; long multi-segment runs.
+
+Engine behaviour runs on the embedded stores (``make_embedded``: the SQLite adapters, held to the
+DynamoDB adapters' contract suites); what is about DynamoDB runs on moto (``make_container``):
+a storage fault in the checkpointer's requests, and 400 KB of state stored without offload.
+"""
 
 from __future__ import annotations
 
@@ -32,10 +37,10 @@ SUBFLOW = together(
 
 
 def test_a_subflow_runs_the_pinned_child_and_copies_its_outputs_back(
-    make_container: MakeContainer,
+    make_embedded: MakeContainer,
 ):
     # Given a parent that calls a child workflow
-    container = make_container()
+    container = make_embedded()
     register_text(container, SUBFLOW)
     parent = container.definitions.get_workflow("parent")
     assert parent is not None and parent.step("call_child").subflow is not None
@@ -55,9 +60,9 @@ WAIT = workflow("sleeper").steps("""
 """)
 
 
-def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_container: MakeContainer):
+def test_a_wait_parks_the_run_sleeping_and_it_continues_after(make_embedded: MakeContainer):
     # Given a workflow with a 90 s wait
-    container = make_container()
+    container = make_embedded()
     register_text(container, WAIT)
     run, _ = start_run(StartRun("sleeper"), container)
 
@@ -101,9 +106,9 @@ def server() -> Iterator[str]:
         yield url
 
 
-def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, server: str):
+def test_http_retries_keep_one_idempotency_key(make_embedded: MakeContainer, server: str):
     # Given an http step against a service that fails twice with 503
-    container = make_container()
+    container = make_embedded()
     register_text(
         container,
         workflow("caller", inputs={"sku": "string"}).steps(f"""
@@ -126,11 +131,11 @@ def test_http_retries_keep_one_idempotency_key(make_container: MakeContainer, se
 
 
 def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
-    make_container: MakeContainer, server: str
+    make_embedded: MakeContainer, server: str
 ):
     # Given an http step with one retry against a service that keeps answering 503
     _Recorder.fail_first = 10
-    container = make_container()
+    container = make_embedded()
     register_text(
         container,
         workflow("refused", inputs={"sku": "string"}).steps(f"""
@@ -162,11 +167,11 @@ def test_a_failed_http_call_keeps_the_url_and_body_it_sent_on_the_timeline(
 
 
 def test_an_oversized_http_response_is_not_asked_for_again(
-    make_container: MakeContainer, server: str
+    make_embedded: MakeContainer, server: str
 ):
     # Given an http step with retries against a service whose answer is over the size bound
     _Recorder.fail_first = 0
-    container = make_container()
+    container = make_embedded()
     register_text(
         container,
         workflow("greedy").steps(f"""
@@ -194,12 +199,12 @@ def test_an_oversized_http_response_is_not_asked_for_again(
     [("deep", "body.tree[0][0][0]…: is nested 251 levels deep"), ("nan", "body.price: is NaN")],
 )
 def test_an_http_response_too_deep_or_not_strict_fails_the_step_not_the_segment(
-    make_container: MakeContainer, server: str, path: str, problem: str
+    make_embedded: MakeContainer, server: str, path: str, problem: str
 ):
     # Given an http step whose service answers JSON nested 250 levels deep, or with NaN
     # (before: read into the run's state, whose record then could not be read back)
     _Recorder.fail_first = 0
-    container = make_container()
+    container = make_embedded()
     register_text(
         container,
         workflow("fetcher").steps(f"""
@@ -244,8 +249,8 @@ class _SlowLLM:
         raise AssertionError("the step should have timed out first")
 
 
-def test_a_step_past_its_timeout_routes_on_error(make_container: MakeContainer):
-    container = make_container()
+def test_a_step_past_its_timeout_routes_on_error(make_embedded: MakeContainer):
+    container = make_embedded()
     container.__dict__["llm"] = _SlowLLM()
     register_text(container, TIMEOUT)
 
@@ -255,8 +260,8 @@ def test_a_step_past_its_timeout_routes_on_error(make_container: MakeContainer):
     assert result.outputs["why"] == "LLMTimeoutError"
 
 
-def test_compiled_graphs_are_cached_per_workflow_version(make_container: MakeContainer):
-    container = make_container()
+def test_compiled_graphs_are_cached_per_workflow_version(make_embedded: MakeContainer):
+    container = make_embedded()
     register_text(container, WAIT)
     plan = container.definitions.get_workflow("sleeper")
     assert plan is not None
@@ -358,10 +363,10 @@ def test_a_storage_fault_mid_segment_leaves_the_run_resumable_not_failed(
 
 
 def test_a_segment_budget_smaller_than_any_step_still_makes_progress(
-    make_container: MakeContainer,
+    make_embedded: MakeContainer,
 ):
     # Given a segment budget far shorter than a single step
-    container = make_container(segment_budget_seconds=0.000_001)
+    container = make_embedded(segment_budget_seconds=0.000_001)
     register_text(
         container,
         WAIT.replace("nap, kind: wait", "nap, kind: transform").replace(

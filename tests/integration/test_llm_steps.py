@@ -1,9 +1,10 @@
 """LLM steps through the engine with the real SDKs: how many calls each failure costs.
 
-A run of a real workflow (moto for AWS, the registry built by the container from settings) asks a
-loopback OpenAI-compatible server or Bedrock Converse endpoint; the server counts what it is
-asked. The step owns retries: a refusal or cut-off is one call, a malformed answer is retried up
-to ``max_retries``, a throttled call waits the server's ``Retry-After``, a call past the step's
+A run of a real workflow (on the embedded stores: these are the engine's and the SDKs' behaviour,
+not DynamoDB's; the registry built by the container from settings) asks a loopback
+OpenAI-compatible server or Bedrock Converse endpoint; the server counts what it is asked. The
+step owns retries: a refusal or cut-off is one call, a malformed answer is retried up to
+``max_retries``, a throttled call waits the server's ``Retry-After``, a call past the step's
 timeout is abandoned before the next attempt starts, and every attempt's tokens reach the
 timeline.
 """
@@ -41,16 +42,16 @@ workflows:
 """
 
 
-def _container(make_container: MakeContainer, timeout: int = 30, **settings: Any) -> Container:
-    container = make_container(**settings)
+def _container(make: MakeContainer, timeout: int = 30, **settings: Any) -> Container:
+    container = make(**settings)
     container.__dict__.pop("llm")  # the registry the container builds from its settings
     register_text(container, FLOW.format(timeout=timeout))
     return container
 
 
-def _openai(make_container: MakeContainer, server: FakeOpenAI, timeout: int = 30) -> Container:
+def _openai(make: MakeContainer, server: FakeOpenAI, timeout: int = 30) -> Container:
     return _container(
-        make_container,
+        make,
         timeout,
         default_llm_provider="openai",
         openai_base_url=server.base_url,
@@ -72,11 +73,11 @@ def _tokens(events: list[Any]) -> int:
 
 
 def test_a_refusal_costs_one_call_and_its_tokens_are_recorded(
-    make_container: MakeContainer, openai_server: FakeOpenAI
+    make_embedded: MakeContainer, openai_server: FakeOpenAI
 ) -> None:
     # Given a model that refuses, and a step allowed 2 retries
     openai_server.answer(None, refusal="No.", prompt_tokens=12, completion_tokens=3)
-    container = _openai(make_container, openai_server)
+    container = _openai(make_embedded, openai_server)
 
     # When the run goes through
     result, events = _run(container)
@@ -90,11 +91,11 @@ def test_a_refusal_costs_one_call_and_its_tokens_are_recorded(
 
 
 def test_a_malformed_answer_is_retried_and_every_attempt_is_counted(
-    make_container: MakeContainer, openai_server: FakeOpenAI
+    make_embedded: MakeContainer, openai_server: FakeOpenAI
 ) -> None:
     # Given a server answering prose every time
     openai_server.answer("Owls are great.", prompt_tokens=10, completion_tokens=5)
-    container = _openai(make_container, openai_server)
+    container = _openai(make_embedded, openai_server)
 
     # When the run goes through
     result, events = _run(container)
@@ -112,11 +113,11 @@ def test_a_malformed_answer_is_retried_and_every_attempt_is_counted(
 
 
 def test_block_and_workflow_llm_settings_reach_the_request(
-    make_container: MakeContainer, openai_server: FakeOpenAI
+    make_embedded: MakeContainer, openai_server: FakeOpenAI
 ) -> None:
     # Given a block with max_tokens and a workflow with a temperature
     openai_server.answer({"title": "Night owls"})
-    container = _openai(make_container, openai_server)
+    container = _openai(make_embedded, openai_server)
 
     # When the run goes through
     result, _ = _run(container)
@@ -128,12 +129,12 @@ def test_block_and_workflow_llm_settings_reach_the_request(
 
 
 def test_throttling_waits_the_servers_retry_after_then_succeeds(
-    make_container: MakeContainer, openai_server: FakeOpenAI
+    make_embedded: MakeContainer, openai_server: FakeOpenAI
 ) -> None:
     # Given a 429 asking for 1 s, then an answer (the step's own backoff is 0)
     openai_server.error(429, "Rate limit reached", {"retry-after": "1"})
     openai_server.answer({"title": "Owls"})
-    container = _openai(make_container, openai_server)
+    container = _openai(make_embedded, openai_server)
 
     # When the run goes through
     result, _ = _run(container)
@@ -146,11 +147,11 @@ def test_throttling_waits_the_servers_retry_after_then_succeeds(
 
 
 def test_a_call_past_the_step_timeout_is_abandoned_before_the_retry(
-    make_container: MakeContainer, openai_server: FakeOpenAI
+    make_embedded: MakeContainer, openai_server: FakeOpenAI
 ) -> None:
     # Given a server that takes 30 s, and a step with a 2 s timeout and 2 retries
     openai_server.answer({"title": "late"}, delay=30)
-    container = _openai(make_container, openai_server, timeout=2)
+    container = _openai(make_embedded, openai_server, timeout=2)
 
     # When the run goes through
     result, _ = _run(container)
@@ -164,12 +165,12 @@ def test_a_call_past_the_step_timeout_is_abandoned_before_the_retry(
 
 
 def test_bedrock_steps_answer_through_the_bedrock_endpoint(
-    make_container: MakeContainer, bedrock_server: FakeBedrock
+    make_embedded: MakeContainer, bedrock_server: FakeBedrock
 ) -> None:
     # Given Bedrock as the default provider, at its own endpoint
     bedrock_server.tool_answer({"title": "Owls"}, input_tokens=30, output_tokens=4)
     container = _container(
-        make_container, default_llm_provider="bedrock", bedrock_endpoint_url=bedrock_server.url
+        make_embedded, default_llm_provider="bedrock", bedrock_endpoint_url=bedrock_server.url
     )
 
     # When the run goes through
@@ -216,12 +217,12 @@ def test_bedrock_is_never_the_emulator_nor_its_credentials() -> None:
 
 
 def test_a_bedrock_call_past_the_step_timeout_ends_before_the_retry(
-    make_container: MakeContainer, bedrock_server: FakeBedrock
+    make_embedded: MakeContainer, bedrock_server: FakeBedrock
 ) -> None:
     # Given Bedrock takes 30 s, and a step with a 2 s timeout, 2 retries and no backoff
     bedrock_server.tool_answer({"title": "late"}, delay=30)
     container = _container(
-        make_container,
+        make_embedded,
         timeout=2,
         default_llm_provider="bedrock",
         bedrock_endpoint_url=bedrock_server.url,
@@ -241,14 +242,14 @@ def test_a_bedrock_call_past_the_step_timeout_ends_before_the_retry(
 
 
 def test_an_attempt_cut_off_before_its_request_left_ends_when_that_request_has_closed(
-    make_container: MakeContainer, bedrock_server: FakeBedrock
+    make_embedded: MakeContainer, bedrock_server: FakeBedrock
 ) -> None:
     # Given Bedrock takes 30 s, a step with a 2 s timeout and 2 retries, and a first request
     # that leaves 1.5 s into its attempt, as on a busy machine (its 2 s read timeout then ends
     # 1.5 s after the step's deadline)
     bedrock_server.tool_answer({"title": "late"}, delay=30)
     container = _container(
-        make_container,
+        make_embedded,
         timeout=2,
         default_llm_provider="bedrock",
         bedrock_endpoint_url=bedrock_server.url,

@@ -28,9 +28,9 @@ workflows:
 
 
 def test_a_prompt_past_the_old_200k_cap_runs_within_its_providers_limit(
-    make_container: MakeContainer,
+    make_embedded: MakeContainer,
 ):
-    container = make_container()
+    container = make_embedded()
     register_text(container, DEFINITIONS)
 
     result = run_to_end(container, "long_digest", {"text": TEXT})
@@ -40,8 +40,8 @@ def test_a_prompt_past_the_old_200k_cap_runs_within_its_providers_limit(
     assert result.status == "succeeded", container.runs.get_run(result.run_id).error
 
 
-def test_a_blocks_own_limit_fails_the_step_saying_how_to_raise_it(make_container: MakeContainer):
-    container = make_container()
+def test_a_blocks_own_limit_fails_the_step_saying_how_to_raise_it(make_embedded: MakeContainer):
+    container = make_embedded()
     register_text(container, DEFINITIONS)
 
     result = run_to_end(container, "tight_digest", {"text": TEXT + TEXT})

@@ -16,9 +16,9 @@ workflows:
 """
 
 
-def test_a_transform_that_builds_50_mb_fails_the_run_with_the_limit(make_container: MakeContainer):
+def test_a_transform_that_builds_50_mb_fails_the_run_with_the_limit(make_embedded: MakeContainer):
     # Given the reported expression, which used to allocate 50 MB and succeed
-    container = make_container()
+    container = make_embedded()
     register_text(container, BOMB)
 
     # When the workflow runs

@@ -20,8 +20,14 @@ def wait_for(
     what: str,
     timeout: float = 60.0,
     interval: float = 0.05,
+    max_interval: float | None = None,
 ) -> T:
     """Poll ``condition`` until it returns something truthy, and return that.
+
+    With ``max_interval`` the pause doubles after each miss up to it: a condition that is
+    costly to check (an execution's history) is asked a few times a second while it is
+    young, and rarely over a long wait, so the CPU it costs does not grow with a busy
+    machine's wall time.
 
     Raises:
         TimeoutError: ``timeout * PATIENCE`` seconds passed first (naming ``what``).
@@ -34,3 +40,5 @@ def wait_for(
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up waiting for {what}")
         time.sleep(interval)
+        if max_interval is not None:
+            interval = min(interval * 2, max_interval)
