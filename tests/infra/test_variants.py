@@ -65,7 +65,7 @@ def test_variant_passes_cfn_lint_in_its_region(synthesized: Synthesized, name: s
     findings = synthesized.lint(synthesized({"stage": LONG_STAGE, **VARIANTS[name]}))
     problems = {
         f"{rule} {message}".split(" '^arn")[0]
-        for rule, message in findings
+        for rule, message, _ in findings
         if not rule.startswith("I") and rule not in ACCEPTED_LINT
     }
     assert problems == KNOWN_GAPS.get(name, set()), "\n".join(sorted(problems))
