@@ -35,9 +35,19 @@ CREATED_NETWORK: dict[str, Any] = {
     # ...behind a WAF (the API a REST API)
     **WAF,
 }
+LONG_STAGE = "a-long-stage-name-20"  # the longest a stage may be (20)
 GIVEN_NETWORK: dict[str, Any] = {
-    # A given VPC with nothing to allow (AWS services only)...
+    # test_variants' eu-central-1 variant: a long stage, an SES domain identity, Marketplace
+    # products, reconcile off, the full record indexes...
+    "stage": LONG_STAGE,
+    "region": "eu-central-1",
+    "ses_domain": "example.org",
+    "bedrock_marketplace_products": "prod-abc123,prod-def456",
+    "reconcile_minutes": "0",
+    "runs_indexes": "full",  # a stack deployed before the lean indexes
+    # ...in a given VPC with nothing to allow (AWS services only)...
     **GIVEN_VPC,
+    "vpc_availability_zones": "eu-central-1a,eu-central-1b",
     "mcp_servers": "",
     # ...and a JWT authorizer on the webhook route (the API the HTTP API)
     **WEBHOOK_JWT,
