@@ -88,7 +88,8 @@ class Synthesized:
     def __init__(self, root: Path) -> None:
         self._root = root
         self._built: dict[str, Synth] = {}
-        self._linted: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self._linted: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+        self._linters: dict[str, Any] = {}
 
     def __call__(self, extra: dict[str, Any]) -> Synth:
         """The stack for ``CONTEXT`` updated with ``extra``."""
@@ -104,16 +105,27 @@ class Synthesized:
             self._built[key] = Synth(stack=stack, template=template, outdir=outdir, error=None)
         return self._built[key]
 
-    def lint(self, synthesized: Synth) -> list[tuple[str, str]]:
-        """cfn-lint's findings on ``synthesized`` in its region: (rule id, message) pairs."""
-        from cfnlint.api import ManualArgs, lint
+    def lint(self, synthesized: Synth) -> list[tuple[str, str, str]]:
+        """cfn-lint's findings on ``synthesized`` in its region: (rule id, message, where).
+
+        One cfn-lint runner per region lints every template of the session, as the ``cfn-lint``
+        command does the templates it is given (``cfnlint.api.lint`` would load its ~300 rules
+        again for each, ~1 s of CPU a template).
+        """
+        from cfnlint.config import ConfigMixIn
+        from cfnlint.decode.decode import decode_str
+        from cfnlint.runner import Runner
 
         text = json.dumps(synthesized.template)
-        key = (text, str(synthesized.stack.region))
-        if key not in self._linted:
-            matches = lint(text, config=ManualArgs(regions=[key[1]]))
-            self._linted[key] = [(m.rule.id, m.message) for m in matches]
-        return self._linted[key]
+        region = str(synthesized.stack.region)
+        if (text, region) not in self._linted:
+            if region not in self._linters:
+                self._linters[region] = Runner(ConfigMixIn(regions=[region]))
+            template, errors = decode_str(text)
+            assert template is not None and not errors, errors
+            matches = self._linters[region].validate_template(template)
+            self._linted[text, region] = [(m.rule.id, m.message, str(m.path)) for m in matches]
+        return self._linted[text, region]
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
-from tests.infra.aws_calls import REPO, handler_uses, wrapped_uses
+from tests.infra.aws_calls import REPO, handler_uses, parsed, wrapped_uses
 
 ROOTS = {"langorch": REPO / "shared" / "langorch", "functions": REPO / "functions"}
 CONTAINER = "langorch.composition.container"
@@ -97,7 +97,7 @@ def _imported(nodes: Iterable[ast.AST], module: str) -> set[str]:
 def _tree(module: str) -> ast.Module:
     path = module_path(module)
     assert path is not None, module
-    return ast.parse(path.read_text(encoding="utf-8"))
+    return parsed(path)
 
 
 def _parents(module: str) -> set[str]:

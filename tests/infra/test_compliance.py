@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.infra.conftest import Synth
+from tests.infra.conftest import Synth, Synthesized
 
 
 def test_cdk_nag_aws_solutions_reports_no_unacknowledged_finding(synth: Synth) -> None:
@@ -42,17 +42,15 @@ ACCEPTED_LINT = {
 }
 
 
-def test_cfn_lint_passes_on_the_synthesized_template(synth: Synth) -> None:
-    from cfnlint.api import ManualArgs, lint
-
-    path = synth.outdir / f"{synth.stack.stack_name}.template.json"
+def test_cfn_lint_passes_on_the_synthesized_template(
+    synth: Synth, synthesized: Synthesized
+) -> None:
     # Linted for the region the stack deploys to: SES and SnapStart exist in most regions,
     # not all, and cfn-lint would otherwise check every region.
-    matches = lint(path.read_text(), config=ManualArgs(regions=[synth.stack.region]))
     problems = [
-        f"{m.rule.id} {m.message} ({m.path})"
-        for m in matches
+        f"{rule} {message} ({where})"
+        for rule, message, where in synthesized.lint(synth)
         # I*: informational style hints (e.g. prefer Fn::Sub) on CDK-generated intrinsics.
-        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
+        if not rule.startswith("I") and rule not in ACCEPTED_LINT
     ]
     assert problems == [], "\n".join(problems)

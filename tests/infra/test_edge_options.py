@@ -2,78 +2,69 @@
 and ``webhook_authorizer`` (a JWT authorizer on the webhook route), each synthesized for real
 (cdk-nag checked) and linted by cfn-lint; unset, the HTTP API is what it was.
 
-Synthesis is slow (a Node process): each variant is built once for this module.
+Synthesis is slow (a Node process): each variant is built once per session, on the network
+variants of ``test_network`` (``tests/infra/stacks.py``).
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.config import ConfigError, DeployConfig, JwtAuthorizer, Waf
-from tests.infra.conftest import CONTEXT, Synth
+from tests.infra.conftest import Synth, Synthesized
 from tests.infra.helpers import ref_target
+from tests.infra.stacks import CREATED_NETWORK, GIVEN_NETWORK, ISSUER
 from tests.infra.test_compliance import ACCEPTED_LINT
 
 # A variant's synthesis runs in the first test that reads it, and takes minutes when the
 # machine is shared: more than pytest-timeout's default for one test.
 pytestmark = pytest.mark.timeout(900)
 
-ISSUER = "https://idp.example.org/"
 VARIANTS: dict[str, dict[str, Any]] = {
-    "waf": {"waf": '{"rate_limit_per_5min": 2000}'},
-    "webhook-jwt": {
-        "webhook_authorizer": {"issuer": ISSUER, "audience": ["langorch-webhooks"]},
-    },
+    # waf: {rate_limit_per_5min: 2000}, on test_network's created VPC
+    "waf": CREATED_NETWORK,
+    # webhook_authorizer: {issuer, audience}, on test_network's given VPC
+    "webhook-jwt": GIVEN_NETWORK,
 }
 
 
 class _Variants:
-    """Each variant synthesized when a test first asks for it, then kept for the module."""
+    """Each variant as (stack, template), synthesized when a test first asks for it (once per
+    session, shared with test_network)."""
 
-    def __init__(self, root: Path) -> None:
-        self._root = root
-        self._built: dict[str, tuple[Any, dict[str, Any]]] = {}
+    def __init__(self, synthesized: Synthesized) -> None:
+        self._synthesized = synthesized
+
+    def synth(self, name: str) -> Synth:
+        return self._synthesized(VARIANTS[name])
 
     def __getitem__(self, name: str) -> tuple[Any, dict[str, Any]]:
-        from infra.app import build_app
-
-        if name not in self._built:
-            context = {**CONTEXT, "build_dir": str(self._root / "build"), **VARIANTS[name]}
-            app, stack = build_app(outdir=str(self._root / name), context=context)
-            app.synth()  # raises on any cdk-nag finding
-            path = self._root / name / f"{stack.stack_name}.template.json"
-            self._built[name] = (stack, json.loads(path.read_text()))
-        return self._built[name]
+        built = self.synth(name)
+        return built.stack, built.template
 
 
 @pytest.fixture(scope="module")
-def variants(tmp_path_factory: pytest.TempPathFactory) -> _Variants:
-    return _Variants(tmp_path_factory.mktemp("edge"))
+def variants(synthesized: Synthesized) -> _Variants:
+    return _Variants(synthesized)
 
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
 
 
-def _lint(template: dict[str, Any], region: str) -> set[str]:
-    from cfnlint.api import ManualArgs, lint
-
-    matches = lint(json.dumps(template), config=ManualArgs(regions=[region]))
-    return {
-        f"{m.rule.id} {m.message}"
-        for m in matches
-        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
-    }
-
-
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_variant_passes_cfn_lint_in_its_region(variants: _Variants, name: str) -> None:
-    stack, template = variants[name]
-    assert _lint(template, stack.region) == set()
+def test_variant_passes_cfn_lint_in_its_region(
+    variants: _Variants, synthesized: Synthesized, name: str
+) -> None:
+    problems = {
+        f"{rule} {message}"
+        for rule, message, _ in synthesized.lint(variants.synth(name))
+        if not rule.startswith("I") and rule not in ACCEPTED_LINT
+    }
+    assert problems == set()
 
 
 # --------------------------------------------------------------------------------------------

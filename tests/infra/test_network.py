@@ -1,23 +1,25 @@
 """``network: vpc`` (issue 34, item 2): the functions in private subnets, VPC endpoints for the
 AWS services their roles are granted, and egress through Network Firewall to the allow-list.
 
-Two variants, each synthesized once for this module (cdk-nag checked, cfn-lint linted): a VPC
-the stack creates, with hosts to allow and a customer-managed key; and a given VPC with nothing
-to allow (AWS services only).
+Two variants, each synthesized once per session (cdk-nag checked, cfn-lint linted): a VPC the
+stack creates, with hosts to allow and a customer-managed key; and a given VPC with nothing to
+allow (AWS services only). They carry the edge options too (``tests/infra/stacks.py``), which
+``test_edge_options`` reads from the same syntheses.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from infra.config import ConfigError, DeployConfig
-from tests.infra.conftest import CONTEXT, Synth
+from tests.infra.conftest import Synth, Synthesized
 from tests.infra.helpers import as_list, function_role, role_statements
+from tests.infra.stacks import CREATED_NETWORK, GIVEN_NETWORK
+from tests.infra.stacks import GIVEN_VPC as GIVEN
 from tests.infra.test_compliance import ACCEPTED_LINT
 
 # A variant's first test waits for its synthesis (cdk-nag included): about a minute alone,
@@ -25,25 +27,7 @@ from tests.infra.test_compliance import ACCEPTED_LINT
 pytestmark = pytest.mark.timeout(900)
 
 SENDER = {"sender_email": "approvals@example.org"}
-GIVEN = {
-    "network": "vpc",
-    "vpc_id": "vpc-0123456789abcdef0",
-    "vpc_subnet_ids": "subnet-0aaaaaaaaaaaaaaa1,subnet-0bbbbbbbbbbbbbbb2",
-    "vpc_availability_zones": "eu-west-1a,eu-west-1b",
-    "vpc_route_table_ids": "rtb-0aaaaaaaaaaaaaaa1,rtb-0bbbbbbbbbbbbbbb2",
-}
-VARIANTS: dict[str, dict[str, Any]] = {
-    # CONTEXT also names an MCP server (tools.example.org)
-    "created": {
-        "network": "vpc",
-        "vpc_cidr": "10.42.0.0/16",
-        "http_allowed_domains": "api.example.com,*.example.org",
-        "approval_channels": "console,slack",
-        "egress_domains": "api.openai.com",
-        "kms": "cmk",
-    },
-    "given": {**GIVEN, "mcp_servers": ""},
-}
+VARIANTS: dict[str, dict[str, Any]] = {"created": CREATED_NETWORK, "given": GIVEN_NETWORK}
 INTERFACE_SERVICES = {
     "bedrock-runtime", "email", "lambda", "scheduler", "secretsmanager", "states", "sts", "xray",
 }  # fmt: skip
@@ -135,26 +119,15 @@ def test_bedrock_without_tools_slack_or_http_domains_allows_no_host() -> None:
 # --- synthesized -----------------------------------------------------------------------------
 
 
-def _synth(root: Path, name: str, extra: dict[str, Any]) -> Synth:
-    from infra.app import build_app
-
-    outdir = root / name
-    context = {**CONTEXT, "build_dir": str(root / "build"), **extra}
-    app, stack = build_app(outdir=str(outdir), context=context)
-    app.synth()  # raises on any cdk-nag finding
-    template = json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
-    return Synth(stack=stack, template=template, outdir=outdir, error=None)
-
-
 # One fixture per variant: a test's time limit covers the one synthesis it waits for.
 @pytest.fixture(scope="module")
-def created(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return _synth(tmp_path_factory.mktemp("network"), "created", VARIANTS["created"])
+def created(synthesized: Synthesized) -> Synth:
+    return synthesized(VARIANTS["created"])
 
 
 @pytest.fixture(scope="module")
-def given(tmp_path_factory: pytest.TempPathFactory) -> Synth:
-    return _synth(tmp_path_factory.mktemp("network"), "given", VARIANTS["given"])
+def given(synthesized: Synthesized) -> Synth:
+    return synthesized(VARIANTS["given"])
 
 
 @pytest.fixture(params=list(VARIANTS))
@@ -163,17 +136,14 @@ def variant(request: pytest.FixtureRequest) -> Synth:
     return synthesized
 
 
-def test_variant_passes_cdk_nag_and_cfn_lint(variant: Synth) -> None:
-    from cfnlint.api import ManualArgs, lint
-
+def test_variant_passes_cdk_nag_and_cfn_lint(variant: Synth, synthesized: Synthesized) -> None:
     # Given the variant, synthesized with cdk-nag (the fixture raises on an unacknowledged
     # finding)
     # Then cfn-lint finds nothing in its region either
-    matches = lint(json.dumps(variant.template), config=ManualArgs(regions=[variant.stack.region]))
     problems = {
-        f"{m.rule.id} {m.message}"
-        for m in matches
-        if not m.rule.id.startswith("I") and m.rule.id not in ACCEPTED_LINT
+        f"{rule} {message}"
+        for rule, message, _ in synthesized.lint(variant)
+        if not rule.startswith("I") and rule not in ACCEPTED_LINT
     }
     assert problems == set(), "\n".join(sorted(problems))
 

@@ -55,7 +55,7 @@ def test_variant_passes_cfn_lint_in_its_region(synthesized: Synthesized, name: s
     findings = synthesized.lint(synthesized(VARIANTS[name]))
     problems = {
         f"{rule} {message}"
-        for rule, message in findings
+        for rule, message, _ in findings
         if not rule.startswith("I") and rule not in ACCEPTED_LINT
     }
     assert problems == set(), "\n".join(sorted(problems))

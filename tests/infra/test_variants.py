@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.infra.conftest import Synthesized
+from tests.infra.stacks import GIVEN_NETWORK, LONG_STAGE
 from tests.infra.test_compliance import ACCEPTED_LINT
 
 # The first test to use `variants` synthesizes all three stacks (each is one test's synth):
@@ -20,17 +21,12 @@ from tests.infra.test_compliance import ACCEPTED_LINT
 pytestmark = pytest.mark.timeout(900)
 
 GIVEN_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-LONG_STAGE = "a-long-stage-name-20"  # the longest a stage may be (20)
 VARIANTS: dict[str, dict[str, Any]] = {
     # ...with a given KMS key: test_production_options' variant of it (one synthesis for both)
     "us-east-1": {"region": "us-east-1", "ses_identity": "existing", "kms": GIVEN_KEY},
-    "eu-central-1": {
-        "region": "eu-central-1",
-        "ses_domain": "example.org",
-        "bedrock_marketplace_products": "prod-abc123,prod-def456",
-        "reconcile_minutes": "0",
-        "runs_indexes": "full",  # a stack deployed before the lean indexes
-    },
+    # ...with an SES domain, Marketplace products, reconcile off and the full record indexes,
+    # in a given VPC: test_network's and test_edge_options' variant too (one synthesis)
+    "eu-central-1": GIVEN_NETWORK,
     "cn-northwest-1": {
         "region": "cn-northwest-1",
         "account": "210987654321",
@@ -65,7 +61,7 @@ def test_variant_passes_cfn_lint_in_its_region(synthesized: Synthesized, name: s
     findings = synthesized.lint(synthesized({"stage": LONG_STAGE, **VARIANTS[name]}))
     problems = {
         f"{rule} {message}".split(" '^arn")[0]
-        for rule, message in findings
+        for rule, message, _ in findings
         if not rule.startswith("I") and rule not in ACCEPTED_LINT
     }
     assert problems == KNOWN_GAPS.get(name, set()), "\n".join(sorted(problems))
