@@ -219,16 +219,21 @@ def test_openai_call_past_the_step_budget_is_cancelled_and_its_request_abandoned
     registry = _openai(openai_server)
     assert _call(registry, _request("openai")).outputs == {"title": "warm"}
 
+    def every_late_request_hung_up() -> bool:
+        return openai_server.hung_up == openai_server.calls - 1
+
     async def step() -> tuple[BaseException, bool]:
         # When the step has 3 s (and its event loop goes on, as a segment's does)
         try:
             await call_model(registry, _request("openai"), budget_seconds=3.0)
         except LLMTimeoutError as exc:
             # (the deadline only stops a hung test: the loop ends when the server sees it)
+            # (on a very busy machine the attempt may be given up before its send: then it sent
+            # nothing, and there is nothing to hang up on)
             deadline = asyncio.get_running_loop().time() + 60 * PATIENCE
-            while openai_server.hung_up == 0 and asyncio.get_running_loop().time() < deadline:
+            while not every_late_request_hung_up() and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.01)
-            return exc, openai_server.hung_up == 1
+            return exc, every_late_request_hung_up()
         raise AssertionError("the call should have timed out")
 
     error, hung_up = asyncio.run(step())
@@ -238,7 +243,7 @@ def test_openai_call_past_the_step_budget_is_cancelled_and_its_request_abandoned
     assert "timeout_seconds" in str(error)
     assert is_retryable(error)
     assert hung_up
-    assert openai_server.calls == 2
+    assert openai_server.calls <= 2
 
 
 def test_openai_settings_reach_the_request(openai_server: FakeOpenAI) -> None:
@@ -354,11 +359,16 @@ def test_bedrock_call_past_the_step_budget_ends_with_the_step(
     with pytest.raises(LLMTimeoutError):
         _call(registry, _request("bedrock"), budget=3.0)
 
-    # Then its HTTP request was abandoned too (the client's read timeout is the step's time);
-    # the deadline only stops a hung test: a request left running is answered after the
+    # Then no request of the step is left running: the one it sent was abandoned too (the
+    # client's read timeout is the step's time). On a quiet machine it is sent within the 3 s;
+    # on a very busy one the attempt may be given up before its send, and then sends nothing.
+    # The deadline only stops a hung test: a request left running is answered after the
     # server's 30 s, never hung up on, and still fails it
-    assert bedrock_server.wait_for(lambda: bedrock_server.hung_up == 1, timeout=60 * PATIENCE)
-    assert bedrock_server.calls == 2
+    def every_late_request_hung_up() -> bool:
+        return bedrock_server.hung_up == bedrock_server.calls - 1
+
+    assert bedrock_server.wait_for(every_late_request_hung_up, timeout=60 * PATIENCE)
+    assert bedrock_server.calls <= 2
 
 
 def test_bedrock_waits_no_longer_than_what_is_left_of_the_step_when_each_request_is_sent(
