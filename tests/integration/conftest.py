@@ -37,27 +37,36 @@ def handler_container() -> Iterator[UseContainer]:
         handler.container.use(previous)
 
 
-@pytest.fixture
-def make_container(aws: None) -> Iterator[MakeContainer]:
-    """Build containers that share one moto account: a new container is a new process (its
-    DynamoDB requests atomic, as DynamoDB's are)."""
+def _containers(build: Callable[..., Container], **defaults: Any) -> MakeContainer:
+    """``build`` a container per call (a new process on the same stores), its settings the
+    call's over ``defaults``; the first one creates the stores and seeds the built-in blocks."""
     created = False
 
     def make(script: dict[str, Any] | str | Path | None = None, **settings: Any) -> Container:
         nonlocal created
-        container = Container(
-            Settings(**settings),
-            llm=LLMRegistry(default_provider="offline", offline_script=script),
-        )
-        # Each request atomic, as DynamoDB's are (threads race through these containers).
-        one_request_at_a_time(container.client("dynamodb"))
+        llm = LLMRegistry(default_provider="offline", offline_script=script)
+        container = build(Settings(**{**defaults, **settings}), llm=llm)
         if not created:
             container.ensure_resources()
             seed_builtins(container.definitions)
             created = True
         return container
 
-    yield make
+    return make
+
+
+@pytest.fixture
+def make_container(aws: None) -> Iterator[MakeContainer]:
+    """Build containers that share one moto account: a new container is a new process (its
+    DynamoDB requests atomic, as DynamoDB's are)."""
+
+    def build(settings: Settings, llm: LLMRegistry) -> Container:
+        container = Container(settings, llm=llm)
+        # Each request atomic, as DynamoDB's are (threads race through these containers).
+        one_request_at_a_time(container.client("dynamodb"))
+        return container
+
+    yield _containers(build)
 
 
 @pytest.fixture
@@ -68,21 +77,7 @@ def make_embedded(aws: None, tmp_path: Path) -> Iterator[MakeContainer]:
     account by accident.)"""
     from langorch.composition.bootstrap import build_container
 
-    created = False
-
-    def make(script: dict[str, Any] | str | Path | None = None, **settings: Any) -> Container:
-        nonlocal created
-        container = build_container(
-            Settings(local_home=str(tmp_path / "home"), **settings),
-            llm=LLMRegistry(default_provider="offline", offline_script=script),
-        )
-        if not created:
-            container.ensure_resources()
-            seed_builtins(container.definitions)
-            created = True
-        return container
-
-    yield make
+    yield _containers(build_container, local_home=str(tmp_path / "home"))
 
 
 def register_text(container: Container, text: str) -> None:
