@@ -127,8 +127,12 @@ class LoopbackServer:
         with self._lock:
             self._held.append(connection)
         try:
+            # poll, not select: select refuses a descriptor numbered 1024 or more, which a
+            # long-lived test worker's sockets reach
+            watch = select.poll()
+            watch.register(connection, select.POLLIN)
             while time.monotonic() < deadline and not self._stop.is_set():
-                readable, _, _ = select.select([connection], [], [], 0.02)
+                readable = watch.poll(20)
                 if readable and _closed_by_client(connection):
                     with self._lock:
                         self.hangups.append(time.monotonic())

@@ -28,6 +28,9 @@ def test_langorch_dev_prints_the_console_beside_the_gateway(
             str(tmp_path / ".langorch"),
             "--port",
             str(free_port()),
+            # not the default 4566: another suite on this machine may hold it
+            "--emulator-port",
+            str(free_port()),
             "--console-port",
             str(port),
         ]
