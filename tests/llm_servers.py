@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.support.polling import PATIENCE
+
 
 @dataclass
 class Reply:
@@ -142,9 +144,10 @@ class LoopbackServer:
             with self._lock:
                 self._held.remove(connection)
 
-    def wait_for(self, condition: Any, timeout: float = 10.0) -> bool:
-        """Poll ``condition()`` until it is true or ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
+    def wait_for(self, condition: Any, timeout: float = 60.0) -> bool:
+        """Poll ``condition()`` until it is true or ``timeout`` seconds (times
+        ``LANGORCH_TEST_PATIENCE``) pass: the deadline only stops a hung test."""
+        deadline = time.monotonic() + timeout * PATIENCE
         while time.monotonic() < deadline:
             if condition():
                 return True
