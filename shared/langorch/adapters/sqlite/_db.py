@@ -106,13 +106,20 @@ class Database:
 
     def _write_lock(self) -> int:
         """This thread's descriptor of ``<file>.write`` (a new one after a ``fork``: a lock on
-        a descriptor the parent opened would be the parent's)."""
+        a descriptor the parent opened would be the parent's).
+
+        Held as a file object, not a bare descriptor: thread-local values are dropped when
+        their thread ends, and a file object closes its descriptor then. A bare ``int`` kept
+        one descriptor open per thread that ever wrote, for the life of the process (LangGraph
+        runs steps on a pool whose threads come and go: a long-lived ``langorch dev`` would run
+        out of descriptors)."""
         local = self._local
         if getattr(local, "lock_pid", None) != os.getpid():
             path = self.path.with_name(self.path.name + ".write")
-            local.lock_fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            # Python opens files non-inheritable (PEP 446): a sandbox it starts never holds it.
+            local.lock_file = open(path, "ab")  # noqa: SIM115 - lives as long as the thread
             local.lock_pid = os.getpid()
-        fd: int = local.lock_fd
+        fd: int = local.lock_file.fileno()
         return fd
 
     @contextmanager
@@ -219,8 +226,12 @@ class Database:
             self._ready.add(f"{table}:columns")
 
     def close(self) -> None:
-        """Close this thread's connection (others close with their threads)."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None and getattr(self._local, "pid", None) == os.getpid():
+        """Close this thread's connection and lock file (others close with their threads)."""
+        local = self._local
+        connection = getattr(local, "connection", None)
+        if connection is not None and getattr(local, "pid", None) == os.getpid():
             connection.close()
+        lock_file = getattr(local, "lock_file", None)
+        if lock_file is not None and getattr(local, "lock_pid", None) == os.getpid():
+            lock_file.close()
         self._local = threading.local()
