@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
+from langorch.adapters.request_counter import RequestCounter
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.runs import SqliteRuns
 from langorch.domain.errors import (
@@ -116,6 +117,30 @@ def test_a_dedupe_key_already_used_by_another_run_id_returns_that_run(
     assert (existing.run_id, created) == ("run-a", False)
     with pytest.raises(NotFoundError):
         repo.get_run("run-b")
+
+
+@pytest.mark.parametrize("derived", [True, False], ids=["derived-id", "own-id"])
+def test_concurrent_starts_of_one_dedupe_key_make_one_run(repo: Runs, derived: bool) -> None:
+    # Given eight deliveries of one event arriving at once (the same run id when it is derived
+    # from the key, as every start in the app makes it; else each its own)
+    key = "webhook:lunch_order:delivery-7"
+    outcomes: list[tuple[str, bool]] = []
+
+    def start(n: int) -> None:
+        run_id = dedupe_run_id(key) if derived else f"run-{n}"
+        stored, created = repo.create_run(a_run(run_id, dedupe_key=key))
+        outcomes.append((stored.run_id, created))
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(8)]
+    # When they all store their run
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then exactly one created it, every one got that run back, and only it is stored
+    assert sum(created for _, created in outcomes) == 1
+    assert len({run_id for run_id, _ in outcomes}) == 1
+    assert [r.run_id for r in repo.list_runs()] == [outcomes[0][0]]
 
 
 def test_a_retried_manual_start_with_the_same_run_id_makes_one_run(repo: Runs) -> None:
@@ -617,6 +642,70 @@ def test_a_refused_last_write_stores_neither_record_nor_timeline(repo: Runs) -> 
     # Then neither landed
     assert repo.get_run("run-1").status is RunStatus.queued
     assert repo.get_timeline("run-1") == []
+
+
+def test_a_start_is_one_conditional_put_and_never_a_transaction(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given the runs table, counted request by request
+    counter = RequestCounter(dynamo_repo._client)
+    key = "webhook:lunch_order:delivery-9"
+    try:
+        # When a delivery starts its run (the id derived from the key), and comes again
+        dynamo_repo.create_run(a_run(dedupe_run_id(key), dedupe_key=key))
+        first = counter.counts
+        counter.reset()
+        _, created = dynamo_repo.create_run(a_run(dedupe_run_id(key), dedupe_key=key))
+        again = counter.counts
+    finally:
+        counter.detach()
+    # Then the start was one PutItem (the run item's own condition is the dedupe), and the
+    # duplicate a refused PutItem and the read of the run it duplicates
+    assert first == {"PutItem": 1}
+    assert (again, created) == ({"PutItem": 1, "GetItem": 1}, False)
+
+
+def test_a_start_under_its_own_run_id_writes_its_dedupe_marker_then_its_run(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given the runs table, counted request by request
+    counter = RequestCounter(dynamo_repo._client)
+    try:
+        # When a run with a dedupe key but an id of its caller's choosing is started
+        dynamo_repo.create_run(a_run("run-a", dedupe_key="slot-9"))
+        sent = counter.counts
+    finally:
+        counter.detach()
+    # Then two conditional puts stored it, no transaction
+    assert sent == {"PutItem": 2}
+    assert dynamo_repo.get_run("run-a").dedupe_key == "slot-9"
+
+
+def test_a_start_that_stopped_between_its_marker_and_its_run_is_finished_by_the_retry(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a start whose process died after writing its dedupe marker, before its run item
+    def die_at_the_run_item(params: dict[str, Any], **_: Any) -> None:
+        if params["Item"]["sk"]["S"] == "run":
+            raise SystemExit("the process died here")
+
+    events = dynamo_repo._client.meta.events
+    events.register("provide-client-params.dynamodb.PutItem", die_at_the_run_item)
+    try:
+        with pytest.raises(SystemExit):
+            dynamo_repo.create_run(a_run("run-a", dedupe_key="slot-1"))
+    finally:
+        events.unregister("provide-client-params.dynamodb.PutItem", die_at_the_run_item)
+    with pytest.raises(NotFoundError):
+        dynamo_repo.get_run("run-a")
+    # When the event is delivered again (under another run id)
+    finished, created = dynamo_repo.create_run(a_run("run-b", dedupe_key="slot-1"))
+    # Then the retry stored the run the marker names, and reports it created (so it launches it)
+    assert (finished.run_id, created) == ("run-a", True)
+    # And any later delivery finds that one run, the only one stored
+    again, created_again = dynamo_repo.create_run(a_run("run-c", dedupe_key="slot-1"))
+    assert (again.run_id, created_again) == ("run-a", False)
+    assert [r.run_id for r in dynamo_repo.list_runs()] == ["run-a"]
 
 
 def test_a_lease_copies_its_fence_onto_the_fence_item_and_a_pause_flags_it(

@@ -53,8 +53,13 @@ least) each. A replayed append (a retried segment) writes the same keys and repl
 where pages overlap, the later page's event with a ``seq`` wins. Items of the older layout (one
 event per item, its JSON in ``body``) still read back.
 
-The dedupe marker is keyed by a hash of the dedupe key (an S3 bucket + key can exceed what a
-key attribute should carry); the raw key is kept beside it for people.
+Starts are deduplicated without a transaction (which bills its writes twice): a run whose id is
+derived from its dedupe key (``dedupe_run_id``, every start the app makes) is deduplicated by
+its own item's ``attribute_not_exists``, and stores no marker. Only a run with a dedupe key and
+an id of its caller's choosing writes a dedupe marker, first, then its run (see
+:meth:`RunsRepository.create_run`). The marker is keyed by a hash of the dedupe key (an S3
+bucket + key can exceed what a key attribute should carry); the raw key is kept beside it for
+people. Runs stored before this have a marker beside their derived id; either deduplicates them.
 """
 
 from __future__ import annotations
@@ -125,6 +130,7 @@ from langorch.domain.runs import (
     RunRecord,
     RunStatus,
     TimelineEvent,
+    dedupe_run_id,
 )
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
@@ -136,7 +142,6 @@ _TRANSACT_PAGES = 50
 """Pages per fenced transaction: 50 full pages stay under TransactWriteItems' 4 MB."""
 _MAX_LIST = 1000
 _BATCH_GET_MAX = 100
-_CREATE_ATTEMPTS = 4
 _LEASE_ATTEMPTS = 4
 _FENCES_KEPT = 256
 """How many runs' fences a repository remembers from its reads (to take their leases without
@@ -233,10 +238,16 @@ class RunsRepository:
     # ----------------------------------------------------------------------------------------
 
     def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Store a new run, once per dedupe key.
+        """Store a new run, once per dedupe key: no write is a transaction (issue 33).
 
-        The dedupe marker and the run are written in one transaction, so a duplicate event
-        (same dedupe key) or a retried start (same run id) creates nothing.
+        A run whose id is derived from its dedupe key (:func:`dedupe_run_id`, as every start in
+        :mod:`langorch.app.runs` makes it) is one conditional ``PutItem``: the run item's own
+        ``attribute_not_exists`` is the dedupe, since a duplicate carries the same id. A run
+        with a dedupe key and an id of its caller's choosing writes the dedupe marker first
+        (conditional), then the run: a duplicate finds the marker and the run it names; a crash
+        between the two leaves a marker naming a run not yet stored, which the next start with
+        that key stores (the marker's id, the retry's record) and reports as created, so
+        exactly one start goes on to launch it.
 
         Args:
             run: the new run (``queued``).
@@ -248,63 +259,61 @@ class RunsRepository:
             StorageError: DynamoDB failed, or the record is too large even with its outputs
                 summarised.
         """
-        new_item = run_item(run, fence=0)
-        put_run = {
-            "Put": {
-                "TableName": self._table,
-                "Item": new_item,
-                "ConditionExpression": RUN_IS_NEW,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
+        key = run.dedupe_key
+        if key is None or run.run_id == dedupe_run_id(key):
+            return self._put_new_run(run)
+        marker = {
+            "pk": {"S": dedupe_pk(key)},
+            "sk": {"S": DEDUPE_SK},
+            "run_id": {"S": run.run_id},
+            "dedupe_key": {"S": key},
+            "created_at": {"S": _utc_iso(run.created_at)},
         }
-        if run.dedupe_key is None:
-            try:
-                self._client.put_item(
-                    TableName=self._table, Item=new_item, ConditionExpression=RUN_IS_NEW
-                )
-            except ClientError as exc:
-                if _code(exc) == "ConditionalCheckFailedException":
-                    return self.get_run(run.run_id), False
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=marker,
+                ConditionExpression=RUN_IS_NEW,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("PutItem", exc) from exc
-            return run, True
-
-        put_dedupe = {
-            "Put": {
-                "TableName": self._table,
-                "Item": {
-                    "pk": {"S": dedupe_pk(run.dedupe_key)},
-                    "sk": {"S": DEDUPE_SK},
-                    "run_id": {"S": run.run_id},
-                    "dedupe_key": {"S": run.dedupe_key},
-                    "created_at": {"S": _utc_iso(run.created_at)},
-                },
-                "ConditionExpression": RUN_IS_NEW,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        for attempt in range(_CREATE_ATTEMPTS):
+            first = (_old_item(exc) or {}).get("run_id", {}).get("S")
+            if first is None:  # no item came back: read the marker
+                first = self._marker_run_id(key)
             try:
-                self._client.transact_write_items(TransactItems=[put_dedupe, put_run])
-                return run, True
-            except ClientError as exc:
-                if _code(exc) != "TransactionCanceledException":
-                    raise self._storage_error("TransactWriteItems", exc) from exc
-                reasons = _response(exc).get("CancellationReasons", [])
-                codes = [str(reason.get("Code", "None")) for reason in reasons]
-                if "ConditionalCheckFailed" in codes:
-                    # The dedupe marker names the run it started; else the run id itself exists.
-                    marker = (
-                        reasons[0].get("Item") if codes[0] == "ConditionalCheckFailed" else None
-                    )
-                    existing_id = marker["run_id"]["S"] if marker else run.run_id
-                    return self.get_run(existing_id), False
-                if "TransactionConflict" in codes and attempt + 1 < _CREATE_ATTEMPTS:
-                    # Another start for the same key is mid-transaction: let it finish, then
-                    # either ours goes through or theirs shows up as the duplicate.
-                    time.sleep(0.05 * 2**attempt)
-                    continue
-                raise self._storage_error("TransactWriteItems", exc) from exc
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                return self.get_run(first), False
+            except NotFoundError:
+                # The start that wrote the marker stopped before its run: finish it.
+                return self._put_new_run(run.model_copy(update={"run_id": first}))
+        return self._put_new_run(run)
+
+    def _put_new_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """The run item, only if no run has its id (else the stored run and ``False``)."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=run_item(run, fence=0),
+                ConditionExpression=RUN_IS_NEW,
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return self.get_run(run.run_id), False
+            raise self._storage_error("PutItem", exc) from exc
+        return run, True
+
+    def _marker_run_id(self, dedupe_key: str) -> str:
+        """The run id a dedupe marker names (read consistently)."""
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key={"pk": {"S": dedupe_pk(dedupe_key)}, "sk": {"S": DEDUPE_SK}},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise self._storage_error("GetItem", exc) from exc
+        return str(response["Item"]["run_id"]["S"])
 
     def get_run(self, run_id: str) -> RunRecord:
         """The run, read consistently.
