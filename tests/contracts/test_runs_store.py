@@ -604,6 +604,16 @@ def test_the_next_seq_follows_the_last_event(repo: Runs) -> None:
     assert repo.next_event_seq("run-1") == 8
 
 
+def test_the_next_seq_follows_events_saved_with_the_record(repo: Runs) -> None:
+    # Given a run whose segment saved its events with its record, after an earlier append
+    run = transition(repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    repo.append_events("run-1", [event(1)])
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    repo.save_run(run, fence=fence, release=True, events=[event(1_000_001), event(1_000_002)])
+    # When the next event is numbered, then it follows the saved ones
+    assert repo.next_event_seq("run-1") == 1_000_003
+
+
 def test_a_stale_segment_cannot_add_to_the_timeline(repo: Runs) -> None:
     # Given a segment whose lease was taken over
     repo.create_run(a_run())
@@ -760,38 +770,134 @@ def requests_sent(repo: RunsRepository, request: pytest.FixtureRequest) -> list[
     return sent
 
 
-def test_a_segments_last_write_is_one_request(
+def test_a_segments_last_write_is_one_update_and_no_transaction(
     dynamo_repo: RunsRepository, request: pytest.FixtureRequest
 ) -> None:
     # Given a segment holding the lease, counted request by request
     run = dynamo_repo.create_run(a_run())[0]
     fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
     sent = requests_sent(dynamo_repo, request)
-    # When it stores its record with 60 events
+    # When it stores its record with 40 events
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
-    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(n) for n in range(1, 61)])
-    # Then that took one transaction, and everything reads back
-    assert sent == ["TransactWriteItems"]
-    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == list(range(1, 61))
+    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(n) for n in range(1, 41)])
+    # Then that took one UpdateItem (the events ride with the record), and everything reads back
+    assert sent == ["UpdateItem"]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == list(range(1, 41))
 
 
-def test_a_last_write_with_a_timeline_too_large_for_one_transaction_still_lands(
+def _big(first: int, count: int) -> list[TimelineEvent]:
+    """``count`` events of about 1 KB each, from ``seq`` ``first``."""
+    return [
+        TimelineEvent(seq=n, at=T0, type=TimelineEventType.step_finished, detail={"n": "x" * 900})
+        for n in range(first, first + count)
+    ]
+
+
+def test_a_last_write_with_more_events_than_the_run_item_carries_still_lands(
     dynamo_repo: RunsRepository, request: pytest.FixtureRequest
 ) -> None:
-    # Given a segment holding the lease, with 3,500 events of about 1 KB (60 pages)
+    # Given a segment holding the lease, with 3,500 events of about 1 KB (55 pages)
     run = dynamo_repo.create_run(a_run())[0]
     fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
-    many = [
-        TimelineEvent(seq=n, at=T0, type=TimelineEventType.step_finished, detail={"n": "x" * 900})
-        for n in range(1, 3501)
-    ]
+    many = _big(1, 3500)
     sent = requests_sent(dynamo_repo, request)
     # When its last write stores them with the record
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
     dynamo_repo.save_run(done, fence=fence, release=True, events=many)
-    # Then the leading pages went first, fenced, and every page and the record landed
-    assert sent == ["TransactWriteItems", "TransactWriteItems"]
+    # Then the leading pages went first in batches, the rest with the record, no transaction
+    assert sent == ["BatchWriteItem"] * 3 + ["UpdateItem"]
     assert dynamo_repo.get_timeline("run-1") == many
+    assert dynamo_repo.get_run("run-1").status is RunStatus.succeeded
+
+
+def test_a_segment_the_run_goes_on_after_writes_its_events_as_pages_its_record_confirms(
+    dynamo_repo: RunsRepository, request: pytest.FixtureRequest
+) -> None:
+    # Given a segment holding the lease, counted request by request
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    sent = requests_sent(dynamo_repo, request)
+    # When it stores its record (the run goes on) with its events
+    dynamo_repo.save_run(run, fence=fence, release=True, events=[event(1), event(2)])
+    # Then the events went as a page, then the record's update: no transaction, and the run
+    # item carries no events the next segment's lease would bill again
+    assert sent == ["BatchWriteItem", "UpdateItem"]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [1, 2]
+    key = {"pk": {"S": "run#run-1"}, "sk": {"S": "run"}}
+    item = dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"]
+    assert [entry["M"]["events"]["S"] for entry in item["tail"]["L"]] == ["[]"]
+
+
+def test_carried_events_that_are_full_are_written_out_before_the_next_save(
+    dynamo_repo: RunsRepository, request: pytest.FixtureRequest
+) -> None:
+    # Given a run whose last segment stored 4 KB of events with its ending
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    done = transition(run, RunStatus.succeeded, now=T0)
+    dynamo_repo.save_run(done, events=_big(1, 4))
+    sent = requests_sent(dynamo_repo, request)
+    # When a retried last write stores the same ending with 4 KB more, past what the run item
+    # carries
+    dynamo_repo.save_run(done, events=_big(5, 4))
+    # Then its update was refused for room, the carried events went out as a page, and the
+    # update carried the new ones: no transaction, and the whole timeline reads back
+    assert sent == ["UpdateItem", "BatchWriteItem", "UpdateItem"]
+    assert dynamo_repo.get_timeline("run-1") == _big(1, 8)
+    assert dynamo_repo.next_event_seq("run-1") == 9
+
+
+def test_a_stale_segments_overflow_pages_are_never_shown(dynamo_repo: RunsRepository) -> None:
+    # Given a segment whose lease was taken over, and the segment that took it saved its events
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    stale = dynamo_repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    current = dynamo_repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    dynamo_repo.save_run(run, fence=current, events=[event(2_000_001)])
+    # When the stale one saves more events than the run item carries (its overflow pages are
+    # written before its refused update)
+    with pytest.raises(LeaseHeldError, match="stale"):
+        dynamo_repo.save_run(run, fence=stale, events=_big(1_000_001, 20))
+    # Then none of its events is shown, before or after the next segment's save
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [2_000_001]
+    dynamo_repo.save_run(run, fence=current, release=True, events=[event(2_000_002)])
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [2_000_001, 2_000_002]
+
+
+def test_a_save_that_stopped_after_its_overflow_pages_shows_none_of_them(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a segment whose process died after its overflow pages, before its record's update
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+
+    def die_at_the_update(**_: Any) -> None:
+        raise SystemExit("the process died here")
+
+    events = dynamo_repo._client.meta.events
+    events.register("provide-client-params.dynamodb.UpdateItem", die_at_the_update)
+    try:
+        with pytest.raises(SystemExit):
+            dynamo_repo.save_run(run, fence=fence, events=_big(1_000_001, 20))
+    finally:
+        events.unregister("provide-client-params.dynamodb.UpdateItem", die_at_the_update)
+    # When its retry takes the run over and saves its own events
+    retry = dynamo_repo.acquire_lease("run-1", "retry", now=NOW + TTL + 1, ttl_seconds=TTL)
+    dynamo_repo.save_run(run, fence=retry, release=True, events=[event(2_000_001)])
+    # Then only the retry's events are shown
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [2_000_001]
+
+
+def test_a_run_stored_before_events_rode_with_the_record_reads_and_finishes(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run item without carried events, and a page its first segment wrote
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    dynamo_repo.append_events("run-1", [event(1), event(2)])
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    # When its next segment ends it
+    done = transition(run, RunStatus.succeeded, now=T0)
+    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(3)])
+    # Then both segments' events read back, and the run ended
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [1, 2, 3]
     assert dynamo_repo.get_run("run-1").status is RunStatus.succeeded
 
 
