@@ -846,6 +846,26 @@ def test_carried_events_that_are_full_are_written_out_before_the_next_save(
     assert dynamo_repo.next_event_seq("run-1") == 9
 
 
+def test_the_confirmations_of_many_segments_stay_small_on_the_run_item_and_keep_pages_shown(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run whose 30 segments each stored two events and went on
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    for n in range(1, 31):
+        fence = dynamo_repo.acquire_lease("run-1", f"seg-{n}", now=NOW + n, ttl_seconds=TTL)
+        saved = [event(n * 1_000_000 + 1), event(n * 1_000_000 + 2)]
+        dynamo_repo.save_run(run, fence=fence, release=True, events=saved)
+    # When the timeline is read, then every segment's events are shown, in order
+    expected = [n * 1_000_000 + i for n in range(1, 31) for i in (1, 2)]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == expected
+    assert dynamo_repo.next_event_seq("run-1") == 30_000_003
+    # And the run item carries about a kilobyte of confirmations, not thirty segments' worth
+    key = {"pk": {"S": "run#run-1"}, "sk": {"S": "run"}}
+    item = dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"]
+    assert int(item["tail_bytes"]["N"]) <= 1_000
+    assert len(item["tail"]["L"]) < 30
+
+
 def test_a_stale_segments_overflow_pages_are_never_shown(dynamo_repo: RunsRepository) -> None:
     # Given a segment whose lease was taken over, and the segment that took it saved its events
     run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)

@@ -90,6 +90,10 @@ after because an update bills the larger of the item before and after: the next 
 lease would bill them again. Past this bound, the carried entries are written out as ordinary
 pages first (spilled) and the tail starts again; it also leaves the room the emulator needs
 (``domain.limits``)."""
+CONFIRM_BYTES = 1_000
+"""The bound on the tail for a save the run goes on after (its entry only confirms a tag): the
+next lease bills whatever the run item carries, so it is spilled sooner (every ten segments or
+so, its confirmations in one item)."""
 TAIL = "tail"
 TAIL_BYTES = "tail_bytes"
 _ENTRY_OVERHEAD = 40
@@ -269,15 +273,36 @@ def _tail(item: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def spilled_pages(run_id: str, item: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The entries a run item carries, as the page items they become when written out (an
-    entry that carries no event, only a confirmation, under a key of its own)."""
-    pages = []
+    """The entries a run item carries, as the page items they become when written out: one
+    page per entry with events, and one item for all the entries that only confirm a tag (its
+    ``confirms`` a string set, under a key of its own)."""
+    pages: list[dict[str, Any]] = []
+    tags: list[str] = []
     for entry in _tail(item):
-        sk = event_sk(int(entry["seq"]["N"]))
         if entry["events"]["S"] == "[]":
-            sk = f"{sk}#{entry[CONFIRMS]['S']}#confirmed"
+            tags.append(entry[CONFIRMS]["S"])
+            continue
+        sk = event_sk(int(entry["seq"]["N"]))
         pages.append({"pk": {"S": run_pk(run_id)}, "sk": {"S": sk}, **entry})
+    if tags:
+        last = max(int(entry["last_seq"]["N"]) for entry in _tail(item))
+        pages.append(
+            {
+                "pk": {"S": run_pk(run_id)},
+                "sk": {"S": f"{event_sk(last)}#{tags[0]}#confirmed"},
+                "seq": {"N": str(last)},
+                "last_seq": {"N": str(last)},
+                "events": {"S": "[]"},
+                CONFIRMS: {"SS": tags},
+            }
+        )
     return pages
+
+
+def _confirmed(entry: Mapping[str, Any]) -> list[str]:
+    """The tags an entry or an untagged page confirms (a string, or a set once spilled)."""
+    value = entry.get(CONFIRMS, {})
+    return [value["S"]] if "S" in value else list(value.get("SS", []))
 
 
 def timeline_of(items: Iterable[Mapping[str, Any]]) -> list[TimelineEvent]:
@@ -297,9 +322,9 @@ def timeline_of(items: Iterable[Mapping[str, Any]]) -> list[TimelineEvent]:
         elif sk.startswith(EVENT_PREFIX):
             pages.append(item)
     confirmed = {
-        entry[CONFIRMS]["S"]
+        tag
         for entry in [*tail, *(page for page in pages if COMMIT not in page)]
-        if CONFIRMS in entry
+        for tag in _confirmed(entry)
     }
     by_seq: dict[int, TimelineEvent] = {}
     for page in sorted(pages, key=lambda page: str(page["sk"]["S"])):

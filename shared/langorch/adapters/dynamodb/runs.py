@@ -64,11 +64,13 @@ other save writes its events first as overflow pages under a fresh tag, and its 
 the tag (``confirms``). An overflow page is shown only when a carried entry, or a page one was
 written out to, confirms its tag: a save refused for a stale fence, or one whose process died
 before its update, leaves pages nobody is shown (and under keys of their own, so they never
-replace a page that stands). ``CARRY_BYTES`` (``_run_items``) bounds the tail: past it, its
-entries are written out as pages (spilled) before the update that replaces them. A timeline
-read is one consistent ``Query`` from the run item back through the pages, so an overflow page
-written after the run item was read is not confirmed by what was read. Run items stored before
-the tail existed have none, and their pages carry no tag: both read as before.
+replace a page that stands). ``CARRY_BYTES`` (``_run_items``) bounds the tail, and
+``CONFIRM_BYTES`` when the save only confirms: past it, its entries are written out as pages
+(spilled; the confirming entries as one item with a string set) before the update that
+replaces them. A timeline read is one consistent ``Query`` from the run item back through the
+pages, so an overflow page written after the run item was read is not confirmed by what was
+read. Run items stored before the tail existed have none, and their pages carry no tag: both
+read as before.
 
 Starts are deduplicated without a transaction (which bills its writes twice): a run whose id is
 derived from its dedupe key (``dedupe_run_id``, every start the app makes) is deduplicated by
@@ -101,6 +103,7 @@ from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
 from langorch.adapters.dynamodb._run_items import (
     APPEND_TAIL,
     CARRY_BYTES,
+    CONFIRM_BYTES,
     DEDUPE_SK,
     EVENT_PAGE_BYTES,
     EVENT_PREFIX,
@@ -649,7 +652,8 @@ class RunsRepository:
         Returns:
             ``None`` when written; when refused, the stored item (``{}``: there is none).
         """
-        room = CARRY_BYTES if run.status in TERMINAL else 0
+        ending = run.status in TERMINAL
+        room, bound = (CARRY_BYTES, CARRY_BYTES) if ending else (0, CONFIRM_BYTES)
         overflow, entry, size = carried_save(run.run_id, events, uuid.uuid4().hex, room=room)
         for chunk in chunks(overflow, _BATCH_WRITE_MAX):
             self._batch_put(chunk)
@@ -658,7 +662,7 @@ class RunsRepository:
         old: dict[str, Any] | None = None
         for _ in range(_SPILLS):
             if was is None:
-                left = {":room": {"N": str(CARRY_BYTES - size)}, ":no_tail": {"L": []}}
+                left = {":room": {"N": str(bound - size)}, ":no_tail": {"L": []}}
                 old = self._update_record(
                     run,
                     f"{condition} AND {TAIL_HAS_ROOM}",
