@@ -79,6 +79,8 @@ an id of its caller's choosing writes a dedupe marker, first, then its run (see
 :meth:`RunsRepository.create_run`). The marker is keyed by a hash of the dedupe key (an S3
 bucket + key can exceed what a key attribute should carry); the raw key is kept beside it for
 people. Runs stored before this have a marker beside their derived id; either deduplicates them.
+One key started both ways (under its derived id and under another) is not deduplicated across
+the two: the app never does that.
 """
 
 from __future__ import annotations
