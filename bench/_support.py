@@ -205,11 +205,16 @@ class DynamoMeter:
     Args:
         client: The counted client (the one the adapters were given).
         peek: An uncounted client on the same account, for sizing updated items.
+        size_at_once: size each updated or checked item right after its request, as it was
+            billed then (a read inside the hook, so not for timed measurements); by default
+            they are sized once the measurement is over, at their final size, which bills an
+            early update of an item that grew later (a run item) at the larger size.
     """
 
-    def __init__(self, client: Any, peek: Any) -> None:
+    def __init__(self, client: Any, peek: Any, *, size_at_once: bool = False) -> None:
         self._client = client
         self._peek = peek
+        self._size_at_once = size_at_once
         self._lock = threading.Lock()
         self.tables: dict[str, TableUse] = {}
         self.writes: list[tuple[str, int]] = []
@@ -265,6 +270,8 @@ class DynamoMeter:
                 sent[table] += written
                 if wru:
                     use.op_write_units[op] += wru
+        if self._size_at_once:
+            self._size_updates()
         with self._lock:
             self.writes.extend((table, size) for table, size in sent.items() if size)
             # One request is one request: a transaction that checks the run item (runs table)
@@ -417,12 +424,12 @@ class RequestUnits:
         return item_size(item or key)
 
 
-def dynamo_meter(container: Any) -> DynamoMeter:
+def dynamo_meter(container: Any, *, size_at_once: bool = False) -> DynamoMeter:
     """A meter on the container's DynamoDB client (with a private client for sizing)."""
     import boto3
 
     peek = boto3.client("dynamodb", region_name=REGION)
-    return DynamoMeter(container.client("dynamodb"), peek)
+    return DynamoMeter(container.client("dynamodb"), peek, size_at_once=size_at_once)
 
 
 # --------------------------------------------------------------------------------------------

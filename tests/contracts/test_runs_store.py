@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
+from langorch.adapters.request_counter import RequestCounter
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.runs import SqliteRuns
 from langorch.domain.errors import (
@@ -116,6 +117,30 @@ def test_a_dedupe_key_already_used_by_another_run_id_returns_that_run(
     assert (existing.run_id, created) == ("run-a", False)
     with pytest.raises(NotFoundError):
         repo.get_run("run-b")
+
+
+@pytest.mark.parametrize("derived", [True, False], ids=["derived-id", "own-id"])
+def test_concurrent_starts_of_one_dedupe_key_make_one_run(repo: Runs, derived: bool) -> None:
+    # Given eight deliveries of one event arriving at once (the same run id when it is derived
+    # from the key, as every start in the app makes it; else each its own)
+    key = "webhook:lunch_order:delivery-7"
+    outcomes: list[tuple[str, bool]] = []
+
+    def start(n: int) -> None:
+        run_id = dedupe_run_id(key) if derived else f"run-{n}"
+        stored, created = repo.create_run(a_run(run_id, dedupe_key=key))
+        outcomes.append((stored.run_id, created))
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(8)]
+    # When they all store their run
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then exactly one created it, every one got that run back, and only it is stored
+    assert sum(created for _, created in outcomes) == 1
+    assert len({run_id for run_id, _ in outcomes}) == 1
+    assert [r.run_id for r in repo.list_runs()] == [outcomes[0][0]]
 
 
 def test_a_retried_manual_start_with_the_same_run_id_makes_one_run(repo: Runs) -> None:
@@ -579,6 +604,16 @@ def test_the_next_seq_follows_the_last_event(repo: Runs) -> None:
     assert repo.next_event_seq("run-1") == 8
 
 
+def test_the_next_seq_follows_events_saved_with_the_record(repo: Runs) -> None:
+    # Given a run whose segment saved its events with its record, after an earlier append
+    run = transition(repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    repo.append_events("run-1", [event(1)])
+    fence = repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    repo.save_run(run, fence=fence, release=True, events=[event(1_000_001), event(1_000_002)])
+    # When the next event is numbered, then it follows the saved ones
+    assert repo.next_event_seq("run-1") == 1_000_003
+
+
 def test_a_stale_segment_cannot_add_to_the_timeline(repo: Runs) -> None:
     # Given a segment whose lease was taken over
     repo.create_run(a_run())
@@ -617,6 +652,70 @@ def test_a_refused_last_write_stores_neither_record_nor_timeline(repo: Runs) -> 
     # Then neither landed
     assert repo.get_run("run-1").status is RunStatus.queued
     assert repo.get_timeline("run-1") == []
+
+
+def test_a_start_is_one_conditional_put_and_never_a_transaction(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given the runs table, counted request by request
+    counter = RequestCounter(dynamo_repo._client)
+    key = "webhook:lunch_order:delivery-9"
+    try:
+        # When a delivery starts its run (the id derived from the key), and comes again
+        dynamo_repo.create_run(a_run(dedupe_run_id(key), dedupe_key=key))
+        first = counter.counts
+        counter.reset()
+        _, created = dynamo_repo.create_run(a_run(dedupe_run_id(key), dedupe_key=key))
+        again = counter.counts
+    finally:
+        counter.detach()
+    # Then the start was one PutItem (the run item's own condition is the dedupe), and the
+    # duplicate a refused PutItem and the read of the run it duplicates
+    assert first == {"PutItem": 1}
+    assert (again, created) == ({"PutItem": 1, "GetItem": 1}, False)
+
+
+def test_a_start_under_its_own_run_id_writes_its_dedupe_marker_then_its_run(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given the runs table, counted request by request
+    counter = RequestCounter(dynamo_repo._client)
+    try:
+        # When a run with a dedupe key but an id of its caller's choosing is started
+        dynamo_repo.create_run(a_run("run-a", dedupe_key="slot-9"))
+        sent = counter.counts
+    finally:
+        counter.detach()
+    # Then two conditional puts stored it, no transaction
+    assert sent == {"PutItem": 2}
+    assert dynamo_repo.get_run("run-a").dedupe_key == "slot-9"
+
+
+def test_a_start_that_stopped_between_its_marker_and_its_run_is_finished_by_the_retry(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a start whose process died after writing its dedupe marker, before its run item
+    def die_at_the_run_item(params: dict[str, Any], **_: Any) -> None:
+        if params["Item"]["sk"]["S"] == "run":
+            raise SystemExit("the process died here")
+
+    events = dynamo_repo._client.meta.events
+    events.register("provide-client-params.dynamodb.PutItem", die_at_the_run_item)
+    try:
+        with pytest.raises(SystemExit):
+            dynamo_repo.create_run(a_run("run-a", dedupe_key="slot-1"))
+    finally:
+        events.unregister("provide-client-params.dynamodb.PutItem", die_at_the_run_item)
+    with pytest.raises(NotFoundError):
+        dynamo_repo.get_run("run-a")
+    # When the event is delivered again (under another run id)
+    finished, created = dynamo_repo.create_run(a_run("run-b", dedupe_key="slot-1"))
+    # Then the retry stored the run the marker names, and reports it created (so it launches it)
+    assert (finished.run_id, created) == ("run-a", True)
+    # And any later delivery finds that one run, the only one stored
+    again, created_again = dynamo_repo.create_run(a_run("run-c", dedupe_key="slot-1"))
+    assert (again.run_id, created_again) == ("run-a", False)
+    assert [r.run_id for r in dynamo_repo.list_runs()] == ["run-a"]
 
 
 def test_a_lease_copies_its_fence_onto_the_fence_item_and_a_pause_flags_it(
@@ -671,38 +770,154 @@ def requests_sent(repo: RunsRepository, request: pytest.FixtureRequest) -> list[
     return sent
 
 
-def test_a_segments_last_write_is_one_request(
+def test_a_segments_last_write_is_one_update_and_no_transaction(
     dynamo_repo: RunsRepository, request: pytest.FixtureRequest
 ) -> None:
     # Given a segment holding the lease, counted request by request
     run = dynamo_repo.create_run(a_run())[0]
     fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
     sent = requests_sent(dynamo_repo, request)
-    # When it stores its record with 60 events
+    # When it stores its record with 40 events
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
-    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(n) for n in range(1, 61)])
-    # Then that took one transaction, and everything reads back
-    assert sent == ["TransactWriteItems"]
-    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == list(range(1, 61))
+    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(n) for n in range(1, 41)])
+    # Then that took one UpdateItem (the events ride with the record), and everything reads back
+    assert sent == ["UpdateItem"]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == list(range(1, 41))
 
 
-def test_a_last_write_with_a_timeline_too_large_for_one_transaction_still_lands(
+def _big(first: int, count: int) -> list[TimelineEvent]:
+    """``count`` events of about 1 KB each, from ``seq`` ``first``."""
+    return [
+        TimelineEvent(seq=n, at=T0, type=TimelineEventType.step_finished, detail={"n": "x" * 900})
+        for n in range(first, first + count)
+    ]
+
+
+def test_a_last_write_with_more_events_than_the_run_item_carries_still_lands(
     dynamo_repo: RunsRepository, request: pytest.FixtureRequest
 ) -> None:
-    # Given a segment holding the lease, with 3,500 events of about 1 KB (60 pages)
+    # Given a segment holding the lease, with 3,500 events of about 1 KB (55 pages)
     run = dynamo_repo.create_run(a_run())[0]
     fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
-    many = [
-        TimelineEvent(seq=n, at=T0, type=TimelineEventType.step_finished, detail={"n": "x" * 900})
-        for n in range(1, 3501)
-    ]
+    many = _big(1, 3500)
     sent = requests_sent(dynamo_repo, request)
     # When its last write stores them with the record
     done = transition(transition(run, RunStatus.running, now=T0), RunStatus.succeeded, now=T0)
     dynamo_repo.save_run(done, fence=fence, release=True, events=many)
-    # Then the leading pages went first, fenced, and every page and the record landed
-    assert sent == ["TransactWriteItems", "TransactWriteItems"]
+    # Then the leading pages went first in batches, the rest with the record, no transaction
+    assert sent == ["BatchWriteItem"] * 3 + ["UpdateItem"]
     assert dynamo_repo.get_timeline("run-1") == many
+    assert dynamo_repo.get_run("run-1").status is RunStatus.succeeded
+
+
+def test_a_segment_the_run_goes_on_after_writes_its_events_as_pages_its_record_confirms(
+    dynamo_repo: RunsRepository, request: pytest.FixtureRequest
+) -> None:
+    # Given a segment holding the lease, counted request by request
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    sent = requests_sent(dynamo_repo, request)
+    # When it stores its record (the run goes on) with its events
+    dynamo_repo.save_run(run, fence=fence, release=True, events=[event(1), event(2)])
+    # Then the events went as a page, then the record's update: no transaction, and the run
+    # item carries no events the next segment's lease would bill again
+    assert sent == ["BatchWriteItem", "UpdateItem"]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [1, 2]
+    key = {"pk": {"S": "run#run-1"}, "sk": {"S": "run"}}
+    item = dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"]
+    assert [entry["M"]["events"]["S"] for entry in item["tail"]["L"]] == ["[]"]
+
+
+def test_carried_events_that_are_full_are_written_out_before_the_next_save(
+    dynamo_repo: RunsRepository, request: pytest.FixtureRequest
+) -> None:
+    # Given a run whose last segment stored 4 KB of events with its ending
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    done = transition(run, RunStatus.succeeded, now=T0)
+    dynamo_repo.save_run(done, events=_big(1, 4))
+    sent = requests_sent(dynamo_repo, request)
+    # When a retried last write stores the same ending with 4 KB more, past what the run item
+    # carries
+    dynamo_repo.save_run(done, events=_big(5, 4))
+    # Then its update was refused for room, the carried events went out as a page, and the
+    # update carried the new ones: no transaction, and the whole timeline reads back
+    assert sent == ["UpdateItem", "BatchWriteItem", "UpdateItem"]
+    assert dynamo_repo.get_timeline("run-1") == _big(1, 8)
+    assert dynamo_repo.next_event_seq("run-1") == 9
+
+
+def test_the_confirmations_of_many_segments_stay_small_on_the_run_item_and_keep_pages_shown(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run whose 30 segments each stored two events and went on
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    for n in range(1, 31):
+        fence = dynamo_repo.acquire_lease("run-1", f"seg-{n}", now=NOW + n, ttl_seconds=TTL)
+        saved = [event(n * 1_000_000 + 1), event(n * 1_000_000 + 2)]
+        dynamo_repo.save_run(run, fence=fence, release=True, events=saved)
+    # When the timeline is read, then every segment's events are shown, in order
+    expected = [n * 1_000_000 + i for n in range(1, 31) for i in (1, 2)]
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == expected
+    assert dynamo_repo.next_event_seq("run-1") == 30_000_003
+    # And the run item carries about a kilobyte of confirmations, not thirty segments' worth
+    key = {"pk": {"S": "run#run-1"}, "sk": {"S": "run"}}
+    item = dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"]
+    assert int(item["tail_bytes"]["N"]) <= 1_000
+    assert len(item["tail"]["L"]) < 30
+
+
+def test_a_stale_segments_overflow_pages_are_never_shown(dynamo_repo: RunsRepository) -> None:
+    # Given a segment whose lease was taken over, and the segment that took it saved its events
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    stale = dynamo_repo.acquire_lease("run-1", "old", now=NOW, ttl_seconds=TTL)
+    current = dynamo_repo.acquire_lease("run-1", "new", now=NOW + TTL + 1, ttl_seconds=TTL)
+    dynamo_repo.save_run(run, fence=current, events=[event(2_000_001)])
+    # When the stale one saves more events than the run item carries (its overflow pages are
+    # written before its refused update)
+    with pytest.raises(LeaseHeldError, match="stale"):
+        dynamo_repo.save_run(run, fence=stale, events=_big(1_000_001, 20))
+    # Then none of its events is shown, before or after the next segment's save
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [2_000_001]
+    dynamo_repo.save_run(run, fence=current, release=True, events=[event(2_000_002)])
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [2_000_001, 2_000_002]
+
+
+def test_a_save_that_stopped_after_its_overflow_pages_shows_none_of_them(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a segment whose process died after its overflow pages, before its record's update
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+
+    def die_at_the_update(**_: Any) -> None:
+        raise SystemExit("the process died here")
+
+    events = dynamo_repo._client.meta.events
+    events.register("provide-client-params.dynamodb.UpdateItem", die_at_the_update)
+    try:
+        with pytest.raises(SystemExit):
+            dynamo_repo.save_run(run, fence=fence, events=_big(1_000_001, 20))
+    finally:
+        events.unregister("provide-client-params.dynamodb.UpdateItem", die_at_the_update)
+    # When its retry takes the run over and saves its own events
+    retry = dynamo_repo.acquire_lease("run-1", "retry", now=NOW + TTL + 1, ttl_seconds=TTL)
+    dynamo_repo.save_run(run, fence=retry, release=True, events=[event(2_000_001)])
+    # Then only the retry's events are shown
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [2_000_001]
+
+
+def test_a_run_stored_before_events_rode_with_the_record_reads_and_finishes(
+    dynamo_repo: RunsRepository,
+) -> None:
+    # Given a run item without carried events, and a page its first segment wrote
+    run = transition(dynamo_repo.create_run(a_run())[0], RunStatus.running, now=T0)
+    dynamo_repo.append_events("run-1", [event(1), event(2)])
+    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    # When its next segment ends it
+    done = transition(run, RunStatus.succeeded, now=T0)
+    dynamo_repo.save_run(done, fence=fence, release=True, events=[event(3)])
+    # Then both segments' events read back, and the run ended
+    assert [e.seq for e in dynamo_repo.get_timeline("run-1")] == [1, 2, 3]
     assert dynamo_repo.get_run("run-1").status is RunStatus.succeeded
 
 

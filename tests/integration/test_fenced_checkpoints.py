@@ -389,10 +389,10 @@ def test_a_new_runs_segment_makes_two_requests_besides_its_supersteps_and_reads_
     # one segment runs it to its end
     setup, run, result, counter = _one_segment_of_a_new_ten_step_run(processes)
     # Then it read the run, took the lease (a transaction: the run item and its fence item),
-    # wrote 11 transactions of checkpoints (the input checkpoint went with __start__'s) and one
-    # of the record with its timeline: no Query
+    # wrote 11 transactions of checkpoints (the input checkpoint went with __start__'s) and the
+    # record with its timeline in one conditional update: no Query
     assert result.status == "succeeded"
-    assert counter.counts == {"GetItem": 1, "TransactWriteItems": 13}
+    assert counter.counts == {"GetItem": 1, "TransactWriteItems": 12, "UpdateItem": 1}
     assert len(_history(setup, run.run_id)) == 12
     # And another process reads the same end state
     fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,6 +75,34 @@ EVENT_PAGE_BYTES = 64_000
 """A timeline page holds events up to this much JSON (DynamoDB items stop at 400 KB; pages
 this size keep a retried write cheap). An event longer than this gets a page of its own."""
 
+CARRY_BYTES = 6_000
+"""What the run item carries beside the record, at most: the timeline entries of the saves
+that landed since the last spill (``tail``; their size in ``tail_bytes``).
+
+A save with events (a segment's last write) is one conditional ``UpdateItem`` of the record
+that appends an entry to ``tail``: the condition that refuses a stale record refuses the entry,
+with no transaction (which bills its writes twice). A save that ends the run carries its events
+in the entry (up to this much: one request for the record and its timeline, and nothing writes
+the run item after its end); any other save writes its events first as overflow pages under a
+fresh tag, and its entry carries only that tag, confirming them (a save that is refused or
+never lands leaves pages nobody is shown). Carried events are kept off saves a run goes on
+after because an update bills the larger of the item before and after: the next segment's
+lease would bill them again. Past this bound, the carried entries are written out as ordinary
+pages first (spilled) and the tail starts again; it also leaves the room the emulator needs
+(``domain.limits``)."""
+CONFIRM_BYTES = 1_000
+"""The bound on the tail for a save the run goes on after (its entry only confirms a tag): the
+next lease bills whatever the run item carries, so it is spilled sooner (every ten segments or
+so, its confirmations in one item)."""
+TAIL = "tail"
+TAIL_BYTES = "tail_bytes"
+_ENTRY_OVERHEAD = 40
+"""What a carried entry weighs besides its events and tag (names, numbers), for ``tail_bytes``."""
+COMMIT = "commit"
+"""On an overflow page: the save it belongs to (shown only once that save is confirmed)."""
+CONFIRMS = "confirms"
+"""On a carried entry (and the page it spills to): the save whose overflow pages stand."""
+
 # Conditions, named (habit 8).
 RUN_IS_NEW = "attribute_not_exists(pk)"
 RUN_EXISTS = "attribute_exists(pk)"
@@ -101,6 +129,15 @@ IN_EXECUTION = "(attribute_not_exists(execution_name) OR execution_name = :execu
 """A write for one execution of the run (an operator's cancel) lands only while the run is still
 in it: a hand-over to the next execution, or a redrive, writes ``execution_name`` with the body.
 An item written before the attribute existed has not moved since it was read."""
+TAIL_HAS_ROOM = "(attribute_not_exists(tail_bytes) OR tail_bytes <= :room)"
+"""The carried events leave room for a save's (``:room`` = :data:`CARRY_BYTES` less them)."""
+TAIL_UNCHANGED = "tail_bytes = :was"
+"""The carried events are still the ones just spilled (nothing was appended meanwhile)."""
+APPEND_TAIL = (
+    "tail = list_append(if_not_exists(tail, :no_tail), :entry),"
+    " tail_bytes = if_not_exists(tail_bytes, :zero) + :size"
+)
+REPLACE_TAIL = "tail = :entry, tail_bytes = :size"
 PAUSE_STANDS = "attribute_exists(pause)"
 """The execution parked on a pause is kept only while the pause stands."""
 
@@ -140,8 +177,8 @@ def _pages(events: Sequence[tuple[int, str]]) -> Iterator[list[tuple[int, str]]]
         yield page
 
 
-def event_items(run_id: str, events: Sequence[TimelineEvent]) -> list[dict[str, Any]]:
-    """Timeline events as page items (as few as fit, see :data:`EVENT_PAGE_BYTES`).
+def _serialized(events: Sequence[TimelineEvent]) -> list[tuple[int, str]]:
+    """``(seq, JSON)`` of each event.
 
     Raises:
         ValueError: ``seq`` is not strictly increasing.
@@ -149,25 +186,164 @@ def event_items(run_id: str, events: Sequence[TimelineEvent]) -> list[dict[str, 
     seqs = [event.seq for event in events]
     if any(b <= a for a, b in itertools.pairwise(seqs)):
         raise ValueError(f"timeline events must be in increasing seq order, got {seqs}")
-    return [
-        {
+    return [(event.seq, event.model_dump_json(exclude_none=True)) for event in events]
+
+
+def _page_items(
+    run_id: str, events: Sequence[tuple[int, str]], commit: str | None = None
+) -> list[dict[str, Any]]:
+    """Serialized events as page items; with ``commit``, overflow pages of that save."""
+    items = []
+    for page in _pages(events):
+        item: dict[str, Any] = {
             "pk": {"S": run_pk(run_id)},
             "sk": {"S": event_sk(page[0][0])},
             "seq": {"N": str(page[0][0])},
             "last_seq": {"N": str(page[-1][0])},
             "events": {"S": "[" + ",".join(body for _, body in page) + "]"},
         }
-        for page in _pages(
-            [(event.seq, event.model_dump_json(exclude_none=True)) for event in events]
-        )
-    ]
+        if commit is not None:
+            # Its own key: a save refused after this write must not replace a page that stands.
+            item["sk"] = {"S": f"{event_sk(page[0][0])}#{commit}"}
+            item[COMMIT] = {"S": commit}
+        items.append(item)
+    return items
+
+
+def event_items(run_id: str, events: Sequence[TimelineEvent]) -> list[dict[str, Any]]:
+    """Timeline events as page items (as few as fit, see :data:`EVENT_PAGE_BYTES`).
+
+    Raises:
+        ValueError: ``seq`` is not strictly increasing.
+    """
+    return _page_items(run_id, _serialized(events))
 
 
 def page_events(item: Mapping[str, Any]) -> list[TimelineEvent]:
-    """The events of a timeline item (a page, or one event in the older layout)."""
+    """The events of a timeline item (a page, a carried entry, or one event in the older
+    layout)."""
     if "events" in item:
         return _EVENT_PAGE.validate_json(item["events"]["S"])
     return [TimelineEvent.model_validate_json(item["body"]["S"])]
+
+
+def carried_save(
+    run_id: str, events: Sequence[TimelineEvent], commit: str, *, room: int
+) -> tuple[list[dict[str, Any]], dict[str, Any], int]:
+    """A save's events as the run item carries them (see :data:`CARRY_BYTES`).
+
+    The trailing events that fit in ``room`` bytes make the tail entry the record's update
+    appends; the leading rest become overflow pages tagged ``commit``, written before the
+    update, which confirms them (the entry's ``confirms``).
+
+    Args:
+        run_id: the run.
+        events: the save's events, in increasing ``seq`` order (at least one).
+        commit: a tag no other save uses.
+        room: how much of them the entry may carry (0: none; all go as overflow pages).
+
+    Returns:
+        The overflow pages, the tail entry (a map) and its size as :data:`TAIL_BYTES` counts.
+
+    Raises:
+        ValueError: ``seq`` is not strictly increasing, or there are no events.
+    """
+    serialized = _serialized(events)
+    if not serialized:
+        raise ValueError("a save carries at least one timeline event")
+    start, size = len(serialized), 2
+    while start > 0 and size + len(serialized[start - 1][1]) + 1 <= room:
+        start -= 1
+        size += len(serialized[start][1]) + 1
+    carried = serialized[start:]
+    entry: dict[str, Any] = {
+        "seq": {"N": str(serialized[start if carried else 0][0])},
+        "last_seq": {"N": str(serialized[-1][0])},
+        "events": {"S": "[" + ",".join(body for _, body in carried) + "]"},
+    }
+    overflow = _page_items(run_id, serialized[:start], commit)
+    if overflow:
+        entry[CONFIRMS] = {"S": commit}
+    return overflow, entry, _ENTRY_OVERHEAD + len(entry["events"]["S"]) + len(commit)
+
+
+def _tail(item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The entries a run item carries (none in items stored before the tail existed)."""
+    return [entry["M"] for entry in item.get(TAIL, {}).get("L", [])]
+
+
+def spilled_pages(run_id: str, item: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The entries a run item carries, as the page items they become when written out: one
+    page per entry with events, and one item for all the entries that only confirm a tag (its
+    ``confirms`` a string set, under a key of its own)."""
+    pages: list[dict[str, Any]] = []
+    tags: list[str] = []
+    for entry in _tail(item):
+        if entry["events"]["S"] == "[]":
+            tags.append(entry[CONFIRMS]["S"])
+            continue
+        sk = event_sk(int(entry["seq"]["N"]))
+        pages.append({"pk": {"S": run_pk(run_id)}, "sk": {"S": sk}, **entry})
+    if tags:
+        last = max(int(entry["last_seq"]["N"]) for entry in _tail(item))
+        pages.append(
+            {
+                "pk": {"S": run_pk(run_id)},
+                "sk": {"S": f"{event_sk(last)}#{tags[0]}#confirmed"},
+                "seq": {"N": str(last)},
+                "last_seq": {"N": str(last)},
+                "events": {"S": "[]"},
+                CONFIRMS: {"SS": tags},
+            }
+        )
+    return pages
+
+
+def _confirmed(entry: Mapping[str, Any]) -> list[str]:
+    """The tags an entry or an untagged page confirms (a string, or a set once spilled)."""
+    value = entry.get(CONFIRMS, {})
+    return [value["S"]] if "S" in value else list(value.get("SS", []))
+
+
+def timeline_of(items: Iterable[Mapping[str, Any]]) -> list[TimelineEvent]:
+    """The timeline of a run's items (its run item and its pages, in any order).
+
+    Shown: every page without a ``commit`` tag, the overflow pages of a save that landed (its
+    tag confirmed by a carried entry or a spilled page), and the carried entries. Where events
+    share a ``seq``, a later page (by key) replaces an earlier one and a carried entry, the
+    newest save's, replaces a page.
+    """
+    pages: list[Mapping[str, Any]] = []
+    tail: list[dict[str, Any]] = []
+    for item in items:
+        sk = item["sk"]["S"]
+        if sk == RUN_SK:
+            tail = _tail(item)
+        elif sk.startswith(EVENT_PREFIX):
+            pages.append(item)
+    confirmed = {
+        tag
+        for entry in [*tail, *(page for page in pages if COMMIT not in page)]
+        for tag in _confirmed(entry)
+    }
+    by_seq: dict[int, TimelineEvent] = {}
+    for page in sorted(pages, key=lambda page: str(page["sk"]["S"])):
+        if COMMIT not in page or page[COMMIT]["S"] in confirmed:
+            by_seq.update((event.seq, event) for event in page_events(page))
+    for entry in tail:
+        by_seq.update((event.seq, event) for event in page_events(entry))
+    return [by_seq[seq] for seq in sorted(by_seq)]
+
+
+def last_seq_of(items: Iterable[Mapping[str, Any]]) -> int:
+    """The highest ``seq`` a run's run item and pages hold (0: none)."""
+    last = 0
+    for item in items:
+        sk = item["sk"]["S"]
+        entries = _tail(item) if sk == RUN_SK else [item] if sk.startswith(EVENT_PREFIX) else []
+        for entry in entries:
+            last = max(last, int((entry.get("last_seq") or entry["seq"])["N"]))
+    return last
 
 
 def run_item(run: RunRecord, *, fence: int | None) -> dict[str, Any]:
@@ -277,13 +453,14 @@ def lease_until(item: Mapping[str, Any]) -> str:
     return _utc_iso(datetime.fromtimestamp(float(raw), tz=UTC))
 
 
-def refused_save(
+def save_refusal(
     run: RunRecord,
     fence: int | None,
     old: Mapping[str, Any] | None,
     in_execution: str | None = None,
-) -> Exception:
-    """Why a conditional save was refused, from the item as it was (``None``: no run)."""
+) -> Exception | None:
+    """Why a save's conditions refuse it, from the item as it was (``None``: no run); ``None``
+    when none of them does (a refusal then came from the carried events' room, or a race)."""
     if old is None:
         return NotFoundError(f"run {run.run_id} does not exist; create it before saving")
     current_fence = old.get("fence", {}).get("N")
@@ -305,4 +482,16 @@ def refused_save(
             f"run {run.run_id} moved to execution {moved_to} since it was read in "
             f"{in_execution}; the write was refused (read the run again and retry)"
         )
-    return ConflictError(f"run {run.run_id} changed meanwhile; read it again and retry")
+    return None
+
+
+def refused_save(
+    run: RunRecord,
+    fence: int | None,
+    old: Mapping[str, Any] | None,
+    in_execution: str | None = None,
+) -> Exception:
+    """Why a conditional save was refused, from the item as it was (``None``: no run)."""
+    return save_refusal(run, fence, old, in_execution) or ConflictError(
+        f"run {run.run_id} changed meanwhile; read it again and retry"
+    )

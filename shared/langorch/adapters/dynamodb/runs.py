@@ -9,10 +9,14 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      gsi1pk, gsi1sk, gsi2pk, gsi2sk,
                                                      attempt (N, a redrive's), forks (L of JSON),
                                                      pause (PauseRequest JSON), pause_token,
-                                                     execution_name (the run's current one)
+                                                     execution_name (the run's current one),
+                                                     tail (L of M: seq, last_seq, events,
+                                                     confirms), tail_bytes (N)
     fence     run#<run_id>             fence         fence (N, the run item's), paused (BOOL)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
-                                                     events (JSON list of TimelineEvent)
+                                                     events (JSON list of TimelineEvent),
+                                                     confirms (a spilled entry's)
+    overflow  run#<run_id>     ev#<seq:015d>#<tag>   the same, and commit (the tag)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
 
     GSI gsi1  gsi1pk = wf#<workflow_id>#<n>  gsi1sk = <created_at>#<run_id>  (runs of a workflow)
@@ -53,8 +57,30 @@ least) each. A replayed append (a retried segment) writes the same keys and repl
 where pages overlap, the later page's event with a ``seq`` wins. Items of the older layout (one
 event per item, its JSON in ``body``) still read back.
 
-The dedupe marker is keyed by a hash of the dedupe key (an S3 bucket + key can exceed what a
-key attribute should carry); the raw key is kept beside it for people.
+A segment's last write stores its record and its events without a transaction (which bills its
+writes twice; issue 33): the record's conditional ``UpdateItem`` appends an entry to the run
+item's ``tail``. A save that ends the run carries its events in that entry (one request); any
+other save writes its events first as overflow pages under a fresh tag, and its entry carries
+the tag (``confirms``). An overflow page is shown only when a carried entry, or a page one was
+written out to, confirms its tag: a save refused for a stale fence, or one whose process died
+before its update, leaves pages nobody is shown (and under keys of their own, so they never
+replace a page that stands). ``CARRY_BYTES`` (``_run_items``) bounds the tail, and
+``CONFIRM_BYTES`` when the save only confirms: past it, its entries are written out as pages
+(spilled; the confirming entries as one item with a string set) before the update that
+replaces them. A timeline read is one consistent ``Query`` from the run item back through the
+pages, so an overflow page written after the run item was read is not confirmed by what was
+read. Run items stored before the tail existed have none, and their pages carry no tag: both
+read as before.
+
+Starts are deduplicated without a transaction (which bills its writes twice): a run whose id is
+derived from its dedupe key (``dedupe_run_id``, every start the app makes) is deduplicated by
+its own item's ``attribute_not_exists``, and stores no marker. Only a run with a dedupe key and
+an id of its caller's choosing writes a dedupe marker, first, then its run (see
+:meth:`RunsRepository.create_run`). The marker is keyed by a hash of the dedupe key (an S3
+bucket + key can exceed what a key attribute should carry); the raw key is kept beside it for
+people. Runs stored before this have a marker beside their derived id; either deduplicates them.
+One key started both ways (under its derived id and under another) is not deduplicated across
+the two: the app never does that.
 """
 
 from __future__ import annotations
@@ -63,6 +89,7 @@ import heapq
 import itertools
 import logging
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -76,6 +103,9 @@ from langorch.adapters.dynamodb._items import old_item as _old_item
 from langorch.adapters.dynamodb._items import response as _response
 from langorch.adapters.dynamodb._items import utc_iso as _utc_iso
 from langorch.adapters.dynamodb._run_items import (
+    APPEND_TAIL,
+    CARRY_BYTES,
+    CONFIRM_BYTES,
     DEDUPE_SK,
     EVENT_PAGE_BYTES,
     EVENT_PREFIX,
@@ -91,23 +121,31 @@ from langorch.adapters.dynamodb._run_items import (
     NOT_ENDED_OTHERWISE,
     PAUSE_STANDS,
     PAUSED_FLAG,
+    REPLACE_TAIL,
     RUN_EXISTS,
     RUN_IS_NEW,
     RUN_SK,
     STILL_ON_ATTEMPT,
     STILL_ON_FIRST_ATTEMPT,
+    TAIL_BYTES,
+    TAIL_HAS_ROOM,
+    TAIL_UNCHANGED,
+    carried_save,
     chunks,
     dedupe_pk,
     event_items,
+    last_seq_of,
     lease_until,
-    page_events,
     pause_of,
     record,
     refused_save,
     run_item,
     run_pk,
+    save_refusal,
+    spilled_pages,
     status_keys,
     table_definition,
+    timeline_of,
     workflow_keys,
 )
 from langorch.domain.errors import (
@@ -125,6 +163,7 @@ from langorch.domain.runs import (
     RunRecord,
     RunStatus,
     TimelineEvent,
+    dedupe_run_id,
 )
 
 __all__ = ["EVENT_PAGE_BYTES", "MAX_BODY_BYTES", "RunsRepository"]
@@ -133,10 +172,9 @@ logger = logging.getLogger(__name__)
 
 _BATCH_WRITE_MAX = 25
 _TRANSACT_PAGES = 50
-"""Pages per fenced transaction: 50 full pages stay under TransactWriteItems' 4 MB."""
+"""Pages per fenced append (a transaction): 50 full pages stay under its 4 MB."""
 _MAX_LIST = 1000
 _BATCH_GET_MAX = 100
-_CREATE_ATTEMPTS = 4
 _LEASE_ATTEMPTS = 4
 _FENCES_KEPT = 256
 """How many runs' fences a repository remembers from its reads (to take their leases without
@@ -157,21 +195,8 @@ _ENDINGS: dict[str, Any] = {
 """The values :data:`NOT_ENDED_OTHERWISE` names."""
 
 
-_CARRIED_PAGES = 48
-_CARRIED_BYTES = 3_000_000
-"""What of a timeline rides with the record's update: under TransactWriteItems' 100 actions and
-4 MB, less the record (400 KB at most)."""
-
-
-def _carried_pages(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The last pages of a timeline that fit in one transaction beside the record."""
-    size, start = 0, len(pages)
-    while start > 0 and len(pages) - start < _CARRIED_PAGES:
-        size += len(pages[start - 1]["events"]["S"])
-        if size > _CARRIED_BYTES and start < len(pages):
-            break
-        start -= 1
-    return pages[start:]
+_SPILLS = 3
+"""Tries at a save that finds the carried events full: spill them, then replace them."""
 
 
 def _record_values(run: RunRecord) -> dict[str, Any]:
@@ -233,10 +258,16 @@ class RunsRepository:
     # ----------------------------------------------------------------------------------------
 
     def create_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
-        """Store a new run, once per dedupe key.
+        """Store a new run, once per dedupe key: no write is a transaction (issue 33).
 
-        The dedupe marker and the run are written in one transaction, so a duplicate event
-        (same dedupe key) or a retried start (same run id) creates nothing.
+        A run whose id is derived from its dedupe key (:func:`dedupe_run_id`, as every start in
+        :mod:`langorch.app.runs` makes it) is one conditional ``PutItem``: the run item's own
+        ``attribute_not_exists`` is the dedupe, since a duplicate carries the same id. A run
+        with a dedupe key and an id of its caller's choosing writes the dedupe marker first
+        (conditional), then the run: a duplicate finds the marker and the run it names; a crash
+        between the two leaves a marker naming a run not yet stored, which the next start with
+        that key stores (the marker's id, the retry's record) and reports as created, so
+        exactly one start goes on to launch it.
 
         Args:
             run: the new run (``queued``).
@@ -248,63 +279,61 @@ class RunsRepository:
             StorageError: DynamoDB failed, or the record is too large even with its outputs
                 summarised.
         """
-        new_item = run_item(run, fence=0)
-        put_run = {
-            "Put": {
-                "TableName": self._table,
-                "Item": new_item,
-                "ConditionExpression": RUN_IS_NEW,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
+        key = run.dedupe_key
+        if key is None or run.run_id == dedupe_run_id(key):
+            return self._put_new_run(run)
+        marker = {
+            "pk": {"S": dedupe_pk(key)},
+            "sk": {"S": DEDUPE_SK},
+            "run_id": {"S": run.run_id},
+            "dedupe_key": {"S": key},
+            "created_at": {"S": _utc_iso(run.created_at)},
         }
-        if run.dedupe_key is None:
-            try:
-                self._client.put_item(
-                    TableName=self._table, Item=new_item, ConditionExpression=RUN_IS_NEW
-                )
-            except ClientError as exc:
-                if _code(exc) == "ConditionalCheckFailedException":
-                    return self.get_run(run.run_id), False
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=marker,
+                ConditionExpression=RUN_IS_NEW,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("PutItem", exc) from exc
-            return run, True
-
-        put_dedupe = {
-            "Put": {
-                "TableName": self._table,
-                "Item": {
-                    "pk": {"S": dedupe_pk(run.dedupe_key)},
-                    "sk": {"S": DEDUPE_SK},
-                    "run_id": {"S": run.run_id},
-                    "dedupe_key": {"S": run.dedupe_key},
-                    "created_at": {"S": _utc_iso(run.created_at)},
-                },
-                "ConditionExpression": RUN_IS_NEW,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        for attempt in range(_CREATE_ATTEMPTS):
+            first = (_old_item(exc) or {}).get("run_id", {}).get("S")
+            if first is None:  # no item came back: read the marker
+                first = self._marker_run_id(key)
             try:
-                self._client.transact_write_items(TransactItems=[put_dedupe, put_run])
-                return run, True
-            except ClientError as exc:
-                if _code(exc) != "TransactionCanceledException":
-                    raise self._storage_error("TransactWriteItems", exc) from exc
-                reasons = _response(exc).get("CancellationReasons", [])
-                codes = [str(reason.get("Code", "None")) for reason in reasons]
-                if "ConditionalCheckFailed" in codes:
-                    # The dedupe marker names the run it started; else the run id itself exists.
-                    marker = (
-                        reasons[0].get("Item") if codes[0] == "ConditionalCheckFailed" else None
-                    )
-                    existing_id = marker["run_id"]["S"] if marker else run.run_id
-                    return self.get_run(existing_id), False
-                if "TransactionConflict" in codes and attempt + 1 < _CREATE_ATTEMPTS:
-                    # Another start for the same key is mid-transaction: let it finish, then
-                    # either ours goes through or theirs shows up as the duplicate.
-                    time.sleep(0.05 * 2**attempt)
-                    continue
-                raise self._storage_error("TransactWriteItems", exc) from exc
-        raise AssertionError("unreachable: the last attempt returns or raises")
+                return self.get_run(first), False
+            except NotFoundError:
+                # The start that wrote the marker stopped before its run: finish it.
+                return self._put_new_run(run.model_copy(update={"run_id": first}))
+        return self._put_new_run(run)
+
+    def _put_new_run(self, run: RunRecord) -> tuple[RunRecord, bool]:
+        """The run item, only if no run has its id (else the stored run and ``False``)."""
+        try:
+            self._client.put_item(
+                TableName=self._table,
+                Item=run_item(run, fence=0),
+                ConditionExpression=RUN_IS_NEW,
+            )
+        except ClientError as exc:
+            if _code(exc) == "ConditionalCheckFailedException":
+                return self.get_run(run.run_id), False
+            raise self._storage_error("PutItem", exc) from exc
+        return run, True
+
+    def _marker_run_id(self, dedupe_key: str) -> str:
+        """The run id a dedupe marker names (read consistently)."""
+        try:
+            response = self._client.get_item(
+                TableName=self._table,
+                Key={"pk": {"S": dedupe_pk(dedupe_key)}, "sk": {"S": DEDUPE_SK}},
+                ConsistentRead=True,
+            )
+        except ClientError as exc:
+            raise self._storage_error("GetItem", exc) from exc
+        return str(response["Item"]["run_id"]["S"])
 
     def get_run(self, run_id: str) -> RunRecord:
         """The run, read consistently.
@@ -383,10 +412,13 @@ class RunsRepository:
         """Store the run's new status, outputs, pending interrupt and error.
 
         Lease bookkeeping and ``created_at`` are left as they are, unless ``release``. With
-        ``events``, the record and its timeline pages go in one ``TransactWriteItems`` (a
-        segment's last write: one request instead of two, and the pages are fenced by the
-        record's own condition); a timeline too large for one transaction has its leading pages
-        written first, fenced likewise.
+        ``events`` (a segment's last write), no transaction: the record's conditional
+        ``UpdateItem`` appends an entry to what the run item carries (``CARRY_BYTES`` in
+        ``_run_items``). A save that ends the run carries its events there (one request); any
+        other writes them first as overflow pages under a fresh tag (``BatchWriteItem``) and
+        its entry confirms the tag: pages are shown only once their save has landed, so a
+        refused or interrupted save leaves pages nobody is shown. When the carried entries are
+        full, they are written out as pages first (events already stored) and replaced.
 
         Args:
             run: the run as it is now.
@@ -395,8 +427,8 @@ class RunsRepository:
                 operator's cancel).
             release: with ``fence``, the same write gives the lease back (a segment's last
                 write: one request instead of two).
-            events: timeline events to add (or replace, by ``seq``) in the same write: both
-                land or neither.
+            events: timeline events to add (or replace, by ``seq``) with the record: both are
+                shown or neither.
             in_execution: write only while the stored run is in this execution (its
                 ``execution_name`` attribute): an operator's cancel, which must not write back
                 the execution it read once a hand-over named the next one.
@@ -418,9 +450,10 @@ class RunsRepository:
             condition = f"{condition} AND {IN_EXECUTION}"
             values[":execution"] = {"S": in_execution}
         remove = " REMOVE lease_owner, lease_expires_at" if release and fence is not None else ""
-        pages = event_items(run.run_id, events)
-        if pages:
-            old = self._update_with_pages(run, condition, values, remove, pages, fence)
+        if events:
+            old = self._save_with_events(
+                run, condition, values, remove, events, fence, in_execution
+            )
         else:
             old = self._update_record(run, condition, values, remove=remove)
         if old is not None:
@@ -606,44 +639,57 @@ class RunsRepository:
     def _key(run_id: str) -> dict[str, Any]:
         return {"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}}
 
-    def _update_with_pages(
+    def _save_with_events(
         self,
         run: RunRecord,
         condition: str,
         values: dict[str, Any],
         remove: str,
-        pages: list[dict[str, Any]],
+        events: Sequence[TimelineEvent],
         fence: int | None,
+        in_execution: str | None,
     ) -> dict[str, Any] | None:
-        """The record's update and timeline pages in one transaction (see :meth:`save_run`).
+        """The record's update carrying the save's events (see :meth:`save_run`).
 
         Returns:
             ``None`` when written; when refused, the stored item (``{}``: there is none).
         """
-        carried = _carried_pages(pages)
-        if len(carried) < len(pages):
-            # Rare: a segment of thousands of events. Its leading pages go first, fenced.
-            self._put_pages(run.run_id, pages[: -len(carried)], fence)
-        update = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._key(run.run_id),
-                "UpdateExpression": f"SET {_RECORD_SET}{remove}",
-                "ConditionExpression": condition,
-                "ExpressionAttributeNames": {"#status": "status"},
-                "ExpressionAttributeValues": {**_record_values(run), **values},
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-            }
-        }
-        puts = [{"Put": {"TableName": self._table, "Item": page}} for page in carried]
-        try:
-            self._client.transact_write_items(TransactItems=[update, *puts])
-        except ClientError as exc:
-            reasons = _response(exc).get("CancellationReasons", [])
-            if reasons and reasons[0].get("Code") == "ConditionalCheckFailed":
-                return dict(reasons[0].get("Item") or {})
-            raise self._storage_error("TransactWriteItems", exc) from exc
-        return None
+        ending = run.status in TERMINAL
+        room, bound = (CARRY_BYTES, CARRY_BYTES) if ending else (0, CONFIRM_BYTES)
+        overflow, entry, size = carried_save(run.run_id, events, uuid.uuid4().hex, room=room)
+        for chunk in chunks(overflow, _BATCH_WRITE_MAX):
+            self._batch_put(chunk)
+        carried = {":entry": {"L": [{"M": entry}]}, ":size": {"N": str(size)}}
+        was: str | None = None  # the carried events' size once spilled: replace them
+        old: dict[str, Any] | None = None
+        for _ in range(_SPILLS):
+            if was is None:
+                left = {":room": {"N": str(bound - size)}, ":no_tail": {"L": []}}
+                old = self._update_record(
+                    run,
+                    f"{condition} AND {TAIL_HAS_ROOM}",
+                    {**values, **carried, **left, ":zero": {"N": "0"}},
+                    also=APPEND_TAIL,
+                    remove=remove,
+                )
+            else:
+                old = self._update_record(
+                    run,
+                    f"{condition} AND {TAIL_UNCHANGED}",
+                    {**values, **carried, ":was": {"N": was}},
+                    also=REPLACE_TAIL,
+                    remove=remove,
+                )
+            if old is None:
+                return None
+            if not old or save_refusal(run, fence, old, in_execution) is not None:
+                return old
+            # Only the carried events stood in the way: write them out as pages, then replace.
+            was = old.get(TAIL_BYTES, {}).get("N")
+            if was is not None:
+                for chunk in chunks(spilled_pages(run.run_id, old), _BATCH_WRITE_MAX):
+                    self._batch_put(chunk)
+        return old
 
     def _update_record(
         self,
@@ -946,18 +992,18 @@ class RunsRepository:
                 raise self._storage_error("TransactWriteItems", exc) from exc
 
     def get_timeline(self, run_id: str) -> list[TimelineEvent]:
-        """The run's timeline in ``seq`` order (empty for an unknown run)."""
-        by_seq: dict[int, TimelineEvent] = {}
-        for item in self._query_events(run_id, forward=True, limit=None):
-            by_seq.update((event.seq, event) for event in page_events(item))
-        return [by_seq[seq] for seq in sorted(by_seq)]
+        """The run's timeline in ``seq`` order (empty for an unknown run): its pages and the
+        events its run item carries, in one consistent ``Query``."""
+        return timeline_of(self._timeline_items(run_id, page=None))
 
     def next_event_seq(self, run_id: str) -> int:
         """The ``seq`` for the run's next timeline event (1 for a run without events)."""
-        last = list(self._query_events(run_id, forward=False, limit=1))
-        if not last:
-            return 1
-        return int((last[0].get("last_seq") or last[0]["seq"])["N"]) + 1
+        read: list[dict[str, Any]] = []
+        for item in self._timeline_items(run_id, page=3):
+            read.append(item)
+            if item["sk"]["S"].startswith(EVENT_PREFIX):
+                break  # the last page, after the run item: nothing further holds a later seq
+        return last_seq_of(read) + 1
 
     # ----------------------------------------------------------------------------------------
     # Reads and writes
@@ -1026,25 +1072,24 @@ class RunsRepository:
         items = batch_get(self._client.batch_get_item, self._table, keys, self._storage_error)
         return {item["run_id"]["S"]: item for item in items}
 
-    def _query_events(
-        self, run_id: str, *, forward: bool, limit: int | None
-    ) -> Iterator[dict[str, Any]]:
+    def _timeline_items(self, run_id: str, *, page: int | None) -> Iterator[dict[str, Any]]:
+        """The run item, then the timeline pages from the last (``ev#`` < ``fence`` < ``run``):
+        read backwards, so the run item comes first, and a page written after it (a save's
+        overflow, not yet confirmed by the carried events read) is not shown."""
         request: dict[str, Any] = {
             "TableName": self._table,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :pages AND :run",
             "ExpressionAttributeValues": {
                 ":pk": {"S": run_pk(run_id)},
-                ":prefix": {"S": EVENT_PREFIX},
+                ":pages": {"S": EVENT_PREFIX},
+                ":run": {"S": RUN_SK},
             },
-            "ScanIndexForward": forward,
+            "ScanIndexForward": False,
             "ConsistentRead": True,
         }
-        if limit is not None:
-            request["Limit"] = limit
-        for count, item in enumerate(self._paginate("Query", request), start=1):
-            yield item
-            if limit is not None and count >= limit:
-                return
+        if page is not None:
+            request["Limit"] = page
+        yield from self._paginate("Query", request)
 
     def _paginate(self, operation: str, request: dict[str, Any]) -> Iterator[dict[str, Any]]:
         while True:
