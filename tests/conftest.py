@@ -39,6 +39,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return make_scheduler(config, log)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[Any]:
+    """A test module is imported (rewritten, compiled) by one worker while the other waits to
+    read the cache, instead of both compiling it at once in a fresh clone
+    (``tests/support/collect_once``)."""
+    if not isinstance(collector, pytest.Module):
+        return (yield)
+    from tests.support.collect_once import importing_alone
+
+    with importing_alone(collector.path):
+        return (yield)
+
+
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials so nothing can reach a real account by accident."""
