@@ -1,4 +1,8 @@
-"""Shared fixtures: AWS is moto, in-process; no test touches the network."""
+"""Shared fixtures: AWS is moto, in-process; no test touches the network.
+
+boto3 and moto are imported by the fixtures that use them: xdist's controller loads this file
+too and runs no test (~0.7 s of CPU per session for the two).
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 REGION = "us-east-1"
 
@@ -39,6 +41,19 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return make_scheduler(config, log)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Iterator[Any]:
+    """A test module is imported (rewritten, compiled) by one worker while the other waits to
+    read the cache, instead of both compiling it at once in a fresh clone
+    (``tests/support/collect_once``)."""
+    if not isinstance(collector, pytest.Module):
+        return (yield)
+    from tests.support.collect_once import importing_alone
+
+    with importing_alone(collector.path):
+        return (yield)
+
+
 @pytest.fixture(autouse=True)
 def _no_real_aws(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake credentials so nothing can reach a real account by accident."""
@@ -60,6 +75,8 @@ def aws() -> Iterator[None]:
     models through the process's shared data loader (boto3's public ``botocore_session``
     argument), so each test's clients do not parse the models again (~0.1 s of CPU each).
     """
+    from moto import mock_aws
+
     from tests.support.aws import default_session_on_shared_loader
 
     with mock_aws():
@@ -71,6 +88,8 @@ def aws() -> Iterator[None]:
 def dynamodb(aws: None) -> Any:
     """A DynamoDB client of moto whose requests are atomic, as DynamoDB's are (threads race
     through it: ``tests/support/aws.py``)."""
+    import boto3
+
     from tests.support.aws import one_request_at_a_time
 
     return one_request_at_a_time(boto3.client("dynamodb", region_name=REGION))
@@ -96,6 +115,8 @@ def bedrock_server() -> Iterator[Any]:
 
 @pytest.fixture
 def s3(aws: None) -> Any:
+    import boto3
+
     return boto3.client("s3", region_name=REGION)
 
 

@@ -18,6 +18,13 @@ import pytest
 
 # jsii warns on every start under Node 20 (end of life); silence it in test output only.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# CDK's built-in CloudFormation validation (aws-cdk-lib 2.27x; its findings are errors here, as
+# cdk.json sets @aws-cdk/core:validateAgainstDefaultRules) checks each template against the
+# resource schemas in a WebAssembly engine that Node compiles once per process: ~15 s of CPU in
+# the session's first synthesis, 18 of the 30 s that two syntheses cost. Every template these
+# tests synthesize is also cfn-linted against the resource schemas (test_compliance and each
+# variant's lint test), so they keep that one validator; `make synth` and `cdk deploy` run both.
+os.environ.setdefault("CDK_VALIDATION", "false")
 
 STAGE = "test"
 CONTEXT: dict[str, Any] = {

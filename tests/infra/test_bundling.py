@@ -38,26 +38,6 @@ def test_unbuilt_layer_is_a_placeholder_that_says_how_to_build(tmp_path: Path) -
     assert "bundle=true" in note
 
 
-def test_runner_imports_work_without_the_pruned_numpy_and_zstandard() -> None:
-    from infra.constructs.bundling import REPO_ROOT
-
-    # The layer drops numpy and zstandard (P4): the imports the runner needs must not need them.
-    # A subprocess, so this test's sys.modules stays clean.
-    code = (
-        "import sys; sys.modules['numpy'] = None; sys.modules['zstandard'] = None\n"
-        "from langchain_aws import ChatBedrockConverse\n"
-        "from langchain_openai import ChatOpenAI\n"
-        "import langgraph.graph\n"
-        "from langgraph_checkpoint_aws.store.dynamodb import DynamoDBStore\n"
-        "import langsmith.client, httpx\n"
-        "import functions.run_segment.handler\n"
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-
-
 def test_pruning_removes_unused_packages_and_keeps_boto3(tmp_path: Path) -> None:
     from infra.constructs.bundling import prune_layer
 

@@ -51,6 +51,17 @@ functions, failing with a message that names the setting) and the modules that a
 adapter (built only when the option is on: ``Container.traces``, ``tool_connector``)."""
 
 
+LIBRARY_ENTRY_POINTS = (
+    "from langchain_aws import ChatBedrockConverse\n"
+    "from langchain_openai import ChatOpenAI\n"
+    "import langgraph.graph\n"
+    "from langgraph_checkpoint_aws.store.dynamodb import DynamoDBStore\n"
+    "import langsmith.client, httpx\n"
+)
+"""What the runner builds from its libraries (chat models, the graph, the memory store, the
+HTTP client), imported outright: the layer prunes numpy and zstandard (``PRUNED``), which
+langchain-aws and langsmith require but these import without."""
+
 Installer = Callable[[str, tuple[str, ...], bool], Path]
 
 
@@ -193,10 +204,11 @@ def test_the_runner_imports_with_the_base_and_its_own_layer_alone(
     sdks = {p for o in left_out for p in OPTIONAL[o][0]}
     adapters = {m for o in left_out for m in OPTIONAL[o][1]}
     # When every module the runner can reach (but the adapters of what the deployment left
-    # out) is imported, and the engine loaded, with only those on the path
+    # out) is imported, and the engine loaded, with only those on the path (with every
+    # extra, the libraries' entry points too: the layers have no numpy or zstandard)
     modules = reachable_modules("run_segment", runner=True) - adapters
     engine = "sys.modules['functions.run_segment.handler'].load_engine()\n"
-    error = _import_alone(code, layers, modules, engine)
+    error = _import_alone(code, layers, modules, engine + (LIBRARY_ENTRY_POINTS if every else ""))
     # Then all import, and what they import inside functions is installed, but the SDKs of
     # what was left out (a step naming one fails with a message saying how to add it)
     assert error == ""
