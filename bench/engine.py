@@ -108,18 +108,19 @@ def _context(container: Any, plan: Any, run_id: str) -> Any:
 
 
 def _stored_checkpoints(table_name: str, thread_pk: str, *, key: str = "PK") -> int:
-    """How many checkpoint items one thread has in our checkpoints table (uncounted client)."""
+    """How many checkpoints one thread has in our checkpoints table (uncounted client): a slot
+    item may hold an earlier checkpoint of the same write (``pc``, a run's input checkpoint)."""
     import boto3
 
     client = boto3.client("dynamodb", region_name=REGION)
-    response = client.query(
+    pages = client.get_paginator("query").paginate(
         TableName=table_name,
         KeyConditionExpression=f"{key} = :pk",
         FilterExpression="k = :c",
         ExpressionAttributeValues={":pk": {"S": thread_pk}, ":c": {"S": "c"}},
-        Select="COUNT",
+        ProjectionExpression="pc",
     )
-    return int(response["Count"])
+    return sum(1 + len(item.get("pc", {}).get("L", [])) for page in pages for item in page["Items"])
 
 
 def measure_ours(n: int) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.graph import END, START, StateGraph
 
+from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 from langorch.adapters.dynamodb.runs import RunsRepository
 from langorch.adapters.sqlite._db import Database
@@ -61,9 +62,10 @@ def fenced(request: pytest.FixtureRequest) -> Fenced:
         db: Database = request.getfixturevalue("sqlite_db")
         return Fenced(SqliteCheckpointSaver(db), _sqlite_lease_taker(db), _sqlite_pauser(db))
     dynamodb = request.getfixturevalue("dynamodb")
-    repository = RunsRepository(dynamodb, "runs")
+    slots = SlotClaims(dynamodb, "checkpoints")  # where a lease and a pause leave their marker
+    repository = RunsRepository(dynamodb, "runs", slots=slots)
     repository.create_table()
-    saver = DynamoCheckpointSaver(dynamodb, "checkpoints", runs_table="runs")
+    saver = DynamoCheckpointSaver(dynamodb, "checkpoints", runs_table="runs", slots=slots)
     saver.setup()
     return Fenced(saver, _lease_taker(repository), _pauser(repository))
 

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims, slot_sk
+from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.runs import SqliteRuns
@@ -619,25 +621,35 @@ def test_a_refused_last_write_stores_neither_record_nor_timeline(repo: Runs) -> 
     assert repo.get_timeline("run-1") == []
 
 
-def test_a_lease_copies_its_fence_onto_the_fence_item_and_a_pause_flags_it(
+def test_a_takeover_and_a_pause_each_claim_the_runs_next_checkpoint_slot(
     dynamo_repo: RunsRepository,
 ) -> None:
-    # Given a run whose segment took the lease
-    dynamo_repo.create_run(a_run())
-    fence = dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    # Given a runs repository that knows the checkpoints table, and a run
+    client = dynamo_repo._client
+    CheckpointTable(client, "checkpoints").create(ttl=False)
+    repo = RunsRepository(client, "runs", slots=SlotClaims(client, "checkpoints"))
+    repo.create_run(a_run("run-slots"))
 
-    def fence_item() -> dict[str, Any]:
-        key = {"pk": {"S": "run#run-1"}, "sk": {"S": "fence"}}
-        return dict(dynamo_repo._client.get_item(TableName="runs", Key=key)["Item"])
+    def slots() -> list[tuple[str, str, str | None]]:
+        items = client.query(
+            TableName="checkpoints",
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": "run-slots"}},
+            ConsistentRead=True,
+        )["Items"]
+        return [(i["SK"]["S"], i["k"]["S"], i.get("f", {}).get("N")) for i in items]
 
-    # Then the fence item carries its fence, and nothing else
-    assert fence_item()["fence"] == {"N": str(fence)}
-    assert "paused" not in fence_item()
-    # And an operator's pause flags it until it is lifted
-    dynamo_repo.request_pause("run-1", PauseRequest(by="ops@example.com", at=T0))
-    assert fence_item()["paused"] == {"BOOL": True}
-    dynamo_repo.lift_pause("run-1")
-    assert "paused" not in fence_item()
+    # When its first segment takes the lease, then no slot is claimed (no segment before it)
+    repo.acquire_lease("run-slots", "seg", now=NOW, ttl_seconds=TTL)
+    assert slots() == []
+    # When another segment takes it over, and an operator asks the run to pause
+    fence = repo.acquire_lease("run-slots", "seg-2", now=NOW + TTL + 1, ttl_seconds=TTL)
+    repo.request_pause("run-slots", PauseRequest(by="ops@example.com", at=T0))
+    # Then the takeover's marker (its fence) took the first slot, the pause's the next
+    assert slots() == [(slot_sk("", 1), "l", str(fence)), (slot_sk("", 2), "p", None)]
+    # And the runs table holds no fence item beside the run (nothing reads one any more)
+    key = {"pk": {"S": "run#run-slots"}, "sk": {"S": "fence"}}
+    assert "Item" not in client.get_item(TableName="runs", Key=key)
 
 
 def test_a_lease_taken_from_a_fence_read_before_another_segment_took_one_is_the_next_one(

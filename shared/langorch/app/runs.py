@@ -590,9 +590,10 @@ class _PauseWatch:
     """Whether an operator asked the run to pause, asked at each step boundary; the request it
     last saw is kept for the timeline.
 
-    The checkpoint write that ends each superstep checks the run's pause along with its lease
-    fence (in the same transaction), so a boundary costs no request of its own: the request is
-    read only once a write found one standing. A pause asked while a step runs is therefore
+    An operator's pause leaves a marker in the slot the segment's next checkpoint write takes
+    (``adapters.dynamodb.checkpointer``; the SQLite saver checks the pause in its write's own
+    transaction), so a boundary costs no request of its own: the request is read only once a
+    write found a marker. A pause asked while a step runs is therefore
     seen by the write of that step's superstep, and the segment stops at that boundary, as
     before, with the step's checkpoint stored.
     """

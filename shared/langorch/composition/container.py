@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
+    from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.resources import ResourceLocksRepository
@@ -134,7 +135,17 @@ class Container:
     def runs(self) -> RunsRepository:
         from langorch.adapters.dynamodb.runs import RunsRepository
 
-        return RunsRepository(self.client("dynamodb"), self.settings.runs_table)
+        return RunsRepository(
+            self.client("dynamodb"), self.settings.runs_table, slots=self.checkpoint_slots
+        )
+
+    @cached_property
+    def checkpoint_slots(self) -> SlotClaims:
+        """What a lease and an operator's pause write into the checkpoints table: a marker in
+        the run's next checkpoint slot (shared by the runs and the checkpointer)."""
+        from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
+
+        return SlotClaims(self.client("dynamodb"), self.settings.checkpoints_table)
 
     @cached_property
     def tool_servers(self) -> ToolServersRepository:
@@ -172,10 +183,11 @@ class Container:
         from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 
         ttl_days = self.settings.checkpoint_ttl_days
-        # Segments pass their lease's fence; the saver checks it on the run item in the runs
-        # table (a ConditionCheck: read only). Named through a local, so the IAM-from-code
-        # analysis (tests/infra/aws_calls.py), which gives each property one table setting,
-        # keeps this saver's writes on the checkpoints table.
+        # Segments pass their lease's fence; the saver takes the thread's next slot with each
+        # write, and reads the run item's fence only when it finds no lease marker of its own
+        # (a GetItem). Named through a local, so the IAM-from-code analysis
+        # (tests/infra/aws_calls.py), which gives each property one table setting, keeps this
+        # saver's writes on the checkpoints table.
         runs_table = self.settings.runs_table
         return DynamoCheckpointSaver(
             self.client("dynamodb"),
@@ -185,6 +197,7 @@ class Container:
             key_prefix=self.settings.checkpoint_prefix,
             ttl_seconds=ttl_days * 86_400 if ttl_days else None,
             runs_table=runs_table,
+            slots=self.checkpoint_slots,
         )
 
     @cached_property

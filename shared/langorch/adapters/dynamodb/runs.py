@@ -10,7 +10,6 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      attempt (N, a redrive's), forks (L of JSON),
                                                      pause (PauseRequest JSON), pause_token,
                                                      execution_name (the run's current one)
-    fence     run#<run_id>             fence         fence (N, the run item's), paused (BOOL)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent)
     dedupe    dedupe#<sha256(key)>     dedupe        run_id, dedupe_key, created_at
@@ -40,11 +39,12 @@ record never drops what an operator asked meanwhile.
 Leases (ARCHITECTURE §2 "One writer per run"): a segment takes the run's lease with a conditional
 write that also increments ``fence``. Writes made under a lease carry that fence and are refused
 once a newer segment has taken over, so a segment that outlived its lease cannot overwrite the
-run. The same transaction copies the new fence onto the run's small fence item, which is what a
-segment's checkpoint writes check (a check bills the size of the item it reads: two write units
-for the fence item, two per KB for the run item with its input and outputs). The fence item also
-carries the ``paused`` flag those writes look for: ``request_pause`` sets it before the request
-stands on the run item, ``lift_pause`` clears it after the request is gone.
+run. A segment's checkpoint writes never read this table: given the checkpoints table
+(``checkpoint_slots``), taking a lease (above fence 1) puts a small marker in the run's next
+checkpoint slot, which refuses the next write of the segment that held the lease before, and
+``request_pause`` puts a pause marker there once the request stands, which the running segment's
+next checkpoint write finds (``adapters.dynamodb.checkpointer``, "Fenced writes"). Runs stored
+before this design may still have a ``fence`` item (``sk = fence``): nothing reads it.
 
 Timeline events are stored in pages: one item per append (per segment, usually), keyed by its
 first event's ``seq`` and split only when it would pass :data:`EVENT_PAGE_BYTES`. A segment's
@@ -80,7 +80,6 @@ from langorch.adapters.dynamodb._run_items import (
     EVENT_PAGE_BYTES,
     EVENT_PREFIX,
     FENCE_IS_CURRENT,
-    FENCE_SK,
     GSI_STATUS,
     GSI_WORKFLOW,
     IN_EXECUTION,
@@ -90,7 +89,6 @@ from langorch.adapters.dynamodb._run_items import (
     NOT_ENDED,
     NOT_ENDED_OTHERWISE,
     PAUSE_STANDS,
-    PAUSED_FLAG,
     RUN_EXISTS,
     RUN_IS_NEW,
     RUN_SK,
@@ -110,6 +108,7 @@ from langorch.adapters.dynamodb._run_items import (
     table_definition,
     workflow_keys,
 )
+from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
 from langorch.domain.errors import (
     ConflictError,
     LeaseHeldError,
@@ -195,14 +194,17 @@ class RunsRepository:
     Args:
         client: a boto3 DynamoDB client (built by :func:`langorch.adapters.aws.make_client`).
         table_name: the runs table (``Settings.runs_table``).
+        slots: the checkpoint slots a lease and a pause claim (the checkpoints table); without
+            them, nothing tells a segment's checkpoint writes of a newer lease or a pause
+            (tests of the runs table alone).
     """
 
-    def __init__(self, client: Any, table_name: str) -> None:
+    def __init__(self, client: Any, table_name: str, *, slots: SlotClaims | None = None) -> None:
         self._client = client
         self._table = table_name
+        self._slots = slots
         # The fence of each run as this repository last read or wrote it: taking a lease sets
-        # the next one on the run item and its fence item in one transaction, which returns
-        # nothing, so the new value is computed from this one (and the write refused, then
+        # the next one on the run item, computed from this one (and the write refused, then
         # retried, when the run's fence has moved since).
         self._fences: OrderedDict[str, int] = OrderedDict()
 
@@ -484,10 +486,6 @@ class RunsRepository:
             StorageError: DynamoDB failed.
         """
         ours = pause.model_dump_json()
-        # The flag first, so a segment's checkpoint write sees it no later than the request
-        # stands (seen early, pause_of says nothing stands yet, and the next boundary looks
-        # again); taken back if the request is refused.
-        self._flag_pause(run_id, flagged=True)
         try:
             response = self._client.update_item(
                 TableName=self._table,
@@ -503,13 +501,16 @@ class RunsRepository:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
             old = _old_item(exc)
-            self._flag_pause(run_id, flagged=False)
             if old is None:
                 raise NotFoundError(f"run {run_id} does not exist; nothing to pause") from exc
             raise ConflictError(
                 f"run {run_id} already ended as {old['status']['S']}; not paused"
             ) from exc
         item = response["Attributes"]
+        if self._slots is not None:
+            # After the request stands, so the segment that finds the marker reads it; each ask
+            # claims a slot, so asking again reaches a segment whose marker was lost.
+            self._slots.claim_pause(run_id)
         return record(item), item["pause"]["S"] == ours
 
     def lift_pause(self, run_id: str) -> tuple[PauseRequest | None, str | None]:
@@ -536,23 +537,7 @@ class RunsRepository:
                 raise NotFoundError(f"run {run_id} does not exist; nothing to resume") from exc
             raise self._storage_error("UpdateItem", exc) from exc
         old = response.get("Attributes", {})
-        self._flag_pause(run_id, flagged=False)  # after the request is gone (see request_pause)
         return pause_of(old), old.get("pause_token", {}).get("S")
-
-    def _flag_pause(self, run_id: str, *, flagged: bool) -> None:
-        """Set or clear the ``paused`` flag on the run's fence item, which a segment's
-        checkpoint writes check (:mod:`.checkpointer._fence`); the request itself stays on the
-        run item. (Pausing an unknown run id leaves that id a fence item without a flag.)"""
-        request: dict[str, Any] = {"UpdateExpression": f"REMOVE {PAUSED_FLAG}"}
-        if flagged:
-            request = {
-                "UpdateExpression": f"SET {PAUSED_FLAG} = :yes",
-                "ExpressionAttributeValues": {":yes": {"BOOL": True}},
-            }
-        try:
-            self._client.update_item(TableName=self._table, Key=self._fence_key(run_id), **request)
-        except ClientError as exc:
-            raise self._storage_error("UpdateItem", exc) from exc
 
     def park_paused(self, run_id: str, task_token: str) -> bool:
         """Keep the task token of the execution parked on the pause, while a request stands.
@@ -723,6 +708,8 @@ class RunsRepository:
             old = self._take_lease(run_id, owner, now, ttl_seconds, saving, seen)
             if old is None:
                 self._fences[run_id] = seen + 1
+                if self._slots is not None:
+                    self._slots.claim_lease(run_id, seen + 1)
                 return seen + 1
             if not old:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take")
@@ -757,12 +744,11 @@ class RunsRepository:
         saving: RunRecord | None,
         seen: int,
     ) -> dict[str, Any] | None:
-        """One try at the lease, from fence ``seen``: the run item (lease, fence, and the record
-        with ``saving``) and the fence item, in one transaction.
+        """One try at the lease, from fence ``seen``: one conditional ``UpdateItem`` of the run
+        item (lease, fence, and the record with ``saving``).
 
         Returns:
-            ``None`` when taken; when refused, the run item as it was (``{}``: there is none,
-            or the transaction collided with another one on the run).
+            ``None`` when taken; when refused, the run item as it was (``{}``: there is none).
         """
         update = "SET lease_owner = :owner, lease_expires_at = :until, fence = :fence"
         unchanged = "fence = :seen" if seen else "(attribute_not_exists(fence) OR fence = :seen)"
@@ -780,38 +766,20 @@ class RunsRepository:
             condition = f"{condition} AND {NOT_ENDED_OTHERWISE}"
             values |= {**_record_values(saving), **_ENDINGS}
             extra = {"ExpressionAttributeNames": {"#status": "status"}}
-        take = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._key(run_id),
-                "UpdateExpression": update,
-                "ConditionExpression": condition,
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                **extra,
-            }
-        }
-        copy = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._fence_key(run_id),
-                "UpdateExpression": "SET fence = :fence",
-                "ExpressionAttributeValues": {":fence": {"N": str(seen + 1)}},
-            }
-        }
         try:
-            self._client.transact_write_items(TransactItems=[take, copy])
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
+            )
         except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise self._storage_error("TransactWriteItems", exc) from exc
-            reasons = _response(exc).get("CancellationReasons", [])
-            codes = [str(reason.get("Code", "None")) for reason in reasons]
-            if codes and codes[0] == "ConditionalCheckFailed":
-                return dict(reasons[0].get("Item") or {})
-            if "TransactionConflict" in codes:
-                self._fences.pop(run_id, None)
-                return {"fence": {"N": "-1"}}  # read it again, after a moment
-            raise self._storage_error("TransactWriteItems", exc) from exc
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            return dict(_old_item(exc) or {})
         return None
 
     def _read_fence(self, run_id: str) -> int:
@@ -837,10 +805,6 @@ class RunsRepository:
             self._fences[run_id] = value
             while len(self._fences) > _FENCES_KEPT:
                 self._fences.popitem(last=False)
-
-    @staticmethod
-    def _fence_key(run_id: str) -> dict[str, Any]:
-        return {"pk": {"S": run_pk(run_id)}, "sk": {"S": FENCE_SK}}
 
     def renew_lease(self, run_id: str, fence: int, *, now: float, ttl_seconds: float) -> None:
         """Extend the lease held with ``fence`` to ``now + ttl_seconds``.
