@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims, slot_sk
-from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
 from langorch.adapters.dynamodb.runs import EVENT_PAGE_BYTES, RunsRepository
 from langorch.adapters.sqlite._db import Database
 from langorch.adapters.sqlite.runs import SqliteRuns
@@ -621,35 +619,20 @@ def test_a_refused_last_write_stores_neither_record_nor_timeline(repo: Runs) -> 
     assert repo.get_timeline("run-1") == []
 
 
-def test_a_takeover_and_a_pause_each_claim_the_runs_next_checkpoint_slot(
-    dynamo_repo: RunsRepository,
-) -> None:
-    # Given a runs repository that knows the checkpoints table, and a run
-    client = dynamo_repo._client
-    CheckpointTable(client, "checkpoints").create(ttl=False)
-    repo = RunsRepository(client, "runs", slots=SlotClaims(client, "checkpoints"))
-    repo.create_run(a_run("run-slots"))
-
-    def slots() -> list[tuple[str, str, str | None]]:
-        items = client.query(
-            TableName="checkpoints",
-            KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues={":pk": {"S": "run-slots"}},
-            ConsistentRead=True,
-        )["Items"]
-        return [(i["SK"]["S"], i["k"]["S"], i.get("f", {}).get("N")) for i in items]
-
-    # When its first segment takes the lease, then no slot is claimed (no segment before it)
-    repo.acquire_lease("run-slots", "seg", now=NOW, ttl_seconds=TTL)
-    assert slots() == []
-    # When another segment takes it over, and an operator asks the run to pause
-    fence = repo.acquire_lease("run-slots", "seg-2", now=NOW + TTL + 1, ttl_seconds=TTL)
-    repo.request_pause("run-slots", PauseRequest(by="ops@example.com", at=T0))
-    # Then the takeover's marker (its fence) took the first slot, the pause's the next
-    assert slots() == [(slot_sk("", 1), "l", str(fence)), (slot_sk("", 2), "p", None)]
-    # And the runs table holds no fence item beside the run (nothing reads one any more)
-    key = {"pk": {"S": "run#run-slots"}, "sk": {"S": "fence"}}
-    assert "Item" not in client.get_item(TableName="runs", Key=key)
+def test_a_lease_and_a_pause_write_nothing_beside_the_run(dynamo_repo: RunsRepository) -> None:
+    # Given a run whose segment took the lease, then an operator asked it to pause
+    dynamo_repo.create_run(a_run())
+    dynamo_repo.acquire_lease("run-1", "seg", now=NOW, ttl_seconds=TTL)
+    dynamo_repo.request_pause("run-1", PauseRequest(by="ops@example.com", at=T0))
+    # Then the run's partition holds the run and nothing else: no fence item (a segment's
+    # checkpoint writes learn of a newer lease or a pause from their own slots)
+    items = dynamo_repo._client.query(
+        TableName="runs",
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "run#run-1"}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [item["sk"]["S"] for item in items] == ["run"]
 
 
 def test_a_lease_taken_from_a_fence_read_before_another_segment_took_one_is_the_next_one(

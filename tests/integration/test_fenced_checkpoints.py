@@ -246,6 +246,7 @@ def _fenced_saver(container: Container) -> DynamoCheckpointSaver:
         container.client("dynamodb"),
         container.settings.checkpoints_table,
         runs_table=container.settings.runs_table,
+        fences=container.runs,
     )
 
 
@@ -325,7 +326,8 @@ def test_a_superstep_over_one_item_is_written_slot_by_slot_and_a_stale_fence_wri
     # And under a stale fence, once a newer lease claimed the thread, none of it lands
     before = _stored(setup, run.run_id)
     setup.runs.release_lease(run.run_id, fence)
-    setup.runs.acquire_lease(run.run_id, "newer", now=1, ttl_seconds=60)
+    newer = setup.runs.acquire_lease(run.run_id, "newer", now=1, ttl_seconds=60)
+    setup.checkpointer.claim_lease(run.run_id, newer)  # as the newer segment does
     third = {**_empty_checkpoint(), "id": "1f000000-0000-6000-8000-00000000000a"}
     after_second: Any = {
         "configurable": {**under_fence["configurable"], "checkpoint_id": second["id"]}
@@ -348,7 +350,8 @@ def test_an_interrupt_written_after_the_lease_was_lost_is_refused(
     fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
 
     def approve(state: dict[str, Any]) -> dict[str, Any]:
-        setup.runs.acquire_lease(run.run_id, "newer", now=61, ttl_seconds=60)
+        newer = setup.runs.acquire_lease(run.run_id, "newer", now=61, ttl_seconds=60)
+        setup.checkpointer.claim_lease(run.run_id, newer)  # as the newer segment does
         interrupt({"question": "ship it?"})
         return {"trail": ["approve"]}
 
@@ -527,6 +530,7 @@ def test_an_operators_pause_is_seen_by_the_next_checkpoint_write_which_still_lan
     assert not saver.pause_seen(run.run_id)
     # When an operator asks the run to pause, and the segment stores its next checkpoint
     setup.runs.request_pause(run.run_id, PauseRequest(by="cli:alice", at=setup.clock()))
+    setup.checkpointer.claim_pause(run.run_id)  # as pause_run tells it
     counter = RequestCounter(setup.client("dynamodb"))
     second = saver.put(_fenced(first, fence), _checkpoint(2), {"source": "loop", "step": 1}, {})
     # Then that write found the pause marker in its slot and landed in the next one (two

@@ -135,14 +135,13 @@ class Container:
     def runs(self) -> RunsRepository:
         from langorch.adapters.dynamodb.runs import RunsRepository
 
-        return RunsRepository(
-            self.client("dynamodb"), self.settings.runs_table, slots=self.checkpoint_slots
-        )
+        return RunsRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
     def checkpoint_slots(self) -> SlotClaims:
-        """What a lease and an operator's pause write into the checkpoints table: a marker in
-        the run's next checkpoint slot (shared by the runs and the checkpointer)."""
+        """What a segment's lease and an operator's pause write into the checkpoints table: a
+        marker in the run's next checkpoint slot (the checkpointer's, kept apart so what a
+        process claimed is known to every saver it builds)."""
         from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
 
         return SlotClaims(self.client("dynamodb"), self.settings.checkpoints_table)
@@ -184,10 +183,10 @@ class Container:
 
         ttl_days = self.settings.checkpoint_ttl_days
         # Segments pass their lease's fence; the saver takes the thread's next slot with each
-        # write, and reads the run item's fence only when it finds no lease marker of its own
-        # (a GetItem). Named through a local, so the IAM-from-code analysis
-        # (tests/infra/aws_calls.py), which gives each property one table setting, keeps this
-        # saver's writes on the checkpoints table.
+        # write, and asks the runs store for the run's fence only when it finds no lease
+        # marker of its own (the run's first lease writes none). Named through a local, so
+        # the IAM-from-code analysis (tests/infra/aws_calls.py), which gives each property one
+        # table setting, keeps this saver's writes on the checkpoints table.
         runs_table = self.settings.runs_table
         return DynamoCheckpointSaver(
             self.client("dynamodb"),
@@ -198,6 +197,7 @@ class Container:
             ttl_seconds=ttl_days * 86_400 if ttl_days else None,
             runs_table=runs_table,
             slots=self.checkpoint_slots,
+            fences=self.runs,
         )
 
     @cached_property

@@ -9,8 +9,8 @@ that lost the lease finds its slot taken by a higher fence and writes nothing; a
 pause puts a *pause marker* there the same way, so the running segment learns of the pause from
 the write it makes anyway.
 
-This module stays free of LangGraph: the runs repository (every function that takes a lease)
-imports it, and most of those functions never load the engine.
+This module stays free of LangGraph (a small piece any adapter may share); the container builds
+one :class:`SlotClaims` for every saver, so the marker a process wrote is known to its saver.
 """
 
 from __future__ import annotations

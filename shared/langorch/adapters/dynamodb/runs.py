@@ -39,12 +39,14 @@ record never drops what an operator asked meanwhile.
 Leases (ARCHITECTURE §2 "One writer per run"): a segment takes the run's lease with a conditional
 write that also increments ``fence``. Writes made under a lease carry that fence and are refused
 once a newer segment has taken over, so a segment that outlived its lease cannot overwrite the
-run. A segment's checkpoint writes never read this table: given the checkpoints table
-(``checkpoint_slots``), taking a lease (above fence 1) puts a small marker in the run's next
-checkpoint slot, which refuses the next write of the segment that held the lease before, and
-``request_pause`` puts a pause marker there once the request stands, which the running segment's
-next checkpoint write finds (``adapters.dynamodb.checkpointer``, "Fenced writes"). Runs stored
-before this design may still have a ``fence`` item (``sk = fence``): nothing reads it.
+run. A segment's checkpoint writes never read this table: the segment that takes a lease puts a
+small marker in the run's next checkpoint slot, which refuses the next write of the segment
+that held it before, and an operator's pause (``app.pause.pause_run``, once the request stands
+here) puts a pause marker there, which the running segment's next checkpoint write finds
+(``adapters.dynamodb.checkpointer``, "Fenced writes"). Leases taken to write the record only
+(an operator's, a re-park's) claim no slot, so the functions taking them need no grant on the
+checkpoints table. Runs stored before this design may still have a ``fence`` item
+(``sk = fence``): nothing reads it.
 
 Timeline events are stored in pages: one item per append (per segment, usually), keyed by its
 first event's ``seq`` and split only when it would pass :data:`EVENT_PAGE_BYTES`. A segment's
@@ -108,7 +110,6 @@ from langorch.adapters.dynamodb._run_items import (
     table_definition,
     workflow_keys,
 )
-from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
 from langorch.domain.errors import (
     ConflictError,
     LeaseHeldError,
@@ -194,15 +195,11 @@ class RunsRepository:
     Args:
         client: a boto3 DynamoDB client (built by :func:`langorch.adapters.aws.make_client`).
         table_name: the runs table (``Settings.runs_table``).
-        slots: the checkpoint slots a lease and a pause claim (the checkpoints table); without
-            them, nothing tells a segment's checkpoint writes of a newer lease or a pause
-            (tests of the runs table alone).
     """
 
-    def __init__(self, client: Any, table_name: str, *, slots: SlotClaims | None = None) -> None:
+    def __init__(self, client: Any, table_name: str) -> None:
         self._client = client
         self._table = table_name
-        self._slots = slots
         # The fence of each run as this repository last read or wrote it: taking a lease sets
         # the next one on the run item, computed from this one (and the write refused, then
         # retried, when the run's fence has moved since).
@@ -507,10 +504,6 @@ class RunsRepository:
                 f"run {run_id} already ended as {old['status']['S']}; not paused"
             ) from exc
         item = response["Attributes"]
-        if self._slots is not None:
-            # After the request stands, so the segment that finds the marker reads it; each ask
-            # claims a slot, so asking again reaches a segment whose marker was lost.
-            self._slots.claim_pause(run_id)
         return record(item), item["pause"]["S"] == ours
 
     def lift_pause(self, run_id: str) -> tuple[PauseRequest | None, str | None]:
@@ -704,12 +697,10 @@ class RunsRepository:
         for attempt in range(_LEASE_ATTEMPTS):
             seen = self._fences.get(run_id)
             if seen is None:
-                seen = self._read_fence(run_id)
+                seen = self.fence_of(run_id)
             old = self._take_lease(run_id, owner, now, ttl_seconds, saving, seen)
             if old is None:
                 self._fences[run_id] = seen + 1
-                if self._slots is not None:
-                    self._slots.claim_lease(run_id, seen + 1)
                 return seen + 1
             if not old:
                 raise NotFoundError(f"run {run_id} does not exist; no lease to take")
@@ -782,8 +773,9 @@ class RunsRepository:
             return dict(_old_item(exc) or {})
         return None
 
-    def _read_fence(self, run_id: str) -> int:
-        """The run's fence, read consistently (``NotFoundError`` for an unknown run)."""
+    def fence_of(self, run_id: str) -> int:
+        """The run's fence, read consistently (``NotFoundError`` for an unknown run): a
+        checkpoint saver asks when a segment finds no lease marker of its own fence."""
         try:
             response = self._client.get_item(
                 TableName=self._table,

@@ -46,17 +46,21 @@ What this saver does instead
   takes several slots (each checkpoint its own, then the writes: a write never lies below the
   checkpoint it belongs to), one conditional ``PutItem`` each; they are not atomic together,
   which is safe for the reason above. *Taking a lease claims the next slot*: after the run
-  item's conditional ``UpdateItem`` (fence + 1), ``RunsRepository.acquire_lease`` puts a small
-  lease marker (its fence) in the slot after the newest, stepping on if another writer just
-  took it. The segment that held the lease before then finds its next slot taken by a higher
-  fence and raises :class:`~langorch.domain.errors.LeaseLostError` having written nothing; a
-  read that finds a higher fence on top refuses that fence's writes without a request. The
-  new segment writes after its marker (this process's marker is known without a read:
-  ``SlotClaims.claimed``). The run's first lease writes no marker (nobody can be stale
-  before it); a segment that finds no marker of its own fence (that case, or a marker lost to
-  a crash) reads the run item's fence once, and above fence 1 writes its marker itself.
-  *An operator's pause claims a slot the same way* (``RunsRepository.request_pause``, a pause
-  marker, after the request stands on the run item): the running segment's next write finds
+  item's conditional ``UpdateItem`` (fence + 1, ``RunsRepository.acquire_lease``), the segment
+  (``run_segment``: :meth:`DynamoCheckpointSaver.claim_lease`) puts a small lease marker (its
+  fence) in the slot after the newest, stepping on if another writer just took it. The
+  segment that held the lease before then finds its next slot taken by a higher fence and
+  raises :class:`~langorch.domain.errors.LeaseLostError` having written nothing; a read that
+  finds a higher fence on top refuses that fence's writes without a request. The new segment
+  writes after its marker (this process's marker and newest slot are known without a read:
+  ``SlotClaims``). Leases taken to write only the record (an operator's, a re-park's) claim no
+  slot, so the functions taking them need no grant on this table. The run's first lease
+  writes no marker (nobody can be stale before it); a segment that finds no marker of its own
+  fence (that case, a rewind's lease, a marker lost to a crash) asks the runs store for the
+  run's fence once (``fences``), and above fence 1 writes its marker itself.
+  *An operator's pause claims a slot the same way* (``app.pause.pause_run`` calls
+  :meth:`DynamoCheckpointSaver.claim_pause` once the request stands on the run item: a pause
+  marker, no fence, so it refuses nobody): the running segment's next write finds
   it, steps over it to store its superstep (it still holds the lease), and
   :meth:`DynamoCheckpointSaver.pause_seen` says so: the segment learns of the pause from the
   write it makes anyway, never by reading at a step boundary. A marker is seen once; a pause
@@ -141,7 +145,9 @@ In a slot, ``f`` is the fence it was written under; ``ws`` holds write items (ea
 ``PK``, keyed by its ``SK`` of the keyed layout, which identifies it) and ``pc`` checkpoints of
 the same request stored before the slot's own (a held input checkpoint); ``bsk`` is the key of
 the item holding ``base``, so a delta's lineage is one ``Query`` over a key range (keyed items
-sort before slots, so a range may start in the keyed layout and end in slots).
+sort before slots, so a range may start in the keyed layout and end in slots). A slot of writes
+expires with them (``ttl``); markers carry none (a few dozen bytes per lease or pause, removed
+with the thread by ``delete_thread``).
 
 ``PK`` is the thread id (so ``delete_thread`` is one paged ``Query``); ``{ns}`` is the checkpoint
 namespace with ``%`` and ``#`` percent-escaped, so a namespace is always exactly the prefix
@@ -165,8 +171,8 @@ and object keys), ``_deltas`` (a checkpoint as changes since its parent, and bac
 ``_buffer`` (the write buffer and when it must flush), ``_fence`` (the lease's fence),
 ``_slotting`` (a superstep's items as slot items, and back), ``_table`` (the table's requests)
 and ``_threaded`` (the async API). Slot keys and the markers a lease and a pause write live in
-``..checkpoint_slots``, outside this package: the runs repository imports them without loading
-LangGraph.
+``..checkpoint_slots``, outside this package and free of LangGraph (the container shares one
+``SlotClaims`` between savers).
 """
 
 from langorch.adapters.dynamodb.checkpointer.saver import DynamoCheckpointSaver

@@ -18,12 +18,10 @@ class Fence:
     """A lease's fencing token: writes land only while no newer lease has claimed a slot.
 
     Attributes:
-        runs_table: the runs table, whose run item holds the run's current fence.
         run_id: the run (its checkpoints' thread id).
         value: the fence its segment got from ``acquire_lease``.
     """
 
-    runs_table: str
     run_id: str
     value: int
 

@@ -77,12 +77,15 @@ def _write_slots(writes: Items) -> Items:
 
 def _writes_slot(writes: Items) -> Item:
     first = writes[0]
-    return {
+    slot = {
         "PK": first["PK"],
         "k": {"S": WRITES},
         "ns": first["ns"],
         "ws": {"L": [_entry(item) for item in writes]},
     }
+    if "ttl" in first:
+        slot["ttl"] = first["ttl"]  # expires with the writes it holds
+    return slot
 
 
 def _entry(item: Item) -> dict[str, Any]:

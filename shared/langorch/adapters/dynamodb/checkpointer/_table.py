@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from langorch.adapters.dynamodb._items import old_item
-from langorch.adapters.dynamodb._run_items import RUN_SK, run_pk
 from langorch.adapters.dynamodb.checkpoint_slots import (
     CHECKPOINT,
     FREE,
@@ -142,20 +141,6 @@ class CheckpointTable:
         except BotoCoreError as exc:
             raise StorageError(f"PutItem on checkpoint table {self.name} failed: {exc}") from exc
         return None
-
-    def run_fence(self, runs_table: str, run_id: str) -> int | None:
-        """The fence on the run item in the runs table (``None``: no such run), read
-        consistently: asked only when a fenced segment finds no lease marker of its own."""
-        response = self.call(
-            "GetItem",
-            self.client.get_item,
-            TableName=runs_table,
-            Key={"pk": {"S": run_pk(run_id)}, "sk": {"S": RUN_SK}},
-            ProjectionExpression="fence",
-            ConsistentRead=True,
-        )
-        item = response.get("Item")
-        return None if item is None else int(item.get("fence", {}).get("N", "0"))
 
     def batch_write(self, requests: Sequence[dict[str, Any]]) -> None:
         """Send put or delete requests, 25 a call, retrying ``UnprocessedItems`` with backoff."""

@@ -8,7 +8,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -25,6 +25,7 @@ from langorch.adapters.dynamodb.checkpoint_slots import (
     LEASE,
     PAUSE,
     WRITES,
+    SlotClaims,
     slot_sk,
 )
 from langorch.adapters.dynamodb.checkpointer._buffer import FenceGroup, WriteBuffer
@@ -44,13 +45,11 @@ from langorch.adapters.dynamodb.checkpointer._payload import PayloadCodec
 from langorch.adapters.dynamodb.checkpointer._slotting import checkpoints_in, pack
 from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable, Head
 from langorch.adapters.dynamodb.checkpointer._threaded import ThreadedAsyncSaver
-from langorch.domain.errors import LeaseLostError, StorageError
+from langorch.domain.errors import LeaseLostError, NotFoundError, StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
-
-    from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +61,15 @@ few hundred kilobytes of state times this must stay well inside its memory."""
 _SLOT_ATTEMPTS = 32
 """Taken slots a fenced write steps over (markers: its own lease's, operators' pauses) before
 it gives up."""
+
+
+class RunFences(Protocol):
+    """Where a run's current fence is read (the runs store: ``RunsRepository.fence_of``)."""
+
+    def fence_of(self, run_id: str) -> int:
+        """The run's fence (``NotFoundError`` for an unknown run)."""
+        ...
+
 
 _KINDS = {CHECKPOINT: "a checkpoint", WRITES: "writes", LEASE: "the lease marker"}
 
@@ -92,8 +100,11 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             that lost its lease gets :class:`LeaseLostError` with nothing written. A write that
             finds an operator's pause marker in its slot reports it (:meth:`pause_seen`).
             Without it, or without a fence in the config, writes are ``BatchWriteItem``.
-        slots: The claims the runs repository's leases make (the same instance): a saver
-            that knows where its own lease's marker went writes after it at once.
+        slots: The checkpoint slots' claims (shared with the runs repository, which claims a
+            slot for an operator's pause); a saver builds its own without.
+        fences: The runs store's ``fence_of``: asked once when a segment finds no lease
+            marker of its own fence (its run's first lease writes none). Without it such a
+            fence is trusted.
     """
 
     def __init__(
@@ -110,11 +121,13 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         serde: SerializerProtocol | None = None,
         runs_table: str | None = None,
         slots: SlotClaims | None = None,
+        fences: RunFences | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.table = CheckpointTable(client, table_name)
         self.runs_table = runs_table
-        self.slots = slots
+        self.slots = slots or SlotClaims(client, table_name)
+        self.fences = fences
         self.codec = PayloadCodec(
             self.table,
             self.serde,
@@ -346,7 +359,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
                         if text(checkpoint, "cid") in keys:
                             keys[text(checkpoint, "cid")] = text(slot, "SK")
                 self._cursors[thread] = (fence.value, cursor)
-            if self.slots is not None and not ns:
+            if not ns:
                 self.slots.note_top(fence.run_id, cursor - 1)
         return paused
 
@@ -396,7 +409,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             self._paused.add(fence.run_id)
         cursor = head.top + 1
         if head.fence is None or head.fence < fence.value:
-            current = self.table.run_fence(fence.runs_table, fence.run_id)
+            current = fence.value if self.fences is None else self._run_fence(fence.run_id)
             if current != fence.value:
                 self._lost.add((fence.run_id, fence.value))
                 return
@@ -410,8 +423,36 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             self._lost.add((fence.run_id, fence.value))
             return
         self._cursors[fence.run_id, ns] = (fence.value, cursor)
-        if self.slots is not None and not ns:
+        if not ns:
             self.slots.note_top(fence.run_id, cursor - 1)
+
+    def _run_fence(self, run_id: str) -> int | None:
+        """The run's fence as the runs store has it (``None``: no such run)."""
+        assert self.fences is not None
+        try:
+            return self.fences.fence_of(run_id)
+        except NotFoundError:
+            return None
+
+    def claim_lease(self, run_id: str, fence: int) -> None:
+        """A segment took the run's lease under ``fence``: put its marker in the thread's next
+        slot, so the segment that held the lease before writes nothing more (from its next
+        write on, not from this segment's first). The first lease (fence 1) claims nothing.
+
+        Raises:
+            StorageError: DynamoDB refused the write.
+        """
+        self.slots.claim_lease(run_id, fence)
+
+    def claim_pause(self, run_id: str) -> None:
+        """An operator asked the run to pause (the request stands on the run): put a pause
+        marker in the thread's next slot, which the running segment's next write steps over
+        and reports (:meth:`pause_seen`).
+
+        Raises:
+            StorageError: DynamoDB refused the write.
+        """
+        self.slots.claim_pause(run_id)
 
     def pause_seen(self, run_id: str) -> bool:
         """Whether a fenced checkpoint write (or read) of ``run_id`` found an operator's pause
@@ -453,7 +494,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         return self._fence_of(address(config)[0], int(value))
 
     def _fence_of(self, thread_id: str, value: int) -> Fence:
-        return Fence(runs_table=str(self.runs_table), run_id=thread_id, value=value)
+        return Fence(run_id=thread_id, value=value)
 
     @staticmethod
     def _group(fence: Fence | None) -> FenceGroup:
@@ -605,7 +646,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         if known is None or known[0] not in (fence.value - 1, fence.value):
             return
         cursor = known[1]
-        claimed = self.slots.claimed(fence.run_id) if self.slots is not None and not ns else None
+        claimed = None if ns else self.slots.claimed(fence.run_id)
         if claimed is not None and claimed[0] == fence.value:
             cursor = max(cursor, claimed[1] + 1)
         self._cursors[fence.run_id, ns] = (fence.value, cursor)
