@@ -18,8 +18,8 @@ P1 + P2  Linear workflows of 10/50/200 ``transform`` steps, run as ONE segment:
          A superstep is one stored checkpoint (steps + the input checkpoint). "ckpt req/ss" counts
          requests to the checkpoints table only (P1: <= 1.5); "all req/ss" adds the runs table (run
          record, lease, timeline) and the definitions table (issue 33: <= 1.2 at 10 steps, <= 1.05
-         at 200). A step boundary reads nothing: the checkpoint write's own fence check also
-         looks for an operator's pause. P2: ours / InMemorySaver <= 5x.
+         at 200). A step boundary reads nothing: an operator's pause leaves a marker in the slot
+         the next checkpoint write takes. P2: ours / InMemorySaver <= 5x.
 P3       Whole-process import time of three import sets, each in a fresh interpreter, alternated
          with ``python -c "import boto3"``; median over the rounds, as a multiple of boto3's median.
          Runner core <= 5.5x; trigger path <= 2x and must not load langgraph or langchain_core;
@@ -30,7 +30,8 @@ P5       400 steps, each adding 1 KB of new, barely compressible state (a new ke
          S3, then reads the state and outputs back from yet another fresh container.
 P5w      The same 400 steps in one segment: bytes written per superstep (target: flat) and write
          units per superstep at step 10 / 100 / 400 as DynamoDB bills them (1 per KB, x2 in a
-         transaction), the fence's ConditionCheck sized when it is sent and shown apart.
+         transaction; a fenced superstep is one conditional PutItem now, and a ConditionCheck,
+         were one sent, would be sized when it is sent and shown apart).
 P7       Modelled AWS cost per 1,000 runs of a 10-block workflow with one approval (excluding LLM
          tokens), from the requests MEASURED on one run driven through the approval; request units
          are estimated from item sizes (moto does not report real consumed capacity). The model's
@@ -108,18 +109,19 @@ def _context(container: Any, plan: Any, run_id: str) -> Any:
 
 
 def _stored_checkpoints(table_name: str, thread_pk: str, *, key: str = "PK") -> int:
-    """How many checkpoint items one thread has in our checkpoints table (uncounted client)."""
+    """How many checkpoints one thread has in our checkpoints table (uncounted client): a slot
+    item may hold an earlier checkpoint of the same write (``pc``, a run's input checkpoint)."""
     import boto3
 
     client = boto3.client("dynamodb", region_name=REGION)
-    response = client.query(
+    pages = client.get_paginator("query").paginate(
         TableName=table_name,
         KeyConditionExpression=f"{key} = :pk",
         FilterExpression="k = :c",
         ExpressionAttributeValues={":pk": {"S": thread_pk}, ":c": {"S": "c"}},
-        Select="COUNT",
+        ProjectionExpression="pc",
     )
-    return int(response["Count"])
+    return sum(1 + len(item.get("pc", {}).get("L", [])) for page in pages for item in page["Items"])
 
 
 def measure_ours(n: int) -> dict[str, Any]:
@@ -782,8 +784,9 @@ def design_floors(
     return {
         "DynamoDB writes": (
             (write_units - transaction_wru / 2) * PRICES["dynamodb_wru"],
-            "each write once at its size (1 WRU per KB); a transaction (the fenced checkpoint "
-            f"writes) bills twice: {transaction_wru:g} WRU for {transaction_wru / 2:g} of writes",
+            "each write once at its size (1 WRU per KB); a transaction (the runs table's start "
+            "and record+timeline writes; fenced checkpoints are single PutItems) bills twice: "
+            f"{transaction_wru:g} WRU for {transaction_wru / 2:g} of writes",
         ),
         "DynamoDB reads": (None, "a fifth of a write's price; not held to a floor"),
         "Step Functions": (

@@ -63,14 +63,20 @@ def fenced(request: pytest.FixtureRequest) -> Fenced:
     dynamodb = request.getfixturevalue("dynamodb")
     repository = RunsRepository(dynamodb, "runs")
     repository.create_table()
-    saver = DynamoCheckpointSaver(dynamodb, "checkpoints", runs_table="runs")
+    saver = DynamoCheckpointSaver(dynamodb, "checkpoints", runs_table="runs", fences=repository)
     saver.setup()
-    return Fenced(saver, _lease_taker(repository), _pauser(repository))
+    return Fenced(saver, _lease_taker(repository, saver), _pauser(repository, saver))
 
 
-def _pauser(runs: InMemoryRuns | RunsRepository) -> Callable[[str], None]:
+def _pauser(
+    runs: InMemoryRuns | RunsRepository, saver: Saver | None = None
+) -> Callable[[str], None]:
+    """An operator's pause as ``pause_run`` asks it: the request, then the checkpointer told."""
+
     def pause(run_id: str) -> None:
         runs.request_pause(run_id, PauseRequest(by="cli:alice", reason="", at=T0))
+        if saver is not None:
+            saver.claim_pause(run_id)
 
     return pause
 
@@ -91,13 +97,19 @@ def _sqlite_pauser(db: Database) -> Callable[[str], None]:
     return pause
 
 
-def _lease_taker(runs: InMemoryRuns | RunsRepository) -> Callable[[str], int]:
-    """Each call takes the run's lease after the previous one expired, as a retry does."""
+def _lease_taker(
+    runs: InMemoryRuns | RunsRepository, saver: Saver | None = None
+) -> Callable[[str], int]:
+    """Each call takes the run's lease after the previous one expired, as a retry does, and
+    claims the run's checkpoints for it as a segment does (``run_segment``)."""
     clock = itertools.count(start=1_000, step=1_000)
 
     def take_over(run_id: str) -> int:
         runs.create_run(a_run(run_id))  # once: the same run id is the same run
-        return runs.acquire_lease(run_id, "segment", now=next(clock), ttl_seconds=1)
+        fence = runs.acquire_lease(run_id, "segment", now=next(clock), ttl_seconds=1)
+        if saver is not None:
+            saver.claim_lease(run_id, fence)
+        return fence
 
     return take_over
 

@@ -75,6 +75,12 @@ class InMemoryCheckpoints(InMemorySaver):
     def starts_empty(self, run_id: str, fence: int) -> None:
         """Nothing to note: its reads are local."""
 
+    def claim_lease(self, run_id: str, fence: int) -> None:
+        """Nothing to claim: each write checks the run's fence itself."""
+
+    def claim_pause(self, run_id: str) -> None:
+        """Nothing to claim: each fenced ``put`` looks for a pause itself."""
+
     def _fenced(self, config: RunnableConfig) -> AbstractContextManager[None]:
         fence = config.get("configurable", {}).get(FENCE_KEY)
         if self._runs is None or fence is None:

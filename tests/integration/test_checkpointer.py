@@ -27,6 +27,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
+from langorch.adapters.dynamodb.checkpointer._keys import checkpoint_sk
 from langorch.adapters.request_counter import RequestCounter
 from langorch.domain.errors import CheckpointPayloadMissingError, StorageError
 
@@ -469,7 +470,9 @@ def test_a_run_stored_whole_before_deltas_resumes_and_reads_back(
     assert result["trail"] == [f"step_{n}" for n in range(6)]
     newest = saver.table.latest_group(thread_id, "")
     assert newest is not None and "dv" in newest[0]
-    [base] = saver.table.checkpoint_range(thread_id, "", *[newest[0]["base"]["S"]] * 2)
+    [base] = saver.table.checkpoint_range(
+        thread_id, *[checkpoint_sk("", newest[0]["base"]["S"])] * 2
+    )
     assert "dv" not in base  # the changes are on top of an old, whole checkpoint
     history = list(new_saver().list(config))
     assert history[0].checkpoint["channel_values"]["trail"] == result["trail"]

@@ -331,10 +331,10 @@ def test_a_storage_fault_mid_segment_leaves_the_run_resumable_not_failed(
     writes = {"n": 0}
 
     def throttle_one_batch(params: dict[str, Any], **_: Any) -> None:
-        # A segment's superstep is one fenced TransactWriteItems (unfenced: a BatchWriteItem)
+        # A segment's superstep is one fenced PutItem of a slot (unfenced: a BatchWriteItem)
         table = container.settings.checkpoints_table
-        puts = [a.get("Put", {}).get("TableName") for a in params.get("TransactItems", [])]
-        if table in params.get("RequestItems", {}) or table in puts:
+        slot = params.get("TableName") == table
+        if table in params.get("RequestItems", {}) or slot:
             writes["n"] += 1
             if writes["n"] == failing_write:
                 raise ClientError(
@@ -344,12 +344,12 @@ def test_a_storage_fault_mid_segment_leaves_the_run_resumable_not_failed(
                             "Message": "slow down",
                         }
                     },
-                    "TransactWriteItems" if puts else "BatchWriteItem",
+                    "PutItem" if slot else "BatchWriteItem",
                 )
 
     events = container.client("dynamodb").meta.events
     events.register("provide-client-params.dynamodb.BatchWriteItem", throttle_one_batch)
-    events.register("provide-client-params.dynamodb.TransactWriteItems", throttle_one_batch)
+    events.register("provide-client-params.dynamodb.PutItem", throttle_one_batch)
 
     # When the segment hits the fault
     with pytest.raises(StorageError):

@@ -7,6 +7,7 @@ the takeover runs twice.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,15 +15,17 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 
+from langorch.adapters.dynamodb.checkpoint_slots import FREE, slot_prefix
 from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
-from langorch.adapters.dynamodb.checkpointer._fence import Fence
-from langorch.adapters.dynamodb.checkpointer._table import _transaction_chunks, item_size
+from langorch.adapters.dynamodb.checkpointer._slotting import SLOT_BYTES, item_size, pack
 from langorch.adapters.request_counter import RequestCounter
 from langorch.app.definitions import seed_builtins
 from langorch.app.runs import LEASE_GRACE_SECONDS, RunSegment, StartRun, run_segment, start_run
 from langorch.composition.container import Container
 from langorch.config import Settings
 from langorch.domain.errors import LeaseHeldError, LeaseLostError
+from langorch.domain.runs import PauseRequest
+from langorch.engine.rewind import copy_to_head
 from langorch.llm import LLMRegistry
 from tests.fakes.clock import FakeClock
 from tests.gated_kinds import (
@@ -120,7 +123,7 @@ def test_a_second_segment_is_refused_while_the_first_holds_the_lease(
 
 
 @pytest.mark.usefixtures("gated")
-def test_a_fenced_superstep_is_one_transaction_and_a_stale_fence_writes_nothing(
+def test_a_fenced_superstep_is_one_put_item_and_a_stale_fence_writes_nothing(
     processes: Callable[[], Container],
 ) -> None:
     # Given a run holding fence 1, and a saver that knows the runs table
@@ -128,28 +131,27 @@ def test_a_fenced_superstep_is_one_transaction_and_a_stale_fence_writes_nothing(
     register_text(setup, GATED_WORKFLOW)
     run, _ = start_run(StartRun("gated"), setup)
     fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
-    saver = DynamoCheckpointSaver(
-        setup.client("dynamodb"),
-        setup.settings.checkpoints_table,
-        runs_table=setup.settings.runs_table,
-    )
+    saver = _fenced_saver(setup)
     counter = RequestCounter(setup.client("dynamodb"))
     # When a 10-step graph runs under the run's fence
     config: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence}}
     result = linear_graph(saver, 10).invoke({"trail": []}, config, durability="sync")
-    # Then every write was a TransactWriteItems (the fence checked with it; no BatchWriteItem),
-    # about one per superstep, within the checkpointer's budget (PERFORMANCE.md P1). Not an
-    # exact count: LangGraph hands a task's writes and the next checkpoint to two threads, and
-    # writes that arrive after that checkpoint are written on their own.
+    # Then every write was one PutItem of the thread's next slot (no transaction, no batch), about
+    # one per superstep; the reads are the first one's (the thread, and the run's fence once,
+    # since fence 1 leaves no marker). Not an exact count: LangGraph hands a task's writes and
+    # the next checkpoint to two threads, and writes that arrive after that checkpoint are
+    # written on their own.
     assert len(result["trail"]) == 10
-    assert set(counter.counts) == {"Query", "TransactWriteItems"}, counter.counts
-    assert counter.total / 10 <= 1.5, counter.counts
+    assert set(counter.counts) == {"Query", "GetItem", "PutItem"}, counter.counts
+    assert counter.counts["GetItem"] == 1
+    assert 11 <= counter.counts["PutItem"] <= 15, counter.counts
+    assert counter.total / 10 <= 1.8, counter.counts
     # And with a stale fence, nothing is written
-    stored = len(list(saver.list({"configurable": {"thread_id": run.run_id}})))
+    stored = _stored(setup, run.run_id)
     stale: Any = {"configurable": {"thread_id": run.run_id, "langorch_fence": fence - 1}}
     with pytest.raises(LeaseLostError, match=f"fence {fence - 1}"):
         linear_graph(saver, 3).invoke({"trail": []}, stale, durability="sync")
-    assert len(list(saver.list({"configurable": {"thread_id": run.run_id}}))) == stored
+    assert _stored(setup, run.run_id) == stored
 
 
 @pytest.mark.usefixtures("gated")
@@ -173,7 +175,8 @@ def test_under_one_fence_the_newest_checkpoint_is_not_read_again_and_matches_a_f
         assert tuple_.parent_config == fresh.parent_config
         assert tuple_.pending_writes == fresh.pending_writes == []
     # And once a write of that checkpoint is stored, the next read asks DynamoDB and sees it
-    saver.put_writes(first.config, [("__interrupt__", "parked")], "task-1")
+    under_fence: Any = {"configurable": {**first.config["configurable"], "langorch_fence": fence}}
+    saver.put_writes(under_fence, [("__interrupt__", "parked")], "task-1")
     stored = saver.get_tuple(config)
     assert counter.counts["Query"] >= 1
     assert stored is not None and stored.pending_writes == [("task-1", "__interrupt__", "parked")]
@@ -206,10 +209,15 @@ def test_under_one_fence_a_thread_without_checkpoints_is_read_once_until_it_writ
     setup, run, _, saver, config = _segment_under_fence(processes)
     counter = RequestCounter(setup.client("dynamodb"))
     # When it reads the newest checkpoint three times (the state before, LangGraph's own read)
-    reads = [saver.get_tuple(config) for _ in range(3)]
-    # Then one Query found none, and the later reads asked nothing
-    assert reads == [None, None, None]
-    assert counter.counts == {"Query": 1}, counter.counts
+    first = saver.get_tuple(config)
+    asked = dict(counter.counts)
+    counter.reset()
+    later = [saver.get_tuple(config) for _ in range(2)]
+    # Then the first read found none (its slots, the layout before slots, and the run's fence
+    # once: fence 1 leaves no marker to find), and the later reads asked nothing
+    assert first is None and later == [None, None]
+    assert asked == {"Query": 2, "GetItem": 1}, asked
+    assert counter.total == 0, counter.counts
     # And once the segment stores its first checkpoint, a read returns it without a Query
     result = linear_graph(saver, 2).invoke({"trail": []}, config, durability="sync")
     counter.reset()
@@ -238,6 +246,7 @@ def _fenced_saver(container: Container) -> DynamoCheckpointSaver:
         container.client("dynamodb"),
         container.settings.checkpoints_table,
         runs_table=container.settings.runs_table,
+        fences=container.runs,
     )
 
 
@@ -267,44 +276,67 @@ def _put_items(run_id: str, count: int, payload: int) -> list[dict[str, Any]]:
     ]
 
 
+def _big_write(run_id: str, n: int, payload: int) -> dict[str, Any]:
+    return {
+        "PK": {"S": run_id},
+        "SK": {"S": f"C##c1#W#task-{n}#r"},
+        "k": {"S": "w"},
+        "ns": {"S": ""},
+        "cid": {"S": "c1"},
+        "p": {"B": b"x" * payload},
+    }
+
+
+def test_a_superstep_too_big_for_one_item_takes_several_slots_the_checkpoint_first() -> None:
+    # Given a superstep of 5 writes of 150 KB and its checkpoint: more than one item holds
+    writes = [_big_write("r", n, 150_000) for n in range(5)]
+    checkpoint = {**_big_write("r", 9, 10), "k": {"S": "c"}, "cid": {"S": "c2"}}
+    # When it is packed into slot items
+    slots = pack([*writes, checkpoint])
+    # Then the checkpoint takes a slot of its own, first (a write never lands below the
+    # checkpoint it belongs to), the writes fill the slots after it, each under the limit
+    assert [slot["k"]["S"] for slot in slots] == ["c", "w", "w", "w"]
+    assert all(item_size(slot) <= SLOT_BYTES for slot in slots)
+    carried = [e["M"]["SK"]["S"] for slot in slots for e in slot.get("ws", {}).get("L", [])]
+    assert carried == [w["SK"]["S"] for w in writes]
+    # And a small superstep is one slot: the checkpoint carrying its writes
+    [one] = pack([_big_write("r", 0, 100), checkpoint])
+    assert one["k"]["S"] == "c" and len(one["ws"]["L"]) == 1
+
+
 @pytest.mark.usefixtures("gated")
-def test_a_superstep_too_big_for_one_transaction_is_chunked_each_chunk_fenced(
+def test_a_superstep_over_one_item_is_written_slot_by_slot_and_a_stale_fence_writes_none(
     processes: Callable[[], Container],
 ) -> None:
-    # Given a run holding fence 1, and a superstep of 150 items (more than 99 puts) of 30 KB
-    # (4.5 MB, more than a transaction's 4 MB)
-    setup = processes()
-    register_text(setup, GATED_WORKFLOW)
-    run, _ = start_run(StartRun("gated"), setup)
-    fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
-    saver = _fenced_saver(setup)
+    # Given a segment holding fence 1 whose superstep has 4 writes of 150 KB (600 KB)
+    setup, run, fence, saver, config = _segment_under_fence(processes)
+    first = saver.put(config, _empty_checkpoint(), {"source": "loop", "step": 0}, {})
+    under_fence: Any = {"configurable": {**first["configurable"], "langorch_fence": fence}}
+    big = secrets.token_urlsafe(110_000)  # incompressible: ~150 KB stored
+    for n in range(4):
+        saver.put_writes(under_fence, [(f"k{n}", big)], f"task-{n}")
     counter = RequestCounter(setup.client("dynamodb"))
-    items = _put_items(run.run_id, 150, 30_000)
-    # When they are written under the fence
-    saver.table.write_fenced(items, Fence(setup.settings.runs_table, run.run_id, fence), what="t")
-    # Then it took two transactions, each within DynamoDB's limits, and all items landed
-    assert counter.counts == {"TransactWriteItems": 2}
-    assert _stored(setup, run.run_id) == 150
-    # And under a stale fence, no chunk lands
-    stale = Fence(setup.settings.runs_table, "run-other", 7)
+    # When its checkpoint is stored
+    second = {**_empty_checkpoint(), "id": "1f000000-0000-6000-8000-000000000009"}
+    saver.put(under_fence, second, {"source": "loop", "step": 1}, {})
+    # Then it took one PutItem per slot and every write reads back with the checkpoint before
+    assert set(counter.counts) == {"PutItem"} and counter.counts["PutItem"] >= 3
+    stored = _fenced_saver(setup).get_tuple(first)
+    assert stored is not None and len(stored.pending_writes) == 4
+    # And under a stale fence, once a newer lease claimed the thread, none of it lands
+    before = _stored(setup, run.run_id)
+    setup.runs.release_lease(run.run_id, fence)
+    newer = setup.runs.acquire_lease(run.run_id, "newer", now=1, ttl_seconds=60)
+    setup.checkpointer.claim_lease(run.run_id, newer)  # as the newer segment does
+    third = {**_empty_checkpoint(), "id": "1f000000-0000-6000-8000-00000000000a"}
+    after_second: Any = {
+        "configurable": {**under_fence["configurable"], "checkpoint_id": second["id"]}
+    }
     with pytest.raises(LeaseLostError):
-        saver.table.write_fenced(_put_items("run-other", 150, 30_000), stale, what="t")
-    assert _stored(setup, "run-other") == 0
-
-
-def test_chunks_keep_the_last_item_last_and_stay_within_the_limits() -> None:
-    # Given 250 small items, and 12 items of 390 KB
-    small = _put_items("r", 250, 10)
-    big = _put_items("r", 12, 390_000)
-    # When they are cut into transactions
-    small_chunks = _transaction_chunks(small)
-    big_chunks = _transaction_chunks(big)
-    # Then no chunk has more than 99 puts or 3.5 MB, order is kept, the last item is last
-    assert [len(c) for c in small_chunks] == [52, 99, 99]
-    assert [len(c) for c in big_chunks] == [4, 8]
-    for chunks, items in ((small_chunks, small), (big_chunks, big)):
-        assert [i for c in chunks for i in c] == items
-        assert all(sum(item_size(i) for i in c) <= 3_500_000 for c in chunks)
+        for n in range(4):
+            saver.put_writes(after_second, [(f"k{n}", big)], f"task-{n}")
+        saver.put(after_second, third, {"source": "loop", "step": 2}, {})
+    assert _stored(setup, run.run_id) == before + 1  # the newer lease's marker only
 
 
 @pytest.mark.usefixtures("gated")
@@ -318,7 +350,8 @@ def test_an_interrupt_written_after_the_lease_was_lost_is_refused(
     fence = setup.runs.acquire_lease(run.run_id, "seg", now=0, ttl_seconds=60)
 
     def approve(state: dict[str, Any]) -> dict[str, Any]:
-        setup.runs.acquire_lease(run.run_id, "newer", now=61, ttl_seconds=60)
+        newer = setup.runs.acquire_lease(run.run_id, "newer", now=61, ttl_seconds=60)
+        setup.checkpointer.claim_lease(run.run_id, newer)  # as the newer segment does
         interrupt({"question": "ship it?"})
         return {"trail": ["approve"]}
 
@@ -378,7 +411,7 @@ def test_a_segment_learns_of_no_pause_without_reading_the_run_at_each_step_bound
     # Then the run was read once, when the segment started: its 11 step boundaries learnt
     # that no pause stood from the fenced checkpoint writes they made anyway
     assert result.status == "succeeded"
-    assert counter.counts["TransactWriteItems"] >= 11, counter.counts
+    assert counter.counts["PutItem"] >= 11, counter.counts
     assert counter.counts["GetItem"] == 1, counter.counts
 
 
@@ -388,11 +421,11 @@ def test_a_new_runs_segment_makes_two_requests_besides_its_supersteps_and_reads_
     # Given a new 10-step run (12 checkpoints: its input, __start__'s and one per step), when
     # one segment runs it to its end
     setup, run, result, counter = _one_segment_of_a_new_ten_step_run(processes)
-    # Then it read the run, took the lease (a transaction: the run item and its fence item),
-    # wrote 11 transactions of checkpoints (the input checkpoint went with __start__'s) and the
-    # record with its timeline in one conditional update: no Query
+    # Then it read the run, took the lease (one UpdateItem: the first lease leaves no marker),
+    # wrote 11 checkpoint slots (the input checkpoint went with __start__'s), one PutItem each,
+    # and the record with its timeline in one conditional update: no Query, no transaction
     assert result.status == "succeeded"
-    assert counter.counts == {"GetItem": 1, "TransactWriteItems": 12, "UpdateItem": 1}
+    assert counter.counts == {"GetItem": 1, "UpdateItem": 2, "PutItem": 11}
     assert len(_history(setup, run.run_id)) == 12
     # And another process reads the same end state
     fresh = _fenced_saver(setup).get_tuple({"configurable": {"thread_id": run.run_id}})
@@ -462,32 +495,117 @@ def _empty_checkpoint() -> Any:
     return empty_checkpoint()
 
 
-def test_a_supersteps_fence_check_reads_a_small_fence_item_not_the_run_with_its_input(
+def test_a_supersteps_write_bills_its_own_item_only(
     processes: Callable[[], Container],
 ) -> None:
     # Given a 10-step run started with 20 KB of input (its run item holds all of it)
     setup = processes()
     register_text(setup, STEPS_10.replace("memory: false", "memory: false\n    inputs_schema: {}"))
     run, _ = start_run(StartRun("ten", input={"notes": "n" * 20_000}), setup)
-    checked: list[dict[str, Any]] = []
+    puts: list[dict[str, Any]] = []
 
-    def note_checks(params: dict[str, Any], **_: Any) -> None:
-        actions = params["TransactItems"]
-        checked.extend(entry["ConditionCheck"] for entry in actions if "ConditionCheck" in entry)
+    def note_puts(params: dict[str, Any], **_: Any) -> None:
+        puts.append(params)
 
-    setup.client("dynamodb").meta.events.register(
-        "provide-client-params.dynamodb.TransactWriteItems", note_checks
-    )
+    events = setup.client("dynamodb").meta.events
+    events.register("provide-client-params.dynamodb.PutItem", note_puts)
     # When a segment runs it to its end
     assert run_segment(RunSegment(run.run_id), setup).status == "succeeded"
-    # Then every superstep's check read the run's fence item, a few dozen bytes (two write
-    # units a check, where the run item would bill two per KB: 40 here). At least one check a
-    # superstep: LangGraph hands a task's writes to the saver from a background thread, and
-    # writes that reach it after the next checkpoint are stored at once, with a check of their own
-    assert len(checked) >= 11
-    keys = {(c["Key"]["pk"]["S"], c["Key"]["sk"]["S"]) for c in checked}
-    assert keys == {(f"run#{run.run_id}", "fence")}
-    item = setup.client("dynamodb").get_item(
-        TableName=setup.settings.runs_table, Key=checked[0]["Key"], ConsistentRead=True
-    )["Item"]
-    assert set(item) == {"pk", "sk", "fence"}
+    # Then every superstep was one PutItem of the checkpoints table, only onto a free slot: no
+    # transaction bills it twice, and nothing reads the run item with its input
+    slots = [p for p in puts if p["TableName"] == setup.settings.checkpoints_table]
+    assert len(slots) >= 11
+    assert {p["ConditionExpression"] for p in slots} == {FREE}
+    assert all(p["Item"]["SK"]["S"].startswith(slot_prefix("")) for p in slots)
+
+
+@pytest.mark.usefixtures("gated")
+def test_an_operators_pause_is_seen_by_the_next_checkpoint_write_which_still_lands(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a segment under its fence that stored a checkpoint
+    setup, run, fence, saver, config = _segment_under_fence(processes)
+    first = saver.put(config, _checkpoint(1), {"source": "loop", "step": 0}, {})
+    assert not saver.pause_seen(run.run_id)
+    # When an operator asks the run to pause, and the segment stores its next checkpoint
+    setup.runs.request_pause(run.run_id, PauseRequest(by="cli:alice", at=setup.clock()))
+    setup.checkpointer.claim_pause(run.run_id)  # as pause_run tells it
+    counter = RequestCounter(setup.client("dynamodb"))
+    second = saver.put(_fenced(first, fence), _checkpoint(2), {"source": "loop", "step": 1}, {})
+    # Then that write found the pause marker in its slot and landed in the next one (two
+    # PutItems, no read), and the segment learns of the pause, once
+    assert counter.counts == {"PutItem": 2}, counter.counts
+    assert saver.pause_seen(run.run_id)
+    assert not saver.pause_seen(run.run_id)
+    # And the write after it finds no pause: one PutItem
+    counter.reset()
+    saver.put(_fenced(second, fence), _checkpoint(3), {"source": "loop", "step": 2}, {})
+    assert counter.counts == {"PutItem": 1}, counter.counts
+    assert not saver.pause_seen(run.run_id)
+    # And the history is one line
+    history = _history(setup, run.run_id)
+    assert [parent for _, parent in history] == [*[c for c, _ in history][1:], None]
+
+
+def test_a_run_stored_before_slots_resumes_under_a_fence_into_slots_and_rewinds(
+    processes: Callable[[], Container],
+) -> None:
+    # Given a run parked on an approval by a segment that stored its checkpoints in the layout
+    # before slots (the saver without a runs table writes it: one item per checkpoint and per
+    # task's writes, keyed by checkpoint id)
+    old = processes()
+    register_text(old, ASK_THEN_DONE)
+    old.__dict__["checkpointer"] = DynamoCheckpointSaver(
+        old.client("dynamodb"), old.settings.checkpoints_table
+    )
+    run, _ = start_run(StartRun("gated"), old)
+    assert run_segment(RunSegment(run.run_id), old).status == "waiting_approval"
+    parked = _history(old, run.run_id)
+    assert _slots(old, run.run_id) == 0
+    # When another process resumes it
+    newer = processes()
+    done = run_segment(RunSegment(run.run_id, resume={"decision": "approved"}), newer)
+    # Then it went on from the old checkpoint, writing slots, in one line of history
+    assert done.status == "succeeded" and done.outputs["ok"] == 1
+    assert _slots(newer, run.run_id) > 0
+    history = _history(newer, run.run_id)
+    assert history[-len(parked) :] == parked
+    assert [parent for _, parent in history] == [*[c for c, _ in history][1:], None]
+    # And a rewind to an old checkpoint makes a copy of it the newest, under a lease
+    target = parked[0][0]
+    fence = newer.runs.acquire_lease(
+        run.run_id, "rewind", now=newer.clock().timestamp(), ttl_seconds=60
+    )
+    copied = copy_to_head(
+        newer.checkpointer,
+        source_thread=run.run_id,
+        checkpoint_id=target,
+        target_thread=run.run_id,
+        fence=fence,
+    )
+    newer.runs.release_lease(run.run_id, fence)
+    head = processes().checkpointer.get_tuple({"configurable": {"thread_id": run.run_id}})
+    source = newer.checkpointer.get_tuple(
+        {"configurable": {"thread_id": run.run_id, "checkpoint_ns": "", "checkpoint_id": target}}
+    )
+    assert head is not None and source is not None
+    assert head.config["configurable"]["checkpoint_id"] == copied
+    assert head.checkpoint["channel_values"] == source.checkpoint["channel_values"]
+
+
+def _checkpoint(n: int) -> Any:
+    return {**_empty_checkpoint(), "id": f"1f000000-0000-6000-8000-{n:012d}"}
+
+
+def _fenced(config: Any, fence: int) -> Any:
+    return {"configurable": {**config["configurable"], "langorch_fence": fence}}
+
+
+def _slots(container: Container, thread_id: str) -> int:
+    response = container.client("dynamodb").query(
+        TableName=container.settings.checkpoints_table,
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :slots)",
+        ExpressionAttributeValues={":pk": {"S": thread_id}, ":slots": {"S": slot_prefix("")}},
+        Select="COUNT",
+    )
+    return int(response["Count"])

@@ -204,13 +204,13 @@ def test_a_transient_storage_error_is_retried_by_the_state_machine(
     refused: list[str] = []
 
     def throttle_once(params: dict[str, Any], **_: Any) -> None:
-        # The lease is one transaction: the run item and its small fence item.
-        writes = [next(iter(item.values())) for item in params["TransactItems"]]
-        if not refused and any(w["TableName"] == table for w in writes):
-            refused.append(writes[0]["Key"]["pk"]["S"])
+        # The lease is one conditional UpdateItem of the run item.
+        taking = "lease_owner = :owner" in params.get("UpdateExpression", "")
+        if not refused and params["TableName"] == table and taking:
+            refused.append(params["Key"]["pk"]["S"])
             raise ClientError(
                 {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "slow"}},
-                "TransactWriteItems",
+                "UpdateItem",
             )
 
     # On every session created from now on: the function's container is built on its first
@@ -220,7 +220,7 @@ def test_a_transient_storage_error_is_retried_by_the_state_machine(
         "BUILTIN_HANDLERS",
         [
             *botocore.handlers.BUILTIN_HANDLERS,
-            ("provide-client-params.dynamodb.TransactWriteItems", throttle_once),
+            ("provide-client-params.dynamodb.UpdateItem", throttle_once),
         ],
     )
 

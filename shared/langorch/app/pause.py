@@ -77,6 +77,22 @@ class PauseDeps(Protocol):
     def settings(self) -> Settings: ...
 
 
+class PauseMarks(Protocol):
+    """The checkpointer's part in a pause: tell a running segment at its next write."""
+
+    def claim_pause(self, run_id: str) -> None:
+        """The run was asked to pause: its running segment's next checkpoint write learns of
+        it (a saver that checks the pause in each write's own transaction does nothing)."""
+        ...
+
+
+class AskDeps(PauseDeps, Protocol):
+    """What asking for a pause needs besides: the checkpointer, which tells the segment."""
+
+    @property
+    def checkpointer(self) -> PauseMarks: ...
+
+
 class ResumeDeps(PauseDeps, Protocol):
     """What resuming needs besides: the executions (to wake one parked on the pause)."""
 
@@ -115,7 +131,7 @@ class Resumed:
 # --------------------------------------------------------------------------------------------
 
 
-def pause_run(run_id: str, deps: PauseDeps, *, actor: str, reason: str = "") -> Paused:
+def pause_run(run_id: str, deps: AskDeps, *, actor: str, reason: str = "") -> Paused:
     """Ask the run to pause: a parked run pauses at once, a running one at its next step
     boundary. Idempotent: a second pause keeps the first request.
 
@@ -140,6 +156,9 @@ def pause_run(run_id: str, deps: PauseDeps, *, actor: str, reason: str = "") -> 
         run, asked = deps.runs.request_pause(run_id, request)
     except ConflictError:
         return Paused(deps.runs.get_run(run_id), asked=False)  # it ended first: the end wins
+    # After the request stands, so the segment that learns of it reads it; each ask tells the
+    # segment again (a pause asked twice reaches a segment the first telling missed).
+    deps.checkpointer.claim_pause(run_id)
     logger.info(
         "pause requested" if asked else "pause already requested",
         extra={"run_id": run_id, "workflow_id": run.workflow_id, "actor": actor},

@@ -148,6 +148,12 @@ class Checkpoints(Protocol):
         the segment's first read needs no request (a saver without reads to save ignores it)."""
         ...
 
+    def claim_lease(self, run_id: str, fence: int) -> None:
+        """The segment took the run's lease under ``fence``: from now on, the checkpoint
+        writes of the segment that held it before are refused (a saver that checks the fence
+        in each write's own transaction has nothing to do)."""
+        ...
+
 
 class SegmentDeps(SideEffectDeps, Protocol):
     """What :func:`run_segment` and :func:`drive` need: the runs, the engine and its ports
@@ -509,6 +515,9 @@ def run_segment(cmd: RunSegment, deps: SegmentDeps) -> SegmentResult:
         # The run's first lease, and no fork copied a checkpoint in: every checkpoint write is
         # fenced, so its thread is empty and the segment's first read asks nothing.
         deps.checkpointer.starts_empty(run.run_id, fence)
+    else:
+        # A segment may have held the lease before: its next checkpoint write is refused.
+        deps.checkpointer.claim_lease(run.run_id, fence)
     released = False
     try:
         interrupt_id = cmd.interrupt_id
@@ -590,9 +599,10 @@ class _PauseWatch:
     """Whether an operator asked the run to pause, asked at each step boundary; the request it
     last saw is kept for the timeline.
 
-    The checkpoint write that ends each superstep checks the run's pause along with its lease
-    fence (in the same transaction), so a boundary costs no request of its own: the request is
-    read only once a write found one standing. A pause asked while a step runs is therefore
+    An operator's pause leaves a marker in the slot the segment's next checkpoint write takes
+    (``adapters.dynamodb.checkpointer``; the SQLite saver checks the pause in its write's own
+    transaction), so a boundary costs no request of its own: the request is read only once a
+    write found a marker. A pause asked while a step runs is therefore
     seen by the write of that step's superstep, and the segment stops at that boundary, as
     before, with the step's checkpoint stored.
     """

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from langorch.adapters.dynamodb.agents import AgentsRepository
     from langorch.adapters.dynamodb.approvals.repository import ApprovalsRepository
     from langorch.adapters.dynamodb.budgets import BudgetCountersRepository
+    from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
     from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
     from langorch.adapters.dynamodb.definitions import DefinitionsRepository
     from langorch.adapters.dynamodb.resources import ResourceLocksRepository
@@ -137,6 +138,15 @@ class Container:
         return RunsRepository(self.client("dynamodb"), self.settings.runs_table)
 
     @cached_property
+    def checkpoint_slots(self) -> SlotClaims:
+        """What a segment's lease and an operator's pause write into the checkpoints table: a
+        marker in the run's next checkpoint slot (the checkpointer's, kept apart so what a
+        process claimed is known to every saver it builds)."""
+        from langorch.adapters.dynamodb.checkpoint_slots import SlotClaims
+
+        return SlotClaims(self.client("dynamodb"), self.settings.checkpoints_table)
+
+    @cached_property
     def tool_servers(self) -> ToolServersRepository:
         """Registered tools (MCP servers), beside the definitions."""
         from langorch.adapters.dynamodb.tool_servers import ToolServersRepository
@@ -172,10 +182,11 @@ class Container:
         from langorch.adapters.dynamodb.checkpointer import DynamoCheckpointSaver
 
         ttl_days = self.settings.checkpoint_ttl_days
-        # Segments pass their lease's fence; the saver checks it on the run item in the runs
-        # table (a ConditionCheck: read only). Named through a local, so the IAM-from-code
-        # analysis (tests/infra/aws_calls.py), which gives each property one table setting,
-        # keeps this saver's writes on the checkpoints table.
+        # Segments pass their lease's fence; the saver takes the thread's next slot with each
+        # write, and asks the runs store for the run's fence only when it finds no lease
+        # marker of its own (the run's first lease writes none). Named through a local, so
+        # the IAM-from-code analysis (tests/infra/aws_calls.py), which gives each property one
+        # table setting, keeps this saver's writes on the checkpoints table.
         runs_table = self.settings.runs_table
         return DynamoCheckpointSaver(
             self.client("dynamodb"),
@@ -185,6 +196,8 @@ class Container:
             key_prefix=self.settings.checkpoint_prefix,
             ttl_seconds=ttl_days * 86_400 if ttl_days else None,
             runs_table=runs_table,
+            slots=self.checkpoint_slots,
+            fences=self.runs,
         )
 
     @cached_property

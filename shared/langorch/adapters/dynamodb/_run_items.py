@@ -33,11 +33,6 @@ from langorch.domain.runs import (
 _EVENT_PAGE = TypeAdapter(list[TimelineEvent])
 
 RUN_SK = "run"
-FENCE_SK = "fence"
-"""The run's fence item: a copy of the run item's ``fence`` (written by the same transaction as
-the lease) and the ``paused`` flag, which a segment's checkpoint writes check instead of the
-run item: a check bills the checked item's size, and this one is a few dozen bytes."""
-PAUSED_FLAG = "paused"
 DEDUPE_SK = "dedupe"
 EVENT_PREFIX = "ev#"
 GSI_WORKFLOW = "gsi1"

@@ -12,7 +12,6 @@ Layout (string keys ``pk``/``sk``; every run's items share its partition)::
                                                      execution_name (the run's current one),
                                                      tail (L of M: seq, last_seq, events,
                                                      confirms), tail_bytes (N)
-    fence     run#<run_id>             fence         fence (N, the run item's), paused (BOOL)
     events    run#<run_id>             ev#<seq:015d> seq (N, the first), last_seq (N),
                                                      events (JSON list of TimelineEvent),
                                                      confirms (a spilled entry's)
@@ -44,11 +43,14 @@ record never drops what an operator asked meanwhile.
 Leases (ARCHITECTURE §2 "One writer per run"): a segment takes the run's lease with a conditional
 write that also increments ``fence``. Writes made under a lease carry that fence and are refused
 once a newer segment has taken over, so a segment that outlived its lease cannot overwrite the
-run. The same transaction copies the new fence onto the run's small fence item, which is what a
-segment's checkpoint writes check (a check bills the size of the item it reads: two write units
-for the fence item, two per KB for the run item with its input and outputs). The fence item also
-carries the ``paused`` flag those writes look for: ``request_pause`` sets it before the request
-stands on the run item, ``lift_pause`` clears it after the request is gone.
+run. A segment's checkpoint writes never read this table: the segment that takes a lease puts a
+small marker in the run's next checkpoint slot, which refuses the next write of the segment
+that held it before, and an operator's pause (``app.pause.pause_run``, once the request stands
+here) puts a pause marker there, which the running segment's next checkpoint write finds
+(``adapters.dynamodb.checkpointer``, "Fenced writes"). Leases taken to write the record only
+(an operator's, a re-park's) claim no slot, so the functions taking them need no grant on the
+checkpoints table. Runs stored before this design may still have a ``fence`` item
+(``sk = fence``): nothing reads it.
 
 Timeline events are stored in pages: one item per append (per segment, usually), keyed by its
 first event's ``seq`` and split only when it would pass :data:`EVENT_PAGE_BYTES`. A segment's
@@ -110,7 +112,6 @@ from langorch.adapters.dynamodb._run_items import (
     EVENT_PAGE_BYTES,
     EVENT_PREFIX,
     FENCE_IS_CURRENT,
-    FENCE_SK,
     GSI_STATUS,
     GSI_WORKFLOW,
     IN_EXECUTION,
@@ -120,7 +121,6 @@ from langorch.adapters.dynamodb._run_items import (
     NOT_ENDED,
     NOT_ENDED_OTHERWISE,
     PAUSE_STANDS,
-    PAUSED_FLAG,
     REPLACE_TAIL,
     RUN_EXISTS,
     RUN_IS_NEW,
@@ -226,8 +226,7 @@ class RunsRepository:
         self._client = client
         self._table = table_name
         # The fence of each run as this repository last read or wrote it: taking a lease sets
-        # the next one on the run item and its fence item in one transaction, which returns
-        # nothing, so the new value is computed from this one (and the write refused, then
+        # the next one on the run item, computed from this one (and the write refused, then
         # retried, when the run's fence has moved since).
         self._fences: OrderedDict[str, int] = OrderedDict()
 
@@ -517,10 +516,6 @@ class RunsRepository:
             StorageError: DynamoDB failed.
         """
         ours = pause.model_dump_json()
-        # The flag first, so a segment's checkpoint write sees it no later than the request
-        # stands (seen early, pause_of says nothing stands yet, and the next boundary looks
-        # again); taken back if the request is refused.
-        self._flag_pause(run_id, flagged=True)
         try:
             response = self._client.update_item(
                 TableName=self._table,
@@ -536,7 +531,6 @@ class RunsRepository:
             if _code(exc) != "ConditionalCheckFailedException":
                 raise self._storage_error("UpdateItem", exc) from exc
             old = _old_item(exc)
-            self._flag_pause(run_id, flagged=False)
             if old is None:
                 raise NotFoundError(f"run {run_id} does not exist; nothing to pause") from exc
             raise ConflictError(
@@ -569,23 +563,7 @@ class RunsRepository:
                 raise NotFoundError(f"run {run_id} does not exist; nothing to resume") from exc
             raise self._storage_error("UpdateItem", exc) from exc
         old = response.get("Attributes", {})
-        self._flag_pause(run_id, flagged=False)  # after the request is gone (see request_pause)
         return pause_of(old), old.get("pause_token", {}).get("S")
-
-    def _flag_pause(self, run_id: str, *, flagged: bool) -> None:
-        """Set or clear the ``paused`` flag on the run's fence item, which a segment's
-        checkpoint writes check (:mod:`.checkpointer._fence`); the request itself stays on the
-        run item. (Pausing an unknown run id leaves that id a fence item without a flag.)"""
-        request: dict[str, Any] = {"UpdateExpression": f"REMOVE {PAUSED_FLAG}"}
-        if flagged:
-            request = {
-                "UpdateExpression": f"SET {PAUSED_FLAG} = :yes",
-                "ExpressionAttributeValues": {":yes": {"BOOL": True}},
-            }
-        try:
-            self._client.update_item(TableName=self._table, Key=self._fence_key(run_id), **request)
-        except ClientError as exc:
-            raise self._storage_error("UpdateItem", exc) from exc
 
     def park_paused(self, run_id: str, task_token: str) -> bool:
         """Keep the task token of the execution parked on the pause, while a request stands.
@@ -765,7 +743,7 @@ class RunsRepository:
         for attempt in range(_LEASE_ATTEMPTS):
             seen = self._fences.get(run_id)
             if seen is None:
-                seen = self._read_fence(run_id)
+                seen = self.fence_of(run_id)
             old = self._take_lease(run_id, owner, now, ttl_seconds, saving, seen)
             if old is None:
                 self._fences[run_id] = seen + 1
@@ -803,12 +781,11 @@ class RunsRepository:
         saving: RunRecord | None,
         seen: int,
     ) -> dict[str, Any] | None:
-        """One try at the lease, from fence ``seen``: the run item (lease, fence, and the record
-        with ``saving``) and the fence item, in one transaction.
+        """One try at the lease, from fence ``seen``: one conditional ``UpdateItem`` of the run
+        item (lease, fence, and the record with ``saving``).
 
         Returns:
-            ``None`` when taken; when refused, the run item as it was (``{}``: there is none,
-            or the transaction collided with another one on the run).
+            ``None`` when taken; when refused, the run item as it was (``{}``: there is none).
         """
         update = "SET lease_owner = :owner, lease_expires_at = :until, fence = :fence"
         unchanged = "fence = :seen" if seen else "(attribute_not_exists(fence) OR fence = :seen)"
@@ -826,42 +803,25 @@ class RunsRepository:
             condition = f"{condition} AND {NOT_ENDED_OTHERWISE}"
             values |= {**_record_values(saving), **_ENDINGS}
             extra = {"ExpressionAttributeNames": {"#status": "status"}}
-        take = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._key(run_id),
-                "UpdateExpression": update,
-                "ConditionExpression": condition,
-                "ExpressionAttributeValues": values,
-                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
-                **extra,
-            }
-        }
-        copy = {
-            "Update": {
-                "TableName": self._table,
-                "Key": self._fence_key(run_id),
-                "UpdateExpression": "SET fence = :fence",
-                "ExpressionAttributeValues": {":fence": {"N": str(seen + 1)}},
-            }
-        }
         try:
-            self._client.transact_write_items(TransactItems=[take, copy])
+            self._client.update_item(
+                TableName=self._table,
+                Key=self._key(run_id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **extra,
+            )
         except ClientError as exc:
-            if _code(exc) != "TransactionCanceledException":
-                raise self._storage_error("TransactWriteItems", exc) from exc
-            reasons = _response(exc).get("CancellationReasons", [])
-            codes = [str(reason.get("Code", "None")) for reason in reasons]
-            if codes and codes[0] == "ConditionalCheckFailed":
-                return dict(reasons[0].get("Item") or {})
-            if "TransactionConflict" in codes:
-                self._fences.pop(run_id, None)
-                return {"fence": {"N": "-1"}}  # read it again, after a moment
-            raise self._storage_error("TransactWriteItems", exc) from exc
+            if _code(exc) != "ConditionalCheckFailedException":
+                raise self._storage_error("UpdateItem", exc) from exc
+            return dict(_old_item(exc) or {})
         return None
 
-    def _read_fence(self, run_id: str) -> int:
-        """The run's fence, read consistently (``NotFoundError`` for an unknown run)."""
+    def fence_of(self, run_id: str) -> int:
+        """The run's fence, read consistently (``NotFoundError`` for an unknown run): a
+        checkpoint saver asks when a segment finds no lease marker of its own fence."""
         try:
             response = self._client.get_item(
                 TableName=self._table,
@@ -883,10 +843,6 @@ class RunsRepository:
             self._fences[run_id] = value
             while len(self._fences) > _FENCES_KEPT:
                 self._fences.popitem(last=False)
-
-    @staticmethod
-    def _fence_key(run_id: str) -> dict[str, Any]:
-        return {"pk": {"S": run_pk(run_id)}, "sk": {"S": FENCE_SK}}
 
     def renew_lease(self, run_id: str, fence: int, *, now: float, ttl_seconds: float) -> None:
         """Extend the lease held with ``fence`` to ``now + ttl_seconds``.

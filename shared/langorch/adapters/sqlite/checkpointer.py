@@ -194,6 +194,12 @@ class SqliteCheckpointSaver(SqliteSaver):
     def flush(self) -> None:
         """Nothing is buffered: every write is stored when its call returns."""
 
+    def claim_lease(self, run_id: str, fence: int) -> None:
+        """Nothing to claim: each write checks the run's fence in its own transaction."""
+
+    def claim_pause(self, run_id: str) -> None:
+        """Nothing to claim: each fenced ``put`` looks for a pause in its own transaction."""
+
     def starts_empty(self, run_id: str, fence: int) -> None:
         """Nothing to note: its reads are local."""
 

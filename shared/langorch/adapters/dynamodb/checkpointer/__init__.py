@@ -15,7 +15,7 @@ Measured on langgraph 1.2 / langgraph-checkpoint-aws 1.2 (PERFORMANCE.md baselin
 What this saver does instead
 ----------------------------
 * **One request per superstep.** ``put_writes`` is buffered in memory and persisted in the same
-  ``BatchWriteItem`` as the next ``put()``. The checkpoint that ``put()`` stores already
+  request as the next ``put()``. The checkpoint that ``put()`` stores already
   contains the effect of those writes, so nothing a completed superstep produced can be lost:
   a crash mid-superstep loses the writes of that superstep's finished tasks, and those tasks
   run again on resume (external effects carry idempotency keys, RELIABILITY.md).
@@ -35,27 +35,54 @@ What this saver does instead
   visible before the writes that produced it. (If a graph ever uses LangGraph's beta
   ``DeltaChannel``, whose value is rebuilt from writes, switch ``CheckpointTable.write_items`` to a
   transaction; langorch's state uses plain reducers.)
-* **Fenced writes** (RELIABILITY.md "Runs and state": the history never forks). A segment puts
-  its lease's fence in the config (``configurable["langorch_fence"]``, see
-  ``engine.segments``); a saver built with ``runs_table`` then writes each superstep as one
-  ``TransactWriteItems``: a ``ConditionCheck`` that the ``fence`` of the run's small fence item
-  (``RunsRepository`` copies it there with the lease) still equals it, plus the puts. A
-  segment whose lease was taken over gets
-  :class:`~langorch.domain.errors.LeaseLostError` and writes nothing, so it cannot add a
-  checkpoint beside the newer segment's, and never reaches the next step. A checkpoint's check
-  also asks that no operator's pause is flagged on that item: when one is, the superstep is
-  stored under the fence alone (a second transaction) and
-  :meth:`DynamoCheckpointSaver.pause_seen` says so, which is how a segment learns of a pause at
-  its step boundary without reading the run item there. Still one request per superstep;
-  the price is the transaction's double write units and the check's two (the check bills the
-  size of the item it reads: the run item, with the run's input and outputs, billed two per
-  KB on every superstep). A
-  superstep over 99 items or ~3.5 MB is cut into several transactions, the checkpoint in the
-  last, each carrying the check: they are not atomic together, which is safe for the reason
-  above (a chunk that lands was written while the lease was held, like the writes of a
-  segment that crashed there; a refused one writes nothing). Fenced buffered writes are kept
-  per ``(thread, fence)``, so a saver shared by segments never mixes a stale segment's writes
-  into a newer one's request; a refused group is dropped.
+* **Fenced writes: one conditional PutItem per superstep** (RELIABILITY.md "Runs and state":
+  the history never forks). A segment puts its lease's fence in the config
+  (``configurable["langorch_fence"]``, see ``engine.segments``); a saver built with
+  ``runs_table`` then stores a fenced thread's items in a dense sequence of *slots* per
+  namespace (``SK`` ``S#{ns}#{n:012d}``, :mod:`..checkpoint_slots`), each written by one
+  ``PutItem`` conditional on the slot being free (``attribute_not_exists(SK)``): a superstep is
+  one slot item, the checkpoint with the writes it carries (they are one superstep), billed
+  once at its size, with no read of another item. Only a superstep that outgrows an item
+  takes several slots (each checkpoint its own, then the writes: a write never lies below the
+  checkpoint it belongs to), one conditional ``PutItem`` each; they are not atomic together,
+  which is safe for the reason above. *Taking a lease claims the next slot*: after the run
+  item's conditional ``UpdateItem`` (fence + 1, ``RunsRepository.acquire_lease``), the segment
+  (``run_segment``: :meth:`DynamoCheckpointSaver.claim_lease`) puts a small lease marker (its
+  fence) in the slot after the newest, stepping on if another writer just took it. The
+  segment that held the lease before then finds its next slot taken by a higher fence and
+  raises :class:`~langorch.domain.errors.LeaseLostError` having written nothing; a read that
+  finds a higher fence on top refuses that fence's writes without a request. The new segment
+  writes after its marker (this process's marker and newest slot are known without a read:
+  ``SlotClaims``). Leases taken to write only the record (an operator's, a re-park's) claim no
+  slot, so the functions taking them need no grant on this table. The run's first lease
+  writes no marker (nobody can be stale before it); a segment that finds no marker of its own
+  fence (that case, a rewind's lease, a marker lost to a crash) asks the runs store for the
+  run's fence once (``fences``), and above fence 1 writes its marker itself.
+  *An operator's pause claims a slot the same way* (``app.pause.pause_run`` calls
+  :meth:`DynamoCheckpointSaver.claim_pause` once the request stands on the run item: a pause
+  marker, no fence, so it refuses nobody): the running segment's next write finds
+  it, steps over it to store its superstep (it still holds the lease), and
+  :meth:`DynamoCheckpointSaver.pause_seen` says so: the segment learns of the pause from the
+  write it makes anyway, never by reading at a step boundary. A marker is seen once; a pause
+  whose marker was never written (its process died) is still honoured at the next segment's
+  start and at its next park, which read the run record; asking again writes another. A slot
+  holding exactly the item sent is a retried request that had landed. Fenced buffered writes
+  are kept per ``(thread, fence)``, so a saver shared by segments never mixes a stale
+  segment's writes into a newer one's request; a refused group is dropped.
+
+  Why not a transaction with a ``ConditionCheck`` of the run's fence (the design before):
+  DynamoDB bills a transaction's writes twice and its check at the size of the checked item,
+  so every superstep cost twice its bytes plus 2 units; moto also copies whole tables per
+  transaction item. Why not a conditional put on the checkpoint item itself (``fence``
+  compared in place): the new item has no fence to compare against; only a shared key both
+  segments race for can refuse the stale one, and the next slot is that key.
+  Limits: a thread written under fences must keep writing under fences (an unfenced write
+  goes to the layout below, which a read of a thread with slots does not consult for its
+  newest checkpoint; only forks copy unfenced, into a new thread). Lookups by checkpoint id
+  (``get_tuple`` with ``checkpoint_id``, ``list(before=...)``, rewinds and forks in
+  ``engine.rewind``) are rare and read the namespace's slots newest-first up to the id (a slot
+  key says nothing of the id it holds): one paged ``Query``. The hot path (the newest
+  checkpoint, a resume) stays one consistent ``Query`` of the top few slots.
 * **Deltas** (``_deltas``). A checkpoint item holds only what changed since its parent: the
   keys of a dict channel that changed, the elements a list channel gained, whole values
   otherwise (and again whenever a field's patches outgrow it 4 times, so reads stay bounded);
@@ -74,13 +101,15 @@ What this saver does instead
 * **Fewer requests per segment** (issue 33). Under a fence, a run's input checkpoint is held
   for the next put (only LangGraph's ``__start__`` task runs in between, with no effect outside
   the graph; a flush or a read by id stores it first), so a new run's first two checkpoints
-  are one transaction. The newest checkpoint of a thread, with its stored writes, is
-  remembered under the fence it was read or written under and trusted under the next one too
-  (no lease was taken in between, so nobody wrote: our own resume after an interrupt in this
-  process reads nothing); ``starts_empty`` tells a run's first segment that its thread is
-  empty (its first lease, not a fork), so it reads nothing at all.
-* **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` (two when it has
-  pending writes, e.g. a parked interrupt), thanks to the item layout below.
+  are one slot item (the input checkpoint in its ``pc``). The newest checkpoint of a thread,
+  with its stored writes, is remembered under the fence it was read or written under and
+  trusted under the next one too (no lease was taken in between, so nobody wrote but markers,
+  which the next write steps over: our own resume after an interrupt in this process reads
+  nothing); ``starts_empty`` tells a run's first segment that its thread is empty (its first
+  lease, not a fork), so it reads nothing at all and writes slot 1.
+* **Consistent reads** everywhere. The latest checkpoint costs one ``Query`` of the top few
+  slots, writes stored after it included (in the keyed layout, two when it has pending
+  writes), thanks to the item layout below.
 * **S3 offload**: a payload of ``offload_threshold_bytes`` or more (after optional zlib
   compression) goes to S3 first, then the item that references it. A referenced payload that
   is gone raises :class:`~langorch.domain.errors.CheckpointPayloadMissingError`; there is no
@@ -89,9 +118,22 @@ What this saver does instead
 
 Item layout (one table, string ``PK``/``SK``, on-demand)
 --------------------------------------------------------
+Fenced writes (a segment's) take slots; unfenced ones (tests, the conformance suite, a fork's
+copy into a new thread, runs stored before slots) use the keyed layout. One reader reads both:
+a namespace's slots first (they are newer), then, when they hold no checkpoint, the keyed
+layout, with the writes in slots aimed at its checkpoint (a run parked before slots resumes).
+
 ================  ===============================================  =====================
 item              SK                                               attributes
 ================  ===============================================  =====================
+checkpoint slot   ``S#{ns}#{n:012d}``                              k="c", f, ns, cid, par?,
+                                                                   t, p|ref, enc?, mt, m,
+                                                                   dv?, base?, bsk?, ttl?,
+                                                                   ws? (L of writes),
+                                                                   pc? (L of checkpoints)
+writes slot       ``S#{ns}#{n:012d}``                              k="w", f, ns, ws
+lease marker      ``S#{ns}#{n:012d}``                              k="l", f, ns
+pause marker      ``S#{ns}#{n:012d}``                              k="p", ns
 checkpoint        ``C#{ns}#{checkpoint_id}``                       k="c", ns, cid, par?,
                                                                    t, p|ref, enc?, mt, m,
                                                                    dv?, base?, ttl?
@@ -99,9 +141,19 @@ task writes       ``C#{ns}#{checkpoint_id}#W#{task_id}#{slot}``    k="w", ns, ci
                                                                    tp, t, p|ref, enc?, ttl?
 ================  ===============================================  =====================
 
+In a slot, ``f`` is the fence it was written under; ``ws`` holds write items (each without
+``PK``, keyed by its ``SK`` of the keyed layout, which identifies it) and ``pc`` checkpoints of
+the same request stored before the slot's own (a held input checkpoint); ``bsk`` is the key of
+the item holding ``base``, so a delta's lineage is one ``Query`` over a key range (keyed items
+sort before slots, so a range may start in the keyed layout and end in slots). A slot of writes
+expires with them (``ttl``); markers carry none (a few dozen bytes per lease or pause, removed
+with the thread by ``delete_thread``).
+
 ``PK`` is the thread id (so ``delete_thread`` is one paged ``Query``); ``{ns}`` is the checkpoint
 namespace with ``%`` and ``#`` percent-escaped, so a namespace is always exactly the prefix
-``C#{ns}#``. Checkpoint ids are time-ordered (uuid6), so a descending ``Query`` over the prefix
+``C#{ns}#`` (``S#{ns}#``). A descending ``Query`` over a namespace's slots meets the writes
+stored after a checkpoint, then the checkpoint (usually under a lease marker). In the keyed
+layout checkpoint ids are time-ordered (uuid6), so a descending ``Query`` over the prefix
 starts at the newest checkpoint's writes, then the newest checkpoint, then older ones: the
 writes of a checkpoint sort right after it. ``slot`` is ``r`` for a task's regular writes
 (stored together, one item per task) or the negative index LangGraph gives a special channel
@@ -116,9 +168,11 @@ Modules
 ``saver`` holds :class:`DynamoCheckpointSaver`, which only sequences the helpers: ``_keys`` (item
 and object keys), ``_deltas`` (a checkpoint as changes since its parent, and back),
 ``_payload`` (items in and out: serialization, compression, S3 offload),
-``_buffer`` (the write buffer and when it must flush), ``_fence`` (the lease check),
-``_table`` (the table's requests) and
-``_threaded`` (the async API).
+``_buffer`` (the write buffer and when it must flush), ``_fence`` (the lease's fence),
+``_slotting`` (a superstep's items as slot items, and back), ``_table`` (the table's requests)
+and ``_threaded`` (the async API). Slot keys and the markers a lease and a pause write live in
+``..checkpoint_slots``, outside this package and free of LangGraph (the container shares one
+``SlotClaims`` between savers).
 """
 
 from langorch.adapters.dynamodb.checkpointer.saver import DynamoCheckpointSaver

@@ -1,6 +1,6 @@
 """The write buffer: a task's writes wait for the next ``put()`` unless nothing will carry them.
 
-``put_writes`` is buffered in memory and persisted in the same ``BatchWriteItem`` as the next
+``put_writes`` is buffered in memory and persisted in the same request as the next
 ``put()``. The checkpoint that ``put()`` stores already contains the effect of those writes, so
 nothing a completed superstep produced can be lost: a crash mid-superstep loses the writes of
 that superstep's finished tasks, and those tasks run again on resume (external effects carry

@@ -1,48 +1,34 @@
-"""The lease fence a segment's checkpoint writes carry, and the check that enforces it.
+"""The lease fence a segment's checkpoint writes carry, and the error when it no longer holds.
 
-The fence lives on the run item of the runs table (``acquire_lease`` increments it) and, copied
-by the same transaction, on the run's small fence item beside it: a fenced write is a
-transaction whose first action checks the fence item (a check bills the size of the item it
-reads: two write units here, where the run item, with the run's input and outputs, bills two
-per KB). A checkpoint's write also checks that the fence item carries no ``paused`` flag (set
-by ``RunsRepository.request_pause``): the segment learns of an operator's pause from the write
-it makes anyway, instead of reading the run item at every step boundary.
+The fence lives on the run item of the runs table (``acquire_lease`` increments it). A fenced
+write never reads it: it takes the next free slot of the thread (``..checkpoint_slots``), and a
+newer lease's marker in that slot is what refuses it. Only a segment that finds no marker of its
+own fence (the run's first lease writes none) reads the run item's fence, once.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from langorch.adapters.dynamodb._run_items import FENCE_IS_CURRENT, FENCE_SK, PAUSED_FLAG, run_pk
-
-NOT_PAUSED = f"attribute_not_exists({PAUSED_FLAG})"
-"""No operator's pause is flagged on the fence item (``RunsRepository.request_pause``)."""
+from langorch.domain.errors import LeaseLostError
 
 
 @dataclass(frozen=True)
 class Fence:
-    """A lease's fencing token: writes land only while the run's ``fence`` equals it.
+    """A lease's fencing token: writes land only while no newer lease has claimed a slot.
 
     Attributes:
-        runs_table: the runs table, where the run's fence item (``pk``/``sk``) carries it.
         run_id: the run (its checkpoints' thread id).
         value: the fence its segment got from ``acquire_lease``.
     """
 
-    runs_table: str
     run_id: str
     value: int
 
-    def condition_check(self, *, unpaused: bool = False) -> dict[str, Any]:
-        """The ``TransactWriteItems`` action that fails unless the fence is still current
-        (and, with ``unpaused``, no pause is flagged on the run)."""
-        condition = f"{FENCE_IS_CURRENT} AND {NOT_PAUSED}" if unpaused else FENCE_IS_CURRENT
-        return {
-            "ConditionCheck": {
-                "TableName": self.runs_table,
-                "Key": {"pk": {"S": run_pk(self.run_id)}, "sk": {"S": FENCE_SK}},
-                "ConditionExpression": condition,
-                "ExpressionAttributeValues": {":fence": {"N": str(self.value)}},
-            }
-        }
+    def lost(self, why: str) -> LeaseLostError:
+        """The error of a write refused because this fence no longer holds the run."""
+        return LeaseLostError(
+            f"run {self.run_id}: this segment's lease (fence {self.value}) was taken over by "
+            f"another segment ({why}); its checkpoint write was refused and nothing was written "
+            "(the newer segment carries the run on)"
+        )

@@ -1,8 +1,10 @@
 """Item keys and addresses of the checkpoint table, and the object keys of offloaded payloads.
 
-``PK`` is the thread id; a checkpoint's ``SK`` is ``C#{ns}#{checkpoint_id}`` and its writes'
-``C#{ns}#{checkpoint_id}#W#{task_id}#{slot}``, with the namespace's ``%`` and ``#``
-percent-escaped so ``C#{ns}#`` is a prefix of exactly one namespace's keys.
+``PK`` is the thread id. Unfenced, a checkpoint's ``SK`` is ``C#{ns}#{checkpoint_id}`` and its
+writes' ``C#{ns}#{checkpoint_id}#W#{task_id}#{slot}``, with the namespace's ``%`` and ``#``
+percent-escaped so ``C#{ns}#`` is a prefix of exactly one namespace's keys. Those keys also name
+writes inside a fenced slot item (``..checkpoint_slots``), where they identify a write (a
+buffered one replaces a stored one with the same key).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from urllib.parse import quote
 
 from langchain_core.runnables import RunnableConfig
 
+from langorch.adapters.dynamodb.checkpoint_slots import escape_ns
+
 Item = dict[str, Any]
 """A DynamoDB item in the low-level wire format (``{"PK": {"S": "..."}}``)."""
 Items = list[Item]
@@ -19,13 +23,6 @@ Group = tuple[Item, list[Item]]
 """A checkpoint item and the items of its stored writes."""
 Thread = tuple[str, str]
 """A thread id and a checkpoint namespace."""
-
-
-def escape_ns(ns: str) -> str:
-    """The namespace as it appears in keys."""
-    # '#' separates key parts; escaping it (and '%', the escape character) makes
-    # ``C#{ns}#`` a prefix of exactly one namespace's keys.
-    return ns.replace("%", "%25").replace("#", "%23")
 
 
 def ns_prefix(ns: str) -> str:

@@ -226,9 +226,13 @@ class PayloadCodec:
         checkpoint_id = text(checkpoint_item, "cid")
         # Buffered items replace stored ones with the same key, as the coming write will.
         merged = {text(item, "SK"): item for item in write_items}
-        prefix = f"{text(checkpoint_item, 'SK')}#W#"
         for (pk, sk), item in buffered.items():
-            if pk == thread_id and sk.startswith(prefix):
+            if (
+                pk == thread_id
+                and text(item, "k") == "w"
+                and text(item, "cid") == checkpoint_id
+                and text(item, "ns") == ns
+            ):
                 merged[sk] = item
         ordered: builtins.list[tuple[tuple[str, str, int], PendingWrite]] = []
         for item in merged.values():

@@ -1,7 +1,8 @@
-"""The checkpoint table's requests: batched or fenced writes, grouped reads, named errors.
+"""The checkpoint table's requests: batched or slot writes, grouped reads, named errors.
 
-Every read is consistent. Newest-first, a checkpoint's writes sort right before it (their keys
-extend its key), which is what lets one ``Query`` return a checkpoint with its writes.
+Every read is consistent. Newest-first, a checkpoint's writes come before it: in the unfenced
+layout their keys extend its key, in slots they lie in later slots. That is what lets one
+``Query`` return a checkpoint with its writes.
 """
 
 from __future__ import annotations
@@ -10,11 +11,20 @@ import builtins
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from langorch.adapters.dynamodb.checkpointer._fence import Fence
+from langorch.adapters.dynamodb._items import old_item
+from langorch.adapters.dynamodb.checkpoint_slots import (
+    CHECKPOINT,
+    FREE,
+    LEASE,
+    PAUSE,
+    slot_number,
+    slot_prefix,
+)
 from langorch.adapters.dynamodb.checkpointer._keys import (
     Group,
     Item,
@@ -23,7 +33,8 @@ from langorch.adapters.dynamodb.checkpointer._keys import (
     ns_prefix,
     text,
 )
-from langorch.domain.errors import LeaseLostError, StorageError
+from langorch.adapters.dynamodb.checkpointer._slotting import checkpoints_in, writes_in
+from langorch.domain.errors import StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -34,13 +45,9 @@ T = TypeVar("T")
 
 _BATCH_LIMIT = 25  # BatchWriteItem's hard cap on items per request.
 _MAX_ATTEMPTS = 8  # for UnprocessedItems; botocore already retries throttled requests.
-_TRANSACT_LIMIT = 100  # TransactWriteItems' cap on actions per request (the check is one).
-# Under TransactWriteItems' 4 MB cap on the items of a request, less the checked item (the fence
-# item, small; once the run item, up to 400 KB) and a margin for our estimate of an item's size.
-_TRANSACT_BYTES = 3_500_000
-_RETRY_REASONS = frozenset(
-    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded"}
-)
+_HEAD_PAGE = 3
+"""Slots a read of the newest checkpoint asks for at first: a lease marker, the checkpoint, and
+one more (writes stored after it); it pages on when there are more."""
 
 
 class CheckpointTable:
@@ -116,66 +123,24 @@ class CheckpointTable:
         self.batch_write([{"PutRequest": {"Item": item}} for item in items])
         logger.debug("stored %s (%d items)", what, len(items))
 
-    def write_fenced(
-        self, items: Sequence[Item], fence: Fence, *, what: str, watch_pause: bool = False
-    ) -> bool:
-        """Put items only while ``fence`` holds the run's lease: one transaction per chunk.
-
-        Each ``TransactWriteItems`` is a ``ConditionCheck`` on the run's fence item (``fence =
-        :fence``) plus up to 99 puts and ~3.5 MB. When the items need more than one (rare: a
-        superstep of many tasks or big payloads), every chunk carries the check, the last item
-        (the checkpoint) in the last chunk. Chunks are not atomic together, and need not be:
-        a chunk that lands was written while the lease was held (it is valid on its own, like
-        the writes of a segment that crashed there), and a refused chunk writes nothing, so a
-        stale segment never adds a checkpoint.
-
-        With ``watch_pause`` the last chunk's check also asks that no operator's pause stands
-        on the run. When that check fails the chunk is sent again with the fence check alone:
-        it lands if the fence still holds (the pause was the reason), so a pause never costs a
-        finished superstep, and costs a second request only when one stands.
-
-        Returns:
-            Whether a pause stood on the run when the last chunk was written (always ``False``
-            without ``watch_pause``).
-
-        Raises:
-            LeaseLostError: the run's fence is no longer ``fence.value`` (or the run is gone).
-            StorageError: DynamoDB refused the request for another reason.
-        """
-        chunks = _transaction_chunks(items)
-        paused = False
-        for n, chunk in enumerate(chunks):
-            puts = [{"Put": {"TableName": self.name, "Item": item}} for item in chunk]
-            if watch_pause and n == len(chunks) - 1:
-                try:
-                    self._transact([fence.condition_check(unpaused=True), *puts], fence)
-                    continue
-                except LeaseLostError:
-                    paused = True  # or the lease was lost: the fence check alone tells
-            self._transact([fence.condition_check(), *puts], fence)
-        logger.debug("stored %s (%d items, fence %d)", what, len(items), fence.value)
-        return paused
-
-    def _transact(self, actions: builtins.list[dict[str, Any]], fence: Fence) -> None:
-        for attempt in range(_MAX_ATTEMPTS):
-            try:
-                self.client.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
-                return
-            except ClientError as exc:
-                reasons = [r.get("Code", "None") for r in _cancellation_reasons(exc)]
-                if reasons and reasons[0] == "ConditionalCheckFailed":
-                    raise LeaseLostError(
-                        f"run {fence.run_id}: this segment's lease (fence {fence.value}) was "
-                        "taken over by another segment; its checkpoint write was refused and "
-                        "nothing was written (the newer segment carries the run on)"
-                    ) from exc
-                if not _RETRY_REASONS.intersection(reasons) or attempt == _MAX_ATTEMPTS - 1:
-                    raise self.storage_error("TransactWriteItems", exc) from exc
-            except BotoCoreError as exc:
-                raise StorageError(
-                    f"TransactWriteItems on checkpoint table {self.name} failed: {exc}"
-                ) from exc
-            time.sleep(min(0.05 * 2**attempt, 2.0))
+    def put_slot(self, item: Item) -> Item | None:
+        """Put a slot item only if its slot is free: ``None`` when it landed, else the item
+        that holds the slot (``{}`` when DynamoDB did not return it)."""
+        try:
+            self.client.put_item(
+                TableName=self.name,
+                Item=item,
+                ConditionExpression=FREE,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise self.storage_error("PutItem", exc) from exc
+            taken: Item = old_item(exc) or {}
+            return taken
+        except BotoCoreError as exc:
+            raise StorageError(f"PutItem on checkpoint table {self.name} failed: {exc}") from exc
+        return None
 
     def batch_write(self, requests: Sequence[dict[str, Any]]) -> None:
         """Send put or delete requests, 25 a call, retrying ``UnprocessedItems`` with backoff."""
@@ -222,8 +187,66 @@ class CheckpointTable:
 
     # ------------------------------------------------------------------ reads
 
+    def read_head(self, thread_id: str, ns: str) -> Head:
+        """The newest checkpoint of a namespace with its writes, and the state of its slots.
+
+        One ``Query`` newest-first over the namespace's slots, down to the first slot holding a
+        checkpoint (usually the first or second item: a lease marker sits above it); a thread
+        with no checkpoint in slots (written before slots, or a fork's copy) is read in the
+        unfenced layout too, and the writes in slots aimed at its checkpoint are added.
+        """
+        top = 0
+        fence: int | None = None
+        paused = False
+        writes: dict[str, Item] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :slots)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": thread_id},
+                ":slots": {"S": slot_prefix(ns)},
+            },
+            "ScanIndexForward": False,
+            "Limit": _HEAD_PAGE,
+            "ConsistentRead": True,
+        }
+        for page in self.pages("Query", self.client.query, kwargs):
+            for item in page:
+                top = top or slot_number(text(item, "SK"))
+                kind = text(item, "k")
+                if kind == PAUSE:
+                    paused = True  # above the newest checkpoint: asked since it was stored
+                    continue
+                if fence is None and "f" in item:
+                    fence = int(item["f"]["N"])
+                if kind == LEASE:
+                    continue
+                if kind == CHECKPOINT:
+                    checkpoint_id = text(item, "cid")
+                    return Head((item, _aimed_at(writes, checkpoint_id)), top, fence, paused)
+                for write in writes_in(item):
+                    writes.setdefault(text(write, "SK"), write)
+        legacy = self._legacy_latest(thread_id, ns)
+        if legacy is not None:
+            stored = {text(write, "SK"): write for write in legacy[1]}
+            newer = _aimed_at(writes, text(legacy[0], "cid"))
+            legacy = (legacy[0], list({**stored, **{text(w, "SK"): w for w in newer}}.values()))
+        return Head(legacy, top, fence, paused)
+
+    def latest_group(self, thread_id: str, ns: str) -> Group | None:
+        """The newest checkpoint of a namespace and its writes (see :meth:`read_head`)."""
+        return self.read_head(thread_id, ns).group
+
     def checkpoint_group(self, thread_id: str, ns: str, checkpoint_id: str) -> Group | None:
-        """One checkpoint and its stored writes: one ``Query`` (they share a key prefix)."""
+        """One checkpoint and its stored writes, found by id.
+
+        In the unfenced layout one ``Query`` of its key prefix; in slots (rare: a rewind, a
+        fork, a read of history by id) a ``Query`` of the namespace's slots, newest first, up
+        to it: a slot's key says nothing of the checkpoint id it holds.
+        """
+        for group in self._slot_groups(thread_id, ns):
+            if text(group[0], "cid") == checkpoint_id:
+                return group
         sk = checkpoint_sk(ns, checkpoint_id)
         kwargs: dict[str, Any] = {
             "TableName": self.name,
@@ -240,10 +263,15 @@ class CheckpointTable:
                     checkpoint_item = item
                 elif item_sk.startswith(f"{sk}#W#"):
                     writes.append(item)
-        return None if checkpoint_item is None else (checkpoint_item, writes)
+        if checkpoint_item is None:
+            return None
+        slotted = self._slot_writes(thread_id, ns, checkpoint_id)
+        merged = {text(w, "SK"): w for w in [*writes, *slotted]}
+        return checkpoint_item, list(merged.values())
 
-    def latest_group(self, thread_id: str, ns: str) -> Group | None:
-        """The newest checkpoint of a namespace and its writes, in one or two ``Query`` calls.
+    def _legacy_latest(self, thread_id: str, ns: str) -> Group | None:
+        """The newest checkpoint of a namespace in the unfenced layout, in one or two ``Query``
+        calls.
 
         Newest-first, the first item of the namespace is either the newest checkpoint (then it
         has no stored writes, since they would sort after it) or one of its writes, which names
@@ -276,28 +304,66 @@ class CheckpointTable:
             first = items[0]
             if text(first, "k") == "c":
                 return first, []
-            group = self.checkpoint_group(thread_id, ns, text(first, "cid"))
+            group = self._legacy_group(thread_id, ns, text(first, "cid"))
             if group is not None:
                 return group
             # Writes without their checkpoint (it was never stored): look below them.
             upper = checkpoint_sk(ns, text(first, "cid"))
 
-    def checkpoint_range(self, thread_id: str, ns: str, low_id: str, high_id: str) -> Items:
-        """The checkpoint items (no writes) of a namespace from ``low_id`` to ``high_id``,
-        both included: one paged ``Query`` (a delta checkpoint's lineage lies in it)."""
+    def _legacy_group(self, thread_id: str, ns: str, checkpoint_id: str) -> Group | None:
+        sk = checkpoint_sk(ns, checkpoint_id)
+        kwargs: dict[str, Any] = {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+            "ExpressionAttributeValues": {":pk": {"S": thread_id}, ":sk": {"S": sk}},
+            "ConsistentRead": True,
+        }
+        found: Item | None = None
+        writes: Items = []
+        for page in self.pages("Query", self.client.query, kwargs):
+            for item in page:
+                if text(item, "SK") == sk:
+                    found = item
+                elif text(item, "SK").startswith(f"{sk}#W#"):
+                    writes.append(item)
+        return None if found is None else (found, writes)
+
+    def _slot_writes(self, thread_id: str, ns: str, checkpoint_id: str) -> Items:
+        """The writes in a namespace's slots aimed at one checkpoint (a checkpoint stored
+        before slots can have some: its segment's resume value, written under a fence)."""
+        found: dict[str, Item] = {}
+        for page in self.pages("Query", self.client.query, self._slots_query(thread_id, ns)):
+            for item in page:
+                for write in writes_in(item):
+                    if text(write, "cid") == checkpoint_id:
+                        found.setdefault(text(write, "SK"), write)
+        return list(found.values())
+
+    def checkpoint_range(self, thread_id: str, low_sk: str, high_sk: str) -> Items:
+        """The checkpoint items (no writes) with keys from ``low_sk`` to ``high_sk``, both
+        included: one paged ``Query`` (a delta checkpoint's lineage lies in it). Unfenced keys
+        sort before slots, so a range from a checkpoint stored before slots to one in a slot
+        holds everything between."""
         kwargs: dict[str, Any] = {
             "TableName": self.name,
             "KeyConditionExpression": "PK = :pk AND SK BETWEEN :lo AND :hi",
             "FilterExpression": "k = :c",
             "ExpressionAttributeValues": {
                 ":pk": {"S": thread_id},
-                ":lo": {"S": checkpoint_sk(ns, low_id)},
-                ":hi": {"S": checkpoint_sk(ns, high_id)},
+                ":lo": {"S": low_sk},
+                ":hi": {"S": high_sk},
                 ":c": {"S": "c"},
             },
             "ConsistentRead": True,
         }
-        return [item for page in self.pages("Query", self.client.query, kwargs) for item in page]
+        return [
+            checkpoint
+            for page in self.pages("Query", self.client.query, kwargs)
+            for item in page
+            for checkpoint in (
+                checkpoints_in(item) if text(item, "SK").startswith("S#") else [item]
+            )
+        ]
 
     def query_groups(
         self,
@@ -307,7 +373,10 @@ class CheckpointTable:
         before_id: str | None,
         page_limit: int | None,
     ) -> Iterator[Group]:
-        """Checkpoints of a thread newest-first, each with its stored writes, page by page."""
+        """Checkpoints of a thread newest-first, each with its stored writes, page by page:
+        those in slots (the newer), then those of the unfenced layout."""
+        leftover: dict[tuple[str, str], dict[str, Item]] = {}
+        yield from self._slot_groups(thread_id, ns, page_limit=page_limit, leftover=leftover)
         if ns is not None and before_id is not None:
             condition = "PK = :pk AND SK BETWEEN :lo AND :hi"
             values = {
@@ -339,24 +408,69 @@ class CheckpointTable:
                 if text(item, "k") == "w":
                     writes.append(item)
                 else:
-                    yield item, writes
+                    key = (text(item, "ns"), text(item, "cid"))
+                    slotted = leftover.pop(key, {})
+                    merged = {**{text(w, "SK"): w for w in writes}, **slotted}
+                    yield item, list(merged.values())
                     writes = []
+
+    def _slots_query(self, thread_id: str, ns: str | None) -> dict[str, Any]:
+        return {
+            "TableName": self.name,
+            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :slots)",
+            "ExpressionAttributeValues": {
+                ":pk": {"S": thread_id},
+                ":slots": {"S": "S#" if ns is None else slot_prefix(ns)},
+            },
+            "ScanIndexForward": False,
+            "ConsistentRead": True,
+        }
+
+    def _slot_groups(
+        self,
+        thread_id: str,
+        ns: str | None,
+        *,
+        page_limit: int | None = None,
+        leftover: dict[tuple[str, str], dict[str, Item]] | None = None,
+    ) -> Iterator[Group]:
+        """The checkpoints in a thread's slots newest-first, each with the writes aimed at it
+        (they lie in later slots, so a newest-first read has met them already). Writes aimed at
+        checkpoints not in slots are left in ``leftover``."""
+        kwargs = self._slots_query(thread_id, ns)
+        if page_limit is not None:
+            kwargs["Limit"] = page_limit
+        pending = {} if leftover is None else leftover
+        for page in self.pages("Query", self.client.query, kwargs):
+            for item in page:
+                yield from _slot_item_groups(item, pending)
 
     def scan_groups(self) -> Iterator[Group]:
         """Every checkpoint of the table with its writes (operators' listing; a full scan)."""
         checkpoints: Items = []
-        writes: dict[tuple[str, str], Items] = {}
+        writes: dict[tuple[str, str, str], dict[str, Item]] = {}
         kwargs: dict[str, Any] = {"TableName": self.name, "ConsistentRead": True}
         for page in self.pages("Scan", self.client.scan, kwargs):
             for item in page:
-                if text(item, "k") == "c":
+                if text(item, "SK").startswith("S#"):
+                    checkpoints.extend(checkpoints_in(item))
+                    found = writes_in(item)
+                elif text(item, "k") == "c":
                     checkpoints.append(item)
+                    found = []
                 else:
-                    key = (text(item, "PK"), text(item, "SK").split("#W#", 1)[0])
-                    writes.setdefault(key, []).append(item)
-        checkpoints.sort(key=lambda item: (text(item, "PK"), text(item, "SK")), reverse=True)
+                    found = [item]
+                for write in found:
+                    key = (text(write, "PK"), text(write, "ns"), text(write, "cid"))
+                    writes.setdefault(key, {})[text(write, "SK")] = write
+        # Newest first: slots above the unfenced layout, a slot's own checkpoints newest first.
+        order = {id(item): n for n, item in enumerate(checkpoints)}
+        checkpoints.sort(
+            key=lambda item: (text(item, "PK"), text(item, "SK"), order[id(item)]), reverse=True
+        )
         for item in checkpoints:
-            yield item, writes.get((text(item, "PK"), text(item, "SK")), [])
+            key = (text(item, "PK"), text(item, "ns"), text(item, "cid"))
+            yield item, list(writes.get(key, {}).values())
 
     def pages(
         self, operation: str, method: Callable[..., Any], kwargs: dict[str, Any]
@@ -373,32 +487,38 @@ class CheckpointTable:
                 return
 
 
-def item_size(item: Item) -> int:
-    """An estimate of an item's size as DynamoDB counts it: names plus values, in bytes."""
-    size = 0
-    for name, value in item.items():
-        size += len(name.encode())
-        for kind, raw in value.items():
-            size += len(raw) if kind == "B" else len(str(raw).encode())
-    return size
+@dataclass(frozen=True)
+class Head:
+    """What a newest-first read of a namespace's slots found.
+
+    Attributes:
+        group: the newest checkpoint with its writes (``None``: the namespace has none).
+        top: the newest slot taken (0: none).
+        fence: the fence of the newest slot that carries one (a lease marker, or a segment's
+            write); ``None``: no slot does.
+        paused: a pause marker lies above the newest write (an operator's pause since).
+    """
+
+    group: Group | None
+    top: int
+    fence: int | None
+    paused: bool
 
 
-def _transaction_chunks(items: Sequence[Item]) -> builtins.list[Sequence[Item]]:
-    """``items`` cut from the end into transactions' worth (the last item in the last one)."""
-    chunks: builtins.list[Sequence[Item]] = []
-    end = len(items)
-    while end > 0:
-        start, size = end, 0
-        while start > 0 and end - start < _TRANSACT_LIMIT - 1:
-            grown = size + item_size(items[start - 1])
-            if grown > _TRANSACT_BYTES and start < end:
-                break
-            start, size = start - 1, grown
-        chunks.insert(0, items[start:end])
-        end = start
-    return chunks
+def _aimed_at(writes: dict[str, Item], checkpoint_id: str) -> Items:
+    return [write for write in writes.values() if text(write, "cid") == checkpoint_id]
 
 
-def _cancellation_reasons(exc: ClientError) -> builtins.list[dict[str, Any]]:
-    response: dict[str, Any] = dict(exc.response)
-    return list(response.get("CancellationReasons") or [])
+def _slot_item_groups(
+    item: Item, pending: dict[tuple[str, str], dict[str, Item]]
+) -> builtins.list[Group]:
+    """The checkpoints of one slot item (newest first) with the pending writes aimed at them;
+    the writes it carries join ``pending`` (they are aimed at older checkpoints)."""
+    groups: builtins.list[Group] = []
+    for checkpoint in reversed(checkpoints_in(item)):
+        key = (text(checkpoint, "ns"), text(checkpoint, "cid"))
+        groups.append((checkpoint, list(pending.pop(key, {}).values())))
+    for write in writes_in(item):
+        key = (text(write, "ns"), text(write, "cid"))
+        pending.setdefault(key, {}).setdefault(text(write, "SK"), write)
+    return groups

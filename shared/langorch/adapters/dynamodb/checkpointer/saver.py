@@ -8,7 +8,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -20,6 +20,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from langorch.adapters.dynamodb.checkpoint_slots import (
+    CHECKPOINT,
+    LEASE,
+    PAUSE,
+    WRITES,
+    SlotClaims,
+    slot_sk,
+)
 from langorch.adapters.dynamodb.checkpointer._buffer import FenceGroup, WriteBuffer
 from langorch.adapters.dynamodb.checkpointer._deltas import View, assemble, encode, written_at
 from langorch.adapters.dynamodb.checkpointer._fence import Fence
@@ -29,13 +37,15 @@ from langorch.adapters.dynamodb.checkpointer._keys import (
     Items,
     Thread,
     address,
+    checkpoint_sk,
     runnable_config,
     text,
 )
 from langorch.adapters.dynamodb.checkpointer._payload import PayloadCodec
-from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable
+from langorch.adapters.dynamodb.checkpointer._slotting import checkpoints_in, pack
+from langorch.adapters.dynamodb.checkpointer._table import CheckpointTable, Head
 from langorch.adapters.dynamodb.checkpointer._threaded import ThreadedAsyncSaver
-from langorch.domain.errors import LeaseLostError, StorageError
+from langorch.domain.errors import LeaseLostError, NotFoundError, StorageError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -47,6 +57,21 @@ _VIEWS_KEPT = 16
 """How many threads' newest checkpoints a saver keeps to diff the next put against. Each holds
 its state twice (values and their bytes): a Lambda sandbox runs one segment at a time, and a
 few hundred kilobytes of state times this must stay well inside its memory."""
+
+_SLOT_ATTEMPTS = 32
+"""Taken slots a fenced write steps over (markers: its own lease's, operators' pauses) before
+it gives up."""
+
+
+class RunFences(Protocol):
+    """Where a run's current fence is read (the runs store: ``RunsRepository.fence_of``)."""
+
+    def fence_of(self, run_id: str) -> int:
+        """The run's fence (``NotFoundError`` for an unknown run)."""
+        ...
+
+
+_KINDS = {CHECKPOINT: "a checkpoint", WRITES: "writes", LEASE: "the lease marker"}
 
 FENCE_KEY = "langorch_fence"
 """The ``configurable`` key a segment puts its lease's fence under (``engine.segments``)."""
@@ -69,12 +94,17 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         compression_min_bytes: Payloads of this size or more are zlib-compressed when that
             saves at least 10 %; ``None`` disables compression.
         serde: The LangGraph serializer (default: LangGraph's ``JsonPlusSerializer``).
-        runs_table: The runs table, whose fence items carry the lease's ``fence``. With it, a
+        runs_table: The runs table, whose run items carry the lease's ``fence``. With it, a
             config carrying ``configurable["langorch_fence"]`` has its writes fenced: each
-            superstep is one ``TransactWriteItems`` that also checks the run's fence, and a
-            segment that lost its lease gets :class:`LeaseLostError` with nothing written.
-            A checkpoint's check also looks for an operator's pause (:meth:`pause_seen`).
+            superstep is one conditional ``PutItem`` of the thread's next slot, and a segment
+            that lost its lease gets :class:`LeaseLostError` with nothing written. A write that
+            finds an operator's pause marker in its slot reports it (:meth:`pause_seen`).
             Without it, or without a fence in the config, writes are ``BatchWriteItem``.
+        slots: The checkpoint slots' claims (shared with the runs repository, which claims a
+            slot for an operator's pause); a saver builds its own without.
+        fences: The runs store's ``fence_of``: asked once when a segment finds no lease
+            marker of its own fence (its run's first lease writes none). Without it such a
+            fence is trusted.
     """
 
     def __init__(
@@ -90,10 +120,14 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         compression_min_bytes: int | None = 4_096,
         serde: SerializerProtocol | None = None,
         runs_table: str | None = None,
+        slots: SlotClaims | None = None,
+        fences: RunFences | None = None,
     ) -> None:
         super().__init__(serde=serde)
         self.table = CheckpointTable(client, table_name)
         self.runs_table = runs_table
+        self.slots = slots or SlotClaims(client, table_name)
+        self.fences = fences
         self.codec = PayloadCodec(
             self.table,
             self.serde,
@@ -121,6 +155,15 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         # what its next put is diffed against (_deltas.View). A checkpoint never changes once
         # stored, so this needs no fence: a put uses it only when it is the put's parent.
         self._views: OrderedDict[Thread, tuple[View, Checkpoint]] = OrderedDict()
+        # The keys of the items holding the checkpoints a thread's remembered view is built on
+        # (its bases, and itself): a delta item names its base's key (``bsk``), so a read of
+        # its lineage is one Query over a key range.
+        self._sks: dict[Thread, dict[str, str]] = {}
+        # The next free slot of each (thread, namespace) under a fence, as its segment knows it
+        # (from a read, its own writes, or ``starts_empty``); and the (thread, fence) pairs found
+        # to be stale, whose writes are refused without a request.
+        self._cursors: dict[Thread, tuple[int, int]] = {}
+        self._lost: set[tuple[str, int]] = set()
 
     def setup(self) -> None:
         """Create the table if it is missing (on-demand, ``PK``/``SK`` strings) and enable TTL.
@@ -160,7 +203,13 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             known = self._views.get(thread)
         parent = known[0] if known and parent_id and known[0].checkpoint_id == parent_id else None
         payload, view = encode(checkpoint, parent, self._dumps, self._expiring)
+        with self.buffer.lock:
+            base_sk = self._sks.get(thread, {}).get(view.base)
+        if view.base != checkpoint["id"] and base_sk is None:
+            payload, view = encode(checkpoint, None, self._dumps)  # its base's item is unknown
         item = self.codec.checkpoint_item(config, checkpoint, metadata, (payload, view.base))
+        if base_sk is not None and view.base != checkpoint["id"]:
+            item["bsk"] = {"S": base_sk}
         fence = self._fence(config)
         group = self._group(fence)
         with self.buffer.lock:
@@ -176,7 +225,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             ):
                 self._paused.add(thread[0])
             self.buffer.stored_checkpoint(thread, checkpoint["id"])
-            self._remember(thread, view, checkpoint)
+            self._remember(thread, view, checkpoint, {checkpoint["id"]: text(item, "SK")})
             if fence is not None:
                 # The writes stored with it belong to its parent: the new one has none yet.
                 self._newest[thread] = (fence.value, (item, []))
@@ -258,7 +307,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         be written, and they must not ride along with a newer segment's write.
 
         Returns:
-            Whether a fenced ``checkpoint`` write found an operator's pause standing.
+            Whether a fenced write found an operator's pause marker in its slot.
         """
         if not items:
             return False
@@ -269,21 +318,149 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
             self.table.write_items(items, what=what)
         else:
             try:
-                paused = self.table.write_fenced(items, fence, what=what, watch_pause=checkpoint)
+                paused = self._write_slots(fence, items)
             except LeaseLostError:
                 self.buffer.clear(group)
                 raise
+            logger.debug("stored %s (%d items, fence %d)", what, len(items), fence.value)
             self._newest.update(_with_writes(known, items, fence.value))
         self.buffer.clear(group)
         return paused
 
-    def pause_seen(self, run_id: str) -> bool:
-        """Whether a fenced checkpoint write of ``run_id`` found an operator's pause standing on
-        the run since the last call (which this call forgets).
+    def _write_slots(self, fence: Fence, items: Items) -> bool:
+        """Store a fenced group's items in the thread's next slots, one ``PutItem`` each
+        (one in all unless they outgrow an item); whether a pause marker was stepped over.
 
-        The segment asks at each step boundary instead of reading the run item: the check
-        rides in the checkpoint write's own transaction, so a pause costs no request until one
-        stands (then one more, to store the superstep under the fence alone).
+        A write lands only on a free slot. A taken slot holding a pause marker, or this
+        lease's own marker, is stepped over; one holding anything else (a newer lease's marker
+        or write) means the lease is lost: nothing more is written. A slot holding exactly the
+        item sent is a retried request that had landed.
+
+        Raises:
+            LeaseLostError: a newer lease claimed the thread.
+            StorageError: DynamoDB refused a write.
+        """
+        by_ns: dict[str, Items] = {}
+        for item in items:
+            by_ns.setdefault(text(item, "ns"), []).append(item)
+        paused = False
+        for ns, ns_items in by_ns.items():
+            thread = (fence.run_id, ns)
+            cursor = self._cursor(fence, ns)
+            for slot in pack(ns_items):
+                slot["f"] = {"N": str(fence.value)}
+                cursor, stepped = self._put_slot(fence, ns, cursor, slot)
+                paused = paused or stepped
+                held = {text(c, "cid") for c in checkpoints_in(slot)}
+                keys = self._sks.get(thread, {})
+                for checkpoint in ns_items:
+                    if text(checkpoint, "k") == CHECKPOINT and text(checkpoint, "cid") in held:
+                        checkpoint["SK"] = slot["SK"]  # where it went: later reads key it
+                        if text(checkpoint, "cid") in keys:
+                            keys[text(checkpoint, "cid")] = text(slot, "SK")
+                self._cursors[thread] = (fence.value, cursor)
+            if not ns:
+                self.slots.note_top(fence.run_id, cursor - 1)
+        return paused
+
+    def _put_slot(self, fence: Fence, ns: str, cursor: int, slot: Item) -> tuple[int, bool]:
+        """Put ``slot`` in the first free slot from ``cursor``: the next cursor, and whether a
+        pause marker was stepped over."""
+        paused = False
+        for _ in range(_SLOT_ATTEMPTS):
+            slot["SK"] = {"S": slot_sk(ns, cursor)}
+            taken = self.table.put_slot(slot)
+            if taken is None or taken == slot:
+                return cursor + 1, paused
+            kind = taken.get("k", {}).get("S")
+            taken_fence = int(taken.get("f", {}).get("N", "-1"))
+            if kind == PAUSE:
+                paused = True
+            elif not (kind == LEASE and taken_fence == fence.value):
+                self._lost.add((fence.run_id, fence.value))
+                what = _KINDS.get(kind or "", "an item")
+                raise fence.lost(f"slot {cursor} holds {what} of fence {taken_fence}")
+            cursor += 1
+        raise StorageError(
+            f"run {fence.run_id}: {_SLOT_ATTEMPTS} checkpoint slots in a row were taken by "
+            "markers (hint: an operator's pause is being asked in a loop; retry the segment)"
+        )
+
+    def _cursor(self, fence: Fence, ns: str) -> int:
+        """The next free slot of a namespace as this fence's segment knows it: read (and the
+        lease checked) on the segment's first write that did not read first."""
+        if (fence.run_id, fence.value) in self._lost:
+            raise fence.lost("a newer lease's marker was found by a read")
+        known = self._cursors.get((fence.run_id, ns))
+        if known is not None and known[0] == fence.value:
+            return known[1]
+        self._establish(fence, ns, self.table.read_head(fence.run_id, ns))
+        if (fence.run_id, fence.value) in self._lost:
+            raise fence.lost("a newer lease's marker was found by a read")
+        return self._cursors[fence.run_id, ns][1]
+
+    def _establish(self, fence: Fence, ns: str, head: Head) -> None:
+        """Learn from a read of a namespace's slots where this fence's writes go, or that a
+        newer lease took the run. Without a marker of its own fence (a run's first lease
+        writes none, or a lease's marker was never written), the run item's fence decides;
+        above 1 the segment then writes its own marker, so a stale segment is refused from
+        now on rather than from this segment's first write."""
+        if head.paused:
+            self._paused.add(fence.run_id)
+        cursor = head.top + 1
+        if head.fence is None or head.fence < fence.value:
+            current = fence.value if self.fences is None else self._run_fence(fence.run_id)
+            if current != fence.value:
+                self._lost.add((fence.run_id, fence.value))
+                return
+            if fence.value > 1:
+                marker = {"PK": {"S": fence.run_id}, "ns": {"S": ns}, "k": {"S": LEASE}}
+                marker["f"] = {"N": str(fence.value)}
+                cursor, stepped = self._put_slot(fence, ns, cursor, marker)
+                if stepped:
+                    self._paused.add(fence.run_id)
+        elif head.fence > fence.value:
+            self._lost.add((fence.run_id, fence.value))
+            return
+        self._cursors[fence.run_id, ns] = (fence.value, cursor)
+        if not ns:
+            self.slots.note_top(fence.run_id, cursor - 1)
+
+    def _run_fence(self, run_id: str) -> int | None:
+        """The run's fence as the runs store has it (``None``: no such run)."""
+        assert self.fences is not None
+        try:
+            return self.fences.fence_of(run_id)
+        except NotFoundError:
+            return None
+
+    def claim_lease(self, run_id: str, fence: int) -> None:
+        """A segment took the run's lease under ``fence``: put its marker in the thread's next
+        slot, so the segment that held the lease before writes nothing more (from its next
+        write on, not from this segment's first). The first lease (fence 1) claims nothing.
+
+        Raises:
+            StorageError: DynamoDB refused the write.
+        """
+        self.slots.claim_lease(run_id, fence)
+
+    def claim_pause(self, run_id: str) -> None:
+        """An operator asked the run to pause (the request stands on the run): put a pause
+        marker in the thread's next slot, which the running segment's next write steps over
+        and reports (:meth:`pause_seen`).
+
+        Raises:
+            StorageError: DynamoDB refused the write.
+        """
+        self.slots.claim_pause(run_id)
+
+    def pause_seen(self, run_id: str) -> bool:
+        """Whether a fenced checkpoint write (or read) of ``run_id`` found an operator's pause
+        marker since the last call (which this call forgets).
+
+        The segment asks at each step boundary instead of reading the run item: an operator's
+        pause takes the thread's next slot, so the segment's next write finds it (and stores
+        its superstep in the slot after); a pause costs no request until one is asked.
         """
         with self.buffer.lock:
             if run_id not in self._paused:
@@ -294,9 +471,11 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
     def starts_empty(self, run_id: str, fence: int) -> None:
         """Note that the run's thread has no checkpoint yet, as its segment under ``fence``
         knows (the run's first lease, and no fork copied one into it): that segment's first
-        read of the newest checkpoint needs no ``Query``."""
+        read of the newest checkpoint needs no ``Query``, and its first write takes slot 1."""
         with self.buffer.lock:
             self._newest[run_id, ""] = (fence, None)
+            if fence == 1:  # the first lease writes no marker: slot 1 is free
+                self._cursors[run_id, ""] = (fence, 1)
 
     def _forget(self, group: FenceGroup) -> dict[Thread, tuple[int, Group | None]]:
         """Drop the remembered newest checkpoints a write to ``group`` may change; returns
@@ -315,7 +494,7 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         return self._fence_of(address(config)[0], int(value))
 
     def _fence_of(self, thread_id: str, value: int) -> Fence:
-        return Fence(runs_table=str(self.runs_table), run_id=thread_id, value=value)
+        return Fence(run_id=thread_id, value=value)
 
     @staticmethod
     def _group(fence: Fence | None) -> FenceGroup:
@@ -357,14 +536,14 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         listing reads a lineage once for all the checkpoints on it. A ``newest`` read is
         remembered, so the next put is diffed against it without another read.
         """
+        thread: Thread = (text(item, "PK"), text(item, "ns"))
         if "dv" not in item:
             whole: Checkpoint = self.codec.payload(item)
             if newest:
                 _, view = assemble([(text(item, "cid"), whole, False)], self._dumps)
                 assert view is not None
-                self._remember((text(item, "PK"), text(item, "ns")), view, whole)
+                self._remember(thread, view, whole, {text(item, "cid"): text(item, "SK")})
             return whole
-        thread: Thread = (text(item, "PK"), text(item, "ns"))
         checkpoint_id, base = text(item, "cid"), text(item, "base")
         with self.buffer.lock:
             cached = self._views.get(thread)
@@ -374,7 +553,8 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         payloads = [(text(i, "cid"), self.codec.payload(i), "dv" in i) for i in lineage]
         checkpoint, view = assemble(payloads, self._dumps if newest else None)
         if view is not None:
-            self._remember(thread, view, checkpoint)
+            keys = {text(i, "cid"): text(i, "SK") for i in lineage}
+            self._remember(thread, view, checkpoint, keys)
         return checkpoint
 
     def _lineage(self, item: Item, base: str, known: dict[str, Item]) -> Items:
@@ -385,7 +565,8 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         while text(chain[-1], "cid") != base:
             parent = chain[-1].get("par", {}).get("S")
             if parent is not None and parent not in known and not fetched:
-                for found in self.table.checkpoint_range(thread_id, ns, base, checkpoint_id):
+                low = item.get("bsk", {}).get("S") or checkpoint_sk(ns, base)
+                for found in self.table.checkpoint_range(thread_id, low, text(item, "SK")):
                     known.setdefault(text(found, "cid"), found)
                 fetched = True
             if parent is None or parent not in known:
@@ -406,13 +587,20 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
                 fence = None if group is None else self._fence_of(*group)
                 self._write(group, fence, self.buffer.items(group), "held checkpoint")
 
-    def _remember(self, thread: Thread, view: View, checkpoint: Checkpoint) -> None:
-        """Keep the newest checkpoint of a thread (a few hundred threads at most)."""
+    def _remember(
+        self, thread: Thread, view: View, checkpoint: Checkpoint, keys: dict[str, str]
+    ) -> None:
+        """Keep the newest checkpoint of a thread (a few hundred threads at most), and the
+        keys of the items its view is built on (``keys`` adds to those known)."""
         with self.buffer.lock:
             self._views[thread] = (view, checkpoint)
             self._views.move_to_end(thread)
+            known = {**self._sks.get(thread, {}), **keys}
+            bases = {view.checkpoint_id, *(f.base for f in view.fields.values())}
+            self._sks[thread] = {cid: sk for cid, sk in known.items() if cid in bases}
             while len(self._views) > _VIEWS_KEPT:
-                self._views.popitem(last=False)
+                dropped, _ = self._views.popitem(last=False)
+                self._sks.pop(dropped, None)
 
     def _expiring(self, checkpoint_id: str) -> bool:
         """Whether a checkpoint's item is past half its TTL: deltas are not built on it (its
@@ -434,17 +622,34 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         with self.buffer.lock:
             known = self._newest.get((thread_id, ns))
             if known is not None and fence.value - 1 <= known[0] <= fence.value:
-                # Ours, or the previous fence's: no lease was taken in between, so nobody wrote.
+                # Ours, or the previous fence's: no lease was taken in between, so nobody wrote
+                # (but markers: the next write steps over them).
                 self._newest[thread_id, ns] = (fence.value, known[1])
+                self._carry_cursor(fence, ns)
                 return known[1]
         self._store_held(thread_id)
         with self.buffer.lock:
             generation = self._writes_stored
-        group = self.table.latest_group(thread_id, ns)
+        head = self.table.read_head(thread_id, ns)
         with self.buffer.lock:
+            cursor = self._cursors.get((thread_id, ns))
+            if generation == self._writes_stored and (cursor is None or cursor[0] != fence.value):
+                self._establish(fence, ns, head)
             if generation == self._writes_stored:
-                self._newest[thread_id, ns] = (fence.value, group)
-        return group
+                self._newest[thread_id, ns] = (fence.value, head.group)
+        return head.group
+
+    def _carry_cursor(self, fence: Fence, ns: str) -> None:
+        """Under the fence after the one that wrote last, start from where that one stopped
+        (after this process's own lease marker, when it wrote one)."""
+        known = self._cursors.get((fence.run_id, ns))
+        if known is None or known[0] not in (fence.value - 1, fence.value):
+            return
+        cursor = known[1]
+        claimed = None if ns else self.slots.claimed(fence.run_id)
+        if claimed is not None and claimed[0] == fence.value:
+            cursor = max(cursor, claimed[1] + 1)
+        self._cursors[fence.run_id, ns] = (fence.value, cursor)
 
     def list(
         self,
@@ -521,6 +726,9 @@ class DynamoCheckpointSaver(ThreadedAsyncSaver):
         with self.buffer.lock:
             for thread in [thread for thread in self._views if thread[0] == thread_id]:
                 del self._views[thread]
+                self._sks.pop(thread, None)
+            for thread in [thread for thread in self._cursors if thread[0] == thread_id]:
+                del self._cursors[thread]
         deleted = self.table.delete_thread(thread_id)
         self.codec.delete_thread(thread_id)
         logger.debug("deleted thread %s (%d items)", thread_id, deleted)
