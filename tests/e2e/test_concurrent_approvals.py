@@ -93,8 +93,16 @@ def test_a_hundred_simultaneous_clicks_are_each_decided_by_their_own_approver(
             )
         )
     outbox = Path(stack.settings.outbox_dir or "")
+    emails = CLICKS * len(APPROVERS)
+    # Counted by name while they arrive (each .json appears whole), read once enough are there:
+    # the wait does not re-read up to 200 emails twice a second.
     links = wait_for(
-        lambda: (found := _links(outbox)) and len(found) >= CLICKS * len(APPROVERS) and found,
+        lambda: (
+            sum(1 for _ in outbox.glob("*.json")) >= emails
+            and (found := _links(outbox))
+            and len(found) >= emails
+            and found
+        ),
         what="every approval email",
         timeout=900,
         interval=0.5,
