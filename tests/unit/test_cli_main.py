@@ -247,6 +247,27 @@ def test_an_offline_validate_loads_only_what_checking_the_file_needs(tmp_path: P
     assert loaded["heavy"] == ["jinja2", "pydantic", "yaml"]
 
 
+SEED_000 = [
+    str(REPO / "examples" / "seed000" / f"{name}.json")
+    for name in ("query_memory", "open_uber_eats", "add_to_cart_generic", "lunch_plan")
+]
+"""The README's first ``workflows validate``: seed 000's blocks and plan, JSON files."""
+
+
+@pytest.mark.subprocess
+def test_an_offline_validate_of_json_files_reads_no_yaml(tmp_path: Path) -> None:
+    # Given the README's seed-000 JSON files and no stack to check them against
+
+    # When a fresh interpreter validates them
+    loaded = _loaded_by(["workflows", "validate", *SEED_000], tmp_path)
+
+    # Then it built the definition models and nothing heavier: no YAML parser (the built-in
+    # blocks are read from their generated JSON), no Jinja2 (no template has {{ }})
+    assert loaded["code"] == 0
+    assert loaded["watched"] == list(DEFINITION_MODELS)
+    assert loaded["heavy"] == ["pydantic"]
+
+
 def test_the_help_listing_every_group_is_the_same_loaded_or_not() -> None:
     from langorch.cli.main import build_parser
 
