@@ -98,6 +98,32 @@ each string annotation: ~1,100 ``compile`` calls, ~5 %), Jinja2's import for a `
 template, the source dataclasses and namedtuples generate (~410 ``exec``, ~15 % of all
 instructions, two thirds in pydantic and annotated_types), PyYAML.
 
+2026-11-28, an offline validate reads no YAML and no settings: the built-in blocks come from
+``builtins/blocks.json`` (generated from ``blocks.yaml``; a test checks they agree) and
+PyYAML is imported only for a YAML document; with nothing to talk to, the target is refused
+before the ``Settings`` model is built; offline, the known tools are the built-in names, not
+the tool registry's module (its models). Instructions by ``valgrind --tool=callgrind`` (one run
+each after a warm-up, .pyc files written; offline, as the README's first validate runs):
+
+====================================  ======  =======  ===========  ==========  ========  =======
+command                               before  no YAML  no settings  tool names  change    quiet s
+====================================  ======  =======  ===========  ==========  ========  =======
+``workflows validate`` seed 000       1.133   1.044    1.014        0.9995      -11.8 %   ~0.30
+(the README's 4 JSON files)
+``workflows validate`` blog_review    1.206   1.206    1.175        1.160       -3.8 %    ~0.35
+(``definitions.yaml``)
+``runs list`` (a local home's store)  0.818                         0.818       0         ~0.25
+``--help``                            0.238                         0.238       0         ~0.07
+====================================  ======  =======  ===========  ==========  ========  =======
+
+Instructions in G, after each of the three commits in turn (``runs list`` and ``--help`` run
+through ``python -c`` with the tree on ``sys.path``, both trees alike; the validate rows through
+``.venv/bin/langorch``). Quiet seconds at 0.30 s per G.
+The seed-000 validate is now at the target; blog_review is not: its YAML file needs PyYAML
+(~90 M instructions to import) and its ``{{ }}`` templates Jinja2 (~90 M), on top of
+pydantic's fixed cost (~425 M: its import, the first model's machinery, and its plugin scan
+through ``importlib.metadata``, ~100 M, which only ``PYDANTIC_DISABLE_PLUGINS`` skips).
+
 Run: ``.venv/bin/python bench/cli.py [--repeat 3]``.
 """
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from importlib import resources
+
 import pytest
+import yaml
 
 from langorch.domain.builtins import builtin_block_ids, builtin_blocks
 from langorch.domain.definitions import BlockType
@@ -56,3 +60,15 @@ def test_builtin_blocks_are_fresh_copies() -> None:
 
 def test_builtin_block_ids_match_the_blocks() -> None:
     assert builtin_block_ids() == {b.block_id for b in builtin_blocks()}
+
+
+def test_the_json_read_at_run_time_is_the_yaml_written_by_hand() -> None:
+    # Given the packaged built-ins: blocks.yaml (edited) and blocks.json (read, generated from it)
+    folder = resources.files("langorch").joinpath("builtins")
+    written = yaml.safe_load(folder.joinpath("blocks.yaml").read_text(encoding="utf-8"))
+
+    # When the generated file is read
+    read = json.loads(folder.joinpath("blocks.json").read_text(encoding="utf-8"))
+
+    # Then both hold the same blocks (else regenerate blocks.json: see blocks.yaml's header)
+    assert read == written

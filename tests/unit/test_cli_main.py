@@ -97,14 +97,17 @@ the CKP compiler and binding, the LLM providers and tools (it reads their names 
 ``logging`` (it logs nothing) (issue 26)."""
 
 
-def _loaded_by(argv: list[str], cwd: Path) -> dict[str, object]:
-    """What a fresh interpreter has imported after running ``langorch argv``."""
-    code = PROBE.format(
-        shared=str(REPO / "shared"),
-        argv=argv,
-        heavy=HEAVY,
-        watched=(*DEFINITION_MODELS, *NOT_FOR_VALIDATION),
-    )
+NOT_OFFLINE = ("langorch.config", "langorch.domain.tool_servers")
+"""What an offline command (no stack to talk to) does not use: the settings' model, the tool
+registry's models (issue 26)."""
+
+
+def _loaded_by(
+    argv: list[str], cwd: Path, watched: tuple[str, ...] = (*DEFINITION_MODELS, *NOT_FOR_VALIDATION)
+) -> dict[str, object]:
+    """What a fresh interpreter has imported after running ``langorch argv`` (of ``watched``,
+    and of the heavy packages and command groups)."""
+    code = PROBE.format(shared=str(REPO / "shared"), argv=argv, heavy=HEAVY, watched=watched)
     env = {"PATH": "/usr/bin:/bin", "AWS_DEFAULT_REGION": "us-east-1"}
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -245,6 +248,29 @@ def test_an_offline_validate_loads_only_what_checking_the_file_needs(tmp_path: P
     assert loaded["code"] == 0
     assert loaded["watched"] == list(DEFINITION_MODELS)
     assert loaded["heavy"] == ["jinja2", "pydantic", "yaml"]
+
+
+SEED_000 = [
+    str(REPO / "examples" / "seed000" / f"{name}.json")
+    for name in ("query_memory", "open_uber_eats", "add_to_cart_generic", "lunch_plan")
+]
+"""The README's first ``workflows validate``: seed 000's blocks and plan, JSON files."""
+
+
+@pytest.mark.subprocess
+def test_an_offline_validate_of_json_files_reads_no_yaml(tmp_path: Path) -> None:
+    # Given the README's seed-000 JSON files and no stack to check them against
+
+    # When a fresh interpreter validates them
+    watched = (*DEFINITION_MODELS, *NOT_FOR_VALIDATION, *NOT_OFFLINE)
+    loaded = _loaded_by(["workflows", "validate", *SEED_000], tmp_path, watched)
+
+    # Then it built the definition models and nothing heavier: no YAML parser (the built-in
+    # blocks are read from their generated JSON), no Jinja2 (no template has {{ }}), neither
+    # the settings' model nor the tool registry's (there is no stack to read them for)
+    assert loaded["code"] == 0
+    assert loaded["watched"] == list(DEFINITION_MODELS)
+    assert loaded["heavy"] == ["pydantic"]
 
 
 def test_the_help_listing_every_group_is_the_same_loaded_or_not() -> None:

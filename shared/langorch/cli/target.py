@@ -148,6 +148,11 @@ def resolve_target(
         NotFoundError: ``--stack`` names a stack that does not exist.
     """
     env = os.environ if env is None else env
+    stack_file = local_home(home, env=env, cwd=cwd) / STACK_FILE
+    if not (endpoint_url or stack or _names_endpoint(env) or stack_file.is_file()):
+        # Nothing to talk to, said before the settings are read: building their model was a
+        # tenth of what an offline `workflows validate` cost (issue 26).
+        raise _no_stack(stack_file)
     overrides: dict[str, Any] = {"region": region} if region else {}
     if stack and not region and not env.get("LANGORCH_REGION"):
         # A deployed stack lives where the operator's AWS configuration points.
@@ -171,10 +176,18 @@ def resolve_target(
             {field: found[key] for key, field in OPTIONAL_OUTPUT_FIELDS.items() if key in found}
         )
         return Target(base.model_copy(update=fields), f"stack {stack}", explicit=True)
-    stack_file = local_home(home, env=env, cwd=cwd) / STACK_FILE
     if stack_file.is_file():
         return Target(_local_settings(stack_file, env, overrides), str(stack_file), explicit=False)
-    raise TargetError(
+    raise _no_stack(stack_file)
+
+
+def _names_endpoint(env: Mapping[str, str]) -> bool:
+    """Whether ``env`` sets ``LANGORCH_ENDPOINT_URL`` (any case), as ``Settings`` reads it."""
+    return any(name.upper() == "LANGORCH_ENDPOINT_URL" and env[name] for name in env)
+
+
+def _no_stack(stack_file: Path) -> TargetError:
+    return TargetError(
         f"no local stack running ({stack_file} not found): start one with `langorch dev` "
         "(`make dev`), point at its folder with --home DIR or LANGORCH_HOME, "
         "or pass --stack NAME"

@@ -19,15 +19,17 @@ import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from langorch.domain.ckp import is_procedure
 from langorch.domain.definitions import BlockDefinition, TaskPlan
 from langorch.domain.errors import DefinitionError, Problem
 from langorch.domain.limits import MAX_JSON_DEPTH, json_shape_problem
+
+if TYPE_CHECKING:
+    import yaml
 
 Format = Literal["json", "yaml"]
 
@@ -139,6 +141,9 @@ def _fast_yaml(text: str) -> Any:
     anything else the pure parser decides, so bad input is refused as before, with the same
     message (LibYAML words its errors its own way and stops at another depth).
     """
+    # Imported here: a JSON file (the README's seed 000) never pays for PyYAML (issue 26).
+    import yaml
+
     loader = getattr(yaml, "CSafeLoader", None)  # absent when PyYAML was built without LibYAML
     if loader is None:
         return _NOT_FAST
@@ -151,6 +156,8 @@ def _fast_yaml(text: str) -> Any:
 
 
 def _pure_yaml(text: str, source: str) -> Any:
+    import yaml
+
     try:
         # safe_load only: a definition file must never construct Python objects.
         return yaml.safe_load(text)

@@ -257,10 +257,12 @@ def _rotate_secret(ctx: Context, args: argparse.Namespace) -> None:
 
 def _known_tools(ctx: Context, target: Any) -> frozenset[str]:
     """Built-in tools, plus the target's registered ones when a stack is reachable."""
-    from langorch.app.tool_registry import known_tool_names
-
     if target is None:
-        return known_tool_names(None)
+        # The built-in names only: the registry's module builds its models (issue 26).
+        from langorch.llm.names import KNOWN_TOOLS
+
+        return frozenset(KNOWN_TOOLS)
+    from langorch.app.tool_registry import known_tool_names
 
     return known_tool_names(ctx.container.tool_servers)
 
