@@ -247,24 +247,10 @@ class CheckpointTable:
         for group in self._slot_groups(thread_id, ns):
             if text(group[0], "cid") == checkpoint_id:
                 return group
-        sk = checkpoint_sk(ns, checkpoint_id)
-        kwargs: dict[str, Any] = {
-            "TableName": self.name,
-            "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
-            "ExpressionAttributeValues": {":pk": {"S": thread_id}, ":sk": {"S": sk}},
-            "ConsistentRead": True,
-        }
-        checkpoint_item: Item | None = None
-        writes: Items = []
-        for page in self.pages("Query", self.client.query, kwargs):
-            for item in page:
-                item_sk = text(item, "SK")
-                if item_sk == sk:
-                    checkpoint_item = item
-                elif item_sk.startswith(f"{sk}#W#"):
-                    writes.append(item)
-        if checkpoint_item is None:
+        stored = self._legacy_group(thread_id, ns, checkpoint_id)
+        if stored is None:
             return None
+        checkpoint_item, writes = stored
         slotted = self._slot_writes(thread_id, ns, checkpoint_id)
         merged = {text(w, "SK"): w for w in [*writes, *slotted]}
         return checkpoint_item, list(merged.values())
@@ -311,6 +297,8 @@ class CheckpointTable:
             upper = checkpoint_sk(ns, text(first, "cid"))
 
     def _legacy_group(self, thread_id: str, ns: str, checkpoint_id: str) -> Group | None:
+        """A checkpoint of the unfenced layout and the writes stored under its key, by id, in
+        one paged ``Query`` of its key prefix (``None``: not stored)."""
         sk = checkpoint_sk(ns, checkpoint_id)
         kwargs: dict[str, Any] = {
             "TableName": self.name,
