@@ -722,6 +722,43 @@ def test_the_run_page_renders_hostile_values_as_text():
     assert 'action="/runs/r/redrive"' not in body or 'name="csrf"' in body
 
 
+def test_the_run_pages_audit_says_each_decision_came_through_the_link_or_the_console():
+    from langorch.domain.approvals.audit import AuditEntry
+
+    # Given an approval viewed and decided from its emailed link, then decided again in the console
+    def entry(action: str, **visit: str) -> AuditEntry:
+        return AuditEntry(approval_id="apr-1", at=T0, action=action, outcome="ok", **visit)
+
+    audit = [
+        entry("emailed", actor="ana@example.com"),
+        entry("decide", method="POST", source_ip="10.0.0.9", user_agent="Firefox/140"),
+        entry("decide", method="POST", channel="console", operator="ana (OS user)"),
+    ]
+    view = build_run_view(run_record(RunStatus.succeeded), [], review_graph(), T0)
+    request = Request("GET", "/runs/r", {}, {}, session=SESSION)
+
+    # When the run page renders its approvals
+    body = (
+        console_app()
+        .page(
+            "run.html",
+            request,
+            view=view,
+            approvals=[(pending_approval(["ana@example.com"]), audit)],
+            recovery=True,
+            message="",
+        )
+        .body.decode()
+    )
+
+    # Then each row says where it came from: the emailed link with its client, or the console
+    # and who acted there; the service's own line (the email sent) names none
+    rows = body.split("<tr>")
+    assert "<td>emailed link · Firefox/140</td>" in rows[-2]
+    assert "<td>console · ana (OS user)</td>" in rows[-1]
+    assert "<td></td>" in next(row for row in rows if "<td>emailed</td>" in row)
+
+
 @pytest.mark.parametrize(
     ("status", "offers_checkpoint"),
     [(RunStatus.failed, True), (RunStatus.succeeded, False), (RunStatus.cancelled, False)],
